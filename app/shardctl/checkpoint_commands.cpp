@@ -1,0 +1,331 @@
+// demo-save, info, verify and load: thin wrappers that parse options, call the core and print.
+
+#include "cli.h"
+
+#include "core/checkpoint.h"
+#include "core/demo.h"
+#include "core/formats.h"
+#include "core/parallel.h"
+
+#include <QElapsedTimer>
+#include <cstdio>
+#include <iostream>
+
+namespace shardctl {
+
+namespace fs = std::filesystem;
+using namespace shardscope;
+using nlohmann::json;
+
+namespace {
+
+QCommandLineOption json_option()
+{
+    return {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout.")};
+}
+
+QCommandLineOption threads_option()
+{
+    return {QStringLiteral("threads"), QStringLiteral("Worker threads (default: all cores)."),
+            QStringLiteral("T"), QStringLiteral("0")};
+}
+
+std::string human_bytes(uint64_t bytes)
+{
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double value = static_cast<double>(bytes);
+    int unit = 0;
+    while (value >= 1024 && unit < 4) {
+        value /= 1024;
+        ++unit;
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, unit ? "%.1f %s" : "%.0f %s", value, units[unit]);
+    return text;
+}
+
+json problem_json(const Problem& p)
+{
+    json out = {{"kind", std::string(to_string(p.kind))}, {"message", p.message}};
+    if (p.rank >= 0)
+        out["rank"] = p.rank;
+    if (!p.path.empty())
+        out["path"] = p.path;
+    return out;
+}
+
+json training_state_example(uint64_t step, uint64_t seed)
+{
+    // What a resumable run records (issue 6 makes the training loop honour it); the demo carries
+    // realistic values so the app and reports have something to show.
+    return {{"optimizer", {{"name", "adamw"}, {"lr", 3e-4}, {"betas", {0.9, 0.95}}, {"eps", 1e-8},
+                           {"weight_decay", 0.1}, {"step", step}}},
+            {"lr_schedule", {{"name", "cosine"}, {"warmup_steps", 2000}, {"max_steps", 100000},
+                             {"min_lr", 3e-5}}},
+            {"dataloader", {{"epoch", step / 5000}, {"offset", (step % 5000) * 512}, {"shuffle_seed", seed}}},
+            {"rng", {{"seed", seed}, {"counter", step}}}};
+}
+
+} // namespace
+
+int run_demo_save(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Write a synthetic sharded checkpoint. The global state depends only on --seed and --numel, "
+        "so the same seed saved at different world sizes holds the same flat vectors."));
+    parser.addOptions({
+        {QStringLiteral("out"), QStringLiteral("Checkpoint directory to create."), QStringLiteral("DIR")},
+        {QStringLiteral("world-size"), QStringLiteral("Number of ranks."), QStringLiteral("N")},
+        {QStringLiteral("numel"), QStringLiteral("Total number of parameters."), QStringLiteral("P")},
+        {QStringLiteral("step"), QStringLiteral("Training step (default 0)."), QStringLiteral("S"), QStringLiteral("0")},
+        {QStringLiteral("seed"), QStringLiteral("Seed of the synthetic state (default 1)."), QStringLiteral("X"), QStringLiteral("1")},
+        {QStringLiteral("dtype"), QStringLiteral("Parameter dtype: f16 or bf16 (default f16)."), QStringLiteral("f16|bf16"), QStringLiteral("f16")},
+        threads_option(),
+        json_option(),
+    });
+    if (!parse(parser, arguments, 0, QStringLiteral("demo-save")))
+        return kUsage;
+    for (const char* required : {"out", "world-size", "numel"})
+        if (!parser.isSet(QLatin1String(required)))
+            return fail(kUsage, std::string("demo-save needs --") + required);
+    const auto world = int_option(parser, QStringLiteral("world-size"), 1, kMaxWorldSize);
+    const auto numel = world ? int_option(parser, QStringLiteral("numel"), 0, 1ll << 40) : std::nullopt;
+    const auto step = numel ? int_option(parser, QStringLiteral("step"), 0, 1ll << 53) : std::nullopt;
+    const auto seed = step ? int_option(parser, QStringLiteral("seed"), 0, (1ll << 62)) : std::nullopt;
+    const auto threads = seed ? int_option(parser, QStringLiteral("threads"), 0, 1024) : std::nullopt;
+    if (!threads)
+        return kUsage;
+    const auto dtype = param_dtype_from_string(local(parser.value(QStringLiteral("dtype"))));
+    if (!dtype)
+        return fail(kUsage, "--dtype must be f16 or bf16, not '" + local(parser.value(QStringLiteral("dtype"))) + "'");
+    const fs::path out = local(parser.value(QStringLiteral("out")));
+
+    QElapsedTimer timer;
+    timer.start();
+    // Two phases, as a distributed job would run them: each rank generates and writes its own
+    // shard (here on threads, so peak memory is a few ranks' state, not the whole model), then one
+    // coordinator commits.
+    const int n = static_cast<int>(*world);
+    std::vector<ShardRecord> records(static_cast<std::size_t>(n));
+    {
+        std::error_code ec;
+        if (fs::exists(out / "manifest.json", ec))
+            throw Error(ProblemKind::already_exists,
+                        (out / "manifest.json").string() + " exists: refusing to overwrite a complete checkpoint");
+    }
+    parallel_for(records.size(), static_cast<int>(*threads), [&](std::size_t r) {
+        const RankState state = make_demo_rank(static_cast<uint64_t>(*seed), static_cast<uint64_t>(*numel), n,
+                                               static_cast<int>(r), *dtype);
+        records[r] = write_rank_shard(out, state, n);
+    });
+    CheckpointMeta meta;
+    meta.world_size = n;
+    meta.step = static_cast<uint64_t>(*step);
+    meta.wall_clock_seconds = static_cast<double>(*step) * 3.66; // a plausible 3.66 s per step
+    meta.param_dtype = *dtype;
+    meta.param_numel_total = static_cast<uint64_t>(*numel);
+    meta.tensors = demo_tensor_layout(meta.param_numel_total);
+    meta.training_state = training_state_example(meta.step, static_cast<uint64_t>(*seed));
+    const Manifest m = commit(out, std::move(records), meta);
+    const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
+
+    if (parser.isSet(QStringLiteral("json"))) {
+        print_json({{"ok", true}, {"path", out.string()}, {"world_size", m.world_size}, {"step", m.step},
+                    {"param_numel_total", m.param_numel_total}, {"bytes", m.total_bytes()},
+                    {"seconds", seconds}});
+    } else {
+        print_line("wrote " + out.string() + ": " + std::to_string(m.world_size) + " shards, " +
+                   human_bytes(m.total_bytes()) + ", step " + std::to_string(m.step) + " in " +
+                   std::to_string(seconds).substr(0, 5) + " s");
+    }
+    return kOk;
+}
+
+int run_info(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral("Detect a checkpoint's format and summarize it."));
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory, root or file."));
+    parser.addOption(json_option());
+    if (!parse(parser, arguments, 1, QStringLiteral("info")))
+        return kUsage;
+    const fs::path path = local(parser.positionalArguments().at(0));
+    const DetectedFormat detected = detect_format(path);
+    const bool as_json = parser.isSet(QStringLiteral("json"));
+    json out = {{"format", std::string(to_string(detected.format))}, {"path", detected.path.string()},
+                {"detected_by", detected.reason}, {"files", detected.files}};
+    if (detected.format == CheckpointFormat::unknown) {
+        if (as_json)
+            print_json(out);
+        return fail(kCheckFailed, path.string() + ": not a recognised checkpoint (" + detected.reason + ")");
+    }
+    if (detected.format == CheckpointFormat::shardscope) {
+        const Manifest m = read_manifest(detected.path);
+        out["world_size"] = m.world_size;
+        out["step"] = m.step;
+        out["wall_clock_seconds"] = m.wall_clock_seconds;
+        out["param_dtype"] = std::string(to_string(m.param_dtype));
+        out["param_numel_total"] = m.param_numel_total;
+        out["total_bytes"] = m.total_bytes();
+        out["tensors"] = m.tensors.size();
+        json shards = json::array();
+        for (const auto& s : m.shards)
+            shards.push_back({{"rank", s.rank}, {"path", s.path}, {"bytes", s.bytes},
+                              {"param_shard_offset", s.param_shard_offset},
+                              {"param_shard_numel", s.param_shard_numel}, {"sha256", s.sha256}});
+        out["shards"] = shards;
+        if (!m.training_state.is_null())
+            out["training_state"] = m.training_state;
+        if (as_json) {
+            print_json(out);
+            return kOk;
+        }
+        print_line(detected.path.string() + ": ShardScope checkpoint (schema_version 1)");
+        print_line("  world size  " + std::to_string(m.world_size));
+        print_line("  step        " + std::to_string(m.step));
+        print_line("  parameters  " + std::to_string(m.param_numel_total) + " " + std::string(to_string(m.param_dtype)) +
+                   " + fp32 master, exp_avg, exp_avg_sq");
+        print_line("  total size  " + human_bytes(m.total_bytes()) + " in " + std::to_string(m.shards.size()) + " shards");
+        for (const auto& s : m.shards)
+            print_line("  rank " + std::to_string(s.rank) + "  " + s.path + "  " + human_bytes(s.bytes) + "  params [" +
+                       std::to_string(s.param_shard_offset) + ", " +
+                       std::to_string(s.param_shard_offset + s.param_shard_numel) + ")  sha256 " + s.sha256.substr(0, 12));
+        return kOk;
+    }
+    if (as_json) {
+        print_json(out);
+        return kOk;
+    }
+    print_line(detected.path.string() + ": " + std::string(to_string(detected.format)) + " checkpoint (" +
+               detected.reason + "), " + std::to_string(detected.files.size()) + " file(s)");
+    for (const auto& f : detected.files)
+        print_line("  " + f);
+    return kOk;
+}
+
+int run_verify(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Check every invariant of a checkpoint and every shard's hash. PATH may be a checkpoint "
+        "directory or a root with a `latest` file."));
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
+    parser.addOptions({
+        json_option(),
+        {QStringLiteral("fast"), QStringLiteral("Compare the XXH3 checksum instead of SHA-256.")},
+        threads_option(),
+        {QStringLiteral("expect-world-size"), QStringLiteral("Fail unless the checkpoint has N ranks."), QStringLiteral("N")},
+    });
+    if (!parse(parser, arguments, 1, QStringLiteral("verify")))
+        return kUsage;
+    VerifyOptions options;
+    const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
+    if (!threads)
+        return kUsage;
+    options.threads = static_cast<int>(*threads);
+    options.fast = parser.isSet(QStringLiteral("fast"));
+    if (parser.isSet(QStringLiteral("expect-world-size"))) {
+        const auto expected = int_option(parser, QStringLiteral("expect-world-size"), 1, kMaxWorldSize);
+        if (!expected)
+            return kUsage;
+        options.expected_world_size = static_cast<int>(*expected);
+    }
+    const fs::path path = local(parser.positionalArguments().at(0));
+    {
+        std::error_code ec;
+        if (fs::exists(path, ec) && !fs::is_directory(path, ec))
+            return fail(kUsage, path.string() + ": verify takes a checkpoint directory, not a file");
+    }
+    QElapsedTimer timer;
+    timer.start();
+    const VerifyReport report = verify_checkpoint(path, options);
+    const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
+
+    uint64_t hashed = 0;
+    for (const auto& s : report.shards)
+        hashed += s.actual_bytes;
+    if (parser.isSet(QStringLiteral("json"))) {
+        json shards = json::array();
+        for (const auto& s : report.shards) {
+            json entry = {{"rank", s.rank}, {"path", s.path}, {"bytes", s.expected_bytes},
+                          {"actual_bytes", s.actual_bytes}, {"status", std::string(to_string(s.status))}};
+            if (!s.detail.empty())
+                entry["detail"] = s.detail;
+            shards.push_back(std::move(entry));
+        }
+        json problems = json::array();
+        for (const auto& p : report.problems)
+            problems.push_back(problem_json(p));
+        json out = {{"ok", report.ok()}, {"format", report.format}, {"path", report.dir.string()},
+                    {"world_size", report.manifest ? json(report.manifest->world_size) : json(nullptr)},
+                    {"step", report.manifest ? json(report.manifest->step) : json(nullptr)},
+                    {"checksum", options.fast ? "xxh3" : "sha256"}, {"shards", shards},
+                    {"problems", problems}, {"leftover_tmp_files", report.leftover_tmp_files},
+                    {"seconds", seconds}};
+        print_json(out);
+    } else {
+        if (report.manifest)
+            print_line(report.dir.string() + ": world_size " + std::to_string(report.manifest->world_size) +
+                       ", step " + std::to_string(report.manifest->step));
+        for (const auto& s : report.shards)
+            print_line("  rank " + std::to_string(s.rank) + "  " + s.path + "  " + human_bytes(s.expected_bytes) +
+                       "  " + std::string(to_string(s.status)));
+        for (const auto& tmp : report.leftover_tmp_files)
+            print_line("  leftover from an interrupted write: " + tmp);
+        if (report.ok())
+            print_line("OK: " + std::to_string(report.shards.size()) + " shards verified (" + human_bytes(hashed) +
+                       " in " + std::to_string(seconds).substr(0, 5) + " s)");
+    }
+    if (report.ok())
+        return kOk;
+    for (const auto& p : report.problems)
+        std::cerr << "shardctl: " << p.message << '\n';
+    if (report.cancelled)
+        std::cerr << "shardctl: verification was cancelled\n";
+    return kCheckFailed;
+}
+
+int run_load(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Load every rank through the library's load path (all invariants and hashes checked) and "
+        "print SHA-256 digests of the reassembled flat param, master, exp_avg and exp_avg_sq."));
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
+    parser.addOptions({
+        {QStringLiteral("expect-world-size"), QStringLiteral("The world size the job runs with."), QStringLiteral("N")},
+        threads_option(),
+        json_option(),
+    });
+    if (!parse(parser, arguments, 1, QStringLiteral("load")))
+        return kUsage;
+    if (!parser.isSet(QStringLiteral("expect-world-size")))
+        return fail(kUsage, "load needs --expect-world-size N (the world size the job will resume with)");
+    const auto expected = int_option(parser, QStringLiteral("expect-world-size"), 1, kMaxWorldSize);
+    const auto threads = expected ? int_option(parser, QStringLiteral("threads"), 0, 1024) : std::nullopt;
+    if (!threads)
+        return kUsage;
+    LoadOptions options;
+    options.threads = static_cast<int>(*threads);
+    const fs::path path = local(parser.positionalArguments().at(0));
+    const LoadedCheckpoint loaded = load_sharded(path, static_cast<int>(*expected), options);
+    const StateDigests d = flat_state_digests(loaded.ranks);
+    if (parser.isSet(QStringLiteral("json"))) {
+        print_json({{"ok", true}, {"path", loaded.dir.string()}, {"world_size", loaded.manifest.world_size},
+                    {"step", loaded.manifest.step}, {"param_numel_total", loaded.manifest.param_numel_total},
+                    {"param_dtype", std::string(to_string(loaded.manifest.param_dtype))},
+                    {"digests", {{"param", d.param}, {"master", d.master}, {"exp_avg", d.exp_avg},
+                                 {"exp_avg_sq", d.exp_avg_sq}}}});
+    } else {
+        print_line(loaded.dir.string() + ": loaded " + std::to_string(loaded.manifest.world_size) + " ranks, step " +
+                   std::to_string(loaded.manifest.step));
+        print_line("  param       " + d.param);
+        print_line("  master      " + d.master);
+        print_line("  exp_avg     " + d.exp_avg);
+        print_line("  exp_avg_sq  " + d.exp_avg_sq);
+    }
+    return kOk;
+}
+
+} // namespace shardctl

@@ -1,0 +1,75 @@
+// shardctl: ShardScope's command line, for scripts and CI. Exit status: 0 all good, 1 a check
+// failed, 2 usage or environment error.
+
+#include "cli.h"
+
+#include <QCoreApplication>
+#include <exception>
+#include <iostream>
+
+namespace {
+
+struct Command {
+    const char* name;
+    int (*run)(const QStringList&);
+    const char* summary;
+};
+
+const Command kCommands[] = {
+    {"demo-save", shardctl::run_demo_save, "write a synthetic sharded checkpoint"},
+    {"info", shardctl::run_info, "detect a checkpoint's format and summarize it"},
+    {"verify", shardctl::run_verify, "check every invariant and every shard's hash"},
+    {"load", shardctl::run_load, "load all ranks and print sharding-independent digests"},
+};
+
+void print_usage(std::ostream& out)
+{
+    out << "usage: shardctl <command> [options]   (shardctl <command> --help for its options)\n\n"
+           "commands:\n";
+    for (const Command& command : kCommands)
+        out << "  " << command.name << std::string(12 - std::string(command.name).size(), ' ')
+            << command.summary << '\n';
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    QCoreApplication app(argc, argv);
+    QCoreApplication::setApplicationName(QStringLiteral("shardctl"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(SHARDSCOPE_VERSION));
+
+    QStringList arguments = QCoreApplication::arguments();
+    if (arguments.size() < 2) {
+        print_usage(std::cerr);
+        return shardctl::kUsage;
+    }
+    const QString name = arguments.at(1);
+    if (name == QStringLiteral("--help") || name == QStringLiteral("-h") ||
+        name == QStringLiteral("help")) {
+        print_usage(std::cout);
+        return shardctl::kOk;
+    }
+    if (name == QStringLiteral("--version")) {
+        std::cout << "shardctl " << SHARDSCOPE_VERSION << '\n';
+        return shardctl::kOk;
+    }
+    for (const Command& command : kCommands) {
+        if (name != QLatin1String(command.name))
+            continue;
+        arguments.removeFirst(); // the command parses "<name> [options]"
+        try {
+            return command.run(arguments);
+        } catch (const shardscope::Error& error) {
+            return shardctl::fail(error);
+        } catch (const std::bad_alloc&) {
+            return shardctl::fail(shardctl::kUsage, "out of memory");
+        } catch (const std::exception& error) {
+            return shardctl::fail(shardctl::kUsage, std::string("internal error: ") + error.what());
+        }
+    }
+    std::cerr << "shardctl: unknown command '" << name.toStdString() << "'\n\n";
+    print_usage(std::cerr);
+    return shardctl::kUsage;
+}
+

@@ -1,0 +1,326 @@
+// Saving: the two phases (write_rank_shard, commit) and the in-process composition of them.
+
+#include "core/checkpoint.h"
+
+#include "core/fsutil.h"
+#include "core/hashing.h"
+#include "core/parallel.h"
+#include "core/safetensors.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <span>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+using fsutil::UniqueFd;
+
+namespace {
+
+constexpr std::size_t kWriteChunk = 8u << 20;
+
+void check_cancel(const std::atomic<bool>* cancel, const std::string& what)
+{
+    if (cancel && cancel->load(std::memory_order_relaxed))
+        throw Error(ProblemKind::cancelled, what + ": cancelled");
+}
+
+// The four tensors of a rank shard, in file order.
+struct TensorBytes {
+    const char* name;
+    const char* dtype;
+    std::span<const std::byte> bytes;
+};
+
+std::vector<TensorBytes> tensor_bytes(const RankState& s)
+{
+    return {
+        {"param", s.dtype == ParamDtype::F16 ? "F16" : "BF16", std::as_bytes(std::span(s.param))},
+        {"master", "F32", std::as_bytes(std::span(s.master))},
+        {"exp_avg", "F32", std::as_bytes(std::span(s.exp_avg))},
+        {"exp_avg_sq", "F32", std::as_bytes(std::span(s.exp_avg_sq))},
+    };
+}
+
+void make_directories(const fs::path& dir)
+{
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec)
+        throw Error(ProblemKind::io_error, dir.string() + ": cannot create the directory: " + ec.message(),
+                    dir.string());
+}
+
+} // namespace
+
+std::string shard_file_name(int rank)
+{
+    return "rank" + std::to_string(rank) + ".safetensors";
+}
+
+ShardRecord write_rank_shard(const fs::path& dir, const RankState& state, int world_size,
+                             const WriteOptions& options)
+{
+    const std::string name = shard_file_name(state.rank);
+    const std::string display = (dir / name).string();
+    const std::string where = display + " (rank " + std::to_string(state.rank) + ")";
+    const uint64_t n = state.param.size();
+    if (state.master.size() != n || state.exp_avg.size() != n || state.exp_avg_sq.size() != n)
+        throw Error(ProblemKind::invalid_argument,
+                    where + ": param, master, exp_avg and exp_avg_sq must have the same length",
+                    display, state.rank);
+    if (state.rank < 0 || state.rank >= world_size)
+        throw Error(ProblemKind::invalid_argument,
+                    where + ": rank is outside 0.." + std::to_string(world_size - 1), display,
+                    state.rank);
+
+    make_directories(dir);
+    UniqueFd dirfd = fsutil::open_directory(dir);
+    if (fsutil::exists_at(dirfd.get(), "manifest.json"))
+        throw Error(ProblemKind::already_exists,
+                    (dir / "manifest.json").string() +
+                        " exists: refusing to overwrite a complete checkpoint",
+                    display, state.rank);
+
+    std::vector<SafetensorsTensor> layout;
+    uint64_t cursor = 0;
+    for (const auto& t : tensor_bytes(state)) {
+        layout.push_back({t.name, t.dtype, {n}, cursor, cursor + t.bytes.size()});
+        cursor += t.bytes.size();
+    }
+    const std::string header = make_safetensors_header(
+        layout, {{"format", "shardscope"},
+                 {"rank", std::to_string(state.rank)},
+                 {"world_size", std::to_string(world_size)},
+                 {"param_shard_offset", std::to_string(state.param_shard_offset)},
+                 {"param_shard_numel", std::to_string(n)}});
+
+    const std::string tmp = name + ".tmp";
+    ::unlinkat(dirfd.get(), tmp.c_str(), 0); // a stale tmp from a crashed save; never write through it
+    UniqueFd fd(::openat(dirfd.get(), tmp.c_str(),
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!fd)
+        throw Error(ProblemKind::io_error, where + ": cannot create " + tmp + ": " + std::strerror(errno),
+                    display, state.rank);
+
+    Sha256 sha;
+    Xxh3 xxh;
+    uint64_t written = 0;
+    auto emit = [&](std::span<const std::byte> bytes) {
+        for (std::size_t at = 0; at < bytes.size(); at += kWriteChunk) {
+            check_cancel(options.cancel, where);
+            const auto chunk = bytes.subspan(at, std::min(kWriteChunk, bytes.size() - at));
+            // Hash the bytes as they go out: what was just written is never read back.
+            sha.update(chunk.data(), chunk.size());
+            xxh.update(chunk.data(), chunk.size());
+            if (!fsutil::write_all(fd.get(), chunk.data(), chunk.size()))
+                throw Error(ProblemKind::io_error, where + ": write failed: " + std::strerror(errno),
+                            display, state.rank);
+            // Start writeback of this chunk now, so the disk works while the next chunk is hashed
+            // and the final fsync has little left to flush. (A hint only: fsync is the guarantee.)
+            if (options.durable)
+                ::sync_file_range(fd.get(), static_cast<off_t>(written), static_cast<off_t>(chunk.size()),
+                                  SYNC_FILE_RANGE_WRITE);
+            written += chunk.size();
+            if (options.progress)
+                options.progress(written);
+        }
+    };
+    try {
+        emit(std::as_bytes(std::span(header)));
+        for (const auto& t : tensor_bytes(state))
+            emit(t.bytes);
+        if (options.durable)
+            fsutil::fsync_or_throw(fd.get(), display + ".tmp");
+        fd = UniqueFd();
+        if (::renameat(dirfd.get(), tmp.c_str(), dirfd.get(), name.c_str()) != 0)
+            throw Error(ProblemKind::io_error,
+                        where + ": cannot rename " + tmp + " into place: " + std::strerror(errno),
+                        display, state.rank);
+    } catch (...) {
+        fd = UniqueFd();
+        ::unlinkat(dirfd.get(), tmp.c_str(), 0); // leave nothing half-written behind
+        throw;
+    }
+
+    ShardRecord record;
+    record.rank = state.rank;
+    record.path = name;
+    record.sha256 = sha.hex_digest();
+    record.xxh3 = xxh.hex_digest();
+    record.bytes = written;
+    record.param_shard_offset = state.param_shard_offset;
+    record.param_shard_numel = n;
+    return record;
+}
+
+Manifest commit(const fs::path& dir, std::vector<ShardRecord> records, const CheckpointMeta& meta,
+                bool durable)
+{
+    Manifest m;
+    m.world_size = meta.world_size;
+    m.step = meta.step;
+    m.wall_clock_seconds = meta.wall_clock_seconds;
+    m.param_dtype = meta.param_dtype;
+    m.param_numel_total = meta.param_numel_total;
+    m.tensors = meta.tensors;
+    m.training_state = meta.training_state;
+    std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    m.shards = std::move(records);
+
+    const std::string display = (dir / "manifest.json").string();
+    if (meta.world_size <= 0 || meta.world_size > kMaxWorldSize)
+        throw Error(ProblemKind::invalid_argument,
+                    display + ": world_size " + std::to_string(meta.world_size) + " is out of range",
+                    display);
+    // The coordinator refuses to publish anything a loader would reject.
+    const auto problems = check_manifest(m, meta.world_size, display);
+    if (!problems.empty())
+        throw Error(problems.front());
+
+    UniqueFd dirfd = fsutil::open_directory(dir);
+    if (fsutil::exists_at(dirfd.get(), "manifest.json"))
+        throw Error(ProblemKind::already_exists,
+                    display + " exists: refusing to overwrite a complete checkpoint", display);
+    for (const auto& s : m.shards) {
+        auto file = fsutil::open_beneath_for_read(dirfd.get(), s.path);
+        if (file.status != fsutil::OpenStatus::ok || file.size != s.bytes)
+            throw Error(ProblemKind::partial_write,
+                        (dir / s.path).string() + " (rank " + std::to_string(s.rank) +
+                            "): the shard is not in place with its recorded size; not committing",
+                        s.path, s.rank);
+    }
+    // The shards' renames must be durable before a manifest can point at them.
+    if (durable)
+        fsutil::fsync_or_throw(dirfd.get(), dir.string());
+    fsutil::write_file_atomic(dirfd.get(), "manifest.json", serialize_manifest(m), dir.string(), durable);
+    return m;
+}
+
+Manifest save_sharded(const std::vector<RankState>& states, const fs::path& dir, uint64_t step,
+                      const SaveOptions& options)
+{
+    if (states.empty())
+        throw Error(ProblemKind::invalid_argument, dir.string() + ": nothing to save (no ranks)");
+    const int world = static_cast<int>(states.size());
+    CheckpointMeta meta;
+    meta.world_size = world;
+    meta.step = step;
+    meta.wall_clock_seconds = options.wall_clock_seconds;
+    meta.param_dtype = states.front().dtype;
+    meta.tensors = options.tensors;
+    meta.training_state = options.training_state;
+    uint64_t total_bytes = 0;
+    for (const auto& s : states) {
+        meta.param_numel_total += s.numel();
+        total_bytes += s.numel() * 14; // 2 + 3 * 4 bytes per element, headers aside
+        if (s.dtype != meta.param_dtype)
+            throw Error(ProblemKind::invalid_argument,
+                        dir.string() + ": rank " + std::to_string(s.rank) +
+                            " has a different parameter dtype from rank " +
+                            std::to_string(states.front().rank));
+    }
+
+    make_directories(dir);
+    {
+        UniqueFd dirfd = fsutil::open_directory(dir);
+        if (fsutil::exists_at(dirfd.get(), "manifest.json"))
+            throw Error(ProblemKind::already_exists,
+                        (dir / "manifest.json").string() +
+                            " exists: refusing to overwrite a complete checkpoint",
+                        (dir / "manifest.json").string());
+    }
+
+    std::vector<ShardRecord> records(states.size());
+    std::vector<std::atomic<uint64_t>> done(states.size());
+    std::atomic<uint64_t> all_done{0};
+    parallel_for(states.size(), options.threads, [&](std::size_t i) {
+        WriteOptions write;
+        write.durable = options.durable;
+        write.cancel = options.cancel;
+        if (options.progress)
+            write.progress = [&, i](uint64_t bytes) {
+                const uint64_t delta = bytes - done[i].exchange(bytes);
+                options.progress(all_done += delta, total_bytes);
+            };
+        records[i] = write_rank_shard(dir, states[i], world, write);
+    });
+    check_cancel(options.cancel, dir.string());
+    return commit(dir, std::move(records), meta, options.durable);
+}
+
+std::string_view to_string(ShardStatus status)
+{
+    switch (status) {
+    case ShardStatus::pending: return "pending";
+    case ShardStatus::hashing: return "hashing";
+    case ShardStatus::ok: return "ok";
+    case ShardStatus::missing: return "missing";
+    case ShardStatus::size_mismatch: return "size_mismatch";
+    case ShardStatus::hash_mismatch: return "hash_mismatch";
+    case ShardStatus::unreadable: return "unreadable";
+    case ShardStatus::invalid: return "invalid";
+    }
+    return "invalid";
+}
+
+fs::path resolve_checkpoint_dir(const fs::path& path)
+{
+    std::error_code ec;
+    const auto status = fs::status(path, ec);
+    if (ec || !fs::exists(status))
+        throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
+    if (!fs::is_directory(status))
+        return path;
+    UniqueFd dirfd = fsutil::open_directory(path);
+    if (fsutil::exists_at(dirfd.get(), "manifest.json") || !fsutil::exists_at(dirfd.get(), "latest"))
+        return path;
+    const std::string display = (path / "latest").string();
+    std::string name = fsutil::read_small_file(dirfd.get(), "latest", 4096, display);
+    while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' '))
+        name.pop_back();
+    if (auto why = fsutil::unsafe_name_reason(name); why || name.find('/') != std::string::npos)
+        throw Error(ProblemKind::path_outside_checkpoint,
+                    display + ": names '" + name.substr(0, 200) + "', which is not a step directory inside the root" +
+                        (why ? ": " + *why : std::string()),
+                    display);
+    struct stat st {};
+    if (::fstatat(dirfd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+        throw Error(ProblemKind::partial_write,
+                    display + ": names step directory '" + name + "', which does not exist", display);
+    if (S_ISLNK(st.st_mode))
+        throw Error(ProblemKind::path_outside_checkpoint,
+                    display + ": names '" + name + "', which is a symlink; a step must be a real directory",
+                    display);
+    if (!S_ISDIR(st.st_mode))
+        throw Error(ProblemKind::invalid_manifest, display + ": names '" + name + "', which is not a directory",
+                    display);
+    return path / name;
+}
+
+Manifest read_manifest(const fs::path& dir)
+{
+    UniqueFd dirfd = fsutil::open_directory(dir);
+    const std::string display = (dir / "manifest.json").string();
+    return parse_manifest(fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, display),
+                          display);
+}
+
+StateDigests flat_state_digests(const std::vector<RankState>& ranks)
+{
+    Sha256 param, master, exp_avg, exp_avg_sq;
+    for (const auto& r : ranks) {
+        param.update(r.param.data(), r.param.size() * sizeof(uint16_t));
+        master.update(r.master.data(), r.master.size() * sizeof(float));
+        exp_avg.update(r.exp_avg.data(), r.exp_avg.size() * sizeof(float));
+        exp_avg_sq.update(r.exp_avg_sq.data(), r.exp_avg_sq.size() * sizeof(float));
+    }
+    return {param.hex_digest(), master.hex_digest(), exp_avg.hex_digest(), exp_avg_sq.hex_digest()};
+}
+
+} // namespace shardscope

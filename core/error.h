@@ -1,0 +1,66 @@
+#pragma once
+// Typed errors shared by every part of the core. A problem always says what kind of failure it
+// is (scripts switch on the kind), and a sentence naming the file and the rank where they apply.
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace shardscope {
+
+enum class ProblemKind {
+    // checkpoint invariants (shardctl verify's contract kinds)
+    world_size_mismatch,
+    shard_count_mismatch,
+    duplicate_rank,
+    missing_shard,
+    size_mismatch,
+    hash_mismatch,
+    partial_write,
+    layout_gap,
+    layout_overlap,
+    path_outside_checkpoint,
+    invalid_manifest,
+    unsupported_schema,
+    invalid_shard,
+    unreadable,
+    // operations
+    cannot_open, // the path given by the user does not exist or cannot be read
+    already_exists,
+    io_error,
+    cancelled,
+    invalid_argument,
+    invalid_profile,
+    invalid_schedule,
+    deadlock,
+};
+
+std::string_view to_string(ProblemKind kind);
+
+// A problem is a finding about a checkpoint (or a profile, a schedule): rank -1 and an empty
+// path mean "the checkpoint as a whole".
+struct Problem {
+    ProblemKind kind = ProblemKind::invalid_manifest;
+    int rank = -1;
+    std::string path;
+    std::string message;
+};
+
+// Thrown where an operation cannot go on (load, save, parse). Verification instead collects
+// Problems into its report, so one bad shard does not hide the others.
+class Error : public std::runtime_error {
+public:
+    explicit Error(Problem problem);
+    Error(ProblemKind kind, std::string message, std::string path = {}, int rank = -1);
+    const Problem& problem() const noexcept { return m_problem; }
+    ProblemKind kind() const noexcept { return m_problem.kind; }
+
+private:
+    Problem m_problem;
+};
+
+// The exit status shardctl uses for a failure of this kind: 2 for usage and environment errors,
+// 1 for everything that says the checkpoint or schedule itself is bad.
+int exit_code_for(ProblemKind kind);
+
+} // namespace shardscope

@@ -1,0 +1,118 @@
+#include "core/formats.h"
+
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/shardfile.h"
+
+#include <algorithm>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+
+std::string_view to_string(CheckpointFormat format)
+{
+    switch (format) {
+    case CheckpointFormat::shardscope: return "shardscope";
+    case CheckpointFormat::safetensors: return "safetensors";
+    case CheckpointFormat::safetensors_index: return "safetensors-index";
+    case CheckpointFormat::torch_dcp: return "torch-dcp";
+    case CheckpointFormat::deepspeed: return "deepspeed";
+    case CheckpointFormat::megatron: return "megatron";
+    case CheckpointFormat::unknown: return "unknown";
+    }
+    return "unknown";
+}
+
+namespace {
+
+bool has_prefix(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
+
+} // namespace
+
+DetectedFormat detect_format(const fs::path& path)
+{
+    DetectedFormat result;
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+        throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
+    if (!fs::is_directory(path, ec)) {
+        result.path = path;
+        if (path.extension() == ".safetensors") {
+            result.format = CheckpointFormat::safetensors;
+            result.files = {path.filename().string()};
+            result.reason = "a .safetensors file";
+        } else {
+            result.reason = "not a directory and not a .safetensors file";
+        }
+        return result;
+    }
+
+    fsutil::UniqueFd root = fsutil::open_directory(path);
+    std::vector<std::string> names = list_directory(root.get());
+    std::sort(names.begin(), names.end());
+    auto has = [&](std::string_view name) { return std::binary_search(names.begin(), names.end(), std::string(name)); };
+    auto matching = [&](auto predicate) {
+        std::vector<std::string> out;
+        for (const auto& n : names)
+            if (predicate(n))
+                out.push_back(n);
+        return out;
+    };
+    result.path = path;
+
+    if (has("manifest.json") || has("latest")) {
+        // A DeepSpeed folder also has `latest`, naming a global_step directory.
+        const auto deepspeed_steps = matching([](const std::string& n) { return has_prefix(n, "global_step"); });
+        if (!has("manifest.json") && !deepspeed_steps.empty()) {
+            result.format = CheckpointFormat::deepspeed;
+            result.files = deepspeed_steps;
+            result.reason = "a `latest` file and global_step* directories";
+            return result;
+        }
+        result.format = CheckpointFormat::shardscope;
+        result.path = resolve_checkpoint_dir(path);
+        result.reason = has("manifest.json") ? "manifest.json" : "a checkpoint root with a `latest` file";
+        result.files = {"manifest.json"};
+        return result;
+    }
+    if (has("model.safetensors.index.json")) {
+        result.format = CheckpointFormat::safetensors_index;
+        result.files = matching([](const std::string& n) { return n.ends_with(".safetensors") || n.ends_with(".index.json"); });
+        result.reason = "model.safetensors.index.json";
+        return result;
+    }
+    if (has(".metadata")) {
+        result.format = CheckpointFormat::torch_dcp;
+        result.files = matching([](const std::string& n) { return n == ".metadata" || n.ends_with(".distcp"); });
+        result.reason = ".metadata with __<rank>_<n>.distcp files";
+        return result;
+    }
+    if (has("latest_checkpointed_iteration.txt") ||
+        !matching([](const std::string& n) { return has_prefix(n, "iter_"); }).empty()) {
+        result.format = CheckpointFormat::megatron;
+        result.files = matching([](const std::string& n) { return has_prefix(n, "iter_") || n == "latest_checkpointed_iteration.txt"; });
+        result.reason = "latest_checkpointed_iteration.txt / iter_* directories";
+        return result;
+    }
+    const auto zero_files = matching([](const std::string& n) {
+        return has_prefix(n, "zero_pp_rank_") || has_prefix(n, "mp_rank_") || has_prefix(n, "bf16_zero_pp_rank_");
+    });
+    if (!zero_files.empty()) {
+        result.format = CheckpointFormat::deepspeed;
+        result.files = zero_files;
+        result.reason = "mp_rank_* / zero_pp_rank_* files";
+        return result;
+    }
+    const auto single = matching([](const std::string& n) { return n.ends_with(".safetensors"); });
+    if (!single.empty()) {
+        result.format = CheckpointFormat::safetensors;
+        result.files = single;
+        result.reason = ".safetensors files without a manifest or an index";
+        return result;
+    }
+    result.reason = "no manifest.json, index, .metadata or known checkpoint files";
+    return result;
+}
+
+} // namespace shardscope

@@ -1,0 +1,154 @@
+// Verification: every invariant and every byte, without materialising the state.
+
+#include "core/checkpoint.h"
+#include "core/hashing.h"
+#include "core/parallel.h"
+#include "core/shardfile.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <memory>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+
+VerifyReport verify_checkpoint(const fs::path& path, const VerifyOptions& options)
+{
+    VerifyReport report;
+    auto add = [&](Problem p) { report.problems.push_back(std::move(p)); };
+
+    try {
+        report.dir = resolve_checkpoint_dir(path);
+    } catch (const Error& e) {
+        if (e.kind() == ProblemKind::cannot_open)
+            throw;
+        report.dir = path;
+        add(e.problem());
+        return report;
+    }
+    const fs::path& dir = report.dir;
+    const std::string manifest_path = (dir / "manifest.json").string();
+    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
+
+    const auto names = list_directory(dirfd.get());
+    for (const auto& name : names)
+        if (name.size() > 4 && name.ends_with(".tmp"))
+            report.leftover_tmp_files.push_back(name);
+
+    if (!fsutil::exists_at(dirfd.get(), "manifest.json")) {
+        add(missing_manifest_problem(names, dir));
+        return report;
+    }
+    try {
+        report.manifest = parse_manifest(
+            fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, manifest_path),
+            manifest_path);
+    } catch (const Error& e) {
+        add(e.problem());
+        return report;
+    }
+    const Manifest& m = *report.manifest;
+    for (auto& p : check_manifest(m, options.expected_world_size, manifest_path))
+        add(std::move(p));
+
+    report.shards.resize(m.shards.size());
+    uint64_t total = 0;
+    for (std::size_t i = 0; i < m.shards.size(); ++i) {
+        const auto& s = m.shards[i];
+        report.shards[i] = {s.rank, s.path, s.bytes, 0, ShardStatus::pending, {}, {}};
+        total += s.bytes;
+    }
+
+    std::vector<std::optional<Problem>> shard_problems(m.shards.size());
+    std::atomic<uint64_t> all_done{0};
+    std::atomic<bool> cancelled{false};
+    const auto& cb = options.callbacks;
+    auto is_cancelled = [&] {
+        if (options.cancel && options.cancel->load(std::memory_order_relaxed))
+            cancelled = true;
+        return cancelled.load();
+    };
+
+    parallel_for(m.shards.size(), options.threads, [&](std::size_t i) {
+        const ShardRecord& record = m.shards[i];
+        ShardCheck& check = report.shards[i]; // each worker owns its own element
+        auto finish = [&] {
+            if (cb.shard_done)
+                cb.shard_done(i, check);
+        };
+        if (is_cancelled())
+            return;
+        if (fsutil::unsafe_name_reason(record.path)) { // check_manifest reported it already
+            check.status = ShardStatus::invalid;
+            check.detail = "the path leaves the checkpoint directory";
+            all_done += record.bytes;
+            return finish();
+        }
+        ShardOpenResult opened = open_shard(dirfd.get(), dir, m, record);
+        if (!opened.shard) {
+            check.status = opened.status;
+            check.detail = opened.problem.message;
+            shard_problems[i] = std::move(opened.problem);
+            all_done += record.bytes;
+            return finish();
+        }
+        check.actual_bytes = opened.shard->size;
+        check.status = ShardStatus::hashing;
+        const bool fast = options.fast && !record.xxh3.empty();
+        Sha256 sha;
+        Xxh3 xxh;
+        auto buffer = std::make_unique<char[]>(kReadChunk);
+        const int fd = opened.shard->fd.get();
+        ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        uint64_t done = 0;
+        while (done < opened.shard->size) {
+            if (is_cancelled()) {
+                check.status = ShardStatus::pending;
+                return;
+            }
+            const auto n = static_cast<std::size_t>(std::min<uint64_t>(kReadChunk, opened.shard->size - done));
+            if (!fsutil::read_exact(fd, buffer.get(), n, done)) {
+                check.status = ShardStatus::unreadable;
+                check.detail = "rank " + std::to_string(record.rank) + ": " + (dir / record.path).string() +
+                               ": read failed at byte " + std::to_string(done) + ": " +
+                               (errno ? std::strerror(errno) : "the file shrank while being read");
+                shard_problems[i] = Problem{ProblemKind::unreadable, record.rank, record.path, check.detail};
+                all_done += opened.shard->size - done;
+                return finish();
+            }
+            if (fast)
+                xxh.update(buffer.get(), n);
+            else
+                sha.update(buffer.get(), n);
+            done += n;
+            const uint64_t overall = all_done += n;
+            if (cb.shard_progress)
+                cb.shard_progress(i, done, opened.shard->size);
+            if (cb.progress)
+                cb.progress(overall, total);
+        }
+        check.actual_digest = fast ? xxh.hex_digest() : sha.hex_digest();
+        const std::string& expected = fast ? record.xxh3 : record.sha256;
+        if (check.actual_digest == expected) {
+            check.status = ShardStatus::ok;
+        } else {
+            check.status = ShardStatus::hash_mismatch;
+            check.detail = "rank " + std::to_string(record.rank) + ": " + (dir / record.path).string() +
+                           ": " + (fast ? "xxh3 " : "sha256 ") + check.actual_digest.substr(0, 16) +
+                           "... differs from the manifest's " + expected.substr(0, 16) +
+                           "... (the shard is corrupt)";
+            shard_problems[i] = Problem{ProblemKind::hash_mismatch, record.rank, record.path, check.detail};
+        }
+        finish();
+    });
+
+    for (auto& p : shard_problems)
+        if (p)
+            add(std::move(*p));
+    report.cancelled = cancelled.load();
+    return report;
+}
+
+} // namespace shardscope

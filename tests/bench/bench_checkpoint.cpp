@@ -1,0 +1,150 @@
+// Prints measured checkpoint I/O figures (not a timed test: the machine is shared, so compare the
+// ratios within one run):
+//   verify throughput vs `sha256sum` over the same shard files (page cache warm),
+//   durable save throughput vs `dd ... conv=fsync` of the same size on the same disk,
+//   peak memory of verify and load, each in a fresh child process.
+// usage: bench_checkpoint [--mib N] [--dir DIR]     (defaults: 1024 MiB in /var/tmp)
+
+#include "core/checkpoint.h"
+#include "core/demo.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+using namespace shardscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start)
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double time_shell(const std::string& command)
+{
+    const auto start = std::chrono::steady_clock::now();
+    if (std::system(command.c_str()) != 0) {
+        std::fprintf(stderr, "bench: command failed: %s\n", command.c_str());
+        std::exit(2);
+    }
+    return seconds_since(start);
+}
+
+// Peak resident memory of this process in KiB (VmHWM belongs to the address space, so a fresh
+// exec starts from zero, unlike ru_maxrss which a child inherits from its parent).
+long peak_rss_kib()
+{
+    FILE* status = std::fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (status && std::fgets(line, sizeof line, status))
+        if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            break;
+    if (status)
+        std::fclose(status);
+    return kib;
+}
+
+// Runs this binary again in `mode` on `dir` and returns the child's peak RSS in MiB.
+double child_peak_mib(const char* self, const char* mode, const fs::path& dir)
+{
+    const std::string command = "'" + std::string(self) + "' " + mode + " '" + dir.string() + "'";
+    FILE* child = ::popen(command.c_str(), "r");
+    long kib = -1;
+    if (!child || std::fscanf(child, "%ld", &kib) != 1 || ::pclose(child) != 0 || kib < 0) {
+        std::fprintf(stderr, "bench: child '%s' failed\n", mode);
+        std::exit(2);
+    }
+    return static_cast<double>(kib) / 1024.0;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    if (argc == 3 && std::strcmp(argv[1], "--child-verify") == 0) {
+        const bool ok = verify_checkpoint(argv[2]).ok();
+        std::printf("%ld\n", peak_rss_kib());
+        return ok ? 0 : 1;
+    }
+    if (argc == 3 && std::strcmp(argv[1], "--child-load") == 0) {
+        const bool ok = load_sharded(argv[2], 4).ranks.size() == 4;
+        std::printf("%ld\n", peak_rss_kib());
+        return ok ? 0 : 1;
+    }
+
+    uint64_t mib = 1024;
+    fs::path base = "/var/tmp";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (std::strcmp(argv[i], "--mib") == 0)
+            mib = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (std::strcmp(argv[i], "--dir") == 0)
+            base = argv[i + 1];
+    }
+    const fs::path work = base / ("shardscope-bench-" + std::to_string(::getpid()));
+    fs::create_directories(work);
+    const fs::path dir = work / "step";
+    const uint64_t numel = (mib << 20) / 14; // 2 + 3 * 4 bytes per parameter
+    std::printf("checkpoint: %llu MiB, 4 ranks, %llu parameters, in %s\n",
+                static_cast<unsigned long long>(mib), static_cast<unsigned long long>(numel), work.c_str());
+
+    const auto states = make_demo_state(1, numel, 4, ParamDtype::BF16);
+    // The disk is shared and its speed drifts, so dd and save alternate and the best of three of
+    // each is compared.
+    double dd_best = 1e9, save_best = 1e9;
+    Manifest m;
+    SaveOptions save_options;
+    if (const char* threads = std::getenv("BENCH_SAVE_THREADS"))
+        save_options.threads = std::atoi(threads);
+    for (int round = 0; round < 3; ++round) {
+        ::sync();
+        dd_best = std::min(dd_best, time_shell("dd if=/dev/zero of='" + (work / "dd.bin").string() + "' bs=1M count=" +
+                                               std::to_string(mib) + " conv=fsync status=none"));
+        fs::remove(work / "dd.bin");
+        fs::remove_all(dir);
+        ::sync();
+        const auto start = std::chrono::steady_clock::now();
+        m = save_sharded(states, dir, 1, save_options);
+        save_best = std::min(save_best, seconds_since(start));
+    }
+    const double bytes_mib = static_cast<double>(m.total_bytes()) / (1 << 20);
+    const double dd_rate = static_cast<double>(mib) / dd_best, save_rate = bytes_mib / save_best;
+    std::printf("save (fsync'd, threads)    %8.1f MiB/s   dd conv=fsync %8.1f MiB/s   ratio %.2f (target >= 0.70)\n",
+                save_rate, dd_rate, save_rate / dd_rate);
+
+    std::string files;
+    for (const auto& s : m.shards)
+        files += " '" + (dir / s.path).string() + "'";
+    time_shell("cat" + files + " > /dev/null"); // warm the page cache for both readers
+    double sum_s = 1e9, verify_s = 1e9;
+    for (int round = 0; round < 3; ++round) {
+        sum_s = std::min(sum_s, time_shell("sha256sum" + files + " > /dev/null"));
+        const auto start = std::chrono::steady_clock::now();
+        const VerifyReport report = verify_checkpoint(dir);
+        verify_s = std::min(verify_s, seconds_since(start));
+        if (!report.ok()) {
+            std::fprintf(stderr, "bench: verification failed\n");
+            return 1;
+        }
+    }
+    std::printf("verify (sha256, all cores) %8.1f MiB/s   sha256sum     %8.1f MiB/s   ratio %.2f (target >= 3)\n",
+                bytes_mib / verify_s, bytes_mib / sum_s, sum_s / verify_s);
+    const auto start = std::chrono::steady_clock::now();
+    VerifyOptions fast;
+    fast.fast = true;
+    verify_checkpoint(dir, fast);
+    std::printf("verify --fast (xxh3)       %8.1f MiB/s\n", bytes_mib / seconds_since(start));
+
+    const double verify_rss = child_peak_mib(argv[0], "--child-verify", dir);
+    const double load_rss = child_peak_mib(argv[0], "--child-load", dir);
+    std::printf("peak RSS: verify %.1f MiB (target < 64); load %.1f MiB = state %.1f MiB + %.1f MiB (target < 64)\n",
+                verify_rss, load_rss, bytes_mib, load_rss - bytes_mib);
+    fs::remove_all(work);
+    return 0;
+}
