@@ -6,6 +6,7 @@
 #include "core/hashing.h"
 #include "core/parallel.h"
 #include "core/safetensors.h"
+#include "core/shardfile.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -21,8 +22,6 @@ namespace fs = std::filesystem;
 using fsutil::UniqueFd;
 
 namespace {
-
-constexpr std::size_t kWriteChunk = 8u << 20;
 
 void check_cancel(const std::atomic<bool>* cancel, const std::string& what)
 {
@@ -66,97 +65,32 @@ std::string shard_file_name(int rank)
 ShardRecord write_rank_shard(const fs::path& dir, const RankState& state, int world_size,
                              const WriteOptions& options)
 {
-    const std::string name = shard_file_name(state.rank);
-    const std::string display = (dir / name).string();
-    const std::string where = display + " (rank " + std::to_string(state.rank) + ")";
+    const std::string display = (dir / shard_file_name(state.rank)).string();
     const uint64_t n = state.param.size();
     if (state.master.size() != n || state.exp_avg.size() != n || state.exp_avg_sq.size() != n)
         throw Error(ProblemKind::invalid_argument,
-                    where + ": param, master, exp_avg and exp_avg_sq must have the same length",
+                    display + " (rank " + std::to_string(state.rank) +
+                        "): param, master, exp_avg and exp_avg_sq must have the same length",
                     display, state.rank);
     if (state.rank < 0 || state.rank >= world_size)
         throw Error(ProblemKind::invalid_argument,
-                    where + ": rank is outside 0.." + std::to_string(world_size - 1), display,
-                    state.rank);
+                    display + ": rank " + std::to_string(state.rank) + " is outside 0.." +
+                        std::to_string(world_size - 1),
+                    display, state.rank);
 
     make_directories(dir);
     UniqueFd dirfd = fsutil::open_directory(dir);
     if (fsutil::exists_at(dirfd.get(), "manifest.json"))
         throw Error(ProblemKind::already_exists,
-                    (dir / "manifest.json").string() +
-                        " exists: refusing to overwrite a complete checkpoint",
+                    (dir / "manifest.json").string() + " exists: refusing to overwrite a complete checkpoint",
                     display, state.rank);
 
-    std::vector<SafetensorsTensor> layout;
-    uint64_t cursor = 0;
-    for (const auto& t : tensor_bytes(state)) {
-        layout.push_back({t.name, t.dtype, {n}, cursor, cursor + t.bytes.size()});
-        cursor += t.bytes.size();
-    }
-    const std::string header = make_safetensors_header(
-        layout, {{"format", "shardscope"},
-                 {"rank", std::to_string(state.rank)},
-                 {"world_size", std::to_string(world_size)},
-                 {"param_shard_offset", std::to_string(state.param_shard_offset)},
-                 {"param_shard_numel", std::to_string(n)}});
-
-    const std::string tmp = name + ".tmp";
-    ::unlinkat(dirfd.get(), tmp.c_str(), 0); // a stale tmp from a crashed save; never write through it
-    UniqueFd fd(::openat(dirfd.get(), tmp.c_str(),
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!fd)
-        throw Error(ProblemKind::io_error, where + ": cannot create " + tmp + ": " + std::strerror(errno),
-                    display, state.rank);
-
-    Sha256 sha;
-    Xxh3 xxh;
-    uint64_t written = 0;
-    auto emit = [&](std::span<const std::byte> bytes) {
-        for (std::size_t at = 0; at < bytes.size(); at += kWriteChunk) {
-            check_cancel(options.cancel, where);
-            const auto chunk = bytes.subspan(at, std::min(kWriteChunk, bytes.size() - at));
-            // Hash the bytes as they go out: what was just written is never read back.
-            sha.update(chunk.data(), chunk.size());
-            xxh.update(chunk.data(), chunk.size());
-            if (!fsutil::write_all(fd.get(), chunk.data(), chunk.size()))
-                throw Error(ProblemKind::io_error, where + ": write failed: " + std::strerror(errno),
-                            display, state.rank);
-            // Start writeback of this chunk now, so the disk works while the next chunk is hashed
-            // and the final fsync has little left to flush. (A hint only: fsync is the guarantee.)
-            if (options.durable)
-                ::sync_file_range(fd.get(), static_cast<off_t>(written), static_cast<off_t>(chunk.size()),
-                                  SYNC_FILE_RANGE_WRITE);
-            written += chunk.size();
-            if (options.progress)
-                options.progress(written);
-        }
-    };
-    try {
-        emit(std::as_bytes(std::span(header)));
-        for (const auto& t : tensor_bytes(state))
-            emit(t.bytes);
-        if (options.durable)
-            fsutil::fsync_or_throw(fd.get(), display + ".tmp");
-        fd = UniqueFd();
-        if (::renameat(dirfd.get(), tmp.c_str(), dirfd.get(), name.c_str()) != 0)
-            throw Error(ProblemKind::io_error,
-                        where + ": cannot rename " + tmp + " into place: " + std::strerror(errno),
-                        display, state.rank);
-    } catch (...) {
-        fd = UniqueFd();
-        ::unlinkat(dirfd.get(), tmp.c_str(), 0); // leave nothing half-written behind
-        throw;
-    }
-
-    ShardRecord record;
-    record.rank = state.rank;
-    record.path = name;
-    record.sha256 = sha.hex_digest();
-    record.xxh3 = xxh.hex_digest();
-    record.bytes = written;
-    record.param_shard_offset = state.param_shard_offset;
-    record.param_shard_numel = n;
-    return record;
+    ShardFileWriter writer(dirfd.get(), dir, state.rank, options);
+    const std::string header = rank_shard_header(state.rank, world_size, state.dtype, state.param_shard_offset, n);
+    writer.write(header.data(), header.size());
+    for (const auto& t : tensor_bytes(state))
+        writer.write(t.bytes.data(), t.bytes.size());
+    return writer.finish(state.param_shard_offset, n);
 }
 
 Manifest commit(const fs::path& dir, std::vector<ShardRecord> records, const CheckpointMeta& meta,

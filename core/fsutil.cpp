@@ -2,14 +2,65 @@
 
 #include "core/error.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <vector>
 
 namespace shardscope::fsutil {
+
+namespace {
+
+struct FaultPlan {
+    std::atomic<int> count{0};
+    std::atomic<int> fail_at{0};
+    std::atomic<int> error{0};
+};
+FaultPlan g_faults[3];
+
+// Returns the errno to simulate for this operation, or 0 to perform it.
+int injected(IoOp op)
+{
+    FaultPlan& plan = g_faults[static_cast<int>(op)];
+    const int n = ++plan.count;
+    return n == plan.fail_at.load() ? plan.error.load() : 0;
+}
+
+} // namespace
+
+void inject_fault(IoOp op, int k, int error)
+{
+    FaultPlan& plan = g_faults[static_cast<int>(op)];
+    plan.count = 0;
+    plan.error = error;
+    plan.fail_at = k;
+}
+
+int io_operations(IoOp op)
+{
+    return g_faults[static_cast<int>(op)].count.load();
+}
+
+void reset_io_counts()
+{
+    for (auto& plan : g_faults) {
+        plan.count = 0;
+        plan.fail_at = 0;
+    }
+}
+
+bool rename_at(int dirfd, const std::string& from, const std::string& to)
+{
+    if (const int err = injected(IoOp::rename)) {
+        errno = err;
+        return false;
+    }
+    return ::renameat(dirfd, from.c_str(), dirfd, to.c_str()) == 0;
+}
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept
 {
@@ -156,6 +207,10 @@ bool read_exact(int fd, void* buffer, std::size_t size, uint64_t offset)
 
 bool write_all(int fd, const void* data, std::size_t size)
 {
+    if (const int err = injected(IoOp::write)) {
+        errno = err;
+        return false;
+    }
     const auto* in = static_cast<const char*>(data);
     while (size > 0) {
         const ssize_t n = ::write(fd, in, size);
@@ -197,6 +252,10 @@ std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes
 
 void fsync_or_throw(int fd, const std::string& display_path)
 {
+    if (const int err = injected(IoOp::fsync)) {
+        errno = err;
+        throw Error(ProblemKind::io_error, display_path + ": fsync failed: " + std::strerror(errno), display_path);
+    }
     if (::fsync(fd) != 0)
         throw Error(ProblemKind::io_error, display_path + ": fsync failed: " + std::strerror(errno),
                     display_path);
@@ -209,21 +268,23 @@ void write_file_atomic(int dirfd, const std::string& name, std::string_view cont
     const std::string display = display_dir + "/" + name;
     // O_EXCL after unlinking a stale tmp: never write through a symlink someone planted there.
     ::unlinkat(dirfd, tmp.c_str(), 0);
-    UniqueFd fd(::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                         0644));
+    UniqueFd fd(::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!fd)
-        throw Error(ProblemKind::io_error,
-                    display + ".tmp: cannot create it: " + std::strerror(errno), display);
-    if (!write_all(fd.get(), contents.data(), contents.size()))
-        throw Error(ProblemKind::io_error, display + ".tmp: write failed: " + std::strerror(errno),
-                    display);
-    if (durable)
-        fsync_or_throw(fd.get(), display + ".tmp");
-    fd = UniqueFd();
-    if (::renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0)
-        throw Error(ProblemKind::io_error,
-                    display + ": cannot rename the .tmp file into place: " + std::strerror(errno),
-                    display);
+        throw Error(ProblemKind::io_error, display + ".tmp: cannot create it: " + std::strerror(errno), display);
+    try {
+        if (!write_all(fd.get(), contents.data(), contents.size()))
+            throw Error(ProblemKind::io_error, display + ".tmp: write failed: " + std::strerror(errno), display);
+        if (durable)
+            fsync_or_throw(fd.get(), display + ".tmp");
+        fd = UniqueFd();
+        if (!rename_at(dirfd, tmp, name))
+            throw Error(ProblemKind::io_error,
+                        display + ": cannot rename the .tmp file into place: " + std::strerror(errno), display);
+    } catch (...) {
+        fd = UniqueFd();
+        ::unlinkat(dirfd, tmp.c_str(), 0); // the old `name`, if any, is untouched
+        throw;
+    }
     if (durable)
         fsync_or_throw(dirfd, display_dir);
 }

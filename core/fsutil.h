@@ -66,6 +66,17 @@ void fsync_or_throw(int fd, const std::string& display_path);
 void write_file_atomic(int dirfd, const std::string& name, std::string_view contents,
                        const std::string& display_dir, bool durable = true);
 
+// renameat within one directory; false with errno set on failure.
+bool rename_at(int dirfd, const std::string& from, const std::string& to);
+
+// Fault injection for tests: every write, fsync and rename the core performs goes through
+// write_all, fsync_or_throw and rename_at, which count them. inject_fault(op, k, err) makes the
+// k-th such operation from now on (1-based) fail with errno `err`; k = 0 disarms it.
+enum class IoOp { write, fsync, rename };
+void inject_fault(IoOp op, int k, int error);
+int io_operations(IoOp op); // operations counted since the last inject_fault or reset_io_counts
+void reset_io_counts();
+
 // True when `name` exists in `dirfd` (not following a final symlink).
 bool exists_at(int dirfd, const std::string& name);
 

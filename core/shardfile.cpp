@@ -1,6 +1,11 @@
 #include "core/shardfile.h"
 
+#include "core/hashing.h"
+
+#include <cerrno>
+#include <cstring>
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace shardscope {
@@ -68,6 +73,111 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
     result.status = ShardStatus::pending;
     result.shard = std::move(shard);
     return result;
+}
+
+std::string rank_shard_header(int rank, int world_size, ParamDtype dtype, uint64_t offset, uint64_t n)
+{
+    // Element sizes are 2 and 4 and n <= 2^53 (manifest limit), so none of these products overflow.
+    std::vector<SafetensorsTensor> layout;
+    uint64_t cursor = 0;
+    for (const auto& [name, type, size] : {std::tuple<const char*, std::string, uint64_t>{"param", std::string(to_string(dtype)), 2},
+                                           {"master", "F32", 4}, {"exp_avg", "F32", 4}, {"exp_avg_sq", "F32", 4}}) {
+        layout.push_back({name, type, {n}, cursor, cursor + n * size});
+        cursor += n * size;
+    }
+    return make_safetensors_header(layout, {{"format", "shardscope"},
+                                            {"rank", std::to_string(rank)},
+                                            {"world_size", std::to_string(world_size)},
+                                            {"param_shard_offset", std::to_string(offset)},
+                                            {"param_shard_numel", std::to_string(n)}});
+}
+
+struct ShardFileWriter::Impl {
+    int dirfd = -1;
+    std::string name, tmp, display, where;
+    int rank = 0;
+    WriteOptions options;
+    fsutil::UniqueFd fd;
+    Sha256 sha;
+    Xxh3 xxh;
+    uint64_t written = 0;
+    bool finished = false;
+
+    [[noreturn]] void io_failure(const std::string& what) const
+    {
+        throw Error(ProblemKind::io_error, where + ": " + what + ": " + std::strerror(errno), display, rank);
+    }
+};
+
+ShardFileWriter::ShardFileWriter(int dirfd, const fs::path& dir, int rank, const WriteOptions& options)
+    : m_impl(std::make_unique<Impl>())
+{
+    Impl& d = *m_impl;
+    d.dirfd = dirfd;
+    d.rank = rank;
+    d.options = options;
+    d.name = "rank" + std::to_string(rank) + ".safetensors";
+    d.tmp = d.name + ".tmp";
+    d.display = (dir / d.name).string();
+    d.where = d.display + " (rank " + std::to_string(rank) + ")";
+    // A stale tmp from a crashed save is removed, then O_EXCL | O_NOFOLLOW: never write through a
+    // symlink someone planted in its place.
+    ::unlinkat(dirfd, d.tmp.c_str(), 0);
+    d.fd = fsutil::UniqueFd(::openat(dirfd, d.tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!d.fd)
+        d.io_failure("cannot create " + d.tmp);
+}
+
+ShardFileWriter::~ShardFileWriter()
+{
+    if (!m_impl->finished) {
+        m_impl->fd = fsutil::UniqueFd();
+        ::unlinkat(m_impl->dirfd, m_impl->tmp.c_str(), 0);
+    }
+}
+
+void ShardFileWriter::write(const void* data, std::size_t size)
+{
+    constexpr std::size_t kWriteChunk = 8u << 20;
+    Impl& d = *m_impl;
+    const auto* bytes = static_cast<const char*>(data);
+    for (std::size_t at = 0; at < size; at += kWriteChunk) {
+        if (d.options.cancel && d.options.cancel->load(std::memory_order_relaxed))
+            throw Error(ProblemKind::cancelled, d.where + ": cancelled", d.display, d.rank);
+        const std::size_t n = std::min(kWriteChunk, size - at);
+        // Hash the bytes as they go out: what was just written is never read back.
+        d.sha.update(bytes + at, n);
+        d.xxh.update(bytes + at, n);
+        if (!fsutil::write_all(d.fd.get(), bytes + at, n))
+            d.io_failure("write failed");
+        // Start writeback of this chunk now, so the disk works while the next chunk is hashed and
+        // the final fsync has little left to flush. (A hint only: the fsync is the guarantee.)
+        if (d.options.durable)
+            ::sync_file_range(d.fd.get(), static_cast<off_t>(d.written), static_cast<off_t>(n), SYNC_FILE_RANGE_WRITE);
+        d.written += n;
+        if (d.options.progress)
+            d.options.progress(d.written);
+    }
+}
+
+ShardRecord ShardFileWriter::finish(uint64_t param_shard_offset, uint64_t param_shard_numel)
+{
+    Impl& d = *m_impl;
+    if (d.options.durable)
+        fsutil::fsync_or_throw(d.fd.get(), d.display + ".tmp");
+    d.fd = fsutil::UniqueFd();
+    if (!fsutil::rename_at(d.dirfd, d.tmp, d.name))
+        d.io_failure("cannot rename " + d.tmp + " into place");
+    d.finished = true;
+    ShardRecord record;
+    record.rank = d.rank;
+    record.path = d.name;
+    record.sha256 = d.sha.hex_digest();
+    record.xxh3 = d.xxh.hex_digest();
+    record.bytes = d.written;
+    record.param_shard_offset = param_shard_offset;
+    record.param_shard_numel = param_shard_numel;
+    return record;
 }
 
 std::vector<std::string> list_directory(int dirfd)

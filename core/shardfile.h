@@ -6,6 +6,8 @@
 #include "core/fsutil.h"
 #include "core/safetensors.h"
 
+#include <memory>
+
 namespace shardscope {
 
 struct OpenedShard {
@@ -22,6 +24,29 @@ struct ShardOpenResult {
 
 ShardOpenResult open_shard(int dirfd, const std::filesystem::path& dir, const Manifest& manifest,
                            const ShardRecord& record);
+
+// The one way a shard file is written (by save and by reshard): bytes go to `<name>.tmp`, are
+// hashed (SHA-256 and XXH3) in the same pass, writeback starts chunk by chunk, and finish() fsyncs
+// and renames. Destroyed before finish(), it removes the .tmp file: nothing half-written remains.
+class ShardFileWriter {
+public:
+    ShardFileWriter(int dirfd, const std::filesystem::path& dir, int rank, const WriteOptions& options);
+    ~ShardFileWriter();
+    ShardFileWriter(const ShardFileWriter&) = delete;
+    ShardFileWriter& operator=(const ShardFileWriter&) = delete;
+
+    void write(const void* data, std::size_t size);
+    ShardRecord finish(uint64_t param_shard_offset, uint64_t param_shard_numel);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+// The safetensors header of a rank shard: param (`dtype`), master, exp_avg, exp_avg_sq, each 1-D
+// with `numel` elements, back to back, and metadata naming the rank and its slice.
+std::string rank_shard_header(int rank, int world_size, ParamDtype dtype, uint64_t param_shard_offset,
+                              uint64_t numel);
 
 // The problem to report for a directory without manifest.json: a partial write when shard or
 // .tmp files show that a save started, otherwise "not a ShardScope checkpoint".

@@ -28,6 +28,12 @@ inline void write_text(const std::filesystem::path& file, const std::string& tex
     std::ofstream(file, std::ios::trunc | std::ios::binary) << text;
 }
 
+inline std::string read_text(const std::filesystem::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
 inline void flip_byte(const std::filesystem::path& file, std::streamoff offset)
 {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);

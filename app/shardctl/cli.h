@@ -35,6 +35,9 @@ int run_demo_save(const QStringList& arguments);
 int run_info(const QStringList& arguments);
 int run_verify(const QStringList& arguments);
 int run_load(const QStringList& arguments);
+int run_plan_reshard(const QStringList& arguments);
+int run_reshard(const QStringList& arguments);
+int run_schedule(const QStringList& arguments);
 
 } // namespace shardctl
 

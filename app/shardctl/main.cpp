@@ -20,6 +20,9 @@ const Command kCommands[] = {
     {"info", shardctl::run_info, "detect a checkpoint's format and summarize it"},
     {"verify", shardctl::run_verify, "check every invariant and every shard's hash"},
     {"load", shardctl::run_load, "load all ranks and print sharding-independent digests"},
+    {"plan-reshard", shardctl::run_plan_reshard, "preview an N -> M reshard"},
+    {"reshard", shardctl::run_reshard, "reshard a checkpoint to M ranks into a new directory"},
+    {"schedule", shardctl::run_schedule, "simulate one pipeline-parallel training step"},
 };
 
 void print_usage(std::ostream& out)
@@ -27,7 +30,7 @@ void print_usage(std::ostream& out)
     out << "usage: shardctl <command> [options]   (shardctl <command> --help for its options)\n\n"
            "commands:\n";
     for (const Command& command : kCommands)
-        out << "  " << command.name << std::string(12 - std::string(command.name).size(), ' ')
+        out << "  " << command.name << std::string(14 - std::string(command.name).size(), ' ')
             << command.summary << '\n';
 }
 

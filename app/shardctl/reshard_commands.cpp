@@ -1,0 +1,125 @@
+// plan-reshard and reshard: N -> M resharding, previewed or executed.
+
+#include "cli.h"
+
+#include "core/reshard.h"
+
+#include <QElapsedTimer>
+
+namespace shardctl {
+
+namespace fs = std::filesystem;
+using namespace shardscope;
+using nlohmann::json;
+
+namespace {
+
+json plan_json(const ReshardPlan& plan)
+{
+    json targets = json::array();
+    for (const auto& t : plan.targets) {
+        json runs = json::array();
+        for (const auto& r : t.runs)
+            runs.push_back({{"source_rank", r.source_rank}, {"source_offset", r.source_offset},
+                            {"target_offset", r.target_offset}, {"numel", r.numel}});
+        targets.push_back({{"rank", t.rank}, {"param_shard_offset", t.offset}, {"param_shard_numel", t.numel},
+                           {"bytes", t.bytes}, {"bytes_staying", t.bytes_staying}, {"runs", runs}});
+    }
+    return {{"source_world_size", plan.source_world_size}, {"target_world_size", plan.target_world_size},
+            {"param_numel_total", plan.numel_total}, {"param_dtype", std::string(to_string(plan.dtype))},
+            {"bytes_per_element", plan.bytes_per_element}, {"bytes_read", plan.bytes_read},
+            {"bytes_written", plan.bytes_written}, {"bytes_staying", plan.bytes_staying},
+            {"bytes_moving", plan.bytes_moving}, {"targets", targets}};
+}
+
+void print_plan(const ReshardPlan& plan)
+{
+    print_line("reshard " + std::to_string(plan.source_world_size) + " -> " + std::to_string(plan.target_world_size) +
+               " ranks, " + std::to_string(plan.numel_total) + " parameters");
+    for (const auto& t : plan.targets) {
+        std::string sources;
+        for (const auto& r : t.runs)
+            sources += (sources.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r.source_rank) + " [" +
+                       std::to_string(r.source_offset) + ", " + std::to_string(r.source_offset + r.numel) + ")";
+        print_line("  new rank " + std::to_string(t.rank) + "  [" + std::to_string(t.offset) + ", " +
+                   std::to_string(t.offset + t.numel) + ")  from " + (sources.empty() ? "nothing" : sources));
+    }
+    print_line("  bytes read " + std::to_string(plan.bytes_read) + ", written " + std::to_string(plan.bytes_written) +
+               ", staying on the same rank " + std::to_string(plan.bytes_staying) + ", moving " +
+               std::to_string(plan.bytes_moving));
+}
+
+std::optional<int> target_option(const QCommandLineParser& parser)
+{
+    if (!parser.isSet(QStringLiteral("to"))) {
+        fail(kUsage, "--to M (the new world size) is required");
+        return std::nullopt;
+    }
+    const auto to = int_option(parser, QStringLiteral("to"), 1, kMaxWorldSize);
+    return to ? std::optional<int>(static_cast<int>(*to)) : std::nullopt;
+}
+
+} // namespace
+
+int run_plan_reshard(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral("Preview an N -> M reshard: which byte ranges go where."));
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
+    parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
+                       {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout.")}});
+    if (!parse(parser, arguments, 1, QStringLiteral("plan-reshard")))
+        return kUsage;
+    const auto to = target_option(parser);
+    if (!to)
+        return kUsage;
+    const fs::path dir = resolve_checkpoint_dir(local(parser.positionalArguments().at(0)));
+    const ReshardPlan plan = plan_reshard(read_manifest(dir), *to);
+    if (parser.isSet(QStringLiteral("json")))
+        print_json(plan_json(plan));
+    else
+        print_plan(plan);
+    return kOk;
+}
+
+int run_reshard(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Reshard a checkpoint to M ranks into a new directory. The source is verified and never modified."));
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
+    parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
+                       {QStringLiteral("out"), QStringLiteral("New checkpoint directory (absent or empty)."), QStringLiteral("DIR")},
+                       {QStringLiteral("threads"), QStringLiteral("Worker threads (default: all cores)."), QStringLiteral("T"), QStringLiteral("0")},
+                       {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout.")}});
+    if (!parse(parser, arguments, 1, QStringLiteral("reshard")))
+        return kUsage;
+    const auto to = target_option(parser);
+    if (!to)
+        return kUsage;
+    if (!parser.isSet(QStringLiteral("out")))
+        return fail(kUsage, "--out DIR (where to write the resharded checkpoint) is required");
+    const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
+    if (!threads)
+        return kUsage;
+    ReshardOptions options;
+    options.threads = static_cast<int>(*threads);
+    const fs::path out = local(parser.value(QStringLiteral("out")));
+    QElapsedTimer timer;
+    timer.start();
+    const ReshardResult result = reshard(local(parser.positionalArguments().at(0)), *to, out, options);
+    const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
+    if (parser.isSet(QStringLiteral("json"))) {
+        json out_json = {{"ok", true}, {"path", out.string()}, {"world_size", result.manifest.world_size},
+                         {"step", result.manifest.step}, {"bytes", result.manifest.total_bytes()},
+                         {"seconds", seconds}, {"plan", plan_json(result.plan)}};
+        print_json(out_json);
+    } else {
+        print_plan(result.plan);
+        print_line("wrote " + out.string() + ": " + std::to_string(result.manifest.world_size) + " shards in " +
+                   std::to_string(seconds).substr(0, 5) + " s");
+    }
+    return kOk;
+}
+
+} // namespace shardctl

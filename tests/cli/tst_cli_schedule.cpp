@@ -1,0 +1,226 @@
+// shardctl schedule end to end: the --json contract, --trace, profiles and partitions, and the
+// exit codes (0 ok, 1 bad schedule/profile, 2 usage).
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace {
+
+struct Run {
+    int exit_code = -1;
+    QByteArray out;
+    QByteArray err;
+};
+
+Run shardctl(const QStringList& arguments)
+{
+    QProcess process;
+    process.start(QStringLiteral(SHARDCTL_PATH), QStringList{QStringLiteral("schedule")} + arguments);
+    Run run;
+    if (!process.waitForFinished(60000)) {
+        process.kill();
+        process.waitForFinished();
+        return run;
+    }
+    run.exit_code = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -2;
+    run.out = process.readAllStandardOutput();
+    run.err = process.readAllStandardError();
+    return run;
+}
+
+QString profile(const char* name)
+{
+    return QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/profiles/") + QString::fromLatin1(name);
+}
+
+nlohmann::json json_of(const Run& run)
+{
+    return nlohmann::json::parse(run.out.toStdString());
+}
+
+QStringList args(const char* text)
+{
+    return QString::fromLatin1(text).split(QLatin1Char(' '), Qt::SkipEmptyParts);
+}
+
+} // namespace
+
+class TestCliSchedule : public QObject {
+    Q_OBJECT
+
+private slots:
+    void jsonHonoursTheContract_data()
+    {
+        QTest::addColumn<QString>("arguments");
+        QTest::addColumn<QString>("bubble"); // percent, 2 decimals
+        QTest::addColumn<int>("peak0");
+        QTest::newRow("gpipe") << QStringLiteral("--stages 4 --microbatches 8 --schedule gpipe")
+                               << QStringLiteral("27.27") << 8;
+        QTest::newRow("1f1b") << QStringLiteral("--stages 4 --microbatches 8 --schedule 1f1b")
+                              << QStringLiteral("27.27") << 4;
+        QTest::newRow("gpipe 64") << QStringLiteral("--stages 4 --microbatches 64 --schedule gpipe")
+                                  << QStringLiteral("4.48") << 64;
+        QTest::newRow("interleaved") << QStringLiteral("--stages 4 --microbatches 8 --schedule interleaved --virtual 2")
+                                     << QStringLiteral("15.79") << 11;
+        QTest::newRow("zb-h1") << QStringLiteral("--stages 4 --microbatches 8 --schedule zb-h1")
+                               << QStringLiteral("11.11") << 4;
+    }
+    void jsonHonoursTheContract()
+    {
+        QFETCH(QString, arguments);
+        QFETCH(QString, bubble);
+        QFETCH(int, peak0);
+        const Run run = shardctl(arguments.split(QLatin1Char(' ')) << QStringLiteral("--json"));
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        const nlohmann::json j = json_of(run);
+        for (const char* key : {"schedule", "stages", "microbatches", "virtual_stages", "makespan",
+                                "bubble_fraction", "closed_form_bubble", "stage_stats", "ops"})
+            QVERIFY2(j.contains(key), key);
+        QCOMPARE(QString::number(100 * j["bubble_fraction"].get<double>(), 'f', 2), bubble);
+        QCOMPARE(QString::number(100 * j["closed_form_bubble"].get<double>(), 'f', 2), bubble);
+        const int n = j["stages"].get<int>(), m = j["microbatches"].get<int>(),
+                  v = j["virtual_stages"].get<int>();
+        QCOMPARE(j["stage_stats"].size(), std::size_t(n));
+        for (const auto& s : j["stage_stats"])
+            for (const char* key : {"stage", "layers", "busy", "idle", "bubble_fraction", "peak_activations"})
+                QVERIFY2(s.contains(key), key);
+        QCOMPARE(j["stage_stats"][0]["peak_activations"].get<int>(), peak0);
+        const bool split = j["schedule"] == "zb-h1";
+        QCOMPARE(j["ops"].size(), std::size_t(n * m * v * (split ? 3 : 2)));
+        std::set<std::string> kinds;
+        for (const auto& op : j["ops"]) {
+            for (const char* key : {"stage", "microbatch", "kind", "chunk", "start", "end"})
+                QVERIFY2(op.contains(key), key);
+            QVERIFY(op["end"].get<double>() >= op["start"].get<double>());
+            kinds.insert(op["kind"].get<std::string>());
+        }
+        QCOMPARE(kinds, split ? (std::set<std::string>{"F", "B", "W"}) : (std::set<std::string>{"F", "B"}));
+        // Default costs: one layer per piece, so stage s covers layers [s, s] without chunks.
+        if (v == 1)
+            QVERIFY(j["stage_stats"][2]["layers"] == nlohmann::json({2, 2}));
+    }
+
+    void traceOpensAsChromeTraceEvents()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("trace.json"));
+        const Run run = shardctl(args("--stages 4 --microbatches 8 --schedule 1f1b --trace") << path);
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const nlohmann::json trace = nlohmann::json::parse(file.readAll().toStdString());
+        QVERIFY(trace["traceEvents"].is_array());
+        std::set<int> named;
+        int thread_names = 0, spans = 0;
+        double last_end_us = 0;
+        for (const auto& e : trace["traceEvents"]) {
+            if (e["ph"] == "M" && e["name"] == "thread_name") {
+                ++thread_names;
+                named.insert(e["tid"].get<int>());
+                QVERIFY(e["args"]["name"].is_string());
+            } else if (e["ph"] == "X") {
+                ++spans;
+                QVERIFY(e["ts"].is_number() && e["dur"].is_number());
+                QVERIFY(named.count(e["tid"].get<int>()) == 1 || e["tid"].get<int>() < 4);
+                last_end_us = std::max(last_end_us, e["ts"].get<double>() + e["dur"].get<double>());
+            }
+        }
+        QCOMPARE(thread_names, 4);
+        QCOMPARE(named, (std::set<int>{0, 1, 2, 3}));
+        QCOMPARE(spans, 4 * 8 * 2);
+        QCOMPARE(last_end_us, 33.0 * 1000.0); // makespan 33 ms in µs
+        QVERIFY(run.out.contains("bubble 27.27 %")); // human text alongside the trace
+    }
+
+    void computeBeatsParamsOnTheDecoderProfile()
+    {
+        double makespan[2] = {0, 0};
+        const char* methods[2] = {"params", "compute"};
+        for (int i = 0; i < 2; ++i) {
+            const Run run = shardctl(args("--stages 4 --microbatches 8 --schedule 1f1b --json --profile")
+                                     << profile("decoder-7b-32.json") << QStringLiteral("--partition")
+                                     << QString::fromLatin1(methods[i]));
+            QVERIFY2(run.exit_code == 0, run.err.constData());
+            const nlohmann::json j = json_of(run);
+            makespan[i] = j["makespan"].get<double>();
+            QCOMPARE(j["stage_stats"][3]["layers"][1].get<int>(), 33); // LM head on the last stage
+        }
+        QVERIFY2(makespan[1] < makespan[0],
+                 qPrintable(QStringLiteral("compute %1 ms vs params %2 ms").arg(makespan[1]).arg(makespan[0])));
+    }
+
+    void profilesPartitionsAndLatency()
+    {
+        Run run = shardctl(args("--stages 3 --microbatches 6 --schedule zb-h1 --json --partition compute --profile")
+                           << profile("mixed-12.csv"));
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        run = shardctl(args("--stages 2 --microbatches 4 --schedule interleaved --json --partition manual:2,5,9 --profile")
+                       << profile("uneven.json"));
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        nlohmann::json j = json_of(run);
+        QVERIFY(j["stage_stats"][0]["chunk_layers"] == nlohmann::json({{0, 1}, {5, 8}}));
+        QVERIFY(j["boundaries"] == nlohmann::json({2, 5, 9}));
+        run = shardctl(args("--stages 4 --microbatches 8 --schedule gpipe --json --p2p-latency 0.5"));
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        QCOMPARE(json_of(run)["makespan"].get<double>(), 33.0 + 2 * 3 * 0.5);
+        run = shardctl(args("--stages 4 --microbatches 8 --schedule interleaved"));
+        QCOMPARE(run.exit_code, 0); // --virtual defaults to 2 for interleaved
+        QVERIFY(run.out.contains("15.79 %"));
+    }
+
+    void exitCodes_data()
+    {
+        QTest::addColumn<QStringList>("arguments");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("mentions");
+        QTest::newRow("missing --stages") << args("--microbatches 8 --schedule 1f1b") << 2 << QStringLiteral("--stages");
+        QTest::newRow("missing --schedule") << args("--stages 4 --microbatches 8") << 2 << QStringLiteral("--schedule");
+        QTest::newRow("unknown schedule") << args("--stages 4 --microbatches 8 --schedule dualpipe") << 2 << QStringLiteral("dualpipe");
+        QTest::newRow("zero stages") << args("--stages 0 --microbatches 8 --schedule 1f1b") << 2 << QStringLiteral("--stages");
+        QTest::newRow("non-integer") << args("--stages four --microbatches 8 --schedule 1f1b") << 2 << QStringLiteral("four");
+        QTest::newRow("unknown flag") << args("--stages 4 --microbatches 8 --schedule 1f1b --bogus") << 2 << QStringLiteral("bogus");
+        QTest::newRow("positional") << args("extra --stages 4 --microbatches 8 --schedule 1f1b") << 2 << QString();
+        QTest::newRow("bad partition") << args("--stages 4 --microbatches 8 --schedule 1f1b --partition best") << 2 << QStringLiteral("best");
+        QTest::newRow("bad latency") << args("--stages 4 --microbatches 8 --schedule 1f1b --p2p-latency -1") << 2 << QStringLiteral("--p2p-latency");
+        QTest::newRow("missing profile") << args("--stages 4 --microbatches 8 --schedule 1f1b --profile /nonexistent/p.json") << 2 << QStringLiteral("/nonexistent/p.json");
+        QTest::newRow("interleaved rule") << args("--stages 4 --microbatches 6 --schedule interleaved --virtual 2") << 1 << QStringLiteral("multiple");
+        QTest::newRow("virtual without interleaved") << args("--stages 4 --microbatches 8 --schedule 1f1b --virtual 2") << 1 << QStringLiteral("interleaved");
+        QTest::newRow("boundaries out of order") << args("--stages 3 --microbatches 8 --schedule 1f1b --partition manual:2,1") << 1 << QStringLiteral("boundary 2");
+        QTest::newRow("more stages than layers")
+            << (QStringList{QStringLiteral("--stages"), QStringLiteral("13"), QStringLiteral("--microbatches"),
+                            QStringLiteral("4"), QStringLiteral("--schedule"), QStringLiteral("gpipe"),
+                            QStringLiteral("--profile"), profile("uneven.json")})
+            << 1 << QStringLiteral("cannot cut 12 layers into 13 pieces");
+    }
+    void exitCodes()
+    {
+        QFETCH(QStringList, arguments);
+        QFETCH(int, code);
+        QFETCH(QString, mentions);
+        const Run run = shardctl(arguments);
+        QCOMPARE(run.exit_code, code);
+        QVERIFY(run.out.isEmpty());
+        QVERIFY2(run.err.startsWith("shardctl: "), run.err.constData());
+        QVERIFY2(run.err.contains(mentions.toUtf8()), run.err.constData());
+        QCOMPARE(run.err.count('\n'), qsizetype(1)); // one sentence, no stack trace
+    }
+
+    void malformedProfileExitsOne()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("bad.json"));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(R"({"layers": [{"name": "a", "params": 1, "fwd_ms": -3, "activation_bytes": 1}]})");
+        file.close();
+        const Run run = shardctl(args("--stages 1 --microbatches 2 --schedule 1f1b --profile") << path);
+        QCOMPARE(run.exit_code, 1);
+        QVERIFY2(run.err.contains(path.toUtf8()) && run.err.contains("layer 0 ('a')"), run.err.constData());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCliSchedule)
+#include "tst_cli_schedule.moc"
