@@ -38,6 +38,6 @@ int run_load(const QStringList& arguments);
 int run_plan_reshard(const QStringList& arguments);
 int run_reshard(const QStringList& arguments);
 int run_schedule(const QStringList& arguments);
+int run_report(const QStringList& arguments);
 
 } // namespace shardctl
-

@@ -23,6 +23,7 @@ const Command kCommands[] = {
     {"plan-reshard", shardctl::run_plan_reshard, "preview an N -> M reshard"},
     {"reshard", shardctl::run_reshard, "reshard a checkpoint to M ranks into a new directory"},
     {"schedule", shardctl::run_schedule, "simulate one pipeline-parallel training step"},
+    {"report", shardctl::run_report, "write the inspection report (json, md or html)"},
 };
 
 void print_usage(std::ostream& out)
@@ -75,4 +76,3 @@ int main(int argc, char** argv)
     print_usage(std::cerr);
     return shardctl::kUsage;
 }
-

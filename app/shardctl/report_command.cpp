@@ -1,0 +1,106 @@
+// shardctl report PATH [--profile FILE] --format json|md|html --out FILE
+// The inspection report without a GUI: the same core/report text the GUI exports, minus pictures.
+
+#include "cli.h"
+
+#include "core/pipeline_partition.h"
+#include "core/report.h"
+
+#include <QSaveFile>
+
+namespace shardctl {
+
+int run_report(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral("Write the inspection report of a checkpoint (and, with "
+                                                    "--profile, a pipeline plan) as JSON, Markdown or HTML."));
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("checkpoint directory or root"));
+    const QCommandLineOption format(QStringLiteral("format"), QStringLiteral("json, md or html"), QStringLiteral("FMT"));
+    const QCommandLineOption out(QStringLiteral("out"), QStringLiteral("file to write"), QStringLiteral("FILE"));
+    const QCommandLineOption profile(QStringLiteral("profile"), QStringLiteral("layer-cost profile: adds the pipeline plan"),
+                                     QStringLiteral("FILE"));
+    const QCommandLineOption stages(QStringLiteral("stages"), QStringLiteral("pipeline stages (default 4)"),
+                                    QStringLiteral("N"), QStringLiteral("4"));
+    const QCommandLineOption microbatches(QStringLiteral("microbatches"), QStringLiteral("microbatches (default 8)"),
+                                          QStringLiteral("M"), QStringLiteral("8"));
+    const QCommandLineOption schedule(QStringLiteral("schedule"), QStringLiteral("gpipe, 1f1b, interleaved or zb-h1"),
+                                      QStringLiteral("KIND"), QStringLiteral("1f1b"));
+    const QCommandLineOption virtualStages(QStringLiteral("virtual"), QStringLiteral("chunks per stage for interleaved"),
+                                           QStringLiteral("V"), QStringLiteral("2"));
+    const QCommandLineOption partition(QStringLiteral("partition"),
+                                       QStringLiteral("uniform, params, compute or manual:B1,B2,..."),
+                                       QStringLiteral("SPEC"), QStringLiteral("compute"));
+    const QCommandLineOption fast(QStringLiteral("fast"), QStringLiteral("compare XXH3 instead of SHA-256"));
+    const QCommandLineOption expect(QStringLiteral("expect-world-size"), QStringLiteral("expected world size"),
+                                    QStringLiteral("N"));
+    parser.addOptions({format, out, profile, stages, microbatches, schedule, virtualStages, partition, fast, expect});
+    if (!parse(parser, arguments, 1, QStringLiteral("report")))
+        return kUsage;
+    const QString kind = parser.value(format);
+    if (kind != QLatin1String("json") && kind != QLatin1String("md") && kind != QLatin1String("html"))
+        return fail(kUsage, "--format must be json, md or html, not '" + local(kind) + "'");
+    if (!parser.isSet(out))
+        return fail(kUsage, "--out FILE is required (see shardctl report --help)");
+
+    shardscope::VerifyOptions verify;
+    verify.fast = parser.isSet(fast);
+    if (parser.isSet(expect)) {
+        const auto n = int_option(parser, QStringLiteral("expect-world-size"), 1, shardscope::kMaxWorldSize);
+        if (!n)
+            return kUsage;
+        verify.expected_world_size = int(*n);
+    }
+
+    shardscope::ReportInput input;
+    input.generator = "shardctl " SHARDSCOPE_VERSION;
+    input.checkpoint_path = local(parser.positionalArguments().first());
+    input.verify = shardscope::verify_checkpoint(input.checkpoint_path, verify);
+
+    if (parser.isSet(profile)) {
+        namespace pl = shardscope::pipeline;
+        const auto n = int_option(parser, QStringLiteral("stages"), 1, 4096);
+        const auto m = int_option(parser, QStringLiteral("microbatches"), 1, 1 << 20);
+        const auto v = int_option(parser, QStringLiteral("virtual"), 1, 64);
+        if (!n || !m || !v)
+            return kUsage;
+        const auto scheduleKind = pl::parse_schedule_kind(local(parser.value(schedule)));
+        if (!scheduleKind)
+            return fail(kUsage, "--schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" +
+                                    local(parser.value(schedule)) + "'");
+        const pl::Profile loaded = pl::load_profile(local(parser.value(profile)));
+        pl::ScheduleSpec spec;
+        spec.kind = *scheduleKind;
+        spec.stages = int(*n);
+        spec.microbatches = int(*m);
+        spec.virtual_stages = spec.kind == pl::ScheduleKind::interleaved ? int(*v) : 1;
+        const pl::PartitionSpec partitionSpec = pl::parse_partition_spec(local(parser.value(partition)));
+        shardscope::PipelineSection section;
+        section.profile_name = loaded.name;
+        section.partition = pl::to_string(partitionSpec);
+        section.plan = pl::make_plan(loaded, spec, pl::partition(loaded, spec.stages * spec.virtual_stages, partitionSpec));
+        input.pipeline = std::move(section);
+    }
+
+    std::string text;
+    if (kind == QLatin1String("json"))
+        text = shardscope::report_json(input).dump(2) + "\n";
+    else if (kind == QLatin1String("md"))
+        text = shardscope::report_markdown(input);
+    else
+        text = shardscope::report_html(input);
+
+    QSaveFile file(parser.value(out));
+    if (!file.open(QIODevice::WriteOnly) || file.write(text.data(), qint64(text.size())) != qint64(text.size()) ||
+        !file.commit())
+        return fail(kUsage, "cannot write " + local(parser.value(out)) + ": " + local(file.errorString()));
+
+    const int code = shardscope::report_exit_code(input);
+    if (code != kOk && input.verify)
+        fail(code, local(parser.positionalArguments().first()) + ": " +
+                       shardscope::classify_failure(*input.verify).title + " (report written to " +
+                       local(parser.value(out)) + ")");
+    return code;
+}
+
+} // namespace shardctl

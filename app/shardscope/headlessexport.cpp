@@ -1,0 +1,75 @@
+#include "headlessexport.h"
+
+#include "checkpointpanel.h"
+#include "exporter.h"
+#include "mainwindow.h"
+#include "plannerpanel.h"
+#include "settings.h"
+
+#include <QCoreApplication>
+#include <QEventLoop>
+#include <QFileInfo>
+#include <QTemporaryDir>
+#include <iostream>
+
+namespace {
+
+int fail(int code, const QString& sentence)
+{
+    std::cerr << "shardscope: " << sentence.toStdString() << std::endl;
+    return code;
+}
+
+} // namespace
+
+int runHeadlessExport(const HeadlessExport& request)
+{
+    const QString suffix = QFileInfo(request.file).suffix().toLower();
+    if (!shardwidgets::Exporter::reportSuffixes().contains(suffix))
+        return fail(2, QStringLiteral("--export %1: unknown format '.%2' (use one of %3)")
+                           .arg(request.file, suffix, shardwidgets::Exporter::reportSuffixes().join(QStringLiteral(", "))));
+
+    // Throw-away settings: a headless run must not touch the user's recent list or window state.
+    QTemporaryDir scratch;
+    shardwidgets::Settings settings(scratch.filePath(QStringLiteral("settings.ini")));
+    MainWindow window(&settings, false);
+    window.setAttribute(Qt::WA_DontShowOnScreen);
+    window.resize(1500, 950);
+    window.show();
+
+    if (!request.profile.isEmpty()) {
+        QString error;
+        if (!window.plannerPanel()->openProfile(request.profile, &error))
+            return fail(2, error);
+    }
+
+    int status = 0;
+    if (!request.path.isEmpty()) {
+        if (!QFileInfo::exists(request.path))
+            return fail(2, QStringLiteral("%1: no such file or directory").arg(request.path));
+        QEventLoop loop;
+        auto* panel = window.checkpointPanel();
+        QObject::connect(panel, &shardwidgets::CheckpointPanel::verificationFinished, &loop, &QEventLoop::quit);
+        QObject::connect(panel, &shardwidgets::CheckpointPanel::openFailed, &loop,
+                         [&](const QString& message, const QString& path) {
+                             status = fail(2, QStringLiteral("%1: %2").arg(path, message));
+                             loop.quit();
+                         });
+        window.openPath(request.path);
+        loop.exec();
+        if (status != 0)
+            return status;
+        status = panel->report() && panel->report()->ok() ? 0 : 1;
+    } else {
+        window.showPlanner();
+    }
+    QCoreApplication::processEvents(); // let the views lay out before they are pictured
+
+    QString error;
+    if (!window.exportReport(request.file, &error))
+        return fail(2, error);
+    if (status == 1 && window.checkpointPanel()->report())
+        std::cerr << "shardscope: " << window.checkpointPanel()->report()->problems.size()
+                  << " problem(s) found; see " << request.file.toStdString() << std::endl;
+    return status;
+}

@@ -1,0 +1,14 @@
+#pragma once
+// `shardscope [PATH] [--profile FILE] --export FILE`: builds the same window without showing it,
+// waits for the verification, writes the export and returns shardctl's exit codes (0 all good,
+// 1 the checkpoint failed a check, 2 usage or environment error). Needs no display.
+
+#include <QString>
+
+struct HeadlessExport {
+    QString path;    // checkpoint; empty: a pipeline-only report
+    QString profile; // layer-cost profile; empty: the first bundled one
+    QString file;    // .pdf .html .md .json .png .svg
+};
+
+int runHeadlessExport(const HeadlessExport& request);

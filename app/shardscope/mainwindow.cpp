@@ -1,0 +1,398 @@
+#include "mainwindow.h"
+
+#include "checkpointpanel.h"
+#include "democheckpoint.h"
+#include "exporter.h"
+#include "failurebanner.h"
+#include "ganttview.h"
+#include "pipelineplanner.h"
+#include "plannerpanel.h"
+#include "settings.h"
+#include "statusstyle.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFutureWatcher>
+#include <QLabel>
+#include <QListWidget>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QPushButton>
+#include <QStackedWidget>
+#include <QStatusBar>
+#include <QStyle>
+#include <QTabWidget>
+#include <QTimer>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+using namespace shardwidgets;
+
+MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
+    : QMainWindow(parent), m_settings(settings), m_interactive(interactive), m_tabs(new QTabWidget(this)),
+      m_checkpointStack(new QStackedWidget(this)), m_checkpoint(new CheckpointPanel(this)),
+      m_planner(new PlannerPanel(this)), m_verdict(new QLabel(this))
+{
+    setWindowTitle(tr("ShardScope"));
+    setWindowIcon(QIcon(QStringLiteral(":/icons/shardscope.svg")));
+    setAcceptDrops(true);
+    VerifyController::Options options;
+    options.fast = m_settings->fastVerify();
+    options.threads = m_settings->verifyThreads();
+    m_checkpoint->setVerifyOptions(options);
+
+    m_checkpointStack->addWidget(createWelcomePage());
+    m_checkpointStack->addWidget(m_checkpoint);
+    m_tabs->addTab(m_checkpointStack, tr("&Checkpoint"));
+    m_tabs->addTab(m_planner, tr("&Pipeline planner"));
+    m_tabs->setDocumentMode(true);
+    setCentralWidget(m_tabs);
+    statusBar()->addPermanentWidget(m_verdict);
+    createActions();
+
+    connect(m_checkpoint, &CheckpointPanel::statusMessage, this, [this](const QString& text) {
+        statusBar()->showMessage(text);
+    });
+    connect(m_checkpoint, &CheckpointPanel::opened, this, [this](const QString& dir) {
+        setWindowTitle(tr("%1 — ShardScope").arg(QFileInfo(dir).fileName()));
+        m_verdict->setText(tr("⏳ verifying"));
+    });
+    connect(m_checkpoint, &CheckpointPanel::verificationFinished, this, &MainWindow::onVerificationFinished);
+    connect(m_checkpoint, &CheckpointPanel::openFailed, this, [this](const QString& message, const QString& path) {
+        m_verdict->setText(tr("✗ not opened"));
+        m_settings->removeRecentFolder(path);
+        updateRecentMenu();
+        showError(tr("Cannot open checkpoint"), tr("<b>%1</b><br><br>%2").arg(path.toHtmlEscaped(), message.toHtmlEscaped()));
+    });
+    connect(m_planner, &PlannerPanel::profileError, this,
+            [this](const QString& message) { showError(tr("Cannot load profile"), message.toHtmlEscaped()); });
+
+    resize(1440, 900);
+    restoreGeometry(m_settings->windowGeometry());
+    restoreState(m_settings->windowState(), Settings::kWindowStateVersion);
+}
+
+void MainWindow::createActions()
+{
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    QAction* open = file->addAction(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("&Open Folder…"), this,
+                                    &MainWindow::chooseFolder);
+    open->setShortcut(QKeySequence::Open);
+    m_recentMenu = file->addMenu(tr("Open &Recent"));
+    updateRecentMenu();
+    file->addAction(tr("Open &Demo Checkpoint"), this, &MainWindow::openDemo);
+    file->addSeparator();
+    QAction* report = file->addAction(style()->standardIcon(QStyle::SP_DialogSaveButton), tr("&Export Report…"),
+                                      this, &MainWindow::chooseReportFile);
+    report->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+    QAction* timeline = file->addAction(tr("Export &Timeline…"), this, &MainWindow::chooseTimelineFile);
+    timeline->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
+    file->addSeparator();
+    QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+
+    QMenu* check = menuBar()->addMenu(tr("&Verify"));
+    QAction* reverify = check->addAction(style()->standardIcon(QStyle::SP_BrowserReload), tr("&Re-verify"),
+                                         m_checkpoint, &CheckpointPanel::reverify);
+    reverify->setShortcut(QKeySequence::Refresh);
+    QAction* cancel = check->addAction(style()->standardIcon(QStyle::SP_BrowserStop), tr("&Cancel Verification"),
+                                       m_checkpoint, &CheckpointPanel::cancel);
+    cancel->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
+    QAction* fast = check->addAction(tr("&Fast Checksum (XXH3)"));
+    fast->setCheckable(true);
+    fast->setChecked(m_settings->fastVerify());
+    fast->setToolTip(tr("Compare the manifest's XXH3 checksum instead of SHA-256: much faster, not cryptographic"));
+    connect(fast, &QAction::toggled, this, [this](bool on) {
+        m_settings->setFastVerify(on);
+        VerifyController::Options options;
+        options.fast = on;
+        options.threads = m_settings->verifyThreads();
+        m_checkpoint->setVerifyOptions(options);
+    });
+
+    QMenu* planner = menuBar()->addMenu(tr("&Planner"));
+    planner->addAction(tr("&Load Profile…"), this, &MainWindow::chooseProfile);
+    planner->addSeparator();
+    QAction* zoomIn = planner->addAction(tr("Zoom &In"), this, [this] { m_planner->gantt()->zoomBy(1.5); });
+    zoomIn->setShortcut(QKeySequence::ZoomIn);
+    QAction* zoomOut = planner->addAction(tr("Zoom &Out"), this, [this] { m_planner->gantt()->zoomBy(1 / 1.5); });
+    zoomOut->setShortcut(QKeySequence::ZoomOut);
+    QAction* fit = planner->addAction(tr("&Fit Timeline"), m_planner->gantt(), &GanttView::fitToWindow);
+    fit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+
+    QMenu* view = menuBar()->addMenu(tr("V&iew"));
+    QAction* showCheck = view->addAction(tr("&Checkpoint"), this, &MainWindow::showCheckpoint);
+    showCheck->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
+    QAction* showPlan = view->addAction(tr("&Pipeline Planner"), this, &MainWindow::showPlanner);
+    showPlan->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
+
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&About ShardScope"), this, &MainWindow::showAbout);
+    help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
+
+    QToolBar* toolbar = addToolBar(tr("Main"));
+    toolbar->setObjectName(QStringLiteral("mainToolbar"));
+    toolbar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    toolbar->addAction(open);
+    toolbar->addAction(reverify);
+    toolbar->addAction(cancel);
+    toolbar->addAction(report);
+}
+
+QWidget* MainWindow::createWelcomePage()
+{
+    auto* page = new QWidget(this);
+    auto* outer = new QVBoxLayout(page);
+    outer->addStretch(1);
+    auto* icon = new QLabel(page);
+    icon->setPixmap(QIcon(QStringLiteral(":/icons/shardscope.svg")).pixmap(QSize(96, 96), devicePixelRatioF()));
+    icon->setAlignment(Qt::AlignCenter);
+    auto* title = new QLabel(tr("<h2>ShardScope</h2><p>Open a sharded training checkpoint to verify every "
+                                "shard's hash, see who owns which slice of the parameters and preview a "
+                                "reshard.<br>Drop a folder here, or:</p>"),
+                             page);
+    title->setAlignment(Qt::AlignCenter);
+    title->setWordWrap(true);
+    auto* demo = new QPushButton(tr("Open the demo checkpoint"), page);
+    demo->setDefault(true);
+    connect(demo, &QPushButton::clicked, this, &MainWindow::openDemo);
+    auto* folder = new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("Open Folder…"), page);
+    connect(folder, &QPushButton::clicked, this, &MainWindow::chooseFolder);
+    auto* buttons = new QHBoxLayout;
+    buttons->addStretch(1);
+    buttons->addWidget(demo);
+    buttons->addWidget(folder);
+    buttons->addStretch(1);
+    auto* recent = new QListWidget(page);
+    recent->setMaximumWidth(640);
+    recent->setMaximumHeight(200);
+    for (const QString& path : m_settings->recentFolders())
+        recent->addItem(path);
+    recent->setVisible(recent->count() > 0);
+    connect(recent, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) { openPath(item->text()); });
+    outer->addWidget(icon);
+    outer->addWidget(title);
+    outer->addLayout(buttons);
+    auto* recentRow = new QHBoxLayout;
+    recentRow->addStretch(1);
+    recentRow->addWidget(recent, 2);
+    recentRow->addStretch(1);
+    outer->addSpacing(16);
+    outer->addLayout(recentRow);
+    outer->addStretch(2);
+    return page;
+}
+
+void MainWindow::updateRecentMenu()
+{
+    m_recentMenu->clear();
+    const QStringList folders = m_settings->recentFolders();
+    for (int i = 0; i < folders.size(); ++i) {
+        QAction* action = m_recentMenu->addAction(QStringLiteral("&%1 %2").arg((i + 1) % 10).arg(folders[i]));
+        connect(action, &QAction::triggered, this, [this, path = folders[i]] { openPath(path); });
+    }
+    m_recentMenu->addSeparator();
+    QAction* clear = m_recentMenu->addAction(tr("Clear List"), this, [this] {
+        m_settings->clearRecentFolders();
+        updateRecentMenu();
+    });
+    clear->setEnabled(!folders.isEmpty());
+}
+
+void MainWindow::openPath(const QString& path)
+{
+    const QString clean = QDir::cleanPath(QFileInfo(path).absoluteFilePath());
+    m_checkpointStack->setCurrentWidget(m_checkpoint);
+    m_tabs->setCurrentIndex(0);
+    m_settings->addRecentFolder(clean);
+    updateRecentMenu();
+    m_checkpoint->open(clean);
+}
+
+void MainWindow::openDemo()
+{
+    statusBar()->showMessage(tr("Preparing the demo checkpoint in %1…").arg(demoCheckpointRoot()));
+    auto* watcher = new QFutureWatcher<QString>(this);
+    connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher] {
+        const QString root = watcher->result();
+        watcher->deleteLater();
+        if (root.isEmpty()) {
+            QString error;
+            ensureDemoCheckpoint(&error); // cheap when it fails early; gives the reason
+            showError(tr("Cannot create the demo checkpoint"), error.toHtmlEscaped());
+            emit demoFailed(error);
+            return;
+        }
+        openPath(root);
+    });
+    watcher->setFuture(ensureDemoCheckpointAsync());
+}
+
+void MainWindow::showPlanner()
+{
+    m_tabs->setCurrentWidget(m_planner);
+}
+
+void MainWindow::showCheckpoint()
+{
+    m_tabs->setCurrentIndex(0);
+}
+
+void MainWindow::chooseFolder()
+{
+    const QStringList recent = m_settings->recentFolders();
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open checkpoint folder"),
+                                                          recent.isEmpty() ? QDir::homePath() : recent.first());
+    if (!dir.isEmpty())
+        openPath(dir);
+}
+
+ReportSources MainWindow::reportSources()
+{
+    ReportSources sources;
+    sources.checkpointPath = m_checkpoint->currentPath();
+    if (m_checkpoint->report())
+        sources.report = &*m_checkpoint->report();
+    sources.planner = m_planner->planner();
+    sources.gantt = m_planner->gantt();
+    sources.ownership = m_checkpoint->ownershipMap();
+    sources.window = this;
+    return sources;
+}
+
+bool MainWindow::exportReport(const QString& file, QString* error)
+{
+    return Exporter::exportReport(file, reportSources(), error);
+}
+
+bool MainWindow::exportTimeline(const QString& file, QString* error)
+{
+    const auto& spec = m_planner->planner()->spec();
+    const QString title = tr("%1, %2 stages, %3 microbatches")
+                              .arg(QString::fromUtf8(shardscope::pipeline::to_string(spec.kind)))
+                              .arg(spec.stages)
+                              .arg(spec.microbatches);
+    return Exporter::exportTimeline(file, m_planner->gantt(), title, error);
+}
+
+void MainWindow::chooseReportFile()
+{
+    if (m_checkpoint->isVerifying())
+        statusBar()->showMessage(tr("Verification is still running: the report shows the last finished result"));
+    const QString file = QFileDialog::getSaveFileName(this, tr("Export report"),
+                                                      QDir(m_settings->lastExportDirectory()).filePath(QStringLiteral("shardscope-report.pdf")),
+                                                      Exporter::reportFilter());
+    if (file.isEmpty())
+        return;
+    m_settings->setLastExportDirectory(QFileInfo(file).absolutePath());
+    QString error;
+    if (!exportReport(file, &error))
+        showError(tr("Export failed"), error.toHtmlEscaped());
+    else
+        statusBar()->showMessage(tr("Report written to %1").arg(file), 8000);
+}
+
+void MainWindow::chooseTimelineFile()
+{
+    const QString file = QFileDialog::getSaveFileName(this, tr("Export timeline"),
+                                                      QDir(m_settings->lastExportDirectory()).filePath(QStringLiteral("timeline.png")),
+                                                      Exporter::timelineFilter());
+    if (file.isEmpty())
+        return;
+    m_settings->setLastExportDirectory(QFileInfo(file).absolutePath());
+    QString error;
+    if (!exportTimeline(file, &error))
+        showError(tr("Export failed"), error.toHtmlEscaped());
+    else
+        statusBar()->showMessage(tr("Timeline written to %1").arg(file), 8000);
+}
+
+void MainWindow::chooseProfile()
+{
+    const QString path = QFileDialog::getOpenFileName(this, tr("Load profile"), QFileInfo(m_settings->lastProfile()).absolutePath(),
+                                                      tr("Profiles (*.json *.csv);;All files (*)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (!m_planner->openProfile(path, &error)) {
+        showError(tr("Cannot load profile"), error.toHtmlEscaped());
+        return;
+    }
+    m_settings->setLastProfile(path);
+    showPlanner();
+}
+
+void MainWindow::showAbout()
+{
+    QMessageBox::about(this, tr("About ShardScope"),
+                       tr("<h3>ShardScope %1</h3>"
+                          "<p>Inspect, verify and reshard sharded training checkpoints, and plan "
+                          "pipeline-parallel schedules on an interactive timeline.</p>"
+                          "<p>Built with Qt %2 (running on Qt %3).</p>")
+                           .arg(QStringLiteral(SHARDSCOPE_VERSION), QStringLiteral(QT_VERSION_STR),
+                                QString::fromLatin1(qVersion())));
+}
+
+void MainWindow::showError(const QString& title, const QString& text)
+{
+    statusBar()->showMessage(title);
+    if (!m_interactive)
+        return;
+    QMessageBox box(QMessageBox::Warning, title, text, QMessageBox::Ok, this);
+    box.setTextFormat(Qt::RichText);
+    box.exec();
+}
+
+void MainWindow::onVerificationFinished()
+{
+    const auto& report = m_checkpoint->report();
+    if (!report)
+        return;
+    if (report->cancelled)
+        m_verdict->setText(tr("◌ cancelled"));
+    else if (report->ok())
+        m_verdict->setText(tr("✓ verified"));
+    else
+        m_verdict->setText(tr("✗ %n problem(s)", nullptr, int(report->problems.size())));
+    const Severity severity = report->cancelled ? Severity::neutral : report->ok() ? Severity::good : Severity::bad;
+    QPalette pal = m_verdict->palette();
+    pal.setColor(QPalette::WindowText, severityColor(severity, palette()));
+    m_verdict->setPalette(pal);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    if (m_interactive) {
+        m_settings->setWindowGeometry(saveGeometry());
+        m_settings->setWindowState(saveState(Settings::kWindowStateVersion));
+    }
+    m_checkpoint->cancel();
+    event->accept();
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event)
+{
+    const QList<QUrl> urls = event->mimeData()->urls();
+    if (urls.size() == 1 && urls.first().isLocalFile() && QFileInfo::exists(urls.first().toLocalFile()))
+        event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event)
+{
+    const QList<QUrl> urls = event->mimeData()->urls();
+    if (urls.size() != 1 || !urls.first().isLocalFile())
+        return;
+    QFileInfo info(urls.first().toLocalFile());
+    if (!info.exists())
+        return;
+    // A dropped manifest.json or shard file means its folder.
+    const QString path = info.isDir() ? info.absoluteFilePath() : info.absolutePath();
+    event->acceptProposedAction();
+    // Not inside the drop handler: the drag source is still waiting for it to return.
+    QTimer::singleShot(0, this, [this, path] { openPath(path); });
+}

@@ -1,0 +1,65 @@
+#pragma once
+// The main window: a welcome page, the checkpoint page and the pipeline planner in tabs, menus
+// with shortcuts, recent folders, drag-and-drop, export, status bar and About box. The pages
+// themselves live in the widgets library; this file only wires them to the desktop.
+
+#include <QMainWindow>
+
+class QLabel;
+class QMenu;
+class QStackedWidget;
+class QTabWidget;
+
+namespace shardwidgets {
+class CheckpointPanel;
+class PlannerPanel;
+class Settings;
+struct ReportSources;
+} // namespace shardwidgets
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    // `interactive` false: no dialogs (headless export); errors are only reported by signals.
+    MainWindow(shardwidgets::Settings* settings, bool interactive, QWidget* parent = nullptr);
+
+    void openPath(const QString& path);
+    void openDemo();
+    void showPlanner();
+    void showCheckpoint();
+    bool exportReport(const QString& file, QString* error);
+    bool exportTimeline(const QString& file, QString* error);
+
+    shardwidgets::CheckpointPanel* checkpointPanel() const { return m_checkpoint; }
+    shardwidgets::PlannerPanel* plannerPanel() const { return m_planner; }
+
+signals:
+    void demoFailed(const QString& message);
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+
+private:
+    void createActions();
+    QWidget* createWelcomePage();
+    void updateRecentMenu();
+    void chooseFolder();
+    void chooseReportFile();
+    void chooseTimelineFile();
+    void chooseProfile();
+    void showAbout();
+    void showError(const QString& title, const QString& text);
+    void onVerificationFinished();
+    shardwidgets::ReportSources reportSources();
+
+    shardwidgets::Settings* m_settings;
+    bool m_interactive;
+    QTabWidget* m_tabs;
+    QStackedWidget* m_checkpointStack;
+    shardwidgets::CheckpointPanel* m_checkpoint;
+    shardwidgets::PlannerPanel* m_planner;
+    QMenu* m_recentMenu = nullptr;
+    QLabel* m_verdict;
+};

@@ -1,0 +1,110 @@
+// The shardscope executable end to end: headless --export with no display, and its exit codes
+// (0 all good, 1 a check failed, 2 usage or environment error), as a script would run it.
+
+#include "widgettestutil.h"
+
+#include <QFile>
+#include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+class TestShardscopeApp : public QObject {
+    Q_OBJECT
+
+    struct Run {
+        int code = -1;
+        QByteArray err;
+    };
+
+    static Run run(const QStringList& arguments, bool withoutDisplay = false)
+    {
+        QProcess process;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        if (withoutDisplay) { // what ssh or CI gives: no display and no platform chosen
+            env.remove(QStringLiteral("DISPLAY"));
+            env.remove(QStringLiteral("WAYLAND_DISPLAY"));
+            env.remove(QStringLiteral("QT_QPA_PLATFORM"));
+        }
+        process.setProcessEnvironment(env);
+        process.start(QStringLiteral(SHARDSCOPE_PATH), arguments);
+        if (!process.waitForFinished(120000))
+            return {};
+        return {process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1, process.readAllStandardError()};
+    }
+
+    QTemporaryDir m_tmp;
+
+private slots:
+    void initTestCase()
+    {
+        widgettest::makeCheckpoint(m_tmp.filePath(QStringLiteral("good")), 4);
+        widgettest::makeCheckpoint(m_tmp.filePath(QStringLiteral("bad")), 4);
+        widgettest::flipByte(std::filesystem::path(m_tmp.filePath(QStringLiteral("bad")).toStdString()) /
+                             "rank0.safetensors");
+    }
+
+    void goodCheckpointExitsZero()
+    {
+        const QString out = m_tmp.filePath(QStringLiteral("good.json"));
+        const Run r = run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), out}, true);
+        QCOMPARE(r.code, 0);
+        QFile file(out);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QJsonObject root = QJsonDocument::fromJson(file.readAll()).object();
+        QCOMPARE(root.value(QStringLiteral("ok")).toBool(), true);
+    }
+
+    void corruptedCheckpointExitsOne()
+    {
+        const QString out = m_tmp.filePath(QStringLiteral("bad.pdf"));
+        const Run r = run({m_tmp.filePath(QStringLiteral("bad")), QStringLiteral("--export"), out}, true);
+        QCOMPARE(r.code, 1);
+        QFile file(out);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(file.read(5) == "%PDF-");
+    }
+
+    void pngWithoutADisplay()
+    {
+        const QString out = m_tmp.filePath(QStringLiteral("window.png"));
+        const Run r = run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), out}, true);
+        QCOMPARE(r.code, 0);
+        const QImage image(out);
+        QVERIFY(image.width() >= 800 && image.height() >= 500);
+    }
+
+    void usageAndEnvironmentErrorsExitTwo()
+    {
+        QCOMPARE(run({QStringLiteral("/nonexistent/ck"), QStringLiteral("--export"), m_tmp.filePath(QStringLiteral("x.json"))}, true).code, 2);
+        QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), m_tmp.filePath(QStringLiteral("x.docx"))}, true).code, 2);
+        QCOMPARE(run({QStringLiteral("--no-such-flag"), QStringLiteral("--export"), m_tmp.filePath(QStringLiteral("x.json"))}, true).code, 2);
+        QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--profile"), QStringLiteral("/nonexistent.json"),
+                      QStringLiteral("--export"), m_tmp.filePath(QStringLiteral("x.json"))}, true).code, 2);
+        const Run r = run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"),
+                           QStringLiteral("/nonexistent/dir/x.json")}, true);
+        QCOMPARE(r.code, 2);
+        QVERIFY(r.err.contains("/nonexistent/dir/x.json"));
+    }
+
+    void profileAndPipelineOnlyReport()
+    {
+        const QString out = m_tmp.filePath(QStringLiteral("plan.json"));
+        const QString profile = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/profiles/uniform-16.json");
+        if (!QFile::exists(profile))
+            QSKIP("bundled profile uniform-16.json not present");
+        const Run r = run({QStringLiteral("--profile"), profile, QStringLiteral("--export"), out}, true);
+        QCOMPARE(r.code, 0);
+        QFile file(out);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QJsonObject root = QJsonDocument::fromJson(file.readAll()).object();
+        QVERIFY(!root.contains(QStringLiteral("checkpoint")));
+        QCOMPARE(root.value(QStringLiteral("pipeline")).toObject().value(QStringLiteral("profile")).toString(),
+                 QStringLiteral("uniform-16"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestShardscopeApp)
+#include "tst_shardscope_app.moc"

@@ -1,0 +1,39 @@
+#include "summarymodel.h"
+
+#include <QAbstractItemModelTester>
+#include <QTest>
+
+using namespace shardwidgets;
+
+class TestSummaryModel : public QObject {
+    Q_OBJECT
+private slots:
+    void showsManifestAndTrainingState()
+    {
+        SummaryModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        shardscope::Manifest m;
+        m.world_size = 8;
+        m.step = 1234;
+        m.wall_clock_seconds = 4521;
+        m.param_dtype = shardscope::ParamDtype::BF16;
+        m.param_numel_total = 65536;
+        m.shards.push_back({0, "rank0.safetensors", "", "", 1000, 0, 65536});
+        m.training_state = {{"optimizer", {{"lr", 0.5}}}, {"rng", {{"state", std::vector<int>(100, 7)}}}};
+        model.setCheckpoint(QStringLiteral("/ck/step-1234"), QStringLiteral("shardscope"), m);
+        QVERIFY(model.rowCount() > 8);
+        QCOMPARE(model.value(QStringLiteral("World size")), QStringLiteral("8"));
+        QCOMPARE(model.value(QStringLiteral("Step")), QStringLiteral("1,234"));
+        QCOMPARE(model.value(QStringLiteral("Parameter dtype")), QStringLiteral("BF16"));
+        QCOMPARE(model.value(QStringLiteral("Wall clock")), QStringLiteral("1 h 15 min"));
+        QCOMPARE(model.value(QStringLiteral("Training state: optimizer.lr")), QStringLiteral("0.5"));
+        // Long values are shortened in the cell and whole in the tooltip.
+        const QString rng = model.value(QStringLiteral("Training state: rng.state"));
+        QVERIFY(rng.size() <= 60);
+        model.clear();
+        QCOMPARE(model.rowCount(), 0);
+    }
+};
+
+QTEST_MAIN(TestSummaryModel)
+#include "tst_summarymodel.moc"

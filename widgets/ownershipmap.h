@@ -1,0 +1,59 @@
+#pragma once
+// The ownership map: the flat parameter space as a bar, one colour per rank; the model's tensors
+// as a second lane when the manifest lists them; and, for a reshard preview, the ranges each rank
+// would own at another world size (core's even split). Ranks whose shard failed are hatched.
+
+#include "ownershipgeometry.h"
+
+#include "core/manifest.h"
+
+#include <QString>
+#include <QWidget>
+#include <set>
+
+namespace shardwidgets {
+
+class OwnershipMap : public QWidget {
+    Q_OBJECT
+public:
+    explicit OwnershipMap(QWidget* parent = nullptr);
+
+    void setManifest(const shardscope::Manifest& manifest);
+    void clear();
+    void setFailedRanks(std::set<int> ranks);
+    void setReshardTarget(int worldSize); // 0: no preview lane
+    int reshardTarget() const { return m_target; }
+
+    // Lane rectangles' geometry for the current width (tests, hit-testing).
+    OwnershipGeometry laneGeometry(double width) const;
+    QString describeAt(const QPointF& position) const;
+    void paintMap(QPainter& painter, const QRect& rect) const; // also used for export
+    int preferredHeight() const;
+
+    QSize sizeHint() const override;
+    QSize minimumSizeHint() const override;
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+    bool event(QEvent* event) override;
+
+private:
+    struct Lane {
+        QString title;
+        std::vector<OwnershipRange> ranges; // sorted by offset
+        enum Kind { Ranks, Tensors, Target } kind;
+    };
+    std::vector<Lane> lanes() const;
+    double laneTop(int lane) const { return 6 + lane * (kLaneHeight + 18); }
+    static constexpr double kLabelWidth = 96;
+    static constexpr double kLaneHeight = 26;
+
+    shardscope::Manifest m_manifest;
+    bool m_hasManifest = false;
+    std::vector<OwnershipRange> m_ranks;
+    std::vector<OwnershipRange> m_tensors;
+    std::set<int> m_failed;
+    int m_target = 0;
+};
+
+} // namespace shardwidgets

@@ -1,0 +1,52 @@
+#pragma once
+// Typed application settings over QSettings. Every key name lives in settings.cpp and nowhere
+// else; the window state is stored with a version so that a layout change ignores stale state
+// instead of restoring a broken one.
+
+#include <QByteArray>
+#include <QString>
+#include <QStringList>
+#include <memory>
+
+class QSettings;
+
+namespace shardwidgets {
+
+class Settings {
+public:
+    static constexpr int kMaxRecentFolders = 10;
+    static constexpr int kWindowStateVersion = 1;
+
+    Settings();                                   // the application's QSettings
+    explicit Settings(const QString& iniFile);    // an explicit file (tests, portable use)
+    ~Settings();
+    Settings(const Settings&) = delete;
+    Settings& operator=(const Settings&) = delete;
+
+    QStringList recentFolders() const;            // newest first, at most kMaxRecentFolders
+    void addRecentFolder(const QString& path);    // moves an existing entry to the front
+    void removeRecentFolder(const QString& path);
+    void clearRecentFolders();
+
+    QByteArray windowGeometry() const;
+    void setWindowGeometry(const QByteArray& geometry);
+    // Empty when the stored state was written by another layout version.
+    QByteArray windowState() const;
+    void setWindowState(const QByteArray& state);
+
+    QString lastProfile() const;
+    void setLastProfile(const QString& path);
+    QString lastExportDirectory() const;
+    void setLastExportDirectory(const QString& path);
+    bool fastVerify() const;
+    void setFastVerify(bool fast);
+    int verifyThreads() const; // 0: all hardware threads
+    void setVerifyThreads(int threads);
+
+    void sync();
+
+private:
+    std::unique_ptr<QSettings> m_settings;
+};
+
+} // namespace shardwidgets

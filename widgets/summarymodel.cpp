@@ -1,0 +1,119 @@
+#include "summarymodel.h"
+
+#include "format.h"
+
+namespace shardwidgets {
+
+namespace {
+
+QString jsonScalar(const nlohmann::json& value)
+{
+    if (value.is_string())
+        return QString::fromStdString(value.get<std::string>());
+    return QString::fromStdString(value.dump());
+}
+
+// Training state is free-form JSON: show nested objects as dotted paths, one leaf per row, but
+// keep long arrays (RNG state) on one row, shortened, with the whole value in the tooltip.
+void flatten(const nlohmann::json& node, const QString& prefix,
+             std::vector<std::pair<QString, nlohmann::json>>& out, int depth = 0)
+{
+    if (node.is_object() && depth < 4) {
+        for (auto it = node.begin(); it != node.end(); ++it) {
+            const QString key = QString::fromStdString(it.key());
+            flatten(it.value(), prefix.isEmpty() ? key : prefix + QLatin1Char('.') + key, out,
+                    depth + 1);
+        }
+        return;
+    }
+    out.emplace_back(prefix, node);
+}
+
+} // namespace
+
+SummaryModel::SummaryModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void SummaryModel::setCheckpoint(const QString& dir, const QString& format,
+                                 const shardscope::Manifest& manifest)
+{
+    beginResetModel();
+    m_entries.clear();
+    auto add = [this](const QString& property, const QString& value, const QString& tip = {}) {
+        m_entries.push_back({property, value, tip.isEmpty() ? value : tip});
+    };
+    add(tr("Directory"), dir);
+    add(tr("Format"), format);
+    add(tr("Schema version"), QString::number(manifest.schema_version));
+    add(tr("World size"), QString::number(manifest.world_size));
+    add(tr("Step"), formatCount(manifest.step));
+    add(tr("Wall clock"), formatDuration(manifest.wall_clock_seconds),
+        tr("%1 seconds").arg(manifest.wall_clock_seconds));
+    add(tr("Total bytes"), formatBytes(manifest.total_bytes()),
+        tr("%1 bytes").arg(manifest.total_bytes()));
+    add(tr("Parameter dtype"), QString::fromUtf8(shardscope::to_string(manifest.param_dtype)));
+    add(tr("Parameters"), formatCount(manifest.param_numel_total));
+    add(tr("Model tensors"), manifest.tensors.empty() ? tr("not listed")
+                                                      : QString::number(manifest.tensors.size()));
+    if (!manifest.training_state.is_null()) {
+        std::vector<std::pair<QString, nlohmann::json>> leaves;
+        flatten(manifest.training_state, {}, leaves);
+        for (const auto& [key, value] : leaves) {
+            const QString full = jsonScalar(value);
+            QString shown = full;
+            if (shown.size() > 60)
+                shown = shown.left(57) + QStringLiteral("…");
+            add(tr("Training state: %1").arg(key), shown, full);
+        }
+    } else {
+        add(tr("Training state"), tr("not recorded"));
+    }
+    endResetModel();
+}
+
+void SummaryModel::clear()
+{
+    beginResetModel();
+    m_entries.clear();
+    endResetModel();
+}
+
+QString SummaryModel::value(const QString& property) const
+{
+    for (const Entry& entry : m_entries)
+        if (entry.property == property)
+            return entry.value;
+    return {};
+}
+
+int SummaryModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_entries.size());
+}
+
+int SummaryModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant SummaryModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const Entry& entry = m_entries[std::size_t(index.row())];
+    switch (role) {
+    case Qt::DisplayRole:
+        return index.column() == Property ? entry.property : entry.value;
+    case Qt::ToolTipRole:
+        return index.column() == Property ? entry.property : entry.tooltip;
+    }
+    return {};
+}
+
+QVariant SummaryModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return QAbstractTableModel::headerData(section, orientation, role);
+    return section == Property ? tr("Property") : tr("Value");
+}
+
+} // namespace shardwidgets
