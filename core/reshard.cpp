@@ -65,6 +65,41 @@ ReshardPlan plan_reshard(const Manifest& m, int target_world_size)
     return plan;
 }
 
+std::vector<RankState> reshard_in_memory(const std::vector<RankState>& ranks, int target_world_size)
+{
+    if (target_world_size < 1 || target_world_size > kMaxWorldSize || ranks.empty())
+        throw Error(ProblemKind::invalid_argument, "cannot reshard to " + std::to_string(target_world_size) + " ranks");
+    uint64_t total = 0;
+    for (const auto& r : ranks)
+        total += r.numel();
+    std::vector<RankState> out(static_cast<std::size_t>(target_world_size));
+    std::size_t source = 0;
+    uint64_t source_at = 0; // element index inside ranks[source]
+    for (int t = 0; t < target_world_size; ++t) {
+        RankState& r = out[static_cast<std::size_t>(t)];
+        r.rank = t;
+        r.dtype = ranks.front().dtype;
+        r.param_shard_offset = even_shard_offset(total, target_world_size, t);
+        uint64_t left = even_shard_offset(total, target_world_size, t + 1) - r.param_shard_offset;
+        while (left > 0) {
+            while (ranks[source].numel() == source_at) { // exhausted or empty slices own nothing more
+                ++source;
+                source_at = 0;
+            }
+            const RankState& s = ranks[source];
+            const uint64_t n = std::min(left, s.numel() - source_at);
+            const auto from = static_cast<std::ptrdiff_t>(source_at), to = static_cast<std::ptrdiff_t>(source_at + n);
+            r.param.insert(r.param.end(), s.param.begin() + from, s.param.begin() + to);
+            r.master.insert(r.master.end(), s.master.begin() + from, s.master.begin() + to);
+            r.exp_avg.insert(r.exp_avg.end(), s.exp_avg.begin() + from, s.exp_avg.begin() + to);
+            r.exp_avg_sq.insert(r.exp_avg_sq.end(), s.exp_avg_sq.begin() + from, s.exp_avg_sq.begin() + to);
+            left -= n;
+            source_at += n;
+        }
+    }
+    return out;
+}
+
 namespace {
 
 bool is_inside(const fs::path& inner, const fs::path& outer)

@@ -65,4 +65,8 @@ struct ReshardResult {
 ReshardResult reshard(const std::filesystem::path& source, int target_world_size,
                       const std::filesystem::path& destination, const ReshardOptions& options = {});
 
+// The same re-slicing for a state already in memory (a job resuming on a different number of
+// ranks): the flat vectors are cut at the even split for `target_world_size`.
+std::vector<RankState> reshard_in_memory(const std::vector<RankState>& ranks_in_offset_order, int target_world_size);
+
 } // namespace shardscope

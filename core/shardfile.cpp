@@ -109,14 +109,15 @@ struct ShardFileWriter::Impl {
     }
 };
 
-ShardFileWriter::ShardFileWriter(int dirfd, const fs::path& dir, int rank, const WriteOptions& options)
+ShardFileWriter::ShardFileWriter(int dirfd, const fs::path& dir, int rank, const WriteOptions& options,
+                                 std::string name)
     : m_impl(std::make_unique<Impl>())
 {
     Impl& d = *m_impl;
     d.dirfd = dirfd;
     d.rank = rank;
     d.options = options;
-    d.name = "rank" + std::to_string(rank) + ".safetensors";
+    d.name = name.empty() ? "rank" + std::to_string(rank) + ".safetensors" : std::move(name);
     d.tmp = d.name + ".tmp";
     d.display = (dir / d.name).string();
     d.where = d.display + " (rank " + std::to_string(rank) + ")";

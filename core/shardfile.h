@@ -30,7 +30,9 @@ ShardOpenResult open_shard(int dirfd, const std::filesystem::path& dir, const Ma
 // and renames. Destroyed before finish(), it removes the .tmp file: nothing half-written remains.
 class ShardFileWriter {
 public:
-    ShardFileWriter(int dirfd, const std::filesystem::path& dir, int rank, const WriteOptions& options);
+    // Writes `name` (rank<r>.safetensors unless given) in `dirfd`; `rank` is for messages.
+    ShardFileWriter(int dirfd, const std::filesystem::path& dir, int rank, const WriteOptions& options,
+                    std::string name = {});
     ~ShardFileWriter();
     ShardFileWriter(const ShardFileWriter&) = delete;
     ShardFileWriter& operator=(const ShardFileWriter&) = delete;

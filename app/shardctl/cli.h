@@ -37,6 +37,7 @@ int run_verify(const QStringList& arguments);
 int run_load(const QStringList& arguments);
 int run_plan_reshard(const QStringList& arguments);
 int run_reshard(const QStringList& arguments);
+int run_train(const QStringList& arguments);
 int run_schedule(const QStringList& arguments);
 int run_report(const QStringList& arguments);
 

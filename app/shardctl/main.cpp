@@ -22,6 +22,7 @@ const Command kCommands[] = {
     {"load", shardctl::run_load, "load all ranks and print sharding-independent digests"},
     {"plan-reshard", shardctl::run_plan_reshard, "preview an N -> M reshard"},
     {"reshard", shardctl::run_reshard, "reshard a checkpoint to M ranks into a new directory"},
+    {"train", shardctl::run_train, "deterministic training loop with periodic checkpoints and resume"},
     {"schedule", shardctl::run_schedule, "simulate one pipeline-parallel training step"},
     {"report", shardctl::run_report, "write the inspection report (json, md or html)"},
 };
