@@ -106,6 +106,23 @@ struct VerifyOptions {
     VerifyCallbacks callbacks;
 };
 
+// What a checkpoint ShardScope did not write holds (safetensors, index, DCP, DeepSpeed, Megatron):
+// summary rows for the manifest panel and the tensors with where their bytes are.
+struct ForeignTensor {
+    std::string name;
+    std::string dtype;
+    std::vector<uint64_t> shape;
+    std::string file;         // the file holding it (or its first chunk)
+    uint64_t offset = 0;      // byte offset in that file
+    uint64_t bytes = 0;
+    std::string detail;       // e.g. "3 chunks", the chunk grid, a storage key
+};
+struct ForeignSummary {
+    std::vector<std::pair<std::string, std::string>> rows; // property, value
+    std::vector<ForeignTensor> tensors;
+    uint64_t tensors_total = 0; // tensors may be capped for display; this is the real count
+};
+
 struct VerifyReport {
     std::filesystem::path dir; // the step directory actually verified (after following `latest`)
     std::string format = "shardscope";
@@ -114,6 +131,7 @@ struct VerifyReport {
     std::vector<Problem> problems;
     std::vector<std::string> leftover_tmp_files;
     bool cancelled = false;
+    std::optional<ForeignSummary> foreign; // set for the formats ShardScope did not write
 
     bool ok() const { return problems.empty() && !cancelled; }
 };

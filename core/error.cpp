@@ -19,6 +19,14 @@ std::string_view to_string(ProblemKind kind)
     case ProblemKind::unsupported_schema: return "unsupported_schema";
     case ProblemKind::invalid_shard: return "invalid_shard";
     case ProblemKind::unreadable: return "unreadable";
+    case ProblemKind::missing_file: return "missing_file";
+    case ProblemKind::missing_tensor: return "missing_tensor";
+    case ProblemKind::unmapped_tensor: return "unmapped_tensor";
+    case ProblemKind::range_outside_file: return "range_outside_file";
+    case ProblemKind::crc_mismatch: return "crc_mismatch";
+    case ProblemKind::invalid_archive: return "invalid_archive";
+    case ProblemKind::invalid_pickle: return "invalid_pickle";
+    case ProblemKind::forbidden_pickle_opcode: return "forbidden_pickle_opcode";
     case ProblemKind::cannot_open: return "cannot_open";
     case ProblemKind::already_exists: return "already_exists";
     case ProblemKind::io_error: return "io_error";

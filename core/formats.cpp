@@ -95,6 +95,17 @@ DetectedFormat detect_format(const fs::path& path)
         result.reason = "latest_checkpointed_iteration.txt / iter_* directories";
         return result;
     }
+    // A Megatron iteration folder holds mp_rank_XX[_PPP]/ directories (DeepSpeed's are files).
+    const auto rank_dirs = matching([&](const std::string& n) {
+        std::error_code inner;
+        return has_prefix(n, "mp_rank_") && fs::is_directory(fs::symlink_status(path / n, inner));
+    });
+    if (!rank_dirs.empty()) {
+        result.format = CheckpointFormat::megatron;
+        result.files = rank_dirs;
+        result.reason = "mp_rank_* directories (a Megatron iteration folder)";
+        return result;
+    }
     const auto zero_files = matching([](const std::string& n) {
         return has_prefix(n, "zero_pp_rank_") || has_prefix(n, "mp_rank_") || has_prefix(n, "bf16_zero_pp_rank_");
     });

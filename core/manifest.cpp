@@ -1,6 +1,8 @@
 #include "core/manifest.h"
 
 #include "core/fsutil.h"
+#include "core/json_limits.h"
+#include "core/printable.h"
 #include "core/hashing.h"
 
 #include <algorithm>
@@ -48,7 +50,8 @@ public:
     [[noreturn]] void fail(const std::string& what, ProblemKind kind = ProblemKind::invalid_manifest,
                            int rank = -1) const
     {
-        throw Error(kind, m_path + ": " + m_where + what, m_path, rank);
+        // `what` may quote the file's own values: bounded and without control bytes.
+        throw Error(kind, m_path + ": " + m_where + printable(what, 1000), m_path, rank);
     }
 
     bool has(const char* key) const { return m_object.contains(key) && !m_object[key].is_null(); }
@@ -108,27 +111,29 @@ Manifest parse_manifest(std::string_view text, const std::string& display_path)
 {
     if (text.size() > kMaxManifestBytes)
         throw Error(ProblemKind::invalid_manifest,
-                    display_path + ": the manifest is larger than the 256 MiB limit", display_path);
-    int max_depth_seen = 0;
-    auto depth_guard = [&](int depth, json::parse_event_t, json&) {
-        max_depth_seen = std::max(max_depth_seen, depth);
-        return true;
-    };
+                    display_path + ": the manifest is " + std::to_string(text.size()) +
+                        " bytes, more than the limit of " + std::to_string(kMaxManifestBytes),
+                    display_path);
+    // The limits are checked by a linear SAX pass before a DOM of millions of values is built.
+    JsonLimits limits;
+    limits.max_depth = kMaxManifestDepth;
+    limits.max_values = kMaxManifestValues;
+    limits.counted_key = "shards";
+    limits.max_counted = static_cast<uint64_t>(kMaxWorldSize);
+    limits.counted_what = "shards (ranks)";
+    if (const JsonScan scan = scan_json_limits(text, limits); !scan.violation.empty())
+        throw Error(ProblemKind::invalid_manifest, display_path + ": the manifest " + scan.violation, display_path);
     json root;
     try {
-        root = json::parse(text.begin(), text.end(), depth_guard);
+        root = json::parse(text.begin(), text.end());
     } catch (const json::exception& e) {
         std::string what = e.what();
         if (auto pos = what.find("] "); pos != std::string::npos)
             what = what.substr(pos + 2); // drop nlohmann's "[json.exception.parse_error.101]"
-        throw Error(ProblemKind::invalid_manifest, display_path + ": not valid JSON: " + what,
+        // nlohmann quotes the token it choked on, which may be megabytes long.
+        throw Error(ProblemKind::invalid_manifest, display_path + ": not valid JSON: " + printable(what, 1000),
                     display_path);
     }
-    if (max_depth_seen > 64)
-        throw Error(ProblemKind::invalid_manifest,
-                    display_path + ": JSON nested " + std::to_string(max_depth_seen) +
-                        " levels deep, more than the limit of 64",
-                    display_path);
     if (!root.is_object())
         throw Error(ProblemKind::invalid_manifest, display_path + ": the manifest is not a JSON object",
                     display_path);
@@ -198,6 +203,9 @@ Manifest parse_manifest(std::string_view text, const std::string& display_path)
     } else { // older manifests: the shards' ranges define the total
         for (const auto& s : m.shards)
             m.param_numel_total = std::max(m.param_numel_total, s.param_shard_offset + s.param_shard_numel);
+        if (m.param_numel_total > kMaxNumel) // each term is <= 2^53, their sum is not
+            top.fail("the shards' ranges end at element " + std::to_string(m.param_numel_total) +
+                     ", above the limit of " + std::to_string(kMaxNumel));
     }
 
     if (top.has("tensors")) {
@@ -305,11 +313,11 @@ std::vector<Problem> check_manifest(const Manifest& m, int expected_world_size,
                     " appears more than once in the shard list");
         if (auto why = fsutil::unsafe_name_reason(s.path))
             add(ProblemKind::path_outside_checkpoint, s.rank, s.path,
-                rank_prefix(display_path, s.rank) + "path '" + s.path.substr(0, 200) +
+                rank_prefix(display_path, s.rank) + "path '" + printable(s.path) +
                     "' leaves the checkpoint directory: " + *why);
         else if (!paths.insert(s.path).second)
             add(ProblemKind::invalid_manifest, s.rank, s.path,
-                rank_prefix(display_path, s.rank) + "path '" + s.path + "' is used by another rank too");
+                rank_prefix(display_path, s.rank) + "path '" + printable(s.path) + "' is used by another rank too");
     }
     if (m.shards.size() < static_cast<std::size_t>(m.world_size)) {
         std::string absent;

@@ -14,8 +14,13 @@
 namespace shardscope {
 
 inline constexpr int kSchemaVersion = 1;
-inline constexpr uint64_t kMaxManifestBytes = 256ull << 20; // 256 MiB of JSON
-inline constexpr int kMaxWorldSize = 1 << 20;                // a million ranks
+// Limits on untrusted manifests. They bound what parsing may cost (a parsed JSON value takes up
+// to ~100 bytes, so 4 Mi values stay under ~0.5 GB even for a hostile file) while leaving room
+// for far more ranks than any training run uses (131072 ranks make a ~40 MB manifest).
+inline constexpr uint64_t kMaxManifestBytes = 64ull << 20;  // 64 MiB of JSON
+inline constexpr uint64_t kMaxManifestValues = 4ull << 20;  // JSON values (numbers, strings, ...)
+inline constexpr int kMaxManifestDepth = 64;                 // JSON nesting
+inline constexpr int kMaxWorldSize = 1 << 17;                // 131072 ranks (and shards)
 inline constexpr uint64_t kMaxNumel = 1ull << 53; // exactly representable in any JSON reader
 
 // What one rank's shard file is: written by write_rank_shard, recorded by commit.

@@ -1,6 +1,7 @@
 #include "core/pipeline_profile.h"
 
 #include "core/error.h"
+#include "core/json_limits.h"
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,12 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace shardscope::pipeline {
 namespace {
@@ -263,10 +270,19 @@ void validate_profile(const Profile& profile)
 Profile parse_profile_json(std::string_view text, const std::string& origin)
 {
     nlohmann::json document;
+    JsonLimits limits; // a linear SAX pass: refused before a DOM is built
+    limits.max_depth = kMaxProfileDepth;
+    if (const JsonScan scan = scan_json_limits(text, limits); !scan.violation.empty())
+        fail(origin, scan.violation);
     try {
-        document = nlohmann::json::parse(text);
+        document = nlohmann::json::parse(text.begin(), text.end());
     } catch (const nlohmann::json::parse_error& error) {
         fail(origin, "is not valid JSON (byte " + std::to_string(error.byte) + ")");
+    } catch (const nlohmann::json::exception& error) { // e.g. a number too large for a double
+        std::string what = error.what();
+        if (const auto pos = what.find("] "); pos != std::string::npos)
+            what = what.substr(pos + 2);
+        fail(origin, "is not valid JSON: " + what);
     }
     if (!document.is_object())
         fail(origin, "must be a JSON object with a 'layers' list");
@@ -417,18 +433,46 @@ Profile parse_profile_csv(std::string_view text, const std::string& origin)
 
 Profile load_profile(const std::string& path)
 {
-    std::ifstream file(path, std::ios::binary);
-    if (!file || std::filesystem::is_directory(path))
-        throw Error(ProblemKind::cannot_open, "cannot read the profile " + path, path);
-    std::ostringstream content;
-    content << file.rdbuf();
-    if (file.bad())
-        throw Error(ProblemKind::cannot_open, "cannot read the profile " + path, path);
+    // open(2) with O_NONBLOCK and a regular-file check rather than std::ifstream: a FIFO (or a
+    // device) given as the profile must fail at once instead of blocking the reader forever.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        throw Error(ProblemKind::cannot_open,
+                    "cannot read the profile " + path + ": " + std::strerror(errno), path);
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        throw Error(ProblemKind::cannot_open, "cannot read the profile " + path + ": it is not a regular file",
+                    path);
+    if (static_cast<uint64_t>(st.st_size) > kMaxProfileBytes)
+        throw Error(ProblemKind::invalid_profile,
+                    "profile " + path + ": the file is " + std::to_string(st.st_size) +
+                        " bytes, more than the limit of " + std::to_string(kMaxProfileBytes),
+                    path);
+    std::string content;
+    char buffer[1 << 16];
+    while (true) {
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw Error(ProblemKind::cannot_open,
+                        "cannot read the profile " + path + ": " + std::strerror(errno), path);
+        if (n == 0)
+            break;
+        content.append(buffer, static_cast<std::size_t>(n));
+        if (content.size() > kMaxProfileBytes) // it grew while being read
+            throw Error(ProblemKind::invalid_profile,
+                        "profile " + path + ": more than the limit of " + std::to_string(kMaxProfileBytes) + " bytes",
+                        path);
+    }
     std::string extension = std::filesystem::path(path).extension().string();
     std::transform(extension.begin(), extension.end(), extension.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return extension == ".csv" ? parse_profile_csv(content.str(), path)
-                               : parse_profile_json(content.str(), path);
+    return extension == ".csv" ? parse_profile_csv(content, path) : parse_profile_json(content, path);
 }
 
 Profile uniform_profile(int layer_count, double fwd_ms)

@@ -24,6 +24,9 @@
 
 namespace shardscope::pipeline {
 
+inline constexpr std::uint64_t kMaxProfileBytes = 64ull << 20; // a profile file read at most
+inline constexpr int kMaxProfileDepth = 64;                     // JSON nesting
+
 // One layer's cost for ONE microbatch. Times are milliseconds; after loading every field is
 // filled in (defaults applied), finite and >= 0, and bwd_input_ms + bwd_weight_ms == bwd_ms.
 struct Layer {

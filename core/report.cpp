@@ -184,6 +184,54 @@ Table pipeline_settings(const PipelineSection& section)
     return table;
 }
 
+Table reshard_totals(const ReshardPlan& plan)
+{
+    Table table{{"Reshard", "Value"}, {}, {false, false}};
+    auto add = [&](std::string k, std::string v) { table.rows.push_back({{std::move(k), std::move(v)}}); };
+    auto share = [&](uint64_t bytes) {
+        return plan.bytes_written ? " (" + percent(double(bytes) / double(plan.bytes_written)) + ")" : std::string();
+    };
+    add("World size", std::to_string(plan.source_world_size) + " → " + std::to_string(plan.target_world_size));
+    add("Parameters", std::to_string(plan.numel_total) + " (" + std::string(to_string(plan.dtype)) + ", " +
+                          std::to_string(plan.bytes_per_element) + " bytes per element with optimizer state)");
+    add("Bytes read", human_bytes(plan.bytes_read));
+    add("Bytes written", human_bytes(plan.bytes_written));
+    add("Staying on the same rank index", human_bytes(plan.bytes_staying) + share(plan.bytes_staying));
+    add("Moving to another rank", human_bytes(plan.bytes_moving) + share(plan.bytes_moving));
+    return table;
+}
+
+// Long plans (thousands of ranks) would bury the report: the text forms show the first rows and
+// say where the rest is; the JSON always carries every target.
+constexpr std::size_t kReshardRowsShown = 64;
+
+Table reshard_targets(const ReshardPlan& plan)
+{
+    Table table{{"New rank", "Elements", "Bytes", "Sources", "Staying"}, {}, {true, false, true, false, true}};
+    for (std::size_t i = 0; i < plan.targets.size() && i < kReshardRowsShown; ++i) {
+        const TargetPlan& t = plan.targets[i];
+        std::string sources;
+        for (std::size_t r = 0; r < t.runs.size() && r < 6; ++r)
+            sources += (r ? ", " : "") + std::string("rank ") + std::to_string(t.runs[r].source_rank) + ": " +
+                       human_bytes(t.runs[r].numel * plan.bytes_per_element);
+        if (t.runs.size() > 6)
+            sources += " and " + std::to_string(t.runs.size() - 6) + " more";
+        table.rows.push_back({{std::to_string(t.rank),
+                               "[" + std::to_string(t.offset) + ", " + std::to_string(t.offset + t.numel) + ")",
+                               human_bytes(t.bytes), sources.empty() ? "nothing (empty shard)" : sources,
+                               human_bytes(t.bytes_staying)}});
+    }
+    return table;
+}
+
+std::string reshard_more(const ReshardPlan& plan)
+{
+    if (plan.targets.size() <= kReshardRowsShown)
+        return {};
+    return "The first " + std::to_string(kReshardRowsShown) + " of " + std::to_string(plan.targets.size()) +
+           " new ranks are shown; the JSON report lists all of them.";
+}
+
 void markdown_table(std::ostringstream& out, const Table& table)
 {
     out << '|';
@@ -378,6 +426,24 @@ nlohmann::json verify_report_json(const VerifyReport& report)
     return out;
 }
 
+nlohmann::json reshard_plan_json(const ReshardPlan& plan)
+{
+    nlohmann::json targets = nlohmann::json::array();
+    for (const auto& t : plan.targets) {
+        nlohmann::json runs = nlohmann::json::array();
+        for (const auto& r : t.runs)
+            runs.push_back({{"source_rank", r.source_rank}, {"source_offset", r.source_offset},
+                            {"target_offset", r.target_offset}, {"numel", r.numel}});
+        targets.push_back({{"rank", t.rank}, {"param_shard_offset", t.offset}, {"param_shard_numel", t.numel},
+                           {"bytes", t.bytes}, {"bytes_staying", t.bytes_staying}, {"runs", runs}});
+    }
+    return {{"source_world_size", plan.source_world_size}, {"target_world_size", plan.target_world_size},
+            {"param_numel_total", plan.numel_total}, {"param_dtype", std::string(to_string(plan.dtype))},
+            {"bytes_per_element", plan.bytes_per_element}, {"bytes_read", plan.bytes_read},
+            {"bytes_written", plan.bytes_written}, {"bytes_staying", plan.bytes_staying},
+            {"bytes_moving", plan.bytes_moving}, {"targets", targets}};
+}
+
 nlohmann::json report_json(const ReportInput& input)
 {
     nlohmann::json out;
@@ -413,6 +479,8 @@ nlohmann::json report_json(const ReportInput& input)
         pipeline["boundaries"] = input.pipeline->plan.boundaries;
         out["pipeline"] = std::move(pipeline);
     }
+    if (input.reshard)
+        out["reshard"] = reshard_plan_json(*input.reshard);
     out["ok"] = report_exit_code(input) == 0;
     return out;
 }
@@ -450,6 +518,16 @@ std::string report_markdown(const ReportInput& input)
         markdown_table(out, stage_table(input.pipeline->plan));
         if (!input.gantt_image.empty())
             out << "![pipeline timeline](" << input.gantt_image << ")\n\n";
+    }
+    if (input.reshard) {
+        out << "## Reshard preview: " << input.reshard->source_world_size << " → "
+            << input.reshard->target_world_size << " ranks\n\n";
+        markdown_table(out, reshard_totals(*input.reshard));
+        if (!input.reshard_image.empty())
+            out << "![reshard preview](" << input.reshard_image << ")\n\n";
+        markdown_table(out, reshard_targets(*input.reshard));
+        if (const std::string more = reshard_more(*input.reshard); !more.empty())
+            out << "_" << more << "_\n\n";
     }
     return out.str();
 }
@@ -498,6 +576,16 @@ std::string report_html(const ReportInput& input)
         if (!input.gantt_image.empty())
             out << "<p><img src=\"" << html_escape(input.gantt_image) << "\" width=\"900\"></p>\n";
         html_table(out, stage_table(input.pipeline->plan));
+    }
+    if (input.reshard) {
+        out << "<h2>Reshard preview: " << input.reshard->source_world_size << " → "
+            << input.reshard->target_world_size << " ranks</h2>\n";
+        html_table(out, reshard_totals(*input.reshard));
+        if (!input.reshard_image.empty())
+            out << "<p><img src=\"" << html_escape(input.reshard_image) << "\" width=\"900\"></p>\n";
+        html_table(out, reshard_targets(*input.reshard));
+        if (const std::string more = reshard_more(*input.reshard); !more.empty())
+            out << "<p><i>" << html_escape(more) << "</i></p>\n";
     }
     out << "</body></html>\n";
     return out.str();

@@ -7,6 +7,7 @@
 #include "core/checkpoint.h"
 #include "core/pipeline_export.h"
 #include "core/pipeline_simulator.h"
+#include "core/reshard.h"
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -53,13 +54,21 @@ struct ReportInput {
     std::string checkpoint_path;           // as the user gave it
     std::optional<VerifyReport> verify;    // absent: no checkpoint in the report
     std::optional<PipelineSection> pipeline;
+    // The reshard preview the user looked at (the plan to the target world size they chose).
+    std::optional<ReshardPlan> reshard;
     // Image sources for the HTML/Markdown (file names or data: URIs); empty: no picture.
     std::string ownership_image;
     std::string gantt_image;
+    std::string reshard_image;
 };
 
+// The plan as `shardctl plan-reshard --json` prints it: totals and, per target rank, its slice
+// and copy runs.
+nlohmann::json reshard_plan_json(const ReshardPlan& plan);
+
 // JSON: generator, checkpoint {path, verify object, failure_mode, summary}, pipeline {settings,
-// bubble figures, stage_stats} (ops are left out: the timeline export carries them).
+// bubble figures, stage_stats} (ops are left out: the timeline export carries them), reshard
+// {the plan-reshard object}.
 nlohmann::json report_json(const ReportInput& input);
 std::string report_markdown(const ReportInput& input);
 // A self-contained HTML page; also what the GUI lays out into a PDF through QTextDocument, so it

@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "core/json_limits.h"
+#include "core/printable.h"
 
 #include <algorithm>
 #include <bit>
@@ -61,8 +63,9 @@ namespace {
     std::string prefix = display_path;
     if (rank >= 0)
         prefix += " (rank " + std::to_string(rank) + ")";
-    throw Error(ProblemKind::invalid_shard, prefix + ": invalid safetensors header: " + what,
-                display_path, rank);
+    // `what` quotes tensor names and dtypes from the file: bounded and without control bytes.
+    throw Error(ProblemKind::invalid_shard,
+                prefix + ": invalid safetensors header: " + printable(what, 1000), display_path, rank);
 }
 
 bool checked_mul(uint64_t a, uint64_t b, uint64_t& out)
@@ -78,18 +81,19 @@ SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_
     SafetensorsHeader result;
     result.header_length = json.size();
 
-    // nlohmann keeps the last of duplicate keys silently; the callback sees every key first.
-    std::set<std::string> names;
-    std::string duplicate;
-    auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        if (event == nlohmann::json::parse_event_t::key && depth == 1 &&
-            !names.insert(parsed.get<std::string>()).second && duplicate.empty())
-            duplicate = parsed.get<std::string>();
-        return depth <= 4; // nothing legitimate nests deeper; stop a hostile header early
-    };
+    // A linear SAX pass first: limits (before a DOM is built) and duplicate names, which
+    // nlohmann's DOM would silently collapse to the last one.
+    JsonLimits limits;
+    limits.max_depth = kMaxSafetensorsHeaderDepth;
+    limits.max_values = kMaxSafetensorsHeaderValues;
+    limits.unique_top_keys = true;
+    const JsonScan scan = scan_json_limits(json, limits);
+    if (!scan.violation.empty())
+        bad(display_path, rank, "the header " + scan.violation);
+    const std::string& duplicate = scan.duplicate_key;
     nlohmann::json header;
     try {
-        header = nlohmann::json::parse(json.begin(), json.end(), callback);
+        header = nlohmann::json::parse(json.begin(), json.end());
     } catch (const nlohmann::json::exception& e) {
         bad(display_path, rank, std::string("not valid JSON (") + e.what() + ")");
     }
@@ -156,7 +160,10 @@ SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_
                     (tensor.begin > expected ? " (a gap)" : " (an overlap)"));
         expected = tensor.end;
     }
-    const uint64_t data_size = file_size - result.data_start(); // caller checked the prefix
+    if (file_size < result.data_start())
+        bad(display_path, rank, "the " + std::to_string(result.header_length) + "-byte header runs past the end of the " +
+                                    std::to_string(file_size) + "-byte file");
+    const uint64_t data_size = file_size - result.data_start();
     if (expected != data_size)
         bad(display_path, rank,
             "the tensors end at data byte " + std::to_string(expected) + " but the file holds " +

@@ -12,6 +12,8 @@
 namespace shardscope {
 
 inline constexpr uint64_t kMaxSafetensorsHeader = 100ull << 20; // the reference reader's limit
+inline constexpr uint64_t kMaxSafetensorsHeaderValues = 4ull << 20; // JSON values in one header
+inline constexpr int kMaxSafetensorsHeaderDepth = 16;                // legitimate headers nest 3 deep
 
 struct SafetensorsTensor {
     std::string name;

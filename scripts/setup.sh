@@ -7,8 +7,9 @@ SHARDSCOPE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 SHARDSCOPE_PACKAGES=(
     cmake ninja-build g++ pkg-config
-    qt6-base-dev qt6-svg-dev libqt6svg6-dev libgl-dev
-    nlohmann-json3-dev libssl-dev libxxhash-dev
+    qt6-base-dev qt6-svg-dev libgl-dev
+    nlohmann-json3-dev libssl-dev libxxhash-dev zlib1g-dev
+    libopenmpi-dev openmpi-bin # shardctl-mpi and its tests
 )
 
 shardscope_setup() {

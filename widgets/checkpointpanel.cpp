@@ -5,6 +5,7 @@
 #include "ownershipmap.h"
 #include "shardtablemodel.h"
 #include "statusstyle.h"
+#include "stepspane.h"
 #include "summarymodel.h"
 
 #include <QAction>
@@ -35,7 +36,7 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
       m_summary(new SummaryModel(this)), m_proxy(new QSortFilterProxyModel(this)),
       m_banner(new FailureBanner(this)), m_map(new OwnershipMap(this)), m_table(new QTableView(this)),
       m_summaryView(new QTableView(this)), m_problems(new QListWidget(this)), m_pathLabel(new QLabel(this)),
-      m_steps(new QComboBox(this)), m_progress(new QProgressBar(this)), m_rate(new QLabel(this)),
+      m_stepsPane(new StepsPane(this)), m_progress(new QProgressBar(this)), m_rate(new QLabel(this)),
       m_cancel(new QPushButton(tr("Cancel"), this)), m_reverify(new QPushButton(tr("Re-verify"), this)),
       m_filter(new QLineEdit(this)), m_reshard(new QSpinBox(this))
 {
@@ -47,8 +48,7 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     m_pathLabel->setFont(bold);
     m_pathLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_pathLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-    m_steps->setToolTip(tr("Steps in this checkpoint root; `latest` names the newest complete one"));
-    m_steps->hide();
+    m_stepsPane->hide(); // only a root has steps to list
     m_progress->setRange(0, 1000);
     m_progress->setTextVisible(true);
     m_progress->setMinimumWidth(180);
@@ -56,7 +56,6 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     m_cancel->setEnabled(false);
     m_reverify->setEnabled(false);
     header->addWidget(m_pathLabel, 1);
-    header->addWidget(m_steps);
     header->addWidget(m_progress);
     header->addWidget(m_rate);
     header->addWidget(m_cancel);
@@ -76,6 +75,7 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     auto* left = new QWidget(this);
     auto* leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
+    leftLayout->addWidget(m_stepsPane, 2); // a root's steps above the summary of the open one
     leftLayout->addWidget(m_summaryView, 3);
     m_problems->setWordWrap(true);
     m_problems->setAlternatingRowColors(true);
@@ -140,12 +140,9 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
 
     connect(m_cancel, &QPushButton::clicked, this, &CheckpointPanel::cancel);
     connect(m_reverify, &QPushButton::clicked, this, &CheckpointPanel::reverify);
-    connect(m_steps, &QComboBox::activated, this, [this](int index) {
-        const QString dir = m_steps->itemData(index).toString();
-        if (!dir.isEmpty()) {
-            m_path = dir;
-            reverify(); // keeps the root's step list
-        }
+    connect(m_stepsPane, &StepsPane::openRequested, this, [this](const QString& dir) {
+        m_path = dir;
+        reverify(); // keeps the root's step list
     });
     connect(m_controller, &VerifyController::manifestReady, this, &CheckpointPanel::onManifestReady);
     connect(m_controller, &VerifyController::shardPercent, m_shards, &ShardTableModel::setShardPercent);
@@ -160,7 +157,7 @@ void CheckpointPanel::open(const QString& path)
     m_path = QDir::cleanPath(path);
     m_rootPath.clear();
     m_report.reset();
-    m_steps->hide();
+    m_stepsPane->hide();
     m_pathLabel->setText(m_path);
     m_pathLabel->setToolTip(m_path);
     m_controller->start(m_path, m_options);
@@ -196,18 +193,12 @@ void CheckpointPanel::onManifestReady()
     const auto& manifest = m_controller->manifest();
     m_pathLabel->setText(dir);
     m_banner->showVerifying(dir);
-    const QStringList steps = m_controller->siblingSteps();
-    if (!steps.isEmpty()) {
+    if (!m_controller->steps().empty()) {
         m_rootPath = m_controller->path();
-        const QSignalBlocker blocker(m_steps);
-        m_steps->clear();
-        for (auto it = steps.crbegin(); it != steps.crend(); ++it)
-            m_steps->addItem(QFileInfo(*it).fileName(), *it);
-        m_steps->setCurrentIndex(m_steps->findData(dir));
-        m_steps->show();
-    } else if (!m_rootPath.isEmpty()) {
-        m_steps->setCurrentIndex(m_steps->findData(dir)); // a step picked from the root's list
+        m_stepsPane->setSteps(m_controller->steps(), m_rootPath);
+        m_stepsPane->show();
     }
+    m_stepsPane->setCurrentDirectory(dir); // a step picked from the root's list keeps the list
     if (manifest) {
         m_shards->setManifest(*manifest);
         m_summary->setCheckpoint(dir, m_controller->format(), *manifest);
@@ -237,6 +228,10 @@ void CheckpointPanel::onFinished()
     const shardscope::VerifyReport& report = *m_report;
     if (!m_controller->manifest() && report.manifest) // a manifest only the verifier could read
         m_shards->setManifest(*report.manifest);
+    if (report.foreign) { // a foreign format: files and summary come from the report itself
+        m_shards->setChecks(report.shards);
+        m_summary->setForeign(QString::fromStdString(report.dir.string()), report);
+    }
     for (std::size_t i = 0; i < report.shards.size(); ++i)
         if (report.shards[i].status != m_shards->status(int(i)) &&
             report.shards[i].status != shardscope::ShardStatus::pending)

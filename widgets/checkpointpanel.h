@@ -24,6 +24,7 @@ namespace shardwidgets {
 class FailureBanner;
 class OwnershipMap;
 class ShardTableModel;
+class StepsPane;
 class SummaryModel;
 
 class CheckpointPanel : public QWidget {
@@ -47,6 +48,8 @@ public:
     FailureBanner* banner() const { return m_banner; }
     OwnershipMap* ownershipMap() const { return m_map; }
     QTableView* shardView() const { return m_table; }
+    StepsPane* stepsPane() const { return m_stepsPane; } // shown for a checkpoint root
+    QSpinBox* reshardTargetBox() const { return m_reshard; }
 
 signals:
     void opened(const QString& directory);   // the manifest is read, verification running
@@ -73,7 +76,7 @@ private:
     QTableView* m_summaryView;
     QListWidget* m_problems;
     QLabel* m_pathLabel;
-    QComboBox* m_steps;
+    StepsPane* m_stepsPane;
     QProgressBar* m_progress;
     QLabel* m_rate;
     QPushButton* m_cancel;
@@ -81,7 +84,7 @@ private:
     QLineEdit* m_filter;
     QSpinBox* m_reshard;
     QString m_path;     // what the user opened (a root or a step)
-    QString m_rootPath; // the root whose steps the picker lists
+    QString m_rootPath; // the root whose steps the steps pane lists
     std::optional<shardscope::VerifyReport> m_report;
 };
 

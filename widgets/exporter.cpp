@@ -3,6 +3,7 @@
 #include "ganttview.h"
 #include "ownershipmap.h"
 #include "pipelineplanner.h"
+#include "reshardview.h"
 
 #include "core/pipeline_export.h"
 
@@ -146,6 +147,15 @@ QImage Exporter::ownershipImage(OwnershipMap* map, int width)
     return image;
 }
 
+QImage Exporter::reshardImage(ReshardView* view, int width)
+{
+    LightPalette light(view);
+    QImage image(QSize(width, view->preferredHeight()), QImage::Format_ARGB32_Premultiplied);
+    QPainter painter(&image);
+    view->paintView(painter, image.rect());
+    return image;
+}
+
 shardscope::ReportInput Exporter::reportInput(const ReportSources& sources)
 {
     shardscope::ReportInput input;
@@ -160,6 +170,8 @@ shardscope::ReportInput Exporter::reportInput(const ReportSources& sources)
         section.plan = *sources.planner->plan();
         input.pipeline = std::move(section);
     }
+    if (sources.reshardPlan)
+        input.reshard = *sources.reshardPlan;
     return input;
 }
 
@@ -172,6 +184,7 @@ bool Exporter::exportReport(const QString& file, const ReportSources& sources, Q
     shardscope::ReportInput input = reportInput(sources);
     const bool withMap = sources.ownership && sources.report && sources.report->manifest;
     const bool withGantt = sources.gantt && input.pipeline;
+    const bool withReshard = sources.reshardView && sources.reshardView->hasPlan() && input.reshard;
     constexpr int kImageWidth = 1400;
 
     if (suffix == QLatin1String("json"))
@@ -202,6 +215,12 @@ bool Exporter::exportReport(const QString& file, const ReportSources& sources, Q
                 return false;
             input.gantt_image = name.toStdString();
         }
+        if (withReshard) {
+            const QString name = info.completeBaseName() + QStringLiteral("-reshard.png");
+            if (!writeImage(info.dir().filePath(name), reshardImage(sources.reshardView, kImageWidth), error))
+                return false;
+            input.reshard_image = name.toStdString();
+        }
         return writeBytes(file, QByteArray::fromStdString(shardscope::report_markdown(input)), error);
     }
 
@@ -213,6 +232,8 @@ bool Exporter::exportReport(const QString& file, const ReportSources& sources, Q
             input.ownership_image = dataUri(ownershipImage(sources.ownership, kImageWidth));
         if (withGantt)
             input.gantt_image = dataUri(timelineImage(sources.gantt, kImageWidth));
+        if (withReshard)
+            input.reshard_image = dataUri(reshardImage(sources.reshardView, kImageWidth));
         return writeBytes(file, QByteArray::fromStdString(shardscope::report_html(input)), error);
     }
 
@@ -227,6 +248,11 @@ bool Exporter::exportReport(const QString& file, const ReportSources& sources, Q
         document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("timeline.png")),
                              timelineImage(sources.gantt, kImageWidth));
         input.gantt_image = "timeline.png";
+    }
+    if (withReshard) {
+        document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("reshard.png")),
+                             reshardImage(sources.reshardView, kImageWidth));
+        input.reshard_image = "reshard.png";
     }
     document.setHtml(QString::fromStdString(shardscope::report_html(input)));
     const QFileInfo info(file);

@@ -18,6 +18,7 @@ namespace shardwidgets {
 class GanttView;
 class OwnershipMap;
 class PipelinePlanner;
+class ReshardView;
 
 struct ReportSources {
     QString checkpointPath;
@@ -25,6 +26,8 @@ struct ReportSources {
     const PipelinePlanner* planner = nullptr;         // null: no pipeline section
     GanttView* gantt = nullptr;                       // pictures (optional)
     OwnershipMap* ownership = nullptr;
+    const shardscope::ReshardPlan* reshardPlan = nullptr; // null: no reshard preview section
+    ReshardView* reshardView = nullptr;                   // its picture (optional)
     QWidget* window = nullptr;                        // what a PNG/SVG "report" shows
 };
 
@@ -43,6 +46,7 @@ public:
     // Pictures for reports: drawn with the light palette (reports are read on paper).
     static QImage timelineImage(GanttView* gantt, int width);
     static QImage ownershipImage(OwnershipMap* map, int width);
+    static QImage reshardImage(ReshardView* view, int width);
 };
 
 } // namespace shardwidgets

@@ -29,6 +29,23 @@ void ShardTableModel::setManifest(const shardscope::Manifest& manifest)
     endResetModel();
 }
 
+void ShardTableModel::setChecks(const std::vector<shardscope::ShardCheck>& checks)
+{
+    beginResetModel();
+    m_rows.clear();
+    m_rows.reserve(checks.size());
+    for (const auto& check : checks) {
+        Row row;
+        row.record.rank = check.rank;
+        row.record.path = check.path;
+        row.record.bytes = check.expected_bytes;
+        row.check = check;
+        row.percent = check.status == ShardStatus::pending ? 0 : 100;
+        m_rows.push_back(std::move(row));
+    }
+    endResetModel();
+}
+
 void ShardTableModel::clear()
 {
     beginResetModel();

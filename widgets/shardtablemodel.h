@@ -23,6 +23,8 @@ public:
 
     // Every shard pending. Resets the model.
     void setManifest(const shardscope::Manifest& manifest);
+    // Rows straight from a verification's file checks: foreign formats have no manifest.
+    void setChecks(const std::vector<shardscope::ShardCheck>& checks);
     void clear();
     // Live updates from a running verification, by manifest index; out-of-range is ignored.
     void setShardPercent(int index, int percent);

@@ -2,6 +2,8 @@
 
 #include "format.h"
 
+#include <QStringList>
+
 namespace shardwidgets {
 
 namespace {
@@ -66,6 +68,39 @@ void SummaryModel::setCheckpoint(const QString& dir, const QString& format,
         }
     } else {
         add(tr("Training state"), tr("not recorded"));
+    }
+    endResetModel();
+}
+
+void SummaryModel::setForeign(const QString& dir, const shardscope::VerifyReport& report)
+{
+    beginResetModel();
+    m_entries.clear();
+    auto add = [this](const QString& property, const QString& value) {
+        QString shown = value;
+        if (shown.size() > 80)
+            shown = shown.left(77) + QStringLiteral("…");
+        m_entries.push_back({property, shown, value});
+    };
+    add(tr("Directory"), dir);
+    add(tr("Format"), QString::fromStdString(report.format));
+    if (report.foreign) {
+        for (const auto& [key, value] : report.foreign->rows)
+            if (key != "format")
+                add(QString::fromStdString(key), QString::fromStdString(value));
+        constexpr std::size_t kShownTensors = 200; // the CLI's --json lists them all
+        for (std::size_t i = 0; i < report.foreign->tensors.size() && i < kShownTensors; ++i) {
+            const auto& t = report.foreign->tensors[i];
+            QStringList dims;
+            for (const auto d : t.shape)
+                dims << QString::number(d);
+            add(tr("Tensor %1").arg(QString::fromStdString(t.name)),
+                QStringLiteral("%1 [%2] %3%4")
+                    .arg(QString::fromStdString(t.dtype), dims.join(QStringLiteral(", ")), formatBytes(t.bytes),
+                         t.file.empty() ? QString() : QStringLiteral(" in %1").arg(QString::fromStdString(t.file))));
+        }
+        if (report.foreign->tensors_total > kShownTensors)
+            add(tr("More tensors"), QString::number(report.foreign->tensors_total - kShownTensors));
     }
     endResetModel();
 }

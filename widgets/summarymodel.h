@@ -18,6 +18,8 @@ public:
     explicit SummaryModel(QObject* parent = nullptr);
 
     void setCheckpoint(const QString& dir, const QString& format, const shardscope::Manifest& manifest);
+    // A checkpoint ShardScope did not write: its summary rows and the first tensors.
+    void setForeign(const QString& dir, const shardscope::VerifyReport& report);
     void clear();
     QString value(const QString& property) const; // for tests and exports; empty when absent
 

@@ -1,6 +1,7 @@
 #include "verifycontroller.h"
 
 #include "core/formats.h"
+#include "core/lifecycle.h"
 
 #include <QDir>
 #include <QtConcurrent>
@@ -22,26 +23,13 @@ struct VerifyJobState {
     bool manifestPublished = false;
     std::string directory;
     std::string format;
-    std::vector<std::string> steps;
+    std::vector<shardscope::StepInfo> steps;
     std::optional<shardscope::Manifest> manifest;
     std::map<std::size_t, int> percents; // latest percent per shard since the last drain
     std::vector<std::pair<std::size_t, shardscope::ShardCheck>> done;
 };
 
 namespace {
-
-std::vector<std::string> stepDirectories(const fs::path& root)
-{
-    std::vector<std::string> steps;
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(root, ec)) {
-        std::error_code inner;
-        if (entry.is_directory(inner) && fs::is_regular_file(entry.path() / "manifest.json", inner))
-            steps.push_back(entry.path().string());
-    }
-    std::sort(steps.begin(), steps.end());
-    return steps;
-}
 
 VerifyController::Outcome runJob(const fs::path& path, const VerifyController::Options& options,
                                  const std::shared_ptr<VerifyJobState>& job)
@@ -61,9 +49,16 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
         } catch (const shardscope::Error&) {
             // verify_checkpoint reports what is wrong with it, in the report's problems
         }
-        std::vector<std::string> steps;
-        if (fs::weakly_canonical(dir) != fs::weakly_canonical(path))
-            steps = stepDirectories(path);
+        // A root (`latest` led elsewhere, or no manifest of its own): its steps, listed by core.
+        std::vector<shardscope::StepInfo> steps;
+        std::error_code ec;
+        if (fs::weakly_canonical(dir) != fs::weakly_canonical(path) || !fs::exists(path / "manifest.json", ec)) {
+            try {
+                steps = shardscope::list_steps(path);
+            } catch (const shardscope::Error&) {
+                // no list: the page shows the one directory it opened
+            }
+        }
         std::lock_guard lock(job->mutex);
         job->directory = dir.string();
         job->format = format;
@@ -163,6 +158,7 @@ void VerifyController::start(const QString& path, const Options& options)
     m_directory.clear();
     m_format.clear();
     m_steps.clear();
+    m_stepInfos.clear();
     m_manifest.reset();
     m_report = {};
     m_manifestSeen = false;
@@ -198,8 +194,10 @@ void VerifyController::poll()
             m_directory = QString::fromStdString(m_job->directory);
             m_format = QString::fromStdString(m_job->format);
             m_manifest = m_job->manifest;
-            for (const auto& step : m_job->steps)
-                m_steps.append(QString::fromStdString(step));
+            m_stepInfos = m_job->steps;
+            for (const auto& step : m_stepInfos)
+                if (step.complete && step.tier == shardscope::StepTier::local)
+                    m_steps.append(QDir::cleanPath(QDir(m_path).filePath(QString::fromStdString(step.name))));
         }
         if (m_manifestSeen) {
             percents.swap(m_job->percents);

@@ -5,6 +5,7 @@
 // job cancels the running one and the newest wins: results of an older job are never delivered.
 
 #include "core/checkpoint.h"
+#include "core/lifecycle.h"
 
 #include <QElapsedTimer>
 #include <QFutureWatcher>
@@ -44,7 +45,9 @@ public:
     QString path() const { return m_path; }
     QString directory() const { return m_directory; }
     QString format() const { return m_format; }
-    QStringList siblingSteps() const { return m_steps; } // step dirs of a root, newest last
+    QStringList siblingSteps() const { return m_steps; } // complete step dirs of a root, oldest first
+    // Every step directory of a root as core's list_steps() saw it; empty for a plain checkpoint.
+    const std::vector<shardscope::StepInfo>& steps() const { return m_stepInfos; }
     const std::optional<shardscope::Manifest>& manifest() const { return m_manifest; }
     // Valid after finished().
     const shardscope::VerifyReport& report() const { return m_report; }
@@ -77,6 +80,7 @@ private:
     QString m_directory;
     QString m_format;
     QStringList m_steps;
+    std::vector<shardscope::StepInfo> m_stepInfos;
     std::optional<shardscope::Manifest> m_manifest;
     shardscope::VerifyReport m_report;
 };

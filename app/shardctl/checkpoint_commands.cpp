@@ -4,6 +4,7 @@
 
 #include "core/checkpoint.h"
 #include "core/demo.h"
+#include "core/foreign.h"
 #include "core/formats.h"
 #include "core/parallel.h"
 
@@ -52,6 +53,31 @@ json problem_json(const Problem& p)
     if (!p.path.empty())
         out["path"] = p.path;
     return out;
+}
+
+// The summary of a checkpoint ShardScope did not write: rows, files and tensors.
+json foreign_json(const VerifyReport& report)
+{
+    json summary = json::object();
+    for (const auto& [key, value] : report.foreign->rows)
+        summary[key] = value;
+    json tensors = json::array();
+    for (const auto& t : report.foreign->tensors) {
+        json entry = {{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}, {"bytes", t.bytes}};
+        if (!t.file.empty()) {
+            entry["file"] = t.file;
+            entry["offset"] = t.offset;
+        }
+        if (!t.detail.empty())
+            entry["detail"] = t.detail;
+        tensors.push_back(std::move(entry));
+    }
+    return {{"summary", summary}, {"tensor_count", report.foreign->tensors_total}, {"tensors", tensors}};
+}
+
+std::string file_label(const ShardCheck& s)
+{
+    return s.rank >= 0 ? "rank " + std::to_string(s.rank) + "  " + s.path : s.path;
 }
 
 json training_state_example(uint64_t step, uint64_t seed)
@@ -193,6 +219,55 @@ int run_info(const QStringList& arguments)
                        std::to_string(s.param_shard_offset + s.param_shard_numel) + ")  sha256 " + s.sha256.substr(0, 12));
         return kOk;
     }
+    if (is_foreign(detected)) {
+        // Structure only (headers, metadata, zip directories): `verify` reads every byte.
+        const VerifyReport report = verify_foreign(detected, VerifyOptions{}, /*check_data=*/false);
+        const json details = foreign_json(report);
+        out["path"] = report.dir.string();
+        out.update(details);
+        json files = json::array();
+        for (const auto& s : report.shards) {
+            json entry = {{"path", s.path}, {"bytes", s.actual_bytes}, {"status", std::string(to_string(s.status))}};
+            if (s.rank >= 0)
+                entry["rank"] = s.rank;
+            if (!s.detail.empty())
+                entry["detail"] = s.detail;
+            files.push_back(std::move(entry));
+        }
+        out["files"] = files;
+        json problems = json::array();
+        for (const auto& p : report.problems)
+            problems.push_back(problem_json(p));
+        out["problems"] = problems;
+        if (as_json) {
+            print_json(out);
+        } else {
+            print_line(report.dir.string() + ": " + std::string(to_string(detected.format)) + " checkpoint (" +
+                       detected.reason + ")");
+            for (const auto& [key, value] : report.foreign->rows)
+                print_line("  " + key + ": " + value);
+            for (const auto& s : report.shards)
+                print_line("  " + file_label(s) + "  " + human_bytes(s.actual_bytes) + "  " + std::string(to_string(s.status)) +
+                           (s.detail.empty() ? "" : "  " + s.detail));
+            constexpr std::size_t kShown = 50;
+            for (std::size_t i = 0; i < report.foreign->tensors.size() && i < kShown; ++i) {
+                const auto& t = report.foreign->tensors[i];
+                std::string shape = "[";
+                for (std::size_t d = 0; d < t.shape.size(); ++d)
+                    shape += (d ? ", " : "") + std::to_string(t.shape[d]);
+                print_line("  tensor " + t.name + "  " + t.dtype + " " + shape + "]  " + human_bytes(t.bytes) +
+                           (t.file.empty() ? "" : "  " + t.file + " @" + std::to_string(t.offset)) +
+                           (t.detail.empty() ? "" : "  " + t.detail));
+            }
+            if (report.foreign->tensors_total > kShown)
+                print_line("  ... " + std::to_string(report.foreign->tensors_total - kShown) + " more tensors (--json lists them)");
+        }
+        if (report.problems.empty())
+            return kOk;
+        for (const auto& p : report.problems)
+            std::cerr << "shardctl: " << p.message << '\n';
+        return kCheckFailed;
+    }
     if (as_json) {
         print_json(out);
         return kOk;
@@ -234,8 +309,8 @@ int run_verify(const QStringList& arguments)
     const fs::path path = local(parser.positionalArguments().at(0));
     {
         std::error_code ec;
-        if (fs::exists(path, ec) && !fs::is_directory(path, ec))
-            return fail(kUsage, path.string() + ": verify takes a checkpoint directory, not a file");
+        if (fs::exists(path, ec) && !fs::is_directory(path, ec) && path.extension() != ".safetensors")
+            return fail(kUsage, path.string() + ": verify takes a checkpoint directory (or a .safetensors file), not a file");
     }
     QElapsedTimer timer;
     timer.start();
@@ -263,14 +338,18 @@ int run_verify(const QStringList& arguments)
                     {"checksum", options.fast ? "xxh3" : "sha256"}, {"shards", shards},
                     {"problems", problems}, {"leftover_tmp_files", report.leftover_tmp_files},
                     {"seconds", seconds}};
+        if (report.foreign)
+            out.update(foreign_json(report));
         print_json(out);
     } else {
         if (report.manifest)
             print_line(report.dir.string() + ": world_size " + std::to_string(report.manifest->world_size) +
                        ", step " + std::to_string(report.manifest->step));
+        if (report.foreign)
+            print_line(report.dir.string() + ": " + report.format);
         for (const auto& s : report.shards)
-            print_line("  rank " + std::to_string(s.rank) + "  " + s.path + "  " + human_bytes(s.expected_bytes) +
-                       "  " + std::string(to_string(s.status)));
+            print_line("  " + (report.foreign ? file_label(s) : "rank " + std::to_string(s.rank) + "  " + s.path) + "  " +
+                       human_bytes(s.expected_bytes) + "  " + std::string(to_string(s.status)));
         for (const auto& tmp : report.leftover_tmp_files)
             print_line("  leftover from an interrupted write: " + tmp);
         if (report.ok())

@@ -2,6 +2,7 @@
 
 #include "cli.h"
 
+#include "core/report.h"
 #include "core/reshard.h"
 
 #include <QElapsedTimer>
@@ -14,22 +15,10 @@ using nlohmann::json;
 
 namespace {
 
+// One shape for the CLI and the GUI's report: core builds it.
 json plan_json(const ReshardPlan& plan)
 {
-    json targets = json::array();
-    for (const auto& t : plan.targets) {
-        json runs = json::array();
-        for (const auto& r : t.runs)
-            runs.push_back({{"source_rank", r.source_rank}, {"source_offset", r.source_offset},
-                            {"target_offset", r.target_offset}, {"numel", r.numel}});
-        targets.push_back({{"rank", t.rank}, {"param_shard_offset", t.offset}, {"param_shard_numel", t.numel},
-                           {"bytes", t.bytes}, {"bytes_staying", t.bytes_staying}, {"runs", runs}});
-    }
-    return {{"source_world_size", plan.source_world_size}, {"target_world_size", plan.target_world_size},
-            {"param_numel_total", plan.numel_total}, {"param_dtype", std::string(to_string(plan.dtype))},
-            {"bytes_per_element", plan.bytes_per_element}, {"bytes_read", plan.bytes_read},
-            {"bytes_written", plan.bytes_written}, {"bytes_staying", plan.bytes_staying},
-            {"bytes_moving", plan.bytes_moving}, {"targets", targets}};
+    return reshard_plan_json(plan);
 }
 
 void print_plan(const ReshardPlan& plan)

@@ -4,6 +4,7 @@
 #include "exporter.h"
 #include "mainwindow.h"
 #include "plannerpanel.h"
+#include "reshardpanel.h"
 #include "settings.h"
 
 #include <QCoreApplication>
@@ -37,6 +38,8 @@ int runHeadlessExport(const HeadlessExport& request)
     window.resize(1500, 950);
     window.show();
 
+    if (request.reshardTo > 0)
+        window.reshardPanel()->setTargetWorldSize(request.reshardTo);
     if (!request.profile.isEmpty()) {
         QString error;
         if (!window.plannerPanel()->openProfile(request.profile, &error))

@@ -3,6 +3,7 @@
 #include "headlessexport.h"
 #include "mainwindow.h"
 #include "plannerpanel.h"
+#include "reshardpanel.h"
 #include "settings.h"
 
 #include <QApplication>
@@ -53,7 +54,10 @@ int main(int argc, char** argv)
                                       QStringLiteral("write the report (.pdf .html .md .json .png .svg) and exit"),
                                       QStringLiteral("FILE"));
     const QCommandLineOption demo(QStringLiteral("demo"), QStringLiteral("open the bundled demo checkpoint"));
-    parser.addOptions({profile, exportTo, demo});
+    const QCommandLineOption reshardTo(QStringLiteral("reshard-to"),
+                                       QStringLiteral("target world size of the reshard preview (default: twice the checkpoint's)"),
+                                       QStringLiteral("M"));
+    parser.addOptions({profile, exportTo, demo, reshardTo});
     if (!parser.parse(QApplication::arguments())) {
         std::cerr << "shardscope: " << parser.errorText().toStdString() << " (see shardscope --help)\n";
         return 2;
@@ -73,8 +77,19 @@ int main(int argc, char** argv)
     }
     const QString path = positional.value(0);
 
+    int reshardTarget = 0;
+    if (parser.isSet(reshardTo)) {
+        bool ok = false;
+        reshardTarget = parser.value(reshardTo).toInt(&ok);
+        if (!ok || reshardTarget < 1 || reshardTarget > 65536) {
+            std::cerr << "shardscope: --reshard-to expects a world size from 1 to 65536, not '"
+                      << parser.value(reshardTo).toStdString() << "'\n";
+            return 2;
+        }
+    }
+
     if (parser.isSet(exportTo))
-        return runHeadlessExport({path, parser.value(profile), parser.value(exportTo)});
+        return runHeadlessExport({path, parser.value(profile), parser.value(exportTo), reshardTarget});
 
     shardwidgets::Settings settings;
     MainWindow window(&settings, true);
@@ -86,6 +101,8 @@ int main(int argc, char** argv)
         else
             QMessageBox::warning(&window, QStringLiteral("Cannot load profile"), error);
     }
+    if (reshardTarget > 0)
+        window.reshardPanel()->setTargetWorldSize(reshardTarget);
     if (!path.isEmpty())
         window.openPath(path);
     else if (parser.isSet(demo))

@@ -7,6 +7,7 @@
 #include "ganttview.h"
 #include "pipelineplanner.h"
 #include "plannerpanel.h"
+#include "reshardpanel.h"
 #include "settings.h"
 #include "statusstyle.h"
 
@@ -23,6 +24,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QStyle>
@@ -36,7 +38,7 @@ using namespace shardwidgets;
 MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     : QMainWindow(parent), m_settings(settings), m_interactive(interactive), m_tabs(new QTabWidget(this)),
       m_checkpointStack(new QStackedWidget(this)), m_checkpoint(new CheckpointPanel(this)),
-      m_planner(new PlannerPanel(this)), m_verdict(new QLabel(this))
+      m_planner(new PlannerPanel(this)), m_reshard(new ReshardPanel(this)), m_verdict(new QLabel(this))
 {
     setWindowTitle(tr("ShardScope"));
     setWindowIcon(QIcon(QStringLiteral(":/icons/shardscope.svg")));
@@ -49,7 +51,9 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     m_checkpointStack->addWidget(createWelcomePage());
     m_checkpointStack->addWidget(m_checkpoint);
     m_tabs->addTab(m_checkpointStack, tr("&Checkpoint"));
+    m_tabs->addTab(m_reshard, tr("&Reshard"));
     m_tabs->addTab(m_planner, tr("&Pipeline planner"));
+    m_reshard->setInteractive(m_interactive);
     m_tabs->setDocumentMode(true);
     setCentralWidget(m_tabs);
     statusBar()->addPermanentWidget(m_verdict);
@@ -63,6 +67,22 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
         m_verdict->setText(tr("⏳ verifying"));
     });
     connect(m_checkpoint, &CheckpointPanel::verificationFinished, this, &MainWindow::onVerificationFinished);
+    // The reshard page previews the checkpoint that is open, as soon as its manifest is read.
+    connect(m_checkpoint, &CheckpointPanel::opened, this, [this](const QString& dir) {
+        if (const auto& manifest = m_checkpoint->controller()->manifest())
+            m_reshard->setCheckpoint(dir, *manifest);
+        else
+            m_reshard->clear();
+    });
+    connect(m_checkpoint, &CheckpointPanel::openFailed, m_reshard, &ReshardPanel::clear);
+    // One target world size: the ownership map's preview lane follows the reshard page and back.
+    connect(m_reshard, &ReshardPanel::targetChanged, m_checkpoint->reshardTargetBox(), &QSpinBox::setValue);
+    connect(m_checkpoint->reshardTargetBox(), &QSpinBox::valueChanged, this, [this](int value) {
+        if (value > 0)
+            m_reshard->setTargetWorldSize(value);
+    });
+    connect(m_reshard, &ReshardPanel::openRequested, this, &MainWindow::openPath);
+    connect(m_reshard, &ReshardPanel::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text); });
     connect(m_checkpoint, &CheckpointPanel::openFailed, this, [this](const QString& message, const QString& path) {
         m_verdict->setText(tr("✗ not opened"));
         m_settings->removeRecentFolder(path);
@@ -115,6 +135,13 @@ void MainWindow::createActions()
         m_checkpoint->setVerifyOptions(options);
     });
 
+    check->addSeparator();
+    QAction* reshard = check->addAction(tr("Re&shard…"), this, [this] {
+        showReshard();
+        m_reshard->chooseDestinationAndReshard();
+    });
+    reshard->setToolTip(tr("Write this checkpoint at another world size into a new folder"));
+
     QMenu* planner = menuBar()->addMenu(tr("&Planner"));
     planner->addAction(tr("&Load Profile…"), this, &MainWindow::chooseProfile);
     planner->addSeparator();
@@ -128,6 +155,8 @@ void MainWindow::createActions()
     QMenu* view = menuBar()->addMenu(tr("V&iew"));
     QAction* showCheck = view->addAction(tr("&Checkpoint"), this, &MainWindow::showCheckpoint);
     showCheck->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
+    QAction* showReshard = view->addAction(tr("&Reshard Preview"), this, &MainWindow::showReshard);
+    showReshard->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_3));
     QAction* showPlan = view->addAction(tr("&Pipeline Planner"), this, &MainWindow::showPlanner);
     showPlan->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
 
@@ -238,6 +267,11 @@ void MainWindow::showPlanner()
     m_tabs->setCurrentWidget(m_planner);
 }
 
+void MainWindow::showReshard()
+{
+    m_tabs->setCurrentWidget(m_reshard);
+}
+
 void MainWindow::showCheckpoint()
 {
     m_tabs->setCurrentIndex(0);
@@ -261,6 +295,11 @@ ReportSources MainWindow::reportSources()
     sources.planner = m_planner->planner();
     sources.gantt = m_planner->gantt();
     sources.ownership = m_checkpoint->ownershipMap();
+    // The preview belongs to the checkpoint in the report, not to whatever was open before it.
+    if (sources.report && m_reshard->plan()) {
+        sources.reshardPlan = &*m_reshard->plan();
+        sources.reshardView = m_reshard->view();
+    }
     sources.window = this;
     return sources;
 }
@@ -372,6 +411,7 @@ void MainWindow::closeEvent(QCloseEvent* event)
         m_settings->setWindowState(saveState(Settings::kWindowStateVersion));
     }
     m_checkpoint->cancel();
+    m_reshard->cancelReshard(); // core removes what it wrote; the controller waits for it
     event->accept();
 }
 

@@ -13,6 +13,7 @@ class QTabWidget;
 namespace shardwidgets {
 class CheckpointPanel;
 class PlannerPanel;
+class ReshardPanel;
 class Settings;
 struct ReportSources;
 } // namespace shardwidgets
@@ -27,11 +28,13 @@ public:
     void openDemo();
     void showPlanner();
     void showCheckpoint();
+    void showReshard();
     bool exportReport(const QString& file, QString* error);
     bool exportTimeline(const QString& file, QString* error);
 
     shardwidgets::CheckpointPanel* checkpointPanel() const { return m_checkpoint; }
     shardwidgets::PlannerPanel* plannerPanel() const { return m_planner; }
+    shardwidgets::ReshardPanel* reshardPanel() const { return m_reshard; }
 
 signals:
     void demoFailed(const QString& message);
@@ -60,6 +63,7 @@ private:
     QStackedWidget* m_checkpointStack;
     shardwidgets::CheckpointPanel* m_checkpoint;
     shardwidgets::PlannerPanel* m_planner;
+    shardwidgets::ReshardPanel* m_reshard;
     QMenu* m_recentMenu = nullptr;
     QLabel* m_verdict;
 };

@@ -30,7 +30,9 @@ int main(int argc, char** argv)
     };
     double sync_best = 1e9, async_best = 1e9, async_first = 0;
     {
-        CheckpointManager manager({work / "sync", 2});
+        ManagerOptions options;
+        options.root = work / "sync";
+        CheckpointManager manager(options);
         for (uint64_t step = 1; step <= 3; ++step) {
             const auto start = std::chrono::steady_clock::now();
             manager.save(states, step);
@@ -38,7 +40,9 @@ int main(int argc, char** argv)
         }
     }
     {
-        CheckpointManager manager({work / "async", 2});
+        ManagerOptions options;
+        options.root = work / "async";
+        CheckpointManager manager(options);
         for (uint64_t step = 1; step <= 3; ++step) {
             manager.wait(); // the previous write is done: time the stall of this save alone
             const auto start = std::chrono::steady_clock::now();

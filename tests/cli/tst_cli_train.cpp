@@ -17,6 +17,7 @@ class TestCliTrain : public QObject {
 
     QTemporaryDir m_tmp;
     nlohmann::json m_reference; // uninterrupted run
+    qint64 m_reference_ms = 0;  // how long it took, to aim the kills inside a run
     fs::path root(const char* name) const { return fs::path(m_tmp.path().toStdString()) / name; }
 
     static QStringList train_args(const fs::path& root, int steps, int world, const QStringList& extra = {})
@@ -40,7 +41,10 @@ class TestCliTrain : public QObject {
 private slots:
     void initTestCase()
     {
+        QElapsedTimer timer;
+        timer.start();
         const auto run = shardctl(train_args(root("reference"), 30, 2));
+        m_reference_ms = timer.elapsed();
         QCOMPARE(run.exit_code, 0);
         m_reference = run.json();
         QCOMPARE(m_reference["steps"].get<int>(), 30);
@@ -104,7 +108,9 @@ private slots:
             QProcess process;
             process.start(QStringLiteral(SHARDCTL_PATH), train_args(dir, 30, 2, extra));
             QVERIFY(process.waitForStarted());
-            const int delay_ms = 40 + int(rng() % 500);
+            // Somewhere inside a whole run (10 % to 90 % of the reference run's duration); later
+            // attempts have less left to do and may finish first, which ends the loop.
+            const int delay_ms = int(m_reference_ms / 10 + qint64(rng() % 800) * m_reference_ms / 1000);
             if (process.waitForFinished(delay_ms))
                 break; // it finished before the kill: the loop below checks the result
             process.kill(); // SIGKILL: no destructor, no flush, no cleanup

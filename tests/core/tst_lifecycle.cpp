@@ -30,6 +30,17 @@ std::vector<uint64_t> complete_steps(const fs::path& root, StepTier tier = StepT
     return out;
 }
 
+ManagerOptions options(const fs::path& root, int keep, std::optional<fs::path> mirror = std::nullopt, int threads = 0)
+{
+    ManagerOptions o;
+    o.root = root;
+    o.keep_last = keep;
+    o.mirror = std::move(mirror);
+    o.mirror_keep_last = 3;
+    o.threads = threads;
+    return o;
+}
+
 } // namespace
 
 class TestLifecycle : public QObject {
@@ -64,7 +75,7 @@ private slots:
     {
         QFETCH(int, keep);
         const fs::path root = fresh("rotate");
-        CheckpointManager manager({root, keep});
+        CheckpointManager manager(options(root, keep));
         for (uint64_t step = 10; step <= 80; step += 10) {
             manager.save(state(step), step);
             QCOMPARE(read_latest(root), std::optional<std::string>(step_dir_name(step)));
@@ -81,7 +92,7 @@ private slots:
     void asyncSaveSnapshotsAndNeverRunsAhead()
     {
         const fs::path root = fresh("async");
-        CheckpointManager manager({root, 2});
+        CheckpointManager manager(options(root, 2));
         std::atomic<bool> stop{false};
         std::atomic<int> observed{0};
         std::string violation;
@@ -121,7 +132,7 @@ private slots:
     void asyncErrorsSurfaceOnTheNextCall()
     {
         const fs::path root = fresh("async-error");
-        CheckpointManager manager({root, 3});
+        CheckpointManager manager(options(root, 3));
         manager.save(state(1), 1);
         fsutil::inject_fault(fsutil::IoOp::write, 2, ENOSPC);
         manager.save_async(state(2), 2); // returns at once; the write fails in the background
@@ -157,7 +168,7 @@ private slots:
         int count = 0;
         {
             const fs::path root = fresh("count");
-            CheckpointManager manager({root, 2, std::nullopt, 10, true, 1});
+            CheckpointManager manager(options(root, 2, std::nullopt, 1));
             manager.save(state(1), 1);
             fsutil::reset_io_counts();
             manager.save(state(2), 2);
@@ -166,7 +177,7 @@ private slots:
         QVERIFY(count >= 3);
         for (int k = 1; k <= count; ++k) {
             const fs::path root = fresh("fault");
-            CheckpointManager manager({root, 2, std::nullopt, 10, true, 1});
+            CheckpointManager manager(options(root, 2, std::nullopt, 1));
             manager.save(state(1), 1);
             fsutil::inject_fault(io, k, io == fsutil::IoOp::write ? ENOSPC : EIO);
             bool failed = false;
@@ -191,7 +202,7 @@ private slots:
     void leftoversAreReportedThenCleaned()
     {
         const fs::path root = fresh("leftover");
-        CheckpointManager manager({root, 3});
+        CheckpointManager manager(options(root, 3));
         manager.save(state(1), 1);
         // What a crash in the middle of a save leaves: a step directory without a manifest.
         fs::create_directories(root / step_dir_name(2));
@@ -212,7 +223,7 @@ private slots:
     {
         const fs::path root = fresh("local"), mirror = fresh("mirror");
         {
-            CheckpointManager manager({root, 1, mirror, 3});
+            CheckpointManager manager(options(root, 1, mirror));
             for (uint64_t step = 1; step <= 5; ++step)
                 manager.save(state(step), step);
             manager.wait();
@@ -236,7 +247,7 @@ private slots:
 
         // The local copy of the latest step rots: resume falls back to the mirror's copy.
         testutil::flip_byte(root / step_dir_name(6) / "rank1.safetensors", 3000);
-        CheckpointManager manager({root, 1, mirror, 3});
+        CheckpointManager manager(options(root, 1, mirror));
         bool used_mirror = false;
         const LoadedCheckpoint loaded = manager.load_latest(2, &used_mirror);
         QVERIFY(used_mirror);
@@ -248,7 +259,7 @@ private slots:
     {
         // While the mirror has no verified copy, rotation keeps the local one even beyond K.
         const fs::path root = fresh("pending"), mirror = fresh("pending-mirror");
-        CheckpointManager manager({root, 1, mirror, 3});
+        CheckpointManager manager(options(root, 1, mirror));
         manager.save(state(1), 1);
         manager.wait();
         fs::remove(mirror / step_dir_name(1) / kUploadManifest); // as if that upload never finished

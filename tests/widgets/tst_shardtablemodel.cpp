@@ -41,6 +41,20 @@ private slots:
         QCOMPARE(model.rowCount(), 0);
     }
 
+    void foreignFilesFromChecks()
+    {
+        ShardTableModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        std::vector<shardscope::ShardCheck> checks = {
+            {-1, "model-00001-of-00002.safetensors", 100, 100, ShardStatus::ok, {}, {}},
+            {-1, "model-00002-of-00002.safetensors", 0, 0, ShardStatus::missing, {}, "missing"}};
+        model.setChecks(checks);
+        QCOMPARE(model.rowCount(), 2);
+        QCOMPARE(model.status(0), ShardStatus::ok);
+        QCOMPARE(model.status(1), ShardStatus::missing);
+        QCOMPARE(model.record(1).path, std::string("model-00002-of-00002.safetensors"));
+    }
+
     void statusFlowsPendingHashingResult()
     {
         ShardTableModel model;

@@ -33,6 +33,23 @@ private slots:
         model.clear();
         QCOMPARE(model.rowCount(), 0);
     }
+
+    void showsForeignSummaryAndTensors()
+    {
+        SummaryModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        shardscope::VerifyReport report;
+        report.format = "torch-dcp";
+        report.foreign.emplace();
+        report.foreign->rows = {{"format", "torch-dcp"}, {"ranks", "2"}, {"chunks", "3"}};
+        report.foreign->tensors.push_back({"model.w", "bfloat16", {8, 4}, "__0_0.distcp", 0, 64, "2 chunks"});
+        report.foreign->tensors_total = 1;
+        model.setForeign(QStringLiteral("/ck/dcp"), report);
+        QCOMPARE(model.value(QStringLiteral("Format")), QStringLiteral("torch-dcp"));
+        QCOMPARE(model.value(QStringLiteral("ranks")), QStringLiteral("2"));
+        QVERIFY(model.value(QStringLiteral("Tensor model.w")).startsWith(QStringLiteral("bfloat16 [8, 4]")));
+        QVERIFY(model.value(QStringLiteral("World size")).isEmpty()); // no manifest rows
+    }
 };
 
 QTEST_MAIN(TestSummaryModel)

@@ -1,0 +1,413 @@
+// demo-save, load, verify and reshard across processes. The pattern of every command: each
+// process does its own ranks' work inside attempt(), then all agree (the lowest failing process's
+// error is thrown on every process, before anything is committed); process 0 commits and prints.
+
+#include "commands.h"
+
+#include "cli.h"
+#include "core/demo.h"
+#include "core/fsutil.h"
+#include "core/parallel.h"
+#include "core/rankio.h"
+#include "core/report.h"
+#include "core/reshard.h"
+#include "core/shardfile.h"
+
+#include <QElapsedTimer>
+#include <iostream>
+
+namespace shardctl_mpi {
+
+namespace fs = std::filesystem;
+using namespace shardscope;
+using namespace shardctl;
+using nlohmann::json;
+
+void print_json_on_coordinator(const MpiJob& job, const json& object)
+{
+    if (job.coordinator())
+        print_json(object);
+}
+
+namespace {
+
+QCommandLineOption json_option()
+{
+    return {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout (process 0).")};
+}
+
+QCommandLineOption threads_option()
+{
+    return {QStringLiteral("threads"), QStringLiteral("Worker threads per process for its ranks (default 1)."),
+            QStringLiteral("T"), QStringLiteral("1")};
+}
+
+// Each process writes its ranks' shards (threads over them); records come back in rank order.
+// Any failure anywhere is agreed on before the caller commits.
+std::vector<std::string> write_owned(MpiJob& job, const fs::path& out, int world, int threads,
+                                     const std::function<RankState(int)>& make_state)
+{
+    const std::vector<int> mine = job.owned_ranks(world);
+    std::vector<std::string> records(mine.size());
+    std::vector<std::optional<Problem>> problems(mine.size());
+    parallel_for(mine.size(), threads, [&](std::size_t i) {
+        problems[i] = attempt([&] { records[i] = record_to_json(write_rank_shard(out, make_state(mine[i]), world)); });
+    });
+    std::optional<Problem> first;
+    for (auto& p : problems)
+        if (p && !first)
+            first = p;
+    job.agree_or_throw(first);
+    return job.gather_strings(records);
+}
+
+// Process 0 commits the gathered records; every process learns whether that worked.
+Manifest commit_on_coordinator(MpiJob& job, const fs::path& out, const std::vector<std::string>& gathered,
+                               const CheckpointMeta& meta)
+{
+    Manifest m;
+    std::optional<Problem> problem;
+    if (job.coordinator())
+        problem = attempt([&] {
+            std::vector<ShardRecord> records;
+            for (const auto& text : gathered)
+                records.push_back(record_from_json(text));
+            m = commit(out, std::move(records), meta);
+        });
+    job.agree_or_throw(problem);
+    return m;
+}
+
+struct OpenedManifest {
+    fs::path dir;
+    Manifest manifest;
+};
+
+// Every process reads the manifest and checks its invariants (cheap); all agree.
+OpenedManifest open_manifest(MpiJob& job, const fs::path& path, int expected_world_size)
+{
+    OpenedManifest out;
+    job.agree_or_throw(attempt([&] {
+        out.dir = resolve_checkpoint_dir(path);
+        fsutil::UniqueFd dirfd = fsutil::open_directory(out.dir);
+        if (!fsutil::exists_at(dirfd.get(), "manifest.json"))
+            throw Error(missing_manifest_problem(list_directory(dirfd.get()), out.dir));
+        out.manifest = read_manifest(out.dir);
+        const auto problems = check_manifest(out.manifest, expected_world_size, (out.dir / "manifest.json").string());
+        if (!problems.empty())
+            throw Error(problems.front());
+    }));
+    return out;
+}
+
+const ShardRecord& record_for(const Manifest& m, int rank)
+{
+    const ShardRecord* record = m.shard_for_rank(rank);
+    if (!record) // check_manifest already proved every rank has one
+        throw Error(ProblemKind::missing_shard, "rank " + std::to_string(rank) + " has no shard in the manifest");
+    return *record;
+}
+
+} // namespace
+
+int run_demo_save(MpiJob& job, const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Write a synthetic sharded checkpoint, each MPI process writing its own ranks' shards "
+        "(r, r+P, ...); process 0 commits. Same global state as shardctl demo-save."));
+    parser.addOptions({
+        {QStringLiteral("out"), QStringLiteral("Checkpoint directory to create (shared by all processes)."), QStringLiteral("DIR")},
+        {QStringLiteral("world-size"), QStringLiteral("Number of ranks (default: the number of processes)."), QStringLiteral("N")},
+        {QStringLiteral("numel"), QStringLiteral("Total number of parameters."), QStringLiteral("P")},
+        {QStringLiteral("step"), QStringLiteral("Training step (default 0)."), QStringLiteral("S"), QStringLiteral("0")},
+        {QStringLiteral("seed"), QStringLiteral("Seed of the synthetic state (default 1)."), QStringLiteral("X"), QStringLiteral("1")},
+        {QStringLiteral("dtype"), QStringLiteral("Parameter dtype: f16 or bf16 (default f16)."), QStringLiteral("f16|bf16"), QStringLiteral("f16")},
+        threads_option(),
+        json_option(),
+    });
+    if (!parse(parser, arguments, 0, QStringLiteral("demo-save")))
+        return kUsage;
+    for (const char* required : {"out", "numel"})
+        if (!parser.isSet(QLatin1String(required)))
+            return fail(kUsage, std::string("demo-save needs --") + required);
+    const auto world = parser.isSet(QStringLiteral("world-size"))
+                           ? int_option(parser, QStringLiteral("world-size"), 1, kMaxWorldSize)
+                           : std::optional<long long>(job.size());
+    const auto numel = world ? int_option(parser, QStringLiteral("numel"), 0, 1ll << 40) : std::nullopt;
+    const auto step = numel ? int_option(parser, QStringLiteral("step"), 0, 1ll << 53) : std::nullopt;
+    const auto seed = step ? int_option(parser, QStringLiteral("seed"), 0, (1ll << 62)) : std::nullopt;
+    const auto threads = seed ? int_option(parser, QStringLiteral("threads"), 0, 1024) : std::nullopt;
+    if (!threads)
+        return kUsage;
+    const auto dtype = param_dtype_from_string(local(parser.value(QStringLiteral("dtype"))));
+    if (!dtype)
+        return fail(kUsage, "--dtype must be f16 or bf16, not '" + local(parser.value(QStringLiteral("dtype"))) + "'");
+    const fs::path out = local(parser.value(QStringLiteral("out")));
+    const int n = static_cast<int>(*world);
+
+    job.agree_or_throw(attempt([&] {
+        std::error_code ec;
+        if (fs::exists(out / "manifest.json", ec))
+            throw Error(ProblemKind::already_exists,
+                        (out / "manifest.json").string() + " exists: refusing to overwrite a complete checkpoint");
+        fs::create_directories(out);
+    }));
+    job.barrier(); // the clock starts when every process is ready
+    QElapsedTimer timer;
+    timer.start();
+    const auto gathered = write_owned(job, out, n, static_cast<int>(*threads), [&](int r) {
+        return make_demo_rank(static_cast<uint64_t>(*seed), static_cast<uint64_t>(*numel), n, r, *dtype);
+    });
+    CheckpointMeta meta;
+    meta.world_size = n;
+    meta.step = static_cast<uint64_t>(*step);
+    meta.wall_clock_seconds = static_cast<double>(*step) * 3.66;
+    meta.param_dtype = *dtype;
+    meta.param_numel_total = static_cast<uint64_t>(*numel);
+    meta.tensors = demo_tensor_layout(meta.param_numel_total);
+    // The same training_state shardctl demo-save writes, so the manifests differ in nothing else.
+    meta.training_state = {
+        {"optimizer", {{"name", "adamw"}, {"lr", 3e-4}, {"betas", {0.9, 0.95}}, {"eps", 1e-8}, {"weight_decay", 0.1},
+                       {"step", meta.step}}},
+        {"lr_schedule", {{"name", "cosine"}, {"warmup_steps", 2000}, {"max_steps", 100000}, {"min_lr", 3e-5}}},
+        {"dataloader", {{"epoch", meta.step / 5000}, {"offset", (meta.step % 5000) * 512}, {"shuffle_seed", *seed}}},
+        {"rng", {{"seed", *seed}, {"counter", meta.step}}}};
+    const Manifest m = commit_on_coordinator(job, out, gathered, meta);
+    const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
+    if (!job.coordinator())
+        return kOk;
+    const double mb_per_s = seconds > 0 ? static_cast<double>(m.total_bytes()) / 1e6 / seconds : 0;
+    if (parser.isSet(QStringLiteral("json")))
+        print_json({{"ok", true}, {"path", out.string()}, {"world_size", m.world_size}, {"step", m.step},
+                    {"param_numel_total", m.param_numel_total}, {"bytes", m.total_bytes()}, {"seconds", seconds},
+                    {"processes", job.size()}, {"mb_per_s", mb_per_s}});
+    else
+        print_line("wrote " + out.string() + ": " + std::to_string(m.world_size) + " shards from " +
+                   std::to_string(job.size()) + " processes, " + std::to_string(m.total_bytes()) + " bytes in " +
+                   std::to_string(seconds).substr(0, 5) + " s (" + std::to_string(static_cast<long long>(mb_per_s)) +
+                   " MB/s aggregate)");
+    return kOk;
+}
+
+int run_load(MpiJob& job, const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Each MPI process loads (and hash-checks) its own ranks; all agree; process 0 prints the "
+        "sharding-independent digests, equal to shardctl load's."));
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
+    parser.addOptions({
+        {QStringLiteral("expect-world-size"), QStringLiteral("The world size the job runs with."), QStringLiteral("N")},
+        threads_option(),
+        json_option(),
+    });
+    if (!parse(parser, arguments, 1, QStringLiteral("load")))
+        return kUsage;
+    if (!parser.isSet(QStringLiteral("expect-world-size")))
+        return fail(kUsage, "load needs --expect-world-size N (the world size the job will resume with)");
+    const auto expected = int_option(parser, QStringLiteral("expect-world-size"), 1, kMaxWorldSize);
+    const auto threads = expected ? int_option(parser, QStringLiteral("threads"), 0, 1024) : std::nullopt;
+    if (!threads)
+        return kUsage;
+    const auto [dir, m] = open_manifest(job, local(parser.positionalArguments().at(0)), static_cast<int>(*expected));
+
+    const std::vector<int> mine = job.owned_ranks(m.world_size);
+    std::vector<RankState> states(mine.size());
+    std::vector<std::optional<Problem>> problems(mine.size());
+    parallel_for(mine.size(), static_cast<int>(*threads), [&](std::size_t i) {
+        problems[i] = attempt([&] { states[i] = load_rank_shard(dir, m, record_for(m, mine[i])); });
+    });
+    std::optional<Problem> first;
+    for (auto& p : problems)
+        if (p && !first)
+            first = p;
+    job.agree_or_throw(first);
+
+    const StateDigests d = job.flat_digests(states, m.world_size);
+    if (!job.coordinator())
+        return kOk;
+    if (parser.isSet(QStringLiteral("json"))) {
+        print_json({{"ok", true}, {"path", dir.string()}, {"world_size", m.world_size}, {"step", m.step},
+                    {"param_numel_total", m.param_numel_total}, {"param_dtype", std::string(to_string(m.param_dtype))},
+                    {"processes", job.size()},
+                    {"digests", {{"param", d.param}, {"master", d.master}, {"exp_avg", d.exp_avg}, {"exp_avg_sq", d.exp_avg_sq}}}});
+    } else {
+        print_line(dir.string() + ": loaded " + std::to_string(m.world_size) + " ranks on " + std::to_string(job.size()) +
+                   " processes, step " + std::to_string(m.step));
+        print_line("  param       " + d.param);
+        print_line("  master      " + d.master);
+        print_line("  exp_avg     " + d.exp_avg);
+        print_line("  exp_avg_sq  " + d.exp_avg_sq);
+    }
+    return kOk;
+}
+
+int run_verify(MpiJob& job, const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Each MPI process verifies its own ranks' shards; process 0 prints the report; all agree on "
+        "the result (ShardScope checkpoints only: foreign formats need shardctl verify)."));
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
+    parser.addOptions({
+        json_option(),
+        {QStringLiteral("fast"), QStringLiteral("Compare the XXH3 checksum instead of SHA-256.")},
+        threads_option(),
+        {QStringLiteral("expect-world-size"), QStringLiteral("Fail unless the checkpoint has N ranks."), QStringLiteral("N")},
+    });
+    if (!parse(parser, arguments, 1, QStringLiteral("verify")))
+        return kUsage;
+    const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
+    if (!threads)
+        return kUsage;
+    int expected_world = -1;
+    if (parser.isSet(QStringLiteral("expect-world-size"))) {
+        const auto expected = int_option(parser, QStringLiteral("expect-world-size"), 1, kMaxWorldSize);
+        if (!expected)
+            return kUsage;
+        expected_world = static_cast<int>(*expected);
+    }
+    const bool fast = parser.isSet(QStringLiteral("fast"));
+    QElapsedTimer timer;
+    timer.start();
+    const auto [dir, m] = open_manifest(job, local(parser.positionalArguments().at(0)), expected_world);
+
+    const std::vector<int> mine = job.owned_ranks(m.world_size);
+    std::vector<std::string> checks(mine.size());
+    std::vector<std::optional<Problem>> problems(mine.size());
+    parallel_for(mine.size(), static_cast<int>(*threads), [&](std::size_t i) {
+        std::optional<Problem> found;
+        auto thrown = attempt([&] {
+            const ShardCheck c = check_rank_shard(dir, m, record_for(m, mine[i]), fast, found);
+            checks[i] = json{{"rank", c.rank}, {"path", c.path}, {"bytes", c.expected_bytes},
+                             {"actual_bytes", c.actual_bytes}, {"status", std::string(to_string(c.status))},
+                             {"detail", c.detail}}
+                            .dump();
+        });
+        problems[i] = thrown ? thrown : found;
+    });
+    std::optional<Problem> first;
+    for (auto& p : problems)
+        if (p && !first)
+            first = p;
+    const auto gathered = job.gather_strings(checks);
+    const auto agreed = job.agree(first);
+    const double seconds = job.max_over_processes(static_cast<double>(timer.nsecsElapsed()) / 1e9);
+    if (job.coordinator()) {
+        std::vector<json> by_rank(static_cast<std::size_t>(m.world_size));
+        for (const auto& text : gathered) {
+            json entry = json::parse(text);
+            if (entry["detail"].get<std::string>().empty())
+                entry.erase("detail");
+            const auto rank = entry["rank"].get<std::size_t>(); // before the move below
+            by_rank[rank] = std::move(entry);
+        }
+        json shards = json::array();
+        for (const auto& s : m.shards) // manifest order, like shardctl verify
+            shards.push_back(by_rank[static_cast<std::size_t>(s.rank)]);
+        std::vector<std::string> leftovers;
+        for (const auto& name : list_directory(fsutil::open_directory(dir).get()))
+            if (name.size() > 4 && name.ends_with(".tmp"))
+                leftovers.push_back(name);
+        json problem_list = json::array();
+        if (agreed)
+            problem_list.push_back({{"kind", std::string(to_string(agreed->kind))}, {"message", agreed->message},
+                                    {"rank", agreed->rank}, {"path", agreed->path}});
+        if (parser.isSet(QStringLiteral("json")))
+            print_json({{"ok", !agreed}, {"format", "shardscope"}, {"path", dir.string()}, {"world_size", m.world_size},
+                        {"step", m.step}, {"checksum", fast ? "xxh3" : "sha256"}, {"shards", shards},
+                        {"problems", problem_list}, {"leftover_tmp_files", leftovers}, {"seconds", seconds},
+                        {"processes", job.size()}});
+        else if (!agreed)
+            print_line("OK: " + std::to_string(m.shards.size()) + " shards verified by " + std::to_string(job.size()) +
+                       " processes in " + std::to_string(seconds).substr(0, 5) + " s");
+    }
+    if (agreed)
+        throw AgreedError(*agreed);
+    return kOk;
+}
+
+int run_reshard(MpiJob& job, const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Reshard a checkpoint to M ranks into a new directory: each process verifies its source "
+        "shards, then builds its target ranks by reading exactly their copy runs; process 0 commits."));
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
+    parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
+                       {QStringLiteral("out"), QStringLiteral("New checkpoint directory (absent or empty)."), QStringLiteral("DIR")},
+                       threads_option(),
+                       json_option()});
+    if (!parse(parser, arguments, 1, QStringLiteral("reshard")))
+        return kUsage;
+    if (!parser.isSet(QStringLiteral("to")))
+        return fail(kUsage, "--to M (the new world size) is required");
+    const auto to = int_option(parser, QStringLiteral("to"), 1, kMaxWorldSize);
+    if (!to)
+        return kUsage;
+    if (!parser.isSet(QStringLiteral("out")))
+        return fail(kUsage, "--out DIR (where to write the resharded checkpoint) is required");
+    const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
+    if (!threads)
+        return kUsage;
+    const fs::path out = local(parser.value(QStringLiteral("out")));
+    QElapsedTimer timer;
+    timer.start();
+    const auto [dir, m] = open_manifest(job, local(parser.positionalArguments().at(0)), -1);
+    ReshardPlan plan;
+    job.agree_or_throw(attempt([&] { plan = plan_reshard(m, static_cast<int>(*to)); }));
+
+    // The destination: refused if it is the source, inside it, or not empty (checked once, by
+    // process 0, before any process creates anything).
+    job.agree_or_throw(job.coordinator() ? attempt([&] {
+        std::error_code ec;
+        const fs::path src = fs::weakly_canonical(dir, ec), dst = fs::weakly_canonical(out, ec);
+        if (dst == src || (dst.string() + "/").starts_with(src.string() + "/"))
+            throw Error(ProblemKind::invalid_argument, out.string() + ": the output must not be the source checkpoint or inside it");
+        if (fs::exists(out, ec) && (!fs::is_directory(out, ec) || !fs::is_empty(out, ec)))
+            throw Error(ProblemKind::already_exists, out.string() + " exists and is not empty; refusing to write into it");
+        fs::create_directories(out);
+    }) : std::nullopt);
+
+    // Source verification: each process hashes the source shards it owns.
+    {
+        const std::vector<int> mine = job.owned_ranks(m.world_size);
+        std::vector<std::optional<Problem>> problems(mine.size());
+        parallel_for(mine.size(), static_cast<int>(*threads), [&](std::size_t i) {
+            auto p = attempt([&] { check_rank_shard(dir, m, record_for(m, mine[i]), false, problems[i]); });
+            if (p)
+                problems[i] = p;
+        });
+        std::optional<Problem> first;
+        for (auto& p : problems)
+            if (p && !first)
+                first = p;
+        job.agree_or_throw(first);
+    }
+    const auto gathered = write_owned(job, out, plan.target_world_size, static_cast<int>(*threads), [&](int r) {
+        return read_reshard_target(dir, m, plan.targets[static_cast<std::size_t>(r)]);
+    });
+    CheckpointMeta meta;
+    meta.world_size = plan.target_world_size;
+    meta.step = m.step;
+    meta.wall_clock_seconds = m.wall_clock_seconds;
+    meta.param_dtype = m.param_dtype;
+    meta.param_numel_total = m.param_numel_total;
+    meta.tensors = m.tensors;
+    meta.training_state = m.training_state;
+    const Manifest result = commit_on_coordinator(job, out, gathered, meta);
+    const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
+    if (!job.coordinator())
+        return kOk;
+    if (parser.isSet(QStringLiteral("json")))
+        print_json({{"ok", true}, {"path", out.string()}, {"world_size", result.world_size}, {"step", result.step},
+                    {"bytes", result.total_bytes()}, {"seconds", seconds}, {"processes", job.size()},
+                    {"plan", reshard_plan_json(plan)}});
+    else
+        print_line("wrote " + out.string() + ": " + std::to_string(result.world_size) + " shards from " +
+                   std::to_string(job.size()) + " processes in " + std::to_string(seconds).substr(0, 5) + " s");
+    return kOk;
+}
+
+} // namespace shardctl_mpi

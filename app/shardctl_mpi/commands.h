@@ -1,0 +1,19 @@
+#pragma once
+// shardctl-mpi's commands: shardctl's flags and JSON, one MPI process per rank (or per P ranks).
+
+#include "mpijob.h"
+
+#include <QStringList>
+
+namespace shardctl_mpi {
+
+int run_demo_save(MpiJob& job, const QStringList& arguments);
+int run_load(MpiJob& job, const QStringList& arguments);
+int run_verify(MpiJob& job, const QStringList& arguments);
+int run_reshard(MpiJob& job, const QStringList& arguments);
+int run_train(MpiJob& job, const QStringList& arguments);
+
+// Every process prints its own usage errors identically; only process 0 prints results.
+void print_json_on_coordinator(const MpiJob& job, const nlohmann::json& object);
+
+} // namespace shardctl_mpi

@@ -1,0 +1,220 @@
+// train under MPI: one process per data-parallel rank (world size = number of processes). Each
+// process holds and updates only its ZeRO slice; the forward pass's fixed-point partial sums are
+// all-reduced exactly, so loss and digests equal single-process `shardctl train`'s bit for bit.
+// Checkpoints: every process writes its shard, process 0 commits, moves `latest` and rotates.
+
+#include "commands.h"
+
+#include "cli.h"
+#include "core/lifecycle.h"
+#include "core/rankio.h"
+#include "core/reshard.h"
+#include "core/training.h"
+
+#include <QElapsedTimer>
+#include <ctime>
+#include <iostream>
+
+namespace shardctl_mpi {
+
+namespace fs = std::filesystem;
+using namespace shardscope;
+using namespace shardctl;
+using nlohmann::json;
+
+namespace {
+
+// Process 0 after a commit: drop the oldest complete steps beyond `keep` (never `latest`).
+void rotate(const fs::path& root, int keep, const std::string& latest)
+{
+    std::vector<StepInfo> complete;
+    for (const auto& s : list_steps(root))
+        if (s.tier == StepTier::local && s.complete)
+            complete.push_back(s);
+    for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < complete.size(); ++i)
+        if (complete[i].name != latest)
+            fs::remove_all(root / complete[i].name);
+}
+
+} // namespace
+
+int run_train(MpiJob& job, const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "shardctl train with one MPI process per rank (the world size is the number of processes). "
+        "Killed at any instant (the job dies) and resumed with --resume on the same or another number "
+        "of processes, it ends with exactly the digests and loss of an uninterrupted run."));
+    parser.addOptions({
+        {QStringLiteral("root"), QStringLiteral("Checkpoint root directory (shared by all processes)."), QStringLiteral("DIR")},
+        {QStringLiteral("steps"), QStringLiteral("Total optimizer steps of the run."), QStringLiteral("S")},
+        {QStringLiteral("save-every"), QStringLiteral("Checkpoint every K steps (default 10)."), QStringLiteral("K"), QStringLiteral("10")},
+        {QStringLiteral("keep"), QStringLiteral("Complete steps to keep (default 3)."), QStringLiteral("K2"), QStringLiteral("3")},
+        {QStringLiteral("world-size"), QStringLiteral("Must equal the number of processes if given."), QStringLiteral("N")},
+        {QStringLiteral("numel"), QStringLiteral("Model parameters (default 65536)."), QStringLiteral("P"), QStringLiteral("65536")},
+        {QStringLiteral("seed"), QStringLiteral("Seed of data, weights and noise (default 1)."), QStringLiteral("X"), QStringLiteral("1")},
+        {QStringLiteral("dtype"), QStringLiteral("Parameter dtype: f16 or bf16 (default bf16)."), QStringLiteral("f16|bf16"), QStringLiteral("bf16")},
+        {QStringLiteral("batch"), QStringLiteral("Global batch size (default 16)."), QStringLiteral("B"), QStringLiteral("16")},
+        {QStringLiteral("lr-decay-steps"), QStringLiteral("Length of the cosine LR schedule (default 1000)."), QStringLiteral("L"), QStringLiteral("1000")},
+        {QStringLiteral("resume"), QStringLiteral("Continue from the root's `latest` if there is one.")},
+        {QStringLiteral("no-fsync"), QStringLiteral("Skip fsync (faster, not crash-safe; for experiments).")},
+        {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout (process 0).")},
+    });
+    if (!parse(parser, arguments, 0, QStringLiteral("train")))
+        return kUsage;
+    for (const char* required : {"root", "steps"})
+        if (!parser.isSet(QLatin1String(required)))
+            return fail(kUsage, std::string("train needs --") + required);
+    const auto steps = int_option(parser, QStringLiteral("steps"), 1, 1ll << 40);
+    const auto every = steps ? int_option(parser, QStringLiteral("save-every"), 1, 1ll << 40) : std::nullopt;
+    const auto keep = every ? int_option(parser, QStringLiteral("keep"), 1, 1 << 20) : std::nullopt;
+    const auto numel = keep ? int_option(parser, QStringLiteral("numel"), 1, 1ll << 32) : std::nullopt;
+    const auto seed = numel ? int_option(parser, QStringLiteral("seed"), 0, 1ll << 62) : std::nullopt;
+    const auto batch = seed ? int_option(parser, QStringLiteral("batch"), 1, 1 << 16) : std::nullopt;
+    const auto decay = batch ? int_option(parser, QStringLiteral("lr-decay-steps"), 1, 1ll << 40) : std::nullopt;
+    if (!decay)
+        return kUsage;
+    if (parser.isSet(QStringLiteral("world-size"))) {
+        const auto world = int_option(parser, QStringLiteral("world-size"), 1, 4096);
+        if (!world)
+            return kUsage;
+        if (*world != job.size())
+            return fail(kUsage, "--world-size " + std::to_string(*world) + " differs from the " +
+                                    std::to_string(job.size()) + " MPI processes (one process per rank)");
+    }
+    const auto dtype = param_dtype_from_string(local(parser.value(QStringLiteral("dtype"))));
+    if (!dtype)
+        return fail(kUsage, "--dtype must be f16 or bf16");
+
+    TrainConfig config;
+    config.world_size = job.size();
+    config.numel = static_cast<uint64_t>(*numel);
+    config.seed = static_cast<uint64_t>(*seed);
+    config.dtype = *dtype;
+    config.batch_size = static_cast<int>(*batch);
+    config.total_steps = static_cast<uint64_t>(*decay);
+    config.local_rank = job.rank();
+    config.allreduce_sum = [&job](std::vector<int64_t>& values) { job.allreduce_sum(values); };
+    const fs::path root = local(parser.value(QStringLiteral("root")));
+    const bool durable = !parser.isSet(QStringLiteral("no-fsync"));
+
+    // Process 0 decides what `latest` is; everyone follows that decision.
+    std::string latest_name;
+    job.agree_or_throw(job.coordinator() ? attempt([&] {
+        fs::create_directories(root);
+        if (auto latest = read_latest(root))
+            latest_name = *latest;
+        if (!latest_name.empty() && !parser.isSet(QStringLiteral("resume")))
+            throw Error(ProblemKind::invalid_argument,
+                        root.string() + " already holds checkpoints of a run; pass --resume to continue it or choose an empty --root");
+    }) : std::nullopt);
+    latest_name = job.broadcast(latest_name);
+
+    std::optional<Trainer> trainer;
+    json resumed = nullptr;
+    double wall_clock_base = 0;
+    job.agree_or_throw(attempt([&] {
+        if (latest_name.empty()) {
+            trainer.emplace(config);
+            return;
+        }
+        const fs::path dir = root / latest_name;
+        LoadedCheckpoint loaded;
+        loaded.dir = dir;
+        loaded.manifest = read_manifest(dir);
+        const int saved_world = loaded.manifest.world_size;
+        if (saved_world == job.size()) { // each process reads only its own shard
+            const auto problems = check_manifest(loaded.manifest, saved_world, (dir / "manifest.json").string());
+            if (!problems.empty())
+                throw Error(problems.front());
+            loaded.ranks = {load_rank_shard(dir, loaded.manifest, *loaded.manifest.shard_for_rank(job.rank()))};
+        } else {
+            // A different process count: the simple way — every process loads (and verifies) the
+            // whole checkpoint, reslices in memory and keeps its own slice. Memory per process is
+            // the whole state; fine for this training loop's sizes.
+            loaded = load_sharded(dir, -1);
+            auto ranks = reshard_in_memory(loaded.ranks, job.size());
+            loaded.ranks = {std::move(ranks[static_cast<std::size_t>(job.rank())])};
+        }
+        wall_clock_base = loaded.manifest.wall_clock_seconds;
+        resumed = {{"step", loaded.manifest.step}, {"path", dir.string()}, {"world_size", saved_world},
+                   {"from_mirror", false}};
+        trainer.emplace(Trainer::resume(config, std::move(loaded)));
+    }));
+    if (job.coordinator() && !resumed.is_null() && !parser.isSet(QStringLiteral("json")))
+        std::cerr << "shardctl-mpi: resuming at step " << trainer->steps_done() << " from "
+                  << resumed["path"].get<std::string>() << " (saved by " << resumed["world_size"].get<int>()
+                  << " ranks, now " << job.size() << ")\n";
+
+    QElapsedTimer timer;
+    timer.start();
+    double stall_ms = 0;
+    int saves = 0;
+    while (trainer->steps_done() < static_cast<uint64_t>(*steps)) {
+        trainer->step();
+        const uint64_t done = trainer->steps_done();
+        if (done % static_cast<uint64_t>(*every) != 0 && done != static_cast<uint64_t>(*steps))
+            continue;
+        QElapsedTimer stall;
+        stall.start();
+        const std::string name = step_dir_name(done);
+        const fs::path dir = root / name;
+        // A directory for this step is left over from a run killed while saving it (`latest`
+        // names an earlier step). Committed but never published: moved aside, as
+        // CheckpointManager does; uncommitted: removed (its .tmp and shard files are rewritten).
+        job.agree_or_throw(job.coordinator() ? attempt([&] {
+            std::error_code ec;
+            if (fs::exists(dir / "manifest.json", ec)) {
+                fs::rename(dir, root / (name + ".superseded-" + std::to_string(std::time(nullptr))));
+            } else {
+                fs::remove_all(dir);
+            }
+            fs::create_directories(dir);
+        }) : std::nullopt);
+        std::string record;
+        WriteOptions write;
+        write.durable = durable;
+        job.agree_or_throw(attempt([&] { record = record_to_json(write_rank_shard(dir, trainer->ranks().front(), job.size(), write)); }));
+        const auto records = job.gather_strings({record});
+        job.agree_or_throw(job.coordinator() ? attempt([&] {
+            CheckpointMeta meta;
+            meta.world_size = job.size();
+            meta.step = done;
+            meta.wall_clock_seconds = wall_clock_base + static_cast<double>(timer.elapsed()) / 1000.0;
+            meta.param_dtype = config.dtype;
+            meta.param_numel_total = config.numel;
+            meta.training_state = trainer->training_state();
+            std::vector<ShardRecord> parsed;
+            for (const auto& text : records)
+                parsed.push_back(record_from_json(text));
+            commit(dir, std::move(parsed), meta, durable);
+            write_latest(root, name, durable); // only after the commit: `latest` is always complete
+            rotate(root, static_cast<int>(*keep), name);
+        }) : std::nullopt);
+        stall_ms += static_cast<double>(stall.nsecsElapsed()) / 1e6;
+        ++saves;
+    }
+
+    const StateDigests d = job.flat_digests(trainer->ranks(), job.size());
+    if (!job.coordinator())
+        return kOk;
+    const auto latest = read_latest(root);
+    if (parser.isSet(QStringLiteral("json"))) {
+        print_json({{"ok", true}, {"steps", trainer->steps_done()}, {"final_loss", trainer->last_loss()},
+                    {"world_size", config.world_size}, {"processes", job.size()}, {"resumed_from", resumed},
+                    {"saves", saves}, {"save_stall_ms", stall_ms}, {"latest", latest ? json(*latest) : json(nullptr)},
+                    {"digests", {{"param", d.param}, {"master", d.master}, {"exp_avg", d.exp_avg}, {"exp_avg_sq", d.exp_avg_sq}}}});
+    } else {
+        char loss[64];
+        std::snprintf(loss, sizeof loss, "%.17g", trainer->last_loss());
+        print_line("trained to step " + std::to_string(trainer->steps_done()) + " on " + std::to_string(job.size()) +
+                   " processes, final loss " + loss + ", latest " + latest.value_or("(none)"));
+        print_line("  param       " + d.param);
+        print_line("  master      " + d.master);
+        print_line("  exp_avg     " + d.exp_avg);
+        print_line("  exp_avg_sq  " + d.exp_avg_sq);
+    }
+    return kOk;
+}
+
+} // namespace shardctl_mpi

@@ -1,0 +1,174 @@
+#include "core/foreign_common.h"
+
+#include "core/parallel.h"
+
+#include <cstdio>
+#include <mutex>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+namespace shardscope::foreign {
+
+namespace {
+thread_local Progress t_progress;
+}
+
+Progress& current_progress() { return t_progress; }
+
+bool cancelled(const VerifyOptions& options)
+{
+    return options.cancel && options.cancel->load(std::memory_order_relaxed);
+}
+
+void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, const FileBody& body,
+                 ProblemKind missing_kind)
+{
+    const auto& cb = options.callbacks;
+    std::vector<std::vector<Problem>> problems(report.shards.size());
+    std::atomic<uint64_t> all_done{0};
+    uint64_t total = 0;
+    // Sizes first so the overall progress has a denominator.
+    std::vector<fsutil::OpenedFile> opened(report.shards.size());
+    for (std::size_t i = 0; i < report.shards.size(); ++i) {
+        ShardCheck& check = report.shards[i];
+        if (check.status != ShardStatus::pending) // decided by the caller (e.g. a missing rank)
+            continue;
+        if (const auto reason = fsutil::unsafe_name_reason(check.path)) {
+            check.status = ShardStatus::invalid;
+            check.detail = (report.dir / check.path).string() + ": " + *reason;
+            problems[i].push_back({ProblemKind::path_outside_checkpoint, check.rank, check.path, check.detail});
+            continue;
+        }
+        opened[i] = fsutil::open_beneath_for_read(dirfd, check.path);
+        if (opened[i].status == fsutil::OpenStatus::ok) {
+            check.actual_bytes = opened[i].size;
+            if (check.expected_bytes == 0)
+                check.expected_bytes = opened[i].size;
+            total += opened[i].size;
+        }
+    }
+    std::mutex progress_mutex;
+    parallel_for(report.shards.size(), options.threads, [&](std::size_t i) {
+        ShardCheck& check = report.shards[i];
+        auto finish = [&] {
+            if (cb.shard_done)
+                cb.shard_done(i, check);
+        };
+        if (check.status != ShardStatus::pending)
+            return finish();
+        if (cancelled(options))
+            return;
+        fsutil::OpenedFile& file = opened[i];
+        const std::string shown = (report.dir / check.path).string();
+        const std::string who = check.rank >= 0 ? "rank " + std::to_string(check.rank) + ": " : std::string();
+        switch (file.status) {
+        case fsutil::OpenStatus::ok: break;
+        case fsutil::OpenStatus::missing:
+            check.status = ShardStatus::missing;
+            check.detail = who + shown + ": missing";
+            problems[i].push_back({missing_kind, check.rank, check.path, check.detail});
+            return finish();
+        case fsutil::OpenStatus::outside:
+            check.status = ShardStatus::invalid;
+            check.detail = who + shown + ": " + file.reason;
+            problems[i].push_back({ProblemKind::path_outside_checkpoint, check.rank, check.path, check.detail});
+            return finish();
+        case fsutil::OpenStatus::not_regular:
+        case fsutil::OpenStatus::unreadable:
+            check.status = ShardStatus::unreadable;
+            check.detail = who + shown + ": " + file.reason;
+            problems[i].push_back({ProblemKind::unreadable, check.rank, check.path, check.detail});
+            return finish();
+        }
+        check.status = ShardStatus::hashing;
+        uint64_t reported = 0;
+        t_progress.advance = [&](uint64_t bytes) {
+            if (bytes <= reported)
+                return;
+            const uint64_t overall = all_done += bytes - reported;
+            reported = bytes;
+            if (cb.shard_progress)
+                cb.shard_progress(i, bytes, file.size);
+            if (cb.progress)
+                cb.progress(overall, total);
+        };
+        try {
+            body(i, file, check, problems[i]);
+        } catch (const Error& e) {
+            check.status = ShardStatus::invalid;
+            check.detail = e.what();
+            problems[i].push_back({e.kind(), check.rank, check.path, e.what()});
+        }
+        t_progress.advance(file.size);
+        t_progress.advance = {};
+        file.fd = {}; // close early: thousands of files must not exhaust descriptors
+        if (check.status == ShardStatus::hashing)
+            check.status = problems[i].empty() ? ShardStatus::ok : ShardStatus::invalid;
+        finish();
+    });
+    for (auto& list : problems)
+        for (auto& p : list)
+            report.problems.push_back(std::move(p));
+    report.cancelled = cancelled(options);
+}
+
+std::string human_bytes(uint64_t bytes)
+{
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double value = static_cast<double>(bytes);
+    int unit = 0;
+    while (value >= 1024 && unit < 4) {
+        value /= 1024;
+        ++unit;
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, unit ? "%.1f %s" : "%.0f %s", value, units[unit]);
+    return text;
+}
+
+std::string join_shape(const std::vector<uint64_t>& shape)
+{
+    std::string out = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        out += (i ? ", " : "") + std::to_string(shape[i]);
+    return out + "]";
+}
+
+void add_row(ForeignSummary& summary, std::string key, std::string value)
+{
+    summary.rows.emplace_back(std::move(key), std::move(value));
+}
+
+std::string read_tag_file(int dirfd, const std::string& name, const std::string& display_path)
+{
+    std::string text = fsutil::read_small_file(dirfd, name, 4096, display_path);
+    const auto first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos)
+        throw Error(ProblemKind::invalid_manifest, display_path + " is empty", display_path);
+    const auto last = text.find_last_not_of(" \t\r\n");
+    return text.substr(first, last - first + 1);
+}
+
+std::filesystem::path confined_subdir(int root_fd, const std::filesystem::path& root, const std::string& name,
+                                      const std::string& display_path)
+{
+    if (auto why = fsutil::unsafe_name_reason(name); why || name.find('/') != std::string::npos)
+        throw Error(ProblemKind::path_outside_checkpoint,
+                    display_path + ": names '" + name.substr(0, 200) + "', which is not a directory inside " +
+                        root.string() + (why ? ": " + *why : std::string()),
+                    display_path);
+    struct stat st {};
+    if (::fstatat(root_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+        throw Error(ProblemKind::missing_file, display_path + ": names '" + name + "', which does not exist",
+                    display_path);
+    if (S_ISLNK(st.st_mode))
+        throw Error(ProblemKind::path_outside_checkpoint,
+                    display_path + ": names '" + name + "', which is a symlink; it must be a real directory",
+                    display_path);
+    if (!S_ISDIR(st.st_mode))
+        throw Error(ProblemKind::invalid_manifest, display_path + ": names '" + name + "', which is not a directory",
+                    display_path);
+    return root / name;
+}
+
+} // namespace shardscope::foreign

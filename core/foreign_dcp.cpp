@@ -1,0 +1,406 @@
+#include "core/foreign_dcp.h"
+
+#include "core/foreign_common.h"
+#include "core/pickle_reader.h"
+#include "core/shardfile.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+using foreign::add_row;
+using foreign::human_bytes;
+
+uint64_t torch_dtype_size(std::string_view dtype)
+{
+    static const std::map<std::string_view, uint64_t> sizes = {
+        {"float32", 4}, {"float", 4}, {"float64", 8}, {"double", 8}, {"float16", 2}, {"half", 2},
+        {"bfloat16", 2}, {"int64", 8}, {"long", 8}, {"int32", 4}, {"int", 4}, {"int16", 2},
+        {"short", 2}, {"int8", 1}, {"uint8", 1}, {"bool", 1}, {"uint16", 2}, {"uint32", 4},
+        {"uint64", 8}, {"complex64", 8}, {"cfloat", 8}, {"complex128", 16}, {"cdouble", 16},
+        {"complex32", 4}, {"float8_e4m3fn", 1}, {"float8_e5m2", 1}, {"float8_e4m3fnuz", 1},
+        {"float8_e5m2fnuz", 1},
+    };
+    const auto it = sizes.find(dtype);
+    return it == sizes.end() ? 0 : it->second;
+}
+
+namespace {
+
+class Decoder {
+public:
+    Decoder(const PickleDocument& doc, std::string path) : m_doc(doc), m_path(std::move(path)) {}
+
+    [[noreturn]] void bad(const std::string& what) const
+    {
+        throw Error(ProblemKind::invalid_manifest, m_path + ": unexpected DCP metadata: " + what, m_path);
+    }
+    void count()
+    {
+        if (++m_items > kMaxDcpItems)
+            bad("more than " + std::to_string(kMaxDcpItems) + " tensors, chunks and storage entries (limit)");
+    }
+    std::string string(uint32_t id, const std::string& what) const
+    {
+        if (!m_doc.is(id, PickleKind::string))
+            bad(what + " is " + (id == kNoPickleValue ? std::string("absent") : m_doc.describe(id)) + ", not a str");
+        return m_doc.at(id).text;
+    }
+    uint64_t number(uint32_t id, const std::string& what) const
+    {
+        const auto v = m_doc.as_int(id);
+        if (!v || *v < 0)
+            bad(what + " is " + (id == kNoPickleValue ? std::string("absent") : m_doc.describe(id)) +
+                ", not a non-negative int");
+        return static_cast<uint64_t>(*v);
+    }
+    std::vector<uint64_t> dims(uint32_t id, const std::string& what) const
+    {
+        const auto items = m_doc.as_sequence(id);
+        if (!items)
+            bad(what + " is " + (id == kNoPickleValue ? std::string("absent") : m_doc.describe(id)) +
+                ", not a torch.Size or tuple");
+        if (items->size() > kMaxDcpDims)
+            bad(what + " has " + std::to_string(items->size()) + " dimensions (limit " + std::to_string(kMaxDcpDims) + ")");
+        std::vector<uint64_t> out;
+        for (const uint32_t item : *items)
+            out.push_back(number(item, what));
+        return out;
+    }
+    std::string dtype(uint32_t properties, const std::string& fqn) const
+    {
+        uint32_t dtype = kNoPickleValue;
+        const uint32_t state = properties < m_doc.size() ? m_doc.at(properties).state : kNoPickleValue;
+        if (state != kNoPickleValue && m_doc.is(state, PickleKind::tuple) && !m_doc.at(state).items.empty())
+            dtype = m_doc.at(state).items[0]; // TensorProperties.__getstate__: (dtype, layout, ...)
+        else
+            dtype = m_doc.attribute(properties, "dtype");
+        if (!m_doc.is(dtype, PickleKind::global))
+            bad("tensor '" + fqn + "' has no dtype");
+        return m_doc.at(dtype).name;
+    }
+    DcpStorage storage_info(uint32_t info, const std::string& what) const
+    {
+        DcpStorage s;
+        s.present = true;
+        s.file = string(m_doc.attribute(info, "relative_path"), what + ".relative_path");
+        s.offset = number(m_doc.attribute(info, "offset"), what + ".offset");
+        s.length = number(m_doc.attribute(info, "length"), what + ".length");
+        return s;
+    }
+
+    DcpMetadata run()
+    {
+        DcpMetadata out;
+        out.pickle_protocol = m_doc.protocol();
+        const uint32_t root = m_doc.root();
+        const std::string cls = m_doc.class_name(root);
+        if (!cls.ends_with("Metadata"))
+            bad("the pickled root is " + m_doc.describe(root, 1) + ", not a torch.distributed.checkpoint Metadata");
+        const uint32_t sdm = m_doc.attribute(root, "state_dict_metadata");
+        if (!m_doc.is(sdm, PickleKind::dict))
+            bad("state_dict_metadata is missing or not a dict");
+        const auto& kv = m_doc.at(sdm).items;
+        for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
+            count();
+            const std::string fqn = string(kv[i], "a state_dict_metadata key");
+            const uint32_t md = kv[i + 1];
+            const std::string kind = m_doc.class_name(md);
+            if (kind.ends_with("BytesStorageMetadata")) {
+                out.bytes.push_back({fqn, {}});
+                continue;
+            }
+            if (!kind.ends_with("TensorStorageMetadata"))
+                bad("'" + fqn + "' is described by " + m_doc.describe(md, 1) + ", not Tensor/BytesStorageMetadata");
+            DcpTensor tensor;
+            tensor.fqn = fqn;
+            tensor.dtype = dtype(m_doc.attribute(md, "properties"), fqn);
+            tensor.size = dims(m_doc.attribute(md, "size"), "'" + fqn + "'.size");
+            const auto chunks = m_doc.as_sequence(m_doc.attribute(md, "chunks"));
+            if (!chunks)
+                bad("'" + fqn + "'.chunks is not a list");
+            for (const uint32_t c : *chunks) {
+                count();
+                DcpChunk chunk;
+                chunk.offsets = dims(m_doc.attribute(c, "offsets"), "a chunk of '" + fqn + "' offsets");
+                chunk.sizes = dims(m_doc.attribute(c, "sizes"), "a chunk of '" + fqn + "' sizes");
+                tensor.chunks.push_back(std::move(chunk));
+            }
+            out.tensors.push_back(std::move(tensor));
+        }
+
+        // storage_data: {MetadataIndex(fqn, offset, index): _StorageInfo(relative_path, offset, length)}
+        using Key = std::pair<std::string, std::optional<std::vector<uint64_t>>>;
+        std::map<Key, DcpStorage> storage;
+        const uint32_t sd = m_doc.attribute(root, "storage_data");
+        if (m_doc.is(sd, PickleKind::dict)) {
+            const auto& items = m_doc.at(sd).items;
+            for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+                count();
+                const uint32_t index = items[i];
+                const std::string fqn = string(m_doc.attribute(index, "fqn"), "a storage_data key's fqn");
+                const uint32_t offset = m_doc.attribute(index, "offset");
+                std::optional<std::vector<uint64_t>> offsets;
+                if (offset != kNoPickleValue && !m_doc.is(offset, PickleKind::none))
+                    offsets = dims(offset, "storage_data['" + fqn + "'].offset");
+                storage[{fqn, offsets}] = storage_info(items[i + 1], "storage_data['" + fqn + "']");
+            }
+        } else if (sd != kNoPickleValue && !m_doc.is(sd, PickleKind::none)) {
+            bad("storage_data is " + m_doc.describe(sd, 1) + ", not a dict");
+        }
+        std::set<std::string> files;
+        for (const auto& [key, s] : storage)
+            files.insert(s.file);
+        out.files.assign(files.begin(), files.end());
+        for (auto& tensor : out.tensors)
+            for (auto& chunk : tensor.chunks)
+                if (const auto it = storage.find({tensor.fqn, chunk.offsets}); it != storage.end())
+                    chunk.storage = it->second;
+        for (auto& item : out.bytes)
+            if (const auto it = storage.find({item.fqn, std::nullopt}); it != storage.end())
+                item.storage = it->second;
+
+        if (const uint32_t v = m_doc.attribute(root, "version"); m_doc.is(v, PickleKind::string))
+            out.info["version"] = m_doc.at(v).text;
+        const uint32_t sm = m_doc.attribute(root, "storage_meta");
+        for (const char* field : {"checkpoint_id", "save_id", "load_id"})
+            if (const uint32_t f = m_doc.attribute(sm, field); f != kNoPickleValue && !m_doc.is(f, PickleKind::none))
+                out.info[std::string("storage_meta.") + field] = m_doc.describe(f, 1);
+        if (const uint32_t pd = m_doc.attribute(root, "planner_data"); pd != kNoPickleValue && !m_doc.is(pd, PickleKind::none))
+            out.info["planner_data"] = m_doc.describe(pd, 1);
+        return out;
+    }
+
+private:
+    const PickleDocument& m_doc;
+    std::string m_path;
+    uint64_t m_items = 0;
+};
+
+int rank_of(const std::string& name)
+{
+    // __<rank>_<n>.distcp
+    if (!name.starts_with("__"))
+        return -1;
+    std::size_t i = 2;
+    int rank = 0;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9' && rank < 10'000'000)
+        rank = rank * 10 + (name[i++] - '0');
+    return i > 2 && i < name.size() && name[i] == '_' ? rank : -1;
+}
+
+bool checked_volume(const std::vector<uint64_t>& dims, uint64_t& out)
+{
+    out = 1;
+    for (const uint64_t d : dims)
+        if (__builtin_mul_overflow(out, d, &out))
+            return false;
+    return true;
+}
+
+// Chunks must lie inside the tensor and cover it exactly once.
+void check_tiling(const DcpTensor& t, const std::string& meta_path, std::vector<Problem>& out)
+{
+    uint64_t volume = 0;
+    if (!checked_volume(t.size, volume)) {
+        out.push_back({ProblemKind::invalid_manifest, -1, ".metadata",
+                       meta_path + ": tensor '" + t.fqn + "' has a size whose element count overflows"});
+        return;
+    }
+    uint64_t covered = 0;
+    for (const auto& c : t.chunks) {
+        bool inside = c.offsets.size() == t.size.size() && c.sizes.size() == t.size.size();
+        for (std::size_t d = 0; inside && d < t.size.size(); ++d)
+            inside = c.offsets[d] <= t.size[d] && c.sizes[d] <= t.size[d] - c.offsets[d];
+        uint64_t v = 0;
+        if (!inside || !checked_volume(c.sizes, v)) {
+            out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
+                           meta_path + ": tensor '" + t.fqn + "' " + foreign::join_shape(t.size) + " has a chunk at " +
+                               foreign::join_shape(c.offsets) + " of size " + foreign::join_shape(c.sizes) +
+                               " outside its bounds"});
+            return;
+        }
+        covered += v; // bounded by chunks x volume, each <= volume: cannot overflow for sane counts
+    }
+    constexpr std::size_t kMaxPairwise = 2048;
+    if (t.chunks.size() <= kMaxPairwise)
+        for (std::size_t a = 0; a < t.chunks.size(); ++a)
+            for (std::size_t b = a + 1; b < t.chunks.size(); ++b) {
+                const auto& x = t.chunks[a];
+                const auto& y = t.chunks[b];
+                bool overlap = true;
+                for (std::size_t d = 0; overlap && d < t.size.size(); ++d)
+                    overlap = x.sizes[d] > 0 && y.sizes[d] > 0 && x.offsets[d] < y.offsets[d] + y.sizes[d] &&
+                              y.offsets[d] < x.offsets[d] + x.sizes[d];
+                if (overlap) {
+                    out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
+                                   meta_path + ": tensor '" + t.fqn + "': chunks at " + foreign::join_shape(x.offsets) +
+                                       " and " + foreign::join_shape(y.offsets) + " overlap"});
+                    return;
+                }
+            }
+    if (covered < volume)
+        out.push_back({ProblemKind::layout_gap, -1, ".metadata",
+                       meta_path + ": tensor '" + t.fqn + "' " + foreign::join_shape(t.size) + " has " +
+                           std::to_string(volume) + " elements but its chunks cover only " + std::to_string(covered)});
+    else if (covered > volume)
+        out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
+                       meta_path + ": tensor '" + t.fqn + "' has " + std::to_string(volume) +
+                           " elements but its chunks cover " + std::to_string(covered)});
+}
+
+} // namespace
+
+DcpMetadata decode_dcp_metadata(std::string_view bytes, const std::string& display_path)
+{
+    if (bytes.size() > kMaxDcpMetadataBytes)
+        throw Error(ProblemKind::invalid_manifest,
+                    display_path + ": " + std::to_string(bytes.size()) + " bytes exceed the " +
+                        std::to_string(kMaxDcpMetadataBytes) + "-byte limit for DCP metadata",
+                    display_path);
+    const PickleDocument doc = parse_pickle(bytes, display_path);
+    return Decoder(doc, display_path).run();
+}
+
+VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options)
+{
+    VerifyReport report;
+    report.format = "torch-dcp";
+    report.dir = dir;
+    report.foreign.emplace();
+    ForeignSummary& summary = *report.foreign;
+    add_row(summary, "format", "torch-dcp (torch.distributed.checkpoint)");
+    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
+    const std::string meta_path = (dir / ".metadata").string();
+    DcpMetadata meta;
+    try {
+        meta = decode_dcp_metadata(fsutil::read_small_file(dirfd.get(), ".metadata", kMaxDcpMetadataBytes, meta_path),
+                                   meta_path);
+    } catch (const Error& e) {
+        Problem p = e.problem();
+        p.path = ".metadata";
+        report.problems.push_back(std::move(p));
+        return report;
+    }
+
+    // Byte ranges per file, from tensor chunks and bytes items.
+    struct Range {
+        uint64_t offset, length;
+        std::string what;
+    };
+    std::map<std::string, std::vector<Range>> ranges;
+    uint64_t chunks = 0, data_bytes = 0;
+    std::vector<Problem> meta_problems;
+    std::size_t missing_storage = 0;
+    for (const auto& t : meta.tensors) {
+        for (const auto& c : t.chunks) {
+            ++chunks;
+            if (!c.storage.present) {
+                if (missing_storage++ < 100)
+                    meta_problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
+                                             meta_path + ": the chunk of '" + t.fqn + "' at " +
+                                                 foreign::join_shape(c.offsets) + " has no storage entry"});
+                continue;
+            }
+            ranges[c.storage.file].push_back({c.storage.offset, c.storage.length,
+                                              "'" + t.fqn + "' chunk " + foreign::join_shape(c.offsets)});
+            data_bytes += c.storage.length;
+        }
+        check_tiling(t, meta_path, meta_problems);
+    }
+    for (const auto& b : meta.bytes) {
+        if (!b.storage.present) {
+            if (missing_storage++ < 100)
+                meta_problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
+                                         meta_path + ": item '" + b.fqn + "' has no storage entry"});
+            continue;
+        }
+        ranges[b.storage.file].push_back({b.storage.offset, b.storage.length, "item '" + b.fqn + "'"});
+        data_bytes += b.storage.length;
+    }
+
+    std::set<int> ranks;
+    std::vector<std::string> unreferenced;
+    for (const auto& name : list_directory(dirfd.get()))
+        if (name.ends_with(".distcp") && !ranges.count(name))
+            unreferenced.push_back(name);
+    for (const auto& [file, list] : ranges) {
+        report.shards.push_back({rank_of(file), file, 0, 0, ShardStatus::pending, {}, {}});
+        if (rank_of(file) >= 0)
+            ranks.insert(rank_of(file));
+    }
+    // Files are listed in rank order, like native shards.
+    std::stable_sort(report.shards.begin(), report.shards.end(),
+                     [](const ShardCheck& a, const ShardCheck& b) { return a.rank < b.rank; });
+
+    foreign::check_files(dirfd.get(), report, options,
+                         [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
+                             auto list = ranges.at(check.path);
+                             const std::string shown = (dir / check.path).string();
+                             for (const auto& r : list) {
+                                 uint64_t end = 0;
+                                 if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
+                                     problems.push_back({ProblemKind::range_outside_file, check.rank, check.path,
+                                                         shown + ": " + r.what + " at bytes [" + std::to_string(r.offset) +
+                                                             ", +" + std::to_string(r.length) + ") runs past the end of the " +
+                                                             std::to_string(file.size) + "-byte file (truncated?)"});
+                                     return;
+                                 }
+                             }
+                             std::sort(list.begin(), list.end(),
+                                       [](const Range& a, const Range& b) { return a.offset < b.offset; });
+                             for (std::size_t i = 1; i < list.size(); ++i)
+                                 if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
+                                     problems.push_back({ProblemKind::layout_overlap, check.rank, check.path,
+                                                         shown + ": the bytes of " + list[i - 1].what + " and " +
+                                                             list[i].what + " overlap"});
+                                     return;
+                                 }
+                         });
+    for (auto& p : meta_problems)
+        report.problems.push_back(std::move(p));
+    if (missing_storage > 100)
+        report.problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
+                                   meta_path + ": " + std::to_string(missing_storage - 100) + " more chunks without storage"});
+
+    add_row(summary, "pickle protocol", std::to_string(meta.pickle_protocol));
+    add_row(summary, "tensors", std::to_string(meta.tensors.size()));
+    add_row(summary, "non-tensor items", std::to_string(meta.bytes.size()));
+    add_row(summary, "chunks", std::to_string(chunks));
+    add_row(summary, "files", std::to_string(ranges.size()));
+    add_row(summary, "ranks", std::to_string(ranks.size()));
+    add_row(summary, "stored bytes", human_bytes(data_bytes) + " (" + std::to_string(data_bytes) + ")");
+    for (const auto& [key, value] : meta.info)
+        add_row(summary, key, value);
+    if (!unreferenced.empty()) {
+        std::string list;
+        for (const auto& n : unreferenced)
+            list += (list.empty() ? "" : ", ") + n;
+        add_row(summary, "files not referenced by .metadata", list);
+    }
+    summary.tensors_total = meta.tensors.size() + meta.bytes.size();
+    for (const auto& t : meta.tensors) {
+        if (summary.tensors.size() >= foreign::kMaxListedTensors)
+            break;
+        uint64_t volume = 0;
+        checked_volume(t.size, volume);
+        ForeignTensor row{t.fqn, t.dtype, t.size, {}, 0, volume * torch_dtype_size(t.dtype),
+                          std::to_string(t.chunks.size()) + (t.chunks.size() == 1 ? " chunk" : " chunks")};
+        if (!t.chunks.empty() && t.chunks[0].storage.present) {
+            row.file = t.chunks[0].storage.file;
+            row.offset = t.chunks[0].storage.offset;
+        }
+        summary.tensors.push_back(std::move(row));
+    }
+    for (const auto& b : meta.bytes) {
+        if (summary.tensors.size() >= foreign::kMaxListedTensors)
+            break;
+        summary.tensors.push_back({b.fqn, "bytes", {}, b.storage.file, b.storage.offset, b.storage.length, "pickled object"});
+    }
+    return report;
+}
+
+} // namespace shardscope

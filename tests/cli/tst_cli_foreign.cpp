@@ -1,0 +1,124 @@
+// shardctl info / verify on checkpoints ShardScope did not write: the format name, per-file
+// status, typed problems and the same exit codes as for native checkpoints.
+
+#include "foreign_fixtures.h"
+#include "testutil.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+using testutil::qs;
+using testutil::shardctl;
+namespace fs = std::filesystem;
+using namespace fixtures;
+
+class TestCliForeign : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_tmp;
+    fs::path m_root;
+
+    static bool has_kind(const nlohmann::json& j, const std::string& kind)
+    {
+        for (const auto& p : j["problems"])
+            if (p["kind"] == kind)
+                return true;
+        return false;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        m_root = fs::path(m_tmp.path().toStdString());
+        // DCP: two ranks.
+        write_file(m_root / "dcp" / ".metadata",
+                   dcp_metadata({{"w", {4}, {{{0}, {2}, "__0_0.distcp", 0, 8}, {{2}, {2}, "__1_0.distcp", 0, 8}}}}));
+        write_file(m_root / "dcp" / "__0_0.distcp", std::string(8, 'a'));
+        write_file(m_root / "dcp" / "__1_0.distcp", std::string(8, 'b'));
+        // DeepSpeed: one model file, two ZeRO ranks.
+        write_file(m_root / "ds" / "latest", "global_step3");
+        write_file(m_root / "ds" / "global_step3" / "mp_rank_00_model_states.pt",
+                   torch_archive("mp_rank_00_model_states", {{"module.w", {3, 3}}}));
+        for (int d = 0; d < 2; ++d) {
+            const std::string name = "zero_pp_rank_" + std::to_string(d) + "_mp_rank_00_optim_states";
+            write_file(m_root / "ds" / "global_step3" / (name + ".pt"), torch_archive(name, {{"state", {4}}}));
+        }
+        // Sharded safetensors.
+        std::string st;
+        const std::string header = R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})";
+        put_le(st, header.size(), 8);
+        st += header + "abcd";
+        write_file(m_root / "hf" / "model-00001-of-00001.safetensors", st);
+        write_file(m_root / "hf" / "model.safetensors.index.json",
+                   R"({"metadata":{"total_size":4},"weight_map":{"x":"model-00001-of-00001.safetensors"}})");
+    }
+
+    void infoNamesFormats_data()
+    {
+        QTest::addColumn<QString>("dir");
+        QTest::addColumn<QString>("format");
+        QTest::addColumn<int>("tensors");
+        QTest::newRow("dcp") << QStringLiteral("dcp") << QStringLiteral("torch-dcp") << 1;
+        QTest::newRow("deepspeed") << QStringLiteral("ds") << QStringLiteral("deepspeed") << 3;
+        QTest::newRow("index") << QStringLiteral("hf") << QStringLiteral("safetensors-index") << 1;
+    }
+    void infoNamesFormats()
+    {
+        QFETCH(QString, dir);
+        QFETCH(QString, format);
+        QFETCH(int, tensors);
+        const auto run = shardctl({QStringLiteral("info"), qs(m_root / dir.toStdString()), QStringLiteral("--json")});
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        const auto j = run.json();
+        QCOMPARE(QString::fromStdString(j["format"].get<std::string>()), format);
+        QCOMPARE(j["tensor_count"].get<int>(), tensors);
+        QVERIFY(j["summary"].is_object());
+        QVERIFY(!j["files"].empty());
+        // The human form names the format too.
+        const auto text = shardctl({QStringLiteral("info"), qs(m_root / dir.toStdString())});
+        QCOMPARE(text.exit_code, 0);
+        QVERIFY(text.out.contains(format.toUtf8()));
+    }
+
+    void verifyExitCodes()
+    {
+        for (const char* dir : {"dcp", "ds", "hf"}) {
+            const auto run = shardctl({QStringLiteral("verify"), qs(m_root / dir), QStringLiteral("--json")});
+            QVERIFY2(run.exit_code == 0, (std::string(dir) + ": " + run.err.toStdString()).c_str());
+            QVERIFY(run.json()["ok"].get<bool>());
+        }
+        // Bad CRC in a DeepSpeed archive: exit 1, crc_mismatch, the file's status invalid.
+        const fs::path file = m_root / "ds" / "global_step3" / "zero_pp_rank_1_mp_rank_00_optim_states.pt";
+        std::string bytes = testutil::read_text(file);
+        const std::string entry = "zero_pp_rank_1_mp_rank_00_optim_states/data/0";
+        const std::size_t at = bytes.find(entry);
+        QVERIFY(at != std::string::npos);
+        bytes[(at + entry.size() + 4 + 63) / 64 * 64] ^= 0x40; // first data byte (64-aligned)
+        write_file(file, bytes);
+        auto run = shardctl({QStringLiteral("verify"), qs(m_root / "ds"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        auto j = run.json();
+        QVERIFY2(has_kind(j, "crc_mismatch"), j.dump().c_str());
+        QCOMPARE(j["format"].get<std::string>(), std::string("deepspeed"));
+        bool invalid = false;
+        for (const auto& s : j["shards"])
+            invalid = invalid || (s["path"] == "zero_pp_rank_1_mp_rank_00_optim_states.pt" && s["status"] == "invalid");
+        QVERIFY(invalid);
+        QVERIFY(run.err.contains("zero_pp_rank_1_mp_rank_00_optim_states.pt"));
+
+        // A missing DCP data file: exit 1, missing_file.
+        fs::remove(m_root / "dcp" / "__1_0.distcp");
+        run = shardctl({QStringLiteral("verify"), qs(m_root / "dcp"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        QVERIFY(has_kind(run.json(), "missing_file"));
+
+        // A single .safetensors file may be verified directly.
+        run = shardctl({QStringLiteral("verify"), qs(m_root / "hf" / "model-00001-of-00001.safetensors"), QStringLiteral("--json")});
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        QCOMPARE(run.json()["format"].get<std::string>(), std::string("safetensors"));
+        // A path that does not exist stays a usage/environment error.
+        QCOMPARE(shardctl({QStringLiteral("verify"), qs(m_root / "nope")}).exit_code, 2);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCliForeign)
+#include "tst_cli_foreign.moc"

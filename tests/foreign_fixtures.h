@@ -1,0 +1,298 @@
+#pragma once
+// Test-side writers for the foreign formats, written from the published descriptions (pickle
+// opcodes, the zip APPNOTE, safetensors, DCP's Metadata dataclasses, torch.save's archive
+// layout). They share no code with the readers under test, so a reader bug cannot hide behind
+// a matching writer bug. Fixtures are generated at test time; nothing binary is committed.
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace fixtures {
+
+namespace fs = std::filesystem;
+
+inline void put_le(std::string& out, uint64_t v, int n)
+{
+    for (int i = 0; i < n; ++i)
+        out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+inline void write_file(const fs::path& path, const std::string& bytes)
+{
+    fs::create_directories(path.parent_path());
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// ---- pickle (protocols 2-5 opcodes, as CPython's pickle module emits them) ---------------------
+struct PickleWriter {
+    std::string out;
+    int memo = 0;
+
+    PickleWriter& op(unsigned char c) { out += static_cast<char>(c); return *this; }
+    PickleWriter& proto(int v) { op(0x80); return op(static_cast<unsigned char>(v)); }
+    PickleWriter& str(const std::string& s)
+    {
+        if (s.size() < 256) {
+            op(0x8c); // SHORT_BINUNICODE
+            op(static_cast<unsigned char>(s.size()));
+        } else {
+            op('X');
+            put_le(out, s.size(), 4);
+        }
+        out += s;
+        return *this;
+    }
+    PickleWriter& integer(int64_t v)
+    {
+        if (v >= 0 && v < 256) { op('K'); op(static_cast<unsigned char>(v)); }
+        else if (v >= 0 && v < 65536) { op('M'); put_le(out, static_cast<uint64_t>(v), 2); }
+        else if (v >= INT32_MIN && v <= INT32_MAX) { op('J'); put_le(out, static_cast<uint32_t>(v), 4); }
+        else { op(0x8a); op(8); put_le(out, static_cast<uint64_t>(v), 8); }
+        return *this;
+    }
+    PickleWriter& global(const std::string& module, const std::string& name) // protocol 2: GLOBAL
+    {
+        op('c');
+        out += module + "\n" + name + "\n";
+        return *this;
+    }
+    PickleWriter& stack_global(const std::string& module, const std::string& name) // protocol 4
+    {
+        str(module).memoize();
+        str(name).memoize();
+        return op(0x93).memoize();
+    }
+    PickleWriter& memoize() { ++memo; return op(0x94); }
+    PickleWriter& get(int index) { op('h'); return op(static_cast<unsigned char>(index)); }
+    PickleWriter& mark() { return op('('); }
+    PickleWriter& none() { return op('N'); }
+    PickleWriter& boolean(bool b) { return op(b ? 0x88 : 0x89); }
+    PickleWriter& stop() { return op('.'); }
+    // torch.Size((dims...)): REDUCE(torch.Size, (tuple,))
+    PickleWriter& torch_size(const std::vector<uint64_t>& dims)
+    {
+        stack_global("torch", "Size");
+        mark();
+        for (auto d : dims)
+            integer(static_cast<int64_t>(d));
+        op('t').op(0x85).op('R');
+        return memoize();
+    }
+    // cls() via NEWOBJ then its __dict__ via BUILD: the caller writes the key/value pairs.
+    template <typename Fields>
+    PickleWriter& dataclass(const std::string& module, const std::string& name, Fields&& fields)
+    {
+        stack_global(module, name);
+        op(')').op(0x81).memoize(); // EMPTY_TUPLE, NEWOBJ
+        op('}').memoize().mark();
+        fields(*this);
+        return op('u').op('b'); // SETITEMS, BUILD
+    }
+};
+
+// ---- zip (APPNOTE 6.3: local headers, central directory, end record) -------------------------
+inline uint32_t crc32(const std::string& data)
+{
+    uint32_t table[256];
+    for (uint32_t i = 0; i < 256; ++i) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; ++k)
+            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        table[i] = c;
+    }
+    uint32_t crc = 0xffffffffu;
+    for (unsigned char b : data)
+        crc = table[(crc ^ b) & 0xff] ^ (crc >> 8);
+    return crc ^ 0xffffffffu;
+}
+
+struct ZipWriter {
+    struct Entry {
+        std::string name;
+        uint32_t crc = 0;
+        uint64_t size = 0, stored_size = 0, offset = 0, data_offset = 0;
+        uint16_t method = 0;
+    };
+    std::string out;
+    std::vector<Entry> entries;
+
+    // `stored_bytes` is what goes into the file (already deflated when method is 8); `raw` is the
+    // uncompressed content the CRC covers. torch.save pads local headers so data is 64-aligned.
+    void add(const std::string& name, const std::string& raw, const std::string& stored_bytes, uint16_t method = 0,
+             bool align = true)
+    {
+        Entry e{name, crc32(raw), raw.size(), stored_bytes.size(), out.size(), 0, method};
+        std::string extra;
+        if (align) {
+            const std::size_t base = out.size() + 30 + name.size() + 4;
+            const std::size_t pad = (64 - base % 64) % 64;
+            put_le(extra, 0x4246, 2); // "FB", as PyTorch writes it
+            put_le(extra, pad, 2);
+            extra.append(pad, 'Z');
+        }
+        put_le(out, 0x04034b50, 4);
+        put_le(out, 20, 2);
+        put_le(out, 0, 2);
+        put_le(out, method, 2);
+        put_le(out, 0, 4); // time, date
+        put_le(out, e.crc, 4);
+        put_le(out, e.stored_size, 4);
+        put_le(out, e.size, 4);
+        put_le(out, name.size(), 2);
+        put_le(out, extra.size(), 2);
+        out += name + extra;
+        e.data_offset = out.size();
+        out += stored_bytes;
+        entries.push_back(e);
+    }
+    void add(const std::string& name, const std::string& raw) { add(name, raw, raw); }
+    std::string finish()
+    {
+        const uint64_t cd = out.size();
+        for (const auto& e : entries) {
+            put_le(out, 0x02014b50, 4);
+            put_le(out, 20, 2);
+            put_le(out, 20, 2);
+            put_le(out, 0, 2);
+            put_le(out, e.method, 2);
+            put_le(out, 0, 4);
+            put_le(out, e.crc, 4);
+            put_le(out, e.stored_size, 4);
+            put_le(out, e.size, 4);
+            put_le(out, e.name.size(), 2);
+            put_le(out, 0, 2); // extra
+            put_le(out, 0, 2); // comment
+            put_le(out, 0, 2); // disk
+            put_le(out, 0, 2);
+            put_le(out, 0, 4);
+            put_le(out, e.offset, 4);
+            out += e.name;
+        }
+        const uint64_t cd_size = out.size() - cd;
+        put_le(out, 0x06054b50, 4);
+        put_le(out, 0, 4);
+        put_le(out, entries.size(), 2);
+        put_le(out, entries.size(), 2);
+        put_le(out, cd_size, 4);
+        put_le(out, cd, 4);
+        put_le(out, 0, 2);
+        return out;
+    }
+};
+
+// A torch.save-style archive holding an OrderedDict {name: tensor} whose tensors each own a
+// float32 storage; `pickle_override` replaces data.pkl (hostile variants).
+struct TorchTensor {
+    std::string name;
+    std::vector<uint64_t> shape;
+};
+inline std::string torch_archive(const std::string& prefix, const std::vector<TorchTensor>& tensors,
+                                 const std::string& pickle_override = {}, int64_t numel_delta = 0)
+{
+    PickleWriter p;
+    p.proto(2);
+    p.global("collections", "OrderedDict").op(')').op('R').op('q').op(0);
+    p.mark();
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        uint64_t numel = 1;
+        for (auto d : tensors[i].shape)
+            numel *= d;
+        p.str(tensors[i].name);
+        p.global("torch._utils", "_rebuild_tensor_v2");
+        p.mark();
+        p.mark().str("storage").global("torch", "FloatStorage").str(std::to_string(i)).str("cpu")
+            .integer(static_cast<int64_t>(numel) + numel_delta).op('t').op('Q');
+        p.integer(0);
+        p.mark();
+        for (auto d : tensors[i].shape)
+            p.integer(static_cast<int64_t>(d));
+        p.op('t');
+        p.mark().op('t'); // stride (not checked)
+        p.boolean(false);
+        p.global("collections", "OrderedDict").op(')').op('R');
+        p.op('t').op('R');
+    }
+    p.op('u').stop();
+    ZipWriter zip;
+    zip.add(prefix + "/data.pkl", pickle_override.empty() ? p.out : pickle_override);
+    zip.add(prefix + "/byteorder", "little");
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        uint64_t numel = 1;
+        for (auto d : tensors[i].shape)
+            numel *= d;
+        std::string data;
+        for (uint64_t k = 0; k < numel * 4; ++k)
+            data += static_cast<char>((k * 7 + i) & 0xff);
+        zip.add(prefix + "/data/" + std::to_string(i), data);
+    }
+    zip.add(prefix + "/version", "3\n");
+    return zip.finish();
+}
+
+// ---- torch.distributed.checkpoint .metadata (pickle protocol 4, as pickle.dump writes it) -----
+struct DcpChunkSpec {
+    std::vector<uint64_t> offsets, sizes;
+    std::string file;
+    uint64_t offset = 0, length = 0;
+};
+struct DcpTensorSpec {
+    std::string fqn;
+    std::vector<uint64_t> size;
+    std::vector<DcpChunkSpec> chunks;
+};
+
+inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool frame = true)
+{
+    const std::string meta = "torch.distributed.checkpoint.metadata";
+    PickleWriter p;
+    p.dataclass(meta, "Metadata", [&](PickleWriter& w) {
+        w.str("state_dict_metadata").op('}').memoize().mark();
+        for (const auto& t : tensors) {
+            w.str(t.fqn);
+            w.dataclass(meta, "TensorStorageMetadata", [&](PickleWriter& f) {
+                f.str("properties");
+                // TensorProperties.__getstate__: (dtype, layout, requires_grad, memory format, pin_memory)
+                f.stack_global(meta, "TensorProperties").op(')').op(0x81).memoize();
+                f.mark().stack_global("torch", "float32").stack_global("torch", "strided").boolean(false);
+                f.stack_global(meta, "_MEM_FORMAT_ENCODING").mark().integer(1).op('t').op('R').memoize();
+                f.boolean(false).op('t').memoize().op('b');
+                f.str("size").torch_size(t.size);
+                f.str("chunks").op(']').memoize().mark();
+                for (const auto& c : t.chunks)
+                    f.dataclass(meta, "ChunkStorageMetadata", [&](PickleWriter& g) {
+                        g.str("offsets").torch_size(c.offsets).str("sizes").torch_size(c.sizes);
+                    });
+                f.op('e');
+            });
+        }
+        w.op('u');
+        w.str("planner_data").none();
+        w.str("storage_data").op('}').memoize().mark();
+        for (const auto& t : tensors)
+            for (std::size_t i = 0; i < t.chunks.size(); ++i) {
+                const auto& c = t.chunks[i];
+                w.dataclass(meta, "MetadataIndex", [&](PickleWriter& g) {
+                    g.str("fqn").str(t.fqn).str("offset").torch_size(c.offsets).str("index").integer(int64_t(i));
+                });
+                w.dataclass("torch.distributed.checkpoint.filesystem", "_StorageInfo", [&](PickleWriter& g) {
+                    g.str("relative_path").str(c.file).str("offset").integer(int64_t(c.offset));
+                    g.str("length").integer(int64_t(c.length));
+                });
+            }
+        w.op('u');
+    });
+    p.stop();
+    std::string out;
+    out += static_cast<char>(0x80);
+    out += static_cast<char>(4);
+    if (frame) {
+        out += static_cast<char>(0x95);
+        put_le(out, p.out.size(), 8);
+    }
+    return out + p.out;
+}
+
+} // namespace fixtures

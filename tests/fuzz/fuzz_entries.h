@@ -1,0 +1,128 @@
+#pragma once
+// The fuzzing entry points, shared by the libFuzzer targets (tests/fuzz/fuzz_*.cpp, clang with
+// -fsanitize=fuzzer) and by tst_fuzz_regression, which replays every corpus and regression file
+// through the same functions in the ordinary g++ build. Each one feeds untrusted bytes to one
+// parser and checks what a parser that accepted them promises; shardscope::Error is the only
+// acceptable way to refuse. Anything else (another exception, a failed invariant) is a finding:
+// it escapes (std::logic_error) so libFuzzer reports it as a crash and the replay test fails.
+
+#include "core/error.h"
+#include "core/manifest.h"
+#include "core/pipeline_profile.h"
+#include "core/safetensors.h"
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace shardscope::fuzz {
+
+inline void require(bool condition, const char* what)
+{
+    if (!condition)
+        throw std::logic_error(std::string("fuzz invariant violated: ") + what);
+}
+
+// An error sentence quotes at most a few bounded names from the input.
+inline constexpr std::size_t kMaxMessageBytes = 8192;
+
+inline std::string_view as_text(const uint8_t* data, std::size_t size)
+{
+    return {reinterpret_cast<const char*>(data), size};
+}
+
+// manifest.json: parse, run every invariant check, and round-trip what was accepted.
+inline void manifest_one(const uint8_t* data, std::size_t size)
+{
+    Manifest m;
+    try {
+        m = parse_manifest(as_text(data, size), "fuzz/manifest.json");
+    } catch (const Error& e) {
+        require(std::strlen(e.what()) <= kMaxMessageBytes, "error sentences stay short");
+        return;
+    }
+    require(m.world_size >= 1 && m.world_size <= kMaxWorldSize, "world_size within limits");
+    require(m.shards.size() <= static_cast<std::size_t>(kMaxWorldSize), "shard count within limit");
+    require(m.param_numel_total <= kMaxNumel, "param_numel_total within limit");
+    for (const auto& s : m.shards)
+        require(s.param_shard_offset <= kMaxNumel && s.param_shard_numel <= kMaxNumel, "shard range within limit");
+    for (const auto& problem : check_manifest(m, -1, "fuzz/manifest.json"))
+        require(problem.message.size() <= kMaxMessageBytes &&
+                    problem.message.find_first_of("\n\r\x1b") == std::string::npos,
+                "problem sentences are short, one line, without terminal escapes");
+    (void)check_manifest(m, 1, "fuzz/manifest.json");
+    // Whatever was accepted must be written back in a form that is accepted again, unchanged.
+    const std::string text = serialize_manifest(m);
+    Manifest again;
+    try {
+        again = parse_manifest(text, "fuzz/manifest.json (rewritten)");
+    } catch (const Error& e) {
+        throw std::logic_error(std::string("a serialized manifest does not parse again: ") + e.what());
+    }
+    require(again.world_size == m.world_size && again.shards.size() == m.shards.size() &&
+                again.param_numel_total == m.param_numel_total && again.step == m.step,
+            "manifest round trip");
+}
+
+// A whole safetensors file: the bytes go into an in-memory file so the real reader (8-byte
+// length, limits, pread) runs, not a copy of its logic.
+inline void safetensors_one(const uint8_t* data, std::size_t size)
+{
+    const int fd = ::memfd_create("fuzz-safetensors", MFD_CLOEXEC);
+    require(fd >= 0, "memfd_create");
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    std::size_t at = 0;
+    while (at < size) {
+        const ssize_t n = ::write(fd, data + at, size - at);
+        require(n > 0, "write to memfd");
+        at += static_cast<std::size_t>(n);
+    }
+    SafetensorsHeader header;
+    try {
+        header = read_safetensors_header(fd, size, "fuzz/rank0.safetensors", 0);
+    } catch (const Error& e) {
+        require(std::strlen(e.what()) <= kMaxMessageBytes, "error sentences stay short");
+        return;
+    }
+    require(header.data_start() <= size, "header inside the file");
+    uint64_t expected = 0;
+    for (const auto& t : header.tensors) {
+        require(t.begin == expected && t.end >= t.begin, "tensors tile the data");
+        expected = t.end;
+        uint64_t bytes = *safetensors_dtype_size(t.dtype);
+        for (uint64_t dim : t.shape)
+            require(!__builtin_mul_overflow(bytes, dim, &bytes), "shape x dtype size does not overflow");
+        require(bytes == t.bytes(), "shape x dtype size equals the byte range");
+    }
+    require(expected == size - header.data_start(), "tensors end at the end of the file");
+}
+
+// A layer profile; the first byte picks CSV (odd) or JSON (even), the rest is the text.
+inline void profile_one(const uint8_t* data, std::size_t size)
+{
+    if (size == 0)
+        return;
+    const bool csv = data[0] & 1;
+    const std::string_view text = as_text(data + 1, size - 1);
+    pipeline::Profile profile;
+    try {
+        profile = csv ? pipeline::parse_profile_csv(text, "fuzz.csv") : pipeline::parse_profile_json(text, "fuzz.json");
+    } catch (const Error&) {
+        return;
+    }
+    require(!profile.layers.empty(), "an accepted profile has layers");
+    try {
+        pipeline::validate_profile(profile);
+    } catch (const Error& e) {
+        throw std::logic_error(std::string("a loaded profile fails validate_profile: ") + e.what());
+    }
+}
+
+} // namespace shardscope::fuzz

@@ -1,0 +1,63 @@
+#pragma once
+// Fuzzing entry points for the foreign-format readers (see fuzz_entries.h for the contract).
+
+#include "core/error.h"
+#include "core/foreign_index.h"
+#include "core/fsutil.h"
+#include "core/pickle_reader.h"
+#include "fuzz_entries.h"
+
+#include <vector>
+
+namespace shardscope::fuzz {
+
+// model.safetensors.index.json
+inline void index_one(const uint8_t* data, std::size_t size)
+{
+    SafetensorsIndex index;
+    try {
+        index = parse_safetensors_index(data, size, "fuzz/model.safetensors.index.json");
+    } catch (const Error&) {
+        return;
+    }
+    require(index.files.size() <= kMaxIndexFiles, "file count within limit");
+    require(index.weight_map.size() <= kMaxIndexEntries, "entry count within limit");
+    for (const auto& [tensor, file] : index.weight_map) {
+        (void)tensor;
+        require(!fsutil::unsafe_name_reason(file), "index file names stay inside the folder");
+    }
+}
+
+// A pickle (PyTorch DCP .metadata, torch.save's data.pkl): parse with small limits so that the
+// limits themselves are exercised, then walk and describe every node the way the GUI would.
+inline void pickle_one(const uint8_t* data, std::size_t size)
+{
+    PickleLimits limits;
+    limits.max_nodes = 1u << 16;
+    limits.max_stack = 1u << 12;
+    limits.max_memo = 1u << 12;
+    limits.max_string_bytes = 1u << 16;
+    limits.max_total_string_bytes = 1u << 20;
+    limits.max_container_items = 1u << 16;
+    PickleDocument doc;
+    try {
+        doc = parse_pickle(data, size, "fuzz/.metadata", limits);
+    } catch (const Error&) {
+        return;
+    }
+    require(doc.size() <= limits.max_nodes, "node count within limit");
+    for (uint32_t id = 0; id < doc.size(); ++id) {
+        for (uint32_t item : doc.at(id).items)
+            require(item == kNoPickleValue || item < doc.size(), "item ids inside the arena");
+        (void)doc.class_name(id);
+        (void)doc.as_int(id);
+        (void)doc.as_sequence(id);
+        (void)doc.dict_get(id, "state_dict_metadata");
+        (void)doc.attribute(id, "storage_data");
+        require(doc.describe(id).size() < (1u << 20), "describe() stays bounded");
+    }
+    if (doc.root() != kNoPickleValue)
+        (void)doc.describe(doc.root(), 8);
+}
+
+} // namespace shardscope::fuzz
