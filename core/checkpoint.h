@@ -92,7 +92,14 @@ struct ShardCheck {
     std::string detail;        // why the status is not ok
 };
 
+struct VerifyReport;
+
 struct VerifyCallbacks {
+    // Once, before any shard_progress / shard_done: the report so far, with every file about to
+    // be checked in report.shards (pending, or already decided, e.g. a missing rank) and, for a
+    // foreign format, the summary known from its metadata. A viewer shows these rows at once and
+    // updates them live, instead of waiting for the whole report.
+    std::function<void(const VerifyReport& listed)> files_listed;
     ProgressFn progress; // all shards together
     std::function<void(std::size_t shard_index, uint64_t done, uint64_t total)> shard_progress;
     std::function<void(std::size_t shard_index, const ShardCheck&)> shard_done;

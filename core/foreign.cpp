@@ -53,7 +53,7 @@ VerifyReport verify_foreign(const DetectedFormat& detected, const VerifyOptions&
     switch (detected.format) {
     case CheckpointFormat::safetensors: return verify_safetensors_files(detected.path, options);
     case CheckpointFormat::safetensors_index: return verify_safetensors_index(detected.path, options);
-    case CheckpointFormat::torch_dcp: return verify_dcp(detected.path, options);
+    case CheckpointFormat::torch_dcp: return verify_dcp(detected.path, options, check_data);
     case CheckpointFormat::deepspeed: return verify_deepspeed(detected.path, options, check_data);
     case CheckpointFormat::megatron: return verify_megatron(detected.path, options, check_data);
     default: break;

@@ -3,7 +3,6 @@
 #include "core/parallel.h"
 
 #include <cstdio>
-#include <mutex>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -18,6 +17,11 @@ Progress& current_progress() { return t_progress; }
 bool cancelled(const VerifyOptions& options)
 {
     return options.cancel && options.cancel->load(std::memory_order_relaxed);
+}
+
+std::string shown_file(const std::filesystem::path& dir, const ShardCheck& check)
+{
+    return (check.rank >= 0 ? "rank " + std::to_string(check.rank) + ": " : std::string()) + (dir / check.path).string();
 }
 
 void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, const FileBody& body,
@@ -35,7 +39,7 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
             continue;
         if (const auto reason = fsutil::unsafe_name_reason(check.path)) {
             check.status = ShardStatus::invalid;
-            check.detail = (report.dir / check.path).string() + ": " + *reason;
+            check.detail = shown_file(report.dir, check) + ": " + *reason;
             problems[i].push_back({ProblemKind::path_outside_checkpoint, check.rank, check.path, check.detail});
             continue;
         }
@@ -47,7 +51,8 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
             total += opened[i].size;
         }
     }
-    std::mutex progress_mutex;
+    if (cb.files_listed)
+        cb.files_listed(report);
     parallel_for(report.shards.size(), options.threads, [&](std::size_t i) {
         ShardCheck& check = report.shards[i];
         auto finish = [&] {
@@ -59,24 +64,23 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
         if (cancelled(options))
             return;
         fsutil::OpenedFile& file = opened[i];
-        const std::string shown = (report.dir / check.path).string();
-        const std::string who = check.rank >= 0 ? "rank " + std::to_string(check.rank) + ": " : std::string();
+        const std::string shown = shown_file(report.dir, check);
         switch (file.status) {
         case fsutil::OpenStatus::ok: break;
         case fsutil::OpenStatus::missing:
             check.status = ShardStatus::missing;
-            check.detail = who + shown + ": missing";
+            check.detail = shown + ": missing";
             problems[i].push_back({missing_kind, check.rank, check.path, check.detail});
             return finish();
         case fsutil::OpenStatus::outside:
             check.status = ShardStatus::invalid;
-            check.detail = who + shown + ": " + file.reason;
+            check.detail = shown + ": " + file.reason;
             problems[i].push_back({ProblemKind::path_outside_checkpoint, check.rank, check.path, check.detail});
             return finish();
         case fsutil::OpenStatus::not_regular:
         case fsutil::OpenStatus::unreadable:
             check.status = ShardStatus::unreadable;
-            check.detail = who + shown + ": " + file.reason;
+            check.detail = shown + ": " + file.reason;
             problems[i].push_back({ProblemKind::unreadable, check.rank, check.path, check.detail});
             return finish();
         }
@@ -102,28 +106,18 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
         t_progress.advance(file.size);
         t_progress.advance = {};
         file.fd = {}; // close early: thousands of files must not exhaust descriptors
-        if (check.status == ShardStatus::hashing)
-            check.status = problems[i].empty() ? ShardStatus::ok : ShardStatus::invalid;
+        if (check.status == ShardStatus::hashing && !problems[i].empty()) {
+            check.status = ShardStatus::invalid;
+            check.detail = problems[i].front().message; // what is wrong says more than what is there
+        } else if (check.status == ShardStatus::hashing) {
+            check.status = ShardStatus::ok;
+        }
         finish();
     });
     for (auto& list : problems)
         for (auto& p : list)
             report.problems.push_back(std::move(p));
     report.cancelled = cancelled(options);
-}
-
-std::string human_bytes(uint64_t bytes)
-{
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double value = static_cast<double>(bytes);
-    int unit = 0;
-    while (value >= 1024 && unit < 4) {
-        value /= 1024;
-        ++unit;
-    }
-    char text[32];
-    std::snprintf(text, sizeof text, unit ? "%.1f %s" : "%.0f %s", value, units[unit]);
-    return text;
 }
 
 std::string join_shape(const std::vector<uint64_t>& shape)

@@ -5,6 +5,7 @@
 
 #include "core/checkpoint.h"
 #include "core/fsutil.h"
+#include "core/printable.h"
 
 #include <functional>
 #include <string>
@@ -33,7 +34,9 @@ Progress& current_progress();
 
 bool cancelled(const VerifyOptions& options);
 
-std::string human_bytes(uint64_t bytes);
+// How problems name a checked file: "rank R: <dir>/<path>", or the path alone without a rank.
+std::string shown_file(const std::filesystem::path& dir, const ShardCheck& check);
+
 std::string join_shape(const std::vector<uint64_t>& shape);
 void add_row(ForeignSummary& summary, std::string key, std::string value);
 

@@ -1,6 +1,8 @@
 #include "core/foreign_dcp.h"
 
 #include "core/foreign_common.h"
+#include "core/foreign_torch.h"
+#include "core/zip_reader.h"
 #include "core/pickle_reader.h"
 #include "core/shardfile.h"
 
@@ -12,7 +14,6 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 using foreign::add_row;
-using foreign::human_bytes;
 
 uint64_t torch_dtype_size(std::string_view dtype)
 {
@@ -89,6 +90,8 @@ public:
         s.file = string(m_doc.attribute(info, "relative_path"), what + ".relative_path");
         s.offset = number(m_doc.attribute(info, "offset"), what + ".offset");
         s.length = number(m_doc.attribute(info, "length"), what + ".length");
+        if (const auto descriptors = m_doc.as_sequence(m_doc.attribute(info, "transform_descriptors")))
+            s.transformed = !descriptors->empty();
         return s;
     }
 
@@ -252,6 +255,81 @@ void check_tiling(const DcpTensor& t, const std::string& meta_path, std::vector<
                            " elements but its chunks cover " + std::to_string(covered)});
 }
 
+// One byte range of a .distcp file and what it must hold.
+struct StoredRange {
+    uint64_t offset = 0, length = 0;
+    std::string what;           // for messages: "'fqn' chunk [0, 0]" or "item 'fqn'"
+    bool tensor = false;
+    uint64_t element_bytes = 0; // chunk volume x element size; 0 when the dtype is unknown
+    std::string elements;       // "12 float32 elements", for messages
+    bool transformed = false;   // a storage extension (compression) rewrote it: not looked into
+};
+
+constexpr std::size_t kMaxContentProblems = 20; // per file; then a count
+
+// The content of one range: a torch.save archive (DCP's FileSystemWriter) whose entries pass their
+// CRC-32 and whose storages hold exactly the chunk's bytes, or, for a tensor chunk, the chunk's raw
+// bytes. Nothing is unpickled: data.pkl goes through the restricted reader only.
+void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const std::string& shown,
+                        const ShardCheck& check, std::vector<Problem>& problems, std::size_t& reported,
+                        const VerifyOptions& options)
+{
+    auto add = [&](ProblemKind kind, const std::string& message) {
+        if (reported++ < kMaxContentProblems)
+            problems.push_back({kind, check.rank, check.path, message});
+    };
+    if (r.transformed)
+        return;
+    unsigned char magic[4] = {0, 0, 0, 0};
+    const bool archive = r.length >= 4 && file_read(magic, 4, r.offset) && magic[0] == 'P' && magic[1] == 'K' &&
+                         magic[2] == 3 && magic[3] == 4;
+    if (!archive) {
+        if (r.tensor && r.element_bytes && r.length != r.element_bytes)
+            add(ProblemKind::size_mismatch,
+                shown + ": " + r.what + " is " + std::to_string(r.length) + " bytes at offset " +
+                    std::to_string(r.offset) + ", neither a torch.save archive nor the " +
+                    std::to_string(r.element_bytes) + " raw bytes of its " + r.elements);
+        return; // a non-tensor item may hold any bytes
+    }
+    // The archive's own offsets count from its first byte, so it is read as a file of its own.
+    const uint64_t base = r.offset, length = r.length;
+    const ZipReadAt read = [&](void* buffer, std::size_t size, uint64_t offset) {
+        return offset <= length && size <= length - offset && file_read(buffer, size, base + offset);
+    };
+    const std::string where = shown + ": " + r.what + " (the torch.save archive at byte " + std::to_string(base) + ")";
+    ZipDirectory directory;
+    try {
+        directory = read_zip_directory(read, length, where);
+    } catch (const Error& e) {
+        return add(e.kind(), e.what());
+    }
+    uint64_t done_before = 0;
+    for (std::size_t i = 0; i < directory.entries.size(); ++i) {
+        const auto result = check_zip_entry(read, length, directory, i, options.cancel, [&](uint64_t done) {
+            foreign::current_progress().advance(base + std::min(length, done_before + done));
+        });
+        done_before += directory.entries[i].compressed_size;
+        if (foreign::cancelled(options))
+            return;
+        if (!result.ok)
+            add(result.crc_mismatch ? ProblemKind::crc_mismatch : ProblemKind::invalid_archive,
+                where + ": " + result.problem);
+    }
+    if (!r.tensor || !r.element_bytes)
+        return;
+    const TorchArchiveListing listing = list_torch_archive(read, length, directory, where);
+    for (const auto& p : listing.problems)
+        add(p.kind, p.message);
+    if (!listing.problems.empty())
+        return;
+    uint64_t stored = 0;
+    for (const auto& storage : listing.storages)
+        stored += storage.entry_bytes;
+    if (stored != r.element_bytes)
+        add(ProblemKind::size_mismatch, where + ": its storage holds " + std::to_string(stored) + " bytes but the " +
+                                            r.elements + " of the chunk need " + std::to_string(r.element_bytes));
+}
+
 } // namespace
 
 DcpMetadata decode_dcp_metadata(std::string_view bytes, const std::string& display_path)
@@ -265,7 +343,7 @@ DcpMetadata decode_dcp_metadata(std::string_view bytes, const std::string& displ
     return Decoder(doc, display_path).run();
 }
 
-VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options)
+VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool check_data)
 {
     VerifyReport report;
     report.format = "torch-dcp";
@@ -287,15 +365,12 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options)
     }
 
     // Byte ranges per file, from tensor chunks and bytes items.
-    struct Range {
-        uint64_t offset, length;
-        std::string what;
-    };
-    std::map<std::string, std::vector<Range>> ranges;
+    std::map<std::string, std::vector<StoredRange>> ranges;
     uint64_t chunks = 0, data_bytes = 0;
     std::vector<Problem> meta_problems;
     std::size_t missing_storage = 0;
     for (const auto& t : meta.tensors) {
+        const uint64_t element = torch_dtype_size(t.dtype);
         for (const auto& c : t.chunks) {
             ++chunks;
             if (!c.storage.present) {
@@ -305,8 +380,13 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options)
                                                  foreign::join_shape(c.offsets) + " has no storage entry"});
                 continue;
             }
-            ranges[c.storage.file].push_back({c.storage.offset, c.storage.length,
-                                              "'" + t.fqn + "' chunk " + foreign::join_shape(c.offsets)});
+            StoredRange range{c.storage.offset, c.storage.length,
+                              "'" + t.fqn + "' chunk " + foreign::join_shape(c.offsets), true, 0, {},
+                              c.storage.transformed};
+            if (uint64_t volume = 0; element && checked_volume(c.sizes, volume) &&
+                                     !__builtin_mul_overflow(volume, element, &range.element_bytes))
+                range.elements = std::to_string(volume) + " " + t.dtype + " elements";
+            ranges[c.storage.file].push_back(std::move(range));
             data_bytes += c.storage.length;
         }
         check_tiling(t, meta_path, meta_problems);
@@ -318,7 +398,8 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options)
                                          meta_path + ": item '" + b.fqn + "' has no storage entry"});
             continue;
         }
-        ranges[b.storage.file].push_back({b.storage.offset, b.storage.length, "item '" + b.fqn + "'"});
+        ranges[b.storage.file].push_back(
+            {b.storage.offset, b.storage.length, "item '" + b.fqn + "'", false, 0, {}, b.storage.transformed});
         data_bytes += b.storage.length;
     }
 
@@ -327,7 +408,9 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options)
     for (const auto& name : list_directory(dirfd.get()))
         if (name.ends_with(".distcp") && !ranges.count(name))
             unreferenced.push_back(name);
-    for (const auto& [file, list] : ranges) {
+    for (auto& [file, list] : ranges) {
+        std::sort(list.begin(), list.end(),
+                  [](const StoredRange& a, const StoredRange& b) { return a.offset < b.offset; });
         report.shards.push_back({rank_of(file), file, 0, 0, ShardStatus::pending, {}, {}});
         if (rank_of(file) >= 0)
             ranks.insert(rank_of(file));
@@ -338,8 +421,8 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options)
 
     foreign::check_files(dirfd.get(), report, options,
                          [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
-                             auto list = ranges.at(check.path);
-                             const std::string shown = (dir / check.path).string();
+                             const auto& list = ranges.at(check.path);
+                             const std::string shown = foreign::shown_file(dir, check);
                              for (const auto& r : list) {
                                  uint64_t end = 0;
                                  if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
@@ -350,8 +433,6 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options)
                                      return;
                                  }
                              }
-                             std::sort(list.begin(), list.end(),
-                                       [](const Range& a, const Range& b) { return a.offset < b.offset; });
                              for (std::size_t i = 1; i < list.size(); ++i)
                                  if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
                                      problems.push_back({ProblemKind::layout_overlap, check.rank, check.path,
@@ -359,6 +440,20 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options)
                                                              list[i].what + " overlap"});
                                      return;
                                  }
+                             if (!check_data)
+                                 return;
+                             const ZipReadAt read = zip_read_fd(file.fd.get());
+                             std::size_t reported = 0;
+                             for (const auto& r : list) {
+                                 if (foreign::cancelled(options))
+                                     return;
+                                 check_stored_range(read, r, shown, check, problems, reported, options);
+                                 foreign::current_progress().advance(r.offset + r.length);
+                             }
+                             if (reported > kMaxContentProblems)
+                                 problems.push_back({ProblemKind::crc_mismatch, check.rank, check.path,
+                                                     shown + ": " + std::to_string(reported - kMaxContentProblems) +
+                                                         " more ranges with bad content"});
                          });
     for (auto& p : meta_problems)
         report.problems.push_back(std::move(p));

@@ -22,6 +22,7 @@ struct DcpStorage {
     std::string file;       // relative_path
     uint64_t offset = 0;
     uint64_t length = 0;
+    bool transformed = false; // _StorageInfo.transform_descriptors (e.g. compression) is not empty
 };
 
 struct DcpChunk {
@@ -64,7 +65,10 @@ uint64_t torch_dtype_size(std::string_view dtype);
 
 // Verifies a DCP folder: the metadata decodes; every referenced file exists (confined beneath
 // `dir`) and every byte range lies within its file without overlapping another; every chunk has
-// storage; chunks tile their tensor (in bounds, no overlap, full coverage).
-VerifyReport verify_dcp(const std::filesystem::path& dir, const VerifyOptions& options);
+// storage; chunks tile their tensor (in bounds, no overlap, full coverage). With `check_data`,
+// each range's content too: FileSystemWriter stores every chunk (and every non-tensor item) as a
+// torch.save archive, whose entries must pass their CRC-32 and whose storage must hold exactly
+// the chunk's elements; a range that is not an archive must be the chunk's raw bytes.
+VerifyReport verify_dcp(const std::filesystem::path& dir, const VerifyOptions& options, bool check_data = true);
 
 } // namespace shardscope

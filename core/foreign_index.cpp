@@ -12,7 +12,6 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 using foreign::add_row;
-using foreign::human_bytes;
 
 namespace {
 

@@ -14,7 +14,6 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 using foreign::add_row;
-using foreign::human_bytes;
 
 namespace {
 
@@ -268,8 +267,10 @@ void check_torch_file(fsutil::OpenedFile& file, const std::string& shown, ShardC
     uint64_t storage_bytes = 0;
     for (const auto& s : listing.storages)
         storage_bytes += s.entry_bytes;
-    check.detail = std::to_string(directory.entries.size()) + " entries, " + std::to_string(listing.storages.size()) +
-                   " storages (" + human_bytes(storage_bytes) + "), " + std::to_string(listing.tensors_total) + " tensors";
+    auto count = [](uint64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+    check.detail = count(directory.entries.size(), "entry", "entries") + ", " +
+                   count(listing.storages.size(), "storage", "storages") + " (" + human_bytes(storage_bytes) + "), " +
+                   count(listing.tensors_total, "tensor", "tensors");
     for (auto& t : listing.tensors) {
         t.file = check.path;
         tensors.push_back(std::move(t));
@@ -298,6 +299,7 @@ struct DeepSpeedName {
     enum Kind { model, zero_optim, zero_model, layer } kind = model;
     bool bf16 = false;
     int dp = -1, mp = -1, layer_index = -1;
+    bool tagged_layer = false; // the layer file names its model-parallel rank
 };
 
 std::optional<DeepSpeedName> parse_deepspeed_name(std::string_view name)
@@ -313,9 +315,18 @@ std::optional<DeepSpeedName> parse_deepspeed_name(std::string_view name)
     if (eat(name, p, "layer_")) {
         out.kind = DeepSpeedName::layer;
         out.layer_index = digits(name, p);
-        if (out.layer_index >= 0 && eat(name, p, "-model_") && (out.mp = digits(name, p)) >= 0 &&
-            eat(name, p, "-model_states.pt") && p == name.size())
+        if (out.layer_index < 0)
+            return std::nullopt;
+        // layer_XX-model_states.pt without model parallelism, layer_XX-model_YY-model_states.pt with
+        if (eat(name, p, "-model_states.pt") && p == name.size()) {
+            out.mp = 0;
             return out;
+        }
+        if (eat(name, p, "-model_") && (out.mp = digits(name, p)) >= 0 && eat(name, p, "-model_states.pt") &&
+            p == name.size()) {
+            out.tagged_layer = true;
+            return out;
+        }
         return std::nullopt;
     }
     out.bf16 = eat(name, p, "bf16_");
@@ -349,7 +360,7 @@ void check_archives(int dirfd, VerifyReport& report, const VerifyOptions& option
     foreign::check_files(
         dirfd, report, options,
         [&](std::size_t i, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
-            check_torch_file(file, (report.dir / check.path).string(), check, problems, tensors[i], totals[i], options,
+            check_torch_file(file, foreign::shown_file(report.dir, check), check, problems, tensors[i], totals[i], options,
                              check_data);
         },
         missing_kind);
@@ -418,8 +429,9 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
     std::set<std::pair<int, int>> optim, zero_model;
     std::set<int> model;
     std::set<std::string> present;
-    int dp = 0, mp = 0, layers = 0;
-    bool bf16 = false;
+    std::map<int, std::set<int>> layers; // pipeline layer index -> model-parallel ranks with a file
+    int dp = 0, mp = 0;
+    bool bf16 = false, tagged_layers = false;
     for (const auto& n : names) {
         const auto parsed = parse_deepspeed_name(n);
         if (!parsed)
@@ -436,7 +448,8 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
         } else if (parsed->kind == DeepSpeedName::model) {
             model.insert(parsed->mp);
         } else {
-            ++layers;
+            layers[parsed->layer_index].insert(parsed->mp);
+            tagged_layers = tagged_layers || parsed->tagged_layer;
         }
     }
     // Every file present is checked; every file the naming sequence implies but is absent is
@@ -459,6 +472,27 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
         for (int m = 0; m < mp; ++m)
             if (!model.count(m))
                 files.push_back({"mp_rank_" + two_digits(m) + "_model_states.pt", m});
+    // Every model-parallel rank saves its slice of each layer: a layer file present for one rank
+    // and absent for another is a rank whose save never finished. Layer indices themselves may
+    // skip (DeepSpeed saves no file for a layer without a state_dict), so those gaps are shown,
+    // not reported.
+    std::string absent_layers;
+    int absent_count = 0;
+    const int layer_ranks = tagged_layers ? mp : 1;
+    for (auto it = layers.begin(); it != layers.end(); ++it) {
+        for (int m = 0; m < layer_ranks; ++m)
+            if (!it->second.count(m))
+                files.push_back({"layer_" + two_digits(it->first) +
+                                     (tagged_layers ? "-model_" + two_digits(m) : std::string()) + "-model_states.pt",
+                                 m});
+        const auto next = std::next(it);
+        if (next != layers.end() && next->first > it->first + 1) {
+            absent_count += next->first - it->first - 1;
+            if (absent_layers.size() < 200)
+                absent_layers += (absent_layers.empty() ? "" : ", ") + std::to_string(it->first + 1) +
+                                 (next->first > it->first + 2 ? "-" + std::to_string(next->first - 1) : std::string());
+        }
+    }
     for (const auto& [name, rank] : files)
         report.shards.push_back({rank, name, 0, 0, ShardStatus::pending, {}, {}});
     std::stable_sort(report.shards.begin(), report.shards.end(), [](const ShardCheck& a, const ShardCheck& b) {
@@ -466,8 +500,18 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
     });
     add_row(summary, "data-parallel size", dp ? std::to_string(dp) : std::string("- (no ZeRO files)"));
     add_row(summary, "model-parallel size", std::to_string(mp));
-    if (layers)
-        add_row(summary, "pipeline layer files", std::to_string(layers));
+    if (!layers.empty()) {
+        std::size_t layer_files = 0;
+        for (const auto& [index, ranks] : layers)
+            layer_files += ranks.size();
+        add_row(summary, "pipeline layers",
+                std::to_string(layers.size()) + " (" + std::to_string(layers.begin()->first) + " to " +
+                    std::to_string(layers.rbegin()->first) + "), " + std::to_string(layer_files) + " layer files");
+        if (absent_count)
+            add_row(summary, "layer indices without a file",
+                    absent_layers + " (" + std::to_string(absent_count) +
+                        "; DeepSpeed writes none for a layer without parameters)");
+    }
     add_row(summary, "files", std::to_string(present.size()) + " present, " +
                                   std::to_string(files.size() - present.size()) + " missing from the rank sequence");
     if (files.empty()) {
@@ -535,7 +579,7 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
     VerifyReport report;
     if (fsutil::exists_at(dirfd.get(), ".metadata")) {
         rows.push_back({"layout", "distributed checkpoint (torch_dist / DCP)"});
-        report = verify_dcp(dir, options);
+        report = verify_dcp(dir, options, check_data);
     } else {
         rows.push_back({"layout", "per-rank mp_rank_XX[_PPP]/model_optim_rng.pt"});
         report.dir = dir;

@@ -95,24 +95,34 @@ DetectedFormat detect_format(const fs::path& path)
         result.reason = "latest_checkpointed_iteration.txt / iter_* directories";
         return result;
     }
-    // A Megatron iteration folder holds mp_rank_XX[_PPP]/ directories (DeepSpeed's are files).
-    const auto rank_dirs = matching([&](const std::string& n) {
-        std::error_code inner;
-        return has_prefix(n, "mp_rank_") && fs::is_directory(fs::symlink_status(path / n, inner));
-    });
-    if (!rank_dirs.empty()) {
-        result.format = CheckpointFormat::megatron;
-        result.files = rank_dirs;
-        result.reason = "mp_rank_* directories (a Megatron iteration folder)";
+    // Real directories (not symlinks) whose names start with `prefix`.
+    auto directories = [&](std::string_view prefix) {
+        return matching([&](const std::string& n) {
+            std::error_code inner;
+            return has_prefix(n, prefix) && fs::is_directory(fs::symlink_status(path / n, inner));
+        });
+    };
+    auto found = [&](CheckpointFormat format, std::vector<std::string> files, const char* reason) {
+        result.format = format;
+        result.files = std::move(files);
+        result.reason = reason;
         return result;
-    }
+    };
+    // A DeepSpeed root whose `latest` was never written (the first save died before it, or the
+    // user deleted it): the global_step* directories say what it is.
+    if (auto steps = directories("global_step"); !steps.empty())
+        return found(CheckpointFormat::deepspeed, std::move(steps), "global_step* directories without a `latest` file");
+    // A Megatron iteration folder holds mp_rank_XX[_PPP]/ directories (DeepSpeed's are files).
+    if (auto ranks = directories("mp_rank_"); !ranks.empty())
+        return found(CheckpointFormat::megatron, std::move(ranks), "mp_rank_* directories (a Megatron iteration folder)");
     const auto zero_files = matching([](const std::string& n) {
-        return has_prefix(n, "zero_pp_rank_") || has_prefix(n, "mp_rank_") || has_prefix(n, "bf16_zero_pp_rank_");
+        return has_prefix(n, "zero_pp_rank_") || has_prefix(n, "mp_rank_") || has_prefix(n, "bf16_zero_pp_rank_") ||
+               (has_prefix(n, "layer_") && n.ends_with("-model_states.pt"));
     });
     if (!zero_files.empty()) {
         result.format = CheckpointFormat::deepspeed;
         result.files = zero_files;
-        result.reason = "mp_rank_* / zero_pp_rank_* files";
+        result.reason = "mp_rank_* / zero_pp_rank_* / layer_* files";
         return result;
     }
     const auto single = matching([](const std::string& n) { return n.ends_with(".safetensors"); });

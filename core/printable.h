@@ -1,6 +1,8 @@
 #pragma once
-// Text from an untrusted file made safe to quote in an error message.
+// Text for people: quoting an untrusted file safely in an error message, and byte counts.
 
+#include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -30,6 +32,21 @@ inline std::string printable(std::string_view text, std::size_t max_bytes = 200)
     if (cut)
         out += "...";
     return out;
+}
+
+// 1536 -> "1.5 KiB": binary units, one decimal above bytes.
+inline std::string human_bytes(uint64_t bytes)
+{
+    static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double value = static_cast<double>(bytes);
+    int unit = 0;
+    while (value >= 1024.0 && unit < 5) {
+        value /= 1024.0;
+        ++unit;
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, unit ? "%.1f %s" : "%.0f %s", value, units[unit]);
+    return text;
 }
 
 } // namespace shardscope

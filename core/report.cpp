@@ -1,5 +1,7 @@
 #include "core/report.h"
 
+#include "core/printable.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,23 +11,6 @@
 namespace shardscope {
 
 namespace {
-
-std::string human_bytes(uint64_t bytes)
-{
-    static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    double value = double(bytes);
-    int unit = 0;
-    while (value >= 1024.0 && unit < 5) {
-        value /= 1024.0;
-        ++unit;
-    }
-    char text[32];
-    if (unit == 0)
-        std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
-    else
-        std::snprintf(text, sizeof text, value < 10 ? "%.2f %s" : "%.1f %s", value, units[unit]);
-    return text;
-}
 
 std::string fixed(double value, int decimals)
 {

@@ -75,6 +75,49 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
     return result;
 }
 
+RankState empty_rank_state(const Manifest& m, int rank, uint64_t offset, uint64_t numel)
+{
+    RankState state;
+    state.rank = rank;
+    state.dtype = m.param_dtype;
+    state.param_shard_offset = offset;
+    const auto n = static_cast<std::size_t>(numel);
+    state.param.resize(n);
+    state.master.resize(n);
+    state.exp_avg.resize(n);
+    state.exp_avg_sq.resize(n);
+    return state;
+}
+
+char* tensor_destination(RankState& state, std::string_view name)
+{
+    if (name == "param")
+        return reinterpret_cast<char*>(state.param.data());
+    if (name == "master")
+        return reinterpret_cast<char*>(state.master.data());
+    if (name == "exp_avg")
+        return reinterpret_cast<char*>(state.exp_avg.data());
+    if (name == "exp_avg_sq")
+        return reinterpret_cast<char*>(state.exp_avg_sq.data());
+    return nullptr;
+}
+
+Error read_failure(const fs::path& dir, const ShardRecord& record, uint64_t at)
+{
+    return Error(ProblemKind::unreadable,
+                 "rank " + std::to_string(record.rank) + ": " + (dir / record.path).string() + ": read failed at byte " +
+                     std::to_string(at) + ": " + (errno ? std::strerror(errno) : "the file shrank while being read"),
+                 record.path, record.rank);
+}
+
+std::string digest_mismatch(const fs::path& dir, const ShardRecord& record, std::string_view algorithm,
+                            const std::string& actual, const std::string& expected)
+{
+    return "rank " + std::to_string(record.rank) + ": " + (dir / record.path).string() + ": " + std::string(algorithm) +
+           " " + actual.substr(0, 16) + "... differs from the manifest's " + expected.substr(0, 16) +
+           "... (the shard is corrupt)";
+}
+
 std::string rank_shard_header(int rank, int world_size, ParamDtype dtype, uint64_t offset, uint64_t n)
 {
     // Element sizes are 2 and 4 and n <= 2^53 (manifest limit), so none of these products overflow.

@@ -6,7 +6,10 @@
 #include "core/fsutil.h"
 #include "core/safetensors.h"
 
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string_view>
 
 namespace shardscope {
 
@@ -24,6 +27,33 @@ struct ShardOpenResult {
 
 ShardOpenResult open_shard(int dirfd, const std::filesystem::path& dir, const Manifest& manifest,
                            const ShardRecord& record);
+
+// ---- reading one committed shard: the single implementation behind load_sharded and
+// verify_checkpoint (every rank in one process) and rankio.h (one rank per MPI process) ----------
+
+// Called after every chunk read: `done` of the file's `size` bytes so far. false stops the read.
+using ReadStep = std::function<bool(uint64_t done, uint64_t size)>;
+
+// Reads the shard into a RankState, hashing every byte as it lands. Throws Error (unreadable,
+// hash_mismatch, cancelled when `step` stops it, or the open_shard problem) naming rank and file.
+RankState read_rank_state(int dirfd, const std::filesystem::path& dir, const Manifest& manifest,
+                          const ShardRecord& record, const ReadStep& step = {});
+
+// Hashes the shard (SHA-256, or XXH3 with `fast` when the manifest records one) against the
+// manifest. Never throws for a bad shard: the status says what is wrong and `problem` is set.
+// Stopped by `step`, the status stays pending and no problem is set.
+ShardCheck check_shard(int dirfd, const std::filesystem::path& dir, const Manifest& manifest, const ShardRecord& record,
+                       bool fast, std::optional<Problem>& problem, const ReadStep& step = {});
+
+// A RankState of `numel` zeroed elements per tensor, at `offset` of the flat parameters.
+RankState empty_rank_state(const Manifest& manifest, int rank, uint64_t offset, uint64_t numel);
+// Where a shard's tensor `name` lands in `state`; nullptr for one ShardScope does not keep.
+char* tensor_destination(RankState& state, std::string_view name);
+// Error(unreadable) for a read of `record`'s file that failed at byte `at` (errno, or a shrink).
+Error read_failure(const std::filesystem::path& dir, const ShardRecord& record, uint64_t at);
+// The sentence for a shard whose digest differs from the manifest's.
+std::string digest_mismatch(const std::filesystem::path& dir, const ShardRecord& record, std::string_view algorithm,
+                            const std::string& actual, const std::string& expected);
 
 // The one way a shard file is written (by save and by reshard): bytes go to `<name>.tmp`, are
 // hashed (SHA-256 and XXH3) in the same pass, writeback starts chunk by chunk, and finish() fsyncs

@@ -15,6 +15,60 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 
+ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const ShardRecord& record, bool fast,
+                       std::optional<Problem>& problem, const ReadStep& step)
+{
+    ShardCheck check{record.rank, record.path, record.bytes, 0, ShardStatus::pending, {}, {}};
+    if (fsutil::unsafe_name_reason(record.path)) {
+        check.status = ShardStatus::invalid;
+        check.detail = "rank " + std::to_string(record.rank) + ": '" + record.path +
+                       "' leaves the checkpoint directory";
+        problem = Problem{ProblemKind::path_outside_checkpoint, record.rank, record.path, check.detail};
+        return check;
+    }
+    ShardOpenResult opened = open_shard(dirfd, dir, m, record);
+    if (!opened.shard) {
+        check.status = opened.status;
+        check.detail = opened.problem.message;
+        problem = std::move(opened.problem);
+        return check;
+    }
+    const OpenedShard& shard = *opened.shard;
+    check.actual_bytes = shard.size;
+    fast = fast && !record.xxh3.empty();
+    Sha256 sha;
+    Xxh3 xxh;
+    auto buffer = std::make_unique<char[]>(kReadChunk);
+    ::posix_fadvise(shard.fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+    for (uint64_t done = 0; done < shard.size;) {
+        const auto n = static_cast<std::size_t>(std::min<uint64_t>(kReadChunk, shard.size - done));
+        if (!fsutil::read_exact(shard.fd.get(), buffer.get(), n, done)) {
+            const Error e = read_failure(dir, record, done);
+            check.status = ShardStatus::unreadable;
+            check.detail = e.what();
+            problem = e.problem();
+            return check;
+        }
+        if (fast)
+            xxh.update(buffer.get(), n);
+        else
+            sha.update(buffer.get(), n);
+        done += n;
+        if (step && !step(done, shard.size))
+            return check; // stopped: still pending
+    }
+    check.actual_digest = fast ? xxh.hex_digest() : sha.hex_digest();
+    const std::string& expected = fast ? record.xxh3 : record.sha256;
+    if (check.actual_digest != expected) {
+        check.status = ShardStatus::hash_mismatch;
+        check.detail = digest_mismatch(dir, record, fast ? "xxh3" : "sha256", check.actual_digest, expected);
+        problem = Problem{ProblemKind::hash_mismatch, record.rank, record.path, check.detail};
+        return check;
+    }
+    check.status = ShardStatus::ok;
+    return check;
+}
+
 VerifyReport verify_checkpoint(const fs::path& path, const VerifyOptions& options)
 {
     // Checkpoints ShardScope did not write (safetensors, index, DCP, DeepSpeed, Megatron) have
@@ -74,6 +128,8 @@ VerifyReport verify_checkpoint(const fs::path& path, const VerifyOptions& option
         total += s.bytes;
     }
 
+    if (options.callbacks.files_listed)
+        options.callbacks.files_listed(report);
     std::vector<std::optional<Problem>> shard_problems(m.shards.size());
     std::atomic<uint64_t> all_done{0};
     std::atomic<bool> cancelled{false};
@@ -87,74 +143,30 @@ VerifyReport verify_checkpoint(const fs::path& path, const VerifyOptions& option
     parallel_for(m.shards.size(), options.threads, [&](std::size_t i) {
         const ShardRecord& record = m.shards[i];
         ShardCheck& check = report.shards[i]; // each worker owns its own element
-        auto finish = [&] {
-            if (cb.shard_done)
-                cb.shard_done(i, check);
-        };
         if (is_cancelled())
             return;
         if (fsutil::unsafe_name_reason(record.path)) { // check_manifest reported it already
             check.status = ShardStatus::invalid;
             check.detail = "the path leaves the checkpoint directory";
-            all_done += record.bytes;
-            return finish();
-        }
-        ShardOpenResult opened = open_shard(dirfd.get(), dir, m, record);
-        if (!opened.shard) {
-            check.status = opened.status;
-            check.detail = opened.problem.message;
-            shard_problems[i] = std::move(opened.problem);
-            all_done += record.bytes;
-            return finish();
-        }
-        check.actual_bytes = opened.shard->size;
-        check.status = ShardStatus::hashing;
-        const bool fast = options.fast && !record.xxh3.empty();
-        Sha256 sha;
-        Xxh3 xxh;
-        auto buffer = std::make_unique<char[]>(kReadChunk);
-        const int fd = opened.shard->fd.get();
-        ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        uint64_t done = 0;
-        while (done < opened.shard->size) {
-            if (is_cancelled()) {
-                check.status = ShardStatus::pending;
-                return;
-            }
-            const auto n = static_cast<std::size_t>(std::min<uint64_t>(kReadChunk, opened.shard->size - done));
-            if (!fsutil::read_exact(fd, buffer.get(), n, done)) {
-                check.status = ShardStatus::unreadable;
-                check.detail = "rank " + std::to_string(record.rank) + ": " + (dir / record.path).string() +
-                               ": read failed at byte " + std::to_string(done) + ": " +
-                               (errno ? std::strerror(errno) : "the file shrank while being read");
-                shard_problems[i] = Problem{ProblemKind::unreadable, record.rank, record.path, check.detail};
-                all_done += opened.shard->size - done;
-                return finish();
-            }
-            if (fast)
-                xxh.update(buffer.get(), n);
-            else
-                sha.update(buffer.get(), n);
-            done += n;
-            const uint64_t overall = all_done += n;
-            if (cb.shard_progress)
-                cb.shard_progress(i, done, opened.shard->size);
-            if (cb.progress)
-                cb.progress(overall, total);
-        }
-        check.actual_digest = fast ? xxh.hex_digest() : sha.hex_digest();
-        const std::string& expected = fast ? record.xxh3 : record.sha256;
-        if (check.actual_digest == expected) {
-            check.status = ShardStatus::ok;
         } else {
-            check.status = ShardStatus::hash_mismatch;
-            check.detail = "rank " + std::to_string(record.rank) + ": " + (dir / record.path).string() +
-                           ": " + (fast ? "xxh3 " : "sha256 ") + check.actual_digest.substr(0, 16) +
-                           "... differs from the manifest's " + expected.substr(0, 16) +
-                           "... (the shard is corrupt)";
-            shard_problems[i] = Problem{ProblemKind::hash_mismatch, record.rank, record.path, check.detail};
+            uint64_t reported = 0;
+            check = check_shard(dirfd.get(), dir, m, record, options.fast, shard_problems[i],
+                                [&](uint64_t done, uint64_t size) {
+                                    const uint64_t overall = all_done += done - reported;
+                                    reported = done;
+                                    if (cb.shard_progress)
+                                        cb.shard_progress(i, done, size);
+                                    if (cb.progress)
+                                        cb.progress(overall, total);
+                                    return !is_cancelled();
+                                });
+            if (check.status == ShardStatus::pending)
+                return; // cancelled
+            if (reported < record.bytes) // a shard that failed early still counts as done
+                all_done += record.bytes - reported;
         }
-        finish();
+        if (cb.shard_done)
+            cb.shard_done(i, check);
     });
 
     for (auto& p : shard_problems)

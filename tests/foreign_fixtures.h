@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,48 @@ struct ZipWriter {
     }
 };
 
+// torch._utils._rebuild_tensor_v2(('storage', FloatStorage, key, 'cpu', numel), 0, shape, (), False,
+// OrderedDict()): how torch.save pickles a float32 tensor owning its storage.
+inline void pickle_tensor(PickleWriter& p, const std::string& key, const std::vector<uint64_t>& shape, int64_t numel)
+{
+    p.global("torch._utils", "_rebuild_tensor_v2");
+    p.mark();
+    p.mark().str("storage").global("torch", "FloatStorage").str(key).str("cpu").integer(numel).op('t').op('Q');
+    p.integer(0);
+    p.mark();
+    for (auto d : shape)
+        p.integer(static_cast<int64_t>(d));
+    p.op('t');
+    p.mark().op('t'); // stride (not checked)
+    p.boolean(false);
+    p.global("collections", "OrderedDict").op(')').op('R');
+    p.op('t').op('R');
+}
+
+inline uint64_t volume(const std::vector<uint64_t>& shape)
+{
+    uint64_t n = 1;
+    for (auto d : shape)
+        n *= d;
+    return n;
+}
+
+// The zip around a pickle and its float32 storages "0", "1", ... of the given element counts.
+inline std::string torch_zip(const std::string& prefix, const std::string& pickle, const std::vector<uint64_t>& numels)
+{
+    ZipWriter zip;
+    zip.add(prefix + "/data.pkl", pickle);
+    zip.add(prefix + "/byteorder", "little");
+    for (std::size_t i = 0; i < numels.size(); ++i) {
+        std::string data;
+        for (uint64_t k = 0; k < numels[i] * 4; ++k)
+            data += static_cast<char>((k * 7 + i) & 0xff);
+        zip.add(prefix + "/data/" + std::to_string(i), data);
+    }
+    zip.add(prefix + "/version", "3\n");
+    return zip.finish();
+}
+
 // A torch.save-style archive holding an OrderedDict {name: tensor} whose tensors each own a
 // float32 storage; `pickle_override` replaces data.pkl (hostile variants).
 struct TorchTensor {
@@ -196,40 +239,30 @@ inline std::string torch_archive(const std::string& prefix, const std::vector<To
     p.proto(2);
     p.global("collections", "OrderedDict").op(')').op('R').op('q').op(0);
     p.mark();
+    std::vector<uint64_t> numels;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
-        uint64_t numel = 1;
-        for (auto d : tensors[i].shape)
-            numel *= d;
+        numels.push_back(volume(tensors[i].shape));
         p.str(tensors[i].name);
-        p.global("torch._utils", "_rebuild_tensor_v2");
-        p.mark();
-        p.mark().str("storage").global("torch", "FloatStorage").str(std::to_string(i)).str("cpu")
-            .integer(static_cast<int64_t>(numel) + numel_delta).op('t').op('Q');
-        p.integer(0);
-        p.mark();
-        for (auto d : tensors[i].shape)
-            p.integer(static_cast<int64_t>(d));
-        p.op('t');
-        p.mark().op('t'); // stride (not checked)
-        p.boolean(false);
-        p.global("collections", "OrderedDict").op(')').op('R');
-        p.op('t').op('R');
+        pickle_tensor(p, std::to_string(i), tensors[i].shape, static_cast<int64_t>(numels.back()) + numel_delta);
     }
     p.op('u').stop();
-    ZipWriter zip;
-    zip.add(prefix + "/data.pkl", pickle_override.empty() ? p.out : pickle_override);
-    zip.add(prefix + "/byteorder", "little");
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-        uint64_t numel = 1;
-        for (auto d : tensors[i].shape)
-            numel *= d;
-        std::string data;
-        for (uint64_t k = 0; k < numel * 4; ++k)
-            data += static_cast<char>((k * 7 + i) & 0xff);
-        zip.add(prefix + "/data/" + std::to_string(i), data);
-    }
-    zip.add(prefix + "/version", "3\n");
-    return zip.finish();
+    return torch_zip(prefix, pickle_override.empty() ? p.out : pickle_override, numels);
+}
+
+// torch.save(tensor) of one float32 tensor, as DCP's FileSystemWriter stores each chunk (the
+// archive's top folder is "archive" when saving to a stream). `stored_numel` differs from the
+// shape's volume for a broken variant.
+inline std::string torch_tensor_archive(const std::vector<uint64_t>& shape, uint64_t stored_numel)
+{
+    PickleWriter p;
+    p.proto(2);
+    pickle_tensor(p, "0", shape, static_cast<int64_t>(stored_numel));
+    p.stop();
+    return torch_zip("archive", p.out, {stored_numel});
+}
+inline std::string torch_tensor_archive(const std::vector<uint64_t>& shape)
+{
+    return torch_tensor_archive(shape, volume(shape));
 }
 
 // ---- torch.distributed.checkpoint .metadata (pickle protocol 4, as pickle.dump writes it) -----
@@ -293,6 +326,22 @@ inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool 
         put_le(out, p.out.size(), 8);
     }
     return out + p.out;
+}
+
+// Lays the chunks out as FileSystemWriter does: each chunk's torch.save archive appended to its
+// file, its offset and length recorded in the spec. Returns the files' contents.
+inline std::map<std::string, std::string> dcp_layout(std::vector<DcpTensorSpec>& tensors)
+{
+    std::map<std::string, std::string> files;
+    for (auto& t : tensors)
+        for (auto& c : t.chunks) {
+            std::string& content = files[c.file];
+            const std::string archive = torch_tensor_archive(c.sizes);
+            c.offset = content.size();
+            c.length = archive.size();
+            content += archive;
+        }
+    return files;
 }
 
 } // namespace fixtures

@@ -122,8 +122,8 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     splitter->setStretchFactor(1, 5);
     layout->addWidget(splitter, 1);
 
-    auto* mapBox = new QGroupBox(tr("Ownership of the flat parameter space"), this);
-    auto* mapLayout = new QVBoxLayout(mapBox);
+    m_mapBox = new QGroupBox(tr("Ownership of the flat parameter space"), this);
+    auto* mapLayout = new QVBoxLayout(m_mapBox);
     auto* reshardRow = new QHBoxLayout;
     m_reshard->setRange(0, 1 << 16);
     m_reshard->setSpecialValueText(tr("off"));
@@ -136,7 +136,7 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     connect(m_reshard, &QSpinBox::valueChanged, m_map, &OwnershipMap::setReshardTarget);
     mapLayout->addWidget(m_map);
     mapLayout->addLayout(reshardRow);
-    layout->addWidget(mapBox);
+    layout->addWidget(m_mapBox);
 
     connect(m_cancel, &QPushButton::clicked, this, &CheckpointPanel::cancel);
     connect(m_reverify, &QPushButton::clicked, this, &CheckpointPanel::reverify);
@@ -145,6 +145,7 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
         reverify(); // keeps the root's step list
     });
     connect(m_controller, &VerifyController::manifestReady, this, &CheckpointPanel::onManifestReady);
+    connect(m_controller, &VerifyController::filesListed, this, &CheckpointPanel::onFilesListed);
     connect(m_controller, &VerifyController::shardPercent, m_shards, &ShardTableModel::setShardPercent);
     connect(m_controller, &VerifyController::shardFinished, m_shards, &ShardTableModel::setShardResult);
     connect(m_controller, &VerifyController::progressChanged, this, &CheckpointPanel::onProgress);
@@ -199,6 +200,7 @@ void CheckpointPanel::onManifestReady()
         m_stepsPane->show();
     }
     m_stepsPane->setCurrentDirectory(dir); // a step picked from the root's list keeps the list
+    showParameterColumns(true);
     if (manifest) {
         m_shards->setManifest(*manifest);
         m_summary->setCheckpoint(dir, m_controller->format(), *manifest);
@@ -215,6 +217,28 @@ void CheckpointPanel::onManifestReady()
     emit statusMessage(tr("Verifying %1…").arg(dir));
 }
 
+void CheckpointPanel::onFilesListed()
+{
+    // Native checkpoints have their rows from the manifest already; a foreign format's rows
+    // exist from here on, while its files are being checked.
+    const shardscope::VerifyReport& listed = m_controller->listed();
+    if (!listed.foreign)
+        return;
+    m_shards->setChecks(listed.shards);
+    m_summary->setForeign(QString::fromStdString(listed.dir.string()), listed);
+    showParameterColumns(false);
+}
+
+void CheckpointPanel::showParameterColumns(bool show)
+{
+    // A foreign format has no flat parameter ranges (so no ownership map either): its file names
+    // are what matter.
+    m_table->setColumnHidden(ShardTableModel::Offset, !show);
+    m_table->setColumnHidden(ShardTableModel::Numel, !show);
+    m_table->setColumnWidth(ShardTableModel::File, show ? 170 : 330);
+    m_mapBox->setVisible(show);
+}
+
 void CheckpointPanel::onProgress(quint64 done, quint64 total, double rate, double eta)
 {
     m_progress->setValue(total ? int(done * 1000 / total) : 0);
@@ -228,8 +252,10 @@ void CheckpointPanel::onFinished()
     const shardscope::VerifyReport& report = *m_report;
     if (!m_controller->manifest() && report.manifest) // a manifest only the verifier could read
         m_shards->setManifest(*report.manifest);
-    if (report.foreign) { // a foreign format: files and summary come from the report itself
-        m_shards->setChecks(report.shards);
+    if (report.foreign) { // a foreign format: the summary is complete only now
+        if (m_shards->rowCount() != int(report.shards.size())) // listed rows are updated in place
+            m_shards->setChecks(report.shards);
+        showParameterColumns(false);
         m_summary->setForeign(QString::fromStdString(report.dir.string()), report);
     }
     for (std::size_t i = 0; i < report.shards.size(); ++i)

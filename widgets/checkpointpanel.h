@@ -10,6 +10,7 @@
 #include <optional>
 
 class QComboBox;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QListWidget;
@@ -59,6 +60,8 @@ signals:
 
 private:
     void onManifestReady();
+    void onFilesListed();
+    void showParameterColumns(bool show);
     void onFinished();
     void onFailed(const QString& message, const QString& path);
     void onProgress(quint64 done, quint64 total, double rate, double eta);
@@ -72,6 +75,7 @@ private:
     QSortFilterProxyModel* m_proxy;
     FailureBanner* m_banner;
     OwnershipMap* m_map;
+    QGroupBox* m_mapBox = nullptr;
     QTableView* m_table;
     QTableView* m_summaryView;
     QListWidget* m_problems;

@@ -16,6 +16,7 @@ ShardTableModel::ShardTableModel(QObject* parent) : QAbstractTableModel(parent) 
 void ShardTableModel::setManifest(const shardscope::Manifest& manifest)
 {
     beginResetModel();
+    m_foreign = false;
     m_rows.clear();
     m_rows.reserve(manifest.shards.size());
     for (const auto& record : manifest.shards) {
@@ -32,6 +33,7 @@ void ShardTableModel::setManifest(const shardscope::Manifest& manifest)
 void ShardTableModel::setChecks(const std::vector<shardscope::ShardCheck>& checks)
 {
     beginResetModel();
+    m_foreign = true;
     m_rows.clear();
     m_rows.reserve(checks.size());
     for (const auto& check : checks) {
@@ -49,6 +51,7 @@ void ShardTableModel::setChecks(const std::vector<shardscope::ShardCheck>& check
 void ShardTableModel::clear()
 {
     beginResetModel();
+    m_foreign = false;
     m_rows.clear();
     endResetModel();
 }
@@ -120,9 +123,17 @@ QVariant ShardTableModel::display(const Row& row, int column) const
         return statusText(row.check.status);
     case File: return QString::fromStdString(row.record.path);
     case Bytes: return formatBytes(row.record.bytes);
-    case Offset: return formatCount(row.record.param_shard_offset);
-    case Numel: return formatCount(row.record.param_shard_numel);
-    case Sha256: return QString::fromStdString(row.record.sha256.substr(0, 12)) + QChar(0x2026);
+    case Offset: return m_foreign ? QVariant() : formatCount(row.record.param_shard_offset);
+    case Numel: return m_foreign ? QVariant() : formatCount(row.record.param_shard_numel);
+    case Sha256:
+        if (m_foreign) {
+            // Problems start with "rank R: /dir/file: "; the row already names the file.
+            const std::string& detail = row.check.detail;
+            const auto at = detail.find(row.record.path + ": ");
+            return QString::fromStdString(at == std::string::npos ? detail
+                                                                   : detail.substr(at + row.record.path.size() + 2));
+        }
+        return QString::fromStdString(row.record.sha256.substr(0, 12)) + QChar(0x2026);
     }
     return {};
 }
@@ -135,6 +146,8 @@ QVariant ShardTableModel::tooltip(const Row& row, int column) const
             return QString::fromStdString(row.check.detail);
         return statusText(row.check.status);
     case Sha256: {
+        if (m_foreign)
+            return row.check.detail.empty() ? QVariant() : QString::fromStdString(row.check.detail);
         QString text = tr("recorded: %1").arg(QString::fromStdString(row.record.sha256));
         if (!row.check.actual_digest.empty() && row.check.actual_digest != row.record.sha256)
             text += tr("\non disk:  %1").arg(QString::fromStdString(row.check.actual_digest));
@@ -147,6 +160,8 @@ QVariant ShardTableModel::tooltip(const Row& row, int column) const
                 .arg(row.check.actual_bytes);
         return tr("%1 bytes").arg(row.record.bytes);
     case Offset:
+        if (m_foreign)
+            return {};
         return tr("elements [%1, %2)")
             .arg(row.record.param_shard_offset)
             .arg(row.record.param_shard_offset + row.record.param_shard_numel);
@@ -164,7 +179,7 @@ QVariant ShardTableModel::data(const QModelIndex& index, int role) const
     case Qt::DisplayRole: return display(row, column);
     case Qt::ToolTipRole: return tooltip(row, column);
     case FullValueRole:
-        if (column == Sha256)
+        if (column == Sha256 && !m_foreign)
             return QString::fromStdString(row.record.sha256);
         return display(row, column);
     case StatusRole: return int(row.check.status);
@@ -186,7 +201,7 @@ QVariant ShardTableModel::data(const QModelIndex& index, int role) const
             return severityColor(severity(row.check.status), QApplication::palette());
         return {};
     case Qt::FontRole:
-        if (column == Sha256) {
+        if (column == Sha256 && !m_foreign) {
             QFont font(QStringLiteral("monospace"));
             font.setStyleHint(QFont::Monospace);
             return font;
@@ -211,7 +226,7 @@ QVariant ShardTableModel::headerData(int section, Qt::Orientation orientation, i
     case Bytes: return tr("Size");
     case Offset: return tr("Param offset");
     case Numel: return tr("Elements");
-    case Sha256: return tr("SHA-256");
+    case Sha256: return m_foreign ? tr("Detail") : tr("SHA-256");
     }
     return {};
 }

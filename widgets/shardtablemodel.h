@@ -23,8 +23,11 @@ public:
 
     // Every shard pending. Resets the model.
     void setManifest(const shardscope::Manifest& manifest);
-    // Rows straight from a verification's file checks: foreign formats have no manifest.
+    // Rows straight from a verification's file checks: foreign formats have no manifest, so the
+    // parameter columns stay empty and the last column shows each file's check detail instead of
+    // a recorded digest.
     void setChecks(const std::vector<shardscope::ShardCheck>& checks);
+    bool hasManifest() const { return !m_foreign; }
     void clear();
     // Live updates from a running verification, by manifest index; out-of-range is ignored.
     void setShardPercent(int index, int percent);
@@ -51,6 +54,7 @@ private:
     QVariant tooltip(const Row& row, int column) const;
 
     std::vector<Row> m_rows;
+    bool m_foreign = false;
 };
 
 } // namespace shardwidgets

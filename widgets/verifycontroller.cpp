@@ -25,6 +25,7 @@ struct VerifyJobState {
     std::string format;
     std::vector<shardscope::StepInfo> steps;
     std::optional<shardscope::Manifest> manifest;
+    std::optional<shardscope::VerifyReport> listed;
     std::map<std::size_t, int> percents; // latest percent per shard since the last drain
     std::vector<std::pair<std::size_t, shardscope::ShardCheck>> done;
 };
@@ -82,6 +83,12 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
     verify.expected_world_size = options.expectedWorldSize;
     verify.cancel = &job->cancel;
     // Worker threads: store and return; the GUI thread looks at this when it chooses to.
+    verify.callbacks.files_listed = [job](const shardscope::VerifyReport& listed) {
+        std::lock_guard lock(job->mutex);
+        job->listed = listed;
+        if (job->wake)
+            job->wake(); // rows first, then their statuses
+    };
     verify.callbacks.progress = [job](uint64_t done, uint64_t total) {
         job->bytesDone.store(done, std::memory_order_relaxed);
         job->bytesTotal.store(total, std::memory_order_relaxed);
@@ -160,8 +167,10 @@ void VerifyController::start(const QString& path, const Options& options)
     m_steps.clear();
     m_stepInfos.clear();
     m_manifest.reset();
+    m_listed = {};
     m_report = {};
     m_manifestSeen = false;
+    m_listedSeen = false;
     m_lastBytes = 0;
     m_lastMs = 0;
     m_rate = 0;
@@ -187,6 +196,7 @@ void VerifyController::poll()
     std::map<std::size_t, int> percents;
     std::vector<std::pair<std::size_t, shardscope::ShardCheck>> done;
     bool publishManifest = false;
+    bool publishListed = false;
     {
         std::lock_guard lock(m_job->mutex);
         if (m_job->manifestPublished && !m_manifestSeen) {
@@ -199,6 +209,10 @@ void VerifyController::poll()
                 if (step.complete && step.tier == shardscope::StepTier::local)
                     m_steps.append(QDir::cleanPath(QDir(m_path).filePath(QString::fromStdString(step.name))));
         }
+        if (m_manifestSeen && m_job->listed && !m_listedSeen) {
+            m_listedSeen = publishListed = true;
+            m_listed = std::move(*m_job->listed);
+        }
         if (m_manifestSeen) {
             percents.swap(m_job->percents);
             done.swap(m_job->done);
@@ -206,6 +220,8 @@ void VerifyController::poll()
     }
     if (publishManifest)
         emit manifestReady();
+    if (publishListed)
+        emit filesListed();
     for (const auto& [index, percent] : percents)
         emit shardPercent(int(index), percent);
     for (const auto& [index, check] : done)

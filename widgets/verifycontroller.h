@@ -49,12 +49,16 @@ public:
     // Every step directory of a root as core's list_steps() saw it; empty for a plain checkpoint.
     const std::vector<shardscope::StepInfo>& steps() const { return m_stepInfos; }
     const std::optional<shardscope::Manifest>& manifest() const { return m_manifest; }
+    // Valid after filesListed() of the current job: the files being checked (pending) and, for a
+    // foreign format, the summary read from its metadata.
+    const shardscope::VerifyReport& listed() const { return m_listed; }
     // Valid after finished().
     const shardscope::VerifyReport& report() const { return m_report; }
 
 signals:
     void started(const QString& path);
     void manifestReady();
+    void filesListed(); // before the first shardPercent / shardFinished of the job
     void shardPercent(int index, int percent);
     void shardFinished(int index, const shardscope::ShardCheck& check);
     void progressChanged(quint64 bytesDone, quint64 bytesTotal, double bytesPerSecond,
@@ -75,6 +79,7 @@ private:
     qint64 m_lastMs = 0;
     double m_rate = 0;
     bool m_manifestSeen = false;
+    bool m_listedSeen = false;
 
     QString m_path;
     QString m_directory;
@@ -82,6 +87,7 @@ private:
     QStringList m_steps;
     std::vector<shardscope::StepInfo> m_stepInfos;
     std::optional<shardscope::Manifest> m_manifest;
+    shardscope::VerifyReport m_listed;
     shardscope::VerifyReport m_report;
 };
 

@@ -7,6 +7,7 @@
 #include "core/foreign.h"
 #include "core/formats.h"
 #include "core/parallel.h"
+#include "core/printable.h"
 
 #include <QElapsedTimer>
 #include <cstdio>
@@ -29,20 +30,6 @@ QCommandLineOption threads_option()
 {
     return {QStringLiteral("threads"), QStringLiteral("Worker threads (default: all cores)."),
             QStringLiteral("T"), QStringLiteral("0")};
-}
-
-std::string human_bytes(uint64_t bytes)
-{
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double value = static_cast<double>(bytes);
-    int unit = 0;
-    while (value >= 1024 && unit < 4) {
-        value /= 1024;
-        ++unit;
-    }
-    char text[32];
-    std::snprintf(text, sizeof text, unit ? "%.1f %s" : "%.0f %s", value, units[unit]);
-    return text;
 }
 
 json problem_json(const Problem& p)

@@ -3,8 +3,10 @@
 
 #include "core/pipeline_export.h"
 #include "core/pipeline_simulator.h"
+#include "core/printable.h"
 
 #include <QSaveFile>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -19,18 +21,6 @@ std::string format(const char* pattern, double value)
     char buffer[64];
     std::snprintf(buffer, sizeof buffer, pattern, value);
     return buffer;
-}
-
-std::string human_bytes(std::int64_t bytes)
-{
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double value = static_cast<double>(bytes);
-    int unit = 0;
-    while (value >= 1024.0 && unit < 4) {
-        value /= 1024.0;
-        ++unit;
-    }
-    return format(unit == 0 ? "%.0f" : "%.1f", value) + " " + units[unit];
 }
 
 void print_text(const pl::Plan& plan, const std::string& profile_name)
@@ -65,7 +55,7 @@ void print_text(const pl::Plan& plan, const std::string& profile_name)
         }
         std::snprintf(line, sizeof line, "%5d  %-13s %10.4g %11.4g  %5.1f %%  %8d  %10s", s.stage,
                       layers.c_str(), s.busy, s.idle, 100.0 * s.bubble_fraction,
-                      s.peak_activations, human_bytes(s.peak_activation_bytes).c_str());
+                      s.peak_activations, shardscope::human_bytes(uint64_t(std::max<std::int64_t>(0, s.peak_activation_bytes))).c_str());
         print_line(line);
     }
 }

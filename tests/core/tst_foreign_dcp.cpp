@@ -1,51 +1,50 @@
 // PyTorch DCP folders: .metadata decoded by the restricted reader, storage ranges, chunk tiling.
 
 #include "foreign_fixtures.h"
+#include "reportcheck.h"
 
 #include "core/checkpoint.h"
 #include "core/foreign_dcp.h"
 #include "core/formats.h"
 
 #include <QTemporaryDir>
+#include <functional>
+#include <mutex>
 #include <QTest>
 
 using namespace shardscope;
 namespace fs = std::filesystem;
 using namespace fixtures;
+using namespace reportcheck;
 
 namespace {
 
-// model.weight [4, 6] split by rows over two ranks, model.bias [6] on rank 0.
+// model.weight [4, 6] split by rows over two ranks, model.bias [6] on rank 0. Offsets and lengths
+// are filled in by dcp_layout.
 std::vector<DcpTensorSpec> two_rank_layout()
 {
     return {
-        {"model.weight", {4, 6}, {{{0, 0}, {2, 6}, "__0_0.distcp", 0, 100}, {{2, 0}, {2, 6}, "__1_0.distcp", 0, 100}}},
-        {"model.bias", {6}, {{{0}, {6}, "__0_0.distcp", 100, 60}}},
+        {"model.weight", {4, 6}, {{{0, 0}, {2, 6}, "__0_0.distcp"}, {{2, 0}, {2, 6}, "__1_0.distcp"}}},
+        {"model.bias", {6}, {{{0}, {6}, "__0_0.distcp"}}},
     };
 }
 
-fs::path write_dcp(const fs::path& dir, const std::vector<DcpTensorSpec>& tensors, bool frame = true)
+// Writes the folder as FileSystemWriter would; `edit` may then change the recorded layout (the
+// metadata written) or the files' contents, to make broken variants.
+using Edit = std::function<void(std::vector<DcpTensorSpec>&, std::map<std::string, std::string>&)>;
+fs::path write_dcp(const fs::path& dir, std::vector<DcpTensorSpec> tensors, bool frame = true, const Edit& edit = {})
 {
+    auto files = dcp_layout(tensors);
+    if (edit)
+        edit(tensors, files);
     write_file(dir / ".metadata", dcp_metadata(tensors, frame));
-    write_file(dir / "__0_0.distcp", std::string(160, 'x'));
-    write_file(dir / "__1_0.distcp", std::string(100, 'y'));
+    for (const auto& [name, content] : files)
+        write_file(dir / name, content);
     return dir;
 }
-
-bool has_problem(const VerifyReport& r, ProblemKind kind)
+fs::path write_dcp(const fs::path& dir, std::vector<DcpTensorSpec> tensors, const Edit& edit)
 {
-    for (const auto& p : r.problems)
-        if (p.kind == kind)
-            return true;
-    return false;
-}
-
-std::string problems_text(const VerifyReport& r)
-{
-    std::string out;
-    for (const auto& p : r.problems)
-        out += std::string(to_string(p.kind)) + ": " + p.message + "\n";
-    return out;
+    return write_dcp(dir, std::move(tensors), true, edit);
 }
 
 } // namespace
@@ -58,7 +57,12 @@ class TestForeignDcp : public QObject {
 private slots:
     void decodesMetadata()
     {
-        const DcpMetadata m = decode_dcp_metadata(dcp_metadata(two_rank_layout()), "m");
+        auto layout = two_rank_layout();
+        layout[0].chunks[0].length = 100;
+        layout[0].chunks[1].length = 100;
+        layout[1].chunks[0].offset = 100;
+        layout[1].chunks[0].length = 60;
+        const DcpMetadata m = decode_dcp_metadata(dcp_metadata(layout), "m");
         QCOMPARE(m.pickle_protocol, 4);
         QCOMPARE(m.tensors.size(), std::size_t(2));
         const DcpTensor& w = m.tensors[0];
@@ -71,9 +75,10 @@ private slots:
         QCOMPARE(w.chunks[1].storage.file, std::string("__1_0.distcp"));
         QCOMPARE(w.chunks[1].storage.length, uint64_t(100));
         QCOMPARE(m.tensors[1].chunks[0].storage.offset, uint64_t(100));
+        QVERIFY(!w.chunks[1].storage.transformed);
         QCOMPARE(m.files, (std::vector<std::string>{"__0_0.distcp", "__1_0.distcp"}));
         // Without the FRAME opcode (protocol 2/3 writers) the same structure decodes.
-        QCOMPARE(decode_dcp_metadata(dcp_metadata(two_rank_layout(), false), "m").tensors.size(), std::size_t(2));
+        QCOMPARE(decode_dcp_metadata(dcp_metadata(layout, false), "m").tensors.size(), std::size_t(2));
     }
 
     void verifiesFolder()
@@ -107,7 +112,7 @@ private slots:
         }
         {
             const fs::path dir = write_dcp(root() / "truncated", two_rank_layout());
-            fs::resize_file(dir / "__0_0.distcp", 150); // the bias range [100, 160) no longer fits
+            fs::resize_file(dir / "__0_0.distcp", fs::file_size(dir / "__0_0.distcp") - 10); // the bias no longer fits
             const VerifyReport r = verify_checkpoint(dir);
             QVERIFY2(has_problem(r, ProblemKind::range_outside_file), problems_text(r).c_str());
             QCOMPARE(r.shards[0].status, ShardStatus::invalid);
@@ -125,17 +130,113 @@ private slots:
             QVERIFY2(has_problem(r, ProblemKind::layout_gap), problems_text(r).c_str());
         }
         {
-            auto layout = two_rank_layout();
-            layout[1].chunks[0].offset = 50; // bias bytes overlap weight bytes in __0_0
-            const VerifyReport r = verify_checkpoint(write_dcp(root() / "byte-overlap", layout));
+            const VerifyReport r = verify_checkpoint(write_dcp(root() / "byte-overlap", two_rank_layout(),
+                                                               [](auto& layout, auto&) {
+                                                                   layout[1].chunks[0].offset = 50; // inside the weight's bytes
+                                                               }));
             QVERIFY2(has_problem(r, ProblemKind::layout_overlap), problems_text(r).c_str());
         }
         {
-            auto layout = two_rank_layout();
-            layout[0].chunks[1].file = "../outside.distcp";
-            const VerifyReport r = verify_checkpoint(write_dcp(root() / "escape", layout));
+            const VerifyReport r = verify_checkpoint(write_dcp(root() / "escape", two_rank_layout(), [](auto& layout, auto&) {
+                layout[0].chunks[1].file = "../outside.distcp";
+            }));
             QVERIFY2(has_problem(r, ProblemKind::path_outside_checkpoint), problems_text(r).c_str());
         }
+    }
+
+    // Each range holds a torch.save archive of its chunk (FileSystemWriter's layout): its CRC-32s
+    // are checked and its storage must hold exactly the chunk's elements.
+    void chunkContent()
+    {
+        {
+            // One flipped byte inside rank 1's stored elements.
+            const fs::path dir = write_dcp(root() / "bad-crc", two_rank_layout(), [](auto&, auto& files) {
+                std::string& bytes = files["__1_0.distcp"];
+                const std::size_t at = bytes.find("archive/data/0");
+                QVERIFY(at != std::string::npos);
+                bytes[(at + 14 + 4 + 63) / 64 * 64 + 5] ^= 0x20; // 64-aligned data after the local header
+            });
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY2(has_problem(r, ProblemKind::crc_mismatch), problems_text(r).c_str());
+            QCOMPARE(r.shards[0].status, ShardStatus::ok);
+            QCOMPARE(r.shards[1].status, ShardStatus::invalid);
+            const Problem& p = r.problems.at(0);
+            QCOMPARE(p.rank, 1);
+            QCOMPARE(p.path, std::string("__1_0.distcp"));
+            QVERIFY2(p.message.find("'model.weight' chunk [2, 0]") != std::string::npos, p.message.c_str());
+            // shardctl info reads the structure only: the damaged data is not looked at.
+            VerifyOptions options;
+            QVERIFY2(verify_dcp(dir, options, /*check_data=*/false).ok(), "info must not read the data");
+        }
+        {
+            // The archive is intact but holds 10 elements where the chunk [2, 6] has 12.
+            const fs::path dir = write_dcp(root() / "short-chunk", two_rank_layout(), [](auto& layout, auto& files) {
+                const std::string archive = torch_tensor_archive({2, 6}, 10);
+                files["__1_0.distcp"] = archive;
+                layout[0].chunks[1].length = archive.size();
+            });
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY2(has_problem(r, ProblemKind::size_mismatch), problems_text(r).c_str());
+            QVERIFY2(r.problems.at(0).message.find("40 bytes but the 12 float32 elements of the chunk need 48") !=
+                         std::string::npos,
+                     r.problems.at(0).message.c_str());
+        }
+        {
+            // A range that is not an archive must be the raw elements: 12 float32 = 48 bytes.
+            auto raw = [](std::size_t bytes) {
+                return [bytes](std::vector<DcpTensorSpec>& layout, std::map<std::string, std::string>& files) {
+                    files["__1_0.distcp"] = std::string(bytes, '\x11');
+                    layout[0].chunks[1].length = bytes;
+                };
+            };
+            VerifyReport r = verify_checkpoint(write_dcp(root() / "raw-ok", two_rank_layout(), raw(48)));
+            QVERIFY2(r.ok(), problems_text(r).c_str());
+            r = verify_checkpoint(write_dcp(root() / "raw-short", two_rank_layout(), raw(44)));
+            QVERIFY2(has_problem(r, ProblemKind::size_mismatch), problems_text(r).c_str());
+            QVERIFY(r.problems.at(0).message.find("neither a torch.save archive nor the 48 raw bytes") != std::string::npos);
+        }
+        {
+            // An archive cut short inside its range: the zip's end record is gone.
+            const fs::path dir = write_dcp(root() / "cut-archive", two_rank_layout(), [](auto& layout, auto& files) {
+                std::string& bytes = files["__1_0.distcp"];
+                bytes.resize(bytes.size() - 30);
+                layout[0].chunks[1].length = bytes.size();
+            });
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY2(has_problem(r, ProblemKind::invalid_archive), problems_text(r).c_str());
+        }
+    }
+
+    // The file list reaches a viewer before any result, so that rows show while being checked.
+    void filesListedFirst()
+    {
+        const fs::path dir = write_dcp(root() / "listed", two_rank_layout());
+        std::vector<std::string> listed;
+        bool summary = false;
+        int results_before_list = 0, results = 0;
+        VerifyOptions options;
+        options.threads = 2;
+        std::mutex mutex;
+        options.callbacks.files_listed = [&](const VerifyReport& partial) {
+            std::lock_guard lock(mutex);
+            for (const auto& check : partial.shards) {
+                listed.push_back(check.path);
+                QCOMPARE(check.status, ShardStatus::pending);
+            }
+            summary = partial.foreign && !partial.foreign->rows.empty();
+        };
+        options.callbacks.shard_done = [&](std::size_t, const ShardCheck&) {
+            std::lock_guard lock(mutex);
+            ++results;
+            if (listed.empty())
+                ++results_before_list;
+        };
+        const VerifyReport r = verify_checkpoint(dir, options);
+        QVERIFY(r.ok());
+        QCOMPARE(listed, (std::vector<std::string>{"__0_0.distcp", "__1_0.distcp"}));
+        QVERIFY(summary);
+        QCOMPARE(results, 2);
+        QCOMPARE(results_before_list, 0);
     }
 
     void hostileMetadata()

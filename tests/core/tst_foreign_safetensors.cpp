@@ -2,6 +2,7 @@
 // see them: per-file status, typed problems, the tensor list and the summary rows.
 
 #include "foreign_fixtures.h"
+#include "reportcheck.h"
 
 #include "core/checkpoint.h"
 #include "core/foreign_index.h"
@@ -15,6 +16,8 @@
 using namespace shardscope;
 namespace fs = std::filesystem;
 using fixtures::write_file;
+using reportcheck::has_problem;
+using reportcheck::problems_text;
 
 namespace {
 
@@ -32,22 +35,6 @@ std::string two_tensors(const std::string& a = "a", const std::string& b = "b")
                            R"(":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},")" + b +
                            R"(":{"dtype":"BF16","shape":[4],"data_offsets":[16,24]}})",
                        24);
-}
-
-bool has_problem(const VerifyReport& r, ProblemKind kind)
-{
-    for (const auto& p : r.problems)
-        if (p.kind == kind)
-            return true;
-    return false;
-}
-
-std::string problems_text(const VerifyReport& r)
-{
-    std::string out;
-    for (const auto& p : r.problems)
-        out += std::string(to_string(p.kind)) + ": " + p.message + "\n";
-    return out;
 }
 
 } // namespace

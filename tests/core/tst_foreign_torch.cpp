@@ -2,6 +2,7 @@
 // CRC-32 and size checks without unpickling, tensor listing, rank sequences, hostile data.pkl.
 
 #include "foreign_fixtures.h"
+#include "reportcheck.h"
 
 #include "core/checkpoint.h"
 #include "core/formats.h"
@@ -9,12 +10,14 @@
 #include "core/zip_reader.h"
 
 #include <QTemporaryDir>
+#include <map>
 #include <QTest>
 #include <zlib.h>
 
 using namespace shardscope;
 namespace fs = std::filesystem;
 using namespace fixtures;
+using namespace reportcheck;
 
 namespace {
 
@@ -30,22 +33,6 @@ std::string raw_deflate(const std::string& data)
     deflate(&z, Z_FINISH);
     out.resize(z.total_out);
     deflateEnd(&z);
-    return out;
-}
-
-bool has_problem(const VerifyReport& r, ProblemKind kind)
-{
-    for (const auto& p : r.problems)
-        if (p.kind == kind)
-            return true;
-    return false;
-}
-
-std::string problems_text(const VerifyReport& r)
-{
-    std::string out;
-    for (const auto& p : r.problems)
-        out += std::string(to_string(p.kind)) + ": " + p.message + "\n";
     return out;
 }
 
@@ -223,6 +210,45 @@ private slots:
             const VerifyReport r = verify_checkpoint(dir);
             QVERIFY2(has_problem(r, ProblemKind::path_outside_checkpoint), problems_text(r).c_str());
         }
+    }
+
+    // Pipeline-parallel DeepSpeed saves one file per layer and model-parallel rank.
+    void deepspeedPipelineLayers()
+    {
+        const fs::path dir = root() / "ds-pipe";
+        const fs::path tag = dir / "global_step7";
+        write_file(dir / "latest", "global_step7");
+        for (const char* m : {"00", "01"})
+            write_file(tag / ("mp_rank_" + std::string(m) + "_model_states.pt"),
+                       model_states("mp_rank_" + std::string(m) + "_model_states"));
+        // Layer 2 has no parameters and so no file; layer 1 of model-parallel rank 1 is missing.
+        for (const char* name : {"layer_00-model_00", "layer_00-model_01", "layer_01-model_00", "layer_03-model_00",
+                                 "layer_03-model_01"})
+            write_file(tag / (std::string(name) + "-model_states.pt"),
+                       torch_archive(std::string(name) + "-model_states", {{"weight", {2, 2}}}));
+        VerifyReport r = verify_checkpoint(dir);
+        QVERIFY2(has_problem(r, ProblemKind::missing_shard), problems_text(r).c_str());
+        QCOMPARE(r.problems.size(), std::size_t(1));
+        QVERIFY2(r.problems[0].message.find("layer_01-model_01-model_states.pt") != std::string::npos,
+                 r.problems[0].message.c_str());
+        QCOMPARE(r.problems[0].rank, 1);
+        std::map<std::string, std::string> rows(r.foreign->rows.begin(), r.foreign->rows.end());
+        QCOMPARE(rows["pipeline layers"], std::string("3 (0 to 3), 5 layer files"));
+        QVERIFY2(rows["layer indices without a file"].starts_with("2 (1;"), rows["layer indices without a file"].c_str());
+
+        write_file(tag / "layer_01-model_01-model_states.pt", torch_archive("l", {{"weight", {2, 2}}}));
+        r = verify_checkpoint(dir);
+        QVERIFY2(r.ok(), problems_text(r).c_str());
+        QCOMPARE(r.shards.size(), std::size_t(8));
+
+        // Without model parallelism the names carry no model rank.
+        const fs::path plain = root() / "ds-pipe-plain" / "global_step1";
+        write_file(plain / "mp_rank_00_model_states.pt", model_states("mp_rank_00_model_states"));
+        for (const char* name : {"layer_00-model_states", "layer_02-model_states"})
+            write_file(plain / (std::string(name) + ".pt"), torch_archive(name, {{"weight", {3}}}));
+        r = verify_checkpoint(plain.parent_path());
+        QVERIFY2(r.ok(), problems_text(r).c_str());
+        QCOMPARE(r.shards.size(), std::size_t(3));
     }
 
     void megatronFolders()

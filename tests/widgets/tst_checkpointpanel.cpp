@@ -8,6 +8,8 @@
 #include "summarymodel.h"
 #include "widgettestutil.h"
 
+#include "foreign_fixtures.h"
+
 #include <QAbstractItemModelTester>
 #include <QDir>
 #include <QSignalSpy>
@@ -56,6 +58,58 @@ private slots:
         QVERIFY(!banner->title().contains(QStringLiteral("rank 1")));
         QVERIFY(banner->text().contains(QStringLiteral("resume"), Qt::CaseInsensitive));
         QCOMPARE(panel.summaryModel()->value(QStringLiteral("World size")), QStringLiteral("4"));
+    }
+
+    // A checkpoint ShardScope did not write has no manifest: its files are listed from its own
+    // metadata before they are checked, and each row turns ok or red as its check finishes.
+    void foreignRowsAreLive()
+    {
+        QTemporaryDir tmp;
+        const std::filesystem::path root = tmp.path().toStdString();
+        const std::filesystem::path tag = root / "global_step5";
+        fixtures::write_file(root / "latest", "global_step5");
+        fixtures::write_file(tag / "mp_rank_00_model_states.pt",
+                             fixtures::torch_archive("mp_rank_00_model_states", {{"module.w", {3, 3}}}));
+        for (int d = 0; d < 3; ++d) {
+            const std::string name = "zero_pp_rank_" + std::to_string(d) + "_mp_rank_00_optim_states";
+            std::string bytes = fixtures::torch_archive(name, {{"state", {64}}});
+            if (d == 1)
+                bytes[bytes.find(name + "/data/0") + 200] ^= 0x01; // inside the stored elements
+            fixtures::write_file(tag / (name + ".pt"), bytes);
+        }
+
+        CheckpointPanel panel;
+        QAbstractItemModelTester tester(panel.shardModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        int rowsAtList = -1;
+        QString formatAtList;
+        connect(panel.controller(), &VerifyController::filesListed, this, [&] {
+            rowsAtList = panel.shardModel()->rowCount();
+            formatAtList = panel.summaryModel()->value(QStringLiteral("Format"));
+        });
+        // Recorded as each result arrives, before verification has finished.
+        QList<int> rowsAtResult;
+        QList<bool> statusShownAtResult;
+        connect(panel.controller(), &VerifyController::shardFinished, this,
+                [&](int index, const shardscope::ShardCheck& check) {
+                    rowsAtResult << panel.shardModel()->rowCount();
+                    statusShownAtResult << (panel.shardModel()->status(index) == check.status);
+                    QCOMPARE(finished.count(), 0);
+                });
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(rowsAtList, 4);
+        QCOMPARE(formatAtList, QStringLiteral("deepspeed"));
+        QCOMPARE(rowsAtResult, QList<int>({4, 4, 4, 4}));
+        QCOMPARE(statusShownAtResult, QList<bool>({true, true, true, true}));
+
+        ShardTableModel* model = panel.shardModel();
+        for (int row = 0; row < 4; ++row) {
+            const bool bad = model->record(row).path == "zero_pp_rank_1_mp_rank_00_optim_states.pt";
+            QCOMPARE(model->status(row), bad ? ShardStatus::invalid : ShardStatus::ok);
+        }
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Bad);
+        QCOMPARE(panel.summaryModel()->value(QStringLiteral("data-parallel size")), QStringLiteral("3"));
     }
 
     void goodCheckpointTurnsGreen()

@@ -53,6 +53,14 @@ private slots:
         QCOMPARE(model.status(0), ShardStatus::ok);
         QCOMPARE(model.status(1), ShardStatus::missing);
         QCOMPARE(model.record(1).path, std::string("model-00002-of-00002.safetensors"));
+        // No manifest: no parameter ranges or recorded digests; the last column is the detail.
+        QVERIFY(!model.hasManifest());
+        QCOMPARE(model.headerData(ShardTableModel::Sha256, Qt::Horizontal).toString(), QStringLiteral("Detail"));
+        QCOMPARE(model.index(1, ShardTableModel::Sha256).data().toString(), QStringLiteral("missing"));
+        QVERIFY(!model.index(0, ShardTableModel::Offset).data().isValid());
+        model.setManifest(manifest(2));
+        QVERIFY(model.hasManifest());
+        QCOMPARE(model.headerData(ShardTableModel::Sha256, Qt::Horizontal).toString(), QStringLiteral("SHA-256"));
     }
 
     void statusFlowsPendingHashingResult()
