@@ -16,4 +16,9 @@ std::vector<RankState> make_demo_state(uint64_t seed, uint64_t numel_total, int 
 // manifest's `tensors` list.
 std::vector<TensorInfo> demo_tensor_layout(uint64_t numel_total);
 
+// The manifest metadata of a demo checkpoint: the tensor layout above and a realistic
+// training_state (optimizer, LR schedule, dataloader position, RNG) for the app and reports.
+CheckpointMeta demo_checkpoint_meta(int world_size, uint64_t step, uint64_t seed, ParamDtype dtype,
+                                    uint64_t numel_total);
+
 } // namespace shardscope

@@ -120,14 +120,6 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
     report.cancelled = cancelled(options);
 }
 
-std::string join_shape(const std::vector<uint64_t>& shape)
-{
-    std::string out = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i)
-        out += (i ? ", " : "") + std::to_string(shape[i]);
-    return out + "]";
-}
-
 void add_row(ForeignSummary& summary, std::string key, std::string value)
 {
     summary.rows.emplace_back(std::move(key), std::move(value));

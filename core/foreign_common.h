@@ -37,7 +37,6 @@ bool cancelled(const VerifyOptions& options);
 // How problems name a checked file: "rank R: <dir>/<path>", or the path alone without a rank.
 std::string shown_file(const std::filesystem::path& dir, const ShardCheck& check);
 
-std::string join_shape(const std::vector<uint64_t>& shape);
 void add_row(ForeignSummary& summary, std::string key, std::string value);
 
 // How many tensors the summary lists (the count is kept in tensors_total).

@@ -221,8 +221,8 @@ void check_tiling(const DcpTensor& t, const std::string& meta_path, std::vector<
         uint64_t v = 0;
         if (!inside || !checked_volume(c.sizes, v)) {
             out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
-                           meta_path + ": tensor '" + t.fqn + "' " + foreign::join_shape(t.size) + " has a chunk at " +
-                               foreign::join_shape(c.offsets) + " of size " + foreign::join_shape(c.sizes) +
+                           meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has a chunk at " +
+                               join_dims(c.offsets) + " of size " + join_dims(c.sizes) +
                                " outside its bounds"});
             return;
         }
@@ -240,14 +240,14 @@ void check_tiling(const DcpTensor& t, const std::string& meta_path, std::vector<
                               y.offsets[d] < x.offsets[d] + x.sizes[d];
                 if (overlap) {
                     out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
-                                   meta_path + ": tensor '" + t.fqn + "': chunks at " + foreign::join_shape(x.offsets) +
-                                       " and " + foreign::join_shape(y.offsets) + " overlap"});
+                                   meta_path + ": tensor '" + t.fqn + "': chunks at " + join_dims(x.offsets) +
+                                       " and " + join_dims(y.offsets) + " overlap"});
                     return;
                 }
             }
     if (covered < volume)
         out.push_back({ProblemKind::layout_gap, -1, ".metadata",
-                       meta_path + ": tensor '" + t.fqn + "' " + foreign::join_shape(t.size) + " has " +
+                       meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " +
                            std::to_string(volume) + " elements but its chunks cover only " + std::to_string(covered)});
     else if (covered > volume)
         out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
@@ -377,11 +377,11 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
                 if (missing_storage++ < 100)
                     meta_problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
                                              meta_path + ": the chunk of '" + t.fqn + "' at " +
-                                                 foreign::join_shape(c.offsets) + " has no storage entry"});
+                                                 join_dims(c.offsets) + " has no storage entry"});
                 continue;
             }
             StoredRange range{c.storage.offset, c.storage.length,
-                              "'" + t.fqn + "' chunk " + foreign::join_shape(c.offsets), true, 0, {},
+                              "'" + t.fqn + "' chunk " + join_dims(c.offsets), true, 0, {},
                               c.storage.transformed};
             if (uint64_t volume = 0; element && checked_volume(c.sizes, volume) &&
                                      !__builtin_mul_overflow(volume, element, &range.element_bytes))
@@ -419,48 +419,6 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
     std::stable_sort(report.shards.begin(), report.shards.end(),
                      [](const ShardCheck& a, const ShardCheck& b) { return a.rank < b.rank; });
 
-    foreign::check_files(dirfd.get(), report, options,
-                         [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
-                             const auto& list = ranges.at(check.path);
-                             const std::string shown = foreign::shown_file(dir, check);
-                             for (const auto& r : list) {
-                                 uint64_t end = 0;
-                                 if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
-                                     problems.push_back({ProblemKind::range_outside_file, check.rank, check.path,
-                                                         shown + ": " + r.what + " at bytes [" + std::to_string(r.offset) +
-                                                             ", +" + std::to_string(r.length) + ") runs past the end of the " +
-                                                             std::to_string(file.size) + "-byte file (truncated?)"});
-                                     return;
-                                 }
-                             }
-                             for (std::size_t i = 1; i < list.size(); ++i)
-                                 if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
-                                     problems.push_back({ProblemKind::layout_overlap, check.rank, check.path,
-                                                         shown + ": the bytes of " + list[i - 1].what + " and " +
-                                                             list[i].what + " overlap"});
-                                     return;
-                                 }
-                             if (!check_data)
-                                 return;
-                             const ZipReadAt read = zip_read_fd(file.fd.get());
-                             std::size_t reported = 0;
-                             for (const auto& r : list) {
-                                 if (foreign::cancelled(options))
-                                     return;
-                                 check_stored_range(read, r, shown, check, problems, reported, options);
-                                 foreign::current_progress().advance(r.offset + r.length);
-                             }
-                             if (reported > kMaxContentProblems)
-                                 problems.push_back({ProblemKind::crc_mismatch, check.rank, check.path,
-                                                     shown + ": " + std::to_string(reported - kMaxContentProblems) +
-                                                         " more ranges with bad content"});
-                         });
-    for (auto& p : meta_problems)
-        report.problems.push_back(std::move(p));
-    if (missing_storage > 100)
-        report.problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
-                                   meta_path + ": " + std::to_string(missing_storage - 100) + " more chunks without storage"});
-
     add_row(summary, "pickle protocol", std::to_string(meta.pickle_protocol));
     add_row(summary, "tensors", std::to_string(meta.tensors.size()));
     add_row(summary, "non-tensor items", std::to_string(meta.bytes.size()));
@@ -488,6 +446,9 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
             row.file = t.chunks[0].storage.file;
             row.offset = t.chunks[0].storage.offset;
         }
+        for (const auto& c : t.chunks)
+            row.chunks.push_back({c.offsets, c.sizes, c.storage.present ? c.storage.file : std::string(),
+                                  c.storage.offset, c.storage.length});
         summary.tensors.push_back(std::move(row));
     }
     for (const auto& b : meta.bytes) {
@@ -495,6 +456,84 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
             break;
         summary.tensors.push_back({b.fqn, "bytes", {}, b.storage.file, b.storage.offset, b.storage.length, "pickled object"});
     }
+    // The ownership layout: chunks end to end (see ForeignLayout).
+    ForeignLayout layout;
+    for (std::size_t ti = 0; ti < meta.tensors.size(); ++ti) {
+        const DcpTensor& t = meta.tensors[ti];
+        std::vector<const DcpChunk*> order;
+        for (const auto& c : t.chunks)
+            order.push_back(&c);
+        std::sort(order.begin(), order.end(), [](const DcpChunk* x, const DcpChunk* y) { return x->offsets < y->offsets; });
+        const uint64_t start = layout.total;
+        for (const DcpChunk* c : order) {
+            uint64_t volume = 0;
+            if (!checked_volume(c->sizes, volume) || __builtin_add_overflow(layout.total, volume, &volume))
+                break; // check_tiling reports the overflow
+            volume -= layout.total;
+            const int rank = c->storage.present ? rank_of(c->storage.file) : -1;
+            if (!layout.holders.empty() && layout.holders.back().id == rank &&
+                layout.holders.back().offset + layout.holders.back().numel == layout.total)
+                layout.holders.back().numel += volume;
+            else if (volume > 0)
+                layout.holders.push_back({layout.total, volume, rank});
+            layout.total += volume;
+        }
+        if (layout.total > start) {
+            layout.tensors.push_back({start, layout.total - start, int(layout.tensor_names.size())});
+            layout.tensor_names.push_back(t.fqn);
+            layout.tensor_shapes.push_back(t.size);
+        }
+    }
+    if (layout.total > 0)
+        summary.layout = std::move(layout);
+
+    foreign::check_files(dirfd.get(), report, options,
+                         [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
+                             const auto& list = ranges.at(check.path);
+                             const std::string shown = foreign::shown_file(dir, check);
+                             for (const auto& r : list) {
+                                 uint64_t end = 0;
+                                 if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
+                                     problems.push_back({ProblemKind::range_outside_file, check.rank, check.path,
+                                                         shown + ": " + r.what + " at bytes [" + std::to_string(r.offset) +
+                                                             ", +" + std::to_string(r.length) + ") runs past the end of the " +
+                                                             std::to_string(file.size) + "-byte file (truncated?)"});
+                                     return;
+                                 }
+                             }
+                             for (std::size_t i = 1; i < list.size(); ++i)
+                                 if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
+                                     problems.push_back({ProblemKind::layout_overlap, check.rank, check.path,
+                                                         shown + ": the bytes of " + list[i - 1].what + " and " +
+                                                             list[i].what + " overlap"});
+                                     return;
+                                 }
+                             uint64_t stored = 0;
+                             for (const auto& r : list)
+                                 stored += r.length;
+                             check.detail = std::to_string(list.size()) + (list.size() == 1 ? " stored item (" : " stored items (") +
+                                            human_bytes(stored) + ")" + (check_data ? ", contents checked" : "");
+                             if (!check_data)
+                                 return;
+                             const ZipReadAt read = zip_read_fd(file.fd.get());
+                             std::size_t reported = 0;
+                             for (const auto& r : list) {
+                                 if (foreign::cancelled(options))
+                                     return;
+                                 check_stored_range(read, r, shown, check, problems, reported, options);
+                                 foreign::current_progress().advance(r.offset + r.length);
+                             }
+                             if (reported > kMaxContentProblems)
+                                 problems.push_back({ProblemKind::crc_mismatch, check.rank, check.path,
+                                                     shown + ": " + std::to_string(reported - kMaxContentProblems) +
+                                                         " more ranges with bad content"});
+                         });
+    for (auto& p : meta_problems)
+        report.problems.push_back(std::move(p));
+    if (missing_storage > 100)
+        report.problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
+                                   meta_path + ": " + std::to_string(missing_storage - 100) + " more chunks without storage"});
+
     return report;
 }
 

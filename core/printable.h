@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shardscope {
 
@@ -47,6 +48,15 @@ inline std::string human_bytes(uint64_t bytes)
     char text[32];
     std::snprintf(text, sizeof text, unit ? "%.1f %s" : "%.0f %s", value, units[unit]);
     return text;
+}
+
+// {4000, 64} -> "[4000, 64]": a shape or an offset vector in messages.
+inline std::string join_dims(const std::vector<uint64_t>& dims)
+{
+    std::string out = "[";
+    for (std::size_t d = 0; d < dims.size(); ++d)
+        out += (d ? ", " : "") + std::to_string(dims[d]);
+    return out + "]";
 }
 
 } // namespace shardscope

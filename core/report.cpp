@@ -100,6 +100,10 @@ Table checkpoint_table(const VerifyReport& report)
         add("Model tensors", m->tensors.empty() ? "not listed" : std::to_string(m->tensors.size()));
         if (!m->training_state.is_null())
             add("Training state", m->training_state.dump());
+    } else if (report.foreign) { // what the format's own metadata says
+        for (const auto& [key, value] : report.foreign->rows)
+            if (key != "format")
+                add(key, value);
     } else {
         add("Manifest", "missing or unreadable");
     }
@@ -114,6 +118,15 @@ Table checkpoint_table(const VerifyReport& report)
 
 Table shard_table(const VerifyReport& report)
 {
+    if (report.foreign) { // files without parameter ranges or recorded digests
+        Table table{{"Rank", "File", "Bytes", "Status", "Detail"}, {}, {true, false, true, false, false}};
+        for (const ShardCheck& check : report.shards)
+            table.rows.push_back({{check.rank >= 0 ? std::to_string(check.rank) : "-", check.path,
+                                   std::to_string(check.actual_bytes),
+                                   (check.status == ShardStatus::ok ? "✓ " : "✗ ") + words(to_string(check.status)),
+                                   check.detail}});
+        return table;
+    }
     Table table{{"Rank", "File", "Bytes", "Param offset", "Elements", "SHA-256", "Status"},
                 {},
                 {true, false, true, true, true, false, false}};

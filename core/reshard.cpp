@@ -111,8 +111,10 @@ bool is_inside(const fs::path& inner, const fs::path& outer)
     return true;
 }
 
+} // namespace
+
 // Refuses destinations that could overwrite or recurse into the source, or clobber anything.
-void check_destination(const fs::path& source, const fs::path& destination)
+void check_reshard_destination(const fs::path& source, const fs::path& destination)
 {
     std::error_code ec;
     const fs::path src = fs::weakly_canonical(source, ec);
@@ -136,13 +138,24 @@ void check_destination(const fs::path& source, const fs::path& destination)
     }
 }
 
-} // namespace
+CheckpointMeta resharded_meta(const Manifest& m, int target_world_size)
+{
+    CheckpointMeta meta;
+    meta.world_size = target_world_size;
+    meta.step = m.step;
+    meta.wall_clock_seconds = m.wall_clock_seconds;
+    meta.param_dtype = m.param_dtype;
+    meta.param_numel_total = m.param_numel_total;
+    meta.tensors = m.tensors;
+    meta.training_state = m.training_state;
+    return meta;
+}
 
 ReshardResult reshard(const fs::path& source, int target_world_size, const fs::path& destination,
                       const ReshardOptions& options)
 {
     const fs::path src_dir = resolve_checkpoint_dir(source);
-    check_destination(src_dir, destination);
+    check_reshard_destination(src_dir, destination);
 
     // Phase 1: the whole source must verify. SHA-256 cannot be computed out of order and the copy
     // reads each source in target order, so the hashes are checked in one sequential pass first;
@@ -236,15 +249,7 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
         if (options.cancel && options.cancel->load())
             throw Error(ProblemKind::cancelled, destination.string() + ": reshard cancelled");
 
-        CheckpointMeta meta;
-        meta.world_size = target_world_size;
-        meta.step = m.step;
-        meta.wall_clock_seconds = m.wall_clock_seconds;
-        meta.param_dtype = m.param_dtype;
-        meta.param_numel_total = m.param_numel_total;
-        meta.tensors = m.tensors;
-        meta.training_state = m.training_state;
-        result.manifest = commit(destination, std::move(records), meta, options.durable);
+        result.manifest = commit(destination, std::move(records), resharded_meta(m, target_world_size), options.durable);
     } catch (...) {
         // Whatever shards were completed are useless without a manifest; the destination was
         // empty before, so everything named like a shard in it is ours to remove. The manifest

@@ -65,6 +65,12 @@ struct ReshardResult {
 ReshardResult reshard(const std::filesystem::path& source, int target_world_size,
                       const std::filesystem::path& destination, const ReshardOptions& options = {});
 
+// The checks and the metadata reshard uses, for a reshard run by other means (shardctl-mpi):
+// Error unless `destination` is absent or an empty directory, neither the source nor inside it;
+// and the source's metadata (step, dtype, tensors, training state) at the new world size.
+void check_reshard_destination(const std::filesystem::path& source_dir, const std::filesystem::path& destination);
+CheckpointMeta resharded_meta(const Manifest& source, int target_world_size);
+
 // The same re-slicing for a state already in memory (a job resuming on a different number of
 // ranks): the flat vectors are cut at the even split for `target_world_size`.
 std::vector<RankState> reshard_in_memory(const std::vector<RankState>& ranks_in_offset_order, int target_world_size);

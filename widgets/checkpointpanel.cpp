@@ -128,10 +128,10 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     m_reshard->setRange(0, 1 << 16);
     m_reshard->setSpecialValueText(tr("off"));
     m_reshard->setToolTip(tr("Show the ranges each rank would own after resharding to this world size"));
-    auto* reshardLabel = new QLabel(tr("&Reshard preview, ranks:"), this);
-    reshardLabel->setBuddy(m_reshard);
+    m_reshardLabel = new QLabel(tr("&Reshard preview, ranks:"), this);
+    m_reshardLabel->setBuddy(m_reshard);
     reshardRow->addStretch(1);
-    reshardRow->addWidget(reshardLabel);
+    reshardRow->addWidget(m_reshardLabel);
     reshardRow->addWidget(m_reshard);
     connect(m_reshard, &QSpinBox::valueChanged, m_map, &OwnershipMap::setReshardTarget);
     mapLayout->addWidget(m_map);
@@ -200,7 +200,7 @@ void CheckpointPanel::onManifestReady()
         m_stepsPane->show();
     }
     m_stepsPane->setCurrentDirectory(dir); // a step picked from the root's list keeps the list
-    showParameterColumns(true);
+    showNativeLayout();
     if (manifest) {
         m_shards->setManifest(*manifest);
         m_summary->setCheckpoint(dir, m_controller->format(), *manifest);
@@ -226,17 +226,37 @@ void CheckpointPanel::onFilesListed()
         return;
     m_shards->setChecks(listed.shards);
     m_summary->setForeign(QString::fromStdString(listed.dir.string()), listed);
-    showParameterColumns(false);
+    showForeignLayout(listed);
 }
 
-void CheckpointPanel::showParameterColumns(bool show)
+void CheckpointPanel::showForeignLayout(const shardscope::VerifyReport& report)
 {
-    // A foreign format has no flat parameter ranges (so no ownership map either): its file names
-    // are what matter.
-    m_table->setColumnHidden(ShardTableModel::Offset, !show);
-    m_table->setColumnHidden(ShardTableModel::Numel, !show);
-    m_table->setColumnWidth(ShardTableModel::File, show ? 170 : 330);
-    m_mapBox->setVisible(show);
+    // A foreign format has no flat parameter ranges: its file names are what matter, and the map
+    // shows who holds which chunks only where the format records chunks (DCP).
+    m_table->setColumnHidden(ShardTableModel::Offset, true);
+    m_table->setColumnHidden(ShardTableModel::Numel, true);
+    m_table->setColumnWidth(ShardTableModel::File, 330);
+    m_reshard->setVisible(false);
+    m_reshardLabel->setVisible(false);
+    if (report.foreign && report.foreign->layout) {
+        m_mapBox->setTitle(tr("Ownership of the stored chunks (every tensor's chunks end to end)"));
+        m_map->setForeignLayout(*report.foreign->layout, report.shards);
+        m_mapBox->show();
+    } else {
+        m_map->clear();
+        m_mapBox->hide();
+    }
+}
+
+void CheckpointPanel::showNativeLayout()
+{
+    m_table->setColumnHidden(ShardTableModel::Offset, false);
+    m_table->setColumnHidden(ShardTableModel::Numel, false);
+    m_table->setColumnWidth(ShardTableModel::File, 170);
+    m_reshard->setVisible(true);
+    m_reshardLabel->setVisible(true);
+    m_mapBox->setTitle(tr("Ownership of the flat parameter space"));
+    m_mapBox->show();
 }
 
 void CheckpointPanel::onProgress(quint64 done, quint64 total, double rate, double eta)
@@ -255,7 +275,7 @@ void CheckpointPanel::onFinished()
     if (report.foreign) { // a foreign format: the summary is complete only now
         if (m_shards->rowCount() != int(report.shards.size())) // listed rows are updated in place
             m_shards->setChecks(report.shards);
-        showParameterColumns(false);
+        showForeignLayout(report);
         m_summary->setForeign(QString::fromStdString(report.dir.string()), report);
     }
     for (std::size_t i = 0; i < report.shards.size(); ++i)

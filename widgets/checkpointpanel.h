@@ -61,7 +61,8 @@ signals:
 private:
     void onManifestReady();
     void onFilesListed();
-    void showParameterColumns(bool show);
+    void showForeignLayout(const shardscope::VerifyReport& report);
+    void showNativeLayout();
     void onFinished();
     void onFailed(const QString& message, const QString& path);
     void onProgress(quint64 done, quint64 total, double rate, double eta);
@@ -76,6 +77,7 @@ private:
     FailureBanner* m_banner;
     OwnershipMap* m_map;
     QGroupBox* m_mapBox = nullptr;
+    QLabel* m_reshardLabel = nullptr;
     QTableView* m_table;
     QTableView* m_summaryView;
     QListWidget* m_problems;

@@ -2,10 +2,9 @@
 
 #include "chartcolors.h"
 #include "format.h"
+#include "hovertext.h"
 
-#include <QHelpEvent>
 #include <QPainter>
-#include <QToolTip>
 #include <algorithm>
 
 namespace shardwidgets {
@@ -18,16 +17,52 @@ OwnershipMap::OwnershipMap(QWidget* parent) : QWidget(parent)
 
 void OwnershipMap::setManifest(const shardscope::Manifest& manifest)
 {
-    m_manifest = manifest;
-    m_hasManifest = true;
-    m_ranks.clear();
-    for (const auto& shard : manifest.shards)
-        m_ranks.push_back({shard.param_shard_offset, shard.param_shard_numel, shard.rank});
-    std::sort(m_ranks.begin(), m_ranks.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
-    m_tensors.clear();
-    for (std::size_t i = 0; i < manifest.tensors.size(); ++i)
-        m_tensors.push_back({manifest.tensors[i].offset, manifest.tensors[i].numel, int(i)});
-    std::sort(m_tensors.begin(), m_tensors.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+    std::vector<OwnershipRange> ranks, tensors;
+    m_rankFiles.clear();
+    for (const auto& shard : manifest.shards) {
+        ranks.push_back({shard.param_shard_offset, shard.param_shard_numel, shard.rank});
+        m_rankFiles[shard.rank] = tr("%1 · %2").arg(QString::fromStdString(shard.path), formatBytes(shard.bytes));
+    }
+    m_tensorNames.clear();
+    m_tensorShapes.clear();
+    for (std::size_t i = 0; i < manifest.tensors.size(); ++i) {
+        tensors.push_back({manifest.tensors[i].offset, manifest.tensors[i].numel, int(i)});
+        m_tensorNames.push_back(manifest.tensors[i].name);
+        m_tensorShapes.push_back(manifest.tensors[i].shape);
+    }
+    m_reshardTotal = manifest.param_numel_total;
+    setData(std::move(ranks), std::move(tensors), manifest.param_numel_total);
+}
+
+void OwnershipMap::setForeignLayout(const shardscope::ForeignLayout& layout,
+                                    const std::vector<shardscope::ShardCheck>& files)
+{
+    std::vector<OwnershipRange> ranks, tensors;
+    for (const auto& h : layout.holders)
+        ranks.push_back({h.offset, h.numel, h.id});
+    for (const auto& t : layout.tensors)
+        tensors.push_back({t.offset, t.numel, t.id});
+    m_tensorNames = layout.tensor_names;
+    m_tensorShapes = layout.tensor_shapes;
+    m_rankFiles.clear();
+    for (const auto& file : files) {
+        QString& text = m_rankFiles[file.rank];
+        text += (text.isEmpty() ? QString() : QStringLiteral("\n")) +
+                tr("%1 · %2").arg(QString::fromStdString(file.path), formatBytes(file.actual_bytes));
+    }
+    m_reshardTotal = 0;
+    setData(std::move(ranks), std::move(tensors), layout.total);
+}
+
+void OwnershipMap::setData(std::vector<OwnershipRange> ranks, std::vector<OwnershipRange> tensors, uint64_t total)
+{
+    auto byOffset = [](const auto& a, const auto& b) { return a.offset < b.offset; };
+    std::sort(ranks.begin(), ranks.end(), byOffset);
+    std::sort(tensors.begin(), tensors.end(), byOffset);
+    m_ranks = std::move(ranks);
+    m_tensors = std::move(tensors);
+    m_total = total;
+    m_hasData = true;
     m_failed.clear();
     setFixedHeight(preferredHeight());
     update();
@@ -35,10 +70,14 @@ void OwnershipMap::setManifest(const shardscope::Manifest& manifest)
 
 void OwnershipMap::clear()
 {
-    m_hasManifest = false;
-    m_manifest = {};
+    m_hasData = false;
+    m_total = 0;
+    m_reshardTotal = 0;
     m_ranks.clear();
     m_tensors.clear();
+    m_tensorNames.clear();
+    m_tensorShapes.clear();
+    m_rankFiles.clear();
     m_failed.clear();
     update();
 }
@@ -59,14 +98,18 @@ void OwnershipMap::setReshardTarget(int worldSize)
 std::vector<OwnershipMap::Lane> OwnershipMap::lanes() const
 {
     std::vector<Lane> result;
-    result.push_back({tr("Ranks (%1)").arg(m_ranks.size()), m_ranks, Lane::Ranks});
+    std::set<int> holders; // a foreign layout can give one rank many ranges
+    for (const auto& r : m_ranks)
+        if (r.id >= 0)
+            holders.insert(r.id);
+    result.push_back({tr("Ranks (%1)").arg(holders.size()), m_ranks, Lane::Ranks});
     if (!m_tensors.empty())
         result.push_back({tr("Tensors (%1)").arg(m_tensors.size()), m_tensors, Lane::Tensors});
-    if (m_target > 0 && m_manifest.param_numel_total > 0) {
+    if (m_target > 0 && m_reshardTotal > 0) {
         Lane lane{tr("At %1 ranks").arg(m_target), {}, Lane::Target};
         for (int r = 0; r < m_target; ++r) {
-            const uint64_t begin = shardscope::even_shard_offset(m_manifest.param_numel_total, m_target, r);
-            const uint64_t end = shardscope::even_shard_offset(m_manifest.param_numel_total, m_target, r + 1);
+            const uint64_t begin = shardscope::even_shard_offset(m_reshardTotal, m_target, r);
+            const uint64_t end = shardscope::even_shard_offset(m_reshardTotal, m_target, r + 1);
             lane.ranges.push_back({begin, end - begin, r});
         }
         result.push_back(std::move(lane));
@@ -76,7 +119,7 @@ std::vector<OwnershipMap::Lane> OwnershipMap::lanes() const
 
 int OwnershipMap::preferredHeight() const
 {
-    int count = 1 + (m_tensors.empty() ? 0 : 1) + (m_target > 0 ? 1 : 0);
+    int count = 1 + (m_tensors.empty() ? 0 : 1) + (m_target > 0 && m_reshardTotal > 0 ? 1 : 0);
     return int(laneTop(count)) + 4;
 }
 
@@ -92,7 +135,7 @@ QSize OwnershipMap::minimumSizeHint() const
 
 OwnershipGeometry OwnershipMap::laneGeometry(double width) const
 {
-    uint64_t total = m_manifest.param_numel_total;
+    uint64_t total = m_total;
     for (const auto& r : m_ranks)
         total = std::max(total, r.offset + r.numel);
     return OwnershipGeometry{total, kLabelWidth, std::max(1.0, width - kLabelWidth - 8)};
@@ -108,7 +151,7 @@ void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
 {
     const QPalette& pal = palette();
     painter.fillRect(rect, pal.color(QPalette::Window));
-    if (!m_hasManifest) {
+    if (!m_hasData) {
         painter.setPen(pal.color(QPalette::PlaceholderText));
         painter.drawText(rect, Qt::AlignCenter, tr("No manifest"));
         return;
@@ -129,10 +172,11 @@ void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
             if (x1 < lastRight + 0.5 && x1 - x0 < 1)
                 continue; // sub-pixel ranges behind an already painted pixel
             lastRight = x1;
-            const int colorIndex = lane.kind == Lane::Tensors ? range.id : range.id;
-            QColor fill = categoryColor(colorIndex, pal);
+            QColor fill = categoryColor(range.id, pal);
             if (lane.kind == Lane::Tensors)
                 fill = fill.lighter(isDark(pal) ? 100 : 115);
+            else if (range.id < 0) // chunks without storage: held by nobody
+                fill = pal.color(QPalette::Mid);
             const QRectF box(x0, top, std::max(1.0, x1 - x0), kLaneHeight);
             painter.fillRect(box, fill);
             const bool failed = lane.kind == Lane::Ranks && m_failed.count(range.id);
@@ -145,9 +189,9 @@ void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
                 painter.setPen(pal.color(QPalette::Window));
                 painter.drawLine(box.topRight(), box.bottomRight());
             }
-            QString label = lane.kind == Lane::Tensors
-                                ? QString::fromStdString(m_manifest.tensors[std::size_t(range.id)].name)
-                                : QStringLiteral("r%1").arg(range.id);
+            QString label = lane.kind == Lane::Tensors ? QString::fromStdString(m_tensorNames[std::size_t(range.id)])
+                            : range.id < 0                ? QStringLiteral("?")
+                                                          : QStringLiteral("r%1").arg(range.id);
             if (failed)
                 label = QStringLiteral("✗ ") + label;
             if (metrics.horizontalAdvance(label) + 6 < box.width()) {
@@ -176,7 +220,7 @@ void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
 
 QString OwnershipMap::describeAt(const QPointF& position) const
 {
-    if (!m_hasManifest)
+    if (!m_hasData)
         return {};
     const auto all = lanes();
     const OwnershipGeometry geometry = laneGeometry(width());
@@ -191,21 +235,22 @@ QString OwnershipMap::describeAt(const QPointF& position) const
         const OwnershipRange& r = lane.ranges[std::size_t(i)];
         const QString range = QStringLiteral("[%1, %2)").arg(formatCount(r.offset), formatCount(r.offset + r.numel));
         if (lane.kind == Lane::Tensors) {
-            const auto& t = m_manifest.tensors[std::size_t(r.id)];
             QStringList shape;
-            for (auto d : t.shape)
+            for (auto d : m_tensorShapes[std::size_t(r.id)])
                 shape << QString::number(d);
-            return tr("%1 [%2]\nelements %3").arg(QString::fromStdString(t.name), shape.join(QStringLiteral(" × ")), range);
+            return tr("%1 [%2]\nelements %3")
+                .arg(QString::fromStdString(m_tensorNames[std::size_t(r.id)]), shape.join(QStringLiteral(" × ")), range);
         }
         if (lane.kind == Lane::Target)
             return tr("After resharding to %1 ranks, rank %2 would own\nelements %3 (%4 elements)")
                 .arg(m_target)
                 .arg(r.id)
                 .arg(range, formatCount(r.numel));
-        const auto* shard = m_manifest.shard_for_rank(r.id);
+        if (r.id < 0)
+            return tr("No storage recorded\nelements %1 (%2 elements)").arg(range, formatCount(r.numel));
         QString text = tr("Rank %1\nelements %2 (%3 elements)").arg(r.id).arg(range, formatCount(r.numel));
-        if (shard)
-            text += tr("\n%1 · %2").arg(QString::fromStdString(shard->path), formatBytes(shard->bytes));
+        if (const auto it = m_rankFiles.find(r.id); it != m_rankFiles.end())
+            text += QLatin1Char('\n') + it->second;
         if (m_failed.count(r.id))
             text += tr("\n✗ this rank's shard failed verification");
         return text;
@@ -215,16 +260,7 @@ QString OwnershipMap::describeAt(const QPointF& position) const
 
 bool OwnershipMap::event(QEvent* event)
 {
-    if (event->type() == QEvent::ToolTip) {
-        auto* help = static_cast<QHelpEvent*>(event);
-        const QString text = describeAt(help->pos());
-        if (text.isEmpty())
-            QToolTip::hideText();
-        else
-            QToolTip::showText(help->globalPos(), text, this);
-        return true;
-    }
-    return QWidget::event(event);
+    return showHoverText(this, event, [this](const QPointF& at) { return describeAt(at); }) || QWidget::event(event);
 }
 
 } // namespace shardwidgets

@@ -1,14 +1,16 @@
 #pragma once
 // The ownership map: the flat parameter space as a bar, one colour per rank; the model's tensors
-// as a second lane when the manifest lists them; and, for a reshard preview, the ranges each rank
+// as a second lane when the manifest lists them (or a foreign format's chunks end to end); and, for a reshard preview, the ranges each rank
 // would own at another world size (core's even split). Ranks whose shard failed are hatched.
 
 #include "ownershipgeometry.h"
 
+#include "core/checkpoint.h"
 #include "core/manifest.h"
 
 #include <QString>
 #include <QWidget>
+#include <map>
 #include <set>
 
 namespace shardwidgets {
@@ -19,7 +21,11 @@ public:
     explicit OwnershipMap(QWidget* parent = nullptr);
 
     void setManifest(const shardscope::Manifest& manifest);
+    // A foreign format's chunks laid end to end (DCP), with the files that hold them; no reshard
+    // preview lane, since ShardScope's even split does not apply.
+    void setForeignLayout(const shardscope::ForeignLayout& layout, const std::vector<shardscope::ShardCheck>& files);
     void clear();
+    bool hasData() const { return m_hasData; }
     void setFailedRanks(std::set<int> ranks);
     void setReshardTarget(int worldSize); // 0: no preview lane
     int reshardTarget() const { return m_target; }
@@ -48,10 +54,16 @@ private:
     static constexpr double kLabelWidth = 96;
     static constexpr double kLaneHeight = 26;
 
-    shardscope::Manifest m_manifest;
-    bool m_hasManifest = false;
+    void setData(std::vector<OwnershipRange> ranks, std::vector<OwnershipRange> tensors, uint64_t total);
+
+    bool m_hasData = false;
+    uint64_t m_total = 0;
+    uint64_t m_reshardTotal = 0; // the flat parameter count an even reshard splits; 0: no preview
     std::vector<OwnershipRange> m_ranks;
     std::vector<OwnershipRange> m_tensors;
+    std::vector<std::string> m_tensorNames;
+    std::vector<std::vector<uint64_t>> m_tensorShapes;
+    std::map<int, QString> m_rankFiles; // "file · size" for the tooltip
     std::set<int> m_failed;
     int m_target = 0;
 };

@@ -2,11 +2,10 @@
 
 #include "chartcolors.h"
 #include "format.h"
+#include "hovertext.h"
 
-#include <QHelpEvent>
 #include <QPainter>
 #include <QPainterPath>
-#include <QToolTip>
 
 namespace shardwidgets {
 
@@ -160,16 +159,7 @@ QString ReshardView::describeAt(const QPointF& position) const
 
 bool ReshardView::event(QEvent* event)
 {
-    if (event->type() == QEvent::ToolTip) {
-        auto* help = static_cast<QHelpEvent*>(event);
-        const QString text = describeAt(help->pos());
-        if (text.isEmpty())
-            QToolTip::hideText();
-        else
-            QToolTip::showText(help->globalPos(), text, this);
-        return true;
-    }
-    return QWidget::event(event);
+    return showHoverText(this, event, [this](const QPointF& at) { return describeAt(at); }) || QWidget::event(event);
 }
 
 } // namespace shardwidgets

@@ -2,6 +2,8 @@
 
 #include "format.h"
 
+#include "core/printable.h"
+
 #include <QStringList>
 
 namespace shardwidgets {
@@ -77,7 +79,7 @@ void SummaryModel::setForeign(const QString& dir, const shardscope::VerifyReport
     beginResetModel();
     m_entries.clear();
     auto add = [this](const QString& property, const QString& value) {
-        QString shown = value;
+        QString shown = value.section(QLatin1Char('\n'), 0, 0); // further lines are for the tooltip
         if (shown.size() > 80)
             shown = shown.left(77) + QStringLiteral("…");
         m_entries.push_back({property, shown, value});
@@ -94,10 +96,29 @@ void SummaryModel::setForeign(const QString& dir, const shardscope::VerifyReport
             QStringList dims;
             for (const auto d : t.shape)
                 dims << QString::number(d);
-            add(tr("Tensor %1").arg(QString::fromStdString(t.name)),
-                QStringLiteral("%1 [%2] %3%4")
-                    .arg(QString::fromStdString(t.dtype), dims.join(QStringLiteral(", ")), formatBytes(t.bytes),
-                         t.file.empty() ? QString() : QStringLiteral(" in %1").arg(QString::fromStdString(t.file))));
+            const QString where = t.chunks.size() > 1 ? tr(" in %1 chunks").arg(t.chunks.size())
+                                  : t.file.empty()    ? QString()
+                                                      : QStringLiteral(" in %1").arg(QString::fromStdString(t.file));
+            QString value = QStringLiteral("%1 [%2] %3%4")
+                                .arg(QString::fromStdString(t.dtype), dims.join(QStringLiteral(", ")), formatBytes(t.bytes), where);
+            // Chunked tensors (DCP) list where each chunk lives, below the line the table shows.
+            constexpr std::size_t kShownChunks = 16;
+            if (t.chunks.size() > 1) {
+                for (std::size_t c = 0; c < t.chunks.size() && c < kShownChunks; ++c) {
+                    const auto& chunk = t.chunks[c];
+                    value += tr("\nat %1 size %2: %3")
+                                 .arg(QString::fromStdString(shardscope::join_dims(chunk.offsets)),
+                                      QString::fromStdString(shardscope::join_dims(chunk.sizes)),
+                                      chunk.file.empty() ? tr("no storage")
+                                                         : tr("%1 bytes [%2, +%3)")
+                                                               .arg(QString::fromStdString(chunk.file))
+                                                               .arg(chunk.offset)
+                                                               .arg(chunk.length));
+                }
+                if (t.chunks.size() > kShownChunks)
+                    value += tr("\n… %1 more chunks").arg(t.chunks.size() - kShownChunks);
+            }
+            add(tr("Tensor %1").arg(QString::fromStdString(t.name)), value);
         }
         if (report.foreign->tensors_total > kShownTensors)
             add(tr("More tensors"), QString::number(report.foreign->tensors_total - kShownTensors));

@@ -1,6 +1,7 @@
 // demo-save, info, verify and load: thin wrappers that parse options, call the core and print.
 
 #include "cli.h"
+#include "run_options.h"
 
 #include "core/checkpoint.h"
 #include "core/demo.h"
@@ -57,6 +58,16 @@ json foreign_json(const VerifyReport& report)
         }
         if (!t.detail.empty())
             entry["detail"] = t.detail;
+        if (!t.chunks.empty()) {
+            json chunks = json::array();
+            for (const auto& c : t.chunks) {
+                json chunk = {{"offsets", c.offsets}, {"sizes", c.sizes}};
+                if (!c.file.empty())
+                    chunk["storage"] = {{"file", c.file}, {"offset", c.offset}, {"length", c.length}};
+                chunks.push_back(std::move(chunk));
+            }
+            entry["chunks"] = std::move(chunks);
+        }
         tensors.push_back(std::move(entry));
     }
     return {{"summary", summary}, {"tensor_count", report.foreign->tensors_total}, {"tensors", tensors}};
@@ -67,18 +78,6 @@ std::string file_label(const ShardCheck& s)
     return s.rank >= 0 ? "rank " + std::to_string(s.rank) + "  " + s.path : s.path;
 }
 
-json training_state_example(uint64_t step, uint64_t seed)
-{
-    // What a resumable run records (issue 6 makes the training loop honour it); the demo carries
-    // realistic values so the app and reports have something to show.
-    return {{"optimizer", {{"name", "adamw"}, {"lr", 3e-4}, {"betas", {0.9, 0.95}}, {"eps", 1e-8},
-                           {"weight_decay", 0.1}, {"step", step}}},
-            {"lr_schedule", {{"name", "cosine"}, {"warmup_steps", 2000}, {"max_steps", 100000},
-                             {"min_lr", 3e-5}}},
-            {"dataloader", {{"epoch", step / 5000}, {"offset", (step % 5000) * 512}, {"shuffle_seed", seed}}},
-            {"rng", {{"seed", seed}, {"counter", step}}}};
-}
-
 } // namespace
 
 int run_demo_save(const QStringList& arguments)
@@ -87,68 +86,45 @@ int run_demo_save(const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral(
         "Write a synthetic sharded checkpoint. The global state depends only on --seed and --numel, "
         "so the same seed saved at different world sizes holds the same flat vectors."));
+    add_demo_save_options(parser);
     parser.addOptions({
-        {QStringLiteral("out"), QStringLiteral("Checkpoint directory to create."), QStringLiteral("DIR")},
         {QStringLiteral("world-size"), QStringLiteral("Number of ranks."), QStringLiteral("N")},
-        {QStringLiteral("numel"), QStringLiteral("Total number of parameters."), QStringLiteral("P")},
-        {QStringLiteral("step"), QStringLiteral("Training step (default 0)."), QStringLiteral("S"), QStringLiteral("0")},
-        {QStringLiteral("seed"), QStringLiteral("Seed of the synthetic state (default 1)."), QStringLiteral("X"), QStringLiteral("1")},
-        {QStringLiteral("dtype"), QStringLiteral("Parameter dtype: f16 or bf16 (default f16)."), QStringLiteral("f16|bf16"), QStringLiteral("f16")},
         threads_option(),
         json_option(),
     });
     if (!parse(parser, arguments, 0, QStringLiteral("demo-save")))
         return kUsage;
-    for (const char* required : {"out", "world-size", "numel"})
-        if (!parser.isSet(QLatin1String(required)))
-            return fail(kUsage, std::string("demo-save needs --") + required);
-    const auto world = int_option(parser, QStringLiteral("world-size"), 1, kMaxWorldSize);
-    const auto numel = world ? int_option(parser, QStringLiteral("numel"), 0, 1ll << 40) : std::nullopt;
-    const auto step = numel ? int_option(parser, QStringLiteral("step"), 0, 1ll << 53) : std::nullopt;
-    const auto seed = step ? int_option(parser, QStringLiteral("seed"), 0, (1ll << 62)) : std::nullopt;
-    const auto threads = seed ? int_option(parser, QStringLiteral("threads"), 0, 1024) : std::nullopt;
-    if (!threads)
+    const auto args = read_demo_save_options(parser, std::nullopt);
+    if (!args)
         return kUsage;
-    const auto dtype = param_dtype_from_string(local(parser.value(QStringLiteral("dtype"))));
-    if (!dtype)
-        return fail(kUsage, "--dtype must be f16 or bf16, not '" + local(parser.value(QStringLiteral("dtype"))) + "'");
-    const fs::path out = local(parser.value(QStringLiteral("out")));
 
     QElapsedTimer timer;
     timer.start();
     // Two phases, as a distributed job would run them: each rank generates and writes its own
     // shard (here on threads, so peak memory is a few ranks' state, not the whole model), then one
     // coordinator commits.
-    const int n = static_cast<int>(*world);
+    const int n = args->world_size;
     std::vector<ShardRecord> records(static_cast<std::size_t>(n));
     {
         std::error_code ec;
-        if (fs::exists(out / "manifest.json", ec))
+        if (fs::exists(args->out / "manifest.json", ec))
             throw Error(ProblemKind::already_exists,
-                        (out / "manifest.json").string() + " exists: refusing to overwrite a complete checkpoint");
+                        (args->out / "manifest.json").string() + " exists: refusing to overwrite a complete checkpoint");
     }
-    parallel_for(records.size(), static_cast<int>(*threads), [&](std::size_t r) {
-        const RankState state = make_demo_rank(static_cast<uint64_t>(*seed), static_cast<uint64_t>(*numel), n,
-                                               static_cast<int>(r), *dtype);
-        records[r] = write_rank_shard(out, state, n);
+    parallel_for(records.size(), args->threads, [&](std::size_t r) {
+        const RankState state = make_demo_rank(args->seed, args->numel, n, static_cast<int>(r), args->dtype);
+        records[r] = write_rank_shard(args->out, state, n);
     });
-    CheckpointMeta meta;
-    meta.world_size = n;
-    meta.step = static_cast<uint64_t>(*step);
-    meta.wall_clock_seconds = static_cast<double>(*step) * 3.66; // a plausible 3.66 s per step
-    meta.param_dtype = *dtype;
-    meta.param_numel_total = static_cast<uint64_t>(*numel);
-    meta.tensors = demo_tensor_layout(meta.param_numel_total);
-    meta.training_state = training_state_example(meta.step, static_cast<uint64_t>(*seed));
-    const Manifest m = commit(out, std::move(records), meta);
+    const Manifest m =
+        commit(args->out, std::move(records), demo_checkpoint_meta(n, args->step, args->seed, args->dtype, args->numel));
     const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
 
     if (parser.isSet(QStringLiteral("json"))) {
-        print_json({{"ok", true}, {"path", out.string()}, {"world_size", m.world_size}, {"step", m.step},
+        print_json({{"ok", true}, {"path", args->out.string()}, {"world_size", m.world_size}, {"step", m.step},
                     {"param_numel_total", m.param_numel_total}, {"bytes", m.total_bytes()},
                     {"seconds", seconds}});
     } else {
-        print_line("wrote " + out.string() + ": " + std::to_string(m.world_size) + " shards, " +
+        print_line("wrote " + args->out.string() + ": " + std::to_string(m.world_size) + " shards, " +
                    human_bytes(m.total_bytes()) + ", step " + std::to_string(m.step) + " in " +
                    std::to_string(seconds).substr(0, 5) + " s");
     }
@@ -239,12 +215,16 @@ int run_info(const QStringList& arguments)
             constexpr std::size_t kShown = 50;
             for (std::size_t i = 0; i < report.foreign->tensors.size() && i < kShown; ++i) {
                 const auto& t = report.foreign->tensors[i];
-                std::string shape = "[";
-                for (std::size_t d = 0; d < t.shape.size(); ++d)
-                    shape += (d ? ", " : "") + std::to_string(t.shape[d]);
-                print_line("  tensor " + t.name + "  " + t.dtype + " " + shape + "]  " + human_bytes(t.bytes) +
+                const std::string shape = join_dims(t.shape);
+                print_line("  tensor " + t.name + "  " + t.dtype + " " + shape + "  " + human_bytes(t.bytes) +
                            (t.file.empty() ? "" : "  " + t.file + " @" + std::to_string(t.offset)) +
                            (t.detail.empty() ? "" : "  " + t.detail));
+                if (t.chunks.size() > 1) // one chunk is the line above
+                    for (const auto& c : t.chunks)
+                        print_line("    chunk at " + join_dims(c.offsets) + " size " + join_dims(c.sizes) + "  " +
+                                   (c.file.empty() ? std::string("no storage")
+                                                   : c.file + " bytes [" + std::to_string(c.offset) + ", +" +
+                                                         std::to_string(c.length) + ")"));
             }
             if (report.foreign->tensors_total > kShown)
                 print_line("  ... " + std::to_string(report.foreign->tensors_total - kShown) + " more tensors (--json lists them)");
@@ -358,39 +338,18 @@ int run_load(const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral(
         "Load every rank through the library's load path (all invariants and hashes checked) and "
         "print SHA-256 digests of the reassembled flat param, master, exp_avg and exp_avg_sq."));
-    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
-    parser.addOptions({
-        {QStringLiteral("expect-world-size"), QStringLiteral("The world size the job runs with."), QStringLiteral("N")},
-        threads_option(),
-        json_option(),
-    });
+    add_load_options(parser);
+    parser.addOptions({threads_option(), json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("load")))
         return kUsage;
-    if (!parser.isSet(QStringLiteral("expect-world-size")))
-        return fail(kUsage, "load needs --expect-world-size N (the world size the job will resume with)");
-    const auto expected = int_option(parser, QStringLiteral("expect-world-size"), 1, kMaxWorldSize);
-    const auto threads = expected ? int_option(parser, QStringLiteral("threads"), 0, 1024) : std::nullopt;
-    if (!threads)
+    const auto args = read_load_options(parser);
+    if (!args)
         return kUsage;
     LoadOptions options;
-    options.threads = static_cast<int>(*threads);
-    const fs::path path = local(parser.positionalArguments().at(0));
-    const LoadedCheckpoint loaded = load_sharded(path, static_cast<int>(*expected), options);
-    const StateDigests d = flat_state_digests(loaded.ranks);
-    if (parser.isSet(QStringLiteral("json"))) {
-        print_json({{"ok", true}, {"path", loaded.dir.string()}, {"world_size", loaded.manifest.world_size},
-                    {"step", loaded.manifest.step}, {"param_numel_total", loaded.manifest.param_numel_total},
-                    {"param_dtype", std::string(to_string(loaded.manifest.param_dtype))},
-                    {"digests", {{"param", d.param}, {"master", d.master}, {"exp_avg", d.exp_avg},
-                                 {"exp_avg_sq", d.exp_avg_sq}}}});
-    } else {
-        print_line(loaded.dir.string() + ": loaded " + std::to_string(loaded.manifest.world_size) + " ranks, step " +
-                   std::to_string(loaded.manifest.step));
-        print_line("  param       " + d.param);
-        print_line("  master      " + d.master);
-        print_line("  exp_avg     " + d.exp_avg);
-        print_line("  exp_avg_sq  " + d.exp_avg_sq);
-    }
+    options.threads = args->threads;
+    const LoadedCheckpoint loaded = load_sharded(args->path, args->expected_world_size, options);
+    print_load_result(parser.isSet(QStringLiteral("json")), loaded.dir, loaded.manifest,
+                      flat_state_digests(loaded.ranks));
     return kOk;
 }
 

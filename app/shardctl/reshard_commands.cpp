@@ -1,6 +1,7 @@
 // plan-reshard and reshard: N -> M resharding, previewed or executed.
 
 #include "cli.h"
+#include "run_options.h"
 
 #include "core/report.h"
 #include "core/reshard.h"
@@ -36,16 +37,6 @@ void print_plan(const ReshardPlan& plan)
     print_line("  bytes read " + std::to_string(plan.bytes_read) + ", written " + std::to_string(plan.bytes_written) +
                ", staying on the same rank " + std::to_string(plan.bytes_staying) + ", moving " +
                std::to_string(plan.bytes_moving));
-}
-
-std::optional<int> target_option(const QCommandLineParser& parser)
-{
-    if (!parser.isSet(QStringLiteral("to"))) {
-        fail(kUsage, "--to M (the new world size) is required");
-        return std::nullopt;
-    }
-    const auto to = int_option(parser, QStringLiteral("to"), 1, kMaxWorldSize);
-    return to ? std::optional<int>(static_cast<int>(*to)) : std::nullopt;
 }
 
 } // namespace

@@ -5,6 +5,7 @@
 #include "commands.h"
 
 #include "cli.h"
+#include "run_options.h"
 #include "core/demo.h"
 #include "core/fsutil.h"
 #include "core/parallel.h"
@@ -42,6 +43,15 @@ QCommandLineOption threads_option()
             QStringLiteral("T"), QStringLiteral("1")};
 }
 
+// The lowest-indexed problem among a process's ranks: the one it reports for them all.
+std::optional<Problem> first_problem(const std::vector<std::optional<Problem>>& problems)
+{
+    for (const auto& p : problems)
+        if (p)
+            return p;
+    return std::nullopt;
+}
+
 // Each process writes its ranks' shards (threads over them); records come back in rank order.
 // Any failure anywhere is agreed on before the caller commits.
 std::vector<std::string> write_owned(MpiJob& job, const fs::path& out, int world, int threads,
@@ -53,11 +63,7 @@ std::vector<std::string> write_owned(MpiJob& job, const fs::path& out, int world
     parallel_for(mine.size(), threads, [&](std::size_t i) {
         problems[i] = attempt([&] { records[i] = record_to_json(write_rank_shard(out, make_state(mine[i]), world)); });
     });
-    std::optional<Problem> first;
-    for (auto& p : problems)
-        if (p && !first)
-            first = p;
-    job.agree_or_throw(first);
+    job.agree_or_throw(first_problem(problems));
     return job.gather_strings(records);
 }
 
@@ -116,35 +122,19 @@ int run_demo_save(MpiJob& job, const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral(
         "Write a synthetic sharded checkpoint, each MPI process writing its own ranks' shards "
         "(r, r+P, ...); process 0 commits. Same global state as shardctl demo-save."));
+    add_demo_save_options(parser);
     parser.addOptions({
-        {QStringLiteral("out"), QStringLiteral("Checkpoint directory to create (shared by all processes)."), QStringLiteral("DIR")},
         {QStringLiteral("world-size"), QStringLiteral("Number of ranks (default: the number of processes)."), QStringLiteral("N")},
-        {QStringLiteral("numel"), QStringLiteral("Total number of parameters."), QStringLiteral("P")},
-        {QStringLiteral("step"), QStringLiteral("Training step (default 0)."), QStringLiteral("S"), QStringLiteral("0")},
-        {QStringLiteral("seed"), QStringLiteral("Seed of the synthetic state (default 1)."), QStringLiteral("X"), QStringLiteral("1")},
-        {QStringLiteral("dtype"), QStringLiteral("Parameter dtype: f16 or bf16 (default f16)."), QStringLiteral("f16|bf16"), QStringLiteral("f16")},
         threads_option(),
         json_option(),
     });
     if (!parse(parser, arguments, 0, QStringLiteral("demo-save")))
         return kUsage;
-    for (const char* required : {"out", "numel"})
-        if (!parser.isSet(QLatin1String(required)))
-            return fail(kUsage, std::string("demo-save needs --") + required);
-    const auto world = parser.isSet(QStringLiteral("world-size"))
-                           ? int_option(parser, QStringLiteral("world-size"), 1, kMaxWorldSize)
-                           : std::optional<long long>(job.size());
-    const auto numel = world ? int_option(parser, QStringLiteral("numel"), 0, 1ll << 40) : std::nullopt;
-    const auto step = numel ? int_option(parser, QStringLiteral("step"), 0, 1ll << 53) : std::nullopt;
-    const auto seed = step ? int_option(parser, QStringLiteral("seed"), 0, (1ll << 62)) : std::nullopt;
-    const auto threads = seed ? int_option(parser, QStringLiteral("threads"), 0, 1024) : std::nullopt;
-    if (!threads)
+    const auto args = read_demo_save_options(parser, job.size());
+    if (!args)
         return kUsage;
-    const auto dtype = param_dtype_from_string(local(parser.value(QStringLiteral("dtype"))));
-    if (!dtype)
-        return fail(kUsage, "--dtype must be f16 or bf16, not '" + local(parser.value(QStringLiteral("dtype"))) + "'");
-    const fs::path out = local(parser.value(QStringLiteral("out")));
-    const int n = static_cast<int>(*world);
+    const fs::path& out = args->out;
+    const int n = args->world_size;
 
     job.agree_or_throw(attempt([&] {
         std::error_code ec;
@@ -156,23 +146,11 @@ int run_demo_save(MpiJob& job, const QStringList& arguments)
     job.barrier(); // the clock starts when every process is ready
     QElapsedTimer timer;
     timer.start();
-    const auto gathered = write_owned(job, out, n, static_cast<int>(*threads), [&](int r) {
-        return make_demo_rank(static_cast<uint64_t>(*seed), static_cast<uint64_t>(*numel), n, r, *dtype);
+    const auto gathered = write_owned(job, out, n, args->threads, [&](int r) {
+        return make_demo_rank(args->seed, args->numel, n, r, args->dtype);
     });
-    CheckpointMeta meta;
-    meta.world_size = n;
-    meta.step = static_cast<uint64_t>(*step);
-    meta.wall_clock_seconds = static_cast<double>(*step) * 3.66;
-    meta.param_dtype = *dtype;
-    meta.param_numel_total = static_cast<uint64_t>(*numel);
-    meta.tensors = demo_tensor_layout(meta.param_numel_total);
-    // The same training_state shardctl demo-save writes, so the manifests differ in nothing else.
-    meta.training_state = {
-        {"optimizer", {{"name", "adamw"}, {"lr", 3e-4}, {"betas", {0.9, 0.95}}, {"eps", 1e-8}, {"weight_decay", 0.1},
-                       {"step", meta.step}}},
-        {"lr_schedule", {{"name", "cosine"}, {"warmup_steps", 2000}, {"max_steps", 100000}, {"min_lr", 3e-5}}},
-        {"dataloader", {{"epoch", meta.step / 5000}, {"offset", (meta.step % 5000) * 512}, {"shuffle_seed", *seed}}},
-        {"rng", {{"seed", *seed}, {"counter", meta.step}}}};
+    // The same metadata shardctl demo-save writes, so the manifests differ in nothing else.
+    const CheckpointMeta meta = demo_checkpoint_meta(n, args->step, args->seed, args->dtype, args->numel);
     const Manifest m = commit_on_coordinator(job, out, gathered, meta);
     const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
     if (!job.coordinator())
@@ -196,50 +174,27 @@ int run_load(MpiJob& job, const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral(
         "Each MPI process loads (and hash-checks) its own ranks; all agree; process 0 prints the "
         "sharding-independent digests, equal to shardctl load's."));
-    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
-    parser.addOptions({
-        {QStringLiteral("expect-world-size"), QStringLiteral("The world size the job runs with."), QStringLiteral("N")},
-        threads_option(),
-        json_option(),
-    });
+    add_load_options(parser);
+    parser.addOptions({threads_option(), json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("load")))
         return kUsage;
-    if (!parser.isSet(QStringLiteral("expect-world-size")))
-        return fail(kUsage, "load needs --expect-world-size N (the world size the job will resume with)");
-    const auto expected = int_option(parser, QStringLiteral("expect-world-size"), 1, kMaxWorldSize);
-    const auto threads = expected ? int_option(parser, QStringLiteral("threads"), 0, 1024) : std::nullopt;
-    if (!threads)
+    const auto args = read_load_options(parser);
+    if (!args)
         return kUsage;
-    const auto [dir, m] = open_manifest(job, local(parser.positionalArguments().at(0)), static_cast<int>(*expected));
+    const auto [dir, m] = open_manifest(job, args->path, args->expected_world_size);
 
     const std::vector<int> mine = job.owned_ranks(m.world_size);
     std::vector<RankState> states(mine.size());
     std::vector<std::optional<Problem>> problems(mine.size());
-    parallel_for(mine.size(), static_cast<int>(*threads), [&](std::size_t i) {
+    parallel_for(mine.size(), args->threads, [&](std::size_t i) {
         problems[i] = attempt([&] { states[i] = load_rank_shard(dir, m, record_for(m, mine[i])); });
     });
-    std::optional<Problem> first;
-    for (auto& p : problems)
-        if (p && !first)
-            first = p;
-    job.agree_or_throw(first);
+    job.agree_or_throw(first_problem(problems));
 
     const StateDigests d = job.flat_digests(states, m.world_size);
-    if (!job.coordinator())
-        return kOk;
-    if (parser.isSet(QStringLiteral("json"))) {
-        print_json({{"ok", true}, {"path", dir.string()}, {"world_size", m.world_size}, {"step", m.step},
-                    {"param_numel_total", m.param_numel_total}, {"param_dtype", std::string(to_string(m.param_dtype))},
-                    {"processes", job.size()},
-                    {"digests", {{"param", d.param}, {"master", d.master}, {"exp_avg", d.exp_avg}, {"exp_avg_sq", d.exp_avg_sq}}}});
-    } else {
-        print_line(dir.string() + ": loaded " + std::to_string(m.world_size) + " ranks on " + std::to_string(job.size()) +
-                   " processes, step " + std::to_string(m.step));
-        print_line("  param       " + d.param);
-        print_line("  master      " + d.master);
-        print_line("  exp_avg     " + d.exp_avg);
-        print_line("  exp_avg_sq  " + d.exp_avg_sq);
-    }
+    if (job.coordinator())
+        print_load_result(parser.isSet(QStringLiteral("json")), dir, m, d,
+                          " on " + std::to_string(job.size()) + " processes", {{"processes", job.size()}});
     return kOk;
 }
 
@@ -287,10 +242,7 @@ int run_verify(MpiJob& job, const QStringList& arguments)
         });
         problems[i] = thrown ? thrown : found;
     });
-    std::optional<Problem> first;
-    for (auto& p : problems)
-        if (p && !first)
-            first = p;
+    const std::optional<Problem> first = first_problem(problems);
     const auto gathered = job.gather_strings(checks);
     const auto agreed = job.agree(first);
     const double seconds = job.max_over_processes(static_cast<double>(timer.nsecsElapsed()) / 1e9);
@@ -341,9 +293,7 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
                        json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("reshard")))
         return kUsage;
-    if (!parser.isSet(QStringLiteral("to")))
-        return fail(kUsage, "--to M (the new world size) is required");
-    const auto to = int_option(parser, QStringLiteral("to"), 1, kMaxWorldSize);
+    const auto to = target_option(parser);
     if (!to)
         return kUsage;
     if (!parser.isSet(QStringLiteral("out")))
@@ -361,12 +311,7 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
     // The destination: refused if it is the source, inside it, or not empty (checked once, by
     // process 0, before any process creates anything).
     job.agree_or_throw(job.coordinator() ? attempt([&] {
-        std::error_code ec;
-        const fs::path src = fs::weakly_canonical(dir, ec), dst = fs::weakly_canonical(out, ec);
-        if (dst == src || (dst.string() + "/").starts_with(src.string() + "/"))
-            throw Error(ProblemKind::invalid_argument, out.string() + ": the output must not be the source checkpoint or inside it");
-        if (fs::exists(out, ec) && (!fs::is_directory(out, ec) || !fs::is_empty(out, ec)))
-            throw Error(ProblemKind::already_exists, out.string() + " exists and is not empty; refusing to write into it");
+        check_reshard_destination(dir, out);
         fs::create_directories(out);
     }) : std::nullopt);
 
@@ -379,24 +324,12 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
             if (p)
                 problems[i] = p;
         });
-        std::optional<Problem> first;
-        for (auto& p : problems)
-            if (p && !first)
-                first = p;
-        job.agree_or_throw(first);
+        job.agree_or_throw(first_problem(problems));
     }
     const auto gathered = write_owned(job, out, plan.target_world_size, static_cast<int>(*threads), [&](int r) {
         return read_reshard_target(dir, m, plan.targets[static_cast<std::size_t>(r)]);
     });
-    CheckpointMeta meta;
-    meta.world_size = plan.target_world_size;
-    meta.step = m.step;
-    meta.wall_clock_seconds = m.wall_clock_seconds;
-    meta.param_dtype = m.param_dtype;
-    meta.param_numel_total = m.param_numel_total;
-    meta.tensors = m.tensors;
-    meta.training_state = m.training_state;
-    const Manifest result = commit_on_coordinator(job, out, gathered, meta);
+    const Manifest result = commit_on_coordinator(job, out, gathered, resharded_meta(m, plan.target_world_size));
     const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
     if (!job.coordinator())
         return kOk;

@@ -6,6 +6,7 @@
 #include "commands.h"
 
 #include "cli.h"
+#include "run_options.h"
 #include "core/lifecycle.h"
 #include "core/rankio.h"
 #include "core/reshard.h"
@@ -45,34 +46,15 @@ int run_train(MpiJob& job, const QStringList& arguments)
         "shardctl train with one MPI process per rank (the world size is the number of processes). "
         "Killed at any instant (the job dies) and resumed with --resume on the same or another number "
         "of processes, it ends with exactly the digests and loss of an uninterrupted run."));
+    add_train_options(parser);
     parser.addOptions({
-        {QStringLiteral("root"), QStringLiteral("Checkpoint root directory (shared by all processes)."), QStringLiteral("DIR")},
-        {QStringLiteral("steps"), QStringLiteral("Total optimizer steps of the run."), QStringLiteral("S")},
-        {QStringLiteral("save-every"), QStringLiteral("Checkpoint every K steps (default 10)."), QStringLiteral("K"), QStringLiteral("10")},
-        {QStringLiteral("keep"), QStringLiteral("Complete steps to keep (default 3)."), QStringLiteral("K2"), QStringLiteral("3")},
         {QStringLiteral("world-size"), QStringLiteral("Must equal the number of processes if given."), QStringLiteral("N")},
-        {QStringLiteral("numel"), QStringLiteral("Model parameters (default 65536)."), QStringLiteral("P"), QStringLiteral("65536")},
-        {QStringLiteral("seed"), QStringLiteral("Seed of data, weights and noise (default 1)."), QStringLiteral("X"), QStringLiteral("1")},
-        {QStringLiteral("dtype"), QStringLiteral("Parameter dtype: f16 or bf16 (default bf16)."), QStringLiteral("f16|bf16"), QStringLiteral("bf16")},
-        {QStringLiteral("batch"), QStringLiteral("Global batch size (default 16)."), QStringLiteral("B"), QStringLiteral("16")},
-        {QStringLiteral("lr-decay-steps"), QStringLiteral("Length of the cosine LR schedule (default 1000)."), QStringLiteral("L"), QStringLiteral("1000")},
-        {QStringLiteral("resume"), QStringLiteral("Continue from the root's `latest` if there is one.")},
-        {QStringLiteral("no-fsync"), QStringLiteral("Skip fsync (faster, not crash-safe; for experiments).")},
         {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout (process 0).")},
     });
     if (!parse(parser, arguments, 0, QStringLiteral("train")))
         return kUsage;
-    for (const char* required : {"root", "steps"})
-        if (!parser.isSet(QLatin1String(required)))
-            return fail(kUsage, std::string("train needs --") + required);
-    const auto steps = int_option(parser, QStringLiteral("steps"), 1, 1ll << 40);
-    const auto every = steps ? int_option(parser, QStringLiteral("save-every"), 1, 1ll << 40) : std::nullopt;
-    const auto keep = every ? int_option(parser, QStringLiteral("keep"), 1, 1 << 20) : std::nullopt;
-    const auto numel = keep ? int_option(parser, QStringLiteral("numel"), 1, 1ll << 32) : std::nullopt;
-    const auto seed = numel ? int_option(parser, QStringLiteral("seed"), 0, 1ll << 62) : std::nullopt;
-    const auto batch = seed ? int_option(parser, QStringLiteral("batch"), 1, 1 << 16) : std::nullopt;
-    const auto decay = batch ? int_option(parser, QStringLiteral("lr-decay-steps"), 1, 1ll << 40) : std::nullopt;
-    if (!decay)
+    auto args = read_train_options(parser);
+    if (!args)
         return kUsage;
     if (parser.isSet(QStringLiteral("world-size"))) {
         const auto world = int_option(parser, QStringLiteral("world-size"), 1, 4096);
@@ -82,21 +64,12 @@ int run_train(MpiJob& job, const QStringList& arguments)
             return fail(kUsage, "--world-size " + std::to_string(*world) + " differs from the " +
                                     std::to_string(job.size()) + " MPI processes (one process per rank)");
     }
-    const auto dtype = param_dtype_from_string(local(parser.value(QStringLiteral("dtype"))));
-    if (!dtype)
-        return fail(kUsage, "--dtype must be f16 or bf16");
-
-    TrainConfig config;
+    TrainConfig& config = args->config;
     config.world_size = job.size();
-    config.numel = static_cast<uint64_t>(*numel);
-    config.seed = static_cast<uint64_t>(*seed);
-    config.dtype = *dtype;
-    config.batch_size = static_cast<int>(*batch);
-    config.total_steps = static_cast<uint64_t>(*decay);
     config.local_rank = job.rank();
     config.allreduce_sum = [&job](std::vector<int64_t>& values) { job.allreduce_sum(values); };
-    const fs::path root = local(parser.value(QStringLiteral("root")));
-    const bool durable = !parser.isSet(QStringLiteral("no-fsync"));
+    const fs::path& root = args->root;
+    const bool durable = args->durable;
 
     // Process 0 decides what `latest` is; everyone follows that decision.
     std::string latest_name;
@@ -104,7 +77,7 @@ int run_train(MpiJob& job, const QStringList& arguments)
         fs::create_directories(root);
         if (auto latest = read_latest(root))
             latest_name = *latest;
-        if (!latest_name.empty() && !parser.isSet(QStringLiteral("resume")))
+        if (!latest_name.empty() && !args->resume)
             throw Error(ProblemKind::invalid_argument,
                         root.string() + " already holds checkpoints of a run; pass --resume to continue it or choose an empty --root");
     }) : std::nullopt);
@@ -150,10 +123,10 @@ int run_train(MpiJob& job, const QStringList& arguments)
     timer.start();
     double stall_ms = 0;
     int saves = 0;
-    while (trainer->steps_done() < static_cast<uint64_t>(*steps)) {
+    while (trainer->steps_done() < args->steps) {
         trainer->step();
         const uint64_t done = trainer->steps_done();
-        if (done % static_cast<uint64_t>(*every) != 0 && done != static_cast<uint64_t>(*steps))
+        if (done % args->save_every != 0 && done != args->steps)
             continue;
         QElapsedTimer stall;
         stall.start();
@@ -189,7 +162,7 @@ int run_train(MpiJob& job, const QStringList& arguments)
                 parsed.push_back(record_from_json(text));
             commit(dir, std::move(parsed), meta, durable);
             write_latest(root, name, durable); // only after the commit: `latest` is always complete
-            rotate(root, static_cast<int>(*keep), name);
+            rotate(root, args->keep, name);
         }) : std::nullopt);
         stall_ms += static_cast<double>(stall.nsecsElapsed()) / 1e6;
         ++saves;
@@ -198,22 +171,8 @@ int run_train(MpiJob& job, const QStringList& arguments)
     const StateDigests d = job.flat_digests(trainer->ranks(), job.size());
     if (!job.coordinator())
         return kOk;
-    const auto latest = read_latest(root);
-    if (parser.isSet(QStringLiteral("json"))) {
-        print_json({{"ok", true}, {"steps", trainer->steps_done()}, {"final_loss", trainer->last_loss()},
-                    {"world_size", config.world_size}, {"processes", job.size()}, {"resumed_from", resumed},
-                    {"saves", saves}, {"save_stall_ms", stall_ms}, {"latest", latest ? json(*latest) : json(nullptr)},
-                    {"digests", {{"param", d.param}, {"master", d.master}, {"exp_avg", d.exp_avg}, {"exp_avg_sq", d.exp_avg_sq}}}});
-    } else {
-        char loss[64];
-        std::snprintf(loss, sizeof loss, "%.17g", trainer->last_loss());
-        print_line("trained to step " + std::to_string(trainer->steps_done()) + " on " + std::to_string(job.size()) +
-                   " processes, final loss " + loss + ", latest " + latest.value_or("(none)"));
-        print_line("  param       " + d.param);
-        print_line("  master      " + d.master);
-        print_line("  exp_avg     " + d.exp_avg);
-        print_line("  exp_avg_sq  " + d.exp_avg_sq);
-    }
+    print_train_result(parser.isSet(QStringLiteral("json")), *trainer, d, config.world_size, read_latest(root), resumed,
+                       saves, stall_ms, " on " + std::to_string(job.size()) + " processes", {{"processes", job.size()}});
     return kOk;
 }
 

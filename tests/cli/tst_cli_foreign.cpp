@@ -73,10 +73,32 @@ private slots:
         QCOMPARE(j["tensor_count"].get<int>(), tensors);
         QVERIFY(j["summary"].is_object());
         QVERIFY(!j["files"].empty());
+        if (format == QStringLiteral("torch-dcp")) { // every chunk and where it is stored
+            const auto& chunks = j["tensors"][0]["chunks"];
+            QCOMPARE(chunks.size(), std::size_t(2));
+            QVERIFY2(chunks[1]["offsets"] == nlohmann::json::array({2}), chunks.dump().c_str());
+            QVERIFY(chunks[1]["sizes"] == nlohmann::json::array({2}));
+            QVERIFY(chunks[1]["storage"] == nlohmann::json({{"file", "__1_0.distcp"}, {"offset", 0}, {"length", 8}}));
+        }
         // The human form names the format too.
         const auto text = shardctl({QStringLiteral("info"), qs(m_root / dir.toStdString())});
         QCOMPARE(text.exit_code, 0);
         QVERIFY(text.out.contains(format.toUtf8()));
+    }
+
+    // The exported report shows the format's own summary and each file's detail, not the
+    // manifest-only columns.
+    void reportOfAForeignCheckpoint()
+    {
+        const QString out = qs(m_root / "ds-report.md");
+        const auto run = shardctl({QStringLiteral("report"), qs(m_root / "ds"), QStringLiteral("--format"),
+                                   QStringLiteral("md"), QStringLiteral("--out"), out});
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        const std::string md = testutil::read_text(m_root / "ds-report.md");
+        QVERIFY2(md.find("| data-parallel size | 2 |") != std::string::npos, md.c_str());
+        QVERIFY2(md.find("| Rank | File | Bytes | Status | Detail |") != std::string::npos, md.c_str());
+        QVERIFY2(md.find("✓ ok | 4 entries, 1 storage") != std::string::npos, md.c_str());
+        QVERIFY(md.find("Manifest | missing") == std::string::npos);
     }
 
     void verifyExitCodes()

@@ -1,7 +1,7 @@
 // PyTorch DCP folders: .metadata decoded by the restricted reader, storage ranges, chunk tiling.
 
 #include "foreign_fixtures.h"
-#include "reportcheck.h"
+#include "problemcheck.h"
 
 #include "core/checkpoint.h"
 #include "core/foreign_dcp.h"
@@ -10,12 +10,13 @@
 #include <QTemporaryDir>
 #include <functional>
 #include <mutex>
+#include <tuple>
 #include <QTest>
 
 using namespace shardscope;
 namespace fs = std::filesystem;
 using namespace fixtures;
-using namespace reportcheck;
+using namespace problemcheck;
 
 namespace {
 
@@ -98,6 +99,19 @@ private slots:
         for (const auto& [k, v] : r.foreign->rows)
             ranks = ranks || (k == "ranks" && v == "2");
         QVERIFY(ranks);
+        QVERIFY(r.shards[1].detail.starts_with("1 stored item ("));
+
+        // Who holds what: weight rows 0-1 on rank 0, rows 2-3 on rank 1, then the bias on rank 0.
+        QVERIFY(r.foreign->layout);
+        const ForeignLayout& layout = *r.foreign->layout;
+        QCOMPARE(layout.total, uint64_t(30));
+        QCOMPARE(layout.holders.size(), std::size_t(3));
+        const std::vector<std::tuple<uint64_t, uint64_t, int>> holders = {{0, 12, 0}, {12, 12, 1}, {24, 6, 0}};
+        for (std::size_t i = 0; i < holders.size(); ++i)
+            QCOMPARE(std::make_tuple(layout.holders[i].offset, layout.holders[i].numel, layout.holders[i].id), holders[i]);
+        QCOMPARE(layout.tensor_names, (std::vector<std::string>{"model.weight", "model.bias"}));
+        QCOMPARE(layout.tensors[1].offset, uint64_t(24));
+        QCOMPARE(layout.tensors[1].numel, uint64_t(6));
     }
 
     void brokenFolders()

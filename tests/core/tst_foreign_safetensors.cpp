@@ -2,7 +2,7 @@
 // see them: per-file status, typed problems, the tensor list and the summary rows.
 
 #include "foreign_fixtures.h"
-#include "reportcheck.h"
+#include "problemcheck.h"
 
 #include "core/checkpoint.h"
 #include "core/foreign_index.h"
@@ -16,8 +16,8 @@
 using namespace shardscope;
 namespace fs = std::filesystem;
 using fixtures::write_file;
-using reportcheck::has_problem;
-using reportcheck::problems_text;
+using problemcheck::has_problem;
+using problemcheck::problems_text;
 
 namespace {
 

@@ -2,7 +2,7 @@
 // CRC-32 and size checks without unpickling, tensor listing, rank sequences, hostile data.pkl.
 
 #include "foreign_fixtures.h"
-#include "reportcheck.h"
+#include "problemcheck.h"
 
 #include "core/checkpoint.h"
 #include "core/formats.h"
@@ -17,7 +17,7 @@
 using namespace shardscope;
 namespace fs = std::filesystem;
 using namespace fixtures;
-using namespace reportcheck;
+using namespace problemcheck;
 
 namespace {
 

@@ -1,5 +1,7 @@
 // Partitioning: spec parsing, boundary validation, piece costs and the Megatron piece->stage
 // mapping, and optimality of `compute` / `params` against brute force on random profiles.
+#include "problemcheck.h"
+
 #include "core/error.h"
 #include "core/pipeline_partition.h"
 #include "core/pipeline_simulator.h"
@@ -13,19 +15,9 @@
 
 using namespace shardscope;
 using namespace shardscope::pipeline;
+using problemcheck::error_of;
 
 namespace {
-
-template <typename Function>
-std::optional<Problem> error_of(Function&& function)
-{
-    try {
-        function();
-    } catch (const Error& error) {
-        return error.problem();
-    }
-    return std::nullopt;
-}
 
 Profile profile_from(const std::vector<double>& compute, const std::vector<std::int64_t>& params)
 {

@@ -1,5 +1,7 @@
 // Layer profiles: the bundled files load, defaults are applied, and every malformed input is
 // rejected with invalid_profile and a message naming the file and the layer or line.
+#include "problemcheck.h"
+
 #include "core/error.h"
 #include "core/pipeline_profile.h"
 
@@ -9,23 +11,13 @@
 
 using namespace shardscope;
 using namespace shardscope::pipeline;
+using problemcheck::error_of;
 
 namespace {
 
 std::string profile_path(const char* name)
 {
     return std::string(SHARDSCOPE_SOURCE_DIR) + "/resources/profiles/" + name;
-}
-
-template <typename Function>
-std::optional<Problem> error_of(Function&& function)
-{
-    try {
-        function();
-    } catch (const Error& error) {
-        return error.problem();
-    }
-    return std::nullopt;
 }
 
 bool near(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(b)); }

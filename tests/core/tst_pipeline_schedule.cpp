@@ -1,5 +1,7 @@
 // Schedules as op lists: the orders of GPipe, 1F1B, Megatron's interleaving and ZB-H1, and the
 // spec rules (with their messages).
+#include "problemcheck.h"
+
 #include "core/error.h"
 #include "core/pipeline_schedule.h"
 
@@ -9,19 +11,9 @@
 
 using namespace shardscope;
 using namespace shardscope::pipeline;
+using problemcheck::error_of;
 
 namespace {
-
-template <typename Function>
-std::optional<Problem> error_of(Function&& function)
-{
-    try {
-        function();
-    } catch (const Error& error) {
-        return error.problem();
-    }
-    return std::nullopt;
-}
 
 // "F0.1" = forward of microbatch 0 on chunk 1; the chunk is omitted when it is 0 and v == 1.
 std::string render(const std::vector<Op>& ops, bool chunks)

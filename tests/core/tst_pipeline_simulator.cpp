@@ -1,5 +1,7 @@
 // The simulator against the papers: closed forms over a grid, the headline figures, peak
 // activations, p2p latency, deadlock detection, timeline consistency, and the exports.
+#include "problemcheck.h"
+
 #include "core/error.h"
 #include "core/pipeline_export.h"
 #include "core/pipeline_simulator.h"
@@ -13,19 +15,9 @@
 
 using namespace shardscope;
 using namespace shardscope::pipeline;
+using problemcheck::error_of;
 
 namespace {
-
-template <typename Function>
-std::optional<Problem> error_of(Function&& function)
-{
-    try {
-        function();
-    } catch (const Error& error) {
-        return error.problem();
-    }
-    return std::nullopt;
-}
 
 // Uniform stages: one F = 1, B = 2 (B = W = 1 split) layer per piece, as shardctl's default.
 Plan uniform_plan(ScheduleKind kind, int n, int m, int v = 1, double latency = 0.0)

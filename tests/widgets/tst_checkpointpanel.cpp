@@ -110,6 +110,37 @@ private slots:
         }
         QCOMPARE(panel.banner()->state(), FailureBanner::State::Bad);
         QCOMPARE(panel.summaryModel()->value(QStringLiteral("data-parallel size")), QStringLiteral("3"));
+        QVERIFY(!panel.ownershipMap()->hasData()); // DeepSpeed records no element ranges
+    }
+
+    // DCP records which rank stores each chunk: the map shows them, rank 1's hatched when bad.
+    void dcpChunksOnTheMap()
+    {
+        QTemporaryDir tmp;
+        const std::filesystem::path dir = tmp.path().toStdString();
+        std::vector<fixtures::DcpTensorSpec> tensors = {
+            {"w", {4, 6}, {{{0, 0}, {2, 6}, "__0_0.distcp"}, {{2, 0}, {2, 6}, "__1_0.distcp"}}}};
+        auto files = fixtures::dcp_layout(tensors);
+        std::string& bad = files["__1_0.distcp"];
+        bad[(bad.find("archive/data/0") + 14 + 4 + 63) / 64 * 64 + 7] ^= 0x10; // a stored element
+        fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
+        for (const auto& [name, content] : files)
+            fixtures::write_file(dir / name, content);
+
+        CheckpointPanel panel;
+        panel.resize(1000, 700);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        OwnershipMap* map = panel.ownershipMap();
+        QVERIFY(map->hasData());
+        const OwnershipGeometry geometry = map->laneGeometry(map->width());
+        const double y = 6 + 13; // the middle of the first (ranks) lane
+        const QString first = map->describeAt({geometry.xForOffset(3), y});
+        const QString second = map->describeAt({geometry.xForOffset(20), y});
+        QVERIFY2(first.startsWith(QStringLiteral("Rank 0")) && first.contains(QStringLiteral("__0_0.distcp")), qPrintable(first));
+        QVERIFY2(second.startsWith(QStringLiteral("Rank 1")) && second.contains(QStringLiteral("failed")), qPrintable(second));
+        QCOMPARE(panel.shardModel()->status(1), ShardStatus::invalid);
     }
 
     void goodCheckpointTurnsGreen()

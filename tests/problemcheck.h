@@ -1,11 +1,12 @@
 #pragma once
-// Asking a verification report about its problems, for the tests of every format.
+// Asking about problems in tests: a report's, and the one a call throws.
 
 #include "core/checkpoint.h"
 
+#include <optional>
 #include <string>
 
-namespace reportcheck {
+namespace problemcheck {
 
 inline bool has_problem(const shardscope::VerifyReport& r, shardscope::ProblemKind kind)
 {
@@ -24,4 +25,16 @@ inline std::string problems_text(const shardscope::VerifyReport& r)
     return out;
 }
 
-} // namespace reportcheck
+// The problem of the Error `function` throws, or nullopt when it returns.
+template <typename Function>
+std::optional<shardscope::Problem> error_of(Function&& function)
+{
+    try {
+        function();
+    } catch (const shardscope::Error& error) {
+        return error.problem();
+    }
+    return std::nullopt;
+}
+
+} // namespace problemcheck
