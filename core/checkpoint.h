@@ -115,6 +115,7 @@ struct VerifyOptions {
 
 // What a checkpoint ShardScope did not write holds (safetensors, index, DCP, DeepSpeed, Megatron):
 // summary rows for the manifest panel and the tensors with where their bytes are.
+
 // One piece of a tensor stored on its own (DCP's chunks): where in the tensor, where on disk.
 struct ForeignChunk {
     std::vector<uint64_t> offsets; // element offsets into the tensor, per dimension

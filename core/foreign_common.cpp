@@ -103,6 +103,12 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
             check.detail = e.what();
             problems[i].push_back({e.kind(), check.rank, check.path, e.what()});
         }
+        if (cancelled(options) && problems[i].empty()) { // not checked to the end: not ok either
+            t_progress.advance = {};
+            file.fd = {};
+            check.status = ShardStatus::pending;
+            return;
+        }
         t_progress.advance(file.size);
         t_progress.advance = {};
         file.fd = {}; // close early: thousands of files must not exhaust descriptors

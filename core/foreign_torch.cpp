@@ -430,14 +430,19 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
     std::set<int> model;
     std::set<std::string> present;
     std::map<int, std::set<int>> layers; // pipeline layer index -> model-parallel ranks with a file
-    int dp = 0, mp = 0;
+    // mp counts the model-parallel ranks of mp_rank_XX / zero_..._mp_rank_XX names (with pipeline
+    // parallelism: stage x tensor slice); layer_mp the tensor slices of layer_NN-model_YY names.
+    int dp = 0, mp = 0, layer_mp = 0;
     bool bf16 = false, tagged_layers = false;
     for (const auto& n : names) {
         const auto parsed = parse_deepspeed_name(n);
         if (!parsed)
             continue;
         present.insert(n);
-        mp = std::max(mp, parsed->mp + 1);
+        if (parsed->kind == DeepSpeedName::layer)
+            layer_mp = std::max(layer_mp, parsed->mp + 1);
+        else
+            mp = std::max(mp, parsed->mp + 1);
         if (parsed->kind == DeepSpeedName::zero_optim) {
             optim.insert({parsed->dp, parsed->mp});
             dp = std::max(dp, parsed->dp + 1);
@@ -460,6 +465,19 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
         files.push_back({n, parsed->kind == DeepSpeedName::zero_optim || parsed->kind == DeepSpeedName::zero_model
                                 ? parsed->dp : parsed->mp});
     }
+    // Rank numbers come from file names, which anyone can write: the sequence they imply is
+    // enumerated only up to a sane size, else reported as one problem.
+    const int layer_ranks = tagged_layers ? layer_mp : 1;
+    const uint64_t implied = static_cast<uint64_t>(dp) * static_cast<uint64_t>(mp) * 2 + static_cast<uint64_t>(mp) +
+                             layers.size() * static_cast<uint64_t>(layer_ranks);
+    if (implied > static_cast<uint64_t>(kMaxWorldSize)) {
+        report.problems.push_back({ProblemKind::missing_shard, -1, {},
+                                   report.dir.string() + ": the file names imply " + std::to_string(implied) +
+                                       " files (data-parallel size " + std::to_string(dp) + ", model-parallel size " +
+                                       std::to_string(mp) + "), more than the " + std::to_string(kMaxWorldSize) +
+                                       " ranks ShardScope checks: a file name carries an implausible rank number"});
+        return report;
+    }
     const std::string optim_prefix = bf16 ? "bf16_zero_pp_rank_" : "zero_pp_rank_";
     for (int d = 0; d < dp; ++d)
         for (int m = 0; m < mp; ++m) {
@@ -478,7 +496,6 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
     // not reported.
     std::string absent_layers;
     int absent_count = 0;
-    const int layer_ranks = tagged_layers ? mp : 1;
     for (auto it = layers.begin(); it != layers.end(); ++it) {
         for (int m = 0; m < layer_ranks; ++m)
             if (!it->second.count(m))
@@ -506,7 +523,8 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
             layer_files += ranks.size();
         add_row(summary, "pipeline layers",
                 std::to_string(layers.size()) + " (" + std::to_string(layers.begin()->first) + " to " +
-                    std::to_string(layers.rbegin()->first) + "), " + std::to_string(layer_files) + " layer files");
+                    std::to_string(layers.rbegin()->first) + "), " + std::to_string(layer_files) + " layer files" +
+                    (tagged_layers ? ", " + std::to_string(layer_mp) + " tensor slices each" : std::string()));
         if (absent_count)
             add_row(summary, "layer indices without a file",
                     absent_layers + " (" + std::to_string(absent_count) +
@@ -576,10 +594,28 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
             rows.push_back({"metadata.json", std::string("unreadable: ") + e.what()});
         }
     }
+    // The summary a viewer gets before the files are checked already says Megatron, with the rows
+    // known by then.
+    auto as_megatron = [&rows](VerifyReport& report) {
+        report.format = "megatron";
+        if (!report.foreign)
+            report.foreign.emplace();
+        auto& existing = report.foreign->rows;
+        if (!existing.empty() && existing.front().first == "format")
+            existing.erase(existing.begin());
+        existing.insert(existing.begin(), rows.begin(), rows.end());
+    };
+    VerifyOptions inner = options;
+    if (options.callbacks.files_listed)
+        inner.callbacks.files_listed = [&](const VerifyReport& listed) {
+            VerifyReport shown = listed;
+            as_megatron(shown);
+            options.callbacks.files_listed(shown);
+        };
     VerifyReport report;
     if (fsutil::exists_at(dirfd.get(), ".metadata")) {
         rows.push_back({"layout", "distributed checkpoint (torch_dist / DCP)"});
-        report = verify_dcp(dir, options, check_data);
+        report = verify_dcp(dir, inner, check_data);
     } else {
         rows.push_back({"layout", "per-rank mp_rank_XX[_PPP]/model_optim_rng.pt"});
         report.dir = dir;
@@ -624,16 +660,10 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
             report.problems.push_back({ProblemKind::missing_shard, -1, {},
                                        dir.string() + ": no .metadata and no mp_rank_XX folders"});
         else
-            check_archives(dirfd.get(), report, options, ProblemKind::missing_shard, check_data);
+            check_archives(dirfd.get(), report, inner, ProblemKind::missing_shard, check_data);
         rows.push_back({"tensors", std::to_string(report.foreign->tensors_total)});
     }
-    report.format = "megatron";
-    if (!report.foreign)
-        report.foreign.emplace();
-    auto& existing = report.foreign->rows;
-    if (!existing.empty() && existing.front().first == "format")
-        existing.erase(existing.begin());
-    existing.insert(existing.begin(), rows.begin(), rows.end());
+    as_megatron(report);
     return report;
 }
 

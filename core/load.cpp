@@ -21,6 +21,7 @@ RankState read_rank_state(int dirfd, const fs::path& dir, const Manifest& m, con
         throw Error(opened.problem);
     const OpenedShard& shard = *opened.shard;
     ::posix_fadvise(shard.fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+    ensure_state_fits_in_memory(record.param_shard_numel, dir / record.path);
     RankState state = empty_rank_state(m, record.rank, record.param_shard_offset, record.param_shard_numel);
 
     Sha256 sha;
@@ -70,6 +71,7 @@ LoadedCheckpoint load_sharded(const fs::path& path, int expected_world_size, con
     if (!problems.empty())
         throw Error(problems.front());
 
+    ensure_state_fits_in_memory(m.param_numel_total, dir); // every rank is held at once
     uint64_t total = 0;
     for (const auto& s : m.shards)
         total += s.bytes;

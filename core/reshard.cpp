@@ -118,6 +118,9 @@ void check_reshard_destination(const fs::path& source, const fs::path& destinati
 {
     std::error_code ec;
     const fs::path src = fs::weakly_canonical(source, ec);
+    if (ec)
+        throw Error(ProblemKind::cannot_open, source.string() + ": cannot resolve the path: " + ec.message(),
+                    source.string());
     const fs::path dst = fs::weakly_canonical(destination, ec);
     if (ec)
         throw Error(ProblemKind::cannot_open, destination.string() + ": cannot resolve the path: " + ec.message(),

@@ -1,6 +1,7 @@
 #include "core/shardfile.h"
 
 #include "core/hashing.h"
+#include "core/printable.h"
 
 #include <cerrno>
 #include <cstring>
@@ -73,6 +74,24 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
     result.status = ShardStatus::pending;
     result.shard = std::move(shard);
     return result;
+}
+
+void ensure_state_fits_in_memory(uint64_t numel, const fs::path& what)
+{
+    constexpr uint64_t kBytesPerElement = 2 + 3 * 4;
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_size <= 0)
+        return; // unknown: let the allocation decide
+    const uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+    uint64_t needed = 0;
+    const bool overflow = __builtin_mul_overflow(numel, kBytesPerElement, &needed);
+    if (overflow || needed > memory)
+        throw Error(ProblemKind::io_error,
+                    what.string() + ": loading " + std::to_string(numel) + " parameters needs " +
+                        (overflow ? std::string("more than 16 EiB") : human_bytes(needed)) +
+                        " of memory for parameters and optimizer state, more than this machine's " +
+                        human_bytes(memory),
+                    what.string());
 }
 
 RankState empty_rank_state(const Manifest& m, int rank, uint64_t offset, uint64_t numel)

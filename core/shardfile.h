@@ -45,6 +45,11 @@ RankState read_rank_state(int dirfd, const std::filesystem::path& dir, const Man
 ShardCheck check_shard(int dirfd, const std::filesystem::path& dir, const Manifest& manifest, const ShardRecord& record,
                        bool fast, std::optional<Problem>& problem, const ReadStep& step = {});
 
+// Error(io_error) naming `what` unless `numel` elements of training state (14 bytes each: a 2-byte
+// parameter and three fp32 optimizer values) fit in this machine's physical memory. A manifest
+// claiming more (hostile, or a model too big for this machine) gets one sentence instead of the
+// out-of-memory killer.
+void ensure_state_fits_in_memory(uint64_t numel, const std::filesystem::path& what);
 // A RankState of `numel` zeroed elements per tensor, at `offset` of the flat parameters.
 RankState empty_rank_state(const Manifest& manifest, int rank, uint64_t offset, uint64_t numel);
 // Where a shard's tensor `name` lands in `state`; nullptr for one ShardScope does not keep.

@@ -148,6 +148,7 @@ VerifyReport verify_checkpoint(const fs::path& path, const VerifyOptions& option
         if (fsutil::unsafe_name_reason(record.path)) { // check_manifest reported it already
             check.status = ShardStatus::invalid;
             check.detail = "the path leaves the checkpoint directory";
+            all_done += record.bytes;
         } else {
             uint64_t reported = 0;
             check = check_shard(dirfd.get(), dir, m, record, options.fast, shard_problems[i],

@@ -219,12 +219,17 @@ int run_info(const QStringList& arguments)
                 print_line("  tensor " + t.name + "  " + t.dtype + " " + shape + "  " + human_bytes(t.bytes) +
                            (t.file.empty() ? "" : "  " + t.file + " @" + std::to_string(t.offset)) +
                            (t.detail.empty() ? "" : "  " + t.detail));
+                constexpr std::size_t kShownChunks = 16;
                 if (t.chunks.size() > 1) // one chunk is the line above
-                    for (const auto& c : t.chunks)
-                        print_line("    chunk at " + join_dims(c.offsets) + " size " + join_dims(c.sizes) + "  " +
-                                   (c.file.empty() ? std::string("no storage")
-                                                   : c.file + " bytes [" + std::to_string(c.offset) + ", +" +
-                                                         std::to_string(c.length) + ")"));
+                    for (std::size_t c = 0; c < t.chunks.size() && c < kShownChunks; ++c) {
+                        const ForeignChunk& chunk = t.chunks[c];
+                        print_line("    chunk at " + join_dims(chunk.offsets) + " size " + join_dims(chunk.sizes) + "  " +
+                                   (chunk.file.empty() ? std::string("no storage")
+                                                       : chunk.file + " bytes [" + std::to_string(chunk.offset) + ", +" +
+                                                             std::to_string(chunk.length) + ")"));
+                    }
+                if (t.chunks.size() > kShownChunks)
+                    print_line("    ... " + std::to_string(t.chunks.size() - kShownChunks) + " more chunks (--json lists them)");
             }
             if (report.foreign->tensors_total > kShown)
                 print_line("  ... " + std::to_string(report.foreign->tensors_total - kShown) + " more tensors (--json lists them)");

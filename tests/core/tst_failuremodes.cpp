@@ -3,10 +3,12 @@
 
 #include "core/checkpoint.h"
 #include "core/demo.h"
+#include "core/shardfile.h"
 #include "testutil.h"
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -273,6 +275,32 @@ private slots:
         QVERIFY2(!report.ok(), qPrintable(kinds(report)));
         QVERIFY(report.shards[0].status == ShardStatus::invalid ||
                 report.shards[0].status == ShardStatus::hash_mismatch);
+    }
+
+    // A manifest may claim a model far bigger than this machine (hostile, or just too big): load
+    // says so before allocating, instead of being killed for memory. The shard is sparse, so it
+    // passes the size checks without taking disk space.
+    void stateBiggerThanMemory()
+    {
+        const fs::path dir = m_dir.parent_path() / "too-big";
+        fs::create_directories(dir);
+        const uint64_t numel = 1ull << 36; // 14 bytes each: 896 GiB of state
+        const std::string header = rank_shard_header(0, 1, ParamDtype::F16, 0, numel);
+        const uint64_t bytes = header.size() + numel * 14;
+        {
+            std::ofstream(dir / "rank0.safetensors", std::ios::binary) << header;
+        }
+        fs::resize_file(dir / "rank0.safetensors", bytes);
+        CheckpointMeta meta;
+        meta.world_size = 1;
+        meta.param_numel_total = numel;
+        commit(dir, {ShardRecord{0, "rank0.safetensors", std::string(64, 'a'), {}, bytes, 0, numel}}, meta, false);
+        std::string message;
+        QCOMPARE(load_error(dir, 1, &message), ProblemKind::io_error);
+        QVERIFY2(message.find("more than this machine's") != std::string::npos, message.c_str());
+        QVERIFY2(message.find("68719476736 parameters") != std::string::npos, message.c_str());
+        QVERIFY_THROWS_EXCEPTION(Error, ensure_state_fits_in_memory(~0ull, dir)); // 14 x 2^64 overflows
+        ensure_state_fits_in_memory(1'000'000, dir);                              // 14 MB fits anywhere
     }
 
     void missingPathIsAnEnvironmentError()

@@ -8,6 +8,7 @@
 #include "core/formats.h"
 
 #include <QTemporaryDir>
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <tuple>
@@ -205,9 +206,34 @@ private slots:
             };
             VerifyReport r = verify_checkpoint(write_dcp(root() / "raw-ok", two_rank_layout(), raw(48)));
             QVERIFY2(r.ok(), problems_text(r).c_str());
+            // Raw elements that happen to begin like a zip archive are still raw elements.
+            r = verify_checkpoint(write_dcp(root() / "raw-pk", two_rank_layout(), [](auto& layout, auto& files) {
+                files["__1_0.distcp"] = std::string("PK\x03\x04") + std::string(44, '\x11');
+                layout[0].chunks[1].length = 48;
+            }));
+            QVERIFY2(r.ok(), problems_text(r).c_str());
             r = verify_checkpoint(write_dcp(root() / "raw-short", two_rank_layout(), raw(44)));
             QVERIFY2(has_problem(r, ProblemKind::size_mismatch), problems_text(r).c_str());
             QVERIFY(r.problems.at(0).message.find("neither a torch.save archive nor the 48 raw bytes") != std::string::npos);
+        }
+        {
+            // 25 damaged chunks in one file: 20 problems named, then one line counting the rest.
+            DcpTensorSpec t{"big", {25, 4}, {}};
+            for (uint64_t i = 0; i < 25; ++i)
+                t.chunks.push_back({{i, 0}, {1, 4}, "__0_0.distcp"});
+            const fs::path dir = write_dcp(root() / "many-bad", {t}, [](auto&, auto& files) {
+                std::string& bytes = files["__0_0.distcp"];
+                // In each archive the elements end where the next entry's local header starts.
+                for (std::size_t at = bytes.find("archive/data/0"); at != std::string::npos;
+                     at = bytes.find("archive/data/0", at + 1))
+                    if (bytes.compare(at - 30, 4, "PK\x03\x04") == 0) // a local header, not the directory
+                        bytes[bytes.find("PK\x03\x04", at) - 1] ^= 0x01;
+            });
+            const VerifyReport r = verify_checkpoint(dir);
+            QCOMPARE(r.problems.size(), std::size_t(21));
+            QCOMPARE(r.problems[0].kind, ProblemKind::crc_mismatch);
+            QVERIFY2(r.problems[20].message.find("5 more problems") != std::string::npos, r.problems[20].message.c_str());
+            QCOMPARE(r.problems[20].kind, ProblemKind::crc_mismatch);
         }
         {
             // An archive cut short inside its range: the zip's end record is gone.
@@ -219,6 +245,22 @@ private slots:
             const VerifyReport r = verify_checkpoint(dir);
             QVERIFY2(has_problem(r, ProblemKind::invalid_archive), problems_text(r).c_str());
         }
+    }
+
+    // A cancelled verification leaves files unchecked (pending), never ok.
+    void cancelledFilesStayPending()
+    {
+        const fs::path dir = write_dcp(root() / "cancelled", two_rank_layout());
+        std::atomic<bool> cancel{true};
+        VerifyOptions options;
+        options.cancel = &cancel;
+        int done = 0;
+        options.callbacks.shard_done = [&](std::size_t, const ShardCheck&) { ++done; };
+        const VerifyReport r = verify_checkpoint(dir, options);
+        QVERIFY(r.cancelled);
+        QCOMPARE(done, 0);
+        for (const auto& check : r.shards)
+            QCOMPARE(check.status, ShardStatus::pending);
     }
 
     // The file list reaches a viewer before any result, so that rows show while being checked.

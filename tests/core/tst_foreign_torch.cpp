@@ -233,13 +233,34 @@ private slots:
                  r.problems[0].message.c_str());
         QCOMPARE(r.problems[0].rank, 1);
         std::map<std::string, std::string> rows(r.foreign->rows.begin(), r.foreign->rows.end());
-        QCOMPARE(rows["pipeline layers"], std::string("3 (0 to 3), 5 layer files"));
+        QCOMPARE(rows["pipeline layers"], std::string("3 (0 to 3), 5 layer files, 2 tensor slices each"));
         QVERIFY2(rows["layer indices without a file"].starts_with("2 (1;"), rows["layer indices without a file"].c_str());
 
         write_file(tag / "layer_01-model_01-model_states.pt", torch_archive("l", {{"weight", {2, 2}}}));
         r = verify_checkpoint(dir);
         QVERIFY2(r.ok(), problems_text(r).c_str());
         QCOMPARE(r.shards.size(), std::size_t(8));
+
+        // Pipeline stages count in mp_rank_XX (stage x tensor slice) but not in layer_NN-model_YY:
+        // two stages of one slice each name only model_00 layer files, and nothing is missing.
+        const fs::path stages = root() / "ds-pipe-stages" / "global_step2";
+        for (const char* m : {"00", "01"})
+            write_file(stages / ("mp_rank_" + std::string(m) + "_model_states.pt"),
+                       model_states("mp_rank_" + std::string(m) + "_model_states"));
+        for (const char* name : {"layer_00-model_00", "layer_01-model_00", "layer_02-model_00", "layer_03-model_00"})
+            write_file(stages / (std::string(name) + "-model_states.pt"),
+                       torch_archive(std::string(name) + "-model_states", {{"weight", {2}}}));
+        r = verify_checkpoint(stages.parent_path());
+        QVERIFY2(r.ok(), problems_text(r).c_str());
+        QCOMPARE(r.shards.size(), std::size_t(6));
+
+        // Rank numbers from hostile names are not enumerated: one problem, at once.
+        const fs::path huge = root() / "ds-huge" / "global_step1";
+        write_file(huge / "zero_pp_rank_999999_mp_rank_999999_optim_states.pt", torch_archive("z", {{"s", {2}}}));
+        r = verify_checkpoint(huge.parent_path());
+        QVERIFY2(has_problem(r, ProblemKind::missing_shard), problems_text(r).c_str());
+        QVERIFY(r.problems[0].message.find("implausible rank number") != std::string::npos);
+        QVERIFY(r.shards.empty());
 
         // Without model parallelism the names carry no model rank.
         const fs::path plain = root() / "ds-pipe-plain" / "global_step1";
@@ -261,7 +282,18 @@ private slots:
                        torch_archive("model_optim_rng", {{"model.language_model.embedding.weight", {8, 2}}}));
         QCOMPARE(detect_format(dir).format, CheckpointFormat::megatron);
         QCOMPARE(detect_format(iter).format, CheckpointFormat::megatron);
-        VerifyReport r = verify_checkpoint(dir);
+        // What a viewer is shown before the files are checked already says Megatron.
+        VerifyOptions options;
+        std::string listed_format, listed_iteration;
+        options.callbacks.files_listed = [&](const VerifyReport& listed) {
+            listed_format = listed.format;
+            for (const auto& [key, value] : listed.foreign->rows)
+                if (key == "iteration")
+                    listed_iteration = value;
+        };
+        VerifyReport r = verify_checkpoint(dir, options);
+        QCOMPARE(listed_format, std::string("megatron"));
+        QVERIFY2(listed_iteration.starts_with("20"), listed_iteration.c_str());
         QVERIFY2(r.ok(), problems_text(r).c_str());
         QCOMPARE(r.format, std::string("megatron"));
         QCOMPARE(r.shards.size(), std::size_t(2));
