@@ -58,7 +58,8 @@ ZipReadAt zip_read_memory(std::string_view data)
     return [data](void* buffer, std::size_t size, uint64_t offset) {
         if (offset > data.size() || size > data.size() - offset)
             return false;
-        std::memcpy(buffer, data.data() + offset, size);
+        if (size > 0) // an empty central directory reads 0 bytes into no buffer at all
+            std::memcpy(buffer, data.data() + offset, size);
         return true;
     };
 }
@@ -243,12 +244,16 @@ ZipEntryCheck stream_entry(const ZipReadAt& read, const ZipDirectory& directory,
     if (!out.ok)
         return out;
     out.ok = false;
-    auto in = std::make_unique<unsigned char[]>(kChunk);
+    // Buffers as large as the entry needs, up to kChunk, and not zero-filled: a DCP file holds one
+    // small archive per chunk, and zeroing two 4 MiB buffers per entry would dominate its check.
+    const auto in_size = static_cast<std::size_t>(std::clamp<uint64_t>(entry.compressed_size, 1, kChunk));
+    const auto out_size = static_cast<std::size_t>(std::clamp<uint64_t>(entry.uncompressed_size, 64u << 10, kChunk));
+    auto in = std::make_unique_for_overwrite<unsigned char[]>(in_size);
     std::unique_ptr<unsigned char[]> inflated;
     z_stream z{};
     const bool deflated = entry.method == 8;
     if (deflated) {
-        inflated = std::make_unique<unsigned char[]>(kChunk);
+        inflated = std::make_unique_for_overwrite<unsigned char[]>(out_size);
         if (inflateInit2(&z, -MAX_WBITS) != Z_OK) {
             out.problem = "zlib could not start inflating '" + entry.name + "'";
             return out;
@@ -263,7 +268,7 @@ ZipEntryCheck stream_entry(const ZipReadAt& read, const ZipDirectory& directory,
             failure = "cancelled";
             break;
         }
-        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, entry.compressed_size - done));
+        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(in_size, entry.compressed_size - done));
         if (!read(in.get(), n, out.data_offset + done)) {
             failure = "read failed in entry '" + entry.name + "' at byte " + std::to_string(done);
             break;
@@ -279,13 +284,13 @@ ZipEntryCheck stream_entry(const ZipReadAt& read, const ZipDirectory& directory,
             z.avail_in = static_cast<uInt>(n);
             while (z.avail_in > 0 && !stream_end && failure.empty()) {
                 z.next_out = inflated.get();
-                z.avail_out = static_cast<uInt>(kChunk);
+                z.avail_out = static_cast<uInt>(out_size);
                 const int rc = inflate(&z, Z_NO_FLUSH);
                 if (rc != Z_OK && rc != Z_STREAM_END) {
                     failure = "the deflated data of '" + entry.name + "' is corrupt (" + (z.msg ? z.msg : "zlib error") + ")";
                     break;
                 }
-                const std::size_t got = kChunk - z.avail_out;
+                const std::size_t got = out_size - z.avail_out;
                 crc = crc32(crc, inflated.get(), static_cast<uInt>(got));
                 produced += got;
                 if (sink && got && !sink(inflated.get(), got))
@@ -302,9 +307,9 @@ ZipEntryCheck stream_entry(const ZipReadAt& read, const ZipDirectory& directory,
         // Drain output still pending after the last input (large expansions).
         while (failure.empty() && !stream_end && done == entry.compressed_size) {
             z.next_out = inflated.get();
-            z.avail_out = static_cast<uInt>(kChunk);
+            z.avail_out = static_cast<uInt>(out_size);
             const int rc = inflate(&z, Z_NO_FLUSH);
-            const std::size_t got = kChunk - z.avail_out;
+            const std::size_t got = out_size - z.avail_out;
             if (rc != Z_OK && rc != Z_STREAM_END) {
                 failure = "the deflated data of '" + entry.name + "' is truncated or corrupt";
                 break;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) in build-fuzz and runs one of them.
 # Usage: scripts/fuzz.sh TARGET SECONDS [extra libFuzzer flags...]
-#   TARGET: fuzz_manifest, fuzz_safetensors_header, fuzz_profile, fuzz_index, fuzz_pickle
+#   TARGET: fuzz_manifest, fuzz_safetensors_header, fuzz_profile, fuzz_index, fuzz_pickle, fuzz_zip
 # The seed corpus is tests/fuzz/corpus/TARGET (read only); new inputs go to build-fuzz/corpus/TARGET
 # and crashes to build-fuzz/artifacts/TARGET. A crash is fixed, then its input is committed to
 # tests/fuzz/regression/TARGET, which tst_fuzz_regression replays in every test run.
@@ -26,6 +26,10 @@ mkdir -p "$build/corpus/$target" "$build/artifacts/$target"
 echo "==> fuzzing $target for $seconds s"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+# The committed corpora are read when they exist (git keeps no empty regression folder).
+corpora=("$build/corpus/$target")
+for dir in "tests/fuzz/corpus/$target" "tests/fuzz/regression/$target"; do
+    [ -d "$dir" ] && corpora+=("$dir")
+done
 exec "$build/bin/$target" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
-    -artifact_prefix="$build/artifacts/$target/" -print_final_stats=1 "$@" \
-    "$build/corpus/$target" "tests/fuzz/corpus/$target" "tests/fuzz/regression/$target"
+    -artifact_prefix="$build/artifacts/$target/" -print_final_stats=1 "$@" "${corpora[@]}"

@@ -29,6 +29,7 @@ private:
 #ifdef SHARDSCOPE_HAVE_FOREIGN_READERS
         all.push_back({"fuzz_index", shardscope::fuzz::index_one});
         all.push_back({"fuzz_pickle", shardscope::fuzz::pickle_one});
+        all.push_back({"fuzz_zip", shardscope::fuzz::zip_one});
 #endif
         return all;
     }

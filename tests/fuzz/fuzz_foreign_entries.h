@@ -2,11 +2,16 @@
 // Fuzzing entry points for the foreign-format readers (see fuzz_entries.h for the contract).
 
 #include "core/error.h"
+#include "core/foreign_common.h"
 #include "core/foreign_index.h"
+#include "core/foreign_torch.h"
 #include "core/fsutil.h"
 #include "core/pickle_reader.h"
+#include "core/zip_reader.h"
 #include "fuzz_entries.h"
 
+#include <algorithm>
+#include <string_view>
 #include <vector>
 
 namespace shardscope::fuzz {
@@ -58,6 +63,31 @@ inline void pickle_one(const uint8_t* data, std::size_t size)
     }
     if (doc.root() != kNoPickleValue)
         (void)doc.describe(doc.root(), 8);
+}
+
+// A zip archive (torch.save's .pt files, the items DCP stores): the directory, the CRC-32 check of
+// the first entries (stored or deflated) and the tensor listing through the restricted pickle
+// reader, all over bytes in memory.
+inline void zip_one(const uint8_t* data, std::size_t size)
+{
+    const std::string_view file(reinterpret_cast<const char*>(data), size);
+    const ZipReadAt read = zip_read_memory(file);
+    ZipDirectory directory;
+    try {
+        directory = read_zip_directory(read, size, "fuzz/archive.pt");
+    } catch (const Error&) {
+        return;
+    }
+    require(directory.entries.size() <= kMaxZipEntries, "entry count within limit");
+    for (const auto& entry : directory.entries)
+        require(entry.compressed_size <= size, "an entry's stored bytes fit in the file");
+    for (std::size_t i = 0; i < std::min<std::size_t>(directory.entries.size(), 64); ++i) {
+        const ZipEntryCheck check = check_zip_entry(read, size, directory, i);
+        require(check.ok || !check.problem.empty(), "a failed entry says why");
+    }
+    const TorchArchiveListing listing = list_torch_archive(read, size, directory, "fuzz/archive.pt");
+    require(listing.tensors.size() <= foreign::kMaxListedTensors, "listed tensors within limit");
+    require(listing.tensors.size() <= listing.tensors_total, "the count covers the list");
 }
 
 } // namespace shardscope::fuzz
