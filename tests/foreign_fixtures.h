@@ -270,6 +270,7 @@ struct DcpChunkSpec {
     std::vector<uint64_t> offsets, sizes;
     std::string file;
     uint64_t offset = 0, length = 0;
+    std::string transform; // a storage extension's descriptor (e.g. "zstd"); empty: stored as is
 };
 struct DcpTensorSpec {
     std::string fqn;
@@ -313,6 +314,8 @@ inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool 
                 w.dataclass("torch.distributed.checkpoint.filesystem", "_StorageInfo", [&](PickleWriter& g) {
                     g.str("relative_path").str(c.file).str("offset").integer(int64_t(c.offset));
                     g.str("length").integer(int64_t(c.length));
+                    if (!c.transform.empty()) // newer writers: _StorageInfo.transform_descriptors
+                        g.str("transform_descriptors").op(']').mark().str(c.transform).op('e');
                 });
             }
         w.op('u');

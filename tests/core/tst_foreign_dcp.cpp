@@ -236,6 +236,23 @@ private slots:
             QCOMPARE(r.problems[20].kind, ProblemKind::crc_mismatch);
         }
         {
+            // A range a storage extension rewrote (compressed) is not looked into: its bytes are
+            // not the archive or the raw elements, and that is not a problem.
+            const fs::path dir = write_dcp(root() / "transformed", two_rank_layout(), [](auto& layout, auto& files) {
+                files["__1_0.distcp"] = std::string(30, '\x5a');
+                layout[0].chunks[1].length = 30;
+                layout[0].chunks[1].transform = "zstd";
+            });
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY2(r.ok(), problems_text(r).c_str());
+            auto layout = two_rank_layout();
+            dcp_layout(layout);
+            layout[0].chunks[1].transform = "zstd";
+            const DcpMetadata m = decode_dcp_metadata(dcp_metadata(layout), "m");
+            QVERIFY(m.tensors[0].chunks[1].storage.transformed);
+            QVERIFY(!m.tensors[0].chunks[0].storage.transformed);
+        }
+        {
             // An archive cut short inside its range: the zip's end record is gone.
             const fs::path dir = write_dcp(root() / "cut-archive", two_rank_layout(), [](auto& layout, auto& files) {
                 std::string& bytes = files["__1_0.distcp"];
