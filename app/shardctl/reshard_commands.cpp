@@ -67,27 +67,20 @@ int run_reshard(const QStringList& arguments)
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral(
         "Reshard a checkpoint to M ranks into a new directory. The source is verified and never modified."));
-    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
-    parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
-                       {QStringLiteral("out"), QStringLiteral("New checkpoint directory (absent or empty)."), QStringLiteral("DIR")},
-                       {QStringLiteral("threads"), QStringLiteral("Worker threads (default: all cores)."), QStringLiteral("T"), QStringLiteral("0")},
+    add_reshard_options(parser);
+    parser.addOptions({{QStringLiteral("threads"), QStringLiteral("Worker threads (default: all cores)."), QStringLiteral("T"), QStringLiteral("0")},
                        {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout.")}});
     if (!parse(parser, arguments, 1, QStringLiteral("reshard")))
         return kUsage;
-    const auto to = target_option(parser);
-    if (!to)
-        return kUsage;
-    if (!parser.isSet(QStringLiteral("out")))
-        return fail(kUsage, "--out DIR (where to write the resharded checkpoint) is required");
-    const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
-    if (!threads)
+    const auto args = read_reshard_options(parser);
+    if (!args)
         return kUsage;
     ReshardOptions options;
-    options.threads = static_cast<int>(*threads);
-    const fs::path out = local(parser.value(QStringLiteral("out")));
+    options.threads = args->threads;
+    const fs::path& out = args->out;
     QElapsedTimer timer;
     timer.start();
-    const ReshardResult result = reshard(local(parser.positionalArguments().at(0)), *to, out, options);
+    const ReshardResult result = reshard(args->source, args->to, out, options);
     const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
     if (parser.isSet(QStringLiteral("json"))) {
         json out_json = {{"ok", true}, {"path", out.string()}, {"world_size", result.manifest.world_size},

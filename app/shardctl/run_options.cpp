@@ -190,4 +190,27 @@ std::optional<int> target_option(const QCommandLineParser& parser)
     return to ? std::optional<int>(static_cast<int>(*to)) : std::nullopt;
 }
 
+void add_reshard_options(QCommandLineParser& parser)
+{
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
+    parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
+                       {QStringLiteral("out"), QStringLiteral("New checkpoint directory (absent or empty)."), QStringLiteral("DIR")}});
+}
+
+std::optional<ReshardArgs> read_reshard_options(const QCommandLineParser& parser)
+{
+    const auto to = target_option(parser);
+    if (!to)
+        return std::nullopt;
+    if (!parser.isSet(QStringLiteral("out"))) {
+        fail(kUsage, "--out DIR (where to write the resharded checkpoint) is required");
+        return std::nullopt;
+    }
+    const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
+    if (!threads)
+        return std::nullopt;
+    return ReshardArgs{local(parser.positionalArguments().at(0)), local(parser.value(QStringLiteral("out"))), *to,
+                       static_cast<int>(*threads)};
+}
+
 } // namespace shardctl

@@ -64,4 +64,13 @@ void print_train_result(bool as_json, const shardscope::Trainer& trainer, const 
 // ---- plan-reshard and reshard: --to M, required ------------------------------------------------
 std::optional<int> target_option(const QCommandLineParser& parser);
 
+// ---- reshard: PATH, --to M and --out DIR ------------------------------------------------------
+struct ReshardArgs {
+    std::filesystem::path source, out;
+    int to = 0;
+    int threads = 0;
+};
+void add_reshard_options(QCommandLineParser& parser);
+std::optional<ReshardArgs> read_reshard_options(const QCommandLineParser& parser);
+
 } // namespace shardctl

@@ -286,27 +286,19 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral(
         "Reshard a checkpoint to M ranks into a new directory: each process verifies its source "
         "shards, then builds its target ranks by reading exactly their copy runs; process 0 commits."));
-    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
-    parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
-                       {QStringLiteral("out"), QStringLiteral("New checkpoint directory (absent or empty)."), QStringLiteral("DIR")},
-                       threads_option(),
-                       json_option()});
+    add_reshard_options(parser);
+    parser.addOptions({threads_option(), json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("reshard")))
         return kUsage;
-    const auto to = target_option(parser);
-    if (!to)
+    const auto args = read_reshard_options(parser);
+    if (!args)
         return kUsage;
-    if (!parser.isSet(QStringLiteral("out")))
-        return fail(kUsage, "--out DIR (where to write the resharded checkpoint) is required");
-    const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
-    if (!threads)
-        return kUsage;
-    const fs::path out = local(parser.value(QStringLiteral("out")));
+    const fs::path& out = args->out;
     QElapsedTimer timer;
     timer.start();
-    const auto [dir, m] = open_manifest(job, local(parser.positionalArguments().at(0)), -1);
+    const auto [dir, m] = open_manifest(job, args->source, -1);
     ReshardPlan plan;
-    job.agree_or_throw(attempt([&] { plan = plan_reshard(m, static_cast<int>(*to)); }));
+    job.agree_or_throw(attempt([&] { plan = plan_reshard(m, args->to); }));
 
     // The destination: refused if it is the source, inside it, or not empty (checked once, by
     // process 0, before any process creates anything).
@@ -319,14 +311,14 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
     {
         const std::vector<int> mine = job.owned_ranks(m.world_size);
         std::vector<std::optional<Problem>> problems(mine.size());
-        parallel_for(mine.size(), static_cast<int>(*threads), [&](std::size_t i) {
+        parallel_for(mine.size(), args->threads, [&](std::size_t i) {
             auto p = attempt([&] { check_rank_shard(dir, m, record_for(m, mine[i]), false, problems[i]); });
             if (p)
                 problems[i] = p;
         });
         job.agree_or_throw(first_problem(problems));
     }
-    const auto gathered = write_owned(job, out, plan.target_world_size, static_cast<int>(*threads), [&](int r) {
+    const auto gathered = write_owned(job, out, plan.target_world_size, args->threads, [&](int r) {
         return read_reshard_target(dir, m, plan.targets[static_cast<std::size_t>(r)]);
     });
     const Manifest result = commit_on_coordinator(job, out, gathered, resharded_meta(m, plan.target_world_size));
