@@ -5,8 +5,17 @@ set -euo pipefail
 
 SHARDSCOPE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
+# ccache (the presets' compiler launcher) keys on paths relative to the source tree, so a fresh
+# clone in another folder (CI) reuses what an earlier build compiled. -g1 (asan preset) would
+# otherwise hash the working directory; PCH needs the two sloppiness flags.
+export CCACHE_BASEDIR="$SHARDSCOPE_ROOT"
+export CCACHE_NOHASHDIR=1
+export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ccache}"
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+
 SHARDSCOPE_PACKAGES=(
-    cmake ninja-build g++ pkg-config
+    cmake ninja-build g++ pkg-config ccache
     qt6-base-dev qt6-svg-dev libgl-dev
     nlohmann-json3-dev libssl-dev libxxhash-dev zlib1g-dev
     libopenmpi-dev openmpi-bin # shardctl-mpi and its tests

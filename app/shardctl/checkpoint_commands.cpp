@@ -1,14 +1,19 @@
 // demo-save, info, verify and load: thin wrappers that parse options, call the core and print.
 
-#include "cli.h"
-#include "run_options.h"
+#include "app/shardctl/commands.h"
+#include "app/cli_common/cli.h"
+#include "app/cli_common/run_options.h"
 
-#include "core/checkpoint.h"
-#include "core/demo.h"
-#include "core/foreign.h"
-#include "core/formats.h"
-#include "core/parallel.h"
-#include "core/printable.h"
+#include "core/checkpoint/directory.h"
+#include "core/checkpoint/load.h"
+#include "core/checkpoint/save.h"
+#include "core/checkpoint/verify.h"
+#include "core/checkpoint/verify_json.h"
+#include "core/run/demo.h"
+#include "core/foreign/verify_foreign.h"
+#include "core/foreign/detect.h"
+#include "core/util/parallel.h"
+#include "core/util/printable.h"
 
 #include <QElapsedTimer>
 #include <cstdio>
@@ -31,46 +36,6 @@ QCommandLineOption threads_option()
 {
     return {QStringLiteral("threads"), QStringLiteral("Worker threads (default: all cores)."),
             QStringLiteral("T"), QStringLiteral("0")};
-}
-
-json problem_json(const Problem& p)
-{
-    json out = {{"kind", std::string(to_string(p.kind))}, {"message", p.message}};
-    if (p.rank >= 0)
-        out["rank"] = p.rank;
-    if (!p.path.empty())
-        out["path"] = p.path;
-    return out;
-}
-
-// The summary of a checkpoint ShardScope did not write: rows, files and tensors.
-json foreign_json(const VerifyReport& report)
-{
-    json summary = json::object();
-    for (const auto& [key, value] : report.foreign->rows)
-        summary[key] = value;
-    json tensors = json::array();
-    for (const auto& t : report.foreign->tensors) {
-        json entry = {{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}, {"bytes", t.bytes}};
-        if (!t.file.empty()) {
-            entry["file"] = t.file;
-            entry["offset"] = t.offset;
-        }
-        if (!t.detail.empty())
-            entry["detail"] = t.detail;
-        if (!t.chunks.empty()) {
-            json chunks = json::array();
-            for (const auto& c : t.chunks) {
-                json chunk = {{"offsets", c.offsets}, {"sizes", c.sizes}};
-                if (!c.file.empty())
-                    chunk["storage"] = {{"file", c.file}, {"offset", c.offset}, {"length", c.length}};
-                chunks.push_back(std::move(chunk));
-            }
-            entry["chunks"] = std::move(chunks);
-        }
-        tensors.push_back(std::move(entry));
-    }
-    return {{"summary", summary}, {"tensor_count", report.foreign->tensors_total}, {"tensors", tensors}};
 }
 
 std::string file_label(const ShardCheck& s)
@@ -118,7 +83,6 @@ int run_demo_save(const QStringList& arguments)
     const Manifest m =
         commit(args->out, std::move(records), demo_checkpoint_meta(n, args->step, args->seed, args->dtype, args->numel));
     const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
-
     if (parser.isSet(QStringLiteral("json"))) {
         print_json({{"ok", true}, {"path", args->out.string()}, {"world_size", m.world_size}, {"step", m.step},
                     {"param_numel_total", m.param_numel_total}, {"bytes", m.total_bytes()},
@@ -185,7 +149,7 @@ int run_info(const QStringList& arguments)
     if (is_foreign(detected)) {
         // Structure only (headers, metadata, zip directories): `verify` reads every byte.
         const VerifyReport report = verify_foreign(detected, VerifyOptions{}, /*check_data=*/false);
-        const json details = foreign_json(report);
+        const json details = foreign_summary_json(*report.foreign);
         out["path"] = report.dir.string();
         out.update(details);
         json files = json::array();
@@ -284,35 +248,13 @@ int run_verify(const QStringList& arguments)
         if (fs::exists(path, ec) && !fs::is_directory(path, ec) && path.extension() != ".safetensors")
             return fail(kUsage, path.string() + ": verify takes a checkpoint directory (or a .safetensors file), not a file");
     }
-    QElapsedTimer timer;
-    timer.start();
     const VerifyReport report = verify_checkpoint(path, options);
-    const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
-
+    
     uint64_t hashed = 0;
     for (const auto& s : report.shards)
         hashed += s.actual_bytes;
     if (parser.isSet(QStringLiteral("json"))) {
-        json shards = json::array();
-        for (const auto& s : report.shards) {
-            json entry = {{"rank", s.rank}, {"path", s.path}, {"bytes", s.expected_bytes},
-                          {"actual_bytes", s.actual_bytes}, {"status", std::string(to_string(s.status))}};
-            if (!s.detail.empty())
-                entry["detail"] = s.detail;
-            shards.push_back(std::move(entry));
-        }
-        json problems = json::array();
-        for (const auto& p : report.problems)
-            problems.push_back(problem_json(p));
-        json out = {{"ok", report.ok()}, {"format", report.format}, {"path", report.dir.string()},
-                    {"world_size", report.manifest ? json(report.manifest->world_size) : json(nullptr)},
-                    {"step", report.manifest ? json(report.manifest->step) : json(nullptr)},
-                    {"checksum", options.fast ? "xxh3" : "sha256"}, {"shards", shards},
-                    {"problems", problems}, {"leftover_tmp_files", report.leftover_tmp_files},
-                    {"seconds", seconds}};
-        if (report.foreign)
-            out.update(foreign_json(report));
-        print_json(out);
+        print_json(verify_report_json(report));
     } else {
         if (report.manifest)
             print_line(report.dir.string() + ": world_size " + std::to_string(report.manifest->world_size) +
@@ -326,7 +268,7 @@ int run_verify(const QStringList& arguments)
             print_line("  leftover from an interrupted write: " + tmp);
         if (report.ok())
             print_line("OK: " + std::to_string(report.shards.size()) + " shards verified (" + human_bytes(hashed) +
-                       " in " + std::to_string(seconds).substr(0, 5) + " s)");
+                       " in " + std::to_string(report.seconds).substr(0, 5) + " s)");
     }
     if (report.ok())
         return kOk;

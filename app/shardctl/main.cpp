@@ -1,7 +1,8 @@
 // shardctl: ShardScope's command line, for scripts and CI. Exit status: 0 all good, 1 a check
 // failed, 2 usage or environment error.
 
-#include "cli.h"
+#include "app/shardctl/commands.h"
+#include "app/cli_common/cli.h"
 
 #include <QCoreApplication>
 #include <exception>

@@ -1,10 +1,11 @@
 // shardctl report PATH [--profile FILE] --format json|md|html --out FILE
 // The inspection report without a GUI: the same core/report text the GUI exports, minus pictures.
 
-#include "cli.h"
+#include "app/shardctl/commands.h"
+#include "app/cli_common/cli.h"
 
-#include "core/pipeline_partition.h"
-#include "core/report.h"
+#include "core/pipeline/partition.h"
+#include "core/report/report.h"
 
 #include <QSaveFile>
 

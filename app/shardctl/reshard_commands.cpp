@@ -1,10 +1,11 @@
 // plan-reshard and reshard: N -> M resharding, previewed or executed.
 
-#include "cli.h"
-#include "run_options.h"
+#include "app/shardctl/commands.h"
+#include "app/cli_common/cli.h"
+#include "app/cli_common/run_options.h"
 
-#include "core/report.h"
-#include "core/reshard.h"
+#include "core/report/report.h"
+#include "core/checkpoint/reshard.h"
 
 #include <QElapsedTimer>
 

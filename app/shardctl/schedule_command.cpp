@@ -1,9 +1,10 @@
-// shardctl schedule: simulates one pipeline-parallel training step (contract in DESIGN.md).
-#include "cli.h"
+// shardctl schedule: simulates one pipeline-parallel training step (contract in docs/shardctl.md, "schedule").
+#include "app/shardctl/commands.h"
+#include "app/cli_common/cli.h"
 
-#include "core/pipeline_export.h"
-#include "core/pipeline_simulator.h"
-#include "core/printable.h"
+#include "core/pipeline/export.h"
+#include "core/pipeline/simulator.h"
+#include "core/util/printable.h"
 
 #include <QSaveFile>
 #include <algorithm>

@@ -1,11 +1,12 @@
 // train: a deterministic simulated training run that checkpoints into a root, and resumes.
 
-#include "cli.h"
-#include "run_options.h"
+#include "app/shardctl/commands.h"
+#include "app/cli_common/cli.h"
+#include "app/cli_common/run_options.h"
 
-#include "core/lifecycle.h"
-#include "core/reshard.h"
-#include "core/training.h"
+#include "core/run/lifecycle.h"
+#include "core/checkpoint/reshard.h"
+#include "core/run/training.h"
 
 #include <QElapsedTimer>
 #include <iostream>

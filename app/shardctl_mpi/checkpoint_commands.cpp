@@ -2,17 +2,18 @@
 // process does its own ranks' work inside attempt(), then all agree (the lowest failing process's
 // error is thrown on every process, before anything is committed); process 0 commits and prints.
 
-#include "commands.h"
+#include "app/shardctl_mpi/commands.h"
 
-#include "cli.h"
-#include "run_options.h"
-#include "core/demo.h"
-#include "core/fsutil.h"
-#include "core/parallel.h"
-#include "core/rankio.h"
-#include "core/report.h"
-#include "core/reshard.h"
-#include "core/shardfile.h"
+#include "app/cli_common/cli.h"
+#include "app/cli_common/run_options.h"
+#include "core/run/demo.h"
+#include "core/util/fsutil.h"
+#include "core/util/parallel.h"
+#include "core/checkpoint/rankio.h"
+#include "core/checkpoint/verify_json.h"
+#include "core/checkpoint/directory.h"
+#include "core/report/report.h"
+#include "core/checkpoint/reshard.h"
 
 #include <QElapsedTimer>
 #include <iostream>
@@ -97,7 +98,7 @@ OpenedManifest open_manifest(MpiJob& job, const fs::path& path, int expected_wor
         out.dir = resolve_checkpoint_dir(path);
         fsutil::UniqueFd dirfd = fsutil::open_directory(out.dir);
         if (!fsutil::exists_at(dirfd.get(), "manifest.json"))
-            throw Error(missing_manifest_problem(list_directory(dirfd.get()), out.dir));
+            throw Error(missing_manifest_problem(fsutil::list_directory(dirfd.get()), out.dir));
         out.manifest = read_manifest(out.dir);
         const auto problems = check_manifest(out.manifest, expected_world_size, (out.dir / "manifest.json").string());
         if (!problems.empty())
@@ -234,11 +235,7 @@ int run_verify(MpiJob& job, const QStringList& arguments)
     parallel_for(mine.size(), static_cast<int>(*threads), [&](std::size_t i) {
         std::optional<Problem> found;
         auto thrown = attempt([&] {
-            const ShardCheck c = check_rank_shard(dir, m, record_for(m, mine[i]), fast, found);
-            checks[i] = json{{"rank", c.rank}, {"path", c.path}, {"bytes", c.expected_bytes},
-                             {"actual_bytes", c.actual_bytes}, {"status", std::string(to_string(c.status))},
-                             {"detail", c.detail}}
-                            .dump();
+            checks[i] = shard_check_json(check_rank_shard(dir, m, record_for(m, mine[i]), fast, found)).dump();
         });
         problems[i] = thrown ? thrown : found;
     });
@@ -247,33 +244,26 @@ int run_verify(MpiJob& job, const QStringList& arguments)
     const auto agreed = job.agree(first);
     const double seconds = job.max_over_processes(static_cast<double>(timer.nsecsElapsed()) / 1e9);
     if (job.coordinator()) {
-        std::vector<json> by_rank(static_cast<std::size_t>(m.world_size));
+        std::vector<ShardCheck> by_rank(static_cast<std::size_t>(m.world_size));
         for (const auto& text : gathered) {
-            json entry = json::parse(text);
-            if (entry["detail"].get<std::string>().empty())
-                entry.erase("detail");
-            const auto rank = entry["rank"].get<std::size_t>(); // before the move below
-            by_rank[rank] = std::move(entry);
+            ShardCheck check = shard_check_from_json(json::parse(text));
+            const auto rank = static_cast<std::size_t>(check.rank);
+            by_rank.at(rank) = std::move(check);
         }
-        json shards = json::array();
+        VerifyReport report{.dir = dir, .manifest = m, .fast = fast, .seconds = seconds};
         for (const auto& s : m.shards) // manifest order, like shardctl verify
-            shards.push_back(by_rank[static_cast<std::size_t>(s.rank)]);
-        std::vector<std::string> leftovers;
-        for (const auto& name : list_directory(fsutil::open_directory(dir).get()))
-            if (name.size() > 4 && name.ends_with(".tmp"))
-                leftovers.push_back(name);
-        json problem_list = json::array();
+            report.shards.push_back(by_rank[static_cast<std::size_t>(s.rank)]);
+        report.leftover_tmp_files = leftover_tmp_files(fsutil::list_directory(fsutil::open_directory(dir).get()));
         if (agreed)
-            problem_list.push_back({{"kind", std::string(to_string(agreed->kind))}, {"message", agreed->message},
-                                    {"rank", agreed->rank}, {"path", agreed->path}});
-        if (parser.isSet(QStringLiteral("json")))
-            print_json({{"ok", !agreed}, {"format", "shardscope"}, {"path", dir.string()}, {"world_size", m.world_size},
-                        {"step", m.step}, {"checksum", fast ? "xxh3" : "sha256"}, {"shards", shards},
-                        {"problems", problem_list}, {"leftover_tmp_files", leftovers}, {"seconds", seconds},
-                        {"processes", job.size()}});
-        else if (!agreed)
+            report.problems.push_back(*agreed);
+        if (parser.isSet(QStringLiteral("json"))) {
+            json out = verify_report_json(report);
+            out["processes"] = job.size();
+            print_json(out);
+        } else if (!agreed) {
             print_line("OK: " + std::to_string(m.shards.size()) + " shards verified by " + std::to_string(job.size()) +
                        " processes in " + std::to_string(seconds).substr(0, 5) + " s");
+        }
     }
     if (agreed)
         throw AgreedError(*agreed);

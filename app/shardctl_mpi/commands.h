@@ -1,7 +1,7 @@
 #pragma once
 // shardctl-mpi's commands: shardctl's flags and JSON, one MPI process per rank (or per P ranks).
 
-#include "mpijob.h"
+#include "app/shardctl_mpi/mpijob.h"
 
 #include <QStringList>
 

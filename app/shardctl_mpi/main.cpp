@@ -2,8 +2,8 @@
 //   mpirun -np 4 shardctl-mpi demo-save --out DIR --numel P --json
 // Exit status as shardctl's (0 ok, 1 a check failed, 2 usage or environment), on every process.
 
-#include "cli.h"
-#include "commands.h"
+#include "app/cli_common/cli.h"
+#include "app/shardctl_mpi/commands.h"
 
 #include <QCoreApplication>
 #include <iostream>

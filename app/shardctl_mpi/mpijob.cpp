@@ -1,6 +1,6 @@
-#include "mpijob.h"
+#include "app/shardctl_mpi/mpijob.h"
 
-#include "core/hashing.h"
+#include "core/util/hashing.h"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
@@ -21,13 +21,14 @@ void send_bytes(const void* data, std::size_t size, int to)
         MPI_Send(p + done, static_cast<int>(std::min(kChunk, size - done)), MPI_BYTE, to, kDigestTag, MPI_COMM_WORLD);
 }
 
-void receive_into(Sha256& sha, std::size_t size, int from, std::vector<char>& buffer)
+void receive_into(FlatStateHasher& hasher, FlatStateHasher::Vector vector, std::size_t size, int from,
+                  std::vector<char>& buffer)
 {
     for (std::size_t done = 0; done < size; done += kChunk) {
         const auto n = std::min(kChunk, size - done);
         buffer.resize(n);
         MPI_Recv(buffer.data(), static_cast<int>(n), MPI_BYTE, from, kDigestTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        sha.update(buffer.data(), n);
+        hasher.add_bytes(vector, buffer.data(), n);
     }
 }
 
@@ -138,17 +139,13 @@ StateDigests MpiJob::flat_digests(const std::vector<RankState>& mine, int world)
     // SHA-256 is sequential, so process 0 hashes every rank's vectors in rank order as they
     // arrive; the others send theirs in the same order (tags keep per-pair order, so a simple
     // blocking send suffices).
-    Sha256 param, master, exp_avg, exp_avg_sq;
+    FlatStateHasher hasher;
     std::vector<char> buffer;
     for (int r = 0; r < world; ++r) {
         const int owner = r % m_size;
         const std::size_t local_index = static_cast<std::size_t>(r / m_size);
         if (owner == 0 && m_rank == 0) {
-            const RankState& s = mine[local_index];
-            param.update(s.param.data(), s.param.size() * 2);
-            master.update(s.master.data(), s.master.size() * 4);
-            exp_avg.update(s.exp_avg.data(), s.exp_avg.size() * 4);
-            exp_avg_sq.update(s.exp_avg_sq.data(), s.exp_avg_sq.size() * 4);
+            hasher.add(mine[local_index]);
         } else if (m_rank == owner) {
             const RankState& s = mine[local_index];
             uint64_t n = s.param.size();
@@ -160,13 +157,13 @@ StateDigests MpiJob::flat_digests(const std::vector<RankState>& mine, int world)
         } else if (m_rank == 0) {
             uint64_t n = 0;
             MPI_Recv(&n, 1, MPI_UINT64_T, owner, kDigestTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            receive_into(param, n * 2, owner, buffer);
-            receive_into(master, n * 4, owner, buffer);
-            receive_into(exp_avg, n * 4, owner, buffer);
-            receive_into(exp_avg_sq, n * 4, owner, buffer);
+            receive_into(hasher, FlatStateHasher::param, n * 2, owner, buffer);
+            receive_into(hasher, FlatStateHasher::master, n * 4, owner, buffer);
+            receive_into(hasher, FlatStateHasher::exp_avg, n * 4, owner, buffer);
+            receive_into(hasher, FlatStateHasher::exp_avg_sq, n * 4, owner, buffer);
         }
     }
-    return {param.hex_digest(), master.hex_digest(), exp_avg.hex_digest(), exp_avg_sq.hex_digest()};
+    return hasher.finish();
 }
 
 std::string record_to_json(const ShardRecord& r)

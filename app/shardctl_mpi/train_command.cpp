@@ -3,14 +3,14 @@
 // all-reduced exactly, so loss and digests equal single-process `shardctl train`'s bit for bit.
 // Checkpoints: every process writes its shard, process 0 commits, moves `latest` and rotates.
 
-#include "commands.h"
+#include "app/shardctl_mpi/commands.h"
 
-#include "cli.h"
-#include "run_options.h"
-#include "core/lifecycle.h"
-#include "core/rankio.h"
-#include "core/reshard.h"
-#include "core/training.h"
+#include "app/cli_common/cli.h"
+#include "app/cli_common/run_options.h"
+#include "core/run/lifecycle.h"
+#include "core/checkpoint/rankio.h"
+#include "core/checkpoint/reshard.h"
+#include "core/run/training.h"
 
 #include <QElapsedTimer>
 #include <ctime>

@@ -1,11 +1,11 @@
-#include "headlessexport.h"
+#include "app/shardscope/headlessexport.h"
 
-#include "checkpointpanel.h"
-#include "exporter.h"
-#include "mainwindow.h"
-#include "plannerpanel.h"
-#include "reshardpanel.h"
-#include "settings.h"
+#include "widgets/panels/checkpointpanel.h"
+#include "widgets/export/exporter.h"
+#include "app/shardscope/mainwindow.h"
+#include "widgets/panels/plannerpanel.h"
+#include "widgets/panels/reshardpanel.h"
+#include "widgets/settings/settings.h"
 
 #include <QCoreApplication>
 #include <QEventLoop>

@@ -1,10 +1,11 @@
 // shardscope: the desktop app. `shardscope [PATH] [--profile FILE] [--export FILE]`.
 
-#include "headlessexport.h"
-#include "mainwindow.h"
-#include "plannerpanel.h"
-#include "reshardpanel.h"
-#include "settings.h"
+#include "app/shardscope/headlessexport.h"
+#include "app/shardscope/mainwindow.h"
+#include "core/checkpoint/manifest.h"
+#include "widgets/panels/plannerpanel.h"
+#include "widgets/panels/reshardpanel.h"
+#include "widgets/settings/settings.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -81,8 +82,8 @@ int main(int argc, char** argv)
     if (parser.isSet(reshardTo)) {
         bool ok = false;
         reshardTarget = parser.value(reshardTo).toInt(&ok);
-        if (!ok || reshardTarget < 1 || reshardTarget > 65536) {
-            std::cerr << "shardscope: --reshard-to expects a world size from 1 to 65536, not '"
+        if (!ok || reshardTarget < 1 || reshardTarget > shardscope::kMaxWorldSize) {
+            std::cerr << "shardscope: --reshard-to expects a world size from 1 to " << shardscope::kMaxWorldSize << ", not '"
                       << parser.value(reshardTo).toStdString() << "'\n";
             return 2;
         }

@@ -1,15 +1,15 @@
-#include "mainwindow.h"
+#include "app/shardscope/mainwindow.h"
 
-#include "checkpointpanel.h"
-#include "democheckpoint.h"
-#include "exporter.h"
-#include "failurebanner.h"
-#include "ganttview.h"
-#include "pipelineplanner.h"
-#include "plannerpanel.h"
-#include "reshardpanel.h"
-#include "settings.h"
-#include "statusstyle.h"
+#include "widgets/panels/checkpointpanel.h"
+#include "widgets/jobs/democheckpoint.h"
+#include "widgets/export/exporter.h"
+#include "widgets/views/failurebanner.h"
+#include "widgets/views/ganttview.h"
+#include "widgets/jobs/pipelineplanner.h"
+#include "widgets/panels/plannerpanel.h"
+#include "widgets/panels/reshardpanel.h"
+#include "widgets/settings/settings.h"
+#include "widgets/style/statusstyle.h"
 
 #include <QAction>
 #include <QApplication>

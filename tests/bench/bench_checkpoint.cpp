@@ -5,9 +5,12 @@
 //   peak memory of verify and load, each in a fresh child process.
 // usage: bench_checkpoint [--mib N] [--dir DIR]     (defaults: 1024 MiB in /var/tmp)
 
-#include "core/checkpoint.h"
-#include "core/demo.h"
-#include "core/reshard.h"
+#include "core/checkpoint/directory.h"
+#include "core/checkpoint/load.h"
+#include "core/checkpoint/save.h"
+#include "core/checkpoint/verify.h"
+#include "core/run/demo.h"
+#include "core/checkpoint/reshard.h"
 
 #include <chrono>
 #include <cstdio>

@@ -2,12 +2,12 @@
 // 4,096-shard manifest, and the longest event-loop stall while a large checkpoint is verified.
 // usage: bench_gui [checkpoint GiB, default 1]
 
-#include "checkpointpanel.h"
-#include "ganttview.h"
-#include "shardtablemodel.h"
+#include "widgets/panels/checkpointpanel.h"
+#include "widgets/views/ganttview.h"
+#include "widgets/models/shardtablemodel.h"
 
-#include "core/demo.h"
-#include "core/pipeline_simulator.h"
+#include "core/run/demo.h"
+#include "core/pipeline/simulator.h"
 
 #include <QApplication>
 #include <QElapsedTimer>

@@ -2,8 +2,8 @@
 // save_async (which only copies the state before returning), for the same state and disk.
 // usage: bench_lifecycle [--mib N] [--dir DIR]    (defaults: 512 MiB in /var/tmp)
 
-#include "core/demo.h"
-#include "core/lifecycle.h"
+#include "core/run/demo.h"
+#include "core/run/lifecycle.h"
 
 #include <chrono>
 #include <cstdio>

@@ -3,9 +3,7 @@
 // ordinary build: each must end in a result or a typed shardscope::Error, nothing else.
 
 #include "fuzz/fuzz_entries.h"
-#ifdef SHARDSCOPE_HAVE_FOREIGN_READERS
 #include "fuzz/fuzz_foreign_entries.h"
-#endif
 
 #include <QTest>
 #include <filesystem>
@@ -25,12 +23,10 @@ private:
             {"fuzz_manifest", shardscope::fuzz::manifest_one},
             {"fuzz_safetensors_header", shardscope::fuzz::safetensors_one},
             {"fuzz_profile", shardscope::fuzz::profile_one},
+            {"fuzz_index", shardscope::fuzz::index_one},
+            {"fuzz_pickle", shardscope::fuzz::pickle_one},
+            {"fuzz_zip", shardscope::fuzz::zip_one},
         };
-#ifdef SHARDSCOPE_HAVE_FOREIGN_READERS
-        all.push_back({"fuzz_index", shardscope::fuzz::index_one});
-        all.push_back({"fuzz_pickle", shardscope::fuzz::pickle_one});
-        all.push_back({"fuzz_zip", shardscope::fuzz::zip_one});
-#endif
         return all;
     }
 

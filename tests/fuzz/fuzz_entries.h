@@ -6,10 +6,10 @@
 // acceptable way to refuse. Anything else (another exception, a failed invariant) is a finding:
 // it escapes (std::logic_error) so libFuzzer reports it as a crash and the replay test fails.
 
-#include "core/error.h"
-#include "core/manifest.h"
-#include "core/pipeline_profile.h"
-#include "core/safetensors.h"
+#include "core/util/error.h"
+#include "core/checkpoint/manifest.h"
+#include "core/pipeline/profile.h"
+#include "core/checkpoint/safetensors.h"
 
 #include <cstdint>
 #include <cstring>

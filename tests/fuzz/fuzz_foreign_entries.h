@@ -1,13 +1,13 @@
 #pragma once
 // Fuzzing entry points for the foreign-format readers (see fuzz_entries.h for the contract).
 
-#include "core/error.h"
-#include "core/foreign_common.h"
-#include "core/foreign_index.h"
-#include "core/foreign_torch.h"
-#include "core/fsutil.h"
-#include "core/pickle_reader.h"
-#include "core/zip_reader.h"
+#include "core/util/error.h"
+#include "core/foreign/internal/common.h"
+#include "core/foreign/safetensors_index.h"
+#include "core/foreign/torch_archive.h"
+#include "core/util/fsutil.h"
+#include "core/foreign/io/pickle_reader.h"
+#include "core/foreign/io/zip_reader.h"
 #include "fuzz_entries.h"
 
 #include <algorithm>

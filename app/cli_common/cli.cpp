@@ -1,0 +1,71 @@
+#include "app/cli_common/cli.h"
+
+#include <cstdio>
+#include <iostream>
+
+namespace shardctl {
+
+std::string local(const QString& text)
+{
+    return text.toStdString();
+}
+
+int fail(int code, const std::string& sentence)
+{
+    std::fflush(stdout);
+    std::cerr << "shardctl: " << sentence << std::endl;
+    return code;
+}
+
+int fail(const shardscope::Error& error)
+{
+    return fail(shardscope::exit_code_for(error.kind()), error.what());
+}
+
+bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional,
+           const QString& usage_name)
+{
+    parser.addHelpOption();
+    if (!parser.parse(arguments)) {
+        fail(kUsage, local(parser.errorText()) + " (see shardctl " + local(usage_name) + " --help)");
+        return false;
+    }
+    if (parser.isSet(QStringLiteral("help"))) {
+        std::cout << local(parser.helpText());
+        std::exit(0);
+    }
+    const auto count = parser.positionalArguments().size();
+    if (count != positional) {
+        fail(kUsage, "'" + local(usage_name) + "' expects " + std::to_string(positional) +
+                         " path argument(s), got " + std::to_string(count) + " (see shardctl " +
+                         local(usage_name) + " --help)");
+        return false;
+    }
+    return true;
+}
+
+std::optional<long long> int_option(const QCommandLineParser& parser, const QString& name,
+                                    long long min_value, long long max_value)
+{
+    bool ok = false;
+    const QString text = parser.value(name);
+    const long long value = text.toLongLong(&ok);
+    if (!ok || value < min_value || value > max_value) {
+        fail(kUsage, "--" + local(name) + " must be an integer from " + std::to_string(min_value) +
+                         " to " + std::to_string(max_value) + ", not '" + local(text) + "'");
+        return std::nullopt;
+    }
+    return value;
+}
+
+void print_json(const nlohmann::json& object)
+{
+    std::cout << object.dump(2) << std::endl;
+}
+
+void print_line(const std::string& text)
+{
+    std::cout << text << '\n';
+}
+
+} // namespace shardctl

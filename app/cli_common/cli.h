@@ -1,0 +1,34 @@
+#pragma once
+// What every shardctl and shardctl-mpi command shares: option parsing that maps usage errors to exit status 2,
+// one-sentence errors on stderr, and JSON on stdout.
+
+#include "core/util/error.h"
+
+#include <QCommandLineParser>
+#include <QStringList>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace shardctl {
+
+enum ExitCode { kOk = 0, kCheckFailed = 1, kUsage = 2 };
+
+// Prints "shardctl: <sentence>" to stderr and returns `code`.
+int fail(int code, const std::string& sentence);
+int fail(const shardscope::Error& error);
+
+// Parses `arguments` (the command's name first). On a usage error prints it and returns false;
+// the caller returns kUsage. `positional` is how many positional arguments are required.
+bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional,
+           const QString& usage_name);
+
+// Integer option values with a range check; nullopt after printing the error.
+std::optional<long long> int_option(const QCommandLineParser& parser, const QString& name,
+                                    long long min_value, long long max_value);
+
+void print_json(const nlohmann::json& object);
+void print_line(const std::string& text);
+std::string local(const QString& text); // QString -> UTF-8 std::string
+
+} // namespace shardctl

@@ -1,0 +1,99 @@
+// Finding a checkpoint on disk (directory.h).
+
+#include "core/checkpoint/directory.h"
+
+#include "core/util/error.h"
+#include "core/util/fsutil.h"
+#include "core/util/printable.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+using fsutil::UniqueFd;
+
+std::string read_tag_file(int dirfd, const std::string& name, const std::string& display_path)
+{
+    std::string text = fsutil::read_small_file(dirfd, name, 4096, display_path);
+    const auto first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos)
+        throw Error(ProblemKind::invalid_manifest, display_path + " is empty", display_path);
+    const auto last = text.find_last_not_of(" \t\r\n");
+    return text.substr(first, last - first + 1);
+}
+
+fs::path confined_subdir(int root_fd, const fs::path& root, const std::string& name, const std::string& display_path)
+{
+    if (auto why = fsutil::unsafe_name_reason(name); why || name.find('/') != std::string::npos)
+        throw Error(ProblemKind::path_outside_checkpoint,
+                    display_path + ": names '" + printable(name) + "', which is not a directory inside " +
+                        root.string() + (why ? ": " + *why : std::string()),
+                    display_path);
+    struct stat st {};
+    if (::fstatat(root_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+        throw Error(ProblemKind::partial_write, display_path + ": names '" + name + "', which does not exist",
+                    display_path);
+    if (S_ISLNK(st.st_mode))
+        throw Error(ProblemKind::path_outside_checkpoint,
+                    display_path + ": names '" + name + "', which is a symlink; it must be a real directory",
+                    display_path);
+    if (!S_ISDIR(st.st_mode))
+        throw Error(ProblemKind::invalid_manifest, display_path + ": names '" + name + "', which is not a directory",
+                    display_path);
+    return root / name;
+}
+
+bool is_leftover_tmp(std::string_view name)
+{
+    return name.size() > 4 && name.ends_with(".tmp");
+}
+
+std::vector<std::string> leftover_tmp_files(const std::vector<std::string>& names_in_dir)
+{
+    std::vector<std::string> out;
+    for (const auto& name : names_in_dir)
+        if (is_leftover_tmp(name))
+            out.push_back(name);
+    return out;
+}
+
+fs::path resolve_checkpoint_dir(const fs::path& path)
+{
+    std::error_code ec;
+    const auto status = fs::status(path, ec);
+    if (ec || !fs::exists(status))
+        throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
+    if (!fs::is_directory(status))
+        return path;
+    UniqueFd dirfd = fsutil::open_directory(path);
+    if (fsutil::exists_at(dirfd.get(), "manifest.json") || !fsutil::exists_at(dirfd.get(), "latest"))
+        return path;
+    const std::string display = (path / "latest").string();
+    return confined_subdir(dirfd.get(), path, read_tag_file(dirfd.get(), "latest", display), display);
+}
+
+Problem missing_manifest_problem(const std::vector<std::string>& names, const fs::path& dir)
+{
+    const std::string manifest = (dir / "manifest.json").string();
+    bool save_started = false;
+    for (const auto& name : names)
+        save_started = save_started || name.ends_with(".safetensors") || is_leftover_tmp(name);
+    if (save_started)
+        return {ProblemKind::partial_write, -1, "manifest.json",
+                manifest + " does not exist but shard files do: the save was interrupted before its "
+                           "commit (partial write), so this checkpoint is incomplete"};
+    return {ProblemKind::invalid_manifest, -1, "manifest.json",
+            manifest + " does not exist: this is not a ShardScope checkpoint"};
+}
+
+Manifest read_manifest(const fs::path& dir)
+{
+    UniqueFd dirfd = fsutil::open_directory(dir);
+    const std::string display = (dir / "manifest.json").string();
+    return parse_manifest(fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, display),
+                          display);
+}
+
+} // namespace shardscope

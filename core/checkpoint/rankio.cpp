@@ -1,0 +1,66 @@
+#include "core/checkpoint/rankio.h"
+
+#include "core/checkpoint/internal/shardfile.h"
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+OpenedShard open_or_throw(int dirfd, const fs::path& dir, const Manifest& m, const ShardRecord& record)
+{
+    ShardOpenResult opened = open_shard(dirfd, dir, m, record);
+    if (!opened.shard)
+        throw Error(opened.problem);
+    return std::move(*opened.shard);
+}
+
+} // namespace
+
+RankState load_rank_shard(const fs::path& dir, const Manifest& m, const ShardRecord& record)
+{
+    return read_rank_state(fsutil::open_directory(dir).get(), dir, m, record);
+}
+
+ShardCheck check_rank_shard(const fs::path& dir, const Manifest& m, const ShardRecord& record, bool fast,
+                            std::optional<Problem>& problem)
+{
+    return check_shard(fsutil::open_directory(dir).get(), dir, m, record, fast, problem);
+}
+
+RankState read_reshard_target(const fs::path& source_dir, const Manifest& source, const TargetPlan& target)
+{
+    RankState state = empty_rank_state(source, target.rank, target.offset, target.numel);
+    fsutil::UniqueFd dirfd = fsutil::open_directory(source_dir);
+    std::optional<OpenedShard> shard;
+    int open_rank = -1;
+    for (const CopyRun& run : target.runs) {
+        if (run.numel == 0)
+            continue;
+        const ShardRecord* record = nullptr;
+        for (const auto& s : source.shards)
+            if (s.rank == run.source_rank)
+                record = &s;
+        if (!record)
+            throw Error(ProblemKind::invalid_argument, "reshard plan names source rank " + std::to_string(run.source_rank) +
+                                                           ", which the manifest lacks");
+        if (open_rank != run.source_rank) {
+            shard = open_or_throw(dirfd.get(), source_dir, source, *record);
+            open_rank = run.source_rank;
+        }
+        for (const SafetensorsTensor& t : shard->header.tensors) {
+            char* into = tensor_destination(state, t.name);
+            if (!into)
+                continue;
+            const uint64_t esize = t.name == "param" ? 2 : 4;
+            const uint64_t at = shard->header.data_start() + t.begin + run.source_offset * esize;
+            if (!fsutil::read_exact(shard->fd.get(), into + run.target_offset * esize,
+                                    static_cast<std::size_t>(run.numel * esize), at))
+                throw read_failure(source_dir, *record, at);
+        }
+    }
+    return state;
+}
+
+} // namespace shardscope

@@ -1,0 +1,63 @@
+#pragma once
+// Saving a sharded checkpoint: one safetensors file per rank plus manifest.json, committed
+// atomically (docs/format.md, "Commit protocol"). Two phases, so that it works the same in one
+// process (threads) and across processes:
+//   write_rank_shard(dir, state) -> ShardRecord   in whichever process owns the rank
+//   commit(dir, records, meta)                     on one coordinator, manifest last
+
+#include "core/checkpoint/state.h"
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+struct WriteOptions {
+    bool durable = true;                        // fsync files and the directory
+    const std::atomic<bool>* cancel = nullptr;  // checked between chunks
+    std::function<void(uint64_t bytes_written)> progress; // bytes of this shard so far
+};
+
+// Name of rank r's shard file: "rank<r>.safetensors".
+std::string shard_file_name(int rank);
+
+// Writes rank `state.rank`'s shard as `<name>.tmp`, hashing (SHA-256 and XXH3) in the same pass,
+// fsyncs it and renames it into place. `world_size` goes into the file's metadata.
+ShardRecord write_rank_shard(const std::filesystem::path& dir, const RankState& state,
+                             int world_size, const WriteOptions& options = {});
+
+// Everything in a manifest but the shards.
+struct CheckpointMeta {
+    int world_size = 0;
+    uint64_t step = 0;
+    double wall_clock_seconds = 0;
+    ParamDtype param_dtype = ParamDtype::F16;
+    uint64_t param_numel_total = 0;
+    std::vector<TensorInfo> tensors;
+    nlohmann::json training_state;
+};
+
+// Checks the records form a complete, consistent checkpoint (Error otherwise) and writes
+// manifest.json atomically, then fsyncs the directory. Refuses if a manifest already exists.
+Manifest commit(const std::filesystem::path& dir, std::vector<ShardRecord> records,
+                const CheckpointMeta& meta, bool durable = true);
+
+struct SaveOptions {
+    int threads = 0; // 0: one per rank up to the number of hardware threads
+    bool durable = true;
+    double wall_clock_seconds = 0;
+    std::vector<TensorInfo> tensors;
+    nlohmann::json training_state;
+    ProgressFn progress;
+    const std::atomic<bool>* cancel = nullptr;
+};
+
+// Writes every rank's shard in parallel and commits. Refuses to overwrite a complete checkpoint
+// (Error already_exists); creates `dir` if needed. On failure or cancel no manifest is written.
+Manifest save_sharded(const std::vector<RankState>& states, const std::filesystem::path& dir,
+                      uint64_t step, const SaveOptions& options = {});
+
+} // namespace shardscope

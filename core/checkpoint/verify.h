@@ -1,0 +1,72 @@
+#pragma once
+// Verifying a checkpoint: every invariant of docs/format.md and every shard's hash, without
+// materialising the state. Foreign formats are dispatched to core/foreign and report the same way.
+
+#include "core/checkpoint/manifest.h"
+#include "core/checkpoint/state.h"
+#include "core/foreign/types.h"
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+enum class ShardStatus { pending, hashing, ok, missing, size_mismatch, hash_mismatch, unreadable, invalid };
+std::string_view to_string(ShardStatus status);
+
+struct ShardCheck {
+    int rank = -1;
+    std::string path;
+    uint64_t expected_bytes = 0;
+    uint64_t actual_bytes = 0;
+    ShardStatus status = ShardStatus::pending;
+    std::string actual_digest; // sha256 (or xxh3 with --fast) of what is on disk, when read
+    std::string detail;        // why the status is not ok
+};
+
+struct VerifyReport;
+
+struct VerifyCallbacks {
+    // Once, before any shard_progress / shard_done: the report so far, with every file about to
+    // be checked in report.shards (pending, or already decided, e.g. a missing rank) and, for a
+    // foreign format, the summary known from its metadata. A viewer shows these rows at once and
+    // updates them live, instead of waiting for the whole report.
+    std::function<void(const VerifyReport& listed)> files_listed;
+    ProgressFn progress; // all shards together
+    std::function<void(std::size_t shard_index, uint64_t done, uint64_t total)> shard_progress;
+    std::function<void(std::size_t shard_index, const ShardCheck&)> shard_done;
+};
+
+struct VerifyOptions {
+    int threads = 0;              // 0: hardware threads
+    bool fast = false;            // compare the XXH3 checksum instead of SHA-256
+    int expected_world_size = -1; // < 0: do not compare
+    const std::atomic<bool>* cancel = nullptr;
+    VerifyCallbacks callbacks;
+};
+
+struct VerifyReport {
+    std::filesystem::path dir; // the step directory actually verified (after following `latest`)
+    std::string format = "shardscope";
+    std::optional<Manifest> manifest; // absent when manifest.json is missing or unparsable
+    std::vector<ShardCheck> shards;   // one per manifest entry, in manifest order
+    std::vector<Problem> problems;
+    std::vector<std::string> leftover_tmp_files;
+    bool cancelled = false;
+    std::optional<ForeignSummary> foreign; // set for the formats ShardScope did not write
+    bool fast = false;  // hashes compared: XXH3 when true, SHA-256 otherwise
+    double seconds = 0; // how long verification took
+
+    bool ok() const { return problems.empty() && !cancelled; }
+};
+
+// Checks everything without materialising the state: the manifest's invariants, then every shard
+// (existence, size, safetensors header, hash) in parallel with chunked reads. Never throws for a
+// bad checkpoint: findings go into the report. Throws Error(cannot_open) if `path` is unusable.
+VerifyReport verify_checkpoint(const std::filesystem::path& path, const VerifyOptions& options = {});
+
+} // namespace shardscope

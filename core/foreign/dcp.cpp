@@ -1,0 +1,391 @@
+#include "core/foreign/dcp.h"
+
+#include "core/foreign/internal/common.h"
+#include "core/foreign/torch_archive.h"
+#include "core/foreign/io/zip_reader.h"
+#include "core/foreign/io/pickle_reader.h"
+#include "core/checkpoint/internal/shardfile.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+using foreign::add_row;
+namespace {
+
+int rank_of(const std::string& name)
+{
+    // __<rank>_<n>.distcp
+    if (!name.starts_with("__"))
+        return -1;
+    std::size_t i = 2;
+    int rank = 0;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9' && rank < 10'000'000)
+        rank = rank * 10 + (name[i++] - '0');
+    return i > 2 && i < name.size() && name[i] == '_' ? rank : -1;
+}
+
+bool checked_volume(const std::vector<uint64_t>& dims, uint64_t& out)
+{
+    out = 1;
+    for (const uint64_t d : dims)
+        if (__builtin_mul_overflow(out, d, &out))
+            return false;
+    return true;
+}
+
+// Chunks must lie inside the tensor and cover it exactly once.
+void check_tiling(const DcpTensor& t, const std::string& meta_path, std::vector<Problem>& out)
+{
+    uint64_t volume = 0;
+    if (!checked_volume(t.size, volume)) {
+        out.push_back({ProblemKind::invalid_manifest, -1, ".metadata",
+                       meta_path + ": tensor '" + t.fqn + "' has a size whose element count overflows"});
+        return;
+    }
+    uint64_t covered = 0;
+    for (const auto& c : t.chunks) {
+        bool inside = c.offsets.size() == t.size.size() && c.sizes.size() == t.size.size();
+        for (std::size_t d = 0; inside && d < t.size.size(); ++d)
+            inside = c.offsets[d] <= t.size[d] && c.sizes[d] <= t.size[d] - c.offsets[d];
+        uint64_t v = 0;
+        if (!inside || !checked_volume(c.sizes, v)) {
+            out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
+                           meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has a chunk at " +
+                               join_dims(c.offsets) + " of size " + join_dims(c.sizes) +
+                               " outside its bounds"});
+            return;
+        }
+        covered += v; // bounded by chunks x volume, each <= volume: cannot overflow for sane counts
+    }
+    constexpr std::size_t kMaxPairwise = 2048;
+    if (t.chunks.size() <= kMaxPairwise)
+        for (std::size_t a = 0; a < t.chunks.size(); ++a)
+            for (std::size_t b = a + 1; b < t.chunks.size(); ++b) {
+                const auto& x = t.chunks[a];
+                const auto& y = t.chunks[b];
+                bool overlap = true;
+                for (std::size_t d = 0; overlap && d < t.size.size(); ++d)
+                    overlap = x.sizes[d] > 0 && y.sizes[d] > 0 && x.offsets[d] < y.offsets[d] + y.sizes[d] &&
+                              y.offsets[d] < x.offsets[d] + x.sizes[d];
+                if (overlap) {
+                    out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
+                                   meta_path + ": tensor '" + t.fqn + "': chunks at " + join_dims(x.offsets) +
+                                       " and " + join_dims(y.offsets) + " overlap"});
+                    return;
+                }
+            }
+    if (covered < volume)
+        out.push_back({ProblemKind::layout_gap, -1, ".metadata",
+                       meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " +
+                           std::to_string(volume) + " elements but its chunks cover only " + std::to_string(covered)});
+    else if (covered > volume)
+        out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
+                       meta_path + ": tensor '" + t.fqn + "' has " + std::to_string(volume) +
+                           " elements but its chunks cover " + std::to_string(covered)});
+}
+
+// One byte range of a .distcp file and what it must hold.
+struct StoredRange {
+    uint64_t offset = 0, length = 0;
+    std::string what;           // for messages: "'fqn' chunk [0, 0]" or "item 'fqn'"
+    bool tensor = false;
+    uint64_t element_bytes = 0; // chunk volume x element size; 0 when the dtype is unknown
+    std::string elements;       // "12 float32 elements", for messages
+    bool transformed = false;   // a storage extension (compression) rewrote it: not looked into
+};
+
+constexpr std::size_t kMaxContentProblems = 20; // per file; then a count
+
+// The content of one range: a torch.save archive (DCP's FileSystemWriter) whose entries pass their
+// CRC-32 and whose storages hold exactly the chunk's bytes, or, for a tensor chunk, the chunk's raw
+// bytes. Nothing is unpickled: data.pkl goes through the restricted reader only.
+void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const std::string& shown,
+                        const ShardCheck& check, std::vector<Problem>& problems, std::size_t& reported,
+                        ProblemKind& first_dropped, const VerifyOptions& options)
+{
+    auto add = [&](ProblemKind kind, const std::string& message) {
+        if (reported++ < kMaxContentProblems)
+            problems.push_back({kind, check.rank, check.path, message});
+        else if (reported == kMaxContentProblems + 1)
+            first_dropped = kind;
+    };
+    if (r.transformed)
+        return;
+    unsigned char magic[4] = {0, 0, 0, 0};
+    const bool archive = r.length >= 4 && file_read(magic, 4, r.offset) && magic[0] == 'P' && magic[1] == 'K' &&
+                         magic[2] == 3 && magic[3] == 4;
+    if (!archive) {
+        if (r.tensor && r.element_bytes && r.length != r.element_bytes)
+            add(ProblemKind::size_mismatch,
+                shown + ": " + r.what + " is " + std::to_string(r.length) + " bytes at offset " +
+                    std::to_string(r.offset) + ", neither a torch.save archive nor the " +
+                    std::to_string(r.element_bytes) + " raw bytes of its " + r.elements);
+        return; // a non-tensor item may hold any bytes
+    }
+    // The archive's own offsets count from its first byte, so it is read as a file of its own.
+    const uint64_t base = r.offset, length = r.length;
+    const ZipReadAt read = [&](void* buffer, std::size_t size, uint64_t offset) {
+        return offset <= length && size <= length - offset && file_read(buffer, size, base + offset);
+    };
+    const std::string where = shown + ": " + r.what + " (the torch.save archive at byte " + std::to_string(base) + ")";
+    ZipDirectory directory;
+    try {
+        directory = read_zip_directory(read, length, where);
+    } catch (const Error& e) {
+        // Raw elements that merely start with the zip signature (plausible for 8-bit data).
+        if (r.tensor && r.element_bytes && r.length == r.element_bytes)
+            return;
+        return add(e.kind(), e.what());
+    }
+    uint64_t done_before = 0;
+    for (std::size_t i = 0; i < directory.entries.size(); ++i) {
+        const auto result = check_zip_entry(read, length, directory, i, options.cancel, [&](uint64_t done) {
+            foreign::current_progress().advance(base + std::min(length, done_before + done));
+        });
+        done_before += directory.entries[i].compressed_size;
+        if (foreign::cancelled(options))
+            return;
+        if (!result.ok)
+            add(result.crc_mismatch ? ProblemKind::crc_mismatch : ProblemKind::invalid_archive,
+                where + ": " + result.problem);
+    }
+    if (!r.tensor || !r.element_bytes)
+        return;
+    const TorchArchiveListing listing = list_torch_archive(read, length, directory, where);
+    for (const auto& p : listing.problems)
+        add(p.kind, p.message);
+    if (!listing.problems.empty())
+        return;
+    uint64_t stored = 0;
+    for (const auto& storage : listing.storages)
+        stored += storage.entry_bytes;
+    if (stored != r.element_bytes)
+        add(ProblemKind::size_mismatch, where + ": its storage holds " + std::to_string(stored) + " bytes but the " +
+                                            r.elements + " of the chunk need " + std::to_string(r.element_bytes));
+}
+
+// The summary rows and the tensor list, from the metadata alone.
+void describe_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t files, std::size_t ranks,
+                       uint64_t data_bytes, const std::vector<std::string>& unreferenced, ForeignSummary& summary)
+{
+    add_row(summary, "pickle protocol", std::to_string(meta.pickle_protocol));
+    add_row(summary, "tensors", std::to_string(meta.tensors.size()));
+    add_row(summary, "non-tensor items", std::to_string(meta.bytes.size()));
+    add_row(summary, "chunks", std::to_string(chunks));
+    add_row(summary, "files", std::to_string(files));
+    add_row(summary, "ranks", std::to_string(ranks));
+    add_row(summary, "stored bytes", human_bytes(data_bytes) + " (" + std::to_string(data_bytes) + ")");
+    for (const auto& [key, value] : meta.info)
+        add_row(summary, key, value);
+    if (!unreferenced.empty()) {
+        std::string list;
+        for (const auto& n : unreferenced)
+            list += (list.empty() ? "" : ", ") + n;
+        add_row(summary, "files not referenced by .metadata", list);
+    }
+    summary.tensors_total = meta.tensors.size() + meta.bytes.size();
+    for (const auto& t : meta.tensors) {
+        if (summary.tensors.size() >= foreign::kMaxListedTensors)
+            break;
+        uint64_t volume = 0;
+        checked_volume(t.size, volume);
+        ForeignTensor row{.name = t.fqn,
+                          .dtype = t.dtype,
+                          .shape = t.size,
+                          .bytes = volume * torch_dtype_size(t.dtype),
+                          .detail = std::to_string(t.chunks.size()) + (t.chunks.size() == 1 ? " chunk" : " chunks")};
+        if (!t.chunks.empty() && t.chunks[0].storage.present) {
+            row.file = t.chunks[0].storage.file;
+            row.offset = t.chunks[0].storage.offset;
+        }
+        for (const auto& c : t.chunks)
+            row.chunks.push_back({.offsets = c.offsets,
+                                  .sizes = c.sizes,
+                                  .file = c.storage.present ? c.storage.file : std::string(),
+                                  .offset = c.storage.offset,
+                                  .length = c.storage.length});
+        summary.tensors.push_back(std::move(row));
+    }
+    for (const auto& b : meta.bytes) {
+        if (summary.tensors.size() >= foreign::kMaxListedTensors)
+            break;
+        summary.tensors.push_back({.name = b.fqn,
+                                   .dtype = "bytes",
+                                   .file = b.storage.file,
+                                   .offset = b.storage.offset,
+                                   .bytes = b.storage.length,
+                                   .detail = "pickled object"});
+    }
+}
+
+// The ownership layout: chunks end to end (see ForeignLayout).
+ForeignLayout ownership_layout(const DcpMetadata& meta)
+{
+    ForeignLayout layout;
+    for (std::size_t ti = 0; ti < meta.tensors.size(); ++ti) {
+        const DcpTensor& t = meta.tensors[ti];
+        std::vector<const DcpChunk*> order;
+        for (const auto& c : t.chunks)
+            order.push_back(&c);
+        std::sort(order.begin(), order.end(), [](const DcpChunk* x, const DcpChunk* y) { return x->offsets < y->offsets; });
+        const uint64_t start = layout.total;
+        for (const DcpChunk* c : order) {
+            uint64_t volume = 0;
+            if (!checked_volume(c->sizes, volume) || __builtin_add_overflow(layout.total, volume, &volume))
+                break; // check_tiling reports the overflow
+            volume -= layout.total;
+            const int rank = c->storage.present ? rank_of(c->storage.file) : -1;
+            if (!layout.holders.empty() && layout.holders.back().id == rank &&
+                layout.holders.back().offset + layout.holders.back().numel == layout.total)
+                layout.holders.back().numel += volume;
+            else if (volume > 0)
+                layout.holders.push_back({layout.total, volume, rank});
+            layout.total += volume;
+        }
+        if (layout.total > start) {
+            layout.tensors.push_back({start, layout.total - start, int(layout.tensor_names.size())});
+            layout.tensor_names.push_back(t.fqn);
+            layout.tensor_shapes.push_back(t.size);
+        }
+    }
+    return layout;
+}
+
+} // namespace
+
+VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool check_data)
+{
+    VerifyReport report;
+    report.format = "torch-dcp";
+    report.dir = dir;
+    report.foreign.emplace();
+    ForeignSummary& summary = *report.foreign;
+    add_row(summary, "format", "torch-dcp (torch.distributed.checkpoint)");
+    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
+    const std::string meta_path = (dir / ".metadata").string();
+    DcpMetadata meta;
+    try {
+        meta = decode_dcp_metadata(fsutil::read_small_file(dirfd.get(), ".metadata", kMaxDcpMetadataBytes, meta_path),
+                                   meta_path);
+    } catch (const Error& e) {
+        Problem p = e.problem();
+        p.path = ".metadata";
+        report.problems.push_back(std::move(p));
+        return report;
+    }
+
+    // Byte ranges per file, from tensor chunks and bytes items.
+    std::map<std::string, std::vector<StoredRange>> ranges;
+    uint64_t chunks = 0, data_bytes = 0;
+    std::vector<Problem> meta_problems;
+    std::size_t missing_storage = 0;
+    for (const auto& t : meta.tensors) {
+        const uint64_t element = torch_dtype_size(t.dtype);
+        for (const auto& c : t.chunks) {
+            ++chunks;
+            if (!c.storage.present) {
+                if (missing_storage++ < 100)
+                    meta_problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
+                                             meta_path + ": the chunk of '" + t.fqn + "' at " +
+                                                 join_dims(c.offsets) + " has no storage entry"});
+                continue;
+            }
+            StoredRange range{c.storage.offset, c.storage.length,
+                              "'" + t.fqn + "' chunk " + join_dims(c.offsets), true, 0, {},
+                              c.storage.transformed};
+            if (uint64_t volume = 0; element && checked_volume(c.sizes, volume) &&
+                                     !__builtin_mul_overflow(volume, element, &range.element_bytes))
+                range.elements = std::to_string(volume) + " " + t.dtype + " elements";
+            ranges[c.storage.file].push_back(std::move(range));
+            data_bytes += c.storage.length;
+        }
+        check_tiling(t, meta_path, meta_problems);
+    }
+    for (const auto& b : meta.bytes) {
+        if (!b.storage.present) {
+            if (missing_storage++ < 100)
+                meta_problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
+                                         meta_path + ": item '" + b.fqn + "' has no storage entry"});
+            continue;
+        }
+        ranges[b.storage.file].push_back(
+            {b.storage.offset, b.storage.length, "item '" + b.fqn + "'", false, 0, {}, b.storage.transformed});
+        data_bytes += b.storage.length;
+    }
+
+    std::set<int> ranks;
+    std::vector<std::string> unreferenced;
+    for (const auto& name : fsutil::list_directory(dirfd.get()))
+        if (name.ends_with(".distcp") && !ranges.count(name))
+            unreferenced.push_back(name);
+    for (auto& [file, list] : ranges) {
+        std::sort(list.begin(), list.end(),
+                  [](const StoredRange& a, const StoredRange& b) { return a.offset < b.offset; });
+        report.shards.push_back(ShardCheck{.rank = rank_of(file), .path = file});
+        if (rank_of(file) >= 0)
+            ranks.insert(rank_of(file));
+    }
+    // Files are listed in rank order, like native shards.
+    std::stable_sort(report.shards.begin(), report.shards.end(),
+                     [](const ShardCheck& a, const ShardCheck& b) { return a.rank < b.rank; });
+
+    describe_metadata(meta, chunks, ranges.size(), ranks.size(), data_bytes, unreferenced, summary);
+    if (ForeignLayout layout = ownership_layout(meta); layout.total > 0)
+        summary.layout = std::move(layout);
+
+    foreign::check_files(dirfd.get(), report, options,
+                         [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
+                             const auto& list = ranges.at(check.path);
+                             const std::string shown = foreign::shown_file(dir, check);
+                             for (const auto& r : list) {
+                                 uint64_t end = 0;
+                                 if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
+                                     problems.push_back({ProblemKind::range_outside_file, check.rank, check.path,
+                                                         shown + ": " + r.what + " at bytes [" + std::to_string(r.offset) +
+                                                             ", +" + std::to_string(r.length) + ") runs past the end of the " +
+                                                             std::to_string(file.size) + "-byte file (truncated?)"});
+                                     return;
+                                 }
+                             }
+                             for (std::size_t i = 1; i < list.size(); ++i)
+                                 if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
+                                     problems.push_back({ProblemKind::layout_overlap, check.rank, check.path,
+                                                         shown + ": the bytes of " + list[i - 1].what + " and " +
+                                                             list[i].what + " overlap"});
+                                     return;
+                                 }
+                             uint64_t stored = 0;
+                             for (const auto& r : list)
+                                 stored += r.length;
+                             check.detail = std::to_string(list.size()) + (list.size() == 1 ? " stored item (" : " stored items (") +
+                                            human_bytes(stored) + ")" + (check_data ? ", contents checked" : "");
+                             if (!check_data)
+                                 return;
+                             const ZipReadAt read = zip_read_fd(file.fd.get());
+                             std::size_t reported = 0;
+                             ProblemKind first_dropped = ProblemKind::crc_mismatch;
+                             for (const auto& r : list) {
+                                 if (foreign::cancelled(options))
+                                     return;
+                                 check_stored_range(read, r, shown, check, problems, reported, first_dropped, options);
+                                 foreign::current_progress().advance(r.offset + r.length);
+                             }
+                             if (reported > kMaxContentProblems)
+                                 problems.push_back({first_dropped, check.rank, check.path,
+                                                     shown + ": " + std::to_string(reported - kMaxContentProblems) +
+                                                         " more problems with stored items, not listed"});
+                         });
+    for (auto& p : meta_problems)
+        report.problems.push_back(std::move(p));
+    if (missing_storage > 100)
+        report.problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
+                                   meta_path + ": " + std::to_string(missing_storage - 100) + " more chunks without storage"});
+
+    return report;
+}
+
+} // namespace shardscope

@@ -1,0 +1,77 @@
+#pragma once
+// PyTorch Distributed Checkpoint (torch.distributed.checkpoint, FileSystemWriter layout): a
+// `.metadata` file (a pickled Metadata dataclass) and `__<rank>_<n>.distcp` data files. The
+// metadata is decoded with the restricted pickle reader: nothing is imported or called.
+
+#include "core/checkpoint/directory.h"
+#include "core/checkpoint/load.h"
+#include "core/checkpoint/save.h"
+#include "core/checkpoint/verify.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardscope {
+
+inline constexpr uint64_t kMaxDcpMetadataBytes = 512ull << 20;
+inline constexpr uint64_t kMaxDcpItems = 4u << 20;  // tensors + bytes items + chunks
+inline constexpr std::size_t kMaxDcpDims = 64;
+
+struct DcpStorage {
+    bool present = false;   // storage_data has an entry for this chunk / item
+    std::string file;       // relative_path
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    bool transformed = false; // _StorageInfo.transform_descriptors (e.g. compression) is not empty
+};
+
+struct DcpChunk {
+    std::vector<uint64_t> offsets; // element offsets into the global tensor
+    std::vector<uint64_t> sizes;
+    DcpStorage storage;
+};
+
+struct DcpTensor {
+    std::string fqn;
+    std::string dtype; // torch name: "float32", "bfloat16", ...
+    std::vector<uint64_t> size;
+    std::vector<DcpChunk> chunks;
+};
+
+struct DcpBytesItem {
+    std::string fqn;
+    DcpStorage storage;
+};
+
+struct DcpMetadata {
+    int pickle_protocol = 0;
+    std::vector<DcpTensor> tensors;     // in state_dict_metadata order
+    std::vector<DcpBytesItem> bytes;    // non-tensor items (pickled objects in the data files)
+    std::vector<std::string> files;     // distinct relative_path values, sorted
+    std::map<std::string, std::string> info; // version, storage_meta fields, planner data summary
+};
+
+// Decodes the pickled Metadata. Throws Error (invalid_pickle, forbidden_pickle_opcode,
+// invalid_manifest for an unexpected structure) naming `display_path`.
+DcpMetadata decode_dcp_metadata(std::string_view pickle_bytes, const std::string& display_path = ".metadata");
+inline DcpMetadata decode_dcp_metadata(const uint8_t* data, std::size_t size,
+                                       const std::string& display_path = ".metadata")
+{
+    return decode_dcp_metadata(std::string_view(reinterpret_cast<const char*>(data), size), display_path);
+}
+
+// Element size of a torch dtype name ("float32" -> 4), 0 when unknown.
+uint64_t torch_dtype_size(std::string_view dtype);
+
+// Verifies a DCP folder: the metadata decodes; every referenced file exists (confined beneath
+// `dir`) and every byte range lies within its file without overlapping another; every chunk has
+// storage; chunks tile their tensor (in bounds, no overlap, full coverage). With `check_data`,
+// each range's content too: FileSystemWriter stores every chunk (and every non-tensor item) as a
+// torch.save archive, whose entries must pass their CRC-32 and whose storage must hold exactly
+// the chunk's elements; a range that is not an archive must be the chunk's raw bytes.
+VerifyReport verify_dcp(const std::filesystem::path& dir, const VerifyOptions& options, bool check_data = true);
+
+} // namespace shardscope

@@ -1,0 +1,29 @@
+#pragma once
+// Shared by the DeepSpeed and Megatron verifiers (both are folders of torch.save archives):
+// checking every archive of a report, and reading numbers out of their file names.
+
+#include "core/checkpoint/verify.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardscope::foreign {
+
+// Runs the archive checks (CRC-32 of every entry unless `check_data` is false, the tensor listing
+// from data.pkl) over report.shards and fills the summary's tensor list.
+void check_archives(int dirfd, VerifyReport& report, const VerifyOptions& options, ProblemKind missing_kind,
+                    bool check_data);
+
+// Digits at `pos` of `s` (advancing it), or -1.
+int digits(std::string_view s, std::size_t& pos);
+// Advances `pos` past `literal` when `s` has it there.
+bool eat(std::string_view s, std::size_t& pos, std::string_view literal);
+
+// "07": DeepSpeed and Megatron file names use at least two digits.
+std::string two_digits(int v);
+
+// The highest-numbered `prefix<N>` directory name, or "".
+std::string highest_numbered(const std::vector<std::string>& names, std::string_view prefix);
+
+} // namespace shardscope::foreign

@@ -1,0 +1,151 @@
+// Megatron-LM checkpoints: latest_checkpointed_iteration.txt -> iter_NNNNNNN/ with
+// mp_rank_XX[_PPP]/model_optim_rng.pt (and distrib_optim.pt), or a DCP folder.
+
+#include "core/foreign/megatron.h"
+
+#include "core/foreign/dcp.h"
+#include "core/foreign/internal/common.h"
+#include "core/foreign/internal/torch_files.h"
+#include "core/checkpoint/directory.h"
+#include "core/util/fsutil.h"
+
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+using foreign::add_row;
+using foreign::check_archives;
+using foreign::digits;
+using foreign::eat;
+using foreign::highest_numbered;
+using foreign::two_digits;
+
+VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options, bool check_data)
+{
+    fs::path dir = path;
+    std::vector<std::pair<std::string, std::string>> rows = {{"format", "megatron"}};
+    VerifyReport failed;
+    failed.format = "megatron";
+    failed.dir = path;
+    failed.foreign.emplace();
+    try {
+        fsutil::UniqueFd rootfd = fsutil::open_directory(path);
+        const auto names = fsutil::list_directory(rootfd.get());
+        if (fsutil::exists_at(rootfd.get(), "latest_checkpointed_iteration.txt")) {
+            const std::string display = (path / "latest_checkpointed_iteration.txt").string();
+            const std::string text = read_tag_file(rootfd.get(), "latest_checkpointed_iteration.txt", display);
+            std::string name = text;
+            if (text != "release") {
+                std::size_t p = 0;
+                const int iteration = digits(text, p);
+                if (iteration < 0 || p != text.size())
+                    throw Error(ProblemKind::invalid_manifest,
+                                display + ": '" + text.substr(0, 100) + "' is neither an iteration number nor 'release'",
+                                display);
+                char buffer[32];
+                std::snprintf(buffer, sizeof buffer, "iter_%07d", iteration);
+                name = buffer;
+            }
+            dir = confined_subdir(rootfd.get(), path, name, display);
+            rows.push_back({"iteration", text + " (from latest_checkpointed_iteration.txt)"});
+        } else if (const std::string iter = highest_numbered(names, "iter_"); !iter.empty()) {
+            dir = confined_subdir(rootfd.get(), path, iter, path.string());
+            rows.push_back({"iteration", iter + " (no tracker file: the highest iter_ folder)"});
+        }
+    } catch (const Error& e) {
+        failed.problems.push_back(e.problem());
+        return failed;
+    }
+
+    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
+    std::vector<std::string> names = fsutil::list_directory(dirfd.get());
+    std::sort(names.begin(), names.end());
+    if (fsutil::exists_at(dirfd.get(), "metadata.json")) {
+        try {
+            const std::string text =
+                fsutil::read_small_file(dirfd.get(), "metadata.json", 1 << 20, (dir / "metadata.json").string());
+            const auto json = nlohmann::json::parse(text);
+            if (json.is_object())
+                for (const auto& [key, value] : json.items())
+                    rows.push_back({"metadata.json " + key, value.is_string() ? value.get<std::string>() : value.dump()});
+        } catch (const std::exception& e) {
+            rows.push_back({"metadata.json", std::string("unreadable: ") + e.what()});
+        }
+    }
+    // The summary a viewer gets before the files are checked already says Megatron, with the rows
+    // known by then.
+    auto as_megatron = [&rows](VerifyReport& report) {
+        report.format = "megatron";
+        if (!report.foreign)
+            report.foreign.emplace();
+        auto& existing = report.foreign->rows;
+        if (!existing.empty() && existing.front().first == "format")
+            existing.erase(existing.begin());
+        existing.insert(existing.begin(), rows.begin(), rows.end());
+    };
+    VerifyOptions inner = options;
+    if (options.callbacks.files_listed)
+        inner.callbacks.files_listed = [&](const VerifyReport& listed) {
+            VerifyReport shown = listed;
+            as_megatron(shown);
+            options.callbacks.files_listed(shown);
+        };
+    VerifyReport report;
+    if (fsutil::exists_at(dirfd.get(), ".metadata")) {
+        rows.push_back({"layout", "distributed checkpoint (torch_dist / DCP)"});
+        report = verify_dcp(dir, inner, check_data);
+    } else {
+        rows.push_back({"layout", "per-rank mp_rank_XX[_PPP]/model_optim_rng.pt"});
+        report.dir = dir;
+        report.foreign.emplace();
+        std::set<std::pair<int, int>> present; // (tp, pp)
+        std::map<std::pair<int, int>, std::string> folder;
+        int tp = 0, pp = 0;
+        bool has_pp = false;
+        for (const auto& n : names) {
+            std::size_t p = 0;
+            if (!eat(n, p, "mp_rank_"))
+                continue;
+            const int t = digits(n, p);
+            int s = 0;
+            if (p < n.size()) {
+                if (!eat(n, p, "_") || (s = digits(n, p)) < 0)
+                    continue;
+                has_pp = true;
+            }
+            if (t < 0 || p != n.size())
+                continue;
+            present.insert({t, s});
+            folder[{t, s}] = n;
+            tp = std::max(tp, t + 1);
+            pp = std::max(pp, s + 1);
+        }
+        for (int t = 0; t < tp; ++t)
+            for (int s = 0; s < pp; ++s) {
+                std::string name = folder.count({t, s}) ? folder[{t, s}] : "mp_rank_" + two_digits(t);
+                if (!folder.count({t, s}) && has_pp) {
+                    char buffer[16];
+                    std::snprintf(buffer, sizeof buffer, "_%03d", s);
+                    name += buffer;
+                }
+                report.shards.push_back(ShardCheck{.rank = t * pp + s, .path = name + "/model_optim_rng.pt"});
+                if (folder.count({t, s}) && fsutil::exists_at(dirfd.get(), name + "/distrib_optim.pt"))
+                    report.shards.push_back(ShardCheck{.rank = t * pp + s, .path = name + "/distrib_optim.pt"});
+            }
+        rows.push_back({"tensor-parallel size", std::to_string(tp)});
+        rows.push_back({"pipeline-parallel size", std::to_string(pp)});
+        if (report.shards.empty())
+            report.problems.push_back({ProblemKind::missing_shard, -1, {},
+                                       dir.string() + ": no .metadata and no mp_rank_XX folders"});
+        else
+            check_archives(dirfd.get(), report, inner, ProblemKind::missing_shard, check_data);
+        rows.push_back({"tensors", std::to_string(report.foreign->tensors_total)});
+    }
+    as_megatron(report);
+    return report;
+}
+
+} // namespace shardscope

@@ -1,0 +1,348 @@
+#include "core/foreign/torch_archive.h"
+
+#include "core/foreign/internal/common.h"
+#include "core/foreign/internal/torch_files.h"
+#include "core/foreign/io/pickle_reader.h"
+#include "core/checkpoint/internal/shardfile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+using foreign::add_row;
+
+namespace {
+
+// torch.save records a storage's legacy typed class: FloatStorage -> float32, ...
+std::pair<std::string, uint64_t> storage_dtype(std::string_view type)
+{
+    static const std::map<std::string_view, std::pair<std::string, uint64_t>> types = {
+        {"FloatStorage", {"float32", 4}},       {"DoubleStorage", {"float64", 8}},
+        {"HalfStorage", {"float16", 2}},        {"BFloat16Storage", {"bfloat16", 2}},
+        {"LongStorage", {"int64", 8}},          {"IntStorage", {"int32", 4}},
+        {"ShortStorage", {"int16", 2}},         {"CharStorage", {"int8", 1}},
+        {"ByteStorage", {"uint8", 1}},          {"BoolStorage", {"bool", 1}},
+        {"ComplexFloatStorage", {"complex64", 8}}, {"ComplexDoubleStorage", {"complex128", 16}},
+        {"UntypedStorage", {"uint8", 1}},
+    };
+    const auto it = types.find(type);
+    return it == types.end() ? std::pair<std::string, uint64_t>{std::string(type), 0} : it->second;
+}
+
+struct StorageRef {
+    std::string key;
+    std::string dtype;
+    uint64_t element = 0;
+    uint64_t numel = 0;
+};
+
+// ('storage', <global torch.XStorage>, key, location, numel)
+std::optional<StorageRef> storage_ref(const PickleDocument& doc, uint32_t pid_node)
+{
+    if (!doc.is(pid_node, PickleKind::persistent_id) || doc.at(pid_node).items.empty())
+        return std::nullopt;
+    const uint32_t pid = doc.at(pid_node).items[0];
+    if (!doc.is(pid, PickleKind::tuple) || doc.at(pid).items.size() < 5)
+        return std::nullopt;
+    const auto& t = doc.at(pid).items;
+    if (!doc.is(t[0], PickleKind::string) || doc.at(t[0]).text != "storage" || !doc.is(t[2], PickleKind::string))
+        return std::nullopt;
+    StorageRef ref;
+    ref.key = doc.at(t[2]).text;
+    if (doc.is(t[1], PickleKind::global))
+        std::tie(ref.dtype, ref.element) = storage_dtype(doc.at(t[1]).name);
+    if (const auto n = doc.as_int(t[4]); n && *n >= 0)
+        ref.numel = static_cast<uint64_t>(*n);
+    return ref;
+}
+
+// Finds tensors (torch._utils._rebuild_tensor_v2 records) under the pickle's root, naming each by
+// its path of dict keys / list indices, like a state_dict's dotted names.
+class TensorWalker {
+public:
+    TensorWalker(const PickleDocument& doc, TorchArchiveListing& out) : m_doc(doc), m_out(out), m_seen(doc.size()) {}
+
+    void walk(uint32_t id, const std::string& path, int depth)
+    {
+        if (id >= m_doc.size() || depth > 48 || m_seen[id])
+            return;
+        m_seen[id] = true; // shared and cyclic references are visited once
+        const PickleValue& v = m_doc.at(id);
+        auto child = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+        auto key_text = [&](uint32_t k, std::size_t i) {
+            if (m_doc.is(k, PickleKind::string))
+                return m_doc.at(k).text;
+            if (const auto n = m_doc.as_int(k))
+                return std::to_string(*n);
+            return "[" + std::to_string(i) + "]";
+        };
+        switch (v.kind) {
+        case PickleKind::dict:
+            for (std::size_t i = 0; i + 1 < v.items.size(); i += 2)
+                walk(v.items[i + 1], child(key_text(v.items[i], i / 2)), depth + 1);
+            break;
+        case PickleKind::list:
+        case PickleKind::tuple:
+            for (std::size_t i = 0; i < v.items.size(); ++i)
+                walk(v.items[i], child(std::to_string(i)), depth + 1);
+            break;
+        case PickleKind::reduce:
+        case PickleKind::new_object: {
+            const std::string cls = m_doc.class_name(id);
+            if (cls == "torch._utils._rebuild_tensor_v2" || cls == "torch._utils._rebuild_tensor") {
+                record(id, path.empty() ? std::string("<root>") : path);
+                break;
+            }
+            for (std::size_t i = 0; i + 1 < v.dict_items.size(); i += 2) // OrderedDict's items
+                walk(v.dict_items[i + 1], child(key_text(v.dict_items[i], i / 2)), depth + 1);
+            for (std::size_t i = 0; i < v.list_items.size(); ++i)
+                walk(v.list_items[i], child(std::to_string(i)), depth + 1);
+            if (v.items.size() > 1)
+                walk(v.items[1], path, depth + 1);
+            if (v.state != kNoPickleValue)
+                walk(v.state, path, depth + 1);
+            break;
+        }
+        default: break;
+        }
+    }
+
+private:
+    void record(uint32_t id, const std::string& name)
+    {
+        ++m_out.tensors_total;
+        if (m_out.tensors.size() >= foreign::kMaxListedTensors)
+            return;
+        const PickleValue& args = m_doc.at(m_doc.at(id).items[1]);
+        ForeignTensor t;
+        t.name = name;
+        if (!args.items.empty())
+            if (const auto ref = storage_ref(m_doc, args.items[0])) {
+                t.dtype = ref->dtype;
+                t.detail = "storage " + ref->key;
+                if (args.items.size() > 1)
+                    if (const auto off = m_doc.as_int(args.items[1]); off && *off > 0)
+                        t.detail += " + " + std::to_string(*off) + " elements";
+                if (args.items.size() > 2)
+                    if (const auto dims = m_doc.as_sequence(args.items[2])) {
+                        uint64_t numel = 1;
+                        for (const uint32_t d : *dims) {
+                            const auto n = m_doc.as_int(d);
+                            t.shape.push_back(n && *n >= 0 ? static_cast<uint64_t>(*n) : 0);
+                            numel *= t.shape.back();
+                        }
+                        t.bytes = numel * ref->element;
+                    }
+            }
+        m_out.tensors.push_back(std::move(t));
+    }
+
+    const PickleDocument& m_doc;
+    TorchArchiveListing& m_out;
+    std::vector<bool> m_seen;
+};
+
+} // namespace
+
+TorchArchiveListing list_torch_archive(const ZipReadAt& read, uint64_t file_size, const ZipDirectory& directory,
+                                       const std::string& display_path)
+{
+    TorchArchiveListing out;
+    std::size_t pickle_index = directory.entries.size();
+    for (std::size_t i = 0; i < directory.entries.size(); ++i) {
+        const std::string& name = directory.entries[i].name;
+        if (name == "data.pkl" || name.ends_with("/data.pkl")) {
+            pickle_index = i;
+            out.prefix = name.substr(0, name.size() - std::string_view("data.pkl").size());
+            break;
+        }
+    }
+    if (pickle_index == directory.entries.size()) {
+        out.problems.push_back({ProblemKind::invalid_archive, -1, {},
+                                display_path + ": no data.pkl entry: not a torch.save archive"});
+        return out;
+    }
+    std::map<std::string, TorchStorage> storages;
+    const std::string data_prefix = out.prefix + "data/";
+    for (const auto& entry : directory.entries)
+        if (entry.name.starts_with(data_prefix) && entry.name.size() > data_prefix.size()) {
+            TorchStorage& s = storages[entry.name.substr(data_prefix.size())];
+            s.key = entry.name.substr(data_prefix.size());
+            s.entry_bytes = entry.uncompressed_size;
+            s.has_entry = true;
+        }
+    try {
+        const std::string pickle =
+            read_zip_entry(read, file_size, directory, pickle_index, kMaxTorchPickleBytes, display_path);
+        const PickleDocument doc = parse_pickle(pickle, display_path + ": " + out.prefix + "data.pkl");
+        std::map<std::string, StorageRef> refs;
+        for (uint32_t id = 0; id < doc.size(); ++id)
+            if (const auto ref = storage_ref(doc, id))
+                refs.emplace(ref->key, *ref);
+        std::size_t reported = 0;
+        for (const auto& [key, ref] : refs) {
+            TorchStorage& s = storages[key];
+            s.key = key;
+            s.dtype = ref.dtype;
+            s.numel = ref.numel;
+            if (!s.has_entry) {
+                if (reported++ < 20)
+                    out.problems.push_back({ProblemKind::missing_tensor, -1, {},
+                                            display_path + ": data.pkl refers to storage '" + key +
+                                                "' but the archive has no entry " + data_prefix + key});
+            } else if (ref.element && ref.numel && s.entry_bytes != ref.numel * ref.element) {
+                if (reported++ < 20)
+                    out.problems.push_back({ProblemKind::size_mismatch, -1, {},
+                                            display_path + ": storage '" + key + "' holds " + std::to_string(ref.numel) +
+                                                " " + ref.dtype + " elements (" + std::to_string(ref.numel * ref.element) +
+                                                " bytes) but its entry is " + std::to_string(s.entry_bytes) + " bytes"});
+            }
+        }
+        TensorWalker(doc, out).walk(doc.root(), {}, 0);
+    } catch (const Error& e) {
+        out.problems.push_back({e.kind(), -1, {}, e.what()});
+    }
+    for (auto& [key, s] : storages)
+        out.storages.push_back(std::move(s));
+    return out;
+}
+
+TorchArchiveListing list_torch_archive(std::string_view file, const std::string& display_path)
+{
+    const ZipReadAt read = zip_read_memory(file);
+    const ZipDirectory directory = read_zip_directory(read, file.size(), display_path);
+    return list_torch_archive(read, file.size(), directory, display_path);
+}
+
+namespace foreign {
+
+// CRC-checks every entry of one .pt archive and lists its tensors (prefixed with the file name
+// when `tensor_prefix` is set). Problems name the file and rank.
+void check_torch_file(fsutil::OpenedFile& file, const std::string& shown, ShardCheck& check,
+                      std::vector<Problem>& problems, std::vector<ForeignTensor>& tensors, uint64_t& tensors_total,
+                      const VerifyOptions& options, bool check_data)
+{
+    auto add = [&](ProblemKind kind, const std::string& message) {
+        problems.push_back({kind, check.rank, check.path, message});
+    };
+    const ZipReadAt read = zip_read_fd(file.fd.get());
+    unsigned char magic[2] = {0, 0};
+    if (file.size >= 2 && read(magic, 2, 0) && magic[0] == 0x80 && magic[1] == 0x02) {
+        check.status = ShardStatus::invalid;
+        check.detail = shown + ": legacy (non-zip, pre-1.6) torch.save format, which cannot be checked without unpickling";
+        return add(ProblemKind::invalid_archive, check.detail);
+    }
+    ZipDirectory directory;
+    try {
+        directory = read_zip_directory(read, file.size, shown);
+    } catch (const Error& e) {
+        check.status = ShardStatus::invalid;
+        check.detail = e.what();
+        return add(e.kind(), e.what());
+    }
+    uint64_t base = 0;
+    std::size_t bad_entries = 0;
+    for (std::size_t i = 0; check_data && i < directory.entries.size(); ++i) {
+        if (foreign::cancelled(options))
+            return;
+        const auto result = check_zip_entry(read, file.size, directory, i, options.cancel, [&](uint64_t done) {
+            foreign::current_progress().advance(base + done);
+        });
+        base += directory.entries[i].compressed_size;
+        if (result.ok || foreign::cancelled(options))
+            continue;
+        if (bad_entries++ < 20)
+            add(result.crc_mismatch ? ProblemKind::crc_mismatch : ProblemKind::invalid_archive, shown + ": " + result.problem);
+    }
+    if (bad_entries > 20)
+        add(ProblemKind::crc_mismatch, shown + ": " + std::to_string(bad_entries - 20) + " more bad entries");
+    TorchArchiveListing listing = list_torch_archive(read, file.size, directory, shown);
+    for (auto& p : listing.problems)
+        add(p.kind, p.message);
+    tensors_total += listing.tensors_total;
+    uint64_t storage_bytes = 0;
+    for (const auto& s : listing.storages)
+        storage_bytes += s.entry_bytes;
+    auto count = [](uint64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+    check.detail = count(directory.entries.size(), "entry", "entries") + ", " +
+                   count(listing.storages.size(), "storage", "storages") + " (" + human_bytes(storage_bytes) + "), " +
+                   count(listing.tensors_total, "tensor", "tensors");
+    for (auto& t : listing.tensors) {
+        t.file = check.path;
+        tensors.push_back(std::move(t));
+    }
+}
+
+// Digits at `pos` of `s` (advancing it), or -1.
+int digits(std::string_view s, std::size_t& pos)
+{
+    const std::size_t start = pos;
+    int value = 0;
+    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9' && value < 1'000'000)
+        value = value * 10 + (s[pos++] - '0');
+    return pos > start ? value : -1;
+}
+
+bool eat(std::string_view s, std::size_t& pos, std::string_view literal)
+{
+    if (s.substr(pos, literal.size()) != literal)
+        return false;
+    pos += literal.size();
+    return true;
+}
+
+// Runs the archive checks over report.shards and fills the summary's tensor list.
+void check_archives(int dirfd, VerifyReport& report, const VerifyOptions& options, ProblemKind missing_kind,
+                    bool check_data)
+{
+    std::vector<std::vector<ForeignTensor>> tensors(report.shards.size());
+    std::vector<uint64_t> totals(report.shards.size(), 0);
+    foreign::check_files(
+        dirfd, report, options,
+        [&](std::size_t i, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
+            check_torch_file(file, foreign::shown_file(report.dir, check), check, problems, tensors[i], totals[i], options,
+                             check_data);
+        },
+        missing_kind);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        report.foreign->tensors_total += totals[i];
+        for (auto& t : tensors[i])
+            if (report.foreign->tensors.size() < foreign::kMaxListedTensors)
+                report.foreign->tensors.push_back(std::move(t));
+    }
+}
+
+// The highest-numbered `prefix<N>` directory name, or "".
+std::string highest_numbered(const std::vector<std::string>& names, std::string_view prefix)
+{
+    std::string best;
+    long long best_value = -1;
+    for (const auto& n : names) {
+        if (!n.starts_with(prefix))
+            continue;
+        std::size_t p = prefix.size();
+        long long v = 0;
+        while (p < n.size() && n[p] >= '0' && n[p] <= '9' && v < (1ll << 50))
+            v = v * 10 + (n[p++] - '0');
+        if (p == n.size() && p > prefix.size() && v > best_value) {
+            best_value = v;
+            best = n;
+        }
+    }
+    return best;
+}
+
+std::string two_digits(int v)
+{
+    char text[16];
+    std::snprintf(text, sizeof text, "%02d", v);
+    return text;
+}
+
+} // namespace foreign
+
+} // namespace shardscope

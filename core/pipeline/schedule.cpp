@@ -1,0 +1,193 @@
+#include "core/pipeline/schedule.h"
+
+#include "core/util/error.h"
+
+#include <algorithm>
+#include <string>
+
+namespace shardscope::pipeline {
+namespace {
+
+[[noreturn]] void bad_spec(const std::string& sentence)
+{
+    throw Error(ProblemKind::invalid_schedule, sentence);
+}
+
+// Guards the op-list sizes (and the simulator's N * v * M tables) against int overflow and
+// absurd memory use; far above anything a real job or the GUI asks for.
+constexpr long long kMaxOpsPerStage = 1LL << 26;
+
+std::vector<Op> gpipe(int microbatches)
+{
+    std::vector<Op> ops;
+    ops.reserve(2 * static_cast<std::size_t>(microbatches));
+    for (int m = 0; m < microbatches; ++m)
+        ops.push_back({m, 0, OpKind::F});
+    for (int m = 0; m < microbatches; ++m)
+        ops.push_back({m, 0, OpKind::B});
+    return ops;
+}
+
+std::vector<Op> one_f_one_b(int stages, int stage, int microbatches)
+{
+    std::vector<Op> ops;
+    ops.reserve(2 * static_cast<std::size_t>(microbatches));
+    const int warmup = std::min(stages - stage - 1, microbatches);
+    for (int m = 0; m < warmup; ++m)
+        ops.push_back({m, 0, OpKind::F});
+    for (int i = 0; i + warmup < microbatches; ++i) {
+        ops.push_back({warmup + i, 0, OpKind::F});
+        ops.push_back({i, 0, OpKind::B});
+    }
+    for (int m = std::max(microbatches - warmup, 0); m < microbatches; ++m)
+        ops.push_back({m, 0, OpKind::B});
+    return ops;
+}
+
+// ZB-H1: the 1F1B order with B split off from W. Stage s (which 1F1B leaves holding only N - s
+// activations) defers its W passes by s microbatches: W(i - s) follows B(i). The s deferred W's
+// run after the last B, exactly where 1F1B's cool-down leaves stage s idle, so every stage ends
+// up holding at most N microbatches (like 1F1B's stage 0) and the B chain that drains the
+// pipeline is no longer slowed by W passes.
+std::vector<Op> zb_h1(int stages, int stage, int microbatches)
+{
+    std::vector<Op> ops;
+    ops.reserve(3 * static_cast<std::size_t>(microbatches));
+    const int warmup = std::min(stages - stage - 1, microbatches);
+    int next_w = 0;
+    auto backward = [&](int i) {
+        ops.push_back({i, 0, OpKind::B});
+        if (i - stage >= 0)
+            ops.push_back({next_w++, 0, OpKind::W});
+    };
+    for (int m = 0; m < warmup; ++m)
+        ops.push_back({m, 0, OpKind::F});
+    for (int i = 0; i + warmup < microbatches; ++i) {
+        ops.push_back({warmup + i, 0, OpKind::F});
+        backward(i);
+    }
+    for (int m = std::max(microbatches - warmup, 0); m < microbatches; ++m)
+        backward(m);
+    while (next_w < microbatches)
+        ops.push_back({next_w++, 0, OpKind::W});
+    return ops;
+}
+
+// Megatron-LM's forward_backward_pipelining_with_interleaving. Virtual microbatch k (0 .. M*v-1)
+// walks the chunks in groups of N microbatches: forward k runs chunk (k mod N*v) / N of
+// microbatch (k / (N*v)) * N + k mod N; backwards visit the chunks in reverse.
+Op interleaved_op(int k, int stages, int chunks, bool forward)
+{
+    const int group = k / (stages * chunks);
+    const int in_group = k % (stages * chunks);
+    const int chunk = in_group / stages;
+    return {group * stages + in_group % stages, forward ? chunk : chunks - 1 - chunk,
+            forward ? OpKind::F : OpKind::B};
+}
+
+std::vector<Op> interleaved(int stages, int stage, int microbatches, int chunks)
+{
+    const int total = microbatches * chunks;
+    // With M == N Megatron runs every forward first: the steady-state formula would ask for
+    // more warm-up than there are forwards on the early stages anyway.
+    const int warmup = microbatches == stages
+                           ? total
+                           : std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+    std::vector<Op> ops;
+    ops.reserve(2 * static_cast<std::size_t>(total));
+    for (int k = 0; k < warmup; ++k)
+        ops.push_back(interleaved_op(k, stages, chunks, true));
+    for (int i = 0; i + warmup < total; ++i) {
+        ops.push_back(interleaved_op(warmup + i, stages, chunks, true));
+        ops.push_back(interleaved_op(i, stages, chunks, false));
+    }
+    for (int k = total - warmup; k < total; ++k)
+        ops.push_back(interleaved_op(k, stages, chunks, false));
+    return ops;
+}
+
+} // namespace
+
+std::string_view to_string(ScheduleKind kind)
+{
+    switch (kind) {
+    case ScheduleKind::gpipe: return "gpipe";
+    case ScheduleKind::one_f_one_b: return "1f1b";
+    case ScheduleKind::interleaved: return "interleaved";
+    case ScheduleKind::zb_h1: return "zb-h1";
+    }
+    return "unknown";
+}
+
+std::optional<ScheduleKind> parse_schedule_kind(std::string_view text)
+{
+    for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
+                              ScheduleKind::interleaved, ScheduleKind::zb_h1})
+        if (text == to_string(kind))
+            return kind;
+    return std::nullopt;
+}
+
+char to_char(OpKind kind)
+{
+    switch (kind) {
+    case OpKind::F: return 'F';
+    case OpKind::B: return 'B';
+    case OpKind::W: return 'W';
+    }
+    return '?';
+}
+
+void check_spec(const ScheduleSpec& spec)
+{
+    if (spec.stages < 1)
+        bad_spec("a pipeline needs at least 1 stage, not " + std::to_string(spec.stages));
+    if (spec.microbatches < 1)
+        bad_spec("a pipeline step needs at least 1 microbatch, not " +
+                 std::to_string(spec.microbatches));
+    if (!(spec.p2p_latency_ms >= 0.0) || spec.p2p_latency_ms > 1e12)
+        bad_spec("the p2p latency must be a finite number of ms >= 0");
+    if (spec.kind == ScheduleKind::interleaved) {
+        if (spec.virtual_stages < 2)
+            bad_spec("the interleaved schedule needs at least 2 virtual stages (model chunks) per "
+                     "stage, not " + std::to_string(spec.virtual_stages) +
+                     "; with 1 it is plain 1f1b");
+        if (spec.microbatches % spec.stages != 0)
+            bad_spec("the interleaved schedule needs the number of microbatches (" +
+                     std::to_string(spec.microbatches) + ") to be a multiple of the number of "
+                     "stages (" + std::to_string(spec.stages) + "), as in Megatron-LM: "
+                     "microbatches enter each model chunk in groups of one per stage");
+    } else if (spec.virtual_stages != 1) {
+        bad_spec("virtual stages (" + std::to_string(spec.virtual_stages) + ") need the "
+                 "interleaved schedule; " + std::string(to_string(spec.kind)) +
+                 " runs one model chunk per stage");
+    }
+    const long long per_stage = 3LL * spec.microbatches * spec.virtual_stages;
+    if (per_stage > kMaxOpsPerStage || 1LL * spec.stages * per_stage > 4 * kMaxOpsPerStage)
+        bad_spec("stages x microbatches x virtual stages is too large to simulate (" +
+                 std::to_string(1LL * spec.stages * spec.microbatches * spec.virtual_stages) +
+                 " microbatch passes)");
+}
+
+Schedule build_schedule(const ScheduleSpec& spec)
+{
+    check_spec(spec);
+    Schedule schedule;
+    schedule.spec = spec;
+    schedule.split_backward = spec.kind == ScheduleKind::zb_h1;
+    schedule.stage_ops.resize(static_cast<std::size_t>(spec.stages));
+    for (int s = 0; s < spec.stages; ++s) {
+        auto& ops = schedule.stage_ops[s];
+        switch (spec.kind) {
+        case ScheduleKind::gpipe: ops = gpipe(spec.microbatches); break;
+        case ScheduleKind::one_f_one_b: ops = one_f_one_b(spec.stages, s, spec.microbatches); break;
+        case ScheduleKind::zb_h1: ops = zb_h1(spec.stages, s, spec.microbatches); break;
+        case ScheduleKind::interleaved:
+            ops = interleaved(spec.stages, s, spec.microbatches, spec.virtual_stages);
+            break;
+        }
+    }
+    return schedule;
+}
+
+} // namespace shardscope::pipeline

@@ -1,0 +1,96 @@
+#pragma once
+// One event-driven simulator for any schedule, its results (Timeline), the textbook closed
+// forms, and make_plan(): partition costs + simulation in one cheap call for the GUI's drag loop.
+//
+// Model. Piece p = chunk * N + stage (see partition.h). A stage runs its ops strictly in
+// list order, one at a time; an op starts when the stage is free and its dependencies are done:
+//   F(p, m) after F(p-1, m)                       (the previous piece's output)
+//   B(p, m) after F(p, m) and B(p+1, m)           (the next piece's input gradient)
+//   W(p, m) after B(p, m)
+// A dependency on another stage's op adds p2p_latency_ms. Durations are the piece's fwd_ms,
+// bwd_ms (unsplit B) or bwd_input_ms / bwd_weight_ms (split B / W). An op order that can never
+// complete (e.g. a stage waiting on an op that is queued behind it) throws ProblemKind::deadlock
+// naming the stuck ops; it never hangs. Cost: O(ops), no heap, ~a few ns per op.
+
+#include "core/pipeline/partition.h"
+#include "core/pipeline/profile.h"
+#include "core/pipeline/schedule.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace shardscope::pipeline {
+
+struct TimedOp {
+    int stage = 0;
+    int microbatch = 0;
+    int chunk = 0;
+    OpKind kind = OpKind::F;
+    double start = 0.0; // ms from the start of the step
+    double end = 0.0;
+};
+
+struct StageStats {
+    int stage = 0;
+    int first_layer = 0; // inclusive; with v > 1 chunks: first layer of chunk 0
+    int last_layer = 0;  // inclusive; with v > 1 chunks: last layer of the last chunk
+    double busy = 0.0;   // ms spent running ops
+    double idle = 0.0;   // makespan - busy
+    double bubble_fraction = 0.0; // idle / makespan
+    // Most (microbatch, chunk) activation sets held at once: counted from the F until the last
+    // backward op of that microbatch on that chunk (B, or W where the backward is split).
+    // With v = 1 this is "microbatches in flight"; with v > 1 each chunk counts separately.
+    int peak_activations = 0;
+    std::int64_t peak_activation_bytes = 0; // the largest sum of held pieces' activation_bytes
+};
+
+struct Timeline {
+    ScheduleSpec spec;
+    bool split_backward = false;
+    // All ops grouped by stage (stage 0's first), each stage's in execution (= time) order;
+    // stage s's ops are ops[stage_begin[s] .. stage_begin[s + 1]).
+    std::vector<TimedOp> ops;
+    std::vector<std::size_t> stage_begin; // N + 1 offsets
+    double makespan = 0.0;                // end of the last op (ms)
+    double bubble_fraction = 0.0;         // total idle / (N * makespan)
+    double closed_form_bubble = 0.0;      // closed_form_bubble(spec) for comparison
+    double megatron_bubble = 0.0;         // megatron_bubble(spec)
+    std::vector<StageStats> stage_stats;  // one per stage
+};
+
+// Runs `schedule` with per-piece costs (`pieces.size()` must be N * v, indexed by piece as
+// piece_costs() returns them). Throws invalid_schedule when the op lists do not hold each
+// required op exactly once on the right stage, deadlock when the order cannot complete.
+Timeline simulate(const Schedule& schedule, const std::vector<PieceCost>& pieces);
+// Same, overwriting `out` and reusing its buffers: no allocation (and no page faults) when the
+// op count does not grow, which is what a drag loop or a benchmark wants. On a throw `out` is
+// left in an unspecified but valid state.
+void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& pieces, Timeline& out);
+
+// The textbook bubble fraction (idle / (N * makespan)) for uniform stages:
+//   gpipe, 1f1b:  (N-1) / (M + N-1)
+//   interleaved:  ((N-1)/v) / (M + (N-1)/v)
+//   zb-h1:        (N-1) / (3M + N-1)          (F = B = W, M >= N: the paper's case)
+//                 1 - 3M / (2M + 2N - 1)      (F = B = W, M < N: the pipeline never fills)
+// The simulator reproduces each exactly for uniform stages (tests/core/tst_pipeline_simulator).
+double closed_form_bubble(const ScheduleSpec& spec);
+// Megatron's form, bubble time / ideal compute time: (N-1)/M, divided by v when interleaved;
+// zb-h1 (F = B = W, M >= N): (N-1) / (3M).
+double megatron_bubble(const ScheduleSpec& spec);
+
+// Everything the planner view draws for one partition.
+struct Plan {
+    std::vector<int> boundaries;     // N * v - 1
+    std::vector<PieceCost> pieces;   // N * v, by piece
+    std::vector<StageCost> stages;   // N
+    Timeline timeline;
+};
+
+// piece_costs + build_schedule + simulate. For N = 8, M = 64 this is a few microseconds, cheap
+// enough to call on every mouse move. Throws like the functions it calls.
+Plan make_plan(const Profile& profile, const ScheduleSpec& spec, const std::vector<int>& boundaries);
+// Same, reusing an already built schedule (when only the boundaries change).
+Plan make_plan(const Profile& profile, const Schedule& schedule, const std::vector<int>& boundaries);
+
+} // namespace shardscope::pipeline

@@ -1,0 +1,78 @@
+#pragma once
+// File-system primitives with the guarantees the checkpoint format promises: every file a
+// manifest names is opened beneath the checkpoint directory without following any symlink, only
+// regular files are read (a FIFO would hang a reader), and every write is tmp -> fsync -> rename
+// followed by an fsync of the directory so the rename itself is durable (fsync(2)).
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace shardscope::fsutil {
+
+class UniqueFd {
+public:
+    UniqueFd() = default;
+    explicit UniqueFd(int fd) : m_fd(fd) {}
+    UniqueFd(UniqueFd&& other) noexcept : m_fd(other.release()) {}
+    UniqueFd& operator=(UniqueFd&& other) noexcept;
+    UniqueFd(const UniqueFd&) = delete;
+    UniqueFd& operator=(const UniqueFd&) = delete;
+    ~UniqueFd();
+    int get() const { return m_fd; }
+    int release();
+    explicit operator bool() const { return m_fd >= 0; }
+
+private:
+    int m_fd = -1;
+};
+
+// Why `name` may not be used as a path inside a checkpoint, or nullopt when it may: it must be a
+// non-empty relative path whose components are neither empty, "." nor "..", without NUL bytes.
+std::optional<std::string> unsafe_name_reason(std::string_view name);
+
+// Opens a directory the user named (this one may be reached through symlinks: the user chose it).
+// Throws Error(cannot_open) naming the path.
+UniqueFd open_directory(const std::filesystem::path& dir);
+
+enum class OpenStatus { ok, missing, outside, not_regular, unreadable };
+struct OpenedFile {
+    UniqueFd fd;
+    OpenStatus status = OpenStatus::unreadable;
+    uint64_t size = 0;
+    std::string reason; // for anything but ok: what is wrong, without the file name
+};
+
+// Opens `name` for reading beneath `dirfd`. Each component is opened with O_NOFOLLOW, so a symlink
+// anywhere on the way is refused as `outside` rather than followed.
+OpenedFile open_beneath_for_read(int dirfd, std::string_view name);
+
+// Reads the whole small file `name` beneath `dirfd`, refusing more than `max_bytes`.
+// Throws Error naming `display_path` (unreadable / invalid_manifest for oversize).
+std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes,
+                            const std::string& display_path);
+
+// Full-length pread/write loops that retry on EINTR; they return false with errno set on error.
+bool read_exact(int fd, void* buffer, std::size_t size, uint64_t offset);
+bool write_all(int fd, const void* data, std::size_t size);
+
+// fsync, throwing Error(io_error) that names `display_path` on failure.
+void fsync_or_throw(int fd, const std::string& display_path);
+
+// Writes `contents` to `name` in `dirfd` atomically: `name.tmp` (never through a symlink),
+// fsync, rename over `name`, fsync of the directory.
+void write_file_atomic(int dirfd, const std::string& name, std::string_view contents,
+                       const std::string& display_dir, bool durable = true);
+
+// renameat within one directory; false with errno set on failure.
+bool rename_at(int dirfd, const std::string& from, const std::string& to);
+
+// True when `name` exists in `dirfd` (not following a final symlink).
+bool exists_at(int dirfd, const std::string& name);
+
+// Names in the directory (without "." and ".."), at most a million.
+std::vector<std::string> list_directory(int dirfd);
+
+} // namespace shardscope::fsutil

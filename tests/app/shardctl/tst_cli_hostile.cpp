@@ -1,0 +1,107 @@
+// Every case of the hostile corpus through `shardctl verify --json` and `shardctl load`, as a
+// user's script runs them: the promised exit status and problem kind, one sentence on stderr
+// that names the file, no crash or hang, and nothing outside the corpus read or written.
+
+#include "hostile_corpus.h"
+#include "testutil.h"
+
+#include <QElapsedTimer>
+#include <QTemporaryDir>
+#include <QTest>
+
+namespace fs = std::filesystem;
+
+class TestCliHostile : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir m_tmp;
+    hostile::Corpus m_corpus;
+    std::map<std::string, std::string> m_outsideBefore;
+    std::map<std::string, std::string> m_rootBefore;
+
+    static constexpr int kTimeoutMs = 30000; // a hang fails the case instead of the whole suite
+
+    // Every stderr line is one "shardctl: ..." sentence; the first names the file.
+    static void checkStderr(const testutil::Run& run, const hostile::Case& c)
+    {
+        const QString err = QString::fromUtf8(run.err);
+        QVERIFY2(!err.trimmed().isEmpty(), "a failure must say what is wrong on stderr");
+        const QStringList lines = err.trimmed().split(QLatin1Char('\n'));
+        for (const QString& line : lines) {
+            QVERIFY2(line.startsWith(QStringLiteral("shardctl: ")), qPrintable(line));
+            QVERIFY2(!line.contains(QStringLiteral("internal error")), qPrintable(line));
+        }
+        QVERIFY2(lines.first().contains(QString::fromStdString(c.names)),
+                 qPrintable(QStringLiteral("'%1' does not name %2").arg(lines.first(), QString::fromStdString(c.names))));
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_tmp.isValid());
+        QElapsedTimer timer;
+        timer.start();
+        m_corpus = hostile::make_corpus(fs::path(m_tmp.path().toStdString()));
+        qInfo("hostile corpus: %zu cases generated in %lld ms", m_corpus.cases.size(), timer.elapsed());
+        QVERIFY(m_corpus.cases.size() >= 30);
+        m_outsideBefore = hostile::snapshot(m_corpus.outside);
+        m_rootBefore = hostile::snapshot(m_corpus.root);
+    }
+
+    void verifyAndLoad_data()
+    {
+        QTest::addColumn<int>("index");
+        for (std::size_t i = 0; i < m_corpus.cases.size(); ++i)
+            QTest::newRow(m_corpus.cases[i].name.c_str()) << int(i);
+    }
+
+    void verifyAndLoad()
+    {
+        QFETCH(int, index);
+        const hostile::Case& c = m_corpus.cases[std::size_t(index)];
+        if (!c.skipped.empty())
+            QSKIP(c.skipped.c_str());
+        const QString path = testutil::qs(c.path);
+
+        const testutil::Run verify = testutil::shardctl({QStringLiteral("verify"), path, QStringLiteral("--json")}, kTimeoutMs);
+        QVERIFY2(verify.exit_code != -1, "shardctl verify hung");
+        QVERIFY2(verify.exit_code != -2, "shardctl verify crashed");
+        QCOMPARE(verify.exit_code, c.verify_exit);
+        nlohmann::json report;
+        try {
+            report = verify.json();
+        } catch (const std::exception&) {
+            QFAIL(qPrintable(QStringLiteral("verify --json printed no JSON: %1").arg(QString::fromUtf8(verify.out.left(200)))));
+        }
+        QCOMPARE(report["ok"].get<bool>(), false);
+        std::vector<std::string> kinds;
+        for (const auto& p : report["problems"])
+            kinds.push_back(p["kind"].get<std::string>());
+        QVERIFY2(std::find(kinds.begin(), kinds.end(), c.kind) != kinds.end(),
+                 qPrintable(QStringLiteral("expected %1 among %2")
+                                .arg(QString::fromStdString(c.kind), QString::fromStdString(report["problems"].dump()))));
+        checkStderr(verify, c);
+
+        const testutil::Run load = testutil::shardctl(
+            {QStringLiteral("load"), path, QStringLiteral("--expect-world-size"), QStringLiteral("4"), QStringLiteral("--json")},
+            kTimeoutMs);
+        QVERIFY2(load.exit_code != -1, "shardctl load hung");
+        QVERIFY2(load.exit_code != -2, "shardctl load crashed");
+        QCOMPARE(load.exit_code, c.load_exit);
+        QVERIFY2(load.out.trimmed().isEmpty(), "a failed load prints no digests");
+        checkStderr(load, c);
+    }
+
+    void nothingOutsideWasTouched()
+    {
+        // The decoys are byte-identical copies of real shards and manifests: had any case
+        // followed a link or a `..` to them, it would have reported a good shard and failed above.
+        QCOMPARE(hostile::snapshot(m_corpus.outside), m_outsideBefore);
+        // Reading never writes: the whole temporary tree, cases included, is exactly as
+        // generated (no .tmp, no lock, no repaired file, nothing new).
+        QCOMPARE(hostile::snapshot(m_corpus.root), m_rootBefore);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCliHostile)
+#include "tst_cli_hostile.moc"

@@ -1,0 +1,341 @@
+// PyTorch DCP folders: .metadata decoded by the restricted reader, storage ranges, chunk tiling.
+
+#include "foreign_fixtures.h"
+#include "problemcheck.h"
+
+#include "core/checkpoint/directory.h"
+#include "core/checkpoint/load.h"
+#include "core/checkpoint/save.h"
+#include "core/checkpoint/verify.h"
+#include "core/foreign/dcp.h"
+#include "core/foreign/detect.h"
+
+#include <QTemporaryDir>
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <tuple>
+#include <QTest>
+
+using namespace shardscope;
+namespace fs = std::filesystem;
+using namespace fixtures;
+using namespace problemcheck;
+
+namespace {
+
+// model.weight [4, 6] split by rows over two ranks, model.bias [6] on rank 0. Offsets and lengths
+// are filled in by dcp_layout.
+std::vector<DcpTensorSpec> two_rank_layout()
+{
+    return {
+        {"model.weight", {4, 6}, {{{0, 0}, {2, 6}, "__0_0.distcp"}, {{2, 0}, {2, 6}, "__1_0.distcp"}}},
+        {"model.bias", {6}, {{{0}, {6}, "__0_0.distcp"}}},
+    };
+}
+
+// Writes the folder as FileSystemWriter would; `edit` may then change the recorded layout (the
+// metadata written) or the files' contents, to make broken variants.
+using Edit = std::function<void(std::vector<DcpTensorSpec>&, std::map<std::string, std::string>&)>;
+fs::path write_dcp(const fs::path& dir, std::vector<DcpTensorSpec> tensors, bool frame = true, const Edit& edit = {})
+{
+    auto files = dcp_layout(tensors);
+    if (edit)
+        edit(tensors, files);
+    write_file(dir / ".metadata", dcp_metadata(tensors, frame));
+    for (const auto& [name, content] : files)
+        write_file(dir / name, content);
+    return dir;
+}
+fs::path write_dcp(const fs::path& dir, std::vector<DcpTensorSpec> tensors, const Edit& edit)
+{
+    return write_dcp(dir, std::move(tensors), true, edit);
+}
+
+} // namespace
+
+class TestForeignDcp : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_tmp;
+    fs::path root() const { return fs::path(m_tmp.path().toStdString()); }
+
+private slots:
+    void decodesMetadata()
+    {
+        auto layout = two_rank_layout();
+        layout[0].chunks[0].length = 100;
+        layout[0].chunks[1].length = 100;
+        layout[1].chunks[0].offset = 100;
+        layout[1].chunks[0].length = 60;
+        const DcpMetadata m = decode_dcp_metadata(dcp_metadata(layout), "m");
+        QCOMPARE(m.pickle_protocol, 4);
+        QCOMPARE(m.tensors.size(), std::size_t(2));
+        const DcpTensor& w = m.tensors[0];
+        QCOMPARE(w.fqn, std::string("model.weight"));
+        QCOMPARE(w.dtype, std::string("float32"));
+        QCOMPARE(w.size, (std::vector<uint64_t>{4, 6}));
+        QCOMPARE(w.chunks.size(), std::size_t(2));
+        QCOMPARE(w.chunks[1].offsets, (std::vector<uint64_t>{2, 0}));
+        QVERIFY(w.chunks[1].storage.present);
+        QCOMPARE(w.chunks[1].storage.file, std::string("__1_0.distcp"));
+        QCOMPARE(w.chunks[1].storage.length, uint64_t(100));
+        QCOMPARE(m.tensors[1].chunks[0].storage.offset, uint64_t(100));
+        QVERIFY(!w.chunks[1].storage.transformed);
+        QCOMPARE(m.files, (std::vector<std::string>{"__0_0.distcp", "__1_0.distcp"}));
+        // Without the FRAME opcode (protocol 2/3 writers) the same structure decodes.
+        QCOMPARE(decode_dcp_metadata(dcp_metadata(layout, false), "m").tensors.size(), std::size_t(2));
+    }
+
+    void verifiesFolder()
+    {
+        const fs::path dir = write_dcp(root() / "ok", two_rank_layout());
+        QCOMPARE(detect_format(dir).format, CheckpointFormat::torch_dcp);
+        const VerifyReport r = verify_checkpoint(dir);
+        QVERIFY2(r.ok(), problems_text(r).c_str());
+        QCOMPARE(r.format, std::string("torch-dcp"));
+        QCOMPARE(r.shards.size(), std::size_t(2));
+        QCOMPARE(r.shards[0].rank, 0);
+        QCOMPARE(r.shards[1].rank, 1);
+        QCOMPARE(r.foreign->tensors_total, uint64_t(2));
+        QCOMPARE(r.foreign->tensors[0].bytes, uint64_t(4 * 6 * 4));
+        QCOMPARE(r.foreign->tensors[0].detail, std::string("2 chunks"));
+        bool ranks = false;
+        for (const auto& [k, v] : r.foreign->rows)
+            ranks = ranks || (k == "ranks" && v == "2");
+        QVERIFY(ranks);
+        QVERIFY(r.shards[1].detail.starts_with("1 stored item ("));
+
+        // Who holds what: weight rows 0-1 on rank 0, rows 2-3 on rank 1, then the bias on rank 0.
+        QVERIFY(r.foreign->layout);
+        const ForeignLayout& layout = *r.foreign->layout;
+        QCOMPARE(layout.total, uint64_t(30));
+        QCOMPARE(layout.holders.size(), std::size_t(3));
+        const std::vector<std::tuple<uint64_t, uint64_t, int>> holders = {{0, 12, 0}, {12, 12, 1}, {24, 6, 0}};
+        for (std::size_t i = 0; i < holders.size(); ++i)
+            QCOMPARE(std::make_tuple(layout.holders[i].offset, layout.holders[i].numel, layout.holders[i].id), holders[i]);
+        QCOMPARE(layout.tensor_names, (std::vector<std::string>{"model.weight", "model.bias"}));
+        QCOMPARE(layout.tensors[1].offset, uint64_t(24));
+        QCOMPARE(layout.tensors[1].numel, uint64_t(6));
+    }
+
+    void brokenFolders()
+    {
+        {
+            const fs::path dir = write_dcp(root() / "missing", two_rank_layout());
+            fs::remove(dir / "__1_0.distcp");
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY(has_problem(r, ProblemKind::missing_file));
+            QCOMPARE(r.shards[1].status, ShardStatus::missing);
+            QCOMPARE(r.shards[0].status, ShardStatus::ok);
+        }
+        {
+            const fs::path dir = write_dcp(root() / "truncated", two_rank_layout());
+            fs::resize_file(dir / "__0_0.distcp", fs::file_size(dir / "__0_0.distcp") - 10); // the bias no longer fits
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY2(has_problem(r, ProblemKind::range_outside_file), problems_text(r).c_str());
+            QCOMPARE(r.shards[0].status, ShardStatus::invalid);
+        }
+        {
+            auto layout = two_rank_layout();
+            layout[0].chunks[1].offsets = {1, 0}; // rows 1..2 overlap rank 0's rows 0..1
+            const VerifyReport r = verify_checkpoint(write_dcp(root() / "overlap", layout));
+            QVERIFY2(has_problem(r, ProblemKind::layout_overlap), problems_text(r).c_str());
+        }
+        {
+            auto layout = two_rank_layout();
+            layout[0].chunks[1].sizes = {1, 6}; // row 3 is covered by nobody
+            const VerifyReport r = verify_checkpoint(write_dcp(root() / "gap", layout));
+            QVERIFY2(has_problem(r, ProblemKind::layout_gap), problems_text(r).c_str());
+        }
+        {
+            const VerifyReport r = verify_checkpoint(write_dcp(root() / "byte-overlap", two_rank_layout(),
+                                                               [](auto& layout, auto&) {
+                                                                   layout[1].chunks[0].offset = 50; // inside the weight's bytes
+                                                               }));
+            QVERIFY2(has_problem(r, ProblemKind::layout_overlap), problems_text(r).c_str());
+        }
+        {
+            const VerifyReport r = verify_checkpoint(write_dcp(root() / "escape", two_rank_layout(), [](auto& layout, auto&) {
+                layout[0].chunks[1].file = "../outside.distcp";
+            }));
+            QVERIFY2(has_problem(r, ProblemKind::path_outside_checkpoint), problems_text(r).c_str());
+        }
+    }
+
+    // Each range holds a torch.save archive of its chunk (FileSystemWriter's layout): its CRC-32s
+    // are checked and its storage must hold exactly the chunk's elements.
+    void chunkContent()
+    {
+        {
+            // One flipped byte inside rank 1's stored elements.
+            const fs::path dir = write_dcp(root() / "bad-crc", two_rank_layout(), [](auto&, auto& files) {
+                std::string& bytes = files["__1_0.distcp"];
+                const std::size_t at = bytes.find("archive/data/0");
+                QVERIFY(at != std::string::npos);
+                bytes[(at + 14 + 4 + 63) / 64 * 64 + 5] ^= 0x20; // 64-aligned data after the local header
+            });
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY2(has_problem(r, ProblemKind::crc_mismatch), problems_text(r).c_str());
+            QCOMPARE(r.shards[0].status, ShardStatus::ok);
+            QCOMPARE(r.shards[1].status, ShardStatus::invalid);
+            const Problem& p = r.problems.at(0);
+            QCOMPARE(p.rank, 1);
+            QCOMPARE(p.path, std::string("__1_0.distcp"));
+            QVERIFY2(p.message.find("'model.weight' chunk [2, 0]") != std::string::npos, p.message.c_str());
+            // shardctl info reads the structure only: the damaged data is not looked at.
+            VerifyOptions options;
+            QVERIFY2(verify_dcp(dir, options, /*check_data=*/false).ok(), "info must not read the data");
+        }
+        {
+            // The archive is intact but holds 10 elements where the chunk [2, 6] has 12.
+            const fs::path dir = write_dcp(root() / "short-chunk", two_rank_layout(), [](auto& layout, auto& files) {
+                const std::string archive = torch_tensor_archive({2, 6}, 10);
+                files["__1_0.distcp"] = archive;
+                layout[0].chunks[1].length = archive.size();
+            });
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY2(has_problem(r, ProblemKind::size_mismatch), problems_text(r).c_str());
+            QVERIFY2(r.problems.at(0).message.find("40 bytes but the 12 float32 elements of the chunk need 48") !=
+                         std::string::npos,
+                     r.problems.at(0).message.c_str());
+        }
+        {
+            // A range that is not an archive must be the raw elements: 12 float32 = 48 bytes.
+            auto raw = [](std::size_t bytes) {
+                return [bytes](std::vector<DcpTensorSpec>& layout, std::map<std::string, std::string>& files) {
+                    files["__1_0.distcp"] = std::string(bytes, '\x11');
+                    layout[0].chunks[1].length = bytes;
+                };
+            };
+            VerifyReport r = verify_checkpoint(write_dcp(root() / "raw-ok", two_rank_layout(), raw(48)));
+            QVERIFY2(r.ok(), problems_text(r).c_str());
+            // Raw elements that happen to begin like a zip archive are still raw elements.
+            r = verify_checkpoint(write_dcp(root() / "raw-pk", two_rank_layout(), [](auto& layout, auto& files) {
+                files["__1_0.distcp"] = std::string("PK\x03\x04") + std::string(44, '\x11');
+                layout[0].chunks[1].length = 48;
+            }));
+            QVERIFY2(r.ok(), problems_text(r).c_str());
+            r = verify_checkpoint(write_dcp(root() / "raw-short", two_rank_layout(), raw(44)));
+            QVERIFY2(has_problem(r, ProblemKind::size_mismatch), problems_text(r).c_str());
+            QVERIFY(r.problems.at(0).message.find("neither a torch.save archive nor the 48 raw bytes") != std::string::npos);
+        }
+        {
+            // 25 damaged chunks in one file: 20 problems named, then one line counting the rest.
+            DcpTensorSpec t{"big", {25, 4}, {}};
+            for (uint64_t i = 0; i < 25; ++i)
+                t.chunks.push_back({{i, 0}, {1, 4}, "__0_0.distcp"});
+            const fs::path dir = write_dcp(root() / "many-bad", {t}, [](auto&, auto& files) {
+                std::string& bytes = files["__0_0.distcp"];
+                // In each archive the elements end where the next entry's local header starts.
+                for (std::size_t at = bytes.find("archive/data/0"); at != std::string::npos;
+                     at = bytes.find("archive/data/0", at + 1))
+                    if (bytes.compare(at - 30, 4, "PK\x03\x04") == 0) // a local header, not the directory
+                        bytes[bytes.find("PK\x03\x04", at) - 1] ^= 0x01;
+            });
+            const VerifyReport r = verify_checkpoint(dir);
+            QCOMPARE(r.problems.size(), std::size_t(21));
+            QCOMPARE(r.problems[0].kind, ProblemKind::crc_mismatch);
+            QVERIFY2(r.problems[20].message.find("5 more problems") != std::string::npos, r.problems[20].message.c_str());
+            QCOMPARE(r.problems[20].kind, ProblemKind::crc_mismatch);
+        }
+        {
+            // A range a storage extension rewrote (compressed) is not looked into: its bytes are
+            // not the archive or the raw elements, and that is not a problem.
+            const fs::path dir = write_dcp(root() / "transformed", two_rank_layout(), [](auto& layout, auto& files) {
+                files["__1_0.distcp"] = std::string(30, '\x5a');
+                layout[0].chunks[1].length = 30;
+                layout[0].chunks[1].transform = "zstd";
+            });
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY2(r.ok(), problems_text(r).c_str());
+            auto layout = two_rank_layout();
+            dcp_layout(layout);
+            layout[0].chunks[1].transform = "zstd";
+            const DcpMetadata m = decode_dcp_metadata(dcp_metadata(layout), "m");
+            QVERIFY(m.tensors[0].chunks[1].storage.transformed);
+            QVERIFY(!m.tensors[0].chunks[0].storage.transformed);
+        }
+        {
+            // An archive cut short inside its range: the zip's end record is gone.
+            const fs::path dir = write_dcp(root() / "cut-archive", two_rank_layout(), [](auto& layout, auto& files) {
+                std::string& bytes = files["__1_0.distcp"];
+                bytes.resize(bytes.size() - 30);
+                layout[0].chunks[1].length = bytes.size();
+            });
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY2(has_problem(r, ProblemKind::invalid_archive), problems_text(r).c_str());
+        }
+    }
+
+    // A cancelled verification leaves files unchecked (pending), never ok.
+    void cancelledFilesStayPending()
+    {
+        const fs::path dir = write_dcp(root() / "cancelled", two_rank_layout());
+        std::atomic<bool> cancel{true};
+        VerifyOptions options;
+        options.cancel = &cancel;
+        int done = 0;
+        options.callbacks.shard_done = [&](std::size_t, const ShardCheck&) { ++done; };
+        const VerifyReport r = verify_checkpoint(dir, options);
+        QVERIFY(r.cancelled);
+        QCOMPARE(done, 0);
+        for (const auto& check : r.shards)
+            QCOMPARE(check.status, ShardStatus::pending);
+    }
+
+    // The file list reaches a viewer before any result, so that rows show while being checked.
+    void filesListedFirst()
+    {
+        const fs::path dir = write_dcp(root() / "listed", two_rank_layout());
+        std::vector<std::string> listed;
+        bool summary = false;
+        int results_before_list = 0, results = 0;
+        VerifyOptions options;
+        options.threads = 2;
+        std::mutex mutex;
+        options.callbacks.files_listed = [&](const VerifyReport& partial) {
+            std::lock_guard lock(mutex);
+            for (const auto& check : partial.shards) {
+                listed.push_back(check.path);
+                QCOMPARE(check.status, ShardStatus::pending);
+            }
+            summary = partial.foreign && !partial.foreign->rows.empty();
+        };
+        options.callbacks.shard_done = [&](std::size_t, const ShardCheck&) {
+            std::lock_guard lock(mutex);
+            ++results;
+            if (listed.empty())
+                ++results_before_list;
+        };
+        const VerifyReport r = verify_checkpoint(dir, options);
+        QVERIFY(r.ok());
+        QCOMPARE(listed, (std::vector<std::string>{"__0_0.distcp", "__1_0.distcp"}));
+        QVERIFY(summary);
+        QCOMPARE(results, 2);
+        QCOMPARE(results_before_list, 0);
+    }
+
+    void hostileMetadata()
+    {
+        {
+            const fs::path dir = write_dcp(root() / "forbidden", two_rank_layout());
+            std::string meta = dcp_metadata(two_rank_layout(), false);
+            meta.insert(2, "(i"); // INST right after PROTO
+            write_file(dir / ".metadata", meta);
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY2(has_problem(r, ProblemKind::forbidden_pickle_opcode), problems_text(r).c_str());
+            QVERIFY(r.problems[0].message.find(".metadata") != std::string::npos);
+        }
+        {
+            const fs::path dir = write_dcp(root() / "truncated-meta", two_rank_layout());
+            const std::string meta = dcp_metadata(two_rank_layout(), false);
+            write_file(dir / ".metadata", meta.substr(0, meta.size() / 2));
+            const VerifyReport r = verify_checkpoint(dir);
+            QVERIFY(has_problem(r, ProblemKind::invalid_pickle));
+            QVERIFY(!r.ok());
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestForeignDcp)
+#include "tst_foreign_dcp.moc"

@@ -1,0 +1,31 @@
+# The dependency rules of the layout (core/README.md), checked over the sources as text:
+#   - core/ includes no Qt and nothing from widgets/ or app/;
+#   - core/util/ includes nothing else from core/;
+#   - headers under core/*/internal/ are the core's own: widgets/ and app/ never include them;
+#   - widgets/ includes nothing from app/.
+# Run as: cmake -DSOURCE_DIR=<repo> -P include_rules.cmake (ctest: tst_include_rules).
+set(violations "")
+function(check_folder folder regex why)
+    file(GLOB_RECURSE sources "${SOURCE_DIR}/${folder}/*.h" "${SOURCE_DIR}/${folder}/*.cpp")
+    foreach(source IN LISTS sources)
+        file(STRINGS "${source}" lines REGEX "^[ \t]*#[ \t]*include")
+        foreach(line IN LISTS lines)
+            if(line MATCHES "${regex}")
+                file(RELATIVE_PATH shown "${SOURCE_DIR}" "${source}")
+                set(violations "${violations}\n  ${shown}: ${line} (${why})")
+            endif()
+        endforeach()
+    endforeach()
+    set(violations "${violations}" PARENT_SCOPE)
+endfunction()
+
+check_folder(core "#[ \t]*include[ \t]*<Q|\"widgets/|\"app/" "the core is Qt-free and below widgets and app")
+check_folder(core/util "\"core/(checkpoint|run|foreign|pipeline|report)/" "core/util is the bottom layer")
+check_folder(widgets "\"core/[a-z_/]*internal/" "internal core header")
+check_folder(app "\"core/[a-z_/]*internal/" "internal core header")
+check_folder(widgets "\"app/" "widgets are below the apps")
+
+if(violations)
+    message(FATAL_ERROR "include rules broken:${violations}")
+endif()
+message(STATUS "include rules hold")

@@ -1,0 +1,154 @@
+// A checkpoint root's steps: the model over core's list_steps (complete or not, `latest`, tier),
+// and the checkpoint page's steps pane, from which the user opens any step, refreshes the list
+// while a run keeps saving, and adds the mirror tier.
+
+#include "widgets/panels/checkpointpanel.h"
+#include "widgets/models/steplistmodel.h"
+#include "widgets/panels/stepspane.h"
+#include "widgettestutil.h"
+
+#include "core/run/lifecycle.h"
+
+#include <QAbstractItemModelTester>
+#include <QDir>
+#include <QFile>
+#include <QSignalSpy>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace shardwidgets;
+namespace fs = std::filesystem;
+
+class TestStepListModel : public QObject {
+    Q_OBJECT
+
+    // step-00000010, -20, -30 complete; `latest` names 20 (an older step: latest is what the file
+    // says, not the biggest number); step-00000040 crashed mid-save (a .tmp, no manifest).
+    static void makeRoot(const QString& root)
+    {
+        for (int step : {10, 20, 30})
+            widgettest::makeCheckpoint(QDir(root).filePath(QString::fromStdString(shardscope::step_dir_name(step))), 2,
+                                       1000, uint64_t(step));
+        shardscope::write_latest(root.toStdString(), shardscope::step_dir_name(20), false);
+        const QString crashed = QDir(root).filePath(QString::fromStdString(shardscope::step_dir_name(40)));
+        QDir().mkpath(crashed);
+        QFile tmp(QDir(crashed).filePath(QStringLiteral("rank0.safetensors.tmp")));
+        QVERIFY(tmp.open(QIODevice::WriteOnly));
+        tmp.write("partial");
+    }
+
+    static QString cell(const StepListModel* model, int row, int column)
+    {
+        return model->index(row, column).data().toString();
+    }
+
+private slots:
+    void modelShowsCoresListing()
+    {
+        QTemporaryDir tmp;
+        makeRoot(tmp.path());
+        StepListModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setSteps(shardscope::list_steps(tmp.path().toStdString()), tmp.path());
+        QCOMPARE(model.rowCount(), 4);
+        // Newest first.
+        QCOMPARE(cell(&model, 0, StepListModel::Step), QStringLiteral("40"));
+        QCOMPARE(cell(&model, 0, StepListModel::Status), QStringLiteral("incomplete"));
+        QVERIFY(model.index(0, 0).data(Qt::ToolTipRole).toString().contains(QStringLiteral("rank0.safetensors.tmp")));
+        QCOMPARE(cell(&model, 0, StepListModel::WallClock), QStringLiteral("–"));
+        QCOMPARE(cell(&model, 1, StepListModel::Step), QStringLiteral("30"));
+        QCOMPARE(cell(&model, 1, StepListModel::Status), QStringLiteral("complete"));
+        QCOMPARE(cell(&model, 1, StepListModel::Latest), QString());
+        QCOMPARE(cell(&model, 2, StepListModel::Latest), QStringLiteral("latest"));
+        QCOMPARE(cell(&model, 2, StepListModel::Tier), QStringLiteral("local"));
+        QCOMPARE(model.directory(3), QDir(tmp.path()).filePath(QStringLiteral("step-00000010")));
+        QCOMPARE(model.rowForDirectory(QDir(tmp.path()).filePath(QStringLiteral("step-00000030"))), 1);
+
+        model.setCurrentDirectory(model.directory(2));
+        QVERIFY(model.index(2, 0).data(Qt::FontRole).value<QFont>().bold());
+        QVERIFY(!model.index(1, 0).data(Qt::FontRole).value<QFont>().bold());
+        model.clear();
+        QCOMPARE(model.rowCount(), 0);
+    }
+
+    void pageListsAndOpensSteps()
+    {
+        QTemporaryDir tmp;
+        makeRoot(tmp.path());
+        CheckpointPanel panel;
+        StepsPane* pane = panel.stepsPane();
+        QAbstractItemModelTester tester(pane->model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        panel.resize(1400, 800);
+        panel.show();
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QVERIFY(pane->isVisible());
+        QCOMPARE(pane->model()->rowCount(), 4);
+        QCOMPARE(QDir(panel.controller()->directory()).dirName(), QStringLiteral("step-00000020")); // what latest says
+        const int latestRow = pane->model()->rowForDirectory(panel.controller()->directory());
+        QVERIFY(pane->model()->index(latestRow, 0).data(Qt::FontRole).value<QFont>().bold());
+
+        // The user double-clicks step 10.
+        QTableView* view = pane->view();
+        const int row10 = pane->model()->rowForDirectory(QDir(tmp.path()).filePath(QStringLiteral("step-00000010")));
+        const QRect cellRect = view->visualRect(pane->model()->index(row10, StepListModel::Step));
+        QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, cellRect.center());
+        QTest::mouseDClick(view->viewport(), Qt::LeftButton, {}, cellRect.center());
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(QDir(panel.controller()->directory()).dirName(), QStringLiteral("step-00000010"));
+        QVERIFY(panel.report()->ok());
+        QCOMPARE(pane->model()->rowCount(), 4); // still the root's list
+        QVERIFY(pane->model()->index(row10, 0).data(Qt::FontRole).value<QFont>().bold());
+
+        // The crashed step opens too, and says why it cannot be used.
+        view->setCurrentIndex(pane->model()->index(0, 0));
+        QTest::keyClick(view, Qt::Key_Return);
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(QDir(panel.controller()->directory()).dirName(), QStringLiteral("step-00000040"));
+        QVERIFY(!panel.report()->ok());
+        QVERIFY(pane->isVisible());
+
+        // A run that keeps saving: Refresh lists the new step.
+        widgettest::makeCheckpoint(QDir(tmp.path()).filePath(QStringLiteral("step-00000050")), 2, 1000, 50);
+        QSignalSpy listed(pane, &StepsPane::listed);
+        pane->refresh();
+        QVERIFY(listed.wait(10000));
+        QCOMPARE(pane->model()->rowCount(), 5);
+        QCOMPARE(cell(pane->model(), 0, StepListModel::Step), QStringLiteral("50"));
+    }
+
+    void mirrorTierIsListed()
+    {
+        QTemporaryDir tmp, mirror;
+        makeRoot(tmp.path());
+        // The mirror holds a verified copy of step 30 (its upload manifest says so).
+        const fs::path copy = fs::path(mirror.path().toStdString()) / shardscope::step_dir_name(30);
+        fs::copy(fs::path(tmp.path().toStdString()) / shardscope::step_dir_name(30), copy);
+        QFile upload(QString::fromStdString((copy / shardscope::kUploadManifest).string()));
+        QVERIFY(upload.open(QIODevice::WriteOnly));
+        upload.write("{}");
+        upload.close();
+
+        StepsPane pane;
+        QAbstractItemModelTester tester(pane.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        pane.setSteps(shardscope::list_steps(tmp.path().toStdString()), tmp.path());
+        QSignalSpy listed(&pane, &StepsPane::listed);
+        pane.setMirror(mirror.path());
+        QVERIFY(listed.wait(10000));
+        const StepListModel* model = pane.model();
+        QCOMPARE(model->rowCount(), 5);
+        // Step 30: the local copy first (uploaded), then the mirror's.
+        QCOMPARE(cell(model, 1, StepListModel::Step), QStringLiteral("30"));
+        QCOMPARE(cell(model, 1, StepListModel::Tier), QStringLiteral("local + mirror"));
+        QCOMPARE(cell(model, 2, StepListModel::Step), QStringLiteral("30"));
+        QCOMPARE(cell(model, 2, StepListModel::Tier), QStringLiteral("mirror"));
+        QCOMPARE(cell(model, 2, StepListModel::Status), QStringLiteral("complete"));
+        QCOMPARE(model->directory(2), QDir(mirror.path()).filePath(QStringLiteral("step-00000030")));
+        QCOMPARE(cell(model, 3, StepListModel::Tier), QStringLiteral("local")); // step 20: not uploaded
+    }
+};
+
+QTEST_MAIN(TestStepListModel)
+#include "tst_steplistmodel.moc"

@@ -1,0 +1,251 @@
+// Opens real checkpoints written by core into temporary folders and watches the page the way a
+// user would: rows turning ok or red, the banner naming the failure, the newest job winning.
+
+#include "widgets/panels/checkpointpanel.h"
+#include "widgets/views/failurebanner.h"
+#include "widgets/views/ownershipmap.h"
+#include "widgets/models/shardtablemodel.h"
+#include "widgets/models/summarymodel.h"
+#include "widgettestutil.h"
+
+#include "foreign_fixtures.h"
+
+#include <QAbstractItemModelTester>
+#include <QDir>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace shardwidgets;
+using shardscope::ShardStatus;
+
+class TestCheckpointPanel : public QObject {
+    Q_OBJECT
+private slots:
+    void oneCorruptedShardIsNamed()
+    {
+        QTemporaryDir tmp;
+        const QString dir = tmp.filePath(QStringLiteral("step-000042"));
+        widgettest::makeCheckpoint(dir, 4);
+        widgettest::flipByte(std::filesystem::path(dir.toStdString()) / "rank2.safetensors");
+
+        CheckpointPanel panel;
+        // Attached before any data arrives: every reset and update of the live table is checked.
+        QAbstractItemModelTester tester(panel.shardModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester summaryTester(panel.summaryModel(),
+                                               QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        QSignalSpy shardDone(panel.controller(), &VerifyController::shardFinished);
+        panel.open(dir);
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(shardDone.count(), 4); // every shard reported live, not only at the end
+
+        ShardTableModel* model = panel.shardModel();
+        QCOMPARE(model->rowCount(), 4);
+        for (int row = 0; row < 4; ++row) {
+            const int rank = model->record(row).rank;
+            QCOMPARE(model->status(row), rank == 2 ? ShardStatus::hash_mismatch : ShardStatus::ok);
+        }
+        const int bad = model->rowForRank(2);
+        QCOMPARE(model->index(bad, ShardTableModel::Status).data().toString(), QStringLiteral("hash mismatch"));
+        QVERIFY(model->index(bad, ShardTableModel::Status).data(Qt::ToolTipRole).toString().contains(
+            QStringLiteral("rank2.safetensors")));
+
+        FailureBanner* banner = panel.banner();
+        QCOMPARE(banner->state(), FailureBanner::State::Bad);
+        QVERIFY2(banner->title().startsWith(QStringLiteral("Corruption")), qPrintable(banner->title()));
+        QVERIFY2(banner->title().contains(QStringLiteral("rank 2")), qPrintable(banner->title()));
+        QVERIFY(!banner->title().contains(QStringLiteral("rank 1")));
+        QVERIFY(banner->text().contains(QStringLiteral("resume"), Qt::CaseInsensitive));
+        QCOMPARE(panel.summaryModel()->value(QStringLiteral("World size")), QStringLiteral("4"));
+    }
+
+    // A checkpoint ShardScope did not write has no manifest: its files are listed from its own
+    // metadata before they are checked, and each row turns ok or red as its check finishes.
+    void foreignRowsAreLive()
+    {
+        QTemporaryDir tmp;
+        const std::filesystem::path root = tmp.path().toStdString();
+        const std::filesystem::path tag = root / "global_step5";
+        fixtures::write_file(root / "latest", "global_step5");
+        fixtures::write_file(tag / "mp_rank_00_model_states.pt",
+                             fixtures::torch_archive("mp_rank_00_model_states", {{"module.w", {3, 3}}}));
+        for (int d = 0; d < 3; ++d) {
+            const std::string name = "zero_pp_rank_" + std::to_string(d) + "_mp_rank_00_optim_states";
+            std::string bytes = fixtures::torch_archive(name, {{"state", {64}}});
+            if (d == 1)
+                bytes[bytes.find(name + "/data/0") + 200] ^= 0x01; // inside the stored elements
+            fixtures::write_file(tag / (name + ".pt"), bytes);
+        }
+
+        CheckpointPanel panel;
+        QAbstractItemModelTester tester(panel.shardModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        int rowsAtList = -1;
+        QString formatAtList;
+        connect(panel.controller(), &VerifyController::filesListed, this, [&] {
+            rowsAtList = panel.shardModel()->rowCount();
+            formatAtList = panel.summaryModel()->value(QStringLiteral("Format"));
+        });
+        // Recorded as each result arrives, before verification has finished.
+        QList<int> rowsAtResult;
+        QList<bool> statusShownAtResult;
+        connect(panel.controller(), &VerifyController::shardFinished, this,
+                [&](int index, const shardscope::ShardCheck& check) {
+                    rowsAtResult << panel.shardModel()->rowCount();
+                    statusShownAtResult << (panel.shardModel()->status(index) == check.status);
+                    QCOMPARE(finished.count(), 0);
+                });
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(rowsAtList, 4);
+        QCOMPARE(formatAtList, QStringLiteral("deepspeed"));
+        QCOMPARE(rowsAtResult, QList<int>({4, 4, 4, 4}));
+        QCOMPARE(statusShownAtResult, QList<bool>({true, true, true, true}));
+
+        ShardTableModel* model = panel.shardModel();
+        for (int row = 0; row < 4; ++row) {
+            const bool bad = model->record(row).path == "zero_pp_rank_1_mp_rank_00_optim_states.pt";
+            QCOMPARE(model->status(row), bad ? ShardStatus::invalid : ShardStatus::ok);
+        }
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Bad);
+        QCOMPARE(panel.summaryModel()->value(QStringLiteral("data-parallel size")), QStringLiteral("3"));
+        QVERIFY(!panel.ownershipMap()->hasData()); // DeepSpeed records no element ranges
+    }
+
+    // DCP records which rank stores each chunk: the map shows them, rank 1's hatched when bad.
+    void dcpChunksOnTheMap()
+    {
+        QTemporaryDir tmp;
+        const std::filesystem::path dir = tmp.path().toStdString();
+        std::vector<fixtures::DcpTensorSpec> tensors = {
+            {"w", {4, 6}, {{{0, 0}, {2, 6}, "__0_0.distcp"}, {{2, 0}, {2, 6}, "__1_0.distcp"}}}};
+        auto files = fixtures::dcp_layout(tensors);
+        std::string& bad = files["__1_0.distcp"];
+        bad[(bad.find("archive/data/0") + 14 + 4 + 63) / 64 * 64 + 7] ^= 0x10; // a stored element
+        fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
+        for (const auto& [name, content] : files)
+            fixtures::write_file(dir / name, content);
+
+        CheckpointPanel panel;
+        panel.resize(1000, 700);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        OwnershipMap* map = panel.ownershipMap();
+        QVERIFY(map->hasData());
+        const OwnershipGeometry geometry = map->laneGeometry(map->width());
+        const double y = 6 + 13; // the middle of the first (ranks) lane
+        const QString first = map->describeAt({geometry.xForOffset(3), y});
+        const QString second = map->describeAt({geometry.xForOffset(20), y});
+        QVERIFY2(first.startsWith(QStringLiteral("Rank 0")) && first.contains(QStringLiteral("__0_0.distcp")), qPrintable(first));
+        QVERIFY2(second.startsWith(QStringLiteral("Rank 1")) && second.contains(QStringLiteral("failed")), qPrintable(second));
+        QCOMPARE(panel.shardModel()->status(1), ShardStatus::invalid);
+    }
+
+    void goodCheckpointTurnsGreen()
+    {
+        QTemporaryDir tmp;
+        widgettest::makeCheckpoint(tmp.path(), 3);
+        CheckpointPanel panel;
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        for (int row = 0; row < 3; ++row)
+            QCOMPARE(panel.shardModel()->status(row), ShardStatus::ok);
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Good);
+        QVERIFY(panel.report() && panel.report()->ok());
+    }
+
+    void truncatedShardIsAPartialWrite()
+    {
+        QTemporaryDir tmp;
+        widgettest::makeCheckpoint(tmp.path(), 4);
+        const auto file = std::filesystem::path(tmp.path().toStdString()) / "rank1.safetensors";
+        std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+        CheckpointPanel panel;
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(panel.shardModel()->status(panel.shardModel()->rowForRank(1)), ShardStatus::size_mismatch);
+        QVERIFY2(panel.banner()->title().startsWith(QStringLiteral("Partial write")), qPrintable(panel.banner()->title()));
+        QVERIFY(panel.banner()->title().contains(QStringLiteral("rank 1")));
+    }
+
+    void rootOpensLatestStep()
+    {
+        QTemporaryDir tmp;
+        widgettest::makeCheckpoint(tmp.filePath(QStringLiteral("step-000010")), 2, 1000, 10);
+        widgettest::makeCheckpoint(tmp.filePath(QStringLiteral("step-000020")), 2, 1000, 20);
+        QFile latest(tmp.filePath(QStringLiteral("latest")));
+        QVERIFY(latest.open(QIODevice::WriteOnly));
+        latest.write("step-000020\n");
+        latest.close();
+        CheckpointPanel panel;
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(QDir(panel.controller()->directory()).dirName(), QStringLiteral("step-000020"));
+        QCOMPARE(panel.controller()->siblingSteps().size(), 2);
+        QCOMPARE(panel.summaryModel()->value(QStringLiteral("Step")), QStringLiteral("20"));
+    }
+
+    void badFolderIsAnErrorNotACrash()
+    {
+        CheckpointPanel panel;
+        QSignalSpy failed(&panel, &CheckpointPanel::openFailed);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(QStringLiteral("/nonexistent/checkpoint"));
+        QVERIFY(failed.wait(10000));
+        QCOMPARE(finished.count(), 0);
+        QVERIFY(failed.first().at(1).toString().contains(QStringLiteral("/nonexistent")));
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Bad);
+        QVERIFY(panel.banner()->title().contains(QStringLiteral("/nonexistent/checkpoint")));
+        QCOMPARE(panel.shardModel()->rowCount(), 0);
+
+        QTemporaryDir empty; // exists, but is no checkpoint
+        QSignalSpy finished2(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(empty.path());
+        QVERIFY(finished2.wait(10000));
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Bad);
+        QVERIFY(!panel.report()->ok());
+    }
+
+    void newestJobWins()
+    {
+        QTemporaryDir a, b;
+        widgettest::makeCheckpoint(a.path(), 4, 4u << 20); // big enough to still be running
+        widgettest::makeCheckpoint(b.path(), 2, 1000);
+        CheckpointPanel panel;
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(a.path());
+        panel.open(b.path()); // at once: the first job is cancelled and never delivered
+        QVERIFY(finished.wait(30000));
+        QTest::qWait(300); // give a stale result every chance to arrive
+        QCOMPARE(finished.count(), 1);
+        QCOMPARE(panel.shardModel()->rowCount(), 2);
+        QCOMPARE(QDir::cleanPath(QString::fromStdString(panel.report()->dir.string())), QDir::cleanPath(b.path()));
+    }
+
+    void cancelStopsAndSaysSo()
+    {
+        QTemporaryDir tmp;
+        widgettest::makeCheckpoint(tmp.path(), 2, 12u << 20);
+        CheckpointPanel panel;
+        panel.controller()->setThrottleInterval(10);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        QSignalSpy progress(panel.controller(), &VerifyController::progressChanged);
+        panel.open(tmp.path());
+        QVERIFY(progress.wait(10000));
+        panel.cancel();
+        QVERIFY(finished.wait(30000));
+        // Either the cancel landed (usual) or the machine hashed everything first.
+        if (panel.report()->cancelled)
+            QCOMPARE(panel.banner()->state(), FailureBanner::State::Cancelled);
+        else
+            QCOMPARE(panel.banner()->state(), FailureBanner::State::Good);
+    }
+};
+
+QTEST_MAIN(TestCheckpointPanel)
+#include "tst_checkpointpanel.moc"

@@ -1,0 +1,302 @@
+#include "widgets/export/exporter.h"
+
+#include "widgets/views/ganttview.h"
+#include "widgets/views/ownershipmap.h"
+#include "widgets/jobs/pipelineplanner.h"
+#include "widgets/views/reshardview.h"
+
+#include "core/pipeline/export.h"
+
+#include <QApplication>
+#include <QBuffer>
+#include <QDir>
+#include <QFileInfo>
+#include <QPainter>
+#include <QPdfWriter>
+#include <QSaveFile>
+#include <QStyle>
+#include <QSvgGenerator>
+#include <QTextDocument>
+#include <QUrl>
+#include <QWidget>
+
+namespace shardwidgets {
+
+namespace {
+
+QString suffixOf(const QString& file)
+{
+    return QFileInfo(file).suffix().toLower();
+}
+
+bool fail(QString* error, const QString& message)
+{
+    if (error)
+        *error = message;
+    return false;
+}
+
+bool writeBytes(const QString& file, const QByteArray& bytes, QString* error)
+{
+    QSaveFile out(file);
+    if (!out.open(QIODevice::WriteOnly))
+        return fail(error, QObject::tr("Cannot write %1: %2").arg(file, out.errorString()));
+    if (out.write(bytes) != bytes.size() || !out.commit())
+        return fail(error, QObject::tr("Cannot write %1: %2").arg(file, out.errorString()));
+    return true;
+}
+
+bool writeImage(const QString& file, const QImage& image, QString* error)
+{
+    QSaveFile out(file);
+    if (!out.open(QIODevice::WriteOnly))
+        return fail(error, QObject::tr("Cannot write %1: %2").arg(file, out.errorString()));
+    if (!image.save(&out, "PNG") || !out.commit())
+        return fail(error, QObject::tr("Cannot write %1: %2").arg(file, out.errorString()));
+    return true;
+}
+
+QByteArray pngBytes(const QImage& image)
+{
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
+    buffer.open(QIODevice::WriteOnly);
+    image.save(&buffer, "PNG");
+    return bytes;
+}
+
+// Paints `widget` with the style's standard (light) palette for the duration of a scope.
+class LightPalette {
+public:
+    explicit LightPalette(QWidget* widget) : m_widget(widget), m_saved(widget->palette())
+    {
+        m_widget->setPalette(QApplication::style()->standardPalette());
+    }
+    ~LightPalette() { m_widget->setPalette(m_saved); }
+
+private:
+    QWidget* m_widget;
+    QPalette m_saved;
+};
+
+bool writeSvg(const QString& file, const QSize& size, const QString& title,
+              const std::function<void(QPainter&)>& paint, QString* error)
+{
+    const QString temp = file + QStringLiteral(".part");
+    {
+        QSvgGenerator generator;
+        generator.setFileName(temp);
+        generator.setSize(size);
+        generator.setViewBox(QRect(QPoint(0, 0), size));
+        generator.setResolution(96); // so that viewers show it at its pixel size
+        generator.setTitle(title);
+        generator.setDescription(QStringLiteral("ShardScope " SHARDSCOPE_VERSION));
+        QPainter painter;
+        if (!painter.begin(&generator))
+            return fail(error, QObject::tr("Cannot write %1: the SVG generator could not open it").arg(file));
+        paint(painter);
+        painter.end();
+    }
+    if (QFileInfo(temp).size() == 0) {
+        QFile::remove(temp);
+        return fail(error, QObject::tr("Cannot write %1: nothing was written").arg(file));
+    }
+    QFile::remove(file);
+    if (!QFile::rename(temp, file)) {
+        QFile::remove(temp);
+        return fail(error, QObject::tr("Cannot write %1: rename failed").arg(file));
+    }
+    return true;
+}
+
+} // namespace
+
+QStringList Exporter::reportSuffixes()
+{
+    return {QStringLiteral("pdf"), QStringLiteral("html"), QStringLiteral("md"),
+            QStringLiteral("json"), QStringLiteral("png"), QStringLiteral("svg")};
+}
+
+QStringList Exporter::timelineSuffixes()
+{
+    return {QStringLiteral("png"), QStringLiteral("svg"), QStringLiteral("json")};
+}
+
+QString Exporter::reportFilter()
+{
+    return QObject::tr("PDF (*.pdf);;HTML (*.html);;Markdown (*.md);;JSON (*.json);;PNG picture (*.png);;SVG picture (*.svg)");
+}
+
+QString Exporter::timelineFilter()
+{
+    return QObject::tr("PNG (*.png);;SVG (*.svg);;Chrome trace JSON (*.json)");
+}
+
+QImage Exporter::timelineImage(GanttView* gantt, int width)
+{
+    LightPalette light(gantt);
+    return gantt->renderFitted(QSize(width, gantt->preferredHeight()), 1.0);
+}
+
+QImage Exporter::ownershipImage(OwnershipMap* map, int width)
+{
+    LightPalette light(map);
+    QImage image(QSize(width, map->preferredHeight()), QImage::Format_ARGB32_Premultiplied);
+    QPainter painter(&image);
+    map->paintMap(painter, image.rect());
+    return image;
+}
+
+QImage Exporter::reshardImage(ReshardView* view, int width)
+{
+    LightPalette light(view);
+    QImage image(QSize(width, view->preferredHeight()), QImage::Format_ARGB32_Premultiplied);
+    QPainter painter(&image);
+    view->paintView(painter, image.rect());
+    return image;
+}
+
+shardscope::ReportInput Exporter::reportInput(const ReportSources& sources)
+{
+    shardscope::ReportInput input;
+    input.generator = "ShardScope " SHARDSCOPE_VERSION;
+    input.checkpoint_path = sources.checkpointPath.toStdString();
+    if (sources.report)
+        input.verify = *sources.report;
+    if (sources.planner && sources.planner->plan()) {
+        shardscope::PipelineSection section;
+        section.profile_name = sources.planner->profile().name;
+        section.partition = sources.planner->partitionName().toStdString();
+        section.plan = *sources.planner->plan();
+        input.pipeline = std::move(section);
+    }
+    if (sources.reshardPlan)
+        input.reshard = *sources.reshardPlan;
+    return input;
+}
+
+bool Exporter::exportReport(const QString& file, const ReportSources& sources, QString* error)
+{
+    const QString suffix = suffixOf(file);
+    if (!reportSuffixes().contains(suffix))
+        return fail(error, QObject::tr("Cannot export %1: unknown format “.%2” (use one of %3)")
+                               .arg(file, suffix, reportSuffixes().join(QStringLiteral(", "))));
+    shardscope::ReportInput input = reportInput(sources);
+    const bool withMap = sources.ownership && sources.report && sources.report->manifest;
+    const bool withGantt = sources.gantt && input.pipeline;
+    const bool withReshard = sources.reshardView && sources.reshardView->hasPlan() && input.reshard;
+    constexpr int kImageWidth = 1400;
+
+    if (suffix == QLatin1String("json"))
+        return writeBytes(file, QByteArray::fromStdString(shardscope::report_json(input).dump(2) + "\n"), error);
+
+    if (suffix == QLatin1String("png") || suffix == QLatin1String("svg")) {
+        if (!sources.window)
+            return fail(error, QObject::tr("Cannot export %1: there is no window to picture").arg(file));
+        QWidget* window = sources.window;
+        if (suffix == QLatin1String("png"))
+            return writeImage(file, window->grab().toImage(), error);
+        return writeSvg(file, window->size(), QStringLiteral("ShardScope"),
+                        [window](QPainter& painter) { window->render(&painter); }, error);
+    }
+
+    if (suffix == QLatin1String("md")) {
+        // Pictures go beside the Markdown file, referenced by relative name.
+        const QFileInfo info(file);
+        if (withMap) {
+            const QString name = info.completeBaseName() + QStringLiteral("-ownership.png");
+            if (!writeImage(info.dir().filePath(name), ownershipImage(sources.ownership, kImageWidth), error))
+                return false;
+            input.ownership_image = name.toStdString();
+        }
+        if (withGantt) {
+            const QString name = info.completeBaseName() + QStringLiteral("-timeline.png");
+            if (!writeImage(info.dir().filePath(name), timelineImage(sources.gantt, kImageWidth), error))
+                return false;
+            input.gantt_image = name.toStdString();
+        }
+        if (withReshard) {
+            const QString name = info.completeBaseName() + QStringLiteral("-reshard.png");
+            if (!writeImage(info.dir().filePath(name), reshardImage(sources.reshardView, kImageWidth), error))
+                return false;
+            input.reshard_image = name.toStdString();
+        }
+        return writeBytes(file, QByteArray::fromStdString(shardscope::report_markdown(input)), error);
+    }
+
+    if (suffix == QLatin1String("html")) {
+        auto dataUri = [](const QImage& image) {
+            return "data:image/png;base64," + pngBytes(image).toBase64().toStdString();
+        };
+        if (withMap)
+            input.ownership_image = dataUri(ownershipImage(sources.ownership, kImageWidth));
+        if (withGantt)
+            input.gantt_image = dataUri(timelineImage(sources.gantt, kImageWidth));
+        if (withReshard)
+            input.reshard_image = dataUri(reshardImage(sources.reshardView, kImageWidth));
+        return writeBytes(file, QByteArray::fromStdString(shardscope::report_html(input)), error);
+    }
+
+    // PDF: core's HTML laid out by QTextDocument, pictures as document resources.
+    QTextDocument document;
+    if (withMap) {
+        document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("ownership.png")),
+                             ownershipImage(sources.ownership, kImageWidth));
+        input.ownership_image = "ownership.png";
+    }
+    if (withGantt) {
+        document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("timeline.png")),
+                             timelineImage(sources.gantt, kImageWidth));
+        input.gantt_image = "timeline.png";
+    }
+    if (withReshard) {
+        document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("reshard.png")),
+                             reshardImage(sources.reshardView, kImageWidth));
+        input.reshard_image = "reshard.png";
+    }
+    document.setHtml(QString::fromStdString(shardscope::report_html(input)));
+    const QFileInfo info(file);
+    if (!QFileInfo(info.absolutePath()).isWritable())
+        return fail(error, QObject::tr("Cannot write %1: the folder is not writable").arg(file));
+    const QString temp = file + QStringLiteral(".part");
+    {
+        QPdfWriter writer(temp);
+        writer.setPageSize(QPageSize(QPageSize::A4));
+        writer.setPageMargins(QMarginsF(12, 12, 12, 12), QPageLayout::Millimeter);
+        writer.setResolution(110);
+        writer.setTitle(QString::fromStdString(input.title));
+        writer.setCreator(QStringLiteral("ShardScope " SHARDSCOPE_VERSION));
+        document.setDefaultFont(QFont(QStringLiteral("Sans Serif"), 9));
+        document.print(&writer);
+    }
+    if (QFileInfo(temp).size() == 0) {
+        QFile::remove(temp);
+        return fail(error, QObject::tr("Cannot write %1: the PDF writer produced nothing").arg(file));
+    }
+    QFile::remove(file);
+    if (!QFile::rename(temp, file)) {
+        QFile::remove(temp);
+        return fail(error, QObject::tr("Cannot write %1: rename failed").arg(file));
+    }
+    return true;
+}
+
+bool Exporter::exportTimeline(const QString& file, GanttView* gantt, const QString& title, QString* error)
+{
+    const QString suffix = suffixOf(file);
+    if (!gantt || !gantt->hasTimeline())
+        return fail(error, QObject::tr("Cannot export %1: there is no timeline (the planner has no valid plan)").arg(file));
+    if (suffix == QLatin1String("json")) {
+        const auto trace = shardscope::pipeline::to_trace_json(gantt->timeline(), title.toStdString());
+        return writeBytes(file, QByteArray::fromStdString(trace.dump() + "\n"), error);
+    }
+    const QSize size(1600, gantt->preferredHeight());
+    if (suffix == QLatin1String("png"))
+        return writeImage(file, gantt->renderFitted(size, 1.0), error);
+    if (suffix == QLatin1String("svg"))
+        return writeSvg(file, size, title, [gantt, size](QPainter& painter) { gantt->paintFitted(painter, size); },
+                        error);
+    return fail(error, QObject::tr("Cannot export %1: unknown format “.%2” (use png, svg or json)").arg(file, suffix));
+}
+
+} // namespace shardwidgets

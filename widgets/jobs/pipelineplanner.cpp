@@ -1,0 +1,201 @@
+#include "widgets/jobs/pipelineplanner.h"
+
+#include "core/util/error.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+
+namespace shardwidgets {
+
+namespace pl = shardscope::pipeline;
+
+PipelinePlanner::PipelinePlanner(QObject* parent) : QObject(parent)
+{
+    m_spec.kind = pl::ScheduleKind::one_f_one_b;
+    m_spec.stages = 4;
+    m_spec.microbatches = 8;
+    m_profile = pl::uniform_profile(32);
+    m_profile.name = "uniform (32 layers)";
+    repartition();
+}
+
+QStringList PipelinePlanner::bundledProfiles()
+{
+    QStringList paths;
+    const QDir dir(QStringLiteral(":/profiles"));
+    for (const QString& name : dir.entryList({QStringLiteral("*.json"), QStringLiteral("*.csv")},
+                                             QDir::Files, QDir::Name))
+        paths.append(dir.filePath(name));
+    return paths;
+}
+
+void PipelinePlanner::setProfile(pl::Profile profile)
+{
+    m_profile = std::move(profile);
+    if (m_method == pl::PartitionMethod::manual)
+        m_method = pl::PartitionMethod::compute;
+    emit profileChanged();
+    repartition();
+}
+
+bool PipelinePlanner::loadProfile(const QString& path, QString* error)
+{
+    // Read through QFile so that resource paths work; parse with core's loaders.
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly)) {
+        if (error)
+            *error = tr("%1: cannot open the profile: %2").arg(path, file.errorString());
+        return false;
+    }
+    if (file.size() > (64 << 20)) {
+        if (error)
+            *error = tr("%1: the profile is larger than 64 MiB").arg(path);
+        return false;
+    }
+    const QByteArray bytes = file.readAll();
+    const std::string text(bytes.constData(), std::size_t(bytes.size()));
+    const std::string origin = path.toStdString();
+    try {
+        pl::Profile profile = path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive)
+                                  ? pl::parse_profile_csv(text, origin)
+                                  : pl::parse_profile_json(text, origin);
+        if (profile.name.empty())
+            profile.name = QFileInfo(path).completeBaseName().toStdString();
+        profile.source = origin;
+        setProfile(std::move(profile));
+        return true;
+    } catch (const shardscope::Error& e) {
+        if (error)
+            *error = QString::fromStdString(e.what());
+        return false;
+    }
+}
+
+void PipelinePlanner::setSpec(pl::ScheduleSpec spec)
+{
+    spec.stages = std::clamp(spec.stages, 1, kMaxStages);
+    spec.microbatches = std::clamp(spec.microbatches, 1, kMaxMicrobatches);
+    spec.virtual_stages = spec.kind == pl::ScheduleKind::interleaved
+                              ? std::clamp(spec.virtual_stages, 2, kMaxVirtualStages)
+                              : 1;
+    const bool piecesChanged = spec.stages * spec.virtual_stages !=
+                               m_spec.stages * m_spec.virtual_stages;
+    m_spec = spec;
+    if (piecesChanged) {
+        if (m_method == pl::PartitionMethod::manual)
+            m_method = pl::PartitionMethod::compute;
+        repartition();
+    } else {
+        m_schedule.reset();
+        replan();
+    }
+}
+
+void PipelinePlanner::setScheduleKind(pl::ScheduleKind kind)
+{
+    auto spec = m_spec;
+    spec.kind = kind;
+    if (kind == pl::ScheduleKind::interleaved && spec.virtual_stages < 2)
+        spec.virtual_stages = 2;
+    setSpec(spec);
+}
+
+void PipelinePlanner::setStages(int stages)
+{
+    auto spec = m_spec;
+    spec.stages = stages;
+    setSpec(spec);
+}
+
+void PipelinePlanner::setMicrobatches(int microbatches)
+{
+    auto spec = m_spec;
+    spec.microbatches = microbatches;
+    setSpec(spec);
+}
+
+void PipelinePlanner::setVirtualStages(int chunks)
+{
+    auto spec = m_spec;
+    spec.virtual_stages = chunks;
+    setSpec(spec);
+}
+
+void PipelinePlanner::rebalance(pl::PartitionMethod method)
+{
+    m_method = method;
+    repartition();
+}
+
+bool PipelinePlanner::setBoundaries(const std::vector<int>& boundaries)
+{
+    try {
+        pl::validate_boundaries(int(m_profile.layers.size()), m_spec.stages * m_spec.virtual_stages,
+                                boundaries);
+    } catch (const shardscope::Error& e) {
+        m_error = QString::fromStdString(e.what());
+        return false;
+    }
+    m_method = pl::PartitionMethod::manual;
+    m_boundaries = boundaries;
+    replan();
+    return true;
+}
+
+bool PipelinePlanner::moveBoundary(int index, int edge)
+{
+    if (index < 0 || index >= int(m_boundaries.size()))
+        return false;
+    std::vector<int> moved = m_boundaries;
+    const int lowest = index == 0 ? 1 : moved[std::size_t(index - 1)] + 1;
+    const int highest = index + 1 == int(moved.size()) ? int(m_profile.layers.size()) - 1
+                                                       : moved[std::size_t(index + 1)] - 1;
+    if (lowest > highest)
+        return false;
+    moved[std::size_t(index)] = std::clamp(edge, lowest, highest);
+    if (moved == m_boundaries)
+        return false;
+    return setBoundaries(moved);
+}
+
+QString PipelinePlanner::partitionName() const
+{
+    pl::PartitionSpec spec{m_method, {}};
+    if (m_method == pl::PartitionMethod::manual)
+        spec.manual_boundaries = m_boundaries;
+    return QString::fromStdString(pl::to_string(spec));
+}
+
+void PipelinePlanner::repartition()
+{
+    m_schedule.reset();
+    try {
+        const int pieces = m_spec.stages * m_spec.virtual_stages;
+        m_boundaries = pl::partition(m_profile, pieces, pl::PartitionSpec{m_method, m_boundaries});
+    } catch (const shardscope::Error& e) {
+        m_boundaries.clear();
+        m_plan.reset();
+        m_error = QString::fromStdString(e.what());
+        emit planChanged();
+        return;
+    }
+    replan();
+}
+
+void PipelinePlanner::replan()
+{
+    try {
+        if (!m_schedule)
+            m_schedule = pl::build_schedule(m_spec);
+        m_plan = pl::make_plan(m_profile, *m_schedule, m_boundaries);
+        m_error.clear();
+    } catch (const shardscope::Error& e) {
+        m_schedule.reset();
+        m_plan.reset();
+        m_error = QString::fromStdString(e.what());
+    }
+    emit planChanged();
+}
+
+} // namespace shardwidgets

@@ -1,0 +1,348 @@
+#include "widgets/panels/checkpointpanel.h"
+
+#include "widgets/views/failurebanner.h"
+#include "widgets/style/format.h"
+#include "widgets/views/ownershipmap.h"
+#include "widgets/models/shardtablemodel.h"
+#include "widgets/style/statusstyle.h"
+#include "widgets/panels/stepspane.h"
+#include "widgets/models/summarymodel.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDir>
+#include <QFileInfo>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalBlocker>
+#include <QSortFilterProxyModel>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+namespace shardwidgets {
+
+CheckpointPanel::CheckpointPanel(QWidget* parent)
+    : QWidget(parent), m_controller(new VerifyController(this)), m_shards(new ShardTableModel(this)),
+      m_summary(new SummaryModel(this)), m_proxy(new QSortFilterProxyModel(this)),
+      m_banner(new FailureBanner(this)), m_map(new OwnershipMap(this)), m_table(new QTableView(this)),
+      m_summaryView(new QTableView(this)), m_problems(new QListWidget(this)), m_pathLabel(new QLabel(this)),
+      m_stepsPane(new StepsPane(this)), m_progress(new QProgressBar(this)), m_rate(new QLabel(this)),
+      m_cancel(new QPushButton(tr("Cancel"), this)), m_reverify(new QPushButton(tr("Re-verify"), this)),
+      m_filter(new QLineEdit(this)), m_reshard(new QSpinBox(this))
+{
+    auto* layout = new QVBoxLayout(this);
+
+    auto* header = new QHBoxLayout;
+    QFont bold = m_pathLabel->font();
+    bold.setBold(true);
+    m_pathLabel->setFont(bold);
+    m_pathLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_pathLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_stepsPane->hide(); // only a root has steps to list
+    m_progress->setRange(0, 1000);
+    m_progress->setTextVisible(true);
+    m_progress->setMinimumWidth(180);
+    m_rate->setMinimumWidth(170);
+    m_cancel->setEnabled(false);
+    m_reverify->setEnabled(false);
+    header->addWidget(m_pathLabel, 1);
+    header->addWidget(m_progress);
+    header->addWidget(m_rate);
+    header->addWidget(m_cancel);
+    header->addWidget(m_reverify);
+    layout->addLayout(header);
+    layout->addWidget(m_banner);
+
+    // Left: summary and problems. Right: the shard table with its filter.
+    m_summaryView->setModel(m_summary);
+    m_summaryView->verticalHeader()->hide();
+    m_summaryView->horizontalHeader()->setStretchLastSection(true);
+    m_summaryView->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    m_summaryView->setWordWrap(false);
+    m_summaryView->verticalHeader()->setDefaultSectionSize(m_summaryView->fontMetrics().height() + 6);
+    m_summaryView->setAlternatingRowColors(true);
+    m_summaryView->setSelectionBehavior(QAbstractItemView::SelectRows);
+    auto* left = new QWidget(this);
+    auto* leftLayout = new QVBoxLayout(left);
+    leftLayout->setContentsMargins(0, 0, 0, 0);
+    leftLayout->addWidget(m_stepsPane, 2); // a root's steps above the summary of the open one
+    leftLayout->addWidget(m_summaryView, 3);
+    m_problems->setWordWrap(true);
+    m_problems->setAlternatingRowColors(true);
+    m_problems->hide();
+    leftLayout->addWidget(m_problems, 1);
+
+    m_proxy->setSourceModel(m_shards);
+    m_proxy->setSortRole(ShardTableModel::SortRole);
+    m_proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    m_proxy->setFilterKeyColumn(-1);
+    m_table->setModel(m_proxy);
+    m_table->setSortingEnabled(true);
+    m_table->sortByColumn(ShardTableModel::Rank, Qt::AscendingOrder);
+    m_table->verticalHeader()->hide();
+    m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 8);
+    m_table->setAlternatingRowColors(true);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->setColumnWidth(ShardTableModel::Rank, 56);
+    m_table->setColumnWidth(ShardTableModel::Status, 140);
+    m_table->setColumnWidth(ShardTableModel::File, 170);
+    m_table->setColumnWidth(ShardTableModel::Bytes, 90);
+    m_table->setColumnWidth(ShardTableModel::Offset, 110);
+    m_table->setColumnWidth(ShardTableModel::Numel, 100);
+    m_table->setContextMenuPolicy(Qt::ActionsContextMenu);
+    auto* copy = new QAction(tr("Copy"), m_table);
+    copy->setShortcut(QKeySequence::Copy);
+    copy->setShortcutContext(Qt::WidgetShortcut);
+    connect(copy, &QAction::triggered, this, &CheckpointPanel::copySelection);
+    m_table->addAction(copy);
+    m_filter->setPlaceholderText(tr("Filter shards (rank, file, status…)"));
+    m_filter->setClearButtonEnabled(true);
+    connect(m_filter, &QLineEdit::textChanged, m_proxy, &QSortFilterProxyModel::setFilterFixedString);
+    auto* right = new QWidget(this);
+    auto* rightLayout = new QVBoxLayout(right);
+    rightLayout->setContentsMargins(0, 0, 0, 0);
+    rightLayout->addWidget(m_filter);
+    rightLayout->addWidget(m_table);
+
+    auto* splitter = new QSplitter(Qt::Horizontal, this);
+    splitter->addWidget(left);
+    splitter->addWidget(right);
+    splitter->setStretchFactor(0, 2);
+    splitter->setStretchFactor(1, 5);
+    layout->addWidget(splitter, 1);
+
+    m_mapBox = new QGroupBox(tr("Ownership of the flat parameter space"), this);
+    auto* mapLayout = new QVBoxLayout(m_mapBox);
+    auto* reshardRow = new QHBoxLayout;
+    m_reshard->setRange(0, shardscope::kMaxWorldSize);
+    m_reshard->setSpecialValueText(tr("off"));
+    m_reshard->setToolTip(tr("Show the ranges each rank would own after resharding to this world size"));
+    m_reshardLabel = new QLabel(tr("&Reshard preview, ranks:"), this);
+    m_reshardLabel->setBuddy(m_reshard);
+    reshardRow->addStretch(1);
+    reshardRow->addWidget(m_reshardLabel);
+    reshardRow->addWidget(m_reshard);
+    connect(m_reshard, &QSpinBox::valueChanged, m_map, &OwnershipMap::setReshardTarget);
+    mapLayout->addWidget(m_map);
+    mapLayout->addLayout(reshardRow);
+    layout->addWidget(m_mapBox);
+
+    connect(m_cancel, &QPushButton::clicked, this, &CheckpointPanel::cancel);
+    connect(m_reverify, &QPushButton::clicked, this, &CheckpointPanel::reverify);
+    connect(m_stepsPane, &StepsPane::openRequested, this, [this](const QString& dir) {
+        m_path = dir;
+        reverify(); // keeps the root's step list
+    });
+    connect(m_controller, &VerifyController::manifestReady, this, &CheckpointPanel::onManifestReady);
+    connect(m_controller, &VerifyController::filesListed, this, &CheckpointPanel::onFilesListed);
+    connect(m_controller, &VerifyController::shardPercent, m_shards, &ShardTableModel::setShardPercent);
+    connect(m_controller, &VerifyController::shardFinished, m_shards, &ShardTableModel::setShardResult);
+    connect(m_controller, &VerifyController::progressChanged, this, &CheckpointPanel::onProgress);
+    connect(m_controller, &VerifyController::finished, this, &CheckpointPanel::onFinished);
+    connect(m_controller, &VerifyController::failed, this, &CheckpointPanel::onFailed);
+}
+
+void CheckpointPanel::open(const QString& path)
+{
+    m_path = QDir::cleanPath(path);
+    m_rootPath.clear();
+    m_report.reset();
+    m_stepsPane->hide();
+    m_pathLabel->setText(m_path);
+    m_pathLabel->setToolTip(m_path);
+    m_controller->start(m_path, m_options);
+    m_banner->showVerifying(m_path);
+    m_cancel->setEnabled(true);
+    m_reverify->setEnabled(false);
+    m_progress->setValue(0);
+    m_rate->clear();
+}
+
+void CheckpointPanel::reverify()
+{
+    if (m_path.isEmpty())
+        return;
+    const QString root = m_rootPath;
+    const QString path = m_path;
+    m_report.reset();
+    m_controller->start(path, m_options);
+    m_rootPath = root;
+    m_banner->showVerifying(path);
+    m_cancel->setEnabled(true);
+    m_reverify->setEnabled(false);
+}
+
+void CheckpointPanel::cancel()
+{
+    m_controller->cancel();
+}
+
+void CheckpointPanel::onManifestReady()
+{
+    const QString dir = m_controller->directory();
+    const auto& manifest = m_controller->manifest();
+    m_pathLabel->setText(dir);
+    m_banner->showVerifying(dir);
+    if (!m_controller->steps().empty()) {
+        m_rootPath = m_controller->path();
+        m_stepsPane->setSteps(m_controller->steps(), m_rootPath);
+        m_stepsPane->show();
+    }
+    m_stepsPane->setCurrentDirectory(dir); // a step picked from the root's list keeps the list
+    showNativeLayout();
+    if (manifest) {
+        m_shards->setManifest(*manifest);
+        m_summary->setCheckpoint(dir, m_controller->format(), *manifest);
+        m_map->setManifest(*manifest);
+        m_map->setReshardTarget(m_reshard->value());
+    } else {
+        m_shards->clear();
+        m_summary->clear();
+        m_map->clear();
+    }
+    m_problems->clear();
+    m_problems->hide();
+    emit opened(dir);
+    emit statusMessage(tr("Verifying %1…").arg(dir));
+}
+
+void CheckpointPanel::onFilesListed()
+{
+    // Native checkpoints have their rows from the manifest already; a foreign format's rows
+    // exist from here on, while its files are being checked.
+    const shardscope::VerifyReport& listed = m_controller->listed();
+    if (!listed.foreign)
+        return;
+    m_shards->setChecks(listed.shards);
+    m_summary->setForeign(QString::fromStdString(listed.dir.string()), listed);
+    showForeignLayout(listed);
+}
+
+void CheckpointPanel::showForeignLayout(const shardscope::VerifyReport& report)
+{
+    // A foreign format has no flat parameter ranges: its file names are what matter, and the map
+    // shows who holds which chunks only where the format records chunks (DCP).
+    m_table->setColumnHidden(ShardTableModel::Offset, true);
+    m_table->setColumnHidden(ShardTableModel::Numel, true);
+    m_table->setColumnWidth(ShardTableModel::File, 330);
+    m_reshard->setVisible(false);
+    m_reshardLabel->setVisible(false);
+    if (report.foreign && report.foreign->layout) {
+        m_mapBox->setTitle(tr("Ownership of the stored chunks (every tensor's chunks end to end)"));
+        m_map->setForeignLayout(*report.foreign->layout, report.shards);
+        m_mapBox->show();
+    } else {
+        m_map->clear();
+        m_mapBox->hide();
+    }
+}
+
+void CheckpointPanel::showNativeLayout()
+{
+    m_table->setColumnHidden(ShardTableModel::Offset, false);
+    m_table->setColumnHidden(ShardTableModel::Numel, false);
+    m_table->setColumnWidth(ShardTableModel::File, 170);
+    m_reshard->setVisible(true);
+    m_reshardLabel->setVisible(true);
+    m_mapBox->setTitle(tr("Ownership of the flat parameter space"));
+    m_mapBox->show();
+}
+
+void CheckpointPanel::onProgress(quint64 done, quint64 total, double rate, double eta)
+{
+    m_progress->setValue(total ? int(done * 1000 / total) : 0);
+    m_progress->setFormat(total ? tr("%1 of %2").arg(formatBytes(done), formatBytes(total)) : tr("reading manifest"));
+    m_rate->setText(tr("%1 · %2 left").arg(formatRate(rate), eta >= 0 ? formatDuration(eta) : tr("–")));
+}
+
+void CheckpointPanel::onFinished()
+{
+    m_report = m_controller->report();
+    const shardscope::VerifyReport& report = *m_report;
+    if (!m_controller->manifest() && report.manifest) // a manifest only the verifier could read
+        m_shards->setManifest(*report.manifest);
+    if (report.foreign) { // a foreign format: the summary is complete only now
+        if (m_shards->rowCount() != int(report.shards.size())) // listed rows are updated in place
+            m_shards->setChecks(report.shards);
+        showForeignLayout(report);
+        m_summary->setForeign(QString::fromStdString(report.dir.string()), report);
+    }
+    for (std::size_t i = 0; i < report.shards.size(); ++i)
+        if (report.shards[i].status != m_shards->status(int(i)) &&
+            report.shards[i].status != shardscope::ShardStatus::pending)
+            m_shards->setShardResult(int(i), report.shards[i]);
+    m_banner->showReport(report);
+    std::set<int> failed;
+    for (const auto& check : report.shards)
+        if (severity(check.status) == Severity::bad)
+            failed.insert(check.rank);
+    m_map->setFailedRanks(std::move(failed));
+    showProblems(report);
+    m_cancel->setEnabled(false);
+    m_reverify->setEnabled(true);
+    if (!report.cancelled)
+        m_progress->setValue(1000);
+    m_progress->setFormat(report.cancelled ? tr("cancelled") : report.ok() ? tr("verified") : tr("failed"));
+    m_rate->clear();
+    emit statusMessage(report.cancelled ? tr("Verification cancelled")
+                       : report.ok()    ? tr("All %1 shards verified").arg(report.shards.size())
+                                        : tr("%n problem(s) found", nullptr, int(report.problems.size())));
+    emit verificationFinished();
+}
+
+void CheckpointPanel::showProblems(const shardscope::VerifyReport& report)
+{
+    m_problems->clear();
+    for (const auto& problem : report.problems) {
+        auto* item = new QListWidgetItem(severityIcon(Severity::bad),
+                                         QStringLiteral("%1 — %2")
+                                             .arg(QString::fromUtf8(shardscope::to_string(problem.kind)),
+                                                  QString::fromStdString(problem.message)),
+                                         m_problems);
+        item->setToolTip(QString::fromStdString(problem.message));
+    }
+    for (const auto& name : report.leftover_tmp_files)
+        new QListWidgetItem(severityIcon(Severity::neutral),
+                            tr("leftover temporary file %1").arg(QString::fromStdString(name)), m_problems);
+    m_problems->setVisible(m_problems->count() > 0);
+}
+
+void CheckpointPanel::onFailed(const QString& message, const QString& path)
+{
+    m_cancel->setEnabled(false);
+    m_reverify->setEnabled(true);
+    m_shards->clear();
+    m_summary->clear();
+    m_map->clear();
+    m_progress->setValue(0);
+    m_progress->setFormat(tr("not opened"));
+    m_banner->showError(tr("Cannot open %1").arg(path.isEmpty() ? m_path : path), message);
+    emit openFailed(message, path.isEmpty() ? m_path : path);
+}
+
+void CheckpointPanel::copySelection() const
+{
+    const QModelIndexList rows = m_table->selectionModel()->selectedRows();
+    QStringList lines;
+    for (const QModelIndex& row : rows) {
+        QStringList cells;
+        for (int column = 0; column < ShardTableModel::ColumnCount; ++column)
+            cells << m_proxy->index(row.row(), column).data(ShardTableModel::FullValueRole).toString();
+        lines << cells.join(QLatin1Char('\t'));
+    }
+    if (!lines.isEmpty())
+        QApplication::clipboard()->setText(lines.join(QLatin1Char('\n')));
+}
+
+} // namespace shardwidgets

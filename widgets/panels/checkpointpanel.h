@@ -1,0 +1,97 @@
+#pragma once
+// The checkpoint page: summary, failure banner, progress (bytes/s, ETA, Cancel, Re-verify), the
+// sortable and filterable shard table with live per-shard status, and the ownership map with a
+// reshard preview. Opening a folder starts a background verification; opening another one
+// cancels it (the newest wins).
+
+#include "widgets/jobs/verifycontroller.h"
+
+#include <QWidget>
+#include <optional>
+
+class QComboBox;
+class QGroupBox;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QProgressBar;
+class QPushButton;
+class QSortFilterProxyModel;
+class QSpinBox;
+class QTableView;
+
+namespace shardwidgets {
+
+class FailureBanner;
+class OwnershipMap;
+class ShardTableModel;
+class StepsPane;
+class SummaryModel;
+
+class CheckpointPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit CheckpointPanel(QWidget* parent = nullptr);
+
+    void open(const QString& path);
+    void reverify();
+    void cancel();
+    void setVerifyOptions(const VerifyController::Options& options) { m_options = options; }
+
+    QString currentPath() const { return m_path; }
+    bool isVerifying() const { return m_controller->isRunning(); }
+    // The finished verification of the current folder, if any.
+    const std::optional<shardscope::VerifyReport>& report() const { return m_report; }
+
+    VerifyController* controller() const { return m_controller; }
+    ShardTableModel* shardModel() const { return m_shards; }
+    SummaryModel* summaryModel() const { return m_summary; }
+    FailureBanner* banner() const { return m_banner; }
+    OwnershipMap* ownershipMap() const { return m_map; }
+    QTableView* shardView() const { return m_table; }
+    StepsPane* stepsPane() const { return m_stepsPane; } // shown for a checkpoint root
+    QSpinBox* reshardTargetBox() const { return m_reshard; }
+
+signals:
+    void opened(const QString& directory);   // the manifest is read, verification running
+    void openFailed(const QString& message, const QString& path);
+    void verificationFinished();
+    void statusMessage(const QString& text);
+
+private:
+    void onManifestReady();
+    void onFilesListed();
+    void showForeignLayout(const shardscope::VerifyReport& report);
+    void showNativeLayout();
+    void onFinished();
+    void onFailed(const QString& message, const QString& path);
+    void onProgress(quint64 done, quint64 total, double rate, double eta);
+    void copySelection() const;
+    void showProblems(const shardscope::VerifyReport& report);
+
+    VerifyController* m_controller;
+    VerifyController::Options m_options;
+    ShardTableModel* m_shards;
+    SummaryModel* m_summary;
+    QSortFilterProxyModel* m_proxy;
+    FailureBanner* m_banner;
+    OwnershipMap* m_map;
+    QGroupBox* m_mapBox = nullptr;
+    QLabel* m_reshardLabel = nullptr;
+    QTableView* m_table;
+    QTableView* m_summaryView;
+    QListWidget* m_problems;
+    QLabel* m_pathLabel;
+    StepsPane* m_stepsPane;
+    QProgressBar* m_progress;
+    QLabel* m_rate;
+    QPushButton* m_cancel;
+    QPushButton* m_reverify;
+    QLineEdit* m_filter;
+    QSpinBox* m_reshard;
+    QString m_path;     // what the user opened (a root or a step)
+    QString m_rootPath; // the root whose steps the steps pane lists
+    std::optional<shardscope::VerifyReport> m_report;
+};
+
+} // namespace shardwidgets

@@ -1,0 +1,274 @@
+#include "widgets/panels/reshardpanel.h"
+
+#include "core/checkpoint/manifest.h"
+#include "widgets/style/format.h"
+#include "widgets/jobs/reshardcontroller.h"
+#include "widgets/models/reshardplanmodel.h"
+#include "widgets/views/reshardview.h"
+
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalBlocker>
+#include <QSpinBox>
+#include <QTableView>
+#include <QVBoxLayout>
+
+namespace shardwidgets {
+
+namespace {
+
+// The one world-size limit (core/checkpoint/manifest.h): any target the core can write.
+constexpr int kMaxTarget = shardscope::kMaxWorldSize;
+
+QString percentOf(uint64_t part, uint64_t whole)
+{
+    return whole ? QStringLiteral("%1 %").arg(100.0 * double(part) / double(whole), 0, 'f', 1) : QStringLiteral("–");
+}
+
+} // namespace
+
+ReshardPanel::ReshardPanel(QWidget* parent)
+    : QWidget(parent), m_controller(new ReshardController(this)), m_model(new ReshardPlanModel(this)),
+      m_view(new ReshardView(this)), m_table(new QTableView(this)), m_target(new QSpinBox(this)),
+      m_source(new QLabel(this)), m_totals(new QLabel(this)), m_reshard(new QPushButton(tr("Reshard…"), this)),
+      m_cancel(new QPushButton(tr("Cancel"), this)), m_openResult(new QPushButton(tr("Open Result"), this)),
+      m_progress(new QProgressBar(this)), m_rate(new QLabel(this))
+{
+    auto* layout = new QVBoxLayout(this);
+    auto* controls = new QHBoxLayout;
+    auto* targetLabel = new QLabel(tr("&Target world size:"), this);
+    targetLabel->setBuddy(m_target);
+    m_target->setRange(1, kMaxTarget);
+    m_target->setValue(1);
+    m_target->setToolTip(tr("The number of ranks the job will restart on"));
+    m_source->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_source->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_reshard->setToolTip(tr("Write a new checkpoint with this world size into a folder you choose; the "
+                             "source is verified first and never modified"));
+    m_cancel->setEnabled(false);
+    m_openResult->hide();
+    m_progress->setRange(0, 1000);
+    m_progress->setMinimumWidth(180);
+    m_progress->setFormat(tr("idle"));
+    m_progress->setValue(0);
+    m_rate->setMinimumWidth(150);
+    controls->addWidget(targetLabel);
+    controls->addWidget(m_target);
+    controls->addWidget(m_source, 1);
+    controls->addWidget(m_reshard);
+    controls->addWidget(m_progress);
+    controls->addWidget(m_rate);
+    controls->addWidget(m_cancel);
+    controls->addWidget(m_openResult);
+    layout->addLayout(controls);
+    layout->addWidget(m_view);
+    m_totals->setTextFormat(Qt::RichText);
+    m_totals->setWordWrap(true);
+    m_totals->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(m_totals);
+
+    m_table->setModel(m_model);
+    m_table->verticalHeader()->hide();
+    m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 8);
+    m_table->setAlternatingRowColors(true);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->setWordWrap(false);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->setColumnWidth(ReshardPlanModel::Rank, 80);
+    m_table->setColumnWidth(ReshardPlanModel::Elements, 220);
+    m_table->setColumnWidth(ReshardPlanModel::Bytes, 100);
+    m_table->setColumnWidth(ReshardPlanModel::Sources, 320);
+    m_table->setColumnWidth(ReshardPlanModel::Staying, 100);
+    layout->addWidget(m_table, 1);
+
+    connect(m_target, &QSpinBox::valueChanged, this, [this](int value) {
+        m_userChoseTarget = true;
+        replan();
+        emit targetChanged(value);
+    });
+    connect(m_reshard, &QPushButton::clicked, this, &ReshardPanel::chooseDestinationAndReshard);
+    connect(m_cancel, &QPushButton::clicked, this, &ReshardPanel::cancelReshard);
+    connect(m_openResult, &QPushButton::clicked, this,
+            [this] { emit openRequested(m_controller->destination()); });
+    connect(m_controller, &ReshardController::progressChanged, this, &ReshardPanel::onProgress);
+    connect(m_controller, &ReshardController::finished, this, &ReshardPanel::onFinished);
+    clear();
+}
+
+void ReshardPanel::setCheckpoint(const QString& directory, const shardscope::Manifest& manifest)
+{
+    m_directory = directory;
+    m_manifest = manifest;
+    m_source->setText(manifest.world_size == 1 ? tr("from 1 rank in %1").arg(directory)
+                                               : tr("from %1 ranks in %2").arg(manifest.world_size).arg(directory));
+    m_source->setToolTip(directory);
+    if (!m_userChoseTarget) {
+        const QSignalBlocker blocker(m_target);
+        m_target->setValue(std::clamp(manifest.world_size * 2, 1, kMaxTarget));
+    }
+    replan();
+}
+
+void ReshardPanel::clear()
+{
+    m_directory.clear();
+    m_manifest.reset();
+    m_model->clear();
+    m_view->clear();
+    m_source->setText(tr("no checkpoint open"));
+    m_totals->setText(tr("Open a checkpoint to preview how its bytes move to another world size."));
+    updateButtons();
+}
+
+void ReshardPanel::setTargetWorldSize(int worldSize)
+{
+    m_target->setValue(worldSize); // valueChanged replans
+}
+
+int ReshardPanel::targetWorldSize() const
+{
+    return m_target->value();
+}
+
+const std::optional<shardscope::ReshardPlan>& ReshardPanel::plan() const
+{
+    return m_model->plan();
+}
+
+QString ReshardPanel::totalsText() const
+{
+    return m_totals->text();
+}
+
+void ReshardPanel::replan()
+{
+    if (!m_manifest) {
+        updateButtons();
+        return;
+    }
+    try {
+        // plan_reshard is O(N + M) arithmetic on the manifest: fine on the GUI thread.
+        shardscope::ReshardPlan plan = shardscope::plan_reshard(*m_manifest, m_target->value());
+        std::vector<ReshardBox> sources;
+        for (const auto& shard : m_manifest->shards)
+            sources.push_back({shard.rank, shard.param_shard_offset, shard.param_shard_numel, {}});
+        m_view->setPlan(plan, std::move(sources));
+        m_totals->setText(tr("<b>%1 → %2 ranks</b> · read %3 · write %4 · "
+                             "<b>staying</b> on the same rank index %5 (%6) · <b>moving</b> %7 (%8)")
+                              .arg(plan.source_world_size)
+                              .arg(plan.target_world_size)
+                              .arg(formatBytes(plan.bytes_read), formatBytes(plan.bytes_written),
+                                   formatBytes(plan.bytes_staying), percentOf(plan.bytes_staying, plan.bytes_written),
+                                   formatBytes(plan.bytes_moving), percentOf(plan.bytes_moving, plan.bytes_written)));
+        m_model->setPlan(std::move(plan));
+    } catch (const shardscope::Error& error) {
+        m_model->clear();
+        m_view->clear();
+        m_totals->setText(tr("<b>Cannot plan a reshard:</b> %1").arg(QString::fromStdString(error.what()).toHtmlEscaped()));
+    }
+    updateButtons();
+}
+
+void ReshardPanel::updateButtons()
+{
+    const bool running = m_controller->isRunning();
+    m_reshard->setEnabled(!running && m_model->plan().has_value() && !m_directory.isEmpty());
+    m_cancel->setEnabled(running);
+    m_target->setEnabled(!running);
+}
+
+bool ReshardPanel::startReshard(const QString& destination, QString* error)
+{
+    if (!m_model->plan() || m_directory.isEmpty()) {
+        if (error)
+            *error = tr("There is no checkpoint to reshard");
+        return false;
+    }
+    if (!m_controller->start(m_directory, m_target->value(), destination)) {
+        if (error)
+            *error = tr("A reshard is already running");
+        return false;
+    }
+    m_openResult->hide();
+    m_progress->setValue(0);
+    m_progress->setFormat(tr("verifying the source"));
+    updateButtons();
+    emit statusMessage(tr("Resharding %1 to %2 ranks into %3…").arg(m_directory).arg(m_target->value()).arg(destination));
+    return true;
+}
+
+void ReshardPanel::chooseDestinationAndReshard()
+{
+    if (!m_model->plan() || m_directory.isEmpty() || m_controller->isRunning()) {
+        if (m_interactive)
+            QMessageBox::information(this, tr("Reshard"),
+                                     m_controller->isRunning() ? tr("A reshard is already running.")
+                                                               : tr("Open a checkpoint with a valid manifest first."));
+        return;
+    }
+    const QFileInfo source(m_directory);
+    const QString suggestion =
+        source.dir().filePath(QStringLiteral("%1-ws%2").arg(source.fileName()).arg(m_target->value()));
+    // A new folder name (core refuses a non-empty existing one): a save dialog lets the user type it.
+    const QString destination = QFileDialog::getSaveFileName(this, tr("Reshard into a new folder"), suggestion, QString(),
+                                                             nullptr, QFileDialog::DontConfirmOverwrite);
+    if (destination.isEmpty())
+        return;
+    QString error;
+    if (!startReshard(destination, &error))
+        QMessageBox::warning(this, tr("Cannot reshard"), error);
+}
+
+void ReshardPanel::cancelReshard()
+{
+    m_controller->cancel();
+}
+
+void ReshardPanel::onProgress(quint64 done, quint64 total, double rate, double eta)
+{
+    m_progress->setValue(total ? int(done * 1000 / total) : 0);
+    // core counts the source verification as the first half, the copy as the second.
+    m_progress->setFormat(total ? tr("%1 · %2 of %3")
+                                      .arg(done * 2 < total ? tr("verifying") : tr("copying"), formatBytes(done),
+                                           formatBytes(total))
+                                : tr("starting"));
+    m_rate->setText(tr("%1 · %2 left").arg(formatRate(rate), eta >= 0 ? formatDuration(eta) : tr("–")));
+}
+
+void ReshardPanel::onFinished()
+{
+    const auto& outcome = m_controller->outcome();
+    const QString destination = m_controller->destination();
+    m_rate->clear();
+    updateButtons();
+    if (outcome.result) {
+        m_progress->setValue(1000);
+        m_progress->setFormat(tr("done"));
+        m_openResult->show();
+        emit statusMessage(tr("Resharded into %1 (%2 ranks)").arg(destination).arg(outcome.result->manifest.world_size));
+        emit reshardFinished(true);
+        if (m_interactive &&
+            QMessageBox::question(this, tr("Reshard finished"),
+                                  tr("The checkpoint was resharded to %1 ranks in\n%2\n\nOpen it now?")
+                                      .arg(outcome.result->manifest.world_size)
+                                      .arg(destination)) == QMessageBox::Yes)
+            emit openRequested(destination);
+        return;
+    }
+    m_progress->setFormat(outcome.cancelled ? tr("cancelled") : tr("failed"));
+    const QString message = outcome.error ? QString::fromStdString(outcome.error->message) : tr("unknown error");
+    emit statusMessage(outcome.cancelled ? tr("Reshard cancelled; %1 holds no checkpoint").arg(destination)
+                                         : tr("Reshard failed: %1").arg(message));
+    emit reshardFinished(false);
+    if (m_interactive && !outcome.cancelled)
+        QMessageBox::warning(this, tr("Reshard failed"), message);
+}
+
+} // namespace shardwidgets

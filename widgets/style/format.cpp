@@ -1,0 +1,48 @@
+#include "widgets/style/format.h"
+
+#include <QLocale>
+#include <cmath>
+
+namespace shardwidgets {
+
+QString formatBytes(uint64_t bytes)
+{
+    static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double value = double(bytes);
+    int unit = 0;
+    while (value >= 1024.0 && unit < 5) {
+        value /= 1024.0;
+        ++unit;
+    }
+    if (unit == 0)
+        return QStringLiteral("%1 B").arg(bytes);
+    return QStringLiteral("%1 %2").arg(value, 0, 'f', value < 10 ? 2 : 1).arg(QLatin1String(units[unit]));
+}
+
+QString formatCount(uint64_t count)
+{
+    return QLocale(QLocale::English).toString(qulonglong(count));
+}
+
+QString formatDuration(double seconds)
+{
+    if (!std::isfinite(seconds) || seconds < 0)
+        return QStringLiteral("–");
+    const auto total = qint64(std::llround(seconds));
+    if (total < 60)
+        return QStringLiteral("%1 s").arg(total);
+    if (total < 3600)
+        return QStringLiteral("%1 min %2 s").arg(total / 60).arg(total % 60);
+    if (total < 86400)
+        return QStringLiteral("%1 h %2 min").arg(total / 3600).arg((total % 3600) / 60);
+    return QStringLiteral("%1 d %2 h").arg(total / 86400).arg((total % 86400) / 3600);
+}
+
+QString formatRate(double bytesPerSecond)
+{
+    if (!std::isfinite(bytesPerSecond) || bytesPerSecond <= 0)
+        return QStringLiteral("–");
+    return formatBytes(uint64_t(bytesPerSecond)) + QStringLiteral("/s");
+}
+
+} // namespace shardwidgets

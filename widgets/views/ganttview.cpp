@@ -1,0 +1,374 @@
+#include "widgets/views/ganttview.h"
+
+#include "widgets/style/chartcolors.h"
+
+#include <QHelpEvent>
+#include <QImage>
+#include <QPainter>
+#include <QPainterPath>
+#include <QToolTip>
+#include <QWheelEvent>
+#include <cmath>
+
+namespace shardwidgets {
+
+namespace pl = shardscope::pipeline;
+
+GanttView::GanttView(QWidget* parent) : QWidget(parent)
+{
+    setMouseTracking(true);
+    setFocusPolicy(Qt::StrongFocus);
+    setAttribute(Qt::WA_OpaquePaintEvent);
+    setToolTip(tr("Ctrl+wheel zooms, drag or wheel pans, double-click fits"));
+}
+
+void GanttView::setTimeline(const pl::Timeline& timeline)
+{
+    const bool sameShape = timeline.spec.stages == m_timeline.spec.stages &&
+                           m_timeline.makespan > 0 &&
+                           std::abs(timeline.makespan / m_timeline.makespan - 1.0) < 0.5;
+    m_timeline = timeline;
+    m_rows.assign(std::size_t(std::max(0, timeline.spec.stages)), {});
+    for (int s = 0; s + 1 < int(timeline.stage_begin.size()) && s < int(m_rows.size()); ++s) {
+        auto& row = m_rows[std::size_t(s)];
+        const std::size_t begin = timeline.stage_begin[std::size_t(s)];
+        const std::size_t end = timeline.stage_begin[std::size_t(s) + 1];
+        row.reserve(end - begin);
+        for (std::size_t i = begin; i < end; ++i)
+            row.push_back({timeline.ops[i].start, timeline.ops[i].end, int(i)});
+    }
+    m_geometry.duration = timeline.makespan;
+    layoutRows(m_geometry, height());
+    if (m_autoFit || !sameShape) {
+        m_autoFit = true;
+        m_geometry.fit(timeline.makespan, width());
+    } else {
+        m_geometry.clampView();
+    }
+    updateGeometry();
+    update();
+}
+
+void GanttView::clear()
+{
+    m_timeline = {};
+    m_rows.clear();
+    update();
+}
+
+void GanttView::layoutRows(GanttGeometry& geometry, int height) const
+{
+    const int rows = std::max<std::size_t>(1, m_rows.size());
+    geometry.rowGap = rows > 16 ? 2 : 6;
+    const double available = height - geometry.rulerHeight - geometry.rowGap;
+    geometry.rowHeight = std::clamp(available / rows - geometry.rowGap, 6.0, 52.0);
+    geometry.labelWidth = rows > 16 ? 56 : 72;
+}
+
+void GanttView::fitToWindow()
+{
+    m_autoFit = true;
+    m_geometry.fit(m_timeline.makespan, width());
+    update();
+    emit viewChanged();
+}
+
+void GanttView::zoomBy(double factor)
+{
+    m_autoFit = false;
+    m_geometry.zoomAt(factor, m_geometry.labelWidth + m_geometry.plotWidth() / 2);
+    update();
+    emit viewChanged();
+}
+
+int GanttView::preferredHeight() const
+{
+    return int(GanttGeometry{}.contentHeight(int(std::max<std::size_t>(1, m_rows.size())))) + 4;
+}
+
+QSize GanttView::sizeHint() const
+{
+    return {900, std::clamp(preferredHeight() + 60, 160, 560)};
+}
+
+QSize GanttView::minimumSizeHint() const
+{
+    return {300, 120};
+}
+
+int GanttView::opAt(const QPointF& position) const
+{
+    const int row = m_geometry.rowAt(position.y(), int(m_rows.size()));
+    if (row < 0 || position.x() < m_geometry.labelWidth)
+        return -1;
+    return GanttGeometry::blockAt(m_rows[std::size_t(row)], m_geometry.timeForX(position.x()));
+}
+
+QString GanttView::describeOp(int op) const
+{
+    if (op < 0 || op >= int(m_timeline.ops.size()))
+        return {};
+    const pl::TimedOp& o = m_timeline.ops[std::size_t(op)];
+    const QString kind = o.kind == pl::OpKind::F   ? tr("forward")
+                         : o.kind == pl::OpKind::B ? (m_timeline.split_backward ? tr("backward (input gradient)")
+                                                                                : tr("backward"))
+                                                   : tr("backward (weight gradient)");
+    QString text = tr("Stage %1 · %2 of microbatch %3").arg(o.stage).arg(kind).arg(o.microbatch);
+    if (m_timeline.spec.virtual_stages > 1)
+        text += tr(" · chunk %1").arg(o.chunk);
+    text += tr("\n%1 – %2 ms (%3 ms)")
+                .arg(o.start, 0, 'f', 3)
+                .arg(o.end, 0, 'f', 3)
+                .arg(o.end - o.start, 0, 'f', 3);
+    return text;
+}
+
+void GanttView::paintFitted(QPainter& painter, const QSize& size) const
+{
+    GanttGeometry geometry = m_geometry;
+    layoutRows(geometry, size.height());
+    geometry.fit(m_timeline.makespan, size.width());
+    paintTimeline(painter, geometry, QRect(QPoint(0, 0), size));
+}
+
+QImage GanttView::renderFitted(const QSize& size, qreal devicePixelRatio) const
+{
+    QImage image(size * devicePixelRatio, QImage::Format_ARGB32_Premultiplied);
+    image.setDevicePixelRatio(devicePixelRatio);
+    QPainter painter(&image);
+    paintFitted(painter, size);
+    return image;
+}
+
+void GanttView::paintEvent(QPaintEvent*)
+{
+    QPainter painter(this);
+    paintTimeline(painter, m_geometry, rect());
+}
+
+void GanttView::paintTimeline(QPainter& painter, const GanttGeometry& geometry, const QRect& rect) const
+{
+    const QPalette& pal = palette();
+    painter.fillRect(rect, pal.color(QPalette::Base));
+    if (m_rows.empty()) {
+        painter.setPen(pal.color(QPalette::PlaceholderText));
+        painter.drawText(rect, Qt::AlignCenter, tr("No schedule to show"));
+        return;
+    }
+    paintRuler(painter, geometry, rect);
+    const double plotRight = rect.right() + 1;
+    for (int row = 0; row < int(m_rows.size()); ++row)
+        paintRow(painter, geometry, row, plotRight);
+
+    // The end of the step: where the last op finishes.
+    const double endX = geometry.xForTime(m_timeline.makespan);
+    if (endX >= geometry.labelWidth && endX <= plotRight) {
+        QPen pen(pal.color(QPalette::Text), 1, Qt::DashLine);
+        painter.setPen(pen);
+        painter.drawLine(QPointF(endX, geometry.rulerHeight - 4),
+                         QPointF(endX, geometry.contentHeight(int(m_rows.size()))));
+    }
+}
+
+void GanttView::paintRuler(QPainter& painter, const GanttGeometry& geometry, const QRect& rect) const
+{
+    const QPalette& pal = palette();
+    painter.fillRect(QRectF(0, 0, rect.width(), geometry.rulerHeight), pal.color(QPalette::AlternateBase));
+    const double step = geometry.tickStep(90);
+    const double bottom = geometry.contentHeight(int(m_rows.size()));
+    const int decimals = step >= 1 ? 0 : int(std::ceil(-std::log10(step)));
+    QColor grid = pal.color(QPalette::Text);
+    grid.setAlpha(28);
+    QFont font = painter.font();
+    font.setPointSizeF(font.pointSizeF() * 0.85);
+    painter.setFont(font);
+    const double first = std::ceil(std::max(0.0, geometry.viewStart) / step) * step;
+    for (double t = first; t <= geometry.visibleEnd(); t += step) {
+        const double x = geometry.xForTime(t);
+        if (x < geometry.labelWidth)
+            continue;
+        painter.setPen(grid);
+        painter.drawLine(QPointF(x, geometry.rulerHeight), QPointF(x, bottom));
+        painter.setPen(pal.color(QPalette::Text));
+        painter.drawLine(QPointF(x, geometry.rulerHeight - 6), QPointF(x, geometry.rulerHeight));
+        painter.drawText(QPointF(x + 3, geometry.rulerHeight - 9),
+                         QStringLiteral("%1 ms").arg(t, 0, 'f', decimals));
+    }
+    painter.setPen(pal.color(QPalette::Mid));
+    painter.drawLine(QPointF(0, geometry.rulerHeight), QPointF(rect.width(), geometry.rulerHeight));
+}
+
+void GanttView::paintRow(QPainter& painter, const GanttGeometry& geometry, int row, double plotRight) const
+{
+    const QPalette& pal = palette();
+    const double top = geometry.rowTop(row);
+    const double h = geometry.rowHeight;
+
+    painter.setPen(pal.color(QPalette::Text));
+    painter.drawText(QRectF(4, top, geometry.labelWidth - 10, h), Qt::AlignVCenter | Qt::AlignRight,
+                     tr("Stage %1").arg(row));
+
+    painter.save();
+    painter.setClipRect(QRectF(geometry.labelWidth, top, plotRight - geometry.labelWidth, h));
+    // Idle time: the whole step is hatched first; busy blocks are painted over it.
+    const double x0 = std::max(geometry.labelWidth, geometry.xForTime(0));
+    const double x1 = std::min(plotRight, geometry.xForTime(m_timeline.makespan));
+    if (x1 > x0) {
+        // Drawn as lines rather than a pattern brush: SVG and PDF output keep the hatching.
+        painter.save();
+        painter.setClipRect(QRectF(x0, top, x1 - x0, h), Qt::IntersectClip);
+        painter.setPen(QPen(idleHatchColor(pal), 1));
+        const double spacing = 7;
+        const double startX = x0 - h - std::fmod(x0 - geometry.labelWidth, spacing);
+        for (double x = startX; x < x1; x += spacing)
+            painter.drawLine(QPointF(x, top + h), QPointF(x + h, top));
+        painter.restore();
+    }
+
+    const auto& blocks = m_rows[std::size_t(row)];
+    const double tEnd = geometry.visibleEnd();
+    const QFontMetrics metrics(painter.font());
+    const QColor dense = pal.color(QPalette::Mid);
+    double runStart = -1, runEnd = -1; // a run of merged sub-pixel blocks
+    auto flushRun = [&] {
+        if (runStart >= 0)
+            painter.fillRect(QRectF(runStart, top, std::max(1.0, runEnd - runStart), h), dense);
+        runStart = runEnd = -1;
+    };
+    painter.setRenderHint(QPainter::Antialiasing, false);
+    for (std::size_t i = GanttGeometry::firstVisible(blocks, geometry.viewStart);
+         i < blocks.size() && blocks[i].start < tEnd; ++i) {
+        const double bx0 = geometry.xForTime(blocks[i].start);
+        const double bx1 = geometry.xForTime(blocks[i].end);
+        if (bx1 - bx0 < 2.0) {
+            if (runStart >= 0 && bx0 - runEnd < 1.0) {
+                runEnd = std::max(runEnd, bx1);
+            } else {
+                flushRun();
+                runStart = bx0;
+                runEnd = bx1;
+            }
+            continue;
+        }
+        flushRun();
+        const pl::TimedOp& op = m_timeline.ops[std::size_t(blocks[i].op)];
+        const QColor fill = microbatchColor(op.microbatch, op.kind, pal);
+        const QRectF box(bx0, top, bx1 - bx0 - (bx1 - bx0 > 5 ? 1.0 : 0.0), h);
+        painter.fillRect(box, fill);
+        if (box.width() > 8) {
+            painter.setPen(fill.darker(135));
+            painter.drawRect(box.adjusted(0, 0, -1, -1));
+        }
+        QString label = QStringLiteral("%1%2").arg(QChar::fromLatin1(pl::to_char(op.kind))).arg(op.microbatch);
+        if (m_timeline.spec.virtual_stages > 1 && box.width() > metrics.horizontalAdvance(label) + 24)
+            label += QStringLiteral("·%1").arg(op.chunk);
+        if (box.width() > metrics.horizontalAdvance(label) + 4 && h >= metrics.height()) {
+            painter.setPen(textOn(fill));
+            painter.drawText(box, Qt::AlignCenter, label);
+        }
+    }
+    flushRun();
+    painter.restore();
+}
+
+void GanttView::resizeEvent(QResizeEvent*)
+{
+    layoutRows(m_geometry, height());
+    if (m_autoFit)
+        m_geometry.fit(m_timeline.makespan, width());
+    else {
+        m_geometry.width = width();
+        m_geometry.clampView();
+    }
+}
+
+void GanttView::wheelEvent(QWheelEvent* event)
+{
+    const double steps = event->angleDelta().y() / 120.0;
+    if (event->modifiers() & Qt::ControlModifier) {
+        m_autoFit = false;
+        m_geometry.zoomAt(std::pow(1.25, steps), event->position().x());
+    } else if (!m_autoFit || event->angleDelta().x() != 0) {
+        const double dx = event->angleDelta().x() != 0 ? event->angleDelta().x() : event->angleDelta().y();
+        m_geometry.panPixels(dx / 120.0 * 60.0);
+    } else {
+        event->ignore(); // fitted: let a surrounding scroll area have the wheel
+        return;
+    }
+    event->accept();
+    update();
+    emit viewChanged();
+}
+
+void GanttView::mousePressEvent(QMouseEvent* event)
+{
+    if (event->button() == Qt::LeftButton || event->button() == Qt::MiddleButton) {
+        m_panning = true;
+        m_lastPan = event->position();
+        setCursor(Qt::ClosedHandCursor);
+    }
+}
+
+void GanttView::mouseMoveEvent(QMouseEvent* event)
+{
+    if (!m_panning)
+        return;
+    const double dx = event->position().x() - m_lastPan.x();
+    m_lastPan = event->position();
+    if (dx != 0) {
+        m_autoFit = false;
+        m_geometry.panPixels(dx);
+        update();
+        emit viewChanged();
+    }
+}
+
+void GanttView::mouseReleaseEvent(QMouseEvent*)
+{
+    m_panning = false;
+    unsetCursor();
+}
+
+void GanttView::mouseDoubleClickEvent(QMouseEvent*)
+{
+    fitToWindow();
+}
+
+void GanttView::keyPressEvent(QKeyEvent* event)
+{
+    switch (event->key()) {
+    case Qt::Key_Plus:
+    case Qt::Key_Equal: zoomBy(1.5); break;
+    case Qt::Key_Minus: zoomBy(1 / 1.5); break;
+    case Qt::Key_0: fitToWindow(); break;
+    case Qt::Key_Left:
+        m_autoFit = false;
+        m_geometry.panPixels(80);
+        update();
+        break;
+    case Qt::Key_Right:
+        m_autoFit = false;
+        m_geometry.panPixels(-80);
+        update();
+        break;
+    default: QWidget::keyPressEvent(event);
+    }
+}
+
+bool GanttView::event(QEvent* event)
+{
+    if (event->type() == QEvent::ToolTip) {
+        auto* help = static_cast<QHelpEvent*>(event);
+        const int op = opAt(help->pos());
+        if (op >= 0)
+            QToolTip::showText(help->globalPos(), describeOp(op), this);
+        else if (help->pos().y() < m_geometry.rulerHeight || help->pos().x() < m_geometry.labelWidth)
+            QToolTip::showText(help->globalPos(), toolTip(), this);
+        else
+            QToolTip::hideText();
+        return true;
+    }
+    return QWidget::event(event);
+}
+
+} // namespace shardwidgets

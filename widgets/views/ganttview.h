@@ -1,0 +1,69 @@
+#pragma once
+// The per-stage Gantt timeline: one row per stage, blocks coloured by microbatch (forward light,
+// backward dark, weight greyish) and labelled when wide enough, idle time hatched, a time ruler,
+// Ctrl+wheel zoom about the cursor, drag or wheel to pan, fit-to-window, a tooltip per block.
+// Painting walks only the visible blocks of each row (binary search for the first one) and
+// merges runs of sub-pixel blocks into one rectangle, so 100k ops repaint within a frame.
+
+#include "widgets/views/ganttgeometry.h"
+
+#include "core/pipeline/simulator.h"
+
+#include <QWidget>
+
+namespace shardwidgets {
+
+class GanttView : public QWidget {
+    Q_OBJECT
+public:
+    explicit GanttView(QWidget* parent = nullptr);
+
+    // Keeps the user's zoom when only the partition changed (same makespan scale), else fits.
+    void setTimeline(const shardscope::pipeline::Timeline& timeline);
+    void clear();
+    const shardscope::pipeline::Timeline& timeline() const { return m_timeline; }
+    const GanttGeometry& geometry() const { return m_geometry; }
+    bool hasTimeline() const { return !m_timeline.ops.empty(); }
+
+    void fitToWindow();
+    void zoomBy(double factor); // about the centre of the plot
+    int opAt(const QPointF& position) const; // -1 when none
+    QString describeOp(int op) const;
+
+    // The whole timeline fitted into `size`, for export (PNG/SVG/report) without a window.
+    void paintFitted(QPainter& painter, const QSize& size) const;
+    QImage renderFitted(const QSize& size, qreal devicePixelRatio = 1.0) const;
+    int preferredHeight() const; // rows at full height plus the ruler
+
+    QSize sizeHint() const override;
+    QSize minimumSizeHint() const override;
+
+signals:
+    void viewChanged(); // zoom or pan
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
+    void wheelEvent(QWheelEvent* event) override;
+    void mousePressEvent(QMouseEvent* event) override;
+    void mouseMoveEvent(QMouseEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
+    void mouseDoubleClickEvent(QMouseEvent* event) override;
+    void keyPressEvent(QKeyEvent* event) override;
+    bool event(QEvent* event) override;
+
+private:
+    void paintTimeline(QPainter& painter, const GanttGeometry& geometry, const QRect& rect) const;
+    void paintRow(QPainter& painter, const GanttGeometry& geometry, int row, double plotRight) const;
+    void paintRuler(QPainter& painter, const GanttGeometry& geometry, const QRect& rect) const;
+    void layoutRows(GanttGeometry& geometry, int height) const;
+
+    shardscope::pipeline::Timeline m_timeline;
+    std::vector<std::vector<GanttBlock>> m_rows;
+    GanttGeometry m_geometry;
+    bool m_autoFit = true; // until the user zooms or pans, follow the window and the data
+    bool m_panning = false;
+    QPointF m_lastPan;
+};
+
+} // namespace shardwidgets

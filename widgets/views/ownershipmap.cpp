@@ -1,0 +1,266 @@
+#include "widgets/views/ownershipmap.h"
+
+#include "widgets/style/chartcolors.h"
+#include "widgets/style/format.h"
+#include "widgets/views/hovertext.h"
+
+#include <QPainter>
+#include <algorithm>
+
+namespace shardwidgets {
+
+OwnershipMap::OwnershipMap(QWidget* parent) : QWidget(parent)
+{
+    setMouseTracking(true);
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+}
+
+void OwnershipMap::setManifest(const shardscope::Manifest& manifest)
+{
+    std::vector<OwnershipRange> ranks, tensors;
+    m_rankFiles.clear();
+    for (const auto& shard : manifest.shards) {
+        ranks.push_back({shard.param_shard_offset, shard.param_shard_numel, shard.rank});
+        m_rankFiles[shard.rank] = tr("%1 · %2").arg(QString::fromStdString(shard.path), formatBytes(shard.bytes));
+    }
+    m_tensorNames.clear();
+    m_tensorShapes.clear();
+    for (std::size_t i = 0; i < manifest.tensors.size(); ++i) {
+        tensors.push_back({manifest.tensors[i].offset, manifest.tensors[i].numel, int(i)});
+        m_tensorNames.push_back(manifest.tensors[i].name);
+        m_tensorShapes.push_back(manifest.tensors[i].shape);
+    }
+    m_reshardTotal = manifest.param_numel_total;
+    setData(std::move(ranks), std::move(tensors), manifest.param_numel_total);
+}
+
+void OwnershipMap::setForeignLayout(const shardscope::ForeignLayout& layout,
+                                    const std::vector<shardscope::ShardCheck>& files)
+{
+    std::vector<OwnershipRange> ranks, tensors;
+    for (const auto& h : layout.holders)
+        ranks.push_back({h.offset, h.numel, h.id});
+    for (const auto& t : layout.tensors)
+        tensors.push_back({t.offset, t.numel, t.id});
+    m_tensorNames = layout.tensor_names;
+    m_tensorShapes = layout.tensor_shapes;
+    m_rankFiles.clear();
+    for (const auto& file : files) {
+        QString& text = m_rankFiles[file.rank];
+        text += (text.isEmpty() ? QString() : QStringLiteral("\n")) +
+                tr("%1 · %2").arg(QString::fromStdString(file.path), formatBytes(file.actual_bytes));
+    }
+    m_reshardTotal = 0;
+    setData(std::move(ranks), std::move(tensors), layout.total);
+}
+
+void OwnershipMap::setData(std::vector<OwnershipRange> ranks, std::vector<OwnershipRange> tensors, uint64_t total)
+{
+    auto byOffset = [](const auto& a, const auto& b) { return a.offset < b.offset; };
+    std::sort(ranks.begin(), ranks.end(), byOffset);
+    std::sort(tensors.begin(), tensors.end(), byOffset);
+    m_ranks = std::move(ranks);
+    m_tensors = std::move(tensors);
+    m_total = total;
+    m_hasData = true;
+    m_failed.clear();
+    setFixedHeight(preferredHeight());
+    update();
+}
+
+void OwnershipMap::clear()
+{
+    m_hasData = false;
+    m_total = 0;
+    m_reshardTotal = 0;
+    m_ranks.clear();
+    m_tensors.clear();
+    m_tensorNames.clear();
+    m_tensorShapes.clear();
+    m_rankFiles.clear();
+    m_failed.clear();
+    update();
+}
+
+void OwnershipMap::setFailedRanks(std::set<int> ranks)
+{
+    m_failed = std::move(ranks);
+    update();
+}
+
+void OwnershipMap::setReshardTarget(int worldSize)
+{
+    m_target = std::max(0, worldSize);
+    setFixedHeight(preferredHeight());
+    update();
+}
+
+std::vector<OwnershipMap::Lane> OwnershipMap::lanes() const
+{
+    std::vector<Lane> result;
+    std::set<int> holders; // a foreign layout can give one rank many ranges
+    for (const auto& r : m_ranks)
+        if (r.id >= 0)
+            holders.insert(r.id);
+    result.push_back({tr("Ranks (%1)").arg(holders.size()), m_ranks, Lane::Ranks});
+    if (!m_tensors.empty())
+        result.push_back({tr("Tensors (%1)").arg(m_tensors.size()), m_tensors, Lane::Tensors});
+    if (m_target > 0 && m_reshardTotal > 0) {
+        Lane lane{tr("At %1 ranks").arg(m_target), {}, Lane::Target};
+        for (int r = 0; r < m_target; ++r) {
+            const uint64_t begin = shardscope::even_shard_offset(m_reshardTotal, m_target, r);
+            const uint64_t end = shardscope::even_shard_offset(m_reshardTotal, m_target, r + 1);
+            lane.ranges.push_back({begin, end - begin, r});
+        }
+        result.push_back(std::move(lane));
+    }
+    return result;
+}
+
+int OwnershipMap::preferredHeight() const
+{
+    int count = 1 + (m_tensors.empty() ? 0 : 1) + (m_target > 0 && m_reshardTotal > 0 ? 1 : 0);
+    return int(laneTop(count)) + 4;
+}
+
+QSize OwnershipMap::sizeHint() const
+{
+    return {800, preferredHeight()};
+}
+
+QSize OwnershipMap::minimumSizeHint() const
+{
+    return {200, preferredHeight()};
+}
+
+OwnershipGeometry OwnershipMap::laneGeometry(double width) const
+{
+    uint64_t total = m_total;
+    for (const auto& r : m_ranks)
+        total = std::max(total, r.offset + r.numel);
+    return OwnershipGeometry{total, kLabelWidth, std::max(1.0, width - kLabelWidth - 8)};
+}
+
+void OwnershipMap::paintEvent(QPaintEvent*)
+{
+    QPainter painter(this);
+    paintMap(painter, rect());
+}
+
+void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
+{
+    const QPalette& pal = palette();
+    painter.fillRect(rect, pal.color(QPalette::Window));
+    if (!m_hasData) {
+        painter.setPen(pal.color(QPalette::PlaceholderText));
+        painter.drawText(rect, Qt::AlignCenter, tr("No manifest"));
+        return;
+    }
+    const OwnershipGeometry geometry = laneGeometry(rect.width());
+    const QFontMetrics metrics(painter.font());
+    const auto all = lanes();
+    for (int laneIndex = 0; laneIndex < int(all.size()); ++laneIndex) {
+        const Lane& lane = all[std::size_t(laneIndex)];
+        const double top = rect.top() + laneTop(laneIndex);
+        painter.setPen(pal.color(QPalette::Text));
+        painter.drawText(QRectF(rect.left() + 4, top, kLabelWidth - 10, kLaneHeight),
+                         Qt::AlignVCenter | Qt::AlignLeft, lane.title);
+        double lastRight = -1;
+        for (const auto& range : lane.ranges) {
+            const double x0 = geometry.xForOffset(range.offset) + rect.left();
+            const double x1 = geometry.xForOffset(range.offset + range.numel) + rect.left();
+            if (x1 < lastRight + 0.5 && x1 - x0 < 1)
+                continue; // sub-pixel ranges behind an already painted pixel
+            lastRight = x1;
+            QColor fill = categoryColor(range.id, pal);
+            if (lane.kind == Lane::Tensors)
+                fill = fill.lighter(isDark(pal) ? 100 : 115);
+            else if (range.id < 0) // chunks without storage: held by nobody
+                fill = pal.color(QPalette::Mid);
+            const QRectF box(x0, top, std::max(1.0, x1 - x0), kLaneHeight);
+            painter.fillRect(box, fill);
+            const bool failed = lane.kind == Lane::Ranks && m_failed.count(range.id);
+            if (failed) {
+                painter.fillRect(box, QBrush(QColor(0xc0, 0x1c, 0x28), Qt::DiagCrossPattern));
+                painter.setPen(QPen(QColor(0xc0, 0x1c, 0x28), 2));
+                painter.drawRect(box.adjusted(1, 1, -1, -1));
+            }
+            if (box.width() > 3) {
+                painter.setPen(pal.color(QPalette::Window));
+                painter.drawLine(box.topRight(), box.bottomRight());
+            }
+            QString label = lane.kind == Lane::Tensors ? QString::fromStdString(m_tensorNames[std::size_t(range.id)])
+                            : range.id < 0                ? QStringLiteral("?")
+                                                          : QStringLiteral("r%1").arg(range.id);
+            if (failed)
+                label = QStringLiteral("✗ ") + label;
+            if (metrics.horizontalAdvance(label) + 6 < box.width()) {
+                painter.setPen(textOn(fill));
+                painter.drawText(box, Qt::AlignCenter, label);
+            }
+        }
+        painter.setPen(pal.color(QPalette::Mid));
+        painter.setBrush(Qt::NoBrush);
+        painter.drawRect(QRectF(geometry.left + rect.left(), top, geometry.width, kLaneHeight));
+        if (laneIndex == 0) { // scale under the first lane: where the flat vector starts and ends
+            painter.setPen(pal.color(QPalette::PlaceholderText));
+            QFont small = painter.font();
+            small.setPointSizeF(small.pointSizeF() * 0.85);
+            painter.save();
+            painter.setFont(small);
+            painter.drawText(QRectF(geometry.left + rect.left(), top + kLaneHeight, geometry.width, 16),
+                             Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("0"));
+            painter.drawText(QRectF(geometry.left + rect.left(), top + kLaneHeight, geometry.width, 16),
+                             Qt::AlignRight | Qt::AlignVCenter,
+                             tr("%1 elements").arg(formatCount(geometry.total)));
+            painter.restore();
+        }
+    }
+}
+
+QString OwnershipMap::describeAt(const QPointF& position) const
+{
+    if (!m_hasData)
+        return {};
+    const auto all = lanes();
+    const OwnershipGeometry geometry = laneGeometry(width());
+    for (int laneIndex = 0; laneIndex < int(all.size()); ++laneIndex) {
+        const double top = laneTop(laneIndex);
+        if (position.y() < top || position.y() > top + kLaneHeight)
+            continue;
+        const Lane& lane = all[std::size_t(laneIndex)];
+        const int i = geometry.rangeAt(lane.ranges, position.x());
+        if (i < 0)
+            return {};
+        const OwnershipRange& r = lane.ranges[std::size_t(i)];
+        const QString range = QStringLiteral("[%1, %2)").arg(formatCount(r.offset), formatCount(r.offset + r.numel));
+        if (lane.kind == Lane::Tensors) {
+            QStringList shape;
+            for (auto d : m_tensorShapes[std::size_t(r.id)])
+                shape << QString::number(d);
+            return tr("%1 [%2]\nelements %3")
+                .arg(QString::fromStdString(m_tensorNames[std::size_t(r.id)]), shape.join(QStringLiteral(" × ")), range);
+        }
+        if (lane.kind == Lane::Target)
+            return tr("After resharding to %1 ranks, rank %2 would own\nelements %3 (%4 elements)")
+                .arg(m_target)
+                .arg(r.id)
+                .arg(range, formatCount(r.numel));
+        if (r.id < 0)
+            return tr("No storage recorded\nelements %1 (%2 elements)").arg(range, formatCount(r.numel));
+        QString text = tr("Rank %1\nelements %2 (%3 elements)").arg(r.id).arg(range, formatCount(r.numel));
+        if (const auto it = m_rankFiles.find(r.id); it != m_rankFiles.end())
+            text += QLatin1Char('\n') + it->second;
+        if (m_failed.count(r.id))
+            text += tr("\n✗ this rank's shard failed verification");
+        return text;
+    }
+    return {};
+}
+
+bool OwnershipMap::event(QEvent* event)
+{
+    return showHoverText(this, event, [this](const QPointF& at) { return describeAt(at); }) || QWidget::event(event);
+}
+
+} // namespace shardwidgets
