@@ -44,6 +44,15 @@ bool parse(QCommandLineParser& parser, const QStringList& arguments, int positio
     return true;
 }
 
+bool parse_command(QCommandLineParser& parser, const QStringList& arguments, int positional,
+                   const QString& usage_name, const QString& description,
+                   const QList<QCommandLineOption>& options)
+{
+    parser.setApplicationDescription(description);
+    parser.addOptions(options);
+    return parse(parser, arguments, positional, usage_name);
+}
+
 std::optional<long long> int_option(const QCommandLineParser& parser, const QString& name,
                                     long long min_value, long long max_value)
 {
@@ -56,6 +65,16 @@ std::optional<long long> int_option(const QCommandLineParser& parser, const QStr
         return std::nullopt;
     }
     return value;
+}
+
+QCommandLineOption json_option(const QString& help)
+{
+    return {QStringLiteral("json"), help};
+}
+
+QCommandLineOption threads_option(const QString& help, const QString& default_value)
+{
+    return {QStringLiteral("threads"), help, QStringLiteral("T"), default_value};
 }
 
 void print_json(const nlohmann::json& object)

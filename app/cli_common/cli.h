@@ -23,9 +23,19 @@ int fail(const shardscope::Error& error);
 bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional,
            const QString& usage_name);
 
+// The common start of every command: its description and options, then parse().
+bool parse_command(QCommandLineParser& parser, const QStringList& arguments, int positional,
+                   const QString& usage_name, const QString& description,
+                   const QList<QCommandLineOption>& options);
+
 // Integer option values with a range check; nullopt after printing the error.
 std::optional<long long> int_option(const QCommandLineParser& parser, const QString& name,
                                     long long min_value, long long max_value);
+
+// --json and --threads T, whose help (and default) differ between shardctl and shardctl-mpi.
+QCommandLineOption json_option(const QString& help = QStringLiteral("Print one JSON object on stdout."));
+QCommandLineOption threads_option(const QString& help = QStringLiteral("Worker threads (default: all cores)."),
+                                  const QString& default_value = QStringLiteral("0"));
 
 void print_json(const nlohmann::json& object);
 void print_line(const std::string& text);

@@ -44,6 +44,31 @@ bool require(const QCommandLineParser& parser, const char* command, std::initial
 
 } // namespace
 
+void add_verify_options(QCommandLineParser& parser)
+{
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
+    parser.addOptions({
+        {QStringLiteral("fast"), QStringLiteral("Compare the XXH3 checksum instead of SHA-256.")},
+        {QStringLiteral("expect-world-size"), QStringLiteral("Fail unless the checkpoint has N ranks."), QStringLiteral("N")},
+    });
+}
+
+bool read_verify_options(const QCommandLineParser& parser, VerifyOptions& options)
+{
+    const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
+    if (!threads)
+        return false;
+    options.threads = static_cast<int>(*threads);
+    options.fast = parser.isSet(QStringLiteral("fast"));
+    if (parser.isSet(QStringLiteral("expect-world-size"))) {
+        const auto expected = int_option(parser, QStringLiteral("expect-world-size"), 1, kMaxWorldSize);
+        if (!expected)
+            return false;
+        options.expected_world_size = static_cast<int>(*expected);
+    }
+    return true;
+}
+
 void add_demo_save_options(QCommandLineParser& parser)
 {
     parser.addOptions({

@@ -34,6 +34,11 @@ void add_demo_save_options(QCommandLineParser& parser);
 std::optional<DemoSaveArgs> read_demo_save_options(const QCommandLineParser& parser,
                                                    std::optional<int> default_world_size);
 
+// ---- verify: PATH, --fast, --expect-world-size (the caller adds --json and --threads) ----------
+void add_verify_options(QCommandLineParser& parser);
+// Into `options`: threads, fast, expected_world_size. False after printing a usage error.
+bool read_verify_options(const QCommandLineParser& parser, shardscope::VerifyOptions& options);
+
 // ---- load: PATH and --expect-world-size ------------------------------------------------------
 struct LoadArgs {
     std::filesystem::path path;

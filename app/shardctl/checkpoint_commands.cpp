@@ -27,17 +27,6 @@ using nlohmann::json;
 
 namespace {
 
-QCommandLineOption json_option()
-{
-    return {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout.")};
-}
-
-QCommandLineOption threads_option()
-{
-    return {QStringLiteral("threads"), QStringLiteral("Worker threads (default: all cores)."),
-            QStringLiteral("T"), QStringLiteral("0")};
-}
-
 std::string file_label(const ShardCheck& s)
 {
     return s.rank >= 0 ? "rank " + std::to_string(s.rank) + "  " + s.path : s.path;
@@ -221,27 +210,13 @@ int run_verify(const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral(
         "Check every invariant of a checkpoint and every shard's hash. PATH may be a checkpoint "
         "directory or a root with a `latest` file."));
-    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
-    parser.addOptions({
-        json_option(),
-        {QStringLiteral("fast"), QStringLiteral("Compare the XXH3 checksum instead of SHA-256.")},
-        threads_option(),
-        {QStringLiteral("expect-world-size"), QStringLiteral("Fail unless the checkpoint has N ranks."), QStringLiteral("N")},
-    });
+    add_verify_options(parser);
+    parser.addOptions({json_option(), threads_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("verify")))
         return kUsage;
     VerifyOptions options;
-    const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
-    if (!threads)
+    if (!read_verify_options(parser, options))
         return kUsage;
-    options.threads = static_cast<int>(*threads);
-    options.fast = parser.isSet(QStringLiteral("fast"));
-    if (parser.isSet(QStringLiteral("expect-world-size"))) {
-        const auto expected = int_option(parser, QStringLiteral("expect-world-size"), 1, kMaxWorldSize);
-        if (!expected)
-            return kUsage;
-        options.expected_world_size = static_cast<int>(*expected);
-    }
     const fs::path path = local(parser.positionalArguments().at(0));
     {
         std::error_code ec;

@@ -48,7 +48,7 @@ int run_plan_reshard(const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral("Preview an N -> M reshard: which byte ranges go where."));
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
     parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
-                       {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout.")}});
+                       json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("plan-reshard")))
         return kUsage;
     const auto to = target_option(parser);
@@ -69,8 +69,8 @@ int run_reshard(const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral(
         "Reshard a checkpoint to M ranks into a new directory. The source is verified and never modified."));
     add_reshard_options(parser);
-    parser.addOptions({{QStringLiteral("threads"), QStringLiteral("Worker threads (default: all cores)."), QStringLiteral("T"), QStringLiteral("0")},
-                       {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout.")}});
+    parser.addOptions({threads_option(),
+                       json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("reshard")))
         return kUsage;
     const auto args = read_reshard_options(parser);

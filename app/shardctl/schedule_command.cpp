@@ -91,7 +91,7 @@ int run_schedule(const QStringList& arguments)
         {QStringLiteral("p2p-latency"),
          QStringLiteral("Milliseconds added to every cross-stage send (default 0)."),
          QStringLiteral("MS")},
-        {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout.")},
+        json_option(),
         {QStringLiteral("trace"), QStringLiteral("Write a Chrome Trace Event file (Perfetto)."),
          QStringLiteral("FILE")},
     });

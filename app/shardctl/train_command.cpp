@@ -31,7 +31,7 @@ int run_train(const QStringList& arguments)
         {QStringLiteral("mirror"), QStringLiteral("Second tier: copy each committed step there and verify it (resume falls "
                                                   "back to it)."), QStringLiteral("DIR2")},
         {QStringLiteral("mirror-keep"), QStringLiteral("Steps the mirror keeps (default 10)."), QStringLiteral("K3"), QStringLiteral("10")},
-        {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout.")},
+        json_option(),
     });
     if (!parse(parser, arguments, 0, QStringLiteral("train")))
         return kUsage;

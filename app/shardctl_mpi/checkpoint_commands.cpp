@@ -33,15 +33,14 @@ void print_json_on_coordinator(const MpiJob& job, const json& object)
 
 namespace {
 
-QCommandLineOption json_option()
+QCommandLineOption mpi_json_option()
 {
-    return {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout (process 0).")};
+    return json_option(QStringLiteral("Print one JSON object on stdout (process 0)."));
 }
 
-QCommandLineOption threads_option()
+QCommandLineOption mpi_threads_option()
 {
-    return {QStringLiteral("threads"), QStringLiteral("Worker threads per process for its ranks (default 1)."),
-            QStringLiteral("T"), QStringLiteral("1")};
+    return threads_option(QStringLiteral("Worker threads per process for its ranks (default 1)."), QStringLiteral("1"));
 }
 
 // The lowest-indexed problem among a process's ranks: the one it reports for them all.
@@ -126,8 +125,8 @@ int run_demo_save(MpiJob& job, const QStringList& arguments)
     add_demo_save_options(parser);
     parser.addOptions({
         {QStringLiteral("world-size"), QStringLiteral("Number of ranks (default: the number of processes)."), QStringLiteral("N")},
-        threads_option(),
-        json_option(),
+        mpi_threads_option(),
+        mpi_json_option(),
     });
     if (!parse(parser, arguments, 0, QStringLiteral("demo-save")))
         return kUsage;
@@ -176,7 +175,7 @@ int run_load(MpiJob& job, const QStringList& arguments)
         "Each MPI process loads (and hash-checks) its own ranks; all agree; process 0 prints the "
         "sharding-independent digests, equal to shardctl load's."));
     add_load_options(parser);
-    parser.addOptions({threads_option(), json_option()});
+    parser.addOptions({mpi_threads_option(), mpi_json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("load")))
         return kUsage;
     const auto args = read_load_options(parser);
@@ -205,26 +204,15 @@ int run_verify(MpiJob& job, const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral(
         "Each MPI process verifies its own ranks' shards; process 0 prints the report; all agree on "
         "the result (ShardScope checkpoints only: foreign formats need shardctl verify)."));
-    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
-    parser.addOptions({
-        json_option(),
-        {QStringLiteral("fast"), QStringLiteral("Compare the XXH3 checksum instead of SHA-256.")},
-        threads_option(),
-        {QStringLiteral("expect-world-size"), QStringLiteral("Fail unless the checkpoint has N ranks."), QStringLiteral("N")},
-    });
+    add_verify_options(parser);
+    parser.addOptions({mpi_json_option(), mpi_threads_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("verify")))
         return kUsage;
-    const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
-    if (!threads)
+    VerifyOptions options;
+    if (!read_verify_options(parser, options))
         return kUsage;
-    int expected_world = -1;
-    if (parser.isSet(QStringLiteral("expect-world-size"))) {
-        const auto expected = int_option(parser, QStringLiteral("expect-world-size"), 1, kMaxWorldSize);
-        if (!expected)
-            return kUsage;
-        expected_world = static_cast<int>(*expected);
-    }
-    const bool fast = parser.isSet(QStringLiteral("fast"));
+    const int expected_world = options.expected_world_size;
+    const bool fast = options.fast;
     QElapsedTimer timer;
     timer.start();
     const auto [dir, m] = open_manifest(job, local(parser.positionalArguments().at(0)), expected_world);
@@ -232,7 +220,7 @@ int run_verify(MpiJob& job, const QStringList& arguments)
     const std::vector<int> mine = job.owned_ranks(m.world_size);
     std::vector<std::string> checks(mine.size());
     std::vector<std::optional<Problem>> problems(mine.size());
-    parallel_for(mine.size(), static_cast<int>(*threads), [&](std::size_t i) {
+    parallel_for(mine.size(), options.threads, [&](std::size_t i) {
         std::optional<Problem> found;
         auto thrown = attempt([&] {
             checks[i] = shard_check_json(check_rank_shard(dir, m, record_for(m, mine[i]), fast, found)).dump();
@@ -277,7 +265,7 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
         "Reshard a checkpoint to M ranks into a new directory: each process verifies its source "
         "shards, then builds its target ranks by reading exactly their copy runs; process 0 commits."));
     add_reshard_options(parser);
-    parser.addOptions({threads_option(), json_option()});
+    parser.addOptions({mpi_threads_option(), mpi_json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("reshard")))
         return kUsage;
     const auto args = read_reshard_options(parser);

@@ -49,7 +49,7 @@ int run_train(MpiJob& job, const QStringList& arguments)
     add_train_options(parser);
     parser.addOptions({
         {QStringLiteral("world-size"), QStringLiteral("Must equal the number of processes if given."), QStringLiteral("N")},
-        {QStringLiteral("json"), QStringLiteral("Print one JSON object on stdout (process 0).")},
+        json_option(QStringLiteral("Print one JSON object on stdout (process 0).")),
     });
     if (!parse(parser, arguments, 0, QStringLiteral("train")))
         return kUsage;

@@ -323,32 +323,29 @@ void MainWindow::chooseReportFile()
 {
     if (m_checkpoint->isVerifying())
         statusBar()->showMessage(tr("Verification is still running: the report shows the last finished result"));
-    const QString file = QFileDialog::getSaveFileName(this, tr("Export report"),
-                                                      QDir(m_settings->lastExportDirectory()).filePath(QStringLiteral("shardscope-report.pdf")),
-                                                      Exporter::reportFilter());
-    if (file.isEmpty())
-        return;
-    m_settings->setLastExportDirectory(QFileInfo(file).absolutePath());
-    QString error;
-    if (!exportReport(file, &error))
-        showError(tr("Export failed"), error.toHtmlEscaped());
-    else
-        statusBar()->showMessage(tr("Report written to %1").arg(file), 8000);
+    chooseExportFile(tr("Export report"), QStringLiteral("shardscope-report.pdf"), Exporter::reportFilter(),
+                     &MainWindow::exportReport, tr("Report written to %1"));
 }
 
 void MainWindow::chooseTimelineFile()
 {
-    const QString file = QFileDialog::getSaveFileName(this, tr("Export timeline"),
-                                                      QDir(m_settings->lastExportDirectory()).filePath(QStringLiteral("timeline.png")),
-                                                      Exporter::timelineFilter());
+    chooseExportFile(tr("Export timeline"), QStringLiteral("timeline.png"), Exporter::timelineFilter(),
+                     &MainWindow::exportTimeline, tr("Timeline written to %1"));
+}
+
+void MainWindow::chooseExportFile(const QString& title, const QString& defaultName, const QString& filter,
+                                  bool (MainWindow::*write)(const QString&, QString*), const QString& written)
+{
+    const QString file = QFileDialog::getSaveFileName(
+        this, title, QDir(m_settings->lastExportDirectory()).filePath(defaultName), filter);
     if (file.isEmpty())
         return;
     m_settings->setLastExportDirectory(QFileInfo(file).absolutePath());
     QString error;
-    if (!exportTimeline(file, &error))
+    if (!(this->*write)(file, &error))
         showError(tr("Export failed"), error.toHtmlEscaped());
     else
-        statusBar()->showMessage(tr("Timeline written to %1").arg(file), 8000);
+        statusBar()->showMessage(written.arg(file), 8000);
 }
 
 void MainWindow::chooseProfile()

@@ -51,6 +51,9 @@ private:
     void chooseFolder();
     void chooseReportFile();
     void chooseTimelineFile();
+    // A save dialog in the last export folder, then `write`; the status bar or an error says how it went.
+    void chooseExportFile(const QString& title, const QString& defaultName, const QString& filter,
+                          bool (MainWindow::*write)(const QString&, QString*), const QString& written);
     void chooseProfile();
     void showAbout();
     void showError(const QString& title, const QString& text);

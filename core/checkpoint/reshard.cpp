@@ -144,13 +144,8 @@ void check_reshard_destination(const fs::path& source, const fs::path& destinati
 CheckpointMeta resharded_meta(const Manifest& m, int target_world_size)
 {
     CheckpointMeta meta;
+    copy_checkpoint_meta(meta, m);
     meta.world_size = target_world_size;
-    meta.step = m.step;
-    meta.wall_clock_seconds = m.wall_clock_seconds;
-    meta.param_dtype = m.param_dtype;
-    meta.param_numel_total = m.param_numel_total;
-    meta.tensors = m.tensors;
-    meta.training_state = m.training_state;
     return meta;
 }
 

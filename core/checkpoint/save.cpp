@@ -97,13 +97,7 @@ Manifest commit(const fs::path& dir, std::vector<ShardRecord> records, const Che
                 bool durable)
 {
     Manifest m;
-    m.world_size = meta.world_size;
-    m.step = meta.step;
-    m.wall_clock_seconds = meta.wall_clock_seconds;
-    m.param_dtype = meta.param_dtype;
-    m.param_numel_total = meta.param_numel_total;
-    m.tensors = meta.tensors;
-    m.training_state = meta.training_state;
+    copy_checkpoint_meta(m, meta);
     std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
     m.shards = std::move(records);
 

@@ -40,6 +40,19 @@ struct CheckpointMeta {
     nlohmann::json training_state;
 };
 
+// The fields a manifest shares with CheckpointMeta, copied in one place (either direction).
+template <class To, class From>
+void copy_checkpoint_meta(To& to, const From& from)
+{
+    to.world_size = from.world_size;
+    to.step = from.step;
+    to.wall_clock_seconds = from.wall_clock_seconds;
+    to.param_dtype = from.param_dtype;
+    to.param_numel_total = from.param_numel_total;
+    to.tensors = from.tensors;
+    to.training_state = from.training_state;
+}
+
 // Checks the records form a complete, consistent checkpoint (Error otherwise) and writes
 // manifest.json atomically, then fsyncs the directory. Refuses if a manifest already exists.
 Manifest commit(const std::filesystem::path& dir, std::vector<ShardRecord> records,

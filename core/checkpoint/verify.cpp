@@ -19,17 +19,7 @@ namespace fs = std::filesystem;
 
 std::string_view to_string(ShardStatus status)
 {
-    switch (status) {
-    case ShardStatus::pending: return "pending";
-    case ShardStatus::hashing: return "hashing";
-    case ShardStatus::ok: return "ok";
-    case ShardStatus::missing: return "missing";
-    case ShardStatus::size_mismatch: return "size_mismatch";
-    case ShardStatus::hash_mismatch: return "hash_mismatch";
-    case ShardStatus::unreadable: return "unreadable";
-    case ShardStatus::invalid: return "invalid";
-    }
-    return "invalid";
+    return enum_name(status, kShardStatusNames, "invalid");
 }
 
 ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const ShardRecord& record, bool fast,

@@ -5,6 +5,7 @@
 #include "core/checkpoint/manifest.h"
 #include "core/checkpoint/state.h"
 #include "core/foreign/types.h"
+#include "core/util/enum_names.h"
 
 #include <atomic>
 #include <filesystem>
@@ -16,6 +17,10 @@
 namespace shardscope {
 
 enum class ShardStatus { pending, hashing, ok, missing, size_mismatch, hash_mismatch, unreadable, invalid };
+inline constexpr std::string_view kShardStatusNames[] = {"pending",       "hashing",       "ok",
+                                                         "missing",       "size_mismatch", "hash_mismatch",
+                                                         "unreadable",    "invalid"};
+static_assert(std::size(kShardStatusNames) == std::size_t(ShardStatus::invalid) + 1);
 std::string_view to_string(ShardStatus status);
 
 struct ShardCheck {

@@ -69,13 +69,8 @@ ShardCheck shard_check_from_json(const json& entry)
             .actual_digest = {},
             .detail = entry.value("detail", std::string()),
         };
-        const auto status = entry.at("status").get<std::string>();
-        for (const ShardStatus s :
-             {ShardStatus::pending, ShardStatus::hashing, ShardStatus::ok, ShardStatus::missing,
-              ShardStatus::size_mismatch, ShardStatus::hash_mismatch, ShardStatus::unreadable,
-              ShardStatus::invalid})
-            if (status == to_string(s))
-                check.status = s;
+        check.status = enum_from_name<ShardStatus>(entry.at("status").get<std::string>(), kShardStatusNames)
+                           .value_or(ShardStatus::invalid);
         return check;
     } catch (const json::exception& e) {
         throw Error(ProblemKind::invalid_manifest,

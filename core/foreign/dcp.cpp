@@ -259,12 +259,8 @@ ForeignLayout ownership_layout(const DcpMetadata& meta)
 
 VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool check_data)
 {
-    VerifyReport report;
-    report.format = "torch-dcp";
-    report.dir = dir;
-    report.foreign.emplace();
+    VerifyReport report = foreign::new_report("torch-dcp", dir, "torch-dcp (torch.distributed.checkpoint)");
     ForeignSummary& summary = *report.foreign;
-    add_row(summary, "format", "torch-dcp (torch.distributed.checkpoint)");
     fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
     const std::string meta_path = (dir / ".metadata").string();
     DcpMetadata meta;

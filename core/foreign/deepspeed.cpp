@@ -18,12 +18,7 @@
 namespace shardscope {
 
 namespace fs = std::filesystem;
-using foreign::add_row;
-using foreign::check_archives;
-using foreign::digits;
-using foreign::eat;
-using foreign::highest_numbered;
-using foreign::two_digits;
+using namespace foreign; // the helpers shared by the torch-archive formats (internal/torch_files.h)
 
 namespace {
 
@@ -81,12 +76,8 @@ std::optional<DeepSpeedName> parse_deepspeed_name(std::string_view name)
 
 VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options, bool check_data)
 {
-    VerifyReport report;
-    report.format = "deepspeed";
-    report.dir = path;
-    report.foreign.emplace();
+    VerifyReport report = foreign::new_report("deepspeed", path, "deepspeed");
     ForeignSummary& summary = *report.foreign;
-    add_row(summary, "format", "deepspeed");
     fsutil::UniqueFd dirfd = fsutil::open_directory(path);
     std::vector<std::string> names = fsutil::list_directory(dirfd.get());
     std::string tag;

@@ -12,16 +12,7 @@ namespace fs = std::filesystem;
 
 std::string_view to_string(CheckpointFormat format)
 {
-    switch (format) {
-    case CheckpointFormat::shardscope: return "shardscope";
-    case CheckpointFormat::safetensors: return "safetensors";
-    case CheckpointFormat::safetensors_index: return "safetensors-index";
-    case CheckpointFormat::torch_dcp: return "torch-dcp";
-    case CheckpointFormat::deepspeed: return "deepspeed";
-    case CheckpointFormat::megatron: return "megatron";
-    case CheckpointFormat::unknown: return "unknown";
-    }
-    return "unknown";
+    return enum_name(format, kCheckpointFormatNames, "unknown");
 }
 
 namespace {

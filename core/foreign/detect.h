@@ -1,6 +1,8 @@
 #pragma once
 // Recognising what kind of checkpoint a path holds, by its files alone (nothing is executed).
 
+#include "core/util/enum_names.h"
+
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -9,6 +11,9 @@
 namespace shardscope {
 
 enum class CheckpointFormat { shardscope, safetensors, safetensors_index, torch_dcp, deepspeed, megatron, unknown };
+inline constexpr std::string_view kCheckpointFormatNames[] = {
+    "shardscope", "safetensors", "safetensors-index", "torch-dcp", "deepspeed", "megatron", "unknown"};
+static_assert(std::size(kCheckpointFormatNames) == std::size_t(CheckpointFormat::unknown) + 1);
 std::string_view to_string(CheckpointFormat format);
 
 struct DetectedFormat {

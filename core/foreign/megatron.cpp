@@ -16,12 +16,7 @@
 namespace shardscope {
 
 namespace fs = std::filesystem;
-using foreign::add_row;
-using foreign::check_archives;
-using foreign::digits;
-using foreign::eat;
-using foreign::highest_numbered;
-using foreign::two_digits;
+using namespace foreign; // the helpers shared by the torch-archive formats (internal/torch_files.h)
 
 VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options, bool check_data)
 {

@@ -194,12 +194,8 @@ VerifyReport verify_safetensors_files(const fs::path& path, const VerifyOptions&
 
 VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& options, const std::string& index_name)
 {
-    VerifyReport report;
-    report.format = "safetensors-index";
-    report.dir = dir;
-    report.foreign.emplace();
+    VerifyReport report = foreign::new_report("safetensors-index", dir, "safetensors-index");
     ForeignSummary& summary = *report.foreign;
-    add_row(summary, "format", "safetensors-index");
     add_row(summary, "index", index_name);
     fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
     const std::string index_path = (dir / index_name).string();

@@ -95,6 +95,18 @@ std::vector<int> min_max_boundaries(const std::vector<double>& weights, int piec
     return boundaries;
 }
 
+// A layer's costs into its piece, a piece's into its stage: the same six sums.
+template <class Sum, class Part>
+void add_costs(Sum& sum, const Part& part)
+{
+    sum.params += part.params;
+    sum.fwd_ms += part.fwd_ms;
+    sum.bwd_ms += part.bwd_ms;
+    sum.bwd_input_ms += part.bwd_input_ms;
+    sum.bwd_weight_ms += part.bwd_weight_ms;
+    sum.activation_bytes += part.activation_bytes;
+}
+
 } // namespace
 
 PartitionSpec parse_partition_spec(std::string_view text)
@@ -208,13 +220,7 @@ std::vector<PieceCost> piece_costs(const Profile& profile, int stages,
         cost.first_layer = p == 0 ? 0 : boundaries[p - 1];
         cost.last_layer = (p + 1 < pieces ? boundaries[p] : layer_count) - 1;
         for (int l = cost.first_layer; l <= cost.last_layer; ++l) {
-            const Layer& layer = profile.layers[l];
-            cost.params += layer.params;
-            cost.fwd_ms += layer.fwd_ms;
-            cost.bwd_ms += layer.bwd_ms;
-            cost.bwd_input_ms += layer.bwd_input_ms;
-            cost.bwd_weight_ms += layer.bwd_weight_ms;
-            cost.activation_bytes += layer.activation_bytes;
+            add_costs(cost, profile.layers[l]);
         }
     }
     return costs;
@@ -228,12 +234,7 @@ std::vector<StageCost> stage_costs(const std::vector<PieceCost>& pieces, int sta
     for (const PieceCost& piece : pieces) {
         StageCost& cost = costs.at(static_cast<std::size_t>(piece.stage));
         cost.layer_count += piece.last_layer - piece.first_layer + 1;
-        cost.params += piece.params;
-        cost.fwd_ms += piece.fwd_ms;
-        cost.bwd_ms += piece.bwd_ms;
-        cost.bwd_input_ms += piece.bwd_input_ms;
-        cost.bwd_weight_ms += piece.bwd_weight_ms;
-        cost.activation_bytes += piece.activation_bytes;
+        add_costs(cost, piece);
     }
     return costs;
 }

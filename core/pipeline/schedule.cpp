@@ -110,22 +110,12 @@ std::vector<Op> interleaved(int stages, int stage, int microbatches, int chunks)
 
 std::string_view to_string(ScheduleKind kind)
 {
-    switch (kind) {
-    case ScheduleKind::gpipe: return "gpipe";
-    case ScheduleKind::one_f_one_b: return "1f1b";
-    case ScheduleKind::interleaved: return "interleaved";
-    case ScheduleKind::zb_h1: return "zb-h1";
-    }
-    return "unknown";
+    return enum_name(kind, kScheduleKindNames, "unknown");
 }
 
 std::optional<ScheduleKind> parse_schedule_kind(std::string_view text)
 {
-    for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
-                              ScheduleKind::interleaved, ScheduleKind::zb_h1})
-        if (text == to_string(kind))
-            return kind;
-    return std::nullopt;
+    return enum_from_name<ScheduleKind>(text, kScheduleKindNames);
 }
 
 char to_char(OpKind kind)

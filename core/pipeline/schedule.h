@@ -4,7 +4,7 @@
 // simulator (simulator.h). Any op list can be simulated, not just the built-in ones.
 //
 // Built-in schedules (N stages, M microbatches, v chunks per stage):
-//  - gpipe:       all M forwards, then all M backwards (in reverse microbatch order).
+//  - gpipe:       all M forwards, then all M backwards (in microbatch order).
 //  - 1f1b:        PipeDream-Flush: stage s warms up with min(N - s - 1, M) forwards, then
 //                 alternates one forward / one backward, then cools down with the rest.
 //  - interleaved: Megatron-LM's interleaved 1F1B over v chunks per stage. Rule: M must be a
@@ -18,6 +18,8 @@
 //                 cool-down bubble, which keeps at most N microbatches' activations on any
 //                 stage while cutting 1F1B's bubble to a third when F = B = W.
 
+#include "core/util/enum_names.h"
+
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -26,6 +28,8 @@
 namespace shardscope::pipeline {
 
 enum class ScheduleKind { gpipe, one_f_one_b, interleaved, zb_h1 };
+inline constexpr std::string_view kScheduleKindNames[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+static_assert(std::size(kScheduleKindNames) == std::size_t(ScheduleKind::zb_h1) + 1);
 
 // "gpipe" | "1f1b" | "interleaved" | "zb-h1"
 std::string_view to_string(ScheduleKind kind);

@@ -28,17 +28,7 @@ std::string rank_list(const std::vector<int>& ranks)
 
 std::string_view to_string(FailureMode mode)
 {
-    switch (mode) {
-    case FailureMode::none: return "none";
-    case FailureMode::cancelled: return "cancelled";
-    case FailureMode::world_size_change: return "world_size_change";
-    case FailureMode::shard_count_mismatch: return "shard_count_mismatch";
-    case FailureMode::invalid_manifest: return "invalid_manifest";
-    case FailureMode::partial_write: return "partial_write";
-    case FailureMode::corruption: return "corruption";
-    case FailureMode::unreadable: return "unreadable";
-    }
-    return "unknown";
+    return enum_name(mode, kFailureModeNames, "unknown");
 }
 
 FailureSummary classify_failure(const VerifyReport& report)

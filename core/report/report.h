@@ -9,6 +9,7 @@
 #include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 #include "core/pipeline/export.h"
+#include "core/util/enum_names.h"
 #include "core/pipeline/simulator.h"
 #include "core/checkpoint/reshard.h"
 
@@ -31,6 +32,10 @@ enum class FailureMode {
     corruption,          // a shard has the recorded size but other bytes
     unreadable,
 };
+inline constexpr std::string_view kFailureModeNames[] = {
+    "none", "cancelled", "world_size_change", "shard_count_mismatch", "invalid_manifest", "partial_write",
+    "corruption", "unreadable"};
+static_assert(std::size(kFailureModeNames) == std::size_t(FailureMode::unreadable) + 1);
 std::string_view to_string(FailureMode mode); // "world_size_change", ...
 
 struct FailureSummary {

@@ -36,6 +36,22 @@ bool fail(QString* error, const QString& message)
     return false;
 }
 
+// Exports are written to a temporary file first and renamed over `file` only when complete, so a
+// failed export never leaves a truncated picture or report under the user's name.
+bool replaceWith(const QString& temp, const QString& file, const QString& whyEmpty, QString* error)
+{
+    if (QFileInfo(temp).size() == 0) {
+        QFile::remove(temp);
+        return fail(error, QObject::tr("Cannot write %1: %2").arg(file, whyEmpty));
+    }
+    QFile::remove(file);
+    if (!QFile::rename(temp, file)) {
+        QFile::remove(temp);
+        return fail(error, QObject::tr("Cannot write %1: rename failed").arg(file));
+    }
+    return true;
+}
+
 bool writeBytes(const QString& file, const QByteArray& bytes, QString* error)
 {
     QSaveFile out(file);
@@ -97,16 +113,7 @@ bool writeSvg(const QString& file, const QSize& size, const QString& title,
         paint(painter);
         painter.end();
     }
-    if (QFileInfo(temp).size() == 0) {
-        QFile::remove(temp);
-        return fail(error, QObject::tr("Cannot write %1: nothing was written").arg(file));
-    }
-    QFile::remove(file);
-    if (!QFile::rename(temp, file)) {
-        QFile::remove(temp);
-        return fail(error, QObject::tr("Cannot write %1: rename failed").arg(file));
-    }
-    return true;
+    return replaceWith(temp, file, QObject::tr("nothing was written"), error);
 }
 
 } // namespace
@@ -269,16 +276,7 @@ bool Exporter::exportReport(const QString& file, const ReportSources& sources, Q
         document.setDefaultFont(QFont(QStringLiteral("Sans Serif"), 9));
         document.print(&writer);
     }
-    if (QFileInfo(temp).size() == 0) {
-        QFile::remove(temp);
-        return fail(error, QObject::tr("Cannot write %1: the PDF writer produced nothing").arg(file));
-    }
-    QFile::remove(file);
-    if (!QFile::rename(temp, file)) {
-        QFile::remove(temp);
-        return fail(error, QObject::tr("Cannot write %1: rename failed").arg(file));
-    }
-    return true;
+    return replaceWith(temp, file, QObject::tr("the PDF writer produced nothing"), error);
 }
 
 bool Exporter::exportTimeline(const QString& file, GanttView* gantt, const QString& title, QString* error)

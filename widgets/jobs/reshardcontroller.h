@@ -1,22 +1,16 @@
 #pragma once
-// Runs core's reshard() in the background (QtConcurrent + QFutureWatcher), the way
-// VerifyController runs verification: the worker only stores progress in atomics, a GUI-thread
-// timer turns it into throttled progress signals with bytes/s and ETA, and cancel sets the flag
-// core checks between chunks (core then leaves no manifest in the destination). One job at a time:
-// a reshard writes a folder, so a second one must not start behind the user's back.
+// Runs core's reshard() in the background through JobRunner, like VerifyController: throttled
+// progress with bytes/s and ETA, and cancel sets the flag core checks between chunks (core then
+// leaves no manifest in the destination). One job at a time: a reshard writes a folder, so a
+// second one must not start (or retire the first) behind the user's back.
 
 #include "core/checkpoint/reshard.h"
+#include "widgets/jobs/jobrunner.h"
 
-#include <QElapsedTimer>
-#include <QFutureWatcher>
 #include <QObject>
-#include <QTimer>
-#include <memory>
 #include <optional>
 
 namespace shardwidgets {
-
-struct ReshardJobState;
 
 class ReshardController : public QObject {
     Q_OBJECT
@@ -28,14 +22,13 @@ public:
     };
 
     explicit ReshardController(QObject* parent = nullptr);
-    ~ReshardController() override; // cancels and waits: the worker must not outlive the flag
 
-    void setThrottleInterval(int milliseconds); // default 100 ms
+    void setThrottleInterval(int milliseconds) { m_runner.setThrottleInterval(milliseconds); } // default 100 ms
     void setDurable(bool durable) { m_durable = durable; } // tests may skip fsync
     // False (and nothing starts) while a job runs.
     bool start(const QString& source, int targetWorldSize, const QString& destination);
-    void cancel();
-    bool isRunning() const { return m_watcher != nullptr; }
+    void cancel() { m_runner.cancel(); }
+    bool isRunning() const { return m_runner.isRunning(); }
 
     QString destination() const { return m_destination; }
     const Outcome& outcome() const { return m_outcome; } // valid after finished()
@@ -48,18 +41,11 @@ signals:
 
 private:
     void poll();
-    void onJobFinished();
 
-    std::shared_ptr<ReshardJobState> m_job;
-    QFutureWatcher<Outcome>* m_watcher = nullptr;
-    QTimer m_timer;
-    QElapsedTimer m_clock;
-    quint64 m_lastBytes = 0;
-    qint64 m_lastMs = 0;
-    double m_rate = 0;
     bool m_durable = true;
     QString m_destination;
     Outcome m_outcome;
+    JobRunner<Outcome> m_runner{this, [this] { poll(); }}; // last: destroyed (and waited for) first
 };
 
 } // namespace shardwidgets

@@ -13,11 +13,8 @@ namespace shardwidgets {
 
 namespace fs = std::filesystem;
 
-struct VerifyJobState {
-    std::atomic<bool> cancel{false};
+struct VerifyJobState : JobProgress {
     std::function<void()> wake; // asks the GUI thread to drain now (set before the job starts)
-    std::atomic<uint64_t> bytesDone{0};
-    std::atomic<uint64_t> bytesTotal{0};
 
     std::mutex mutex; // guards everything below
     bool manifestPublished = false;
@@ -115,51 +112,10 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
 
 } // namespace
 
-VerifyController::VerifyController(QObject* parent) : QObject(parent)
-{
-    m_timer.setInterval(100);
-    connect(&m_timer, &QTimer::timeout, this, &VerifyController::poll);
-}
-
-VerifyController::~VerifyController()
-{
-    cancel();
-    for (auto* watcher : m_retired)
-        watcher->waitForFinished();
-    if (m_watcher)
-        m_watcher->waitForFinished();
-}
-
-void VerifyController::setThrottleInterval(int milliseconds)
-{
-    m_timer.setInterval(std::max(1, milliseconds));
-}
-
-bool VerifyController::isRunning() const
-{
-    return m_watcher != nullptr;
-}
-
-void VerifyController::cancel()
-{
-    if (m_job)
-        m_job->cancel.store(true);
-}
+VerifyController::VerifyController(QObject* parent) : QObject(parent) {}
 
 void VerifyController::start(const QString& path, const Options& options)
 {
-    if (m_watcher) {
-        // The older job keeps running until it sees the flag; its results go nowhere.
-        m_job->cancel.store(true);
-        m_watcher->disconnect(this);
-        auto* old = m_watcher;
-        m_retired.append(old);
-        connect(old, &QFutureWatcherBase::finished, this, [this, old] {
-            m_retired.removeOne(old);
-            old->deleteLater();
-        });
-        m_watcher = nullptr;
-    }
     m_job = std::make_shared<VerifyJobState>();
     m_path = path;
     m_directory.clear();
@@ -171,21 +127,14 @@ void VerifyController::start(const QString& path, const Options& options)
     m_report = {};
     m_manifestSeen = false;
     m_listedSeen = false;
-    m_lastBytes = 0;
-    m_lastMs = 0;
-    m_rate = 0;
-    m_clock.start();
 
     // Safe: the destructor waits for every job, so `this` outlives the worker.
     m_job->wake = [this] { QMetaObject::invokeMethod(this, &VerifyController::poll, Qt::QueuedConnection); };
     auto job = m_job;
-    auto* watcher = new QFutureWatcher<Outcome>(this);
-    m_watcher = watcher;
-    connect(watcher, &QFutureWatcherBase::finished, this,
-            [this, watcher, job] { onJobFinished(watcher, job); });
     const fs::path fsPath = QDir::cleanPath(path).toStdString();
-    watcher->setFuture(QtConcurrent::run([fsPath, options, job] { return runJob(fsPath, options, job); }));
-    m_timer.start();
+    m_runner.start(
+        job, [fsPath, options, job] { return runJob(fsPath, options, job); },
+        [this](Outcome outcome) { onJobFinished(std::move(outcome)); });
     emit started(path);
 }
 
@@ -227,30 +176,12 @@ void VerifyController::poll()
     for (const auto& [index, check] : done)
         emit shardFinished(int(index), check);
 
-    const quint64 bytes = m_job->bytesDone.load(std::memory_order_relaxed);
-    const quint64 total = m_job->bytesTotal.load(std::memory_order_relaxed);
-    const qint64 now = m_clock.elapsed();
-    if (now > m_lastMs && bytes >= m_lastBytes) {
-        const double instant = double(bytes - m_lastBytes) * 1000.0 / double(now - m_lastMs);
-        // Exponential smoothing so that the ETA does not jump with every chunk.
-        m_rate = m_rate <= 0 ? instant : 0.7 * m_rate + 0.3 * instant;
-        m_lastBytes = bytes;
-        m_lastMs = now;
-    }
-    const double eta = m_rate > 0 && total >= bytes ? double(total - bytes) / m_rate : -1.0;
-    emit progressChanged(bytes, total, m_rate, eta);
+    const JobReading r = m_runner.read();
+    emit progressChanged(r.bytesDone, r.bytesTotal, r.bytesPerSecond, r.etaSeconds);
 }
 
-void VerifyController::onJobFinished(QFutureWatcher<Outcome>* watcher,
-                                     std::shared_ptr<VerifyJobState> job)
+void VerifyController::onJobFinished(Outcome outcome)
 {
-    if (watcher != m_watcher || job != m_job)
-        return; // an older job: the newest wins
-    poll(); // deliver what the timer has not drained yet
-    m_timer.stop();
-    Outcome outcome = watcher->result();
-    m_watcher = nullptr;
-    watcher->deleteLater();
     if (outcome.error) {
         const auto& problem = *outcome.error;
         emit failed(QString::fromStdString(problem.message), QString::fromStdString(problem.path));

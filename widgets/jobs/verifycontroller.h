@@ -1,6 +1,6 @@
 #pragma once
-// Runs core's verify_checkpoint in the background (QtConcurrent + QFutureWatcher). The verifier's
-// callbacks arrive on worker threads and only touch a shared job state; a GUI-thread timer drains
+// Runs core's verify_checkpoint in the background through JobRunner. The verifier's callbacks
+// arrive on worker threads and only touch a shared job state; the runner's GUI-thread timer drains
 // it at a fixed rate, so a checkpoint of 4,096 shards cannot flood the event loop. Starting a new
 // job cancels the running one and the newest wins: results of an older job are never delivered.
 
@@ -9,12 +9,10 @@
 #include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 #include "core/run/lifecycle.h"
+#include "widgets/jobs/jobrunner.h"
 
-#include <QElapsedTimer>
-#include <QFutureWatcher>
 #include <QObject>
 #include <QStringList>
-#include <QTimer>
 #include <memory>
 #include <optional>
 
@@ -36,13 +34,12 @@ public:
     };
 
     explicit VerifyController(QObject* parent = nullptr);
-    ~VerifyController() override; // cancels and waits for the running job
 
-    void setThrottleInterval(int milliseconds); // default 100 ms: 10 updates a second
+    void setThrottleInterval(int milliseconds) { m_runner.setThrottleInterval(milliseconds); } // default 100 ms
     void start(const QString& path, const Options& options);
     void start(const QString& path) { start(path, Options{}); }
-    void cancel();
-    bool isRunning() const;
+    void cancel() { m_runner.cancel(); }
+    bool isRunning() const { return m_runner.isRunning(); }
 
     // Valid after manifestReady() of the current job.
     QString path() const { return m_path; }
@@ -71,16 +68,9 @@ signals:
 
 private:
     void poll();
-    void onJobFinished(QFutureWatcher<Outcome>* watcher, std::shared_ptr<VerifyJobState> job);
+    void onJobFinished(Outcome outcome);
 
-    std::shared_ptr<VerifyJobState> m_job;
-    QFutureWatcher<Outcome>* m_watcher = nullptr;
-    QList<QFutureWatcher<Outcome>*> m_retired; // cancelled jobs still unwinding
-    QTimer m_timer;
-    QElapsedTimer m_clock;
-    quint64 m_lastBytes = 0;
-    qint64 m_lastMs = 0;
-    double m_rate = 0;
+    std::shared_ptr<VerifyJobState> m_job; // the current job (the runner's progress, with more)
     bool m_manifestSeen = false;
     bool m_listedSeen = false;
 
@@ -92,6 +82,7 @@ private:
     std::optional<shardscope::Manifest> m_manifest;
     shardscope::VerifyReport m_listed;
     shardscope::VerifyReport m_report;
+    JobRunner<Outcome> m_runner{this, [this] { poll(); }}; // last: destroyed (and waited for) first
 };
 
 } // namespace shardwidgets

@@ -1,5 +1,7 @@
 #include "widgets/style/chartcolors.h"
 
+#include <QPainter>
+
 #include <cmath>
 
 namespace shardwidgets {
@@ -45,6 +47,17 @@ QColor idleHatchColor(const QPalette& palette)
     QColor color = palette.color(QPalette::Text);
     color.setAlpha(isDark(palette) ? 70 : 55);
     return color;
+}
+
+bool paintChartBackground(QPainter& painter, const QRect& rect, const QPalette& palette, bool hasData,
+                          const QString& emptyMessage)
+{
+    painter.fillRect(rect, palette.color(QPalette::Window));
+    if (hasData)
+        return true;
+    painter.setPen(palette.color(QPalette::PlaceholderText));
+    painter.drawText(rect, Qt::AlignCenter, emptyMessage);
+    return false;
 }
 
 } // namespace shardwidgets

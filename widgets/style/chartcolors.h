@@ -8,6 +8,9 @@
 #include <QColor>
 #include <QPalette>
 
+class QPainter;
+class QRect;
+
 namespace shardwidgets {
 
 bool isDark(const QPalette& palette);
@@ -15,5 +18,10 @@ QColor categoryColor(int index, const QPalette& palette);
 QColor microbatchColor(int microbatch, shardscope::pipeline::OpKind kind, const QPalette& palette);
 QColor textOn(const QColor& background); // black or white, whichever reads better
 QColor idleHatchColor(const QPalette& palette);
+
+// Every chart starts on the window colour; without data it says why in the middle instead.
+// Returns false when it painted that message (nothing else to draw).
+bool paintChartBackground(QPainter& painter, const QRect& rect, const QPalette& palette, bool hasData,
+                          const QString& emptyMessage);
 
 } // namespace shardwidgets

@@ -150,12 +150,8 @@ void OwnershipMap::paintEvent(QPaintEvent*)
 void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
 {
     const QPalette& pal = palette();
-    painter.fillRect(rect, pal.color(QPalette::Window));
-    if (!m_hasData) {
-        painter.setPen(pal.color(QPalette::PlaceholderText));
-        painter.drawText(rect, Qt::AlignCenter, tr("No manifest"));
+    if (!paintChartBackground(painter, rect, pal, m_hasData, tr("No manifest")))
         return;
-    }
     const OwnershipGeometry geometry = laneGeometry(rect.width());
     const QFontMetrics metrics(painter.font());
     const auto all = lanes();

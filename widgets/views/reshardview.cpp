@@ -50,12 +50,8 @@ void ReshardView::paintEvent(QPaintEvent*)
 void ReshardView::paintView(QPainter& painter, const QRect& rect) const
 {
     const QPalette& pal = palette();
-    painter.fillRect(rect, pal.color(QPalette::Window));
-    if (!m_plan) {
-        painter.setPen(pal.color(QPalette::PlaceholderText));
-        painter.drawText(rect, Qt::AlignCenter, tr("Open a checkpoint and pick a target world size"));
+    if (!paintChartBackground(painter, rect, pal, m_plan.has_value(), tr("Open a checkpoint and pick a target world size")))
         return;
-    }
     painter.setRenderHint(QPainter::Antialiasing, true);
     const ReshardGeometry g = geometryFor(rect);
     const auto sources = g.sourceBoxes(*m_plan, m_sources);

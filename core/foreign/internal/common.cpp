@@ -131,4 +131,14 @@ void add_row(ForeignSummary& summary, std::string key, std::string value)
     summary.rows.emplace_back(std::move(key), std::move(value));
 }
 
+VerifyReport new_report(const std::string& format, const std::filesystem::path& dir, const std::string& format_row)
+{
+    VerifyReport report;
+    report.format = format;
+    report.dir = dir;
+    report.foreign.emplace();
+    add_row(*report.foreign, "format", format_row);
+    return report;
+}
+
 } // namespace shardscope::foreign

@@ -42,6 +42,10 @@ std::string shown_file(const std::filesystem::path& dir, const ShardCheck& check
 
 void add_row(ForeignSummary& summary, std::string key, std::string value);
 
+// A foreign report to fill: its format, the directory checked, and a summary whose first row is
+// "format" = `format_row` (the format's name, or a longer description of it).
+VerifyReport new_report(const std::string& format, const std::filesystem::path& dir, const std::string& format_row);
+
 // How many tensors the summary lists (the count is kept in tensors_total).
 inline constexpr std::size_t kMaxListedTensors = 100000;
 

@@ -1,0 +1,133 @@
+#pragma once
+// The one way the GUI runs core's long work (verify, reshard): on Qt's thread pool through a
+// QFutureWatcher, with a cancel flag and byte counters the worker only stores into, and a
+// GUI-thread timer that reads them at a fixed rate (so thousands of shards cannot flood the event
+// loop) into a ThroughputMeter. Starting a job while one runs cancels and retires the old one:
+// its outcome is never delivered, the newest wins. The destructor cancels and waits for every
+// job, so a worker never outlives the state it writes to.
+
+#include "widgets/jobs/throughputmeter.h"
+
+#include <QElapsedTimer>
+#include <QFutureWatcher>
+#include <QList>
+#include <QObject>
+#include <QTimer>
+#include <QtConcurrent>
+#include <atomic>
+#include <functional>
+#include <memory>
+
+namespace shardwidgets {
+
+// What a worker shares with the GUI thread: written by the worker, read by the timer.
+struct JobProgress {
+    std::atomic<bool> cancel{false};
+    std::atomic<uint64_t> bytesDone{0};
+    std::atomic<uint64_t> bytesTotal{0};
+};
+
+struct JobReading {
+    quint64 bytesDone = 0;
+    quint64 bytesTotal = 0;
+    double bytesPerSecond = 0;
+    double etaSeconds = -1;
+};
+
+template <class Outcome>
+class JobRunner {
+public:
+    // `tick` runs on the GUI thread at every timer interval while a job runs, and once more
+    // before the job's outcome is delivered.
+    JobRunner(QObject* owner, std::function<void()> tick) : m_owner(owner), m_tick(std::move(tick))
+    {
+        m_timer.setInterval(100);
+        QObject::connect(&m_timer, &QTimer::timeout, owner, [this] { m_tick(); });
+    }
+    ~JobRunner()
+    {
+        cancel();
+        for (auto* watcher : m_retired)
+            watcher->waitForFinished();
+        if (m_watcher)
+            m_watcher->waitForFinished();
+    }
+    JobRunner(const JobRunner&) = delete;
+    JobRunner& operator=(const JobRunner&) = delete;
+
+    void setThrottleInterval(int milliseconds) { m_timer.setInterval(std::max(1, milliseconds)); }
+
+    // Runs `work` (on a worker thread) for `progress`; `done` gets its outcome on the GUI thread,
+    // unless a newer start() or the destructor came first.
+    void start(std::shared_ptr<JobProgress> progress, std::function<Outcome()> work,
+               std::function<void(Outcome)> done)
+    {
+        retire();
+        m_progress = std::move(progress);
+        m_meter = {};
+        m_clock.start();
+        auto* watcher = new QFutureWatcher<Outcome>(m_owner);
+        m_watcher = watcher;
+        QObject::connect(watcher, &QFutureWatcherBase::finished, m_owner, [this, watcher, done = std::move(done)] {
+            if (watcher != m_watcher)
+                return; // retired meanwhile
+            m_tick(); // deliver what the timer has not read yet
+            m_timer.stop();
+            Outcome outcome = watcher->result();
+            m_watcher = nullptr;
+            watcher->deleteLater();
+            done(std::move(outcome));
+        });
+        watcher->setFuture(QtConcurrent::run(std::move(work)));
+        m_timer.start();
+    }
+
+    void cancel()
+    {
+        if (m_progress)
+            m_progress->cancel.store(true);
+    }
+    bool isRunning() const { return m_watcher != nullptr; }
+    const std::shared_ptr<JobProgress>& progress() const { return m_progress; }
+
+    // The current job's counters and its rate, sampled now (call from `tick`).
+    JobReading read()
+    {
+        if (!m_progress)
+            return {};
+        JobReading reading;
+        reading.bytesDone = m_progress->bytesDone.load(std::memory_order_relaxed);
+        reading.bytesTotal = m_progress->bytesTotal.load(std::memory_order_relaxed);
+        m_meter.sample(reading.bytesDone, m_clock.elapsed());
+        reading.bytesPerSecond = m_meter.bytesPerSecond();
+        reading.etaSeconds = m_meter.etaSeconds(reading.bytesTotal);
+        return reading;
+    }
+
+private:
+    // The running job keeps going until it sees its flag; its outcome goes nowhere.
+    void retire()
+    {
+        if (!m_watcher)
+            return;
+        m_progress->cancel.store(true);
+        auto* old = m_watcher;
+        m_watcher = nullptr;
+        m_retired.append(old);
+        QObject::connect(old, &QFutureWatcherBase::finished, m_owner, [this, old] {
+            m_retired.removeOne(old);
+            old->deleteLater();
+        });
+    }
+
+    QObject* m_owner;
+    std::function<void()> m_tick;
+    std::shared_ptr<JobProgress> m_progress;
+    QFutureWatcher<Outcome>* m_watcher = nullptr;
+    QList<QFutureWatcher<Outcome>*> m_retired; // cancelled jobs still unwinding
+    QTimer m_timer;
+    QElapsedTimer m_clock;
+    ThroughputMeter m_meter;
+};
+
+} // namespace shardwidgets
