@@ -15,5 +15,6 @@ int run_reshard(const QStringList& arguments);
 int run_train(const QStringList& arguments);
 int run_schedule(const QStringList& arguments);
 int run_report(const QStringList& arguments);
+int run_stats(const QStringList& arguments);
 
 } // namespace shardctl

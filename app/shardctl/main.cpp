@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"train", shardctl::run_train, "deterministic training loop with periodic checkpoints and resume"},
     {"schedule", shardctl::run_schedule, "simulate one pipeline-parallel training step"},
     {"report", shardctl::run_report, "write the inspection report (json, md or html)"},
+    {"stats", shardctl::run_stats, "statistics and health checks of every tensor's values"},
 };
 
 void print_usage(std::ostream& out)

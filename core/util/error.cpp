@@ -27,6 +27,10 @@ std::string_view to_string(ProblemKind kind)
     case ProblemKind::invalid_archive: return "invalid_archive";
     case ProblemKind::invalid_pickle: return "invalid_pickle";
     case ProblemKind::forbidden_pickle_opcode: return "forbidden_pickle_opcode";
+    case ProblemKind::nonfinite_values: return "nonfinite_values";
+    case ProblemKind::negative_second_moment: return "negative_second_moment";
+    case ProblemKind::param_master_mismatch: return "param_master_mismatch";
+    case ProblemKind::all_zero_tensor: return "all_zero_tensor";
     case ProblemKind::cannot_open: return "cannot_open";
     case ProblemKind::already_exists: return "already_exists";
     case ProblemKind::io_error: return "io_error";

@@ -33,6 +33,11 @@ enum class ProblemKind {
     invalid_archive,         // a zip archive that cannot be parsed
     invalid_pickle,          // malformed pickle data (truncated, stack underflow, ...)
     forbidden_pickle_opcode, // pickle opcode the restricted reader refuses to interpret
+    // tensor content (shardctl stats)
+    nonfinite_values,       // NaN or +-Inf in a tensor
+    negative_second_moment, // exp_avg_sq < 0, which Adam cannot produce
+    param_master_mismatch,  // a parameter is not its fp32 master weight rounded to the param dtype
+    all_zero_tensor,        // a warning: every element is zero (exit status unchanged)
     // operations
     cannot_open, // the path given by the user does not exist or cannot be read
     already_exists,

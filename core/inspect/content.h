@@ -1,0 +1,68 @@
+#pragma once
+// What the numbers in a checkpoint look like (shardctl stats, the app's Tensors tab, the
+// report's content-health section; docs/shardctl.md, "stats"): per tensor the statistics of
+// stats.h, whole and per part (a rank's slice or a file), and the health checks a diverged or
+// broken run leaves behind. Values are read straight from the files; hashes are verify's business.
+
+#include "core/checkpoint/state.h"
+#include "core/inspect/elements.h"
+#include "core/inspect/stats.h"
+#include "core/util/error.h"
+
+#include <atomic>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+// One contiguous run of a tensor's elements in one file.
+struct TensorPart {
+    int rank = -1;             // the rank whose file holds it, -1 when the format has no ranks
+    std::string file;          // relative to the checkpoint directory
+    uint64_t byte_offset = 0;  // of its first element in the file
+    uint64_t numel = 0;
+    uint64_t first_element = 0; // its place in the whole tensor, flattened
+};
+
+// A tensor as a format lays it out: what to read for it, and the results once read.
+struct TensorContent {
+    std::string name;
+    std::string state; // native checkpoints: param, master, exp_avg or exp_avg_sq; else ""
+    ElementType type = ElementType::F32;
+    std::vector<uint64_t> shape;
+    std::vector<TensorPart> parts;  // in element order
+    std::vector<ValueStats> part_stats; // one per part, after scanning
+    ValueStats stats;                   // the whole tensor: the parts merged in order
+};
+
+struct ContentReport {
+    std::string format;
+    std::filesystem::path dir; // the step directory (or the file's folder) read
+    std::vector<TensorContent> tensors;
+    std::vector<Problem> problems; // health checks that failed and data that could not be read
+    std::vector<Problem> warnings; // all_zero_tensor: worth a look, not a failure
+    bool cancelled = false;
+    double seconds = 0;
+
+    bool ok() const { return problems.empty() && !cancelled; }
+};
+
+struct ContentOptions {
+    std::vector<std::string> tensor_globs; // fnmatch(3) patterns on tensor names; empty: all
+    int threads = 0;                       // 0: hardware threads
+    const std::atomic<bool>* cancel = nullptr;
+    ProgressFn progress; // bytes read so far, of all
+};
+
+// Reads every selected tensor of the checkpoint at `path` (a native step or root, a .safetensors
+// file, a folder of them with or without model.safetensors.index.json). Throws Error for a path
+// that cannot be used or a format whose tensor data this version cannot read; findings about the
+// values go into the report.
+ContentReport inspect_content(const std::filesystem::path& path, const ContentOptions& options = {});
+
+// The stats --json object: ok, format, path, tensors[], problems[], warnings[], cancelled, seconds.
+nlohmann::json content_report_json(const ContentReport& report);
+
+} // namespace shardscope

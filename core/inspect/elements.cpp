@@ -1,0 +1,133 @@
+#include "core/inspect/elements.h"
+
+#include "core/checkpoint/dtype.h"
+
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace shardscope {
+
+namespace {
+
+constexpr std::string_view kNames[] = {"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "I8", "U8",
+                                       "I16", "U16",  "I32", "U32", "I64", "U64",     "BOOL"};
+constexpr std::size_t kSizes[] = {2, 2, 4, 8, 1, 1, 1, 1, 2, 2, 4, 4, 8, 8, 1};
+
+// OCP 8-bit floats. E4M3 ("fn": finite, no infinities): bias 7, S.1111.111 is NaN. E5M2: bias 15,
+// IEEE-like, exponent 11111 is infinity (mantissa 0) or NaN.
+double decode_f8(uint8_t bits, int exponent_bits, int mantissa_bits, int bias, bool has_infinity)
+{
+    const bool negative = bits & 0x80;
+    const int exponent = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1);
+    const int mantissa = bits & ((1 << mantissa_bits) - 1);
+    const int max_exponent = (1 << exponent_bits) - 1;
+    double value;
+    if (has_infinity && exponent == max_exponent)
+        value = mantissa == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+    else if (!has_infinity && exponent == max_exponent && mantissa == (1 << mantissa_bits) - 1)
+        value = std::numeric_limits<double>::quiet_NaN();
+    else if (exponent == 0)
+        value = std::ldexp(double(mantissa), 1 - bias - mantissa_bits);
+    else
+        value = std::ldexp(double(mantissa + (1 << mantissa_bits)), exponent - bias - mantissa_bits);
+    return negative ? -value : value;
+}
+
+template <int E, int M, int Bias, bool Inf>
+const std::array<double, 256>& f8_table()
+{
+    static const std::array<double, 256> table = [] {
+        std::array<double, 256> t{};
+        for (int b = 0; b < 256; ++b)
+            t[b] = decode_f8(uint8_t(b), E, M, Bias, Inf);
+        return t;
+    }();
+    return table;
+}
+
+template <class T>
+void decode_as(const std::byte* bytes, std::size_t count, double* out)
+{
+    for (std::size_t i = 0; i < count; ++i) {
+        T value;
+        std::memcpy(&value, bytes + i * sizeof(T), sizeof(T));
+        out[i] = static_cast<double>(value);
+    }
+}
+
+} // namespace
+
+std::string_view to_string(ElementType type)
+{
+    return kNames[static_cast<std::size_t>(type)];
+}
+
+std::optional<ElementType> element_type_from_safetensors(std::string_view dtype)
+{
+    for (std::size_t i = 0; i < std::size(kNames); ++i)
+        if (kNames[i] == dtype)
+            return static_cast<ElementType>(i);
+    return std::nullopt;
+}
+
+std::size_t element_size(ElementType type)
+{
+    return kSizes[static_cast<std::size_t>(type)];
+}
+
+bool is_floating(ElementType type)
+{
+    return type <= ElementType::F8_E5M2;
+}
+
+void decode_elements(ElementType type, const std::byte* bytes, std::size_t count, double* out)
+{
+    static_assert(std::endian::native == std::endian::little, "files are little-endian; so is every supported host");
+    switch (type) {
+    case ElementType::F16:
+        for (std::size_t i = 0; i < count; ++i) {
+            uint16_t bits;
+            std::memcpy(&bits, bytes + 2 * i, 2);
+            out[i] = f16_to_float(bits);
+        }
+        return;
+    case ElementType::BF16:
+        for (std::size_t i = 0; i < count; ++i) {
+            uint16_t bits;
+            std::memcpy(&bits, bytes + 2 * i, 2);
+            out[i] = bf16_to_float(bits);
+        }
+        return;
+    case ElementType::F32: return decode_as<float>(bytes, count, out);
+    case ElementType::F64: return decode_as<double>(bytes, count, out);
+    case ElementType::F8_E4M3: {
+        const auto& table = f8_table<4, 3, 7, false>();
+        for (std::size_t i = 0; i < count; ++i)
+            out[i] = table[static_cast<uint8_t>(bytes[i])];
+        return;
+    }
+    case ElementType::F8_E5M2: {
+        const auto& table = f8_table<5, 2, 15, true>();
+        for (std::size_t i = 0; i < count; ++i)
+            out[i] = table[static_cast<uint8_t>(bytes[i])];
+        return;
+    }
+    case ElementType::I8: return decode_as<int8_t>(bytes, count, out);
+    case ElementType::U8: return decode_as<uint8_t>(bytes, count, out);
+    case ElementType::I16: return decode_as<int16_t>(bytes, count, out);
+    case ElementType::U16: return decode_as<uint16_t>(bytes, count, out);
+    case ElementType::I32: return decode_as<int32_t>(bytes, count, out);
+    case ElementType::U32: return decode_as<uint32_t>(bytes, count, out);
+    case ElementType::I64: return decode_as<int64_t>(bytes, count, out);
+    case ElementType::U64: return decode_as<uint64_t>(bytes, count, out);
+    case ElementType::BOOL:
+        for (std::size_t i = 0; i < count; ++i)
+            out[i] = bytes[i] != std::byte{0} ? 1.0 : 0.0;
+        return;
+    }
+}
+
+} // namespace shardscope

@@ -1,0 +1,347 @@
+// core/inspect: element decoding, statistics against a float64 (long double) reference, and
+// inspect_content over native and safetensors checkpoints with NaN, Inf, negative second moments
+// and mismatched parameters planted at known places.
+
+#include "core/checkpoint/dtype.h"
+#include "core/checkpoint/safetensors.h"
+#include "core/checkpoint/save.h"
+#include "core/inspect/content.h"
+#include "core/run/demo.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <random>
+
+using namespace shardscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The reference: two passes in long double over the finite values.
+struct Reference {
+    long double mean = 0, std = 0, l2 = 0;
+    double min = 0, max = 0;
+    uint64_t finite = 0;
+};
+
+Reference reference(const std::vector<double>& values)
+{
+    Reference r;
+    long double sum = 0, squares = 0;
+    bool first = true;
+    for (double x : values)
+        if (std::isfinite(x)) {
+            sum += x;
+            squares += (long double)x * x;
+            ++r.finite;
+            r.min = first ? x : std::min(r.min, x);
+            r.max = first ? x : std::max(r.max, x);
+            first = false;
+        }
+    r.mean = sum / r.finite;
+    long double m2 = 0;
+    for (double x : values)
+        if (std::isfinite(x))
+            m2 += (x - r.mean) * (x - r.mean);
+    r.std = std::sqrt(m2 / r.finite);
+    r.l2 = std::sqrt(squares);
+    return r;
+}
+
+bool close(double actual, long double expected, double relative)
+{
+    return std::abs((long double)actual - expected) <= relative * std::abs(expected);
+}
+
+const TensorContent* find(const ContentReport& report, const std::string& name, const std::string& state = "")
+{
+    for (const auto& t : report.tensors)
+        if (t.name == name && t.state == state)
+            return &t;
+    return nullptr;
+}
+
+bool has(const std::vector<Problem>& problems, ProblemKind kind, int rank = -2)
+{
+    for (const auto& p : problems)
+        if (p.kind == kind && (rank == -2 || p.rank == rank))
+            return true;
+    return false;
+}
+
+void write_safetensors(const fs::path& file, const std::vector<std::pair<SafetensorsTensor, std::string>>& tensors)
+{
+    std::vector<SafetensorsTensor> layout;
+    std::string data;
+    for (auto [t, bytes] : tensors) {
+        t.begin = data.size();
+        t.end = t.begin + bytes.size();
+        data += bytes;
+        layout.push_back(t);
+    }
+    std::ofstream(file, std::ios::binary) << make_safetensors_header(layout, {}) << data;
+}
+
+template <class T>
+std::string bytes_of(const std::vector<T>& values)
+{
+    return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+} // namespace
+
+class TestContent : public QObject {
+    Q_OBJECT
+private slots:
+    void decodesEveryElementType()
+    {
+        double out[4];
+        const uint16_t f16[] = {0x3c00, 0xc000, 0x7c00, 0x0001}; // 1, -2, +Inf, smallest subnormal
+        decode_elements(ElementType::F16, reinterpret_cast<const std::byte*>(f16), 4, out);
+        QCOMPARE(out[0], 1.0);
+        QCOMPARE(out[1], -2.0);
+        QVERIFY(std::isinf(out[2]) && out[2] > 0);
+        QCOMPARE(out[3], std::ldexp(1.0, -24));
+        const uint16_t bf16[] = {0x3f80, 0x7fc0};
+        decode_elements(ElementType::BF16, reinterpret_cast<const std::byte*>(bf16), 2, out);
+        QCOMPARE(out[0], 1.0);
+        QVERIFY(std::isnan(out[1]));
+        // F8 E4M3 (no infinities): 0x7e is the largest finite, 448; 0x7f is NaN; 0x01 is 2^-9.
+        const uint8_t e4m3[] = {0x7e, 0x7f, 0x01, 0xb8};
+        decode_elements(ElementType::F8_E4M3, reinterpret_cast<const std::byte*>(e4m3), 4, out);
+        QCOMPARE(out[0], 448.0);
+        QVERIFY(std::isnan(out[1]));
+        QCOMPARE(out[2], std::ldexp(1.0, -9));
+        QCOMPARE(out[3], -1.0);
+        // F8 E5M2: 0x7b is 57344, 0x7c is +Inf, 0x7d NaN, 0x3c is 1.
+        const uint8_t e5m2[] = {0x7b, 0x7c, 0x7d, 0x3c};
+        decode_elements(ElementType::F8_E5M2, reinterpret_cast<const std::byte*>(e5m2), 4, out);
+        QCOMPARE(out[0], 57344.0);
+        QVERIFY(std::isinf(out[1]));
+        QVERIFY(std::isnan(out[2]));
+        QCOMPARE(out[3], 1.0);
+        const int16_t i16[] = {-32768, 7};
+        decode_elements(ElementType::I16, reinterpret_cast<const std::byte*>(i16), 2, out);
+        QCOMPARE(out[0], -32768.0);
+        QCOMPARE(out[1], 7.0);
+        const uint8_t flags[] = {0, 3};
+        decode_elements(ElementType::BOOL, reinterpret_cast<const std::byte*>(flags), 2, out);
+        QCOMPARE(out[0], 0.0);
+        QCOMPARE(out[1], 1.0);
+        QCOMPARE(element_type_from_safetensors("F8_E5M2"), std::optional(ElementType::F8_E5M2));
+        QVERIFY(!element_type_from_safetensors("F4"));
+    }
+
+    // Mean and std against long double to 1e-9 relative, including values far from zero (a
+    // naive sum of squares loses all digits of the std there), whatever the block and part split.
+    void statsMatchTheFloat64Reference()
+    {
+        std::mt19937_64 rng(42);
+        std::normal_distribution<double> noise(0.0, 1e-3);
+        std::vector<double> values(300'001);
+        for (auto& v : values)
+            v = 1e4 + noise(rng);
+        values[17] = std::numeric_limits<double>::quiet_NaN();
+        values[18] = std::numeric_limits<double>::infinity();
+        values[19] = -std::numeric_limits<double>::infinity();
+        values[20] = 0.0;
+        ValueStats whole;
+        whole.add(values.data(), values.size());
+        const Reference ref = reference(values);
+        QCOMPARE(whole.numel, uint64_t(values.size()));
+        QCOMPARE(whole.nan, uint64_t(1));
+        QCOMPARE(whole.posinf, uint64_t(1));
+        QCOMPARE(whole.neginf, uint64_t(1));
+        QCOMPARE(whole.zeros, uint64_t(1));
+        QCOMPARE(whole.finite, ref.finite);
+        QCOMPARE(whole.min, ref.min);
+        QCOMPARE(whole.max, ref.max);
+        QVERIFY2(close(whole.mean, ref.mean, 1e-12), std::to_string(whole.mean).c_str());
+        QVERIFY2(close(whole.std_dev(), ref.std, 1e-9), std::to_string(whole.std_dev()).c_str());
+        QVERIFY(close(whole.l2(), ref.l2, 1e-12));
+
+        // Parts of odd sizes, merged, give the same figures.
+        ValueStats merged;
+        for (std::size_t at = 0; at < values.size();) {
+            const std::size_t n = std::min<std::size_t>(values.size() - at, 1 + (at * 7919) % 40'000);
+            ValueStats part;
+            part.add(values.data() + at, n);
+            merged.merge(part);
+            at += n;
+        }
+        QCOMPARE(merged.finite, whole.finite);
+        QVERIFY(close(merged.mean, ref.mean, 1e-12));
+        QVERIFY(close(merged.std_dev(), ref.std, 1e-9));
+    }
+
+    void histogramBinsByLog2()
+    {
+        const double values[] = {1.0, 1.5, -1.9, 0.25, std::ldexp(1.0, -70), 1e30, 0.0};
+        ValueStats s;
+        s.add(values, std::size(values));
+        const int one = 0 - kHistogramLowExponent; // floor(log2 1) = 0
+        QCOMPARE(s.histogram[one], uint64_t(3));      // 1, 1.5, -1.9
+        QCOMPARE(s.histogram[one - 2], uint64_t(1));  // 0.25
+        QCOMPARE(s.histogram[0], uint64_t(1));        // 2^-70: below the range, first bin
+        QCOMPARE(s.histogram[kHistogramBins - 1], uint64_t(1)); // 1e30: above, last bin
+        QCOMPARE(s.zeros, uint64_t(1));               // zeros are counted apart
+    }
+
+    // A native checkpoint: each model tensor per state, whole and per rank, equal to the reference
+    // over the saved vectors; the same state saved at another world size gives the same figures.
+    void nativeTensorsWholeAndPerRank()
+    {
+        QTemporaryDir tmp;
+        const uint64_t numel = 100'000;
+        auto save = [&](const fs::path& dir, int world) {
+            SaveOptions options;
+            options.tensors = demo_tensor_layout(numel);
+            save_sharded(make_demo_state(3, numel, world, ParamDtype::BF16), dir, 10, options);
+        };
+        const fs::path four = tmp.filePath(QStringLiteral("w4")).toStdString();
+        const fs::path seven = tmp.filePath(QStringLiteral("w7")).toStdString();
+        save(four, 4);
+        save(seven, 7);
+        const ContentReport a = inspect_content(four);
+        const ContentReport b = inspect_content(seven);
+        QVERIFY2(a.ok(), a.problems.empty() ? "" : a.problems[0].message.c_str());
+        QVERIFY(b.ok());
+        QVERIFY(a.warnings.empty());
+        const auto layout = demo_tensor_layout(numel);
+        QCOMPARE(a.tensors.size(), layout.size() * 4);
+
+        std::vector<float> master;
+        for (const auto& r : make_demo_state(3, numel, 1, ParamDtype::BF16))
+            master.insert(master.end(), r.master.begin(), r.master.end());
+        for (const auto& t : layout) {
+            const TensorContent* got = find(a, t.name, "master");
+            QVERIFY(got);
+            const std::vector<double> values(master.begin() + t.offset, master.begin() + t.offset + t.numel);
+            const Reference ref = reference(values);
+            QCOMPARE(got->stats.numel, t.numel);
+            QCOMPARE(got->stats.min, ref.min);
+            QCOMPARE(got->stats.max, ref.max);
+            QVERIFY(close(got->stats.mean, ref.mean, 1e-9));
+            QVERIFY(close(got->stats.std_dev(), ref.std, 1e-9));
+            uint64_t parts = 0;
+            for (const auto& p : got->parts)
+                parts += p.numel;
+            QCOMPARE(parts, t.numel);
+            const TensorContent* other = find(b, t.name, "master");
+            QCOMPARE(other->stats.finite, got->stats.finite);
+            QVERIFY(close(other->stats.std_dev(), got->stats.std_dev(), 1e-12));
+        }
+        // A tensor that straddles ranks reports each rank's part.
+        bool straddles = false;
+        for (const auto& t : a.tensors)
+            straddles = straddles || t.parts.size() > 1;
+        QVERIFY(straddles);
+
+        // --tensor: a glob on names.
+        ContentOptions only;
+        only.tensor_globs = {"embed*"};
+        const ContentReport some = inspect_content(four, only);
+        QCOMPARE(some.tensors.size(), std::size_t(4));
+        for (const auto& t : some.tensors)
+            QCOMPARE(t.name, std::string("embed.weight"));
+    }
+
+    void nativeHealthChecks()
+    {
+        QTemporaryDir tmp;
+        const uint64_t numel = 40'000;
+        auto state = make_demo_state(5, numel, 4, ParamDtype::F16);
+        const auto layout = demo_tensor_layout(numel);
+        // rank 2: a NaN and an Inf in exp_avg_sq, a negative second moment; rank 1: a parameter
+        // that is not its master rounded; rank 3: a NaN master (its param is left alone).
+        state[2].exp_avg_sq[5] = std::numeric_limits<float>::quiet_NaN();
+        state[2].exp_avg_sq[6] = std::numeric_limits<float>::infinity();
+        state[2].exp_avg_sq[7] = -1e-9f;
+        state[1].param[100] = static_cast<uint16_t>(state[1].param[100] ^ 0x0400);
+        SaveOptions options;
+        options.tensors = layout;
+        const fs::path dir = tmp.filePath(QStringLiteral("ckpt")).toStdString();
+        save_sharded(state, dir, 1, options);
+        const ContentReport r = inspect_content(dir);
+        QVERIFY(!r.ok());
+        QVERIFY(has(r.problems, ProblemKind::nonfinite_values, 2));
+        QVERIFY(has(r.problems, ProblemKind::negative_second_moment));
+        QVERIFY(has(r.problems, ProblemKind::param_master_mismatch, 1));
+        QCOMPARE(r.problems.size(), std::size_t(3));
+        const uint64_t flat = state[2].param_shard_offset + 5;
+        for (const auto& p : r.problems)
+            if (p.kind == ProblemKind::param_master_mismatch)
+                QVERIFY2(p.message.find("1 parameters") != std::string::npos &&
+                             p.message.find(std::to_string(state[1].param_shard_offset + 100)) != std::string::npos,
+                         p.message.c_str());
+        // The NaN is traced to its tensor, its state and the rank that holds it.
+        for (const auto& t : r.tensors)
+            if (t.state == "exp_avg_sq" && t.stats.nonfinite() > 0) {
+                QVERIFY(flat >= t.parts.front().first_element);
+                QCOMPARE(t.stats.nan, uint64_t(1));
+                QCOMPARE(t.stats.posinf, uint64_t(1));
+                for (std::size_t p = 0; p < t.parts.size(); ++p)
+                    QCOMPARE(t.part_stats[p].nonfinite(), t.parts[p].rank == 2 ? uint64_t(2) : uint64_t(0));
+            }
+    }
+
+    void safetensorsFileAndIndex()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        std::vector<float> w(1000);
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] = float(i) * 0.5f - 100.0f;
+        w[999] = -std::numeric_limits<float>::infinity();
+        std::vector<uint16_t> h(64, float_to_f16(0.0f));
+        std::vector<int64_t> ids = {1, 2, 3, -4};
+        write_safetensors(dir / "model-00001-of-00002.safetensors",
+                          {{{.name = "w", .dtype = "F32", .shape = {10, 100}}, bytes_of(w)},
+                           {{.name = "zeros", .dtype = "F16", .shape = {64}}, bytes_of(h)}});
+        write_safetensors(dir / "model-00002-of-00002.safetensors",
+                          {{{.name = "ids", .dtype = "I64", .shape = {4}}, bytes_of(ids)}});
+        std::ofstream(dir / "model.safetensors.index.json")
+            << R"({"metadata": {"total_size": 4160}, "weight_map": {"w": "model-00001-of-00002.safetensors",
+                 "zeros": "model-00001-of-00002.safetensors", "ids": "model-00002-of-00002.safetensors"}})";
+        const ContentReport r = inspect_content(dir);
+        QCOMPARE(r.format, std::string("safetensors-index"));
+        QCOMPARE(r.tensors.size(), std::size_t(3));
+        const TensorContent* tw = find(r, "w");
+        QVERIFY(tw);
+        QCOMPARE(tw->stats.neginf, uint64_t(1));
+        QCOMPARE(tw->stats.min, -100.0);
+        QCOMPARE(tw->stats.max, 998 * 0.5 - 100.0);
+        QVERIFY(has(r.problems, ProblemKind::nonfinite_values));
+        QCOMPARE(r.problems[0].path, std::string("model-00001-of-00002.safetensors"));
+        QVERIFY(has(r.warnings, ProblemKind::all_zero_tensor));
+        const TensorContent* ti = find(r, "ids");
+        QCOMPARE(ti->stats.mean, 0.5);
+        QCOMPARE(ti->stats.negatives, uint64_t(1));
+
+        // One file on its own.
+        const ContentReport one = inspect_content(dir / "model-00002-of-00002.safetensors");
+        QCOMPARE(one.format, std::string("safetensors"));
+        QCOMPARE(one.tensors.size(), std::size_t(1));
+        QVERIFY(one.ok());
+    }
+
+    void unsupportedFormatSaysSo()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        std::ofstream(dir / ".metadata") << "x";
+        try {
+            inspect_content(dir);
+            QFAIL("a DCP folder must be refused until stats reads DCP data");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_argument);
+            QVERIFY(std::string(e.what()).find("torch-dcp") != std::string::npos);
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestContent)
+#include "tst_content.moc"
