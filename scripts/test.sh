@@ -2,7 +2,7 @@
 # Installs what is missing, builds, and runs every test: the Release build's whole ctest suite
 # (GUI tests offscreen), then the core and CLI suites again under AddressSanitizer + UBSan.
 source "$(dirname "$0")/setup.sh"
-shardscope_setup xvfb xauth
+shardscope_setup xvfb xauth python3-torch # real torch.save fixtures for stats
 cd "$SHARDSCOPE_ROOT"
 
 shardscope_build release

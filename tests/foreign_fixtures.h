@@ -202,6 +202,30 @@ inline void pickle_tensor(PickleWriter& p, const std::string& key, const std::ve
     p.op('t').op('R');
 }
 
+// The same record for a view: storage of class `storage_class` ("FloatStorage", ...) holding
+// `storage_numel` elements, the view's element offset, shape and strides, as torch.save writes a
+// slice or a transpose.
+inline void pickle_tensor_view(PickleWriter& p, const std::string& key, const std::string& storage_class,
+                               int64_t storage_numel, int64_t offset, const std::vector<uint64_t>& shape,
+                               const std::vector<int64_t>& stride)
+{
+    p.global("torch._utils", "_rebuild_tensor_v2");
+    p.mark();
+    p.mark().str("storage").global("torch", storage_class).str(key).str("cpu").integer(storage_numel).op('t').op('Q');
+    p.integer(offset);
+    p.mark();
+    for (auto d : shape)
+        p.integer(static_cast<int64_t>(d));
+    p.op('t');
+    p.mark();
+    for (auto st : stride)
+        p.integer(st);
+    p.op('t');
+    p.boolean(false);
+    p.global("collections", "OrderedDict").op(')').op('R');
+    p.op('t').op('R');
+}
+
 inline uint64_t volume(const std::vector<uint64_t>& shape)
 {
     uint64_t n = 1;

@@ -120,13 +120,18 @@ private:
         const PickleValue& args = m_doc.at(m_doc.at(id).items[1]);
         ForeignTensor t;
         t.name = name;
+        TorchTensorRef where{.name = name};
         if (!args.items.empty())
             if (const auto ref = storage_ref(m_doc, args.items[0])) {
-                t.dtype = ref->dtype;
+                t.dtype = where.dtype = ref->dtype;
+                where.storage_key = ref->key;
                 t.detail = "storage " + ref->key;
                 if (args.items.size() > 1)
-                    if (const auto off = m_doc.as_int(args.items[1]); off && *off > 0)
+                    if (const auto off = m_doc.as_int(args.items[1]); off && *off != 0) {
                         t.detail += " + " + std::to_string(*off) + " elements";
+                        // A negative offset cannot be honoured: make it one no storage holds.
+                        where.storage_offset = *off > 0 ? static_cast<uint64_t>(*off) : UINT64_MAX;
+                    }
                 if (args.items.size() > 2)
                     if (const auto dims = m_doc.as_sequence(args.items[2])) {
                         uint64_t numel = 1;
@@ -136,9 +141,15 @@ private:
                             numel *= t.shape.back();
                         }
                         t.bytes = numel * ref->element;
+                        where.shape = t.shape;
                     }
+                if (args.items.size() > 3)
+                    if (const auto strides = m_doc.as_sequence(args.items[3]))
+                        for (const uint32_t d : *strides)
+                            where.stride.push_back(m_doc.as_int(d).value_or(-1));
             }
         m_out.tensors.push_back(std::move(t));
+        m_out.refs.push_back(std::move(where));
     }
 
     const PickleDocument& m_doc;

@@ -25,10 +25,22 @@ struct TorchStorage {
     bool has_entry = false;
 };
 
+// Where a tensor's elements are (torch._utils._rebuild_tensor_v2's arguments): element
+// (storage_offset + sum of index[d] * stride[d]) of storage `storage_key`.
+struct TorchTensorRef {
+    std::string name;
+    std::string storage_key;
+    std::string dtype; // "float32", ... ("" when the storage type is unknown)
+    uint64_t storage_offset = 0;
+    std::vector<uint64_t> shape;
+    std::vector<int64_t> stride;
+};
+
 struct TorchArchiveListing {
-    std::string prefix; // the archive's top folder
+    std::string prefix; // the archive's top folder, with its trailing slash
     std::vector<TorchStorage> storages;   // sorted by key
     std::vector<ForeignTensor> tensors;   // from data.pkl: dotted path, dtype, shape, storage key
+    std::vector<TorchTensorRef> refs;     // the same tensors, with offset and strides
     uint64_t tensors_total = 0;
     std::vector<Problem> problems;        // data.pkl that cannot be read, storages that disagree
 };

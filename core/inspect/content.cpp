@@ -4,7 +4,11 @@
 #include "core/checkpoint/verify_json.h"
 #include "core/checkpoint/dtype.h"
 #include "core/checkpoint/safetensors.h"
+#include "core/foreign/deepspeed.h"
 #include "core/foreign/detect.h"
+#include "core/foreign/io/zip_reader.h"
+#include "core/foreign/megatron.h"
+#include "core/foreign/torch_archive.h"
 #include "core/foreign/safetensors_index.h"
 #include "core/util/fsutil.h"
 #include "core/util/parallel.h"
@@ -148,6 +152,165 @@ void plan_safetensors(const fs::path& dir, int dirfd, const std::vector<std::str
             report.tensors.push_back(std::move(content));
         }
     }
+}
+
+// torch.save's dtype names (from the storage class) as element types; nullopt for what
+// statistics do not cover (complex numbers) or an unknown storage.
+std::optional<ElementType> torch_element_type(const std::string& dtype)
+{
+    static const std::map<std::string, ElementType> types = {
+        {"float32", ElementType::F32}, {"float64", ElementType::F64}, {"float16", ElementType::F16},
+        {"bfloat16", ElementType::BF16}, {"int64", ElementType::I64}, {"int32", ElementType::I32},
+        {"int16", ElementType::I16},   {"int8", ElementType::I8},     {"uint8", ElementType::U8},
+        {"bool", ElementType::BOOL},
+    };
+    const auto it = types.find(dtype);
+    return it == types.end() ? std::nullopt : std::optional(it->second);
+}
+
+// True when the view covers exactly `numel` consecutive storage elements in some order (a
+// contiguous tensor, or a permutation of one such as a transpose): statistics do not depend on
+// the order, so it is read as one run.
+bool dense_view(const std::vector<uint64_t>& shape, const std::vector<int64_t>& stride)
+{
+    if (stride.size() != shape.size())
+        return false;
+    std::vector<std::pair<int64_t, uint64_t>> dims; // (stride, size) of dimensions that matter
+    for (std::size_t d = 0; d < shape.size(); ++d)
+        if (shape[d] > 1)
+            dims.push_back({stride[d], shape[d]});
+    std::sort(dims.begin(), dims.end());
+    int64_t expected = 1;
+    for (const auto& [st, size] : dims) {
+        if (st != expected)
+            return false;
+        if (__builtin_mul_overflow(expected, static_cast<int64_t>(size), &expected))
+            return false;
+    }
+    return true;
+}
+
+struct TorchFile {
+    std::string file; // relative to the checkpoint directory
+    int rank = -1;
+};
+
+// Lays out the tensors of torch.save archives (each file's data.pkl through the restricted reader,
+// never unpickled). Tensors of the same name in several files (DeepSpeed's ZeRO partitions,
+// tensor-parallel slices) become one tensor with a part per file.
+void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& files, const ContentOptions& options,
+                ContentReport& report)
+{
+    std::map<std::string, std::size_t> by_name;
+    for (const TorchFile& tf : files) {
+        const std::string shown = (tf.rank >= 0 ? "rank " + std::to_string(tf.rank) + ": " : std::string()) +
+                                  (dir / tf.file).string();
+        fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, tf.file);
+        if (file.status != fsutil::OpenStatus::ok) {
+            report.problems.push_back({file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
+                                                                                    : ProblemKind::unreadable,
+                                       tf.rank, tf.file, shown + ": " + file.reason});
+            continue;
+        }
+        const ZipReadAt read = zip_read_fd(file.fd.get());
+        TorchArchiveListing listing;
+        ZipDirectory directory;
+        try {
+            directory = read_zip_directory(read, file.size, shown);
+            listing = list_torch_archive(read, file.size, directory, shown);
+        } catch (const Error& e) {
+            report.problems.push_back({e.kind(), tf.rank, tf.file, e.what()});
+            continue;
+        }
+        for (const Problem& p : listing.problems)
+            report.problems.push_back({p.kind, tf.rank, tf.file, p.message});
+        std::map<std::string, const ZipEntry*> entries;
+        for (const ZipEntry& e : directory.entries)
+            entries[e.name] = &e;
+        for (const TorchTensorRef& ref : listing.refs) {
+            if (!selected(options, ref.name))
+                continue;
+            const std::string what = shown + ": tensor '" + printable(ref.name) + "'";
+            const auto type = torch_element_type(ref.dtype);
+            if (!type) {
+                report.warnings.push_back({ProblemKind::unreadable, tf.rank, tf.file,
+                                           what + " has dtype '" + printable(ref.dtype) + "', which stats does not read"});
+                continue;
+            }
+            uint64_t numel = 1;
+            bool overflow = false;
+            for (const uint64_t d : ref.shape)
+                overflow = overflow || __builtin_mul_overflow(numel, d, &numel);
+            const auto entry = entries.find(listing.prefix + "data/" + ref.storage_key); // prefix ends in /
+            if (overflow || entry == entries.end()) {
+                report.problems.push_back({overflow ? ProblemKind::invalid_archive : ProblemKind::missing_tensor,
+                                           tf.rank, tf.file,
+                                           what + (overflow ? ": its shape's element count overflows"
+                                                            : ": its storage '" + printable(ref.storage_key) +
+                                                                  "' is not in the archive")});
+                continue;
+            }
+            const ZipEntry& stored = *entry->second;
+            const ZipEntryCheck located = locate_zip_entry(read, directory, stored);
+            if (!located.ok || stored.method != 0) {
+                report.problems.push_back({ProblemKind::invalid_archive, tf.rank, tf.file,
+                                           what + ": " + (located.ok ? "its storage is compressed, which torch.save "
+                                                                       "never does; not read"
+                                                                     : located.problem)});
+                continue;
+            }
+            if (numel > 0 && !dense_view(ref.shape, ref.stride)) {
+                report.warnings.push_back({ProblemKind::unreadable, tf.rank, tf.file,
+                                           what + " is a strided view with gaps or repeats; stats does not read it"});
+                continue;
+            }
+            const uint64_t size = element_size(*type);
+            uint64_t end = 0;
+            if (__builtin_add_overflow(ref.storage_offset, numel, &end) || __builtin_mul_overflow(end, size, &end) ||
+                end > stored.uncompressed_size) {
+                report.problems.push_back({ProblemKind::range_outside_file, tf.rank, tf.file,
+                                           what + ": its offset and shape reach past the end of its " +
+                                               std::to_string(stored.uncompressed_size) + "-byte storage"});
+                continue;
+            }
+            auto [it, inserted] = by_name.try_emplace(ref.name, report.tensors.size());
+            if (inserted)
+                report.tensors.push_back({.name = ref.name, .type = *type, .shape = ref.shape});
+            TensorContent& tensor = report.tensors[it->second];
+            if (tensor.type != *type) {
+                report.problems.push_back({ProblemKind::invalid_archive, tf.rank, tf.file,
+                                           what + " is " + std::string(to_string(*type)) + " here but " +
+                                               std::string(to_string(tensor.type)) + " in another file"});
+                continue;
+            }
+            uint64_t first = 0;
+            for (const TensorPart& p : tensor.parts)
+                first += p.numel;
+            tensor.parts.push_back({.rank = tf.rank,
+                                    .file = tf.file,
+                                    .byte_offset = located.data_offset + ref.storage_offset * size,
+                                    .numel = numel,
+                                    .first_element = first});
+        }
+    }
+}
+
+// The .pt files a DeepSpeed or Megatron checkpoint consists of, with their ranks, as the
+// structure-only verifier lists them; the directory they are relative to goes into `dir`.
+std::vector<TorchFile> torch_files_of(const VerifyReport& listed, fs::path& dir)
+{
+    dir = listed.dir;
+    std::vector<TorchFile> files;
+    for (const ShardCheck& s : listed.shards)
+        if (s.path.ends_with(".pt") && s.status != ShardStatus::missing)
+            files.push_back({s.path, s.rank});
+    return files;
+}
+
+bool is_torch_file(const fs::path& path)
+{
+    const auto ext = path.extension();
+    return ext == ".pt" || ext == ".pth" || ext == ".bin";
 }
 
 std::string part_name(const TensorPart& part)
@@ -304,38 +467,82 @@ json stats_json(const ValueStats& s)
 ContentReport inspect_content(const fs::path& path, const ContentOptions& options)
 {
     const auto start = std::chrono::steady_clock::now();
-    const DetectedFormat detected = detect_format(path);
     ContentReport report;
-    report.format = std::string(to_string(detected.format));
     std::vector<RankVectors> ranks;
-    fs::path dir = detected.path;
-    std::vector<std::string> files = detected.files;
-    if (!fs::is_directory(dir)) { // a single .safetensors file: read it from its folder
-        files = {dir.filename().string()};
-        dir = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
-    }
-    report.dir = dir;
-    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
-    switch (detected.format) {
-    case CheckpointFormat::shardscope:
-        report.dir = dir = resolve_checkpoint_dir(dir);
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+        throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
+    fs::path dir = path;
+    fsutil::UniqueFd dirfd;
+    auto open_dir = [&](const fs::path& d) {
+        report.dir = dir = d;
         dirfd = fsutil::open_directory(dir);
-        plan_native(dir, dirfd.get(), options, report, ranks);
-        break;
-    case CheckpointFormat::safetensors: plan_safetensors(dir, dirfd.get(), files, options, report); break;
-    case CheckpointFormat::safetensors_index: {
-        const std::string index_name = "model.safetensors.index.json"; // what detect_format found
-        const std::string display = (dir / index_name).string();
-        const SafetensorsIndex index =
-            parse_safetensors_index(fsutil::read_small_file(dirfd.get(), index_name, kMaxIndexBytes, display), display);
-        plan_safetensors(dir, dirfd.get(), index.files, options, report);
-        break;
-    }
-    default:
-        throw Error(ProblemKind::invalid_argument,
-                    path.string() + ": stats cannot read the tensor data of " + report.format +
-                        " checkpoints yet (it reads ShardScope and safetensors checkpoints)",
-                    path.string());
+    };
+    if (!fs::is_directory(path, ec) && is_torch_file(path)) { // one torch.save file
+        report.format = "torch";
+        open_dir(path.parent_path().empty() ? fs::path(".") : path.parent_path());
+        plan_torch(dir, dirfd.get(), {{path.filename().string(), -1}}, options, report);
+    } else if (fs::exists(path / "pytorch_model.bin.index.json", ec) || fs::exists(path / "pytorch_model.bin", ec)) {
+        report.format = "torch";
+        open_dir(path);
+        std::vector<TorchFile> files = {{"pytorch_model.bin", -1}};
+        if (fsutil::exists_at(dirfd.get(), "pytorch_model.bin.index.json")) {
+            report.format = "torch-index";
+            const std::string display = (dir / "pytorch_model.bin.index.json").string();
+            const SafetensorsIndex index = parse_safetensors_index( // the same weight_map JSON
+                fsutil::read_small_file(dirfd.get(), "pytorch_model.bin.index.json", kMaxIndexBytes, display), display);
+            files.clear();
+            for (const auto& f : index.files)
+                files.push_back({f, -1});
+        }
+        plan_torch(dir, dirfd.get(), files, options, report);
+    } else {
+        const DetectedFormat detected = detect_format(path);
+        report.format = std::string(to_string(detected.format));
+        std::vector<std::string> files = detected.files;
+        if (!fs::is_directory(detected.path, ec)) { // a single .safetensors file: read it from its folder
+            files = {detected.path.filename().string()};
+            open_dir(detected.path.parent_path().empty() ? fs::path(".") : detected.path.parent_path());
+        } else {
+            open_dir(detected.path);
+        }
+        switch (detected.format) {
+        case CheckpointFormat::shardscope:
+            open_dir(resolve_checkpoint_dir(dir));
+            plan_native(dir, dirfd.get(), options, report, ranks);
+            break;
+        case CheckpointFormat::safetensors: plan_safetensors(dir, dirfd.get(), files, options, report); break;
+        case CheckpointFormat::safetensors_index: {
+            const std::string index_name = "model.safetensors.index.json"; // what detect_format found
+            const std::string display = (dir / index_name).string();
+            const SafetensorsIndex index = parse_safetensors_index(
+                fsutil::read_small_file(dirfd.get(), index_name, kMaxIndexBytes, display), display);
+            plan_safetensors(dir, dirfd.get(), index.files, options, report);
+            break;
+        }
+        case CheckpointFormat::deepspeed:
+        case CheckpointFormat::megatron: {
+            const VerifyReport listed = detected.format == CheckpointFormat::deepspeed
+                                            ? verify_deepspeed(path, VerifyOptions{}, false)
+                                            : verify_megatron(path, VerifyOptions{}, false);
+            fs::path step_dir;
+            const std::vector<TorchFile> files_of = torch_files_of(listed, step_dir);
+            if (files_of.empty())
+                throw Error(ProblemKind::invalid_argument,
+                            path.string() + ": stats found no torch.save files to read in this " + report.format +
+                                " checkpoint" + (listed.problems.empty() ? "" : ": " + listed.problems[0].message),
+                            path.string());
+            open_dir(step_dir);
+            plan_torch(dir, dirfd.get(), files_of, options, report);
+            break;
+        }
+        default:
+            throw Error(ProblemKind::invalid_argument,
+                        path.string() + ": stats cannot read the tensor data of " + report.format +
+                            " checkpoints yet (it reads ShardScope, safetensors, torch.save, DeepSpeed and Megatron "
+                            "checkpoints)",
+                        path.string());
+        }
     }
 
     // Every part (and every rank's param/master check) is one work item, spread over the threads.

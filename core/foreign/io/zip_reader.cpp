@@ -193,10 +193,7 @@ ZipDirectory parse_zip_directory(std::string_view file, const std::string& displ
     return read_zip_directory(zip_read_memory(file), file.size(), display_path);
 }
 
-namespace {
-
-// Locates the entry's data after its local header; empty problem when fine.
-ZipEntryCheck locate(const ZipReadAt& read, const ZipDirectory& directory, const ZipEntry& entry)
+ZipEntryCheck locate_zip_entry(const ZipReadAt& read, const ZipDirectory& directory, const ZipEntry& entry)
 {
     ZipEntryCheck out;
     unsigned char local[kLocalSize];
@@ -234,13 +231,15 @@ ZipEntryCheck locate(const ZipReadAt& read, const ZipDirectory& directory, const
     return out;
 }
 
+namespace {
+
 // Streams the entry's data through `sink` (uncompressed bytes), computing CRC and size.
 ZipEntryCheck stream_entry(const ZipReadAt& read, const ZipDirectory& directory, std::size_t index,
                            const std::atomic<bool>* cancel, const std::function<void(uint64_t)>& progress,
                            const std::function<bool(const unsigned char*, std::size_t)>& sink)
 {
     const ZipEntry& entry = directory.entries.at(index);
-    ZipEntryCheck out = locate(read, directory, entry);
+    ZipEntryCheck out = locate_zip_entry(read, directory, entry);
     if (!out.ok)
         return out;
     out.ok = false;

@@ -53,6 +53,11 @@ struct ZipEntryCheck {
     std::string problem;       // why not ok (without the file name)
 };
 
+// Finds where `entry`'s data starts after its local header, without reading the data: ok, or a
+// problem (bad local header, data running into the central directory, encryption, an unknown
+// compression method).
+ZipEntryCheck locate_zip_entry(const ZipReadAt& read, const ZipDirectory& directory, const ZipEntry& entry);
+
 // Reads one entry's local header and data, recomputing its CRC-32 (inflating deflated data).
 // `progress` gets compressed bytes read so far; `cancel` is checked between chunks.
 ZipEntryCheck check_zip_entry(const ZipReadAt& read, uint64_t file_size, const ZipDirectory& directory,

@@ -3,8 +3,10 @@
 
 #include "testutil.h"
 
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -71,6 +73,46 @@ private slots:
         QVERIFY(run.exit_code == 0 || run.exit_code == 1);
         QVERIFY(run.out.contains("head.weight"));
         QVERIFY(!run.out.contains("embed.weight"));
+    }
+
+    // Real torch.save files (PyTorch writes them; scripts/setup.sh installs python3-torch): every
+    // statistic equals torch's own float64 computation, a transposed view and an offset view
+    // included, and shardctl never runs pickle to get there.
+    void realTorchSave()
+    {
+        QTemporaryDir tmp;
+        QProcess python;
+        python.start(QStringLiteral("/usr/bin/python3"),
+                     {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/fixtures/torch_save_stats.py"), tmp.path()});
+        if (!python.waitForFinished(120000) || python.exitCode() != 0) {
+            if (python.readAllStandardError().contains("No module named 'torch'") || python.error() == QProcess::FailedToStart)
+                QSKIP("PyTorch is not installed (apt-get install python3-torch; scripts/setup.sh does)");
+            QFAIL("the torch.save fixture script failed");
+        }
+        const fs::path dir = tmp.path().toStdString();
+        std::ifstream in(dir / "reference.json");
+        const nlohmann::json reference = nlohmann::json::parse(in);
+        const Run run = shardctl({QStringLiteral("stats"), qs(dir / "model.pt"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1); // "bad" holds a NaN and two infinities
+        const nlohmann::json out = run.json();
+        QCOMPARE(out.at("tensors").size(), reference.size());
+        for (const auto& t : out.at("tensors")) {
+            const std::string name = t.at("name").get<std::string>();
+            const auto& ref = reference.at(name);
+            for (const char* key : {"numel", "nan", "posinf", "neginf"})
+                QVERIFY2(t.at(key).get<uint64_t>() == ref.at(key).get<uint64_t>(), (name + " " + key).c_str());
+            for (const char* key : {"min", "max", "mean", "std", "l2"}) {
+                const double got = t.at(key).get<double>(), want = ref.at(key).get<double>();
+                QVERIFY2(std::abs(got - want) <= 1e-9 * std::max(1e-300, std::abs(want)),
+                         (name + " " + key + ": " + std::to_string(got) + " vs torch " + std::to_string(want)).c_str());
+            }
+        }
+        QCOMPARE(out.at("problems").at(0).at("kind").get<std::string>(), std::string("nonfinite_values"));
+
+        const Run index = shardctl({QStringLiteral("stats"), qs(dir), QStringLiteral("--json")});
+        QCOMPARE(index.exit_code, 0);
+        QCOMPARE(index.json().at("format").get<std::string>(), std::string("torch-index"));
+        QCOMPARE(index.json().at("tensors").size(), std::size_t(2));
     }
 
     void jsonInEveryOutcome()

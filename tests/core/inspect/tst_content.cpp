@@ -7,6 +7,7 @@
 #include "core/checkpoint/save.h"
 #include "core/inspect/content.h"
 #include "core/run/demo.h"
+#include "foreign_fixtures.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -89,6 +90,23 @@ template <class T>
 std::string bytes_of(const std::vector<T>& values)
 {
     return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+// torch.save({name: tensor}) of one contiguous 1-D float32 tensor, as torch writes it.
+std::string float_archive(const std::string& prefix, const std::string& name, const std::vector<float>& values)
+{
+    fixtures::PickleWriter p;
+    p.proto(2);
+    p.global("collections", "OrderedDict").op(')').op('R');
+    p.mark();
+    p.str(name);
+    fixtures::pickle_tensor_view(p, "0", "FloatStorage", int64_t(values.size()), 0, {values.size()}, {1});
+    p.op('u').stop();
+    fixtures::ZipWriter zip;
+    zip.add(prefix + "/data.pkl", p.out, p.out);
+    zip.add(prefix + "/data/0", bytes_of(values), bytes_of(values));
+    zip.add(prefix + "/version", "3\n", "3\n");
+    return zip.finish();
 }
 
 } // namespace
@@ -326,6 +344,121 @@ private slots:
         QCOMPARE(one.format, std::string("safetensors"));
         QCOMPARE(one.tensors.size(), std::size_t(1));
         QVERIFY(one.ok());
+    }
+
+    // torch.save archives read through the restricted pickle reader: a transposed (strided) view,
+    // a view at an offset into a shared storage, a bf16 storage, a NaN; the same names in two
+    // rank files become one tensor with two parts.
+    void torchArchivesWithViews()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        std::vector<float> storage(12);
+        for (std::size_t i = 0; i < storage.size(); ++i)
+            storage[i] = float(i) - 3.0f; // -3 .. 8
+        storage[11] = std::numeric_limits<float>::quiet_NaN();
+        std::vector<uint16_t> half = {float_to_bf16(1.0f), float_to_bf16(-2.0f), float_to_bf16(4.0f)};
+        auto archive = [&](const std::string& prefix, int variant) {
+            fixtures::PickleWriter p;
+            p.proto(2);
+            p.global("collections", "OrderedDict").op(')').op('R');
+            p.mark();
+            p.str("t"); // a 3x4 tensor stored transposed: shape (4, 3), strides (1, 4)
+            fixtures::pickle_tensor_view(p, "0", "FloatStorage", 12, 0, {4, 3}, {1, 4});
+            p.str("slice"); // elements 4..7 of the same storage
+            fixtures::pickle_tensor_view(p, "0", "FloatStorage", 12, 4, {4}, {1});
+            p.str("h");
+            fixtures::pickle_tensor_view(p, "1", "BFloat16Storage", 3, 0, {3}, {1});
+            p.str("gappy"); // every other element: a view with gaps
+            fixtures::pickle_tensor_view(p, "0", "FloatStorage", 12, 0, {6}, {2});
+            if (variant == 1) {
+                p.str("outside"); // reaches past its storage
+                fixtures::pickle_tensor_view(p, "0", "FloatStorage", 12, 10, {4}, {1});
+            }
+            p.op('u').stop();
+            fixtures::ZipWriter zip;
+            zip.add(prefix + "/data.pkl", p.out, p.out);
+            zip.add(prefix + "/data/0", bytes_of(storage), bytes_of(storage));
+            zip.add(prefix + "/data/1", bytes_of(half), bytes_of(half));
+            zip.add(prefix + "/version", "3\n", "3\n");
+            return zip.finish();
+        };
+        fixtures::write_file(dir / "model.pt", archive("model", 0));
+        const ContentReport r = inspect_content(dir / "model.pt");
+        QCOMPARE(r.format, std::string("torch"));
+        const TensorContent* t = find(r, "t");
+        std::string said;
+        for (const auto& p : r.problems)
+            said += p.message + "\n";
+        for (const auto& p : r.warnings)
+            said += p.message + "\n";
+        QVERIFY2(t, said.c_str());
+        QCOMPARE(t->stats.numel, uint64_t(12));
+        QCOMPARE(t->stats.nan, uint64_t(1));
+        QCOMPARE(t->stats.min, -3.0);
+        QCOMPARE(t->stats.max, 7.0);
+        const TensorContent* slice = find(r, "slice");
+        QCOMPARE(slice->stats.min, 1.0);
+        QCOMPARE(slice->stats.max, 4.0);
+        QCOMPARE(slice->stats.mean, 2.5);
+        const TensorContent* h = find(r, "h");
+        QCOMPARE(h->type, ElementType::BF16);
+        QCOMPARE(h->stats.mean, 1.0);
+        QVERIFY(!find(r, "gappy")); // not read, and said so
+        QVERIFY(has(r.warnings, ProblemKind::unreadable));
+        QVERIFY(has(r.problems, ProblemKind::nonfinite_values));
+
+        // A view that reaches past its storage is a problem naming the file and the tensor.
+        fixtures::write_file(dir / "bad.pt", archive("bad", 1));
+        const ContentReport bad = inspect_content(dir / "bad.pt");
+        bool named = false;
+        for (const auto& p : bad.problems)
+            named = named || (p.kind == ProblemKind::range_outside_file && p.message.find("'outside'") != std::string::npos &&
+                              p.path == "bad.pt");
+        QVERIFY(named);
+
+        // pytorch_model.bin.index.json: two files, tensors listed once each.
+        const fs::path hf = dir / "hf";
+        fs::create_directories(hf);
+        fixtures::write_file(hf / "pytorch_model-00001-of-00002.bin", archive("archive", 0));
+        fixtures::write_file(hf / "pytorch_model-00002-of-00002.bin",
+                                     fixtures::torch_archive("archive", {{"w2", {2, 2}}}));
+        std::ofstream(hf / "pytorch_model.bin.index.json")
+            << R"({"metadata": {}, "weight_map": {"t": "pytorch_model-00001-of-00002.bin",
+                 "w2": "pytorch_model-00002-of-00002.bin"}})";
+        const ContentReport index = inspect_content(hf);
+        QCOMPARE(index.format, std::string("torch-index"));
+        QVERIFY(find(index, "t") && find(index, "w2") == nullptr); // w2 has no strides recorded: a gap-free
+                                                                    // check cannot prove it dense
+    }
+
+    // DeepSpeed: the same optimizer tensor in every ZeRO rank's file is one tensor with a part per
+    // rank, and a NaN is traced to the rank file that holds it.
+    void deepspeedPartsPerRank()
+    {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        fixtures::write_file(root / "latest", "global_step3\n");
+        const fs::path tag = root / "global_step3";
+        fixtures::write_file(tag / "mp_rank_00_model_states.pt",
+                             float_archive("mp_rank_00_model_states", "module.w", {1, 2, 3, 4}));
+        for (int d = 0; d < 2; ++d) {
+            std::vector<float> part(8, float(d + 1));
+            if (d == 1)
+                part[3] = std::numeric_limits<float>::quiet_NaN();
+            const std::string name = "zero_pp_rank_" + std::to_string(d) + "_mp_rank_00_optim_states";
+            fixtures::write_file(tag / (name + ".pt"), float_archive(name, "optimizer_state_dict.exp_avg_sq", part));
+        }
+        const ContentReport r = inspect_content(root);
+        QCOMPARE(r.format, std::string("deepspeed"));
+        const TensorContent* t = find(r, "optimizer_state_dict.exp_avg_sq");
+        QVERIFY(t);
+        QCOMPARE(t->parts.size(), std::size_t(2));
+        QCOMPARE(t->stats.numel, uint64_t(16));
+        QCOMPARE(t->stats.nan, uint64_t(1));
+        QCOMPARE(t->part_stats[0].nonfinite() + t->part_stats[1].nonfinite(), uint64_t(1));
+        QVERIFY(has(r.problems, ProblemKind::nonfinite_values, 1));
+        QCOMPARE(find(r, "module.w")->stats.mean, 2.5);
     }
 
     void unsupportedFormatSaysSo()
