@@ -14,9 +14,7 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 using foreign::add_row;
-namespace {
-
-int rank_of(const std::string& name)
+int dcp_rank_of(const std::string& name)
 {
     // __<rank>_<n>.distcp
     if (!name.starts_with("__"))
@@ -27,6 +25,53 @@ int rank_of(const std::string& name)
         rank = rank * 10 + (name[i++] - '0');
     return i > 2 && i < name.size() && name[i] == '_' ? rank : -1;
 }
+
+uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& storage, uint64_t element_bytes,
+                               const std::string& shown)
+{
+    const uint64_t base = storage.offset, length = storage.length;
+    const ZipReadAt read = [&](void* buffer, std::size_t size, uint64_t offset) {
+        return offset <= length && size <= length - offset && file_read(buffer, size, base + offset);
+    };
+    unsigned char magic[4] = {0, 0, 0, 0};
+    const bool archive = length >= 4 && read(magic, 4, 0) && magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 &&
+                         magic[3] == 4;
+    if (archive) {
+        try {
+            const ZipDirectory directory = read_zip_directory(read, length, shown);
+            const TorchArchiveListing listing = list_torch_archive(read, length, directory, shown);
+            if (listing.refs.size() == 1 && listing.problems.empty()) {
+                const TorchTensorRef& ref = listing.refs[0];
+                for (const ZipEntry& entry : directory.entries)
+                    if (entry.name == listing.prefix + "data/" + ref.storage_key) {
+                        const ZipEntryCheck located = locate_zip_entry(read, directory, entry);
+                        if (!located.ok)
+                            throw Error(ProblemKind::invalid_archive, shown + ": " + located.problem, storage.file);
+                        // As verify requires: the storage is exactly the chunk's elements (in some
+                        // order, which statistics do not depend on).
+                        if (entry.method != 0 || ref.storage_offset != 0 || entry.uncompressed_size != element_bytes)
+                            throw Error(ProblemKind::size_mismatch,
+                                        shown + ": its archive's storage does not hold exactly the chunk's " +
+                                            std::to_string(element_bytes) + " bytes uncompressed",
+                                        storage.file);
+                        return base + located.data_offset;
+                    }
+            }
+        } catch (const Error&) {
+            if (length != element_bytes) // raw elements may start with the zip signature too
+                throw;
+        }
+    }
+    if (length != element_bytes)
+        throw Error(ProblemKind::size_mismatch,
+                    shown + ": " + std::to_string(length) + " bytes at offset " + std::to_string(base) +
+                        " are neither a torch.save archive of the chunk nor its " + std::to_string(element_bytes) +
+                        " raw bytes",
+                    storage.file);
+    return base;
+}
+
+namespace {
 
 bool checked_volume(const std::vector<uint64_t>& dims, uint64_t& out)
 {
@@ -238,7 +283,7 @@ ForeignLayout ownership_layout(const DcpMetadata& meta)
             if (!checked_volume(c->sizes, volume) || __builtin_add_overflow(layout.total, volume, &volume))
                 break; // check_tiling reports the overflow
             volume -= layout.total;
-            const int rank = c->storage.present ? rank_of(c->storage.file) : -1;
+            const int rank = c->storage.present ? dcp_rank_of(c->storage.file) : -1;
             if (!layout.holders.empty() && layout.holders.back().id == rank &&
                 layout.holders.back().offset + layout.holders.back().numel == layout.total)
                 layout.holders.back().numel += volume;
@@ -321,9 +366,9 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
     for (auto& [file, list] : ranges) {
         std::sort(list.begin(), list.end(),
                   [](const StoredRange& a, const StoredRange& b) { return a.offset < b.offset; });
-        report.shards.push_back(ShardCheck{.rank = rank_of(file), .path = file});
-        if (rank_of(file) >= 0)
-            ranks.insert(rank_of(file));
+        report.shards.push_back(ShardCheck{.rank = dcp_rank_of(file), .path = file});
+        if (dcp_rank_of(file) >= 0)
+            ranks.insert(dcp_rank_of(file));
     }
     // Files are listed in rank order, like native shards.
     std::stable_sort(report.shards.begin(), report.shards.end(),

@@ -7,6 +7,7 @@
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
+#include "core/foreign/io/zip_reader.h"
 
 #include <cstdint>
 #include <map>
@@ -65,6 +66,16 @@ inline DcpMetadata decode_dcp_metadata(const uint8_t* data, std::size_t size,
 
 // Element size of a torch dtype name ("float32" -> 4), 0 when unknown.
 uint64_t torch_dtype_size(std::string_view dtype);
+
+// The rank a DCP data file belongs to (`__<rank>_<n>.distcp`), or -1.
+int dcp_rank_of(const std::string& file_name);
+
+// Where the `element_bytes` bytes of a chunk's elements start in its data file: inside the
+// torch.save archive FileSystemWriter stores there (through the restricted reader; the archive's
+// storage must be stored uncompressed and hold exactly those bytes), or at the range itself when
+// it holds the raw elements. Error naming `shown` when neither.
+uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& storage, uint64_t element_bytes,
+                               const std::string& shown);
 
 // Verifies a DCP folder: the metadata decodes; every referenced file exists (confined beneath
 // `dir`) and every byte range lies within its file without overlapping another; every chunk has

@@ -4,6 +4,7 @@
 #include "core/checkpoint/verify_json.h"
 #include "core/checkpoint/dtype.h"
 #include "core/checkpoint/safetensors.h"
+#include "core/foreign/dcp.h"
 #include "core/foreign/deepspeed.h"
 #include "core/foreign/detect.h"
 #include "core/foreign/io/zip_reader.h"
@@ -295,6 +296,75 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
     }
 }
 
+// DCP: every chunk of every tensor is a part (rank from its file name), read inside the
+// torch.save archive FileSystemWriter stores it as, or as raw elements.
+void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report)
+{
+    const std::string meta_path = (dir / ".metadata").string();
+    const DcpMetadata meta =
+        decode_dcp_metadata(fsutil::read_small_file(dirfd, ".metadata", kMaxDcpMetadataBytes, meta_path), meta_path);
+    std::map<std::string, fsutil::OpenedFile> files;
+    for (const DcpTensor& t : meta.tensors) {
+        if (!selected(options, t.fqn))
+            continue;
+        const auto type = torch_element_type(t.dtype);
+        if (!type) {
+            report.warnings.push_back({ProblemKind::unreadable, -1, ".metadata",
+                                       meta_path + ": tensor '" + printable(t.fqn) + "' has dtype '" +
+                                           printable(t.dtype) + "', which stats does not read"});
+            continue;
+        }
+        TensorContent content{.name = t.fqn, .type = *type, .shape = t.size};
+        uint64_t first = 0;
+        for (const DcpChunk& c : t.chunks) {
+            const std::string what = "'" + printable(t.fqn) + "' chunk " + join_dims(c.offsets);
+            uint64_t numel = 1, bytes = 0;
+            bool overflow = false;
+            for (const uint64_t d : c.sizes)
+                overflow = overflow || __builtin_mul_overflow(numel, d, &numel);
+            overflow = overflow || __builtin_mul_overflow(numel, element_size(*type), &bytes);
+            if (!c.storage.present || c.storage.transformed || overflow) {
+                report.problems.push_back({overflow ? ProblemKind::invalid_manifest : ProblemKind::missing_tensor, -1,
+                                           c.storage.file,
+                                           meta_path + ": " + what +
+                                               (overflow ? ": its element count overflows"
+                                                : c.storage.transformed
+                                                    ? " is stored through a storage extension (transform), not read"
+                                                    : " has no storage")});
+                continue;
+            }
+            const int rank = dcp_rank_of(c.storage.file);
+            const std::string shown =
+                (rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string()) + (dir / c.storage.file).string();
+            auto [it, inserted] = files.try_emplace(c.storage.file);
+            if (inserted)
+                it->second = fsutil::open_beneath_for_read(dirfd, c.storage.file);
+            if (it->second.status != fsutil::OpenStatus::ok) {
+                report.problems.push_back({it->second.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
+                                                                                            : ProblemKind::unreadable,
+                                           rank, c.storage.file, shown + ": " + it->second.reason});
+                continue;
+            }
+            uint64_t end = 0;
+            if (__builtin_add_overflow(c.storage.offset, c.storage.length, &end) || end > it->second.size) {
+                report.problems.push_back({ProblemKind::range_outside_file, rank, c.storage.file,
+                                           shown + ": " + what + " runs past the end of the file"});
+                continue;
+            }
+            try {
+                const uint64_t at =
+                    locate_dcp_chunk_data(zip_read_fd(it->second.fd.get()), c.storage, bytes, shown + ": " + what);
+                content.parts.push_back(
+                    {.rank = rank, .file = c.storage.file, .byte_offset = at, .numel = numel, .first_element = first});
+                first += numel;
+            } catch (const Error& e) {
+                report.problems.push_back({e.kind(), rank, c.storage.file, e.what()});
+            }
+        }
+        report.tensors.push_back(std::move(content));
+    }
+}
+
 // The .pt files a DeepSpeed or Megatron checkpoint consists of, with their ranks, as the
 // structure-only verifier lists them; the directory they are relative to goes into `dir`.
 std::vector<TorchFile> torch_files_of(const VerifyReport& listed, fs::path& dir)
@@ -520,6 +590,7 @@ ContentReport inspect_content(const fs::path& path, const ContentOptions& option
             plan_safetensors(dir, dirfd.get(), index.files, options, report);
             break;
         }
+        case CheckpointFormat::torch_dcp: plan_dcp(dir, dirfd.get(), options, report); break;
         case CheckpointFormat::deepspeed:
         case CheckpointFormat::megatron: {
             const VerifyReport listed = detected.format == CheckpointFormat::deepspeed
@@ -527,6 +598,11 @@ ContentReport inspect_content(const fs::path& path, const ContentOptions& option
                                             : verify_megatron(path, VerifyOptions{}, false);
             fs::path step_dir;
             const std::vector<TorchFile> files_of = torch_files_of(listed, step_dir);
+            if (files_of.empty() && fs::exists(listed.dir / ".metadata", ec)) { // Megatron saved as DCP
+                open_dir(listed.dir);
+                plan_dcp(dir, dirfd.get(), options, report);
+                break;
+            }
             if (files_of.empty())
                 throw Error(ProblemKind::invalid_argument,
                             path.string() + ": stats found no torch.save files to read in this " + report.format +
@@ -538,9 +614,8 @@ ContentReport inspect_content(const fs::path& path, const ContentOptions& option
         }
         default:
             throw Error(ProblemKind::invalid_argument,
-                        path.string() + ": stats cannot read the tensor data of " + report.format +
-                            " checkpoints yet (it reads ShardScope, safetensors, torch.save, DeepSpeed and Megatron "
-                            "checkpoints)",
+                        path.string() + ": not a checkpoint stats can read (" + detected.reason +
+                            "); it reads ShardScope, safetensors, torch.save, DCP, DeepSpeed and Megatron checkpoints",
                         path.string());
         }
     }

@@ -12,6 +12,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -461,17 +462,72 @@ private slots:
         QCOMPARE(find(r, "module.w")->stats.mean, 2.5);
     }
 
-    void unsupportedFormatSaysSo()
+    // DCP: a raw chunk on rank 0 and a torch.save-archived chunk on rank 1 (as FileSystemWriter
+    // stores it), each a part; the figures equal a reference decoded from the same bytes.
+    void dcpChunksAsParts()
     {
         QTemporaryDir tmp;
         const fs::path dir = tmp.path().toStdString();
-        std::ofstream(dir / ".metadata") << "x";
+        std::vector<fixtures::DcpTensorSpec> tensors = {
+            {"model.weight", {4, 6}, {{{0, 0}, {2, 6}, "__0_0.distcp"}, {{2, 0}, {2, 6}, "__1_0.distcp"}}}};
+        std::vector<float> raw(12);
+        for (std::size_t i = 0; i < raw.size(); ++i)
+            raw[i] = 0.25f * float(i) - 1.0f;
+        raw[4] = std::numeric_limits<float>::infinity();
+        const std::string archive = fixtures::torch_tensor_archive({2, 6});
+        auto& c0 = tensors[0].chunks[0];
+        c0.offset = 0;
+        c0.length = raw.size() * 4;
+        auto& c1 = tensors[0].chunks[1];
+        c1.offset = 0;
+        c1.length = archive.size();
+        fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
+        fixtures::write_file(dir / "__0_0.distcp", bytes_of(raw));
+        fixtures::write_file(dir / "__1_0.distcp", archive);
+
+        // The archived chunk's elements: torch_zip's storage "0" pattern, decoded here by hand.
+        std::vector<double> expected(raw.begin(), raw.end());
+        for (uint64_t e = 0; e < 12; ++e) {
+            unsigned char b[4];
+            for (uint64_t k = 0; k < 4; ++k)
+                b[k] = static_cast<unsigned char>(((e * 4 + k) * 7) & 0xff);
+            float f;
+            std::memcpy(&f, b, 4);
+            expected.push_back(f);
+        }
+        ValueStats want;
+        want.add(expected.data(), expected.size());
+
+        const ContentReport r = inspect_content(dir);
+        QCOMPARE(r.format, std::string("torch-dcp"));
+        const TensorContent* t = find(r, "model.weight");
+        QVERIFY(t);
+        QCOMPARE(t->parts.size(), std::size_t(2));
+        QCOMPARE(t->parts[0].rank, 0);
+        QCOMPARE(t->parts[1].rank, 1);
+        QCOMPARE(t->stats.numel, uint64_t(24));
+        QCOMPARE(t->stats.posinf, want.posinf);
+        QCOMPARE(t->stats.nan, want.nan);
+        QCOMPARE(t->stats.min, want.min);
+        QCOMPARE(t->stats.max, want.max);
+        QVERIFY(close(t->stats.mean, want.mean, 1e-12));
+        QCOMPARE(t->part_stats[0].posinf, uint64_t(1)); // the Inf is rank 0's
+        bool traced = false;
+        for (const auto& p : r.problems)
+            traced = traced || (p.kind == ProblemKind::nonfinite_values && p.message.find("rank 0") != std::string::npos);
+        QVERIFY(traced);
+    }
+
+    void unknownFolderSaysSo()
+    {
+        QTemporaryDir tmp;
+        std::ofstream(fs::path(tmp.path().toStdString()) / "notes.txt") << "x";
         try {
-            inspect_content(dir);
-            QFAIL("a DCP folder must be refused until stats reads DCP data");
+            inspect_content(tmp.path().toStdString());
+            QFAIL("a folder without a checkpoint must be refused");
         } catch (const Error& e) {
             QCOMPARE(e.kind(), ProblemKind::invalid_argument);
-            QVERIFY(std::string(e.what()).find("torch-dcp") != std::string::npos);
+            QVERIFY(std::string(e.what()).find("not a checkpoint stats can read") != std::string::npos);
         }
     }
 };
