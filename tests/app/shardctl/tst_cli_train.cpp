@@ -104,15 +104,23 @@ private slots:
         QElapsedTimer budget;
         budget.start();
         // Bounded: at most 6 kills and 90 s, then the run is allowed to finish.
-        for (int attempt = 0; attempt < 6 && budget.elapsed() < 90'000; ++attempt) {
+        qint64 run_ms = m_reference_ms;
+        for (int attempt = 0; attempt < 8 && budget.elapsed() < 90'000; ++attempt) {
             QProcess process;
             process.start(QStringLiteral(SHARDCTL_PATH), train_args(dir, 30, 2, extra));
             QVERIFY(process.waitForStarted());
             // Somewhere inside a whole run (10 % to 90 % of the reference run's duration); later
             // attempts have less left to do and may finish first, which ends the loop.
-            const int delay_ms = int(m_reference_ms / 10 + qint64(rng() % 800) * m_reference_ms / 1000);
-            if (process.waitForFinished(delay_ms))
-                break; // it finished before the kill: the loop below checks the result
+            const int delay_ms = int(run_ms / 10 + qint64(rng() % 800) * run_ms / 1000);
+            if (process.waitForFinished(delay_ms)) {
+                if (kills > 0)
+                    break; // it finished after being killed and resumed: the checks below apply
+                // It finished before the first kill: the reference was timed on a busier machine
+                // (ctest runs suites side by side). Start over from scratch with shorter delays.
+                fs::remove_all(dir);
+                run_ms = std::max<qint64>(run_ms / 2, 20);
+                continue;
+            }
             process.kill(); // SIGKILL: no destructor, no flush, no cleanup
             process.waitForFinished();
             ++kills;
