@@ -8,6 +8,7 @@
 #include "widgets/jobs/pipelineplanner.h"
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/panels/reshardpanel.h"
+#include "widgets/panels/tensorspanel.h"
 #include "widgets/settings/settings.h"
 #include "widgets/style/statusstyle.h"
 
@@ -38,7 +39,8 @@ using namespace shardwidgets;
 MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     : QMainWindow(parent), m_settings(settings), m_interactive(interactive), m_tabs(new QTabWidget(this)),
       m_checkpointStack(new QStackedWidget(this)), m_checkpoint(new CheckpointPanel(this)),
-      m_planner(new PlannerPanel(this)), m_reshard(new ReshardPanel(this)), m_verdict(new QLabel(this))
+      m_planner(new PlannerPanel(this)), m_reshard(new ReshardPanel(this)), m_tensors(new TensorsPanel(this)),
+      m_verdict(new QLabel(this))
 {
     setWindowTitle(tr("ShardScope"));
     setWindowIcon(QIcon(QStringLiteral(":/icons/shardscope.svg")));
@@ -51,6 +53,7 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     m_checkpointStack->addWidget(createWelcomePage());
     m_checkpointStack->addWidget(m_checkpoint);
     m_tabs->addTab(m_checkpointStack, tr("&Checkpoint"));
+    m_tabs->addTab(m_tensors, tr("&Tensors"));
     m_tabs->addTab(m_reshard, tr("&Reshard"));
     m_tabs->addTab(m_planner, tr("&Pipeline planner"));
     m_reshard->setInteractive(m_interactive);
@@ -75,6 +78,9 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
             m_reshard->clear();
     });
     connect(m_checkpoint, &CheckpointPanel::openFailed, m_reshard, &ReshardPanel::clear);
+    // The Tensors page reads the values of the same checkpoint, in the background, at once.
+    connect(m_checkpoint, &CheckpointPanel::opened, m_tensors, &TensorsPanel::open);
+    connect(m_checkpoint, &CheckpointPanel::openFailed, m_tensors, &TensorsPanel::clear);
     // One target world size: the ownership map's preview lane follows the reshard page and back.
     connect(m_reshard, &ReshardPanel::targetChanged, m_checkpoint->reshardTargetBox(), &QSpinBox::setValue);
     connect(m_checkpoint->reshardTargetBox(), &QSpinBox::valueChanged, this, [this](int value) {
@@ -159,6 +165,8 @@ void MainWindow::createActions()
     showReshard->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_3));
     QAction* showPlan = view->addAction(tr("&Pipeline Planner"), this, &MainWindow::showPlanner);
     showPlan->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
+    QAction* showTensors = view->addAction(tr("&Tensors"), this, [this] { m_tabs->setCurrentWidget(m_tensors); });
+    showTensors->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_4));
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About ShardScope"), this, &MainWindow::showAbout);

@@ -14,6 +14,7 @@ namespace shardwidgets {
 class CheckpointPanel;
 class PlannerPanel;
 class ReshardPanel;
+class TensorsPanel;
 class Settings;
 struct ReportSources;
 } // namespace shardwidgets
@@ -35,6 +36,7 @@ public:
     shardwidgets::CheckpointPanel* checkpointPanel() const { return m_checkpoint; }
     shardwidgets::PlannerPanel* plannerPanel() const { return m_planner; }
     shardwidgets::ReshardPanel* reshardPanel() const { return m_reshard; }
+    shardwidgets::TensorsPanel* tensorsPanel() const { return m_tensors; }
 
 signals:
     void demoFailed(const QString& message);
@@ -67,6 +69,7 @@ private:
     shardwidgets::CheckpointPanel* m_checkpoint;
     shardwidgets::PlannerPanel* m_planner;
     shardwidgets::ReshardPanel* m_reshard;
+    shardwidgets::TensorsPanel* m_tensors;
     QMenu* m_recentMenu = nullptr;
     QLabel* m_verdict;
 };

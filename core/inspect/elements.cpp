@@ -58,6 +58,16 @@ void decode_as(const std::byte* bytes, std::size_t count, double* out)
     }
 }
 
+// The two 16-bit float formats, through core's exact conversions.
+void decode_half(const std::byte* bytes, std::size_t count, double* out, float (*to_float)(uint16_t))
+{
+    for (std::size_t i = 0; i < count; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, bytes + 2 * i, 2);
+        out[i] = to_float(bits);
+    }
+}
+
 } // namespace
 
 std::string_view to_string(ElementType type)
@@ -87,20 +97,8 @@ void decode_elements(ElementType type, const std::byte* bytes, std::size_t count
 {
     static_assert(std::endian::native == std::endian::little, "files are little-endian; so is every supported host");
     switch (type) {
-    case ElementType::F16:
-        for (std::size_t i = 0; i < count; ++i) {
-            uint16_t bits;
-            std::memcpy(&bits, bytes + 2 * i, 2);
-            out[i] = f16_to_float(bits);
-        }
-        return;
-    case ElementType::BF16:
-        for (std::size_t i = 0; i < count; ++i) {
-            uint16_t bits;
-            std::memcpy(&bits, bytes + 2 * i, 2);
-            out[i] = bf16_to_float(bits);
-        }
-        return;
+    case ElementType::F16: return decode_half(bytes, count, out, f16_to_float);
+    case ElementType::BF16: return decode_half(bytes, count, out, bf16_to_float);
     case ElementType::F32: return decode_as<float>(bytes, count, out);
     case ElementType::F64: return decode_as<double>(bytes, count, out);
     case ElementType::F8_E4M3: {

@@ -145,22 +145,29 @@ QImage Exporter::timelineImage(GanttView* gantt, int width)
     return gantt->renderFitted(QSize(width, gantt->preferredHeight()), 1.0);
 }
 
-QImage Exporter::ownershipImage(OwnershipMap* map, int width)
-{
-    LightPalette light(map);
-    QImage image(QSize(width, map->preferredHeight()), QImage::Format_ARGB32_Premultiplied);
-    QPainter painter(&image);
-    map->paintMap(painter, image.rect());
-    return image;
-}
+namespace {
 
-QImage Exporter::reshardImage(ReshardView* view, int width)
+// A view painted into an image of its preferred height, in the light palette reports use.
+template <class View>
+QImage paintedImage(View* view, int width, void (View::*paint)(QPainter&, const QRect&) const)
 {
     LightPalette light(view);
     QImage image(QSize(width, view->preferredHeight()), QImage::Format_ARGB32_Premultiplied);
     QPainter painter(&image);
-    view->paintView(painter, image.rect());
+    (view->*paint)(painter, image.rect());
     return image;
+}
+
+} // namespace
+
+QImage Exporter::ownershipImage(OwnershipMap* map, int width)
+{
+    return paintedImage(map, width, &OwnershipMap::paintMap);
+}
+
+QImage Exporter::reshardImage(ReshardView* view, int width)
+{
+    return paintedImage(view, width, &ReshardView::paintView);
 }
 
 shardscope::ReportInput Exporter::reportInput(const ReportSources& sources)

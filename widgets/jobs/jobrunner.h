@@ -6,6 +6,7 @@
 // its outcome is never delivered, the newest wins. The destructor cancels and waits for every
 // job, so a worker never outlives the state it writes to.
 
+#include "core/util/error.h"
 #include "widgets/jobs/throughputmeter.h"
 
 #include <QElapsedTimer>
@@ -17,6 +18,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace shardwidgets {
 
@@ -26,6 +29,22 @@ struct JobProgress {
     std::atomic<uint64_t> bytesDone{0};
     std::atomic<uint64_t> bytesTotal{0};
 };
+
+// Runs a worker's core call and turns what it throws into the Problem its outcome reports:
+// core's typed Error as it is, anything else as an io_error about `path`.
+template <class Work>
+std::optional<shardscope::Problem> problemOf(const std::string& path, Work&& work)
+{
+    try {
+        work();
+    } catch (const shardscope::Error& error) {
+        return error.problem();
+    } catch (const std::exception& error) {
+        return shardscope::Problem{
+            .kind = shardscope::ProblemKind::io_error, .rank = -1, .path = path, .message = error.what()};
+    }
+    return std::nullopt;
+}
 
 struct JobReading {
     quint64 bytesDone = 0;

@@ -26,17 +26,9 @@ bool ReshardController::start(const QString& source, int targetWorldSize, const 
             progress->bytesDone.store(done, std::memory_order_relaxed);
             progress->bytesTotal.store(total, std::memory_order_relaxed);
         };
-        try {
-            outcome.result = shardscope::reshard(src, targetWorldSize, dst, options);
-        } catch (const shardscope::Error& error) {
-            outcome.cancelled = error.problem().kind == shardscope::ProblemKind::cancelled;
-            outcome.error = error.problem();
-        } catch (const std::exception& error) {
-            outcome.error = shardscope::Problem{.kind = shardscope::ProblemKind::io_error,
-                                                .rank = -1,
-                                                .path = dst.string(),
-                                                .message = error.what()};
-        }
+        outcome.error = problemOf(dst.string(),
+                                  [&] { outcome.result = shardscope::reshard(src, targetWorldSize, dst, options); });
+        outcome.cancelled = outcome.error && outcome.error->kind == shardscope::ProblemKind::cancelled;
         return outcome;
     };
     m_runner.start(progress, std::move(work), [this](Outcome outcome) {

@@ -99,14 +99,7 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
         std::lock_guard lock(job->mutex);
         job->done.emplace_back(index, check);
     };
-    try {
-        outcome.report = shardscope::verify_checkpoint(dir, verify);
-    } catch (const shardscope::Error& error) {
-        outcome.error = error.problem();
-    } catch (const std::exception& error) {
-        outcome.error =
-            shardscope::Problem{shardscope::ProblemKind::io_error, -1, dir.string(), error.what()};
-    }
+    outcome.error = problemOf(dir.string(), [&] { outcome.report = shardscope::verify_checkpoint(dir, verify); });
     return outcome;
 }
 

@@ -1,0 +1,226 @@
+#include "widgets/panels/tensorspanel.h"
+
+#include "core/inspect/content.h"
+#include "widgets/jobs/contentcontroller.h"
+#include "widgets/models/tensorstatsmodel.h"
+#include "widgets/style/format.h"
+#include "widgets/views/failurebanner.h"
+#include "widgets/views/histogramview.h"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <algorithm>
+
+namespace shardwidgets {
+
+namespace {
+
+void setUpTable(QTableView* view)
+{
+    view->verticalHeader()->hide();
+    view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
+    view->setAlternatingRowColors(true);
+    view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    view->setSelectionMode(QAbstractItemView::SingleSelection);
+    view->setWordWrap(false);
+}
+
+// What a health problem means for whoever decides whether to resume from this step.
+QString meaningOf(shardscope::ProblemKind kind)
+{
+    switch (kind) {
+    case shardscope::ProblemKind::nonfinite_values:
+        return QObject::tr("The run had diverged when this step was saved: do not resume from it; resume from an "
+                           "earlier step whose tensors are finite.");
+    case shardscope::ProblemKind::negative_second_moment:
+        return QObject::tr("Adam's second moment cannot be negative: the optimizer state is corrupt; resume from an "
+                           "earlier step.");
+    case shardscope::ProblemKind::param_master_mismatch:
+        return QObject::tr("The parameters were not saved from the same step as their fp32 master weights: the "
+                           "state is inconsistent; resume from an earlier step.");
+    default: return QObject::tr("Some tensor data could not be read; check the file named above.");
+    }
+}
+
+} // namespace
+
+TensorsPanel::TensorsPanel(QWidget* parent)
+    : QWidget(parent), m_controller(new ContentController(this)), m_status(new QLabel(this)),
+      m_progress(new QProgressBar(this)), m_rate(new QLabel(this)), m_cancel(new QPushButton(tr("Cancel"), this)),
+      m_banner(new FailureBanner(this)), m_filter(new QLineEdit(this)), m_model(new TensorStatsModel(this)),
+      m_proxy(new QSortFilterProxyModel(this)), m_table(new QTableView(this)), m_histogram(new HistogramView(this)),
+      m_parts(new TensorPartsModel(this)), m_partsView(new QTableView(this))
+{
+    m_table->setObjectName(QStringLiteral("tensorTable"));
+    m_filter->setObjectName(QStringLiteral("tensorFilter"));
+    m_partsView->setObjectName(QStringLiteral("partsTable"));
+    m_histogram->setObjectName(QStringLiteral("histogram"));
+    m_banner->setObjectName(QStringLiteral("banner"));
+    auto* layout = new QVBoxLayout(this);
+    auto* header = new QHBoxLayout;
+    m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_progress->setRange(0, 1000);
+    m_progress->setMinimumWidth(180);
+    m_rate->setMinimumWidth(170);
+    m_cancel->setEnabled(false);
+    header->addWidget(m_status, 1);
+    header->addWidget(m_progress);
+    header->addWidget(m_rate);
+    header->addWidget(m_cancel);
+    layout->addLayout(header);
+    layout->addWidget(m_banner);
+    m_banner->hideBanner();
+
+    m_filter->setPlaceholderText(tr("Filter tensors (name, state, dtype…)"));
+    m_filter->setClearButtonEnabled(true);
+    m_proxy->setSourceModel(m_model);
+    m_proxy->setSortRole(Qt::UserRole);
+    m_proxy->setFilterKeyColumn(-1);
+    m_proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    m_table->setModel(m_proxy);
+    m_table->setSortingEnabled(true);
+    m_table->sortByColumn(-1, Qt::AscendingOrder); // model order (the checkpoint's) until the user sorts
+    setUpTable(m_table);
+    auto* left = new QWidget(this);
+    auto* leftLayout = new QVBoxLayout(left);
+    leftLayout->setContentsMargins(0, 0, 0, 0);
+    leftLayout->addWidget(m_filter);
+    leftLayout->addWidget(m_table);
+
+    m_partsView->setModel(m_parts);
+    setUpTable(m_partsView);
+    m_partsView->horizontalHeader()->setSectionResizeMode(TensorPartsModel::File, QHeaderView::Stretch);
+    auto* right = new QSplitter(Qt::Vertical, this);
+    right->addWidget(m_histogram);
+    right->addWidget(m_partsView);
+
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->addWidget(left);
+    split->addWidget(right);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    split->setSizes({1000, 600});
+    layout->addWidget(split, 1);
+
+    connect(m_filter, &QLineEdit::textChanged, m_proxy, &QSortFilterProxyModel::setFilterFixedString);
+    connect(m_cancel, &QPushButton::clicked, this, &TensorsPanel::cancel);
+    connect(m_controller, &ContentController::progressChanged, this, &TensorsPanel::onProgress);
+    connect(m_controller, &ContentController::finished, this, &TensorsPanel::onFinished);
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &TensorsPanel::showSelected);
+    clear();
+}
+
+void TensorsPanel::open(const QString& path)
+{
+    m_report.reset();
+    m_model->clear();
+    m_parts->setTensor(nullptr);
+    m_histogram->clear();
+    m_banner->hideBanner();
+    m_status->setText(tr("Reading the tensors of %1").arg(path));
+    m_progress->setValue(0);
+    m_progress->setFormat(tr("reading"));
+    m_rate->clear();
+    m_cancel->setEnabled(true);
+    m_controller->start(path);
+}
+
+void TensorsPanel::cancel()
+{
+    m_controller->cancel();
+}
+
+void TensorsPanel::clear()
+{
+    m_report.reset();
+    m_model->clear();
+    m_parts->setTensor(nullptr);
+    m_histogram->clear();
+    m_banner->hideBanner();
+    m_status->setText(tr("Open a checkpoint to look inside its tensors"));
+    m_progress->setValue(0);
+    m_progress->setFormat(tr("no checkpoint"));
+    m_rate->clear();
+    m_cancel->setEnabled(false);
+}
+
+void TensorsPanel::onProgress(quint64 done, quint64 total, double rate, double eta)
+{
+    m_progress->setValue(total ? int(done * 1000 / total) : 0);
+    m_progress->setFormat(total ? tr("%1 of %2").arg(formatBytes(done), formatBytes(total)) : tr("reading"));
+    m_rate->setText(tr("%1 · %2 left").arg(formatRate(rate), eta >= 0 ? formatDuration(eta) : tr("–")));
+}
+
+void TensorsPanel::onFinished()
+{
+    m_cancel->setEnabled(false);
+    const auto& outcome = m_controller->outcome();
+    if (outcome.error) {
+        m_progress->setFormat(tr("not read"));
+        m_status->setText(tr("Tensors not read"));
+        m_banner->showError(tr("The tensors cannot be read"), QString::fromStdString(outcome.error->message));
+        emit scanFinished(false);
+        return;
+    }
+    m_report = outcome.report;
+    m_model->setReport(m_report);
+    m_progress->setValue(1000);
+    const auto& r = *m_report;
+    m_progress->setFormat(r.cancelled ? tr("cancelled") : r.ok() ? tr("healthy") : tr("problems"));
+    m_status->setText(tr("%1 tensors (%2) read in %3")
+                          .arg(formatCount(r.tensors.size()), QString::fromStdString(r.format),
+                               formatDuration(r.seconds)));
+    if (r.cancelled)
+        m_banner->showResult(false, tr("Cancelled"), tr("Not every tensor was read; the table shows partial figures."));
+    else if (!r.problems.empty())
+        m_banner->showResult(false, QString::fromStdString(r.problems.front().message),
+                             meaningOf(r.problems.front().kind) +
+                                 (r.problems.size() > 1 ? tr(" (%1 more problems)").arg(r.problems.size() - 1) : QString()));
+    else
+        m_banner->showResult(true, tr("All %1 tensors are finite").arg(formatCount(r.tensors.size())),
+                             r.format == "shardscope"
+                                 ? tr("No NaN or Inf, no negative second moment, every parameter is its rounded "
+                                      "master weight.")
+                                 : tr("No NaN or Inf in any tensor."));
+    m_table->resizeColumnsToContents(); // once per report: names and figures fit, then the user decides
+    m_table->setColumnWidth(TensorStatsModel::Name, std::min(m_table->columnWidth(TensorStatsModel::Name), 360));
+    // Select the first tensor holding NaN/Inf, so the banner's finding is on screen at once.
+    int first = 0;
+    for (int row = 0; row < m_proxy->rowCount(); ++row)
+        if (const auto* t = m_model->tensorAt(m_proxy->mapToSource(m_proxy->index(row, 0)).row());
+            t && t->stats.nonfinite() > 0) {
+            first = row;
+            break;
+        }
+    if (m_proxy->rowCount() > 0) {
+        m_table->selectRow(first);
+        m_table->scrollTo(m_proxy->index(first, 0));
+    }
+    emit scanFinished(r.ok());
+}
+
+void TensorsPanel::showSelected()
+{
+    const QModelIndex current = m_proxy->mapToSource(m_table->currentIndex());
+    const shardscope::TensorContent* tensor = current.isValid() ? m_model->tensorAt(current.row()) : nullptr;
+    m_parts->setTensor(tensor);
+    m_partsView->resizeColumnsToContents();
+    if (!tensor) {
+        m_histogram->clear();
+        return;
+    }
+    QString title = QString::fromStdString(tensor->name);
+    if (!tensor->state.empty())
+        title += QStringLiteral(" [%1]").arg(QString::fromStdString(tensor->state));
+    m_histogram->setStats(title, tensor->stats);
+}
+
+} // namespace shardwidgets

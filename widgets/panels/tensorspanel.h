@@ -1,0 +1,70 @@
+#pragma once
+// The Tensors page: what the values of the open checkpoint look like. Core's inspect_content
+// runs in the background (ContentController) as soon as a checkpoint opens, with progress and
+// Cancel; then a sortable, filterable table of every tensor (NaN/Inf in red), the selected
+// tensor's log2|x| histogram and its parts (rank, file or chunk), and a banner naming the first
+// health problem and what it means for resuming.
+
+#include <QString>
+#include <QWidget>
+#include <memory>
+
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSortFilterProxyModel;
+class QTableView;
+
+namespace shardscope {
+struct ContentReport;
+}
+
+namespace shardwidgets {
+
+class ContentController;
+class FailureBanner;
+class HistogramView;
+class TensorPartsModel;
+class TensorStatsModel;
+
+class TensorsPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit TensorsPanel(QWidget* parent = nullptr);
+
+    void open(const QString& path); // starts the scan (the newest open wins)
+    void cancel();
+    void clear();
+
+    const shardscope::ContentReport* report() const { return m_report.get(); }
+    // The parts, for tests and the main window: each child also has an objectName ("tensorTable",
+    // "tensorFilter", "partsTable", "histogram", "banner") for QObject::findChild.
+    TensorStatsModel* model() const { return m_model; }
+    TensorPartsModel* partsModel() const { return m_parts; }
+
+signals:
+    void scanFinished(bool ok);
+
+private:
+    void onProgress(quint64 done, quint64 total, double rate, double eta);
+    void onFinished();
+    void showSelected();
+
+    ContentController* m_controller;
+    std::shared_ptr<const shardscope::ContentReport> m_report;
+    QLabel* m_status;
+    QProgressBar* m_progress;
+    QLabel* m_rate;
+    QPushButton* m_cancel;
+    FailureBanner* m_banner;
+    QLineEdit* m_filter;
+    TensorStatsModel* m_model;
+    QSortFilterProxyModel* m_proxy;
+    QTableView* m_table;
+    HistogramView* m_histogram;
+    TensorPartsModel* m_parts;
+    QTableView* m_partsView;
+};
+
+} // namespace shardwidgets
