@@ -35,7 +35,10 @@ int run_report(const QStringList& arguments)
     const QCommandLineOption fast(QStringLiteral("fast"), QStringLiteral("compare XXH3 instead of SHA-256"));
     const QCommandLineOption expect(QStringLiteral("expect-world-size"), QStringLiteral("expected world size"),
                                     QStringLiteral("N"));
-    parser.addOptions({format, out, profile, stages, microbatches, schedule, virtualStages, partition, fast, expect});
+    const QCommandLineOption content(QStringLiteral("content"),
+                                     QStringLiteral("read every tensor's values too: adds the content-health section"));
+    parser.addOptions({format, out, profile, stages, microbatches, schedule, virtualStages, partition, fast, expect,
+                       content});
     if (!parse(parser, arguments, 1, QStringLiteral("report")))
         return kUsage;
     const QString kind = parser.value(format);
@@ -57,6 +60,9 @@ int run_report(const QStringList& arguments)
     input.generator = "shardctl " SHARDSCOPE_VERSION;
     input.checkpoint_path = local(parser.positionalArguments().first());
     input.verify = shardscope::verify_checkpoint(input.checkpoint_path, verify);
+    if (parser.isSet(content))
+        input.content = std::make_shared<const shardscope::ContentReport>(
+            shardscope::inspect_content(input.checkpoint_path));
 
     if (parser.isSet(profile)) {
         namespace pl = shardscope::pipeline;
@@ -97,10 +103,15 @@ int run_report(const QStringList& arguments)
         return fail(kUsage, "cannot write " + local(parser.value(out)) + ": " + local(file.errorString()));
 
     const int code = shardscope::report_exit_code(input);
-    if (code != kOk && input.verify)
+    if (code != kOk && input.verify && !input.verify->ok())
         fail(code, local(parser.positionalArguments().first()) + ": " +
                        shardscope::classify_failure(*input.verify).title + " (report written to " +
                        local(parser.value(out)) + ")");
+    else if (code != kOk && input.content)
+        fail(code, local(parser.positionalArguments().first()) + ": " +
+                       (input.content->problems.empty() ? std::string("reading the tensors was cancelled")
+                                                        : input.content->problems.front().message) +
+                       " (report written to " + local(parser.value(out)) + ")");
     return code;
 }
 

@@ -5,6 +5,8 @@
 #include "app/shardscope/mainwindow.h"
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/panels/reshardpanel.h"
+#include "widgets/panels/tensorspanel.h"
+#include "core/inspect/content.h"
 #include "widgets/settings/settings.h"
 
 #include <QCoreApplication>
@@ -52,7 +54,14 @@ int runHeadlessExport(const HeadlessExport& request)
             return fail(2, QStringLiteral("%1: no such file or directory").arg(request.path));
         QEventLoop loop;
         auto* panel = window.checkpointPanel();
-        QObject::connect(panel, &shardwidgets::CheckpointPanel::verificationFinished, &loop, &QEventLoop::quit);
+        // The report carries both verdicts: wait for verification and for the tensors' scan.
+        int pending = 2;
+        auto oneDone = [&] {
+            if (--pending == 0)
+                loop.quit();
+        };
+        QObject::connect(panel, &shardwidgets::CheckpointPanel::verificationFinished, &loop, oneDone);
+        QObject::connect(window.tensorsPanel(), &shardwidgets::TensorsPanel::scanFinished, &loop, oneDone);
         QObject::connect(panel, &shardwidgets::CheckpointPanel::openFailed, &loop,
                          [&](const QString& message, const QString& path) {
                              status = fail(2, QStringLiteral("%1: %2").arg(path, message));
@@ -62,7 +71,8 @@ int runHeadlessExport(const HeadlessExport& request)
         loop.exec();
         if (status != 0)
             return status;
-        status = panel->report() && panel->report()->ok() ? 0 : 1;
+        const auto* content = window.tensorsPanel()->report();
+        status = panel->report() && panel->report()->ok() && (!content || content->ok()) ? 0 : 1;
     } else {
         window.showPlanner();
     }

@@ -308,6 +308,9 @@ ReportSources MainWindow::reportSources()
         sources.reshardPlan = &*m_reshard->plan();
         sources.reshardView = m_reshard->view();
     }
+    // The tensors read for the same checkpoint (the scan follows every open): its content health.
+    if (sources.report)
+        sources.content = m_tensors->sharedReport();
     sources.window = this;
     return sources;
 }

@@ -208,6 +208,21 @@ std::string verdict_line(const ReportInput& input)
     return summary.title;
 }
 
+// The tensors worth a look: the ones holding NaN/Inf first, then the ones a warning names.
+ReportTable content_table(const ContentReport& content)
+{
+    ReportTable table{.header = {"Tensor", "State", "Dtype", "Elements", "NaN", "+Inf", "-Inf"},
+                      .right = {false, false, false, true, true, true, true}};
+    for (const TensorContent& t : content.tensors) {
+        if (t.stats.nonfinite() == 0 || table.rows.size() >= kReshardRowsShown)
+            continue;
+        const ValueStats& s = t.stats;
+        table.rows.push_back({{t.name, t.state, std::string(to_string(t.type)), std::to_string(s.numel),
+                               std::to_string(s.nan), std::to_string(s.posinf), std::to_string(s.neginf)}});
+    }
+    return table;
+}
+
 } // namespace
 
 std::vector<ReportBlock> report_document(const ReportInput& input)
@@ -260,6 +275,41 @@ std::vector<ReportBlock> report_document(const ReportInput& input)
         table(pipeline_settings(*input.pipeline));
         image(input.gantt_image, "pipeline timeline");
         table(stage_table(input.pipeline->plan));
+    }
+    if (input.content) {
+        const ContentReport& content = *input.content;
+        heading(2, "Tensor content");
+        uint64_t nonfinite = 0;
+        for (const TensorContent& t : content.tensors)
+            nonfinite += t.stats.nonfinite() > 0;
+        if (content.ok())
+            doc.push_back({.kind = ReportBlock::Kind::verdict,
+                           .text = "All " + std::to_string(content.tensors.size()) + " tensors are finite" +
+                                   (content.format == "shardscope"
+                                        ? ", no second moment is negative and every parameter is its rounded master"
+                                        : ""),
+                           .good = true});
+        else
+            doc.push_back({.kind = ReportBlock::Kind::verdict,
+                           .text = content.cancelled ? std::string("Reading the tensors was cancelled")
+                                                     : content.problems.front().message,
+                           .detail = nonfinite > 0 ? std::to_string(nonfinite) + " of " +
+                                                         std::to_string(content.tensors.size()) +
+                                                         " tensors hold NaN or Inf: the run had diverged when this "
+                                                         "step was saved. Resume from an earlier step."
+                                                   : "The saved state is inconsistent (see the problems below): "
+                                                     "resume from an earlier step.",
+                           .good = false});
+        if (!content.problems.empty() || !content.warnings.empty()) {
+            ReportBlock problems{.kind = ReportBlock::Kind::problems};
+            for (const Problem& p : content.problems)
+                problems.items.emplace_back(std::string(to_string(p.kind)), p.message);
+            for (const Problem& p : content.warnings)
+                problems.items.emplace_back("warning: " + std::string(to_string(p.kind)), p.message);
+            doc.push_back(std::move(problems));
+        }
+        if (nonfinite > 0)
+            table(content_table(content));
     }
     if (input.reshard) {
         heading(2, "Reshard preview: " + std::to_string(input.reshard->source_world_size) + " → " +

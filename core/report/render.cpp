@@ -72,7 +72,7 @@ void markdown_table(std::ostringstream& out, const ReportTable& table)
 
 void html_table(std::ostringstream& out, const ReportTable& table)
 {
-    out << "<table border=\"1\" cellspacing=\"0\" cellpadding=\"4\">\n<tr>";
+    out << "<table border=\"1\" cellspacing=\"0\" cellpadding=\"4\" width=\"100%\">\n<tr>";
     for (const auto& h : table.header)
         out << "<th>" << html_escape(h) << "</th>";
     out << "</tr>\n";

@@ -174,6 +174,8 @@ nlohmann::json report_json(const ReportInput& input)
     }
     if (input.reshard)
         out["reshard"] = reshard_plan_json(*input.reshard);
+    if (input.content)
+        out["content"] = content_report_json(*input.content);
     out["ok"] = report_exit_code(input) == 0;
     return out;
 }
@@ -182,6 +184,8 @@ int report_exit_code(const ReportInput& input)
 {
     if (input.verify && !input.verify->ok())
         return input.verify->cancelled && input.verify->problems.empty() ? 2 : 1;
+    if (input.content && !input.content->ok())
+        return input.content->cancelled && input.content->problems.empty() ? 2 : 1;
     return 0;
 }
 

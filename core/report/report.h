@@ -12,8 +12,10 @@
 #include "core/util/enum_names.h"
 #include "core/pipeline/simulator.h"
 #include "core/checkpoint/reshard.h"
+#include "core/inspect/content.h"
 
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +63,9 @@ struct ReportInput {
     std::optional<PipelineSection> pipeline;
     // The reshard preview the user looked at (the plan to the target world size they chose).
     std::optional<ReshardPlan> reshard;
+    // What the tensors hold (shardctl stats): the content-health section. Shared, not copied:
+    // a large checkpoint's report has one entry per tensor.
+    std::shared_ptr<const ContentReport> content;
     // Image sources for the HTML/Markdown (file names or data: URIs); empty: no picture.
     std::string ownership_image;
     std::string gantt_image;
@@ -80,7 +85,8 @@ std::string report_markdown(const ReportInput& input);
 // keeps to the HTML subset QTextDocument renders (tables, no CSS layout).
 std::string report_html(const ReportInput& input);
 
-// 0 when the report is good, 1 when the checkpoint check failed (shardctl's exit codes).
+// 0 when the report is good, 1 when the checkpoint check or a content health check failed
+// (shardctl's exit codes).
 int report_exit_code(const ReportInput& input);
 
 } // namespace shardscope

@@ -186,6 +186,7 @@ shardscope::ReportInput Exporter::reportInput(const ReportSources& sources)
     }
     if (sources.reshardPlan)
         input.reshard = *sources.reshardPlan;
+    input.content = sources.content;
     return input;
 }
 

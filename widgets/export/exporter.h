@@ -10,6 +10,7 @@
 #include <QImage>
 #include <QString>
 #include <QStringList>
+#include <memory>
 
 class QWidget;
 
@@ -28,6 +29,7 @@ struct ReportSources {
     OwnershipMap* ownership = nullptr;
     const shardscope::ReshardPlan* reshardPlan = nullptr; // null: no reshard preview section
     ReshardView* reshardView = nullptr;                   // its picture (optional)
+    std::shared_ptr<const shardscope::ContentReport> content; // null: no content-health section
     QWidget* window = nullptr;                        // what a PNG/SVG "report" shows
 };
 

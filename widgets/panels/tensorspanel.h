@@ -38,6 +38,7 @@ public:
     void clear();
 
     const shardscope::ContentReport* report() const { return m_report.get(); }
+    const std::shared_ptr<const shardscope::ContentReport>& sharedReport() const { return m_report; }
     // The parts, for tests and the main window: each child also has an objectName ("tensorTable",
     // "tensorFilter", "partsTable", "histogram", "banner") for QObject::findChild.
     TensorStatsModel* model() const { return m_model; }

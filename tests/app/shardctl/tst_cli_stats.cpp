@@ -1,6 +1,8 @@
 // shardctl stats end to end: exit codes, the --json object in every outcome, and a NaN planted
 // in one rank's file traced back to that rank.
 
+#include "core/checkpoint/save.h"
+#include "core/run/demo.h"
 #include "testutil.h"
 
 #include <QProcess>
@@ -9,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 using namespace testutil;
 namespace fs = std::filesystem;
@@ -113,6 +116,32 @@ private slots:
         QCOMPARE(index.exit_code, 0);
         QCOMPARE(index.json().at("format").get<std::string>(), std::string("torch-index"));
         QCOMPARE(index.json().at("tensors").size(), std::size_t(2));
+    }
+
+    // report --content: a checkpoint that verifies (its hashes match) but holds a NaN fails the
+    // report through its content-health section alone.
+    void reportWithContent()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.filePath(QStringLiteral("ckpt")).toStdString();
+        auto states = shardscope::make_demo_state(4, 20'000, 2, shardscope::ParamDtype::F16);
+        states[1].exp_avg[9] = std::numeric_limits<float>::quiet_NaN();
+        shardscope::SaveOptions options;
+        options.tensors = shardscope::demo_tensor_layout(20'000);
+        shardscope::save_sharded(states, dir, 8, options);
+        const fs::path out = tmp.filePath(QStringLiteral("report.json")).toStdString();
+        const QStringList args = {QStringLiteral("report"), qs(dir), QStringLiteral("--format"), QStringLiteral("json"),
+                                  QStringLiteral("--out"), qs(out)};
+        QCOMPARE(shardctl(args).exit_code, 0); // without --content: bytes only, and they are right
+        const Run run = shardctl(args + QStringList{QStringLiteral("--content")});
+        QCOMPARE(run.exit_code, 1);
+        QVERIFY(run.err.contains("NaN"));
+        std::ifstream in(out);
+        const auto report = nlohmann::json::parse(in);
+        QCOMPARE(report.at("checkpoint").at("verify").at("ok").get<bool>(), true);
+        QCOMPARE(report.at("content").at("problems").at(0).at("kind").get<std::string>(), std::string("nonfinite_values"));
+        QCOMPARE(report.at("content").at("problems").at(0).at("rank").get<int>(), 1);
+        QCOMPARE(report.at("ok").get<bool>(), false);
     }
 
     void jsonInEveryOutcome()

@@ -5,6 +5,8 @@
 #include "core/checkpoint/verify_json.h"
 
 #include <QRegularExpression>
+#include <limits>
+#include <memory>
 #include <QTest>
 
 using namespace shardscope;
@@ -111,6 +113,39 @@ private slots:
         QVERIFY(html.contains(QStringLiteral("&lt;b&gt;digest&lt;/b&gt;"))); // escaped, never markup
         QVERIFY(!html.contains(QStringLiteral("<b>digest</b>")));
         QVERIFY(html.contains(QStringLiteral("Corruption")));
+    }
+
+    // The content-health section: the verdict, the problems and the tensors holding NaN/Inf, in
+    // every form; a failed health check fails the report.
+    void contentHealthSection()
+    {
+        ReportInput input;
+        input.checkpoint_path = "/ck";
+        input.verify = report({});
+        auto content = std::make_shared<ContentReport>();
+        content->format = "shardscope";
+        TensorContent t{.name = "layers.7.mlp.up_proj.weight", .state = "exp_avg_sq"};
+        const double values[] = {1.0, std::numeric_limits<double>::quiet_NaN(), 2.0};
+        t.stats.add(values, 3);
+        content->tensors.push_back(t);
+        content->problems.push_back({ProblemKind::nonfinite_values, 3, "rank3.safetensors",
+                                     "'layers.7.mlp.up_proj.weight' (exp_avg_sq) has 1 NaN: rank 3 holds 1"});
+        input.content = content;
+        QCOMPARE(report_exit_code(input), 1);
+        const auto json = report_json(input);
+        QCOMPARE(json["content"]["problems"][0]["kind"].get<std::string>(), std::string("nonfinite_values"));
+        QCOMPARE(json["ok"].get<bool>(), false);
+        const QString md = QString::fromStdString(report_markdown(input));
+        QVERIFY(md.contains(QStringLiteral("## Tensor content")));
+        QVERIFY(md.contains(QStringLiteral("**✗ 'layers.7.mlp.up_proj.weight' (exp_avg_sq) has 1 NaN")));
+        QVERIFY(md.contains(QStringLiteral("| layers.7.mlp.up_proj.weight | exp_avg_sq | F32 | 3 | 1 | 0 | 0 |")));
+        const QString html = QString::fromStdString(report_html(input));
+        QVERIFY(html.contains(QStringLiteral("<h2>Tensor content</h2>")));
+
+        content->problems.clear();
+        content->tensors.clear();
+        QCOMPARE(report_exit_code(input), 0);
+        QVERIFY(QString::fromStdString(report_markdown(input)).contains(QStringLiteral("**✓ All 0 tensors are finite")));
     }
 
     // The sections are defined once (report_document): Markdown and HTML (and so the PDF, which is
