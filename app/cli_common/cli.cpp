@@ -1,5 +1,7 @@
 #include "app/cli_common/cli.h"
 
+#include "core/util/printable.h"
+
 #include <cstdio>
 #include <iostream>
 
@@ -13,7 +15,8 @@ std::string local(const QString& text)
 int fail(int code, const std::string& sentence)
 {
     std::fflush(stdout);
-    std::cerr << "shardctl: " << sentence << std::endl;
+    // The one way errors reach the terminal: whatever a sentence quotes from a file is escaped.
+    std::cerr << "shardctl: " << shardscope::printable(sentence, 4096) << std::endl;
     return code;
 }
 
@@ -79,7 +82,9 @@ QCommandLineOption threads_option(const QString& help, const QString& default_va
 
 void print_json(const nlohmann::json& object)
 {
-    std::cout << object.dump(2) << std::endl;
+    // Names read from files may be invalid UTF-8: replaced (U+FFFD), never an exception with
+    // nothing on stdout.
+    std::cout << object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 
 void print_line(const std::string& text)

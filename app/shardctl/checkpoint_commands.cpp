@@ -190,7 +190,7 @@ int run_info(const QStringList& arguments)
         if (report.problems.empty())
             return kOk;
         for (const auto& p : report.problems)
-            std::cerr << "shardctl: " << p.message << '\n';
+            fail(kCheckFailed, p.message);
         return kCheckFailed;
     }
     if (as_json) {
@@ -248,7 +248,7 @@ int run_verify(const QStringList& arguments)
     if (report.ok())
         return kOk;
     for (const auto& p : report.problems)
-        std::cerr << "shardctl: " << p.message << '\n';
+        fail(kCheckFailed, p.message);
     if (report.cancelled)
         std::cerr << "shardctl: verification was cancelled\n";
     return kCheckFailed;

@@ -60,9 +60,17 @@ int run_report(const QStringList& arguments)
     input.generator = "shardctl " SHARDSCOPE_VERSION;
     input.checkpoint_path = local(parser.positionalArguments().first());
     input.verify = shardscope::verify_checkpoint(input.checkpoint_path, verify);
-    if (parser.isSet(content))
-        input.content = std::make_shared<const shardscope::ContentReport>(
-            shardscope::inspect_content(input.checkpoint_path));
+    if (parser.isSet(content)) {
+        // A checkpoint whose tensors cannot be read at all still gets its report, saying so.
+        auto read = std::make_shared<shardscope::ContentReport>();
+        try {
+            *read = shardscope::inspect_content(input.checkpoint_path);
+        } catch (const shardscope::Error& e) {
+            read->format = input.verify->format;
+            read->problems.push_back(e.problem());
+        }
+        input.content = std::move(read);
+    }
 
     if (parser.isSet(profile)) {
         namespace pl = shardscope::pipeline;
@@ -91,7 +99,7 @@ int run_report(const QStringList& arguments)
 
     std::string text;
     if (kind == QLatin1String("json"))
-        text = shardscope::report_json(input).dump(2) + "\n";
+        text = shardscope::report_json(input).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     else if (kind == QLatin1String("md"))
         text = shardscope::report_markdown(input);
     else

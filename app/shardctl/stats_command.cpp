@@ -51,7 +51,7 @@ void print_text(const ContentReport& report)
         print_line(line);
     }
     for (const Problem& w : report.warnings)
-        print_line("  warning: " + w.message);
+        print_line("  warning: " + printable(w.message, 4096));
     if (report.ok())
         print_line("OK: no non-finite values" + std::string(report.format == "shardscope"
                                                                  ? ", no negative second moments, params match masters"
@@ -87,8 +87,12 @@ int run_stats(const QStringList& arguments)
     }
     ContentOptions options;
     const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
-    if (!threads)
-        return failed({ProblemKind::invalid_argument, -1, "", "--threads must be an integer from 0 to 1024"});
+    if (!threads) { // int_option has said why on stderr
+        if (as_json)
+            print_json({{"ok", false},
+                        {"error", {{"kind", "invalid_argument"}, {"message", "--threads must be an integer from 0 to 1024"}}}});
+        return kUsage;
+    }
     options.threads = static_cast<int>(*threads);
     for (const QString& glob : parser.values(QStringLiteral("tensor")))
         options.tensor_globs.push_back(local(glob));
@@ -102,8 +106,8 @@ int run_stats(const QStringList& arguments)
         print_json(content_report_json(report));
     else
         print_text(report);
-    for (const Problem& p : report.problems)
-        std::cerr << "shardctl: " << p.message << '\n';
+    for (const Problem& p : report.problems) // messages quote names from the files: fail() escapes them
+        fail(kCheckFailed, p.message);
     return report.ok() ? kOk : kCheckFailed;
 }
 

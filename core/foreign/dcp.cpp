@@ -49,7 +49,8 @@ uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& sto
                             throw Error(ProblemKind::invalid_archive, shown + ": " + located.problem, storage.file);
                         // As verify requires: the storage is exactly the chunk's elements (in some
                         // order, which statistics do not depend on).
-                        if (entry.method != 0 || ref.storage_offset != 0 || entry.uncompressed_size != element_bytes)
+                        if (entry.method != 0 || ref.storage_offset != 0 || entry.uncompressed_size != element_bytes ||
+                            located.data_offset > length || length - located.data_offset < element_bytes)
                             throw Error(ProblemKind::size_mismatch,
                                         shown + ": its archive's storage does not hold exactly the chunk's " +
                                             std::to_string(element_bytes) + " bytes uncompressed",

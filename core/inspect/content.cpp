@@ -84,6 +84,7 @@ std::optional<Problem> check_param_master(int dirfd, const fs::path& dir, const 
     const fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, r.file);
     if (file.status != fsutil::OpenStatus::ok)
         return std::nullopt; // the scan of the same file reports it
+    const std::string shown = "rank " + std::to_string(r.rank) + ": " + (dir / r.file).string();
     const ParamDtype dtype = r.param_type == ElementType::F16 ? ParamDtype::F16 : ParamDtype::BF16;
     std::vector<uint16_t> param(kBlockElements);
     std::vector<float> master(kBlockElements);
@@ -94,7 +95,8 @@ std::optional<Problem> check_param_master(int dirfd, const fs::path& dir, const 
         const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kBlockElements, r.numel - at));
         if (!fsutil::read_exact(file.fd.get(), param.data(), n * 2, r.param_offset + at * 2) ||
             !fsutil::read_exact(file.fd.get(), master.data(), n * 4, r.master_offset + at * 4))
-            return std::nullopt;
+            return Problem{ProblemKind::unreadable, r.rank, r.file,
+                           shown + ": cannot read param and master to compare them: " + std::strerror(errno)};
         for (std::size_t i = 0; i < n; ++i) {
             if (std::isnan(master[i])) // NaN has many encodings; nonfinite_values reports it
                 continue;

@@ -38,49 +38,52 @@ bool selected(const ContentOptions& options, const std::string& name)
     return false;
 }
 
-struct OpenedHeader {
-    fsutil::OpenedFile file;
-    SafetensorsHeader header;
-};
-
-OpenedHeader open_safetensors(int dirfd, const fs::path& dir, const std::string& name, int rank)
+// The header of a safetensors file (the file is closed again: a checkpoint may have more ranks
+// than a process has descriptors). Error naming the file and rank when it cannot be used.
+SafetensorsHeader read_header(int dirfd, const fs::path& dir, const std::string& name, int rank)
 {
     const std::string display = (dir / name).string();
-    OpenedHeader out{fsutil::open_beneath_for_read(dirfd, name), {}};
-    if (out.file.status != fsutil::OpenStatus::ok)
-        throw Error(out.file.status == fsutil::OpenStatus::outside ? ProblemKind::path_outside_checkpoint
-                                                                    : ProblemKind::unreadable,
-                    (rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string()) + display + ": " +
-                        out.file.reason,
+    const fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, name);
+    if (file.status != fsutil::OpenStatus::ok)
+        throw Error(file.status == fsutil::OpenStatus::outside   ? ProblemKind::path_outside_checkpoint
+                    : file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_shard
+                                                                 : ProblemKind::unreadable,
+                    (rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string()) + display + ": " + file.reason,
                     name, rank);
-    out.header = read_safetensors_header(out.file.fd.get(), out.file.size, display, rank);
-    return out;
+    return read_safetensors_header(file.fd.get(), file.size, display, rank);
 }
 
 void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report,
                  std::vector<RankVectors>& ranks)
 {
     const Manifest m = read_manifest(dir);
+    // Overlapping or gapped ranks would be counted twice or not at all: verify's findings first.
+    if (auto problems = check_manifest(m, -1, (dir / "manifest.json").string()); !problems.empty()) {
+        report.problems = std::move(problems);
+        return;
+    }
     std::vector<TensorInfo> tensors = m.tensors;
     if (tensors.empty()) // no tensor list: each state's flat vector is one tensor
         tensors.push_back({.name = "flat", .shape = {m.param_numel_total}, .offset = 0, .numel = m.param_numel_total});
-    std::vector<OpenedHeader> headers;
+    // A rank file that cannot be read is a problem of the report; the other ranks are still read.
+    std::vector<std::optional<SafetensorsHeader>> headers;
     for (const auto& shard : m.shards) {
-        if (auto why = fsutil::unsafe_name_reason(shard.path))
-            throw Error(ProblemKind::path_outside_checkpoint,
-                        (dir / "manifest.json").string() + ": rank " + std::to_string(shard.rank) + "'s path '" +
-                            printable(shard.path) + "' " + *why,
-                        "manifest.json", shard.rank);
-        headers.push_back(open_safetensors(dirfd, dir, shard.path, shard.rank));
-        const auto* param = headers.back().header.find("param");
-        const auto* master = headers.back().header.find("master");
+        try {
+            headers.push_back(read_header(dirfd, dir, shard.path, shard.rank));
+        } catch (const Error& e) {
+            report.problems.push_back(e.problem());
+            headers.emplace_back();
+            continue;
+        }
+        const auto* param = headers.back()->find("param");
+        const auto* master = headers.back()->find("master");
         if (param && master)
             ranks.push_back({.rank = shard.rank,
                              .file = shard.path,
                              .param_type = m.param_dtype == ParamDtype::F16 ? ElementType::F16 : ElementType::BF16,
-                             .param_offset = headers.back().header.data_start() + param->begin,
-                             .master_offset = headers.back().header.data_start() + master->begin,
-                             .numel = std::min<uint64_t>(shard.param_shard_numel, master->bytes() / 4),
+                             .param_offset = headers.back()->data_start() + param->begin,
+                             .master_offset = headers.back()->data_start() + master->begin,
+                             .numel = std::min({shard.param_shard_numel, master->bytes() / 4, param->bytes() / 2}),
                              .flat_offset = shard.param_shard_offset});
     }
     for (const auto& t : tensors) {
@@ -98,15 +101,20 @@ void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, 
                 const uint64_t end = std::min(t.offset + t.numel, shard.param_shard_offset + shard.param_shard_numel);
                 if (begin >= end)
                     continue;
-                const SafetensorsTensor* stored = headers[r].header.find(state);
-                if (!stored || (begin - shard.param_shard_offset + (end - begin)) * size > stored->bytes())
-                    throw Error(ProblemKind::invalid_shard,
-                                "rank " + std::to_string(shard.rank) + ": " + (dir / shard.path).string() + " has no '" +
-                                    state + "' covering its slice of '" + printable(t.name) + "'",
-                                shard.path, shard.rank);
+                if (!headers[r])
+                    continue; // reported above
+                const SafetensorsTensor* stored = headers[r]->find(state);
+                if (!stored || (begin - shard.param_shard_offset + (end - begin)) * size > stored->bytes()) {
+                    if (report.problems.size() < 100)
+                        report.problems.push_back({ProblemKind::invalid_shard, shard.rank, shard.path,
+                                                   "rank " + std::to_string(shard.rank) + ": " +
+                                                       (dir / shard.path).string() + " has no '" + state +
+                                                       "' covering its slice of '" + printable(t.name) + "'"});
+                    continue;
+                }
                 content.parts.push_back({.rank = shard.rank,
                                          .file = shard.path,
-                                         .byte_offset = headers[r].header.data_start() + stored->begin +
+                                         .byte_offset = headers[r]->data_start() + stored->begin +
                                                         (begin - shard.param_shard_offset) * size,
                                          .numel = end - begin,
                                          .first_element = begin - t.offset});
@@ -122,19 +130,26 @@ void plan_safetensors(const fs::path& dir, int dirfd, const std::vector<std::str
                       const ContentOptions& options, ContentReport& report)
 {
     for (const auto& file : files) {
-        const OpenedHeader opened = open_safetensors(dirfd, dir, file, -1);
-        for (const auto& t : opened.header.tensors) {
+        SafetensorsHeader header;
+        try {
+            header = read_header(dirfd, dir, file, -1);
+        } catch (const Error& e) {
+            report.problems.push_back(e.problem());
+            continue;
+        }
+        for (const auto& t : header.tensors) {
             if (!selected(options, t.name))
                 continue;
             const auto type = element_type_from_safetensors(t.dtype);
-            if (!type) // read_safetensors_header only accepts known dtypes; be explicit anyway
-                throw Error(ProblemKind::invalid_shard,
-                            (dir / file).string() + ": tensor '" + printable(t.name) + "' has dtype '" +
-                                printable(t.dtype) + "', which stats cannot read",
-                            file);
+            if (!type) { // complex or another type statistics do not cover
+                report.warnings.push_back({ProblemKind::unreadable, -1, file,
+                                           (dir / file).string() + ": tensor '" + printable(t.name) + "' has dtype '" +
+                                               printable(t.dtype) + "', which stats does not read"});
+                continue;
+            }
             TensorContent content{.name = t.name, .type = *type, .shape = t.shape};
             content.parts.push_back({.file = file,
-                                     .byte_offset = opened.header.data_start() + t.begin,
+                                     .byte_offset = header.data_start() + t.begin,
                                      .numel = t.bytes() / element_size(*type)});
             report.tensors.push_back(std::move(content));
         }
@@ -182,13 +197,37 @@ struct TorchFile {
     int rank = -1;
 };
 
+// Files whose names differ only in a data- or tensor-parallel rank hold slices of the same
+// tensors; a layer index or a pipeline stage names different tensors (DeepSpeed's layer files and
+// Megatron's stages number their layers locally). The rank digits become '*':
+//   bf16_zero_pp_rank_3_mp_rank_01_optim_states.pt -> bf16_zero_pp_rank_*_mp_rank_*_optim_states.pt
+//   layer_05-model_01-model_states.pt              -> layer_05-model_*-model_states.pt
+//   mp_rank_01_002/model_optim_rng.pt              -> mp_rank_*_002/model_optim_rng.pt
+std::string slice_group(std::string file)
+{
+    for (const std::string_view marker : {"zero_pp_rank_", "mp_rank_", "-model_"}) {
+        const std::size_t at = file.find(marker);
+        if (at == std::string::npos)
+            continue;
+        std::size_t begin = at + marker.size(), end = begin;
+        while (end < file.size() && file[end] >= '0' && file[end] <= '9')
+            ++end;
+        if (end > begin)
+            file.replace(begin, end - begin, "*");
+    }
+    return file;
+}
+
 // Lays out the tensors of torch.save archives (each file's data.pkl through the restricted reader,
 // never unpickled). Tensors of the same name in several files (DeepSpeed's ZeRO partitions,
 // tensor-parallel slices) become one tensor with a part per file.
 void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& files, const ContentOptions& options,
                 ContentReport& report)
 {
-    std::map<std::string, std::size_t> by_name;
+    std::map<std::pair<std::string, std::string>, std::size_t> by_key; // (slice group, name) -> tensor
+    std::map<std::string, std::vector<std::size_t>> by_name;              // name -> its tensors
+    std::vector<std::string> group_of;                                    // per tensor planned here
+    const std::size_t base = report.tensors.size();
     for (const TorchFile& tf : files) {
         const std::string shown = (tf.rank >= 0 ? "rank " + std::to_string(tf.rank) + ": " : std::string()) +
                                   (dir / tf.file).string();
@@ -260,9 +299,13 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
                                                std::to_string(stored.uncompressed_size) + "-byte storage"});
                 continue;
             }
-            auto [it, inserted] = by_name.try_emplace(ref.name, report.tensors.size());
-            if (inserted)
+            const std::string group = slice_group(tf.file);
+            auto [it, inserted] = by_key.try_emplace({group, ref.name}, report.tensors.size());
+            if (inserted) {
+                by_name[ref.name].push_back(report.tensors.size());
+                group_of.push_back(group);
                 report.tensors.push_back({.name = ref.name, .type = *type, .shape = ref.shape});
+            }
             TensorContent& tensor = report.tensors[it->second];
             if (tensor.type != *type) {
                 report.problems.push_back({ProblemKind::invalid_archive, tf.rank, tf.file,
@@ -280,6 +323,17 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
                                     .first_element = first});
         }
     }
+    for (const auto& [name, indices] : by_name) // one name in several layers or stages: say whose
+        if (indices.size() > 1)
+            for (const std::size_t i : indices)
+                report.tensors[i].name = group_of[i - base] + ": " + name;
+    for (std::size_t i = base; i < report.tensors.size(); ++i) // slices of several files: flattened
+        if (TensorContent& t = report.tensors[i]; t.parts.size() > 1) {
+            uint64_t total = 0;
+            for (const TensorPart& p : t.parts)
+                total += p.numel;
+            t.shape = {total};
+        }
 }
 
 // DCP: every chunk of every tensor is a part (rank from its file name), read inside the
@@ -322,6 +376,8 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
             const int rank = dcp_rank_of(c.storage.file);
             const std::string shown =
                 (rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string()) + (dir / c.storage.file).string();
+            if (files.size() >= 256) // a cache, not every rank's file at once: descriptors are finite
+                files.clear();
             auto [it, inserted] = files.try_emplace(c.storage.file);
             if (inserted)
                 it->second = fsutil::open_beneath_for_read(dirfd, c.storage.file);

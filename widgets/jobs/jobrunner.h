@@ -66,10 +66,16 @@ public:
     ~JobRunner()
     {
         cancel();
-        for (auto* watcher : m_retired)
+        // Wait, then delete the watchers: their queued "finished" would otherwise reach lambdas
+        // that point at this runner after it is gone (the owner may live on).
+        for (auto* watcher : m_retired) {
             watcher->waitForFinished();
-        if (m_watcher)
+            delete watcher;
+        }
+        if (m_watcher) {
             m_watcher->waitForFinished();
+            delete m_watcher;
+        }
     }
     JobRunner(const JobRunner&) = delete;
     JobRunner& operator=(const JobRunner&) = delete;

@@ -79,11 +79,11 @@ TensorsPanel::TensorsPanel(QWidget* parent)
     layout->addWidget(m_banner);
     m_banner->hideBanner();
 
-    m_filter->setPlaceholderText(tr("Filter tensors (name, state, dtype…)"));
+    m_filter->setPlaceholderText(tr("Filter tensors by name"));
     m_filter->setClearButtonEnabled(true);
     m_proxy->setSourceModel(m_model);
     m_proxy->setSortRole(Qt::UserRole);
-    m_proxy->setFilterKeyColumn(-1);
+    m_proxy->setFilterKeyColumn(TensorStatsModel::Name); // names only: no figure is formatted per keystroke
     m_proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
     m_table->setModel(m_proxy);
     m_table->setSortingEnabled(true);

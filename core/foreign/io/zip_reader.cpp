@@ -213,6 +213,13 @@ ZipEntryCheck locate_zip_entry(const ZipReadAt& read, const ZipDirectory& direct
         out.problem = "the data of entry '" + entry.name + "' runs into the central directory";
         return out;
     }
+    // A stored entry is its own bytes: a larger uncompressed size would make a reader that takes
+    // the data as is run past the entry into its neighbours.
+    if (entry.method == 0 && entry.uncompressed_size != entry.compressed_size) {
+        out.problem = "stored entry '" + entry.name + "' records " + std::to_string(entry.uncompressed_size) +
+                      " bytes but holds " + std::to_string(entry.compressed_size);
+        return out;
+    }
     std::string name(name_len, '\0');
     if (!read(name.data(), name.size(), entry.local_header_offset + kLocalSize) || name != entry.name) {
         out.problem = "the local header of '" + entry.name + "' names '" + name + "'";

@@ -71,11 +71,16 @@ private slots:
         QVERIFY(problem.at("message").get<std::string>().find("exp_avg_sq") != std::string::npos);
         QVERIFY(run.err.contains("rank 3"));
 
-        // The text form says the same on stderr and exits 1.
-        run = shardctl({QStringLiteral("stats"), qs(dir), QStringLiteral("--tensor"), QStringLiteral("head*")});
-        QVERIFY(run.exit_code == 0 || run.exit_code == 1);
-        QVERIFY(run.out.contains("head.weight"));
-        QVERIFY(!run.out.contains("embed.weight"));
+        // The text form: the NaN (rank 3 holds the end of the flat vector, the head) on stderr,
+        // exit 1; a glob that leaves the head out reads only healthy tensors.
+        run = shardctl({QStringLiteral("stats"), qs(dir)});
+        QCOMPARE(run.exit_code, 1);
+        QVERIFY(run.err.contains("rank 3 (rank3.safetensors)"));
+        run = shardctl({QStringLiteral("stats"), qs(dir), QStringLiteral("--tensor"), QStringLiteral("embed*")});
+        QCOMPARE(run.exit_code, 0);
+        QVERIFY(run.err.isEmpty());
+        QVERIFY(run.out.contains("embed.weight"));
+        QVERIFY(!run.out.contains("head.weight"));
     }
 
     // Real torch.save files (PyTorch writes them; scripts/setup.sh installs python3-torch): every
@@ -142,6 +147,31 @@ private slots:
         QCOMPARE(report.at("content").at("problems").at(0).at("kind").get<std::string>(), std::string("nonfinite_values"));
         QCOMPARE(report.at("content").at("problems").at(0).at("rank").get<int>(), 1);
         QCOMPARE(report.at("ok").get<bool>(), false);
+    }
+
+    // A hostile tensor name (a terminal escape) never reaches the terminal raw, and --json still
+    // prints one object.
+    void hostileNamesAreEscaped()
+    {
+        QTemporaryDir tmp;
+        const fs::path file = tmp.filePath(QStringLiteral("evil.safetensors")).toStdString();
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        // The name is ESC ] 0 ; pwned BEL w: a terminal title change, JSON-escaped in the header.
+        std::string header = "{\"\\u001b]0;pwned\\u0007w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+        header.append((8 - header.size() % 8) % 8, ' ');
+        std::string bytes;
+        const uint64_t length = header.size();
+        bytes.append(reinterpret_cast<const char*>(&length), 8);
+        bytes += header;
+        bytes.append(reinterpret_cast<const char*>(&nan), 4);
+        write_text(file, bytes);
+        Run run = shardctl({QStringLiteral("stats"), qs(file), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        QVERIFY(!run.err.contains('\x1b'));
+        QVERIFY(run.err.contains("\\x1b"));
+        QCOMPARE(run.json().at("problems").at(0).at("kind").get<std::string>(), std::string("nonfinite_values"));
+        run = shardctl({QStringLiteral("stats"), qs(file)});
+        QVERIFY(!run.out.contains('\x1b') && !run.err.contains('\x1b'));
     }
 
     void jsonInEveryOutcome()
