@@ -480,6 +480,23 @@ private slots:
         QCOMPARE(t->part_stats[0].nonfinite() + t->part_stats[1].nonfinite(), uint64_t(1));
         QVERIFY(has(r.problems, ProblemKind::nonfinite_values, 1));
         QCOMPARE(find(r, "module.w")->stats.mean, 2.5);
+
+        // Pipeline layer files: the same key in two layers names two tensors; the tensor-parallel
+        // files of one layer are its slices.
+        fixtures::write_file(tag / "layer_01-model_00-model_states.pt", float_archive("l1m0", "weight", {1, 1}));
+        fixtures::write_file(tag / "layer_01-model_01-model_states.pt", float_archive("l1m1", "weight", {3, 3}));
+        fixtures::write_file(tag / "layer_02-model_00-model_states.pt", float_archive("l2m0", "weight", {-5}));
+        fixtures::write_file(tag / "layer_02-model_01-model_states.pt", float_archive("l2m1", "weight", {-7}));
+        fixtures::write_file(tag / "mp_rank_01_model_states.pt", float_archive("mp_rank_01_model_states", "module.w", {5, 6}));
+        const ContentReport layers = inspect_content(root);
+        const TensorContent* one = find(layers, "layer_01-model_*-model_states.pt: weight");
+        const TensorContent* two = find(layers, "layer_02-model_*-model_states.pt: weight");
+        QVERIFY(one && two);
+        QCOMPARE(one->parts.size(), std::size_t(2));
+        QCOMPARE(one->stats.mean, 2.0);
+        QCOMPARE(two->stats.mean, -6.0);
+        QCOMPARE(find(layers, "module.w")->parts.size(), std::size_t(2)); // mp_rank_00 and mp_rank_01
+        QCOMPARE(find(layers, "module.w")->shape, std::vector<uint64_t>{6});
     }
 
     // DCP: a raw chunk on rank 0 and a torch.save-archived chunk on rank 1 (as FileSystemWriter
