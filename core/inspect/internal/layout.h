@@ -2,6 +2,7 @@
 // Internal to core/inspect: how each format's tensors are laid out in files (layout.cpp), for
 // content.cpp to read.
 
+#include "core/checkpoint/verify.h"
 #include "core/inspect/content.h"
 
 #include <filesystem>
@@ -17,6 +18,24 @@ struct RankVectors {
     ElementType param_type = ElementType::BF16;
     uint64_t param_offset = 0, master_offset = 0, numel = 0, flat_offset = 0;
 };
+
+// A torch.save file of a checkpoint: relative to its directory, and the rank it belongs to.
+struct TorchFile {
+    std::string file; // relative to the checkpoint directory
+    int rank = -1;
+};
+
+// True when no --tensor glob is given or `name` matches one of them.
+bool selected(const ContentOptions& options, const std::string& name);
+
+// The torch-based layouts (torch_layout.cpp): torch.save archives, with tensors of the same name
+// in files that differ only in a data- or tensor-parallel rank merged as parts; DCP chunks; the
+// .pt files of a DeepSpeed or Megatron listing (its directory into `dir`).
+void plan_torch(const std::filesystem::path& dir, int dirfd, const std::vector<TorchFile>& files,
+                const ContentOptions& options, ContentReport& report);
+void plan_dcp(const std::filesystem::path& dir, int dirfd, const ContentOptions& options, ContentReport& report);
+std::vector<TorchFile> torch_files_of(const VerifyReport& listed, std::filesystem::path& dir);
+bool is_torch_file(const std::filesystem::path& path);
 
 // Detects the format at `path` and fills report.format and report.tensors (with their parts; no
 // values read yet), and `ranks` for the native param/master check. Returns the directory the

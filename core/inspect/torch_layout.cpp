@@ -1,0 +1,290 @@
+// The tensor layouts of the torch-based formats (internal/layout.h): torch.save archives (single
+// files, pytorch_model.bin indexes, DeepSpeed, Megatron) and DCP chunks, read through the
+// restricted pickle reader only.
+
+#include "core/inspect/internal/layout.h"
+
+#include "core/foreign/dcp.h"
+#include "core/foreign/io/zip_reader.h"
+#include "core/foreign/torch_archive.h"
+#include "core/util/fsutil.h"
+#include "core/util/printable.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+namespace shardscope::inspect {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// torch.save's dtype names (from the storage class) as element types; nullopt for what
+// statistics do not cover (complex numbers) or an unknown storage.
+std::optional<ElementType> torch_element_type(const std::string& dtype)
+{
+    static const std::map<std::string, ElementType> types = {
+        {"float32", ElementType::F32}, {"float64", ElementType::F64}, {"float16", ElementType::F16},
+        {"bfloat16", ElementType::BF16}, {"int64", ElementType::I64}, {"int32", ElementType::I32},
+        {"int16", ElementType::I16},   {"int8", ElementType::I8},     {"uint8", ElementType::U8},
+        {"bool", ElementType::BOOL},
+    };
+    const auto it = types.find(dtype);
+    return it == types.end() ? std::nullopt : std::optional(it->second);
+}
+
+// True when the view covers exactly `numel` consecutive storage elements in some order (a
+// contiguous tensor, or a permutation of one such as a transpose): statistics do not depend on
+// the order, so it is read as one run.
+bool dense_view(const std::vector<uint64_t>& shape, const std::vector<int64_t>& stride)
+{
+    if (stride.size() != shape.size())
+        return false;
+    std::vector<std::pair<int64_t, uint64_t>> dims; // (stride, size) of dimensions that matter
+    for (std::size_t d = 0; d < shape.size(); ++d)
+        if (shape[d] > 1)
+            dims.push_back({stride[d], shape[d]});
+    std::sort(dims.begin(), dims.end());
+    int64_t expected = 1;
+    for (const auto& [st, size] : dims) {
+        if (st != expected)
+            return false;
+        if (__builtin_mul_overflow(expected, static_cast<int64_t>(size), &expected))
+            return false;
+    }
+    return true;
+}
+
+
+// Files whose names differ only in a data- or tensor-parallel rank hold slices of the same
+// tensors; a layer index or a pipeline stage names different tensors (DeepSpeed's layer files and
+// Megatron's stages number their layers locally). The rank digits become '*':
+//   bf16_zero_pp_rank_3_mp_rank_01_optim_states.pt -> bf16_zero_pp_rank_*_mp_rank_*_optim_states.pt
+//   layer_05-model_01-model_states.pt              -> layer_05-model_*-model_states.pt
+//   mp_rank_01_002/model_optim_rng.pt              -> mp_rank_*_002/model_optim_rng.pt
+std::string slice_group(std::string file)
+{
+    for (const std::string_view marker : {"zero_pp_rank_", "mp_rank_", "-model_"}) {
+        const std::size_t at = file.find(marker);
+        if (at == std::string::npos)
+            continue;
+        std::size_t begin = at + marker.size(), end = begin;
+        while (end < file.size() && file[end] >= '0' && file[end] <= '9')
+            ++end;
+        if (end > begin)
+            file.replace(begin, end - begin, "*");
+    }
+    return file;
+}
+
+} // namespace
+
+// Lays out the tensors of torch.save archives (each file's data.pkl through the restricted reader,
+// never unpickled). Tensors of the same name in several files (DeepSpeed's ZeRO partitions,
+// tensor-parallel slices) become one tensor with a part per file.
+void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& files, const ContentOptions& options,
+                ContentReport& report)
+{
+    std::map<std::pair<std::string, std::string>, std::size_t> by_key; // (slice group, name) -> tensor
+    std::map<std::string, std::vector<std::size_t>> by_name;              // name -> its tensors
+    std::vector<std::string> group_of;                                    // per tensor planned here
+    const std::size_t base = report.tensors.size();
+    for (const TorchFile& tf : files) {
+        const std::string shown = (tf.rank >= 0 ? "rank " + std::to_string(tf.rank) + ": " : std::string()) +
+                                  (dir / tf.file).string();
+        fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, tf.file);
+        if (file.status != fsutil::OpenStatus::ok) {
+            report.problems.push_back({file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
+                                                                                    : ProblemKind::unreadable,
+                                       tf.rank, tf.file, shown + ": " + file.reason});
+            continue;
+        }
+        const ZipReadAt read = zip_read_fd(file.fd.get());
+        TorchArchiveListing listing;
+        ZipDirectory directory;
+        try {
+            directory = read_zip_directory(read, file.size, shown);
+            listing = list_torch_archive(read, file.size, directory, shown);
+        } catch (const Error& e) {
+            report.problems.push_back({e.kind(), tf.rank, tf.file, e.what()});
+            continue;
+        }
+        for (const Problem& p : listing.problems)
+            report.problems.push_back({p.kind, tf.rank, tf.file, p.message});
+        std::map<std::string, const ZipEntry*> entries;
+        for (const ZipEntry& e : directory.entries)
+            entries[e.name] = &e;
+        for (const TorchTensorRef& ref : listing.refs) {
+            if (!selected(options, ref.name))
+                continue;
+            const std::string what = shown + ": tensor '" + printable(ref.name) + "'";
+            const auto type = torch_element_type(ref.dtype);
+            if (!type) {
+                report.warnings.push_back({ProblemKind::unreadable, tf.rank, tf.file,
+                                           what + " has dtype '" + printable(ref.dtype) + "', which stats does not read"});
+                continue;
+            }
+            uint64_t numel = 1;
+            bool overflow = false;
+            for (const uint64_t d : ref.shape)
+                overflow = overflow || __builtin_mul_overflow(numel, d, &numel);
+            const auto entry = entries.find(listing.prefix + "data/" + ref.storage_key); // prefix ends in /
+            if (overflow || entry == entries.end()) {
+                report.problems.push_back({overflow ? ProblemKind::invalid_archive : ProblemKind::missing_tensor,
+                                           tf.rank, tf.file,
+                                           what + (overflow ? ": its shape's element count overflows"
+                                                            : ": its storage '" + printable(ref.storage_key) +
+                                                                  "' is not in the archive")});
+                continue;
+            }
+            const ZipEntry& stored = *entry->second;
+            const ZipEntryCheck located = locate_zip_entry(read, directory, stored);
+            if (!located.ok || stored.method != 0) {
+                report.problems.push_back({ProblemKind::invalid_archive, tf.rank, tf.file,
+                                           what + ": " + (located.ok ? "its storage is compressed, which torch.save "
+                                                                       "never does; not read"
+                                                                     : located.problem)});
+                continue;
+            }
+            if (numel > 0 && !dense_view(ref.shape, ref.stride)) {
+                report.warnings.push_back({ProblemKind::unreadable, tf.rank, tf.file,
+                                           what + " is a strided view with gaps or repeats; stats does not read it"});
+                continue;
+            }
+            const uint64_t size = element_size(*type);
+            uint64_t end = 0;
+            if (__builtin_add_overflow(ref.storage_offset, numel, &end) || __builtin_mul_overflow(end, size, &end) ||
+                end > stored.uncompressed_size) {
+                report.problems.push_back({ProblemKind::range_outside_file, tf.rank, tf.file,
+                                           what + ": its offset and shape reach past the end of its " +
+                                               std::to_string(stored.uncompressed_size) + "-byte storage"});
+                continue;
+            }
+            const std::string group = slice_group(tf.file);
+            auto [it, inserted] = by_key.try_emplace({group, ref.name}, report.tensors.size());
+            if (inserted) {
+                by_name[ref.name].push_back(report.tensors.size());
+                group_of.push_back(group);
+                report.tensors.push_back({.name = ref.name, .type = *type, .shape = ref.shape});
+            }
+            TensorContent& tensor = report.tensors[it->second];
+            if (tensor.type != *type) {
+                report.problems.push_back({ProblemKind::invalid_archive, tf.rank, tf.file,
+                                           what + " is " + std::string(to_string(*type)) + " here but " +
+                                               std::string(to_string(tensor.type)) + " in another file"});
+                continue;
+            }
+            uint64_t first = 0;
+            for (const TensorPart& p : tensor.parts)
+                first += p.numel;
+            tensor.parts.push_back({.rank = tf.rank,
+                                    .file = tf.file,
+                                    .byte_offset = located.data_offset + ref.storage_offset * size,
+                                    .numel = numel,
+                                    .first_element = first});
+        }
+    }
+    for (const auto& [name, indices] : by_name) // one name in several layers or stages: say whose
+        if (indices.size() > 1)
+            for (const std::size_t i : indices)
+                report.tensors[i].name = group_of[i - base] + ": " + name;
+    for (std::size_t i = base; i < report.tensors.size(); ++i) // slices of several files: flattened
+        if (TensorContent& t = report.tensors[i]; t.parts.size() > 1) {
+            uint64_t total = 0;
+            for (const TensorPart& p : t.parts)
+                total += p.numel;
+            t.shape = {total};
+        }
+}
+
+// DCP: every chunk of every tensor is a part (rank from its file name), read inside the
+// torch.save archive FileSystemWriter stores it as, or as raw elements.
+void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report)
+{
+    const std::string meta_path = (dir / ".metadata").string();
+    const DcpMetadata meta =
+        decode_dcp_metadata(fsutil::read_small_file(dirfd, ".metadata", kMaxDcpMetadataBytes, meta_path), meta_path);
+    std::map<std::string, fsutil::OpenedFile> files;
+    for (const DcpTensor& t : meta.tensors) {
+        if (!selected(options, t.fqn))
+            continue;
+        const auto type = torch_element_type(t.dtype);
+        if (!type) {
+            report.warnings.push_back({ProblemKind::unreadable, -1, ".metadata",
+                                       meta_path + ": tensor '" + printable(t.fqn) + "' has dtype '" +
+                                           printable(t.dtype) + "', which stats does not read"});
+            continue;
+        }
+        TensorContent content{.name = t.fqn, .type = *type, .shape = t.size};
+        uint64_t first = 0;
+        for (const DcpChunk& c : t.chunks) {
+            const std::string what = "'" + printable(t.fqn) + "' chunk " + join_dims(c.offsets);
+            uint64_t numel = 1, bytes = 0;
+            bool overflow = false;
+            for (const uint64_t d : c.sizes)
+                overflow = overflow || __builtin_mul_overflow(numel, d, &numel);
+            overflow = overflow || __builtin_mul_overflow(numel, element_size(*type), &bytes);
+            if (!c.storage.present || c.storage.transformed || overflow) {
+                report.problems.push_back({overflow ? ProblemKind::invalid_manifest : ProblemKind::missing_tensor, -1,
+                                           c.storage.file,
+                                           meta_path + ": " + what +
+                                               (overflow ? ": its element count overflows"
+                                                : c.storage.transformed
+                                                    ? " is stored through a storage extension (transform), not read"
+                                                    : " has no storage")});
+                continue;
+            }
+            const int rank = dcp_rank_of(c.storage.file);
+            const std::string shown =
+                (rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string()) + (dir / c.storage.file).string();
+            if (files.size() >= 256) // a cache, not every rank's file at once: descriptors are finite
+                files.clear();
+            auto [it, inserted] = files.try_emplace(c.storage.file);
+            if (inserted)
+                it->second = fsutil::open_beneath_for_read(dirfd, c.storage.file);
+            if (it->second.status != fsutil::OpenStatus::ok) {
+                report.problems.push_back({it->second.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
+                                                                                            : ProblemKind::unreadable,
+                                           rank, c.storage.file, shown + ": " + it->second.reason});
+                continue;
+            }
+            uint64_t end = 0;
+            if (__builtin_add_overflow(c.storage.offset, c.storage.length, &end) || end > it->second.size) {
+                report.problems.push_back({ProblemKind::range_outside_file, rank, c.storage.file,
+                                           shown + ": " + what + " runs past the end of the file"});
+                continue;
+            }
+            try {
+                const uint64_t at =
+                    locate_dcp_chunk_data(zip_read_fd(it->second.fd.get()), c.storage, bytes, shown + ": " + what);
+                content.parts.push_back(
+                    {.rank = rank, .file = c.storage.file, .byte_offset = at, .numel = numel, .first_element = first});
+                first += numel;
+            } catch (const Error& e) {
+                report.problems.push_back({e.kind(), rank, c.storage.file, e.what()});
+            }
+        }
+        report.tensors.push_back(std::move(content));
+    }
+}
+
+// The .pt files a DeepSpeed or Megatron checkpoint consists of, with their ranks, as the
+// structure-only verifier lists them; the directory they are relative to goes into `dir`.
+std::vector<TorchFile> torch_files_of(const VerifyReport& listed, fs::path& dir)
+{
+    dir = listed.dir;
+    std::vector<TorchFile> files;
+    for (const ShardCheck& s : listed.shards)
+        if (s.path.ends_with(".pt") && s.status != ShardStatus::missing)
+            files.push_back({s.path, s.rank});
+    return files;
+}
+
+bool is_torch_file(const fs::path& path)
+{
+    const auto ext = path.extension();
+    return ext == ".pt" || ext == ".pth" || ext == ".bin";
+}
+
+} // namespace shardscope::inspect
