@@ -19,20 +19,6 @@ std::optional<ParamDtype> param_dtype_from_string(std::string_view text)
     return std::nullopt;
 }
 
-uint16_t float_to_bf16(float value)
-{
-    uint32_t bits = std::bit_cast<uint32_t>(value);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it a quiet NaN with its sign
-        return static_cast<uint16_t>((bits >> 16) | 0x0040u);
-    const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-    return static_cast<uint16_t>((bits + rounding) >> 16);
-}
-
-float bf16_to_float(uint16_t bits)
-{
-    return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-}
-
 uint16_t float_to_f16(float value)
 {
     const uint32_t bits = std::bit_cast<uint32_t>(value);

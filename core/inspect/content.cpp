@@ -100,7 +100,8 @@ std::optional<Problem> check_param_master(int dirfd, const fs::path& dir, const 
         for (std::size_t i = 0; i < n; ++i) {
             if (std::isnan(master[i])) // NaN has many encodings; nonfinite_values reports it
                 continue;
-            if (float_to_param(master[i], dtype) != param[i] && mismatches++ == 0)
+            const uint16_t expected = dtype == ParamDtype::BF16 ? float_to_bf16(master[i]) : float_to_f16(master[i]);
+            if (expected != param[i] && mismatches++ == 0)
                 first = r.flat_offset + at + i;
         }
     }

@@ -2,51 +2,56 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 namespace shardscope {
 
 void ValueStats::add(const double* values, std::size_t count)
 {
+    // One pass over the bits (no frexp, no classification calls: this is the hot loop of a scan),
+    // then the squared deviations around the block's own mean.
     ValueStats block;
     block.numel = count;
     double sum = 0, squares = 0;
-    bool first = true;
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
     for (std::size_t i = 0; i < count; ++i) {
         const double x = values[i];
-        if (std::isnan(x)) {
-            ++block.nan;
-            continue;
-        }
-        if (std::isinf(x)) {
-            ++(x > 0 ? block.posinf : block.neginf);
+        uint64_t bits;
+        std::memcpy(&bits, &x, sizeof bits);
+        const unsigned biased = unsigned(bits >> 52) & 0x7ffu;
+        if (biased == 0x7ffu) { // NaN or infinity
+            if (bits & 0x000fffffffffffffull)
+                ++block.nan;
+            else
+                ++(bits >> 63 ? block.neginf : block.posinf);
             continue;
         }
         ++block.finite;
         sum += x;
         squares += x * x;
-        if (first) {
-            block.min = block.max = x;
-            first = false;
-        } else {
-            block.min = std::min(block.min, x);
-            block.max = std::max(block.max, x);
-        }
-        if (x == 0) {
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
+        if ((bits << 1) == 0) { // +0 or -0
             ++block.zeros;
             continue;
         }
-        block.negatives += x < 0;
-        int exponent = 0;
-        std::frexp(x, &exponent); // |x| = m * 2^exponent with m in [0.5, 1): floor(log2|x|) = exponent - 1
-        const int bin = std::clamp(exponent - 1 - kHistogramLowExponent, 0, kHistogramBins - 1);
+        block.negatives += bits >> 63;
+        // floor(log2|x|) is the unbiased exponent for normal numbers; subnormals (biased 0) are far
+        // below the first bin and land in it either way.
+        const int bin = std::clamp(int(biased) - 1023 - kHistogramLowExponent, 0, kHistogramBins - 1);
         ++block.histogram[static_cast<std::size_t>(bin)];
     }
     if (block.finite > 0) {
+        block.min = lo;
+        block.max = hi;
         block.mean = sum / double(block.finite);
         double m2 = 0; // second pass around the block's own mean: no cancellation
-        for (std::size_t i = 0; i < count; ++i)
+        for (std::size_t i = 0; i < count; ++i) {
+            const double d = values[i] - block.mean;
             if (std::isfinite(values[i]))
-                m2 += (values[i] - block.mean) * (values[i] - block.mean);
+                m2 += d * d;
+        }
         block.m2 = m2;
         block.sum_squares = squares;
         block.abs_max = std::max(std::abs(block.min), std::abs(block.max));
