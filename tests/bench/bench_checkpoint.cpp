@@ -5,6 +5,7 @@
 //   peak memory of verify and load, each in a fresh child process.
 // usage: bench_checkpoint [--mib N] [--dir DIR]     (defaults: 1024 MiB in /var/tmp)
 
+#include "benchutil.h"
 #include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
@@ -22,38 +23,11 @@
 
 using namespace shardscope;
 namespace fs = std::filesystem;
+using bench::peak_rss_kib;
+using bench::seconds_since;
+using bench::time_shell;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start)
-{
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double time_shell(const std::string& command)
-{
-    const auto start = std::chrono::steady_clock::now();
-    if (std::system(command.c_str()) != 0) {
-        std::fprintf(stderr, "bench: command failed: %s\n", command.c_str());
-        std::exit(2);
-    }
-    return seconds_since(start);
-}
-
-// Peak resident memory of this process in KiB (VmHWM belongs to the address space, so a fresh
-// exec starts from zero, unlike ru_maxrss which a child inherits from its parent).
-long peak_rss_kib()
-{
-    FILE* status = std::fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    while (status && std::fgets(line, sizeof line, status))
-        if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1)
-            break;
-    if (status)
-        std::fclose(status);
-    return kib;
-}
 
 // Runs this binary again in `mode` on `dir` and returns the child's peak RSS in MiB.
 double child_peak_mib(const char* self, const char* mode, const fs::path& dir)
@@ -90,14 +64,7 @@ int main(int argc, char** argv)
         return ok ? 0 : 1;
     }
 
-    uint64_t mib = 1024;
-    fs::path base = "/var/tmp";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::strcmp(argv[i], "--mib") == 0)
-            mib = std::strtoull(argv[i + 1], nullptr, 10);
-        else if (std::strcmp(argv[i], "--dir") == 0)
-            base = argv[i + 1];
-    }
+    const auto [mib, base] = bench::parse_args(argc, argv, 1024);
     const fs::path work = base / ("shardscope-bench-" + std::to_string(::getpid()));
     fs::create_directories(work);
     const fs::path dir = work / "step";

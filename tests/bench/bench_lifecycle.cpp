@@ -2,6 +2,7 @@
 // save_async (which only copies the state before returning), for the same state and disk.
 // usage: bench_lifecycle [--mib N] [--dir DIR]    (defaults: 512 MiB in /var/tmp)
 
+#include "benchutil.h"
 #include "core/run/demo.h"
 #include "core/run/lifecycle.h"
 
@@ -15,14 +16,7 @@ namespace fs = std::filesystem;
 
 int main(int argc, char** argv)
 {
-    uint64_t mib = 512;
-    fs::path base = "/var/tmp";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::strcmp(argv[i], "--mib") == 0)
-            mib = std::strtoull(argv[i + 1], nullptr, 10);
-        else if (std::strcmp(argv[i], "--dir") == 0)
-            base = argv[i + 1];
-    }
+    const auto [mib, base] = bench::parse_args(argc, argv, 512);
     const fs::path work = base / ("shardscope-bench-lifecycle-" + std::to_string(::getpid()));
     const auto states = make_demo_state(1, (mib << 20) / 14, 4, ParamDtype::BF16);
     auto seconds = [](auto start) {

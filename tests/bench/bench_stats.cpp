@@ -6,6 +6,7 @@
 // and the peak resident memory of inspect_content in a fresh child process.
 // usage: bench_stats [--mib N] [--dir DIR]     (defaults: 1024 MiB in /var/tmp)
 
+#include "benchutil.h"
 #include "core/checkpoint/save.h"
 #include "core/inspect/content.h"
 #include "core/run/demo.h"
@@ -21,36 +22,11 @@
 
 using namespace shardscope;
 namespace fs = std::filesystem;
+using bench::peak_rss_kib;
+using bench::seconds_since;
+using bench::time_shell;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start)
-{
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double time_shell(const std::string& command)
-{
-    const auto start = std::chrono::steady_clock::now();
-    if (std::system(command.c_str()) != 0) {
-        std::fprintf(stderr, "bench: command failed: %s\n", command.c_str());
-        std::exit(2);
-    }
-    return seconds_since(start);
-}
-
-long peak_rss_kib()
-{
-    FILE* status = std::fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    while (status && std::fgets(line, sizeof line, status))
-        if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1)
-            break;
-    if (status)
-        std::fclose(status);
-    return kib;
-}
 
 // numpy over the four tensors of every rank file, as a person would write it.
 constexpr const char* kNumpy = R"(import json, struct, sys, time
@@ -83,14 +59,7 @@ int main(int argc, char** argv)
         std::printf("%ld %.6f %zu\n", peak_rss_kib(), seconds_since(start), report.tensors.size());
         return report.ok() ? 0 : 1;
     }
-    uint64_t mib = 1024;
-    fs::path base = "/var/tmp";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::strcmp(argv[i], "--mib") == 0)
-            mib = std::strtoull(argv[i + 1], nullptr, 10);
-        else if (std::strcmp(argv[i], "--dir") == 0)
-            base = argv[i + 1];
-    }
+    const auto [mib, base] = bench::parse_args(argc, argv, 1024);
     const fs::path work = base / ("shardscope-bench-stats-" + std::to_string(::getpid()));
     fs::create_directories(work);
     const fs::path dir = work / "step";
