@@ -1,11 +1,20 @@
 #include "app/cli_common/cli.h"
 
+#include "core/checkpoint/verify_json.h"
 #include "core/util/printable.h"
 
 #include <cstdio>
 #include <iostream>
 
 namespace shardctl {
+
+namespace {
+
+// What the command has said so far, for finish_json_command.
+bool g_json_printed = false;
+nlohmann::json g_failure; // the first failure said on stderr, as problem_json
+
+} // namespace
 
 std::string local(const QString& text)
 {
@@ -15,6 +24,9 @@ std::string local(const QString& text)
 int fail(int code, const std::string& sentence)
 {
     std::fflush(stdout);
+    if (g_failure.is_null())
+        g_failure = {{"kind", code == kUsage ? "invalid_argument" : "check_failed"},
+                     {"message", shardscope::printable(sentence, 4096)}};
     // The one way errors reach the terminal: whatever a sentence quotes from a file is escaped.
     std::cerr << "shardctl: " << shardscope::printable(sentence, 4096) << std::endl;
     return code;
@@ -22,7 +34,26 @@ int fail(int code, const std::string& sentence)
 
 int fail(const shardscope::Error& error)
 {
-    return fail(shardscope::exit_code_for(error.kind()), error.what());
+    const bool first = g_failure.is_null();
+    const int code = fail(shardscope::exit_code_for(error.kind()), error.what());
+    if (first) {
+        g_failure = shardscope::problem_json(error.problem());
+        g_failure["message"] = shardscope::printable(error.what(), 4096);
+    }
+    return code;
+}
+
+int finish_json_command(const QStringList& arguments, int code, const shardscope::Problem* failure)
+{
+    if (failure) {
+        g_failure = shardscope::problem_json(*failure);
+        g_failure["message"] = shardscope::printable(failure->message, 4096);
+    }
+    if (code != kOk && !g_json_printed && arguments.contains(QStringLiteral("--json")))
+        print_json({{"ok", false},
+                    {"error", g_failure.is_null() ? nlohmann::json{{"kind", "io_error"}, {"message", "failed"}}
+                                                  : g_failure}});
+    return code;
 }
 
 bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional,
@@ -84,6 +115,7 @@ void print_json(const nlohmann::json& object)
 {
     // Names read from files may be invalid UTF-8: replaced (U+FFFD), never an exception with
     // nothing on stdout.
+    g_json_printed = true;
     std::cout << object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 

@@ -18,6 +18,12 @@ enum ExitCode { kOk = 0, kCheckFailed = 1, kUsage = 2 };
 int fail(int code, const std::string& sentence);
 int fail(const shardscope::Error& error);
 
+// --json promises one JSON object on stdout in every outcome: when the command returned `code`
+// without printing one (a usage error, an exception), this prints {"ok": false, "error": {"kind",
+// "message"}} with the first failure said on stderr (or `failure`, when given: an error the caller
+// reported itself). Returns `code`.
+int finish_json_command(const QStringList& arguments, int code, const shardscope::Problem* failure = nullptr);
+
 // Parses `arguments` (the command's name first). On a usage error prints it and returns false;
 // the caller returns kUsage. `positional` is how many positional arguments are required.
 bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional,

@@ -16,5 +16,6 @@ int run_train(const QStringList& arguments);
 int run_schedule(const QStringList& arguments);
 int run_report(const QStringList& arguments);
 int run_stats(const QStringList& arguments);
+int run_diff(const QStringList& arguments);
 
 } // namespace shardctl

@@ -27,6 +27,7 @@ const Command kCommands[] = {
     {"schedule", shardctl::run_schedule, "simulate one pipeline-parallel training step"},
     {"report", shardctl::run_report, "write the inspection report (json, md or html)"},
     {"stats", shardctl::run_stats, "statistics and health checks of every tensor's values"},
+    {"diff", shardctl::run_diff, "what changed between two checkpoints, tensor by tensor"},
 };
 
 void print_usage(std::ostream& out)
@@ -65,15 +66,17 @@ int main(int argc, char** argv)
         if (name != QLatin1String(command.name))
             continue;
         arguments.removeFirst(); // the command parses "<name> [options]"
+        int code = shardctl::kUsage;
         try {
-            return command.run(arguments);
+            code = command.run(arguments);
         } catch (const shardscope::Error& error) {
-            return shardctl::fail(error);
+            code = shardctl::fail(error);
         } catch (const std::bad_alloc&) {
-            return shardctl::fail(shardctl::kUsage, "out of memory");
+            code = shardctl::fail(shardctl::kUsage, "out of memory");
         } catch (const std::exception& error) {
-            return shardctl::fail(shardctl::kUsage, std::string("internal error: ") + error.what());
+            code = shardctl::fail(shardctl::kUsage, std::string("internal error: ") + error.what());
         }
+        return shardctl::finish_json_command(arguments, code);
     }
     std::cerr << "shardctl: unknown command '" << name.toStdString() << "'\n\n";
     print_usage(std::cerr);

@@ -31,8 +31,6 @@ void print_json_on_coordinator(const MpiJob& job, const json& object)
         print_json(object);
 }
 
-namespace {
-
 QCommandLineOption mpi_json_option()
 {
     return json_option(QStringLiteral("Print one JSON object on stdout (process 0)."));
@@ -40,8 +38,11 @@ QCommandLineOption mpi_json_option()
 
 QCommandLineOption mpi_threads_option()
 {
-    return threads_option(QStringLiteral("Worker threads per process for its ranks (default 1)."), QStringLiteral("1"));
+    return threads_option(QStringLiteral("Worker threads per process for its share of the work (default 1)."),
+                          QStringLiteral("1"));
 }
+
+namespace {
 
 // The lowest-indexed problem among a process's ranks: the one it reports for them all.
 std::optional<Problem> first_problem(const std::vector<std::optional<Problem>>& problems)

@@ -24,6 +24,8 @@ const Command kCommands[] = {
     {"verify", shardctl_mpi::run_verify, "each process verifies its ranks' shards; all agree"},
     {"reshard", shardctl_mpi::run_reshard, "each target rank reads exactly its copy runs; process 0 commits"},
     {"train", shardctl_mpi::run_train, "data-parallel training, one process per rank, checkpoints and resume"},
+    {"stats", shardctl_mpi::run_stats, "each process reads a share of the tensor parts; process 0 merges"},
+    {"diff", shardctl_mpi::run_diff, "each process compares a share of the tensors; process 0 merges"},
 };
 
 void print_usage(std::ostream& out)
@@ -71,9 +73,14 @@ int main(int argc, char** argv)
             continue;
         arguments.removeFirst();
         try {
-            return command.run(job, arguments);
+            const int code = command.run(job, arguments);
+            return job.coordinator() ? shardctl::finish_json_command(arguments, code) : code;
         } catch (const shardctl_mpi::AgreedError& error) { // every process is here with the same error
             const int code = report(job, shardscope::exit_code_for(error.kind()), error.what());
+            if (job.coordinator()) {
+                const shardscope::Problem problem = error.problem();
+                shardctl::finish_json_command(arguments, code, &problem);
+            }
             // mpirun tears the job down when the first process exits non-zero: wait until every
             // process has reported, so each one's message reaches the user.
             job.barrier();

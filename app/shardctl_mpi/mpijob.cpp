@@ -1,5 +1,6 @@
 #include "app/shardctl_mpi/mpijob.h"
 
+#include "core/checkpoint/verify_json.h"
 #include "core/util/hashing.h"
 
 #include <mpi.h>
@@ -63,16 +64,13 @@ std::optional<Problem> MpiJob::agree(const std::optional<Problem>& local)
         return std::nullopt;
     nlohmann::json text;
     if (m_rank == first)
-        text = {{"kind", static_cast<int>(local->kind)}, {"rank", local->rank}, {"path", local->path},
-                {"message", local->message}};
+        text = problem_wire_json(*local);
     std::string wire = text.dump();
     int length = static_cast<int>(wire.size());
     MPI_Bcast(&length, 1, MPI_INT, first, MPI_COMM_WORLD);
     wire.resize(static_cast<std::size_t>(length));
     MPI_Bcast(wire.data(), length, MPI_CHAR, first, MPI_COMM_WORLD);
-    const auto j = nlohmann::json::parse(wire);
-    return Problem{static_cast<ProblemKind>(j.at("kind").get<int>()), j.at("rank").get<int>(),
-                   j.at("path").get<std::string>(), j.at("message").get<std::string>()};
+    return problem_from_wire_json(nlohmann::json::parse(wire));
 }
 
 void MpiJob::agree_or_throw(const std::optional<Problem>& local)

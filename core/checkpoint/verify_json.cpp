@@ -15,6 +15,17 @@ json problem_json(const Problem& p)
     return out;
 }
 
+json problem_wire_json(const Problem& p)
+{
+    return {{"kind", static_cast<int>(p.kind)}, {"rank", p.rank}, {"path", p.path}, {"message", p.message}};
+}
+
+Problem problem_from_wire_json(const json& j)
+{
+    return Problem{static_cast<ProblemKind>(j.at("kind").get<int>()), j.at("rank").get<int>(),
+                   j.at("path").get<std::string>(), j.at("message").get<std::string>()};
+}
+
 json foreign_summary_json(const ForeignSummary& foreign)
 {
     json summary = json::object();

@@ -14,6 +14,10 @@ namespace shardscope
 // {"kind", "message", "rank" (when >= 0), "path" (when set)}
 nlohmann::json problem_json(const Problem& problem);
 
+// A problem between processes, every field kept: {"kind" (its number), "rank", "path", "message"}.
+nlohmann::json problem_wire_json(const Problem& problem);
+Problem problem_from_wire_json(const nlohmann::json& wire);
+
 // One shards[] entry: {"rank", "path", "bytes", "actual_bytes", "status", "detail" (when set)}, and
 // back (for processes that send their checks to a coordinator; Error(invalid_manifest) if bad).
 nlohmann::json shard_check_json(const ShardCheck& check);

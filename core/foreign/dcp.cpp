@@ -5,6 +5,7 @@
 #include "core/foreign/io/zip_reader.h"
 #include "core/foreign/io/pickle_reader.h"
 #include "core/checkpoint/internal/shardfile.h"
+#include "core/util/volume.h"
 
 #include <algorithm>
 #include <optional>
@@ -73,15 +74,6 @@ uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& sto
 }
 
 namespace {
-
-bool checked_volume(const std::vector<uint64_t>& dims, uint64_t& out)
-{
-    out = 1;
-    for (const uint64_t d : dims)
-        if (__builtin_mul_overflow(out, d, &out))
-            return false;
-    return true;
-}
 
 // Chunks must lie inside the tensor and cover it exactly once.
 void check_tiling(const DcpTensor& t, const std::string& meta_path, std::vector<Problem>& out)

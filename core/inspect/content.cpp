@@ -8,6 +8,7 @@
 #include "core/util/printable.h"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -23,7 +24,6 @@ namespace {
 
 constexpr std::size_t kBlockElements = 16384; // decoded per step: 128 KiB of doubles per thread
 
-using inspect::RankVectors;
 using inspect::lay_out_tensors;
 
 std::string part_name(const TensorPart& part)
@@ -78,7 +78,7 @@ bool scan_part(int dirfd, const fs::path& dir, const TensorContent& tensor, cons
 
 // Parameters must be their master weights rounded to the parameter dtype (how every mixed-
 // precision optimizer step ends); anything else means the two were saved from different steps.
-std::optional<Problem> check_param_master(int dirfd, const fs::path& dir, const RankVectors& r,
+std::optional<Problem> check_param_master(int dirfd, const fs::path& dir, const ParamMasterSlice& r,
                                           const ContentOptions& options)
 {
     const fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, r.file);
@@ -180,34 +180,57 @@ json stats_json(const ValueStats& s)
 
 } // namespace
 
-ContentReport inspect_content(const fs::path& path, const ContentOptions& options)
+ContentReport plan_content(const fs::path& path, const ContentOptions& options)
 {
     const auto start = std::chrono::steady_clock::now();
     ContentReport report;
-    std::vector<RankVectors> ranks;
-    const fs::path dir = lay_out_tensors(path, options, report, ranks);
-    report.dir = dir;
-    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
+    report.dir = lay_out_tensors(path, options, report);
+    for (TensorContent& tensor : report.tensors)
+        tensor.part_stats.assign(tensor.parts.size(), {});
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+}
 
+std::size_t content_work_items(const ContentReport& report)
+{
+    std::size_t parts = 0;
+    for (const TensorContent& tensor : report.tensors)
+        parts += tensor.parts.size();
+    return parts + report.param_checks.size();
+}
+
+std::vector<std::optional<Problem>> scan_content(ContentReport& report, const ContentOptions& options,
+                                                 const ItemFilter& mine)
+{
+    const auto start = std::chrono::steady_clock::now();
+    const fs::path& dir = report.dir;
+    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
     // Every part (and every rank's param/master check) is one work item, spread over the threads.
     struct Item {
         std::size_t tensor = 0, part = 0;
     };
     std::vector<Item> items;
+    std::vector<std::size_t> chosen; // indices into items, then param checks after them
     uint64_t total = 0;
     for (std::size_t t = 0; t < report.tensors.size(); ++t) {
         TensorContent& tensor = report.tensors[t];
-        tensor.part_stats.assign(tensor.parts.size(), {});
         for (std::size_t p = 0; p < tensor.parts.size(); ++p) {
+            if (!mine || mine(items.size())) {
+                chosen.push_back(items.size());
+                total += tensor.parts[p].numel * element_size(tensor.type);
+            }
             items.push_back({t, p});
-            total += tensor.parts[p].numel * element_size(tensor.type);
         }
     }
+    for (std::size_t r = 0; r < report.param_checks.size(); ++r)
+        if (!mine || mine(items.size() + r))
+            chosen.push_back(items.size() + r);
     std::atomic<uint64_t> done{0};
-    std::vector<std::optional<Problem>> item_problems(items.size() + ranks.size());
-    parallel_for(items.size() + ranks.size(), options.threads, [&](std::size_t i) {
+    std::vector<std::optional<Problem>> item_problems(items.size() + report.param_checks.size());
+    parallel_for(chosen.size(), options.threads, [&](std::size_t c) {
+        const std::size_t i = chosen[c];
         if (i >= items.size()) {
-            item_problems[i] = check_param_master(dirfd.get(), dir, ranks[i - items.size()], options);
+            item_problems[i] = check_param_master(dirfd.get(), dir, report.param_checks[i - items.size()], options);
             return;
         }
         TensorContent& tensor = report.tensors[items[i].tensor];
@@ -215,16 +238,80 @@ ContentReport inspect_content(const fs::path& path, const ContentOptions& option
                   tensor.part_stats[items[i].part], item_problems[i]);
     });
     report.cancelled = options.cancel && options.cancel->load();
-    for (TensorContent& tensor : report.tensors)
+    report.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return item_problems;
+}
+
+void finish_content(ContentReport& report, std::vector<std::optional<Problem>> item_problems)
+{
+    for (TensorContent& tensor : report.tensors) {
+        tensor.stats = {};
         for (const ValueStats& part : tensor.part_stats)
             tensor.stats.merge(part);
+    }
     for (auto& p : item_problems)
         if (p && report.problems.size() < 100)
             report.problems.push_back(std::move(*p));
     if (!report.cancelled)
         check_health(report);
-    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+ContentReport inspect_content(const fs::path& path, const ContentOptions& options)
+{
+    ContentReport report = plan_content(path, options);
+    auto problems = scan_content(report, options);
+    finish_content(report, std::move(problems));
     return report;
+}
+
+namespace {
+
+// Doubles travel as their bits: exact, and an overflowed sum (inf) survives where JSON has no inf.
+uint64_t bits_of(double value)
+{
+    return std::bit_cast<uint64_t>(value);
+}
+
+double double_of(const json& j)
+{
+    return std::bit_cast<double>(j.get<uint64_t>());
+}
+
+} // namespace
+
+json value_stats_json(const ValueStats& s)
+{
+    return {{"numel", s.numel},
+            {"nan", s.nan},
+            {"posinf", s.posinf},
+            {"neginf", s.neginf},
+            {"zeros", s.zeros},
+            {"negatives", s.negatives},
+            {"finite", s.finite},
+            {"doubles", {bits_of(s.min), bits_of(s.max), bits_of(s.abs_max), bits_of(s.mean), bits_of(s.m2),
+                         bits_of(s.sum_squares)}},
+            {"histogram", s.histogram}};
+}
+
+ValueStats value_stats_from_json(const json& j)
+{
+    ValueStats s;
+    s.numel = j.at("numel").get<uint64_t>();
+    s.nan = j.at("nan").get<uint64_t>();
+    s.posinf = j.at("posinf").get<uint64_t>();
+    s.neginf = j.at("neginf").get<uint64_t>();
+    s.zeros = j.at("zeros").get<uint64_t>();
+    s.negatives = j.at("negatives").get<uint64_t>();
+    s.finite = j.at("finite").get<uint64_t>();
+    const json& d = j.at("doubles");
+    s.min = double_of(d.at(0));
+    s.max = double_of(d.at(1));
+    s.abs_max = double_of(d.at(2));
+    s.mean = double_of(d.at(3));
+    s.m2 = double_of(d.at(4));
+    s.sum_squares = double_of(d.at(5));
+    s.histogram = j.at("histogram").get<std::array<uint64_t, kHistogramBins>>();
+    return s;
 }
 
 json content_report_json(const ContentReport& report)
@@ -245,6 +332,10 @@ json content_report_json(const ContentReport& report)
                 part["rank"] = t.parts[p].rank;
             part["file"] = t.parts[p].file;
             part["first_element"] = t.parts[p].first_element;
+            if (!t.parts[p].box_offsets.empty()) {
+                part["chunk_offsets"] = t.parts[p].box_offsets;
+                part["chunk_sizes"] = t.parts[p].box_sizes;
+            }
             parts.push_back(std::move(part));
         }
         entry["parts"] = std::move(parts);

@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,6 +26,22 @@ struct TensorPart {
     uint64_t byte_offset = 0;  // of its first element in the file
     uint64_t numel = 0;
     uint64_t first_element = 0; // its place in the whole tensor, flattened
+    // Most parts are a run of the flattened tensor stored in order. Two kinds are not:
+    // a DCP chunk is a box of the tensor (offsets and sizes per dimension), stored row-major;
+    std::vector<uint64_t> box_offsets, box_sizes;
+    // a torch.save view that is a permutation of its storage (a transpose) is stored with these
+    // element strides: element (i0, i1, ...) of view_shape is at byte_offset + sum(ik * stride k).
+    std::vector<uint64_t> view_shape;
+    std::vector<int64_t> view_strides;
+};
+
+// Where one rank of a native checkpoint keeps its param and master slices, for the check that
+// the params are their masters rounded.
+struct ParamMasterSlice {
+    int rank = -1;
+    std::string file;
+    ElementType param_type = ElementType::BF16;
+    uint64_t param_offset = 0, master_offset = 0, numel = 0, flat_offset = 0;
 };
 
 // A tensor as a format lays it out: what to read for it, and the results once read.
@@ -41,6 +59,7 @@ struct ContentReport {
     std::string format;
     std::filesystem::path dir; // the step directory (or the file's folder) read
     std::vector<TensorContent> tensors;
+    std::vector<ParamMasterSlice> param_checks; // native checkpoints: one per rank
     std::vector<Problem> problems; // health checks that failed and data that could not be read
     std::vector<Problem> warnings; // all_zero_tensor: worth a look, not a failure
     bool cancelled = false;
@@ -55,6 +74,23 @@ struct ContentOptions {
     const std::atomic<bool>* cancel = nullptr;
     ProgressFn progress; // bytes read so far, of all
 };
+
+// inspect_content in three steps, for shardctl-mpi, whose processes each scan a share of the work
+// items and send the part statistics to process 0, which merges them in order:
+// plan_content lays the tensors out (no values read); the work items are every part in tensor
+// order, then every param/master check; scan_content reads the items `mine` accepts (all when it is
+// empty) into the parts' statistics and returns the problems found, indexed by item;
+// finish_content merges the parts and runs the health checks.
+ContentReport plan_content(const std::filesystem::path& path, const ContentOptions& options = {});
+std::size_t content_work_items(const ContentReport& report);
+using ItemFilter = std::function<bool(std::size_t item)>;
+std::vector<std::optional<Problem>> scan_content(ContentReport& report, const ContentOptions& options,
+                                                 const ItemFilter& mine = {});
+void finish_content(ContentReport& report, std::vector<std::optional<Problem>> item_problems);
+
+// The statistics as JSON (every field, doubles round-trip exactly) and back, between processes.
+nlohmann::json value_stats_json(const ValueStats& stats);
+ValueStats value_stats_from_json(const nlohmann::json& j);
 
 // Reads every selected tensor of the checkpoint at `path` (a native step or root, a .safetensors
 // file, a folder of them with or without model.safetensors.index.json). Throws Error for a path

@@ -41,8 +41,7 @@ SafetensorsHeader read_header(int dirfd, const fs::path& dir, const std::string&
     return read_safetensors_header(file.fd.get(), file.size, display, rank);
 }
 
-void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report,
-                 std::vector<RankVectors>& ranks)
+void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report)
 {
     const Manifest m = read_manifest(dir);
     // Overlapping or gapped ranks would be counted twice or not at all: verify's findings first.
@@ -66,7 +65,7 @@ void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, 
         const auto* param = headers.back()->find("param");
         const auto* master = headers.back()->find("master");
         if (param && master)
-            ranks.push_back({.rank = shard.rank,
+            report.param_checks.push_back({.rank = shard.rank,
                              .file = shard.path,
                              .param_type = m.param_dtype == ParamDtype::F16 ? ElementType::F16 : ElementType::BF16,
                              .param_offset = headers.back()->data_start() + param->begin,
@@ -156,8 +155,7 @@ bool selected(const ContentOptions& options, const std::string& name)
     return false;
 }
 
-fs::path lay_out_tensors(const fs::path& path, const ContentOptions& options, ContentReport& report,
-                         std::vector<RankVectors>& ranks)
+fs::path lay_out_tensors(const fs::path& path, const ContentOptions& options, ContentReport& report)
 {
     std::error_code ec;
     if (!fs::exists(path, ec))
@@ -199,7 +197,7 @@ fs::path lay_out_tensors(const fs::path& path, const ContentOptions& options, Co
         switch (detected.format) {
         case CheckpointFormat::shardscope:
             open_dir(resolve_checkpoint_dir(dir));
-            plan_native(dir, dirfd.get(), options, report, ranks);
+            plan_native(dir, dirfd.get(), options, report);
             break;
         case CheckpointFormat::safetensors: plan_safetensors(dir, dirfd.get(), files, options, report); break;
         case CheckpointFormat::safetensors_index: {

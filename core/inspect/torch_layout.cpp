@@ -9,6 +9,7 @@
 #include "core/foreign/torch_archive.h"
 #include "core/util/fsutil.h"
 #include "core/util/printable.h"
+#include "core/util/volume.h"
 
 #include <algorithm>
 #include <map>
@@ -56,6 +57,20 @@ bool dense_view(const std::vector<uint64_t>& shape, const std::vector<int64_t>& 
     return true;
 }
 
+// True when the view is stored row-major with no gaps: read in storage order, it is in the
+// tensor's own element order.
+bool contiguous(const std::vector<uint64_t>& shape, const std::vector<int64_t>& stride)
+{
+    if (stride.size() != shape.size())
+        return false;
+    int64_t expected = 1;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+        if (shape[d] > 1 && stride[d] != expected)
+            return false;
+        expected *= static_cast<int64_t>(shape[d]); // dense_view has checked that this cannot overflow
+    }
+    return true;
+}
 
 // Files whose names differ only in a data- or tensor-parallel rank hold slices of the same
 // tensors; a layer index or a pipeline stage names different tensors (DeepSpeed's layer files and
@@ -125,10 +140,8 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
                                            what + " has dtype '" + printable(ref.dtype) + "', which stats does not read"});
                 continue;
             }
-            uint64_t numel = 1;
-            bool overflow = false;
-            for (const uint64_t d : ref.shape)
-                overflow = overflow || __builtin_mul_overflow(numel, d, &numel);
+            uint64_t numel = 0;
+            const bool overflow = !checked_volume(ref.shape, numel);
             const auto entry = entries.find(listing.prefix + "data/" + ref.storage_key); // prefix ends in /
             if (overflow || entry == entries.end()) {
                 report.problems.push_back({overflow ? ProblemKind::invalid_archive : ProblemKind::missing_tensor,
@@ -178,11 +191,16 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
             uint64_t first = 0;
             for (const TensorPart& p : tensor.parts)
                 first += p.numel;
-            tensor.parts.push_back({.rank = tf.rank,
-                                    .file = tf.file,
-                                    .byte_offset = located.data_offset + ref.storage_offset * size,
-                                    .numel = numel,
-                                    .first_element = first});
+            TensorPart part{.rank = tf.rank,
+                            .file = tf.file,
+                            .byte_offset = located.data_offset + ref.storage_offset * size,
+                            .numel = numel,
+                            .first_element = first};
+            if (numel > 0 && !contiguous(ref.shape, ref.stride)) { // a transpose: diff reads it in the view's order
+                part.view_shape = ref.shape;
+                part.view_strides = ref.stride;
+            }
+            tensor.parts.push_back(std::move(part));
         }
     }
     for (const auto& [name, indices] : by_name) // one name in several layers or stages: say whose
@@ -220,11 +238,9 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
         uint64_t first = 0;
         for (const DcpChunk& c : t.chunks) {
             const std::string what = "'" + printable(t.fqn) + "' chunk " + join_dims(c.offsets);
-            uint64_t numel = 1, bytes = 0;
-            bool overflow = false;
-            for (const uint64_t d : c.sizes)
-                overflow = overflow || __builtin_mul_overflow(numel, d, &numel);
-            overflow = overflow || __builtin_mul_overflow(numel, element_size(*type), &bytes);
+            uint64_t numel = 0, bytes = 0;
+            const bool overflow =
+                !checked_volume(c.sizes, numel) || __builtin_mul_overflow(numel, element_size(*type), &bytes);
             if (!c.storage.present || c.storage.transformed || overflow) {
                 report.problems.push_back({overflow ? ProblemKind::invalid_manifest : ProblemKind::missing_tensor, -1,
                                            c.storage.file,
@@ -258,8 +274,13 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
             try {
                 const uint64_t at =
                     locate_dcp_chunk_data(zip_read_fd(it->second.fd.get()), c.storage, bytes, shown + ": " + what);
-                content.parts.push_back(
-                    {.rank = rank, .file = c.storage.file, .byte_offset = at, .numel = numel, .first_element = first});
+                content.parts.push_back({.rank = rank,
+                                         .file = c.storage.file,
+                                         .byte_offset = at,
+                                         .numel = numel,
+                                         .first_element = first,
+                                         .box_offsets = c.offsets,
+                                         .box_sizes = c.sizes});
                 first += numel;
             } catch (const Error& e) {
                 report.problems.push_back({e.kind(), rank, c.storage.file, e.what()});

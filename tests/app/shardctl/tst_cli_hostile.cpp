@@ -88,7 +88,11 @@ private slots:
         QVERIFY2(load.exit_code != -1, "shardctl load hung");
         QVERIFY2(load.exit_code != -2, "shardctl load crashed");
         QCOMPARE(load.exit_code, c.load_exit);
-        QVERIFY2(load.out.trimmed().isEmpty(), "a failed load prints no digests");
+        // A failed load prints no digests: --json's one object is the error, with the stderr sentence.
+        const nlohmann::json failed = load.json();
+        QCOMPARE(failed.at("ok").get<bool>(), false);
+        QVERIFY(!failed.contains("digests"));
+        QVERIFY(failed.at("error").at("message").get<std::string>().size() > 0);
         checkStderr(load, c);
     }
 

@@ -1,5 +1,5 @@
-// shardctl stats end to end: exit codes, the --json object in every outcome, and a NaN planted
-// in one rank's file traced back to that rank.
+// shardctl stats and diff end to end: exit codes, the --json object in every outcome, a NaN
+// planted in one rank's file traced back to that rank, and diffs of real torch.save files.
 
 #include "core/checkpoint/save.h"
 #include "core/run/demo.h"
@@ -186,6 +186,66 @@ private slots:
         run = shardctl({QStringLiteral("stats"), QStringLiteral("--json"), QStringLiteral("--bogus")});
         QCOMPARE(run.exit_code, 2);
         QCOMPARE(run.json().at("ok").get<bool>(), false);
+
+        for (const QStringList& args : {QStringList{QStringLiteral("diff"), QStringLiteral("--json"), QStringLiteral("/a")},
+                                        QStringList{QStringLiteral("diff"), QStringLiteral("/nonexistent/a"),
+                                                    QStringLiteral("/nonexistent/b"), QStringLiteral("--json")},
+                                        QStringList{QStringLiteral("diff"), QStringLiteral("a"), QStringLiteral("b"),
+                                                    QStringLiteral("--rtol"), QStringLiteral("nan"), QStringLiteral("--json")}}) {
+            run = shardctl(args);
+            QCOMPARE(run.exit_code, 2);
+            QCOMPARE(run.json().at("ok").get<bool>(), false);
+            QVERIFY(run.json().at("error").contains("kind"));
+            QVERIFY(!run.err.isEmpty());
+        }
+    }
+
+    // diff on real torch.save files: a transposed view equals the contiguous values in a
+    // safetensors file (written from torch's own bytes); one element changed by torch is found
+    // at its flat index, exit 1; the same at world sizes 2 and 5 natively is identical, exit 0.
+    void diffRealTorchAndWorldSizes()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        QProcess python;
+        python.start(QStringLiteral("/usr/bin/python3"),
+                     {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/fixtures/torch_diff.py"), tmp.path()});
+        if (!python.waitForFinished(120000) || python.exitCode() != 0) {
+            if (python.readAllStandardError().contains("No module named 'torch'") || python.error() == QProcess::FailedToStart)
+                QSKIP("PyTorch is not installed (apt-get install python3-torch; scripts/setup.sh does)");
+            QFAIL("the torch diff fixture script failed");
+        }
+        const uint64_t index = python.readAllStandardOutput().trimmed().toULongLong();
+        Run run = shardctl({QStringLiteral("diff"), qs(dir / "a.pt"), qs(dir / "model.safetensors"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 0);
+        QCOMPARE(run.json().at("summary").at("identical").get<int>(), 3);
+        QCOMPARE(run.json().at("a").at("path").get<std::string>(), (dir / "a.pt").string());
+
+        run = shardctl({QStringLiteral("diff"), qs(dir / "a.pt"), qs(dir / "b.pt"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        nlohmann::json changed;
+        const nlohmann::json tensors = run.json().at("tensors"); // not a temporary's member in range-for
+        for (const auto& t : tensors)
+            if (t.at("status") == "changed")
+                changed = t;
+        QCOMPARE(changed.at("name").get<std::string>(), std::string("layer.weight"));
+        QCOMPARE(changed.at("changed_elements").get<uint64_t>(), uint64_t(1));
+        QCOMPARE(changed.at("first_changed_element").get<uint64_t>(), index);
+        QVERIFY(std::abs(changed.at("max_abs_diff").get<double>() - 1.0) < 1e-6);
+        run = shardctl({QStringLiteral("diff"), qs(dir / "a.pt"), qs(dir / "b.pt"), QStringLiteral("--atol"),
+                        QStringLiteral("1.5")});
+        QCOMPARE(run.exit_code, 0);
+        QVERIFY(run.out.contains("3 identical"));
+
+        for (const char* world : {"2", "5"})
+            QCOMPARE(shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir / ("w" + std::string(world))),
+                               QStringLiteral("--world-size"), QString::fromLatin1(world), QStringLiteral("--numel"),
+                               QStringLiteral("30001")})
+                         .exit_code,
+                     0);
+        run = shardctl({QStringLiteral("diff"), qs(dir / "w2"), qs(dir / "w5")});
+        QCOMPARE(run.exit_code, 0);
+        QVERIFY2(run.out.contains("identical, bitwise"), run.out.constData());
     }
 };
 

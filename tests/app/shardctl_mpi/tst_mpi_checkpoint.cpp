@@ -10,6 +10,7 @@
 #include <csignal>
 #include <fstream>
 #include <sys/types.h>
+#include <tuple>
 
 using namespace testutil;
 namespace fs = std::filesystem;
@@ -83,6 +84,7 @@ private slots:
     void trainEqualsSingleProcess_data();
     void trainEqualsSingleProcess();
     void killOneRankAndResumeOnOtherCount();
+    void statsAndDiffEqualSingleProcess();
 };
 
 void TestMpiCheckpoint::demoSaveLoadVerify_data()
@@ -123,7 +125,8 @@ void TestMpiCheckpoint::demoSaveLoadVerify()
     QVERIFY2(verified.exit_code == 0, verified.err.constData());
     QCOMPARE(verified.json().at("ok").get<bool>(), true);
     QCOMPARE(verified.json().at("shards").size(), static_cast<std::size_t>(world));
-    for (const auto& shard : verified.json().at("shards"))
+    const nlohmann::json shards = verified.json().at("shards"); // range-for over a temporary's member dangles
+    for (const auto& shard : shards)
         QCOMPARE(shard.at("status").get<std::string>(), std::string("ok"));
 
     // A second save into a committed checkpoint is refused on every process; nothing changes.
@@ -283,6 +286,65 @@ void TestMpiCheckpoint::killOneRankAndResumeOnOtherCount()
     QVERIFY(resumed.json().at("resumed_from").at("step").get<int>() >= 20);
     QCOMPARE(resumed.json().at("digests").dump(), reference.json().at("digests").dump());
     QCOMPARE(resumed.json().at("final_loss").get<double>(), reference.json().at("final_loss").get<double>());
+}
+
+// stats and diff under 3 processes (work items split 3 ways, so no process holds a whole tensor's
+// parts): the same JSON as shardctl's, but for the timing and the process count; a NaN planted in
+// one rank's file is found and fails every process; a failure to open is agreed on.
+void TestMpiCheckpoint::statsAndDiffEqualSingleProcess()
+{
+    QTemporaryDir tmp;
+    const fs::path a = tmp.filePath(QStringLiteral("a")).toStdString();
+    const fs::path b = tmp.filePath(QStringLiteral("b")).toStdString();
+    for (const auto& [dir, world, seed] : {std::tuple{a, "4", "3"}, std::tuple{b, "5", "4"}})
+        QCOMPARE(shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir), QStringLiteral("--world-size"),
+                           QString::fromLatin1(world), QStringLiteral("--numel"), QStringLiteral("50001"),
+                           QStringLiteral("--seed"), QString::fromLatin1(seed)})
+                     .exit_code,
+                 0);
+    auto same = [](const Run& mpi, const Run& single) {
+        nlohmann::json m = mpi.json(), s = single.json();
+        if (m.value("processes", 0) != 3)
+            return false;
+        for (auto* j : {&m, &s}) {
+            j->erase("processes");
+            j->erase("seconds");
+        }
+        return m == s;
+    };
+    const QStringList stats{QStringLiteral("stats"), qs(a), QStringLiteral("--json")};
+    Run mpi = mpirun(3, stats);
+    QVERIFY2(mpi.exit_code == 0, mpi.err.constData());
+    QVERIFY(same(mpi, shardctl(stats)));
+    const QStringList diff{QStringLiteral("diff"), qs(a), qs(b), QStringLiteral("--json")};
+    mpi = mpirun(3, diff);
+    QCOMPARE(mpi.exit_code, 1); // other seeds: everything changed
+    QVERIFY(same(mpi, shardctl(diff)));
+    QCOMPARE(mpi.json().at("summary").at("changed").get<int>(), int(mpi.json().at("tensors").size()));
+    const QStringList identical{QStringLiteral("diff"), qs(a), qs(a), QStringLiteral("--json")};
+    QCOMPARE(mpirun(3, identical).exit_code, 0);
+
+    // A NaN in rank 2's exp_avg (the float after the safetensors header's data start).
+    {
+        std::fstream f(a / "rank2.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+        uint64_t length = 0;
+        f.read(reinterpret_cast<char*>(&length), 8);
+        std::string header(length, ' ');
+        f.read(header.data(), static_cast<std::streamsize>(length));
+        const uint64_t begin = nlohmann::json::parse(header).at("exp_avg").at("data_offsets").at(0).get<uint64_t>();
+        const uint32_t nan_bits = 0x7fc00000u;
+        f.seekp(static_cast<std::streamoff>(8 + length + begin));
+        f.write(reinterpret_cast<const char*>(&nan_bits), 4);
+    }
+    mpi = mpirun(3, stats);
+    QCOMPARE(mpi.exit_code, 1);
+    QVERIFY(same(mpi, shardctl(stats)));
+    QCOMPARE(mpi.json().at("problems").at(0).at("kind").get<std::string>(), std::string("nonfinite_values"));
+    QCOMPARE(mpi.json().at("problems").at(0).at("rank").get<int>(), 2);
+
+    mpi = mpirun(3, {QStringLiteral("stats"), QStringLiteral("/nonexistent/ckpt"), QStringLiteral("--json")});
+    QCOMPARE(mpi.exit_code, 2);
+    QCOMPARE(mpi.json().at("error").at("kind").get<std::string>(), std::string("cannot_open"));
 }
 
 QTEST_GUILESS_MAIN(TestMpiCheckpoint)

@@ -8,6 +8,7 @@
 #include "core/inspect/content.h"
 #include "core/run/demo.h"
 #include "foreign_fixtures.h"
+#include "content_fixtures.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -72,42 +73,6 @@ bool has(const std::vector<Problem>& problems, ProblemKind kind, int rank = -2)
         if (p.kind == kind && (rank == -2 || p.rank == rank))
             return true;
     return false;
-}
-
-void write_safetensors(const fs::path& file, const std::vector<std::pair<SafetensorsTensor, std::string>>& tensors)
-{
-    std::vector<SafetensorsTensor> layout;
-    std::string data;
-    for (auto [t, bytes] : tensors) {
-        t.begin = data.size();
-        t.end = t.begin + bytes.size();
-        data += bytes;
-        layout.push_back(t);
-    }
-    std::ofstream(file, std::ios::binary) << make_safetensors_header(layout, {}) << data;
-}
-
-template <class T>
-std::string bytes_of(const std::vector<T>& values)
-{
-    return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-}
-
-// torch.save({name: tensor}) of one contiguous 1-D float32 tensor, as torch writes it.
-std::string float_archive(const std::string& prefix, const std::string& name, const std::vector<float>& values)
-{
-    fixtures::PickleWriter p;
-    p.proto(2);
-    p.global("collections", "OrderedDict").op(')').op('R');
-    p.mark();
-    p.str(name);
-    fixtures::pickle_tensor_view(p, "0", "FloatStorage", int64_t(values.size()), 0, {values.size()}, {1});
-    p.op('u').stop();
-    fixtures::ZipWriter zip;
-    zip.add(prefix + "/data.pkl", p.out, p.out);
-    zip.add(prefix + "/data/0", bytes_of(values), bytes_of(values));
-    zip.add(prefix + "/version", "3\n", "3\n");
-    return zip.finish();
 }
 
 } // namespace

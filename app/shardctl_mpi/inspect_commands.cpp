@@ -1,0 +1,101 @@
+// stats and diff across processes: every process lays the checkpoint(s) out from the headers and
+// metadata, reads the work items i with i mod P = p (a tensor part, a param/master check, a
+// stretch of a paired tensor), and sends their exact partial results to process 0, which merges
+// them in item order — so the figures are shardctl's, bit for bit — and prints.
+
+#include "app/cli_common/inspect_options.h"
+#include "app/shardctl_mpi/commands.h"
+
+#include "core/checkpoint/verify_json.h"
+
+namespace shardctl_mpi {
+
+using namespace shardscope;
+using namespace shardctl;
+using nlohmann::json;
+
+namespace {
+
+// Process 0's exit status, on every process.
+int agreed_status(MpiJob& job, int status)
+{
+    return std::stoi(job.broadcast(std::to_string(status)));
+}
+
+} // namespace
+
+int run_stats(MpiJob& job, const QStringList& arguments)
+{
+    const auto args = parse_stats_args(arguments, mpi_json_option(), mpi_threads_option());
+    if (!args)
+        return kUsage;
+    ContentReport report;
+    job.agree_or_throw(attempt([&] { report = plan_content(args->path, args->options); }));
+    const auto mine = [&](std::size_t item) { return static_cast<int>(item % std::size_t(job.size())) == job.rank(); };
+    std::vector<std::optional<Problem>> problems;
+    job.agree_or_throw(attempt([&] { problems = scan_content(report, args->options, mine); }));
+    // Item i's result: the statistics of its part, or its problem (param/master checks).
+    std::vector<std::string> results;
+    std::size_t item = 0;
+    for (const TensorContent& tensor : report.tensors)
+        for (std::size_t p = 0; p < tensor.parts.size(); ++p, ++item)
+            if (mine(item))
+                results.push_back(json{{"item", item},
+                                       {"stats", value_stats_json(tensor.part_stats[p])},
+                                       {"problem", problems[item] ? problem_wire_json(*problems[item]) : json()}}
+                                      .dump());
+    for (; item < problems.size(); ++item)
+        if (mine(item))
+            results.push_back(
+                json{{"item", item}, {"problem", problems[item] ? problem_wire_json(*problems[item]) : json()}}.dump());
+    const std::vector<std::string> gathered = job.gather_strings(results);
+    int status = kOk;
+    if (job.coordinator()) {
+        std::vector<std::pair<std::size_t, std::size_t>> part_of; // item -> (tensor, part)
+        for (std::size_t t = 0; t < report.tensors.size(); ++t)
+            for (std::size_t p = 0; p < report.tensors[t].parts.size(); ++p)
+                part_of.push_back({t, p});
+        std::vector<std::optional<Problem>> all(problems.size());
+        for (const std::string& text : gathered) {
+            const json result = json::parse(text);
+            const std::size_t i = result.at("item").get<std::size_t>();
+            if (result.contains("stats"))
+                report.tensors[part_of.at(i).first].part_stats[part_of.at(i).second] =
+                    value_stats_from_json(result.at("stats"));
+            if (!result.at("problem").is_null())
+                all.at(i) = problem_from_wire_json(result.at("problem"));
+        }
+        finish_content(report, std::move(all));
+        status = print_stats(report, args->json, {{"processes", job.size()}});
+    }
+    return agreed_status(job, status);
+}
+
+int run_diff(MpiJob& job, const QStringList& arguments)
+{
+    const auto args = parse_diff_args(arguments, mpi_json_option(), mpi_threads_option());
+    if (!args)
+        return kUsage;
+    DiffReport report;
+    job.agree_or_throw(attempt([&] { report = plan_diff(args->a, args->b, args->options); }));
+    const auto mine = [&](std::size_t item) { return static_cast<int>(item % std::size_t(job.size())) == job.rank(); };
+    std::vector<DiffSums> sums;
+    job.agree_or_throw(attempt([&] { sums = run_diff(report, mine); }));
+    std::vector<std::string> results;
+    for (std::size_t i = 0; i < sums.size(); ++i)
+        if (mine(i))
+            results.push_back(json{{"item", i}, {"sums", diff_sums_json(sums[i])}}.dump());
+    const std::vector<std::string> gathered = job.gather_strings(results);
+    int status = kOk;
+    if (job.coordinator()) {
+        for (const std::string& text : gathered) {
+            const json result = json::parse(text);
+            sums.at(result.at("item").get<std::size_t>()) = diff_sums_from_json(result.at("sums"));
+        }
+        finish_diff(report, sums);
+        status = print_diff(report, args->json, {{"processes", job.size()}});
+    }
+    return agreed_status(job, status);
+}
+
+} // namespace shardctl_mpi

@@ -1,0 +1,49 @@
+#pragma once
+// Internal to core/inspect: a tensor's elements in its own row-major order, whatever the layout
+// of its parts (runs of the flattened tensor, DCP boxes, transposed torch views), read piece by
+// piece so that no tensor is ever whole in memory. diff compares two checkpoints through it: the
+// same element index means the same element on both sides, however each was sharded.
+
+#include "core/inspect/content.h"
+#include "core/util/fsutil.h"
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope::inspect {
+
+class TensorReader {
+public:
+    TensorReader(int dirfd, std::filesystem::path dir, const TensorContent& tensor);
+
+    // Elements in the tensor (the product of its shape).
+    uint64_t numel() const { return m_numel; }
+
+    // Reads elements [first, first + count) into `out` (count * element_size bytes), or returns
+    // the problem that stopped it, naming the file, rank and tensor.
+    std::optional<Problem> read(uint64_t first, uint64_t count, std::byte* out);
+
+private:
+    std::optional<Problem> read_flat(uint64_t first, uint64_t count, std::byte* out);
+    std::optional<Problem> read_boxes(uint64_t first, uint64_t count, std::byte* out);
+    std::optional<Problem> read_view(const TensorPart& part, uint64_t first, uint64_t count, std::byte* out);
+    std::optional<Problem> pread_part(const TensorPart& part, uint64_t stored_element, uint64_t count, std::byte* out);
+    std::optional<Problem> open_part(const TensorPart& part);
+    Problem problem(ProblemKind kind, const TensorPart* part, const std::string& what) const;
+
+    int m_dirfd;
+    std::filesystem::path m_dir;
+    const TensorContent& m_tensor;
+    std::size_t m_size; // bytes per element
+    uint64_t m_numel = 0;
+    bool m_boxes = false;
+    std::optional<std::string> m_invalid; // why the layout cannot be read, found up front
+    std::map<std::string, fsutil::OpenedFile> m_files;
+    std::size_t m_hint = 0; // the part the last read ended in: reads go forward
+};
+
+} // namespace shardscope::inspect

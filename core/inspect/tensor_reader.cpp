@@ -1,0 +1,257 @@
+#include "core/inspect/internal/tensor_reader.h"
+
+#include "core/util/printable.h"
+#include "core/util/volume.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace shardscope::inspect {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string part_label(const TensorPart& part)
+{
+    return (part.rank >= 0 ? "rank " + std::to_string(part.rank) + ": " : std::string()) + part.file;
+}
+
+// Why a part cannot be read as laid out, or "" when it can.
+std::string invalid_part(const TensorPart& p, const std::vector<uint64_t>& shape, bool boxes, uint64_t numel)
+{
+    if (boxes) {
+        if (p.box_offsets.size() != shape.size() || p.box_sizes.size() != shape.size())
+            return "its chunk has " + std::to_string(p.box_offsets.size()) + " dimensions, the tensor " +
+                   std::to_string(shape.size());
+        uint64_t cells = 0;
+        for (std::size_t d = 0; d < shape.size(); ++d) {
+            uint64_t end = 0;
+            if (__builtin_add_overflow(p.box_offsets[d], p.box_sizes[d], &end) || end > shape[d])
+                return "its chunk reaches outside the tensor in dimension " + std::to_string(d);
+        }
+        if (!checked_volume(p.box_sizes, cells) || cells != p.numel)
+            return "its chunk's sizes do not multiply to its element count";
+        return "";
+    }
+    uint64_t end = 0;
+    if (__builtin_add_overflow(p.first_element, p.numel, &end) || end > numel)
+        return "it holds elements past the tensor's " + std::to_string(numel);
+    if (!p.view_shape.empty() || !p.view_strides.empty()) {
+        uint64_t cells = 0;
+        if (p.view_shape.size() != p.view_strides.size() || !checked_volume(p.view_shape, cells) || cells != p.numel)
+            return "its strides do not match its shape";
+        // The layout accepted only permutations of a dense storage: the last element it reaches
+        // is numel - 1 places after the first, so no index computed from these strides wraps.
+        uint64_t last = 0;
+        for (std::size_t d = 0; d < p.view_shape.size(); ++d) {
+            uint64_t step = 0;
+            if (p.view_strides[d] < 0 || p.view_shape[d] == 0 ||
+                __builtin_mul_overflow(p.view_shape[d] - 1, static_cast<uint64_t>(p.view_strides[d]), &step) ||
+                __builtin_add_overflow(last, step, &last))
+                return "its strides reach outside its storage";
+        }
+        if (p.numel > 0 && last != p.numel - 1)
+            return "its strides reach outside its storage";
+    }
+    return "";
+}
+
+} // namespace
+
+TensorReader::TensorReader(int dirfd, fs::path dir, const TensorContent& tensor)
+    : m_dirfd(dirfd), m_dir(std::move(dir)), m_tensor(tensor), m_size(element_size(tensor.type))
+{
+    if (!checked_volume(tensor.shape, m_numel)) {
+        m_invalid = "its shape's element count overflows";
+        return;
+    }
+    m_boxes = std::any_of(tensor.parts.begin(), tensor.parts.end(),
+                          [](const TensorPart& p) { return !p.box_offsets.empty(); });
+    for (const TensorPart& p : tensor.parts)
+        if (std::string why = invalid_part(p, tensor.shape, m_boxes, m_numel); !why.empty()) {
+            m_invalid = part_label(p) + ": " + why;
+            return;
+        }
+    if (!m_boxes && !std::is_sorted(tensor.parts.begin(), tensor.parts.end(),
+                                    [](const TensorPart& a, const TensorPart& b) {
+                                        return a.first_element < b.first_element;
+                                    }))
+        m_invalid = "its parts are not in element order";
+}
+
+Problem TensorReader::problem(ProblemKind kind, const TensorPart* part, const std::string& what) const
+{
+    const std::string name = "'" + printable(m_tensor.name) + "'" + (m_tensor.state.empty() ? "" : " (" + m_tensor.state + ")");
+    if (!part)
+        return {kind, -1, "", (m_dir.string()) + ": tensor " + name + ": " + what};
+    return {kind, part->rank, part->file,
+            (part->rank >= 0 ? "rank " + std::to_string(part->rank) + ": " : std::string()) +
+                (m_dir / part->file).string() + ": tensor " + name + ": " + what};
+}
+
+std::optional<Problem> TensorReader::read(uint64_t first, uint64_t count, std::byte* out)
+{
+    if (m_invalid)
+        return problem(ProblemKind::invalid_manifest, nullptr, *m_invalid);
+    uint64_t end = 0;
+    if (__builtin_add_overflow(first, count, &end) || end > m_numel)
+        return problem(ProblemKind::invalid_argument, nullptr, "elements past its end were asked for");
+    return m_boxes ? read_boxes(first, count, out) : read_flat(first, count, out);
+}
+
+std::optional<Problem> TensorReader::open_part(const TensorPart& part)
+{
+    auto [it, inserted] = m_files.try_emplace(part.file);
+    if (inserted) {
+        if (m_files.size() > 64) { // a tensor over many ranks: keep a few descriptors, not all
+            const std::string keep = part.file;
+            std::erase_if(m_files, [&](const auto& entry) { return entry.first != keep; });
+            it = m_files.find(keep);
+        }
+        it->second = fsutil::open_beneath_for_read(m_dirfd, part.file);
+    }
+    if (it->second.status != fsutil::OpenStatus::ok)
+        return problem(it->second.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
+                                                                       : ProblemKind::unreadable,
+                       &part, it->second.reason);
+    return std::nullopt;
+}
+
+// `count` elements stored consecutively from the part's `stored_element`-th.
+std::optional<Problem> TensorReader::pread_part(const TensorPart& part, uint64_t stored_element, uint64_t count,
+                                                std::byte* out)
+{
+    if (auto failed = open_part(part))
+        return failed;
+    const fsutil::OpenedFile& file = m_files.at(part.file);
+    uint64_t at = 0, bytes = 0, end = 0;
+    if (__builtin_mul_overflow(stored_element, m_size, &at) || __builtin_add_overflow(at, part.byte_offset, &at) ||
+        __builtin_mul_overflow(count, m_size, &bytes) || __builtin_add_overflow(at, bytes, &end) || end > file.size)
+        return problem(ProblemKind::range_outside_file, &part,
+                       "its elements run past the end of the " + std::to_string(file.size) + "-byte file");
+    if (!fsutil::read_exact(file.fd.get(), out, bytes, at))
+        return problem(ProblemKind::unreadable, &part, std::string("cannot read: ") + std::strerror(errno));
+    return std::nullopt;
+}
+
+std::optional<Problem> TensorReader::read_flat(uint64_t first, uint64_t count, std::byte* out)
+{
+    const auto& parts = m_tensor.parts;
+    while (count > 0) {
+        // The part holding `first`: usually the one the last read ended in, or the next.
+        if (m_hint >= parts.size() || parts[m_hint].first_element > first)
+            m_hint = 0;
+        while (m_hint < parts.size() && parts[m_hint].first_element + parts[m_hint].numel <= first)
+            ++m_hint;
+        if (m_hint == parts.size() || parts[m_hint].first_element > first)
+            return problem(ProblemKind::missing_tensor, nullptr,
+                           "element " + std::to_string(first) +
+                               " is in no part that could be read (a rank's slice or file is missing)");
+        const TensorPart& part = parts[m_hint];
+        const uint64_t local = first - part.first_element;
+        const uint64_t n = std::min(count, part.numel - local);
+        auto failed = part.view_shape.empty() ? pread_part(part, local, n, out) : read_view(part, local, n, out);
+        if (failed)
+            return failed;
+        first += n;
+        count -= n;
+        out += n * m_size;
+    }
+    return std::nullopt;
+}
+
+// A DCP tensor: walk the elements in row-major order, finding the chunk (box) that holds each
+// run. Within a box the run continues across rows as long as the box spans whole rows.
+std::optional<Problem> TensorReader::read_boxes(uint64_t first, uint64_t count, std::byte* out)
+{
+    const auto& shape = m_tensor.shape;
+    const std::size_t dims = shape.size();
+    std::vector<uint64_t> index(dims);
+    while (count > 0) {
+        uint64_t rest = first;
+        for (std::size_t d = dims; d-- > 0;) {
+            index[d] = rest % shape[d];
+            rest /= shape[d];
+        }
+        auto holds = [&](const TensorPart& p) {
+            for (std::size_t d = 0; d < dims; ++d)
+                if (index[d] < p.box_offsets[d] || index[d] >= p.box_offsets[d] + p.box_sizes[d])
+                    return false;
+            return true;
+        };
+        std::size_t found = m_hint < m_tensor.parts.size() && holds(m_tensor.parts[m_hint]) ? m_hint : m_tensor.parts.size();
+        for (std::size_t p = 0; found == m_tensor.parts.size() && p < m_tensor.parts.size(); ++p)
+            if (holds(m_tensor.parts[p]))
+                found = p;
+        if (found == m_tensor.parts.size())
+            return problem(ProblemKind::missing_tensor, nullptr,
+                           "element " + std::to_string(first) + " is in no chunk that could be read");
+        m_hint = found;
+        const TensorPart& part = m_tensor.parts[found];
+        // k: the outermost dimension from which the box spans the tensor's whole extent inward.
+        std::size_t k = dims == 0 ? 0 : dims - 1;
+        while (k > 0 && part.box_sizes[k] == shape[k])
+            --k;
+        uint64_t inner = 1; // elements in one step of dimension k
+        for (std::size_t d = k + 1; d < dims; ++d)
+            inner *= shape[d];
+        uint64_t run = dims == 0 ? 1 : (part.box_offsets[k] + part.box_sizes[k] - index[k]) * inner;
+        uint64_t into = 0; // elements of the inner block already behind `first`
+        for (std::size_t d = k + 1; d < dims; ++d)
+            into = into * shape[d] + index[d];
+        run -= into;
+        uint64_t stored = 0; // row-major position inside the box
+        for (std::size_t d = 0; d < dims; ++d)
+            stored = stored * part.box_sizes[d] + (index[d] - part.box_offsets[d]);
+        const uint64_t n = std::min(count, run);
+        if (auto failed = pread_part(part, stored, n, out))
+            return failed;
+        first += n;
+        count -= n;
+        out += n * m_size;
+    }
+    return std::nullopt;
+}
+
+// A permuted torch view: the storage positions of the asked elements, sorted and read in runs
+// (a transpose's row is a column of its storage: runs of a few elements each, never the storage).
+std::optional<Problem> TensorReader::read_view(const TensorPart& part, uint64_t first, uint64_t count, std::byte* out)
+{
+    const std::size_t dims = part.view_shape.size();
+    std::vector<uint64_t> index(dims);
+    uint64_t rest = first;
+    for (std::size_t d = dims; d-- > 0;) {
+        index[d] = rest % part.view_shape[d];
+        rest /= part.view_shape[d];
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> wanted(count); // (storage element, output element)
+    for (uint64_t i = 0; i < count; ++i) {
+        uint64_t at = 0;
+        for (std::size_t d = 0; d < dims; ++d)
+            at += index[d] * static_cast<uint64_t>(part.view_strides[d]);
+        wanted[i] = {at, i};
+        for (std::size_t d = dims; d-- > 0;) { // next index, row-major
+            if (++index[d] < part.view_shape[d])
+                break;
+            index[d] = 0;
+        }
+    }
+    std::sort(wanted.begin(), wanted.end());
+    std::vector<std::byte> run_bytes;
+    for (std::size_t i = 0; i < wanted.size();) {
+        std::size_t j = i + 1;
+        while (j < wanted.size() && wanted[j].first == wanted[j - 1].first + 1)
+            ++j;
+        run_bytes.resize((j - i) * m_size);
+        if (auto failed = pread_part(part, wanted[i].first, j - i, run_bytes.data()))
+            return failed;
+        for (std::size_t k = i; k < j; ++k)
+            std::memcpy(out + wanted[k].second * m_size, run_bytes.data() + (k - i) * m_size, m_size);
+        i = j;
+    }
+    return std::nullopt;
+}
+
+} // namespace shardscope::inspect
