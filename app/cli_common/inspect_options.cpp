@@ -77,6 +77,8 @@ void print_diff_text(const DiffReport& report)
             const auto rel = t.rel_l2();
             line += "  " + std::to_string(t.sums.changed) + " of " + std::to_string(t.numel) + " elements, max |a-b| " +
                     number(t.sums.max_abs_diff) + ", rel L2 " + (rel ? number(*rel) : std::string("inf"));
+            if (t.sums.nonfinite_changed > 0) // not in max |a-b| or the L2 figures
+                line += " (" + std::to_string(t.sums.nonfinite_changed) + " where a side is NaN or Inf)";
             if (!largest || rel.value_or(INFINITY) > largest->rel_l2().value_or(INFINITY))
                 largest = &t;
         }

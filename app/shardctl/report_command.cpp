@@ -37,8 +37,12 @@ int run_report(const QStringList& arguments)
                                     QStringLiteral("N"));
     const QCommandLineOption content(QStringLiteral("content"),
                                      QStringLiteral("read every tensor's values too: adds the content-health section"));
+    const QCommandLineOption compare(QStringLiteral("compare"),
+                                     QStringLiteral("compare the tensors with checkpoint B too (as diff): adds the "
+                                                    "comparison section"),
+                                     QStringLiteral("B"));
     parser.addOptions({format, out, profile, stages, microbatches, schedule, virtualStages, partition, fast, expect,
-                       content});
+                       content, compare});
     if (!parse(parser, arguments, 1, QStringLiteral("report")))
         return kUsage;
     const QString kind = parser.value(format);
@@ -71,6 +75,9 @@ int run_report(const QStringList& arguments)
         }
         input.content = std::move(read);
     }
+    if (parser.isSet(compare)) // a B that cannot be opened at all is a usage error (Error: main)
+        input.diff = std::make_shared<const shardscope::DiffReport>(
+            shardscope::diff_checkpoints(input.checkpoint_path, local(parser.value(compare))));
 
     if (parser.isSet(profile)) {
         namespace pl = shardscope::pipeline;

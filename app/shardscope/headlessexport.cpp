@@ -6,6 +6,7 @@
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/panels/reshardpanel.h"
 #include "widgets/panels/tensorspanel.h"
+#include "widgets/panels/comparepanel.h"
 #include "core/inspect/content.h"
 #include "widgets/settings/settings.h"
 
@@ -54,20 +55,27 @@ int runHeadlessExport(const HeadlessExport& request)
             return fail(2, QStringLiteral("%1: no such file or directory").arg(request.path));
         QEventLoop loop;
         auto* panel = window.checkpointPanel();
-        // The report carries both verdicts: wait for verification and for the tensors' scan.
-        int pending = 2;
+        // The report carries every verdict: wait for verification, the tensors' scan and the
+        // comparison when one was asked for.
+        int pending = request.compare.isEmpty() ? 2 : 3;
         auto oneDone = [&] {
             if (--pending == 0)
                 loop.quit();
         };
         QObject::connect(panel, &shardwidgets::CheckpointPanel::verificationFinished, &loop, oneDone);
         QObject::connect(window.tensorsPanel(), &shardwidgets::TensorsPanel::scanFinished, &loop, oneDone);
+        QObject::connect(window.comparePanel(), &shardwidgets::ComparePanel::compareFinished, &loop, oneDone);
         QObject::connect(panel, &shardwidgets::CheckpointPanel::openFailed, &loop,
                          [&](const QString& message, const QString& path) {
                              status = fail(2, QStringLiteral("%1: %2").arg(path, message));
                              loop.quit();
                          });
-        window.openPath(request.path);
+        if (!request.compare.isEmpty() && !QFileInfo::exists(request.compare))
+            return fail(2, QStringLiteral("--compare %1: no such file or directory").arg(request.compare));
+        if (request.compare.isEmpty())
+            window.openPath(request.path);
+        else
+            window.openAndCompare(request.path, request.compare);
         loop.exec();
         if (status != 0)
             return status;

@@ -10,6 +10,7 @@ struct HeadlessExport {
     QString profile; // layer-cost profile; empty: the first bundled one
     QString file;    // .pdf .html .md .json .png .svg
     int reshardTo = 0; // reshard preview's target world size; 0: twice the checkpoint's
+    QString compare;   // a second checkpoint to compare the first with; empty: no comparison
 };
 
 int runHeadlessExport(const HeadlessExport& request);

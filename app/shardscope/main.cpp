@@ -1,4 +1,4 @@
-// shardscope: the desktop app. `shardscope [PATH] [--profile FILE] [--export FILE]`.
+// shardscope: the desktop app. `shardscope [PATH] [--compare B] [--profile FILE] [--export FILE]`.
 
 #include "app/shardscope/headlessexport.h"
 #include "app/shardscope/mainwindow.h"
@@ -58,7 +58,10 @@ int main(int argc, char** argv)
     const QCommandLineOption reshardTo(QStringLiteral("reshard-to"),
                                        QStringLiteral("target world size of the reshard preview (default: twice the checkpoint's)"),
                                        QStringLiteral("M"));
-    parser.addOptions({profile, exportTo, demo, reshardTo});
+    const QCommandLineOption compare(QStringLiteral("compare"),
+                                     QStringLiteral("compare PATH with checkpoint B on the Compare page (and in the report)"),
+                                     QStringLiteral("B"));
+    parser.addOptions({profile, exportTo, demo, reshardTo, compare});
     if (!parser.parse(QApplication::arguments())) {
         std::cerr << "shardscope: " << parser.errorText().toStdString() << " (see shardscope --help)\n";
         return 2;
@@ -89,8 +92,13 @@ int main(int argc, char** argv)
         }
     }
 
+    if (parser.isSet(compare) && path.isEmpty()) {
+        std::cerr << "shardscope: --compare B needs a PATH to compare it with\n";
+        return 2;
+    }
     if (parser.isSet(exportTo))
-        return runHeadlessExport({path, parser.value(profile), parser.value(exportTo), reshardTarget});
+        return runHeadlessExport(
+            {path, parser.value(profile), parser.value(exportTo), reshardTarget, parser.value(compare)});
 
     shardwidgets::Settings settings;
     MainWindow window(&settings, true);
@@ -104,7 +112,9 @@ int main(int argc, char** argv)
     }
     if (reshardTarget > 0)
         window.reshardPanel()->setTargetWorldSize(reshardTarget);
-    if (!path.isEmpty())
+    if (!path.isEmpty() && parser.isSet(compare))
+        window.openAndCompare(path, parser.value(compare));
+    else if (!path.isEmpty())
         window.openPath(path);
     else if (parser.isSet(demo))
         window.openDemo();

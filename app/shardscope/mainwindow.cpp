@@ -9,6 +9,7 @@
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/panels/reshardpanel.h"
 #include "widgets/panels/tensorspanel.h"
+#include "widgets/panels/comparepanel.h"
 #include "widgets/settings/settings.h"
 #include "widgets/style/statusstyle.h"
 
@@ -40,6 +41,7 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     : QMainWindow(parent), m_settings(settings), m_interactive(interactive), m_tabs(new QTabWidget(this)),
       m_checkpointStack(new QStackedWidget(this)), m_checkpoint(new CheckpointPanel(this)),
       m_planner(new PlannerPanel(this)), m_reshard(new ReshardPanel(this)), m_tensors(new TensorsPanel(this)),
+      m_compare(new ComparePanel(this)),
       m_verdict(new QLabel(this))
 {
     setWindowTitle(tr("ShardScope"));
@@ -54,6 +56,7 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     m_checkpointStack->addWidget(m_checkpoint);
     m_tabs->addTab(m_checkpointStack, tr("&Checkpoint"));
     m_tabs->addTab(m_tensors, tr("&Tensors"));
+    m_tabs->addTab(m_compare, tr("Co&mpare"));
     m_tabs->addTab(m_reshard, tr("&Reshard"));
     m_tabs->addTab(m_planner, tr("&Pipeline planner"));
     m_reshard->setInteractive(m_interactive);
@@ -81,6 +84,9 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     // The Tensors page reads the values of the same checkpoint, in the background, at once.
     connect(m_checkpoint, &CheckpointPanel::opened, m_tensors, &TensorsPanel::open);
     connect(m_checkpoint, &CheckpointPanel::openFailed, m_tensors, &TensorsPanel::clear);
+    // The Compare page compares the open checkpoint with another one, when asked.
+    connect(m_checkpoint, &CheckpointPanel::opened, m_compare, &ComparePanel::setBase);
+    connect(m_checkpoint, &CheckpointPanel::openFailed, m_compare, [this] { m_compare->setBase({}); });
     // One target world size: the ownership map's preview lane follows the reshard page and back.
     connect(m_reshard, &ReshardPanel::targetChanged, m_checkpoint->reshardTargetBox(), &QSpinBox::setValue);
     connect(m_checkpoint->reshardTargetBox(), &QSpinBox::valueChanged, this, [this](int value) {
@@ -112,6 +118,14 @@ void MainWindow::createActions()
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     updateRecentMenu();
     file->addAction(tr("Open &Demo Checkpoint"), this, &MainWindow::openDemo);
+    QAction* compare = file->addAction(tr("Compare &With…"), this, [this] {
+        m_tabs->setCurrentWidget(m_compare);
+        m_compare->chooseAndCompare();
+    });
+    compare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_D));
+    compare->setEnabled(false);
+    connect(m_checkpoint, &CheckpointPanel::opened, compare, [compare] { compare->setEnabled(true); });
+    connect(m_checkpoint, &CheckpointPanel::openFailed, compare, [compare] { compare->setEnabled(false); });
     file->addSeparator();
     QAction* report = file->addAction(style()->standardIcon(QStyle::SP_DialogSaveButton), tr("&Export Report…"),
                                       this, &MainWindow::chooseReportFile);
@@ -167,6 +181,8 @@ void MainWindow::createActions()
     showPlan->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
     QAction* showTensors = view->addAction(tr("&Tensors"), this, [this] { m_tabs->setCurrentWidget(m_tensors); });
     showTensors->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_4));
+    QAction* showCompare = view->addAction(tr("Co&mpare"), this, [this] { m_tabs->setCurrentWidget(m_compare); });
+    showCompare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_5));
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About ShardScope"), this, &MainWindow::showAbout);
@@ -241,6 +257,19 @@ void MainWindow::updateRecentMenu()
     clear->setEnabled(!folders.isEmpty());
 }
 
+void MainWindow::openAndCompare(const QString& path, const QString& other)
+{
+    // Once A is open (and the Compare page has it as its base), compare it with B.
+    auto* once = new QObject(this);
+    connect(m_checkpoint, &CheckpointPanel::opened, once, [this, once, other] {
+        once->deleteLater();
+        m_tabs->setCurrentWidget(m_compare);
+        m_compare->compareWith(other);
+    });
+    connect(m_checkpoint, &CheckpointPanel::openFailed, once, &QObject::deleteLater);
+    openPath(path);
+}
+
 void MainWindow::openPath(const QString& path)
 {
     const QString clean = QDir::cleanPath(QFileInfo(path).absoluteFilePath());
@@ -309,8 +338,10 @@ ReportSources MainWindow::reportSources()
         sources.reshardView = m_reshard->view();
     }
     // The tensors read for the same checkpoint (the scan follows every open): its content health.
-    if (sources.report)
+    if (sources.report) {
         sources.content = m_tensors->sharedReport();
+        sources.diff = m_compare->sharedReport();
+    }
     sources.window = this;
     return sources;
 }

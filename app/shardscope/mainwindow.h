@@ -1,5 +1,5 @@
 #pragma once
-// The main window: a welcome page, the checkpoint page and the pipeline planner in tabs, menus
+// The main window: a welcome page, the checkpoint, tensors, compare, reshard and pipeline planner pages in tabs, menus
 // with shortcuts, recent folders, drag-and-drop, export, status bar and About box. The pages
 // themselves live in the widgets library; this file only wires them to the desktop.
 
@@ -12,6 +12,7 @@ class QTabWidget;
 
 namespace shardwidgets {
 class CheckpointPanel;
+class ComparePanel;
 class PlannerPanel;
 class ReshardPanel;
 class TensorsPanel;
@@ -26,6 +27,8 @@ public:
     MainWindow(shardwidgets::Settings* settings, bool interactive, QWidget* parent = nullptr);
 
     void openPath(const QString& path);
+    // Opens `path`, then compares it with `other` on the Compare page.
+    void openAndCompare(const QString& path, const QString& other);
     void openDemo();
     void showPlanner();
     void showCheckpoint();
@@ -37,6 +40,7 @@ public:
     shardwidgets::PlannerPanel* plannerPanel() const { return m_planner; }
     shardwidgets::ReshardPanel* reshardPanel() const { return m_reshard; }
     shardwidgets::TensorsPanel* tensorsPanel() const { return m_tensors; }
+    shardwidgets::ComparePanel* comparePanel() const { return m_compare; }
 
 signals:
     void demoFailed(const QString& message);
@@ -70,6 +74,7 @@ private:
     shardwidgets::PlannerPanel* m_planner;
     shardwidgets::ReshardPanel* m_reshard;
     shardwidgets::TensorsPanel* m_tensors;
+    shardwidgets::ComparePanel* m_compare;
     QMenu* m_recentMenu = nullptr;
     QLabel* m_verdict;
 };

@@ -64,8 +64,11 @@ void compare(const double* a, const double* b, const std::byte* raw_a, const std
             sums.a_squares += x * x;
             sums.max_abs_diff = std::max(sums.max_abs_diff, std::abs(d));
         }
-        if (!same && sums.changed++ == 0)
+        if (same)
+            continue;
+        if (sums.changed++ == 0)
             sums.first_changed = first + i;
+        sums.nonfinite_changed += !std::isfinite(x) || !std::isfinite(y);
     }
 }
 
@@ -122,6 +125,7 @@ void DiffSums::merge(const DiffSums& later)
     if (!first_changed)
         first_changed = later.first_changed;
     changed += later.changed;
+    nonfinite_changed += later.nonfinite_changed;
     max_abs_diff = std::max(max_abs_diff, later.max_abs_diff);
     diff_squares += later.diff_squares;
     a_squares += later.a_squares;
@@ -283,6 +287,7 @@ json diff_report_json(const DiffReport& report)
                               t.status == DiffStatus::dtype_changed;
         entry["numel"] = t.numel;
         entry["changed_elements"] = compared ? json(t.sums.changed) : json(nullptr);
+        entry["nonfinite_changed"] = compared ? json(t.sums.nonfinite_changed) : json(nullptr);
         entry["first_changed_element"] = compared && t.sums.first_changed ? json(*t.sums.first_changed) : json(nullptr);
         entry["max_abs_diff"] = compared ? json(t.sums.max_abs_diff) : json(nullptr);
         entry["rel_l2"] = compared ? optional_number(t.rel_l2()) : json(nullptr);
@@ -319,6 +324,7 @@ json diff_report_json(const DiffReport& report)
 json diff_sums_json(const DiffSums& s)
 {
     json j = {{"changed", s.changed},
+              {"nonfinite_changed", s.nonfinite_changed},
               {"first_changed", s.first_changed ? json(*s.first_changed) : json(nullptr)},
               {"doubles", {bits_of(s.max_abs_diff), bits_of(s.diff_squares), bits_of(s.a_squares)}}};
     if (s.problem)
@@ -330,6 +336,7 @@ DiffSums diff_sums_from_json(const json& j)
 {
     DiffSums s;
     s.changed = j.at("changed").get<uint64_t>();
+    s.nonfinite_changed = j.at("nonfinite_changed").get<uint64_t>();
     if (!j.at("first_changed").is_null())
         s.first_changed = j.at("first_changed").get<uint64_t>();
     const json& d = j.at("doubles");

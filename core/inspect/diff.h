@@ -33,6 +33,7 @@ std::string_view to_string(DiffStatus status);
 // The comparison of a stretch of one tensor; stretches merge exactly (in order).
 struct DiffSums {
     uint64_t changed = 0;
+    uint64_t nonfinite_changed = 0;        // of those, pairs where a side is NaN or Inf (not in the sums below)
     std::optional<uint64_t> first_changed; // element index
     double max_abs_diff = 0;               // over elements finite on both sides
     double diff_squares = 0, a_squares = 0; // sum (a-b)^2 and sum a^2 over the same elements

@@ -223,6 +223,62 @@ ReportTable content_table(const ContentReport& content)
     return table;
 }
 
+std::string significant(double value)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g", value);
+    return text;
+}
+
+// The tensors that differ, in model order (what only one side has last).
+ReportTable diff_table(const DiffReport& diff)
+{
+    ReportTable table{.header = {"Tensor", "State", "Status", "Changed elements", "Max |a-b|", "Rel. L2"},
+                      .right = {false, false, false, true, true, true}};
+    for (const TensorDiff& t : diff.tensors) {
+        if (t.status == DiffStatus::identical || table.rows.size() >= kReshardRowsShown)
+            continue;
+        const bool compared = t.status == DiffStatus::changed || t.status == DiffStatus::dtype_changed;
+        const auto rel = t.rel_l2();
+        table.rows.push_back({{t.name, t.state, std::string(to_string(t.status)),
+                               compared ? std::to_string(t.sums.changed) + " of " + std::to_string(t.numel) : "",
+                               compared ? significant(t.sums.max_abs_diff) : "",
+                               compared ? (rel ? significant(*rel) : std::string("inf")) : ""}});
+    }
+    return table;
+}
+
+void diff_section(const DiffReport& diff, std::vector<ReportBlock>& doc)
+{
+    std::size_t same = 0;
+    for (const TensorDiff& t : diff.tensors)
+        same += t.status == DiffStatus::identical;
+    const std::string compared = "Compared with " + diff.path_b.string() + " (" + diff.b.format + ")" +
+                                 (diff.options.bitwise() ? ", bitwise" : ", within tolerance");
+    doc.push_back({.kind = ReportBlock::Kind::heading, .level = 2, .text = "Comparison"});
+    doc.push_back({.kind = ReportBlock::Kind::note, .text = compared});
+    if (diff.identical())
+        doc.push_back({.kind = ReportBlock::Kind::verdict,
+                       .text = "All " + std::to_string(diff.tensors.size()) + " tensors are identical",
+                       .good = true});
+    else
+        doc.push_back({.kind = ReportBlock::Kind::verdict,
+                       .text = std::to_string(diff.tensors.size() - same) + " of " + std::to_string(diff.tensors.size()) +
+                               " tensors differ",
+                       .detail = diff.cancelled ? "The comparison was cancelled: not every tensor was compared."
+                                                : "The tensors below differ (bitwise unless a tolerance is given); "
+                                                  "relative change is ||a-b|| / ||a||.",
+                       .good = false});
+    if (!diff.problems.empty()) {
+        ReportBlock problems{.kind = ReportBlock::Kind::problems};
+        for (const Problem& p : diff.problems)
+            problems.items.emplace_back(std::string(to_string(p.kind)), p.message);
+        doc.push_back(std::move(problems));
+    }
+    if (same < diff.tensors.size())
+        doc.push_back({.kind = ReportBlock::Kind::table, .table = diff_table(diff)});
+}
+
 } // namespace
 
 std::vector<ReportBlock> report_document(const ReportInput& input)
@@ -311,6 +367,8 @@ std::vector<ReportBlock> report_document(const ReportInput& input)
         if (nonfinite > 0)
             table(content_table(content));
     }
+    if (input.diff)
+        diff_section(*input.diff, doc);
     if (input.reshard) {
         heading(2, "Reshard preview: " + std::to_string(input.reshard->source_world_size) + " → " +
                        std::to_string(input.reshard->target_world_size) + " ranks");

@@ -176,6 +176,8 @@ nlohmann::json report_json(const ReportInput& input)
         out["reshard"] = reshard_plan_json(*input.reshard);
     if (input.content)
         out["content"] = content_report_json(*input.content);
+    if (input.diff)
+        out["diff"] = diff_report_json(*input.diff);
     out["ok"] = report_exit_code(input) == 0;
     return out;
 }

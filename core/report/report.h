@@ -13,6 +13,7 @@
 #include "core/pipeline/simulator.h"
 #include "core/checkpoint/reshard.h"
 #include "core/inspect/content.h"
+#include "core/inspect/diff.h"
 
 #include <nlohmann/json.hpp>
 #include <memory>
@@ -66,6 +67,8 @@ struct ReportInput {
     // What the tensors hold (shardctl stats): the content-health section. Shared, not copied:
     // a large checkpoint's report has one entry per tensor.
     std::shared_ptr<const ContentReport> content;
+    // The comparison with a second checkpoint (shardctl diff), when one was made.
+    std::shared_ptr<const DiffReport> diff;
     // Image sources for the HTML/Markdown (file names or data: URIs); empty: no picture.
     std::string ownership_image;
     std::string gantt_image;

@@ -187,6 +187,7 @@ shardscope::ReportInput Exporter::reportInput(const ReportSources& sources)
     if (sources.reshardPlan)
         input.reshard = *sources.reshardPlan;
     input.content = sources.content;
+    input.diff = sources.diff;
     return input;
 }
 

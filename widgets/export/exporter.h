@@ -30,6 +30,7 @@ struct ReportSources {
     const shardscope::ReshardPlan* reshardPlan = nullptr; // null: no reshard preview section
     ReshardView* reshardView = nullptr;                   // its picture (optional)
     std::shared_ptr<const shardscope::ContentReport> content; // null: no content-health section
+    std::shared_ptr<const shardscope::DiffReport> diff;       // null: no comparison section
     QWidget* window = nullptr;                        // what a PNG/SVG "report" shows
 };
 

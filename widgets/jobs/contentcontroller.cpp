@@ -15,10 +15,7 @@ void ContentController::start(const QString& path)
         Outcome outcome;
         shardscope::ContentOptions options;
         options.cancel = &progress->cancel;
-        options.progress = [progress](uint64_t done, uint64_t total) { // worker threads: store only
-            progress->bytesDone.store(done, std::memory_order_relaxed);
-            progress->bytesTotal.store(total, std::memory_order_relaxed);
-        };
+        options.progress = storeProgress(progress);
         outcome.error = problemOf(where.string(), [&] {
             outcome.report = std::make_shared<const shardscope::ContentReport>(inspect_content(where, options));
         });

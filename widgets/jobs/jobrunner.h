@@ -6,6 +6,7 @@
 // its outcome is never delivered, the newest wins. The destructor cancels and waits for every
 // job, so a worker never outlives the state it writes to.
 
+#include "core/checkpoint/state.h"
 #include "core/util/error.h"
 #include "widgets/jobs/throughputmeter.h"
 
@@ -29,6 +30,16 @@ struct JobProgress {
     std::atomic<uint64_t> bytesDone{0};
     std::atomic<uint64_t> bytesTotal{0};
 };
+
+// Core's progress callback for a job: worker threads store the counts and return; the GUI
+// thread reads them at its own pace.
+inline shardscope::ProgressFn storeProgress(std::shared_ptr<JobProgress> progress)
+{
+    return [progress = std::move(progress)](uint64_t done, uint64_t total) {
+        progress->bytesDone.store(done, std::memory_order_relaxed);
+        progress->bytesTotal.store(total, std::memory_order_relaxed);
+    };
+}
 
 // Runs a worker's core call and turns what it throws into the Problem its outcome reports:
 // core's typed Error as it is, anything else as an io_error about `path`.

@@ -21,11 +21,7 @@ bool ReshardController::start(const QString& source, int targetWorldSize, const 
         shardscope::ReshardOptions options;
         options.durable = durable;
         options.cancel = &progress->cancel;
-        // Worker threads: store and return; the GUI thread reads these at its own pace.
-        options.progress = [progress](uint64_t done, uint64_t total) {
-            progress->bytesDone.store(done, std::memory_order_relaxed);
-            progress->bytesTotal.store(total, std::memory_order_relaxed);
-        };
+        options.progress = storeProgress(progress);
         outcome.error = problemOf(dst.string(),
                                   [&] { outcome.result = shardscope::reshard(src, targetWorldSize, dst, options); });
         outcome.cancelled = outcome.error && outcome.error->kind == shardscope::ProblemKind::cancelled;

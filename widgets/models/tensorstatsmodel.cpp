@@ -17,14 +17,6 @@ QString figure(const ValueStats& s, double value)
     return s.finite > 0 ? QString::number(value, 'g', 6) : QStringLiteral("–");
 }
 
-QString shapeText(const std::vector<uint64_t>& shape)
-{
-    QStringList dims;
-    for (const uint64_t d : shape)
-        dims << QString::number(d);
-    return dims.isEmpty() ? QStringLiteral("scalar") : dims.join(QStringLiteral(" × "));
-}
-
 QString nonFiniteText(const ValueStats& s)
 {
     if (s.nonfinite() == 0)
@@ -88,7 +80,7 @@ QVariant TensorStatsModel::data(const QModelIndex& index, int role) const
         case Name: return QString::fromStdString(t.name);
         case State: return QString::fromStdString(t.state);
         case Dtype: return QString::fromUtf8(to_string(t.type).data(), qsizetype(to_string(t.type).size()));
-        case Shape: return shapeText(t.shape);
+        case Shape: return formatShape(t.shape);
         case Min: return figure(s, s.min);
         case Max: return figure(s, s.max);
         case Mean: return figure(s, s.mean);

@@ -2,6 +2,7 @@
 
 #include "widgets/views/failurebanner.h"
 #include "widgets/style/format.h"
+#include "widgets/style/widgetstyle.h"
 #include "widgets/views/ownershipmap.h"
 #include "widgets/models/shardtablemodel.h"
 #include "widgets/style/statusstyle.h"
@@ -261,9 +262,7 @@ void CheckpointPanel::showNativeLayout()
 
 void CheckpointPanel::onProgress(quint64 done, quint64 total, double rate, double eta)
 {
-    m_progress->setValue(total ? int(done * 1000 / total) : 0);
-    m_progress->setFormat(total ? tr("%1 of %2").arg(formatBytes(done), formatBytes(total)) : tr("reading manifest"));
-    m_rate->setText(tr("%1 · %2 left").arg(formatRate(rate), eta >= 0 ? formatDuration(eta) : tr("–")));
+    showJobProgress(m_progress, m_rate, done, total, rate, eta, tr("reading manifest"));
 }
 
 void CheckpointPanel::onFinished()

@@ -4,6 +4,7 @@
 #include "widgets/jobs/contentcontroller.h"
 #include "widgets/models/tensorstatsmodel.h"
 #include "widgets/style/format.h"
+#include "widgets/style/widgetstyle.h"
 #include "widgets/views/failurebanner.h"
 #include "widgets/views/histogramview.h"
 
@@ -22,16 +23,6 @@
 namespace shardwidgets {
 
 namespace {
-
-void setUpTable(QTableView* view)
-{
-    view->verticalHeader()->hide();
-    view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
-    view->setAlternatingRowColors(true);
-    view->setSelectionBehavior(QAbstractItemView::SelectRows);
-    view->setSelectionMode(QAbstractItemView::SingleSelection);
-    view->setWordWrap(false);
-}
 
 // What a health problem means for whoever decides whether to resume from this step.
 QString meaningOf(shardscope::ProblemKind kind)
@@ -88,7 +79,7 @@ TensorsPanel::TensorsPanel(QWidget* parent)
     m_table->setModel(m_proxy);
     m_table->setSortingEnabled(true);
     m_table->sortByColumn(-1, Qt::AscendingOrder); // model order (the checkpoint's) until the user sorts
-    setUpTable(m_table);
+    setUpDataTable(m_table);
     auto* left = new QWidget(this);
     auto* leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
@@ -96,7 +87,7 @@ TensorsPanel::TensorsPanel(QWidget* parent)
     leftLayout->addWidget(m_table);
 
     m_partsView->setModel(m_parts);
-    setUpTable(m_partsView);
+    setUpDataTable(m_partsView);
     m_partsView->horizontalHeader()->setSectionResizeMode(TensorPartsModel::File, QHeaderView::Stretch);
     auto* right = new QSplitter(Qt::Vertical, this);
     right->addWidget(m_histogram);
@@ -154,9 +145,7 @@ void TensorsPanel::clear()
 
 void TensorsPanel::onProgress(quint64 done, quint64 total, double rate, double eta)
 {
-    m_progress->setValue(total ? int(done * 1000 / total) : 0);
-    m_progress->setFormat(total ? tr("%1 of %2").arg(formatBytes(done), formatBytes(total)) : tr("reading"));
-    m_rate->setText(tr("%1 · %2 left").arg(formatRate(rate), eta >= 0 ? formatDuration(eta) : tr("–")));
+    showJobProgress(m_progress, m_rate, done, total, rate, eta, tr("reading"));
 }
 
 void TensorsPanel::onFinished()

@@ -45,4 +45,12 @@ QString formatRate(double bytesPerSecond)
     return formatBytes(uint64_t(bytesPerSecond)) + QStringLiteral("/s");
 }
 
+QString formatShape(const std::vector<uint64_t>& shape)
+{
+    QStringList dims;
+    for (const uint64_t d : shape)
+        dims << QString::number(d);
+    return dims.isEmpty() ? QStringLiteral("scalar") : dims.join(QStringLiteral(" × "));
+}
+
 } // namespace shardwidgets

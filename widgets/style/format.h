@@ -3,6 +3,7 @@
 
 #include <QString>
 #include <cstdint>
+#include <vector>
 
 namespace shardwidgets {
 
@@ -10,5 +11,6 @@ QString formatBytes(uint64_t bytes);      // "1.5 MiB"
 QString formatCount(uint64_t count);      // "65,536"
 QString formatDuration(double seconds);   // "1 h 15 min", "42 s"
 QString formatRate(double bytesPerSecond); // "312 MiB/s"
+QString formatShape(const std::vector<uint64_t>& shape); // "4096 × 1024", "scalar"
 
 } // namespace shardwidgets

@@ -5,6 +5,7 @@
 
 #include <QFile>
 #include <QImage>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -55,6 +56,31 @@ private slots:
         QVERIFY(file.open(QIODevice::ReadOnly));
         const QJsonObject root = QJsonDocument::fromJson(file.readAll()).object();
         QCOMPARE(root.value(QStringLiteral("ok")).toBool(), true);
+    }
+
+    // --compare B: the report carries the comparison (the diff object in JSON); good and bad differ
+    // only in the one flipped byte's tensor. Differences are findings, not failures: exit 0.
+    void compareInTheReport()
+    {
+        const QString out = m_tmp.filePath(QStringLiteral("compare.json"));
+        const Run r = run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--compare"),
+                           m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), out},
+                          true);
+        QCOMPARE(r.code, 0);
+        QFile file(out);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QJsonObject diff = QJsonDocument::fromJson(file.readAll()).object().value(QStringLiteral("diff")).toObject();
+        QCOMPARE(diff.value(QStringLiteral("ok")).toBool(), true);
+        QVERIFY(diff.value(QStringLiteral("tensors")).toArray().size() > 0);
+        QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--compare"),
+                      m_tmp.filePath(QStringLiteral("missing")), QStringLiteral("--export"), out},
+                     true)
+                     .code,
+                 2);
+        QCOMPARE(run({QStringLiteral("--compare"), m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), out},
+                     true)
+                     .code,
+                 2);
     }
 
     void corruptedCheckpointExitsOne()

@@ -202,6 +202,7 @@ private slots:
         // Bitwise: -0 is not +0, and 2 + 1e-6 is not 2.
         QCOMPARE(find(d, "near")->status, DiffStatus::changed);
         QCOMPARE(find(d, "near")->sums.changed, uint64_t(2));
+        QCOMPARE(find(d, "near")->sums.nonfinite_changed, uint64_t(0));
         QCOMPARE(*find(d, "near")->sums.first_changed, uint64_t(1));
         QCOMPARE(find(d, "reshaped")->status, DiffStatus::shape_changed);
         QCOMPARE(find(d, "widened")->status, DiffStatus::dtype_changed);
@@ -219,6 +220,15 @@ private slots:
         tol.rtol = 1e-8;
         QCOMPARE(find(diff_checkpoints(root / "a.safetensors", root / "b.safetensors", tol), "near")->status,
                  DiffStatus::changed);
+
+        // A NaN where the other side has a number: changed, and said apart from the sums.
+        const std::vector<float> nan_at_1 = {1.0f, NAN, 3.0f};
+        write_safetensors(root / "c.safetensors", {{{"v", "F32", {3}, 0, 0}, bytes_of(std::vector<float>{1, 2, 3})}});
+        write_safetensors(root / "d.safetensors", {{{"v", "F32", {3}, 0, 0}, bytes_of(nan_at_1)}});
+        const DiffReport n = diff_checkpoints(root / "c.safetensors", root / "d.safetensors");
+        QCOMPARE(find(n, "v")->sums.changed, uint64_t(1));
+        QCOMPARE(find(n, "v")->sums.nonfinite_changed, uint64_t(1));
+        QCOMPARE(find(n, "v")->sums.max_abs_diff, 0.0);
 
         const auto j = diff_report_json(d);
         QCOMPARE(j["ok"].get<bool>(), false);

@@ -148,6 +148,38 @@ private slots:
         QVERIFY(QString::fromStdString(report_markdown(input)).contains(QStringLiteral("**✓ All 0 tensors are finite")));
     }
 
+    // The comparison section: what differs, in model order, with its figures; differences do not
+    // fail the report (the checkpoint is not broken because it differs from another).
+    void comparisonSection()
+    {
+        ReportInput input;
+        input.checkpoint_path = "/ck";
+        input.verify = report({});
+        auto diff = std::make_shared<DiffReport>();
+        diff->path_b = "/other";
+        diff->b.format = "safetensors";
+        TensorDiff same{.name = "embed.weight", .state = "param", .numel = 10};
+        TensorDiff moved{.name = "head.weight", .state = "master", .status = DiffStatus::changed, .numel = 10};
+        moved.sums.changed = 3;
+        moved.sums.max_abs_diff = 0.5;
+        moved.sums.diff_squares = 1;
+        moved.sums.a_squares = 100;
+        diff->tensors = {same, moved, {.name = "extra", .status = DiffStatus::only_in_b}};
+        input.diff = diff;
+        QCOMPARE(report_exit_code(input), 0);
+        const auto json = report_json(input);
+        QCOMPARE(json["diff"]["summary"]["changed"].get<int>(), 1);
+        QCOMPARE(json["diff"]["tensors"][1]["rel_l2"].get<double>(), 0.1);
+        const QString md = QString::fromStdString(report_markdown(input));
+        QVERIFY(md.contains(QStringLiteral("## Comparison")));
+        QVERIFY(md.contains(QStringLiteral("Compared with /other (safetensors), bitwise")));
+        QVERIFY(md.contains(QStringLiteral("**✗ 2 of 3 tensors differ")));
+        QVERIFY2(md.contains(QStringLiteral("| head.weight | master | changed | 3 of 10 | 0.5 | 0.1 |")), qPrintable(md));
+        QVERIFY(md.contains(QStringLiteral("| extra |  | only_in_b |")));
+        QVERIFY(!md.contains(QStringLiteral("| embed.weight | param |")));
+        QVERIFY(QString::fromStdString(report_html(input)).contains(QStringLiteral("<h2>Comparison</h2>")));
+    }
+
     // The sections are defined once (report_document): Markdown and HTML (and so the PDF, which is
     // the HTML laid out) name the same headings and pictures in the same order, and the verify
     // object is shardctl verify --json's.

@@ -1,0 +1,32 @@
+#include "widgets/jobs/diffcontroller.h"
+
+#include <QDir>
+
+namespace shardwidgets {
+
+DiffController::DiffController(QObject* parent) : QObject(parent) {}
+
+void DiffController::start(const QString& a, const QString& b, std::optional<double> atol, std::optional<double> rtol)
+{
+    m_outcome = {};
+    auto progress = std::make_shared<JobProgress>();
+    const std::filesystem::path first = QDir::cleanPath(a).toStdString(), second = QDir::cleanPath(b).toStdString();
+    auto work = [progress, first, second, atol, rtol] {
+        Outcome outcome;
+        shardscope::DiffOptions options;
+        options.atol = atol;
+        options.rtol = rtol;
+        options.cancel = &progress->cancel;
+        options.progress = storeProgress(progress);
+        outcome.error = problemOf(second.string(), [&] {
+            outcome.report = std::make_shared<const shardscope::DiffReport>(diff_checkpoints(first, second, options));
+        });
+        return outcome;
+    };
+    m_runner.start(progress, std::move(work), [this](Outcome outcome) {
+        m_outcome = std::move(outcome);
+        emit finished();
+    });
+}
+
+} // namespace shardwidgets

@@ -1,0 +1,22 @@
+#pragma once
+// How the pages' data tables and job progress look, the same on every page.
+
+#include <QtGlobal>
+
+class QLabel;
+class QProgressBar;
+class QString;
+class QTableView;
+
+namespace shardwidgets {
+
+// No row numbers, rows one line of text high, alternating colours, whole rows selected one at a
+// time, no wrapping (names and figures stay on one line).
+void setUpDataTable(QTableView* view);
+
+// A job's progress (bar range 0..1000): "1.2 GiB of 4 GiB" on the bar (`idle` before the total
+// is known), "312 MiB/s · 8 s left" beside it.
+void showJobProgress(QProgressBar* bar, QLabel* rateLabel, quint64 done, quint64 total, double rate, double eta,
+                     const QString& idle);
+
+} // namespace shardwidgets
