@@ -1,7 +1,9 @@
 #include "core/inspect/elements.h"
 
 #include "core/checkpoint/dtype.h"
+#include "core/inspect/stats.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -37,13 +39,15 @@ double decode_f8(uint8_t bits, int exponent_bits, int mantissa_bits, int bias, b
     return negative ? -value : value;
 }
 
-template <int E, int M, int Bias, bool Inf>
-const std::array<double, 256>& f8_table()
+// As double for decode_elements, as float (exact: 8-bit floats are far inside binary32) for the
+// fused statistics kernel.
+template <class T, int E, int M, int Bias, bool Inf>
+const std::array<T, 256>& f8_table()
 {
-    static const std::array<double, 256> table = [] {
-        std::array<double, 256> t{};
+    static const std::array<T, 256> table = [] {
+        std::array<T, 256> t{};
         for (int b = 0; b < 256; ++b)
-            t[b] = decode_f8(uint8_t(b), E, M, Bias, Inf);
+            t[b] = static_cast<T>(decode_f8(uint8_t(b), E, M, Bias, Inf));
         return t;
     }();
     return table;
@@ -61,7 +65,7 @@ void decode_as(const std::byte* bytes, std::size_t count, double* out)
 
 // F16 through a table of all 65536 values (built once with core's exact conversion): the scan's
 // hot loop does a load instead of a branchy conversion per element.
-void decode_f16(const std::byte* bytes, std::size_t count, double* out)
+const std::vector<float>& f16_table()
 {
     static const std::vector<float> table = [] {
         std::vector<float> t(65536);
@@ -69,11 +73,25 @@ void decode_f16(const std::byte* bytes, std::size_t count, double* out)
             t[b] = f16_to_float(uint16_t(b));
         return t;
     }();
+    return table;
+}
+
+template <class T>
+void decode_f16(const std::byte* bytes, std::size_t count, T* out)
+{
+    const std::vector<float>& table = f16_table();
     for (std::size_t i = 0; i < count; ++i) {
         uint16_t bits;
         std::memcpy(&bits, bytes + 2 * i, 2);
         out[i] = table[bits];
     }
+}
+
+template <class T>
+void decode_by_table(const std::array<T, 256>& table, const std::byte* bytes, std::size_t count, T* out)
+{
+    for (std::size_t i = 0; i < count; ++i)
+        out[i] = table[static_cast<uint8_t>(bytes[i])];
 }
 
 // BF16: inline in dtype.h (a shift), exact.
@@ -119,18 +137,8 @@ void decode_elements(ElementType type, const std::byte* bytes, std::size_t count
     case ElementType::BF16: return decode_bf16(bytes, count, out);
     case ElementType::F32: return decode_as<float>(bytes, count, out);
     case ElementType::F64: return decode_as<double>(bytes, count, out);
-    case ElementType::F8_E4M3: {
-        const auto& table = f8_table<4, 3, 7, false>();
-        for (std::size_t i = 0; i < count; ++i)
-            out[i] = table[static_cast<uint8_t>(bytes[i])];
-        return;
-    }
-    case ElementType::F8_E5M2: {
-        const auto& table = f8_table<5, 2, 15, true>();
-        for (std::size_t i = 0; i < count; ++i)
-            out[i] = table[static_cast<uint8_t>(bytes[i])];
-        return;
-    }
+    case ElementType::F8_E4M3: return decode_by_table(f8_table<double, 4, 3, 7, false>(), bytes, count, out);
+    case ElementType::F8_E5M2: return decode_by_table(f8_table<double, 5, 2, 15, true>(), bytes, count, out);
     case ElementType::I8: return decode_as<int8_t>(bytes, count, out);
     case ElementType::U8: return decode_as<uint8_t>(bytes, count, out);
     case ElementType::I16: return decode_as<int16_t>(bytes, count, out);
@@ -143,6 +151,42 @@ void decode_elements(ElementType type, const std::byte* bytes, std::size_t count
         for (std::size_t i = 0; i < count; ++i)
             out[i] = bytes[i] != std::byte{0} ? 1.0 : 0.0;
         return;
+    }
+}
+
+void accumulate_elements(ElementType type, const std::byte* bytes, std::size_t count, ValueStats& stats)
+{
+    switch (type) {
+    case ElementType::F32: return stats.add_f32(bytes, count);
+    case ElementType::BF16: return stats.add_bf16(bytes, count);
+    default: break;
+    }
+    // The other types through a buffer, in slices as long as the scan's blocks (so F64 and the
+    // integers give exactly the figures they gave before there was a fused path): F16 and F8
+    // exactly as binary32 into the fused kernel (an F16 subnormal becomes a normal binary32, so its
+    // histogram bin is still right), the rest (F64's exponents and subnormals, integers) as double.
+    constexpr std::size_t kSlice = 16384;
+    const std::size_t size = element_size(type);
+    const bool narrow_float = type == ElementType::F16 || type == ElementType::F8_E4M3 || type == ElementType::F8_E5M2;
+    thread_local std::vector<float> floats;
+    thread_local std::vector<double> values;
+    for (std::size_t at = 0; at < count; at += kSlice) {
+        const std::size_t n = std::min(kSlice, count - at);
+        const std::byte* p = bytes + at * size;
+        if (narrow_float) {
+            floats.resize(kSlice);
+            if (type == ElementType::F16)
+                decode_f16(p, n, floats.data());
+            else if (type == ElementType::F8_E4M3)
+                decode_by_table(f8_table<float, 4, 3, 7, false>(), p, n, floats.data());
+            else
+                decode_by_table(f8_table<float, 5, 2, 15, true>(), p, n, floats.data());
+            stats.add_f32(reinterpret_cast<const std::byte*>(floats.data()), n);
+        } else {
+            values.resize(kSlice);
+            decode_elements(type, p, n, values.data());
+            stats.add(values.data(), n);
+        }
     }
 }
 

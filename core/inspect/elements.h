@@ -10,6 +10,8 @@
 
 namespace shardscope {
 
+struct ValueStats;
+
 enum class ElementType { F16, BF16, F32, F64, F8_E4M3, F8_E5M2, I8, U8, I16, U16, I32, U32, I64, U64, BOOL };
 
 // "F16", "BF16", "F32", ... as safetensors spells them.
@@ -20,5 +22,9 @@ bool is_floating(ElementType type);
 
 // Decodes `count` elements at `bytes` into `out`.
 void decode_elements(ElementType type, const std::byte* bytes, std::size_t count, double* out);
+// Adds the `count` elements at `bytes` to `stats`: what decode_elements then ValueStats::add
+// give, F32 and BF16 (and F16 and F8 through binary32) by the fused kernels of
+// ValueStats::add_f32 and add_bf16 (the hot loop of a scan).
+void accumulate_elements(ElementType type, const std::byte* bytes, std::size_t count, ValueStats& stats);
 
 } // namespace shardscope

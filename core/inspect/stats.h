@@ -30,6 +30,11 @@ struct ValueStats {
 
     // Adds `count` decoded values (any count; blocks of a few thousand keep it exact and fast).
     void add(const double* values, std::size_t count);
+    // Adds `count` little-endian binary32 (F32) or bfloat16 (BF16) values stored at `bytes`, with
+    // no double buffer: the counts, min, max and histogram of decoding them and calling add(), and
+    // its mean, m2 and sum of squares up to rounding (vector lanes sum in another order).
+    void add_f32(const std::byte* bytes, std::size_t count);
+    void add_bf16(const std::byte* bytes, std::size_t count);
     void merge(const ValueStats& other);
 
     double std_dev() const; // population standard deviation of the finite values

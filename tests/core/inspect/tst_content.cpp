@@ -12,6 +12,7 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -117,6 +118,67 @@ private slots:
         QCOMPARE(out[1], 1.0);
         QCOMPARE(element_type_from_safetensors("F8_E5M2"), std::optional(ElementType::F8_E5M2));
         QVERIFY(!element_type_from_safetensors("F4"));
+    }
+
+    // The fused binary32 kernels (F32, BF16 read as bits; F16 and F8 through them) against the
+    // double path over the same values: counts, min, max, abs_max (with the sign of a zero) and
+    // the histogram exactly; mean, sum of squares and m2 to rounding. Random bit patterns bring
+    // NaN, infinities, subnormals and both zeros; sizes cover partial vectors and several blocks.
+    void fusedKernelsEqualTheDoublePath()
+    {
+        std::mt19937_64 rng(1234);
+        for (const ElementType type : {ElementType::F32, ElementType::BF16, ElementType::F16, ElementType::F8_E4M3}) {
+            for (const std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(17), std::size_t(1000),
+                                        std::size_t(16384), std::size_t(40'000)}) {
+                for (int pattern = 0; pattern < 4; ++pattern) {
+                    const std::size_t size = element_size(type);
+                    std::vector<std::byte> bytes(n * size);
+                    for (std::size_t i = 0; i < n; ++i) {
+                        uint32_t bits = uint32_t(rng());
+                        if (pattern == 1) // finite values around a large mean
+                            bits = std::bit_cast<uint32_t>(1e4f + float(rng() % 1000) * 1e-3f);
+                        if (pattern == 2) // zeros of both signs among small values
+                            bits = rng() % 3 == 0 ? (rng() % 2 ? 0x80000000u : 0u)
+                                                  : std::bit_cast<uint32_t>(float(int(rng() % 200) - 100) * 0.5f);
+                        if (pattern == 3 && type != ElementType::F8_E4M3) // finite only: the fast path whole
+                            bits = std::bit_cast<uint32_t>(float(int64_t(rng() % 2'000'001) - 1'000'000) * 1e-6f);
+                        if (type == ElementType::F32)
+                            std::memcpy(&bytes[i * 4], &bits, 4);
+                        else if (type == ElementType::BF16 || type == ElementType::F16) {
+                            const uint16_t half = type == ElementType::BF16 ? uint16_t(bits >> 16) : float_to_f16(std::bit_cast<float>(bits));
+                            std::memcpy(&bytes[i * 2], pattern == 0 ? reinterpret_cast<const uint16_t*>(&bits) : &half, 2);
+                        } else
+                            bytes[i] = std::byte(bits & 0xff);
+                    }
+                    ValueStats fused;
+                    accumulate_elements(type, bytes.data(), n, fused);
+                    std::vector<double> values(n);
+                    decode_elements(type, bytes.data(), n, values.data());
+                    ValueStats reference;
+                    for (std::size_t at = 0; at < n; at += 16384) // the double path in the scan's blocks
+                        reference.add(values.data() + at, std::min<std::size_t>(16384, n - at));
+                    const std::string what = std::string(to_string(type)) + " n=" + std::to_string(n) +
+                                             " pattern " + std::to_string(pattern);
+                    QVERIFY2(fused.numel == reference.numel && fused.nan == reference.nan &&
+                                 fused.posinf == reference.posinf && fused.neginf == reference.neginf &&
+                                 fused.zeros == reference.zeros && fused.negatives == reference.negatives &&
+                                 fused.finite == reference.finite,
+                             what.c_str());
+                    QVERIFY2(fused.histogram == reference.histogram, what.c_str());
+                    QVERIFY2(std::bit_cast<uint64_t>(fused.min) == std::bit_cast<uint64_t>(reference.min) &&
+                                 std::bit_cast<uint64_t>(fused.max) == std::bit_cast<uint64_t>(reference.max) &&
+                                 fused.abs_max == reference.abs_max,
+                             what.c_str());
+                    auto near = [](double a, double b, double tolerance) {
+                        return std::abs(a - b) <= tolerance * std::max({std::abs(a), std::abs(b), 1e-300});
+                    };
+                    QVERIFY2(near(fused.mean, reference.mean, 1e-12) &&
+                                 near(fused.sum_squares, reference.sum_squares, 1e-12) &&
+                                 (near(fused.m2, reference.m2, 1e-9) || std::abs(fused.m2 - reference.m2) < 1e-300),
+                             what.c_str());
+                }
+            }
+        }
     }
 
     // Mean and std against long double to 1e-9 relative, including values far from zero (a
