@@ -25,7 +25,7 @@ int fail(int code, const std::string& sentence)
 {
     std::fflush(stdout);
     if (g_failure.is_null())
-        g_failure = {{"kind", code == kUsage ? "invalid_argument" : "check_failed"},
+        g_failure = {{"kind", code == kUsage ? "usage" : "check_failed"},
                      {"message", shardscope::printable(sentence, 4096)}};
     // The one way errors reach the terminal: whatever a sentence quotes from a file is escaped.
     std::cerr << "shardctl: " << shardscope::printable(sentence, 4096) << std::endl;
@@ -50,9 +50,11 @@ int finish_json_command(const QStringList& arguments, int code, const shardscope
         g_failure["message"] = shardscope::printable(failure->message, 4096);
     }
     if (code != kOk && !g_json_printed && arguments.contains(QStringLiteral("--json")))
-        print_json({{"ok", false},
-                    {"error", g_failure.is_null() ? nlohmann::json{{"kind", "io_error"}, {"message", "failed"}}
-                                                  : g_failure}});
+    {
+        const nlohmann::json problem =
+            g_failure.is_null() ? nlohmann::json{{"kind", "io_error"}, {"message", "failed"}} : g_failure;
+        print_json({{"ok", false}, {"error", problem}, {"problems", nlohmann::json::array({problem})}});
+    }
     return code;
 }
 

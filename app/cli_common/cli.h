@@ -20,7 +20,8 @@ int fail(const shardscope::Error& error);
 
 // --json promises one JSON object on stdout in every outcome: when the command returned `code`
 // without printing one (a usage error, an exception), this prints {"ok": false, "error": {"kind",
-// "message"}} with the first failure said on stderr (or `failure`, when given: an error the caller
+// "message", ...}, "problems": [the same]} with the first failure said on stderr (kind "usage"
+// for a usage error) (or `failure`, when given: an error the caller
 // reported itself). Returns `code`.
 int finish_json_command(const QStringList& arguments, int code, const shardscope::Problem* failure = nullptr);
 

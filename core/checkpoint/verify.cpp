@@ -8,6 +8,7 @@
 #include "core/checkpoint/internal/shardfile.h"
 
 #include <chrono>
+#include <map>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -34,6 +35,7 @@ ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const 
         return check;
     }
     ShardOpenResult opened = open_shard(dirfd, dir, m, record);
+    check.actual_bytes = opened.file_size; // a truncated or grown shard reports what is on disk
     if (!opened.shard) {
         check.status = opened.status;
         check.detail = opened.problem.message;
@@ -124,8 +126,14 @@ VerifyReport verify_any(const fs::path& path, const VerifyOptions& options)
         return report;
     }
     const Manifest& m = *report.manifest;
-    for (auto& p : check_manifest(m, options.expected_world_size, manifest_path))
+    // A rank the manifest's own checks name (outside 0..N-1, listed twice, overlapping another)
+    // is not "ok" even when its file hashes right: its row says why.
+    std::map<int, std::string> named_by_manifest;
+    for (auto& p : check_manifest(m, options.expected_world_size, manifest_path)) {
+        if (p.rank >= 0)
+            named_by_manifest.try_emplace(p.rank, p.message);
         add(std::move(p));
+    }
 
     report.shards.resize(m.shards.size());
     uint64_t total = 0;
@@ -172,6 +180,11 @@ VerifyReport verify_any(const fs::path& path, const VerifyOptions& options)
                 return; // cancelled
             if (reported < record.bytes) // a shard that failed early still counts as done
                 all_done += record.bytes - reported;
+            if (const auto named = named_by_manifest.find(record.rank);
+                check.status == ShardStatus::ok && named != named_by_manifest.end()) {
+                check.status = ShardStatus::invalid;
+                check.detail = named->second;
+            }
         }
         if (cb.shard_done)
             cb.shard_done(i, check);

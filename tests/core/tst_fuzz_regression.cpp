@@ -4,6 +4,7 @@
 
 #include "fuzz/fuzz_entries.h"
 #include "fuzz/fuzz_foreign_entries.h"
+#include "fuzz/fuzz_inspect_entries.h"
 
 #include <QTest>
 #include <filesystem>
@@ -26,6 +27,7 @@ private:
             {"fuzz_index", shardscope::fuzz::index_one},
             {"fuzz_pickle", shardscope::fuzz::pickle_one},
             {"fuzz_zip", shardscope::fuzz::zip_one},
+            {"fuzz_inspect", shardscope::fuzz::inspect_one},
         };
         return all;
     }

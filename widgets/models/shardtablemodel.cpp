@@ -122,7 +122,10 @@ QVariant ShardTableModel::display(const Row& row, int column) const
             return tr("hashing %1%").arg(row.percent);
         return statusText(row.check.status);
     case File: return QString::fromStdString(row.record.path);
-    case Bytes: return formatBytes(row.record.bytes);
+    case Bytes: // a truncated or grown shard: what is on disk, then what the manifest records
+        if (row.check.status == ShardStatus::size_mismatch && row.check.actual_bytes != row.record.bytes)
+            return tr("%1 of %2").arg(formatBytes(row.check.actual_bytes), formatBytes(row.record.bytes));
+        return formatBytes(row.record.bytes);
     case Offset: return m_foreign ? QVariant() : formatCount(row.record.param_shard_offset);
     case Numel: return m_foreign ? QVariant() : formatCount(row.record.param_shard_numel);
     case Sha256:

@@ -39,6 +39,7 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
     case fsutil::OpenStatus::unreadable:
         return failed(ShardStatus::unreadable, ProblemKind::unreadable, file.reason);
     }
+    result.file_size = file.size;
     if (file.size < record.bytes)
         return failed(ShardStatus::size_mismatch, ProblemKind::partial_write,
                       "the file is " + std::to_string(file.size) + " bytes but the manifest records " +

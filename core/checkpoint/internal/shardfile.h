@@ -26,6 +26,7 @@ struct ShardOpenResult {
     std::optional<OpenedShard> shard; // set when every check passed
     ShardStatus status = ShardStatus::pending;
     Problem problem; // what failed, when `shard` is empty
+    uint64_t file_size = 0; // the file's real size, whenever it could be opened
 };
 
 ShardOpenResult open_shard(int dirfd, const std::filesystem::path& dir, const Manifest& manifest,

@@ -4,6 +4,7 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <fstream>
 
 using testutil::qs;
 using testutil::shardctl;
@@ -105,6 +106,80 @@ private slots:
         const auto load = shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"), QStringLiteral("8")});
         QCOMPARE(load.exit_code, 1);
         QVERIFY(load.err.contains("world_size 4"));
+    }
+
+    // --json: one object on stdout in every outcome. A load of another world size is a failed
+    // check (exit 1, its problem); a bad flag is kind "usage" (exit 2); both say on stderr too.
+    void jsonInEveryOutcome()
+    {
+        const fs::path dir = save("json", 4);
+        auto load = shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"), QStringLiteral("8"),
+                              QStringLiteral("--json")});
+        QCOMPARE(load.exit_code, 1);
+        nlohmann::json out = load.json();
+        QCOMPARE(out["ok"].get<bool>(), false);
+        QCOMPARE(out["problems"][0]["kind"].get<std::string>(), std::string("world_size_mismatch"));
+        QVERIFY(!out.contains("digests"));
+        QVERIFY(load.err.contains("world_size 4"));
+        const QStringList commands[] = {
+            {QStringLiteral("load"), qs(dir), QStringLiteral("--bogus")},
+            {QStringLiteral("verify"), qs(dir), QStringLiteral("--threads"), QStringLiteral("many")},
+            {QStringLiteral("info")},
+            {QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir), QStringLiteral("--world-size"),
+             QStringLiteral("2"), QStringLiteral("--numel"), QStringLiteral("10")},
+            {QStringLiteral("plan-reshard"), qs(dir), QStringLiteral("--to"), QStringLiteral("0")},
+            {QStringLiteral("schedule"), QStringLiteral("--stages"), QStringLiteral("x")},
+            {QStringLiteral("stats"), qs(m_root / "nope")},
+        };
+        for (QStringList args : commands) {
+            args << QStringLiteral("--json");
+            const auto run = shardctl(args);
+            QVERIFY2(run.exit_code == 2, qPrintable(args.join(QLatin1Char(' '))));
+            out = run.json(); // exactly one object, or this throws
+            QCOMPARE(out["ok"].get<bool>(), false);
+            QCOMPARE(out["problems"].size(), std::size_t(1));
+            QVERIFY(!out["problems"][0]["message"].get<std::string>().empty());
+            QVERIFY(run.err.startsWith("shardctl: "));
+        }
+        QCOMPARE(shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--bogus"), QStringLiteral("--json")})
+                     .json()["problems"][0]["kind"]
+                     .get<std::string>(),
+                 std::string("usage"));
+    }
+
+    // A truncated shard: verify --json reports the file's real size next to the recorded one.
+    void truncatedShardReportsItsRealSize()
+    {
+        const fs::path dir = save("truncated", 2);
+        fs::resize_file(dir / "rank1.safetensors", 1000);
+        const auto run = shardctl({QStringLiteral("verify"), qs(dir), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        const nlohmann::json shard = run.json()["shards"][1];
+        QCOMPARE(shard["status"].get<std::string>(), std::string("size_mismatch"));
+        QCOMPARE(shard["actual_bytes"].get<uint64_t>(), uint64_t(1000));
+        QVERIFY(shard["bytes"].get<uint64_t>() > 1000);
+    }
+
+    // A world_size edited below the shard count: the rank the manifest check names is not "ok",
+    // though its file hashes right.
+    void rankOutsideWorldIsNotOk()
+    {
+        const fs::path dir = save("edited", 4);
+        std::string manifest;
+        {
+            std::ifstream in(dir / "manifest.json");
+            manifest.assign(std::istreambuf_iterator<char>(in), {});
+        }
+        const auto at = manifest.find("\"world_size\": 4");
+        QVERIFY(at != std::string::npos);
+        manifest.replace(at, 15, "\"world_size\": 3");
+        std::ofstream(dir / "manifest.json", std::ios::trunc) << manifest;
+        const auto run = shardctl({QStringLiteral("verify"), qs(dir), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        const nlohmann::json shards = run.json()["shards"];
+        QCOMPARE(shards[0]["status"].get<std::string>(), std::string("ok"));
+        QCOMPARE(shards[3]["status"].get<std::string>(), std::string("invalid"));
+        QVERIFY(shards[3]["detail"].get<std::string>().find("outside 0..2") != std::string::npos);
     }
 
     void usageAndEnvironmentErrorsExitTwo()

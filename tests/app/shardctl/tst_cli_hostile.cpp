@@ -2,10 +2,12 @@
 // user's script runs them: the promised exit status and problem kind, one sentence on stderr
 // that names the file, no crash or hang, and nothing outside the corpus read or written.
 
+#include "core/util/printable.h"
 #include "hostile_corpus.h"
 #include "testutil.h"
 
 #include <QElapsedTimer>
+#include <fstream>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -94,6 +96,52 @@ private slots:
         QVERIFY(!failed.contains("digests"));
         QVERIFY(failed.at("error").at("message").get<std::string>().size() > 0);
         checkStderr(load, c);
+    }
+
+    // Whatever a file holds, what reaches the terminal is valid UTF-8 without C0 or C1 controls:
+    // printable() lets valid UTF-8 through and escapes the rest as \xNN.
+    void printableEscapesEverythingElse()
+    {
+        using shardscope::printable;
+        QCOMPARE(printable("caf\xc3\xa9 \xe2\x9c\x93"), std::string("caf\xc3\xa9 \xe2\x9c\x93")); // é ✓ kept
+        QCOMPARE(printable("a\x1b[31mb"), std::string("a\\x1b[31mb"));
+        QCOMPARE(printable("\xcd!"), std::string("\\xcd!"));                       // not UTF-8
+        QCOMPARE(printable("\xc2\x9b"), std::string("\\xc2\\x9b"));             // C1 CSI
+        QCOMPARE(printable("\xc0\xaf"), std::string("\\xc0\\xaf"));             // overlong '/'
+        QCOMPARE(printable("\xed\xa0\x80"), std::string("\\xed\\xa0\\x80")); // a surrogate
+        QCOMPARE(printable("ab\xe2\x9c\x93", 3), std::string("ab..."));            // a cut character is dropped
+
+        // End to end: a manifest holding 0xCD, an escape and a C1 control, loaded.
+        QTemporaryDir tmp;
+        const fs::path dir = fs::path(tmp.path().toStdString()) / "ckpt";
+        QCOMPARE(testutil::shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), testutil::qs(dir),
+                                     QStringLiteral("--world-size"), QStringLiteral("2"), QStringLiteral("--numel"),
+                                     QStringLiteral("100")})
+                     .exit_code,
+                 0);
+        std::string manifest;
+        {
+            std::ifstream in(dir / "manifest.json", std::ios::binary);
+            manifest.assign(std::istreambuf_iterator<char>(in), {});
+        }
+        manifest.insert(manifest.find("\"step\""), "\xcd\x1b[31m\xc2\x9b");
+        std::ofstream(dir / "manifest.json", std::ios::binary | std::ios::trunc) << manifest;
+        for (const bool json : {false, true}) {
+            QStringList args{QStringLiteral("load"), testutil::qs(dir), QStringLiteral("--expect-world-size"),
+                             QStringLiteral("2")};
+            if (json)
+                args << QStringLiteral("--json");
+            const testutil::Run run = testutil::shardctl(args);
+            QCOMPARE(run.exit_code, 1);
+            for (const QByteArray& stream : {run.out, run.err}) {
+                QVERIFY(QString::fromUtf8(stream).toUtf8() == stream); // valid UTF-8
+                for (const char c : stream)
+                    QVERIFY2(static_cast<unsigned char>(c) >= 0x20 || c == '\n' || (json && c == ' '),
+                             stream.constData());
+                QVERIFY(!stream.contains("\xc2\x9b"));
+            }
+            QVERIFY(run.err.contains("\\xcd"));
+        }
     }
 
     void nothingOutsideWasTouched()

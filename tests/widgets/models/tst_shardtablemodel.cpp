@@ -41,6 +41,17 @@ private slots:
         QCOMPARE(model.rowCount(), 0);
     }
 
+    // A truncated shard's row shows what is on disk beside what the manifest records.
+    void truncatedShardShowsItsRealSize()
+    {
+        ShardTableModel model;
+        model.setManifest(manifest(2));
+        shardscope::ShardCheck check{1, "rank1.safetensors", 1001, 10, ShardStatus::size_mismatch, "", "truncated"};
+        model.setShardResult(1, check);
+        QCOMPARE(model.index(1, ShardTableModel::Bytes).data().toString(), QStringLiteral("10 B of 1001 B"));
+        QCOMPARE(model.index(0, ShardTableModel::Bytes).data().toString(), QStringLiteral("1000 B"));
+    }
+
     void foreignFilesFromChecks()
     {
         ShardTableModel model;

@@ -1,0 +1,92 @@
+#pragma once
+// Fuzzing entry point for the tensor-content readers, stats and diff (see fuzz_entries.h for the
+// contract): the input becomes a checkpoint on disk, since these read files through descriptors
+// confined to the folder. Its first byte says which:
+//   0: a .safetensors file (the rest of the input);
+//   1: a torch.save archive, model.pt (the rest);
+//   2: a DCP folder: 4 bytes little-endian L, then L bytes of .metadata, then __0_0.distcp.
+// inspect_content and diff_checkpoints of the checkpoint against itself must end in a report or
+// a typed Error; and a checkpoint compared with itself differs nowhere it could be read.
+
+#include "core/inspect/content.h"
+#include "core/inspect/diff.h"
+#include "fuzz_entries.h"
+
+#include <filesystem>
+#include <fstream>
+#include <stdlib.h>
+
+namespace shardscope::fuzz {
+
+// One scratch folder per process, emptied for every input.
+inline std::filesystem::path inspect_scratch()
+{
+    static const std::filesystem::path dir = [] {
+        std::string pattern = (std::filesystem::temp_directory_path() / "shardscope-fuzz-inspect-XXXXXX").string();
+        require(::mkdtemp(pattern.data()) != nullptr, "a scratch folder");
+        return std::filesystem::path(pattern);
+    }();
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+        std::filesystem::remove_all(entry.path());
+    return dir;
+}
+
+inline void write_bytes(const std::filesystem::path& file, const uint8_t* data, std::size_t size)
+{
+    std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(data), std::streamsize(size));
+}
+
+inline void inspect_one(const uint8_t* data, std::size_t size)
+{
+    if (size < 1)
+        return;
+    const std::filesystem::path dir = inspect_scratch();
+    std::filesystem::path target;
+    switch (data[0] % 3) {
+    case 0:
+        target = dir / "model.safetensors";
+        write_bytes(target, data + 1, size - 1);
+        break;
+    case 1:
+        target = dir / "model.pt";
+        write_bytes(target, data + 1, size - 1);
+        break;
+    default: {
+        if (size < 5)
+            return;
+        uint32_t length = 0;
+        std::memcpy(&length, data + 1, 4);
+        const std::size_t meta = std::min<std::size_t>(length, size - 5);
+        target = dir / "dcp";
+        std::filesystem::create_directory(target);
+        write_bytes(target / ".metadata", data + 5, meta);
+        write_bytes(target / "__0_0.distcp", data + 5 + meta, size - 5 - meta);
+    }
+    }
+    ContentOptions options;
+    options.threads = 1;
+    try {
+        const ContentReport report = inspect_content(target, options);
+        for (const TensorContent& t : report.tensors) {
+            require(t.part_stats.size() == t.parts.size(), "statistics for every part");
+            uint64_t parts = 0;
+            for (const ValueStats& s : t.part_stats)
+                parts += s.numel;
+            require(t.stats.numel == parts, "a tensor's figures are its parts' together");
+            for (const Problem& p : report.problems)
+                require(p.message.size() <= kMaxMessageBytes, "bounded messages");
+        }
+    } catch (const Error&) {
+    }
+    DiffOptions same;
+    same.threads = 1;
+    try {
+        const DiffReport diff = diff_checkpoints(target, target, same);
+        for (const TensorDiff& t : diff.tensors)
+            require(t.status == DiffStatus::identical || t.status == DiffStatus::unreadable,
+                    "a checkpoint compared with itself differs nowhere it could be read");
+    } catch (const Error&) {
+    }
+}
+
+} // namespace shardscope::fuzz
