@@ -43,17 +43,8 @@ void print_text(const pl::Plan& plan, const std::string& profile_name)
     print_line("stage  layers          busy ms     idle ms  bubble  peak act  peak bytes");
     for (const pl::StageStats& s : t.stage_stats) {
         char line[160];
-        // With chunks a stage's layers are not contiguous: list each chunk's range.
-        std::string layers;
-        for (const pl::PieceCost& piece : plan.pieces) {
-            if (piece.stage != s.stage)
-                continue;
-            if (!layers.empty())
-                layers += ',';
-            layers += std::to_string(piece.first_layer);
-            layers += '-';
-            layers += std::to_string(piece.last_layer);
-        }
+        // With chunks a stage's layers are not contiguous: each chunk's range.
+        const std::string layers = pl::stage_layers(plan, s.stage, true);
         std::snprintf(line, sizeof line, "%5d  %-13s %10.4g %11.4g  %5.1f %%  %8d  %10s", s.stage,
                       layers.c_str(), s.busy, s.idle, 100.0 * s.bubble_fraction,
                       s.peak_activations, shardscope::human_bytes(uint64_t(std::max<std::int64_t>(0, s.peak_activation_bytes))).c_str());

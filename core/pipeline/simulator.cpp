@@ -282,6 +282,19 @@ double megatron_bubble(const ScheduleSpec& spec)
     return 0.0;
 }
 
+std::string stage_layers(const Plan& plan, int stage, bool ascii)
+{
+    std::string text;
+    for (const PieceCost& piece : plan.pieces) {
+        if (piece.stage != stage)
+            continue;
+        if (!text.empty())
+            text += ascii ? "," : ", ";
+        text += std::to_string(piece.first_layer) + (ascii ? "-" : "\u2013") + std::to_string(piece.last_layer);
+    }
+    return text;
+}
+
 Plan make_plan(const Profile& profile, const Schedule& schedule, const std::vector<int>& boundaries)
 {
     const int pieces = schedule.spec.stages * schedule.spec.virtual_stages;

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace shardscope::pipeline {
@@ -86,6 +87,10 @@ struct Plan {
     std::vector<StageCost> stages;   // N
     Timeline timeline;
 };
+
+// The layers stage `stage` holds, each of its pieces' range in piece order: "0–9", or with
+// interleaved chunks "0–1, 8–9" (`ascii`: "0-1,8-9", for fixed-width text columns).
+std::string stage_layers(const Plan& plan, int stage, bool ascii = false);
 
 // piece_costs + build_schedule + simulate. For N = 8, M = 64 this is a few microseconds, cheap
 // enough to call on every mouse move. Throws like the functions it calls.

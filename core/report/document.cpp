@@ -109,7 +109,7 @@ ReportTable stage_table(const pipeline::Plan& plan)
     for (const auto& s : plan.timeline.stage_stats)
         table.rows.push_back(
             {{std::to_string(s.stage),
-              std::to_string(s.first_layer) + "–" + std::to_string(s.last_layer), fixed(s.busy, 3),
+              pipeline::stage_layers(plan, s.stage), fixed(s.busy, 3),
               fixed(s.idle, 3), percent(s.bubble_fraction), std::to_string(s.peak_activations),
               human_bytes(uint64_t(std::max<std::int64_t>(0, s.peak_activation_bytes)))}});
     return table;

@@ -4,6 +4,19 @@
 
 namespace shardwidgets {
 
+namespace {
+
+// Each stage's layers as core says them: with interleaved chunks, one range per chunk.
+QStringList layersOf(const shardscope::pipeline::Plan& plan)
+{
+    QStringList layers;
+    for (const auto& s : plan.timeline.stage_stats)
+        layers << QString::fromStdString(shardscope::pipeline::stage_layers(plan, s.stage));
+    return layers;
+}
+
+} // namespace
+
 StageStatsModel::StageStatsModel(QObject* parent) : QAbstractTableModel(parent) {}
 
 void StageStatsModel::setPlan(const shardscope::pipeline::Plan& plan)
@@ -12,6 +25,7 @@ void StageStatsModel::setPlan(const shardscope::pipeline::Plan& plan)
     if (stats.size() == m_stats.size() && plan.stages.size() == m_costs.size()) {
         m_stats = stats;
         m_costs = plan.stages;
+        m_layers = layersOf(plan);
         if (!m_stats.empty())
             emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1));
         return;
@@ -19,6 +33,7 @@ void StageStatsModel::setPlan(const shardscope::pipeline::Plan& plan)
     beginResetModel();
     m_stats = stats;
     m_costs = plan.stages;
+    m_layers = layersOf(plan);
     endResetModel();
 }
 
@@ -27,6 +42,7 @@ void StageStatsModel::clear()
     beginResetModel();
     m_stats.clear();
     m_costs.clear();
+    m_layers.clear();
     endResetModel();
 }
 
@@ -49,7 +65,7 @@ QVariant StageStatsModel::data(const QModelIndex& index, int role) const
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
         case Stage: return s.stage;
-        case Layers: return QStringLiteral("%1–%2").arg(s.first_layer).arg(s.last_layer);
+        case Layers: return std::size_t(index.row()) < std::size_t(m_layers.size()) ? m_layers[index.row()] : QString();
         case Params: return cost ? formatCount(uint64_t(std::max<int64_t>(0, cost->params))) : QString();
         case Busy: return QString::number(s.busy, 'f', 2);
         case Idle: return QString::number(s.idle, 'f', 2);

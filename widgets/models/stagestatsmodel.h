@@ -4,6 +4,7 @@
 #include "core/pipeline/simulator.h"
 
 #include <QAbstractTableModel>
+#include <QStringList>
 
 namespace shardwidgets {
 
@@ -27,6 +28,7 @@ public:
 private:
     std::vector<shardscope::pipeline::StageStats> m_stats;
     std::vector<shardscope::pipeline::StageCost> m_costs;
+    QStringList m_layers; // per stage, from core's stage_layers
 };
 
 } // namespace shardwidgets

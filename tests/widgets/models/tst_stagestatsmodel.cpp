@@ -45,6 +45,23 @@ private slots:
         model.clear();
         QCOMPARE(model.rowCount(), 0);
     }
+
+    // Interleaved 1F1B, 4 stages of 2 chunks over 16 layers (uniform: 2 layers a piece): stage 0
+    // runs pieces 0 and 4, layers 0-1 and 8-9, not "0-9".
+    void interleavedStagesListEachChunk()
+    {
+        pl::ScheduleSpec spec;
+        spec.kind = pl::ScheduleKind::interleaved;
+        spec.stages = 4;
+        spec.microbatches = 8;
+        spec.virtual_stages = 2;
+        const pl::Plan plan = pl::make_plan(pl::uniform_profile(16), spec, {2, 4, 6, 8, 10, 12, 14});
+        StageStatsModel model;
+        model.setPlan(plan);
+        QCOMPARE(model.index(0, StageStatsModel::Layers).data().toString(), QStringLiteral("0–1, 8–9"));
+        QCOMPARE(model.index(3, StageStatsModel::Layers).data().toString(), QStringLiteral("6–7, 14–15"));
+        QCOMPARE(pl::stage_layers(plan, 0, true), std::string("0-1,8-9"));
+    }
 };
 
 QTEST_MAIN(TestStageStatsModel)
