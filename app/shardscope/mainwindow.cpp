@@ -2,6 +2,7 @@
 
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/jobs/democheckpoint.h"
+#include "core/report/report.h"
 #include "widgets/export/exporter.h"
 #include "widgets/views/failurebanner.h"
 #include "widgets/views/ganttview.h"
@@ -437,6 +438,10 @@ void MainWindow::onVerificationFinished()
         m_verdict->setText(tr("✓ verified"));
     else
         m_verdict->setText(tr("✗ %n problem(s)", nullptr, int(report->problems.size())));
+    // Reshard verifies every source shard: after a failure it would only stop, so say so up front.
+    m_reshard->setSourceProblem(report->cancelled || report->ok()
+                                    ? QString()
+                                    : QString::fromStdString(shardscope::classify_failure(*report).title));
     const Severity severity = report->cancelled ? Severity::neutral : report->ok() ? Severity::good : Severity::bad;
     QPalette pal = m_verdict->palette();
     pal.setColor(QPalette::WindowText, severityColor(severity, palette()));

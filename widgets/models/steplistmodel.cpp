@@ -4,6 +4,7 @@
 #include "widgets/style/statusstyle.h"
 
 #include <QDir>
+#include <QFileInfo>
 #include <QFont>
 #include <algorithm>
 
@@ -70,6 +71,13 @@ int StepListModel::columnCount(const QModelIndex& parent) const
     return parent.isValid() ? 0 : ColumnCount;
 }
 
+void StepListModel::setVerdict(const QString& directory, bool ok)
+{
+    m_verdicts[QFileInfo(directory).absoluteFilePath()] = ok; // however the path was spelled
+    if (!m_steps.empty())
+        emit dataChanged(index(0, Status), index(rowCount() - 1, Status));
+}
+
 QString StepListModel::tooltip(const shardscope::StepInfo& s) const
 {
     QStringList lines;
@@ -95,12 +103,18 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
     // Complete means loadable: a manifest and no debris of an interrupted write beside it.
     const bool complete = s.complete && s.leftover_tmp_files.empty();
     const bool mirror = s.tier == shardscope::StepTier::mirror;
+    const auto verdict = m_verdicts.find(QFileInfo(directory(index.row())).absoluteFilePath());
+    const bool failed = verdict != m_verdicts.end() && !verdict->second;
+    const bool verified = verdict != m_verdicts.end() && verdict->second;
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
         case Step: return QString::number(s.step);
         case WallClock: return s.complete ? formatDuration(s.wall_clock_seconds) : QStringLiteral("–");
-        case Status: return complete ? tr("complete") : tr("incomplete");
+        case Status:
+            if (failed)
+                return tr("failed verification");
+            return !complete ? tr("incomplete") : verified ? tr("verified") : tr("complete");
         case Latest: return s.is_latest ? tr("latest") : QString();
         case Tier:
             if (mirror)
@@ -110,7 +124,7 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
         break;
     case Qt::DecorationRole:
         if (index.column() == Status)
-            return severityIcon(complete ? Severity::good : Severity::bad);
+            return severityIcon(complete && !failed ? Severity::good : Severity::bad);
         break;
     case Qt::ToolTipRole:
         return tooltip(s);
@@ -128,7 +142,7 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
     case DirectoryRole:
         return directory(index.row());
     case CompleteRole:
-        return complete;
+        return complete && !failed;
     }
     return {};
 }

@@ -7,6 +7,7 @@
 
 #include <QAbstractTableModel>
 #include <QString>
+#include <map>
 #include <optional>
 
 namespace shardwidgets {
@@ -24,6 +25,10 @@ public:
     void clear();
     // The step directory that is open now: shown in bold.
     void setCurrentDirectory(const QString& directory);
+    // What verifying a step found (the listing alone says only whether a manifest is there):
+    // a failed step shows "failed verification" in red, a passed one "verified". Kept across
+    // listings until the step is verified again.
+    void setVerdict(const QString& directory, bool ok);
 
     QString root() const { return m_root; }
     QString mirror() const { return m_mirror; }
@@ -43,6 +48,7 @@ private:
     QString m_root;
     QString m_mirror;
     QString m_current;
+    std::map<QString, bool> m_verdicts; // step directory -> verified ok
 };
 
 } // namespace shardwidgets

@@ -282,6 +282,8 @@ void CheckpointPanel::onFinished()
             report.shards[i].status != shardscope::ShardStatus::pending)
             m_shards->setShardResult(int(i), report.shards[i]);
     m_banner->showReport(report);
+    if (!report.cancelled) // the steps list says what this verification found, not just "complete"
+        m_stepsPane->setVerdict(QString::fromStdString(report.dir.string()), report.ok());
     std::set<int> failed;
     for (const auto& check : report.shards)
         if (severity(check.status) == Severity::bad)
@@ -290,9 +292,8 @@ void CheckpointPanel::onFinished()
     showProblems(report);
     m_cancel->setEnabled(false);
     m_reverify->setEnabled(true);
-    if (!report.cancelled)
-        m_progress->setValue(1000);
-    m_progress->setFormat(report.cancelled ? tr("cancelled") : report.ok() ? tr("verified") : tr("failed"));
+    showJobOutcome(m_progress, report.cancelled ? Severity::neutral : report.ok() ? Severity::good : Severity::bad,
+                   report.cancelled ? tr("cancelled") : report.ok() ? tr("verified") : tr("failed"));
     m_rate->clear();
     emit statusMessage(report.cancelled ? tr("Verification cancelled")
                        : report.ok()    ? tr("All %1 shards verified").arg(report.shards.size())
@@ -324,8 +325,8 @@ void CheckpointPanel::onFailed(const QString& message, const QString& path)
     m_shards->clear();
     m_summary->clear();
     m_map->clear();
-    m_progress->setValue(0);
-    m_progress->setFormat(tr("not opened"));
+    showJobOutcome(m_progress, Severity::bad, tr("not opened"));
+    m_rate->clear();
     m_banner->showError(tr("Cannot open %1").arg(path.isEmpty() ? m_path : path), message);
     emit openFailed(message, path.isEmpty() ? m_path : path);
 }

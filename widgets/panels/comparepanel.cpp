@@ -209,14 +209,14 @@ void ComparePanel::onFinished()
     m_cancel->setEnabled(false);
     const auto& outcome = m_controller->outcome();
     if (outcome.error) {
-        m_progress->setFormat(tr("not compared"));
+        showJobOutcome(m_progress, Severity::bad, tr("not compared"));
+        m_rate->clear();
         m_banner->showError(tr("The checkpoints cannot be compared"), QString::fromStdString(outcome.error->message));
         emit compareFinished(false);
         return;
     }
     m_report = outcome.report;
     m_model->setReport(m_report);
-    m_progress->setValue(1000);
     const auto& r = *m_report;
     std::size_t same = 0;
     const shardscope::TensorDiff* largest = nullptr;
@@ -227,7 +227,8 @@ void ComparePanel::onFinished()
             largest = &t;
     }
     const QString how = r.options.bitwise() ? tr("bitwise") : tr("within the tolerance");
-    m_progress->setFormat(r.cancelled ? tr("cancelled") : r.identical() ? tr("identical") : tr("differences"));
+    showJobOutcome(m_progress, r.cancelled ? Severity::neutral : r.identical() ? Severity::good : Severity::bad,
+                   r.cancelled ? tr("cancelled") : r.identical() ? tr("identical") : tr("differences"));
     m_sides->setText(tr("A: %1 (%2)    B: %3 (%4)")
                          .arg(m_base, QString::fromStdString(r.a.format), m_other->text(),
                               QString::fromStdString(r.b.format)));

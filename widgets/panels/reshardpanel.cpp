@@ -2,6 +2,7 @@
 
 #include "core/checkpoint/manifest.h"
 #include "widgets/style/format.h"
+#include "widgets/style/widgetstyle.h"
 #include "widgets/jobs/reshardcontroller.h"
 #include "widgets/models/reshardplanmodel.h"
 #include "widgets/views/reshardview.h"
@@ -106,6 +107,7 @@ void ReshardPanel::setCheckpoint(const QString& directory, const shardscope::Man
 {
     m_directory = directory;
     m_manifest = manifest;
+    m_sourceProblem.clear(); // a new checkpoint: not verified yet
     m_source->setText(manifest.world_size == 1 ? tr("from 1 rank in %1").arg(directory)
                                                : tr("from %1 ranks in %2").arg(manifest.world_size).arg(directory));
     m_source->setToolTip(directory);
@@ -114,6 +116,14 @@ void ReshardPanel::setCheckpoint(const QString& directory, const shardscope::Man
         m_target->setValue(std::clamp(manifest.world_size * 2, 1, kMaxTarget));
     }
     replan();
+}
+
+void ReshardPanel::setSourceProblem(const QString& problem)
+{
+    m_sourceProblem = problem;
+    if (!problem.isEmpty())
+        emit statusMessage(tr("Reshard… is disabled: the source failed verification"));
+    updateButtons();
 }
 
 void ReshardPanel::clear()
@@ -179,7 +189,13 @@ void ReshardPanel::replan()
 void ReshardPanel::updateButtons()
 {
     const bool running = m_controller->isRunning();
-    m_reshard->setEnabled(!running && m_model->plan().has_value() && !m_directory.isEmpty());
+    m_reshard->setEnabled(!running && m_model->plan().has_value() && !m_directory.isEmpty() &&
+                          m_sourceProblem.isEmpty());
+    m_reshard->setToolTip(m_sourceProblem.isEmpty()
+                              ? tr("Write the checkpoint at the target world size into a new folder")
+                              : tr("The source failed verification (%1): a reshard verifies every source shard "
+                                   "and would stop. Fix or replace the checkpoint first.")
+                                    .arg(m_sourceProblem));
     m_cancel->setEnabled(running);
     m_target->setEnabled(!running);
 }
@@ -191,14 +207,19 @@ bool ReshardPanel::startReshard(const QString& destination, QString* error)
             *error = tr("There is no checkpoint to reshard");
         return false;
     }
+    if (!m_sourceProblem.isEmpty()) {
+        if (error)
+            *error = tr("The source failed verification (%1); a reshard would stop at its first bad shard")
+                         .arg(m_sourceProblem);
+        return false;
+    }
     if (!m_controller->start(m_directory, m_target->value(), destination)) {
         if (error)
             *error = tr("A reshard is already running");
         return false;
     }
     m_openResult->hide();
-    m_progress->setValue(0);
-    m_progress->setFormat(tr("verifying the source"));
+    showJobProgress(m_progress, m_rate, 0, 0, 0, -1, tr("verifying the source"));
     updateButtons();
     emit statusMessage(tr("Resharding %1 to %2 ranks into %3…").arg(m_directory).arg(m_target->value()).arg(destination));
     return true;
@@ -206,11 +227,12 @@ bool ReshardPanel::startReshard(const QString& destination, QString* error)
 
 void ReshardPanel::chooseDestinationAndReshard()
 {
-    if (!m_model->plan() || m_directory.isEmpty() || m_controller->isRunning()) {
+    if (!m_model->plan() || m_directory.isEmpty() || m_controller->isRunning() || !m_sourceProblem.isEmpty()) {
         if (m_interactive)
             QMessageBox::information(this, tr("Reshard"),
-                                     m_controller->isRunning() ? tr("A reshard is already running.")
-                                                               : tr("Open a checkpoint with a valid manifest first."));
+                                     m_controller->isRunning()    ? tr("A reshard is already running.")
+                                     : !m_sourceProblem.isEmpty() ? m_reshard->toolTip()
+                                                                  : tr("Open a checkpoint with a valid manifest first."));
         return;
     }
     const QFileInfo source(m_directory);
@@ -233,13 +255,10 @@ void ReshardPanel::cancelReshard()
 
 void ReshardPanel::onProgress(quint64 done, quint64 total, double rate, double eta)
 {
-    m_progress->setValue(total ? int(done * 1000 / total) : 0);
+    showJobProgress(m_progress, m_rate, done, total, rate, eta, tr("starting"));
     // core counts the source verification as the first half, the copy as the second.
-    m_progress->setFormat(total ? tr("%1 · %2 of %3")
-                                      .arg(done * 2 < total ? tr("verifying") : tr("copying"), formatBytes(done),
-                                           formatBytes(total))
-                                : tr("starting"));
-    m_rate->setText(tr("%1 · %2 left").arg(formatRate(rate), eta >= 0 ? formatDuration(eta) : tr("–")));
+    if (total)
+        m_progress->setFormat(tr("%1 · %2").arg(done * 2 < total ? tr("verifying") : tr("copying"), m_progress->format()));
 }
 
 void ReshardPanel::onFinished()
@@ -249,8 +268,7 @@ void ReshardPanel::onFinished()
     m_rate->clear();
     updateButtons();
     if (outcome.result) {
-        m_progress->setValue(1000);
-        m_progress->setFormat(tr("done"));
+        showJobOutcome(m_progress, Severity::good, tr("done"));
         m_openResult->show();
         emit statusMessage(tr("Resharded into %1 (%2 ranks)").arg(destination).arg(outcome.result->manifest.world_size));
         emit reshardFinished(true);
@@ -262,7 +280,8 @@ void ReshardPanel::onFinished()
             emit openRequested(destination);
         return;
     }
-    m_progress->setFormat(outcome.cancelled ? tr("cancelled") : tr("failed"));
+    showJobOutcome(m_progress, outcome.cancelled ? Severity::neutral : Severity::bad,
+                   outcome.cancelled ? tr("cancelled") : tr("failed"));
     const QString message = outcome.error ? QString::fromStdString(outcome.error->message) : tr("unknown error");
     emit statusMessage(outcome.cancelled ? tr("Reshard cancelled; %1 holds no checkpoint").arg(destination)
                                          : tr("Reshard failed: %1").arg(message));

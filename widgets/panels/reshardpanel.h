@@ -28,6 +28,9 @@ public:
     // The checkpoint to reshard: its directory and manifest. The target starts at twice the
     // current world size (the common "restart on more GPUs" case) unless the user chose one.
     void setCheckpoint(const QString& directory, const shardscope::Manifest& manifest);
+    // What verifying the open checkpoint found: a reshard reads and verifies every source shard,
+    // so after a failure Reshard… is disabled, its tooltip and the totals line saying why.
+    void setSourceProblem(const QString& problem); // empty: verified (or not yet known)
     void clear();
     void setInteractive(bool interactive) { m_interactive = interactive; } // dialogs allowed
 
@@ -74,6 +77,7 @@ private:
     QLabel* m_rate;
     QString m_directory;
     std::optional<shardscope::Manifest> m_manifest;
+    QString m_sourceProblem;
     bool m_userChoseTarget = false;
     bool m_interactive = true;
 };

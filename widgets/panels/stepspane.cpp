@@ -79,6 +79,11 @@ void StepsPane::setSteps(std::vector<shardscope::StepInfo> steps, const QString&
     updateTitle();
 }
 
+void StepsPane::setVerdict(const QString& directory, bool ok)
+{
+    m_model->setVerdict(directory, ok);
+}
+
 void StepsPane::setCurrentDirectory(const QString& directory)
 {
     m_currentDirectory = QDir::cleanPath(directory);

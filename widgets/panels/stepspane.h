@@ -26,6 +26,7 @@ public:
     // A listing already made (by the verification job that opened the root).
     void setSteps(std::vector<shardscope::StepInfo> steps, const QString& root);
     void setCurrentDirectory(const QString& directory);
+    void setVerdict(const QString& directory, bool ok); // see StepListModel::setVerdict
     void setMirror(const QString& mirror); // lists again, with the mirror's steps
     void refresh();                        // lists again in the background
     void clear();

@@ -153,7 +153,8 @@ void TensorsPanel::onFinished()
     m_cancel->setEnabled(false);
     const auto& outcome = m_controller->outcome();
     if (outcome.error) {
-        m_progress->setFormat(tr("not read"));
+        showJobOutcome(m_progress, Severity::bad, tr("not read"));
+        m_rate->clear();
         m_status->setText(tr("Tensors not read"));
         m_banner->showError(tr("The tensors cannot be read"), QString::fromStdString(outcome.error->message));
         emit scanFinished(false);
@@ -161,9 +162,9 @@ void TensorsPanel::onFinished()
     }
     m_report = outcome.report;
     m_model->setReport(m_report);
-    m_progress->setValue(1000);
     const auto& r = *m_report;
-    m_progress->setFormat(r.cancelled ? tr("cancelled") : r.ok() ? tr("healthy") : tr("problems"));
+    showJobOutcome(m_progress, r.cancelled ? Severity::neutral : r.ok() ? Severity::good : Severity::bad,
+                   r.cancelled ? tr("cancelled") : r.ok() ? tr("healthy") : tr("problems"));
     m_status->setText(tr("%1 tensors (%2) read in %3")
                           .arg(formatCount(r.tensors.size()), QString::fromStdString(r.format),
                                formatDuration(r.seconds)));

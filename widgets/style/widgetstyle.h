@@ -1,6 +1,8 @@
 #pragma once
 // How the pages' data tables and job progress look, the same on every page.
 
+#include "widgets/style/statusstyle.h"
+
 #include <QtGlobal>
 
 class QLabel;
@@ -18,5 +20,9 @@ void setUpDataTable(QTableView* view);
 // is known), "312 MiB/s · 8 s left" beside it.
 void showJobProgress(QProgressBar* bar, QLabel* rateLabel, quint64 done, quint64 total, double rate, double eta,
                      const QString& idle);
+
+// A job that ended: a full bar (so its text is one colour, not split at the fill) tinted by the
+// outcome — good green, bad red, neutral the style's own — with `text` on it.
+void showJobOutcome(QProgressBar* bar, Severity outcome, const QString& text);
 
 } // namespace shardwidgets

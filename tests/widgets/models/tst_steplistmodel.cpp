@@ -99,8 +99,23 @@ private slots:
         QVERIFY(finished.wait(30000));
         QCOMPARE(QDir(panel.controller()->directory()).dirName(), QStringLiteral("step-00000010"));
         QVERIFY(panel.report()->ok());
+        QCOMPARE(cell(pane->model(), row10, StepListModel::Status), QStringLiteral("verified"));
+
         QCOMPARE(pane->model()->rowCount(), 4); // still the root's list
         QVERIFY(pane->model()->index(row10, 0).data(Qt::FontRole).value<QFont>().bold());
+
+        // Step 30 corrupted on disk: opened, it fails verification, and its row says so (the
+        // listing alone would still call it complete).
+        const int row30 = pane->model()->rowForDirectory(QDir(tmp.path()).filePath(QStringLiteral("step-00000030")));
+        QCOMPARE(cell(pane->model(), row30, StepListModel::Status), QStringLiteral("complete"));
+        widgettest::flipByte(fs::path(QDir(tmp.path()).filePath(QStringLiteral("step-00000030")).toStdString()) /
+                             "rank1.safetensors");
+        view->setCurrentIndex(pane->model()->index(row30, 0));
+        QTest::keyClick(view, Qt::Key_Return);
+        QVERIFY(finished.wait(30000));
+        QVERIFY(!panel.report()->ok());
+        QCOMPARE(cell(pane->model(), row30, StepListModel::Status), QStringLiteral("failed verification"));
+        QCOMPARE(pane->model()->index(row30, 0).data(StepListModel::CompleteRole).toBool(), false);
 
         // The crashed step opens too, and says why it cannot be used.
         view->setCurrentIndex(pane->model()->index(0, 0));

@@ -152,6 +152,28 @@ private slots:
         QVERIFY(panel.reshardButton()->isEnabled());
     }
 
+    // A source that failed verification: Reshard… is disabled before any dialog, and says why;
+    // opening the next checkpoint enables it again.
+    void failedSourceDisablesReshard()
+    {
+        QTemporaryDir tmp;
+        const QString source = tmp.filePath(QStringLiteral("step-7"));
+        const auto manifest = widgettest::makeCheckpoint(source, 2, 1000);
+        ReshardPanel panel;
+        panel.setInteractive(false);
+        panel.setCheckpoint(source, manifest);
+        QVERIFY(panel.reshardButton()->isEnabled());
+        panel.setSourceProblem(QStringLiteral("Corruption: rank 1's shard does not match its hash"));
+        QVERIFY(!panel.reshardButton()->isEnabled());
+        QVERIFY(panel.reshardButton()->toolTip().contains(QStringLiteral("rank 1's shard")));
+        QString error;
+        QVERIFY(!panel.startReshard(tmp.filePath(QStringLiteral("out")), &error));
+        QVERIFY2(error.contains(QStringLiteral("failed verification")), qPrintable(error));
+        QVERIFY(!QFileInfo::exists(tmp.filePath(QStringLiteral("out"))));
+        panel.setCheckpoint(source, manifest);
+        QVERIFY(panel.reshardButton()->isEnabled());
+    }
+
     void cancelLeavesNoManifest()
     {
         QTemporaryDir tmp;
