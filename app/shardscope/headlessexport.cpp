@@ -24,7 +24,24 @@ int fail(int code, const QString& sentence)
     return code;
 }
 
+// The offscreen platform warns that it cannot pass size hints to a window system it does not
+// have; a headless export has no window system by design, so that line is noise on stderr.
+QtMessageHandler g_previousHandler = nullptr;
+
+void quietHandler(QtMsgType type, const QMessageLogContext& context, const QString& message)
+{
+    if (message.contains(QLatin1String("does not support propagateSizeHints")))
+        return;
+    if (g_previousHandler)
+        g_previousHandler(type, context, message);
+}
+
 } // namespace
+
+QStringList headlessExportViews()
+{
+    return {QStringLiteral("timeline"), QStringLiteral("ownership"), QStringLiteral("reshard")};
+}
 
 int runHeadlessExport(const HeadlessExport& request)
 {
@@ -32,6 +49,13 @@ int runHeadlessExport(const HeadlessExport& request)
     if (!shardwidgets::Exporter::reportSuffixes().contains(suffix))
         return fail(2, QStringLiteral("--export %1: unknown format '.%2' (use one of %3)")
                            .arg(request.file, suffix, shardwidgets::Exporter::reportSuffixes().join(QStringLiteral(", "))));
+    const bool picture = suffix == QLatin1String("png") || suffix == QLatin1String("svg");
+    if (!request.view.isEmpty() && !headlessExportViews().contains(request.view))
+        return fail(2, QStringLiteral("--export-view %1: unknown view (use one of %2)")
+                           .arg(request.view, headlessExportViews().join(QStringLiteral(", "))));
+    if (!request.view.isEmpty() && !picture)
+        return fail(2, QStringLiteral("--export-view needs a .png or .svg file, not %1").arg(request.file));
+    g_previousHandler = qInstallMessageHandler(quietHandler);
 
     // Throw-away settings: a headless run must not touch the user's recent list or window state.
     QTemporaryDir scratch;
@@ -87,8 +111,25 @@ int runHeadlessExport(const HeadlessExport& request)
     QCoreApplication::processEvents(); // let the views lay out before they are pictured
 
     QString error;
-    if (!window.exportReport(request.file, &error))
+    if (picture) {
+        // One view, as the GUI's Export Timeline (or the view's own export) writes it.
+        using View = shardwidgets::Exporter::View;
+        const View view = request.view == QLatin1String("ownership") ? View::ownership
+                          : request.view == QLatin1String("reshard") ? View::reshard
+                                                                     : View::timeline;
+        shardwidgets::ReportSources sources;
+        if (window.checkpointPanel()->report())
+            sources.report = &*window.checkpointPanel()->report();
+        sources.ownership = window.checkpointPanel()->ownershipMap();
+        sources.gantt = window.plannerPanel()->gantt();
+        sources.reshardView = window.reshardPanel()->view();
+        const bool written = view == View::timeline ? window.exportTimeline(request.file, &error)
+                                                    : shardwidgets::Exporter::exportView(request.file, view, sources, &error);
+        if (!written)
+            return fail(2, error);
+    } else if (!window.exportReport(request.file, &error)) {
         return fail(2, error);
+    }
     if (status == 1 && window.checkpointPanel()->report())
         std::cerr << "shardscope: " << window.checkpointPanel()->report()->problems.size()
                   << " problem(s) found; see " << request.file.toStdString() << std::endl;

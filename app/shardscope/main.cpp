@@ -1,4 +1,4 @@
-// shardscope: the desktop app. `shardscope [PATH] [--compare B] [--profile FILE] [--export FILE]`.
+// shardscope: the desktop app. `shardscope [PATH] [--compare B] [--profile FILE] [--export FILE [--export-view V]]`.
 
 #include "app/shardscope/headlessexport.h"
 #include "app/shardscope/mainwindow.h"
@@ -61,7 +61,11 @@ int main(int argc, char** argv)
     const QCommandLineOption compare(QStringLiteral("compare"),
                                      QStringLiteral("compare PATH with checkpoint B on the Compare page (and in the report)"),
                                      QStringLiteral("B"));
-    parser.addOptions({profile, exportTo, demo, reshardTo, compare});
+    const QCommandLineOption exportView(QStringLiteral("export-view"),
+                                        QStringLiteral("what a .png/.svg --export pictures: %1 (default: timeline)")
+                                            .arg(headlessExportViews().join(QStringLiteral(", "))),
+                                        QStringLiteral("VIEW"));
+    parser.addOptions({profile, exportTo, demo, reshardTo, compare, exportView});
     if (!parser.parse(QApplication::arguments())) {
         std::cerr << "shardscope: " << parser.errorText().toStdString() << " (see shardscope --help)\n";
         return 2;
@@ -96,9 +100,17 @@ int main(int argc, char** argv)
         std::cerr << "shardscope: --compare B needs a PATH to compare it with\n";
         return 2;
     }
+    if (parser.isSet(exportView) && !parser.isSet(exportTo)) {
+        std::cerr << "shardscope: --export-view VIEW needs --export FILE.png or FILE.svg\n";
+        return 2;
+    }
     if (parser.isSet(exportTo))
-        return runHeadlessExport(
-            {path, parser.value(profile), parser.value(exportTo), reshardTarget, parser.value(compare)});
+        return runHeadlessExport({.path = path,
+                                  .profile = parser.value(profile),
+                                  .file = parser.value(exportTo),
+                                  .reshardTo = reshardTarget,
+                                  .compare = parser.value(compare),
+                                  .view = parser.value(exportView)});
 
     shardwidgets::Settings settings;
     MainWindow window(&settings, true);

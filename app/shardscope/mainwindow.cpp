@@ -74,6 +74,10 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
         m_verdict->setText(tr("⏳ verifying"));
     });
     connect(m_checkpoint, &CheckpointPanel::verificationFinished, this, &MainWindow::onVerificationFinished);
+    connect(m_checkpoint, &CheckpointPanel::expectedWorldSizeChanged, this, [this](int worldSize) {
+        if (!m_openedFolder.isEmpty())
+            m_settings->setExpectedWorldSize(m_openedFolder, worldSize);
+    });
     // The reshard page previews the checkpoint that is open, as soon as its manifest is read.
     connect(m_checkpoint, &CheckpointPanel::opened, this, [this](const QString& dir) {
         if (const auto& manifest = m_checkpoint->controller()->manifest())
@@ -108,94 +112,6 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     resize(1440, 900);
     restoreGeometry(m_settings->windowGeometry());
     restoreState(m_settings->windowState(), Settings::kWindowStateVersion);
-}
-
-void MainWindow::createActions()
-{
-    QMenu* file = menuBar()->addMenu(tr("&File"));
-    QAction* open = file->addAction(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("&Open Folder…"), this,
-                                    &MainWindow::chooseFolder);
-    open->setShortcut(QKeySequence::Open);
-    m_recentMenu = file->addMenu(tr("Open &Recent"));
-    updateRecentMenu();
-    file->addAction(tr("Open &Demo Checkpoint"), this, &MainWindow::openDemo);
-    QAction* compare = file->addAction(tr("Compare &With…"), this, [this] {
-        m_tabs->setCurrentWidget(m_compare);
-        m_compare->chooseAndCompare();
-    });
-    compare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_D));
-    compare->setEnabled(false);
-    connect(m_checkpoint, &CheckpointPanel::opened, compare, [compare] { compare->setEnabled(true); });
-    connect(m_checkpoint, &CheckpointPanel::openFailed, compare, [compare] { compare->setEnabled(false); });
-    file->addSeparator();
-    QAction* report = file->addAction(style()->standardIcon(QStyle::SP_DialogSaveButton), tr("&Export Report…"),
-                                      this, &MainWindow::chooseReportFile);
-    report->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
-    QAction* timeline = file->addAction(tr("Export &Timeline…"), this, &MainWindow::chooseTimelineFile);
-    timeline->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
-    file->addSeparator();
-    QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
-    quit->setShortcut(QKeySequence::Quit);
-
-    QMenu* check = menuBar()->addMenu(tr("&Verify"));
-    QAction* reverify = check->addAction(style()->standardIcon(QStyle::SP_BrowserReload), tr("&Re-verify"),
-                                         m_checkpoint, &CheckpointPanel::reverify);
-    reverify->setShortcut(QKeySequence::Refresh);
-    QAction* cancel = check->addAction(style()->standardIcon(QStyle::SP_BrowserStop), tr("&Cancel Verification"),
-                                       m_checkpoint, &CheckpointPanel::cancel);
-    cancel->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
-    QAction* fast = check->addAction(tr("&Fast Checksum (XXH3)"));
-    fast->setCheckable(true);
-    fast->setChecked(m_settings->fastVerify());
-    fast->setToolTip(tr("Compare the manifest's XXH3 checksum instead of SHA-256: much faster, not cryptographic"));
-    connect(fast, &QAction::toggled, this, [this](bool on) {
-        m_settings->setFastVerify(on);
-        VerifyController::Options options;
-        options.fast = on;
-        options.threads = m_settings->verifyThreads();
-        m_checkpoint->setVerifyOptions(options);
-    });
-
-    check->addSeparator();
-    QAction* reshard = check->addAction(tr("Re&shard…"), this, [this] {
-        showReshard();
-        m_reshard->chooseDestinationAndReshard();
-    });
-    reshard->setToolTip(tr("Write this checkpoint at another world size into a new folder"));
-
-    QMenu* planner = menuBar()->addMenu(tr("&Planner"));
-    planner->addAction(tr("&Load Profile…"), this, &MainWindow::chooseProfile);
-    planner->addSeparator();
-    QAction* zoomIn = planner->addAction(tr("Zoom &In"), this, [this] { m_planner->gantt()->zoomBy(1.5); });
-    zoomIn->setShortcut(QKeySequence::ZoomIn);
-    QAction* zoomOut = planner->addAction(tr("Zoom &Out"), this, [this] { m_planner->gantt()->zoomBy(1 / 1.5); });
-    zoomOut->setShortcut(QKeySequence::ZoomOut);
-    QAction* fit = planner->addAction(tr("&Fit Timeline"), m_planner->gantt(), &GanttView::fitToWindow);
-    fit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
-
-    QMenu* view = menuBar()->addMenu(tr("V&iew"));
-    QAction* showCheck = view->addAction(tr("&Checkpoint"), this, &MainWindow::showCheckpoint);
-    showCheck->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
-    QAction* showReshard = view->addAction(tr("&Reshard Preview"), this, &MainWindow::showReshard);
-    showReshard->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_3));
-    QAction* showPlan = view->addAction(tr("&Pipeline Planner"), this, &MainWindow::showPlanner);
-    showPlan->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
-    QAction* showTensors = view->addAction(tr("&Tensors"), this, [this] { m_tabs->setCurrentWidget(m_tensors); });
-    showTensors->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_4));
-    QAction* showCompare = view->addAction(tr("Co&mpare"), this, [this] { m_tabs->setCurrentWidget(m_compare); });
-    showCompare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_5));
-
-    QMenu* help = menuBar()->addMenu(tr("&Help"));
-    help->addAction(tr("&About ShardScope"), this, &MainWindow::showAbout);
-    help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
-
-    QToolBar* toolbar = addToolBar(tr("Main"));
-    toolbar->setObjectName(QStringLiteral("mainToolbar"));
-    toolbar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
-    toolbar->addAction(open);
-    toolbar->addAction(reverify);
-    toolbar->addAction(cancel);
-    toolbar->addAction(report);
 }
 
 QWidget* MainWindow::createWelcomePage()
@@ -278,6 +194,8 @@ void MainWindow::openPath(const QString& path)
     m_tabs->setCurrentIndex(0);
     m_settings->addRecentFolder(clean);
     updateRecentMenu();
+    m_openedFolder = clean;
+    m_checkpoint->setExpectedWorldSize(m_settings->expectedWorldSize(clean)); // the job's, for this folder
     m_checkpoint->open(clean);
 }
 
@@ -366,7 +284,8 @@ void MainWindow::chooseReportFile()
 {
     if (m_checkpoint->isVerifying())
         statusBar()->showMessage(tr("Verification is still running: the report shows the last finished result"));
-    chooseExportFile(tr("Export report"), QStringLiteral("shardscope-report.pdf"), Exporter::reportFilter(),
+    // Named after the checkpoint and step, so a report attached to a ticket says what it is about.
+    chooseExportFile(tr("Export report"), Exporter::defaultReportName(reportSources()), Exporter::reportFilter(),
                      &MainWindow::exportReport, tr("Report written to %1"));
 }
 

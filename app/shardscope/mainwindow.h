@@ -76,5 +76,6 @@ private:
     shardwidgets::TensorsPanel* m_tensors;
     shardwidgets::ComparePanel* m_compare;
     QMenu* m_recentMenu = nullptr;
+    QString m_openedFolder; // as the user opened it: the key of its remembered settings
     QLabel* m_verdict;
 };

@@ -2,11 +2,14 @@
 // renderers (render.cpp) only format these blocks.
 
 #include "core/report/document.h"
+#include "core/report/internal/sections.h"
 
 #include "core/util/printable.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <optional>
 
 namespace shardscope
 {
@@ -50,8 +53,6 @@ ReportTable checkpoint_table(const VerifyReport& report)
         add("Parameter dtype", std::string(to_string(m->param_dtype)));
         add("Parameters", std::to_string(m->param_numel_total));
         add("Model tensors", m->tensors.empty() ? "not listed" : std::to_string(m->tensors.size()));
-        if (!m->training_state.is_null())
-            add("Training state", m->training_state.dump());
     } else if (report.foreign) { // what the format's own metadata says
         for (const auto& [key, value] : report.foreign->rows)
             if (key != "format")
@@ -65,6 +66,44 @@ ReportTable checkpoint_table(const VerifyReport& report)
             files += (files.empty() ? "" : ", ") + name;
         add("Leftover .tmp files", files);
     }
+    return table;
+}
+
+// The training state (optimizer, schedule, data loader, RNG) as one row per value, keyed by its
+// path ("optimizer.lr"): a person reads rows, not a JSON blob. Lists of plain values stay one row.
+void flatten_state(const nlohmann::json& value, const std::string& key, ReportTable& table)
+{
+    constexpr std::size_t kStateRowsShown = 64;
+    if (table.rows.size() >= kStateRowsShown)
+        return;
+    auto scalar = [](const nlohmann::json& v) {
+        return v.is_string() ? printable(v.get_ref<const std::string&>()) : printable(v.dump());
+    };
+    if (value.is_object() && !value.empty()) {
+        for (const auto& [k, v] : value.items())
+            flatten_state(v, key.empty() ? k : key + "." + k, table);
+        return;
+    }
+    if (value.is_array() && std::any_of(value.begin(), value.end(), [](const auto& v) { return v.is_structured(); })) {
+        for (std::size_t i = 0; i < value.size(); ++i)
+            flatten_state(value[i], key + "[" + std::to_string(i) + "]", table);
+        return;
+    }
+    std::string text;
+    if (value.is_array()) {
+        for (const auto& v : value)
+            text += (text.empty() ? "" : ", ") + scalar(v);
+        text = "[" + text + "]";
+    } else {
+        text = scalar(value);
+    }
+    table.rows.push_back({{key.empty() ? "(value)" : printable(key), text}});
+}
+
+ReportTable training_state_table(const nlohmann::json& state)
+{
+    ReportTable table{.header = {"Training state", "Value"}, .right = {false, false}};
+    flatten_state(state, "", table);
     return table;
 }
 
@@ -96,8 +135,9 @@ ReportTable shard_table(const VerifyReport& report)
             {{std::to_string(check.rank), check.path, std::to_string(check.expected_bytes),
               record ? std::to_string(record->param_shard_offset) : "",
               record ? std::to_string(record->param_shard_numel) : "",
-              record ? record->sha256.substr(0, 16) : "", mark + words(to_string(check.status))}});
+              record ? record->sha256 : "", mark + words(to_string(check.status))}});
     }
+    table.own_line_column = 5; // the full digest: a person compares it with sha256sum's output
     return table;
 }
 
@@ -164,13 +204,11 @@ ReportTable reshard_totals(const ReshardPlan& plan)
 
 // Long plans (thousands of ranks) would bury the report: the text forms show the first rows and
 // say where the rest is; the JSON always carries every target.
-constexpr std::size_t kReshardRowsShown = 64;
-
 ReportTable reshard_targets(const ReshardPlan& plan)
 {
-    ReportTable table{.header = {"New rank", "Elements", "Bytes", "Sources", "Staying"},
-                      .right = {true, false, true, false, true}};
-    for (std::size_t i = 0; i < plan.targets.size() && i < kReshardRowsShown; ++i) {
+    ReportTable table{.header = {"New rank", "Elements", "Bytes", "Sources", "Staying", "Moving"},
+                      .right = {true, false, true, false, true, true}};
+    for (std::size_t i = 0; i < plan.targets.size() && i < report::kRowsShown; ++i) {
         const TargetPlan& t = plan.targets[i];
         std::string sources;
         for (std::size_t r = 0; r < t.runs.size() && r < 6; ++r)
@@ -183,100 +221,55 @@ ReportTable reshard_targets(const ReshardPlan& plan)
             {{std::to_string(t.rank),
               "[" + std::to_string(t.offset) + ", " + std::to_string(t.offset + t.numel) + ")",
               human_bytes(t.bytes), sources.empty() ? "nothing (empty shard)" : sources,
-              human_bytes(t.bytes_staying)}});
+              human_bytes(t.bytes_staying), human_bytes(t.bytes - t.bytes_staying)}});
     }
     return table;
 }
 
 std::string reshard_more(const ReshardPlan& plan)
 {
-    if (plan.targets.size() <= kReshardRowsShown)
+    if (plan.targets.size() <= report::kRowsShown)
         return {};
-    return "The first " + std::to_string(kReshardRowsShown) + " of " +
+    return "The first " + std::to_string(report::kRowsShown) + " of " +
            std::to_string(plan.targets.size()) +
            " new ranks are shown; the JSON report lists all of them.";
 }
 
-std::string verdict_line(const ReportInput& input)
+ReportBlock checkpoint_verdict(const VerifyReport& report)
 {
-    if (!input.verify)
-        return "";
-    const FailureSummary summary = classify_failure(*input.verify);
-    if (summary.mode == FailureMode::none)
-        return "All " + std::to_string(input.verify->shards.size()) +
-               " shards verified: the checkpoint is complete and consistent.";
-    return summary.title;
+    const FailureSummary failure = classify_failure(report);
+    if (failure.mode != FailureMode::none)
+        return {.kind = ReportBlock::Kind::verdict, .text = failure.title, .detail = failure.meaning, .good = false};
+    return {.kind = ReportBlock::Kind::verdict,
+            .text = "All " + std::to_string(report.shards.size()) +
+                    " shards verified: the checkpoint is complete and consistent.",
+            .detail = report.foreign ? "Every file the checkpoint's own metadata names is present and readable; the "
+                                       "format records no digests to check the bytes against."
+                                     : "Every shard has the size and SHA-256 the manifest records: it is safe to "
+                                       "resume from this step.",
+            .good = true};
 }
 
-// The tensors worth a look: the ones holding NaN/Inf first, then the ones a warning names.
-ReportTable content_table(const ContentReport& content)
+std::string base_name(std::string_view path)
 {
-    ReportTable table{.header = {"Tensor", "State", "Dtype", "Elements", "NaN", "+Inf", "-Inf"},
-                      .right = {false, false, false, true, true, true, true}};
-    for (const TensorContent& t : content.tensors) {
-        if (t.stats.nonfinite() == 0 || table.rows.size() >= kReshardRowsShown)
-            continue;
-        const ValueStats& s = t.stats;
-        table.rows.push_back({{t.name, t.state, std::string(to_string(t.type)), std::to_string(s.numel),
-                               std::to_string(s.nan), std::to_string(s.posinf), std::to_string(s.neginf)}});
-    }
-    return table;
+    while (path.size() > 1 && path.back() == '/')
+        path.remove_suffix(1);
+    const auto slash = path.find_last_of('/');
+    return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
-std::string significant(double value)
+std::optional<long long> step_of(const VerifyReport& report)
 {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.3g", value);
-    return text;
-}
-
-// The tensors that differ, in model order (what only one side has last).
-ReportTable diff_table(const DiffReport& diff)
-{
-    ReportTable table{.header = {"Tensor", "State", "Status", "Changed elements", "Max |a-b|", "Rel. L2"},
-                      .right = {false, false, false, true, true, true}};
-    for (const TensorDiff& t : diff.tensors) {
-        if (t.status == DiffStatus::identical || table.rows.size() >= kReshardRowsShown)
-            continue;
-        const bool compared = t.status == DiffStatus::changed || t.status == DiffStatus::dtype_changed;
-        const auto rel = t.rel_l2();
-        table.rows.push_back({{t.name, t.state, std::string(to_string(t.status)),
-                               compared ? std::to_string(t.sums.changed) + " of " + std::to_string(t.numel) : "",
-                               compared ? significant(t.sums.max_abs_diff) : "",
-                               compared ? (rel ? significant(*rel) : std::string("inf")) : ""}});
-    }
-    return table;
-}
-
-void diff_section(const DiffReport& diff, std::vector<ReportBlock>& doc)
-{
-    std::size_t same = 0;
-    for (const TensorDiff& t : diff.tensors)
-        same += t.status == DiffStatus::identical;
-    const std::string compared = "Compared with " + diff.path_b.string() + " (" + diff.b.format + ")" +
-                                 (diff.options.bitwise() ? ", bitwise" : ", within tolerance");
-    doc.push_back({.kind = ReportBlock::Kind::heading, .level = 2, .text = "Comparison"});
-    doc.push_back({.kind = ReportBlock::Kind::note, .text = compared});
-    if (diff.identical())
-        doc.push_back({.kind = ReportBlock::Kind::verdict,
-                       .text = "All " + std::to_string(diff.tensors.size()) + " tensors are identical",
-                       .good = true});
-    else
-        doc.push_back({.kind = ReportBlock::Kind::verdict,
-                       .text = std::to_string(diff.tensors.size() - same) + " of " + std::to_string(diff.tensors.size()) +
-                               " tensors differ",
-                       .detail = diff.cancelled ? "The comparison was cancelled: not every tensor was compared."
-                                                : "The tensors below differ (bitwise unless a tolerance is given); "
-                                                  "relative change is ||a-b|| / ||a||.",
-                       .good = false});
-    if (!diff.problems.empty()) {
-        ReportBlock problems{.kind = ReportBlock::Kind::problems};
-        for (const Problem& p : diff.problems)
-            problems.items.emplace_back(std::string(to_string(p.kind)), p.message);
-        doc.push_back(std::move(problems));
-    }
-    if (same < diff.tensors.size())
-        doc.push_back({.kind = ReportBlock::Kind::table, .table = diff_table(diff)});
+    if (report.manifest)
+        return report.manifest->step;
+    if (report.foreign)
+        for (const auto& [key, value] : report.foreign->rows)
+            if (key == "step" || key == "iteration")
+                try {
+                    return std::stoll(value);
+                } catch (...) {
+                }
+    return std::nullopt;
 }
 
 } // namespace
@@ -297,21 +290,19 @@ std::vector<ReportBlock> report_document(const ReportInput& input)
                 {.kind = ReportBlock::Kind::image, .text = std::move(alt), .source = source});
     };
     heading(1, input.title);
+    // The verdicts first: a reader deciding whether to resume stops here.
+    if (input.verify)
+        doc.push_back(checkpoint_verdict(*input.verify));
+    if (input.content && !input.content->ok())
+        doc.push_back(report::content_verdict(*input.content));
     if (!input.generator.empty())
         doc.push_back({.kind = ReportBlock::Kind::note, .text = "Generated by " + input.generator});
     if (input.verify) {
         const VerifyReport& report = *input.verify;
-        const FailureSummary failure = classify_failure(report);
         heading(2, "Checkpoint " + input.checkpoint_path);
-        if (failure.mode == FailureMode::none)
-            doc.push_back(
-                {.kind = ReportBlock::Kind::verdict, .text = verdict_line(input), .good = true});
-        else
-            doc.push_back({.kind = ReportBlock::Kind::verdict,
-                           .text = failure.title,
-                           .detail = failure.meaning,
-                           .good = false});
         table(checkpoint_table(report));
+        if (report.manifest && !report.manifest->training_state.is_null())
+            table(training_state_table(report.manifest->training_state));
         if (!input.ownership_image.empty()) {
             heading(3, "Ownership of the flat parameter space");
             image(input.ownership_image, "ownership map");
@@ -320,10 +311,7 @@ std::vector<ReportBlock> report_document(const ReportInput& input)
         table(shard_table(report));
         if (!report.problems.empty()) {
             heading(3, "Problems");
-            ReportBlock problems{.kind = ReportBlock::Kind::problems};
-            for (const Problem& p : report.problems)
-                problems.items.emplace_back(std::string(to_string(p.kind)), p.message);
-            doc.push_back(std::move(problems));
+            doc.push_back(report::problems_block(report.problems));
         }
     }
     if (input.pipeline) {
@@ -332,43 +320,10 @@ std::vector<ReportBlock> report_document(const ReportInput& input)
         image(input.gantt_image, "pipeline timeline");
         table(stage_table(input.pipeline->plan));
     }
-    if (input.content) {
-        const ContentReport& content = *input.content;
-        heading(2, "Tensor content");
-        uint64_t nonfinite = 0;
-        for (const TensorContent& t : content.tensors)
-            nonfinite += t.stats.nonfinite() > 0;
-        if (content.ok())
-            doc.push_back({.kind = ReportBlock::Kind::verdict,
-                           .text = "All " + std::to_string(content.tensors.size()) + " tensors are finite" +
-                                   (content.format == "shardscope"
-                                        ? ", no second moment is negative and every parameter is its rounded master"
-                                        : ""),
-                           .good = true});
-        else
-            doc.push_back({.kind = ReportBlock::Kind::verdict,
-                           .text = content.cancelled ? std::string("Reading the tensors was cancelled")
-                                                     : content.problems.front().message,
-                           .detail = nonfinite > 0 ? std::to_string(nonfinite) + " of " +
-                                                         std::to_string(content.tensors.size()) +
-                                                         " tensors hold NaN or Inf: the run had diverged when this "
-                                                         "step was saved. Resume from an earlier step."
-                                                   : "The saved state is inconsistent (see the problems below): "
-                                                     "resume from an earlier step.",
-                           .good = false});
-        if (!content.problems.empty() || !content.warnings.empty()) {
-            ReportBlock problems{.kind = ReportBlock::Kind::problems};
-            for (const Problem& p : content.problems)
-                problems.items.emplace_back(std::string(to_string(p.kind)), p.message);
-            for (const Problem& p : content.warnings)
-                problems.items.emplace_back("warning: " + std::string(to_string(p.kind)), p.message);
-            doc.push_back(std::move(problems));
-        }
-        if (nonfinite > 0)
-            table(content_table(content));
-    }
+    if (input.content)
+        report::content_section(*input.content, doc);
     if (input.diff)
-        diff_section(*input.diff, doc);
+        report::diff_section(*input.diff, doc);
     if (input.reshard) {
         heading(2, "Reshard preview: " + std::to_string(input.reshard->source_world_size) + " → " +
                        std::to_string(input.reshard->target_world_size) + " ranks");
@@ -379,6 +334,59 @@ std::vector<ReportBlock> report_document(const ReportInput& input)
             doc.push_back({.kind = ReportBlock::Kind::note, .text = more});
     }
     return doc;
+}
+
+std::string report_subject(const ReportInput& input)
+{
+    if (input.verify) {
+        std::string name = base_name(input.verify->dir.string());
+        if (name.empty() || name == ".")
+            name = base_name(input.checkpoint_path);
+        const std::string lower_name = [&] {
+            std::string l = name;
+            std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+            return l;
+        }();
+        // A run's step folder ("step-000100") says little alone: name the run too.
+        if (lower_name.rfind("step", 0) == 0) {
+            std::string_view dir = input.verify->dir.native();
+            while (dir.size() > 1 && dir.back() == '/')
+                dir.remove_suffix(1);
+            const auto slash = dir.find_last_of('/');
+            const std::string parent = slash == std::string_view::npos ? "" : base_name(dir.substr(0, slash));
+            if (!parent.empty() && parent != "/")
+                name = parent + "/" + name;
+        }
+        name = printable(name, 80);
+        if (const auto step = step_of(*input.verify); step && lower_name.find("step") == std::string::npos)
+            name += " · step " + std::to_string(*step);
+        return name;
+    }
+    if (input.pipeline)
+        return "pipeline plan " + printable(input.pipeline->profile_name, 80);
+    return "report";
+}
+
+std::string report_file_name(const ReportInput& input, std::string_view suffix)
+{
+    std::string subject = report_subject(input);
+    // "w8 · step 0" → "w8-step-0": only characters every file system and shell take as they are.
+    std::string stem = "shardscope-";
+    bool dash = false;
+    for (std::size_t i = 0; i < subject.size(); ++i) {
+        const unsigned char c = static_cast<unsigned char>(subject[i]);
+        if (std::isalnum(c) || c == '.' || c == '_') {
+            if (dash && stem.back() != '-')
+                stem += '-';
+            stem += char(c);
+            dash = false;
+        } else {
+            dash = true;
+        }
+    }
+    while (!stem.empty() && (stem.back() == '-' || stem.back() == '.'))
+        stem.pop_back();
+    return stem + "." + std::string(suffix);
 }
 
 } // namespace shardscope

@@ -19,6 +19,9 @@ struct ReportTable {
     std::vector<std::string> header;
     std::vector<Row> rows;
     std::vector<bool> right; // right-aligned columns
+    // A column of long unbreakable values (the full SHA-256), shown in monospace; a renderer with
+    // a page too narrow for it puts it on a line of its own under each row (layout.h).
+    int own_line_column = -1;
 };
 
 struct ReportBlock {
@@ -33,6 +36,12 @@ struct ReportBlock {
     std::string source;                                     // image: file name or data: URI
 };
 
+// The verdict comes first: what is wrong and what it means for resuming, before any detail.
 std::vector<ReportBlock> report_document(const ReportInput& input);
+
+// What the report is about in a few words, for a page footer: "w8 · step 0", "uniform-16".
+std::string report_subject(const ReportInput& input);
+// A file name for the exported report: "shardscope-w8-step-0.pdf" (only [A-Za-z0-9._-]).
+std::string report_file_name(const ReportInput& input, std::string_view suffix);
 
 } // namespace shardscope

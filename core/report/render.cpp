@@ -1,5 +1,6 @@
-// Markdown and HTML from the report's blocks (document.h). The PDF is the HTML laid out by
-// QTextDocument (widgets/export), so all three show the same sections in the same order.
+// Markdown and HTML from the report's blocks (document.h). The PDF paints the same blocks
+// (widgets/export, fitted to the page by layout.h), so all three show the same sections in the
+// same order.
 
 #include "core/report/document.h"
 #include "core/report/report.h"
@@ -63,8 +64,13 @@ void markdown_table(std::ostringstream& out, const ReportTable& table)
     out << '\n';
     for (const auto& row : table.rows) {
         out << '|';
-        for (const auto& cell : row.cells)
-            out << ' ' << md_cell(cell) << " |";
+        for (std::size_t c = 0; c < row.cells.size(); ++c) {
+            const std::string& cell = row.cells[c];
+            if (int(c) == table.own_line_column && !cell.empty())
+                out << " `" << md_cell(cell) << "` |";
+            else
+                out << ' ' << md_cell(cell) << " |";
+        }
         out << '\n';
     }
     out << '\n';
@@ -72,10 +78,10 @@ void markdown_table(std::ostringstream& out, const ReportTable& table)
 
 void html_table(std::ostringstream& out, const ReportTable& table)
 {
-    out << "<table border=\"1\" cellspacing=\"0\" cellpadding=\"4\" width=\"100%\">\n<tr>";
+    out << "<table border=\"1\" cellspacing=\"0\" cellpadding=\"4\">\n<thead><tr>";
     for (const auto& h : table.header)
         out << "<th>" << html_escape(h) << "</th>";
-    out << "</tr>\n";
+    out << "</tr></thead>\n";
     for (const auto& row : table.rows) {
         out << "<tr>";
         for (std::size_t c = 0; c < row.cells.size(); ++c) {
@@ -85,8 +91,11 @@ void html_table(std::ostringstream& out, const ReportTable& table)
                 style = " style=\"color:#c01c28;font-weight:bold\"";
             else if (cell.rfind("✓", 0) == 0)
                 style = " style=\"color:#1a7f37\"";
-            out << "<td" << (table.right[c] ? " align=\"right\"" : "") << style << '>'
-                << html_escape(cell) << "</td>";
+            if (int(c) == table.own_line_column)
+                out << "<td><code>" << html_escape(cell) << "</code></td>";
+            else
+                out << "<td" << (table.right[c] ? " align=\"right\"" : "") << style << '>'
+                    << html_escape(cell) << "</td>";
         }
         out << "</tr>\n";
     }
@@ -136,7 +145,8 @@ std::string report_html(const ReportInput& input)
         << "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#1f2328}"
            "table{border-collapse:collapse;margin:8px 0 16px "
            "0}th{background:#eef1f4;text-align:left}"
-           "th,td{border:1px solid #c8ccd0;padding:3px 8px;font-size:10pt}"
+           "th,td{border:1px solid #c8ccd0;padding:3px 8px;font-size:10pt;vertical-align:top}"
+           "code{font-family:monospace;font-size:9pt}"
            ".bad{background:#fde7e9;border-left:4px solid #c01c28;padding:8px 12px}"
            ".good{background:#e6f4ea;border-left:4px solid #1a7f37;padding:8px 12px}"
            "img{max-width:100%}</style></head><body>\n";
@@ -150,7 +160,6 @@ std::string report_html(const ReportInput& input)
             out << "<p><i>" << html_escape(block.text) << "</i></p>\n";
             break;
         case ReportBlock::Kind::verdict:
-            // A one-cell table: QTextDocument (the PDF) draws table backgrounds, not div borders.
             out << "<table class=\"" << (block.good ? "good" : "bad")
                 << "\" width=\"100%\" cellpadding=\"8\" bgcolor=\""
                 << (block.good ? "#e6f4ea" : "#fde7e9") << "\"><tr><td><b>"
@@ -171,7 +180,7 @@ std::string report_html(const ReportInput& input)
             break;
         case ReportBlock::Kind::image:
             out << "<p><img src=\"" << html_escape(block.source) << "\" alt=\""
-                << html_escape(block.text) << "\" width=\"900\"></p>\n";
+                << html_escape(block.text) << "\"></p>\n";
             break;
         }
     }

@@ -84,8 +84,8 @@ nlohmann::json reshard_plan_json(const ReshardPlan& plan);
 // {the plan-reshard object}.
 nlohmann::json report_json(const ReportInput& input);
 std::string report_markdown(const ReportInput& input);
-// A self-contained HTML page; also what the GUI lays out into a PDF through QTextDocument, so it
-// keeps to the HTML subset QTextDocument renders (tables, no CSS layout).
+// A self-contained HTML page. (The GUI's PDF paints report_document()'s blocks itself, fitted
+// to the page: see core/report/layout.h.)
 std::string report_html(const ReportInput& input);
 
 // 0 when the report is good, 1 when the checkpoint check or a content health check failed

@@ -1,4 +1,5 @@
 #include "widgets/export/exporter.h"
+#include "widgets/export/pdfreport.h"
 
 #include "widgets/views/ganttview.h"
 #include "widgets/views/ownershipmap.h"
@@ -6,18 +7,18 @@
 #include "widgets/views/reshardview.h"
 
 #include "core/pipeline/export.h"
+#include "core/report/document.h"
+#include "core/report/layout.h"
 
 #include <QApplication>
 #include <QBuffer>
 #include <QDir>
 #include <QFileInfo>
 #include <QPainter>
-#include <QPdfWriter>
 #include <QSaveFile>
 #include <QStyle>
 #include <QSvgGenerator>
-#include <QTextDocument>
-#include <QUrl>
+#include <map>
 #include <QWidget>
 
 namespace shardwidgets {
@@ -139,35 +140,82 @@ QString Exporter::timelineFilter()
     return QObject::tr("PNG (*.png);;SVG (*.svg);;Chrome trace JSON (*.json)");
 }
 
-QImage Exporter::timelineImage(GanttView* gantt, int width)
+QImage Exporter::timelineImage(GanttView* gantt, int width, qreal devicePixelRatio)
 {
     LightPalette light(gantt);
-    return gantt->renderFitted(QSize(width, gantt->preferredHeight()), 1.0);
+    return gantt->renderFitted(QSize(width, gantt->preferredHeight()), devicePixelRatio);
 }
 
 namespace {
 
 // A view painted into an image of its preferred height, in the light palette reports use.
 template <class View>
-QImage paintedImage(View* view, int width, void (View::*paint)(QPainter&, const QRect&) const)
+QImage paintedImage(View* view, int width, qreal devicePixelRatio, void (View::*paint)(QPainter&, const QRect&) const)
 {
     LightPalette light(view);
-    QImage image(QSize(width, view->preferredHeight()), QImage::Format_ARGB32_Premultiplied);
+    const QSize size(width, view->preferredHeight());
+    QImage image(size * devicePixelRatio, QImage::Format_ARGB32_Premultiplied);
+    image.setDevicePixelRatio(devicePixelRatio);
+    image.fill(Qt::white);
     QPainter painter(&image);
-    (view->*paint)(painter, image.rect());
+    (view->*paint)(painter, QRect(QPoint(0, 0), size));
     return image;
 }
 
 } // namespace
 
-QImage Exporter::ownershipImage(OwnershipMap* map, int width)
+QImage Exporter::ownershipImage(OwnershipMap* map, int width, qreal devicePixelRatio)
 {
-    return paintedImage(map, width, &OwnershipMap::paintMap);
+    return paintedImage(map, width, devicePixelRatio, &OwnershipMap::paintMap);
 }
 
-QImage Exporter::reshardImage(ReshardView* view, int width)
+QImage Exporter::reshardImage(ReshardView* view, int width, qreal devicePixelRatio)
 {
-    return paintedImage(view, width, &ReshardView::paintView);
+    return paintedImage(view, width, devicePixelRatio, &ReshardView::paintView);
+}
+
+QString Exporter::defaultReportName(const ReportSources& sources, const QString& suffix)
+{
+    return QString::fromStdString(shardscope::report_file_name(reportInput(sources), suffix.toStdString()));
+}
+
+bool Exporter::exportView(const QString& file, View view, const ReportSources& sources, QString* error)
+{
+    const QString suffix = suffixOf(file);
+    if (suffix != QLatin1String("png") && suffix != QLatin1String("svg"))
+        return fail(error, QObject::tr("Cannot export %1: a view is saved as .png or .svg").arg(file));
+    constexpr int kWidth = 1600; // what Export Timeline writes
+    switch (view) {
+    case View::timeline:
+        return exportTimeline(file, sources.gantt, QStringLiteral("ShardScope timeline"), error);
+    case View::ownership: {
+        if (!sources.ownership || !sources.report || !sources.report->manifest)
+            return fail(error, QObject::tr("Cannot export %1: there is no ownership map (no checkpoint with a manifest is open)").arg(file));
+        if (suffix == QLatin1String("png"))
+            return writeImage(file, ownershipImage(sources.ownership, kWidth), error);
+        OwnershipMap* map = sources.ownership;
+        return writeSvg(file, QSize(kWidth, map->preferredHeight()), QStringLiteral("ShardScope ownership map"),
+                        [map](QPainter& painter) {
+                            LightPalette light(map);
+                            map->paintMap(painter, QRect(0, 0, kWidth, map->preferredHeight()));
+                        },
+                        error);
+    }
+    case View::reshard: {
+        if (!sources.reshardView || !sources.reshardView->hasPlan())
+            return fail(error, QObject::tr("Cannot export %1: there is no reshard preview (no checkpoint that passed verification is open)").arg(file));
+        if (suffix == QLatin1String("png"))
+            return writeImage(file, reshardImage(sources.reshardView, kWidth), error);
+        ReshardView* reshard = sources.reshardView;
+        return writeSvg(file, QSize(kWidth, reshard->preferredHeight()), QStringLiteral("ShardScope reshard preview"),
+                        [reshard](QPainter& painter) {
+                            LightPalette light(reshard);
+                            reshard->paintView(painter, QRect(0, 0, kWidth, reshard->preferredHeight()));
+                        },
+                        error);
+    }
+    }
+    return false;
 }
 
 shardscope::ReportInput Exporter::reportInput(const ReportSources& sources)
@@ -202,6 +250,7 @@ bool Exporter::exportReport(const QString& file, const ReportSources& sources, Q
     const bool withGantt = sources.gantt && input.pipeline;
     const bool withReshard = sources.reshardView && sources.reshardView->hasPlan() && input.reshard;
     constexpr int kImageWidth = 1400;
+    constexpr int kPdfImageWidth = 1000; // logical pixels across the page: the views' labels stay legible
 
     if (suffix == QLatin1String("json"))
         return writeBytes(file, QByteArray::fromStdString(shardscope::report_json(input).dump(2) + "\n"), error);
@@ -253,38 +302,28 @@ bool Exporter::exportReport(const QString& file, const ReportSources& sources, Q
         return writeBytes(file, QByteArray::fromStdString(shardscope::report_html(input)), error);
     }
 
-    // PDF: core's HTML laid out by QTextDocument, pictures as document resources.
-    QTextDocument document;
-    if (withMap) {
-        document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("ownership.png")),
-                             ownershipImage(sources.ownership, kImageWidth));
-        input.ownership_image = "ownership.png";
-    }
-    if (withGantt) {
-        document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("timeline.png")),
-                             timelineImage(sources.gantt, kImageWidth));
-        input.gantt_image = "timeline.png";
-    }
-    if (withReshard) {
-        document.addResource(QTextDocument::ImageResource, QUrl(QStringLiteral("reshard.png")),
-                             reshardImage(sources.reshardView, kImageWidth));
-        input.reshard_image = "reshard.png";
-    }
-    document.setHtml(QString::fromStdString(shardscope::report_html(input)));
+    // PDF: core's blocks painted page by page, pictures scaled to the page.
     const QFileInfo info(file);
     if (!QFileInfo(info.absolutePath()).isWritable())
         return fail(error, QObject::tr("Cannot write %1: the folder is not writable").arg(file));
-    const QString temp = file + QStringLiteral(".part");
-    {
-        QPdfWriter writer(temp);
-        writer.setPageSize(QPageSize(QPageSize::A4));
-        writer.setPageMargins(QMarginsF(12, 12, 12, 12), QPageLayout::Millimeter);
-        writer.setResolution(110);
-        writer.setTitle(QString::fromStdString(input.title));
-        writer.setCreator(QStringLiteral("ShardScope " SHARDSCOPE_VERSION));
-        document.setDefaultFont(QFont(QStringLiteral("Sans Serif"), 9));
-        document.print(&writer);
+    std::map<std::string, QImage> pictures;
+    if (withMap) {
+        pictures["ownership.png"] = ownershipImage(sources.ownership, kPdfImageWidth, 2.0);
+        input.ownership_image = "ownership.png";
     }
+    if (withGantt) {
+        pictures["timeline.png"] = timelineImage(sources.gantt, kPdfImageWidth, 2.0);
+        input.gantt_image = "timeline.png";
+    }
+    if (withReshard) {
+        pictures["reshard.png"] = reshardImage(sources.reshardView, kPdfImageWidth, 2.0);
+        input.reshard_image = "reshard.png";
+    }
+    const QString temp = file + QStringLiteral(".part");
+    const QString footer = QStringLiteral("ShardScope report · %1").arg(QString::fromStdString(shardscope::report_subject(input)));
+    if (!writeReportPdf(temp, shardscope::report_document(input), pictures,
+                        QString::fromStdString(input.title + " — " + shardscope::report_subject(input)), footer))
+        return fail(error, QObject::tr("Cannot write %1: the PDF writer could not open it").arg(file));
     return replaceWith(temp, file, QObject::tr("the PDF writer produced nothing"), error);
 }
 

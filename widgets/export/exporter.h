@@ -1,8 +1,9 @@
 #pragma once
-// Every export goes through here: the report (PDF via QPdfWriter + QTextDocument, HTML with the
-// pictures inline, Markdown with the pictures beside it, JSON, or a PNG/SVG picture of the
-// window) and the timeline (PNG, SVG via QSvgGenerator, Chrome trace JSON). The report's text is
-// core's (core/report/report.h), the same as `shardctl report`; this adds only the pictures.
+// Every export goes through here: the report (a PDF painted page by page from core's report
+// blocks, fitted to the page by core/report/layout.h; HTML with the pictures inline; Markdown with
+// the pictures beside it; JSON; or a PNG/SVG picture of the window), one view as a picture, and
+// the timeline (PNG, SVG via QSvgGenerator, Chrome trace JSON). The report's text is core's
+// (core/report), the same as `shardctl report`; this adds only the pictures and the page layout.
 // Failures come back as a sentence naming the file and the writer's error.
 
 #include "core/report/report.h"
@@ -46,10 +47,19 @@ public:
     static bool exportTimeline(const QString& file, GanttView* gantt, const QString& title,
                                QString* error);
 
+    // One view as a PNG or SVG picture, as the GUI's Export Timeline writes the timeline: what
+    // headless `shardscope --export x.png --export-view V` saves.
+    enum class View { timeline, ownership, reshard };
+    static bool exportView(const QString& file, View view, const ReportSources& sources, QString* error);
+
+    // "shardscope-w8-step-0.pdf": the checkpoint's name and step (core's report_file_name).
+    static QString defaultReportName(const ReportSources& sources, const QString& suffix = QStringLiteral("pdf"));
+
     // Pictures for reports: drawn with the light palette (reports are read on paper).
-    static QImage timelineImage(GanttView* gantt, int width);
-    static QImage ownershipImage(OwnershipMap* map, int width);
-    static QImage reshardImage(ReshardView* view, int width);
+    // `width` is in logical pixels; `devicePixelRatio` 2 gives print-sharp pictures.
+    static QImage timelineImage(GanttView* gantt, int width, qreal devicePixelRatio = 1.0);
+    static QImage ownershipImage(OwnershipMap* map, int width, qreal devicePixelRatio = 1.0);
+    static QImage reshardImage(ReshardView* view, int width, qreal devicePixelRatio = 1.0);
 };
 
 } // namespace shardwidgets

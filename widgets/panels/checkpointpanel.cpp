@@ -39,8 +39,16 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
       m_summaryView(new QTableView(this)), m_problems(new QListWidget(this)), m_pathLabel(new QLabel(this)),
       m_stepsPane(new StepsPane(this)), m_progress(new QProgressBar(this)), m_rate(new QLabel(this)),
       m_cancel(new QPushButton(tr("Cancel"), this)), m_reverify(new QPushButton(tr("Re-verify"), this)),
-      m_filter(new QLineEdit(this)), m_reshard(new QSpinBox(this))
+      m_filter(new QLineEdit(this)), m_reshard(new QSpinBox(this)), m_expected(new QSpinBox(this))
 {
+    m_expected->setObjectName(QStringLiteral("expectedWorldSize"));
+    m_expected->setRange(0, shardscope::kMaxWorldSize);
+    m_expected->setSpecialValueText(tr("any"));
+    m_expected->setPrefix(tr("expect "));
+    m_expected->setSuffix(tr(" ranks"));
+    m_expected->setToolTip(tr("The world size your job runs at: a checkpoint saved at another one is reported as a "
+                              "world size change (shardctl --expect-world-size). Remembered per folder."));
+    m_expected->setKeyboardTracking(false); // verify once the number is typed, not per digit
     auto* layout = new QVBoxLayout(this);
 
     auto* header = new QHBoxLayout;
@@ -57,6 +65,7 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     m_cancel->setEnabled(false);
     m_reverify->setEnabled(false);
     header->addWidget(m_pathLabel, 1);
+    header->addWidget(m_expected);
     header->addWidget(m_progress);
     header->addWidget(m_rate);
     header->addWidget(m_cancel);
@@ -151,6 +160,13 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     connect(m_controller, &VerifyController::shardFinished, m_shards, &ShardTableModel::setShardResult);
     connect(m_controller, &VerifyController::progressChanged, this, &CheckpointPanel::onProgress);
     connect(m_controller, &VerifyController::finished, this, &CheckpointPanel::onFinished);
+    connect(m_expected, &QSpinBox::valueChanged, this, [this](int value) {
+        m_options.expectedWorldSize = value > 0 ? value : -1;
+        if (m_path.isEmpty())
+            return;
+        emit expectedWorldSizeChanged(value);
+        reverify();
+    });
     connect(m_controller, &VerifyController::failed, this, &CheckpointPanel::onFailed);
 }
 
@@ -168,6 +184,19 @@ void CheckpointPanel::open(const QString& path)
     m_reverify->setEnabled(false);
     m_progress->setValue(0);
     m_rate->clear();
+    emit verificationStarted();
+}
+
+void CheckpointPanel::setExpectedWorldSize(int worldSize)
+{
+    const QSignalBlocker blocker(m_expected);
+    m_expected->setValue(std::max(0, worldSize));
+    m_options.expectedWorldSize = worldSize > 0 ? worldSize : -1;
+}
+
+int CheckpointPanel::expectedWorldSize() const
+{
+    return std::max(0, m_options.expectedWorldSize);
 }
 
 void CheckpointPanel::reverify()
@@ -182,6 +211,7 @@ void CheckpointPanel::reverify()
     m_banner->showVerifying(path);
     m_cancel->setEnabled(true);
     m_reverify->setEnabled(false);
+    emit verificationStarted();
 }
 
 void CheckpointPanel::cancel()

@@ -37,6 +37,12 @@ public:
     void reverify();
     void cancel();
     void setVerifyOptions(const VerifyController::Options& options) { m_options = options; }
+    // The world size the job expects (0: any), as `--expect-world-size` in the CLI; set before
+    // open() for the folder's remembered value. Changing it in the panel's box verifies again
+    // and emits expectedWorldSizeChanged.
+    void setExpectedWorldSize(int worldSize);
+    int expectedWorldSize() const;
+    QSpinBox* expectedWorldSizeBox() const { return m_expected; }
 
     QString currentPath() const { return m_path; }
     bool isVerifying() const { return m_controller->isRunning(); }
@@ -55,6 +61,8 @@ public:
 signals:
     void opened(const QString& directory);   // the manifest is read, verification running
     void openFailed(const QString& message, const QString& path);
+    void verificationStarted(); // open() and reverify(): a verification runs
+    void expectedWorldSizeChanged(int worldSize); // by the user in the box, 0: any
     void verificationFinished();
     void statusMessage(const QString& text);
 
@@ -87,6 +95,7 @@ private:
     QLabel* m_rate;
     QPushButton* m_cancel;
     QPushButton* m_reverify;
+    QSpinBox* m_expected;
     QLineEdit* m_filter;
     QSpinBox* m_reshard;
     QString m_path;     // what the user opened (a root or a step)

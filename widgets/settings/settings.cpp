@@ -2,6 +2,7 @@
 
 #include <QDir>
 #include <QSettings>
+#include <algorithm>
 
 namespace shardwidgets {
 
@@ -13,6 +14,12 @@ const QString windowStateVersion = QStringLiteral("window/stateVersion");
 const QString lastProfile = QStringLiteral("planner/lastProfile");
 const QString lastExportDirectory = QStringLiteral("export/lastDirectory");
 const QString fastVerify = QStringLiteral("verify/fast");
+// One entry per folder; the folder's path, hex-encoded, is the key (a path's slashes would make
+// QSettings groups of it).
+QString expectedWorldSize(const QString& folder)
+{
+    return QStringLiteral("expectedWorldSize/") + QString::fromLatin1(folder.toUtf8().toHex());
+}
 const QString verifyThreads = QStringLiteral("verify/threads");
 } // namespace key
 
@@ -105,6 +112,19 @@ void Settings::setLastExportDirectory(const QString& path)
 bool Settings::fastVerify() const
 {
     return m_settings->value(key::fastVerify, false).toBool();
+}
+
+int Settings::expectedWorldSize(const QString& folder) const
+{
+    return std::max(0, m_settings->value(key::expectedWorldSize(folder), 0).toInt());
+}
+
+void Settings::setExpectedWorldSize(const QString& folder, int worldSize)
+{
+    if (worldSize > 0)
+        m_settings->setValue(key::expectedWorldSize(folder), worldSize);
+    else
+        m_settings->remove(key::expectedWorldSize(folder));
 }
 
 void Settings::setFastVerify(bool fast)

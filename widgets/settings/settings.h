@@ -42,6 +42,10 @@ public:
     void setFastVerify(bool fast);
     int verifyThreads() const; // 0: all hardware threads
     void setVerifyThreads(int threads);
+    // The world size the user's job runs at, per checkpoint folder (as opened): verification
+    // then reports a checkpoint saved at another one as a world size change. 0: not given.
+    int expectedWorldSize(const QString& folder) const;
+    void setExpectedWorldSize(const QString& folder, int worldSize);
 
     void sync();
 

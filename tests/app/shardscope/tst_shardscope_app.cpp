@@ -93,13 +93,43 @@ private slots:
         QVERIFY(file.read(5) == "%PDF-");
     }
 
+    // A .png is the pipeline timeline as Export Timeline writes it (1600 wide, its own height),
+    // not the whole window; and stderr carries nothing but findings.
     void pngWithoutADisplay()
     {
-        const QString out = m_tmp.filePath(QStringLiteral("window.png"));
+        const QString out = m_tmp.filePath(QStringLiteral("timeline.png"));
         const Run r = run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), out}, true);
         QCOMPARE(r.code, 0);
         const QImage image(out);
-        QVERIFY(image.width() >= 800 && image.height() >= 500);
+        QCOMPARE(image.width(), 1600);
+        QVERIFY2(image.height() >= 100 && image.height() < 700, qPrintable(QString::number(image.height())));
+        QVERIFY2(!r.err.contains("propagateSizeHints"), r.err.constData());
+
+        const QString map = m_tmp.filePath(QStringLiteral("map.png"));
+        const Run m = run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), map,
+                           QStringLiteral("--export-view"), QStringLiteral("ownership")},
+                          true);
+        QCOMPARE(m.code, 0);
+        QCOMPARE(QImage(map).width(), 1600);
+        QVERIFY(QImage(map).height() < image.height() + 400);
+        QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), map,
+                      QStringLiteral("--export-view"), QStringLiteral("window")},
+                     true)
+                     .code,
+                 2);
+        QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), m_tmp.filePath(QStringLiteral("x.pdf")),
+                      QStringLiteral("--export-view"), QStringLiteral("reshard")},
+                     true)
+                     .code,
+                 2);
+    }
+
+    void pdfWithoutNoise()
+    {
+        const QString out = m_tmp.filePath(QStringLiteral("good.pdf"));
+        const Run r = run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), out}, true);
+        QCOMPARE(r.code, 0);
+        QVERIFY2(!r.err.contains("propagateSizeHints"), r.err.constData());
     }
 
     void usageAndEnvironmentErrorsExitTwo()

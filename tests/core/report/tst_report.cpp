@@ -3,6 +3,8 @@
 #include "core/report/report.h"
 
 #include "core/checkpoint/verify_json.h"
+#include "core/report/document.h"
+#include "core/report/layout.h"
 
 #include <QRegularExpression>
 #include <limits>
@@ -178,6 +180,127 @@ private slots:
         QVERIFY(md.contains(QStringLiteral("| extra |  | only_in_b |")));
         QVERIFY(!md.contains(QStringLiteral("| embed.weight | param |")));
         QVERIFY(QString::fromStdString(report_html(input)).contains(QStringLiteral("<h2>Comparison</h2>")));
+    }
+
+    // What a person deciding whether to resume reads first: the verdict and what it means,
+    // right under the title, before any table.
+    void verdictComesFirst()
+    {
+        ReportInput input;
+        input.generator = "test";
+        input.checkpoint_path = "/ck";
+        input.verify = report({{ProblemKind::hash_mismatch, 1, "rank1.safetensors", "rank 1: digest differs"}});
+        auto doc = report_document(input);
+        QVERIFY(doc.size() > 2);
+        QCOMPARE(doc[0].kind, ReportBlock::Kind::heading);
+        QCOMPARE(doc[1].kind, ReportBlock::Kind::verdict);
+        QVERIFY(QString::fromStdString(doc[1].text).startsWith(QStringLiteral("Corruption")));
+        QVERIFY(!doc[1].detail.empty());
+        input.verify = report({});
+        doc = report_document(input);
+        QCOMPARE(doc[1].kind, ReportBlock::Kind::verdict);
+        QVERIFY(doc[1].good);
+        QVERIFY(QString::fromStdString(doc[1].detail).contains(QStringLiteral("resume")));
+    }
+
+    void trainingStateAsRows()
+    {
+        ReportInput input;
+        input.checkpoint_path = "/ck";
+        input.verify = report({});
+        input.verify->manifest->training_state = nlohmann::json::parse(
+            R"({"optimizer":{"name":"adamw","lr":0.0003,"betas":[0.9,0.95]},"rng":{"seed":1}})");
+        const QString md = QString::fromStdString(report_markdown(input));
+        QVERIFY2(md.contains(QStringLiteral("| optimizer.lr | 0.0003 |")), qPrintable(md));
+        QVERIFY(md.contains(QStringLiteral("| optimizer.name | adamw |")));
+        QVERIFY(md.contains(QStringLiteral("| optimizer.betas | [0.9, 0.95] |")));
+        QVERIFY(md.contains(QStringLiteral("| rng.seed | 1 |")));
+        QVERIFY(!md.contains(QStringLiteral("{\"optimizer\"")));
+    }
+
+    // The PDF's tables: no column narrower than its longest word; a full SHA-256 leaves its cell
+    // for a line of its own before the type gets smaller; landscape before anything breaks.
+    void tablesFitWithoutBrokenWords()
+    {
+        ReportInput input;
+        input.checkpoint_path = "/ck";
+        input.verify = report({});
+        ReportTable shards;
+        for (const ReportBlock& block : report_document(input))
+            if (block.kind == ReportBlock::Kind::table && !block.table.header.empty() && block.table.header[0] == "Rank")
+                shards = block.table;
+        QCOMPARE(shards.rows.size(), std::size_t(2));
+        QCOMPARE(shards.rows[0].cells[5], std::string(64, 'a')); // the full digest
+        const TextMeasure measure = [](std::string_view text, bool mono) { return double(text.size()) * (mono ? 6.0 : 5.0); };
+        const double padding = 8;
+        auto check = [&](const ReportTable& table, const TableFit& fit, double available) {
+            QCOMPARE(fit.widths.size(), table.header.size());
+            double sum = 0;
+            for (std::size_t c = 0; c < table.header.size(); ++c) {
+                sum += fit.widths[c];
+                if (fit.own_line && int(c) == table.own_line_column)
+                    continue;
+                auto longest = [&](const std::string& text, bool mono) {
+                    for (const std::string& piece : break_pieces(text))
+                        QVERIFY2(fit.widths[c] + 1e-9 >= measure(piece, mono) * fit.scale + padding, piece.c_str());
+                };
+                longest(table.header[c], false);
+                for (const auto& row : table.rows)
+                    longest(row.cells[c], int(c) == table.own_line_column);
+            }
+            QVERIFY(sum <= available + 1e-6);
+        };
+        TableFit fit = fit_table(shards, 2000, 3000, padding, measure);
+        QVERIFY(!fit.own_line && !fit.landscape && fit.scale == 1.0);
+        check(shards, fit, 2000);
+        fit = fit_table(shards, 400, 600, padding, measure); // 64 × 6 + others: too wide for a cell
+        QVERIFY(fit.own_line);
+        QVERIFY(!fit.landscape);
+        QVERIFY(!fit.breaks_words);
+        check(shards, fit, 400);
+
+        ReportTable wide{.header = {"a", "b", "c", "d"}, .right = {false, false, false, false}};
+        wide.rows.push_back({{std::string(30, 'x'), std::string(30, 'y'), std::string(30, 'z'), "w"}});
+        fit = fit_table(wide, 300, 600, padding, measure); // 3 × 150 × 0.8 + 4 × 8 > 300
+        QVERIFY(fit.landscape);
+        QVERIFY(!fit.breaks_words);
+        check(wide, fit, 600);
+        fit = fit_table(wide, 200, 300, padding, measure);
+        QVERIFY(fit.breaks_words);
+
+        const auto width = [](std::string_view text) { return double(text.size()); };
+        QCOMPARE(wrap_text("rank0.safetensors hash mismatch", 20, false, width),
+                 (std::vector<std::string>{"rank0.safetensors", "hash mismatch"}));
+        QCOMPARE(wrap_text("/a/long/path/name", 10, false, width), (std::vector<std::string>{"/a/long/", "path/name"}));
+        QCOMPARE(wrap_text("hash mismatch", 5, false, width), (std::vector<std::string>{"hash", "mismatch"}));
+        QCOMPARE(wrap_text("abcdefgh", 3, true, width), (std::vector<std::string>{"abc", "def", "gh"}));
+    }
+
+    void reshardTableHasMoving()
+    {
+        ReportInput input;
+        input.checkpoint_path = "/ck";
+        input.verify = report({});
+        input.reshard = plan_reshard(*input.verify->manifest, 4);
+        const QString md = QString::fromStdString(report_markdown(input));
+        QVERIFY2(md.contains(QStringLiteral("| New rank | Elements | Bytes | Sources | Staying | Moving |")), qPrintable(md));
+    }
+
+    // The default export name says which checkpoint and step the report is about.
+    void fileNameCarriesNameAndStep()
+    {
+        ReportInput input;
+        input.checkpoint_path = "/runs/w8";
+        input.verify = report({});
+        input.verify->dir = "/runs/w8";
+        input.verify->manifest->step = 1200;
+        QCOMPARE(report_subject(input), std::string("w8 · step 1200"));
+        QCOMPARE(report_file_name(input, "pdf"), std::string("shardscope-w8-step-1200.pdf"));
+        input.verify->dir = "/runs/exp 1/step-001200/";
+        QCOMPARE(report_file_name(input, "pdf"), std::string("shardscope-exp-1-step-001200.pdf"));
+        ReportInput plan;
+        plan.pipeline = PipelineSection{.profile_name = "uniform-16"};
+        QCOMPARE(report_file_name(plan, "md"), std::string("shardscope-pipeline-plan-uniform-16.md"));
     }
 
     // The sections are defined once (report_document): Markdown and HTML (and so the PDF, which is

@@ -15,7 +15,9 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSet>
+#include <QProcess>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QSvgRenderer>
 #include <QTemporaryDir>
 #include <QTest>
@@ -176,6 +178,52 @@ private slots:
         }
         QCOMPARE(tracks.size(), 4);
         QCOMPARE(complete, int(m_planner->planner()->plan()->timeline.ops.size()));
+    }
+
+    // The PDF read as text, as a ticket system would index it: the footer names the checkpoint
+    // and the page, and no file name, status or digest is broken across lines.
+    void pdfReadsAsADocument()
+    {
+        const QString pdftotext = QStandardPaths::findExecutable(QStringLiteral("pdftotext"));
+        if (pdftotext.isEmpty())
+            QSKIP("pdftotext (poppler-utils) not installed");
+        const QString file = m_tmp.filePath(QStringLiteral("doc.pdf"));
+        QString error;
+        QVERIFY2(Exporter::exportReport(file, sources(), &error), qPrintable(error));
+        QProcess process;
+        process.start(pdftotext, {file, QStringLiteral("-")});
+        QVERIFY(process.waitForFinished(30000));
+        const QString text = QString::fromUtf8(process.readAllStandardOutput());
+        QVERIFY2(text.contains(QStringLiteral("ShardScope report · ck")), qPrintable(text));
+        QVERIFY(text.contains(QStringLiteral("page 1 of ")));
+        QVERIFY(text.contains(QStringLiteral("rank3.safetensors")));
+        QVERIFY(text.contains(QStringLiteral("hash mismatch")));
+        QVERIFY(text.contains(QStringLiteral("SHA-256")));
+        const auto& shards = m_checkpoint->report()->manifest->shards;
+        QVERIFY(text.contains(QString::fromStdString(shards.back().sha256))); // whole, on one line
+        // The verdict comes before the first table.
+        QVERIFY(text.indexOf(QStringLiteral("Corruption")) < text.indexOf(QStringLiteral("Property")));
+    }
+
+    void defaultNameCarriesCheckpointAndStep()
+    {
+        const QString name = Exporter::defaultReportName(sources());
+        QVERIFY2(name.startsWith(QStringLiteral("shardscope-ck-step-")), qPrintable(name));
+        QVERIFY(name.endsWith(QStringLiteral(".pdf")));
+        QCOMPARE(Exporter::defaultReportName(sources(), QStringLiteral("md")).section(QLatin1Char('.'), -1), QStringLiteral("md"));
+    }
+
+    void viewPictures()
+    {
+        QString error;
+        const QString timeline = m_tmp.filePath(QStringLiteral("v-timeline.png"));
+        QVERIFY2(Exporter::exportView(timeline, Exporter::View::timeline, sources(), &error), qPrintable(error));
+        QCOMPARE(QImage(timeline).size(), QSize(1600, m_planner->gantt()->preferredHeight()));
+        const QString map = m_tmp.filePath(QStringLiteral("v-map.svg"));
+        QVERIFY2(Exporter::exportView(map, Exporter::View::ownership, sources(), &error), qPrintable(error));
+        QVERIFY(QSvgRenderer(map).isValid());
+        QVERIFY(!Exporter::exportView(m_tmp.filePath(QStringLiteral("v.png")), Exporter::View::reshard, sources(), &error));
+        QVERIFY(error.contains(QStringLiteral("reshard")));
     }
 
     void windowPictureAndErrors()

@@ -13,6 +13,7 @@
 #include <QAbstractItemModelTester>
 #include <QDir>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -155,6 +156,36 @@ private slots:
             QCOMPARE(panel.shardModel()->status(row), ShardStatus::ok);
         QCOMPARE(panel.banner()->state(), FailureBanner::State::Good);
         QVERIFY(panel.report() && panel.report()->ok());
+    }
+
+    // The job's world size, given in the panel: a 3-rank checkpoint expected at 4 is a world size
+    // change (as --expect-world-size), verified again at once; "any" takes it back.
+    void expectedWorldSizeIsLoud()
+    {
+        QTemporaryDir tmp;
+        widgettest::makeCheckpoint(tmp.path(), 3);
+        CheckpointPanel panel;
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        QSignalSpy changed(&panel, &CheckpointPanel::expectedWorldSizeChanged);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Good);
+        panel.expectedWorldSizeBox()->setValue(4);
+        QCOMPARE(changed.count(), 1);
+        QCOMPARE(changed.first().at(0).toInt(), 4);
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Bad);
+        QVERIFY2(panel.banner()->title().contains(QStringLiteral("orld size"), Qt::CaseInsensitive),
+                 qPrintable(panel.banner()->title()));
+        panel.expectedWorldSizeBox()->setValue(0);
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Good);
+        // Set before an open (the folder's remembered value): no signal, and that open checks it.
+        panel.setExpectedWorldSize(5);
+        QCOMPARE(changed.count(), 2);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Bad);
     }
 
     void truncatedShardIsAPartialWrite()

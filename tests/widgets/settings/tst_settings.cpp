@@ -62,6 +62,27 @@ private slots:
         settings.setLastProfile(QStringLiteral("/p.json"));
         QCOMPARE(settings.lastProfile(), QStringLiteral("/p.json"));
     }
+
+    // The expected world size is per folder (slashes in a path are no QSettings groups), and
+    // survives a restart; 0 forgets it.
+    void expectedWorldSizePerFolder()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("s.ini"));
+        {
+            Settings settings(file);
+            QCOMPARE(settings.expectedWorldSize(QStringLiteral("/runs/a")), 0);
+            settings.setExpectedWorldSize(QStringLiteral("/runs/a"), 8);
+            settings.setExpectedWorldSize(QStringLiteral("/runs/a/b"), 4);
+            settings.sync();
+        }
+        Settings settings(file);
+        QCOMPARE(settings.expectedWorldSize(QStringLiteral("/runs/a")), 8);
+        QCOMPARE(settings.expectedWorldSize(QStringLiteral("/runs/a/b")), 4);
+        QCOMPARE(settings.expectedWorldSize(QStringLiteral("/runs/c")), 0);
+        settings.setExpectedWorldSize(QStringLiteral("/runs/a"), 0);
+        QCOMPARE(settings.expectedWorldSize(QStringLiteral("/runs/a")), 0);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestSettings)
