@@ -66,7 +66,6 @@ void print_diff_text(const DiffReport& report)
     if (report.states_as_param)
         print_line("   one side has no optimizer states: its tensors are compared with the other's param state");
     std::size_t same = 0;
-    const TensorDiff* largest = nullptr;
     for (const TensorDiff& t : report.tensors) {
         if (t.status == DiffStatus::identical) {
             ++same;
@@ -79,15 +78,13 @@ void print_diff_text(const DiffReport& report)
                     number(t.sums.max_abs_diff) + ", rel L2 " + (rel ? number(*rel) : std::string("inf"));
             if (t.sums.nonfinite_changed > 0) // not in max |a-b| or the L2 figures
                 line += " (" + std::to_string(t.sums.nonfinite_changed) + " where a side is NaN or Inf)";
-            if (!largest || rel.value_or(INFINITY) > largest->rel_l2().value_or(INFINITY))
-                largest = &t;
         }
         print_line(line);
     }
     std::string summary = std::to_string(report.tensors.size()) + " tensors: " + std::to_string(same) + " identical";
     if (same < report.tensors.size())
         summary += ", " + std::to_string(report.tensors.size() - same) + " differ";
-    if (largest)
+    if (const TensorDiff* largest = largest_change(report))
         summary += " (largest relative change " +
                    (largest->rel_l2() ? number(*largest->rel_l2()) : std::string("inf")) + " in " +
                    tensor_label(*largest) + ")";

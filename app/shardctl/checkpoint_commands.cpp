@@ -151,6 +151,11 @@ int run_info(const QStringList& arguments)
             files.push_back(std::move(entry));
         }
         out["files"] = files;
+        uint64_t total_bytes = 0;
+        for (const auto& s : report.shards)
+            total_bytes += s.actual_bytes;
+        out["file_count"] = report.shards.size();
+        out["total_bytes"] = total_bytes;
         json problems = json::array();
         for (const auto& p : report.problems)
             problems.push_back(problem_json(p));

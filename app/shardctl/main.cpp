@@ -72,9 +72,10 @@ int main(int argc, char** argv)
         } catch (const shardscope::Error& error) {
             code = shardctl::fail(error);
         } catch (const std::bad_alloc&) {
-            code = shardctl::fail(shardctl::kUsage, "out of memory");
+            code = shardctl::fail(shardscope::Error(shardscope::ProblemKind::io_error, "out of memory"));
         } catch (const std::exception& error) {
-            code = shardctl::fail(shardctl::kUsage, std::string("internal error: ") + error.what());
+            code = shardctl::fail(shardscope::Error(shardscope::ProblemKind::io_error,
+                                                    std::string("internal error: ") + error.what()));
         }
         return shardctl::finish_json_command(arguments, code);
     }

@@ -16,6 +16,46 @@ using nlohmann::json;
 
 namespace {
 
+// One result between processes. Messages quote file names, which need not be UTF-8: replaced,
+// never an exception outside a collective (which would abort the job).
+std::string wire(const json& result)
+{
+    return result.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// What a process laid out, in a few bytes: every tensor part's file, offset and size. Each
+// process plans on its own; work item i must mean the same part everywhere.
+void digest_parts(const ContentReport& report, uint64_t& hash)
+{
+    auto mix = [&hash](std::string_view bytes) {
+        for (const char c : bytes)
+            hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull; // FNV-1a
+        hash = (hash ^ 0xff) * 1099511628211ull;
+    };
+    for (const TensorContent& t : report.tensors) {
+        mix(t.name);
+        mix(t.state);
+        for (const TensorPart& p : t.parts)
+            mix(p.file + ":" + std::to_string(p.byte_offset) + ":" + std::to_string(p.numel));
+    }
+    for (const ParamMasterSlice& r : report.param_checks)
+        mix(r.file + ":" + std::to_string(r.numel));
+}
+
+// Collective: every process's plan equals process 0's, or all stop with the same sentence.
+void agree_on_plan(MpiJob& job, uint64_t hash, std::size_t items)
+{
+    const std::string mine = std::to_string(hash) + "/" + std::to_string(items);
+    const std::string first = job.broadcast(mine);
+    std::optional<Problem> differs;
+    if (first != mine)
+        differs = Problem{ProblemKind::unreadable, -1, "",
+                          "process " + std::to_string(job.rank()) +
+                              " laid the checkpoint out differently from process 0 (a file one of them could not read, "
+                              "or one that changed meanwhile): no result"};
+    job.agree_or_throw(differs);
+}
+
 // Process 0's exit status, on every process.
 int agreed_status(MpiJob& job, int status)
 {
@@ -31,6 +71,9 @@ int run_stats(MpiJob& job, const QStringList& arguments)
         return kUsage;
     ContentReport report;
     job.agree_or_throw(attempt([&] { report = plan_content(args->path, args->options); }));
+    uint64_t hash = 14695981039346656037ull;
+    digest_parts(report, hash);
+    agree_on_plan(job, hash, content_work_items(report));
     const auto mine = [&](std::size_t item) { return static_cast<int>(item % std::size_t(job.size())) == job.rank(); };
     std::vector<std::optional<Problem>> problems;
     job.agree_or_throw(attempt([&] { problems = scan_content(report, args->options, mine); }));
@@ -40,14 +83,13 @@ int run_stats(MpiJob& job, const QStringList& arguments)
     for (const TensorContent& tensor : report.tensors)
         for (std::size_t p = 0; p < tensor.parts.size(); ++p, ++item)
             if (mine(item))
-                results.push_back(json{{"item", item},
-                                       {"stats", value_stats_json(tensor.part_stats[p])},
-                                       {"problem", problems[item] ? problem_wire_json(*problems[item]) : json()}}
-                                      .dump());
+                results.push_back(wire({{"item", item},
+                                        {"stats", value_stats_json(tensor.part_stats[p])},
+                                        {"problem", problems[item] ? problem_wire_json(*problems[item]) : json()}}));
     for (; item < problems.size(); ++item)
         if (mine(item))
             results.push_back(
-                json{{"item", item}, {"problem", problems[item] ? problem_wire_json(*problems[item]) : json()}}.dump());
+                wire({{"item", item}, {"problem", problems[item] ? problem_wire_json(*problems[item]) : json()}}));
     const std::vector<std::string> gathered = job.gather_strings(results);
     int status = kOk;
     if (job.coordinator()) {
@@ -78,13 +120,17 @@ int run_diff(MpiJob& job, const QStringList& arguments)
         return kUsage;
     DiffReport report;
     job.agree_or_throw(attempt([&] { report = plan_diff(args->a, args->b, args->options); }));
+    uint64_t hash = 14695981039346656037ull;
+    digest_parts(report.a, hash);
+    digest_parts(report.b, hash);
+    agree_on_plan(job, hash, diff_work_items(report));
     const auto mine = [&](std::size_t item) { return static_cast<int>(item % std::size_t(job.size())) == job.rank(); };
     std::vector<DiffSums> sums;
     job.agree_or_throw(attempt([&] { sums = run_diff(report, mine); }));
     std::vector<std::string> results;
     for (std::size_t i = 0; i < sums.size(); ++i)
         if (mine(i))
-            results.push_back(json{{"item", i}, {"sums", diff_sums_json(sums[i])}}.dump());
+            results.push_back(wire({{"item", i}, {"sums", diff_sums_json(sums[i])}}));
     const std::vector<std::string> gathered = job.gather_strings(results);
     int status = kOk;
     if (job.coordinator()) {

@@ -65,7 +65,7 @@ std::optional<Problem> MpiJob::agree(const std::optional<Problem>& local)
     nlohmann::json text;
     if (m_rank == first)
         text = problem_wire_json(*local);
-    std::string wire = text.dump();
+    std::string wire = text.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); // names need not be UTF-8
     int length = static_cast<int>(wire.size());
     MPI_Bcast(&length, 1, MPI_INT, first, MPI_COMM_WORLD);
     wire.resize(static_cast<std::size_t>(length));

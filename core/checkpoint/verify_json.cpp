@@ -53,7 +53,12 @@ json foreign_summary_json(const ForeignSummary& foreign)
         }
         tensors.push_back(std::move(entry));
     }
-    return {{"summary", summary}, {"tensor_count", foreign.tensors_total}, {"tensors", tensors}};
+    json out = {{"summary", summary}, {"tensor_count", foreign.tensors_total}, {"tensors", tensors}};
+    if (foreign.world_size)
+        out["world_size"] = *foreign.world_size;
+    if (foreign.step)
+        out["step"] = *foreign.step;
+    return out;
 }
 
 json shard_check_json(const ShardCheck& s)

@@ -216,6 +216,7 @@ void describe_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t fil
     add_row(summary, "chunks", std::to_string(chunks));
     add_row(summary, "files", std::to_string(files));
     add_row(summary, "ranks", std::to_string(ranks));
+    summary.world_size = int64_t(ranks);
     add_row(summary, "stored bytes", human_bytes(data_bytes) + " (" + std::to_string(data_bytes) + ")");
     for (const auto& [key, value] : meta.info)
         add_row(summary, key, value);

@@ -192,6 +192,11 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
         return a.path < b.path;
     });
     add_row(summary, "data-parallel size", dp ? std::to_string(dp) : std::string("- (no ZeRO files)"));
+    if (dp)
+        summary.world_size = int64_t(dp);
+    if (tag.starts_with("global_step") && tag.size() > 11 && tag.size() < 30 &&
+        tag.find_first_not_of("0123456789", 11) == std::string::npos)
+        summary.step = std::stoll(tag.substr(11));
     add_row(summary, "model-parallel size", std::to_string(mp));
     if (!layers.empty()) {
         std::size_t layer_files = 0;

@@ -22,6 +22,7 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
 {
     fs::path dir = path;
     std::vector<std::pair<std::string, std::string>> rows = {{"format", "megatron"}};
+    std::optional<int64_t> iteration_number; // the step, when the tracker or a folder names it
     VerifyReport failed;
     failed.format = "megatron";
     failed.dir = path;
@@ -43,12 +44,15 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
                 char buffer[32];
                 std::snprintf(buffer, sizeof buffer, "iter_%07d", iteration);
                 name = buffer;
+                iteration_number = iteration;
             }
             dir = confined_subdir(rootfd.get(), path, name, display);
             rows.push_back({"iteration", text + " (from latest_checkpointed_iteration.txt)"});
         } else if (const std::string iter = highest_numbered(names, "iter_"); !iter.empty()) {
             dir = confined_subdir(rootfd.get(), path, iter, path.string());
             rows.push_back({"iteration", iter + " (no tracker file: the highest iter_ folder)"});
+            if (iter.size() > 5 && iter.size() < 25 && iter.find_first_not_of("0123456789", 5) == std::string::npos)
+                iteration_number = std::stoll(iter.substr(5));
         }
     } catch (const Error& e) {
         failed.problems.push_back(e.problem());
@@ -72,7 +76,7 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
     }
     // The summary a viewer gets before the files are checked already says Megatron, with the rows
     // known by then.
-    auto as_megatron = [&rows](VerifyReport& report) {
+    auto as_megatron = [&rows, &iteration_number](VerifyReport& report) {
         report.format = "megatron";
         if (!report.foreign)
             report.foreign.emplace();
@@ -80,6 +84,8 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
         if (!existing.empty() && existing.front().first == "format")
             existing.erase(existing.begin());
         existing.insert(existing.begin(), rows.begin(), rows.end());
+        if (iteration_number)
+            report.foreign->step = iteration_number;
     };
     VerifyOptions inner = options;
     if (options.callbacks.files_listed)
@@ -132,6 +138,7 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
             }
         rows.push_back({"tensor-parallel size", std::to_string(tp)});
         rows.push_back({"pipeline-parallel size", std::to_string(pp)});
+        report.foreign->world_size = int64_t(tp) * int64_t(pp);
         if (report.shards.empty())
             report.problems.push_back({ProblemKind::missing_shard, -1, {},
                                        dir.string() + ": no .metadata and no mp_rank_XX folders"});

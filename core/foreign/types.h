@@ -50,6 +50,10 @@ struct ForeignSummary {
     std::vector<ForeignTensor> tensors;
     uint64_t tensors_total = 0; // tensors may be capped for display; this is the real count
     std::optional<ForeignLayout> layout;
+    // What the format knows as numbers (the rows above are for display): the ranks that wrote it
+    // (DCP: ranks; DeepSpeed: data-parallel size; Megatron: tensor x pipeline ranks) and the
+    // training step (DeepSpeed's global_stepN, Megatron's iteration). Absent when not known.
+    std::optional<int64_t> world_size, step;
 };
 
 } // namespace shardscope

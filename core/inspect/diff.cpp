@@ -3,6 +3,7 @@
 
 #include "core/checkpoint/verify_json.h"
 #include "core/util/parallel.h"
+#include "core/util/printable.h"
 #include "core/util/volume.h"
 
 #include <algorithm>
@@ -157,6 +158,16 @@ std::optional<double> TensorDiff::rel_l2() const
     return std::sqrt(sums.diff_squares) / std::sqrt(sums.a_squares);
 }
 
+const TensorDiff* largest_change(const DiffReport& report)
+{
+    const TensorDiff* largest = nullptr;
+    for (const TensorDiff& t : report.tensors)
+        if ((t.status == DiffStatus::changed || t.status == DiffStatus::dtype_changed) &&
+            (!largest || t.rel_l2().value_or(INFINITY) > largest->rel_l2().value_or(INFINITY)))
+            largest = &t;
+    return largest;
+}
+
 bool DiffReport::identical() const
 {
     return !cancelled && problems.empty() &&
@@ -197,7 +208,23 @@ DiffReport plan_diff(const fs::path& a, const fs::path& b, const DiffOptions& op
     std::vector<bool> paired(report.b.tensors.size());
     auto numel_of = [](const TensorContent& t) {
         uint64_t n = 0;
-        return checked_volume(t.shape, n) ? n : 0; // the reader reports an overflow
+        return checked_volume(t.shape, n) ? n : 0;
+    };
+    // A shape its parts do not fill (a forged size, a rank file that could not be read) is not
+    // compared: no work items for elements that are nowhere, and a problem saying so.
+    auto covered = [&](const TensorContent& t, const ContentReport& side) {
+        uint64_t n = 0, parts = 0;
+        for (const TensorPart& p : t.parts)
+            parts += p.numel; // bounded by the files' sizes: no overflow
+        if (checked_volume(t.shape, n) && parts == n)
+            return true;
+        if (report.problems.size() < 100)
+            report.problems.push_back(
+                {ProblemKind::missing_tensor, -1, "",
+                 side.dir.string() + ": tensor '" + printable(t.name) + "'" + (t.state.empty() ? "" : " (" + t.state + ")") +
+                     ": its parts hold " + std::to_string(parts) + " elements, its shape " + join_dims(t.shape) +
+                     " needs " + (checked_volume(t.shape, n) ? std::to_string(n) : std::string("more than 2^64"))});
+        return false;
     };
     for (std::size_t i = 0; i < report.a.tensors.size(); ++i) {
         const TensorContent& ta = report.a.tensors[i];
@@ -215,6 +242,8 @@ DiffReport plan_diff(const fs::path& a, const fs::path& b, const DiffOptions& op
             diff.status = ta.shape != tb.shape  ? DiffStatus::shape_changed
                           : ta.type != tb.type ? DiffStatus::dtype_changed
                                                : DiffStatus::identical;
+            if (diff.status != DiffStatus::shape_changed && (!covered(ta, report.a) || !covered(tb, report.b)))
+                diff.status = DiffStatus::unreadable;
         }
         report.tensors.push_back(std::move(diff));
     }
@@ -286,7 +315,6 @@ json diff_report_json(const DiffReport& report)
 {
     json tensors = json::array();
     std::map<DiffStatus, uint64_t> counts;
-    const TensorDiff* largest = nullptr;
     for (const TensorDiff& t : report.tensors) {
         ++counts[t.status];
         const TensorContent* ta = t.a ? &report.a.tensors[*t.a] : nullptr;
@@ -306,13 +334,12 @@ json diff_report_json(const DiffReport& report)
         entry["first_changed_element"] = compared && t.sums.first_changed ? json(*t.sums.first_changed) : json(nullptr);
         entry["max_abs_diff"] = compared ? json(t.sums.max_abs_diff) : json(nullptr);
         entry["rel_l2"] = compared ? optional_number(t.rel_l2()) : json(nullptr);
-        if (compared && (!largest || t.rel_l2().value_or(INFINITY) > largest->rel_l2().value_or(INFINITY)))
-            largest = &t;
         tensors.push_back(std::move(entry));
     }
     json summary = {{"tensors", report.tensors.size()}};
     for (int s = 0; s <= static_cast<int>(DiffStatus::unreadable); ++s)
         summary[std::string(to_string(DiffStatus(s)))] = counts[DiffStatus(s)];
+    const TensorDiff* largest = largest_change(report);
     summary["largest_rel_l2"] =
         largest ? json{{"name", largest->name}, {"state", largest->state}, {"rel_l2", optional_number(largest->rel_l2())}}
                 : json(nullptr);

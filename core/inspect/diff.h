@@ -52,6 +52,11 @@ struct TensorDiff {
     std::optional<double> rel_l2() const; // ||a - b|| / ||a||; nullopt when ||a|| = 0 < ||a - b||
 };
 
+struct DiffReport;
+// The changed (or dtype-changed) tensor with the largest relative change, an infinite one first;
+// null when nothing changed. The one answer to "what moved most" for the CLI, app and report.
+const TensorDiff* largest_change(const DiffReport& report);
+
 struct DiffReport {
     std::filesystem::path path_a, path_b; // as given
     ContentReport a, b; // each side as laid out (tensors and parts; no statistics)

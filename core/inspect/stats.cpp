@@ -243,18 +243,26 @@ bool sse2_block(const std::byte* p, std::size_t n, ValueStats& block)
     return binary32_block<E, 4>(p, n, block);
 }
 
+#if defined(__x86_64__)
+// Exactly the features the run-time check below tests for, no more (x86-64-v3 would also allow
+// BMI, LZCNT, MOVBE and F16C, which a CPU reporting AVX2 and FMA need not have).
 template <class E>
-[[gnu::target("arch=x86-64-v3")]] bool avx2_block(const std::byte* p, std::size_t n, ValueStats& block)
+[[gnu::target("avx2,fma")]] bool avx2_block(const std::byte* p, std::size_t n, ValueStats& block)
 {
     return binary32_block<E, 8>(p, n, block);
 }
+#endif
 
 template <class E>
 BlockKernel block_kernel()
 {
+#if defined(__x86_64__)
     static const BlockKernel kernel =
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? avx2_block<E> : sse2_block<E>;
     return kernel;
+#else
+    return sse2_block<E>; // the portable 4-lane copy (GCC vector types lower to NEON elsewhere)
+#endif
 }
 
 // Blocks of binary32 values: the fused kernel, or, for a block holding NaN or Inf, the double

@@ -105,10 +105,11 @@ std::optional<Problem> TensorReader::open_part(const TensorPart& part)
 {
     auto [it, inserted] = m_files.try_emplace(part.file);
     if (inserted) {
-        if (m_files.size() > 64) { // a tensor over many ranks: keep a few descriptors, not all
-            const std::string keep = part.file;
-            std::erase_if(m_files, [&](const auto& entry) { return entry.first != keep; });
-            it = m_files.find(keep);
+        if (m_files.size() > 16) { // a tensor over many ranks: a few descriptors per reader, not all
+            auto evict = m_files.begin(); // two readers per thread, all cores: stay far below 1024
+            if (evict == it)
+                ++evict;
+            m_files.erase(evict);
         }
         it->second = fsutil::open_beneath_for_read(m_dirfd, part.file);
     }
@@ -132,7 +133,9 @@ std::optional<Problem> TensorReader::pread_part(const TensorPart& part, uint64_t
         return problem(ProblemKind::range_outside_file, &part,
                        "its elements run past the end of the " + std::to_string(file.size) + "-byte file");
     if (!fsutil::read_exact(file.fd.get(), out, bytes, at))
-        return problem(ProblemKind::unreadable, &part, std::string("cannot read: ") + std::strerror(errno));
+        return problem(ProblemKind::unreadable, &part,
+                       errno ? std::string("cannot read: ") + std::strerror(errno)
+                             : std::string("the file shrank while it was being read"));
     return std::nullopt;
 }
 
@@ -181,8 +184,13 @@ std::optional<Problem> TensorReader::read_boxes(uint64_t first, uint64_t count, 
                     return false;
             return true;
         };
-        std::size_t found = m_hint < m_tensor.parts.size() && holds(m_tensor.parts[m_hint]) ? m_hint : m_tensor.parts.size();
-        for (std::size_t p = 0; found == m_tensor.parts.size() && p < m_tensor.parts.size(); ++p)
+        // Runs go forward: the chunk of the last run, or the next one, almost always holds this one.
+        const std::size_t count_parts = m_tensor.parts.size();
+        std::size_t found = count_parts;
+        for (const std::size_t guess : {m_hint, m_hint + 1})
+            if (found == count_parts && guess < count_parts && holds(m_tensor.parts[guess]))
+                found = guess;
+        for (std::size_t p = 0; found == count_parts && p < count_parts; ++p)
             if (holds(m_tensor.parts[p]))
                 found = p;
         if (found == m_tensor.parts.size())

@@ -209,9 +209,16 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
                 report.tensors[i].name = group_of[i - base] + ": " + name;
     for (std::size_t i = base; i < report.tensors.size(); ++i) // slices of several files: flattened
         if (TensorContent& t = report.tensors[i]; t.parts.size() > 1) {
+            // In rank order, not file-name order ("zero_pp_rank_10" sorts before "_2"): the
+            // flattened order is the ranks' concatenation, the same at any file naming.
+            if (std::all_of(t.parts.begin(), t.parts.end(), [](const TensorPart& p) { return p.rank >= 0; }))
+                std::stable_sort(t.parts.begin(), t.parts.end(),
+                                 [](const TensorPart& a, const TensorPart& b) { return a.rank < b.rank; });
             uint64_t total = 0;
-            for (const TensorPart& p : t.parts)
+            for (TensorPart& p : t.parts) {
+                p.first_element = total;
                 total += p.numel;
+            }
             t.shape = {total};
         }
 }

@@ -37,6 +37,21 @@ inline std::size_t utf8_sequence_length(std::string_view text)
     return length;
 }
 
+// True when `tail` is the start of a well-formed sequence that was cut short.
+inline bool utf8_prefix(std::string_view tail)
+{
+    const auto lead = static_cast<unsigned char>(tail[0]);
+    const std::size_t length = lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3
+                               : lead >= 0xf0 && lead <= 0xf4                                 ? 4
+                                                                                               : 0;
+    if (length == 0 || tail.size() >= length)
+        return false;
+    for (std::size_t i = 1; i < tail.size(); ++i)
+        if (static_cast<unsigned char>(tail[i]) < 0x80 || static_cast<unsigned char>(tail[i]) > 0xbf)
+            return false;
+    return true;
+}
+
 // Text from a file made safe to print: valid UTF-8 passes, everything else becomes \xNN — control
 // bytes (a terminal escape, a NUL, a newline), the C1 controls U+0080..U+009F (which terminals
 // also obey) and bytes that are not UTF-8 — and more than `max_bytes` is cut with "...", so a
@@ -65,7 +80,7 @@ inline std::string printable(std::string_view text, std::size_t max_bytes = 200)
             continue;
         }
         const std::size_t length = utf8_sequence_length(text.substr(i));
-        if (length == 0 && cut && text.size() - i < 4) // a character the cut split: drop its start
+        if (length == 0 && cut && utf8_prefix(text.substr(i))) // a character the cut split: drop its start
             break;
         if (length == 0 || (byte == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0)) {
             const std::size_t n = length == 0 ? 1 : length; // an invalid byte, or a C1 control's two

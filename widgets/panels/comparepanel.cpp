@@ -219,13 +219,9 @@ void ComparePanel::onFinished()
     m_model->setReport(m_report);
     const auto& r = *m_report;
     std::size_t same = 0;
-    const shardscope::TensorDiff* largest = nullptr;
-    for (const auto& t : r.tensors) {
+    for (const auto& t : r.tensors)
         same += t.status == shardscope::DiffStatus::identical;
-        if ((t.status == shardscope::DiffStatus::changed || t.status == shardscope::DiffStatus::dtype_changed) &&
-            (!largest || t.rel_l2().value_or(INFINITY) > largest->rel_l2().value_or(INFINITY)))
-            largest = &t;
-    }
+    const shardscope::TensorDiff* largest = shardscope::largest_change(r);
     const QString how = r.options.bitwise() ? tr("bitwise") : tr("within the tolerance");
     showJobOutcome(m_progress, r.cancelled ? Severity::neutral : r.identical() ? Severity::good : Severity::bad,
                    r.cancelled ? tr("cancelled") : r.identical() ? tr("identical") : tr("differences"));

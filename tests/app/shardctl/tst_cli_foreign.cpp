@@ -57,20 +57,34 @@ private slots:
         QTest::addColumn<QString>("dir");
         QTest::addColumn<QString>("format");
         QTest::addColumn<int>("tensors");
-        QTest::newRow("dcp") << QStringLiteral("dcp") << QStringLiteral("torch-dcp") << 1;
-        QTest::newRow("deepspeed") << QStringLiteral("ds") << QStringLiteral("deepspeed") << 3;
-        QTest::newRow("index") << QStringLiteral("hf") << QStringLiteral("safetensors-index") << 1;
+        QTest::addColumn<int>("worldSize"); // -1: the format does not say
+        QTest::addColumn<int>("step");
+        QTest::addColumn<int>("fileCount");
+        QTest::newRow("dcp") << QStringLiteral("dcp") << QStringLiteral("torch-dcp") << 1 << 2 << -1 << 2;
+        QTest::newRow("deepspeed") << QStringLiteral("ds") << QStringLiteral("deepspeed") << 3 << 2 << 3 << 3;
+        QTest::newRow("index") << QStringLiteral("hf") << QStringLiteral("safetensors-index") << 1 << -1 << -1 << 1;
     }
     void infoNamesFormats()
     {
         QFETCH(QString, dir);
         QFETCH(QString, format);
         QFETCH(int, tensors);
+        QFETCH(int, worldSize);
+        QFETCH(int, step);
+        QFETCH(int, fileCount);
         const auto run = shardctl({QStringLiteral("info"), qs(m_root / dir.toStdString()), QStringLiteral("--json")});
         QVERIFY2(run.exit_code == 0, run.err.constData());
         const auto j = run.json();
         QCOMPARE(QString::fromStdString(j["format"].get<std::string>()), format);
         QCOMPARE(j["tensor_count"].get<int>(), tensors);
+        // Typed numbers beside the display strings of `summary`.
+        QCOMPARE(j.contains("world_size") ? j["world_size"].get<int>() : -1, worldSize);
+        QCOMPARE(j.contains("step") ? j["step"].get<int>() : -1, step);
+        QVERIFY2(j["file_count"].get<int>() == fileCount, j["files"].dump().c_str());
+        uint64_t bytes = 0;
+        for (const auto& f : j["files"])
+            bytes += f["bytes"].get<uint64_t>();
+        QCOMPARE(j["total_bytes"].get<uint64_t>(), bytes);
         QVERIFY(j["summary"].is_object());
         QVERIFY(!j["files"].empty());
         if (format == QStringLiteral("torch-dcp")) { // every chunk and where it is stored

@@ -110,6 +110,7 @@ private slots:
         QCOMPARE(printable("\xc0\xaf"), std::string("\\xc0\\xaf"));             // overlong '/'
         QCOMPARE(printable("\xed\xa0\x80"), std::string("\\xed\\xa0\\x80")); // a surrogate
         QCOMPARE(printable("ab\xe2\x9c\x93", 3), std::string("ab..."));            // a cut character is dropped
+        QCOMPARE(printable("\xff" "ab", 2), std::string("\\xffa..."));            // an invalid byte is not
 
         // End to end: a manifest holding 0xCD, an escape and a C1 control, loaded.
         QTemporaryDir tmp;

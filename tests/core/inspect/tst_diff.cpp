@@ -269,7 +269,7 @@ private slots:
         const fs::path root = tmp.path().toStdString();
         const auto m = matrix();
         write_safetensors(root / "model.safetensors", {{{"w", "F32", {4, 6}, 0, 0}, bytes_of(m)}});
-        for (int variant = 0; variant < 3; ++variant) {
+        for (int variant = 0; variant < 4; ++variant) {
             const fs::path dir = root / ("dcp" + std::to_string(variant));
             fs::create_directories(dir);
             std::vector<fixtures::DcpTensorSpec> tensors = {
@@ -285,9 +285,12 @@ private slots:
             }
             if (variant == 2) // the second file is shorter than its chunk
                 fixtures::write_file(dir / "__1_0.distcp", bytes_of(std::vector<float>(5, 1.0f)));
+            if (variant == 3) // a forged size: 2^40 rows, of which the chunks hold 4 (no work for the rest)
+                tensors[0].size = {uint64_t(1) << 40, 6};
             fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
-            const DiffReport d = diff_checkpoints(dir, root / "model.safetensors");
+            const DiffReport d = diff_checkpoints(dir, variant == 3 ? dir : root / "model.safetensors");
             QVERIFY(!d.identical());
+            QCOMPARE(diff_work_items(d), std::size_t(0));
             QVERIFY2(!d.problems.empty(), std::to_string(variant).c_str());
             QVERIFY2(d.problems.back().message.find("'w'") != std::string::npos, d.problems.back().message.c_str());
             QCOMPARE(find(d, "w")->status, DiffStatus::unreadable);
