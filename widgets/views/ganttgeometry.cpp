@@ -83,4 +83,13 @@ int GanttGeometry::blockAt(const std::vector<GanttBlock>& row, double t)
     return -1;
 }
 
+bool GanttGeometry::visibleSpan(double& from, double& to) const
+{
+    if (duration <= 0)
+        return false;
+    from = std::clamp(viewStart / duration, 0.0, 1.0);
+    to = std::clamp(visibleEnd() / duration, 0.0, 1.0);
+    return from > 1e-9 || to < 1 - 1e-9;
+}
+
 } // namespace shardwidgets

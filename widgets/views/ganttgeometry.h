@@ -39,6 +39,10 @@ struct GanttGeometry {
     void panPixels(double dx);
     void clampView(); // keeps some of the timeline visible and the zoom in a sane range
 
+    // Where the visible window lies in the whole step, as fractions of `duration` in [0, 1]:
+    // the zoomed view's position indicator. False when the whole step is visible.
+    bool visibleSpan(double& from, double& to) const;
+
     // A "nice" ruler step (1, 2 or 5 x 10^k ms) at least `minPixels` wide.
     double tickStep(double minPixels = 80) const;
 

@@ -4,6 +4,7 @@
 
 #include <QHelpEvent>
 #include <QImage>
+#include <QFontMetricsF>
 #include <QPainter>
 #include <QPainterPath>
 #include <QToolTip>
@@ -191,11 +192,24 @@ void GanttView::paintRuler(QPainter& painter, const GanttGeometry& geometry, con
         painter.drawLine(QPointF(x, geometry.rulerHeight), QPointF(x, bottom));
         painter.setPen(pal.color(QPalette::Text));
         painter.drawLine(QPointF(x, geometry.rulerHeight - 6), QPointF(x, geometry.rulerHeight));
-        painter.drawText(QPointF(x + 3, geometry.rulerHeight - 9),
-                         QStringLiteral("%1 ms").arg(t, 0, 'f', decimals));
+        const QString label = QStringLiteral("%1 ms").arg(t, 0, 'f', decimals);
+        const double labelWidth = QFontMetricsF(font).horizontalAdvance(label);
+        // Right of its tick, or left of it where the right edge would cut it ("130 m").
+        const double left = x + 3 + labelWidth <= rect.right() ? x + 3 : x - 3 - labelWidth;
+        painter.drawText(QPointF(left, geometry.rulerHeight - 9), label);
     }
     painter.setPen(pal.color(QPalette::Mid));
     painter.drawLine(QPointF(0, geometry.rulerHeight), QPointF(rect.width(), geometry.rulerHeight));
+    // Zoomed in: where the view is in the whole step, a track under the ruler's labels.
+    if (double from = 0, to = 0; geometry.visibleSpan(from, to)) {
+        const double trackLeft = geometry.labelWidth, trackWidth = rect.width() - geometry.labelWidth - 4;
+        QColor track = pal.color(QPalette::Text);
+        track.setAlpha(40);
+        painter.fillRect(QRectF(trackLeft, geometry.rulerHeight - 4, trackWidth, 3), track);
+        painter.fillRect(QRectF(trackLeft + from * trackWidth, geometry.rulerHeight - 4,
+                                std::max(4.0, (to - from) * trackWidth), 3),
+                         pal.color(QPalette::Highlight));
+    }
 }
 
 void GanttView::paintRow(QPainter& painter, const GanttGeometry& geometry, int row, double plotRight) const

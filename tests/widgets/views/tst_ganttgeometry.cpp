@@ -32,6 +32,24 @@ private slots:
         QVERIFY(qAbs(g.msPerPixel - zoomed * 4) < 1e-9);
     }
 
+    // The zoomed view's position indicator: fitted, the whole step shows (no indicator); zoomed 4x
+    // about the centre, the middle quarter or so; panned to the end, a span that ends at 1.
+    void visibleSpanForTheIndicator()
+    {
+        GanttGeometry g;
+        g.fit(1000.0, 1072);
+        double from = 0, to = 0;
+        QVERIFY(!g.visibleSpan(from, to));
+        g.zoomAt(4.0, g.labelWidth + g.plotWidth() / 2);
+        QVERIFY(g.visibleSpan(from, to));
+        QVERIFY(from > 0.3 && from < 0.4);
+        QVERIFY(to > 0.6 && to < 0.7);
+        QVERIFY(qAbs((to - from) - g.plotWidth() * g.msPerPixel / 1000.0) < 1e-9);
+        g.panPixels(-1e6); // as far right as the clamp allows
+        QVERIFY(g.visibleSpan(from, to));
+        QVERIFY(to > 0.99);
+    }
+
     void panIsClamped()
     {
         GanttGeometry g;
