@@ -19,7 +19,8 @@
 
 namespace shardscope {
 
-// One contiguous run of a tensor's elements in one file.
+// The elements of a tensor that one file holds: a run of the flattened tensor (most formats),
+// a DCP chunk's box, or a permuted torch.save view (see below).
 struct TensorPart {
     int rank = -1;             // the rank whose file holds it, -1 when the format has no ranks
     std::string file;          // relative to the checkpoint directory
@@ -30,7 +31,8 @@ struct TensorPart {
     // a DCP chunk is a box of the tensor (offsets and sizes per dimension), stored row-major;
     std::vector<uint64_t> box_offsets, box_sizes;
     // a torch.save view that is a permutation of its storage (a transpose) is stored with these
-    // element strides: element (i0, i1, ...) of view_shape is at byte_offset + sum(ik * stride k).
+    // element strides: element (i0, i1, ...) of view_shape is at byte_offset + element size *
+    // sum(ik * stride k).
     std::vector<uint64_t> view_shape;
     std::vector<int64_t> view_strides;
 };
