@@ -162,6 +162,20 @@ QImage paintedImage(View* view, int width, qreal devicePixelRatio, void (View::*
     return image;
 }
 
+// A view as SVG at `width`, in the light palette reports use.
+template <class View>
+bool writeViewSvg(const QString& file, View* view, int width, void (View::*paint)(QPainter&, const QRect&) const,
+                  const QString& title, QString* error)
+{
+    const QSize size(width, view->preferredHeight());
+    return writeSvg(file, size, title,
+                    [&](QPainter& painter) {
+                        LightPalette light(view);
+                        (view->*paint)(painter, QRect(QPoint(0, 0), size));
+                    },
+                    error);
+}
+
 } // namespace
 
 QImage Exporter::ownershipImage(OwnershipMap* map, int width, qreal devicePixelRatio)
@@ -188,32 +202,20 @@ bool Exporter::exportView(const QString& file, View view, const ReportSources& s
     switch (view) {
     case View::timeline:
         return exportTimeline(file, sources.gantt, QStringLiteral("ShardScope timeline"), error);
-    case View::ownership: {
+    case View::ownership:
         if (!sources.ownership || !sources.report || !sources.report->manifest)
             return fail(error, QObject::tr("Cannot export %1: there is no ownership map (no checkpoint with a manifest is open)").arg(file));
-        if (suffix == QLatin1String("png"))
-            return writeImage(file, ownershipImage(sources.ownership, kWidth), error);
-        OwnershipMap* map = sources.ownership;
-        return writeSvg(file, QSize(kWidth, map->preferredHeight()), QStringLiteral("ShardScope ownership map"),
-                        [map](QPainter& painter) {
-                            LightPalette light(map);
-                            map->paintMap(painter, QRect(0, 0, kWidth, map->preferredHeight()));
-                        },
-                        error);
-    }
-    case View::reshard: {
+        return suffix == QLatin1String("png")
+                   ? writeImage(file, ownershipImage(sources.ownership, kWidth), error)
+                   : writeViewSvg(file, sources.ownership, kWidth, &OwnershipMap::paintMap,
+                                  QStringLiteral("ShardScope ownership map"), error);
+    case View::reshard:
         if (!sources.reshardView || !sources.reshardView->hasPlan())
-            return fail(error, QObject::tr("Cannot export %1: there is no reshard preview (no checkpoint that passed verification is open)").arg(file));
-        if (suffix == QLatin1String("png"))
-            return writeImage(file, reshardImage(sources.reshardView, kWidth), error);
-        ReshardView* reshard = sources.reshardView;
-        return writeSvg(file, QSize(kWidth, reshard->preferredHeight()), QStringLiteral("ShardScope reshard preview"),
-                        [reshard](QPainter& painter) {
-                            LightPalette light(reshard);
-                            reshard->paintView(painter, QRect(0, 0, kWidth, reshard->preferredHeight()));
-                        },
-                        error);
-    }
+            return fail(error, QObject::tr("Cannot export %1: there is no reshard preview (no checkpoint with a manifest is open)").arg(file));
+        return suffix == QLatin1String("png")
+                   ? writeImage(file, reshardImage(sources.reshardView, kWidth), error)
+                   : writeViewSvg(file, sources.reshardView, kWidth, &ReshardView::paintView,
+                                  QStringLiteral("ShardScope reshard preview"), error);
     }
     return false;
 }
