@@ -1,6 +1,6 @@
 // stats and diff across processes: every process lays the checkpoint(s) out from the headers and
-// metadata, reads the work items i with i mod P = p (a tensor part, a param/master check, a
-// stretch of a paired tensor), and sends their exact partial results to process 0, which merges
+// metadata, reads the work items i with i mod P = p (a tensor part, a param part with its master,
+// a stretch of a paired tensor), and sends their exact partial results to process 0, which merges
 // them in item order — so the figures are shardctl's, bit for bit — and prints.
 
 #include "app/cli_common/inspect_options.h"
@@ -34,12 +34,10 @@ void digest_parts(const ContentReport& report, uint64_t& hash)
     };
     for (const TensorContent& t : report.tensors) {
         mix(t.name);
-        mix(t.state);
+        mix(t.state + ":" + std::to_string(t.master));
         for (const TensorPart& p : t.parts)
             mix(p.file + ":" + std::to_string(p.byte_offset) + ":" + std::to_string(p.numel));
     }
-    for (const ParamMasterSlice& r : report.param_checks)
-        mix(r.file + ":" + std::to_string(r.numel));
 }
 
 // Collective: every process's plan equals process 0's, or all stop with the same sentence.
@@ -77,33 +75,38 @@ int run_stats(MpiJob& job, const QStringList& arguments)
     const auto mine = [&](std::size_t item) { return static_cast<int>(item % std::size_t(job.size())) == job.rank(); };
     std::vector<std::optional<Problem>> problems;
     job.agree_or_throw(attempt([&] { problems = scan_content(report, args->options, mine); }));
-    // Item i's result: the statistics of its part, or its problem (param/master checks).
+    // Item i's result: the statistics of its part (and of its master part with the check of the
+    // params against it), and its problem.
+    const std::vector<ContentItem> items = content_items(report);
     std::vector<std::string> results;
-    std::size_t item = 0;
-    for (const TensorContent& tensor : report.tensors)
-        for (std::size_t p = 0; p < tensor.parts.size(); ++p, ++item)
-            if (mine(item))
-                results.push_back(wire({{"item", item},
-                                        {"stats", value_stats_json(tensor.part_stats[p])},
-                                        {"problem", problems[item] ? problem_wire_json(*problems[item]) : json()}}));
-    for (; item < problems.size(); ++item)
-        if (mine(item))
-            results.push_back(
-                wire({{"item", item}, {"problem", problems[item] ? problem_wire_json(*problems[item]) : json()}}));
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        if (!mine(i))
+            continue;
+        const TensorContent& tensor = report.tensors[items[i].tensor];
+        const std::size_t p = items[i].part;
+        json result = {{"item", i},
+                       {"stats", value_stats_json(tensor.part_stats[p])},
+                       {"problem", problems[i] ? problem_wire_json(*problems[i]) : json()}};
+        if (tensor.master >= 0) {
+            result["master_stats"] = value_stats_json(report.tensors[std::size_t(tensor.master)].part_stats[p]);
+            result["check"] = {tensor.part_checks[p].mismatches, tensor.part_checks[p].first};
+        }
+        results.push_back(wire(result));
+    }
     const std::vector<std::string> gathered = job.gather_strings(results);
     int status = kOk;
     if (job.coordinator()) {
-        std::vector<std::pair<std::size_t, std::size_t>> part_of; // item -> (tensor, part)
-        for (std::size_t t = 0; t < report.tensors.size(); ++t)
-            for (std::size_t p = 0; p < report.tensors[t].parts.size(); ++p)
-                part_of.push_back({t, p});
         std::vector<std::optional<Problem>> all(problems.size());
         for (const std::string& text : gathered) {
             const json result = json::parse(text);
             const std::size_t i = result.at("item").get<std::size_t>();
-            if (result.contains("stats"))
-                report.tensors[part_of.at(i).first].part_stats[part_of.at(i).second] =
-                    value_stats_from_json(result.at("stats"));
+            TensorContent& tensor = report.tensors[items.at(i).tensor];
+            const std::size_t p = items[i].part;
+            tensor.part_stats[p] = value_stats_from_json(result.at("stats"));
+            if (tensor.master >= 0) {
+                report.tensors[std::size_t(tensor.master)].part_stats[p] = value_stats_from_json(result.at("master_stats"));
+                tensor.part_checks[p] = {result.at("check").at(0).get<uint64_t>(), result.at("check").at(1).get<uint64_t>()};
+            }
             if (!result.at("problem").is_null())
                 all.at(i) = problem_from_wire_json(result.at("problem"));
         }

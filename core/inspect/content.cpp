@@ -1,9 +1,11 @@
 #include "core/inspect/content.h"
+#include "core/inspect/internal/halves.h"
 #include "core/inspect/internal/layout.h"
 
 #include "core/checkpoint/dtype.h"
 #include "core/checkpoint/verify_json.h"
 #include "core/util/fsutil.h"
+#include "core/util/mapped.h"
 #include "core/util/parallel.h"
 #include "core/util/printable.h"
 
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
 
 namespace shardscope {
@@ -26,6 +29,8 @@ constexpr std::size_t kBlockElements = 16384; // read per step (64 KiB of F32): 
 
 using inspect::lay_out_tensors;
 
+constexpr const char* kTruncated = "the file was truncated while it was being read";
+
 std::string part_name(const TensorPart& part)
 {
     return part.rank >= 0 ? "rank " + std::to_string(part.rank) + " (" + part.file + ")" : part.file;
@@ -33,109 +38,187 @@ std::string part_name(const TensorPart& part)
 
 std::string tensor_name(const TensorContent& t)
 {
-    return "'" + printable(t.name) + "'" + (t.state.empty() ? std::string() : " (" + t.state + ")");
+    std::string name = "'"; // appended, not "'" + ...: GCC 12 warns falsely about operator+(const char*, string&&)
+    name += printable(t.name);
+    name += "'";
+    if (!t.state.empty())
+        name += " (" + t.state + ")";
+    return name;
 }
 
-// Reads one part block by block into `stats`; false with `problem` set when it cannot be read.
-bool scan_part(int dirfd, const fs::path& dir, const TensorContent& tensor, const TensorPart& part,
-               const ContentOptions& options, std::atomic<uint64_t>& done, uint64_t total, ValueStats& stats,
-               std::optional<Problem>& problem)
+// A part's file, opened, when the part lies inside it; nullopt with `problem` set when not.
+std::optional<fsutil::OpenedFile> open_part(int dirfd, const fs::path& dir, const TensorContent& tensor,
+                                            const TensorPart& part, std::optional<Problem>& problem)
 {
-    const fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, part.file);
+    fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, part.file);
     const std::string shown = (dir / part.file).string();
     if (file.status != fsutil::OpenStatus::ok) {
         problem = Problem{ProblemKind::unreadable, part.rank, part.file, shown + ": " + file.reason};
-        return false;
+        return std::nullopt;
     }
-    const uint64_t size = element_size(tensor.type);
     uint64_t end = 0;
-    if (__builtin_mul_overflow(part.numel, size, &end) || __builtin_add_overflow(end, part.byte_offset, &end) ||
-        end > file.size) {
+    if (__builtin_mul_overflow(part.numel, element_size(tensor.type), &end) ||
+        __builtin_add_overflow(end, part.byte_offset, &end) || end > file.size) {
         problem = Problem{ProblemKind::range_outside_file, part.rank, part.file,
                           shown + ": " + tensor_name(tensor) + " runs past the end of the " +
                               std::to_string(file.size) + "-byte file"};
-        return false;
+        return std::nullopt;
     }
-    std::vector<std::byte> bytes(kBlockElements * size);
+    return file;
+}
+
+// Parameters must be their master weights rounded to the parameter dtype (how every mixed-
+// precision optimizer step ends); anything else means the two were saved from different steps.
+void check_against_master(ElementType param_type, const std::byte* param_bytes, const std::byte* master_bytes,
+                          std::size_t n, uint64_t at, MasterCheck& check)
+{
+    const uint64_t found = inspect::count_unrounded(param_type, param_bytes, master_bytes, n);
+    if (check.mismatches == 0 && found > 0) // the block that holds the first one: find it
+        for (std::size_t i = 0; i < n; ++i) {
+            float master;
+            uint16_t param;
+            std::memcpy(&master, master_bytes + 4 * i, 4);
+            std::memcpy(&param, param_bytes + 2 * i, 2);
+            if (!std::isnan(master) && (param_type == ElementType::F16 ? float_to_f16(master) : float_to_bf16(master)) != param) {
+                check.first = at + i;
+                break;
+            }
+        }
+    check.mismatches += found;
+}
+
+// The master part read in the same pass as a param part, and where its results go.
+struct MasterPass {
+    const TensorContent& tensor;
+    const TensorPart& part;
+    ValueStats& stats;
+    MasterCheck& check;
+};
+
+// Where a part's elements come from, window by window: a mapping of its file (no copy out of
+// the page cache, and a few MiB resident at a time), or reads into a buffer where the file
+// system cannot map.
+class PartSource {
+public:
+    PartSource(int fd, const TensorPart& part, std::size_t element_size)
+        : fd_(fd), part_(part), size_(element_size)
+    {
+    }
+
+    // Elements [at, at + n) of the part (within one block); nullptr with errno set when unreadable.
+    const std::byte* elements(uint64_t at, std::size_t n)
+    {
+        if (mapped_ && at >= window_ && at + n <= window_ + window_numel_)
+            return window_bytes_.data() + (at - window_) * size_;
+        window_numel_ = std::min<uint64_t>(kWindowElements, part_.numel - at);
+        if ((mapped_ = window_bytes_.map(fd_, part_.byte_offset + at * size_, window_numel_ * size_))) {
+            window_ = at;
+            return window_bytes_.data();
+        }
+        buffer_.resize(n * size_);
+        return fsutil::read_exact(fd_, buffer_.data(), n * size_, part_.byte_offset + at * size_) ? buffer_.data()
+                                                                                                   : nullptr;
+    }
+
+private:
+    static constexpr uint64_t kWindowElements = uint64_t(1) << 21; // 8 MiB of F32
+    int fd_;
+    const TensorPart& part_;
+    std::size_t size_;
+    fsutil::MappedWindow window_bytes_;
+    bool mapped_ = false;
+    uint64_t window_ = 0, window_numel_ = 0;
+    std::vector<std::byte> buffer_;
+};
+
+// Reads one part block by block into `stats` (and its master, when given, into the master's
+// statistics and the check); false with `problem` set when it cannot be read.
+bool scan_part(int dirfd, const fs::path& dir, const TensorContent& tensor, const TensorPart& part,
+               const ContentOptions& options, std::atomic<uint64_t>& done, uint64_t total, ValueStats& stats,
+               std::optional<Problem>& problem, const std::optional<MasterPass>& master)
+{
+    const std::optional<fsutil::OpenedFile> file = open_part(dirfd, dir, tensor, part, problem);
+    if (!file)
+        return false;
+    std::optional<fsutil::OpenedFile> master_file;
+    if (master && !(master_file = open_part(dirfd, dir, master->tensor, master->part, problem)))
+        return false;
+    const uint64_t size = element_size(tensor.type);
+    PartSource source(file->fd.get(), part, size);
+    std::optional<PartSource> master_source;
+    if (master)
+        master_source.emplace(master_file->fd.get(), master->part, 4);
+    const auto cannot_read = [&](const TensorContent& t, const TensorPart& where, const std::string& why) {
+        problem = Problem{ProblemKind::unreadable, where.rank, where.file,
+                          (dir / where.file).string() + ": cannot read " + tensor_name(t) + ": " + why};
+        return false;
+    };
     for (uint64_t at = 0; at < part.numel; at += kBlockElements) {
         if (options.cancel && options.cancel->load(std::memory_order_relaxed))
             return true;
         const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kBlockElements, part.numel - at));
-        if (!fsutil::read_exact(file.fd.get(), bytes.data(), n * size, part.byte_offset + at * size)) {
-            problem = Problem{ProblemKind::unreadable, part.rank, part.file,
-                              shown + ": cannot read " + tensor_name(tensor) + ": " + std::strerror(errno)};
-            return false;
-        }
-        accumulate_elements(tensor.type, bytes.data(), n, stats);
-        const uint64_t now = done += n * size;
+        const std::byte* bytes = source.elements(at, n);
+        // errno 0: a read ended at the end of the file, which was longer when it was opened.
+        const auto why = [] { return errno ? std::string(std::strerror(errno)) : std::string(kTruncated); };
+        if (!bytes)
+            return cannot_read(tensor, part, why());
+        const std::byte* master_bytes = master ? master_source->elements(at, n) : nullptr;
+        if (master && !master_bytes)
+            return cannot_read(master->tensor, master->part, why());
+        // The kernels below are the only code that touches the mapping, and keep nothing that a
+        // SIGBUS (the file truncated meanwhile) would leak when guarded_access abandons them.
+        const bool read = fsutil::guarded_access([&] {
+            accumulate_elements(tensor.type, bytes, n, stats);
+            if (master) {
+                accumulate_elements(ElementType::F32, master_bytes, n, master->stats);
+                check_against_master(tensor.type, bytes, master_bytes, n, at, master->check);
+            }
+        });
+        if (!read)
+            return cannot_read(tensor, part, kTruncated);
+        const uint64_t now = done += n * (size + (master ? 4 : 0));
         if (options.progress)
             options.progress(now, total);
     }
     return true;
 }
 
-// How many of `n` parameters are not their master rounded to BF16 (NaN masters aside: NaN has
-// many encodings, and nonfinite_values reports them). Branch-free, so it vectorises: this pass
-// reads 6 of every 14 bytes of a native checkpoint again.
-uint64_t bf16_mismatches(const float* master, const uint16_t* param, std::size_t n)
+// One problem per rank whose params are not their masters rounded: the count over all its
+// tensors, and the first in flat order (tensors are in flat order, their parts too).
+void report_param_master(ContentReport& report)
 {
-    uint64_t count = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        const uint32_t bits = std::bit_cast<uint32_t>(master[i]);
-        const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16; // float_to_bf16 for non-NaN
-        const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
-        count += !nan & (uint16_t(rounded) != param[i]);
-    }
-    return count;
-}
-
-uint64_t f16_mismatches(const float* master, const uint16_t* param, std::size_t n)
-{
-    uint64_t count = 0;
-    for (std::size_t i = 0; i < n; ++i)
-        count += !std::isnan(master[i]) && float_to_f16(master[i]) != param[i];
-    return count;
-}
-
-// Parameters must be their master weights rounded to the parameter dtype (how every mixed-
-// precision optimizer step ends); anything else means the two were saved from different steps.
-std::optional<Problem> check_param_master(int dirfd, const fs::path& dir, const ParamMasterSlice& r,
-                                          const ContentOptions& options)
-{
-    const fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, r.file);
-    if (file.status != fsutil::OpenStatus::ok)
-        return std::nullopt; // the scan of the same file reports it
-    const std::string shown = "rank " + std::to_string(r.rank) + ": " + (dir / r.file).string();
-    const ParamDtype dtype = r.param_type == ElementType::F16 ? ParamDtype::F16 : ParamDtype::BF16;
-    std::vector<uint16_t> param(kBlockElements);
-    std::vector<float> master(kBlockElements);
-    uint64_t mismatches = 0, first = 0;
-    for (uint64_t at = 0; at < r.numel; at += kBlockElements) {
-        if (options.cancel && options.cancel->load(std::memory_order_relaxed))
-            return std::nullopt;
-        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kBlockElements, r.numel - at));
-        if (!fsutil::read_exact(file.fd.get(), param.data(), n * 2, r.param_offset + at * 2) ||
-            !fsutil::read_exact(file.fd.get(), master.data(), n * 4, r.master_offset + at * 4))
-            return Problem{ProblemKind::unreadable, r.rank, r.file,
-                           shown + ": cannot read param and master to compare them: " + std::strerror(errno)};
-        const uint64_t before = mismatches;
-        mismatches += dtype == ParamDtype::BF16 ? bf16_mismatches(master.data(), param.data(), n)
-                                                : f16_mismatches(master.data(), param.data(), n);
-        if (before == 0 && mismatches > 0) // the block that holds the first one: find it
-            for (std::size_t i = 0; i < n; ++i)
-                if (!std::isnan(master[i]) &&
-                    (dtype == ParamDtype::BF16 ? float_to_bf16(master[i]) : float_to_f16(master[i])) != param[i]) {
-                    first = r.flat_offset + at + i;
-                    break;
-                }
-    }
-    if (mismatches == 0)
-        return std::nullopt;
-    return Problem{ProblemKind::param_master_mismatch, r.rank, r.file,
-                   "rank " + std::to_string(r.rank) + ": " + (dir / r.file).string() + ": " + std::to_string(mismatches) +
-                       " parameters are not their master weight rounded to " + std::string(to_string(dtype)) +
-                       " (the first at flat index " + std::to_string(first) +
-                       "): param and master were not saved from the same step"};
+    struct RankFinding {
+        std::string file;
+        uint64_t mismatches = 0, first_flat = 0;
+        std::string first_tensor;
+        uint64_t first_element = 0;
+    };
+    std::map<int, RankFinding> ranks;
+    const char* dtype = "";
+    for (const TensorContent& t : report.tensors)
+        for (std::size_t p = 0; t.master >= 0 && p < t.part_checks.size(); ++p) {
+            const MasterCheck& c = t.part_checks[p];
+            if (c.mismatches == 0)
+                continue;
+            dtype = t.type == ElementType::F16 ? "F16" : "BF16";
+            RankFinding& f = ranks[t.parts[p].rank];
+            if (f.mismatches == 0) {
+                f.file = t.parts[p].file;
+                f.first_element = t.parts[p].first_element + c.first;
+                f.first_flat = t.flat_offset + f.first_element;
+                f.first_tensor = t.name;
+            }
+            f.mismatches += c.mismatches;
+        }
+    for (const auto& [rank, f] : ranks)
+        if (report.problems.size() < 100)
+            report.problems.push_back(
+                {ProblemKind::param_master_mismatch, rank, f.file,
+                 "rank " + std::to_string(rank) + ": " + (report.dir / f.file).string() + ": " +
+                     std::to_string(f.mismatches) + " parameters are not their master weight rounded to " + dtype +
+                     " (the first at flat index " + std::to_string(f.first_flat) + ", element " +
+                     std::to_string(f.first_element) + " of '" + printable(f.first_tensor) +
+                     "'): param and master were not saved from the same step"});
 }
 
 void check_health(ContentReport& report)
@@ -209,18 +292,30 @@ ContentReport plan_content(const fs::path& path, const ContentOptions& options)
     const auto start = std::chrono::steady_clock::now();
     ContentReport report;
     report.dir = lay_out_tensors(path, options, report);
-    for (TensorContent& tensor : report.tensors)
+    for (TensorContent& tensor : report.tensors) {
         tensor.part_stats.assign(tensor.parts.size(), {});
+        tensor.part_checks.assign(tensor.master >= 0 ? tensor.parts.size() : 0, {});
+    }
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
 }
 
+std::vector<ContentItem> content_items(const ContentReport& report)
+{
+    std::vector<bool> read_with_param(report.tensors.size(), false);
+    for (const TensorContent& tensor : report.tensors)
+        if (tensor.master >= 0)
+            read_with_param[static_cast<std::size_t>(tensor.master)] = true;
+    std::vector<ContentItem> items;
+    for (std::size_t t = 0; t < report.tensors.size(); ++t)
+        for (std::size_t p = 0; !read_with_param[t] && p < report.tensors[t].parts.size(); ++p)
+            items.push_back({t, p});
+    return items;
+}
+
 std::size_t content_work_items(const ContentReport& report)
 {
-    std::size_t parts = 0;
-    for (const TensorContent& tensor : report.tensors)
-        parts += tensor.parts.size();
-    return parts + report.param_checks.size();
+    return content_items(report).size();
 }
 
 std::vector<std::optional<Problem>> scan_content(ContentReport& report, const ContentOptions& options,
@@ -229,37 +324,29 @@ std::vector<std::optional<Problem>> scan_content(ContentReport& report, const Co
     const auto start = std::chrono::steady_clock::now();
     const fs::path& dir = report.dir;
     fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
-    // Every part (and every rank's param/master check) is one work item, spread over the threads.
-    struct Item {
-        std::size_t tensor = 0, part = 0;
-    };
-    std::vector<Item> items;
-    std::vector<std::size_t> chosen; // indices into items, then param checks after them
+    // Every part (a param part with its master part) is one work item, spread over the threads.
+    const std::vector<ContentItem> items = content_items(report);
+    std::vector<std::size_t> chosen;
     uint64_t total = 0;
-    for (std::size_t t = 0; t < report.tensors.size(); ++t) {
-        TensorContent& tensor = report.tensors[t];
-        for (std::size_t p = 0; p < tensor.parts.size(); ++p) {
-            if (!mine || mine(items.size())) {
-                chosen.push_back(items.size());
-                total += tensor.parts[p].numel * element_size(tensor.type);
-            }
-            items.push_back({t, p});
+    for (std::size_t i = 0; i < items.size(); ++i)
+        if (!mine || mine(i)) {
+            chosen.push_back(i);
+            const TensorContent& tensor = report.tensors[items[i].tensor];
+            total += tensor.parts[items[i].part].numel * (element_size(tensor.type) + (tensor.master >= 0 ? 4 : 0));
         }
-    }
-    for (std::size_t r = 0; r < report.param_checks.size(); ++r)
-        if (!mine || mine(items.size() + r))
-            chosen.push_back(items.size() + r);
     std::atomic<uint64_t> done{0};
-    std::vector<std::optional<Problem>> item_problems(items.size() + report.param_checks.size());
+    std::vector<std::optional<Problem>> item_problems(items.size());
     parallel_for(chosen.size(), options.threads, [&](std::size_t c) {
         const std::size_t i = chosen[c];
-        if (i >= items.size()) {
-            item_problems[i] = check_param_master(dirfd.get(), dir, report.param_checks[i - items.size()], options);
-            return;
-        }
         TensorContent& tensor = report.tensors[items[i].tensor];
-        scan_part(dirfd.get(), dir, tensor, tensor.parts[items[i].part], options, done, total,
-                  tensor.part_stats[items[i].part], item_problems[i]);
+        const std::size_t p = items[i].part;
+        std::optional<MasterPass> master;
+        if (tensor.master >= 0) {
+            TensorContent& m = report.tensors[static_cast<std::size_t>(tensor.master)];
+            master.emplace(MasterPass{m, m.parts[p], m.part_stats[p], tensor.part_checks[p]});
+        }
+        scan_part(dirfd.get(), dir, tensor, tensor.parts[p], options, done, total, tensor.part_stats[p],
+                  item_problems[i], master);
     });
     report.cancelled = options.cancel && options.cancel->load();
     report.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -276,8 +363,10 @@ void finish_content(ContentReport& report, std::vector<std::optional<Problem>> i
     for (auto& p : item_problems)
         if (p && report.problems.size() < 100)
             report.problems.push_back(std::move(*p));
-    if (!report.cancelled)
+    if (!report.cancelled) {
+        report_param_master(report);
         check_health(report);
+    }
 }
 
 ContentReport inspect_content(const fs::path& path, const ContentOptions& options)

@@ -37,13 +37,11 @@ struct TensorPart {
     std::vector<int64_t> view_strides;
 };
 
-// Where one rank of a native checkpoint keeps its param and master slices, for the check that
-// the params are their masters rounded.
-struct ParamMasterSlice {
-    int rank = -1;
-    std::string file;
-    ElementType param_type = ElementType::BF16;
-    uint64_t param_offset = 0, master_offset = 0, numel = 0, flat_offset = 0;
+// A param part checked against its master part: how many of its parameters are not their master
+// weight rounded to the param dtype, and the first of them (an element index within the part).
+struct MasterCheck {
+    uint64_t mismatches = 0;
+    uint64_t first = 0;
 };
 
 // A tensor as a format lays it out: what to read for it, and the results once read.
@@ -55,13 +53,18 @@ struct TensorContent {
     std::vector<TensorPart> parts;  // in element order
     std::vector<ValueStats> part_stats; // one per part, after scanning
     ValueStats stats;                   // the whole tensor: the parts merged in order
+    // Native param tensors: the index in ContentReport::tensors of the master tensor whose parts
+    // match these one for one (same rank, place and size). Each param part is read together with
+    // its master part, so the check that params are their masters rounded costs no second read.
+    int master = -1;
+    uint64_t flat_offset = 0;              // native: where the tensor starts in the flat vector
+    std::vector<MasterCheck> part_checks;  // with a master: one per part, after scanning
 };
 
 struct ContentReport {
     std::string format;
     std::filesystem::path dir; // the step directory (or the file's folder) read
     std::vector<TensorContent> tensors;
-    std::vector<ParamMasterSlice> param_checks; // native checkpoints: one per rank
     std::vector<Problem> problems; // health checks that failed and data that could not be read
     std::vector<Problem> warnings; // all_zero_tensor: worth a look, not a failure
     bool cancelled = false;
@@ -80,10 +83,15 @@ struct ContentOptions {
 // inspect_content in three steps, for shardctl-mpi, whose processes each scan a share of the work
 // items and send the part statistics to process 0, which merges them in order:
 // plan_content lays the tensors out (no values read); the work items are every part in tensor
-// order, then every param/master check; scan_content reads the items `mine` accepts (all when it is
-// empty) into the parts' statistics and returns the problems found, indexed by item;
-// finish_content merges the parts and runs the health checks.
+// order except those of a param's master tensor, which the param's item reads (content_items);
+// scan_content reads the items `mine` accepts (all when it is empty) into the parts' statistics
+// (and part_checks) and returns the problems found, indexed by item; finish_content merges the
+// parts and runs the health checks.
 ContentReport plan_content(const std::filesystem::path& path, const ContentOptions& options = {});
+struct ContentItem {
+    std::size_t tensor = 0, part = 0;
+};
+std::vector<ContentItem> content_items(const ContentReport& report);
 std::size_t content_work_items(const ContentReport& report);
 using ItemFilter = std::function<bool(std::size_t item)>;
 std::vector<std::optional<Problem>> scan_content(ContentReport& report, const ContentOptions& options,

@@ -1,6 +1,7 @@
 #include "core/inspect/elements.h"
 
 #include "core/checkpoint/dtype.h"
+#include "core/inspect/internal/halves.h"
 #include "core/inspect/stats.h"
 
 #include <algorithm>
@@ -63,27 +64,16 @@ void decode_as(const std::byte* bytes, std::size_t count, double* out)
     }
 }
 
-// F16 through a table of all 65536 values (built once with core's exact conversion): the scan's
-// hot loop does a load instead of a branchy conversion per element.
-const std::vector<float>& f16_table()
+// F16 by the lane-parallel decoder of the scan (halves.cpp), widened to double in pieces.
+void decode_f16(const std::byte* bytes, std::size_t count, double* out)
 {
-    static const std::vector<float> table = [] {
-        std::vector<float> t(65536);
-        for (uint32_t b = 0; b < 65536; ++b)
-            t[b] = f16_to_float(uint16_t(b));
-        return t;
-    }();
-    return table;
-}
-
-template <class T>
-void decode_f16(const std::byte* bytes, std::size_t count, T* out)
-{
-    const std::vector<float>& table = f16_table();
-    for (std::size_t i = 0; i < count; ++i) {
-        uint16_t bits;
-        std::memcpy(&bits, bytes + 2 * i, 2);
-        out[i] = table[bits];
+    constexpr std::size_t kPiece = 1024;
+    float floats[kPiece];
+    for (std::size_t at = 0; at < count; at += kPiece) {
+        const std::size_t n = std::min(kPiece, count - at);
+        inspect::f16_to_f32(bytes + 2 * at, n, floats);
+        for (std::size_t i = 0; i < n; ++i)
+            out[at + i] = floats[i];
     }
 }
 
@@ -176,7 +166,7 @@ void accumulate_elements(ElementType type, const std::byte* bytes, std::size_t c
         if (narrow_float) {
             floats.resize(kSlice);
             if (type == ElementType::F16)
-                decode_f16(p, n, floats.data());
+                inspect::f16_to_f32(p, n, floats.data());
             else if (type == ElementType::F8_E4M3)
                 decode_by_table(f8_table<float, 4, 3, 7, false>(), p, n, floats.data());
             else

@@ -41,6 +41,21 @@ SafetensorsHeader read_header(int dirfd, const fs::path& dir, const std::string&
     return read_safetensors_header(file.fd.get(), file.size, display, rank);
 }
 
+// The param tensor is read with its master when their parts match one for one (they do unless a
+// rank file lacks one of them, which is reported): kStates puts master right after param.
+void pair_param_with_master(TensorContent& param, std::size_t master_index, const ContentReport& report)
+{
+    const TensorContent& master = report.tensors[master_index];
+    if (param.parts.size() != master.parts.size())
+        return;
+    for (std::size_t p = 0; p < param.parts.size(); ++p)
+        if (param.parts[p].rank != master.parts[p].rank || param.parts[p].file != master.parts[p].file ||
+            param.parts[p].numel != master.parts[p].numel ||
+            param.parts[p].first_element != master.parts[p].first_element)
+            return;
+    param.master = static_cast<int>(master_index);
+}
+
 void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report)
 {
     const Manifest m = read_manifest(dir);
@@ -62,16 +77,6 @@ void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, 
             headers.emplace_back();
             continue;
         }
-        const auto* param = headers.back()->find("param");
-        const auto* master = headers.back()->find("master");
-        if (param && master)
-            report.param_checks.push_back({.rank = shard.rank,
-                             .file = shard.path,
-                             .param_type = m.param_dtype == ParamDtype::F16 ? ElementType::F16 : ElementType::BF16,
-                             .param_offset = headers.back()->data_start() + param->begin,
-                             .master_offset = headers.back()->data_start() + master->begin,
-                             .numel = std::min({shard.param_shard_numel, master->bytes() / 4, param->bytes() / 2}),
-                             .flat_offset = shard.param_shard_offset});
     }
     for (const auto& t : tensors) {
         if (!selected(options, t.name))
@@ -108,8 +113,10 @@ void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, 
             }
             std::sort(content.parts.begin(), content.parts.end(),
                       [](const TensorPart& a, const TensorPart& b) { return a.first_element < b.first_element; });
+            content.flat_offset = t.offset;
             report.tensors.push_back(std::move(content));
         }
+        pair_param_with_master(report.tensors[report.tensors.size() - 4], report.tensors.size() - 3, report);
     }
 }
 

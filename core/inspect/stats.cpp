@@ -1,4 +1,5 @@
 #include "core/inspect/stats.h"
+#include "core/inspect/internal/lanes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,29 +11,11 @@ namespace shardscope {
 
 namespace {
 
-// The binary32 kernel works on W elements at a time with GCC vector types: the build targets
-// baseline x86-64 without -ffast-math, so the compiler may not vectorise (reorder) double sums on
-// its own; here the order is ours, several independent accumulators summed at the end. Two
-// copies, chosen at run time: W = 8 for AVX2 + FMA, W = 4 for the SSE2 every x86-64 has (wider
-// vectors there spill). Vectors go through references: no vector ABI between the copies.
-template <std::size_t W>
-struct Lanes; // W floats; f64 holds half of them widened (spelled out: GCC drops a dependent size)
-
-template <>
-struct Lanes<8> {
-    using f32 = float __attribute__((vector_size(32)));
-    using f64 = double __attribute__((vector_size(32)));
-    using u32 = uint32_t __attribute__((vector_size(32)));
-    using u16 = uint16_t __attribute__((vector_size(16)));
-};
-
-template <>
-struct Lanes<4> {
-    using f32 = float __attribute__((vector_size(16)));
-    using f64 = double __attribute__((vector_size(16)));
-    using u32 = uint32_t __attribute__((vector_size(16)));
-    using u16 = uint16_t __attribute__((vector_size(8)));
-};
+// The binary32 kernel works on W elements at a time (internal/lanes.h): the build has no
+// -ffast-math, so the compiler may not vectorise (reorder) double sums on its own; here the order
+// is ours, several independent accumulators summed at the end. The 4-lane copy is for SSE2 (wider
+// vectors there spill).
+using inspect::Lanes;
 
 // Elements per fused block: 64 KiB of F32 stays in L2 between the passes, and folding the key
 // counts once per block costs little next to 16384 elements.
@@ -244,8 +227,6 @@ bool sse2_block(const std::byte* p, std::size_t n, ValueStats& block)
 }
 
 #if defined(__x86_64__)
-// Exactly the features the run-time check below tests for, no more (x86-64-v3 would also allow
-// BMI, LZCNT, MOVBE and F16C, which a CPU reporting AVX2 and FMA need not have).
 template <class E>
 [[gnu::target("avx2,fma")]] bool avx2_block(const std::byte* p, std::size_t n, ValueStats& block)
 {
@@ -257,12 +238,10 @@ template <class E>
 BlockKernel block_kernel()
 {
 #if defined(__x86_64__)
-    static const BlockKernel kernel =
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? avx2_block<E> : sse2_block<E>;
-    return kernel;
-#else
-    return sse2_block<E>; // the portable 4-lane copy (GCC vector types lower to NEON elsewhere)
+    if (inspect::has_avx2_fma())
+        return avx2_block<E>;
 #endif
+    return sse2_block<E>;
 }
 
 // Blocks of binary32 values: the fused kernel, or, for a block holding NaN or Inf, the double

@@ -30,7 +30,7 @@ std::vector<TorchFile> torch_files_of(const VerifyReport& listed, std::filesyste
 bool is_torch_file(const std::filesystem::path& path);
 
 // Detects the format at `path` and fills report.format and report.tensors (with their parts; no
-// values read yet; report.param_checks for native checkpoints). Returns the directory the
+// values read yet; a native param tensor's master and flat_offset). Returns the directory the
 // parts' files are relative to. Throws Error for a path or format that cannot be read; problems
 // found on the way (a missing file, a bad archive) go into report.problems.
 std::filesystem::path lay_out_tensors(const std::filesystem::path& path, const ContentOptions& options,

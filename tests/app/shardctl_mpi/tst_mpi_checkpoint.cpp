@@ -324,23 +324,33 @@ void TestMpiCheckpoint::statsAndDiffEqualSingleProcess()
     const QStringList identical{QStringLiteral("diff"), qs(a), qs(a), QStringLiteral("--json")};
     QCOMPARE(mpirun(3, identical).exit_code, 0);
 
-    // A NaN in rank 2's exp_avg (the float after the safetensors header's data start).
-    {
-        std::fstream f(a / "rank2.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    // A NaN in rank 2's exp_avg, and rank 1's fourth parameter changed (so it is not its master
+    // rounded): each at its offset from the safetensors header's data start.
+    const auto poke = [&](const char* file, const char* tensor, uint64_t at, const void* bytes, std::size_t n) {
+        std::fstream f(a / file, std::ios::in | std::ios::out | std::ios::binary);
         uint64_t length = 0;
         f.read(reinterpret_cast<char*>(&length), 8);
         std::string header(length, ' ');
         f.read(header.data(), static_cast<std::streamsize>(length));
-        const uint64_t begin = nlohmann::json::parse(header).at("exp_avg").at("data_offsets").at(0).get<uint64_t>();
-        const uint32_t nan_bits = 0x7fc00000u;
-        f.seekp(static_cast<std::streamoff>(8 + length + begin));
-        f.write(reinterpret_cast<const char*>(&nan_bits), 4);
-    }
+        const uint64_t begin = nlohmann::json::parse(header).at(tensor).at("data_offsets").at(0).get<uint64_t>();
+        f.seekp(static_cast<std::streamoff>(8 + length + begin + at));
+        f.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(n));
+    };
+    const uint32_t nan_bits = 0x7fc00000u;
+    poke("rank2.safetensors", "exp_avg", 0, &nan_bits, 4);
+    const uint16_t param_bits = 0x3f80; // 1.0 in BF16: no demo master rounds to exactly that
+    poke("rank1.safetensors", "param", 3 * 2, &param_bits, 2);
     mpi = mpirun(3, stats);
     QCOMPARE(mpi.exit_code, 1);
     QVERIFY(same(mpi, shardctl(stats)));
-    QCOMPARE(mpi.json().at("problems").at(0).at("kind").get<std::string>(), std::string("nonfinite_values"));
-    QCOMPARE(mpi.json().at("problems").at(0).at("rank").get<int>(), 2);
+    const nlohmann::json found = mpi.json().at("problems");
+    QCOMPARE(found.size(), std::size_t(2));
+    QCOMPARE(found.at(0).at("kind").get<std::string>(), std::string("param_master_mismatch"));
+    QCOMPARE(found.at(0).at("rank").get<int>(), 1);
+    QVERIFY2(found.at(0).at("message").get<std::string>().find("1 parameters") != std::string::npos,
+             found.dump().c_str());
+    QCOMPARE(found.at(1).at("kind").get<std::string>(), std::string("nonfinite_values"));
+    QCOMPARE(found.at(1).at("rank").get<int>(), 2);
 
     mpi = mpirun(3, {QStringLiteral("stats"), QStringLiteral("/nonexistent/ckpt"), QStringLiteral("--json")});
     QCOMPARE(mpi.exit_code, 2);

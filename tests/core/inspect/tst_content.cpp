@@ -6,6 +6,7 @@
 #include "core/checkpoint/safetensors.h"
 #include "core/checkpoint/save.h"
 #include "core/inspect/content.h"
+#include "core/inspect/internal/halves.h"
 #include "core/run/demo.h"
 #include "foreign_fixtures.h"
 #include "content_fixtures.h"
@@ -238,6 +239,52 @@ private slots:
 
     // A native checkpoint: each model tensor per state, whole and per rank, equal to the reference
     // over the saved vectors; the same state saved at another world size gives the same figures.
+    // count_unrounded's lane-parallel conversions against dtype.cpp's float_to_f16 and
+    // float_to_bf16: every upper half of a binary32 with the low halves where rounding turns
+    // (ties with even and odd kept bits, either side of them), and random patterns, so NaN,
+    // infinities, overflow to infinity, F16 subnormals and both zeros all occur; about a third of
+    // the parameters are then changed, and the count must be the scalar count of mismatches.
+    void roundingCheckEqualsTheConversion()
+    {
+        // First the lane-parallel F16 decoder, over all 65536 halves (and 5 more: a partial vector).
+        std::vector<uint16_t> halves(65541);
+        for (std::size_t h = 0; h < halves.size(); ++h)
+            halves[h] = static_cast<uint16_t>(h * 40503u); // a permutation of 0..65535 first
+        std::vector<double> decoded(halves.size());
+        decode_elements(ElementType::F16, reinterpret_cast<const std::byte*>(halves.data()), halves.size(), decoded.data());
+        for (std::size_t h = 0; h < halves.size(); ++h)
+            if (std::bit_cast<uint64_t>(decoded[h]) != std::bit_cast<uint64_t>(double(f16_to_float(halves[h])))) {
+                if (!std::isnan(decoded[h]) || !std::isnan(f16_to_float(halves[h])))
+                    QFAIL(("F16 " + std::to_string(halves[h]) + " decodes to " + std::to_string(decoded[h])).c_str());
+            }
+
+        std::vector<uint32_t> masters;
+        for (uint32_t high = 0; high < 65536; ++high)
+            for (const uint32_t low : {0x0000u, 0x0fffu, 0x1000u, 0x1001u, 0x3000u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+                masters.push_back(high << 16 | low);
+        std::mt19937 rng(99);
+        for (int i = 0; i < 400'000; ++i)
+            masters.push_back(rng());
+        const std::size_t n = masters.size() - 3; // not a whole number of vectors
+        for (const ElementType type : {ElementType::F16, ElementType::BF16}) {
+            const auto convert = [type](float m) { return type == ElementType::F16 ? float_to_f16(m) : float_to_bf16(m); };
+            std::vector<uint16_t> params(masters.size());
+            for (std::size_t i = 0; i < masters.size(); ++i)
+                params[i] = convert(std::bit_cast<float>(masters[i]));
+            const auto* m = reinterpret_cast<const std::byte*>(masters.data());
+            QCOMPARE(inspect::count_unrounded(type, reinterpret_cast<const std::byte*>(params.data()), m, n), uint64_t(0));
+            uint64_t expected = 0;
+            for (std::size_t i = 0; i < n; ++i) {
+                if (rng() % 3 == 0)
+                    params[i] = static_cast<uint16_t>(rng() % 2 ? params[i] ^ (1u << (rng() % 16)) : rng());
+                const float master = std::bit_cast<float>(masters[i]);
+                expected += !std::isnan(master) && convert(master) != params[i];
+            }
+            QVERIFY(expected > n / 4);
+            QCOMPARE(inspect::count_unrounded(type, reinterpret_cast<const std::byte*>(params.data()), m, n), expected);
+        }
+    }
+
     void nativeTensorsWholeAndPerRank()
     {
         QTemporaryDir tmp;
@@ -320,10 +367,18 @@ private slots:
         QVERIFY(has(r.problems, ProblemKind::nonfinite_values, 3));     // the NaN master...
         QVERIFY(!has(r.problems, ProblemKind::param_master_mismatch, 3)); // ...is not also a mismatch
         QCOMPARE(r.problems.size(), std::size_t(4));
+        // The mismatch is named by its flat index and by its element of the tensor that holds it.
+        const uint64_t flat = state[1].param_shard_offset + 100;
+        std::string holder;
+        for (const auto& t : layout)
+            if (t.offset <= flat && flat < t.offset + t.numel)
+                holder = "element " + std::to_string(flat - t.offset) + " of '" + t.name + "'";
+        QVERIFY(!holder.empty());
         for (const auto& p : r.problems)
             if (p.kind == ProblemKind::param_master_mismatch)
                 QVERIFY2(p.message.find("1 parameters") != std::string::npos &&
-                             p.message.find(std::to_string(state[1].param_shard_offset + 100)) != std::string::npos,
+                             p.message.find("flat index " + std::to_string(flat)) != std::string::npos &&
+                             p.message.find(holder) != std::string::npos,
                          p.message.c_str());
         // The NaN is traced to its tensor, its state and the rank that holds it.
         for (const auto& t : r.tensors)
