@@ -84,6 +84,36 @@ int run_demo_save(const QStringList& arguments)
     return kOk;
 }
 
+namespace {
+
+// info --json of a foreign checkpoint: its summary, files and problems.
+void add_foreign_info(json& out, const VerifyReport& report)
+{
+    out["path"] = report.dir.string();
+    out.update(foreign_summary_json(*report.foreign));
+    json files = json::array();
+    for (const auto& s : report.shards) {
+        json entry = {{"path", s.path}, {"bytes", s.actual_bytes}, {"status", std::string(to_string(s.status))}};
+        if (s.rank >= 0)
+            entry["rank"] = s.rank;
+        if (!s.detail.empty())
+            entry["detail"] = s.detail;
+        files.push_back(std::move(entry));
+    }
+    out["files"] = files;
+    uint64_t total_bytes = 0;
+    for (const auto& s : report.shards)
+        total_bytes += s.actual_bytes;
+    out["file_count"] = report.shards.size();
+    out["total_bytes"] = total_bytes;
+    json problems = json::array();
+    for (const auto& p : report.problems)
+        problems.push_back(problem_json(p));
+    out["problems"] = problems;
+}
+
+} // namespace
+
 int run_info(const QStringList& arguments)
 {
     QCommandLineParser parser;
@@ -138,29 +168,8 @@ int run_info(const QStringList& arguments)
     if (is_foreign(detected)) {
         // Structure only (headers, metadata, zip directories): `verify` reads every byte.
         const VerifyReport report = verify_foreign(detected, VerifyOptions{}, /*check_data=*/false);
-        const json details = foreign_summary_json(*report.foreign);
-        out["path"] = report.dir.string();
-        out.update(details);
-        json files = json::array();
-        for (const auto& s : report.shards) {
-            json entry = {{"path", s.path}, {"bytes", s.actual_bytes}, {"status", std::string(to_string(s.status))}};
-            if (s.rank >= 0)
-                entry["rank"] = s.rank;
-            if (!s.detail.empty())
-                entry["detail"] = s.detail;
-            files.push_back(std::move(entry));
-        }
-        out["files"] = files;
-        uint64_t total_bytes = 0;
-        for (const auto& s : report.shards)
-            total_bytes += s.actual_bytes;
-        out["file_count"] = report.shards.size();
-        out["total_bytes"] = total_bytes;
-        json problems = json::array();
-        for (const auto& p : report.problems)
-            problems.push_back(problem_json(p));
-        out["problems"] = problems;
-        if (as_json) {
+        if (as_json) { // built only when printed: 10^5 tensors make a large object
+            add_foreign_info(out, report);
             print_json(out);
         } else {
             print_line(report.dir.string() + ": " + std::string(to_string(detected.format)) + " checkpoint (" +
