@@ -19,6 +19,7 @@ SHARDSCOPE_PACKAGES=(
     qt6-base-dev qt6-svg-dev libgl-dev
     nlohmann-json3-dev libssl-dev libxxhash-dev zlib1g-dev
     libopenmpi-dev openmpi-bin # shardctl-mpi and its tests
+    pybind11-dev python3-dev python3-numpy python3-torch # the Python module, its tests, the ZeRO example
 )
 
 shardscope_setup() {

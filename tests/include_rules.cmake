@@ -2,7 +2,8 @@
 #   - core/ includes no Qt and nothing from widgets/ or app/;
 #   - core/util/ includes nothing else from core/;
 #   - headers under core/*/internal/ are the core's own: widgets/ and app/ never include them;
-#   - widgets/ includes nothing from app/.
+#   - widgets/ includes nothing from app/;
+#   - python/ (the extension module) uses the core's public headers only, and no Qt.
 # Run as: cmake -DSOURCE_DIR=<repo> -P include_rules.cmake (ctest: tst_include_rules).
 set(violations "")
 function(check_folder folder regex why)
@@ -24,6 +25,7 @@ check_folder(core/util "\"core/(checkpoint|run|foreign|pipeline|report)/" "core/
 check_folder(widgets "\"core/[a-z_/]*internal/" "internal core header")
 check_folder(app "\"core/[a-z_/]*internal/" "internal core header")
 check_folder(widgets "\"app/" "widgets are below the apps")
+check_folder(python "\"core/[a-z_/]*internal/|#[ \t]*include[ \t]*<Q|\"widgets/|\"app/" "the module binds the core's public API")
 
 if(violations)
     message(FATAL_ERROR "include rules broken:${violations}")

@@ -84,10 +84,7 @@ int run_reshard(const QStringList& arguments)
     const ReshardResult result = reshard(args->source, args->to, out, options);
     const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
     if (parser.isSet(QStringLiteral("json"))) {
-        json out_json = {{"ok", true}, {"path", out.string()}, {"world_size", result.manifest.world_size},
-                         {"step", result.manifest.step}, {"bytes", result.manifest.total_bytes()},
-                         {"seconds", seconds}, {"plan", plan_json(result.plan)}};
-        print_json(out_json);
+        print_json(reshard_result_json(result, out, seconds));
     } else {
         print_plan(result.plan);
         print_line("wrote " + out.string() + ": " + std::to_string(result.manifest.world_size) + " shards in " +

@@ -149,11 +149,7 @@ int run_schedule(const QStringList& arguments)
                                         local(file.errorString()));
         }
         if (parser.isSet(QStringLiteral("json"))) {
-            nlohmann::json object = pl::to_json(plan.timeline, plan.pieces);
-            object["profile"] = profile.name;
-            object["partition"] = pl::to_string(partition_spec);
-            object["boundaries"] = plan.boundaries;
-            print_json(object);
+            print_json(pl::plan_json(plan, profile.name, pl::to_string(partition_spec)));
         } else {
             print_text(plan, profile.name);
         }

@@ -242,6 +242,20 @@ Manifest parse_manifest(std::string_view text, const std::string& display_path)
     return m;
 }
 
+nlohmann::ordered_json shard_record_json(const ShardRecord& s)
+{
+    nlohmann::ordered_json entry;
+    entry["rank"] = s.rank;
+    entry["path"] = s.path;
+    entry["sha256"] = s.sha256;
+    if (!s.xxh3.empty())
+        entry["xxh3"] = s.xxh3;
+    entry["bytes"] = s.bytes;
+    entry["param_shard_offset"] = s.param_shard_offset;
+    entry["param_shard_numel"] = s.param_shard_numel;
+    return entry;
+}
+
 std::string serialize_manifest(const Manifest& m)
 {
     nlohmann::ordered_json root;
@@ -253,18 +267,8 @@ std::string serialize_manifest(const Manifest& m)
     root["param_dtype"] = std::string(to_string(m.param_dtype));
     root["param_numel_total"] = m.param_numel_total;
     nlohmann::ordered_json shards = nlohmann::ordered_json::array();
-    for (const auto& s : m.shards) {
-        nlohmann::ordered_json entry;
-        entry["rank"] = s.rank;
-        entry["path"] = s.path;
-        entry["sha256"] = s.sha256;
-        if (!s.xxh3.empty())
-            entry["xxh3"] = s.xxh3;
-        entry["bytes"] = s.bytes;
-        entry["param_shard_offset"] = s.param_shard_offset;
-        entry["param_shard_numel"] = s.param_shard_numel;
-        shards.push_back(std::move(entry));
-    }
+    for (const auto& s : m.shards)
+        shards.push_back(shard_record_json(s));
     root["shards"] = std::move(shards);
     if (!m.tensors.empty()) {
         nlohmann::ordered_json tensors = nlohmann::ordered_json::array();

@@ -62,6 +62,9 @@ struct Manifest {
 // and, for a field of one shard, that shard's rank.
 Manifest parse_manifest(std::string_view text, const std::string& display_path);
 std::string serialize_manifest(const Manifest& manifest);
+// One `shards[]` entry exactly as serialize_manifest writes it (`xxh3` only when recorded): also
+// what a writer hands its coordinator (the Python module's write_rank_shard record).
+nlohmann::ordered_json shard_record_json(const ShardRecord& record);
 
 // The structural invariants of docs/format.md, without touching any shard file: world size, shard
 // count, duplicate ranks, tiling of the flat parameter space, path confinement.

@@ -36,13 +36,13 @@ struct TensorBytes {
     std::span<const std::byte> bytes;
 };
 
-std::vector<TensorBytes> tensor_bytes(const RankState& s)
+std::vector<TensorBytes> tensor_bytes(const RankStateView& s)
 {
     return {
-        {"param", s.dtype == ParamDtype::F16 ? "F16" : "BF16", std::as_bytes(std::span(s.param))},
-        {"master", "F32", std::as_bytes(std::span(s.master))},
-        {"exp_avg", "F32", std::as_bytes(std::span(s.exp_avg))},
-        {"exp_avg_sq", "F32", std::as_bytes(std::span(s.exp_avg_sq))},
+        {"param", s.dtype == ParamDtype::F16 ? "F16" : "BF16", std::as_bytes(s.param)},
+        {"master", "F32", std::as_bytes(s.master)},
+        {"exp_avg", "F32", std::as_bytes(s.exp_avg)},
+        {"exp_avg_sq", "F32", std::as_bytes(s.exp_avg_sq)},
     };
 }
 
@@ -62,8 +62,10 @@ std::string shard_file_name(int rank)
     return "rank" + std::to_string(rank) + ".safetensors";
 }
 
-ShardRecord write_rank_shard(const fs::path& dir, const RankState& state, int world_size,
-                             const WriteOptions& options)
+namespace {
+
+// What write_rank_shard refuses, checked by save_sharded for every rank before it writes any.
+void check_rank_state(const fs::path& dir, const RankStateView& state, int world_size)
 {
     const std::string display = (dir / shard_file_name(state.rank)).string();
     const uint64_t n = state.param.size();
@@ -77,7 +79,16 @@ ShardRecord write_rank_shard(const fs::path& dir, const RankState& state, int wo
                     display + ": rank " + std::to_string(state.rank) + " is outside 0.." +
                         std::to_string(world_size - 1),
                     display, state.rank);
+}
 
+} // namespace
+
+ShardRecord write_rank_shard(const fs::path& dir, const RankStateView& state, int world_size,
+                             const WriteOptions& options)
+{
+    check_rank_state(dir, state, world_size);
+    const std::string display = (dir / shard_file_name(state.rank)).string();
+    const uint64_t n = state.param.size();
     make_directories(dir);
     UniqueFd dirfd = fsutil::open_directory(dir);
     if (fsutil::exists_at(dirfd.get(), "manifest.json"))
@@ -130,11 +141,36 @@ Manifest commit(const fs::path& dir, std::vector<ShardRecord> records, const Che
     return m;
 }
 
-Manifest save_sharded(const std::vector<RankState>& states, const fs::path& dir, uint64_t step,
-                      const SaveOptions& options)
+void check_save(const std::vector<RankStateView>& states, const fs::path& dir)
 {
     if (states.empty())
         throw Error(ProblemKind::invalid_argument, dir.string() + ": nothing to save (no ranks)");
+    const int world = static_cast<int>(states.size());
+    Manifest planned;
+    planned.world_size = world;
+    planned.param_dtype = states.front().dtype;
+    for (const auto& s : states) {
+        if (s.dtype != planned.param_dtype)
+            throw Error(ProblemKind::invalid_argument,
+                        dir.string() + ": rank " + std::to_string(s.rank) +
+                            " has a different parameter dtype from rank " +
+                            std::to_string(states.front().rank));
+        check_rank_state(dir, s, world);
+        planned.param_numel_total += s.numel();
+        planned.shards.push_back({.rank = s.rank, .path = shard_file_name(s.rank),
+                                  .param_shard_offset = s.param_shard_offset, .param_shard_numel = s.numel()});
+    }
+    // The layout commit will check, checked before any shard is written: slices that do not tile
+    // the flat vector leave nothing behind.
+    const auto problems = check_manifest(planned, world, (dir / "manifest.json").string());
+    if (!problems.empty())
+        throw Error(problems.front());
+}
+
+Manifest save_sharded(const std::vector<RankStateView>& states, const fs::path& dir, uint64_t step,
+                      const SaveOptions& options)
+{
+    check_save(states, dir);
     const int world = static_cast<int>(states.size());
     CheckpointMeta meta;
     meta.world_size = world;
@@ -147,13 +183,7 @@ Manifest save_sharded(const std::vector<RankState>& states, const fs::path& dir,
     for (const auto& s : states) {
         meta.param_numel_total += s.numel();
         total_bytes += s.numel() * 14; // 2 + 3 * 4 bytes per element, headers aside
-        if (s.dtype != meta.param_dtype)
-            throw Error(ProblemKind::invalid_argument,
-                        dir.string() + ": rank " + std::to_string(s.rank) +
-                            " has a different parameter dtype from rank " +
-                            std::to_string(states.front().rank));
     }
-
     make_directories(dir);
     {
         UniqueFd dirfd = fsutil::open_directory(dir);

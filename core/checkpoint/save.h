@@ -26,8 +26,13 @@ std::string shard_file_name(int rank);
 
 // Writes rank `state.rank`'s shard as `<name>.tmp`, hashing (SHA-256 and XXH3) in the same pass,
 // fsyncs it and renames it into place. `world_size` goes into the file's metadata.
-ShardRecord write_rank_shard(const std::filesystem::path& dir, const RankState& state,
+ShardRecord write_rank_shard(const std::filesystem::path& dir, const RankStateView& state,
                              int world_size, const WriteOptions& options = {});
+inline ShardRecord write_rank_shard(const std::filesystem::path& dir, const RankState& state, int world_size,
+                                    const WriteOptions& options = {})
+{
+    return write_rank_shard(dir, view_of(state), world_size, options);
+}
 
 // Everything in a manifest but the shards.
 struct CheckpointMeta {
@@ -68,9 +73,25 @@ struct SaveOptions {
     const std::atomic<bool>* cancel = nullptr;
 };
 
-// Writes every rank's shard in parallel and commits. Refuses to overwrite a complete checkpoint
-// (Error already_exists); creates `dir` if needed. On failure or cancel no manifest is written.
-Manifest save_sharded(const std::vector<RankState>& states, const std::filesystem::path& dir,
+// What save_sharded refuses before it writes anything (Error): no ranks, mixed dtypes, a rank
+// write_rank_shard would refuse (unequal lengths, outside 0..N-1), a layout commit would refuse
+// (check_manifest: slices that do not tile the flat vector, a duplicate rank, ...). It touches
+// no file. CheckpointManager::save and save_async call it before they change anything in the
+// root, so a refused save leaves the root as it was.
+void check_save(const std::vector<RankStateView>& states, const std::filesystem::path& dir);
+
+// Writes every rank's shard in parallel and commits. Refuses, before writing anything, what
+// check_save refuses (before `dir` is created: a refused save leaves no directory behind) and
+// then a complete checkpoint in `dir` (Error already_exists); creates `dir` if needed. So bad
+// states aimed at an existing complete checkpoint raise check_save's kind (layout_gap,
+// duplicate_rank, invalid_argument, ...), not already_exists; the checkpoint is untouched either
+// way. On failure or cancel no manifest is written.
+Manifest save_sharded(const std::vector<RankStateView>& states, const std::filesystem::path& dir,
                       uint64_t step, const SaveOptions& options = {});
+inline Manifest save_sharded(const std::vector<RankState>& states, const std::filesystem::path& dir,
+                             uint64_t step, const SaveOptions& options = {})
+{
+    return save_sharded(views_of(states), dir, step, options);
+}
 
 } // namespace shardscope

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 namespace shardscope {
@@ -23,6 +24,36 @@ struct RankState {
     uint64_t numel() const { return param.size(); }
     bool operator==(const RankState&) const = default;
 };
+
+// The same slice viewed where it already lies, which is all a writer needs: the Python module
+// saves straight from numpy (or torch) buffers without first copying gigabytes into a RankState.
+// Valid only as long as the memory it views.
+struct RankStateView {
+    int rank = 0;
+    ParamDtype dtype = ParamDtype::F16;
+    uint64_t param_shard_offset = 0;
+    std::span<const uint16_t> param;
+    std::span<const float> master;
+    std::span<const float> exp_avg;
+    std::span<const float> exp_avg_sq;
+
+    uint64_t numel() const { return param.size(); }
+};
+
+inline RankStateView view_of(const RankState& s)
+{
+    return {.rank = s.rank, .dtype = s.dtype, .param_shard_offset = s.param_shard_offset, .param = s.param,
+            .master = s.master, .exp_avg = s.exp_avg, .exp_avg_sq = s.exp_avg_sq};
+}
+
+inline std::vector<RankStateView> views_of(const std::vector<RankState>& states)
+{
+    std::vector<RankStateView> views;
+    views.reserve(states.size());
+    for (const RankState& s : states)
+        views.push_back(view_of(s));
+    return views;
+}
 
 // Called from worker threads: implementations must be thread-safe and quick.
 using ProgressFn = std::function<void(uint64_t bytes_done, uint64_t bytes_total)>;

@@ -72,4 +72,18 @@ nlohmann::json to_trace_json(const Timeline& timeline, const std::string& title)
     return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }
 
+nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, const std::string& partition,
+                         bool with_ops)
+{
+    nlohmann::json out = to_json(plan.timeline, plan.pieces);
+    if (!with_ops) {
+        out.erase("ops");
+        out["op_count"] = plan.timeline.ops.size();
+    }
+    out["profile"] = profile_name;
+    out["partition"] = partition;
+    out["boundaries"] = plan.boundaries;
+    return out;
+}
+
 } // namespace shardscope::pipeline

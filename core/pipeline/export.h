@@ -16,6 +16,13 @@ namespace shardscope::pipeline {
 // Times are in ms. `pieces` supplies chunk_layers; pass the Plan's pieces.
 nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& pieces);
 
+// The `shardctl schedule --json` object: to_json(plan.timeline, plan.pieces) plus `profile`,
+// `partition` (as the user spelled the method, e.g. "manual:3,6,9") and `boundaries`. Without ops
+// (the report's pipeline section, the Python module's plan()) the op list is replaced by its
+// length, `op_count`. One builder, so the CLI, the report and Python cannot drift apart.
+nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, const std::string& partition,
+                         bool with_ops = true);
+
 // {"traceEvents": [...], "displayTimeUnit": "ms"}: one ph:"X" event per op with ts/dur in µs,
 // pid 0, tid = stage; ph:"M" process_name and thread_name ("stage s") / thread_sort_index
 // metadata so each stage is one named track in stage order.

@@ -137,6 +137,14 @@ nlohmann::json reshard_plan_json(const ReshardPlan& plan)
             {"bytes_moving", plan.bytes_moving}, {"targets", targets}};
 }
 
+nlohmann::json reshard_result_json(const ReshardResult& result, const std::filesystem::path& destination,
+                                   double seconds)
+{
+    return {{"ok", true}, {"path", destination.string()}, {"world_size", result.manifest.world_size},
+            {"step", result.manifest.step}, {"bytes", result.manifest.total_bytes()}, {"seconds", seconds},
+            {"plan", reshard_plan_json(result.plan)}};
+}
+
 nlohmann::json report_json(const ReportInput& input)
 {
     nlohmann::json out;
@@ -164,13 +172,8 @@ nlohmann::json report_json(const ReportInput& input)
         out["checkpoint"] = std::move(checkpoint);
     }
     if (input.pipeline) {
-        nlohmann::json pipeline = pipeline::to_json(input.pipeline->plan.timeline, input.pipeline->plan.pieces);
-        pipeline["op_count"] = input.pipeline->plan.timeline.ops.size();
-        pipeline.erase("ops");
-        pipeline["profile"] = input.pipeline->profile_name;
-        pipeline["partition"] = input.pipeline->partition;
-        pipeline["boundaries"] = input.pipeline->plan.boundaries;
-        out["pipeline"] = std::move(pipeline);
+        out["pipeline"] = pipeline::plan_json(input.pipeline->plan, input.pipeline->profile_name,
+                                              input.pipeline->partition, /*with_ops=*/false);
     }
     if (input.reshard)
         out["reshard"] = reshard_plan_json(*input.reshard);

@@ -78,6 +78,9 @@ struct ReportInput {
 // The plan as `shardctl plan-reshard --json` prints it: totals and, per target rank, its slice
 // and copy runs.
 nlohmann::json reshard_plan_json(const ReshardPlan& plan);
+// `shardctl reshard --json`: ok, path (the destination), world_size, step, bytes, seconds, plan.
+nlohmann::json reshard_result_json(const ReshardResult& result, const std::filesystem::path& destination,
+                                   double seconds);
 
 // JSON: generator, checkpoint {path, verify object, failure_mode, summary}, pipeline {settings,
 // bubble figures, stage_stats} (ops are left out: the timeline export carries them), reshard

@@ -277,7 +277,7 @@ void CheckpointManager::upload(const std::string& name)
     rotate(StepTier::mirror);
 }
 
-void CheckpointManager::commit_step(const std::vector<RankState>& states, uint64_t step, const SaveOptions& meta)
+void CheckpointManager::commit_step(const std::vector<RankStateView>& states, uint64_t step, const SaveOptions& meta)
 {
     const std::string name = step_dir_name(step);
     std::error_code ec;
@@ -354,8 +354,12 @@ void CheckpointManager::finish_previous_write()
         std::rethrow_exception(std::exchange(m_error, nullptr));
 }
 
-Manifest CheckpointManager::save(const std::vector<RankState>& states, uint64_t step, const SaveOptions& meta)
+Manifest CheckpointManager::save(const std::vector<RankStateView>& states, uint64_t step, const SaveOptions& meta)
 {
+    // Bad input is refused before the root is touched: clean_leftovers and commit_step (which
+    // moves an unpublished step aside) change the disk, and a save that then refuses must not
+    // have. A pending background error stays pending for the next call.
+    check_save(states, m_options.root / step_dir_name(step));
     finish_previous_write(); // uploads go on in the background
     clean_leftovers();
     {
@@ -372,8 +376,11 @@ Manifest CheckpointManager::save(const std::vector<RankState>& states, uint64_t 
     return read_manifest(m_options.root / step_dir_name(step));
 }
 
-void CheckpointManager::save_async(const std::vector<RankState>& states, uint64_t step, SaveOptions meta)
+void CheckpointManager::save_async(const std::vector<RankStateView>& states, uint64_t step, SaveOptions meta)
 {
+    // As in save(), and here also because the write runs later: bad input is refused now, by
+    // this call, not reported by the next one.
+    check_save(states, m_options.root / step_dir_name(step));
     finish_previous_write();
     clean_leftovers();
     {
@@ -385,11 +392,21 @@ void CheckpointManager::save_async(const std::vector<RankState>& states, uint64_
     // first save it is a plain copy into memory that is already mapped: first-touch page faults
     // cost far more than the copy itself.
     m_snapshot.resize(states.size());
-    for (std::size_t i = 0; i < states.size(); ++i)
-        m_snapshot[i] = states[i]; // vector assignment reuses the existing capacity
+    for (std::size_t i = 0; i < states.size(); ++i) {
+        const RankStateView& from = states[i];
+        RankState& to = m_snapshot[i];
+        to.rank = from.rank;
+        to.dtype = from.dtype;
+        to.param_shard_offset = from.param_shard_offset;
+        // assign() reuses the existing capacity
+        to.param.assign(from.param.begin(), from.param.end());
+        to.master.assign(from.master.begin(), from.master.end());
+        to.exp_avg.assign(from.exp_avg.begin(), from.exp_avg.end());
+        to.exp_avg_sq.assign(from.exp_avg_sq.begin(), from.exp_avg_sq.end());
+    }
     m_writer = std::thread([this, step, meta = std::move(meta)] {
         try {
-            commit_step(m_snapshot, step, meta);
+            commit_step(views_of(m_snapshot), step, meta);
         } catch (...) {
             std::lock_guard lock(m_mutex);
             m_writing.reset();

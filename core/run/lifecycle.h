@@ -77,13 +77,23 @@ public:
     CheckpointManager(const CheckpointManager&) = delete;
     CheckpointManager& operator=(const CheckpointManager&) = delete;
 
-    // Synchronous save of `states` as step `step`. Cleans up leftovers of crashed saves first.
-    Manifest save(const std::vector<RankState>& states, uint64_t step, const SaveOptions& meta = {});
+    // Synchronous save of `states` as step `step`. Refuses what check_save refuses before it
+    // touches the root (no cleanup, no step moved aside); then cleans up leftovers of crashed saves.
+    // The views are written in place (no copy); the RankState overload views its vectors.
+    Manifest save(const std::vector<RankStateView>& states, uint64_t step, const SaveOptions& meta = {});
+    Manifest save(const std::vector<RankState>& states, uint64_t step, const SaveOptions& meta = {})
+    {
+        return save(views_of(states), step, meta);
+    }
 
-    // Copies the state (the snapshot) and returns; the write runs on a background thread. A
-    // second call first waits for the previous write. An error of a background write is thrown
+    // Checks the input (check_save, thrown by this call), copies the state (the snapshot) and
+    // returns; the write runs on a background thread. A second call first waits for the previous write. An error of a background write is thrown
     // by the next save_async/save/wait call — never lost.
-    void save_async(const std::vector<RankState>& states, uint64_t step, SaveOptions meta = {});
+    void save_async(const std::vector<RankStateView>& states, uint64_t step, SaveOptions meta = {});
+    void save_async(const std::vector<RankState>& states, uint64_t step, SaveOptions meta = {})
+    {
+        save_async(views_of(states), step, std::move(meta));
+    }
     void wait(); // waits for the pending write and mirror uploads; rethrows their first error
 
     // Loads the step `latest` names; if it does not verify and a mirror holds the same step,
@@ -93,7 +103,7 @@ public:
     const ManagerOptions& options() const { return m_options; }
 
 private:
-    void commit_step(const std::vector<RankState>& states, uint64_t step, const SaveOptions& meta);
+    void commit_step(const std::vector<RankStateView>& states, uint64_t step, const SaveOptions& meta);
     void rotate(StepTier tier);
     void upload(const std::string& step_dir);
     void clean_leftovers();

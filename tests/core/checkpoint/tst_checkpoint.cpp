@@ -13,6 +13,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <cstring>
+#include <fstream>
+#include <memory>
 #include <fcntl.h>
 #include <random>
 
@@ -59,6 +61,23 @@ bool same_bytes(const std::vector<T>& a, const std::vector<T>& b)
 fs::path dir_of(const QTemporaryDir& tmp, const char* name = "step-000001")
 {
     return fs::path(tmp.path().toStdString()) / name;
+}
+
+// save_sharded's error kind for `states` as an int (QCOMPARE prints it), -1 when it saved.
+int save_error(const std::vector<RankState>& states, const fs::path& dir)
+{
+    try {
+        save_sharded(states, dir, 1);
+    } catch (const Error& e) {
+        return int(e.kind());
+    }
+    return -1;
+}
+
+std::string file_bytes(const fs::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
 }
 
 } // namespace
@@ -308,6 +327,90 @@ private slots:
         save_sharded(states, dir, 1);
         QVERIFY(verify_checkpoint(dir).ok());
         QCOMPARE(flat_state_digests(load_sharded(dir, 8).ranks), flat_state_digests(states));
+    }
+
+    // check_save runs before save_sharded creates anything: states that cannot form a checkpoint
+    // leave no directory behind (and so nothing a later save or a crash scan would trip over).
+    void badLayoutIsRefusedBeforeAnythingIsWritten_data()
+    {
+        QTest::addColumn<int>("shift");
+        QTest::addColumn<int>("kind");
+        QTest::addRow("gap") << 5 << int(ProblemKind::layout_gap);
+        QTest::addRow("overlap") << -5 << int(ProblemKind::layout_overlap);
+    }
+
+    void badLayoutIsRefusedBeforeAnythingIsWritten()
+    {
+        QFETCH(int, shift);
+        QFETCH(int, kind);
+        QTemporaryDir tmp;
+        const fs::path dir = dir_of(tmp);
+        auto states = make_demo_state(3, 4000, 2, ParamDtype::F16);
+        states[1].param_shard_offset = static_cast<uint64_t>(static_cast<int64_t>(states[1].param_shard_offset) + shift);
+        QCOMPARE(save_error(states, dir), kind);
+        QVERIFY(!fs::exists(dir));
+    }
+
+    void duplicateRankIsRefusedBeforeAnythingIsWritten()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = dir_of(tmp);
+        auto states = make_demo_state(3, 4000, 3, ParamDtype::F16);
+        states[2].rank = 1;
+        QCOMPARE(save_error(states, dir), int(ProblemKind::duplicate_rank));
+        QVERIFY(!fs::exists(dir));
+    }
+
+    // save.h: the check of the states comes first, so bad states aimed at a complete checkpoint
+    // report their own problem, not already_exists — and the checkpoint is untouched either way.
+    void badStatesOverACompleteCheckpointReportTheirOwnProblem()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = dir_of(tmp);
+        save_sharded(make_demo_state(1, 4000, 2, ParamDtype::F16), dir, 1);
+        auto states = make_demo_state(2, 4000, 2, ParamDtype::F16);
+        states[1].param_shard_offset += 5;
+        QCOMPARE(save_error(states, dir), int(ProblemKind::layout_gap));
+        QCOMPARE(save_error(make_demo_state(2, 4000, 2, ParamDtype::F16), dir), int(ProblemKind::already_exists));
+        QVERIFY(verify_checkpoint(dir).ok());
+        QCOMPARE(read_manifest(dir).step, uint64_t(1));
+    }
+
+    // What the Python module does: views over memory the caller owns (here plain heap arrays
+    // that no RankState knows about) write the same bytes as the RankState path.
+    void viewOverCallerMemorySavesTheSameBytes()
+    {
+        const auto states = random_state(10'007, 3, ParamDtype::BF16, 99u);
+        std::vector<std::unique_ptr<uint16_t[]>> params;
+        std::vector<std::unique_ptr<float[]>> floats;
+        std::vector<RankStateView> views;
+        for (const RankState& s : states) {
+            const std::size_t n = s.param.size();
+            params.push_back(std::make_unique<uint16_t[]>(n));
+            std::memcpy(params.back().get(), s.param.data(), n * sizeof(uint16_t));
+            const float* copied[3];
+            for (int t = 0; t < 3; ++t) {
+                const std::vector<float>& from = t == 0 ? s.master : t == 1 ? s.exp_avg : s.exp_avg_sq;
+                floats.push_back(std::make_unique<float[]>(n));
+                std::memcpy(floats.back().get(), from.data(), n * sizeof(float));
+                copied[t] = floats.back().get();
+            }
+            views.push_back({.rank = s.rank, .dtype = s.dtype, .param_shard_offset = s.param_shard_offset,
+                             .param = {params.back().get(), n}, .master = {copied[0], n},
+                             .exp_avg = {copied[1], n}, .exp_avg_sq = {copied[2], n}});
+        }
+        QTemporaryDir tmp;
+        const Manifest a = save_sharded(states, dir_of(tmp, "from-state"), 4);
+        const Manifest b = save_sharded(views, dir_of(tmp, "from-view"), 4);
+        QCOMPARE(b.shards.size(), a.shards.size());
+        for (std::size_t i = 0; i < a.shards.size(); ++i) {
+            QCOMPARE(b.shards[i].sha256, a.shards[i].sha256);
+            QCOMPARE(b.shards[i].xxh3, a.shards[i].xxh3);
+            QCOMPARE(b.shards[i].bytes, a.shards[i].bytes);
+            QVERIFY(file_bytes(dir_of(tmp, "from-view") / b.shards[i].path) ==
+                    file_bytes(dir_of(tmp, "from-state") / a.shards[i].path));
+        }
+        QCOMPARE(flat_state_digests(load_sharded(dir_of(tmp, "from-view"), 3).ranks), flat_state_digests(states));
     }
 };
 

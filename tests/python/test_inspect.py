@@ -1,0 +1,124 @@
+"""stats and diff from Python: every figure against numpy's float64, the health checks, a planted
+change found where it was planted, and the same objects as `shardctl stats/diff --json`."""
+
+import numpy as np
+
+import pyutil
+from pyutil import TempDirTest, flat_state, shardctl, split, without
+
+import shardscope
+
+# Three model tensors in a flat vector of 4000 (the last 7 elements belong to none of them).
+TENSORS = [{"name": "embed.weight", "offset": 0, "numel": 2000, "shape": [40, 50]},
+           {"name": "blocks.0.bias", "offset": 2000, "numel": 333, "shape": [333]},
+           {"name": "head.weight", "offset": 2333, "numel": 1660, "shape": [166, 10]}]
+NUMEL = 4000
+
+
+def decoded_param(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+class Stats(TempDirTest):
+    def setUp(self):
+        super().setUp()
+        # A large mean against a small spread: where a one-pass variance would lose digits.
+        self.flat = flat_state(NUMEL, 11, mean=1e3, scale=1e-2)
+        self.flat["master"][2000:2010] = 0.0  # zeros in blocks.0.bias
+        self.flat["param"] = pyutil.bf16_bits(self.flat["master"])
+        shardscope.save_sharded(self.path("c"), 5, split(self.flat, 3), tensors=TENSORS)
+
+    def test_figures_match_numpy_float64(self):
+        report = shardscope.stats(self.path("c"))
+        self.assertTrue(report["ok"], report["problems"])
+        self.assertEqual(report["format"], "shardscope")
+        by_key = {(t["name"], t["state"]): t for t in report["tensors"]}
+        self.assertEqual(len(by_key), 3 * 4)
+        for info in TENSORS:
+            lo, hi = info["offset"], info["offset"] + info["numel"]
+            for state in ("param", "master", "exp_avg", "exp_avg_sq"):
+                values = self.flat[state][lo:hi]
+                x = (decoded_param(values) if state == "param" else values).astype(np.float64)
+                t = by_key[(info["name"], state)]
+                self.assertEqual(t["shape"], info["shape"])
+                self.assertEqual(t["dtype"], "BF16" if state == "param" else "F32")
+                self.assertEqual(t["numel"], info["numel"])
+                self.assertEqual(t["zeros"], int(np.count_nonzero(x == 0)))
+                self.assertEqual((t["nan"], t["posinf"], t["neginf"]), (0, 0, 0))
+                self.assertEqual(t["min"], x.min())
+                self.assertEqual(t["max"], x.max())
+                self.assertEqual(t["abs_max"], np.abs(x).max())
+                self.assertAlmostEqual(t["mean"], x.mean(), delta=1e-12 * max(1.0, abs(x.mean())))
+                self.assertAlmostEqual(t["std"], x.std(), delta=1e-9 * max(x.std(), 1e-300))
+                self.assertAlmostEqual(t["l2"], np.sqrt(np.sum(x * x)), delta=1e-12 * np.sqrt(np.sum(x * x)))
+                nonzero = np.abs(x[x != 0])
+                bins = np.clip(np.floor(np.log2(nonzero)).astype(int) + 56, 0, 63)
+                self.assertEqual(t["histogram"]["counts"], np.bincount(bins, minlength=64).tolist())
+                # one part per rank slice the tensor overlaps, in order, covering it
+                self.assertEqual(sum(p["numel"] for p in t["parts"]), info["numel"])
+                for part in t["parts"]:
+                    first = part["first_element"]
+                    chunk = x[first:first + part["numel"]]
+                    self.assertEqual((part["min"], part["max"]), (chunk.min(), chunk.max()))
+
+    def test_planted_nan_fails_the_health_check_and_names_the_rank(self):
+        self.flat["master"][3500] = np.nan  # head.weight, in rank 2's slice [2666, 4000)
+        self.flat["param"] = pyutil.bf16_bits(self.flat["master"])
+        shardscope.save_sharded(self.path("nan"), 6, split(self.flat, 3), tensors=TENSORS)
+        report = shardscope.stats(self.path("nan"))
+        self.assertFalse(report["ok"])
+        nonfinite = [p for p in report["problems"] if p["kind"] == "nonfinite_values"]
+        self.assertEqual(len(nonfinite), 2)  # the master and its rounded param
+        self.assertTrue(all("head.weight" in p["message"] for p in nonfinite), nonfinite)
+        self.assertEqual({p["rank"] for p in nonfinite}, {2})
+        master = next(t for t in report["tensors"] if (t["name"], t["state"]) == ("head.weight", "master"))
+        self.assertEqual(master["nan"], 1)
+        # tensor= selects like --tensor GLOB
+        only = shardscope.stats(self.path("nan"), tensor="embed.*")
+        self.assertEqual({t["name"] for t in only["tensors"]}, {"embed.weight"})
+        self.assertTrue(only["ok"])
+
+    def test_the_stats_object_is_the_cli_object(self):
+        status, cli = shardctl("stats", self.path("c"))
+        self.assertEqual(status, 0)
+        self.assertEqual(without(shardscope.stats(self.path("c")), "seconds"), without(cli, "seconds"))
+        with self.assertRaises(shardscope.StorageError) as caught:
+            shardscope.stats(self.path("missing"))
+        self.assertEqual(caught.exception.kind, "cannot_open")
+
+
+class Diff(TempDirTest):
+    def test_a_planted_change_is_found_where_it_was_planted(self):
+        flat = flat_state(NUMEL, 12)
+        shardscope.save_sharded(self.path("a"), 1, split(flat, 4), tensors=TENSORS)
+        changed = {k: v.copy() for k, v in flat.items()}
+        index = 2333 + 1234  # element 1234 of head.weight
+        changed["master"][index] += np.float32(0.5)
+        shardscope.save_sharded(self.path("b"), 2, split(changed, 3), tensors=TENSORS)  # another world size
+
+        report = shardscope.diff(self.path("a"), self.path("b"))
+        self.assertFalse(report["ok"])
+        self.assertTrue(report["bitwise"])
+        differing = [t for t in report["tensors"] if t["status"] != "identical"]
+        self.assertEqual([(t["name"], t["state"]) for t in differing], [("head.weight", "master")])
+        t = differing[0]
+        self.assertEqual((t["changed_elements"], t["first_changed_element"]), (1, 1234))
+        expected = abs(np.float64(changed["master"][index]) - np.float64(flat["master"][index]))
+        self.assertEqual(t["max_abs_diff"], expected)
+        self.assertEqual(report["summary"]["changed"], 1)
+        self.assertEqual(report["summary"]["identical"], 11)
+        self.assertEqual(report["summary"]["largest_rel_l2"]["name"], "head.weight")
+
+        status, cli = shardctl("diff", self.path("a"), self.path("b"))
+        self.assertEqual(status, 1)
+        self.assertEqual(without(report, "seconds"), without(cli, "seconds"))
+        # within a tolerance the change is not one; and the same state at two world sizes is identical
+        self.assertTrue(shardscope.diff(self.path("a"), self.path("b"), atol=0.6)["ok"])
+        shardscope.save_sharded(self.path("a5"), 1, split(flat, 5), tensors=TENSORS)
+        self.assertTrue(shardscope.diff(self.path("a"), self.path("a5"))["ok"])
+        with self.assertRaises(shardscope.InvalidArgumentError):
+            shardscope.diff(self.path("a"), self.path("b"), rtol=-1)
+
+
+if __name__ == "__main__":
+    pyutil.main()
