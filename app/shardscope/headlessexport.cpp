@@ -9,6 +9,7 @@
 #include "widgets/panels/comparepanel.h"
 #include "core/inspect/content.h"
 #include "widgets/settings/settings.h"
+#include "widgets/style/format.h"
 
 #include <QCoreApplication>
 #include <QEventLoop>
@@ -18,9 +19,10 @@
 
 namespace {
 
+// Every sentence for the terminal: a name from a file cannot move the cursor or recolour it.
 int fail(int code, const QString& sentence)
 {
-    std::cerr << "shardscope: " << sentence.toStdString() << std::endl;
+    std::cerr << "shardscope: " << shardwidgets::printableText(sentence).toStdString() << std::endl;
     return code;
 }
 
@@ -132,6 +134,6 @@ int runHeadlessExport(const HeadlessExport& request)
     }
     if (status == 1 && window.checkpointPanel()->report())
         std::cerr << "shardscope: " << window.checkpointPanel()->report()->problems.size()
-                  << " problem(s) found; see " << request.file.toStdString() << std::endl;
+                  << " problem(s) found; see " << shardwidgets::printableText(request.file).toStdString() << std::endl;
     return status;
 }

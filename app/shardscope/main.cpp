@@ -6,6 +6,7 @@
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/panels/reshardpanel.h"
 #include "widgets/settings/settings.h"
+#include "widgets/style/format.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -67,7 +68,7 @@ int main(int argc, char** argv)
                                         QStringLiteral("VIEW"));
     parser.addOptions({profile, exportTo, demo, reshardTo, compare, exportView});
     if (!parser.parse(QApplication::arguments())) {
-        std::cerr << "shardscope: " << parser.errorText().toStdString() << " (see shardscope --help)\n";
+        std::cerr << "shardscope: " << shardwidgets::printableText(parser.errorText()).toStdString() << " (see shardscope --help)\n";
         return 2;
     }
     if (parser.isSet(QStringLiteral("help"))) {
@@ -91,7 +92,7 @@ int main(int argc, char** argv)
         reshardTarget = parser.value(reshardTo).toInt(&ok);
         if (!ok || reshardTarget < 1 || reshardTarget > shardscope::kMaxWorldSize) {
             std::cerr << "shardscope: --reshard-to expects a world size from 1 to " << shardscope::kMaxWorldSize << ", not '"
-                      << parser.value(reshardTo).toStdString() << "'\n";
+                      << shardwidgets::printableText(parser.value(reshardTo)).toStdString() << "'\n";
             return 2;
         }
     }

@@ -1,4 +1,5 @@
 #include "app/shardscope/mainwindow.h"
+#include "app/shardscope/pagescrollarea.h"
 
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/jobs/democheckpoint.h"
@@ -12,6 +13,7 @@
 #include "widgets/panels/tensorspanel.h"
 #include "widgets/panels/comparepanel.h"
 #include "widgets/settings/settings.h"
+#include "widgets/style/format.h"
 #include "widgets/style/statusstyle.h"
 
 #include <QAction>
@@ -27,6 +29,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QStackedWidget>
 #include <QStatusBar>
@@ -55,22 +58,26 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
 
     m_checkpointStack->addWidget(createWelcomePage());
     m_checkpointStack->addWidget(m_checkpoint);
-    m_tabs->addTab(m_checkpointStack, tr("&Checkpoint"));
-    m_tabs->addTab(m_tensors, tr("&Tensors"));
-    m_tabs->addTab(m_compare, tr("Co&mpare"));
-    m_tabs->addTab(m_reshard, tr("&Reshard"));
-    m_tabs->addTab(m_planner, tr("&Pipeline planner"));
+    addPage(m_checkpointStack, tr("&Checkpoint"));
+    addPage(m_tensors, tr("&Tensors"));
+    addPage(m_compare, tr("Co&mpare"));
+    addPage(m_reshard, tr("&Reshard"));
+    addPage(m_planner, tr("&Pipeline planner"));
     m_reshard->setInteractive(m_interactive);
     m_tabs->setDocumentMode(true);
     setCentralWidget(m_tabs);
+    setMinimumSize(kMinimumSize);
     statusBar()->addPermanentWidget(m_verdict);
     createActions();
 
-    connect(m_checkpoint, &CheckpointPanel::statusMessage, this, [this](const QString& text) {
-        statusBar()->showMessage(text);
+    connect(m_checkpoint, &CheckpointPanel::statusMessage, this,
+            [this](const QString& text) { showPageMessage(m_checkpointStack, text); });
+    connect(m_tabs, &QTabWidget::currentChanged, this, [this] {
+        if (m_messagePage && currentPage() != m_messagePage && statusBar()->currentMessage() == m_pageMessage)
+            statusBar()->clearMessage();
     });
     connect(m_checkpoint, &CheckpointPanel::opened, this, [this](const QString& dir) {
-        setWindowTitle(tr("%1 — ShardScope").arg(QFileInfo(dir).fileName()));
+        setWindowTitle(tr("%1 — ShardScope").arg(printableText(QFileInfo(dir).fileName())));
         m_verdict->setText(tr("⏳ verifying"));
     });
     connect(m_checkpoint, &CheckpointPanel::verificationFinished, this, &MainWindow::onVerificationFinished);
@@ -83,7 +90,7 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
         if (const auto& manifest = m_checkpoint->controller()->manifest())
             m_reshard->setCheckpoint(dir, *manifest);
         else
-            m_reshard->clear();
+            m_reshard->setNoManifest(dir);
     });
     connect(m_checkpoint, &CheckpointPanel::openFailed, m_reshard, &ReshardPanel::clear);
     // The Tensors page reads the values of the same checkpoint, in the background, at once.
@@ -99,12 +106,12 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
             m_reshard->setTargetWorldSize(value);
     });
     connect(m_reshard, &ReshardPanel::openRequested, this, &MainWindow::openPath);
-    connect(m_reshard, &ReshardPanel::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text); });
+    connect(m_reshard, &ReshardPanel::statusMessage, this, [this](const QString& text) { showPageMessage(m_reshard, text); });
     connect(m_checkpoint, &CheckpointPanel::openFailed, this, [this](const QString& message, const QString& path) {
         m_verdict->setText(tr("✗ not opened"));
         m_settings->removeRecentFolder(path);
         updateRecentMenu();
-        showError(tr("Cannot open checkpoint"), tr("<b>%1</b><br><br>%2").arg(path.toHtmlEscaped(), message.toHtmlEscaped()));
+        showError(tr("Cannot open checkpoint"), tr("<b>%1</b><br><br>%2").arg(printableText(path).toHtmlEscaped(), message.toHtmlEscaped()));
     });
     connect(m_planner, &PlannerPanel::profileError, this,
             [this](const QString& message) { showError(tr("Cannot load profile"), message.toHtmlEscaped()); });
@@ -112,6 +119,28 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     resize(1440, 900);
     restoreGeometry(m_settings->windowGeometry());
     restoreState(m_settings->windowState(), Settings::kWindowStateVersion);
+}
+
+void MainWindow::addPage(QWidget* page, const QString& title)
+{
+    // Each page is laid out for at least the window's minimum size; when it needs more (a root's
+    // steps above a long failure, a large font) it scrolls rather than squeezing its controls
+    // until their labels are cut. One scroll area per page: a tall page does not make the
+    // others scroll.
+    m_tabs->addTab(new PageScrollArea(page, m_tabs), title);
+}
+
+QWidget* MainWindow::currentPage() const
+{
+    const auto* scroll = qobject_cast<const QScrollArea*>(m_tabs->currentWidget());
+    return scroll ? scroll->widget() : nullptr;
+}
+
+void MainWindow::showPage(QWidget* page)
+{
+    for (int i = 0; i < m_tabs->count(); ++i)
+        if (const auto* scroll = qobject_cast<const QScrollArea*>(m_tabs->widget(i)); scroll && scroll->widget() == page)
+            m_tabs->setCurrentIndex(i);
 }
 
 QWidget* MainWindow::createWelcomePage()
@@ -141,10 +170,13 @@ QWidget* MainWindow::createWelcomePage()
     auto* recent = new QListWidget(page);
     recent->setMaximumWidth(640);
     recent->setMaximumHeight(200);
-    for (const QString& path : m_settings->recentFolders())
-        recent->addItem(path);
+    for (const QString& path : m_settings->recentFolders()) {
+        auto* item = new QListWidgetItem(printableText(path), recent);
+        item->setData(Qt::UserRole, path); // what to open: the folder itself, not how it is shown
+    }
     recent->setVisible(recent->count() > 0);
-    connect(recent, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) { openPath(item->text()); });
+    connect(recent, &QListWidget::itemActivated, this,
+            [this](QListWidgetItem* item) { openPath(item->data(Qt::UserRole).toString()); });
     outer->addWidget(icon);
     outer->addWidget(title);
     outer->addLayout(buttons);
@@ -163,7 +195,9 @@ void MainWindow::updateRecentMenu()
     m_recentMenu->clear();
     const QStringList folders = m_settings->recentFolders();
     for (int i = 0; i < folders.size(); ++i) {
-        QAction* action = m_recentMenu->addAction(QStringLiteral("&%1 %2").arg((i + 1) % 10).arg(folders[i]));
+        // "&&": an ampersand in a folder name is shown, not taken for a shortcut.
+        const QString shown = printableText(folders[i]).replace(QLatin1Char('&'), QStringLiteral("&&"));
+        QAction* action = m_recentMenu->addAction(QStringLiteral("&%1 %2").arg((i + 1) % 10).arg(shown));
         connect(action, &QAction::triggered, this, [this, path = folders[i]] { openPath(path); });
     }
     m_recentMenu->addSeparator();
@@ -180,7 +214,7 @@ void MainWindow::openAndCompare(const QString& path, const QString& other)
     auto* once = new QObject(this);
     connect(m_checkpoint, &CheckpointPanel::opened, once, [this, once, other] {
         once->deleteLater();
-        m_tabs->setCurrentWidget(m_compare);
+        showPage(m_compare);
         m_compare->compareWith(other);
     });
     connect(m_checkpoint, &CheckpointPanel::openFailed, once, &QObject::deleteLater);
@@ -220,12 +254,12 @@ void MainWindow::openDemo()
 
 void MainWindow::showPlanner()
 {
-    m_tabs->setCurrentWidget(m_planner);
+    showPage(m_planner);
 }
 
 void MainWindow::showReshard()
 {
-    m_tabs->setCurrentWidget(m_reshard);
+    showPage(m_reshard);
 }
 
 void MainWindow::showCheckpoint()
@@ -346,11 +380,21 @@ void MainWindow::showError(const QString& title, const QString& text)
     box.exec();
 }
 
+void MainWindow::showPageMessage(QWidget* page, const QString& text)
+{
+    m_messagePage = page;
+    m_pageMessage = text;
+    statusBar()->showMessage(text, currentPage() == page ? 0 : 8000);
+}
+
 void MainWindow::onVerificationFinished()
 {
     const auto& report = m_checkpoint->report();
     if (!report)
         return;
+    // A manifest only the verifier could read (the first read raced a writer): preview it now.
+    if (!m_reshard->plan() && report->manifest)
+        m_reshard->setCheckpoint(m_checkpoint->controller()->directory(), *report->manifest);
     if (report->cancelled)
         m_verdict->setText(tr("◌ cancelled"));
     else if (report->ok())
@@ -360,7 +404,7 @@ void MainWindow::onVerificationFinished()
     // Reshard verifies every source shard: after a failure it would only stop, so say so up front.
     m_reshard->setSourceProblem(report->cancelled || report->ok()
                                     ? QString()
-                                    : QString::fromStdString(shardscope::classify_failure(*report).title));
+                                    : printableText(shardscope::classify_failure(*report).title));
     const Severity severity = report->cancelled ? Severity::neutral : report->ok() ? Severity::good : Severity::bad;
     QPalette pal = m_verdict->palette();
     pal.setColor(QPalette::WindowText, severityColor(severity, palette()));

@@ -4,6 +4,7 @@
 // themselves live in the widgets library; this file only wires them to the desktop.
 
 #include <QMainWindow>
+#include <QSize>
 
 class QLabel;
 class QMenu;
@@ -23,6 +24,9 @@ struct ReportSources;
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
+    // The smallest window every page is checked at: labels and buttons whole, tables a few rows.
+    static constexpr QSize kMinimumSize{800, 600};
+
     // `interactive` false: no dialogs (headless export); errors are only reported by signals.
     MainWindow(shardwidgets::Settings* settings, bool interactive, QWidget* parent = nullptr);
 
@@ -52,6 +56,9 @@ protected:
 
 private:
     void createActions();
+    void addPage(QWidget* page, const QString& title); // a tab, scrolling when the window is small
+    QWidget* currentPage() const;
+    void showPage(QWidget* page);
     QWidget* createWelcomePage();
     void updateRecentMenu();
     void chooseFolder();
@@ -64,6 +71,9 @@ private:
     void showAbout();
     void showError(const QString& title, const QString& text);
     void onVerificationFinished();
+    // A page's news ("Reshard failed: ...") in the status bar for as long as that page is shown;
+    // from a page in the background, only for a few seconds.
+    void showPageMessage(QWidget* page, const QString& text);
     shardwidgets::ReportSources reportSources();
 
     shardwidgets::Settings* m_settings;
@@ -78,4 +88,6 @@ private:
     QMenu* m_recentMenu = nullptr;
     QString m_openedFolder; // as the user opened it: the key of its remembered settings
     QLabel* m_verdict;
+    QWidget* m_messagePage = nullptr; // the page whose message the status bar shows, if any
+    QString m_pageMessage;
 };

@@ -33,7 +33,7 @@ void MainWindow::createActions()
     updateRecentMenu();
     file->addAction(tr("Open &Demo Checkpoint"), this, &MainWindow::openDemo);
     QAction* compare = file->addAction(tr("Compare &With…"), this, [this] {
-        m_tabs->setCurrentWidget(m_compare);
+        showPage(m_compare);
         m_compare->chooseAndCompare();
     });
     compare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_D));
@@ -76,7 +76,7 @@ void MainWindow::createActions()
         const bool checkpoint = !m_checkpoint->currentPath().isEmpty();
         reverify->setEnabled(checkpoint && !verifying);
         cancel->setEnabled(verifying);
-        report->setEnabled(checkpoint || m_tabs->currentWidget() == m_planner);
+        report->setEnabled(checkpoint || currentPage() == m_planner);
     };
     connect(m_checkpoint, &CheckpointPanel::verificationStarted, this, updateActions);
     connect(m_checkpoint, &CheckpointPanel::verificationFinished, this, updateActions);
@@ -120,9 +120,9 @@ void MainWindow::createActions()
     showReshard->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_3));
     QAction* showPlan = view->addAction(tr("&Pipeline Planner"), this, &MainWindow::showPlanner);
     showPlan->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
-    QAction* showTensors = view->addAction(tr("&Tensors"), this, [this] { m_tabs->setCurrentWidget(m_tensors); });
+    QAction* showTensors = view->addAction(tr("&Tensors"), this, [this] { showPage(m_tensors); });
     showTensors->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_4));
-    QAction* showCompare = view->addAction(tr("Co&mpare"), this, [this] { m_tabs->setCurrentWidget(m_compare); });
+    QAction* showCompare = view->addAction(tr("Co&mpare"), this, [this] { showPage(m_compare); });
     showCompare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_5));
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));

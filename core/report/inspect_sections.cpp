@@ -2,6 +2,7 @@
 // verdict and section (shardctl stats) and the comparison (shardctl diff).
 
 #include "core/report/internal/sections.h"
+#include "core/util/printable.h"
 
 #include <cstdio>
 
@@ -18,7 +19,7 @@ ReportTable content_table(const ContentReport& content)
         if (t.stats.nonfinite() == 0 || table.rows.size() >= kRowsShown)
             continue;
         const ValueStats& s = t.stats;
-        table.rows.push_back({{t.name, t.state, std::string(to_string(t.type)), std::to_string(s.numel),
+        table.rows.push_back({{printable(t.name), t.state, std::string(to_string(t.type)), std::to_string(s.numel),
                                std::to_string(s.nan), std::to_string(s.posinf), std::to_string(s.neginf)}});
     }
     return table;
@@ -90,7 +91,7 @@ ReportTable diff_table(const DiffReport& diff)
             continue;
         const bool compared = t.status == DiffStatus::changed || t.status == DiffStatus::dtype_changed;
         const auto rel = t.rel_l2();
-        table.rows.push_back({{t.name, t.state, std::string(to_string(t.status)),
+        table.rows.push_back({{printable(t.name), t.state, std::string(to_string(t.status)),
                                compared ? std::to_string(t.sums.changed) + " of " + std::to_string(t.numel) : "",
                                compared ? significant(t.sums.max_abs_diff) : "",
                                compared ? (rel ? significant(*rel) : std::string("inf")) : ""}});

@@ -82,6 +82,19 @@ FailureSummary classify_failure(const VerifyReport& report)
         summary.meaning = "Without a valid manifest the shards cannot be checked or loaded. If the "
                           "save was interrupted this step never committed: resume from the "
                           "previous step.";
+    } else if (!report.manifest &&
+               std::any_of(report.problems.begin(), report.problems.end(), [](const Problem& p) {
+                   return p.kind == ProblemKind::partial_write && p.path == "manifest.json";
+               })) {
+        // A step without its manifest has no shard that could be missing: the save stopped
+        // before its commit, and what it left out is the manifest.
+        ranks_of({ProblemKind::partial_write});
+        summary.mode = FailureMode::partial_write;
+        summary.title = "Missing manifest: " + report.dir.filename().string() +
+                        " was never committed (no manifest.json)";
+        summary.meaning = "The save stopped before its commit: shard data may be on disk, but without the "
+                          "manifest that makes it a checkpoint this step cannot be loaded. Resume from the "
+                          "previous complete step.";
     } else if (ranks_of({ProblemKind::partial_write, ProblemKind::missing_shard,
                          ProblemKind::size_mismatch})) {
         summary.mode = FailureMode::partial_write;

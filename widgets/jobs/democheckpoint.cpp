@@ -1,6 +1,7 @@
 #include "widgets/jobs/democheckpoint.h"
 
 #include "core/run/demo.h"
+#include "widgets/style/format.h"
 
 #include <QDir>
 #include <QSaveFile>
@@ -57,7 +58,7 @@ QString ensureDemoCheckpoint(QString* error)
         return root;
     } catch (const std::exception& e) {
         if (error)
-            *error = QString::fromUtf8(e.what());
+            *error = printableText(e.what());
         return {};
     }
 }

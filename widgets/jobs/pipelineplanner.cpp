@@ -1,6 +1,7 @@
 #include "widgets/jobs/pipelineplanner.h"
 
 #include "core/util/error.h"
+#include "widgets/style/format.h"
 
 #include <QDir>
 #include <QFile>
@@ -67,7 +68,7 @@ bool PipelinePlanner::loadProfile(const QString& path, QString* error)
         return true;
     } catch (const shardscope::Error& e) {
         if (error)
-            *error = QString::fromStdString(e.what());
+            *error = printableText(e.what());
         return false;
     }
 }
@@ -134,7 +135,7 @@ bool PipelinePlanner::setBoundaries(const std::vector<int>& boundaries)
         pl::validate_boundaries(int(m_profile.layers.size()), m_spec.stages * m_spec.virtual_stages,
                                 boundaries);
     } catch (const shardscope::Error& e) {
-        m_error = QString::fromStdString(e.what());
+        m_error = printableText(e.what());
         return false;
     }
     m_method = pl::PartitionMethod::manual;
@@ -176,7 +177,7 @@ void PipelinePlanner::repartition()
     } catch (const shardscope::Error& e) {
         m_boundaries.clear();
         m_plan.reset();
-        m_error = QString::fromStdString(e.what());
+        m_error = printableText(e.what());
         emit planChanged();
         return;
     }
@@ -193,7 +194,7 @@ void PipelinePlanner::replan()
     } catch (const shardscope::Error& e) {
         m_schedule.reset();
         m_plan.reset();
-        m_error = QString::fromStdString(e.what());
+        m_error = printableText(e.what());
     }
     emit planChanged();
 }

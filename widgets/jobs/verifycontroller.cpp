@@ -2,6 +2,7 @@
 
 #include "core/foreign/detect.h"
 #include "core/run/lifecycle.h"
+#include "widgets/style/format.h"
 
 #include <QDir>
 #include <QtConcurrent>
@@ -177,7 +178,8 @@ void VerifyController::onJobFinished(Outcome outcome)
 {
     if (outcome.error) {
         const auto& problem = *outcome.error;
-        emit failed(QString::fromStdString(problem.message), QString::fromStdString(problem.path));
+        // The message is shown, the path is opened again or forgotten: only the message is escaped.
+        emit failed(printableText(problem.message), QString::fromStdString(problem.path));
         return;
     }
     m_report = std::move(outcome.report);

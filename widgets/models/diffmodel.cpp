@@ -64,8 +64,8 @@ QVariant DiffModel::data(const QModelIndex& index, int role) const
     const auto rel = t.rel_l2();
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
-        case Name: return QString::fromStdString(t.name);
-        case State: return QString::fromStdString(t.state);
+        case Name: return printableText(t.name);
+        case State: return printableText(t.state);
         case Status: return QString::fromUtf8(to_string(t.status).data()).replace(QLatin1Char('_'), QLatin1Char(' '));
         case Dtype:
             if (a && b && a->type != b->type)

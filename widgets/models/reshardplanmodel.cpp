@@ -38,8 +38,7 @@ QString ReshardPlanModel::sources(const shardscope::TargetPlan& target) const
     QStringList parts;
     for (std::size_t i = 0; i < target.runs.size() && i < 4; ++i) {
         const auto& run = target.runs[i];
-        const double share = target.numel ? 100.0 * double(run.numel) / double(target.numel) : 0.0;
-        parts << tr("r%1 (%2 %)").arg(run.source_rank).arg(share, 0, 'f', share < 10 ? 1 : 0);
+        parts << tr("r%1 (%2)").arg(run.source_rank).arg(formatPercent(run.numel, target.numel));
     }
     if (target.runs.size() > 4)
         parts << tr("+%1 more").arg(target.runs.size() - 4);

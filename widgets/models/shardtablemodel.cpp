@@ -121,7 +121,7 @@ QVariant ShardTableModel::display(const Row& row, int column) const
         if (row.check.status == ShardStatus::hashing)
             return tr("hashing %1%").arg(row.percent);
         return statusText(row.check.status);
-    case File: return QString::fromStdString(row.record.path);
+    case File: return printableText(row.record.path);
     case Bytes: // a truncated or grown shard: what is on disk, then what the manifest records
         if (row.check.status == ShardStatus::size_mismatch && row.check.actual_bytes != row.record.bytes)
             return tr("%1 of %2").arg(formatBytes(row.check.actual_bytes), formatBytes(row.record.bytes));
@@ -133,10 +133,10 @@ QVariant ShardTableModel::display(const Row& row, int column) const
             // Problems start with "rank R: /dir/file: "; the row already names the file.
             const std::string& detail = row.check.detail;
             const auto at = detail.find(row.record.path + ": ");
-            return QString::fromStdString(at == std::string::npos ? detail
-                                                                   : detail.substr(at + row.record.path.size() + 2));
+            return printableText(at == std::string::npos ? std::string_view(detail)
+                                                          : std::string_view(detail).substr(at + row.record.path.size() + 2));
         }
-        return QString::fromStdString(row.record.sha256.substr(0, 12)) + QChar(0x2026);
+        return printableText(row.record.sha256.substr(0, 12)) + QChar(0x2026);
     }
     return {};
 }
@@ -146,14 +146,14 @@ QVariant ShardTableModel::tooltip(const Row& row, int column) const
     switch (column) {
     case Status:
         if (!row.check.detail.empty())
-            return QString::fromStdString(row.check.detail);
+            return printableText(row.check.detail);
         return statusText(row.check.status);
     case Sha256: {
         if (m_foreign)
-            return row.check.detail.empty() ? QVariant() : QString::fromStdString(row.check.detail);
-        QString text = tr("recorded: %1").arg(QString::fromStdString(row.record.sha256));
+            return row.check.detail.empty() ? QVariant() : printableText(row.check.detail);
+        QString text = tr("recorded: %1").arg(printableText(row.record.sha256));
         if (!row.check.actual_digest.empty() && row.check.actual_digest != row.record.sha256)
-            text += tr("\non disk:  %1").arg(QString::fromStdString(row.check.actual_digest));
+            text += tr("\non disk:  %1").arg(printableText(row.check.actual_digest));
         return text;
     }
     case Bytes:
@@ -183,7 +183,7 @@ QVariant ShardTableModel::data(const QModelIndex& index, int role) const
     case Qt::ToolTipRole: return tooltip(row, column);
     case FullValueRole:
         if (column == Sha256 && !m_foreign)
-            return QString::fromStdString(row.record.sha256);
+            return printableText(row.record.sha256);
         return display(row, column);
     case StatusRole: return int(row.check.status);
     case SortRole:

@@ -81,13 +81,13 @@ void StepListModel::setVerdict(const QString& directory, bool ok)
 QString StepListModel::tooltip(const shardscope::StepInfo& s) const
 {
     QStringList lines;
-    lines << QString::fromStdString(s.name);
+    lines << printableText(s.name);
     if (s.complete)
         lines << tr("%n rank(s), %1", nullptr, s.world_size).arg(formatBytes(s.bytes));
     if (!s.problem.empty())
-        lines << QString::fromStdString(s.problem);
+        lines << printableText(s.problem);
     for (const auto& file : s.leftover_tmp_files)
-        lines << tr("leftover temporary file %1 (an interrupted write)").arg(QString::fromStdString(file));
+        lines << tr("leftover temporary file %1 (an interrupted write)").arg(printableText(file));
     if (s.is_latest)
         lines << tr("`latest` names this step: a resume starts here");
     if (s.tier == shardscope::StepTier::local && !m_mirror.isEmpty())

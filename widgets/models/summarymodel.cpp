@@ -13,8 +13,21 @@ namespace {
 QString jsonScalar(const nlohmann::json& value)
 {
     if (value.is_string())
-        return QString::fromStdString(value.get<std::string>());
-    return QString::fromStdString(value.dump());
+        return printableText(value.get_ref<const std::string&>());
+    // dump() escapes control characters; `replace` keeps a string that is not UTF-8 from throwing.
+    return printableText(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+// A value whose later lines are its details (the tooltip's): each line made printable on its
+// own, so its line breaks stay line breaks.
+QString printableLines(const std::string& text)
+{
+    QStringList lines;
+    std::size_t start = 0;
+    for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1)
+        lines << printableText(std::string_view(text).substr(start, end - start));
+    lines << printableText(std::string_view(text).substr(start));
+    return lines.join(QLatin1Char('\n'));
 }
 
 // Training state is free-form JSON: show nested objects as dotted paths, one leaf per row, but
@@ -24,7 +37,7 @@ void flatten(const nlohmann::json& node, const QString& prefix,
 {
     if (node.is_object() && depth < 4) {
         for (auto it = node.begin(); it != node.end(); ++it) {
-            const QString key = QString::fromStdString(it.key());
+            const QString key = printableText(it.key());
             flatten(it.value(), prefix.isEmpty() ? key : prefix + QLatin1Char('.') + key, out,
                     depth + 1);
         }
@@ -45,7 +58,7 @@ void SummaryModel::setCheckpoint(const QString& dir, const QString& format,
     auto add = [this](const QString& property, const QString& value, const QString& tip = {}) {
         m_entries.push_back({property, value, tip.isEmpty() ? value : tip});
     };
-    add(tr("Directory"), dir);
+    add(tr("Directory"), printableText(dir));
     add(tr("Format"), format);
     add(tr("Schema version"), QString::number(manifest.schema_version));
     add(tr("World size"), QString::number(manifest.world_size));
@@ -84,12 +97,12 @@ void SummaryModel::setForeign(const QString& dir, const shardscope::VerifyReport
             shown = shown.left(77) + QStringLiteral("…");
         m_entries.push_back({property, shown, value});
     };
-    add(tr("Directory"), dir);
-    add(tr("Format"), QString::fromStdString(report.format));
+    add(tr("Directory"), printableText(dir));
+    add(tr("Format"), printableText(report.format));
     if (report.foreign) {
         for (const auto& [key, value] : report.foreign->rows)
             if (key != "format")
-                add(QString::fromStdString(key), QString::fromStdString(value));
+                add(printableText(key), printableLines(value));
         constexpr std::size_t kShownTensors = 200; // the CLI's --json lists them all
         for (std::size_t i = 0; i < report.foreign->tensors.size() && i < kShownTensors; ++i) {
             const auto& t = report.foreign->tensors[i];
@@ -98,9 +111,9 @@ void SummaryModel::setForeign(const QString& dir, const shardscope::VerifyReport
                 dims << QString::number(d);
             const QString where = t.chunks.size() > 1 ? tr(" in %1 chunks").arg(t.chunks.size())
                                   : t.file.empty()    ? QString()
-                                                      : QStringLiteral(" in %1").arg(QString::fromStdString(t.file));
+                                                      : QStringLiteral(" in %1").arg(printableText(t.file));
             QString value = QStringLiteral("%1 [%2] %3%4")
-                                .arg(QString::fromStdString(t.dtype), dims.join(QStringLiteral(", ")), formatBytes(t.bytes), where);
+                                .arg(printableText(t.dtype), dims.join(QStringLiteral(", ")), formatBytes(t.bytes), where);
             // Chunked tensors (DCP) list where each chunk lives, below the line the table shows.
             constexpr std::size_t kShownChunks = 16;
             if (t.chunks.size() > 1) {
@@ -111,14 +124,14 @@ void SummaryModel::setForeign(const QString& dir, const shardscope::VerifyReport
                                       QString::fromStdString(shardscope::join_dims(chunk.sizes)),
                                       chunk.file.empty() ? tr("no storage")
                                                          : tr("%1 bytes [%2, +%3)")
-                                                               .arg(QString::fromStdString(chunk.file))
+                                                               .arg(printableText(chunk.file))
                                                                .arg(chunk.offset)
                                                                .arg(chunk.length));
                 }
                 if (t.chunks.size() > kShownChunks)
                     value += tr("\n… %1 more chunks").arg(t.chunks.size() - kShownChunks);
             }
-            add(tr("Tensor %1").arg(QString::fromStdString(t.name)), value);
+            add(tr("Tensor %1").arg(printableText(t.name)), value);
         }
         if (report.foreign->tensors_total > kShownTensors)
             add(tr("More tensors"), QString::number(report.foreign->tensors_total - kShownTensors));

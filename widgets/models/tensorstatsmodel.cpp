@@ -77,8 +77,8 @@ QVariant TensorStatsModel::data(const QModelIndex& index, int role) const
     const ValueStats& s = t.stats;
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
-        case Name: return QString::fromStdString(t.name);
-        case State: return QString::fromStdString(t.state);
+        case Name: return printableText(t.name);
+        case State: return printableText(t.state);
         case Dtype: return QString::fromUtf8(to_string(t.type).data(), qsizetype(to_string(t.type).size()));
         case Shape: return formatShape(t.shape);
         case Min: return figure(s, s.min);
@@ -148,7 +148,7 @@ QVariant TensorPartsModel::data(const QModelIndex& index, int role) const
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
         case Rank: return part.rank >= 0 ? QVariant(part.rank) : QVariant(QStringLiteral("–"));
-        case File: return QString::fromStdString(part.file);
+        case File: return printableText(part.file);
         case Elements: return formatCount(part.numel);
         case Min: return figure(s, s.min);
         case Max: return figure(s, s.max);

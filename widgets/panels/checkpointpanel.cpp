@@ -1,6 +1,7 @@
 #include "widgets/panels/checkpointpanel.h"
 
 #include "widgets/views/failurebanner.h"
+#include "widgets/style/flowlayout.h"
 #include "widgets/style/format.h"
 #include "widgets/style/widgetstyle.h"
 #include "widgets/views/ownershipmap.h"
@@ -15,7 +16,6 @@
 #include <QComboBox>
 #include <QDir>
 #include <QFileInfo>
-#include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -39,11 +39,11 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
       m_summaryView(new QTableView(this)), m_problems(new QListWidget(this)), m_pathLabel(new QLabel(this)),
       m_stepsPane(new StepsPane(this)), m_progress(new QProgressBar(this)), m_rate(new QLabel(this)),
       m_cancel(new QPushButton(tr("Cancel"), this)), m_reverify(new QPushButton(tr("Re-verify"), this)),
-      m_filter(new QLineEdit(this)), m_reshard(new QSpinBox(this)), m_expected(new QSpinBox(this))
+      m_expected(new QSpinBox(this)), m_filter(new QLineEdit(this)), m_reshard(new QSpinBox(this))
 {
     m_expected->setObjectName(QStringLiteral("expectedWorldSize"));
     m_expected->setRange(0, shardscope::kMaxWorldSize);
-    m_expected->setSpecialValueText(tr("any"));
+    m_expected->setSpecialValueText(tr("expect any world size")); // the prefix is not shown with it
     m_expected->setPrefix(tr("expect "));
     m_expected->setSuffix(tr(" ranks"));
     m_expected->setToolTip(tr("The world size your job runs at: a checkpoint saved at another one is reported as a "
@@ -51,12 +51,12 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     m_expected->setKeyboardTracking(false); // verify once the number is typed, not per digit
     auto* layout = new QVBoxLayout(this);
 
-    auto* header = new QHBoxLayout;
     QFont bold = m_pathLabel->font();
     bold.setBold(true);
     m_pathLabel->setFont(bold);
     m_pathLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_pathLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_pathLabel->setTextFormat(Qt::PlainText); // a folder name is never markup
+    m_pathLabel->setMinimumWidth(40); // a long path is cut, rather than making the window that wide
     m_stepsPane->hide(); // only a root has steps to list
     m_progress->setRange(0, 1000);
     m_progress->setTextVisible(true);
@@ -64,20 +64,26 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     m_rate->setMinimumWidth(170);
     m_cancel->setEnabled(false);
     m_reverify->setEnabled(false);
-    header->addWidget(m_pathLabel, 1);
-    header->addWidget(m_expected);
-    header->addWidget(m_progress);
-    header->addWidget(m_rate);
-    header->addWidget(m_cancel);
-    header->addWidget(m_reverify);
-    layout->addLayout(header);
+    // The folder, then the job's controls; in a narrow window the controls go to a second line
+    // rather than cutting the folder's name to "/tmp/g/ck102".
+    auto* header = new QWidget(this);
+    auto* flow = new FlowLayout(header);
+    auto* controls = new QWidget(header);
+    auto* controlsRow = new QHBoxLayout(controls);
+    controlsRow->setContentsMargins(0, 0, 0, 0);
+    for (QWidget* widget : std::initializer_list<QWidget*>{m_expected, m_progress, m_rate, m_cancel, m_reverify})
+        controlsRow->addWidget(widget);
+    flow->addWidget(m_pathLabel);
+    flow->addSpacing(12);
+    flow->addWidget(controls);
+    layout->addWidget(header);
     layout->addWidget(m_banner);
 
     // Left: summary and problems. Right: the shard table with its filter.
     m_summaryView->setModel(m_summary);
     m_summaryView->verticalHeader()->hide();
-    m_summaryView->horizontalHeader()->setStretchLastSection(true);
-    m_summaryView->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    fitKeyColumn(m_summaryView); // the values stay in sight in a narrow window
+    setMinimumRows(m_summaryView, 3);
     m_summaryView->setWordWrap(false);
     m_summaryView->verticalHeader()->setDefaultSectionSize(m_summaryView->fontMetrics().height() + 6);
     m_summaryView->setAlternatingRowColors(true);
@@ -110,6 +116,7 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     m_table->setColumnWidth(ShardTableModel::Bytes, 90);
     m_table->setColumnWidth(ShardTableModel::Offset, 110);
     m_table->setColumnWidth(ShardTableModel::Numel, 100);
+    setMinimumRows(m_table, 3);
     m_table->setContextMenuPolicy(Qt::ActionsContextMenu);
     auto* copy = new QAction(tr("Copy"), m_table);
     copy->setShortcut(QKeySequence::Copy);
@@ -130,22 +137,29 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     splitter->addWidget(right);
     splitter->setStretchFactor(0, 2);
     splitter->setStretchFactor(1, 5);
+    splitter->setChildrenCollapsible(false); // a pane dragged to nothing hides the summary's values
     layout->addWidget(splitter, 1);
 
-    m_mapBox = new QGroupBox(tr("Ownership of the flat parameter space"), this);
+    // The map's title and its preview control share one line: a small window's height goes to
+    // the tables, not to a frame.
+    m_mapBox = new QWidget(this);
     auto* mapLayout = new QVBoxLayout(m_mapBox);
+    mapLayout->setContentsMargins(0, 0, 0, 0);
     auto* reshardRow = new QHBoxLayout;
+    m_mapTitle = new QLabel(tr("Ownership of the flat parameter space"), m_mapBox);
+    m_mapTitle->setFont(bold);
+    m_mapTitle->setMinimumWidth(40); // cut rather than widen the window
     m_reshard->setRange(0, shardscope::kMaxWorldSize);
     m_reshard->setSpecialValueText(tr("off"));
     m_reshard->setToolTip(tr("Show the ranges each rank would own after resharding to this world size"));
     m_reshardLabel = new QLabel(tr("&Reshard preview, ranks:"), this);
     m_reshardLabel->setBuddy(m_reshard);
-    reshardRow->addStretch(1);
+    reshardRow->addWidget(m_mapTitle, 1);
     reshardRow->addWidget(m_reshardLabel);
     reshardRow->addWidget(m_reshard);
     connect(m_reshard, &QSpinBox::valueChanged, m_map, &OwnershipMap::setReshardTarget);
-    mapLayout->addWidget(m_map);
     mapLayout->addLayout(reshardRow);
+    mapLayout->addWidget(m_map);
     layout->addWidget(m_mapBox);
 
     connect(m_cancel, &QPushButton::clicked, this, &CheckpointPanel::cancel);
@@ -176,8 +190,8 @@ void CheckpointPanel::open(const QString& path)
     m_rootPath.clear();
     m_report.reset();
     m_stepsPane->hide();
-    m_pathLabel->setText(m_path);
-    m_pathLabel->setToolTip(m_path);
+    m_pathLabel->setText(printableText(m_path));
+    m_pathLabel->setToolTip(printableText(m_path));
     m_controller->start(m_path, m_options);
     m_banner->showVerifying(m_path);
     m_cancel->setEnabled(true);
@@ -223,7 +237,7 @@ void CheckpointPanel::onManifestReady()
 {
     const QString dir = m_controller->directory();
     const auto& manifest = m_controller->manifest();
-    m_pathLabel->setText(dir);
+    m_pathLabel->setText(printableText(dir));
     m_banner->showVerifying(dir);
     if (!m_controller->steps().empty()) {
         m_rootPath = m_controller->path();
@@ -245,7 +259,7 @@ void CheckpointPanel::onManifestReady()
     m_problems->clear();
     m_problems->hide();
     emit opened(dir);
-    emit statusMessage(tr("Verifying %1…").arg(dir));
+    emit statusMessage(tr("Verifying %1…").arg(printableText(dir)));
 }
 
 void CheckpointPanel::onFilesListed()
@@ -270,7 +284,7 @@ void CheckpointPanel::showForeignLayout(const shardscope::VerifyReport& report)
     m_reshard->setVisible(false);
     m_reshardLabel->setVisible(false);
     if (report.foreign && report.foreign->layout) {
-        m_mapBox->setTitle(tr("Ownership of the stored chunks (every tensor's chunks end to end)"));
+        m_mapTitle->setText(tr("Ownership of the stored chunks (every tensor's chunks end to end)"));
         m_map->setForeignLayout(*report.foreign->layout, report.shards);
         m_mapBox->show();
     } else {
@@ -286,7 +300,7 @@ void CheckpointPanel::showNativeLayout()
     m_table->setColumnWidth(ShardTableModel::File, 170);
     m_reshard->setVisible(true);
     m_reshardLabel->setVisible(true);
-    m_mapBox->setTitle(tr("Ownership of the flat parameter space"));
+    m_mapTitle->setText(tr("Ownership of the flat parameter space"));
     m_mapBox->show();
 }
 
@@ -338,13 +352,13 @@ void CheckpointPanel::showProblems(const shardscope::VerifyReport& report)
         auto* item = new QListWidgetItem(severityIcon(Severity::bad),
                                          QStringLiteral("%1 — %2")
                                              .arg(QString::fromUtf8(shardscope::to_string(problem.kind)),
-                                                  QString::fromStdString(problem.message)),
+                                                  printableText(problem.message)),
                                          m_problems);
-        item->setToolTip(QString::fromStdString(problem.message));
+        item->setToolTip(printableText(problem.message));
     }
     for (const auto& name : report.leftover_tmp_files)
         new QListWidgetItem(severityIcon(Severity::neutral),
-                            tr("leftover temporary file %1").arg(QString::fromStdString(name)), m_problems);
+                            tr("leftover temporary file %1").arg(printableText(name)), m_problems);
     m_problems->setVisible(m_problems->count() > 0);
 }
 
@@ -357,7 +371,7 @@ void CheckpointPanel::onFailed(const QString& message, const QString& path)
     m_map->clear();
     showJobOutcome(m_progress, Severity::bad, tr("not opened"));
     m_rate->clear();
-    m_banner->showError(tr("Cannot open %1").arg(path.isEmpty() ? m_path : path), message);
+    m_banner->showError(tr("Cannot open %1").arg(printableText(path.isEmpty() ? m_path : path)), message);
     emit openFailed(message, path.isEmpty() ? m_path : path);
 }
 

@@ -10,7 +10,6 @@
 #include <optional>
 
 class QComboBox;
-class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QListWidget;
@@ -84,7 +83,8 @@ private:
     QSortFilterProxyModel* m_proxy;
     FailureBanner* m_banner;
     OwnershipMap* m_map;
-    QGroupBox* m_mapBox = nullptr;
+    QWidget* m_mapBox = nullptr; // the map with its title line
+    QLabel* m_mapTitle = nullptr;
     QLabel* m_reshardLabel = nullptr;
     QTableView* m_table;
     QTableView* m_summaryView;

@@ -85,6 +85,7 @@ ComparePanel::ComparePanel(QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     m_sides->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     m_sides->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_sides->setTextFormat(Qt::PlainText); // holds two paths
     layout->addWidget(m_sides);
 
     auto* controls = new QHBoxLayout;
@@ -162,7 +163,7 @@ void ComparePanel::setBase(const QString& path)
     m_browse->setEnabled(!path.isEmpty());
     m_sides->setText(path.isEmpty() ? tr("Open a checkpoint, then compare it with another one (any format or world "
                                          "size): the tensors are paired by name and compared element by element.")
-                                    : tr("A: %1").arg(path));
+                                    : tr("A: %1").arg(printableText(path)));
 }
 
 void ComparePanel::chooseAndCompare()
@@ -187,7 +188,7 @@ void ComparePanel::compareWith(const QString& other)
     m_report.reset();
     m_model->clear();
     m_banner->hideBanner();
-    m_sides->setText(tr("A: %1    B: %2").arg(m_base, other));
+    m_sides->setText(tr("A: %1    B: %2").arg(printableText(m_base), printableText(other)));
     m_progress->setValue(0);
     m_progress->setFormat(tr("comparing"));
     m_cancel->setEnabled(true);
@@ -211,12 +212,13 @@ void ComparePanel::onFinished()
     if (outcome.error) {
         showJobOutcome(m_progress, Severity::bad, tr("not compared"));
         m_rate->clear();
-        m_banner->showError(tr("The checkpoints cannot be compared"), QString::fromStdString(outcome.error->message));
+        m_banner->showError(tr("The checkpoints cannot be compared"), printableText(outcome.error->message));
         emit compareFinished(false);
         return;
     }
     m_report = outcome.report;
     m_model->setReport(m_report);
+    m_rate->clear(); // the job has ended: no rate, no time left
     const auto& r = *m_report;
     std::size_t same = 0;
     for (const auto& t : r.tensors)
@@ -226,8 +228,8 @@ void ComparePanel::onFinished()
     showJobOutcome(m_progress, r.cancelled ? Severity::neutral : r.identical() ? Severity::good : Severity::bad,
                    r.cancelled ? tr("cancelled") : r.identical() ? tr("identical") : tr("differences"));
     m_sides->setText(tr("A: %1 (%2)    B: %3 (%4)")
-                         .arg(m_base, QString::fromStdString(r.a.format), m_other->text(),
-                              QString::fromStdString(r.b.format)));
+                         .arg(printableText(m_base), printableText(r.a.format), printableText(m_other->text()),
+                              printableText(r.b.format)));
     if (r.cancelled) {
         m_banner->showResult(false, tr("Cancelled"), tr("Not every tensor was compared."));
     } else if (r.identical()) {
@@ -235,12 +237,12 @@ void ComparePanel::onFinished()
                              r.states_as_param ? tr("B has no optimizer states: A's parameters were compared.")
                                                : tr("Every tensor and state pairs up and matches."));
     } else {
-        QString meaning = !r.problems.empty() ? QString::fromStdString(r.problems.front().message)
+        QString meaning = !r.problems.empty() ? printableText(r.problems.front().message)
                           : largest ? tr("Largest relative change ‖a−b‖/‖a‖: %1 in %2")
                                           .arg(largest->rel_l2() ? QString::number(*largest->rel_l2(), 'g', 3)
                                                                  : QStringLiteral("∞"),
-                                               QString::fromStdString(largest->name +
-                                                                      (largest->state.empty() ? "" : " [" + largest->state + "]")))
+                                               printableText(largest->name +
+                                                             (largest->state.empty() ? "" : " [" + largest->state + "]")))
                                     : tr("Tensors are missing on one side or changed shape.");
         m_banner->showResult(false,
                              tr("%1 of %2 tensors differ (%3)")

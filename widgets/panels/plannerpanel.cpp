@@ -5,6 +5,7 @@
 #include "widgets/jobs/pipelineplanner.h"
 #include "widgets/views/stagebar.h"
 #include "widgets/models/stagestatsmodel.h"
+#include "widgets/style/flowlayout.h"
 
 #include <QComboBox>
 #include <QFileDialog>
@@ -36,9 +37,7 @@ PlannerPanel::PlannerPanel(QWidget* parent)
             break;
 
     auto* layout = new QVBoxLayout(this);
-    auto* toolbar = new QHBoxLayout;
-    buildToolbar(toolbar);
-    layout->addLayout(toolbar);
+    layout->addWidget(buildToolbar());
 
     m_error = new QLabel(this);
     m_error->setWordWrap(true);
@@ -78,7 +77,7 @@ PlannerPanel::PlannerPanel(QWidget* parent)
     onPlanChanged();
 }
 
-void PlannerPanel::buildToolbar(QHBoxLayout* layout)
+QWidget* PlannerPanel::buildToolbar()
 {
     m_profile = new QComboBox(this);
     m_profile->setToolTip(tr("Layer-cost profile"));
@@ -124,25 +123,32 @@ void PlannerPanel::buildToolbar(QHBoxLayout* layout)
     connect(m_microbatches, &QSpinBox::valueChanged, m_planner, &PipelinePlanner::setMicrobatches);
     connect(m_virtual, &QSpinBox::valueChanged, m_planner, &PipelinePlanner::setVirtualStages);
 
-    auto label = [this](const QString& text, QWidget* buddy) {
-        auto* l = new QLabel(text, this);
-        l->setBuddy(buddy);
-        return l;
+    // Each label stays with its control when the row wraps: one small group per setting.
+    auto* toolbar = new QWidget(this);
+    auto* flow = new FlowLayout(toolbar);
+    auto group = [&](const QString& text, std::initializer_list<QWidget*> widgets) {
+        auto* box = new QWidget(toolbar);
+        auto* row = new QHBoxLayout(box);
+        row->setContentsMargins(0, 0, 0, 0);
+        if (!text.isEmpty()) {
+            auto* label = new QLabel(text, box);
+            if (widgets.size() > 0)
+                label->setBuddy(*widgets.begin());
+            row->addWidget(label);
+        }
+        for (QWidget* widget : widgets)
+            row->addWidget(widget);
+        flow->addWidget(box);
+        return row;
     };
-    layout->addWidget(label(tr("&Profile"), m_profile));
-    layout->addWidget(m_profile);
-    layout->addWidget(load);
-    layout->addSpacing(12);
-    layout->addWidget(label(tr("Sc&hedule"), m_schedule));
-    layout->addWidget(m_schedule);
-    layout->addWidget(label(tr("S&tages"), m_stages));
-    layout->addWidget(m_stages);
-    layout->addWidget(label(tr("&Microbatches"), m_microbatches));
-    layout->addWidget(m_microbatches);
-    layout->addWidget(label(tr("&v"), m_virtual));
-    layout->addWidget(m_virtual);
-    layout->addStretch(1);
-    layout->addWidget(new QLabel(tr("Balance:"), this));
+    group(tr("&Profile"), {m_profile, load});
+    flow->addSpacing(12);
+    group(tr("Sc&hedule"), {m_schedule});
+    group(tr("S&tages"), {m_stages});
+    group(tr("&Microbatches"), {m_microbatches});
+    group(tr("&v"), {m_virtual});
+    flow->addSpacing(12);
+    QHBoxLayout* balance = group(tr("Balance:"), {});
     const std::pair<QString, pl::PartitionMethod> methods[] = {
         {tr("Compute"), pl::PartitionMethod::compute},
         {tr("Params"), pl::PartitionMethod::params},
@@ -151,13 +157,14 @@ void PlannerPanel::buildToolbar(QHBoxLayout* layout)
         auto* button = new QPushButton(text, this);
         button->setToolTip(tr("Re-balance the stage boundaries by %1").arg(text.toLower()));
         connect(button, &QPushButton::clicked, this, [this, method = method] { m_planner->rebalance(method); });
-        layout->addWidget(button);
+        balance->addWidget(button);
     }
     auto* fit = new QToolButton(this);
     fit->setText(tr("Fit"));
     fit->setToolTip(tr("Fit the timeline to the window (double-click it, or press 0)"));
     connect(fit, &QToolButton::clicked, m_gantt, &GanttView::fitToWindow);
-    layout->addWidget(fit);
+    group({}, {fit});
+    return toolbar;
 }
 
 bool PlannerPanel::openProfile(const QString& path, QString* error)

@@ -9,7 +9,6 @@ class QComboBox;
 class QSpinBox;
 class QLabel;
 class QTableView;
-class QHBoxLayout;
 
 namespace shardwidgets {
 
@@ -37,7 +36,7 @@ signals:
     void profileError(const QString& message);
 
 private:
-    void buildToolbar(QHBoxLayout* layout);
+    QWidget* buildToolbar(); // wraps to a second line in a narrow window
     void syncControls();
     void onPlanChanged();
 

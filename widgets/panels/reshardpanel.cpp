@@ -1,6 +1,7 @@
 #include "widgets/panels/reshardpanel.h"
 
 #include "core/checkpoint/manifest.h"
+#include "widgets/style/flowlayout.h"
 #include "widgets/style/format.h"
 #include "widgets/style/widgetstyle.h"
 #include "widgets/jobs/reshardcontroller.h"
@@ -28,11 +29,6 @@ namespace {
 // The one world-size limit (core/checkpoint/manifest.h): any target the core can write.
 constexpr int kMaxTarget = shardscope::kMaxWorldSize;
 
-QString percentOf(uint64_t part, uint64_t whole)
-{
-    return whole ? QStringLiteral("%1 %").arg(100.0 * double(part) / double(whole), 0, 'f', 1) : QStringLiteral("–");
-}
-
 } // namespace
 
 ReshardPanel::ReshardPanel(QWidget* parent)
@@ -43,14 +39,14 @@ ReshardPanel::ReshardPanel(QWidget* parent)
       m_progress(new QProgressBar(this)), m_rate(new QLabel(this))
 {
     auto* layout = new QVBoxLayout(this);
-    auto* controls = new QHBoxLayout;
     auto* targetLabel = new QLabel(tr("&Target world size:"), this);
     targetLabel->setBuddy(m_target);
     m_target->setRange(1, kMaxTarget);
     m_target->setValue(1);
     m_target->setToolTip(tr("The number of ranks the job will restart on"));
     m_source->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_source->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_source->setTextFormat(Qt::PlainText); // a folder name is never markup
+    m_source->setMinimumWidth(40); // a long path is cut, rather than making the window that wide
     m_reshard->setToolTip(tr("Write a new checkpoint with this world size into a folder you choose; the "
                              "source is verified first and never modified"));
     m_cancel->setEnabled(false);
@@ -60,15 +56,22 @@ ReshardPanel::ReshardPanel(QWidget* parent)
     m_progress->setFormat(tr("idle"));
     m_progress->setValue(0);
     m_rate->setMinimumWidth(150);
-    controls->addWidget(targetLabel);
-    controls->addWidget(m_target);
-    controls->addWidget(m_source, 1);
-    controls->addWidget(m_reshard);
-    controls->addWidget(m_progress);
-    controls->addWidget(m_rate);
-    controls->addWidget(m_cancel);
-    controls->addWidget(m_openResult);
-    layout->addLayout(controls);
+    // The row wraps in a narrow window rather than cutting "from 1024 ranks in ..." short; the
+    // job's controls stay together.
+    auto* controls = new QWidget(this);
+    auto* flow = new FlowLayout(controls);
+    auto row = [&](std::initializer_list<QWidget*> widgets) {
+        auto* box = new QWidget(controls);
+        auto* line = new QHBoxLayout(box);
+        line->setContentsMargins(0, 0, 0, 0);
+        for (QWidget* widget : widgets)
+            line->addWidget(widget);
+        flow->addWidget(box);
+    };
+    row({targetLabel, m_target, m_source});
+    flow->addSpacing(12);
+    row({m_reshard, m_progress, m_rate, m_cancel, m_openResult});
+    layout->addWidget(controls);
     layout->addWidget(m_view);
     m_totals->setTextFormat(Qt::RichText);
     m_totals->setWordWrap(true);
@@ -108,9 +111,10 @@ void ReshardPanel::setCheckpoint(const QString& directory, const shardscope::Man
     m_directory = directory;
     m_manifest = manifest;
     m_sourceProblem.clear(); // a new checkpoint: not verified yet
-    m_source->setText(manifest.world_size == 1 ? tr("from 1 rank in %1").arg(directory)
-                                               : tr("from %1 ranks in %2").arg(manifest.world_size).arg(directory));
-    m_source->setToolTip(directory);
+    const QString shown = printableText(directory);
+    m_source->setText(manifest.world_size == 1 ? tr("from 1 rank in %1").arg(shown)
+                                               : tr("from %1 ranks in %2").arg(manifest.world_size).arg(shown));
+    m_source->setToolTip(shown);
     if (!m_userChoseTarget) {
         const QSignalBlocker blocker(m_target);
         m_target->setValue(std::clamp(manifest.world_size * 2, 1, kMaxTarget));
@@ -121,7 +125,7 @@ void ReshardPanel::setCheckpoint(const QString& directory, const shardscope::Man
 void ReshardPanel::setSourceProblem(const QString& problem)
 {
     m_sourceProblem = problem;
-    if (!problem.isEmpty())
+    if (!problem.isEmpty() && m_model->plan()) // without a plan there was nothing to reshard anyway
         emit statusMessage(tr("Reshard… is disabled: the source failed verification"));
     updateButtons();
 }
@@ -135,6 +139,16 @@ void ReshardPanel::clear()
     m_source->setText(tr("no checkpoint open"));
     m_totals->setText(tr("Open a checkpoint to preview how its bytes move to another world size."));
     updateButtons();
+}
+
+void ReshardPanel::setNoManifest(const QString& directory)
+{
+    clear();
+    m_source->setText(tr("in %1").arg(printableText(directory)));
+    m_totals->setText(tr("<b>No reshard preview:</b> %1 has no ShardScope manifest (manifest.json), the record of "
+                         "which slice of the parameters each rank holds that a reshard is planned from.")
+                          .arg(printableText(directory).toHtmlEscaped()));
+    m_view->clear(tr("No ShardScope manifest: nothing to plan a reshard from"));
 }
 
 void ReshardPanel::setTargetWorldSize(int worldSize)
@@ -175,13 +189,15 @@ void ReshardPanel::replan()
                               .arg(plan.source_world_size)
                               .arg(plan.target_world_size)
                               .arg(formatBytes(plan.bytes_read), formatBytes(plan.bytes_written),
-                                   formatBytes(plan.bytes_staying), percentOf(plan.bytes_staying, plan.bytes_written),
-                                   formatBytes(plan.bytes_moving), percentOf(plan.bytes_moving, plan.bytes_written)));
+                                   formatBytes(plan.bytes_staying),
+                                   formatPercent(plan.bytes_staying, plan.bytes_written).toHtmlEscaped(), // "< 0.1 %"
+                                   formatBytes(plan.bytes_moving),
+                                   formatPercent(plan.bytes_moving, plan.bytes_written).toHtmlEscaped()));
         m_model->setPlan(std::move(plan));
     } catch (const shardscope::Error& error) {
         m_model->clear();
-        m_view->clear();
-        m_totals->setText(tr("<b>Cannot plan a reshard:</b> %1").arg(QString::fromStdString(error.what()).toHtmlEscaped()));
+        m_view->clear(tr("Cannot plan this reshard (see below)"));
+        m_totals->setText(tr("<b>Cannot plan a reshard:</b> %1").arg(printableText(error.what()).toHtmlEscaped()));
     }
     updateButtons();
 }
@@ -282,7 +298,7 @@ void ReshardPanel::onFinished()
     }
     showJobOutcome(m_progress, outcome.cancelled ? Severity::neutral : Severity::bad,
                    outcome.cancelled ? tr("cancelled") : tr("failed"));
-    const QString message = outcome.error ? QString::fromStdString(outcome.error->message) : tr("unknown error");
+    const QString message = outcome.error ? printableText(outcome.error->message) : tr("unknown error");
     emit statusMessage(outcome.cancelled ? tr("Reshard cancelled; %1 holds no checkpoint").arg(destination)
                                          : tr("Reshard failed: %1").arg(message));
     emit reshardFinished(false);

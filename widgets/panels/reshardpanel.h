@@ -31,6 +31,9 @@ public:
     // What verifying the open checkpoint found: a reshard reads and verifies every source shard,
     // so after a failure Reshard… is disabled, its tooltip and the totals line saying why.
     void setSourceProblem(const QString& problem); // empty: verified (or not yet known)
+    // An open checkpoint without a ShardScope manifest (another format, or a step whose save
+    // never committed): nothing to plan, and the page says why instead of asking for a checkpoint.
+    void setNoManifest(const QString& directory);
     void clear();
     void setInteractive(bool interactive) { m_interactive = interactive; } // dialogs allowed
 

@@ -1,6 +1,7 @@
 #include "widgets/panels/stepspane.h"
 
 #include "widgets/models/steplistmodel.h"
+#include "widgets/style/widgetstyle.h"
 
 #include <QDir>
 #include <QFileDialog>
@@ -8,6 +9,8 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QStyle>
+#include <QStyleOptionViewItem>
 #include <QTableView>
 #include <QVBoxLayout>
 #include <QtConcurrent>
@@ -37,6 +40,7 @@ StepsPane::StepsPane(QWidget* parent)
     m_view->setWordWrap(false);
     m_view->horizontalHeader()->setStretchLastSection(true);
     m_view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    setMinimumRows(m_view, 3); // the newest steps, the one open and the one before it
     layout->addWidget(m_view, 1);
 
     auto* buttons = new QHBoxLayout;
@@ -148,14 +152,35 @@ void StepsPane::openSelected()
         emit openRequested(dir);
 }
 
+int StepsPane::tableWidth() const
+{
+    // Every row counts, also while the pane is hidden (the view's own hint looks only at the rows
+    // on screen), and so does the vertical scroll bar of a long list.
+    QStyleOptionViewItem option;
+    option.initFrom(m_view);
+    const int icon = m_view->style()->pixelMetric(QStyle::PM_SmallIconSize, nullptr, m_view);
+    option.decorationSize = QSize(icon, icon); // the status icon takes room too
+    int width = 2 * m_view->frameWidth() + 4 + m_view->style()->pixelMetric(QStyle::PM_ScrollBarExtent);
+    for (int column = 0; column < m_model->columnCount(); ++column) {
+        int cells = m_view->horizontalHeader()->sectionSizeHint(column);
+        for (int row = 0; row < m_model->rowCount(); ++row) {
+            const QModelIndex index = m_model->index(row, column);
+            cells = std::max(cells, m_view->itemDelegateForIndex(index)->sizeHint(option, index).width() +
+                                        (m_view->showGrid() ? 1 : 0)); // as the table counts its grid line
+        }
+        if (column == m_model->columnCount() - 1) // the stretched last column keeps its default size
+            cells = std::max(cells, m_view->horizontalHeader()->defaultSectionSize());
+        width += cells;
+    }
+    return width;
+}
+
 void StepsPane::updateTitle()
 {
-    // Wide enough for every column: a clipped Tier or Latest column would hide what matters.
-    m_view->resizeColumnsToContents();
-    int width = 2 * m_view->frameWidth() + 4;
-    for (int column = 0; column < m_model->columnCount(); ++column)
-        width += m_view->horizontalHeader()->sectionSize(column);
-    m_view->setMinimumWidth(std::min(width, 460));
+    // Wide enough for every column: a clipped Tier or Latest column would hide what matters. The
+    // header sizes the columns to their contents itself; resizing them here as well would pin
+    // the stretched last column to its contents until the next resize (it shrank on Refresh).
+    m_view->setMinimumWidth(std::min(tableWidth(), 460));
     int complete = 0;
     for (int row = 0; row < m_model->rowCount(); ++row)
         complete += m_model->index(row, 0).data(StepListModel::CompleteRole).toBool() ? 1 : 0;

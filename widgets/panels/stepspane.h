@@ -42,6 +42,7 @@ signals:
 private:
     void openSelected();
     void updateTitle();
+    int tableWidth() const; // every column at its contents' width
 
     StepListModel* m_model;
     QTableView* m_view;

@@ -58,6 +58,7 @@ TensorsPanel::TensorsPanel(QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     auto* header = new QHBoxLayout;
     m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_status->setTextFormat(Qt::PlainText); // holds a path
     m_progress->setRange(0, 1000);
     m_progress->setMinimumWidth(180);
     m_rate->setMinimumWidth(170);
@@ -116,7 +117,7 @@ void TensorsPanel::open(const QString& path)
     m_parts->setTensor(nullptr);
     m_histogram->clear();
     m_banner->hideBanner();
-    m_status->setText(tr("Reading the tensors of %1").arg(path));
+    m_status->setText(tr("Reading the tensors of %1").arg(printableText(path)));
     m_progress->setValue(0);
     m_progress->setFormat(tr("reading"));
     m_rate->clear();
@@ -156,22 +157,23 @@ void TensorsPanel::onFinished()
         showJobOutcome(m_progress, Severity::bad, tr("not read"));
         m_rate->clear();
         m_status->setText(tr("Tensors not read"));
-        m_banner->showError(tr("The tensors cannot be read"), QString::fromStdString(outcome.error->message));
+        m_banner->showError(tr("The tensors cannot be read"), printableText(outcome.error->message));
         emit scanFinished(false);
         return;
     }
     m_report = outcome.report;
     m_model->setReport(m_report);
+    m_rate->clear(); // "0 s left" of a job that has ended would read as still running
     const auto& r = *m_report;
     showJobOutcome(m_progress, r.cancelled ? Severity::neutral : r.ok() ? Severity::good : Severity::bad,
                    r.cancelled ? tr("cancelled") : r.ok() ? tr("healthy") : tr("problems"));
     m_status->setText(tr("%1 tensors (%2) read in %3")
-                          .arg(formatCount(r.tensors.size()), QString::fromStdString(r.format),
+                          .arg(formatCount(r.tensors.size()), printableText(r.format),
                                formatDuration(r.seconds)));
     if (r.cancelled)
         m_banner->showResult(false, tr("Cancelled"), tr("Not every tensor was read; the table shows partial figures."));
     else if (!r.problems.empty())
-        m_banner->showResult(false, QString::fromStdString(r.problems.front().message),
+        m_banner->showResult(false, printableText(r.problems.front().message),
                              meaningOf(r.problems.front().kind) +
                                  (r.problems.size() > 1 ? tr(" (%1 more problems)").arg(r.problems.size() - 1) : QString()));
     else
@@ -207,9 +209,9 @@ void TensorsPanel::showSelected()
         m_histogram->clear();
         return;
     }
-    QString title = QString::fromStdString(tensor->name);
+    QString title = printableText(tensor->name);
     if (!tensor->state.empty())
-        title += QStringLiteral(" [%1]").arg(QString::fromStdString(tensor->state));
+        title += QStringLiteral(" [%1]").arg(printableText(tensor->state));
     m_histogram->setStats(title, tensor->stats);
 }
 

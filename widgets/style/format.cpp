@@ -1,6 +1,9 @@
 #include "widgets/style/format.h"
 
+#include "core/util/printable.h"
+
 #include <QLocale>
+#include <algorithm>
 #include <cmath>
 
 namespace shardwidgets {
@@ -51,6 +54,32 @@ QString formatShape(const std::vector<uint64_t>& shape)
     for (const uint64_t d : shape)
         dims << QString::number(d);
     return dims.isEmpty() ? QStringLiteral("scalar") : dims.join(QStringLiteral(" × "));
+}
+
+QString formatPercent(uint64_t part, uint64_t whole)
+{
+    if (whole == 0)
+        return QStringLiteral("–");
+    const double share = 100.0 * double(std::min(part, whole)) / double(whole);
+    if (part > 0 && share < 0.05)
+        return QStringLiteral("< 0.1 %");
+    if (part < whole && share >= 99.95)
+        return QStringLiteral("> 99.9 %");
+    return QStringLiteral("%1 %").arg(share, 0, 'f', 1);
+}
+
+namespace {
+constexpr std::size_t kMaxShownBytes = 4096; // a path at PATH_MAX still shows whole
+} // namespace
+
+QString printableText(std::string_view text)
+{
+    return QString::fromStdString(shardscope::printable(text, kMaxShownBytes));
+}
+
+QString printableText(const QString& text)
+{
+    return printableText(text.toStdString());
 }
 
 } // namespace shardwidgets

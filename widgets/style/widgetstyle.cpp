@@ -4,11 +4,14 @@
 #include "widgets/style/statusstyle.h"
 
 #include <QCoreApplication>
+#include <QEvent>
 #include <QHeaderView>
 #include <QLabel>
 #include <QApplication>
 #include <QProgressBar>
+#include <QStyle>
 #include <QTableView>
+#include <algorithm>
 
 namespace shardwidgets {
 
@@ -20,6 +23,57 @@ void setUpDataTable(QTableView* view)
     view->setSelectionBehavior(QAbstractItemView::SelectRows);
     view->setSelectionMode(QAbstractItemView::SingleSelection);
     view->setWordWrap(false);
+}
+
+void setMinimumRows(QTableView* view, int rows)
+{
+    const int header = view->horizontalHeader()->sizeHint().height();
+    const int scrollBar = view->style()->pixelMetric(QStyle::PM_ScrollBarExtent);
+    view->setMinimumHeight(header + rows * view->verticalHeader()->defaultSectionSize() + scrollBar +
+                           2 * view->frameWidth());
+}
+
+namespace {
+
+class KeyColumnFitter : public QObject {
+public:
+    KeyColumnFitter(QTableView* view, double maxShare) : QObject(view), m_view(view), m_maxShare(maxShare) {}
+    void fit() const
+    {
+        // Every key, not only the rows in sight (the view's own hint): scrolling must not
+        // reveal a cut key. A summary has a few hundred rows at most.
+        const QAbstractItemModel* model = m_view->model();
+        const QFontMetrics metrics(m_view->font());
+        int keys = m_view->horizontalHeader()->sectionSizeHint(0);
+        for (int row = 0; row < std::min(model->rowCount(), 1000); ++row)
+            keys = std::max(keys, metrics.horizontalAdvance(model->index(row, 0).data().toString()) + 16);
+        const int available = int(m_view->viewport()->width() * m_maxShare);
+        m_view->horizontalHeader()->resizeSection(0, std::min(keys, available));
+    }
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override
+    {
+        if (event->type() == QEvent::Resize)
+            fit();
+        return QObject::eventFilter(watched, event);
+    }
+
+private:
+    QTableView* m_view;
+    double m_maxShare;
+};
+
+} // namespace
+
+void fitKeyColumn(QTableView* view, double maxShare)
+{
+    auto* fitter = new KeyColumnFitter(view, maxShare);
+    view->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Interactive);
+    view->horizontalHeader()->setStretchLastSection(true);
+    view->setTextElideMode(Qt::ElideMiddle);
+    view->viewport()->installEventFilter(fitter);
+    QObject::connect(view->model(), &QAbstractItemModel::modelReset, fitter, [fitter] { fitter->fit(); });
 }
 
 void showJobProgress(QProgressBar* bar, QLabel* rateLabel, quint64 done, quint64 total, double rate, double eta,

@@ -16,6 +16,16 @@ namespace shardwidgets {
 // time, no wrapping (names and figures stay on one line).
 void setUpDataTable(QTableView* view);
 
+// Never shorter than its header and `rows` rows (and a horizontal scroll bar): a table squeezed
+// to one row in a small window shows nothing to act on.
+void setMinimumRows(QTableView* view, int rows);
+
+// A key/value table (the checkpoint summary): the key column as wide as its keys but at most
+// `maxShare` of the view, so a long key ("Training state: lr_schedule.warmup_steps") never pushes
+// the values out of a narrow pane; a cut key is elided in the middle, its tooltip whole. Follows
+// the view's resizes and the model's resets.
+void fitKeyColumn(QTableView* view, double maxShare = 0.6);
+
 // A job's progress (bar range 0..1000): "1.2 GiB of 4 GiB" on the bar (`idle` before the total
 // is known), "312 MiB/s · 8 s left" beside it.
 void showJobProgress(QProgressBar* bar, QLabel* rateLabel, quint64 done, quint64 total, double rate, double eta,

@@ -1,5 +1,6 @@
 #include "widgets/views/failurebanner.h"
 
+#include "widgets/style/format.h"
 #include "widgets/style/statusstyle.h"
 
 #include "core/report/report.h"
@@ -24,6 +25,9 @@ FailureBanner::FailureBanner(QWidget* parent)
     bold.setBold(true);
     bold.setPointSizeF(bold.pointSizeF() * 1.1);
     m_title->setFont(bold);
+    // Titles quote names from files: "<b>" in a tensor name is text, not markup.
+    m_title->setTextFormat(Qt::PlainText);
+    m_meaning->setTextFormat(Qt::PlainText);
     m_title->setWordWrap(true);
     m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_meaning->setWordWrap(true);
@@ -59,7 +63,7 @@ void FailureBanner::apply(State state, const QString& title, const QString& mean
 
 void FailureBanner::showVerifying(const QString& directory)
 {
-    apply(State::Verifying, tr("Verifying %1…").arg(directory),
+    apply(State::Verifying, tr("Verifying %1…").arg(printableText(directory)),
           tr("Every shard's size and hash is being checked in the background."));
 }
 
@@ -80,10 +84,10 @@ void FailureBanner::showReport(const shardscope::VerifyReport& report)
         return;
     }
     case shardscope::FailureMode::cancelled:
-        apply(State::Cancelled, QString::fromStdString(summary.title), QString::fromStdString(summary.meaning));
+        apply(State::Cancelled, printableText(summary.title), printableText(summary.meaning));
         return;
     default:
-        apply(State::Bad, QString::fromStdString(summary.title), QString::fromStdString(summary.meaning));
+        apply(State::Bad, printableText(summary.title), printableText(summary.meaning));
     }
 }
 

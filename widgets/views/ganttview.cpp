@@ -60,7 +60,8 @@ void GanttView::clear()
 void GanttView::layoutRows(GanttGeometry& geometry, int height) const
 {
     const int rows = std::max<std::size_t>(1, m_rows.size());
-    geometry.rowGap = rows > 16 ? 2 : 6;
+    // Narrow gaps when rows are many or the view is low, so that every stage keeps a row.
+    geometry.rowGap = rows > 16 || height < geometry.rulerHeight + rows * 20 ? 2 : 6;
     const double available = height - geometry.rulerHeight - geometry.rowGap;
     geometry.rowHeight = std::clamp(available / rows - geometry.rowGap, 6.0, 52.0);
     geometry.labelWidth = rows > 16 ? 56 : 72;
@@ -94,7 +95,11 @@ QSize GanttView::sizeHint() const
 
 QSize GanttView::minimumSizeHint() const
 {
-    return {300, 120};
+    // Every stage a row of at least 6 px (layoutRows' floor): 16 stages must not lose the last four.
+    GanttGeometry least;
+    least.rowHeight = 6;
+    least.rowGap = 2;
+    return {300, std::max(120, int(least.contentHeight(int(std::max<std::size_t>(1, m_rows.size())))) + 4)};
 }
 
 int GanttView::opAt(const QPointF& position) const
@@ -218,9 +223,14 @@ void GanttView::paintRow(QPainter& painter, const GanttGeometry& geometry, int r
     const double top = geometry.rowTop(row);
     const double h = geometry.rowHeight;
 
+    // Rows lower than a line of text (16 stages in a small window): a label on every k-th row
+    // only, each a line high and centred on its row, so that labels never run into each other.
+    const double line = painter.fontMetrics().height();
+    const int every = std::max(1, int(std::ceil(line / (h + geometry.rowGap))));
     painter.setPen(pal.color(QPalette::Text));
-    painter.drawText(QRectF(4, top, geometry.labelWidth - 10, h), Qt::AlignVCenter | Qt::AlignRight,
-                     tr("Stage %1").arg(row));
+    if (row % every == 0)
+        painter.drawText(QRectF(4, top + (h - line) / 2, geometry.labelWidth - 10, line), Qt::AlignVCenter | Qt::AlignRight,
+                         tr("Stage %1").arg(row));
 
     painter.save();
     painter.setClipRect(QRectF(geometry.labelWidth, top, plotRight - geometry.labelWidth, h));

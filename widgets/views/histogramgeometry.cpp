@@ -1,5 +1,6 @@
 #include "widgets/views/histogramgeometry.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace shardwidgets {
@@ -17,6 +18,14 @@ int HistogramGeometry::binAt(double x) const
     if (bins <= 0 || x < plot.left() || x >= plot.right())
         return -1;
     return std::min(bins - 1, int(std::floor((x - plot.left()) / binWidth())));
+}
+
+int HistogramGeometry::labelStep(double labelWidth) const
+{
+    int step = 8;
+    while (step < bins && step * binWidth() < 1.5 * labelWidth + 4)
+        step += 8;
+    return step;
 }
 
 } // namespace shardwidgets

@@ -78,7 +78,8 @@ void HistogramView::paintEvent(QPaintEvent*)
                               .arg(formatCount(m_stats.zeros), formatCount(m_stats.nan), formatCount(m_stats.posinf),
                                    formatCount(m_stats.neginf));
     painter.drawText(QRectF(kMargin, kMargin, width() - 2 * kMargin, kTitleHeight), Qt::AlignLeft | Qt::AlignVCenter,
-                     painter.fontMetrics().elidedText(m_title + QStringLiteral("  —  ") + zeros, Qt::ElideMiddle,
+                     // Cut at the end: the tensor's name is what must stay readable.
+                     painter.fontMetrics().elidedText(m_title + QStringLiteral("  —  ") + zeros, Qt::ElideRight,
                                                       width() - 2 * kMargin));
     const QColor bar = categoryColor(0, pal);
     for (int b = 0; b < g.bins; ++b)
@@ -87,8 +88,10 @@ void HistogramView::paintEvent(QPaintEvent*)
     painter.setPen(pal.color(QPalette::Mid));
     painter.drawLine(g.plot.bottomLeft(), g.plot.bottomRight());
     painter.setPen(pal.color(QPalette::WindowText));
-    // A label every 8 bins: 2^-56, 2^-48, ... 2^0 ..., enough to read magnitudes at a glance.
-    for (int b = 0; b <= g.bins; b += 8) {
+    // A label every 8 bins (2^-56, 2^-48, ... 2^0 ...), enough to read magnitudes at a glance;
+    // every 16 or more when the plot is too narrow for them side by side.
+    const int step = g.labelStep(painter.fontMetrics().horizontalAdvance(power(-100)));
+    for (int b = 0; b <= g.bins; b += step) {
         const double x = g.plot.left() + b * g.binWidth();
         painter.drawLine(QPointF(x, g.plot.bottom()), QPointF(x, g.plot.bottom() + 3));
         const QString label = power(shardscope::kHistogramLowExponent + b);

@@ -18,6 +18,7 @@ public:
 
     void setStats(const QString& title, const shardscope::ValueStats& stats);
     void clear();
+    QString title() const { return m_title; } // the tensor shown
     HistogramGeometry geometryFor(const QRectF& rect) const;
     QString describeAt(const QPointF& point) const;
     QSize sizeHint() const override { return {420, 200}; }

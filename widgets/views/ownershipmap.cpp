@@ -3,9 +3,11 @@
 #include "widgets/style/chartcolors.h"
 #include "widgets/style/format.h"
 #include "widgets/views/hovertext.h"
+#include "widgets/views/rankgroup.h"
 
 #include <QPainter>
 #include <algorithm>
+#include <cmath>
 
 namespace shardwidgets {
 
@@ -21,7 +23,7 @@ void OwnershipMap::setManifest(const shardscope::Manifest& manifest)
     m_rankFiles.clear();
     for (const auto& shard : manifest.shards) {
         ranks.push_back({shard.param_shard_offset, shard.param_shard_numel, shard.rank});
-        m_rankFiles[shard.rank] = tr("%1 · %2").arg(QString::fromStdString(shard.path), formatBytes(shard.bytes));
+        m_rankFiles[shard.rank] = tr("%1 · %2").arg(printableText(shard.path), formatBytes(shard.bytes));
     }
     m_tensorNames.clear();
     m_tensorShapes.clear();
@@ -48,7 +50,7 @@ void OwnershipMap::setForeignLayout(const shardscope::ForeignLayout& layout,
     for (const auto& file : files) {
         QString& text = m_rankFiles[file.rank];
         text += (text.isEmpty() ? QString() : QStringLiteral("\n")) +
-                tr("%1 · %2").arg(QString::fromStdString(file.path), formatBytes(file.actual_bytes));
+                tr("%1 · %2").arg(printableText(file.path), formatBytes(file.actual_bytes));
     }
     m_reshardTotal = 0;
     setData(std::move(ranks), std::move(tensors), layout.total);
@@ -133,12 +135,28 @@ QSize OwnershipMap::minimumSizeHint() const
     return {200, preferredHeight()};
 }
 
+int OwnershipMap::rankGroup(double width) const
+{
+    int ranks = 0; // the most ranks any lane shows: one grouping for all of them
+    for (const Lane& lane : lanes())
+        for (const auto& range : lane.ranges)
+            if (lane.kind != Lane::Tensors)
+                ranks = std::max(ranks, range.id + 1);
+    // Bands side by side with a separator each: 8 px keeps a colour readable between two lines.
+    return rankGroupFor(ranks, laneGeometry(width).width, 8);
+}
+
 OwnershipGeometry OwnershipMap::laneGeometry(double width) const
 {
     uint64_t total = m_total;
     for (const auto& r : m_ranks)
         total = std::max(total, r.offset + r.numel);
-    return OwnershipGeometry{total, kLabelWidth, std::max(1.0, width - kLabelWidth - 8)};
+    // The title column fits "At 2048 ranks" or "Tensors (1234)" in the font actually used.
+    double labels = kLabelWidth;
+    const QFontMetricsF metrics(font());
+    for (const Lane& lane : lanes())
+        labels = std::max(labels, std::ceil(metrics.horizontalAdvance(lane.title)) + 14);
+    return OwnershipGeometry{total, labels, std::max(1.0, width - labels - 8)};
 }
 
 void OwnershipMap::paintEvent(QPaintEvent*)
@@ -155,38 +173,54 @@ void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
     const OwnershipGeometry geometry = laneGeometry(rect.width());
     const QFontMetrics metrics(painter.font());
     const auto all = lanes();
+    const int rankGroup = this->rankGroup(rect.width());
     for (int laneIndex = 0; laneIndex < int(all.size()); ++laneIndex) {
         const Lane& lane = all[std::size_t(laneIndex)];
         const double top = rect.top() + laneTop(laneIndex);
         painter.setPen(pal.color(QPalette::Text));
-        painter.drawText(QRectF(rect.left() + 4, top, kLabelWidth - 10, kLaneHeight),
+        painter.drawText(QRectF(rect.left() + 4, top, geometry.left - 10, kLaneHeight),
                          Qt::AlignVCenter | Qt::AlignLeft, lane.title);
+        // Ranks too many for a colour each share one per group (rankGroupFor), drawn as one band.
+        const int group = lane.kind == Lane::Tensors ? 1 : rankGroup;
         double lastRight = -1;
-        for (const auto& range : lane.ranges) {
+        for (std::size_t i = 0; i < lane.ranges.size();) {
+            const OwnershipRange& range = lane.ranges[i];
+            const int band = range.id < 0 ? range.id : range.id / group;
+            bool failed = lane.kind == Lane::Ranks && m_failed.count(range.id);
+            int lastRank = range.id;
+            std::size_t end = i + 1;
+            for (; group > 1 && end < lane.ranges.size() && lane.ranges[end].id >= 0 &&
+                   lane.ranges[end].id / group == band;
+                 ++end) {
+                failed = failed || (lane.kind == Lane::Ranks && m_failed.count(lane.ranges[end].id));
+                lastRank = std::max(lastRank, lane.ranges[end].id);
+            }
+            const OwnershipRange& last = lane.ranges[end - 1];
+            i = end;
             const double x0 = geometry.xForOffset(range.offset) + rect.left();
-            const double x1 = geometry.xForOffset(range.offset + range.numel) + rect.left();
+            const double x1 = geometry.xForOffset(last.offset + last.numel) + rect.left();
             if (x1 < lastRight + 0.5 && x1 - x0 < 1)
                 continue; // sub-pixel ranges behind an already painted pixel
             lastRight = x1;
-            QColor fill = categoryColor(range.id, pal);
+            QColor fill = categoryColor(band, pal);
             if (lane.kind == Lane::Tensors)
                 fill = fill.lighter(isDark(pal) ? 100 : 115);
             else if (range.id < 0) // chunks without storage: held by nobody
                 fill = pal.color(QPalette::Mid);
             const QRectF box(x0, top, std::max(1.0, x1 - x0), kLaneHeight);
             painter.fillRect(box, fill);
-            const bool failed = lane.kind == Lane::Ranks && m_failed.count(range.id);
             if (failed) {
                 painter.fillRect(box, QBrush(QColor(0xc0, 0x1c, 0x28), Qt::DiagCrossPattern));
                 painter.setPen(QPen(QColor(0xc0, 0x1c, 0x28), 2));
                 painter.drawRect(box.adjusted(1, 1, -1, -1));
             }
-            if (box.width() > 3) {
+            if (box.width() > 6) { // a separator on a thinner band would be all there is of it
                 painter.setPen(pal.color(QPalette::Window));
                 painter.drawLine(box.topRight(), box.bottomRight());
             }
-            QString label = lane.kind == Lane::Tensors ? QString::fromStdString(m_tensorNames[std::size_t(range.id)])
+            QString label = lane.kind == Lane::Tensors ? printableText(m_tensorNames[std::size_t(range.id)])
                             : range.id < 0                ? QStringLiteral("?")
+                            : lastRank != range.id        ? QStringLiteral("r%1–%2").arg(range.id).arg(lastRank)
                                                           : QStringLiteral("r%1").arg(range.id);
             if (failed)
                 label = QStringLiteral("✗ ") + label;
@@ -209,6 +243,10 @@ void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
             painter.drawText(QRectF(geometry.left + rect.left(), top + kLaneHeight, geometry.width, 16),
                              Qt::AlignRight | Qt::AlignVCenter,
                              tr("%1 elements").arg(formatCount(geometry.total)));
+            if (rankGroup > 1)
+                painter.drawText(QRectF(geometry.left + rect.left(), top + kLaneHeight, geometry.width, 16),
+                                 Qt::AlignHCenter | Qt::AlignVCenter,
+                                 tr("colours grouped by %1 ranks").arg(rankGroup));
             painter.restore();
         }
     }
@@ -235,7 +273,7 @@ QString OwnershipMap::describeAt(const QPointF& position) const
             for (auto d : m_tensorShapes[std::size_t(r.id)])
                 shape << QString::number(d);
             return tr("%1 [%2]\nelements %3")
-                .arg(QString::fromStdString(m_tensorNames[std::size_t(r.id)]), shape.join(QStringLiteral(" × ")), range);
+                .arg(printableText(m_tensorNames[std::size_t(r.id)]), shape.join(QStringLiteral(" × ")), range);
         }
         if (lane.kind == Lane::Target)
             return tr("After resharding to %1 ranks, rank %2 would own\nelements %3 (%4 elements)")

@@ -35,6 +35,8 @@ public:
 
     // Lane rectangles' geometry for the current width (tests, hit-testing).
     OwnershipGeometry laneGeometry(double width) const;
+    // Neighbouring ranks that share a colour band at this width (1 unless ranks are many).
+    int rankGroup(double width) const;
     QString describeAt(const QPointF& position) const;
     void paintMap(QPainter& painter, const QRect& rect) const; // also used for export
     int preferredHeight() const;

@@ -1,5 +1,7 @@
 #include "widgets/views/reshardgeometry.h"
 
+#include "widgets/views/rankgroup.h"
+
 #include <algorithm>
 #include <map>
 
@@ -33,6 +35,13 @@ double ReshardGeometry::edgeAt(double xSource, double xTarget, double y) const
     return xSource + (xTarget - xSource) * ease(t);
 }
 
+int ReshardGeometry::groupFor(int sourceCount, int targetCount, double width, double minWidth)
+{
+    // About N + M runs side by side; a group never spans more than the larger bar.
+    return std::min(rankGroupFor(sourceCount + targetCount, width, minWidth),
+                    std::max(1, std::max(sourceCount, targetCount)));
+}
+
 namespace {
 
 // Source slices in bar order (by offset; empty shards keep their rank order among equals).
@@ -44,64 +53,108 @@ std::vector<ReshardBox> ordered(std::vector<ReshardBox> slices)
     return slices;
 }
 
-} // namespace
-
-std::vector<ReshardBox> ReshardGeometry::sourceBoxes(const shardscope::ReshardPlan& plan,
-                                                     const std::vector<ReshardBox>& sourceSlices) const
+// `slices` (in bar order) merged `group` at a time; a bar's slices are contiguous, so a group's
+// elements are too.
+std::vector<ReshardBox> grouped(const std::vector<ReshardBox>& slices, int group)
 {
-    std::vector<ReshardBox> boxes = ordered(sourceSlices);
-    const int count = int(boxes.size());
-    for (int slot = 0; slot < count; ++slot) {
-        ReshardBox& b = boxes[std::size_t(slot)];
-        const double x0 = x(plan.numel_total, count, slot, b.offset);
-        const double x1 = x(plan.numel_total, count, slot, b.offset + b.numel);
-        b.rect = QRectF(x0, sourceTop, x1 - x0, barHeight);
+    std::vector<ReshardBox> boxes;
+    for (std::size_t i = 0; i < slices.size(); ++i) {
+        if (i % std::size_t(group) == 0) {
+            boxes.push_back(slices[i]);
+            boxes.back().lastRank = group > 1 ? slices[i].rank : -1;
+            continue;
+        }
+        ReshardBox& box = boxes.back();
+        box.numel = slices[i].offset + slices[i].numel - box.offset;
+        box.lastRank = slices[i].rank;
     }
     return boxes;
 }
 
-std::vector<ReshardBox> ReshardGeometry::targetBoxes(const shardscope::ReshardPlan& plan) const
+std::vector<ReshardBox> targetSlices(const shardscope::ReshardPlan& plan)
 {
-    std::vector<ReshardBox> boxes;
-    const int count = int(plan.targets.size());
-    boxes.reserve(plan.targets.size());
+    std::vector<ReshardBox> slices;
+    slices.reserve(plan.targets.size());
+    for (const auto& t : plan.targets)
+        slices.push_back({t.rank, t.offset, t.numel, {}});
+    return slices;
+}
+
+} // namespace
+
+std::vector<ReshardBox> ReshardGeometry::laidOut(std::vector<ReshardBox> boxes, double top, uint64_t total) const
+{
+    const int count = int(boxes.size());
     for (int slot = 0; slot < count; ++slot) {
-        const auto& t = plan.targets[std::size_t(slot)];
-        const double x0 = x(plan.numel_total, count, slot, t.offset);
-        const double x1 = x(plan.numel_total, count, slot, t.offset + t.numel);
-        boxes.push_back({t.rank, t.offset, t.numel, QRectF(x0, targetTop, x1 - x0, barHeight)});
+        ReshardBox& b = boxes[std::size_t(slot)];
+        const double x0 = x(total, count, slot, b.offset);
+        const double x1 = x(total, count, slot, b.offset + b.numel);
+        b.rect = QRectF(x0, top, x1 - x0, barHeight);
     }
     return boxes;
+}
+
+std::vector<ReshardBox> ReshardGeometry::sourceBoxes(const shardscope::ReshardPlan& plan,
+                                                     const std::vector<ReshardBox>& sourceSlices) const
+{
+    return laidOut(grouped(ordered(sourceSlices), rankGroup), sourceTop, plan.numel_total);
+}
+
+std::vector<ReshardBox> ReshardGeometry::targetBoxes(const shardscope::ReshardPlan& plan) const
+{
+    return laidOut(grouped(targetSlices(plan), rankGroup), targetTop, plan.numel_total);
 }
 
 std::vector<ReshardRibbon> ReshardGeometry::ribbons(const shardscope::ReshardPlan& plan,
                                                     const std::vector<ReshardBox>& sourceSlices) const
 {
     const std::vector<ReshardBox> sources = ordered(sourceSlices);
+    const std::vector<ReshardBox> sourceGroups = grouped(sources, rankGroup);
+    const std::vector<ReshardBox> targetGroups = grouped(targetSlices(plan), rankGroup);
     std::map<int, std::pair<int, uint64_t>> slotOf; // rank -> (slot, offset of its slice)
     for (int slot = 0; slot < int(sources.size()); ++slot)
         slotOf[sources[std::size_t(slot)].rank] = {slot, sources[std::size_t(slot)].offset};
-    const int sourceCount = int(sources.size());
-    const int targetCount = int(plan.targets.size());
+    const int sourceCount = int(sourceGroups.size());
+    const int targetCount = int(targetGroups.size());
+    auto last = [](const ReshardBox& b) { return b.lastRank < 0 ? b.rank : b.lastRank; };
     std::vector<ReshardRibbon> result;
-    for (int tslot = 0; tslot < targetCount; ++tslot) {
+    for (int tslot = 0; tslot < int(plan.targets.size()); ++tslot) {
         const auto& t = plan.targets[std::size_t(tslot)];
+        const int tgroup = tslot / rankGroup;
         for (const auto& run : t.runs) {
             const auto it = slotOf.find(run.source_rank);
             if (it == slotOf.end())
                 continue; // a plan for another manifest: nothing sensible to draw
             const auto [sslot, sourceOffset] = it->second;
-            ReshardRibbon r;
-            r.sourceRank = run.source_rank;
-            r.targetRank = t.rank;
-            r.offset = t.offset + run.target_offset;
-            r.numel = run.numel;
-            r.staying = run.source_rank == t.rank;
-            r.sourceX0 = x(plan.numel_total, sourceCount, sslot, sourceOffset + run.source_offset);
-            r.sourceX1 = x(plan.numel_total, sourceCount, sslot, sourceOffset + run.source_offset + run.numel);
-            r.targetX0 = x(plan.numel_total, targetCount, tslot, r.offset);
-            r.targetX1 = x(plan.numel_total, targetCount, tslot, r.offset + r.numel);
-            result.push_back(r);
+            const int sgroup = sslot / rankGroup;
+            const uint64_t from = sourceOffset + run.source_offset; // where the run's bytes sit now
+            const uint64_t to = t.offset + run.target_offset;       // and where they will sit
+            const uint64_t staying = run.source_rank == t.rank ? run.numel : 0;
+            ReshardRibbon* r = result.empty() ? nullptr : &result.back();
+            // Runs between the same two groups are neighbours on both bars: one ribbon.
+            if (rankGroup > 1 && r && r->sourceRank == sourceGroups[std::size_t(sgroup)].rank &&
+                r->targetRank == targetGroups[std::size_t(tgroup)].rank && r->offset + r->numel == to) {
+                r->numel += run.numel;
+                r->stayingNumel += staying;
+                r->staying = r->stayingNumel == r->numel;
+                r->sourceX1 = x(plan.numel_total, sourceCount, sgroup, from + run.numel);
+                r->targetX1 = x(plan.numel_total, targetCount, tgroup, to + run.numel);
+                continue;
+            }
+            ReshardRibbon ribbon;
+            ribbon.sourceRank = sourceGroups[std::size_t(sgroup)].rank;
+            ribbon.sourceLast = last(sourceGroups[std::size_t(sgroup)]);
+            ribbon.targetRank = targetGroups[std::size_t(tgroup)].rank;
+            ribbon.targetLast = last(targetGroups[std::size_t(tgroup)]);
+            ribbon.offset = to;
+            ribbon.numel = run.numel;
+            ribbon.stayingNumel = staying;
+            ribbon.staying = staying == run.numel;
+            ribbon.sourceX0 = x(plan.numel_total, sourceCount, sgroup, from);
+            ribbon.sourceX1 = x(plan.numel_total, sourceCount, sgroup, from + run.numel);
+            ribbon.targetX0 = x(plan.numel_total, targetCount, tgroup, to);
+            ribbon.targetX1 = x(plan.numel_total, targetCount, tgroup, to + run.numel);
+            result.push_back(ribbon);
         }
     }
     return result;

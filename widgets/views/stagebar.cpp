@@ -1,6 +1,7 @@
 #include "widgets/views/stagebar.h"
 
 #include "widgets/style/chartcolors.h"
+#include "widgets/style/format.h"
 #include "widgets/jobs/pipelineplanner.h"
 
 #include <QHelpEvent>
@@ -56,6 +57,53 @@ int StageBar::stageOfLayer(int layer) const
     return piece % std::max(1, m_planner->spec().stages);
 }
 
+std::vector<StageBar::Piece> StageBar::pieces() const
+{
+    const auto& boundaries = m_planner->boundaries();
+    const int layers = int(m_planner->profile().layers.size());
+    std::vector<Piece> result;
+    if (boundaries.empty() || layers == 0)
+        return result;
+    for (std::size_t piece = 0; piece <= boundaries.size(); ++piece)
+        result.push_back({piece == 0 ? 0 : boundaries[piece - 1],
+                          piece == boundaries.size() ? layers - 1 : boundaries[piece] - 1});
+    return result;
+}
+
+QStringList StageBar::captions() const
+{
+    const auto all = pieces();
+    const int stages = std::max(1, m_planner->spec().stages);
+    const bool chunks = int(all.size()) > stages; // interleaved: several chunks per stage
+    // Longest first: the stage with its layer range, shorter with the range, the stage alone, its
+    // bare number.
+    std::vector<QStringList> forms(4);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        const int piece = int(i), first = all[i].first, last = all[i].last;
+        const QString shortName = chunks ? tr("S%1.%2").arg(piece % stages).arg(piece / stages) : tr("S%1").arg(piece);
+        const QString range = QStringLiteral("%1–%2").arg(first).arg(last); // as the stage table: "33–33"
+        forms[0] << tr("%1 · %2").arg(chunks ? shortName : tr("Stage %1").arg(piece), range);
+        forms[1] << tr("%1 · %2").arg(shortName, range);
+        forms[2] << shortName;
+        forms[3] << QString::number(piece % stages);
+    }
+    const StageBarGeometry geometry = barGeometry();
+    const QFontMetricsF metrics(font());
+    std::vector<double> room;
+    std::vector<std::vector<double>> widths(forms.size());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        room.push_back(geometry.edgeX(all[i].last + 1) - geometry.edgeX(all[i].first));
+        for (std::size_t f = 0; f < forms.size(); ++f)
+            widths[f].push_back(metrics.horizontalAdvance(forms[f][int(i)]));
+    }
+    const int form = StageBarGeometry::captionForm(room, widths);
+    QStringList result;
+    for (std::size_t i = 0; i < all.size(); ++i)
+        result << (StageBarGeometry::captionFits(widths[std::size_t(form)][i], room[i]) ? forms[std::size_t(form)][int(i)]
+                                                                                       : QString());
+    return result;
+}
+
 void StageBar::setSelectedBoundary(int index)
 {
     m_selected = index >= 0 && index < int(m_planner->boundaries().size()) ? index : -1;
@@ -82,26 +130,18 @@ void StageBar::paintEvent(QPaintEvent*)
     painter.setPen(pal.color(QPalette::Mid));
     painter.drawRect(QRectF(geometry.edgeX(0), top, geometry.edges.back() - geometry.edgeX(0), h));
 
-    // Piece captions under the bar: stage (and chunk) with its layer range, when they fit.
-    const auto& boundaries = m_planner->boundaries();
-    const int pieces = int(boundaries.size()) + 1;
-    const int stages = std::max(1, m_planner->spec().stages);
+    // Piece captions under the bar: stage (and chunk) with its layer range, all in one form.
+    const QStringList texts = captions();
+    const auto all = pieces();
     const QFontMetrics metrics(font());
     painter.setPen(pal.color(QPalette::Text));
-    for (int piece = 0; piece < pieces && !boundaries.empty(); ++piece) {
-        const int first = piece == 0 ? 0 : boundaries[std::size_t(piece - 1)];
-        const int last = piece + 1 == pieces ? geometry.layerCount() - 1 : boundaries[std::size_t(piece)] - 1;
-        const QRectF box(geometry.edgeX(first), top + h + 2, geometry.edgeX(last + 1) - geometry.edgeX(first),
-                         metrics.height());
-        QString caption = pieces > stages
-                              ? tr("S%1.%2 · %3–%4").arg(piece % stages).arg(piece / stages).arg(first).arg(last)
-                              : tr("Stage %1 · %2–%3").arg(piece).arg(first).arg(last);
-        if (metrics.horizontalAdvance(caption) + 4 > box.width())
-            caption = QString::number(piece % stages);
-        if (metrics.horizontalAdvance(caption) + 2 <= box.width())
-            painter.drawText(box, Qt::AlignCenter, caption);
+    for (std::size_t piece = 0; piece < all.size(); ++piece) {
+        const double x0 = geometry.edgeX(all[piece].first), x1 = geometry.edgeX(all[piece].last + 1);
+        if (!texts[int(piece)].isEmpty())
+            painter.drawText(QRectF(x0, top + h + 2, x1 - x0, metrics.height()), Qt::AlignCenter, texts[int(piece)]);
     }
 
+    const auto& boundaries = m_planner->boundaries();
     // Handles: a line across the bar and a grip above it; the selected/dragged one stands out.
     for (int i = 0; i < int(boundaries.size()); ++i) {
         const double x = geometry.edgeX(boundaries[std::size_t(i)]);
@@ -215,7 +255,7 @@ bool StageBar::event(QEvent* event)
                                tr("Layer %1 “%2” on stage %3\nforward %4 ms · backward %5 ms\n%6 "
                                   "parameters · %7 activation bytes")
                                    .arg(layer)
-                                   .arg(QString::fromStdString(l.name))
+                                   .arg(printableText(l.name))
                                    .arg(stageOfLayer(layer))
                                    .arg(l.fwd_ms, 0, 'f', 3)
                                    .arg(l.bwd_ms, 0, 'f', 3)

@@ -22,6 +22,9 @@ public:
     void setSelectedBoundary(int index);
     double barTop() const { return 8; }
     double barHeight() const { return 30; }
+    // The caption under each piece (stage, or stage and chunk), empty where it does not fit; all
+    // in one form (StageBarGeometry::captionForm).
+    QStringList captions() const;
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
@@ -39,6 +42,10 @@ protected:
 
 private:
     int stageOfLayer(int layer) const;
+    struct Piece {
+        int first, last; // layers
+    };
+    std::vector<Piece> pieces() const;
     std::vector<double> layerCosts() const;
 
     PipelinePlanner* m_planner;

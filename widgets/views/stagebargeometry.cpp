@@ -68,6 +68,19 @@ int StageBarGeometry::boundaryAt(const std::vector<int>& boundaries, double x) c
     return best;
 }
 
+int StageBarGeometry::captionForm(const std::vector<double>& pieceWidths,
+                                  const std::vector<std::vector<double>>& textWidths)
+{
+    for (std::size_t form = 0; form + 1 < textWidths.size(); ++form) {
+        bool all = true;
+        for (std::size_t piece = 0; piece < pieceWidths.size() && all; ++piece)
+            all = captionFits(textWidths[form][piece], pieceWidths[piece]);
+        if (all)
+            return int(form);
+    }
+    return int(textWidths.size()) - 1;
+}
+
 int StageBarGeometry::moveBoundary(std::vector<int>& boundaries, int index, int edge) const
 {
     const int count = int(boundaries.size());

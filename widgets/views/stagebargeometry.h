@@ -23,6 +23,13 @@ struct StageBarGeometry {
     int snapEdge(double x) const;
     // Index into `boundaries` of the boundary within grabTolerance of x (the nearest), or -1.
     int boundaryAt(const std::vector<int>& boundaries, double x) const;
+    // Which caption form every piece shows: `textWidths[form][piece]` is the width of the piece's
+    // caption in that form (longest form first), `pieceWidths[piece]` the room under it. The first
+    // form that fits every piece, so the bar never mixes "Stage 0 · 0–2" with bare numbers; when
+    // none fits them all, the last (shortest) form, drawn only in the pieces it fits.
+    static int captionForm(const std::vector<double>& pieceWidths, const std::vector<std::vector<double>>& textWidths);
+    static bool captionFits(double textWidth, double pieceWidth) { return textWidth + 4 <= pieceWidth; }
+
     // `boundaries` with boundary `index` moved to layer edge `edge`, clamped so that every piece
     // keeps at least one layer. Returns the edge actually used.
     int moveBoundary(std::vector<int>& boundaries, int index, int edge) const;

@@ -1,13 +1,23 @@
 // The real main window (app/shardscope's shardscope_window library), offscreen: its actions are
-// enabled only when there is something to act on, and opening a checkpoint reaches every page.
+// enabled only when there is something to act on, opening a checkpoint reaches every page, a
+// page's status message leaves with the page, and a step without a manifest is named as such.
 
 #include "app/shardscope/mainwindow.h"
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/panels/comparepanel.h"
+#include "widgets/panels/reshardpanel.h"
+#include "widgets/views/failurebanner.h"
+#include "widgets/views/reshardview.h"
 #include "widgets/settings/settings.h"
 #include "widgettestutil.h"
 
 #include <QAction>
+#include <QDir>
+#include <QFile>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QStatusBar>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -66,6 +76,93 @@ private slots:
         QVERIFY(failed.count() == 1 || failed.wait(10000));
         QVERIFY(!cancel->isEnabled());
         QVERIFY(!compare->isEnabled());
+    }
+
+    void everyPageFitsTheMinimumSize()
+    {
+        // At the smallest window, with a checkpoint open, no page needs a scroll bar: every
+        // control row has wrapped and every table still shows rows.
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.resize(MainWindow::kMinimumSize);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QCOMPARE(window.size(), MainWindow::kMinimumSize);
+        const QString dir = tmp.filePath(QStringLiteral("ckpt"));
+        widgettest::makeCheckpoint(dir, 8, 40'000);
+        QSignalSpy finished(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
+        window.openPath(dir);
+        QVERIFY(finished.wait(30000));
+        auto* tabs = window.findChild<QTabWidget*>();
+        QVERIFY(tabs);
+        QStringList scrolling;
+        for (int i = 0; i < tabs->count(); ++i) {
+            tabs->setCurrentIndex(i);
+            QCoreApplication::processEvents();
+            auto* page = qobject_cast<QScrollArea*>(tabs->widget(i));
+            QVERIFY(page);
+            if (page->verticalScrollBar()->maximum() > 0 || page->horizontalScrollBar()->maximum() > 0)
+                scrolling << QStringLiteral("%1 by %2 × %3 px")
+                                 .arg(tabs->tabText(i))
+                                 .arg(page->horizontalScrollBar()->maximum())
+                                 .arg(page->verticalScrollBar()->maximum());
+        }
+        QVERIFY2(scrolling.isEmpty(), qPrintable(scrolling.join(QStringLiteral(", "))));
+    }
+
+    void statusMessagesStayOnTheirPage()
+    {
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.show();
+        const QString dir = tmp.filePath(QStringLiteral("ckpt"));
+        widgettest::makeCheckpoint(dir, 4, 40'000);
+        QSignalSpy finished(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
+        window.openPath(dir);
+        QVERIFY(finished.wait(30000));
+
+        // A reshard into a folder that is not empty fails; the Reshard page says so.
+        QDir(tmp.path()).mkpath(QStringLiteral("occupied"));
+        QFile keep(tmp.filePath(QStringLiteral("occupied/keep.txt")));
+        QVERIFY(keep.open(QIODevice::WriteOnly));
+        keep.close();
+        window.showReshard();
+        QSignalSpy resharded(window.reshardPanel(), &shardwidgets::ReshardPanel::reshardFinished);
+        QVERIFY(window.reshardPanel()->startReshard(tmp.filePath(QStringLiteral("occupied"))));
+        QVERIFY(resharded.wait(30000));
+        QCOMPARE(resharded.first().at(0).toBool(), false);
+        QVERIFY2(window.statusBar()->currentMessage().startsWith(QStringLiteral("Reshard failed")),
+                 qPrintable(window.statusBar()->currentMessage()));
+        // On another page the failure is not the news of that page.
+        window.showCheckpoint();
+        QVERIFY2(!window.statusBar()->currentMessage().contains(QStringLiteral("Reshard")),
+                 qPrintable(window.statusBar()->currentMessage()));
+    }
+
+    void stepWithoutAManifest()
+    {
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.show();
+        const QString dir = tmp.filePath(QStringLiteral("step-00000050"));
+        widgettest::makeCheckpoint(dir, 4, 40'000, 50);
+        QVERIFY(QFile::remove(QDir(dir).filePath(QStringLiteral("manifest.json")))); // the save never committed
+        QSignalSpy finished(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
+        window.openPath(dir);
+        QVERIFY(finished.wait(30000));
+        const QString title = window.checkpointPanel()->banner()->title();
+        QVERIFY2(title.startsWith(QStringLiteral("Missing manifest")), qPrintable(title));
+        // A checkpoint is open: the Reshard page says why there is nothing to preview rather than
+        // asking for a checkpoint.
+        const QString totals = window.reshardPanel()->totalsText();
+        QVERIFY2(!totals.contains(QStringLiteral("Open a checkpoint")), qPrintable(totals));
+        QVERIFY2(totals.contains(QStringLiteral("manifest")), qPrintable(totals));
+        const QString placeholder = window.reshardPanel()->view()->placeholder();
+        QVERIFY2(!placeholder.contains(QStringLiteral("Open a checkpoint")), qPrintable(placeholder));
+        QVERIFY(!window.reshardPanel()->reshardButton()->isEnabled());
     }
 };
 

@@ -64,6 +64,19 @@ private slots:
         QCOMPARE(summary.ranks, std::vector<int>{1});
     }
 
+    // A step without its manifest (directory.cpp's partial_write on manifest.json) is headlined
+    // as what it lacks, in every form of the report; a shard missing under a manifest is not.
+    void missingManifestIsNotAMissingShard()
+    {
+        const auto summary = classify_failure(
+            report({{ProblemKind::partial_write, -1, "manifest.json", "/ck/step-1: no manifest.json"}}, false));
+        QCOMPARE(summary.mode, FailureMode::partial_write);
+        QVERIFY2(summary.title.starts_with("Missing manifest: step-1 was never committed"), summary.title.c_str());
+        QVERIFY(summary.meaning.find("previous complete step") != std::string::npos);
+        const auto shard = classify_failure(report({{ProblemKind::missing_shard, 1, "rank1.safetensors", "gone"}}));
+        QVERIFY2(shard.title.starts_with("Partial write: rank 1's shard"), shard.title.c_str());
+    }
+
     void worstModeWins()
     {
         const auto summary = classify_failure(report({{ProblemKind::hash_mismatch, 1, "rank1.safetensors", "x"},
@@ -143,6 +156,11 @@ private slots:
         QVERIFY(md.contains(QStringLiteral("| layers.7.mlp.up_proj.weight | exp_avg_sq | F32 | 3 | 1 | 0 | 0 |")));
         const QString html = QString::fromStdString(report_html(input));
         QVERIFY(html.contains(QStringLiteral("<h2>Tensor content</h2>")));
+        // A name from a file reaches the table escaped, never as a raw control byte.
+        content->tensors[0].name = "evil\x1b[2Jname";
+        const std::string escaped = report_markdown(input);
+        QVERIFY(escaped.find('\x1b') == std::string::npos);
+        QVERIFY(escaped.find("evil") != std::string::npos);
 
         content->problems.clear();
         content->tensors.clear();

@@ -5,17 +5,21 @@
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/models/steplistmodel.h"
 #include "widgets/panels/stepspane.h"
+#include "widgets/views/failurebanner.h"
 #include "widgettestutil.h"
 
 #include "core/run/lifecycle.h"
 
 #include <QAbstractItemModelTester>
+#include <QHeaderView>
+#include <QScrollBar>
 #include <QDir>
 #include <QFile>
 #include <QSignalSpy>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
+#include <numeric>
 
 using namespace shardwidgets;
 namespace fs = std::filesystem;
@@ -124,6 +128,10 @@ private slots:
         QCOMPARE(QDir(panel.controller()->directory()).dirName(), QStringLiteral("step-00000040"));
         QVERIFY(!panel.report()->ok());
         QVERIFY(pane->isVisible());
+        // Headlined as what is missing: its manifest (the save never committed), not a shard.
+        const QString title = panel.banner()->title();
+        QVERIFY2(title.startsWith(QStringLiteral("Missing manifest")), qPrintable(title));
+        QVERIFY2(!title.contains(QStringLiteral("shard is missing")), qPrintable(title));
 
         // A run that keeps saving: Refresh lists the new step.
         widgettest::makeCheckpoint(QDir(tmp.path()).filePath(QStringLiteral("step-00000050")), 2, 1000, 50);
@@ -132,6 +140,44 @@ private slots:
         QVERIFY(listed.wait(10000));
         QCOMPARE(pane->model()->rowCount(), 5);
         QCOMPARE(cell(pane->model(), 0, StepListModel::Step), QStringLiteral("50"));
+    }
+
+    void refreshKeepsTheColumns()
+    {
+        QTemporaryDir tmp;
+        makeRoot(tmp.path());
+        CheckpointPanel panel;
+        StepsPane* pane = panel.stepsPane();
+        panel.resize(1400, 800);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QTableView* view = pane->view();
+        auto widths = [view] {
+            std::vector<int> w;
+            for (int c = 0; c < view->model()->columnCount(); ++c)
+                w.push_back(view->horizontalHeader()->sectionSize(c));
+            return w;
+        };
+        QCoreApplication::processEvents();
+        const std::vector<int> before = widths();
+        // The columns fill the table: the last one takes what the others leave.
+        QCOMPARE(std::accumulate(before.begin(), before.end(), 0), view->viewport()->width());
+
+        QSignalSpy listed(pane, &StepsPane::listed);
+        pane->refresh();
+        QVERIFY(listed.wait(10000));
+        QCoreApplication::processEvents();
+        const std::vector<int> after = widths();
+        QCOMPARE(std::accumulate(after.begin(), after.end(), 0), view->viewport()->width());
+        for (std::size_t c = 0; c < before.size(); ++c)
+            QVERIFY2(after[c] >= before[c], qPrintable(QStringLiteral("column %1: %2 -> %3").arg(c).arg(before[c]).arg(after[c])));
+        // In a small window every column is still in sight: the pane keeps the table's width.
+        panel.resize(780, 560);
+        QCoreApplication::processEvents();
+        QCOMPARE(view->horizontalScrollBar()->maximum(), 0);
     }
 
     void mirrorTierIsListed()

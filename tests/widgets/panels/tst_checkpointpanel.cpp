@@ -11,6 +11,8 @@
 #include "foreign_fixtures.h"
 
 #include <QAbstractItemModelTester>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <QDir>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -22,6 +24,28 @@ using shardscope::ShardStatus;
 
 class TestCheckpointPanel : public QObject {
     Q_OBJECT
+
+    // What a person may be shown of a file: valid text (no U+FFFD standing for a lost byte), no
+    // C0 or C1 control character but the line breaks the app puts between lines itself.
+    static bool printable(const QString& text)
+    {
+        for (const QChar c : text)
+            if ((c.unicode() < 0x20 && c != QLatin1Char('\n')) || c.unicode() == 0x7f ||
+                (c.unicode() >= 0x80 && c.unicode() <= 0x9f) || c == QChar::ReplacementCharacter)
+                return false;
+        return true;
+    }
+
+    static QStringList shownTexts(const QAbstractItemModel* model)
+    {
+        QStringList texts;
+        for (int row = 0; row < model->rowCount(); ++row)
+            for (int column = 0; column < model->columnCount(); ++column)
+                for (const int role : {int(Qt::DisplayRole), int(Qt::ToolTipRole)})
+                    texts << model->index(row, column).data(role).toString();
+        return texts;
+    }
+
 private slots:
     void oneCorruptedShardIsNamed()
     {
@@ -142,6 +166,70 @@ private slots:
         QVERIFY2(first.startsWith(QStringLiteral("Rank 0")) && first.contains(QStringLiteral("__0_0.distcp")), qPrintable(first));
         QVERIFY2(second.startsWith(QStringLiteral("Rank 1")) && second.contains(QStringLiteral("failed")), qPrintable(second));
         QCOMPARE(panel.shardModel()->status(1), ShardStatus::invalid);
+    }
+
+    // Names and strings from a manifest reach the screen escaped: a terminal escape in a tensor
+    // name, a C1 control, a byte that is not UTF-8 in a manifest the reader refuses.
+    void textFromFilesIsPrintable()
+    {
+        QTemporaryDir tmp;
+        const QString dir = tmp.filePath(QStringLiteral("ckpt"));
+        widgettest::makeCheckpoint(dir, 2, 1000);
+        const std::filesystem::path manifestFile = std::filesystem::path(dir.toStdString()) / "manifest.json";
+        std::ifstream in(manifestFile);
+        nlohmann::json manifest = nlohmann::json::parse(in);
+        in.close();
+        manifest["tensors"][0]["name"] = "emb\x1b[2J\xc2\x85" "ed"; // ESC and U+0085, valid UTF-8
+        manifest["training_state"]["note"] = "\x1b]0;pwned\x07";
+        fixtures::write_file(manifestFile, manifest.dump(2));
+
+        CheckpointPanel panel;
+        panel.resize(1200, 800);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(dir);
+        QVERIFY(finished.wait(30000));
+        QStringList texts = shownTexts(panel.summaryModel()) + shownTexts(panel.shardModel());
+        texts << panel.banner()->text();
+        const QString note = panel.summaryModel()->value(QStringLiteral("Training state: note"));
+        QCOMPARE(note, QStringLiteral("\\x1b]0;pwned\\x07"));
+        // The tensor lane's hover text names the tensor, escaped.
+        OwnershipMap* map = panel.ownershipMap();
+        const auto geometry = map->laneGeometry(map->width());
+        const auto& tensor = panel.controller()->manifest()->tensors.front();
+        const QString hover = map->describeAt(QPointF(geometry.xForOffset(tensor.offset + tensor.numel / 2), 6 + 44 + 13));
+        QVERIFY2(hover.startsWith(QStringLiteral("emb\\x1b[2J\\xc2\\x85ed")), qPrintable(hover));
+        texts << hover;
+        for (const QString& text : texts)
+            QVERIFY2(printable(text), text.toUtf8().toHex().constData());
+
+        // A manifest with a byte that is not UTF-8: the banner quotes it as \xff, not as U+FFFD.
+        std::string raw = manifest.dump(2);
+        raw.insert(raw.find("\"step\""), "\"bad\xff\": 1, ");
+        fixtures::write_file(manifestFile, raw);
+        panel.open(dir);
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Bad);
+        QVERIFY2(printable(panel.banner()->text()), qPrintable(panel.banner()->text()));
+    }
+
+    void aThousandRanksOnTheMap()
+    {
+        QTemporaryDir tmp;
+        const auto manifest = widgettest::makeCheckpoint(tmp.path(), 1024, 100'000);
+        OwnershipMap map;
+        map.setManifest(manifest);
+        map.setReshardTarget(2048);
+        map.resize(1400, map.preferredHeight());
+        // A colour per rank would be 1.3 px wide: neighbouring ranks share one, the map says so.
+        QVERIFY(map.rankGroup(1400) >= 4);
+        // The lane titles fit: "At 2048 ranks" is not cut.
+        const QFontMetricsF metrics(map.font());
+        QVERIFY(map.laneGeometry(1400).left >= metrics.horizontalAdvance(QStringLiteral("At 2048 ranks")) + 10);
+        QVERIFY(map.describeAt(QPointF(map.laneGeometry(1400).left + 1, 10)).startsWith(QStringLiteral("Rank 0")));
+        const auto few = widgettest::makeCheckpoint(tmp.filePath(QStringLiteral("few")), 8, 1000);
+        map.setManifest(few);
+        map.setReshardTarget(16);
+        QCOMPARE(map.rankGroup(1400), 1);
     }
 
     void goodCheckpointTurnsGreen()

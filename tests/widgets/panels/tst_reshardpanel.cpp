@@ -8,6 +8,7 @@
 #include "widgets/panels/reshardpanel.h"
 #include "widgets/models/reshardplanmodel.h"
 #include "widgets/views/reshardview.h"
+#include "widgets/style/format.h"
 #include "widgettestutil.h"
 
 #include "core/checkpoint/directory.h"
@@ -25,6 +26,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
+#include <QTextDocument>
 #include <QTest>
 
 using namespace shardwidgets;
@@ -109,6 +111,56 @@ private slots:
         panel.clear();
         QCOMPARE(panel.model()->rowCount(), 0);
         QVERIFY(!panel.reshardButton()->isEnabled());
+    }
+
+    void sharesNeverRoundToNothing()
+    {
+        QCOMPARE(formatPercent(1, 8), QStringLiteral("12.5 %"));
+        QCOMPARE(formatPercent(0, 8), QStringLiteral("0.0 %"));
+        QCOMPARE(formatPercent(8, 8), QStringLiteral("100.0 %"));
+        QCOMPARE(formatPercent(1, 3000), QStringLiteral("< 0.1 %"));
+        QCOMPARE(formatPercent(2999, 3000), QStringLiteral("> 99.9 %"));
+        QCOMPARE(formatPercent(3, 0), QStringLiteral("–"));
+    }
+
+    void aThousandRanksReadClearly()
+    {
+        // 1,024 -> 2,048 ranks: only rank 0 keeps a sliver on its own index.
+        QTemporaryDir tmp;
+        const auto manifest = widgettest::makeCheckpoint(tmp.path(), 1024, 200'000);
+        ReshardPanel panel;
+        panel.setInteractive(false);
+        panel.setCheckpoint(tmp.path(), manifest);
+        QCOMPARE(panel.targetWorldSize(), 2048);
+        const auto& plan = *panel.plan();
+        QVERIFY(plan.bytes_staying > 0 && plan.bytes_staying * 1000 < plan.bytes_written);
+        // Staying is a sliver, not "0.0 %", and moving is not "100.0 %" beside it.
+        QTextDocument totals;
+        totals.setHtml(panel.totalsText());
+        const QString text = totals.toPlainText();
+        QVERIFY2(text.contains(QStringLiteral("(< 0.1 %)")) && text.contains(QStringLiteral("(> 99.9 %)")), qPrintable(text));
+
+        // The picture: the bar titles fit, and ranks are grouped so that ribbons are visible.
+        ReshardView* view = panel.view();
+        const QRect rect(0, 0, 1400, view->preferredHeight());
+        const QFontMetricsF metrics(view->font());
+        const ReshardGeometry g = view->geometryFor(rect, metrics);
+        QVERIFY(g.left - 14 >= metrics.horizontalAdvance(QStringLiteral("After: 2048 ranks")));
+        QVERIFY(g.rankGroup >= 8);
+        const QString legend = view->legend(g.rankGroup);
+        QVERIFY2(legend.contains(QStringLiteral("grouped by %1 ranks").arg(g.rankGroup)), qPrintable(legend));
+        QVERIFY2(legend.contains(QStringLiteral("(> 99.9 %)")), qPrintable(legend));
+        // Hovering a group's box names its ranks.
+        const auto boxes = g.sourceBoxes(plan, [&] {
+            std::vector<ReshardBox> slices;
+            for (const auto& s : manifest.shards)
+                slices.push_back({.rank = s.rank, .offset = s.param_shard_offset, .numel = s.param_shard_numel});
+            return slices;
+        }());
+        view->resize(rect.size());
+        const QString hover = view->describeAt(boxes[1].rect.center());
+        QVERIFY2(hover.startsWith(QStringLiteral("Now: ranks %1–%2").arg(g.rankGroup).arg(2 * g.rankGroup - 1)),
+                 qPrintable(hover));
     }
 
     void backgroundReshardVerifies()

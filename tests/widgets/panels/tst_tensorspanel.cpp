@@ -63,6 +63,10 @@ private slots:
         QCOMPARE(g.barRect(3, 50).top(), 20.0);   // the tallest bar fills the plot
         QCOMPARE(g.barRect(3, 25).height(), 50.0); // half the count, half the height
         QVERIFY(g.barRect(70, 1).isNull());
+        // Axis labels 40 px wide: every 8 bins at 10 px a bin, every 16 in a 260 px plot.
+        QCOMPARE(g.labelStep(40), 8);
+        g.plot.setWidth(260);
+        QCOMPARE(g.labelStep(40), 16);
     }
 
     void nanOnOneRankIsShown()
@@ -120,6 +124,27 @@ private slots:
         QVERIFY(finished.wait(30000));
         QCOMPARE(finished.at(0).at(0).toBool(), true);
         QCOMPARE(banner(panel)->state(), FailureBanner::State::Good);
+    }
+
+    void tensorNamesAreEscaped()
+    {
+        // A name from a file with a terminal escape and a C1 control in it: shown as \x1b and
+        // \xc2\x85 in the table and over the histogram, never obeyed by whatever displays it.
+        QTemporaryDir tmp;
+        auto states = shardscope::make_demo_state(9, 4'000, 2, shardscope::ParamDtype::BF16);
+        shardscope::SaveOptions options;
+        options.durable = false;
+        options.tensors = shardscope::demo_tensor_layout(4'000);
+        options.tensors.front().name = "emb\x1b[2J\xc2\x85" "ed";
+        const QString dir = tmp.filePath(QStringLiteral("ckpt"));
+        shardscope::save_sharded(states, dir.toStdString(), 5, options);
+        TensorsPanel panel;
+        QSignalSpy finished(&panel, &TensorsPanel::scanFinished);
+        panel.open(dir);
+        QVERIFY(finished.wait(30000));
+        const QString escaped = QStringLiteral("emb\\x1b[2J\\xc2\\x85ed");
+        QCOMPARE(panel.model()->index(0, TensorStatsModel::Name).data().toString(), escaped);
+        QVERIFY(histogram(panel)->title().startsWith(escaped)); // the first tensor is selected
     }
 
     void unreadablePathSaysSo()

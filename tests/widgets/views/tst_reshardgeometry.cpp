@@ -1,6 +1,6 @@
 // ReshardGeometry without a window: boxes proportional to slices with gaps, ribbons that start
 // where a run's bytes sit now and end where they will sit, and hit testing along the same curve
-// the view paints.
+// the view paints, and the grouping of many ranks into boxes and ribbons a few pixels wide.
 
 #include "widgets/views/reshardgeometry.h"
 
@@ -152,6 +152,48 @@ private slots:
         QCOMPARE(ReshardGeometry::boxAt(sources, QPointF(sources[3].rect.center())), 3);
         QCOMPARE(ReshardGeometry::boxAt(targets, QPointF(targets[1].rect.center())), 1);
         QCOMPARE(ReshardGeometry::boxAt(targets, QPointF(50, 130)), -1); // left of the bars
+    }
+
+    void manyRanksShareBoxesAndRibbons()
+    {
+        // A few ranks: one box and one ribbon per rank, as above.
+        QCOMPARE(ReshardGeometry::groupFor(4, 8, 1000), 1);
+        // 1,024 -> 2,048 over 1,400 pixels: a ribbon per run would be under half a pixel wide.
+        const auto m = manifest(1024, 2'000'000);
+        const ReshardPlan plan = shardscope::plan_reshard(m, 2048);
+        ReshardGeometry g = geometry();
+        g.width = 1400;
+        g.rankGroup = ReshardGeometry::groupFor(1024, 2048, g.width);
+        QCOMPARE(g.rankGroup, 16); // the smallest power of two that gives ribbons a few pixels
+        const auto sources = g.sourceBoxes(plan, slices(m));
+        const auto targets = g.targetBoxes(plan);
+        QCOMPARE(sources.size(), std::size_t(64));
+        QCOMPARE(targets.size(), std::size_t(128));
+        QCOMPARE(sources[1].rank, 16);
+        QCOMPARE(sources[1].lastRank, 31);
+        QCOMPARE(targets.back().lastRank, 2047);
+        uint64_t inBoxes = 0;
+        for (const auto& b : sources)
+            inBoxes += b.numel;
+        QCOMPARE(inBoxes, uint64_t(2'000'000));
+        const auto ribbons = g.ribbons(plan, slices(m));
+        QVERIFY2(ribbons.size() < 200, qPrintable(QString::number(ribbons.size())));
+        uint64_t covered = 0, staying = 0;
+        double widest = 0;
+        for (const auto& r : ribbons) {
+            covered += r.numel;
+            staying += r.stayingNumel;
+            widest = std::max(widest, r.targetX1 - r.targetX0);
+            // A group's ribbon starts in its group's box and ends in the other's.
+            const auto& s = sources[std::size_t(r.sourceRank / 16)];
+            const auto& t = targets[std::size_t(r.targetRank / 16)];
+            QCOMPARE(r.sourceLast, s.lastRank);
+            QVERIFY(r.sourceX0 >= s.rect.left() - 1e-9 && r.sourceX1 <= s.rect.right() + 1e-9);
+            QVERIFY(r.targetX0 >= t.rect.left() - 1e-9 && r.targetX1 <= t.rect.right() + 1e-9);
+        }
+        QCOMPARE(covered, uint64_t(2'000'000));
+        QCOMPARE(staying * plan.bytes_per_element, plan.bytes_staying); // what stays is counted, not lost
+        QVERIFY(widest >= 4);
     }
 
     void emptyTargetShardsHaveNoRibbon()

@@ -7,6 +7,8 @@
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/views/stagebar.h"
 
+#include <QRegularExpression>
+#include <QSet>
 #include <QSignalSpy>
 #include <QTest>
 
@@ -93,6 +95,32 @@ private slots:
         QTest::keyClick(&bar, Qt::Key_Up); // select the previous boundary
         QTest::keyClick(&bar, Qt::Key_Right);
         QCOMPARE(planner.boundaries(), (std::vector<int>{5, 7}));
+    }
+
+    void captionsShareOneForm()
+    {
+        // 16 stages over the bundled 32-layer profile: uneven pieces, some far narrower than
+        // others. Every caption is in the same form ("S3 · 6–7" everywhere, or bare numbers
+        // everywhere), never "Stage 0 · 0–2" beside "5".
+        PipelinePlanner planner;
+        QVERIFY(planner.loadProfile(QStringLiteral(":/profiles/decoder-7b-32.json")));
+        planner.setSpec({pl::ScheduleKind::one_f_one_b, 16, 32, 1, 0.0});
+        planner.rebalance(pl::PartitionMethod::compute);
+        QCOMPARE(int(planner.boundaries().size()), 15);
+        for (const int width : {1500, 900, 600}) {
+            StageBar bar(&planner);
+            bar.resize(width, 70);
+            const QStringList captions = bar.captions();
+            QCOMPARE(captions.size(), 16);
+            QSet<QString> shapes; // a caption with its digits taken out: which form it is
+            for (const QString& caption : captions)
+                if (!caption.isEmpty())
+                    shapes.insert(QString(caption).remove(QRegularExpression(QStringLiteral("[0-9]+"))));
+            QVERIFY2(shapes.size() <= 1, qPrintable(QStringLiteral("%1 px: %2").arg(width).arg(captions.join(QLatin1Char('|')))));
+        }
+        StageBar wide(&planner);
+        wide.resize(3000, 70);
+        QCOMPARE(wide.captions().first(), QStringLiteral("Stage 0 · 0–%1").arg(planner.boundaries().front() - 1));
     }
 };
 

@@ -56,6 +56,21 @@ private slots:
         QCOMPARE(boundaries, (std::vector<int>{1, 9}));
         QCOMPARE(g.moveBoundary(boundaries, 7, 2), -1);
     }
+
+    void oneCaptionFormForEveryPiece()
+    {
+        // Three pieces, the middle one narrow; forms: "Stage 1 · 4–5" (90 px), "S1 · 4–5" (50),
+        // "1" (8).
+        const std::vector<std::vector<double>> forms{{90, 90, 90}, {50, 50, 50}, {8, 8, 8}};
+        QCOMPARE(StageBarGeometry::captionForm({120, 120, 120}, forms), 0); // the long form fits all
+        // The narrow piece does not take the long form alone: every piece shows the short one.
+        QCOMPARE(StageBarGeometry::captionForm({120, 60, 120}, forms), 1);
+        QCOMPARE(StageBarGeometry::captionForm({120, 20, 120}, forms), 2);
+        // Not even a bare number fits the middle one: the shortest form, shown where it fits.
+        QCOMPARE(StageBarGeometry::captionForm({120, 5, 120}, forms), 2);
+        QVERIFY(StageBarGeometry::captionFits(8, 120));
+        QVERIFY(!StageBarGeometry::captionFits(8, 5));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestStageBarGeometry)
