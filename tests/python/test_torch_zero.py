@@ -141,6 +141,16 @@ class TorchZero(pyutil.TempDirTest):
         status, stats = shardctl("stats", root)
         self.assertEqual(status, 0, stats["problems"] if stats else None)
         self.assertIn("blocks.0.attn.in_proj_weight", {t["name"] for t in stats["tensors"]})
+        app = os.environ.get("SHARDSCOPE_APP")
+        if app:  # and the app opens them: the report it exports headless (verify and tensor scan)
+            report = self.path("app-report.md")
+            done = subprocess.run([app, root, "--export", report], capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(report, encoding="utf-8") as text:
+                exported = text.read()
+            self.assertIn("shards verified: the checkpoint is complete and consistent", exported)
+            self.assertIn("tensors are finite", exported)
         training_state = shardscope.manifest(root)["training_state"]
         self.assertEqual(sorted(training_state), ["dataloader", "lr_scheduler", "optimizer", "rng", "trainer"])
         print("\n" + "\n".join(f"  {what}: {seconds:.1f} s" if seconds else what for what, seconds in timings.items()),
