@@ -88,9 +88,9 @@ FailureSummary classify_failure(const VerifyReport& report)
                })) {
         // A step without its manifest has no shard that could be missing: the save stopped
         // before its commit, and what it left out is the manifest.
-        ranks_of({ProblemKind::partial_write});
+        const std::filesystem::path dir = report.dir.has_filename() ? report.dir : report.dir.parent_path(); // "step-9/" too
         summary.mode = FailureMode::partial_write;
-        summary.title = "Missing manifest: " + report.dir.filename().string() +
+        summary.title = "Missing manifest: " + printable(dir.filename().string()) +
                         " was never committed (no manifest.json)";
         summary.meaning = "The save stopped before its commit: shard data may be on disk, but without the "
                           "manifest that makes it a checkpoint this step cannot be loaded. Resume from the "

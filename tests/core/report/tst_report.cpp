@@ -73,6 +73,11 @@ private slots:
         QCOMPARE(summary.mode, FailureMode::partial_write);
         QVERIFY2(summary.title.starts_with("Missing manifest: step-1 was never committed"), summary.title.c_str());
         QVERIFY(summary.meaning.find("previous complete step") != std::string::npos);
+        // Named the same given with a trailing slash; a name from the disk is escaped.
+        auto slashed = report({{ProblemKind::partial_write, -1, "manifest.json", "no manifest.json"}}, false);
+        slashed.dir = "/ck/step-\x1b2/";
+        const std::string title = classify_failure(slashed).title;
+        QVERIFY2(title.starts_with("Missing manifest: step-") && title.find('\x1b') == std::string::npos, title.c_str());
         const auto shard = classify_failure(report({{ProblemKind::missing_shard, 1, "rank1.safetensors", "gone"}}));
         QVERIFY2(shard.title.starts_with("Partial write: rank 1's shard"), shard.title.c_str());
     }
