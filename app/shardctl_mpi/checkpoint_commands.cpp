@@ -142,7 +142,7 @@ int run_demo_save(MpiJob& job, const QStringList& arguments)
         if (fs::exists(out / "manifest.json", ec))
             throw Error(ProblemKind::already_exists,
                         (out / "manifest.json").string() + " exists: refusing to overwrite a complete checkpoint");
-        fs::create_directories(out);
+        fsutil::make_directories(out);
     }));
     job.barrier(); // the clock starts when every process is ready
     QElapsedTimer timer;
@@ -283,7 +283,7 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
     // process 0, before any process creates anything).
     job.agree_or_throw(job.coordinator() ? attempt([&] {
         check_reshard_destination(dir, out);
-        fs::create_directories(out);
+        fsutil::make_directories(out);
     }) : std::nullopt);
 
     // Source verification: each process hashes the source shards it owns.

@@ -11,6 +11,7 @@
 #include "core/checkpoint/rankio.h"
 #include "core/checkpoint/reshard.h"
 #include "core/run/training.h"
+#include "core/util/fsutil.h"
 
 #include <QElapsedTimer>
 #include <ctime>
@@ -26,7 +27,7 @@ using nlohmann::json;
 namespace {
 
 // Process 0 after a commit: drop the oldest complete steps beyond `keep` (never `latest`).
-void rotate(const fs::path& root, int keep, const std::string& latest)
+void rotate(const fs::path& root, int keep, const std::string& latest, bool durable)
 {
     std::vector<StepInfo> complete;
     for (const auto& s : list_steps(root))
@@ -34,7 +35,7 @@ void rotate(const fs::path& root, int keep, const std::string& latest)
             complete.push_back(s);
     for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < complete.size(); ++i)
         if (complete[i].name != latest)
-            fs::remove_all(root / complete[i].name);
+            remove_step_dir(root, complete[i].name, durable);
 }
 
 } // namespace
@@ -74,7 +75,7 @@ int run_train(MpiJob& job, const QStringList& arguments)
     // Process 0 decides what `latest` is; everyone follows that decision.
     std::string latest_name;
     job.agree_or_throw(job.coordinator() ? attempt([&] {
-        fs::create_directories(root);
+        fsutil::make_directories(root, durable);
         if (auto latest = read_latest(root))
             latest_name = *latest;
         if (!latest_name.empty() && !args->resume)
@@ -139,10 +140,12 @@ int run_train(MpiJob& job, const QStringList& arguments)
             std::error_code ec;
             if (fs::exists(dir / "manifest.json", ec)) {
                 fs::rename(dir, root / (name + ".superseded-" + std::to_string(std::time(nullptr))));
+                if (durable) // before the step is written anew under the same name
+                    fsutil::fsync_or_throw(fsutil::open_directory(root).get(), root.string());
             } else {
-                fs::remove_all(dir);
+                remove_step_dir(root, name, durable);
             }
-            fs::create_directories(dir);
+            fsutil::make_directories(dir, durable);
         }) : std::nullopt);
         std::string record;
         WriteOptions write;
@@ -162,7 +165,7 @@ int run_train(MpiJob& job, const QStringList& arguments)
                 parsed.push_back(record_from_json(text));
             commit(dir, std::move(parsed), meta, durable);
             write_latest(root, name, durable); // only after the commit: `latest` is always complete
-            rotate(root, args->keep, name);
+            rotate(root, args->keep, name, durable);
         }) : std::nullopt);
         stall_ms += static_cast<double>(stall.nsecsElapsed()) / 1e6;
         ++saves;

@@ -178,11 +178,7 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
     result.plan = plan_reshard(m, target_world_size);
     const ReshardPlan& plan = result.plan;
 
-    std::error_code ec;
-    fs::create_directories(destination, ec);
-    if (ec)
-        throw Error(ProblemKind::io_error, destination.string() + ": cannot create it: " + ec.message(),
-                    destination.string());
+    fsutil::make_directories(destination, options.durable);
     fsutil::UniqueFd src_fd = fsutil::open_directory(src_dir);
     fsutil::UniqueFd dst_fd = fsutil::open_directory(destination);
 
@@ -252,9 +248,9 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
         // Whatever shards were completed are useless without a manifest; the destination was
         // empty before, so everything named like a shard in it is ours to remove. The manifest
         // goes first: a commit whose final directory fsync failed may have put it in place.
-        ::unlinkat(dst_fd.get(), "manifest.json", 0);
+        fsutil::unlink_at(dst_fd.get(), "manifest.json");
         for (const TargetPlan& target : plan.targets)
-            ::unlinkat(dst_fd.get(), shard_file_name(target.rank).c_str(), 0);
+            fsutil::unlink_at(dst_fd.get(), shard_file_name(target.rank));
         throw;
     }
     return result;

@@ -46,15 +46,6 @@ std::vector<TensorBytes> tensor_bytes(const RankStateView& s)
     };
 }
 
-void make_directories(const fs::path& dir)
-{
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec)
-        throw Error(ProblemKind::io_error, dir.string() + ": cannot create the directory: " + ec.message(),
-                    dir.string());
-}
-
 } // namespace
 
 std::string shard_file_name(int rank)
@@ -89,7 +80,7 @@ ShardRecord write_rank_shard(const fs::path& dir, const RankStateView& state, in
     check_rank_state(dir, state, world_size);
     const std::string display = (dir / shard_file_name(state.rank)).string();
     const uint64_t n = state.param.size();
-    make_directories(dir);
+    fsutil::make_directories(dir, options.durable);
     UniqueFd dirfd = fsutil::open_directory(dir);
     if (fsutil::exists_at(dirfd.get(), "manifest.json"))
         throw Error(ProblemKind::already_exists,
@@ -138,6 +129,15 @@ Manifest commit(const fs::path& dir, std::vector<ShardRecord> records, const Che
     if (durable)
         fsutil::fsync_or_throw(dirfd.get(), dir.string());
     fsutil::write_file_atomic(dirfd.get(), "manifest.json", serialize_manifest(m), dir.string(), durable);
+    // And the directory's own name, however it was made (an earlier run, another process): once
+    // commit returns, the checkpoint survives a power cut.
+    if (durable) {
+        fs::path self = fs::absolute(dir);
+        if (!self.has_filename()) // "a/b/"
+            self = self.parent_path();
+        const fs::path parent = self.parent_path();
+        fsutil::fsync_or_throw(fsutil::open_directory(parent).get(), parent.string());
+    }
     return m;
 }
 
@@ -184,7 +184,7 @@ Manifest save_sharded(const std::vector<RankStateView>& states, const fs::path& 
         meta.param_numel_total += s.numel();
         total_bytes += s.numel() * 14; // 2 + 3 * 4 bytes per element, headers aside
     }
-    make_directories(dir);
+    fsutil::make_directories(dir, options.durable);
     {
         UniqueFd dirfd = fsutil::open_directory(dir);
         if (fsutil::exists_at(dirfd.get(), "manifest.json"))

@@ -4,7 +4,9 @@
 #include "core/checkpoint/internal/shardfile.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -89,6 +91,32 @@ StepInfo describe_step(const fs::path& root, const std::string& name, uint64_t s
     return info;
 }
 
+} // namespace
+
+void remove_step_dir(const fs::path& root, const std::string& name, bool durable)
+{
+    try {
+        fsutil::UniqueFd root_fd = fsutil::open_directory(root);
+        {
+            // Never through a symlink: a link named like a step is removed, not what it points at.
+            fsutil::UniqueFd step_fd(::openat(root_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            if (step_fd) {
+                if (fsutil::unlink_at(step_fd.get(), "manifest.json")) {
+                    if (durable)
+                        fsutil::fsync_or_throw(step_fd.get(), (root / name).string());
+                } else if (errno != ENOENT) {
+                    return; // the manifest stays, so must its shards
+                }
+            }
+        }
+        fsutil::remove_tree_at(root_fd.get(), name);
+    } catch (const Error&) {
+        // gone already, or not removable now: the next sweep tries again
+    }
+}
+
+namespace {
+
 std::vector<StepInfo> scan(const fs::path& root, StepTier tier)
 {
     std::vector<StepInfo> steps;
@@ -135,12 +163,9 @@ CheckpointManager::CheckpointManager(ManagerOptions options) : m_options(std::mo
 {
     if (m_options.keep_last < 1 || m_options.mirror_keep_last < 1)
         throw Error(ProblemKind::invalid_argument, "keep_last must be at least 1");
-    std::error_code ec;
-    fs::create_directories(m_options.root, ec);
-    if (!ec && m_options.mirror)
-        fs::create_directories(*m_options.mirror, ec);
-    if (ec)
-        throw Error(ProblemKind::io_error, m_options.root.string() + ": cannot create the checkpoint root: " + ec.message());
+    fsutil::make_directories(m_options.root, m_options.durable);
+    if (m_options.mirror)
+        fsutil::make_directories(*m_options.mirror, m_options.durable);
 }
 
 CheckpointManager::~CheckpointManager()
@@ -169,16 +194,13 @@ void CheckpointManager::clean_leftovers()
                               std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end();
             if (s.complete || s.is_latest || busy)
                 continue;
-            std::error_code ec;
-            fs::remove(root / s.name / "manifest.json", ec); // first: never a manifest without its shards
-            fs::remove_all(root / s.name, ec);
+            remove_step_dir(root, s.name, m_options.durable);
         }
         // A crash while `latest` was replaced leaves latest.tmp. Only the local root's: an upload
         // thread may be replacing the mirror's `latest` right now (and it removes stale ones itself).
-        if (!mirror) {
-            std::error_code ec;
-            fs::remove(root / "latest.tmp", ec);
-        }
+        if (!mirror)
+            if (fsutil::UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); fd)
+                fsutil::unlink_at(fd.get(), "latest.tmp");
     };
     sweep(m_options.root, false);
     if (m_options.mirror)
@@ -203,11 +225,7 @@ void CheckpointManager::rotate(StepTier which)
             if (tier == StepTier::local && m_options.mirror &&
                 !describe_step(*m_options.mirror, s.name, s.step, StepTier::mirror).complete)
                 continue; // never delete the only copy before the mirror holds a verified one
-            // The manifest goes first: from that instant the step is "incomplete" and a crash in
-            // the middle of removing it leaves a leftover, never a checkpoint with missing shards.
-            std::error_code ec;
-            fs::remove(root / s.name / "manifest.json", ec);
-            fs::remove_all(root / s.name, ec);
+            remove_step_dir(root, s.name, m_options.durable);
         }
     };
     if (which == StepTier::local)
@@ -222,11 +240,8 @@ void CheckpointManager::upload(const std::string& name)
     std::lock_guard serial(m_upload_mutex);
     const fs::path src = m_options.root / name;
     const fs::path dst = *m_options.mirror / name;
-    std::error_code ec;
-    fs::remove_all(dst, ec); // an earlier, interrupted upload of the same step
-    fs::create_directories(dst, ec);
-    if (ec)
-        throw Error(ProblemKind::io_error, dst.string() + ": cannot create it: " + ec.message(), dst.string());
+    remove_step_dir(*m_options.mirror, name, m_options.durable); // an earlier, interrupted upload of it
+    fsutil::make_directories(dst, m_options.durable);
     const Manifest m = read_manifest(src);
     fsutil::UniqueFd src_fd = fsutil::open_directory(src);
     fsutil::UniqueFd dst_fd = fsutil::open_directory(dst);
@@ -258,6 +273,9 @@ void CheckpointManager::upload(const std::string& name)
     }
     const std::string manifest = fsutil::read_small_file(src_fd.get(), "manifest.json", kMaxManifestBytes,
                                                          (src / "manifest.json").string());
+    // The copies' names must be durable before a manifest points at them (as in commit()).
+    if (m_options.durable)
+        fsutil::fsync_or_throw(dst_fd.get(), dst.string());
     fsutil::write_file_atomic(dst_fd.get(), "manifest.json", manifest, dst.string(), m_options.durable);
     // Read the copy back as a remote client would, before declaring the upload done.
     const VerifyReport check = verify_checkpoint(dst);
@@ -285,12 +303,16 @@ void CheckpointManager::commit_step(const std::vector<RankStateView>& states, ui
         // A committed step that was never published: a run killed between its manifest and the
         // `latest` update, now resumed from an earlier step and saving this step again. It is
         // kept, moved aside, rather than deleted or overwritten.
-        const fs::path aside = m_options.root / (name + ".superseded-" + std::to_string(std::time(nullptr)));
-        fs::rename(m_options.root / name, aside, ec);
-        if (ec)
+        const std::string aside = name + ".superseded-" + std::to_string(std::time(nullptr));
+        fsutil::UniqueFd root_fd = fsutil::open_directory(m_options.root);
+        if (!fsutil::rename_at(root_fd.get(), name, aside))
             throw Error(ProblemKind::already_exists,
                         (m_options.root / name).string() + " already holds a committed step and cannot be moved aside: " +
-                            ec.message());
+                            std::strerror(errno));
+        // Durable before the step is written anew: otherwise a power cut could bring the old
+        // directory back under the name the new one takes.
+        if (m_options.durable)
+            fsutil::fsync_or_throw(root_fd.get(), m_options.root.string());
     }
     SaveOptions options = meta;
     options.durable = m_options.durable;

@@ -49,6 +49,12 @@ struct StepInfo {
 std::vector<StepInfo> list_steps(const std::filesystem::path& root,
                                  const std::optional<std::filesystem::path>& mirror = std::nullopt);
 
+// Removes the step directory `name` of `root` so that a power cut part-way leaves an incomplete
+// step (a leftover), never a manifest over missing shards: manifest.json goes first and, with
+// `durable`, its removal is fsync'd before any shard is unlinked. Best effort: what cannot be
+// removed now stays for the next clean-up.
+void remove_step_dir(const std::filesystem::path& root, const std::string& name, bool durable = true);
+
 // Name of the upload manifest a mirror step gets once its copy is verified.
 inline constexpr const char* kUploadManifest = "upload.json";
 

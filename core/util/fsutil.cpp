@@ -1,5 +1,6 @@
 #include "core/util/fsutil.h"
 #include "core/util/internal/fault_injection.h"
+#include "core/util/internal/io_trace.h"
 
 #include "core/util/error.h"
 
@@ -23,6 +24,7 @@ struct FaultPlan {
     std::atomic<int> error{0};
 };
 FaultPlan g_faults[3];
+std::atomic<IoObserver*> g_observer{nullptr};
 
 // Returns the errno to simulate for this operation, or 0 to perform it.
 int injected(IoOp op)
@@ -47,6 +49,11 @@ int io_operations(IoOp op)
     return g_faults[static_cast<int>(op)].count.load();
 }
 
+void set_io_observer(IoObserver* observer)
+{
+    g_observer = observer;
+}
+
 void reset_io_counts()
 {
     for (auto& plan : g_faults) {
@@ -61,7 +68,85 @@ bool rename_at(int dirfd, const std::string& from, const std::string& to)
         errno = err;
         return false;
     }
-    return ::renameat(dirfd, from.c_str(), dirfd, to.c_str()) == 0;
+    if (::renameat(dirfd, from.c_str(), dirfd, to.c_str()) != 0)
+        return false;
+    if (IoObserver* o = g_observer.load())
+        o->renamed(dirfd, from, to);
+    return true;
+}
+
+UniqueFd create_exclusive(int dirfd, const std::string& name)
+{
+    UniqueFd fd(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (fd)
+        if (IoObserver* o = g_observer.load())
+            o->created(dirfd, name, fd.get());
+    return fd;
+}
+
+bool unlink_at(int dirfd, const std::string& name)
+{
+    if (::unlinkat(dirfd, name.c_str(), 0) != 0)
+        return false;
+    if (IoObserver* o = g_observer.load())
+        o->unlinked(dirfd, name);
+    return true;
+}
+
+bool remove_tree_at(int dirfd, const std::string& name)
+{
+    struct stat st {};
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT;
+    if (S_ISDIR(st.st_mode)) {
+        UniqueFd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!sub)
+            return false;
+        for (const std::string& entry : list_directory(sub.get()))
+            if (!remove_tree_at(sub.get(), entry))
+                return false;
+        if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0)
+            return false;
+    } else if (::unlinkat(dirfd, name.c_str(), 0) != 0) {
+        return false;
+    }
+    if (IoObserver* o = g_observer.load())
+        o->unlinked(dirfd, name);
+    return true;
+}
+
+void make_directories(const std::filesystem::path& dir, bool durable)
+{
+    std::filesystem::path path = dir;
+    if (!path.has_filename() && path.has_relative_path())
+        path = path.parent_path(); // "a/b/" names the directory "a/b"
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        return;
+    int err = errno;
+    if (path.has_filename() && path.has_relative_path()) {
+        const std::filesystem::path parent = path.parent_path();
+        if (!parent.empty())
+            make_directories(parent, durable);
+        // mkdirat beneath an open parent, so the observer learns which directory changed
+        UniqueFd parent_fd(::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        const std::string name = path.filename().string();
+        if (parent_fd && ::mkdirat(parent_fd.get(), name.c_str(), 0755) == 0) {
+            if (IoObserver* o = g_observer.load())
+                o->made_directory(parent_fd.get(), name);
+            if (durable)
+                fsync_or_throw(parent_fd.get(), parent.empty() ? "." : parent.string());
+            return;
+        }
+        err = errno;
+    }
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        return; // created meanwhile by someone else
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    throw Error(ProblemKind::io_error,
+                dir.string() + ": cannot create the directory: " +
+                    (exists ? std::string("it exists and is not a directory") : std::strerror(err)),
+                dir.string());
 }
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept
@@ -214,13 +299,17 @@ bool write_all(int fd, const void* data, std::size_t size)
         return false;
     }
     const auto* in = static_cast<const char*>(data);
+    IoObserver* observer = g_observer.load();
     while (size > 0) {
+        const off_t at = observer ? ::lseek(fd, 0, SEEK_CUR) : 0;
         const ssize_t n = ::write(fd, in, size);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             return false;
         }
+        if (observer)
+            observer->wrote(fd, static_cast<uint64_t>(at), in, static_cast<std::size_t>(n));
         in += n;
         size -= static_cast<std::size_t>(n);
     }
@@ -258,6 +347,11 @@ void fsync_or_throw(int fd, const std::string& display_path)
         errno = err;
         throw Error(ProblemKind::io_error, display_path + ": fsync failed: " + std::strerror(errno), display_path);
     }
+    // Told before the call: what the observer heard of before it certainly happened before the
+    // fsync began, so it is covered; a change another thread makes meanwhile is then (rightly)
+    // taken as still pending.
+    if (IoObserver* o = g_observer.load())
+        o->synced(fd);
     if (::fsync(fd) != 0)
         throw Error(ProblemKind::io_error, display_path + ": fsync failed: " + std::strerror(errno),
                     display_path);
@@ -269,8 +363,8 @@ void write_file_atomic(int dirfd, const std::string& name, std::string_view cont
     const std::string tmp = name + ".tmp";
     const std::string display = display_dir + "/" + name;
     // O_EXCL after unlinking a stale tmp: never write through a symlink someone planted there.
-    ::unlinkat(dirfd, tmp.c_str(), 0);
-    UniqueFd fd(::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    unlink_at(dirfd, tmp);
+    UniqueFd fd = create_exclusive(dirfd, tmp);
     if (!fd)
         throw Error(ProblemKind::io_error, display + ".tmp: cannot create it: " + std::strerror(errno), display);
     try {
@@ -284,7 +378,7 @@ void write_file_atomic(int dirfd, const std::string& name, std::string_view cont
                         display + ": cannot rename the .tmp file into place: " + std::strerror(errno), display);
     } catch (...) {
         fd = UniqueFd();
-        ::unlinkat(dirfd, tmp.c_str(), 0); // the old `name`, if any, is untouched
+        unlink_at(dirfd, tmp); // the old `name`, if any, is untouched
         throw;
     }
     if (durable)

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shardscope::fsutil {
 
@@ -68,6 +69,22 @@ void write_file_atomic(int dirfd, const std::string& name, std::string_view cont
 
 // renameat within one directory; false with errno set on failure.
 bool rename_at(int dirfd, const std::string& from, const std::string& to);
+
+// Creates `name` in `dirfd` for writing with O_EXCL | O_NOFOLLOW, so nothing is ever written
+// through a symlink planted in its place; an invalid fd with errno set on failure.
+UniqueFd create_exclusive(int dirfd, const std::string& name);
+
+// unlinkat of a file; false with errno set on failure (ENOENT included).
+bool unlink_at(int dirfd, const std::string& name);
+
+// Removes `name` in `dirfd` and everything beneath it without following symlinks. A missing
+// `name` is not an error; false with errno set on the first failure.
+bool remove_tree_at(int dirfd, const std::string& name);
+
+// Creates `dir` and its missing parents. With `durable`, the parent of each directory it creates
+// is fsync'd, so the new name survives a power cut before anything is written beneath it.
+// Throws Error(io_error) naming it.
+void make_directories(const std::filesystem::path& dir, bool durable = true);
 
 // True when `name` exists in `dirfd` (not following a final symlink).
 bool exists_at(int dirfd, const std::string& name);

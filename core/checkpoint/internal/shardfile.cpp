@@ -187,8 +187,8 @@ ShardFileWriter::ShardFileWriter(int dirfd, const fs::path& dir, int rank, const
     d.where = d.display + " (rank " + std::to_string(rank) + ")";
     // A stale tmp from a crashed save is removed, then O_EXCL | O_NOFOLLOW: never write through a
     // symlink someone planted in its place.
-    ::unlinkat(dirfd, d.tmp.c_str(), 0);
-    d.fd = fsutil::UniqueFd(::openat(dirfd, d.tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    fsutil::unlink_at(dirfd, d.tmp);
+    d.fd = fsutil::create_exclusive(dirfd, d.tmp);
     if (!d.fd)
         d.io_failure("cannot create " + d.tmp);
 }
@@ -197,7 +197,7 @@ ShardFileWriter::~ShardFileWriter()
 {
     if (!m_impl->finished) {
         m_impl->fd = fsutil::UniqueFd();
-        ::unlinkat(m_impl->dirfd, m_impl->tmp.c_str(), 0);
+        fsutil::unlink_at(m_impl->dirfd, m_impl->tmp);
     }
 }
 

@@ -75,7 +75,7 @@ private slots:
         QVERIFY(summary.meaning.find("previous complete step") != std::string::npos);
         // Named the same given with a trailing slash; a name from the disk is escaped.
         auto slashed = report({{ProblemKind::partial_write, -1, "manifest.json", "no manifest.json"}}, false);
-        slashed.dir = "/ck/step-\x1b2/";
+        slashed.dir = "/ck/step-\x1b" "2/";
         const std::string title = classify_failure(slashed).title;
         QVERIFY2(title.starts_with("Missing manifest: step-") && title.find('\x1b') == std::string::npos, title.c_str());
         const auto shard = classify_failure(report({{ProblemKind::missing_shard, 1, "rank1.safetensors", "gone"}}));
