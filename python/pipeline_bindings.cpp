@@ -1,11 +1,13 @@
 // schedule and plan: the pipeline engine as `shardctl schedule` drives it (partition, build the
-// schedule, simulate), returning the core's plan_json object.
+// schedule, simulate, the training step's memory and communication), returning the core's
+// step_plan_json object: the CLI's very dict.
 
 #include "python/bindings.h"
 #include "python/convert.h"
 
 #include "core/pipeline/export.h"
 #include "core/pipeline/simulator.h"
+#include "core/pipeline/training.h"
 #include "core/util/error.h"
 
 #include <cmath>
@@ -36,9 +38,46 @@ pl::Profile profile_from_python(py::object profile, int pieces)
     return pl::load_profile(file);
 }
 
-pl::Plan make(int stages, int microbatches, const std::string& kind_name, py::object virtual_stages,
-              py::object profile, const std::string& partition, double p2p_latency_ms,
-              pl::Profile& used, pl::PartitionSpec& partition_spec)
+// What `shardctl schedule` takes as --dp, --zero, --recompute, --gpu-memory, --link-gbps and
+// --overlap-allreduce, checked by the core as the CLI's are.
+struct Training {
+    int dp = 1;
+    int zero = 0;
+    std::string recompute = "none";
+    py::object gpu_memory_gib = py::none();
+    double link_gbps = 0.0;
+    bool overlap_allreduce = false;
+};
+
+pl::TrainingOptions training_options(const Training& t)
+{
+    pl::TrainingOptions options;
+    options.dp = t.dp;
+    options.zero = t.zero;
+    const auto mode = pl::parse_recompute(t.recompute);
+    if (!mode)
+        throw Error(ProblemKind::invalid_argument,
+                    "recompute must be none, selective or full, not '" + t.recompute + "'");
+    options.recompute = *mode;
+    options.link_gbps = t.link_gbps;
+    options.overlap_allreduce = t.overlap_allreduce;
+    if (!t.gpu_memory_gib.is_none()) {
+        const double gib = t.gpu_memory_gib.cast<double>();
+        // 2^33 GiB: far beyond any device, and its byte count still fits in 64 bits
+        if (!std::isfinite(gib) || gib <= 0 || gib > 8589934592.0 || gib * 1073741824.0 < 1)
+            throw Error(ProblemKind::invalid_argument,
+                        "gpu_memory_gib must be a number of GiB above 0 and at most 2^33");
+        options.gpu_memory_bytes = static_cast<std::int64_t>(std::llround(gib * 1073741824.0));
+    }
+    if (!std::isfinite(options.link_gbps) || options.link_gbps < 0)
+        throw Error(ProblemKind::invalid_argument, "link_gbps must be a finite number >= 0 (0: free links)");
+    pl::check_options(options);
+    return options;
+}
+
+pl::StepPlan make(int stages, int microbatches, const std::string& kind_name, py::object virtual_stages,
+                  py::object profile, const std::string& partition, double p2p_latency_ms,
+                  const Training& training, pl::Profile& used, pl::PartitionSpec& partition_spec)
 {
     const auto kind = pl::parse_schedule_kind(kind_name);
     if (!kind)
@@ -57,25 +96,24 @@ pl::Plan make(int stages, int microbatches, const std::string& kind_name, py::ob
                                 .p2p_latency_ms = p2p_latency_ms};
     partition_spec = pl::parse_partition_spec(partition);
     pl::check_spec(spec);
+    const pl::TrainingOptions options = training_options(training);
     used = profile_from_python(profile, spec.stages * spec.virtual_stages);
     py::gil_scoped_release unlocked; // partitioning and the simulation are pure core work
-    const std::vector<int> boundaries =
-        pl::partition(used, spec.stages * spec.virtual_stages, partition_spec);
-    return pl::make_plan(used, spec, boundaries);
+    return pl::make_step_plan(used, spec, partition_spec, options);
 }
 
 py::object run(bool with_ops, int stages, int microbatches, const std::string& kind,
                py::object virtual_stages, py::object profile, const std::string& partition,
-               double p2p_latency_ms)
+               double p2p_latency_ms, const Training& training)
 {
     pl::Profile used;
     pl::PartitionSpec partition_spec;
-    const pl::Plan plan = make(stages, microbatches, kind, virtual_stages, profile, partition,
-                               p2p_latency_ms, used, partition_spec);
+    const pl::StepPlan step = make(stages, microbatches, kind, virtual_stages, profile, partition,
+                                   p2p_latency_ms, training, used, partition_spec);
     json out;
     {
         py::gil_scoped_release unlocked; // a plan with every op is a large JSON object
-        out = pl::plan_json(plan, used.name, pl::to_string(partition_spec), with_ops);
+        out = pl::step_plan_json(step, used.name, pl::to_string(partition_spec), with_ops);
     }
     return to_python(out);
 }
@@ -88,16 +126,25 @@ void bind_pipeline(py::module_& m)
     m.def(
         "schedule",
         [](int stages, int microbatches, const std::string& schedule, py::object virtual_stages,
-           py::object profile, const std::string& partition, double p2p_latency_ms) {
+           py::object profile, const std::string& partition, double p2p_latency_ms, int dp, int zero,
+           const std::string& recompute, py::object gpu_memory_gib, double link_gbps,
+           bool overlap_allreduce) {
             return run(true, stages, microbatches, schedule, virtual_stages, profile, partition,
-                       p2p_latency_ms);
+                       p2p_latency_ms,
+                       Training{dp, zero, recompute, gpu_memory_gib, link_gbps, overlap_allreduce});
         },
         "stages"_a, "microbatches"_a, "schedule"_a = "1f1b", py::kw_only(),
         "virtual_stages"_a = py::none(), "profile"_a = py::none(), "partition"_a = "uniform",
-        "p2p_latency_ms"_a = 0.0,
+        "p2p_latency_ms"_a = 0.0, "dp"_a = 1, "zero"_a = 0, "recompute"_a = "none",
+        "gpu_memory_gib"_a = py::none(), "link_gbps"_a = 0.0, "overlap_allreduce"_a = false,
         "Simulates one pipeline-parallel step and returns the `shardctl schedule --json` dict "
         "(every op\n"
-        "with its start and end, per-stage stats, bubble measured and closed form). profile: None "
+        "with its start and end, per-stage stats and memory, bubble measured and closed form, step "
+        "time with\n"
+        "the data-parallel all-reduce). dp, zero, recompute, gpu_memory_gib, link_gbps and "
+        "overlap_allreduce\n"
+        "are the CLI's --dp, --zero, --recompute, --gpu-memory, --link-gbps and "
+        "--overlap-allreduce. profile: None "
         "(uniform\n"
         "layers), a JSON/CSV file path, or the profile dict; partition: uniform, params, compute "
         "or\n"
@@ -105,16 +152,20 @@ void bind_pipeline(py::module_& m)
     m.def(
         "plan",
         [](int stages, int microbatches, const std::string& schedule, py::object virtual_stages,
-           py::object profile, const std::string& partition, double p2p_latency_ms) {
+           py::object profile, const std::string& partition, double p2p_latency_ms, int dp, int zero,
+           const std::string& recompute, py::object gpu_memory_gib, double link_gbps,
+           bool overlap_allreduce) {
             return run(false, stages, microbatches, schedule, virtual_stages, profile, partition,
-                       p2p_latency_ms);
+                       p2p_latency_ms,
+                       Training{dp, zero, recompute, gpu_memory_gib, link_gbps, overlap_allreduce});
         },
         "stages"_a, "microbatches"_a, "schedule"_a = "1f1b", py::kw_only(),
         "virtual_stages"_a = py::none(), "profile"_a = py::none(), "partition"_a = "uniform",
-        "p2p_latency_ms"_a = 0.0,
-        "The same plan without the op list (op_count instead): partition boundaries, bubble "
-        "figures and\n"
-        "per-stage stats, cheap enough to call in a search loop; the report's pipeline section.");
+        "p2p_latency_ms"_a = 0.0, "dp"_a = 1, "zero"_a = 0, "recompute"_a = "none",
+        "gpu_memory_gib"_a = py::none(), "link_gbps"_a = 0.0, "overlap_allreduce"_a = false,
+        "The same dict without the op list (op_count instead): partition boundaries, bubble "
+        "figures,\n"
+        "per-stage stats and memory, step time; cheap enough to call in a search loop.");
 }
 
 } // namespace shardscope::python

@@ -14,6 +14,7 @@ int run_plan_reshard(const QStringList& arguments);
 int run_reshard(const QStringList& arguments);
 int run_train(const QStringList& arguments);
 int run_schedule(const QStringList& arguments);
+int run_plan(const QStringList& arguments);
 int run_report(const QStringList& arguments);
 int run_stats(const QStringList& arguments);
 int run_diff(const QStringList& arguments);

@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"reshard", shardctl::run_reshard, "reshard a checkpoint to M ranks into a new directory"},
     {"train", shardctl::run_train, "deterministic training loop with periodic checkpoints and resume"},
     {"schedule", shardctl::run_schedule, "simulate one pipeline-parallel training step"},
+    {"plan", shardctl::run_plan, "search the fastest pipeline x data-parallel setup that fits"},
     {"report", shardctl::run_report, "write the inspection report (json, md or html)"},
     {"stats", shardctl::run_stats, "statistics and health checks of every tensor's values"},
     {"diff", shardctl::run_diff, "what changed between two checkpoints, tensor by tensor"},

@@ -1,6 +1,7 @@
 // shardctl schedule: simulates one pipeline-parallel training step (contract in docs/shardctl.md, "schedule").
 #include "app/shardctl/commands.h"
 #include "app/cli_common/cli.h"
+#include "app/shardctl/plan_options.h"
 
 #include "core/pipeline/export.h"
 #include "core/pipeline/simulator.h"
@@ -24,8 +25,14 @@ std::string format(const char* pattern, double value)
     return buffer;
 }
 
-void print_text(const pl::Plan& plan, const std::string& profile_name)
+std::string bytes_text(std::int64_t bytes)
 {
+    return shardscope::human_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, bytes)));
+}
+
+void print_text(const pl::StepPlan& step, const std::string& profile_name)
+{
+    const pl::Plan& plan = step.plan;
     const pl::Timeline& t = plan.timeline;
     std::string head = std::string(pl::to_string(t.spec.kind)) + ": " +
                        std::to_string(t.spec.stages) + " stages, " +
@@ -40,14 +47,28 @@ void print_text(const pl::Plan& plan, const std::string& profile_name)
                format("%.2f", 100.0 * t.bubble_fraction) + " % (closed form " +
                format("%.2f", 100.0 * t.closed_form_bubble) + " % for uniform stages; " +
                "bubble/compute " + format("%.4g", t.megatron_bubble) + ")");
-    print_line("stage  layers          busy ms     idle ms  bubble  peak act  peak bytes");
+    const pl::TrainingOptions& o = step.options;
+    std::string training = "step time " + format("%.4g", step.step_time) + " ms";
+    if (o.dp > 1)
+        training += " (all-reduce " + format("%.4g", step.allreduce_ms) + " ms, " +
+                    format("%.4g", step.exposed_allreduce_ms) + " ms exposed)";
+    training += "; dp " + std::to_string(o.dp) + ", ZeRO " + std::to_string(o.zero) +
+                ", recompute " + std::string(pl::to_string(o.recompute)) + "; peak memory " +
+                bytes_text(step.peak_memory_bytes);
+    if (o.gpu_memory_bytes)
+        training += step.fits ? " (fits " + bytes_text(*o.gpu_memory_bytes) + ")"
+                              : " (does NOT fit " + bytes_text(*o.gpu_memory_bytes) + ")";
+    print_line(training);
+    print_line("stage  layers          busy ms     idle ms  bubble  peak act  act bytes   memory");
     for (const pl::StageStats& s : t.stage_stats) {
-        char line[160];
+        char line[200];
         // With chunks a stage's layers are not contiguous: each chunk's range.
         const std::string layers = pl::stage_layers(plan, s.stage, true);
-        std::snprintf(line, sizeof line, "%5d  %-13s %10.4g %11.4g  %5.1f %%  %8d  %10s", s.stage,
-                      layers.c_str(), s.busy, s.idle, 100.0 * s.bubble_fraction,
-                      s.peak_activations, shardscope::human_bytes(uint64_t(std::max<std::int64_t>(0, s.peak_activation_bytes))).c_str());
+        const pl::StageMemory& m = step.memory[static_cast<std::size_t>(s.stage)];
+        std::snprintf(line, sizeof line, "%5d  %-13s %10.4g %11.4g  %5.1f %%  %8d  %9s  %9s%s",
+                      s.stage, layers.c_str(), s.busy, s.idle, 100.0 * s.bubble_fraction,
+                      s.peak_activations, bytes_text(m.activations).c_str(),
+                      bytes_text(m.total).c_str(), m.fits ? "" : "  over the limit");
         print_line(line);
     }
 }
@@ -79,13 +100,18 @@ int run_schedule(const QStringList& arguments)
          QStringLiteral("uniform (default), params, compute or manual:B1,B2,... (first layer of "
                         "each next stage)."),
          QStringLiteral("METHOD")},
-        {QStringLiteral("p2p-latency"),
-         QStringLiteral("Milliseconds added to every cross-stage send (default 0)."),
-         QStringLiteral("MS")},
+        {QStringLiteral("dp"),
+         QStringLiteral("Data-parallel degree D (default 1): replicas of the pipeline whose "
+                        "gradients are all-reduced."),
+         QStringLiteral("D")},
+        {QStringLiteral("recompute"),
+         QStringLiteral("Activation recomputation: none (default), selective or full."),
+         QStringLiteral("MODE")},
         json_option(),
         {QStringLiteral("trace"), QStringLiteral("Write a Chrome Trace Event file (Perfetto)."),
          QStringLiteral("FILE")},
     });
+    parser.addOptions(training_options());
     if (!parse(parser, arguments, 0, QStringLiteral("schedule")))
         return kUsage;
     for (const char* required : {"stages", "microbatches", "schedule"})
@@ -110,17 +136,29 @@ int run_schedule(const QStringList& arguments)
             return kUsage;
         chunks = *value;
     }
+    pl::TrainingOptions training;
     double latency = 0.0;
-    if (parser.isSet(QStringLiteral("p2p-latency"))) {
-        bool ok = false;
-        latency = parser.value(QStringLiteral("p2p-latency")).toDouble(&ok);
-        if (!ok || !std::isfinite(latency) || latency < 0.0)
-            return fail(kUsage, "--p2p-latency must be a number of milliseconds >= 0, not '" +
-                                    local(parser.value(QStringLiteral("p2p-latency"))) + "'");
+    if (!read_training_options(parser, training, latency))
+        return kUsage;
+    if (parser.isSet(QStringLiteral("dp"))) {
+        const auto dp = int_option(parser, QStringLiteral("dp"), 1, 1 << 20);
+        if (!dp)
+            return kUsage;
+        training.dp = static_cast<int>(*dp);
+    }
+    if (parser.isSet(QStringLiteral("recompute"))) {
+        const auto mode = pl::parse_recompute(local(parser.value(QStringLiteral("recompute"))));
+        if (!mode)
+            return fail(kUsage, "--recompute must be none, selective or full, not '" +
+                                    local(parser.value(QStringLiteral("recompute"))) + "'");
+        training.recompute = *mode;
     }
 
-    const pl::ScheduleSpec spec{*kind, static_cast<int>(*stages), static_cast<int>(*microbatches),
-                                static_cast<int>(chunks), latency};
+    const pl::ScheduleSpec spec{.kind = *kind,
+                                .stages = static_cast<int>(*stages),
+                                .microbatches = static_cast<int>(*microbatches),
+                                .virtual_stages = static_cast<int>(chunks),
+                                .p2p_latency_ms = latency};
     try {
         const pl::PartitionSpec partition_spec =
             pl::parse_partition_spec(parser.isSet(QStringLiteral("partition"))
@@ -131,15 +169,14 @@ int run_schedule(const QStringList& arguments)
         const pl::Profile profile = parser.isSet(QStringLiteral("profile"))
                                         ? pl::load_profile(local(parser.value(QStringLiteral("profile"))))
                                         : pl::uniform_profile(pieces);
-        const std::vector<int> boundaries = pl::partition(profile, pieces, partition_spec);
-        const pl::Plan plan = pl::make_plan(profile, spec, boundaries);
+        const pl::StepPlan step = pl::make_step_plan(profile, spec, partition_spec, training);
 
         if (parser.isSet(QStringLiteral("trace"))) {
             const QString path = parser.value(QStringLiteral("trace"));
             const std::string title = "shardctl schedule " + std::string(pl::to_string(spec.kind)) +
                                       " N=" + std::to_string(spec.stages) +
                                       " M=" + std::to_string(spec.microbatches);
-            const std::string text = pl::to_trace_json(plan.timeline, title).dump();
+            const std::string text = pl::to_trace_json(step, title).dump();
             QSaveFile file(path);
             if (!file.open(QIODevice::WriteOnly) ||
                 file.write(text.data(), static_cast<qint64>(text.size())) !=
@@ -149,9 +186,9 @@ int run_schedule(const QStringList& arguments)
                                         local(file.errorString()));
         }
         if (parser.isSet(QStringLiteral("json"))) {
-            print_json(pl::plan_json(plan, profile.name, pl::to_string(partition_spec)));
+            print_json(pl::step_plan_json(step, profile.name, pl::to_string(partition_spec)));
         } else {
-            print_text(plan, profile.name);
+            print_text(step, profile.name);
         }
         return kOk;
     } catch (const shardscope::Error& error) {

@@ -1,5 +1,7 @@
 #include "core/pipeline/export.h"
 
+#include <algorithm>
+
 namespace shardscope::pipeline {
 
 nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& pieces)
@@ -72,6 +74,36 @@ nlohmann::json to_trace_json(const Timeline& timeline, const std::string& title)
     return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }
 
+nlohmann::json to_trace_json(const StepPlan& step, const std::string& title)
+{
+    nlohmann::json trace = to_trace_json(step.plan.timeline, title);
+    const bool sends = step.options.link_gbps > 0.0;
+    if (!sends && step.allreduce.empty())
+        return trace;
+    nlohmann::json& events = trace["traceEvents"];
+    const int n = step.plan.timeline.spec.stages;
+    for (int s = 0; s < n; ++s) {
+        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", n + s},
+                          {"args", {{"name", "stage " + std::to_string(s) + " sends"}}}});
+        events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", n + s},
+                          {"args", {{"sort_index", n + s}}}});
+    }
+    auto span = [&](std::string name, const char* category, int track, double start, double end,
+                    std::int64_t bytes) {
+        events.push_back({{"name", std::move(name)}, {"cat", category}, {"ph", "X"}, {"pid", 0},
+                          {"tid", n + track}, {"ts", start * 1000.0}, {"dur", (end - start) * 1000.0},
+                          {"args", {{"bytes", bytes}}}});
+    };
+    if (sends)
+        for (const Transfer& t : transfers(step))
+            span(std::string(t.after == OpKind::F ? "act" : "grad") + std::to_string(t.microbatch) +
+                     "->" + std::to_string(t.to_stage),
+                 "send", t.from_stage, t.start, t.end, t.bytes);
+    for (const AllReduce& a : step.allreduce)
+        span("all-reduce", "allreduce", a.stage, a.start, a.end, a.bytes);
+    return trace;
+}
+
 nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, const std::string& partition,
                          bool with_ops)
 {
@@ -83,6 +115,101 @@ nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, cons
     out["profile"] = profile_name;
     out["partition"] = partition;
     out["boundaries"] = plan.boundaries;
+    return out;
+}
+
+nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_name,
+                              const std::string& partition, bool with_ops)
+{
+    nlohmann::json out = plan_json(step.plan, profile_name, partition, with_ops);
+    const TrainingOptions& options = step.options;
+    for (std::size_t s = 0; s < step.memory.size(); ++s) {
+        const StageMemory& m = step.memory[s];
+        out["stage_stats"][s]["memory"] = {{"weights", m.weights},
+                                           {"gradients", m.gradients},
+                                           {"optimizer", m.optimizer},
+                                           {"activations", m.activations},
+                                           {"total", m.total},
+                                           {"fits", m.fits}};
+    }
+    out["dp"] = options.dp;
+    out["zero"] = options.zero;
+    out["recompute"] = std::string(to_string(options.recompute));
+    out["link_gbps"] = options.link_gbps;
+    out["overlap_allreduce"] = options.overlap_allreduce;
+    out["gpu_memory_bytes"] =
+        options.gpu_memory_bytes ? nlohmann::json(*options.gpu_memory_bytes) : nlohmann::json();
+    out["peak_memory_bytes"] = step.peak_memory_bytes;
+    out["fits"] = step.fits;
+    out["allreduce_ms"] = step.allreduce_ms;
+    out["exposed_allreduce_ms"] = step.exposed_allreduce_ms;
+    out["step_time"] = step.step_time;
+    nlohmann::json allreduce = nlohmann::json::array();
+    for (const AllReduce& a : step.allreduce)
+        allreduce.push_back({{"stage", a.stage}, {"bytes", a.bytes}, {"start", a.start}, {"end", a.end}});
+    out["allreduce"] = std::move(allreduce);
+    // Without a bandwidth every send is the bare latency, already implied by the ops' gaps;
+    // listing them would only double the object.
+    if (with_ops && options.link_gbps > 0.0) {
+        nlohmann::json sends = nlohmann::json::array();
+        for (const Transfer& t : transfers(step))
+            sends.push_back({{"from_stage", t.from_stage},
+                             {"to_stage", t.to_stage},
+                             {"microbatch", t.microbatch},
+                             {"chunk", t.chunk},
+                             {"after", std::string(1, to_char(t.after))},
+                             {"bytes", t.bytes},
+                             {"start", t.start},
+                             {"end", t.end}});
+        out["sends"] = std::move(sends);
+    }
+    return out;
+}
+
+nlohmann::json candidate_json(const Candidate& c, const SearchSpec& spec, const std::string& profile_path)
+{
+    return {{"pp", c.pp},
+            {"dp", c.dp},
+            {"virtual_stages", c.virtual_stages},
+            {"microbatches", c.microbatches},
+            {"schedule", std::string(to_string(c.schedule))},
+            {"recompute", std::string(to_string(c.recompute))},
+            {"partition", c.partition},
+            {"step_time", c.step_time},
+            {"peak_memory_bytes", c.peak_memory_bytes},
+            {"fits", c.fits},
+            {"samples_per_second", c.samples_per_second},
+            {"makespan", c.makespan},
+            {"bubble_fraction", c.bubble_fraction},
+            {"compute_ms", c.compute_ms},
+            {"exposed_allreduce_ms", c.exposed_allreduce_ms},
+            {"command", schedule_command(c, spec, profile_path)}};
+}
+
+nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec,
+                           const std::string& profile_name, const std::string& profile_path,
+                           std::size_t top)
+{
+    nlohmann::json candidates = nlohmann::json::array();
+    for (std::size_t i = 0; i < std::min(top, result.fitting); ++i)
+        candidates.push_back(candidate_json(result.candidates[i], spec, profile_path));
+    nlohmann::json out = {{"ok", result.fitting > 0},
+                          {"candidates", std::move(candidates)},
+                          {"searched", result.candidates.size()},
+                          {"fitting", result.fitting},
+                          {"gpus", spec.gpus},
+                          {"global_batch", spec.global_batch},
+                          {"micro_batch_size", spec.micro_batch_size},
+                          {"gpu_memory_bytes", spec.gpu_memory_bytes},
+                          {"zero", spec.zero},
+                          {"link_gbps", spec.link_gbps},
+                          {"profile", profile_name}};
+    // Sorted: the first candidate that does not fit is the one closest to fitting.
+    if (result.fitting == 0 && !result.candidates.empty()) {
+        const Candidate& closest = result.candidates.front();
+        out["closest"] = candidate_json(closest, spec, profile_path);
+        out["closest"]["over_bytes"] = closest.peak_memory_bytes - spec.gpu_memory_bytes;
+    }
     return out;
 }
 

@@ -2,7 +2,8 @@
 // Serialising a simulated Timeline: the `shardctl schedule --json` object (contract in
 // docs/shardctl.md) and Chrome Trace Event JSON (opens in Perfetto / chrome://tracing).
 
-#include "core/pipeline/simulator.h"
+#include "core/pipeline/search.h"
+#include "core/pipeline/training.h"
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,9 +24,34 @@ nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& p
 nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, const std::string& partition,
                          bool with_ops = true);
 
+// The `shardctl schedule --json` object with the training step (issue 16): plan_json plus
+// stage_stats[].memory {weights, gradients, optimizer, activations, total, fits}, and top-level
+// dp, zero, recompute, link_gbps, overlap_allreduce, gpu_memory_bytes (null without a limit),
+// peak_memory_bytes, fits, allreduce_ms, exposed_allreduce_ms, step_time, allreduce[] {stage,
+// bytes, start, end} and, with ops and a bandwidth, sends[] {from_stage, to_stage, microbatch,
+// chunk, after, bytes, start, end}.
+nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_name,
+                              const std::string& partition, bool with_ops = true);
+
+// One plan candidate: pp, dp, virtual_stages, microbatches, schedule, recompute, partition,
+// step_time, peak_memory_bytes, fits, samples_per_second, makespan, bubble_fraction,
+// compute_ms, exposed_allreduce_ms, command (the `shardctl schedule` line reproducing it).
+nlohmann::json candidate_json(const Candidate& candidate, const SearchSpec& spec,
+                              const std::string& profile_path);
+// The `shardctl plan --json` object: ok (something fits), candidates (the best `top` that fit), searched, fitting,
+// gpus, global_batch, micro_batch_size, gpu_memory_bytes, zero, link_gbps, profile, and when
+// nothing fits `closest` (the candidate needing the least memory) with `over_bytes`.
+nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec,
+                           const std::string& profile_name, const std::string& profile_path,
+                           std::size_t top);
+
 // {"traceEvents": [...], "displayTimeUnit": "ms"}: one ph:"X" event per op with ts/dur in µs,
 // pid 0, tid = stage; ph:"M" process_name and thread_name ("stage s") / thread_sort_index
 // metadata so each stage is one named track in stage order.
 nlohmann::json to_trace_json(const Timeline& timeline, const std::string& title);
+// The same with the training step's communication, when it has any: with a bandwidth every send
+// (cat "send", on track N + s "stage s sends"), with D > 1 each stage's all-reduce (cat
+// "allreduce", on that track too), so the links show beside the compute.
+nlohmann::json to_trace_json(const StepPlan& step, const std::string& title);
 
 } // namespace shardscope::pipeline

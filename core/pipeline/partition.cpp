@@ -222,6 +222,7 @@ std::vector<PieceCost> piece_costs(const Profile& profile, int stages,
         for (int l = cost.first_layer; l <= cost.last_layer; ++l) {
             add_costs(cost, profile.layers[l]);
         }
+        cost.output_bytes = layer_output_bytes(profile, profile.layers[cost.last_layer]);
     }
     return costs;
 }

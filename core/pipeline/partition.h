@@ -59,6 +59,8 @@ struct PieceCost {
     double bwd_input_ms = 0.0;
     double bwd_weight_ms = 0.0;
     std::int64_t activation_bytes = 0; // per microbatch
+    std::int64_t output_bytes = 0; // layer_output_bytes of the last layer: what a send carries
+    double send_ms = 0.0; // its time on the link, without latency (0 unless a bandwidth is set)
 };
 
 // A stage's totals over its chunks (what the stage bar shows per rank).

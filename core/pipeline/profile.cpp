@@ -5,16 +5,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/pipeline/internal/profile_parse.h"
+
 #include <algorithm>
-#include <array>
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <limits>
 #include <optional>
-#include <sstream>
+#include <tuple>
 
 #include <cerrno>
 #include <cstring>
@@ -23,24 +21,32 @@
 #include <unistd.h>
 
 namespace shardscope::pipeline {
-namespace {
+namespace detail {
 
-// A layer as read, before defaults: which fields were present matters for the defaults and for
-// the "missing field" errors, so everything is optional here.
-struct RawLayer {
-    std::optional<std::string> name;
-    std::optional<double> params;
-    std::optional<double> fwd_ms;
-    std::optional<double> fwd_flops;
-    std::optional<double> bwd_ms;
-    std::optional<double> bwd_input_ms;
-    std::optional<double> bwd_weight_ms;
-    std::optional<double> activation_bytes;
-};
+std::optional<double>* raw_field(RawLayer& raw, std::string_view key)
+{
+    if (key == "params") return &raw.params;
+    if (key == "fwd_ms") return &raw.fwd_ms;
+    if (key == "fwd_flops") return &raw.fwd_flops;
+    if (key == "bwd_ms") return &raw.bwd_ms;
+    if (key == "bwd_input_ms") return &raw.bwd_input_ms;
+    if (key == "bwd_weight_ms") return &raw.bwd_weight_ms;
+    if (key == "activation_bytes") return &raw.activation_bytes;
+    if (key == "selective_activation_bytes") return &raw.selective_activation_bytes;
+    if (key == "input_bytes") return &raw.input_bytes;
+    if (key == "output_bytes") return &raw.output_bytes;
+    return nullptr;
+}
 
-constexpr std::array<std::string_view, 8> kKnownFields = {
-    "name",   "params",        "fwd_ms",       "fwd_flops",
-    "bwd_ms", "bwd_input_ms", "bwd_weight_ms", "activation_bytes"};
+std::optional<double>* top_field(RawTop& top, std::string_view key)
+{
+    if (key == "device_tflops") return &top.device_tflops;
+    if (key == "seq_len") return &top.seq_len;
+    if (key == "hidden_size") return &top.hidden_size;
+    if (key == "attention_heads") return &top.attention_heads;
+    if (key == "micro_batch_size") return &top.micro_batch_size;
+    return nullptr;
+}
 
 std::string known_fields_text()
 {
@@ -53,10 +59,19 @@ std::string known_fields_text()
     return text;
 }
 
-[[noreturn]] void fail(const std::string& origin, const std::string& what)
+void fail(const std::string& origin, const std::string& what)
 {
     throw Error(ProblemKind::invalid_profile, "profile " + origin + ": " + what, origin);
 }
+
+} // namespace detail
+
+namespace {
+
+using detail::fail;
+using detail::RawLayer;
+using detail::kKnownFields;
+using detail::known_fields_text;
 
 // Relative tolerance used when a profile gives bwd_ms and both halves: measured numbers are
 // printed rounded, so an exact equality test would reject honest files.
@@ -74,6 +89,19 @@ std::int64_t to_count(double value, const std::string& origin, const std::string
                          "' must be a whole number that fits 64 bits, not " + std::to_string(value));
     return static_cast<std::int64_t>(value);
 }
+
+// A positive whole number that fits an int (the model shape, the micro batch size).
+int to_positive_int(double value, const std::string& origin, std::string_view field)
+{
+    if (!std::isfinite(value) || value != std::floor(value) || value < 1 || value > 1 << 30)
+        fail(origin, "'" + std::string(field) + "' must be a whole number from 1 to 2^30, not " +
+                         std::to_string(value));
+    return static_cast<int>(value);
+}
+
+} // namespace
+
+namespace detail {
 
 Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& origin,
                    const std::string& where_prefix, std::optional<double> device_tflops)
@@ -104,11 +132,30 @@ Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& or
     check(raw.bwd_input_ms, "bwd_input_ms");
     check(raw.bwd_weight_ms, "bwd_weight_ms");
     check(raw.activation_bytes, "activation_bytes");
+    check(raw.selective_activation_bytes, "selective_activation_bytes");
+    check(raw.input_bytes, "input_bytes");
+    check(raw.output_bytes, "output_bytes");
 
     Layer layer;
     layer.name = *raw.name;
     layer.params = to_count(*raw.params, origin, where, "params");
     layer.activation_bytes = to_count(*raw.activation_bytes, origin, where, "activation_bytes");
+    // What recomputation keeps is part of what the layer holds without it; more would mean
+    // recomputing costs memory, which is a typo rather than a model.
+    for (const auto& [value, key, target] :
+         {std::tuple{raw.selective_activation_bytes, "selective_activation_bytes",
+                     &layer.selective_activation_bytes},
+          std::tuple{raw.input_bytes, "input_bytes", &layer.input_bytes}}) {
+        if (!value)
+            continue;
+        *target = to_count(*value, origin, where, key);
+        if (**target > layer.activation_bytes)
+            fail(origin, where + ": '" + std::string(key) + "' (" + std::to_string(**target) +
+                             ") is more than 'activation_bytes' (" +
+                             std::to_string(layer.activation_bytes) + ")");
+    }
+    if (raw.output_bytes)
+        layer.output_bytes = to_count(*raw.output_bytes, origin, where, "output_bytes");
     if (raw.fwd_ms) {
         layer.fwd_ms = *raw.fwd_ms;
     } else {
@@ -155,25 +202,23 @@ Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& or
     return layer;
 }
 
-std::optional<double> json_number(const nlohmann::json& layer, std::string_view key,
-                                  const std::string& origin, const std::string& where)
+void finish_top(const RawTop& top, const std::string& origin, Profile& profile)
 {
-    const auto it = layer.find(key);
-    if (it == layer.end() || it->is_null())
-        return std::nullopt;
-    if (!it->is_number())
-        fail(origin, where + ": '" + std::string(key) + "' must be a number, not " +
-                         std::string(it->type_name()) + " " + it->dump());
-    return it->get<double>();
-}
-
-std::optional<double> parse_tflops(const nlohmann::json& value, const std::string& origin)
-{
-    if (value.is_null())
-        return std::nullopt;
-    if (!value.is_number() || !(value.get<double>() > 0.0) || !std::isfinite(value.get<double>()))
+    if (top.device_tflops && (!std::isfinite(*top.device_tflops) || !(*top.device_tflops > 0.0)))
         fail(origin, "'device_tflops' must be a number > 0");
-    return value.get<double>();
+    const int given = int(top.seq_len.has_value()) + int(top.hidden_size.has_value()) +
+                      int(top.attention_heads.has_value());
+    // Half a shape would make the attention term silently 0 for a model that has one.
+    if (given != 0 && given != 3)
+        fail(origin, "gives only some of 'seq_len', 'hidden_size', 'attention_heads'; give all "
+                     "three (the model shape) or none");
+    if (given == 3)
+        profile.shape = ModelShape{
+            .seq_len = to_positive_int(*top.seq_len, origin, "seq_len"),
+            .hidden_size = to_positive_int(*top.hidden_size, origin, "hidden_size"),
+            .attention_heads = to_positive_int(*top.attention_heads, origin, "attention_heads")};
+    if (top.micro_batch_size)
+        profile.micro_batch_size = to_positive_int(*top.micro_batch_size, origin, "micro_batch_size");
 }
 
 std::string file_stem(const std::string& origin)
@@ -182,68 +227,20 @@ std::string file_stem(const std::string& origin)
     return stem.empty() ? std::string("profile") : stem;
 }
 
-// ---- CSV
+} // namespace detail
 
-std::string_view trim(std::string_view text)
-{
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
-        text.remove_prefix(1);
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
-        text.remove_suffix(1);
-    return text;
-}
+namespace {
 
-// RFC 4180 fields on one line: commas separate, double quotes may wrap a field ("" = a quote),
-// so a layer name may contain a comma. Newlines inside quotes are not supported.
-std::vector<std::string> split_csv_line(std::string_view line, const std::string& origin,
-                                        std::size_t line_number)
+std::optional<double> json_number(const nlohmann::json& object, std::string_view key,
+                                  const std::string& origin, const std::string& where)
 {
-    std::vector<std::string> fields;
-    std::string field;
-    bool quoted = false;
-    bool was_quoted = false;
-    for (std::size_t i = 0; i < line.size(); ++i) {
-        const char c = line[i];
-        if (quoted) {
-            if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-                field += '"';
-                ++i;
-            } else if (c == '"') {
-                quoted = false;
-            } else {
-                field += c;
-            }
-        } else if (c == '"' && trim(field).empty()) {
-            quoted = was_quoted = true;
-            field.clear();
-        } else if (c == ',') {
-            fields.push_back(was_quoted ? field : std::string(trim(field)));
-            field.clear();
-            was_quoted = false;
-        } else {
-            field += c;
-        }
-    }
-    if (quoted)
-        fail(origin, "line " + std::to_string(line_number) + " has an unterminated quote");
-    fields.push_back(was_quoted ? field : std::string(trim(field)));
-    return fields;
-}
-
-std::optional<double> csv_number(const std::string& text, std::string_view column,
-                                 const std::string& origin, const std::string& where)
-{
-    if (text.empty())
+    const auto it = object.find(key);
+    if (it == object.end() || it->is_null())
         return std::nullopt;
-    double value = 0.0;
-    const char* first = text.data();
-    const char* last = text.data() + text.size();
-    if (*first == '+')
-        ++first;
-    const auto [end, error] = std::from_chars(first, last, value);
-    if (error != std::errc() || end != last)
-        fail(origin, where + ": '" + std::string(column) + "' must be a number, not '" + text + "'");
-    return value;
+    if (!it->is_number())
+        fail(origin, where + "'" + std::string(key) + "' must be a number, not " +
+                         std::string(it->type_name()) + " " + it->dump());
+    return it->get<double>();
 }
 
 } // namespace
@@ -264,7 +261,63 @@ void validate_profile(const Profile& profile)
             fail(origin, where + " has a negative 'params' or 'activation_bytes'");
         if (!close_enough(layer.bwd_input_ms + layer.bwd_weight_ms, layer.bwd_ms))
             fail(origin, where + ": 'bwd_input_ms' + 'bwd_weight_ms' must equal 'bwd_ms'");
+        for (const auto& held : {layer.selective_activation_bytes, layer.input_bytes})
+            if (held && (*held < 0 || *held > layer.activation_bytes))
+                fail(origin, where + " keeps more bytes under recomputation than "
+                                     "'activation_bytes', or a negative number");
+        if (layer.output_bytes && *layer.output_bytes < 0)
+            fail(origin, where + " has a negative 'output_bytes'");
     }
+    if (profile.shape && (profile.shape->seq_len < 1 || profile.shape->hidden_size < 1 ||
+                          profile.shape->attention_heads < 1))
+        fail(origin, "the model shape (seq_len, hidden_size, attention_heads) must be > 0");
+    if (profile.micro_batch_size && *profile.micro_batch_size < 1)
+        fail(origin, "'micro_batch_size' must be > 0");
+}
+
+double attention_term(const Profile& profile)
+{
+    if (!profile.shape)
+        return 0.0;
+    const ModelShape& m = *profile.shape;
+    return 5.0 * m.attention_heads * m.seq_len / m.hidden_size;
+}
+
+namespace {
+
+// activation_bytes * part / (34 + 5as/h), rounded to the nearest byte.
+std::int64_t korthikanti_part(const Profile& profile, const Layer& layer, double part)
+{
+    return std::llround(static_cast<double>(layer.activation_bytes) * part /
+                        (34.0 + attention_term(profile)));
+}
+
+} // namespace
+
+std::int64_t layer_selective_bytes(const Profile& profile, const Layer& layer)
+{
+    return layer.selective_activation_bytes ? *layer.selective_activation_bytes
+                                            : korthikanti_part(profile, layer, 34.0);
+}
+
+std::int64_t layer_output_bytes(const Profile& profile, const Layer& layer)
+{
+    return layer.output_bytes ? *layer.output_bytes : korthikanti_part(profile, layer, 2.0);
+}
+
+std::int64_t layer_input_bytes(const Profile& profile, const Layer& layer)
+{
+    // Clamped: a given output_bytes may exceed activation_bytes (fp32 logits), an input may not.
+    return layer.input_bytes ? *layer.input_bytes
+                             : std::min(layer.activation_bytes, layer_output_bytes(profile, layer));
+}
+
+double layer_selective_recompute_ms(const Profile& profile, const Layer& layer)
+{
+    if (!profile.shape)
+        return 0.0;
+    const double s = profile.shape->seq_len, h = profile.shape->hidden_size;
+    return layer.fwd_ms * s / (6.0 * h + s);
 }
 
 Profile parse_profile_json(std::string_view text, const std::string& origin)
@@ -288,15 +341,16 @@ Profile parse_profile_json(std::string_view text, const std::string& origin)
         fail(origin, "must be a JSON object with a 'layers' list");
     Profile profile;
     profile.source = origin;
-    profile.name = file_stem(origin);
+    profile.name = detail::file_stem(origin);
     if (const auto name = document.find("name"); name != document.end()) {
         if (!name->is_string())
             fail(origin, "'name' must be a string");
         profile.name = name->get<std::string>();
     }
-    const auto tflops_it = document.find("device_tflops");
-    const std::optional<double> device_tflops =
-        tflops_it == document.end() ? std::nullopt : parse_tflops(*tflops_it, origin);
+    detail::RawTop top;
+    for (std::string_view key : detail::kTopFields)
+        *detail::top_field(top, key) = json_number(document, key, origin, {});
+    detail::finish_top(top, origin, profile);
 
     const auto layers = document.find("layers");
     if (layers == document.end())
@@ -323,111 +377,11 @@ Profile parse_profile_json(std::string_view text, const std::string& origin)
                 fail(origin, where + " has an unknown field '" + key + "' (known: " +
                                  known_fields_text() + ")");
         }
-        raw.params = json_number(item, "params", origin, where);
-        raw.fwd_ms = json_number(item, "fwd_ms", origin, where);
-        raw.fwd_flops = json_number(item, "fwd_flops", origin, where);
-        raw.bwd_ms = json_number(item, "bwd_ms", origin, where);
-        raw.bwd_input_ms = json_number(item, "bwd_input_ms", origin, where);
-        raw.bwd_weight_ms = json_number(item, "bwd_weight_ms", origin, where);
-        raw.activation_bytes = json_number(item, "activation_bytes", origin, where);
-        profile.layers.push_back(finish_layer(raw, i, origin, {}, device_tflops));
+        for (std::string_view key : kKnownFields)
+            if (std::optional<double>* field = detail::raw_field(raw, key))
+                *field = json_number(item, key, origin, where + ": ");
+        profile.layers.push_back(detail::finish_layer(raw, i, origin, {}, top.device_tflops));
     }
-    return profile;
-}
-
-Profile parse_profile_csv(std::string_view text, const std::string& origin)
-{
-    Profile profile;
-    profile.source = origin;
-    profile.name = file_stem(origin);
-    std::optional<double> device_tflops;
-    std::vector<std::string> header;
-    std::vector<RawLayer> raws;
-    std::vector<std::size_t> raw_lines;
-
-    std::size_t line_number = 0;
-    std::size_t position = 0;
-    while (position <= text.size()) {
-        const std::size_t newline = text.find('\n', position);
-        std::string_view line = text.substr(
-            position, newline == std::string_view::npos ? std::string_view::npos : newline - position);
-        position = newline == std::string_view::npos ? text.size() + 1 : newline + 1;
-        ++line_number;
-        if (line_number == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") // UTF-8 BOM from spreadsheets
-            line.remove_prefix(3);
-        line = trim(line);
-        if (line.empty())
-            continue;
-        if (line.front() == '#') {
-            // "# device_tflops=312": the CSV counterpart of the JSON field.
-            std::string_view directive = trim(line.substr(1));
-            if (directive.substr(0, 13) == "device_tflops") {
-                directive = trim(directive.substr(13));
-                if (directive.empty() || (directive.front() != '=' && directive.front() != ':'))
-                    fail(origin, "line " + std::to_string(line_number) +
-                                     ": write the directive as '# device_tflops=<TFLOP/s>'");
-                const auto value = csv_number(std::string(trim(directive.substr(1))),
-                                              "device_tflops", origin,
-                                              "line " + std::to_string(line_number));
-                device_tflops = parse_tflops(value ? nlohmann::json(*value) : nlohmann::json(),
-                                             origin);
-            }
-            continue;
-        }
-        const auto fields = split_csv_line(line, origin, line_number);
-        if (header.empty()) {
-            header = fields;
-            for (const std::string& column : header) {
-                if (std::find(kKnownFields.begin(), kKnownFields.end(), column) ==
-                    kKnownFields.end())
-                    fail(origin, "bad CSV header: unknown column '" + column +
-                                     "' (expected name,params,fwd_ms,bwd_ms,activation_bytes; "
-                                     "optional: fwd_flops, bwd_input_ms, bwd_weight_ms)");
-                if (std::count(header.begin(), header.end(), column) > 1)
-                    fail(origin, "bad CSV header: column '" + column + "' appears twice");
-            }
-            for (std::string_view required : {"name", "params", "activation_bytes"})
-                if (std::find(header.begin(), header.end(), required) == header.end())
-                    fail(origin, "bad CSV header: no '" + std::string(required) +
-                                     "' column (expected name,params,fwd_ms,bwd_ms,"
-                                     "activation_bytes)");
-            if (std::find(header.begin(), header.end(), "fwd_ms") == header.end() &&
-                std::find(header.begin(), header.end(), "fwd_flops") == header.end())
-                fail(origin, "bad CSV header: no 'fwd_ms' (or 'fwd_flops') column");
-            continue;
-        }
-        const std::string where = "line " + std::to_string(line_number);
-        if (fields.size() != header.size())
-            fail(origin, where + " has " + std::to_string(fields.size()) + " fields, the header " +
-                             std::to_string(header.size()));
-        RawLayer raw;
-        for (std::size_t c = 0; c < header.size(); ++c) {
-            const std::string& column = header[c];
-            if (column == "name") {
-                if (!fields[c].empty())
-                    raw.name = fields[c];
-                continue;
-            }
-            const auto value = csv_number(fields[c], column, origin, where);
-            if (column == "params") raw.params = value;
-            else if (column == "fwd_ms") raw.fwd_ms = value;
-            else if (column == "fwd_flops") raw.fwd_flops = value;
-            else if (column == "bwd_ms") raw.bwd_ms = value;
-            else if (column == "bwd_input_ms") raw.bwd_input_ms = value;
-            else if (column == "bwd_weight_ms") raw.bwd_weight_ms = value;
-            else if (column == "activation_bytes") raw.activation_bytes = value;
-        }
-        raws.push_back(std::move(raw));
-        raw_lines.push_back(line_number);
-    }
-    if (header.empty())
-        fail(origin, "is empty (no CSV header)");
-    if (raws.empty())
-        fail(origin, "has no layers (only a header)");
-    // device_tflops may be given anywhere in the file, so layers are finished after reading all.
-    for (std::size_t i = 0; i < raws.size(); ++i)
-        profile.layers.push_back(finish_layer(
-            raws[i], i, origin, "line " + std::to_string(raw_lines[i]) + ", ", device_tflops));
     return profile;
 }
 

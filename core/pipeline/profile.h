@@ -9,6 +9,10 @@
 //   embed,131072000,0.12,0.24,16777216                 optional ones may be added, empty = absent)
 //
 // Required per layer: name, params, activation_bytes, and exactly one of fwd_ms / fwd_flops.
+// Optional memory/communication fields (issue 16): per layer selective_activation_bytes,
+// input_bytes, output_bytes; at the top seq_len, hidden_size, attention_heads (all three or
+// none) and micro_batch_size. Their defaults read activation_bytes as Korthikanti et al.'s
+// s*b*h*(34 + 5*a*s/h) and take its parts (see the layer_* functions below).
 // Defaults: bwd_ms = 2 * fwd_ms; bwd_input_ms / bwd_weight_ms (the B and W of zero-bubble
 // schedules) = half of bwd_ms each; when only one half is given the other is bwd_ms minus it.
 // fwd_flops is converted with the profile's device_tflops (JSON field, or a CSV comment line
@@ -18,6 +22,7 @@
 // the layer (index and name) or CSV line, and what is wrong.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,13 +42,42 @@ struct Layer {
     double bwd_input_ms = 0.0;  // B of a split backward: gradient w.r.t. the layer's input
     double bwd_weight_ms = 0.0; // W of a split backward: gradient w.r.t. the layer's weights
     std::int64_t activation_bytes = 0; // held from the forward until the last backward op
+    // Optional (nullopt = derived from activation_bytes, see layer_selective_bytes & co.):
+    std::optional<std::int64_t> selective_activation_bytes; // held under selective recompute
+    std::optional<std::int64_t> input_bytes;  // held under full recompute: the layer's input
+    std::optional<std::int64_t> output_bytes; // sent to the next stage when a piece ends here
+};
+
+// The transformer shape a profile may state, for the recomputation defaults.
+struct ModelShape {
+    int seq_len = 0;         // s
+    int hidden_size = 0;     // h
+    int attention_heads = 0; // a
 };
 
 struct Profile {
     std::string name;   // the file's "name", else the file stem, else "uniform"
     std::string source; // the path it was loaded from ("" when built in code)
     std::vector<Layer> layers;
+    std::optional<ModelShape> shape;      // top-level seq_len / hidden_size / attention_heads
+    std::optional<int> micro_batch_size;  // the microbatch the costs were measured at
 };
+
+// Korthikanti et al. 2022: a transformer layer keeps s*b*h*(34 + 5*a*s/h) bytes of 16-bit
+// activations; 2*s*b*h of them is its output (= the next layer's input) and 5*a*s^2*b the
+// attention scores that selective recomputation drops. Without a shape the attention term is
+// taken as 0 (nothing known to drop), so these defaults are exact for transformer blocks and
+// an estimate for other layers, which may give the fields explicitly.
+double attention_term(const Profile& profile); // 5*a*s/h, or 0 without a shape
+// selective_activation_bytes, default activation_bytes * 34 / (34 + 5as/h)
+std::int64_t layer_selective_bytes(const Profile& profile, const Layer& layer);
+// output_bytes, default activation_bytes * 2 / (34 + 5as/h) (= 2sbh for a transformer block)
+std::int64_t layer_output_bytes(const Profile& profile, const Layer& layer);
+// input_bytes, default the layer's output_bytes (a block's input and output have one shape)
+std::int64_t layer_input_bytes(const Profile& profile, const Layer& layer);
+// What selective recomputation adds to the backward: the attention core is 4*b*s^2*h of a
+// block's 24*b*s*h^2 + 4*b*s^2*h forward FLOPs, so fwd_ms * s / (6h + s); 0 without a shape.
+double layer_selective_recompute_ms(const Profile& profile, const Layer& layer);
 
 // Loads a profile from a file; ".csv" (case-insensitive) is read as CSV, anything else as JSON.
 // An unreadable file throws ProblemKind::cannot_open; a malformed one invalid_profile.
@@ -59,7 +93,8 @@ Profile parse_profile_csv(std::string_view text, const std::string& origin);
 Profile uniform_profile(int layer_count, double fwd_ms = 1.0);
 
 // Re-checks a profile built in code (the loaders already call it): non-empty, finite,
-// non-negative, bwd_input_ms + bwd_weight_ms == bwd_ms (to a relative 1e-9).
+// non-negative, bwd_input_ms + bwd_weight_ms == bwd_ms (to a relative 1e-9), the optional
+// byte fields >= 0 (selective and input bytes not above activation_bytes), a shape's and micro_batch_size's values > 0.
 void validate_profile(const Profile& profile);
 
 } // namespace shardscope::pipeline

@@ -145,7 +145,7 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
                     const double t = (&slot - 1)->f;
                     if (t < 0.0)
                         break;
-                    ready = std::max(ready, t + latency);
+                    ready = std::max(ready, t + latency + pieces[p - 1].send_ms);
                 }
                 duration = pieces[p].fwd_ms;
                 if (p + 1 < piece_count)
@@ -158,7 +158,7 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
                     const double t = (&slot + 1)->b;
                     if (t < 0.0)
                         break;
-                    ready = std::max(ready, t + latency);
+                    ready = std::max(ready, t + latency + pieces[p].send_ms);
                 }
                 duration = split ? pieces[p].bwd_input_ms : pieces[p].bwd_ms;
                 if (p > 0)

@@ -7,7 +7,8 @@
 //   F(p, m) after F(p-1, m)                       (the previous piece's output)
 //   B(p, m) after F(p, m) and B(p+1, m)           (the next piece's input gradient)
 //   W(p, m) after B(p, m)
-// A dependency on another stage's op adds p2p_latency_ms. Durations are the piece's fwd_ms,
+// A dependency on another stage's op adds p2p_latency_ms plus the sending piece boundary's
+// send_ms (PieceCost: piece p's output to p + 1 after F, its gradient back after B). Durations are the piece's fwd_ms,
 // bwd_ms (unsplit B) or bwd_input_ms / bwd_weight_ms (split B / W). An op order that can never
 // complete (e.g. a stage waiting on an op that is queued behind it) throws ProblemKind::deadlock
 // naming the stuck ops; it never hangs. Cost: O(ops), no heap, ~a few ns per op.

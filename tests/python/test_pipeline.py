@@ -39,6 +39,24 @@ class Pipeline(pyutil.TempDirTest):
                                "--profile", csv, "--partition", "manual:4,8")
         self.assertEqual(shardscope.schedule(3, 6, "zb-h1", profile=csv, partition="manual:4,8"), cli)
 
+    def test_the_training_step_is_the_cli_step(self):
+        # Memory, recomputation and communication (issue 16): the same options, the same dict.
+        profile = os.path.join(PROFILES, "decoder-7b-32.json")
+        mine = shardscope.schedule(4, 8, "1f1b", profile=profile, partition="compute", dp=8, zero=1,
+                                   recompute="full", gpu_memory_gib=80, link_gbps=200)
+        status, cli = shardctl("schedule", "--stages", 4, "--microbatches", 8, "--schedule", "1f1b",
+                               "--profile", profile, "--partition", "compute", "--dp", 8, "--zero", 1,
+                               "--recompute", "full", "--gpu-memory", 80, "--link-gbps", 200)
+        self.assertEqual(status, 0)
+        self.assertEqual(mine, cli)
+        self.assertGreater(mine["peak_memory_bytes"], 0)
+        self.assertGreater(mine["allreduce_ms"], 0)
+        with self.assertRaises(shardscope.Error) as caught:
+            shardscope.schedule(4, 8, "1f1b", recompute="sometimes")
+        self.assertEqual(caught.exception.kind, "invalid_argument")
+        with self.assertRaises(shardscope.Error):
+            shardscope.schedule(4, 8, "1f1b", gpu_memory_gib=float("nan"))
+
     def test_a_profile_dict(self):
         profile = {"name": "toy", "layers": [{"name": f"l{i}", "params": 10 * (i + 1), "fwd_ms": 1.0 + i,
                                               "activation_bytes": 100} for i in range(6)]}

@@ -171,6 +171,65 @@ private slots:
         QVERIFY(run.out.contains("15.79 %"));
     }
 
+    void trainingStepOptions()
+    {
+        // Full recomputation adds one forward to every backward: (M + N - 1)(2F + B) = 11 * 4.
+        Run run = shardctl(args("--stages 4 --microbatches 8 --schedule 1f1b --recompute full --json"));
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        nlohmann::json j = json_of(run);
+        QCOMPARE(j["makespan"].get<double>(), 44.0);
+        QCOMPARE(j["recompute"].get<std::string>(), std::string("full"));
+        QCOMPARE(j["step_time"].get<double>(), 44.0);
+
+        // A profile with 1e9 parameters a stage, DP 4 over 100 Gbit/s links, ZeRO 1.
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("big.json"));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(R"({"layers": [
+            {"name": "a", "params": 1000000000, "fwd_ms": 1, "activation_bytes": 1000000, "output_bytes": 12500000},
+            {"name": "b", "params": 1000000000, "fwd_ms": 1, "activation_bytes": 1000000, "output_bytes": 12500000}]})");
+        file.close();
+        run = shardctl(args("--stages 2 --microbatches 4 --schedule gpipe --dp 4 --zero 1 --link-gbps 100 --gpu-memory 10 --json --profile")
+                       << path);
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        j = json_of(run);
+        // Each send: 12.5 MB * 8 / (100 * 10^6) ms = 1 ms; GPipe crosses once each way.
+        QCOMPARE(j["makespan"].get<double>(), 3.0 * (4 + 2 - 1) + 2 * 1.0);
+        QCOMPARE(j["sends"].size(), std::size_t(2 * 4));
+        // Ring all-reduce of 2e9 bytes: 2 * 3/4 * 2e9 * 8 / 1e8 ms = 240 ms, after the flush.
+        QCOMPARE(j["allreduce_ms"].get<double>(), 240.0);
+        QCOMPARE(j["step_time"].get<double>(), j["makespan"].get<double>() + 240.0);
+        // ZeRO-1 over 4: (4 + 12/4) bytes a parameter, plus 4 microbatches' activations.
+        const auto& memory = j["stage_stats"][0]["memory"];
+        QCOMPARE(memory["weights"].get<std::int64_t>(), std::int64_t(2'000'000'000));
+        QCOMPARE(memory["optimizer"].get<std::int64_t>(), std::int64_t(3'000'000'000));
+        QCOMPARE(memory["activations"].get<std::int64_t>(), std::int64_t(4'000'000));
+        QCOMPARE(memory["total"].get<std::int64_t>(), std::int64_t(7'004'000'000));
+        QCOMPARE(j["peak_memory_bytes"].get<std::int64_t>(), std::int64_t(7'004'000'000));
+        QCOMPARE(j["gpu_memory_bytes"].get<std::int64_t>(), std::int64_t(10) << 30);
+        QCOMPARE(j["fits"].get<bool>(), true);
+        // The trace carries the sends and all-reduces on tracks beside the stages.
+        const QString trace_path = dir.filePath(QStringLiteral("trace.json"));
+        run = shardctl(args("--stages 2 --microbatches 4 --schedule gpipe --dp 4 --link-gbps 100 --trace")
+                       << trace_path << QStringLiteral("--profile") << path);
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        QFile trace_file(trace_path);
+        QVERIFY(trace_file.open(QIODevice::ReadOnly));
+        int sends = 0, reduces = 0;
+        const nlohmann::json trace = nlohmann::json::parse(trace_file.readAll().toStdString());
+        for (const auto& e : trace["traceEvents"]) {
+            sends += e.value("cat", "") == "send";
+            reduces += e.value("cat", "") == "allreduce";
+        }
+        QCOMPARE(sends, 2 * 4);
+        QCOMPARE(reduces, 2);
+        // Not fitting is a finding, not an error: exit 0, fits false, the text says so.
+        run = shardctl(args("--stages 2 --microbatches 4 --schedule gpipe --dp 4 --gpu-memory 10 --profile") << path);
+        QCOMPARE(run.exit_code, 0);
+        QVERIFY2(run.out.contains("does NOT fit") && run.out.contains("over the limit"), run.out.constData());
+    }
+
     void exitCodes_data()
     {
         QTest::addColumn<QStringList>("arguments");
@@ -185,6 +244,11 @@ private slots:
         QTest::newRow("positional") << args("extra --stages 4 --microbatches 8 --schedule 1f1b") << 2 << QString();
         QTest::newRow("bad partition") << args("--stages 4 --microbatches 8 --schedule 1f1b --partition best") << 2 << QStringLiteral("best");
         QTest::newRow("bad latency") << args("--stages 4 --microbatches 8 --schedule 1f1b --p2p-latency -1") << 2 << QStringLiteral("--p2p-latency");
+        QTest::newRow("bad zero") << args("--stages 4 --microbatches 8 --schedule 1f1b --zero 4") << 2 << QStringLiteral("--zero");
+        QTest::newRow("bad dp") << args("--stages 4 --microbatches 8 --schedule 1f1b --dp 0") << 2 << QStringLiteral("--dp");
+        QTest::newRow("bad recompute") << args("--stages 4 --microbatches 8 --schedule 1f1b --recompute most") << 2 << QStringLiteral("most");
+        QTest::newRow("bad gpu memory") << args("--stages 4 --microbatches 8 --schedule 1f1b --gpu-memory 0") << 2 << QStringLiteral("--gpu-memory");
+        QTest::newRow("bad link") << args("--stages 4 --microbatches 8 --schedule 1f1b --link-gbps fast") << 2 << QStringLiteral("--link-gbps");
         QTest::newRow("missing profile") << args("--stages 4 --microbatches 8 --schedule 1f1b --profile /nonexistent/p.json") << 2 << QStringLiteral("/nonexistent/p.json");
         QTest::newRow("interleaved rule") << args("--stages 4 --microbatches 6 --schedule interleaved --virtual 2") << 1 << QStringLiteral("multiple");
         QTest::newRow("virtual without interleaved") << args("--stages 4 --microbatches 8 --schedule 1f1b --virtual 2") << 1 << QStringLiteral("interleaved");

@@ -114,6 +114,48 @@ private slots:
         QCOMPARE(p.layers[1].activation_bytes, std::int64_t(6));
     }
 
+    void memoryFieldsAndShape()
+    {
+        // JSON: the optional fields are read, absent ones stay absent and take the defaults.
+        const Profile json = parse_profile_json(
+            R"({"seq_len": 2048, "hidden_size": 1024, "attention_heads": 16, "micro_batch_size": 2,
+                "layers": [{"name": "a", "params": 1, "fwd_ms": 1, "activation_bytes": 1000,
+                            "selective_activation_bytes": 600, "input_bytes": 50, "output_bytes": 2000},
+                           {"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 1000}]})",
+            "m.json");
+        QVERIFY(json.shape.has_value());
+        QCOMPARE(json.shape->seq_len, 2048);
+        QCOMPARE(json.shape->hidden_size, 1024);
+        QCOMPARE(json.shape->attention_heads, 16);
+        QCOMPARE(json.micro_batch_size, std::optional<int>(2));
+        const Layer& a = json.layers[0];
+        QCOMPARE(layer_selective_bytes(json, a), std::int64_t(600));
+        QCOMPARE(layer_input_bytes(json, a), std::int64_t(50));
+        QCOMPARE(layer_output_bytes(json, a), std::int64_t(2000)); // may exceed (fp32 logits)
+        QVERIFY(!json.layers[1].input_bytes && !json.layers[1].output_bytes);
+        // Defaults: parts of s*b*h*(34 + 5as/h); here 5as/h = 5 * 16 * 2048 / 1024 = 160.
+        QVERIFY(near(attention_term(json), 160.0));
+        QCOMPARE(layer_selective_bytes(json, json.layers[1]), std::int64_t(std::llround(1000.0 * 34 / 194)));
+        QCOMPARE(layer_output_bytes(json, json.layers[1]), std::int64_t(std::llround(1000.0 * 2 / 194)));
+        QCOMPARE(layer_input_bytes(json, json.layers[1]), layer_output_bytes(json, json.layers[1]));
+        // CSV: the same fields as columns, the shape as directives.
+        const Profile csv = parse_profile_csv("# seq_len=2048\n# hidden_size: 1024\n# attention_heads=16\n"
+                                              "# a comment that mentions seq_len is just a comment\n"
+                                              "name,params,fwd_ms,activation_bytes,input_bytes,output_bytes\n"
+                                              "a,1,1,1000,50,\n",
+                                              "m.csv");
+        QVERIFY(csv.shape.has_value() && csv.shape->hidden_size == 1024);
+        QCOMPARE(csv.layers[0].input_bytes, std::optional<std::int64_t>(50));
+        QVERIFY(!csv.layers[0].output_bytes);
+        // Without a shape nothing is dropped and a block's output is 2 of its 34 parts.
+        const Profile plain = parse_profile_json(
+            R"({"layers": [{"name": "a", "params": 1, "fwd_ms": 1, "activation_bytes": 3400}]})", "p.json");
+        QVERIFY(!plain.shape);
+        QCOMPARE(layer_selective_bytes(plain, plain.layers[0]), std::int64_t(3400));
+        QCOMPARE(layer_output_bytes(plain, plain.layers[0]), std::int64_t(200));
+        QCOMPARE(layer_selective_recompute_ms(plain, plain.layers[0]), 0.0);
+    }
+
     void malformedJsonIsRejected_data()
     {
         QTest::addColumn<QString>("text");
@@ -167,6 +209,28 @@ private slots:
         QTest::newRow("not json") << QStringLiteral("{\"layers\": [") << QStringLiteral("is not valid JSON");
         QTest::newRow("not an object") << QStringLiteral("[1, 2]") << QStringLiteral("must be a JSON object");
         QTest::newRow("layer not object") << QStringLiteral(R"({"layers": [1]})") << QStringLiteral("layer 0 must be an object");
+        // The memory fields of issue 16.
+        QTest::newRow("selective above activations")
+            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 10, "selective_activation_bytes": 11}]})")
+            << QStringLiteral("layer 0 ('b'): 'selective_activation_bytes' (11) is more than 'activation_bytes' (10)");
+        QTest::newRow("negative input_bytes")
+            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 10, "input_bytes": -1}]})")
+            << QStringLiteral("'input_bytes' must be a finite number >= 0");
+        QTest::newRow("fractional output_bytes")
+            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 10, "output_bytes": 0.5}]})")
+            << QStringLiteral("'output_bytes' must be a whole number");
+        QTest::newRow("half a shape")
+            << QStringLiteral(R"({"seq_len": 4096, "hidden_size": 4096, "layers": [%1]})").arg(ok)
+            << QStringLiteral("gives only some of 'seq_len', 'hidden_size', 'attention_heads'");
+        QTest::newRow("zero heads")
+            << QStringLiteral(R"({"seq_len": 4096, "hidden_size": 4096, "attention_heads": 0, "layers": [%1]})").arg(ok)
+            << QStringLiteral("'attention_heads' must be a whole number from 1");
+        QTest::newRow("micro batch not a number")
+            << QStringLiteral(R"({"micro_batch_size": "1", "layers": [%1]})").arg(ok)
+            << QStringLiteral("'micro_batch_size' must be a number, not string");
+        QTest::newRow("bad device_tflops")
+            << QStringLiteral(R"({"device_tflops": 0, "layers": [%1]})").arg(ok)
+            << QStringLiteral("'device_tflops' must be a number > 0");
     }
     void malformedJsonIsRejected()
     {
@@ -217,6 +281,12 @@ private slots:
         QTest::newRow("bad directive")
             << QStringLiteral("# device_tflops 5\nname,params,fwd_flops,activation_bytes\na,1,1,3\n")
             << QStringLiteral("'# device_tflops=<TFLOP/s>'");
+        QTest::newRow("directive without value")
+            << QStringLiteral("# seq_len=\nname,params,fwd_ms,activation_bytes\na,1,1,3\n")
+            << QStringLiteral("line 1: 'seq_len' has no value");
+        QTest::newRow("input above activations")
+            << QStringLiteral("name,params,fwd_ms,activation_bytes,input_bytes\na,1,1,3,4\n")
+            << QStringLiteral("line 2, layer 0 ('a'): 'input_bytes' (4) is more than 'activation_bytes' (3)");
     }
     void malformedCsvIsRejected()
     {

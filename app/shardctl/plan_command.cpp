@@ -1,0 +1,181 @@
+// shardctl plan: searches pipeline x data-parallel configurations for the fastest one that fits
+// (contract in docs/shardctl.md, "plan"). The search is core's search_plans; this file only
+// reads options and prints.
+#include "app/shardctl/commands.h"
+#include "app/cli_common/cli.h"
+#include "app/shardctl/plan_options.h"
+
+#include "core/pipeline/export.h"
+#include "core/pipeline/search.h"
+#include "core/util/printable.h"
+
+#include <QStringList>
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+namespace shardctl {
+namespace {
+
+namespace pl = shardscope::pipeline;
+
+std::string bytes_text(std::int64_t bytes)
+{
+    return shardscope::human_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, bytes)));
+}
+
+// "1f1b,zb-h1" -> kinds; prints the error and returns false on an unknown name.
+template <class Kind, class Parse>
+bool read_list(const QCommandLineParser& parser, const QString& name, Parse parse,
+               const char* allowed, std::vector<Kind>& out)
+{
+    if (!parser.isSet(name))
+        return true;
+    for (const QString& item : parser.value(name).split(QLatin1Char(','))) {
+        const auto kind = parse(local(item.trimmed()));
+        if (!kind) {
+            fail(kUsage, "--" + local(name) + " lists '" + local(item) + "'; the names are " + allowed);
+            return false;
+        }
+        if (std::find(out.begin(), out.end(), *kind) == out.end())
+            out.push_back(*kind);
+    }
+    return true;
+}
+
+void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec,
+                const std::string& profile_name, const std::string& profile_path, std::size_t top)
+{
+    print_line("plan: " + std::to_string(spec.gpus) + " GPUs of " + bytes_text(spec.gpu_memory_bytes) +
+               ", global batch " + std::to_string(spec.global_batch) + " in microbatches of " +
+               std::to_string(spec.micro_batch_size) + ", profile " + profile_name + "; searched " +
+               std::to_string(result.candidates.size()) + " configurations, " +
+               std::to_string(result.fitting) + " fit");
+    const std::size_t shown = std::min(top, result.fitting);
+    if (shown == 0)
+        return;
+    print_line("  #    pp    dp   v      M  schedule     recompute   step ms  samples/s   peak mem  partition");
+    for (std::size_t i = 0; i < shown; ++i) {
+        const pl::Candidate& c = result.candidates[i];
+        char line[320];
+        std::snprintf(line, sizeof line, "%3zu %5d %5d %3d %6d  %-11s  %-9s %9.4g %10.4g %10s  %s", i + 1,
+                      c.pp, c.dp, c.virtual_stages, c.microbatches,
+                      std::string(pl::to_string(c.schedule)).c_str(),
+                      std::string(pl::to_string(c.recompute)).c_str(), c.step_time,
+                      c.samples_per_second, bytes_text(c.peak_memory_bytes).c_str(),
+                      c.partition.c_str());
+        print_line(line);
+    }
+    if (shown > 1) {
+        print_line("why the runners-up lose to #1:");
+        for (std::size_t i = 1; i < shown; ++i)
+            print_line("  #" + std::to_string(i + 1) + " " +
+                       pl::why_slower(result.candidates[i], result.candidates[0]));
+    }
+    print_line("run #1: " + pl::schedule_command(result.candidates[0], spec, profile_path));
+}
+
+} // namespace
+
+int run_plan(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Searches pipeline x data-parallel degree, virtual stages, microbatches, schedule, "
+        "recomputation and the partition for the fastest training step that fits in GPU memory. "
+        "Every candidate is what 'shardctl schedule' prints for the same options."));
+    parser.addOptions({
+        {QStringLiteral("profile"), QStringLiteral("Layer-cost profile, JSON or CSV (required)."),
+         QStringLiteral("FILE")},
+        {QStringLiteral("gpus"), QStringLiteral("GPUs to use, pp x dp (required)."), QStringLiteral("G")},
+        {QStringLiteral("global-batch"), QStringLiteral("Samples per step (required)."),
+         QStringLiteral("N")},
+        {QStringLiteral("micro-batch-size"),
+         QStringLiteral("Samples per microbatch, as the profile was measured (required)."),
+         QStringLiteral("B")},
+        {QStringLiteral("schedules"),
+         QStringLiteral("Schedules to try, comma-separated (default gpipe,1f1b,interleaved,zb-h1)."),
+         QStringLiteral("LIST")},
+        {QStringLiteral("recompute"),
+         QStringLiteral("Recomputation modes to try (default none,selective,full)."),
+         QStringLiteral("LIST")},
+        {QStringLiteral("max-virtual"),
+         QStringLiteral("Most chunks per stage interleaved tries (default 8)."), QStringLiteral("V")},
+        {QStringLiteral("top"), QStringLiteral("How many candidates to list (default 5)."),
+         QStringLiteral("K")},
+        json_option(),
+    });
+    parser.addOptions(training_options());
+    if (!parse(parser, arguments, 0, QStringLiteral("plan")))
+        return kUsage;
+    for (const char* required : {"profile", "gpus", "global-batch", "micro-batch-size", "gpu-memory"})
+        if (!parser.isSet(QString::fromLatin1(required)))
+            return fail(kUsage, std::string("plan needs --") + required + " (see shardctl plan --help)");
+
+    pl::SearchSpec spec;
+    const auto gpus = int_option(parser, QStringLiteral("gpus"), 1, 1 << 20);
+    if (!gpus)
+        return kUsage;
+    const auto global = int_option(parser, QStringLiteral("global-batch"), 1, 1 << 30);
+    if (!global)
+        return kUsage;
+    const auto micro = int_option(parser, QStringLiteral("micro-batch-size"), 1, 1 << 30);
+    if (!micro)
+        return kUsage;
+    std::size_t top = 5;
+    if (parser.isSet(QStringLiteral("top"))) {
+        const auto k = int_option(parser, QStringLiteral("top"), 1, 1 << 20);
+        if (!k)
+            return kUsage;
+        top = static_cast<std::size_t>(*k);
+    }
+    if (parser.isSet(QStringLiteral("max-virtual"))) {
+        const auto v = int_option(parser, QStringLiteral("max-virtual"), 2, 256);
+        if (!v)
+            return kUsage;
+        spec.max_virtual_stages = static_cast<int>(*v);
+    }
+    pl::TrainingOptions training;
+    if (!read_training_options(parser, training, spec.p2p_latency_ms))
+        return kUsage;
+    spec.gpus = static_cast<int>(*gpus);
+    spec.global_batch = static_cast<int>(*global);
+    spec.micro_batch_size = static_cast<int>(*micro);
+    spec.gpu_memory_bytes = *training.gpu_memory_bytes;
+    spec.link_gbps = training.link_gbps;
+    spec.zero = training.zero;
+    spec.overlap_allreduce = training.overlap_allreduce;
+    if (!read_list(parser, QStringLiteral("schedules"), pl::parse_schedule_kind,
+                   "gpipe, 1f1b, interleaved, zb-h1", spec.schedules) ||
+        !read_list(parser, QStringLiteral("recompute"), pl::parse_recompute,
+                   "none, selective, full", spec.recompute))
+        return kUsage;
+
+    try {
+        const std::string path = local(parser.value(QStringLiteral("profile")));
+        const pl::Profile profile = pl::load_profile(path);
+        const pl::SearchResult result = pl::search_plans(profile, spec);
+        if (parser.isSet(QStringLiteral("json")))
+            print_json(pl::search_json(result, spec, profile.name, path, top));
+        else
+            print_text(result, spec, profile.name, path, top);
+        if (result.fitting > 0)
+            return kOk;
+        if (result.candidates.empty())
+            return fail(kCheckFailed, "no configuration of " + std::to_string(spec.gpus) +
+                                          " GPUs is small enough to simulate");
+        // Nothing fits: the report above already shows the closest; say by how much it misses.
+        const pl::Candidate& closest = result.candidates.front();
+        return fail(kCheckFailed,
+                    "no configuration fits in " + bytes_text(spec.gpu_memory_bytes) +
+                        " per GPU: the closest (pp " + std::to_string(closest.pp) + ", dp " +
+                        std::to_string(closest.dp) + ", " + std::string(pl::to_string(closest.schedule)) +
+                        ", recompute " + std::string(pl::to_string(closest.recompute)) + ") needs " +
+                        bytes_text(closest.peak_memory_bytes) + ", " +
+                        bytes_text(closest.peak_memory_bytes - spec.gpu_memory_bytes) + " too much");
+    } catch (const shardscope::Error& error) {
+        return fail(error);
+    }
+}
+
+} // namespace shardctl

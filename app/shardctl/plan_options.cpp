@@ -1,0 +1,83 @@
+// The training-step options shared by shardctl schedule and shardctl plan.
+#include "app/shardctl/plan_options.h"
+
+#include "app/cli_common/cli.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace shardctl {
+
+QList<QCommandLineOption> training_options()
+{
+    return {
+        {QStringLiteral("zero"),
+         QStringLiteral("ZeRO stage 0..3 (default 0): 1 shards AdamW's state over the DP ranks, "
+                        "2 also the gradients, 3 also the weights."),
+         QStringLiteral("Z")},
+        {QStringLiteral("gpu-memory"),
+         QStringLiteral("GPU memory in GiB; the JSON's 'fits' says whether every stage fits."),
+         QStringLiteral("GIB")},
+        {QStringLiteral("link-gbps"),
+         QStringLiteral("Link bandwidth in Gbit/s for sends between stages and the DP "
+                        "all-reduce (default: infinitely fast)."),
+         QStringLiteral("G")},
+        {QStringLiteral("p2p-latency"),
+         QStringLiteral("Milliseconds added to every cross-stage send (default 0)."),
+         QStringLiteral("MS")},
+        {QStringLiteral("overlap-allreduce"),
+         QStringLiteral("Start each stage's gradient all-reduce right after its last backward "
+                        "(default: after the pipeline has flushed).")},
+    };
+}
+
+std::optional<double> number_option(const QCommandLineParser& parser, const QString& name,
+                                    double min_value, bool strict, const char* unit)
+{
+    bool ok = false;
+    const double value = parser.value(name).toDouble(&ok);
+    if (!ok || !std::isfinite(value) || value < min_value || (strict && value == min_value) ||
+        value > 1e15) {
+        char bound[32];
+        std::snprintf(bound, sizeof bound, "%g", min_value);
+        fail(kUsage, "--" + local(name) + " must be a number of " + unit + (strict ? " > " : " >= ") +
+                         bound + ", not '" + local(parser.value(name)) + "'");
+        return std::nullopt;
+    }
+    return value;
+}
+
+bool read_training_options(const QCommandLineParser& parser,
+                           shardscope::pipeline::TrainingOptions& options, double& latency_ms)
+{
+    if (parser.isSet(QStringLiteral("zero"))) {
+        const auto zero = int_option(parser, QStringLiteral("zero"), 0, 3);
+        if (!zero)
+            return false;
+        options.zero = static_cast<int>(*zero);
+    }
+    if (parser.isSet(QStringLiteral("gpu-memory"))) {
+        const auto gib = number_option(parser, QStringLiteral("gpu-memory"), 0.0, true, "GiB");
+        if (!gib)
+            return false;
+        options.gpu_memory_bytes = static_cast<std::int64_t>(std::llround(*gib * 1073741824.0));
+    }
+    if (parser.isSet(QStringLiteral("link-gbps"))) {
+        const auto gbps = number_option(parser, QStringLiteral("link-gbps"), 0.0, true, "Gbit/s");
+        if (!gbps)
+            return false;
+        options.link_gbps = *gbps;
+    }
+    latency_ms = 0.0;
+    if (parser.isSet(QStringLiteral("p2p-latency"))) {
+        const auto ms = number_option(parser, QStringLiteral("p2p-latency"), 0.0, false, "milliseconds");
+        if (!ms)
+            return false;
+        latency_ms = *ms;
+    }
+    options.overlap_allreduce = parser.isSet(QStringLiteral("overlap-allreduce"));
+    return true;
+}
+
+} // namespace shardctl

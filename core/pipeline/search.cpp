@@ -1,0 +1,353 @@
+#include "core/pipeline/search.h"
+
+#include "core/util/error.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+namespace shardscope::pipeline {
+namespace {
+
+[[noreturn]] void bad_search(const std::string& sentence)
+{
+    throw Error(ProblemKind::invalid_argument, sentence);
+}
+
+std::string number_text(double value)
+{
+    char buffer[40];
+    std::snprintf(buffer, sizeof buffer, "%.17g", value); // round-trips through the parser
+    return buffer;
+}
+
+// One stage's range [first, end) as the greedy fill grows it.
+struct StageFill {
+    double compute = 0.0;
+    std::int64_t params = 0;
+    std::int64_t held = 0;    // kept per microbatch
+    std::int64_t working = 0; // the largest recomputed working set
+};
+
+// Greedy: each stage takes as many layers as the compute bound and its memory allow, leaving
+// one layer for every later stage. Growing a stage only ever raises its compute and memory and
+// shrinks what later stages must take, so if any cut meets the bound this one does.
+std::optional<std::vector<int>> fill(const Profile& original, const Profile& adjusted,
+                                     const std::vector<int>& in_flight,
+                                     const TrainingOptions& options, std::int64_t limit,
+                                     double bound)
+{
+    const int layers = static_cast<int>(adjusted.layers.size());
+    const int stages = static_cast<int>(in_flight.size());
+    std::vector<int> boundaries;
+    int first = 0;
+    for (int s = 0; s < stages; ++s) {
+        const int last_end = layers - (stages - s - 1);
+        StageFill stage;
+        int end = first;
+        while (end < last_end) {
+            const Layer& layer = adjusted.layers[static_cast<std::size_t>(end)];
+            StageFill next = stage;
+            next.compute += layer.fwd_ms + layer.bwd_ms;
+            next.params += layer.params;
+            next.held += layer.activation_bytes;
+            next.working = std::max(next.working,
+                                    original.layers[static_cast<std::size_t>(end)].activation_bytes -
+                                        layer.activation_bytes);
+            std::int64_t kept = 0; // a hostile profile's byte counts must not wrap around
+            const bool huge = __builtin_mul_overflow(std::int64_t(in_flight[static_cast<std::size_t>(s)]),
+                                                     next.held, &kept) ||
+                              kept > limit || next.params > std::numeric_limits<std::int64_t>::max() / 32;
+            const std::int64_t memory =
+                huge ? limit + 1 : param_state_bytes(next.params, options.zero, options.dp) + kept + next.working;
+            if (next.compute > bound || memory > limit)
+                break;
+            stage = next;
+            ++end;
+        }
+        if (end == first)
+            return std::nullopt;
+        if (s + 1 < stages)
+            boundaries.push_back(end);
+        first = end;
+    }
+    if (first != layers)
+        return std::nullopt;
+    return boundaries;
+}
+
+Candidate describe(const StepPlan& step, int dp, Recompute recompute, std::string partition,
+                   const SearchSpec& spec)
+{
+    const Timeline& t = step.plan.timeline;
+    Candidate c;
+    c.pp = t.spec.stages;
+    c.dp = dp;
+    c.virtual_stages = t.spec.virtual_stages;
+    c.microbatches = t.spec.microbatches;
+    c.schedule = t.spec.kind;
+    c.recompute = recompute;
+    c.partition = std::move(partition);
+    c.step_time = step.step_time;
+    c.makespan = t.makespan;
+    for (const StageStats& s : t.stage_stats)
+        c.compute_ms = std::max(c.compute_ms, s.busy);
+    c.bubble_fraction = t.bubble_fraction;
+    c.exposed_allreduce_ms = step.exposed_allreduce_ms;
+    c.peak_memory_bytes = step.peak_memory_bytes;
+    c.fits = step.fits;
+    c.samples_per_second = step.step_time > 0.0 ? spec.global_batch / (step.step_time / 1000.0) : 0.0;
+    return c;
+}
+
+// Two recompute modes whose schedules would be indistinguishable: same costs, same bytes kept.
+bool same_costs(const Profile& a, const Profile& b)
+{
+    for (std::size_t i = 0; i < a.layers.size(); ++i) {
+        const Layer& x = a.layers[i];
+        const Layer& y = b.layers[i];
+        if (x.bwd_ms != y.bwd_ms || x.bwd_input_ms != y.bwd_input_ms ||
+            x.activation_bytes != y.activation_bytes)
+            return false;
+    }
+    return true;
+}
+
+void check_search(const Profile& profile, const SearchSpec& spec)
+{
+    if (spec.gpus < 1)
+        bad_search("--gpus must be at least 1, not " + std::to_string(spec.gpus));
+    if (spec.micro_batch_size < 1 || spec.global_batch < 1)
+        bad_search("the global batch and the micro batch size must be at least 1");
+    if (spec.global_batch % spec.micro_batch_size != 0)
+        bad_search("the global batch (" + std::to_string(spec.global_batch) +
+                   ") is not a multiple of the micro batch size (" +
+                   std::to_string(spec.micro_batch_size) + ")");
+    if (profile.micro_batch_size && *profile.micro_batch_size != spec.micro_batch_size)
+        bad_search("the profile " + (profile.source.empty() ? profile.name : profile.source) +
+                   " was measured at micro batch size " + std::to_string(*profile.micro_batch_size) +
+                   ", not " + std::to_string(spec.micro_batch_size) +
+                   " (its costs are per microbatch)");
+    if (spec.gpu_memory_bytes <= 0)
+        bad_search("the GPU memory must be more than 0 bytes");
+}
+
+} // namespace
+
+std::vector<int> in_flight_peaks(const Schedule& schedule)
+{
+    const OpKind releases = schedule.split_backward ? OpKind::W : OpKind::B;
+    std::vector<int> peaks;
+    for (const auto& ops : schedule.stage_ops) {
+        int held = 0, peak = 0;
+        for (const Op& op : ops) {
+            if (op.kind == OpKind::F)
+                peak = std::max(peak, ++held);
+            else if (op.kind == releases)
+                --held;
+        }
+        peaks.push_back(peak);
+    }
+    return peaks;
+}
+
+std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, const Schedule& schedule,
+                                                      const TrainingOptions& options,
+                                                      std::int64_t limit)
+{
+    if (schedule.spec.virtual_stages != 1)
+        return std::nullopt; // a stage's chunks are not one contiguous range to grow
+    const Profile adjusted = with_recompute(profile, options.recompute);
+    const std::vector<int> in_flight = in_flight_peaks(schedule);
+    if (static_cast<int>(adjusted.layers.size()) < schedule.spec.stages)
+        return std::nullopt;
+    double high = 0.0;
+    for (const Layer& layer : adjusted.layers)
+        high += layer.fwd_ms + layer.bwd_ms;
+    auto best = fill(profile, adjusted, in_flight, options, limit, high);
+    if (!best)
+        return std::nullopt; // memory alone rules every cut out
+    double low = 0.0;
+    // 60 halvings take the bound to the last bits of a double; each is one O(layers) pass.
+    for (int i = 0; i < 60 && high - low > 1e-12 * high; ++i) {
+        const double middle = 0.5 * (low + high);
+        if (auto cut = fill(profile, adjusted, in_flight, options, limit, middle)) {
+            best = std::move(cut);
+            high = middle;
+        } else {
+            low = middle;
+        }
+    }
+    return best;
+}
+
+SearchResult search_plans(const Profile& profile, const SearchSpec& spec)
+{
+    validate_profile(profile);
+    check_search(profile, spec);
+    const int layers = static_cast<int>(profile.layers.size());
+    const int samples_per_replica_unit = spec.global_batch / spec.micro_batch_size;
+    const std::vector<ScheduleKind> schedules =
+        spec.schedules.empty() ? std::vector<ScheduleKind>{ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
+                                                           ScheduleKind::interleaved, ScheduleKind::zb_h1}
+                               : spec.schedules;
+    const std::vector<Recompute> modes =
+        spec.recompute.empty() ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
+                               : spec.recompute;
+    // A mode that changes nothing (selective without a shape or selective fields) would only
+    // repeat the candidates of the mode listed before it.
+    std::vector<Recompute> kept_modes;
+    std::vector<Profile> adjusted;
+    for (Recompute mode : modes) {
+        Profile costs = with_recompute(profile, mode);
+        const bool repeat = std::any_of(adjusted.begin(), adjusted.end(),
+                                        [&](const Profile& other) { return same_costs(other, costs); });
+        if (repeat)
+            continue;
+        kept_modes.push_back(mode);
+        adjusted.push_back(std::move(costs));
+    }
+
+    SearchResult result;
+    bool factorised = false;
+    for (int pp = 1; pp <= std::min(spec.gpus, layers); ++pp) {
+        if (spec.gpus % pp != 0)
+            continue;
+        const int dp = spec.gpus / pp;
+        if (samples_per_replica_unit % dp != 0)
+            continue;
+        factorised = true;
+        const int microbatches = samples_per_replica_unit / dp;
+        for (ScheduleKind kind : schedules) {
+            std::vector<int> chunk_options{1};
+            if (kind == ScheduleKind::interleaved) {
+                chunk_options.clear();
+                if (pp > 1 && microbatches % pp == 0)
+                    for (int v = 2; v <= spec.max_virtual_stages && pp * v <= layers; ++v)
+                        chunk_options.push_back(v);
+            }
+            for (int v : chunk_options) {
+                const ScheduleSpec schedule_spec{.kind = kind, .stages = pp, .microbatches = microbatches,
+                                                 .virtual_stages = v, .p2p_latency_ms = spec.p2p_latency_ms};
+                Schedule schedule;
+                try {
+                    schedule = build_schedule(schedule_spec);
+                } catch (const Error&) {
+                    continue; // too large to simulate: not a configuration anyone runs
+                }
+                for (std::size_t r = 0; r < kept_modes.size(); ++r) {
+                    const TrainingOptions options{.dp = dp,
+                                                  .zero = spec.zero,
+                                                  .recompute = kept_modes[r],
+                                                  .link_gbps = spec.link_gbps,
+                                                  .overlap_allreduce = spec.overlap_allreduce,
+                                                  .gpu_memory_bytes = spec.gpu_memory_bytes};
+                    const PartitionSpec compute{.method = PartitionMethod::compute};
+                    const StepPlan fastest = make_step_plan(
+                        profile, schedule, partition(adjusted[r], pp * v, compute), options);
+                    result.candidates.push_back(describe(fastest, dp, kept_modes[r], "compute", spec));
+                    if (fastest.fits)
+                        continue;
+                    if (auto cut = memory_fit_boundaries(profile, schedule, options, spec.gpu_memory_bytes)) {
+                        const PartitionSpec manual{.method = PartitionMethod::manual,
+                                                   .manual_boundaries = *cut};
+                        const StepPlan fitted = make_step_plan(profile, schedule, *cut, options);
+                        result.candidates.push_back(describe(fitted, dp, kept_modes[r], to_string(manual), spec));
+                    }
+                }
+            }
+        }
+    }
+    if (!factorised)
+        bad_search("no way to split " + std::to_string(spec.gpus) + " GPUs into pipeline x data "
+                   "parallel with at most " + std::to_string(layers) + " stages (one layer each) and "
+                   "the data-parallel degree dividing the " + std::to_string(samples_per_replica_unit) +
+                   " microbatches of the global batch");
+
+    std::stable_sort(result.candidates.begin(), result.candidates.end(),
+                     [&](const Candidate& a, const Candidate& b) {
+                         if (a.fits != b.fits)
+                             return a.fits;
+                         if (!a.fits)
+                             return a.peak_memory_bytes < b.peak_memory_bytes;
+                         if (a.step_time != b.step_time)
+                             return a.step_time < b.step_time;
+                         if (a.pp != b.pp)
+                             return a.pp < b.pp;
+                         return a.peak_memory_bytes < b.peak_memory_bytes;
+                     });
+    result.fitting = static_cast<std::size_t>(
+        std::count_if(result.candidates.begin(), result.candidates.end(),
+                      [](const Candidate& c) { return c.fits; }));
+    return result;
+}
+
+std::string why_slower(const Candidate& r, const Candidate& best)
+{
+    char head[96];
+    const double delta = r.step_time - best.step_time;
+    std::snprintf(head, sizeof head, "+%.4g ms (+%.3g %%): ", delta,
+                  best.step_time > 0.0 ? 100.0 * delta / best.step_time : 0.0);
+    if (delta <= 0.0)
+        return "ties with #1 on step time; ranked after it for " +
+               std::string(r.pp != best.pp                                 ? "more pipeline stages"
+                           : r.peak_memory_bytes != best.peak_memory_bytes ? "more memory"
+                                                                           : "coming later in the search");
+    // The step is compute on the busiest stage + the pipeline's idle + exposed all-reduce.
+    const double compute = r.compute_ms - best.compute_ms;
+    const double idle = (r.makespan - r.compute_ms) - (best.makespan - best.compute_ms);
+    const double reduce = r.exposed_allreduce_ms - best.exposed_allreduce_ms;
+    char why[160];
+    if (compute >= idle && compute >= reduce) {
+        // Without a recomputation difference each GPU has the same work (layers / pp x M with
+        // M / pp fixed by the batch), so its busiest stage can only be busier by the cut.
+        const std::string cause = r.recompute != best.recompute
+                                      ? "recompute " + std::string(to_string(r.recompute)) + " vs " +
+                                            std::string(to_string(best.recompute))
+                                      : std::string("a less even partition");
+        std::snprintf(why, sizeof why, "its busiest stage computes %.4g ms more (%s)", compute,
+                      cause.c_str());
+    } else if (idle >= reduce) {
+        std::snprintf(why, sizeof why, "bubble %.1f %% vs %.1f %% (%s, %d microbatches)",
+                      100.0 * r.bubble_fraction, 100.0 * best.bubble_fraction,
+                      std::string(to_string(r.schedule)).c_str(), r.microbatches);
+    } else {
+        std::snprintf(why, sizeof why, "%.4g ms more exposed gradient all-reduce (dp %d vs %d)",
+                      reduce, r.dp, best.dp);
+    }
+    // Name what it gains too when that offsets much of the loss, or the figures look absurd
+    // ("+29 ms: 390 ms more all-reduce").
+    std::string text = head + std::string(why);
+    const double gain = std::min({compute, idle, reduce});
+    if (gain < -0.1 * delta) {
+        const char* part = gain == compute ? "busiest-stage compute" : gain == idle ? "pipeline idle"
+                                                                                    : "exposed all-reduce";
+        char despite[96];
+        std::snprintf(despite, sizeof despite, ", despite %.4g ms less %s", -gain, part);
+        text += despite;
+    }
+    return text;
+}
+
+std::string schedule_command(const Candidate& c, const SearchSpec& spec, const std::string& profile_path)
+{
+    std::string text = "shardctl schedule --stages " + std::to_string(c.pp) + " --microbatches " +
+                       std::to_string(c.microbatches) + " --schedule " + std::string(to_string(c.schedule));
+    if (c.virtual_stages > 1)
+        text += " --virtual " + std::to_string(c.virtual_stages);
+    text += " --dp " + std::to_string(c.dp) + " --zero " + std::to_string(spec.zero) +
+            " --recompute " + std::string(to_string(c.recompute)) + " --partition " + c.partition;
+    if (!profile_path.empty())
+        text += " --profile " + profile_path;
+    text += " --gpu-memory " + number_text(static_cast<double>(spec.gpu_memory_bytes) / 1073741824.0);
+    if (spec.link_gbps > 0.0)
+        text += " --link-gbps " + number_text(spec.link_gbps);
+    if (spec.p2p_latency_ms > 0.0)
+        text += " --p2p-latency " + number_text(spec.p2p_latency_ms);
+    if (spec.overlap_allreduce)
+        text += " --overlap-allreduce";
+    return text;
+}
+
+} // namespace shardscope::pipeline

@@ -1,0 +1,88 @@
+#pragma once
+// The planner's search (issue 16, `shardctl plan`): over pipeline x data-parallel degree
+// (pp * dp = GPUs), virtual stages, microbatches (global batch / (dp * micro batch size)),
+// schedule, recomputation and the partition, every candidate is run through make_step_plan —
+// the very function `shardctl schedule` calls — so a candidate's step_time and
+// peak_memory_bytes are what `schedule` prints for the same options, bit for bit.
+//
+// Partitions tried per configuration: "compute" (the fastest cut, ignoring memory) and, when
+// that does not fit and the schedule has one chunk per stage, the fastest cut that fits: a
+// bisection on the slowest stage's compute with a greedy fill that gives each stage as many
+// layers as its memory allows, knowing how many microbatches the schedule keeps in flight on
+// it (stage 0 of 1F1B holds N, the last one 1, so early stages get fewer layers). That cut is
+// reported as "manual:B1,B2,...".
+
+#include "core/pipeline/training.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope::pipeline {
+
+struct SearchSpec {
+    int gpus = 1;
+    int global_batch = 1;     // samples per step
+    int micro_batch_size = 1; // samples per microbatch
+    std::int64_t gpu_memory_bytes = 0;
+    double link_gbps = 0.0;
+    double p2p_latency_ms = 0.0;
+    int zero = 0;
+    bool overlap_allreduce = false;
+    std::vector<ScheduleKind> schedules; // empty: all four
+    std::vector<Recompute> recompute;    // empty: none, selective, full
+    int max_virtual_stages = 8;          // interleaved tries v = 2 .. this (pp * v <= layers)
+};
+
+struct Candidate {
+    int pp = 1;
+    int dp = 1;
+    int virtual_stages = 1;
+    int microbatches = 1;
+    ScheduleKind schedule = ScheduleKind::one_f_one_b;
+    Recompute recompute = Recompute::none;
+    std::string partition; // as --partition takes it
+    double step_time = 0.0; // ms
+    double makespan = 0.0;
+    double compute_ms = 0.0;  // the busiest stage's op time
+    double bubble_fraction = 0.0;
+    double exposed_allreduce_ms = 0.0;
+    std::int64_t peak_memory_bytes = 0;
+    bool fits = false;
+    double samples_per_second = 0.0;
+};
+
+struct SearchResult {
+    // Every configuration evaluated: the ones that fit by step time (then fewer GPUs of
+    // pipeline, then less memory), then the rest by how far they are over the limit.
+    std::vector<Candidate> candidates;
+    std::size_t fitting = 0; // how many of them fit
+};
+
+// Throws invalid_argument, one sentence: a global batch that the micro batch size does not
+// divide, no pp * dp = gpus with pp <= layers and dp dividing the microbatches, a profile
+// measured at another micro batch size, a bad option value.
+SearchResult search_plans(const Profile& profile, const SearchSpec& spec);
+
+// The fastest cut of `schedule` (one chunk per stage) whose every stage fits `limit` bytes,
+// or nullopt when none does. Exposed for tests.
+std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, const Schedule& schedule,
+                                                      const TrainingOptions& options,
+                                                      std::int64_t limit);
+
+// How many (microbatch, chunk) activation sets each stage holds at most, counted in its op
+// order (up at F, down at the op that frees them); the same count the simulator reports.
+std::vector<int> in_flight_peaks(const Schedule& schedule);
+
+// Why `runner_up` is slower than `best`, in a few words naming its largest loss: more compute
+// on its busiest stage (recomputation, fewer stages), more pipeline idle (bubble), or more
+// exposed all-reduce; e.g. "+4.1 ms (+2.3 %): bubble 18.2 % vs 6.0 %".
+std::string why_slower(const Candidate& runner_up, const Candidate& best);
+
+// "shardctl schedule --stages ... --json": the command that reproduces `candidate`.
+std::string schedule_command(const Candidate& candidate, const SearchSpec& spec,
+                             const std::string& profile_path);
+
+} // namespace shardscope::pipeline

@@ -1,0 +1,234 @@
+// shardctl plan end to end: the --json shape, every candidate reproduced by shardctl schedule
+// with the same options (identical step_time and peak_memory_bytes), the text with its
+// runners-up, and the exit codes (0 something fits, 1 nothing does, 2 bad input).
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+    int exit_code = -1;
+    QByteArray out;
+    QByteArray err;
+};
+
+Run shardctl(const QStringList& arguments)
+{
+    QProcess process;
+    process.start(QStringLiteral(SHARDCTL_PATH), arguments);
+    Run run;
+    if (!process.waitForFinished(120000)) {
+        process.kill();
+        process.waitForFinished();
+        return run;
+    }
+    run.exit_code = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -2;
+    run.out = process.readAllStandardOutput();
+    run.err = process.readAllStandardError();
+    return run;
+}
+
+QString profile(const char* name)
+{
+    return QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/profiles/") + QString::fromLatin1(name);
+}
+
+QStringList args(const char* text)
+{
+    return QString::fromLatin1(text).split(QLatin1Char(' '), Qt::SkipEmptyParts);
+}
+
+QStringList plan(const char* text, const char* file = "decoder-7b-32.json")
+{
+    return QStringList{QStringLiteral("plan"), QStringLiteral("--profile"), profile(file)} + args(text);
+}
+
+QString number(const nlohmann::json& value) { return QString::fromStdString(value.dump()); }
+
+} // namespace
+
+class TestCliPlan : public QObject {
+    Q_OBJECT
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        // A 16-block decoder with its shape (s 4096, h 4096, a 32), so selective recomputation
+        // has something to drop: block activations s*h*(34 + 5as/h) at one sample a microbatch.
+        m_shaped = m_dir.filePath(QStringLiteral("shaped.json"));
+        nlohmann::json layers = nlohmann::json::array();
+        const std::int64_t s = 4096, h = 4096, a = 32;
+        layers.push_back({{"name", "embed"}, {"params", 525336576}, {"fwd_ms", 0.2}, {"activation_bytes", 2 * s * h}});
+        for (int i = 0; i < 16; ++i)
+            layers.push_back({{"name", "block" + std::to_string(i)}, {"params", 218112000}, {"fwd_ms", 13.7},
+                              {"activation_bytes", s * h * 34 + 5 * a * s * s}});
+        layers.push_back({{"name", "head"}, {"params", 525336576}, {"fwd_ms", 30.0}, {"activation_bytes", 4 * s * 128256}});
+        const nlohmann::json profile = {{"name", "shaped"}, {"seq_len", s}, {"hidden_size", h},
+                                        {"attention_heads", a}, {"micro_batch_size", 1}, {"layers", layers}};
+        QFile file(m_shaped);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(QByteArray::fromStdString(profile.dump()));
+    }
+
+    void everyCandidateIsReproducedBySchedule_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("options");
+        QTest::addColumn<bool>("manual"); // a memory-fitted "manual:..." cut must be among them
+        // 7B on 16 GPUs of 25 GiB: pure DP cannot hold 7B x 16 bytes, so the plan must pipeline,
+        // and the compute-balanced cuts of 1F1B overfill stage 0, so memory-fitted cuts compete.
+        QTest::newRow("decoder-7b, 25 GiB") << profile("decoder-7b-32.json")
+            << QStringLiteral("--gpus 16 --global-batch 64 --micro-batch-size 1 --gpu-memory 25 "
+                              "--link-gbps 200 --p2p-latency 0.01 --zero 1") << true;
+        QTest::newRow("shaped, overlap, ZeRO-2") << QString()
+            << QStringLiteral("--gpus 8 --global-batch 32 --micro-batch-size 1 --gpu-memory 30 "
+                              "--link-gbps 100 --zero 2 --overlap-allreduce") << false;
+    }
+    void everyCandidateIsReproducedBySchedule()
+    {
+        QFETCH(QString, file);
+        QFETCH(QString, options);
+        QFETCH(bool, manual);
+        if (file.isEmpty())
+            file = m_shaped;
+        const QStringList shared = options.split(QLatin1Char(' '));
+        const Run run = shardctl(QStringList{QStringLiteral("plan"), QStringLiteral("--profile"), file} + shared
+                                 << QStringLiteral("--top") << QStringLiteral("40") << QStringLiteral("--json"));
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        const nlohmann::json j = nlohmann::json::parse(run.out.toStdString());
+        for (const char* key : {"candidates", "searched", "fitting", "gpus", "gpu_memory_bytes"})
+            QVERIFY2(j.contains(key), key);
+        QCOMPARE(j["ok"].get<bool>(), true);
+        QVERIFY(j["searched"].get<int>() >= j["fitting"].get<int>());
+        QVERIFY(!j["candidates"].empty());
+        QVERIFY(j["candidates"].size() <= 40);
+        bool saw_manual = false;
+        double previous = 0;
+        for (const auto& c : j["candidates"]) {
+            for (const char* key : {"pp", "dp", "virtual_stages", "microbatches", "schedule", "recompute",
+                                    "partition", "step_time", "peak_memory_bytes", "fits",
+                                    "samples_per_second", "command"})
+                QVERIFY2(c.contains(key), key);
+            QCOMPARE(c["pp"].get<int>() * c["dp"].get<int>(), j["gpus"].get<int>());
+            QCOMPARE(c["microbatches"].get<int>() * c["dp"].get<int>() * j["micro_batch_size"].get<int>(),
+                     j["global_batch"].get<int>());
+            QVERIFY(c["fits"].get<bool>());
+            QVERIFY(c["peak_memory_bytes"].get<std::int64_t>() <= j["gpu_memory_bytes"].get<std::int64_t>());
+            QVERIFY(c["step_time"].get<double>() >= previous); // ranked by step time
+            previous = c["step_time"].get<double>();
+            saw_manual |= c["partition"].get<std::string>().rfind("manual:", 0) == 0;
+
+            // The same options, spelled out from the fields (not from "command").
+            QStringList schedule{QStringLiteral("schedule"), QStringLiteral("--json"),
+                                 QStringLiteral("--profile"), file};
+            schedule << QStringLiteral("--stages") << number(c["pp"]) << QStringLiteral("--microbatches")
+                     << number(c["microbatches"]) << QStringLiteral("--schedule")
+                     << QString::fromStdString(c["schedule"].get<std::string>()) << QStringLiteral("--virtual")
+                     << number(c["virtual_stages"]) << QStringLiteral("--dp") << number(c["dp"])
+                     << QStringLiteral("--recompute") << QString::fromStdString(c["recompute"].get<std::string>())
+                     << QStringLiteral("--partition") << QString::fromStdString(c["partition"].get<std::string>());
+            for (int i = 0; i < shared.size(); ++i) // the plan's model options, not its search ones
+                if (!shared[i].startsWith(QStringLiteral("--gpus")) && !shared[i].startsWith(QStringLiteral("--global")) &&
+                    !shared[i].startsWith(QStringLiteral("--micro"))) {
+                    schedule << shared[i];
+                    if (shared[i] != QStringLiteral("--overlap-allreduce"))
+                        schedule << shared[++i];
+                } else {
+                    ++i;
+                }
+            const Run again = shardctl(schedule);
+            QVERIFY2(again.exit_code == 0, again.err.constData());
+            const nlohmann::json s = nlohmann::json::parse(again.out.toStdString());
+            QCOMPARE(s["step_time"].get<double>(), c["step_time"].get<double>());
+            QCOMPARE(s["peak_memory_bytes"].get<std::int64_t>(), c["peak_memory_bytes"].get<std::int64_t>());
+            QCOMPARE(s["fits"].get<bool>(), true);
+            // And the printed command says the same thing.
+            const std::string command = c["command"].get<std::string>();
+            QVERIFY2(command.find("shardctl schedule --stages " + std::to_string(c["pp"].get<int>())) == 0,
+                     command.c_str());
+            QVERIFY2(command.find("--partition " + c["partition"].get<std::string>()) != std::string::npos,
+                     command.c_str());
+        }
+        if (manual)
+            QVERIFY(saw_manual); // the memory-fitted "manual:..." cuts reproduce too
+    }
+
+    void textListsTopKWithReasons()
+    {
+        const Run run = shardctl(plan("--gpus 16 --global-batch 64 --micro-batch-size 1 --gpu-memory 40 "
+                                      "--link-gbps 200 --top 4"));
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        QVERIFY2(run.out.contains("searched") && run.out.contains("why the runners-up lose to #1:"),
+                 run.out.constData());
+        QVERIFY2(run.out.contains("  #2 +") && run.out.contains("  #4 "), run.out.constData());
+        QVERIFY(!run.out.contains("  #5 "));
+        QVERIFY2(run.out.contains("run #1: shardctl schedule"), run.out.constData());
+    }
+
+    void nothingFitsExitsOneWithTheClosest()
+    {
+        const Run run = shardctl(plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 1 --json"));
+        QCOMPARE(run.exit_code, 1);
+        const nlohmann::json j = nlohmann::json::parse(run.out.toStdString()); // one object
+        QVERIFY(j["candidates"].empty());
+        QCOMPARE(j["ok"].get<bool>(), false);
+        QCOMPARE(j["fitting"].get<int>(), 0);
+        QVERIFY(j["closest"]["over_bytes"].get<std::int64_t>() > 0);
+        QCOMPARE(j["closest"]["over_bytes"].get<std::int64_t>(),
+                 j["closest"]["peak_memory_bytes"].get<std::int64_t>() - (std::int64_t(1) << 30));
+        QVERIFY2(run.err.startsWith("shardctl: no configuration fits in 1.0 GiB") &&
+                     run.err.contains("too much"),
+                 run.err.constData());
+    }
+
+    void badInput_data()
+    {
+        QTest::addColumn<QStringList>("arguments");
+        QTest::addColumn<QString>("mentions");
+        QTest::newRow("batch does not divide")
+            << plan("--gpus 4 --global-batch 10 --micro-batch-size 4 --gpu-memory 80") << QStringLiteral("not a multiple");
+        QTest::newRow("no factorisation") // 34 layers: pp <= 34, so 37 GPUs means dp 37 of 8 microbatches
+            << plan("--gpus 37 --global-batch 8 --micro-batch-size 1 --gpu-memory 80") << QStringLiteral("no way to split 37 GPUs");
+        QTest::newRow("missing --gpu-memory")
+            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1") << QStringLiteral("--gpu-memory");
+        QTest::newRow("unknown schedule")
+            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --schedules 1f1b,dualpipe")
+            << QStringLiteral("dualpipe");
+        QTest::newRow("unknown recompute")
+            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --recompute none,half")
+            << QStringLiteral("half");
+        QTest::newRow("bad top") << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --top 0")
+                                 << QStringLiteral("--top");
+        QTest::newRow("missing profile")
+            << (QStringList{QStringLiteral("plan"), QStringLiteral("--profile"), QStringLiteral("/nonexistent/p.json")}
+                << args("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80"))
+            << QStringLiteral("/nonexistent/p.json");
+    }
+    void badInput()
+    {
+        QFETCH(QStringList, arguments);
+        QFETCH(QString, mentions);
+        Run run = shardctl(arguments);
+        QCOMPARE(run.exit_code, 2);
+        QVERIFY(run.out.isEmpty()); // nothing half-printed
+        QVERIFY2(run.err.startsWith("shardctl: ") && run.err.contains(mentions.toUtf8()), run.err.constData());
+        QCOMPARE(run.err.count('\n'), qsizetype(1));
+        // --json: still exactly one object, the error.
+        run = shardctl(arguments << QStringLiteral("--json"));
+        QCOMPARE(run.exit_code, 2);
+        const nlohmann::json j = nlohmann::json::parse(run.out.toStdString());
+        QCOMPARE(j["ok"].get<bool>(), false);
+        QVERIFY(j["error"]["message"].get<std::string>().find(mentions.toStdString()) != std::string::npos);
+    }
+
+private:
+    QTemporaryDir m_dir;
+    QString m_shaped;
+};
+
+QTEST_GUILESS_MAIN(TestCliPlan)
+#include "tst_cli_plan.moc"

@@ -1,0 +1,308 @@
+// The training step around a schedule (issue 16) against its closed forms: microbatches in
+// flight per schedule (GPipe M, 1F1B N - s, interleaved as Narayanan et al. 2021), ZeRO bytes
+// per parameter, recomputation (Korthikanti et al. 2022) in memory and in the 1F1B makespan,
+// link costs on every crossing, and the ring all-reduce with and without overlap.
+#include "problemcheck.h"
+
+#include "core/pipeline/export.h"
+#include "core/pipeline/training.h"
+#include "core/util/error.h"
+
+#include <QTest>
+#include <algorithm>
+#include <cmath>
+
+using namespace shardscope;
+using namespace shardscope::pipeline;
+using problemcheck::error_of;
+
+namespace {
+
+bool exact(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }
+
+// `count` identical layers with chosen costs and sizes (designated, so every field is named).
+Profile layers(int count, double fwd, double bwd, std::int64_t params, std::int64_t activation,
+               std::optional<std::int64_t> output = std::nullopt)
+{
+    Profile profile;
+    profile.name = "test";
+    for (int i = 0; i < count; ++i)
+        profile.layers.push_back(Layer{.name = "l" + std::to_string(i),
+                                       .params = params,
+                                       .fwd_ms = fwd,
+                                       .bwd_ms = bwd,
+                                       .bwd_input_ms = bwd / 2,
+                                       .bwd_weight_ms = bwd / 2,
+                                       .activation_bytes = activation,
+                                       .output_bytes = output});
+    return profile;
+}
+
+StepPlan step(const Profile& profile, ScheduleKind kind, int n, int m, int v = 1,
+              TrainingOptions options = {}, double latency = 0.0)
+{
+    const ScheduleSpec spec{.kind = kind, .stages = n, .microbatches = m, .virtual_stages = v,
+                            .p2p_latency_ms = latency};
+    return make_step_plan(profile, spec, PartitionSpec{}, options);
+}
+
+// Narayanan et al. 2021 / Megatron-LM: stage s of the interleaved schedule runs
+// (N - s - 1) * 2 + (v - 1) * N warm-up forwards (all M*v when M == N) and then one more
+// forward before its first backward, so that many (microbatch, chunk) sets are held at once.
+int interleaved_in_flight(int n, int m, int v, int s)
+{
+    if (m == n)
+        return m * v;
+    return std::min((n - s - 1) * 2 + (v - 1) * n + 1, m * v);
+}
+
+} // namespace
+
+class TestPipelineTraining : public QObject {
+    Q_OBJECT
+
+private slots:
+    void inFlightFollowsTheSchedule()
+    {
+        // One layer per piece, 1000 bytes each: peak bytes are 1000 x the count in flight.
+        for (int n : {1, 2, 4, 8})
+            for (int m : {1, 3, 8, 16, 32}) {
+                const Profile profile = layers(n, 1.0, 2.0, 10, 1000);
+                const StepPlan gpipe = step(profile, ScheduleKind::gpipe, n, m);
+                const StepPlan f1b = step(profile, ScheduleKind::one_f_one_b, n, m);
+                for (int s = 0; s < n; ++s) {
+                    const auto& g = gpipe.plan.timeline.stage_stats[s];
+                    const auto& f = f1b.plan.timeline.stage_stats[s];
+                    QCOMPARE(g.peak_activations, m);
+                    QCOMPARE(f.peak_activations, std::min(n - s, m));
+                    QCOMPARE(gpipe.memory[s].activations, std::int64_t(m) * 1000);
+                    QCOMPARE(f1b.memory[s].activations, std::int64_t(std::min(n - s, m)) * 1000);
+                }
+                if (m >= n) { // ZB-H1 defers stage s's W passes by s: every stage holds N
+                    const StepPlan zb = step(profile, ScheduleKind::zb_h1, n, m);
+                    for (int s = 0; s < n; ++s)
+                        QCOMPARE(zb.plan.timeline.stage_stats[s].peak_activations, n);
+                }
+            }
+        for (int n : {2, 4, 8})
+            for (int v : {2, 3, 4})
+                for (int m : {n, 2 * n, 4 * n}) {
+                    const Profile profile = layers(n * v, 1.0, 2.0, 10, 1000);
+                    const StepPlan inter = step(profile, ScheduleKind::interleaved, n, m, v);
+                    for (int s = 0; s < n; ++s) {
+                        const int expected = interleaved_in_flight(n, m, v, s);
+                        QCOMPARE(inter.plan.timeline.stage_stats[s].peak_activations, expected);
+                        QCOMPARE(inter.memory[s].activations, std::int64_t(expected) * 1000);
+                    }
+                    // Korthikanti et al.'s form for the first stage with M > N: N (1 + (N-1)/(N v))
+                    // stage-activations, a stage's being v chunks' worth.
+                    if (m > n)
+                        QVERIFY(exact(inter.memory[0].activations / (1000.0 * v),
+                                      n * (1.0 + (n - 1.0) / (n * v))));
+                }
+    }
+
+    void zeroBytesPerParameter()
+    {
+        QCOMPARE(bytes_per_param(0, 8).total(), 16.0);
+        for (int d : {1, 2, 4, 8, 64}) {
+            const double D = d;
+            const double expected[4] = {16, 4 + 12 / D, 2 + 14 / D, 16 / D};
+            for (int z = 0; z <= 3; ++z) {
+                QVERIFY(exact(bytes_per_param(z, d).total(), expected[z]));
+                // The stage totals: 4 layers of 1024 params per stage, divisible by every D.
+                const Profile profile = layers(8, 1.0, 2.0, 1024, 0);
+                const StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 2, 4, 1,
+                                           TrainingOptions{.dp = d, .zero = z});
+                const StageMemory& m = plan.memory[1];
+                QCOMPARE(m.activations, std::int64_t(0));
+                QVERIFY(exact(double(m.total) / (4 * 1024), expected[z]));
+                QCOMPARE(m.weights, std::int64_t(4 * 1024 * (z >= 3 ? 2.0 / D : 2.0)));
+                QCOMPARE(m.optimizer, std::int64_t(4 * 1024 * (z >= 1 ? 12.0 / D : 12.0)));
+            }
+        }
+        // A buffer that does not divide is padded to D equal shards.
+        const StepPlan odd = step(layers(1, 1, 2, 10, 0), ScheduleKind::gpipe, 1, 1, 1,
+                                  TrainingOptions{.dp = 4, .zero = 3});
+        QCOMPARE(odd.memory[0].weights, std::int64_t(3 * 2));
+    }
+
+    void recomputationInTheMakespan()
+    {
+        // 1F1B on uniform stages: (M + N - 1)(F + B); full recomputation adds F to every B.
+        const double F = 1.5, B = 2.5;
+        for (int n : {2, 4, 8})
+            for (int m : {n, 2 * n, 32}) {
+                const Profile profile = layers(n, F, B, 1, 340);
+                const double none = step(profile, ScheduleKind::one_f_one_b, n, m).plan.timeline.makespan;
+                QVERIFY(exact(none, (m + n - 1) * (F + B)));
+                const StepPlan full = step(profile, ScheduleKind::one_f_one_b, n, m, 1,
+                                           TrainingOptions{.recompute = Recompute::full});
+                QVERIFY(exact(full.plan.timeline.makespan, (m + n - 1) * (2 * F + B)));
+                QVERIFY(exact(full.step_time, full.plan.timeline.makespan)); // no DP, no all-reduce
+                // Without a shape nothing is known to drop: selective changes nothing.
+                const StepPlan selective = step(profile, ScheduleKind::one_f_one_b, n, m, 1,
+                                                TrainingOptions{.recompute = Recompute::selective});
+                QVERIFY(exact(selective.plan.timeline.makespan, none));
+            }
+    }
+
+    void recomputationInMemory()
+    {
+        // A transformer block's activations, Korthikanti et al.: s*b*h*(34 + 5*a*s/h) bytes.
+        const std::int64_t s = 2048, b = 2, h = 1024, a = 16;
+        const std::int64_t full_bytes = s * b * h * 34 + 5 * a * s * s * b;
+        Profile profile = layers(8, 1.0, 2.0, 0, full_bytes);
+        profile.shape = ModelShape{.seq_len = int(s), .hidden_size = int(h), .attention_heads = int(a)};
+        const Layer& block = profile.layers[0];
+        QCOMPARE(layer_selective_bytes(profile, block), 34 * s * b * h); // drops 5as/h
+        QCOMPARE(layer_output_bytes(profile, block), 2 * s * b * h);
+        QCOMPARE(layer_input_bytes(profile, block), 2 * s * b * h);
+        QVERIFY(exact(layer_selective_recompute_ms(profile, block), 1.0 * s / (6.0 * h + s)));
+
+        // 4 stages of 2 blocks under 1F1B, M = 8: stage s keeps N - s microbatches.
+        for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
+            const StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 4, 8, 1,
+                                       TrainingOptions{.recompute = mode});
+            const std::int64_t kept = mode == Recompute::none        ? full_bytes
+                                      : mode == Recompute::selective ? 34 * s * b * h
+                                                                     : 2 * s * b * h;
+            // Recomputing one layer brings back what it did not keep, for one microbatch.
+            const std::int64_t working = full_bytes - kept;
+            for (int stage = 0; stage < 4; ++stage)
+                QCOMPARE(plan.memory[stage].activations, (4 - stage) * 2 * kept + working);
+        }
+        // Explicit fields win over the defaults, and are checked against activation_bytes.
+        profile.layers[0].input_bytes = 7;
+        QCOMPARE(layer_input_bytes(profile, profile.layers[0]), std::int64_t(7));
+        profile.layers[0].input_bytes = full_bytes + 1;
+        QCOMPARE(error_of([&] { validate_profile(profile); })->kind, ProblemKind::invalid_profile);
+    }
+
+    void linksCostBytesOverBandwidthPlusLatency()
+    {
+        // GPipe crosses N - 1 links forward and N - 1 back: 3 (M + N - 1) + 2 (N - 1) c with
+        // c = latency + 8 * bytes / (G * 10^6) ms.
+        const std::int64_t bytes = 25'000'000; // 25 MB a send
+        for (double gbps : {100.0, 400.0})
+            for (double latency : {0.0, 0.02}) {
+                const Profile profile = layers(4, 1.0, 2.0, 1, 1, bytes);
+                const StepPlan plan = step(profile, ScheduleKind::gpipe, 4, 8, 1,
+                                           TrainingOptions{.link_gbps = gbps}, latency);
+                const double c = latency + 8.0 * bytes / (gbps * 1e6);
+                QVERIFY(exact(transfer_ms(bytes, gbps), 8.0 * bytes / (gbps * 1e6)));
+                QVERIFY(exact(plan.plan.timeline.makespan, 3.0 * (8 + 4 - 1) + 2 * 3 * c));
+                const auto sends = transfers(plan);
+                QCOMPARE(sends.size(), std::size_t(2 * 3 * 8)); // every F and B that crosses
+                for (const Transfer& t : sends) {
+                    QCOMPARE(t.bytes, bytes);
+                    QVERIFY(exact(t.end - t.start, c));
+                    QCOMPARE(t.to_stage, t.after == OpKind::F ? t.from_stage + 1 : t.from_stage - 1);
+                }
+            }
+        // The default output: activation_bytes * 2 / 34 (no shape), i.e. 2sbh of a block's 34sbh.
+        const Profile profile = layers(2, 1.0, 2.0, 1, 3400);
+        QCOMPARE(layer_output_bytes(profile, profile.layers[0]), std::int64_t(200));
+        // One stage has no links.
+        QCOMPARE(transfers(step(profile, ScheduleKind::gpipe, 1, 4, 1, {.link_gbps = 1})).size(),
+                 std::size_t(0));
+    }
+
+    void ringAllReduce()
+    {
+        const double gbps = 200.0;
+        const std::int64_t params = 1'000'000'000; // per stage: 2 GB of 16-bit gradients
+        for (int d : {2, 4, 8, 16}) {
+            const double expected = 2.0 * (d - 1) / d * (2.0 * params) * 8.0 / (gbps * 1e6);
+            QVERIFY(exact(ring_allreduce_ms(2 * params, d, gbps), expected));
+            const Profile profile = layers(4, 1.0, 2.0, params, 1);
+            const TrainingOptions options{.dp = d, .link_gbps = gbps};
+            const StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 4, 8, 1, options);
+            QVERIFY(exact(plan.allreduce_ms, expected));
+            // After the flush, nothing overlaps: the whole all-reduce adds to the step.
+            QVERIFY(exact(plan.step_time, plan.plan.timeline.makespan + expected));
+            QCOMPARE(plan.allreduce.size(), std::size_t(4));
+            for (const AllReduce& a : plan.allreduce) {
+                QCOMPARE(a.bytes, 2 * params);
+                QVERIFY(exact(a.start, plan.plan.timeline.makespan));
+            }
+            // Overlapped: each stage starts after its own last backward. Under 1F1B stage 0 ends
+            // last (at the makespan), so its all-reduce is still exposed; the others hide in its
+            // cool-down: stage s ends s (F + B)... earlier, by 2s ms here (its last B is 2s early).
+            TrainingOptions overlap = options;
+            overlap.overlap_allreduce = true;
+            const StepPlan hidden = step(profile, ScheduleKind::one_f_one_b, 4, 8, 1, overlap);
+            QVERIFY(exact(hidden.step_time, hidden.plan.timeline.makespan + expected));
+            for (int s = 0; s < 4; ++s)
+                QVERIFY(exact(hidden.allreduce[s].start, hidden.plan.timeline.makespan - 2.0 * s));
+            // ZeRO-3 gathers the weights again: 1.5 x the ring.
+            const StepPlan z3 = step(profile, ScheduleKind::one_f_one_b, 4, 8, 1,
+                                     TrainingOptions{.dp = d, .zero = 3, .link_gbps = gbps});
+            QVERIFY(exact(z3.allreduce_ms, 1.5 * expected));
+        }
+        // Overlap hides a late stage's large all-reduce behind stage 0's cool-down.
+        Profile skewed = layers(4, 1.0, 2.0, 1, 1);
+        skewed.layers[3].params = 100'000'000;
+        TrainingOptions options{.dp = 8, .link_gbps = 100.0};
+        const StepPlan flushed = step(skewed, ScheduleKind::one_f_one_b, 4, 8, 1, options);
+        options.overlap_allreduce = true;
+        const StepPlan overlapped = step(skewed, ScheduleKind::one_f_one_b, 4, 8, 1, options);
+        const double ar3 = ring_allreduce_ms(2 * 100'000'000, 8, 100.0);
+        QVERIFY(exact(flushed.step_time, flushed.plan.timeline.makespan + ar3));
+        QVERIFY(exact(overlapped.step_time,
+                      std::max(overlapped.plan.timeline.makespan, overlapped.allreduce[3].start + ar3)));
+        QVERIFY(overlapped.step_time < flushed.step_time);
+        // Without DP (or without a bandwidth) there is nothing to reduce.
+        QVERIFY(step(skewed, ScheduleKind::one_f_one_b, 4, 8).allreduce.empty());
+    }
+
+    void limitsAndJson()
+    {
+        const Profile profile = layers(4, 1.0, 2.0, 1 << 20, 1 << 20);
+        TrainingOptions options{.dp = 2, .zero = 1, .gpu_memory_bytes = std::int64_t(1) << 40};
+        StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 4, 8, 1, options);
+        QVERIFY(plan.fits);
+        // 1F1B: stage 0 holds the most activations, so it sets the peak.
+        QCOMPARE(plan.peak_memory_bytes, plan.memory[0].total);
+        options.gpu_memory_bytes = plan.memory[1].total; // stage 0 is over, the others fit
+        plan = step(profile, ScheduleKind::one_f_one_b, 4, 8, 1, options);
+        QVERIFY(!plan.fits && !plan.memory[0].fits && plan.memory[1].fits && plan.memory[3].fits);
+
+        const nlohmann::json j = step_plan_json(plan, "test", "uniform");
+        QCOMPARE(j["peak_memory_bytes"].get<std::int64_t>(), plan.peak_memory_bytes);
+        QCOMPARE(j["fits"].get<bool>(), false);
+        QCOMPARE(j["stage_stats"][0]["memory"]["total"].get<std::int64_t>(), plan.memory[0].total);
+        for (const char* key : {"weights", "gradients", "optimizer", "activations", "total", "fits"})
+            QVERIFY2(j["stage_stats"][2]["memory"].contains(key), key);
+        for (const char* key : {"dp", "zero", "recompute", "step_time", "allreduce", "gpu_memory_bytes"})
+            QVERIFY2(j.contains(key), key);
+        QVERIFY(!j.contains("sends")); // no bandwidth given
+
+        // With a bandwidth and DP the trace shows the sends and all-reduces on link tracks.
+        options = TrainingOptions{.dp = 2, .link_gbps = 100.0};
+        plan = step(profile, ScheduleKind::one_f_one_b, 4, 8, 1, options);
+        const nlohmann::json trace = to_trace_json(plan, "t");
+        std::size_t sends = 0, reduces = 0;
+        for (const auto& e : trace["traceEvents"]) {
+            sends += e.value("cat", "") == "send";
+            reduces += e.value("cat", "") == "allreduce";
+            if (e.value("cat", "") == "send")
+                QVERIFY(e["tid"].get<int>() >= 4); // tracks N + s, beside the stages
+        }
+        QCOMPARE(sends, transfers(plan).size());
+        QCOMPARE(sends, std::size_t(2 * 3 * 8));
+        QCOMPARE(reduces, std::size_t(4));
+        QCOMPARE(step_plan_json(plan, "test", "uniform")["sends"].size(), sends);
+
+        for (const TrainingOptions& bad : {TrainingOptions{.dp = 0}, TrainingOptions{.zero = 4},
+                                           TrainingOptions{.link_gbps = -1},
+                                           TrainingOptions{.gpu_memory_bytes = 0}})
+            QCOMPARE(error_of([&] { step(profile, ScheduleKind::gpipe, 2, 2, 1, bad); })->kind,
+                     ProblemKind::invalid_argument);
+        QCOMPARE(parse_recompute("selective"), std::optional(Recompute::selective));
+        QVERIFY(!parse_recompute("some"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPipelineTraining)
+#include "tst_pipeline_training.moc"
