@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace shardctl {
 
@@ -45,6 +46,8 @@ QCommandLineOption threads_option(const QString& help = QStringLiteral("Worker t
                                   const QString& default_value = QStringLiteral("0"));
 
 void print_json(const nlohmann::json& object);
+// The same for an object already serialized (a document too large to build as a DOM first).
+void print_json_text(std::string_view text);
 void print_line(const std::string& text);
 std::string local(const QString& text); // QString -> UTF-8 std::string
 

@@ -12,12 +12,14 @@
 #include "core/run/demo.h"
 #include "core/foreign/verify_foreign.h"
 #include "core/foreign/detect.h"
+#include "core/foreign/summary_json.h"
 #include "core/util/parallel.h"
 #include "core/util/printable.h"
 
 #include <QElapsedTimer>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 namespace shardctl {
 
@@ -86,11 +88,15 @@ int run_demo_save(const QStringList& arguments)
 
 namespace {
 
-// info --json of a foreign checkpoint: its summary, files and problems.
+// info --json of a foreign checkpoint: its summary, files and problems. The tensor list (10^5
+// entries for a mixture-of-experts checkpoint) is left out of the DOM: print_foreign_info streams it.
 void add_foreign_info(json& out, const VerifyReport& report)
 {
     out["path"] = report.dir.string();
-    out.update(foreign_summary_json(*report.foreign));
+    const ForeignSummary& f = *report.foreign;
+    out.update(foreign_summary_json(
+        ForeignSummary{.rows = f.rows, .tensors = {}, .tensors_total = f.tensors_total, .layout = {},
+                       .world_size = f.world_size, .step = f.step}));
     json files = json::array();
     for (const auto& s : report.shards) {
         json entry = {{"path", s.path}, {"bytes", s.actual_bytes}, {"status", std::string(to_string(s.status))}};
@@ -110,6 +116,28 @@ void add_foreign_info(json& out, const VerifyReport& report)
     for (const auto& p : report.problems)
         problems.push_back(problem_json(p));
     out["problems"] = problems;
+}
+
+// Prints `out` (add_foreign_info's) with the tensor list streamed in where the text has a marker.
+// The marker is found with its top-level indentation, which no value read from a file can forge.
+// The whole text is built before anything is printed: a failure on the way leaves stdout empty
+// for the error object.
+void print_foreign_info(json& out, const VerifyReport& report)
+{
+    const std::string marker = json("\x01shardscope:tensors\x01").dump();
+    out["tensors"] = "\x01shardscope:tensors\x01";
+    const std::string text = out.dump(2, ' ', false, json::error_handler_t::replace);
+    const std::string placed = "\n  \"tensors\": " + marker;
+    const std::size_t at = text.find(placed);
+    if (at == std::string::npos) { // cannot happen; print the object without its tensors
+        print_json_text(text);
+        return;
+    }
+    std::ostringstream whole;
+    whole.write(text.data(), static_cast<std::streamsize>(at + placed.size() - marker.size()));
+    write_tensors_json(whole, report.foreign->tensors, 2, 1);
+    whole << std::string_view(text).substr(at + placed.size());
+    print_json_text(whole.str());
 }
 
 } // namespace
@@ -170,7 +198,7 @@ int run_info(const QStringList& arguments)
         const VerifyReport report = verify_foreign(detected, VerifyOptions{}, /*check_data=*/false);
         if (as_json) { // built only when printed: 10^5 tensors make a large object
             add_foreign_info(out, report);
-            print_json(out);
+            print_foreign_info(out, report);
         } else {
             print_line(report.dir.string() + ": " + std::string(to_string(detected.format)) + " checkpoint (" +
                        detected.reason + ")");

@@ -304,8 +304,10 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
     const std::string meta_path = (dir / ".metadata").string();
     DcpMetadata meta;
     try {
-        meta = decode_dcp_metadata(fsutil::read_small_file(dirfd.get(), ".metadata", kMaxDcpMetadataBytes, meta_path),
-                                   meta_path);
+        std::string bytes = fsutil::read_small_file(dirfd.get(), ".metadata", kMaxDcpMetadataBytes, meta_path);
+        const PickleDocument document = parse_pickle(bytes, meta_path);
+        std::string().swap(bytes); // the document holds what is needed: free the file's bytes first
+        meta = decode_dcp_metadata(document, meta_path);
     } catch (const Error& e) {
         Problem p = e.problem();
         p.path = ".metadata";

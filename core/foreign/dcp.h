@@ -64,6 +64,11 @@ inline DcpMetadata decode_dcp_metadata(const uint8_t* data, std::size_t size,
     return decode_dcp_metadata(std::string_view(reinterpret_cast<const char*>(data), size), display_path);
 }
 
+// The same, from the document parse_pickle made of those bytes (verify_dcp drops the bytes, as
+// large as the document, before decoding).
+class PickleDocument;
+DcpMetadata decode_dcp_metadata(const PickleDocument& document, const std::string& display_path);
+
 // Element size of a torch dtype name ("float32" -> 4), 0 when unknown.
 uint64_t torch_dtype_size(std::string_view dtype);
 

@@ -44,7 +44,7 @@ public:
     {
         if (!m_doc.is(id, PickleKind::string))
             bad(what + " is " + (id == kNoPickleValue ? std::string("absent") : m_doc.describe(id)) + ", not a str");
-        return m_doc.at(id).text;
+        return std::string(m_doc.at(id).text);
     }
     uint64_t number(uint32_t id, const std::string& what) const
     {
@@ -77,7 +77,7 @@ public:
             dtype = m_doc.attribute(properties, "dtype");
         if (!m_doc.is(dtype, PickleKind::global))
             bad("tensor '" + fqn + "' has no dtype");
-        return m_doc.at(dtype).name;
+        return std::string(m_doc.at(dtype).name);
     }
     DcpStorage storage_info(uint32_t info, const std::string& what) const
     {
@@ -163,7 +163,7 @@ public:
                 item.storage = it->second;
 
         if (const uint32_t v = m_doc.attribute(root, "version"); m_doc.is(v, PickleKind::string))
-            out.info["version"] = m_doc.at(v).text;
+            out.info["version"] = std::string(m_doc.at(v).text);
         const uint32_t sm = m_doc.attribute(root, "storage_meta");
         for (const char* field : {"checkpoint_id", "save_id", "load_id"})
             if (const uint32_t f = m_doc.attribute(sm, field); f != kNoPickleValue && !m_doc.is(f, PickleKind::none))
@@ -190,6 +190,11 @@ DcpMetadata decode_dcp_metadata(std::string_view bytes, const std::string& displ
                     display_path);
     const PickleDocument doc = parse_pickle(bytes, display_path);
     return Decoder(doc, display_path).run();
+}
+
+DcpMetadata decode_dcp_metadata(const PickleDocument& document, const std::string& display_path)
+{
+    return Decoder(document, display_path).run();
 }
 
 } // namespace shardscope

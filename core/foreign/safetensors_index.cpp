@@ -1,14 +1,13 @@
 #include "core/foreign/safetensors_index.h"
 
 #include "core/foreign/internal/common.h"
+#include "core/foreign/safetensors_listing.h"
 #include "core/checkpoint/safetensors.h"
 #include "core/checkpoint/internal/shardfile.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
-#include <unordered_set>
 
 namespace shardscope {
 
@@ -17,121 +16,55 @@ using foreign::add_row;
 
 namespace {
 
-[[noreturn]] void bad_index(const std::string& path, const std::string& what)
-{
-    throw Error(ProblemKind::invalid_manifest, path + ": invalid safetensors index: " + what, path);
-}
-
-} // namespace
-
-SafetensorsIndex parse_safetensors_index(std::string_view json, const std::string& path)
-{
-    if (json.size() > kMaxIndexBytes)
-        bad_index(path, "it is " + std::to_string(json.size()) + " bytes, more than the " +
-                            std::to_string(kMaxIndexBytes) + "-byte limit");
-    // nlohmann keeps the last of duplicate keys silently: watch weight_map's keys as they arrive.
-    std::string top_key;
-    std::set<std::string> seen;
-    std::string duplicate;
-    uint64_t keys = 0;
-    auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        if (event == nlohmann::json::parse_event_t::key) {
-            if (depth == 1)
-                top_key = parsed.get<std::string>();
-            else if (depth == 2 && top_key == "weight_map") {
-                if (++keys > kMaxIndexEntries)
-                    throw std::length_error("too many weight_map entries");
-                if (!seen.insert(parsed.get<std::string>()).second && duplicate.empty())
-                    duplicate = parsed.get<std::string>();
-            }
-        }
-        return depth <= 16;
-    };
-    nlohmann::json index;
-    try {
-        index = nlohmann::json::parse(json.begin(), json.end(), callback);
-    } catch (const nlohmann::json::exception& e) {
-        bad_index(path, std::string("not valid JSON (") + e.what() + ")");
-    } catch (const std::length_error&) {
-        bad_index(path, "more than " + std::to_string(kMaxIndexEntries) + " weight_map entries");
-    }
-    if (!duplicate.empty())
-        bad_index(path, "tensor '" + duplicate + "' appears twice in weight_map");
-    if (!index.is_object())
-        bad_index(path, "the index is not a JSON object");
-    SafetensorsIndex out;
-    const auto wm = index.find("weight_map");
-    if (wm == index.end() || !wm->is_object())
-        bad_index(path, "weight_map is missing or not an object");
-    std::set<std::string> files;
-    for (const auto& [tensor, file] : wm->items()) {
-        if (!file.is_string())
-            bad_index(path, "weight_map['" + tensor + "'] is not a file name");
-        const std::string name = file.get<std::string>();
-        if (const auto reason = fsutil::unsafe_name_reason(name))
-            bad_index(path, "weight_map['" + tensor + "'] = '" + name + "': " + *reason);
-        files.insert(name);
-        if (files.size() > kMaxIndexFiles)
-            bad_index(path, "more than " + std::to_string(kMaxIndexFiles) + " distinct files");
-        out.weight_map.emplace(tensor, name);
-    }
-    out.files.assign(files.begin(), files.end());
-    if (const auto md = index.find("metadata"); md != index.end() && !md->is_null()) {
-        if (!md->is_object())
-            bad_index(path, "metadata is not an object");
-        for (const auto& [key, value] : md->items()) {
-            if (key == "total_size") {
-                if (value.is_number_unsigned())
-                    out.total_size = value.get<uint64_t>();
-                else if (value.is_number_float() && value.get<double>() >= 0 && value.get<double>() < 1.8e19 &&
-                         value.get<double>() == static_cast<double>(static_cast<uint64_t>(value.get<double>())))
-                    out.total_size = static_cast<uint64_t>(value.get<double>());
-                else
-                    bad_index(path, "metadata.total_size is not a non-negative integer");
-                continue;
-            }
-            std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-            if (text.size() > 4096)
-                text = text.substr(0, 4096) + "...";
-            out.metadata.emplace(key, std::move(text));
-        }
-    }
-    return out;
-}
-
-namespace {
-
 // Summary rows and the tensor list shared by the single-file and index verifiers.
-void summarise_files(VerifyReport& report, const std::vector<std::optional<SafetensorsHeader>>& headers,
+void summarise_files(VerifyReport& report, const std::vector<std::optional<SafetensorsListing>>& headers,
                      uint64_t& tensor_bytes)
 {
     ForeignSummary& summary = *report.foreign;
-    std::map<std::string, uint64_t> dtypes;
+    uint64_t per_dtype[256] = {}; // by SafetensorsListing's dtype index
     tensor_bytes = 0;
+    // Which tensors are listed, sorted by name before any ForeignTensor is made (sorting 10^5 of
+    // those moves every string they hold).
+    struct Listed {
+        std::string_view name;
+        uint32_t file, tensor;
+    };
+    std::vector<Listed> listed;
     for (std::size_t i = 0; i < headers.size(); ++i) {
         if (!headers[i])
             continue;
-        for (const auto& t : headers[i]->tensors) {
+        const SafetensorsListing& h = *headers[i];
+        for (std::size_t k = 0; k < h.tensors.size(); ++k) {
+            const auto& t = h.tensors[k];
             ++summary.tensors_total;
-            ++dtypes[t.dtype];
+            ++per_dtype[t.dtype];
             tensor_bytes += t.bytes();
-            if (summary.tensors.size() < foreign::kMaxListedTensors)
-                summary.tensors.push_back({.name = t.name,
-                                           .dtype = t.dtype,
-                                           .shape = t.shape,
-                                           .file = report.shards[i].path,
-                                           .offset = headers[i]->data_start() + t.begin,
-                                           .bytes = t.bytes()});
+            if (listed.size() < foreign::kMaxListedTensors)
+                listed.push_back({h.name(t), uint32_t(i), uint32_t(k)});
         }
         for (const auto& [key, value] : headers[i]->metadata)
             add_row(summary, (headers.size() > 1 ? report.shards[i].path + ": " : std::string()) + "metadata." + key,
                     value.size() > 256 ? value.substr(0, 256) + "..." : value);
     }
-    std::sort(summary.tensors.begin(), summary.tensors.end(),
-              [](const ForeignTensor& a, const ForeignTensor& b) { return a.name < b.name; });
+    std::stable_sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) { return a.name < b.name; });
+    summary.tensors.reserve(listed.size());
+    for (const Listed& l : listed) {
+        const SafetensorsListing& h = *headers[l.file];
+        const auto& t = h.tensors[l.tensor];
+        summary.tensors.push_back({.name = std::string(l.name),
+                                   .dtype = std::string(h.dtype(t)),
+                                   .shape = {h.shape(t).begin(), h.shape(t).end()},
+                                   .file = report.shards[l.file].path,
+                                   .offset = h.data_start() + t.begin,
+                                   .bytes = t.bytes()});
+    }
+    std::map<std::string_view, uint64_t> dtypes; // by name, as the summary row lists them
+    for (std::size_t d = 0; d < safetensors_dtype_names().size(); ++d)
+        if (per_dtype[d])
+            dtypes[safetensors_dtype_names()[d]] = per_dtype[d];
     std::string mix;
     for (const auto& [dtype, count] : dtypes)
-        mix += (mix.empty() ? "" : ", ") + dtype + " x" + std::to_string(count);
+        mix += (mix.empty() ? "" : ", ") + std::string(dtype) + " x" + std::to_string(count);
     summary.rows.insert(summary.rows.begin() + std::min<std::ptrdiff_t>(2, std::ssize(summary.rows)),
                         {{"tensors", std::to_string(summary.tensors_total)},
                          {"tensor bytes", human_bytes(tensor_bytes) + " (" + std::to_string(tensor_bytes) + ")"},
@@ -139,12 +72,12 @@ void summarise_files(VerifyReport& report, const std::vector<std::optional<Safet
 }
 
 // Reads every file's header in parallel; headers[i] set when file i is valid safetensors.
-std::vector<std::optional<SafetensorsHeader>> read_headers(int dirfd, VerifyReport& report, const VerifyOptions& options)
+std::vector<std::optional<SafetensorsListing>> read_headers(int dirfd, VerifyReport& report, const VerifyOptions& options)
 {
-    std::vector<std::optional<SafetensorsHeader>> headers(report.shards.size());
+    std::vector<std::optional<SafetensorsListing>> headers(report.shards.size());
     foreign::check_files(dirfd, report, options,
                          [&](std::size_t i, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>&) {
-                             headers[i] = read_safetensors_header(file.fd.get(), file.size,
+                             headers[i] = read_safetensors_listing(file.fd.get(), file.size,
                                                                   (report.dir / check.path).string());
                          });
     return headers;
@@ -241,6 +174,7 @@ VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& 
         else
             ++suppressed;
     };
+    std::vector<char> held(index.weight_map.size(), 0);
     for (std::size_t i = 0; i < headers.size(); ++i) {
         if (!headers[i]) {
             complete = false;
@@ -249,28 +183,33 @@ VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& 
         const std::string& file = report.shards[i].path;
         const std::string shown = (dir / file).string();
         for (const auto& t : headers[i]->tensors) {
-            const auto it = index.weight_map.find(t.name);
-            if (it == index.weight_map.end())
+            const std::string_view name = headers[i]->name(t);
+            const auto entry = index.weight_map.find(name);
+            if (!entry)
                 report_problem(i, {ProblemKind::unmapped_tensor, -1, file,
-                                   shown + ": holds tensor '" + t.name + "', which the index does not map"});
-            else if (it->second != file)
+                                   shown + ": holds tensor '" + std::string(name) + "', which the index does not map"});
+            else if (index.weight_map.file(*entry) != i) // shards[] are index.files, in order
                 report_problem(i, {ProblemKind::unmapped_tensor, -1, file,
-                                   shown + ": holds tensor '" + t.name + "', which the index maps to " + it->second});
-            else
+                                   shown + ": holds tensor '" + std::string(name) + "', which the index maps to " +
+                                       index.files[index.weight_map.file(*entry)]});
+            else {
                 mapped_bytes += t.bytes();
+                held[*entry] = 1; // the file the index names holds it
+            }
         }
     }
-    // Each file's tensor names, hashed: a MoE checkpoint maps 10^5 tensors over a few hundred files.
-    std::vector<std::unordered_set<std::string_view>> held(headers.size());
-    for (std::size_t i = 0; i < headers.size(); ++i)
-        if (headers[i])
-            for (const auto& t : headers[i]->tensors)
-                held[i].insert(t.name);
-    for (const auto& [tensor, file] : index.weight_map) {
-        const std::size_t i = file_index.at(file);
-        if (headers[i] && !held[i].count(tensor))
-            report_problem(i, {ProblemKind::missing_tensor, -1, file,
-                               (dir / file).string() + ": lacks tensor '" + tensor + "', which the index maps to it"});
+    std::vector<std::size_t> lacking; // reported in name order, as before the index was compact
+    for (std::size_t e = 0; e < index.weight_map.size(); ++e)
+        if (headers[index.weight_map.file(e)] && !held[e])
+            lacking.push_back(e);
+    std::sort(lacking.begin(), lacking.end(),
+              [&](std::size_t a, std::size_t b) { return index.weight_map.name(a) < index.weight_map.name(b); });
+    for (const std::size_t e : lacking) {
+        const std::size_t i = index.weight_map.file(e);
+        const std::string& file = index.files[i];
+        report_problem(i, {ProblemKind::missing_tensor, -1, file,
+                               (dir / file).string() + ": lacks tensor '" + std::string(index.weight_map.name(e)) +
+                                   "', which the index maps to it"});
     }
     if (suppressed)
         report.problems.push_back({ProblemKind::missing_tensor, -1, index_name,

@@ -21,17 +21,50 @@ inline constexpr uint64_t kMaxIndexBytes = 64ull << 20;   // index.json read at 
 inline constexpr uint64_t kMaxIndexEntries = 4u << 20;    // weight_map entries
 inline constexpr uint64_t kMaxIndexFiles = 1u << 16;      // distinct files
 
+// weight_map, compactly (an MoE index maps 10^5 tensors to a few hundred files): every name in one
+// arena, every file an index into SafetensorsIndex::files, a hash table over the names. Entries
+// are in the order the index lists them.
+class IndexWeightMap {
+public:
+    std::size_t size() const { return m_entries.size(); }
+    bool empty() const { return m_entries.empty(); }
+    std::string_view name(std::size_t i) const
+    {
+        return std::string_view(m_names).substr(m_entries[i].name_offset, m_entries[i].name_size);
+    }
+    uint32_t file(std::size_t i) const { return m_entries[i].file; } // index into files
+    // The entry named `name`, or nullopt.
+    std::optional<std::size_t> find(std::string_view name) const;
+
+    // Adds an entry; false (and nothing added) when `name` is there already.
+    bool add(std::string_view name, uint32_t file);
+    void set_file(std::size_t i, uint32_t file) { m_entries[i].file = file; }
+
+private:
+    struct Entry {
+        uint32_t name_offset = 0, name_size = 0, file = 0;
+    };
+    std::size_t slot_of(std::string_view name) const;
+    void rehash(std::size_t slots);
+
+    std::string m_names;
+    std::vector<Entry> m_entries;
+    std::vector<uint32_t> m_slots; // open addressing over m_entries; kEmpty when free
+};
+
 struct SafetensorsIndex {
     std::optional<uint64_t> total_size;           // metadata.total_size when present
     std::map<std::string, std::string> metadata;  // other metadata rendered as text
-    std::map<std::string, std::string> weight_map; // tensor -> file
+    IndexWeightMap weight_map;                    // tensor -> index into files
     std::vector<std::string> files;               // distinct files, sorted
 };
 
-// Parses the index JSON. Throws Error(invalid_manifest) naming `display_path` on bad input: not a
-// JSON object, weight_map missing or not string-to-string, duplicate tensor names, a file name
-// that is not a plain relative path inside the folder, too many entries, a non-integer
-// total_size.
+// Parses the index JSON in one streaming pass (no DOM: see safetensors_index_parse.cpp). Throws
+// Error(invalid_manifest) naming `display_path` on bad input: not a JSON object, weight_map missing
+// or not string-to-string, duplicate tensor names, a file name that is not a plain relative path
+// inside the folder, too many entries or files, a non-integer total_size. Where an index has
+// several faults, the one reported is the one a reader going through weight_map in name order
+// meets first.
 SafetensorsIndex parse_safetensors_index(std::string_view json, const std::string& display_path);
 inline SafetensorsIndex parse_safetensors_index(const uint8_t* data, std::size_t size,
                                                 const std::string& display_path = "<index>")

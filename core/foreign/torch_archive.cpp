@@ -48,11 +48,11 @@ std::optional<StorageRef> storage_ref(const PickleDocument& doc, uint32_t pid_no
     const uint32_t pid = doc.at(pid_node).items[0];
     if (!doc.is(pid, PickleKind::tuple) || doc.at(pid).items.size() < 5)
         return std::nullopt;
-    const auto& t = doc.at(pid).items;
+    const auto t = doc.at(pid).items; // a span into the document
     if (!doc.is(t[0], PickleKind::string) || doc.at(t[0]).text != "storage" || !doc.is(t[2], PickleKind::string))
         return std::nullopt;
     StorageRef ref;
-    ref.key = doc.at(t[2]).text;
+    ref.key = std::string(doc.at(t[2]).text);
     if (doc.is(t[1], PickleKind::global))
         std::tie(ref.dtype, ref.element) = storage_dtype(doc.at(t[1]).name);
     if (const auto n = doc.as_int(t[4]); n && *n >= 0)
@@ -71,11 +71,11 @@ public:
         if (id >= m_doc.size() || depth > 48 || m_seen[id])
             return;
         m_seen[id] = true; // shared and cyclic references are visited once
-        const PickleValue& v = m_doc.at(id);
+        const PickleValue v = m_doc.at(id);
         auto child = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
         auto key_text = [&](uint32_t k, std::size_t i) {
             if (m_doc.is(k, PickleKind::string))
-                return m_doc.at(k).text;
+                return std::string(m_doc.at(k).text);
             if (const auto n = m_doc.as_int(k))
                 return std::to_string(*n);
             return "[" + std::to_string(i) + "]";
@@ -117,7 +117,7 @@ private:
         ++m_out.tensors_total;
         if (m_out.tensors.size() >= foreign::kMaxListedTensors)
             return;
-        const PickleValue& args = m_doc.at(m_doc.at(id).items[1]);
+        const PickleValue args = m_doc.at(m_doc.at(id).items[1]);
         ForeignTensor t;
         t.name = name;
         TorchTensorRef where{.name = name};

@@ -10,6 +10,7 @@
 #include "core/checkpoint/manifest.h"
 #include "core/pipeline/profile.h"
 #include "core/checkpoint/safetensors.h"
+#include "core/foreign/safetensors_listing.h"
 
 #include <cstdint>
 #include <cstring>
@@ -84,13 +85,28 @@ inline void safetensors_one(const uint8_t* data, std::size_t size)
         require(n > 0, "write to memfd");
         at += static_cast<std::size_t>(n);
     }
+    // The streaming listing (core/foreign, for big checkpoints) must agree with this reader exactly.
+    std::string listing_error;
+    SafetensorsListing listing;
+    try {
+        listing = read_safetensors_listing(fd, size, "fuzz/rank0.safetensors", 0);
+    } catch (const Error& e) {
+        listing_error = e.what();
+    }
     SafetensorsHeader header;
     try {
         header = read_safetensors_header(fd, size, "fuzz/rank0.safetensors", 0);
     } catch (const Error& e) {
         require(std::strlen(e.what()) <= kMaxMessageBytes, "error sentences stay short");
+        require(listing_error == e.what(), "the streaming listing fails with the same sentence");
         return;
     }
+    require(listing_error.empty() && listing.tensors.size() == header.tensors.size(), "the listing agrees");
+    for (std::size_t i = 0; i < header.tensors.size(); ++i)
+        require(listing.name(listing.tensors[i]) == header.tensors[i].name &&
+                    listing.tensors[i].begin == header.tensors[i].begin &&
+                    listing.dtype(listing.tensors[i]) == header.tensors[i].dtype,
+                "the listing lists the same tensors");
     require(header.data_start() <= size, "header inside the file");
     uint64_t expected = 0;
     for (const auto& t : header.tensors) {

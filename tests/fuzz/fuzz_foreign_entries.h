@@ -27,10 +27,12 @@ inline void index_one(const uint8_t* data, std::size_t size)
     }
     require(index.files.size() <= kMaxIndexFiles, "file count within limit");
     require(index.weight_map.size() <= kMaxIndexEntries, "entry count within limit");
-    for (const auto& [tensor, file] : index.weight_map) {
-        (void)tensor;
-        require(!fsutil::unsafe_name_reason(file), "index file names stay inside the folder");
+    for (std::size_t i = 0; i < index.weight_map.size(); ++i) {
+        require(index.weight_map.file(i) < index.files.size(), "every entry names a listed file");
+        require(index.weight_map.find(index.weight_map.name(i)) == i, "every name is found again");
     }
+    for (const auto& file : index.files)
+        require(!fsutil::unsafe_name_reason(file), "index file names stay inside the folder");
 }
 
 // A pickle (PyTorch DCP .metadata, torch.save's data.pkl): parse with small limits so that the

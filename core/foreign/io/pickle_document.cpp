@@ -8,37 +8,80 @@
 
 namespace shardscope {
 
+PickleValue PickleDocument::at(uint32_t id) const
+{
+    const Node& n = m_nodes.at(id);
+    PickleValue v;
+    v.kind = n.kind;
+    switch (n.kind) {
+    case PickleKind::none: break;
+    case PickleKind::boolean: v.boolean = n.boolean; break;
+    case PickleKind::integer: v.integer = static_cast<int64_t>(n.b); break;
+    case PickleKind::floating: v.floating = std::bit_cast<double>(n.b); break;
+    case PickleKind::big_integer:
+    case PickleKind::string:
+    case PickleKind::bytes: v.text = text_at(n.b, n.a); break;
+    case PickleKind::global: {
+        const Global& g = m_globals[n.a];
+        v.text = text_at(g.module_offset, g.module_size);
+        v.name = text_at(g.name_offset, g.name_size);
+        break;
+    }
+    case PickleKind::reduce:
+    case PickleKind::new_object:
+        if (n.b != kNoPickleValue) {
+            const Object& o = m_objects[n.b];
+            v.state = o.state;
+            v.dict_items = items_of(o.dict_items);
+            v.list_items = items_of(o.list_items);
+        }
+        [[fallthrough]];
+    case PickleKind::list:
+    case PickleKind::tuple:
+    case PickleKind::dict:
+    case PickleKind::set:
+    case PickleKind::frozenset:
+    case PickleKind::persistent_id: v.items = items_of(m_ranges[n.a]); break;
+    }
+    return v;
+}
+
 std::string PickleDocument::class_name(uint32_t id) const
 {
     if (id >= m_nodes.size())
         return {};
-    const PickleValue* v = &m_nodes[id];
-    if ((v->kind == PickleKind::reduce || v->kind == PickleKind::new_object) && !v->items.empty()) {
-        if (v->items[0] >= m_nodes.size())
+    const Node* n = &m_nodes[id];
+    if (n->kind == PickleKind::reduce || n->kind == PickleKind::new_object) {
+        const Range& r = m_ranges[n->a];
+        if (r.size == 0 || m_pool[r.begin] >= m_nodes.size())
             return {};
-        v = &m_nodes[v->items[0]];
+        n = &m_nodes[m_pool[r.begin]];
     }
-    if (v->kind != PickleKind::global)
+    if (n->kind != PickleKind::global)
         return {};
-    return v->text + "." + v->name;
+    const Global& g = m_globals[n->a];
+    std::string out;
+    out.reserve(g.module_size + 1 + g.name_size);
+    out.append(text_at(g.module_offset, g.module_size)).append(".").append(text_at(g.name_offset, g.name_size));
+    return out;
 }
 
 uint32_t PickleDocument::dict_get(uint32_t dict, std::string_view key) const
 {
     if (dict >= m_nodes.size())
         return kNoPickleValue;
-    const PickleValue& d = m_nodes[dict];
-    const std::vector<uint32_t>* kv = nullptr;
+    const Node& d = m_nodes[dict];
+    std::span<const uint32_t> kv;
     if (d.kind == PickleKind::dict)
-        kv = &d.items;
-    else if (d.kind == PickleKind::reduce || d.kind == PickleKind::new_object)
-        kv = &d.dict_items;
+        kv = items_of(m_ranges[d.a]);
+    else if ((d.kind == PickleKind::reduce || d.kind == PickleKind::new_object) && d.b != kNoPickleValue)
+        kv = items_of(m_objects[d.b].dict_items);
     else
         return kNoPickleValue;
-    for (std::size_t i = 0; i + 1 < kv->size(); i += 2) {
-        const PickleValue& k = m_nodes[(*kv)[i]];
-        if (k.kind == PickleKind::string && k.text == key)
-            return (*kv)[i + 1]; // the first wins; duplicates are unusual and reported elsewhere
+    for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
+        const Node& k = m_nodes[kv[i]];
+        if (k.kind == PickleKind::string && text_at(k.b, k.a) == key)
+            return kv[i + 1]; // the first wins; duplicates are unusual and reported elsewhere
     }
     return kNoPickleValue;
 }
@@ -47,14 +90,17 @@ uint32_t PickleDocument::attribute(uint32_t object, std::string_view key) const
 {
     if (object >= m_nodes.size())
         return kNoPickleValue;
-    const uint32_t state = m_nodes[object].state;
+    const Node& o = m_nodes[object];
+    if ((o.kind != PickleKind::reduce && o.kind != PickleKind::new_object) || o.b == kNoPickleValue)
+        return kNoPickleValue;
+    const uint32_t state = m_objects[o.b].state;
     if (state == kNoPickleValue)
         return kNoPickleValue;
-    const PickleValue& s = m_nodes[state];
+    const Node& s = m_nodes[state];
     if (s.kind == PickleKind::dict)
         return dict_get(state, key);
-    if (s.kind == PickleKind::tuple && s.items.size() == 2) { // (dict or None, slots dict)
-        for (const uint32_t part : s.items) {
+    if (s.kind == PickleKind::tuple && m_ranges[s.a].size == 2) { // (dict or None, slots dict)
+        for (const uint32_t part : items_of(m_ranges[s.a])) {
             const uint32_t found = dict_get(part, key);
             if (found != kNoPickleValue)
                 return found;
@@ -67,27 +113,35 @@ std::optional<int64_t> PickleDocument::as_int(uint32_t id) const
 {
     if (id >= m_nodes.size())
         return std::nullopt;
-    const PickleValue& v = m_nodes[id];
-    if (v.kind == PickleKind::integer)
-        return v.integer;
-    if (v.kind == PickleKind::boolean)
-        return v.boolean ? 1 : 0;
+    const Node& n = m_nodes[id];
+    if (n.kind == PickleKind::integer)
+        return static_cast<int64_t>(n.b);
+    if (n.kind == PickleKind::boolean)
+        return n.boolean ? 1 : 0;
     return std::nullopt;
 }
 
-std::optional<std::vector<uint32_t>> PickleDocument::as_sequence(uint32_t id) const
+std::optional<std::string_view> PickleDocument::as_string(uint32_t id) const
+{
+    if (!is(id, PickleKind::string))
+        return std::nullopt;
+    return text_at(m_nodes[id].b, m_nodes[id].a);
+}
+
+std::optional<std::span<const uint32_t>> PickleDocument::as_sequence(uint32_t id) const
 {
     if (id >= m_nodes.size())
         return std::nullopt;
-    const PickleValue& v = m_nodes[id];
-    if (v.kind == PickleKind::list || v.kind == PickleKind::tuple)
-        return v.items;
-    if (v.kind == PickleKind::reduce && v.items.size() == 2) { // torch.Size((a, b, ...))
-        const PickleValue& args = m_nodes[v.items[1]];
-        if (args.items.size() == 1) {
-            const PickleValue& inner = m_nodes[args.items[0]];
+    const Node& n = m_nodes[id];
+    if (n.kind == PickleKind::list || n.kind == PickleKind::tuple)
+        return items_of(m_ranges[n.a]);
+    if (n.kind == PickleKind::reduce && m_ranges[n.a].size == 2) { // torch.Size((a, b, ...))
+        const Node& args = m_nodes[m_pool[m_ranges[n.a].begin + 1]];
+        const Range& ar = m_ranges[args.a];
+        if (args.kind == PickleKind::tuple && ar.size == 1) {
+            const Node& inner = m_nodes[m_pool[ar.begin]];
             if (inner.kind == PickleKind::tuple || inner.kind == PickleKind::list)
-                return inner.items;
+                return items_of(m_ranges[inner.a]);
         }
     }
     return std::nullopt;
@@ -104,8 +158,8 @@ void render(const PickleDocument& doc, uint32_t id, int depth, std::string& out)
         out += "?";
         return;
     }
-    const PickleValue& v = doc.at(id);
-    auto list = [&](const std::vector<uint32_t>& items, const char* open, const char* close) {
+    const PickleValue v = doc.at(id);
+    auto list = [&](std::span<const uint32_t> items, const char* open, const char* close) {
         out += open;
         if (depth <= 0 && !items.empty()) {
             out += "...";
@@ -124,7 +178,9 @@ void render(const PickleDocument& doc, uint32_t id, int depth, std::string& out)
     case PickleKind::integer: out += std::to_string(v.integer); break;
     case PickleKind::big_integer: out += "<" + std::to_string(v.text.size()) + "-byte int>"; break;
     case PickleKind::floating: out += std::to_string(v.floating); break;
-    case PickleKind::string: out += "'" + v.text.substr(0, 64) + (v.text.size() > 64 ? "...'" : "'"); break;
+    case PickleKind::string:
+        out.append("'").append(v.text.substr(0, 64)).append(v.text.size() > 64 ? "...'" : "'");
+        break;
     case PickleKind::bytes: out += "<" + std::to_string(v.text.size()) + " bytes>"; break;
     case PickleKind::list: list(v.items, "[", "]"); break;
     case PickleKind::tuple: list(v.items, "(", v.items.size() == 1 ? ",)" : ")"); break;
@@ -145,7 +201,7 @@ void render(const PickleDocument& doc, uint32_t id, int depth, std::string& out)
         out += "}";
         break;
     }
-    case PickleKind::global: out += v.text + "." + v.name; break;
+    case PickleKind::global: out.append(v.text).append(".").append(v.name); break;
     case PickleKind::reduce:
     case PickleKind::new_object:
         out += doc.class_name(id).empty() ? std::string("<object>") : doc.class_name(id);

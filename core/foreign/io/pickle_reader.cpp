@@ -1,4 +1,5 @@
 #include "core/foreign/io/pickle_reader.h"
+#include "core/foreign/io/pickle_store.h"
 
 #include "core/util/error.h"
 
@@ -33,20 +34,30 @@ std::string_view to_string(PickleKind kind)
 
 // ---- the parser ------------------------------------------------------------------------------
 
-class PickleParser {
+// Opcodes in, values out through PickleStore (pickle_store.h), which owns the document being built.
+class PickleParser : private PickleStore {
 public:
     PickleParser(std::string_view data, const std::string& path, const PickleLimits& limits)
-        : m_data(data), m_path(path), m_limits(limits)
+        : PickleStore(path, limits), m_data(data)
     {
+        reserve_for(data.size());
     }
 
     PickleDocument run();
 
 private:
-    [[noreturn]] void fail(const std::string& what, ProblemKind kind = ProblemKind::invalid_pickle) const
+    uint32_t make_text(PickleKind kind, uint64_t length)
     {
-        throw Error(kind, m_path + ": pickle byte " + std::to_string(m_op_pos) + ": " + what, m_path);
+        if (length > m_limits.max_string_bytes)
+            fail("a " + std::string(to_string(kind)) + " of " + std::to_string(length) + " bytes exceeds the " +
+                 std::to_string(m_limits.max_string_bytes) + "-byte limit");
+        m_string_bytes += length;
+        if (m_string_bytes > m_limits.max_total_string_bytes)
+            fail("strings total more than the " + std::to_string(m_limits.max_total_string_bytes) + "-byte limit");
+        return make_text_value(kind, take(length)); // the view into the input outlives the parse
     }
+    void memo_put(uint64_t index) { memo_store(index, top("PUT")); }
+    void memo_get(uint64_t index) { push(memo_find(index)); }
 
     std::string_view take(uint64_t n)
     {
@@ -75,34 +86,6 @@ private:
         return out;
     }
 
-    uint32_t make(PickleValue value)
-    {
-        if (m_doc.m_nodes.size() >= m_limits.max_nodes)
-            fail("more than " + std::to_string(m_limits.max_nodes) + " values (limit)");
-        m_doc.m_nodes.push_back(std::move(value));
-        return static_cast<uint32_t>(m_doc.m_nodes.size() - 1);
-    }
-    uint32_t make_text(PickleKind kind, uint64_t length)
-    {
-        if (length > m_limits.max_string_bytes)
-            fail("a " + std::string(to_string(kind)) + " of " + std::to_string(length) + " bytes exceeds the " +
-                 std::to_string(m_limits.max_string_bytes) + "-byte limit");
-        m_string_bytes += length;
-        if (m_string_bytes > m_limits.max_total_string_bytes)
-            fail("strings total more than the " + std::to_string(m_limits.max_total_string_bytes) + "-byte limit");
-        PickleValue v;
-        v.kind = kind;
-        v.text = std::string(take(length));
-        return make(std::move(v));
-    }
-    uint32_t make_int(int64_t value)
-    {
-        PickleValue v;
-        v.kind = PickleKind::integer;
-        v.integer = value;
-        return make(std::move(v));
-    }
-
     void push(uint32_t id)
     {
         if (m_stack.size() + m_marks.size() >= m_limits.max_stack)
@@ -110,6 +93,9 @@ private:
         m_stack.push_back(id);
     }
     std::size_t frame_start() const { return m_marks.empty() ? 0 : m_marks.back(); }
+    // Where the frame below the last mark starts: APPENDS / SETITEMS / ADDITEMS take their target
+    // from just below the mark, which must lie above this.
+    std::size_t frame_start_below() const { return m_marks.size() < 2 ? 0 : m_marks[m_marks.size() - 2]; }
     uint32_t pop(const char* opname)
     {
         if (m_stack.size() <= frame_start())
@@ -124,97 +110,27 @@ private:
             fail(std::string(opname) + " needs a value but the stack (above the last mark) is empty");
         return m_stack.back();
     }
-    std::vector<uint32_t> pop_mark(const char* opname)
+    // The values above the last mark, left on the stack until the caller is done with them (no
+    // copy per container): the caller calls drop_mark().
+    std::span<const uint32_t> mark_items(const char* opname)
     {
         if (m_marks.empty())
             fail(std::string(opname) + " needs a MARK but there is none");
         const std::size_t start = m_marks.back();
-        m_marks.pop_back();
-        std::vector<uint32_t> items(m_stack.begin() + static_cast<std::ptrdiff_t>(start), m_stack.end());
-        m_stack.resize(start);
-        if (items.size() > m_limits.max_container_items)
+        if (m_stack.size() - start > m_limits.max_container_items)
             fail(std::string(opname) + ": more than " + std::to_string(m_limits.max_container_items) + " items (limit)");
-        return items;
+        return {m_stack.data() + start, m_stack.size() - start};
     }
-    PickleValue& node(uint32_t id) { return m_doc.m_nodes[id]; }
-    void grow(std::vector<uint32_t>& into, const std::vector<uint32_t>& items, const char* opname)
+    void drop_mark()
     {
-        if (into.size() + items.size() > m_limits.max_container_items)
-            fail(std::string(opname) + ": a container grows past " + std::to_string(m_limits.max_container_items) +
-                 " items (limit)");
-        into.insert(into.end(), items.begin(), items.end());
+        m_stack.resize(m_marks.back());
+        m_marks.pop_back();
     }
-    void memo_put(uint64_t index)
-    {
-        const uint32_t value = top("PUT");
-        if (m_memo.size() >= m_limits.max_memo && !m_memo.count(index))
-            fail("more than " + std::to_string(m_limits.max_memo) + " memo entries (limit)");
-        m_memo[index] = value;
-    }
-    void memo_get(uint64_t index)
-    {
-        const auto it = m_memo.find(index);
-        if (it == m_memo.end())
-            fail("GET of memo entry " + std::to_string(index) + ", which was never stored");
-        push(it->second);
-    }
-    uint32_t make_container(PickleKind kind, std::vector<uint32_t> items)
-    {
-        PickleValue v;
-        v.kind = kind;
-        v.items = std::move(items);
-        return make(std::move(v));
-    }
-    void add_dict_items(uint32_t target, const std::vector<uint32_t>& kv, const char* opname)
-    {
-        if (kv.size() % 2)
-            fail(std::string(opname) + " with an odd number of items (a key without a value)");
-        PickleValue& t = node(target);
-        if (t.kind == PickleKind::dict)
-            grow(t.items, kv, opname);
-        else if (t.kind == PickleKind::reduce || t.kind == PickleKind::new_object)
-            grow(t.dict_items, kv, opname);
-        else
-            fail(std::string(opname) + " on a " + std::string(to_string(t.kind)) + ", which is not a dict");
-    }
-    void add_list_items(uint32_t target, const std::vector<uint32_t>& items, const char* opname)
-    {
-        PickleValue& t = node(target);
-        if (t.kind == PickleKind::list)
-            grow(t.items, items, opname);
-        else if (t.kind == PickleKind::reduce || t.kind == PickleKind::new_object)
-            grow(t.list_items, items, opname);
-        else
-            fail(std::string(opname) + " on a " + std::string(to_string(t.kind)) + ", which is not a list");
-    }
-    uint32_t make_long(std::string_view bytes)
-    {
-        if (bytes.empty())
-            return make_int(0);
-        if (bytes.size() <= 8) {
-            uint64_t v = 0;
-            for (std::size_t i = 0; i < bytes.size(); ++i)
-                v |= uint64_t(uint8_t(bytes[i])) << (8 * i);
-            if (bytes.size() < 8 && (uint8_t(bytes.back()) & 0x80))
-                v |= ~uint64_t(0) << (8 * bytes.size()); // sign-extend
-            return make_int(std::bit_cast<int64_t>(v));
-        }
-        PickleValue big;
-        big.kind = PickleKind::big_integer;
-        big.text = std::string(bytes);
-        return make(std::move(big));
-    }
-
     std::string_view m_data;
-    std::string m_path;
-    PickleLimits m_limits;
     std::size_t m_pos = 0;
-    std::size_t m_op_pos = 0;
     uint64_t m_string_bytes = 0;
     std::vector<uint32_t> m_stack;
     std::vector<std::size_t> m_marks;
-    std::unordered_map<uint64_t, uint32_t> m_memo;
-    PickleDocument m_doc;
 };
 
 namespace {
@@ -258,7 +174,7 @@ PickleDocument PickleParser::run()
             const auto version = le(1);
             if (version > 5)
                 fail("protocol " + std::to_string(version) + " is newer than 5");
-            m_doc.m_protocol = static_cast<int>(version);
+            set_protocol(static_cast<int>(version));
             break;
         }
         case 0x95: { // FRAME: a length hint; the opcodes inside are read as usual
@@ -271,8 +187,7 @@ PickleDocument PickleParser::run()
             if (m_stack.size() != 1 || !m_marks.empty())
                 fail("STOP with " + std::to_string(m_stack.size()) + " values and " + std::to_string(m_marks.size()) +
                      " marks on the stack (expected exactly one value)");
-            m_doc.m_root = m_stack.back();
-            return std::move(m_doc);
+            return finish(m_stack.back());
         }
         case '(': // MARK
             if (m_stack.size() + m_marks.size() >= m_limits.max_stack)
@@ -280,22 +195,21 @@ PickleDocument PickleParser::run()
             m_marks.push_back(m_stack.size());
             break;
         case '0': // POP: the top value, or the top mark when nothing is above it
-            if (m_stack.size() > frame_start())
+            if (m_stack.size() > frame_start()) {
                 m_stack.pop_back();
-            else
-                pop_mark("POP");
+            } else {
+                mark_items("POP");
+                drop_mark();
+            }
             break;
-        case '1': pop_mark("POP_MARK"); break;
+        case '1':
+            mark_items("POP_MARK");
+            drop_mark();
+            break;
         case '2': push(top("DUP")); break;
-        case 'N': push(make({})); break;
-        case 0x88:
-        case 0x89: {
-            PickleValue v;
-            v.kind = PickleKind::boolean;
-            v.boolean = op == 0x88;
-            push(make(std::move(v)));
-            break;
-        }
+        case 'N': push(shared(m_none, {})); break;
+        case 0x88: push(shared(m_true, {.kind = PickleKind::boolean, .boolean = true})); break;
+        case 0x89: push(shared(m_false, {.kind = PickleKind::boolean, .boolean = false})); break;
         case 'J': push(make_int(static_cast<int32_t>(static_cast<uint32_t>(le(4))))); break;
         case 'K': push(make_int(static_cast<int64_t>(le(1)))); break;
         case 'M': push(make_int(static_cast<int64_t>(le(2)))); break;
@@ -314,10 +228,7 @@ PickleDocument PickleParser::run()
             uint64_t bits = 0;
             for (int i = 0; i < 8; ++i)
                 bits = (bits << 8) | uint8_t(b[static_cast<std::size_t>(i)]);
-            PickleValue v;
-            v.kind = PickleKind::floating;
-            v.floating = std::bit_cast<double>(bits);
-            push(make(std::move(v)));
+            push(make({.kind = PickleKind::floating, .b = bits}));
             break;
         }
         case 'X': push(make_text(PickleKind::string, le(4))); break;    // BINUNICODE
@@ -336,81 +247,92 @@ PickleDocument PickleParser::run()
             break;
         }
         case ']': push(make_container(PickleKind::list, {})); break;
-        case ')': push(make_container(PickleKind::tuple, {})); break;
+        case ')': push(m_empty_tuple != kNoPickleValue ? m_empty_tuple : (m_empty_tuple = make_container(PickleKind::tuple, {})));
+            break;
         case '}': push(make_container(PickleKind::dict, {})); break;
         case 0x8f: push(make_container(PickleKind::set, {})); break;
-        case 'l': push(make_container(PickleKind::list, pop_mark("LIST"))); break;
-        case 't': push(make_container(PickleKind::tuple, pop_mark("TUPLE"))); break;
-        case 0x91: push(make_container(PickleKind::frozenset, pop_mark("FROZENSET"))); break;
+        case 'l':
+        case 't':
+        case 0x91: {
+            const char* opname = op == 'l' ? "LIST" : op == 't' ? "TUPLE" : "FROZENSET";
+            const uint32_t id = make_container(op == 'l'    ? PickleKind::list
+                                               : op == 't' ? PickleKind::tuple
+                                                           : PickleKind::frozenset,
+                                               mark_items(opname));
+            drop_mark();
+            push(id);
+            break;
+        }
         case 0x85:
         case 0x86:
         case 0x87: {
             const std::size_t n = op - 0x84u;
-            std::vector<uint32_t> items(n);
+            uint32_t items[3];
             for (std::size_t i = n; i-- > 0;)
                 items[i] = pop("TUPLEn");
-            push(make_container(PickleKind::tuple, std::move(items)));
+            push(make_container(PickleKind::tuple, std::span<const uint32_t>(items, n)));
             break;
         }
         case 'd': {
-            auto kv = pop_mark("DICT");
+            const auto kv = mark_items("DICT");
             if (kv.size() % 2)
                 fail("DICT with an odd number of items (a key without a value)");
-            push(make_container(PickleKind::dict, std::move(kv)));
+            const uint32_t id = make_container(PickleKind::dict, kv);
+            drop_mark();
+            push(id);
             break;
         }
         case 'a': { // APPEND
             const uint32_t value = pop("APPEND");
-            add_list_items(top("APPEND"), {value}, "APPEND");
+            add_list_items(top("APPEND"), {&value, 1}, "APPEND");
             break;
         }
-        case 'e': { // APPENDS
-            const auto items = pop_mark("APPENDS");
-            add_list_items(top("APPENDS"), items, "APPENDS");
+        case 'e': { // APPENDS: the items stay on the stack until the target (below the mark) has them
+            const auto items = mark_items("APPENDS");
+            if (m_marks.back() <= frame_start_below())
+                fail("APPENDS needs a value but the stack (above the last mark) is empty");
+            add_list_items(m_stack[m_marks.back() - 1], items, "APPENDS");
+            drop_mark();
             break;
         }
         case 's': { // SETITEM
             const uint32_t value = pop("SETITEM");
             const uint32_t key = pop("SETITEM");
-            add_dict_items(top("SETITEM"), {key, value}, "SETITEM");
+            const uint32_t pair[2] = {key, value};
+            add_dict_items(top("SETITEM"), pair, "SETITEM");
             break;
         }
         case 'u': { // SETITEMS
-            const auto kv = pop_mark("SETITEMS");
-            add_dict_items(top("SETITEMS"), kv, "SETITEMS");
+            const auto kv = mark_items("SETITEMS");
+            if (m_marks.back() <= frame_start_below())
+                fail("SETITEMS needs a value but the stack (above the last mark) is empty");
+            add_dict_items(m_stack[m_marks.back() - 1], kv, "SETITEMS");
+            drop_mark();
             break;
         }
         case 0x90: { // ADDITEMS
-            const auto items = pop_mark("ADDITEMS");
-            const uint32_t target = top("ADDITEMS");
-            if (node(target).kind != PickleKind::set)
-                fail("ADDITEMS on a " + std::string(to_string(node(target).kind)) + ", which is not a set");
-            grow(node(target).items, items, "ADDITEMS");
+            const auto items = mark_items("ADDITEMS");
+            if (m_marks.back() <= frame_start_below())
+                fail("ADDITEMS needs a value but the stack (above the last mark) is empty");
+            add_set_items(m_stack[m_marks.back() - 1], items);
+            drop_mark();
             break;
         }
         case 'q': memo_put(le(1)); break;  // BINPUT
         case 'r': memo_put(le(4)); break;  // LONG_BINPUT
-        case 0x94: memo_put(m_memo.size()); break; // MEMOIZE
+        case 0x94: memo_put(memo_count()); break; // MEMOIZE: the next index is the entry count
         case 'h': memo_get(le(1)); break;  // BINGET
         case 'j': memo_get(le(4)); break;  // LONG_BINGET
         case 'c': { // GLOBAL: module and name as text lines; recorded, never resolved
-            PickleValue v;
-            v.kind = PickleKind::global;
-            v.text = std::string(line());
-            v.name = std::string(line());
-            push(make(std::move(v)));
+            const std::string_view module = line();
+            const std::string_view name = line();
+            push(make_global(module, name));
             break;
         }
         case 0x93: { // STACK_GLOBAL
             const uint32_t name = pop("STACK_GLOBAL");
             const uint32_t module = pop("STACK_GLOBAL");
-            if (node(name).kind != PickleKind::string || node(module).kind != PickleKind::string)
-                fail("STACK_GLOBAL needs two str values (module and name)");
-            PickleValue v;
-            v.kind = PickleKind::global;
-            v.text = node(module).text;
-            v.name = node(name).text;
-            push(make(std::move(v)));
+            push(make_global_of(module, name));
             break;
         }
         case 'R': { // REDUCE: record (callable, args); never call
@@ -440,10 +362,10 @@ PickleDocument PickleParser::run()
         }
         case 'b': { // BUILD: attach the state to the object, as __setstate__ would (inertly)
             const uint32_t state = pop("BUILD");
-            PickleValue& target = node(top("BUILD"));
-            if (target.kind != PickleKind::reduce && target.kind != PickleKind::new_object)
-                fail("BUILD on a " + std::string(to_string(target.kind)) + ", which is not an object");
-            target.state = state;
+            const uint32_t target = top("BUILD");
+            if (node(target).kind != PickleKind::reduce && node(target).kind != PickleKind::new_object)
+                fail("BUILD on a " + std::string(to_string(node(target).kind)) + ", which is not an object");
+            object_of(target).state = state;
             break;
         }
         case 'Q': { // BINPERSID: a reference the loader resolves (torch: a tensor storage)

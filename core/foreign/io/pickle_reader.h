@@ -9,11 +9,15 @@
 // size is bounded (input, stack, memo, node count, string length).
 //
 // Values live in an arena owned by PickleDocument and refer to each other by index, so shared
-// and even cyclic references (a list that contains itself) cost nothing and leak nothing.
+// and even cyclic references (a list that contains itself) cost nothing and leak nothing. Values
+// that cannot change once made (None, bools, small ints, short strs, globals, the empty tuple) are
+// made once and shared: the metadata of a large DCP checkpoint repeats the same few keys, class
+// names and ints hundreds of thousands of times, and nothing can tell two equal ones apart.
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,12 +26,13 @@ namespace shardscope {
 
 struct PickleLimits {
     uint64_t max_input_bytes = 1ull << 30;  // 1 GiB of pickle
-    uint64_t max_nodes = 8u << 20;          // values created (bounds memory: ~100 B each)
+    uint64_t max_nodes = 8u << 20;          // values created (bounds memory: ~16-40 B each)
     uint64_t max_stack = 1u << 20;          // stack depth, marks included
     uint64_t max_memo = 4u << 20;           // memo slots
     uint64_t max_string_bytes = 256u << 20; // one str/bytes value
     uint64_t max_total_string_bytes = 1ull << 30;
     uint64_t max_container_items = 1u << 26; // items in one list/tuple/dict/set
+    uint64_t max_total_items = 1u << 26;     // container item slots in all (4 bytes each)
 };
 
 enum class PickleKind : uint8_t {
@@ -53,25 +58,29 @@ std::string_view to_string(PickleKind kind);
 
 inline constexpr uint32_t kNoPickleValue = 0xffffffffu;
 
+// One value, as read from the document: a view whose strings and item lists point into the
+// document (valid while it lives). The document stores far less than this per value (16 bytes a
+// node, items in one pool, text in one arena): a DCP .metadata of 10^5 chunks is ~5 * 10^6 values.
 struct PickleValue {
     PickleKind kind = PickleKind::none;
     bool boolean = false;
     int64_t integer = 0;
     double floating = 0;
-    std::string text;
-    std::string name;
-    std::vector<uint32_t> items;
+    std::string_view text; // str / bytes / big_integer content; a global's module
+    std::string_view name; // a global's qualified name
+    std::span<const uint32_t> items;
     // What pickle adds to an object built by reduce / new_object (an OrderedDict's items arrive
     // through SETITEMS, a list subclass's through APPENDS) and its BUILD state.
-    std::vector<uint32_t> dict_items; // k0, v0, k1, v1, ...
-    std::vector<uint32_t> list_items;
+    std::span<const uint32_t> dict_items; // k0, v0, k1, v1, ...
+    std::span<const uint32_t> list_items;
     uint32_t state = kNoPickleValue;
 };
 
 class PickleDocument {
 public:
     uint32_t root() const { return m_root; }
-    const PickleValue& at(uint32_t id) const { return m_nodes.at(id); }
+    // Throws std::out_of_range for an id outside the document, like vector::at.
+    PickleValue at(uint32_t id) const;
     std::size_t size() const { return m_nodes.size(); }
     int protocol() const { return m_protocol; }
 
@@ -87,13 +96,47 @@ public:
     // Integer value of an int node; nullopt for anything else.
     std::optional<int64_t> as_int(uint32_t id) const;
     // Elements of a list/tuple; or of torch.Size(tuple) (a reduce whose args hold one tuple).
-    std::optional<std::vector<uint32_t>> as_sequence(uint32_t id) const;
+    std::optional<std::span<const uint32_t>> as_sequence(uint32_t id) const;
+    // A str node's text, or nullopt.
+    std::optional<std::string_view> as_string(uint32_t id) const;
     // A short, bounded, human-readable rendering (for messages and the GUI).
     std::string describe(uint32_t id, int max_depth = 3) const;
 
 private:
-    friend class PickleParser;
-    std::vector<PickleValue> m_nodes;
+    friend class PickleStore;
+    // Items of a container in m_pool: [begin, begin + size), room for `capacity` before it must
+    // move to the end of the pool (containers grow by APPENDS / SETITEMS batches).
+    struct Range {
+        uint32_t begin = 0, size = 0, capacity = 0;
+    };
+    // 16 bytes. Scalars keep their value in `b`; str/bytes/big_integer: text at offset `b`,
+    // length `a`; global: m_globals[a]; containers: m_ranges[a]; reduce / new_object also
+    // m_objects[b] (or kNoPickleValue) for what SETITEMS / APPENDS / BUILD added.
+    struct Node {
+        PickleKind kind = PickleKind::none;
+        bool boolean = false;
+        uint32_t a = 0;
+        uint64_t b = 0;
+    };
+    struct Global {
+        uint32_t module_offset = 0, module_size = 0, name_offset = 0, name_size = 0;
+    };
+    struct Object {
+        uint32_t state = kNoPickleValue;
+        Range dict_items, list_items;
+    };
+    std::span<const uint32_t> items_of(const Range& r) const { return {m_pool.data() + r.begin, r.size}; }
+    std::string_view text_at(uint64_t offset, uint64_t size) const
+    {
+        return std::string_view(m_text).substr(static_cast<std::size_t>(offset), static_cast<std::size_t>(size));
+    }
+
+    std::vector<Node> m_nodes;
+    std::vector<Range> m_ranges;
+    std::vector<uint32_t> m_pool;
+    std::vector<Global> m_globals;
+    std::vector<Object> m_objects;
+    std::string m_text;
     uint32_t m_root = kNoPickleValue;
     int m_protocol = 0;
 };

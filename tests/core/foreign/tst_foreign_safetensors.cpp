@@ -3,6 +3,7 @@
 
 #include "foreign_fixtures.h"
 #include "problemcheck.h"
+#include "streaming_reference.h"
 
 #include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
@@ -10,6 +11,12 @@
 #include "core/checkpoint/verify.h"
 #include "core/foreign/safetensors_index.h"
 #include "core/foreign/detect.h"
+#include "core/foreign/safetensors_listing.h"
+#include "core/foreign/summary_json.h"
+#include "core/checkpoint/verify_json.h"
+#include "core/checkpoint/safetensors.h"
+
+#include <sstream>
 
 #include <QTemporaryDir>
 #include <cstring>
@@ -195,6 +202,133 @@ private slots:
             QCOMPARE(e.kind(), ProblemKind::invalid_manifest);
             QVERIFY(std::string(e.what()).starts_with("idx.json: "));
         }
+    }
+
+    // The streaming index parser against the DOM parser it replaced: the same result, or the same
+    // sentence (syntax errors included: both read nlohmann's SAX events).
+    void indexParserMatchesDomParser_data()
+    {
+        QTest::addColumn<std::string>("json");
+        for (const auto& [name, json] : reference::index_cases())
+            QTest::newRow(name.c_str()) << json;
+    }
+    void indexParserMatchesDomParser()
+    {
+        QFETCH(std::string, json);
+        std::string old_error, new_error;
+        reference::Index old_index;
+        SafetensorsIndex new_index;
+        try {
+            old_index = reference::parse_index(json, "idx.json");
+        } catch (const Error& e) {
+            old_error = e.what();
+        }
+        try {
+            new_index = parse_safetensors_index(json, "idx.json");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_manifest);
+            new_error = e.what();
+        }
+        QCOMPARE(new_error, old_error);
+        if (!old_error.empty())
+            return;
+        QCOMPARE(new_index.total_size, old_index.total_size);
+        QCOMPARE(new_index.metadata, old_index.metadata);
+        QCOMPARE(new_index.files, old_index.files);
+        std::map<std::string, std::string> mapped;
+        for (std::size_t i = 0; i < new_index.weight_map.size(); ++i) {
+            const std::string name(new_index.weight_map.name(i));
+            QCOMPARE(new_index.weight_map.find(name), std::optional<std::size_t>(i));
+            mapped.emplace(name, new_index.files.at(new_index.weight_map.file(i)));
+        }
+        QCOMPARE(mapped, old_index.weight_map);
+        QVERIFY(!new_index.weight_map.find("no such tensor"));
+    }
+
+    // The streaming header listing against parse_safetensors_header (DOM), on the same file sizes.
+    void headerListingMatchesDomParser_data()
+    {
+        QTest::addColumn<std::string>("json");
+        QTest::addColumn<quint64>("file_size");
+        for (const auto& c : reference::header_cases())
+            QTest::newRow(c.name.c_str()) << c.json << quint64(8 + c.json.size() + c.data_bytes);
+        // Headers the project's own writer makes, every dtype and a metadata map.
+        std::vector<SafetensorsTensor> tensors;
+        uint64_t at = 0;
+        for (const std::string_view dtype : safetensors_dtype_names()) {
+            const uint64_t bytes = *safetensors_dtype_size(dtype) * 6;
+            tensors.push_back({.name = "t." + std::string(dtype), .dtype = std::string(dtype), .shape = {2, 3},
+                               .begin = at, .end = at + bytes});
+            at += bytes;
+        }
+        const std::string written = make_safetensors_header(tensors, {{"format", "pt"}, {"k", "v"}});
+        QTest::newRow("written") << written.substr(8) << quint64(written.size() + at);
+    }
+    void headerListingMatchesDomParser()
+    {
+        QFETCH(std::string, json);
+        QFETCH(quint64, file_size);
+        std::string old_error, new_error;
+        SafetensorsHeader old_header;
+        SafetensorsListing listing;
+        try {
+            old_header = parse_safetensors_header(json, file_size, "f.safetensors", 3);
+        } catch (const Error& e) {
+            old_error = e.what();
+        }
+        try {
+            listing = list_safetensors_header(json, file_size, "f.safetensors", 3);
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_shard);
+            new_error = e.what();
+        }
+        QCOMPARE(new_error, old_error);
+        if (!old_error.empty())
+            return;
+        QCOMPARE(listing.data_start(), old_header.data_start());
+        QCOMPARE(listing.tensors.size(), old_header.tensors.size());
+        for (std::size_t i = 0; i < listing.tensors.size(); ++i) {
+            const auto& t = listing.tensors[i];
+            const auto& o = old_header.tensors[i];
+            QCOMPARE(std::string(listing.name(t)), o.name);
+            QCOMPARE(std::string(listing.dtype(t)), o.dtype);
+            QCOMPARE(std::vector<uint64_t>(listing.shape(t).begin(), listing.shape(t).end()), o.shape);
+            QCOMPARE(t.begin, o.begin);
+            QCOMPARE(t.end, o.end);
+        }
+        const std::map<std::string, std::string> metadata(listing.metadata.begin(), listing.metadata.end());
+        QCOMPARE(metadata, old_header.metadata);
+    }
+
+    // info --json streams the tensor list: the text must be what the DOM builder dumps to.
+    void streamedTensorsMatchDom()
+    {
+        ForeignSummary summary;
+        summary.tensors.push_back({.name = "plain", .dtype = "F16", .shape = {4, 8}, .file = "a.safetensors",
+                                   .offset = 72, .bytes = 64});
+        summary.tensors.push_back({.name = "q\"uote\\ \n\t\x01\x7f \u00e9 \xf0\x9f\x98\x80", .dtype = "BF16"});
+        summary.tensors.push_back({.name = std::string("bad \xff\xfe utf-8 \xc0\x80 \xed\xa0\x80 \xe2\x82", 25),
+                                   .dtype = "bytes", .detail = "pickled object"});
+        summary.tensors.push_back({.name = "chunked", .dtype = "float32", .shape = {4, 2}, .bytes = 32, .detail = "2 chunks",
+                                   .chunks = {{.offsets = {0, 0}, .sizes = {2, 2}, .file = "__0_0.distcp", .offset = 0, .length = 16},
+                                              {.offsets = {2, 0}, .sizes = {2, 2}}}});
+        const nlohmann::json dom = foreign_summary_json(summary);
+        for (const int depth : {0, 1, 3}) {
+            std::ostringstream streamed;
+            write_tensors_json(streamed, summary.tensors, 2, depth);
+            nlohmann::json wrapped = dom["tensors"];
+            for (int d = 0; d < depth; ++d)
+                wrapped = nlohmann::json::array({wrapped});
+            std::string expected = wrapped.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+            for (int d = 0; d < depth; ++d) { // unwrap the text: drop "[\n" + indent and "\n" + indent + "]"
+                expected = expected.substr(2 + 2 * (d + 1));
+                expected = expected.substr(0, expected.size() - 2 - 2 * d);
+            }
+            QCOMPARE(streamed.str(), expected);
+        }
+        std::ostringstream empty;
+        write_tensors_json(empty, {}, 2, 1);
+        QCOMPARE(empty.str(), std::string("[]"));
     }
 
     void nativePartialWriteStaysNative()

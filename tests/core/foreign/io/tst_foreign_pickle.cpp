@@ -61,7 +61,7 @@ private slots:
         const auto t = doc.as_sequence(doc.dict_get(root, "t"));
         QVERIFY(t && t->size() == 3);
         QVERIFY(doc.is((*t)[0], PickleKind::none));
-        QCOMPARE(doc.at((*t)[2]).text, std::string("x"));
+        QCOMPARE(std::string(doc.at((*t)[2]).text), std::string("x"));
         QCOMPARE(doc.as_sequence(doc.dict_get(root, "l"))->size(), std::size_t(2));
         QCOMPARE(doc.dict_get(root, "absent"), kNoPickleValue);
     }
@@ -100,6 +100,86 @@ private slots:
         QCOMPARE(doc.class_name((*items)[0]), std::string("torch.Size"));
         QCOMPARE(doc.at((*items)[1]).items.front(), (*items)[1]);
         QVERIFY(!doc.describe(doc.root()).empty()); // bounded even for a cycle
+    }
+
+    // Review of issue 20: a STACK_GLOBAL whose strs were made long before (the text arena grows
+    // between them) names exactly those strs; globals whose names differ only in where a
+    // newline falls are different globals.
+    void stackGlobalNamesItsOwnStrings()
+    {
+        PickleWriter w;
+        w.proto(4).str(std::string(20, 'M')).memoize().op('0'); // memo 0, popped
+        w.str(std::string(10, 'N'));                             // grows the arena past the first
+        w.get(0).op(0x93).stop();                                 // STACK_GLOBAL(memo 0, "NNN…")?
+        // The stack is (…"NNNNNNNNNN", memo 0): the module is the str pushed first.
+        const auto doc = parse_pickle(w.out, "uaf.pkl");
+        QCOMPARE(doc.class_name(doc.root()), std::string(10, 'N') + "." + std::string(20, 'M'));
+
+        PickleWriter c;
+        c.proto(4).str("a\nb").str("c").op(0x93).str("a").str("b\nc").op(0x93).op(0x86).stop();
+        const auto pair = parse_pickle(c.out, "keys.pkl");
+        const auto items = pair.as_sequence(pair.root());
+        QVERIFY(items && items->size() == 2);
+        QCOMPARE(pair.class_name((*items)[0]), std::string("a\nb.c"));
+        QCOMPARE(pair.class_name((*items)[1]), std::string("a.b\nc"));
+    }
+
+    // Issue 20: values are compact and immutable ones shared; nothing a reader sees may change.
+    void compactDocument()
+    {
+        PickleWriter w;
+        w.proto(4).op('}').memoize();
+        for (int batch = 0; batch < 30; ++batch) { // SETITEMS batches between other containers
+            w.op(']').mark().integer(batch).op('e').op('0'); // a list made and dropped in between
+            w.mark();
+            for (int i = 0; i < 40; ++i) {
+                w.str("k" + std::to_string(batch * 40 + i));
+                w.mark().str("offsets").none().boolean(true).integer(7).integer(100000 + i);
+                w.global("torch", "Size").op(')').op('t');
+            }
+            w.op('u');
+        }
+        w.stop();
+        const auto doc = parse_pickle(w.out, "big.pkl");
+        const PickleValue root = doc.at(doc.root());
+        QCOMPARE(root.kind, PickleKind::dict);
+        QCOMPARE(root.items.size(), std::size_t(2 * 1200));
+        for (std::size_t e = 0; e < 1200; ++e) {
+            QCOMPARE(std::string(doc.at(root.items[2 * e]).text), "k" + std::to_string(e));
+            const auto t = doc.as_sequence(root.items[2 * e + 1]);
+            QVERIFY(t && t->size() == 7);
+            QCOMPARE(doc.as_string((*t)[0]).value(), std::string_view("offsets"));
+            QVERIFY(doc.is((*t)[1], PickleKind::none));
+            QCOMPARE(doc.as_int((*t)[2]).value(), int64_t(1));
+            QCOMPARE(doc.as_int((*t)[3]).value(), int64_t(7));
+            QCOMPARE(doc.as_int((*t)[4]).value(), int64_t(100000 + e % 40));
+            QCOMPARE(doc.class_name((*t)[5]), std::string("torch.Size"));
+            QVERIFY(doc.is((*t)[6], PickleKind::tuple) && doc.at((*t)[6]).items.empty());
+        }
+        QCOMPARE(doc.dict_get(doc.root(), "k1199"), root.items[2 * 1199 + 1]);
+        // The repeated str, None, True, 7, the global and () are one node each: what remains is a
+        // node per key, per tuple and per large int (3 x 1200), 30 lists, 30 small ints, the dict
+        // and the shared six; unshared it would be 9 x 1200 and more.
+        QVERIFY2(doc.size() <= 3 * 1200 + 30 + 30 + 1 + 6, std::to_string(doc.size()).c_str());
+    }
+
+    void memoSparseAndDense()
+    {
+        PickleWriter w;
+        w.proto(4).str("a").op('r'); // LONG_BINPUT 2^31: kept outside the dense memo
+        fixtures::put_le(w.out, 1u << 31, 4);
+        w.op('0').str("b").memoize(); // MEMOIZE numbers by entry count: index 1
+        w.op('0').op('j');
+        fixtures::put_le(w.out, 1u << 31, 4);
+        w.get(1).op(0x86).stop();
+        const auto doc = parse_pickle(w.out, "memo.pkl");
+        const auto items = doc.as_sequence(doc.root());
+        QVERIFY(items && items->size() == 2);
+        QCOMPARE(std::string(doc.at((*items)[0]).text), std::string("a"));
+        QCOMPARE(std::string(doc.at((*items)[1]).text), std::string("b"));
+        // APPENDS whose target would be below the mark before it: refused, as before.
+        QCOMPARE(kind_of(std::string("\x80\x02(K\x01(K\x02e.", 11)), ProblemKind::invalid_pickle);
+        QCOMPARE(kind_of(std::string("\x80\x02(K\x01u.", 8)), ProblemKind::invalid_pickle);
     }
 
     void forbiddenOpcodes_data()
