@@ -3,7 +3,7 @@
 // reads options and prints.
 #include "app/shardctl/commands.h"
 #include "app/cli_common/cli.h"
-#include "app/shardctl/plan_options.h"
+#include "app/shardctl/training_options.h"
 
 #include "core/pipeline/export.h"
 #include "core/pipeline/search.h"
@@ -11,17 +11,58 @@
 
 #include <QStringList>
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace shardctl {
 namespace {
 
 namespace pl = shardscope::pipeline;
 
-std::string bytes_text(std::int64_t bytes)
+std::string number_text(double value)
 {
-    return shardscope::human_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, bytes)));
+    char buffer[40];
+    std::snprintf(buffer, sizeof buffer, "%.17g", value); // round-trips through the parser
+    return buffer;
+}
+
+// One POSIX shell word: as is when it holds only characters no shell treats specially, else in
+// single quotes, each ' written as '\'' (close, escaped quote, reopen).
+std::string shell_word(const std::string& text)
+{
+    const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) {
+        return std::isalnum(c) || std::string_view("@%+=:,./_-").find(char(c)) != std::string_view::npos;
+    });
+    if (plain)
+        return text;
+    std::string quoted = "'";
+    for (char c : text)
+        quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return quoted + "'";
+}
+
+// "shardctl schedule --stages ... --json": the command that reproduces `c`, for a shell. CLI
+// text, so it lives here and not in core; candidate_json takes it as a string.
+std::string schedule_command(const pl::Candidate& c, const pl::SearchSpec& spec, const std::string& profile_path)
+{
+    std::string text = "shardctl schedule --stages " + std::to_string(c.pp) + " --microbatches " +
+                       std::to_string(c.microbatches) + " --schedule " + std::string(pl::to_string(c.schedule));
+    if (c.virtual_stages > 1)
+        text += " --virtual " + std::to_string(c.virtual_stages);
+    text += " --dp " + std::to_string(c.dp) + " --zero " + std::to_string(spec.zero) + " --recompute " +
+            std::string(pl::to_string(c.recompute)) + " --partition " + shell_word(c.partition);
+    if (!profile_path.empty())
+        text += " --profile " + shell_word(profile_path);
+    text += " --gpu-memory " + number_text(static_cast<double>(spec.gpu_memory_bytes) / 1073741824.0);
+    if (spec.link_gbps > 0.0)
+        text += " --link-gbps " + number_text(spec.link_gbps);
+    if (spec.p2p_latency_ms > 0.0)
+        text += " --p2p-latency " + number_text(spec.p2p_latency_ms);
+    if (spec.overlap_allreduce)
+        text += " --overlap-allreduce";
+    return text;
 }
 
 // "1f1b,zb-h1" -> kinds; prints the error and returns false on an unknown name.
@@ -46,11 +87,14 @@ bool read_list(const QCommandLineParser& parser, const QString& name, Parse pars
 void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec,
                 const std::string& profile_name, const std::string& profile_path, std::size_t top)
 {
-    print_line("plan: " + std::to_string(spec.gpus) + " GPUs of " + bytes_text(spec.gpu_memory_bytes) +
+    print_line("plan: " + std::to_string(spec.gpus) + (spec.gpus == 1 ? " GPU of " : " GPUs of ") + bytes_text(spec.gpu_memory_bytes) +
                ", global batch " + std::to_string(spec.global_batch) + " in microbatches of " +
                std::to_string(spec.micro_batch_size) + ", profile " + profile_name + "; searched " +
                std::to_string(result.candidates.size()) + " configurations, " +
-               std::to_string(result.fitting) + " fit");
+               std::to_string(result.fitting) + " fit" +
+               (result.skipped > 0 ? "; skipped " + std::to_string(result.skipped) +
+                                         " too large to simulate"
+                                   : std::string()));
     const std::size_t shown = std::min(top, result.fitting);
     if (shown == 0)
         return;
@@ -72,7 +116,7 @@ void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec,
             print_line("  #" + std::to_string(i + 1) + " " +
                        pl::why_slower(result.candidates[i], result.candidates[0]));
     }
-    print_line("run #1: " + pl::schedule_command(result.candidates[0], spec, profile_path));
+    print_line("run #1: " + schedule_command(result.candidates[0], spec, profile_path));
 }
 
 } // namespace
@@ -156,14 +200,14 @@ int run_plan(const QStringList& arguments)
         const pl::Profile profile = pl::load_profile(path);
         const pl::SearchResult result = pl::search_plans(profile, spec);
         if (parser.isSet(QStringLiteral("json")))
-            print_json(pl::search_json(result, spec, profile.name, path, top));
+            print_json(pl::search_json(result, spec, profile.name, top, [&](const pl::Candidate& c) {
+                return schedule_command(c, spec, path);
+            }));
         else
             print_text(result, spec, profile.name, path, top);
         if (result.fitting > 0)
             return kOk;
-        if (result.candidates.empty())
-            return fail(kCheckFailed, "no configuration of " + std::to_string(spec.gpus) +
-                                          " GPUs is small enough to simulate");
+        // (search_plans throws, exit 2, when nothing at all could be simulated.)
         // Nothing fits: the report above already shows the closest; say by how much it misses.
         const pl::Candidate& closest = result.candidates.front();
         return fail(kCheckFailed,

@@ -1,7 +1,7 @@
 // shardctl schedule: simulates one pipeline-parallel training step (contract in docs/shardctl.md, "schedule").
 #include "app/shardctl/commands.h"
 #include "app/cli_common/cli.h"
-#include "app/shardctl/plan_options.h"
+#include "app/shardctl/training_options.h"
 
 #include "core/pipeline/export.h"
 #include "core/pipeline/simulator.h"
@@ -23,11 +23,6 @@ std::string format(const char* pattern, double value)
     char buffer[64];
     std::snprintf(buffer, sizeof buffer, pattern, value);
     return buffer;
-}
-
-std::string bytes_text(std::int64_t bytes)
-{
-    return shardscope::human_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, bytes)));
 }
 
 void print_text(const pl::StepPlan& step, const std::string& profile_name)

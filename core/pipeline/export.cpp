@@ -166,7 +166,7 @@ nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_n
     return out;
 }
 
-nlohmann::json candidate_json(const Candidate& c, const SearchSpec& spec, const std::string& profile_path)
+nlohmann::json candidate_json(const Candidate& c, const std::string& command)
 {
     return {{"pp", c.pp},
             {"dp", c.dp},
@@ -183,20 +183,21 @@ nlohmann::json candidate_json(const Candidate& c, const SearchSpec& spec, const 
             {"bubble_fraction", c.bubble_fraction},
             {"compute_ms", c.compute_ms},
             {"exposed_allreduce_ms", c.exposed_allreduce_ms},
-            {"command", schedule_command(c, spec, profile_path)}};
+            {"command", command}};
 }
 
 nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec,
-                           const std::string& profile_name, const std::string& profile_path,
-                           std::size_t top)
+                           const std::string& profile_name, std::size_t top,
+                           const std::function<std::string(const Candidate&)>& command)
 {
     nlohmann::json candidates = nlohmann::json::array();
     for (std::size_t i = 0; i < std::min(top, result.fitting); ++i)
-        candidates.push_back(candidate_json(result.candidates[i], spec, profile_path));
+        candidates.push_back(candidate_json(result.candidates[i], command(result.candidates[i])));
     nlohmann::json out = {{"ok", result.fitting > 0},
                           {"candidates", std::move(candidates)},
                           {"searched", result.candidates.size()},
                           {"fitting", result.fitting},
+                          {"skipped", result.skipped},
                           {"gpus", spec.gpus},
                           {"global_batch", spec.global_batch},
                           {"micro_batch_size", spec.micro_batch_size},
@@ -207,7 +208,7 @@ nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec,
     // Sorted: the first candidate that does not fit is the one closest to fitting.
     if (result.fitting == 0 && !result.candidates.empty()) {
         const Candidate& closest = result.candidates.front();
-        out["closest"] = candidate_json(closest, spec, profile_path);
+        out["closest"] = candidate_json(closest, command(closest));
         out["closest"]["over_bytes"] = closest.peak_memory_bytes - spec.gpu_memory_bytes;
     }
     return out;

@@ -5,6 +5,7 @@
 #include "core/pipeline/search.h"
 #include "core/pipeline/training.h"
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -35,15 +36,16 @@ nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_n
 
 // One plan candidate: pp, dp, virtual_stages, microbatches, schedule, recompute, partition,
 // step_time, peak_memory_bytes, fits, samples_per_second, makespan, bubble_fraction,
-// compute_ms, exposed_allreduce_ms, command (the `shardctl schedule` line reproducing it).
-nlohmann::json candidate_json(const Candidate& candidate, const SearchSpec& spec,
-                              const std::string& profile_path);
-// The `shardctl plan --json` object: ok (something fits), candidates (the best `top` that fit), searched, fitting,
-// gpus, global_batch, micro_batch_size, gpu_memory_bytes, zero, link_gbps, profile, and when
-// nothing fits `closest` (the candidate needing the least memory) with `over_bytes`.
+// compute_ms, exposed_allreduce_ms, and `command` (the `shardctl schedule` line reproducing it,
+// which the command line writes: core knows no shell syntax).
+nlohmann::json candidate_json(const Candidate& candidate, const std::string& command);
+// The `shardctl plan --json` object: ok (something fits), candidates (the best `top` that fit),
+// searched, fitting, skipped (too large to simulate), gpus, global_batch, micro_batch_size,
+// gpu_memory_bytes, zero, link_gbps, profile, and when nothing fits `closest` (the candidate
+// needing the least memory) with `over_bytes`. `command` gives each listed candidate's command.
 nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec,
-                           const std::string& profile_name, const std::string& profile_path,
-                           std::size_t top);
+                           const std::string& profile_name, std::size_t top,
+                           const std::function<std::string(const Candidate&)>& command);
 
 // {"traceEvents": [...], "displayTimeUnit": "ms"}: one ph:"X" event per op with ts/dur in µs,
 // pid 0, tid = stage; ph:"M" process_name and thread_name ("stage s") / thread_sort_index

@@ -1,10 +1,11 @@
 #include "core/pipeline/search.h"
 
+#include "core/pipeline/fit_partition.h"
+
 #include "core/util/error.h"
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <string>
 
 namespace shardscope::pipeline {
@@ -13,68 +14,6 @@ namespace {
 [[noreturn]] void bad_search(const std::string& sentence)
 {
     throw Error(ProblemKind::invalid_argument, sentence);
-}
-
-std::string number_text(double value)
-{
-    char buffer[40];
-    std::snprintf(buffer, sizeof buffer, "%.17g", value); // round-trips through the parser
-    return buffer;
-}
-
-// One stage's range [first, end) as the greedy fill grows it.
-struct StageFill {
-    double compute = 0.0;
-    std::int64_t params = 0;
-    std::int64_t held = 0;    // kept per microbatch
-    std::int64_t working = 0; // the largest recomputed working set
-};
-
-// Greedy: each stage takes as many layers as the compute bound and its memory allow, leaving
-// one layer for every later stage. Growing a stage only ever raises its compute and memory and
-// shrinks what later stages must take, so if any cut meets the bound this one does.
-std::optional<std::vector<int>> fill(const Profile& original, const Profile& adjusted,
-                                     const std::vector<int>& in_flight,
-                                     const TrainingOptions& options, std::int64_t limit,
-                                     double bound)
-{
-    const int layers = static_cast<int>(adjusted.layers.size());
-    const int stages = static_cast<int>(in_flight.size());
-    std::vector<int> boundaries;
-    int first = 0;
-    for (int s = 0; s < stages; ++s) {
-        const int last_end = layers - (stages - s - 1);
-        StageFill stage;
-        int end = first;
-        while (end < last_end) {
-            const Layer& layer = adjusted.layers[static_cast<std::size_t>(end)];
-            StageFill next = stage;
-            next.compute += layer.fwd_ms + layer.bwd_ms;
-            next.params += layer.params;
-            next.held += layer.activation_bytes;
-            next.working = std::max(next.working,
-                                    original.layers[static_cast<std::size_t>(end)].activation_bytes -
-                                        layer.activation_bytes);
-            std::int64_t kept = 0; // a hostile profile's byte counts must not wrap around
-            const bool huge = __builtin_mul_overflow(std::int64_t(in_flight[static_cast<std::size_t>(s)]),
-                                                     next.held, &kept) ||
-                              kept > limit || next.params > std::numeric_limits<std::int64_t>::max() / 32;
-            const std::int64_t memory =
-                huge ? limit + 1 : param_state_bytes(next.params, options.zero, options.dp) + kept + next.working;
-            if (next.compute > bound || memory > limit)
-                break;
-            stage = next;
-            ++end;
-        }
-        if (end == first)
-            return std::nullopt;
-        if (s + 1 < stages)
-            boundaries.push_back(end);
-        first = end;
-    }
-    if (first != layers)
-        return std::nullopt;
-    return boundaries;
 }
 
 Candidate describe(const StepPlan& step, int dp, Recompute recompute, std::string partition,
@@ -135,53 +74,6 @@ void check_search(const Profile& profile, const SearchSpec& spec)
 
 } // namespace
 
-std::vector<int> in_flight_peaks(const Schedule& schedule)
-{
-    const OpKind releases = schedule.split_backward ? OpKind::W : OpKind::B;
-    std::vector<int> peaks;
-    for (const auto& ops : schedule.stage_ops) {
-        int held = 0, peak = 0;
-        for (const Op& op : ops) {
-            if (op.kind == OpKind::F)
-                peak = std::max(peak, ++held);
-            else if (op.kind == releases)
-                --held;
-        }
-        peaks.push_back(peak);
-    }
-    return peaks;
-}
-
-std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, const Schedule& schedule,
-                                                      const TrainingOptions& options,
-                                                      std::int64_t limit)
-{
-    if (schedule.spec.virtual_stages != 1)
-        return std::nullopt; // a stage's chunks are not one contiguous range to grow
-    const Profile adjusted = with_recompute(profile, options.recompute);
-    const std::vector<int> in_flight = in_flight_peaks(schedule);
-    if (static_cast<int>(adjusted.layers.size()) < schedule.spec.stages)
-        return std::nullopt;
-    double high = 0.0;
-    for (const Layer& layer : adjusted.layers)
-        high += layer.fwd_ms + layer.bwd_ms;
-    auto best = fill(profile, adjusted, in_flight, options, limit, high);
-    if (!best)
-        return std::nullopt; // memory alone rules every cut out
-    double low = 0.0;
-    // 60 halvings take the bound to the last bits of a double; each is one O(layers) pass.
-    for (int i = 0; i < 60 && high - low > 1e-12 * high; ++i) {
-        const double middle = 0.5 * (low + high);
-        if (auto cut = fill(profile, adjusted, in_flight, options, limit, middle)) {
-            best = std::move(cut);
-            high = middle;
-        } else {
-            low = middle;
-        }
-    }
-    return best;
-}
-
 SearchResult search_plans(const Profile& profile, const SearchSpec& spec)
 {
     validate_profile(profile);
@@ -210,6 +102,7 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec)
     }
 
     SearchResult result;
+    std::string first_skip;
     bool factorised = false;
     for (int pp = 1; pp <= std::min(spec.gpus, layers); ++pp) {
         if (spec.gpus % pp != 0)
@@ -233,8 +126,12 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec)
                 Schedule schedule;
                 try {
                     schedule = build_schedule(schedule_spec);
-                } catch (const Error&) {
-                    continue; // too large to simulate: not a configuration anyone runs
+                } catch (const Error& error) {
+                    // Too large to simulate (millions of microbatches): counted, and named when
+                    // it leaves nothing at all to rank.
+                    if (result.skipped++ == 0)
+                        first_skip = error.what();
+                    continue;
                 }
                 for (std::size_t r = 0; r < kept_modes.size(); ++r) {
                     const TrainingOptions options{.dp = dp,
@@ -249,7 +146,12 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec)
                     result.candidates.push_back(describe(fastest, dp, kept_modes[r], "compute", spec));
                     if (fastest.fits)
                         continue;
-                    if (auto cut = memory_fit_boundaries(profile, schedule, options, spec.gpu_memory_bytes)) {
+                    // The fastest cut that fits or, when none does, the one needing the least
+                    // memory: "the closest configuration" must not overstate the miss.
+                    auto cut = memory_fit_boundaries(profile, schedule, options, spec.gpu_memory_bytes);
+                    if (!cut)
+                        cut = least_memory_boundaries(profile, schedule, options);
+                    if (cut && *cut != fastest.plan.boundaries) {
                         const PartitionSpec manual{.method = PartitionMethod::manual,
                                                    .manual_boundaries = *cut};
                         const StepPlan fitted = make_step_plan(profile, schedule, *cut, options);
@@ -264,6 +166,10 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec)
                    "parallel with at most " + std::to_string(layers) + " stages (one layer each) and "
                    "the data-parallel degree dividing the " + std::to_string(samples_per_replica_unit) +
                    " microbatches of the global batch");
+    if (result.candidates.empty())
+        bad_search("no configuration of " + std::to_string(spec.gpus) +
+                   (spec.gpus == 1 ? " GPU" : " GPUs") + " is small enough to simulate (" +
+                   std::to_string(result.skipped) + " skipped; the first: " + first_skip + ")");
 
     std::stable_sort(result.candidates.begin(), result.candidates.end(),
                      [&](const Candidate& a, const Candidate& b) {
@@ -327,26 +233,6 @@ std::string why_slower(const Candidate& r, const Candidate& best)
         std::snprintf(despite, sizeof despite, ", despite %.4g ms less %s", -gain, part);
         text += despite;
     }
-    return text;
-}
-
-std::string schedule_command(const Candidate& c, const SearchSpec& spec, const std::string& profile_path)
-{
-    std::string text = "shardctl schedule --stages " + std::to_string(c.pp) + " --microbatches " +
-                       std::to_string(c.microbatches) + " --schedule " + std::string(to_string(c.schedule));
-    if (c.virtual_stages > 1)
-        text += " --virtual " + std::to_string(c.virtual_stages);
-    text += " --dp " + std::to_string(c.dp) + " --zero " + std::to_string(spec.zero) +
-            " --recompute " + std::string(to_string(c.recompute)) + " --partition " + c.partition;
-    if (!profile_path.empty())
-        text += " --profile " + profile_path;
-    text += " --gpu-memory " + number_text(static_cast<double>(spec.gpu_memory_bytes) / 1073741824.0);
-    if (spec.link_gbps > 0.0)
-        text += " --link-gbps " + number_text(spec.link_gbps);
-    if (spec.p2p_latency_ms > 0.0)
-        text += " --p2p-latency " + number_text(spec.p2p_latency_ms);
-    if (spec.overlap_allreduce)
-        text += " --overlap-allreduce";
     return text;
 }
 

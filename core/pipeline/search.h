@@ -6,12 +6,13 @@
 // peak_memory_bytes are what `schedule` prints for the same options, bit for bit.
 //
 // Partitions tried per configuration: "compute" (the fastest cut, ignoring memory) and, when
-// that does not fit and the schedule has one chunk per stage, the fastest cut that fits: a
-// bisection on the slowest stage's compute with a greedy fill that gives each stage as many
-// layers as its memory allows, knowing how many microbatches the schedule keeps in flight on
-// it (stage 0 of 1F1B holds N, the last one 1, so early stages get fewer layers). That cut is
-// reported as "manual:B1,B2,...".
+// that does not fit and the schedule has one chunk per stage, the fastest cut that fits
+// (memory_fit_boundaries, fit_partition.h: exact, knowing how many microbatches the schedule
+// keeps in flight on each stage) or, when no cut fits, the cut needing the least memory
+// (least_memory_boundaries), so that the closest configuration is not overstated. Such a cut is
+// reported as "manual:B1,B2,...". Interleaved schedules are tried with the compute cut only.
 
+#include "core/pipeline/fit_partition.h"
 #include "core/pipeline/training.h"
 
 #include <cstddef>
@@ -59,30 +60,20 @@ struct SearchResult {
     // pipeline, then less memory), then the rest by how far they are over the limit.
     std::vector<Candidate> candidates;
     std::size_t fitting = 0; // how many of them fit
+    // (pipeline, schedule, virtual stages) combinations not simulated because the schedule is
+    // too large to build (build_schedule's limit); each would have been tried per recompute mode.
+    std::size_t skipped = 0;
 };
 
 // Throws invalid_argument, one sentence: a global batch that the micro batch size does not
 // divide, no pp * dp = gpus with pp <= layers and dp dividing the microbatches, a profile
-// measured at another micro batch size, a bad option value.
+// measured at another micro batch size, a bad option value, or every configuration too large
+// to simulate.
 SearchResult search_plans(const Profile& profile, const SearchSpec& spec);
-
-// The fastest cut of `schedule` (one chunk per stage) whose every stage fits `limit` bytes,
-// or nullopt when none does. Exposed for tests.
-std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, const Schedule& schedule,
-                                                      const TrainingOptions& options,
-                                                      std::int64_t limit);
-
-// How many (microbatch, chunk) activation sets each stage holds at most, counted in its op
-// order (up at F, down at the op that frees them); the same count the simulator reports.
-std::vector<int> in_flight_peaks(const Schedule& schedule);
 
 // Why `runner_up` is slower than `best`, in a few words naming its largest loss: more compute
 // on its busiest stage (recomputation, fewer stages), more pipeline idle (bubble), or more
 // exposed all-reduce; e.g. "+4.1 ms (+2.3 %): bubble 18.2 % vs 6.0 %".
 std::string why_slower(const Candidate& runner_up, const Candidate& best);
-
-// "shardctl schedule --stages ... --json": the command that reproduces `candidate`.
-std::string schedule_command(const Candidate& candidate, const SearchSpec& spec,
-                             const std::string& profile_path);
 
 } // namespace shardscope::pipeline

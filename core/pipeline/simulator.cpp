@@ -56,6 +56,18 @@ void check_ops(const Schedule& schedule)
 
 } // namespace
 
+std::vector<int> in_flight_peaks(const Schedule& schedule)
+{
+    std::vector<int> peaks;
+    for (const auto& ops : schedule.stage_ops) {
+        HeldActivations held{.releases = releasing_op(schedule)};
+        for (const Op& op : ops)
+            held.run(op.kind, 0);
+        peaks.push_back(held.peak);
+    }
+    return peaks;
+}
+
 Timeline simulate(const Schedule& schedule, const std::vector<PieceCost>& pieces)
 {
     Timeline timeline;
@@ -100,17 +112,15 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
         std::size_t head = 0;
         double free_at = 0.0;
         double busy = 0.0;
-        int held = 0;
-        std::int64_t held_bytes = 0;
-        int peak = 0;
-        std::int64_t peak_bytes = 0;
+        HeldActivations held;
         bool queued = true;
     };
     std::vector<StageState> state(static_cast<std::size_t>(n));
     std::vector<int> worklist(static_cast<std::size_t>(n));
     for (int s = 0; s < n; ++s)
         worklist[s] = n - 1 - s;
-    const OpKind releases = split ? OpKind::W : OpKind::B; // the op that frees the activations
+    for (StageState& st : state)
+        st.held.releases = releasing_op(schedule);
 
     // Times follow from the fixed per-stage order alone, so instead of a time-ordered event
     // queue each stage advances as far as its dependencies allow and wakes the one stage that
@@ -170,20 +180,11 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
                 duration = pieces[p].bwd_weight_ms;
             }
             const double end = ready + duration;
-            if (op.kind == OpKind::F) {
+            if (op.kind == OpKind::F)
                 slot.f = end;
-                ++st.held;
-                st.held_bytes += pieces[p].activation_bytes;
-                st.peak = std::max(st.peak, st.held);
-                st.peak_bytes = std::max(st.peak_bytes, st.held_bytes);
-            } else {
-                if (op.kind == OpKind::B)
-                    slot.b = end;
-                if (op.kind == releases) {
-                    --st.held;
-                    st.held_bytes -= pieces[p].activation_bytes;
-                }
-            }
+            else if (op.kind == OpKind::B)
+                slot.b = end;
+            st.held.run(op.kind, pieces[p].activation_bytes);
             out[st.head] = TimedOp{s, op.microbatch, op.chunk, op.kind, ready, end};
             st.busy += duration;
             st.free_at = end;
@@ -240,8 +241,8 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
         stats.first_layer = pieces[s].first_layer;
         stats.last_layer = pieces[(v - 1) * n + s].last_layer;
         stats.busy = state[s].busy;
-        stats.peak_activations = state[s].peak;
-        stats.peak_activation_bytes = state[s].peak_bytes;
+        stats.peak_activations = state[s].held.peak;
+        stats.peak_activation_bytes = state[s].held.peak_bytes;
         stats.idle = std::max(0.0, timeline.makespan - stats.busy);
         stats.bubble_fraction = timeline.makespan > 0.0 ? stats.idle / timeline.makespan : 0.0;
         idle_total += stats.idle;

@@ -61,6 +61,35 @@ struct Timeline {
     std::vector<StageStats> stage_stats;  // one per stage
 };
 
+// What a stage holds, counted in its op order: up at F by the piece's activation bytes, down at
+// the op that frees them (B, or W where the backward is split). The one rule the simulator
+// (StageStats::peak_activations / peak_activation_bytes) and the planner's memory bound share.
+struct HeldActivations {
+    OpKind releases = OpKind::B;
+    int held = 0;
+    int peak = 0;
+    std::int64_t held_bytes = 0;
+    std::int64_t peak_bytes = 0;
+    void run(OpKind kind, std::int64_t bytes)
+    {
+        if (kind == OpKind::F) {
+            ++held;
+            held_bytes += bytes;
+            peak = held > peak ? held : peak;
+            peak_bytes = held_bytes > peak_bytes ? held_bytes : peak_bytes;
+        } else if (kind == releases) {
+            --held;
+            held_bytes -= bytes;
+        }
+    }
+};
+// The op that frees a microbatch's activations under `schedule`: W when it splits the backward.
+inline OpKind releasing_op(const Schedule& schedule) { return schedule.split_backward ? OpKind::W : OpKind::B; }
+
+// How many (microbatch, chunk) activation sets each stage holds at most (HeldActivations over
+// its op list): the count the simulator reports as peak_activations, without simulating.
+std::vector<int> in_flight_peaks(const Schedule& schedule);
+
 // Runs `schedule` with per-piece costs (`pieces.size()` must be N * v, indexed by piece as
 // piece_costs() returns them). Throws invalid_schedule when the op lists do not hold each
 // required op exactly once on the right stage, deadlock when the order cannot complete.

@@ -97,7 +97,10 @@ void finish_step(const Profile& profile, StepPlan& step)
     step.allreduce_ms = 0.0;
     if (options.dp > 1) {
         const std::vector<double> ready = last_backward_end(timeline);
-        // ZeRO-3 gathers the weights again for the backward: half a ring all-reduce more.
+        // ZeRO-3 moves 3 parameter volumes instead of the ring's 2 (the weights all-gathered for
+        // the forward and again for the backward, the gradients reduce-scattered: ZeRO section
+        // 7.2); charged here in one block, so the forward gather never delays a forward, and
+        // per-microbatch traffic under ZeRO >= 2 is not modelled (training.h: a lower bound).
         const double factor = options.zero >= 3 ? 1.5 : 1.0;
         for (const StageCost& stage : step.plan.stages) {
             const std::int64_t bytes = 2 * stage.params;
@@ -110,6 +113,11 @@ void finish_step(const Profile& profile, StepPlan& step)
         }
     }
     step.exposed_allreduce_ms = step.step_time - timeline.makespan;
+    // A link of 1e-300 Gbit/s or a profile of 1e308 ms overflows to infinity; such a step time
+    // would print as null and rank as nothing. Refuse it instead.
+    if (!std::isfinite(step.step_time))
+        bad_option("the step time is not a finite number of ms (a link bandwidth or a profile "
+                   "cost out of any realistic range)");
 }
 
 } // namespace

@@ -20,12 +20,20 @@
 // (M + N - 1)(2F + B) instead of (M + N - 1)(F + B).
 // Communication at link_gbps (10^9 bit/s): a piece's output (layer_output_bytes of its last
 // layer) and, back, the gradient of that output each take bytes / bandwidth + the p2p latency;
-// sends overlap compute and do not contend. The gradient all-reduce of a stage over its D
-// ranks is a ring: 2 (D - 1) / D x 2 B x params / bandwidth (ZeRO-3 also all-gathers the
-// weights again for the backward: 3 (D - 1) / D). Without overlap it starts when the pipeline
-// has flushed (every stage waits for the step's end, as a synchronous reduce does); with
-// overlap_allreduce each stage's starts after its own last backward, hiding it behind the
-// other stages' cool-down. step_time = the end of the last all-reduce (= makespan without DP).
+// sends overlap compute and contend neither with each other nor with the all-reduce. The
+// gradient all-reduce of a stage over its D ranks is a ring: 2 (D - 1) / D x 2 B x params /
+// bandwidth. ZeRO-3 moves 3 instead of 2 parameter volumes a step (Rajbhandari et al. 2020,
+// section 7.2: an all-gather of the weights before the forward, another before the backward, a
+// reduce-scatter of the gradients), charged as 1.5 rings in one block after the backward: the
+// forward all-gather is counted in volume but never delays a forward. Without overlap the block
+// starts when the pipeline has flushed (every stage waits for the step's end, as a synchronous
+// reduce does); with overlap_allreduce each stage's starts after its own last backward, hiding
+// it behind the other stages' cool-down. step_time = the end of the last all-reduce (= makespan
+// without DP). A LOWER BOUND for ZeRO >= 2 with M > 1 microbatches (so with every pp > 1):
+// sharded gradients cannot accumulate over microbatches, so a real run reduce-scatters after
+// every microbatch's backward (and ZeRO-3 gathers the weights for every microbatch's forward and
+// backward, holding one gathered layer besides its 2/D share); neither that traffic nor that
+// buffer is modelled. make_step_plan throws invalid_argument when a time is not finite.
 
 #include "core/pipeline/simulator.h"
 

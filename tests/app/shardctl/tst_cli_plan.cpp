@@ -1,7 +1,9 @@
 // shardctl plan end to end: the --json shape, every candidate reproduced by shardctl schedule
 // with the same options (identical step_time and peak_memory_bytes), the text with its
 // runners-up, and the exit codes (0 something fits, 1 nothing does, 2 bad input).
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
@@ -185,6 +187,48 @@ private slots:
                  run.err.constData());
     }
 
+    // The review's counterexample (tst_pipeline_search): only the cut 1,2 fits 8 GiB under 1F1B,
+    // and a greedy fill missed it. Written to a path with a space and a quote, so the printed
+    // command must quote it to run in a shell.
+    void fitsWhereOnlyAnUnevenCutDoes()
+    {
+        const QString path = m_dir.filePath(QStringLiteral("my profiles/it's 4 layers.json"));
+        QVERIFY(QDir().mkpath(QFileInfo(path).absolutePath()));
+        nlohmann::json layers = nlohmann::json::array();
+        const int act[] = {1, 1, 5, 1};
+        const double fwd[] = {1, 1, 2, 2};
+        for (int i = 0; i < 4; ++i)
+            layers.push_back({{"name", "l" + std::to_string(i)}, {"params", 1000}, {"fwd_ms", fwd[i]},
+                              {"bwd_ms", 2 * fwd[i]}, {"activation_bytes", std::int64_t(act[i]) << 30}});
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(QByteArray::fromStdString(nlohmann::json{{"name", "uneven"}, {"layers", layers}}.dump()));
+        file.close();
+        const Run run = shardctl(QStringList{QStringLiteral("plan"), QStringLiteral("--profile"), path} +
+                                 args("--gpus 3 --global-batch 6 --micro-batch-size 1 --gpu-memory 8 "
+                                      "--schedules 1f1b --recompute none --json"));
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        const nlohmann::json j = nlohmann::json::parse(run.out.toStdString());
+        QCOMPARE(j["skipped"].get<int>(), 0);
+        const nlohmann::json& best = j["candidates"][0];
+        QCOMPARE(best["partition"].get<std::string>(), std::string("manual:1,2"));
+        QCOMPARE(best["peak_memory_bytes"].get<std::int64_t>(), (std::int64_t(6) << 30) + 32000);
+        // The command, run by a shell, reproduces it.
+        std::string command = best["command"].get<std::string>();
+        QVERIFY2(command.find("--profile '" + path.toStdString().substr(0, path.toStdString().find('\'')) +
+                              "'\\''s 4 layers.json'") != std::string::npos,
+                 command.c_str());
+        QVERIFY(command.rfind("shardctl ", 0) == 0);
+        command = "'" SHARDCTL_PATH "' " + command.substr(9) + " --json";
+        QProcess shell;
+        shell.start(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QString::fromStdString(command)});
+        QVERIFY(shell.waitForFinished(60000));
+        QVERIFY2(shell.exitCode() == 0, shell.readAllStandardError().constData());
+        const nlohmann::json again = nlohmann::json::parse(shell.readAllStandardOutput().toStdString());
+        QCOMPARE(again["step_time"].get<double>(), best["step_time"].get<double>());
+        QCOMPARE(again["peak_memory_bytes"].get<std::int64_t>(), best["peak_memory_bytes"].get<std::int64_t>());
+    }
+
     void badInput_data()
     {
         QTest::addColumn<QStringList>("arguments");
@@ -201,6 +245,16 @@ private slots:
         QTest::newRow("unknown recompute")
             << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --recompute none,half")
             << QStringLiteral("half");
+        QTest::newRow("--gpu-memory past int64") // 1e10 GiB is more bytes than an int64 holds
+            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 1e10") << QStringLiteral("--gpu-memory");
+        QTest::newRow("--gpu-memory under a byte")
+            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 1e-12") << QStringLiteral("--gpu-memory");
+        QTest::newRow("--link-gbps tiny") // would make every time infinite
+            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --link-gbps 1e-306")
+            << QStringLiteral("--link-gbps");
+        QTest::newRow("too large to simulate")
+            << plan("--gpus 1 --global-batch 1073741824 --micro-batch-size 1 --gpu-memory 80")
+            << QStringLiteral("no configuration of 1 GPU is small enough to simulate");
         QTest::newRow("bad top") << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --top 0")
                                  << QStringLiteral("--top");
         QTest::newRow("missing profile")

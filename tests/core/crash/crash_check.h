@@ -12,6 +12,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <cstdio>
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -103,6 +104,17 @@ inline std::string tree_digest(const fs::path& root)
     return sha.hex_digest();
 }
 
+// Under AddressSanitizer every check runs several times slower: half as many states a point
+// (the counts printed say so), so that the suite stays within CI's time.
+constexpr std::size_t sanitizer_cap(std::size_t cap)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return std::max<std::size_t>(2, cap / 2);
+#else
+    return cap;
+#endif
+}
+
 // Materializes every state the recorder allows (at most `cap` per crash point), runs `check` on
 // each (it returns why the state is wrong, or ""), prints "<name>: <N> crash states", and fails
 // the test with the first few wrong states.
@@ -110,6 +122,7 @@ template <class Check>
 void check_states(const char* name, const CrashRecorder& rec, std::size_t cap, uint64_t seed,
                   const fs::path& scratch, Check check)
 {
+    cap = sanitizer_cap(cap);
     std::size_t states = 0, points = 0, exhaustive = 0;
     std::set<std::pair<std::size_t, std::string>> checked; // (marks so far, tree): same verdict
     std::size_t last_position = SIZE_MAX;

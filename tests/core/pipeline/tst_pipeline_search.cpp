@@ -7,6 +7,9 @@
 
 #include <QTest>
 #include <algorithm>
+#include <functional>
+#include <limits>
+#include <random>
 
 using namespace shardscope;
 using namespace shardscope::pipeline;
@@ -28,6 +31,46 @@ Profile decoder(int blocks)
         profile.layers.push_back(layer("block" + std::to_string(i), 20'000'000, 1.0, 100'000'000));
     profile.layers.push_back(layer("head", 50'000'000, 2.0, 40'000'000));
     return profile;
+}
+
+constexpr std::int64_t GiB = std::int64_t(1) << 30;
+
+// The review's counterexample: activations 1, 1, 5, 1 GiB; forward 1, 1, 2, 2 ms (B = 2F), 1000
+// params a layer. Under 1F1B on 3 stages (M = 6) stage s keeps 3 - s microbatches, so only the
+// cut 1,2 fits 8 GiB: stage 0 keeps 3 x 1, stage 1 2 x 1, stage 2 1 x (5 + 1) GiB. A greedy
+// fill gives stage 0 layers 0-1 (6 GiB fits) and then finds no room for layer 2 on stage 1.
+Profile counterexample()
+{
+    Profile profile;
+    profile.name = "counterexample";
+    const int act[] = {1, 1, 5, 1};
+    const double fwd[] = {1, 1, 2, 2};
+    for (int i = 0; i < 4; ++i)
+        profile.layers.push_back(Layer{.name = "l" + std::to_string(i), .params = 1000, .fwd_ms = fwd[i],
+                                       .bwd_ms = 2 * fwd[i], .bwd_input_ms = fwd[i], .bwd_weight_ms = fwd[i],
+                                       .activation_bytes = act[i] * GiB});
+    return profile;
+}
+
+double busiest(const StepPlan& step)
+{
+    double bound = 0;
+    for (const StageCost& s : step.plan.stages)
+        bound = std::max(bound, s.fwd_ms + s.bwd_ms);
+    return bound;
+}
+
+// Every cut of `layers` layers into `pieces` pieces, as boundary lists.
+void each_cut(int layers, int pieces, std::vector<int>& cut, const std::function<void()>& visit)
+{
+    if (static_cast<int>(cut.size()) == pieces - 1)
+        return visit();
+    const int from = cut.empty() ? 1 : cut.back() + 1;
+    for (int b = from; b <= layers - (pieces - 1 - static_cast<int>(cut.size())); ++b) {
+        cut.push_back(b);
+        each_cut(layers, pieces, cut, visit);
+        cut.pop_back();
+    }
 }
 
 } // namespace
@@ -95,6 +138,136 @@ private slots:
         QVERIFY(std::abs(fitted_bound - best_bound) <= 1e-9 * best_bound);
         // Nothing fits in 1 byte.
         QVERIFY(!memory_fit_boundaries(profile, schedule, options, 1));
+    }
+
+    void memoryFitIsExactWhereGreedyIsNot()
+    {
+        const Profile profile = counterexample();
+        const Schedule schedule = build_schedule({.kind = ScheduleKind::one_f_one_b, .stages = 3, .microbatches = 6});
+        const auto cut = memory_fit_boundaries(profile, schedule, {}, 8 * GiB);
+        QVERIFY(cut.has_value());
+        QCOMPARE(*cut, (std::vector<int>{1, 2}));
+        const StepPlan step = make_step_plan(profile, schedule, *cut, {.gpu_memory_bytes = 8 * GiB});
+        QVERIFY(step.fits);
+        QCOMPARE(step.peak_memory_bytes, 6 * GiB + 2 * 1000 * 16);
+        // Nothing fits 5 GiB; the least-memory cut is the same one (its peak is the smallest).
+        QVERIFY(!memory_fit_boundaries(profile, schedule, {}, 5 * GiB));
+        QCOMPARE(least_memory_boundaries(profile, schedule, {}), std::optional(std::vector<int>{1, 2}));
+    }
+
+    // Brute force: random non-uniform profiles, every cut enumerated, each one-chunk schedule. The
+    // search finds a fitting cut iff one exists, and it is the one of the objective in
+    // fit_partition.h: the smallest busiest-stage compute, then the smallest peak memory.
+    void memoryFitMatchesBruteForce()
+    {
+        std::mt19937 random(16);
+        auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(random); };
+        int fitted = 0, unfittable = 0;
+        for (int trial = 0; trial < 240; ++trial) {
+            const int layer_count = pick(3, 8);
+            const int stages = pick(2, std::min(4, layer_count));
+            Profile profile;
+            profile.name = "random";
+            for (int l = 0; l < layer_count; ++l) {
+                const double fwd = pick(1, 6); // integers: sums are exact, ties are real ties
+                profile.layers.push_back(Layer{.name = "l" + std::to_string(l),
+                                               .params = std::int64_t(pick(1, 4000)) * 1000,
+                                               .fwd_ms = fwd, .bwd_ms = 2 * fwd,
+                                               .bwd_input_ms = fwd, .bwd_weight_ms = fwd,
+                                               .activation_bytes = std::int64_t(pick(1, 3000)) * 1'000'000});
+            }
+            const ScheduleKind kinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1};
+            const ScheduleKind kind = kinds[pick(0, 2)];
+            const int m = pick(0, 1) ? stages : 2 * stages + 1;
+            const Schedule schedule = build_schedule({.kind = kind, .stages = stages, .microbatches = m});
+            const int dp = 1 << pick(0, 2);
+            const TrainingOptions options{.dp = dp, .zero = pick(0, 3),
+                                          .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
+            struct Seen {
+                std::vector<int> cut;
+                double bound;
+                std::int64_t peak;
+            };
+            std::vector<Seen> all;
+            std::vector<int> cut;
+            each_cut(layer_count, stages, cut, [&] {
+                const StepPlan step = make_step_plan(profile, schedule, cut, options);
+                all.push_back({cut, busiest(step), step.peak_memory_bytes});
+            });
+            std::int64_t least = all.front().peak;
+            for (const Seen& c : all)
+                least = std::min(least, c.peak);
+            // A limit at some cut's peak (so at least one fits), or just under the least (none does).
+            const std::int64_t limit = pick(0, 4) == 0 ? least - 1 : all[pick(0, int(all.size()) - 1)].peak;
+            std::optional<double> best_bound;
+            for (const Seen& c : all)
+                if (c.peak <= limit)
+                    best_bound = std::min(best_bound.value_or(1e300), c.bound);
+            const auto found = memory_fit_boundaries(profile, schedule, options, limit);
+            const std::string where = "trial " + std::to_string(trial);
+            QVERIFY2(found.has_value() == best_bound.has_value(), where.c_str());
+            const auto lean = least_memory_boundaries(profile, schedule, options);
+            QVERIFY(lean.has_value());
+            QCOMPARE(make_step_plan(profile, schedule, *lean, options).peak_memory_bytes, least);
+            if (!found) {
+                ++unfittable;
+                continue;
+            }
+            ++fitted;
+            std::int64_t best_peak = std::numeric_limits<std::int64_t>::max();
+            for (const Seen& c : all)
+                if (c.peak <= limit && c.bound == *best_bound)
+                    best_peak = std::min(best_peak, c.peak);
+            TrainingOptions limited = options;
+            limited.gpu_memory_bytes = limit;
+            const StepPlan step = make_step_plan(profile, schedule, *found, limited);
+            QVERIFY2(step.fits, where.c_str());
+            QVERIFY2(busiest(step) == *best_bound, where.c_str());
+            QVERIFY2(step.peak_memory_bytes == best_peak, where.c_str());
+        }
+        QVERIFY(fitted > 100 && unfittable > 20); // both outcomes exercised
+    }
+
+    // Worked by hand: 3 GPUs, global batch 6, 8 GiB, 1F1B only, the counterexample profile.
+    // pp 1 (dp 3, M 2) keeps 2 x 8 GiB. pp 3 (M 6): the compute cut 2,3 (busiest stage 6 ms on
+    // each of stages 1 and 2) keeps 2 x 5 GiB on stage 1; only 1,2 fits: stages of 3, 3 and
+    // 12 ms a microbatch. Stage 2 receives its first input at 2 ms and then runs 6 x 12 ms
+    // without a gap (stage 1 always has the next forward ready), so it ends at 74; the last
+    // backward then crosses stage 1 (2 ms) and stage 0 (2 ms): step time 78 ms.
+    void searchFindsTheHandWorkedWinner()
+    {
+        const SearchSpec spec{.gpus = 3, .global_batch = 6, .micro_batch_size = 1, .gpu_memory_bytes = 8 * GiB,
+                              .schedules = {ScheduleKind::one_f_one_b}, .recompute = {Recompute::none}};
+        const SearchResult result = search_plans(counterexample(), spec);
+        QCOMPARE(result.fitting, std::size_t(1));
+        const Candidate& best = result.candidates.front();
+        QCOMPARE(best.pp, 3);
+        QCOMPARE(best.dp, 1);
+        QCOMPARE(best.microbatches, 6);
+        QCOMPARE(best.partition, std::string("manual:1,2"));
+        QCOMPARE(best.step_time, 78.0);
+        QCOMPARE(best.peak_memory_bytes, 6 * GiB + 2 * 1000 * 16);
+        QCOMPARE(best.samples_per_second, 6 / 0.078);
+        QCOMPARE(result.skipped, std::size_t(0));
+        // Nothing fits 5 GiB: the closest is the least-memory cut (6 GiB and 32 kB), not the
+        // compute cut (10 GiB on stage 1).
+        SearchSpec small = spec;
+        small.gpu_memory_bytes = 5 * GiB;
+        const SearchResult none = search_plans(counterexample(), small);
+        QCOMPARE(none.fitting, std::size_t(0));
+        QCOMPARE(none.candidates.front().peak_memory_bytes, 6 * GiB + 2 * 1000 * 16);
+        QCOMPARE(none.candidates.front().partition, std::string("manual:1,2"));
+    }
+
+    void tooLargeToSimulateIsCountedAndNamed()
+    {
+        const SearchSpec spec{.gpus = 1, .global_batch = 1 << 30, .micro_batch_size = 1,
+                              .gpu_memory_bytes = 80 * GiB};
+        const auto problem = error_of([&] { search_plans(decoder(2), spec); });
+        QCOMPARE(problem->kind, ProblemKind::invalid_argument);
+        QVERIFY2(problem->message.find("no configuration of 1 GPU is small enough to simulate (3 skipped") == 0,
+                 problem->message.c_str());
+        // gpipe, 1f1b and zb-h1 at pp 1 (interleaved needs pp > 1): three schedules skipped.
     }
 
     void searchRanksAndCounts()

@@ -104,27 +104,83 @@ private slots:
 
     void zeroBytesPerParameter()
     {
-        QCOMPARE(bytes_per_param(0, 8).total(), 16.0);
-        for (int d : {1, 2, 4, 8, 64}) {
-            const double D = d;
-            const double expected[4] = {16, 4 + 12 / D, 2 + 14 / D, 16 / D};
+        // Rajbhandari et al. 2020, figure 1: 16, 4 + 12/D, 2 + 14/D, 16/D bytes a parameter, here
+        // as the literal numbers for D = 1, 8 and 64 (the fractions are exact in binary).
+        const double expected[3][4] = {{16, 16, 16, 16},       // D = 1: nothing to shard over
+                                       {16, 5.5, 3.75, 2},     // D = 8: 4 + 1.5, 2 + 1.75, 16/8
+                                       {16, 4.1875, 2.21875, 0.25}}; // D = 64
+        const int degrees[3] = {1, 8, 64};
+        for (int row = 0; row < 3; ++row)
             for (int z = 0; z <= 3; ++z) {
-                QVERIFY(exact(bytes_per_param(z, d).total(), expected[z]));
+                const int d = degrees[row];
+                QCOMPARE(bytes_per_param(z, d).total(), expected[row][z]);
                 // The stage totals: 4 layers of 1024 params per stage, divisible by every D.
                 const Profile profile = layers(8, 1.0, 2.0, 1024, 0);
                 const StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 2, 4, 1,
                                            TrainingOptions{.dp = d, .zero = z});
                 const StageMemory& m = plan.memory[1];
                 QCOMPARE(m.activations, std::int64_t(0));
-                QVERIFY(exact(double(m.total) / (4 * 1024), expected[z]));
-                QCOMPARE(m.weights, std::int64_t(4 * 1024 * (z >= 3 ? 2.0 / D : 2.0)));
-                QCOMPARE(m.optimizer, std::int64_t(4 * 1024 * (z >= 1 ? 12.0 / D : 12.0)));
+                QCOMPARE(double(m.total), 4096 * expected[row][z]);
             }
-        }
+        // The parts for D = 8: ZeRO-1 keeps 2 + 2 and shards the 12; ZeRO-3 shards all three.
+        const ParamBytes z1 = bytes_per_param(1, 8), z3 = bytes_per_param(3, 8);
+        QCOMPARE(z1.weights, 2.0);
+        QCOMPARE(z1.gradients, 2.0);
+        QCOMPARE(z1.optimizer, 1.5);
+        QCOMPARE(z3.weights, 0.25);
+        QCOMPARE(z3.gradients, 0.25);
+        QCOMPARE(z3.optimizer, 1.5);
+        // 4096 params under ZeRO-2 over 8 ranks: 8192 B of weights, 1024 of gradients, 6144 of
+        // optimizer state.
+        const StepPlan z2 = step(layers(8, 1.0, 2.0, 1024, 0), ScheduleKind::one_f_one_b, 2, 4, 1,
+                                 TrainingOptions{.dp = 8, .zero = 2});
+        QCOMPARE(z2.memory[1].weights, std::int64_t(8192));
+        QCOMPARE(z2.memory[1].gradients, std::int64_t(1024));
+        QCOMPARE(z2.memory[1].optimizer, std::int64_t(6144));
         // A buffer that does not divide is padded to D equal shards.
         const StepPlan odd = step(layers(1, 1, 2, 10, 0), ScheduleKind::gpipe, 1, 1, 1,
                                   TrainingOptions{.dp = 4, .zero = 3});
         QCOMPARE(odd.memory[0].weights, std::int64_t(3 * 2));
+    }
+
+    // One whole step by hand with selective recomputation on a model shape: 2 stages of 2 blocks
+    // (s 1024, h 512, a 8, one sample), 1F1B, M = 4, D = 2, ZeRO-1, 100 Gbit/s.
+    //   activations per block: s*h*(34 + 5as/h) = 1024*512*34 + 5*8*1024^2 = 17825792 + 41943040
+    //     = 59768832 B; selective keeps 34sh = 17825792 B and recomputes 41943040 B.
+    //   selective adds fwd * s / (6h + s) = 4 * 1024 / 4096 = 1 ms to each block's backward:
+    //     F = 2 x 4 = 8 ms, B = 2 x (8 + 1) = 18 ms a stage.
+    //   makespan (M + N - 1)(F + B) = 5 x 26 = 130 ms (the sends carry output_bytes 0 here, so
+    //     the link costs only the all-reduce; linksCostBytesOverBandwidthPlusLatency tests sends).
+    //   memory, stage 0 (keeps N - s = 2 microbatches): params 2 x 10^6 x (4 + 12/2) = 20 MB;
+    //     activations 2 x 2 x 17825792 + 41943040 (one block's recomputed working set).
+    //   all-reduce after the flush: 2 (D - 1)/D x 2 x 2 x 10^6 B x 8 / (100 x 10^6) = 0.32 ms.
+    void wholeStepWithSelectiveRecomputation()
+    {
+        Profile profile = layers(4, 4.0, 8.0, 1'000'000, 59'768'832, 0);
+        profile.shape = ModelShape{.seq_len = 1024, .hidden_size = 512, .attention_heads = 8};
+        const StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 2, 4, 1,
+                                   TrainingOptions{.dp = 2, .zero = 1, .recompute = Recompute::selective,
+                                                   .link_gbps = 100.0});
+        QCOMPARE(layer_selective_bytes(profile, profile.layers[0]), std::int64_t(17'825'792));
+        QVERIFY(exact(layer_selective_recompute_ms(profile, profile.layers[0]), 1.0));
+        QVERIFY(exact(plan.plan.timeline.makespan, 130.0));
+        QCOMPARE(plan.memory[0].weights + plan.memory[0].gradients + plan.memory[0].optimizer,
+                 std::int64_t(20'000'000));
+        QCOMPARE(plan.memory[0].activations, std::int64_t(2 * 2 * 17'825'792 + 41'943'040));
+        QCOMPARE(plan.memory[1].activations, std::int64_t(1 * 2 * 17'825'792 + 41'943'040));
+        QCOMPARE(plan.peak_memory_bytes, std::int64_t(20'000'000 + 2 * 2 * 17'825'792 + 41'943'040));
+        QVERIFY(exact(plan.allreduce_ms, 0.32));
+        QVERIFY(exact(plan.step_time, 130.0 + 0.32));
+    }
+
+    void nonFiniteTimesAreRefused()
+    {
+        const Profile profile = layers(2, 1.0, 2.0, 1000, 1000, std::int64_t(1) << 40);
+        const auto problem = error_of([&] {
+            step(profile, ScheduleKind::gpipe, 2, 2, 1, TrainingOptions{.dp = 2, .link_gbps = 1e-306});
+        });
+        QCOMPARE(problem->kind, ProblemKind::invalid_argument);
+        QVERIFY2(problem->message.find("not a finite number") != std::string::npos, problem->message.c_str());
     }
 
     void recomputationInTheMakespan()

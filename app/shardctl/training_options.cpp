@@ -1,8 +1,10 @@
 // The training-step options shared by shardctl schedule and shardctl plan.
-#include "app/shardctl/plan_options.h"
+#include "app/shardctl/training_options.h"
 
 #include "app/cli_common/cli.h"
+#include "core/util/printable.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -32,20 +34,31 @@ QList<QCommandLineOption> training_options()
     };
 }
 
+std::string bytes_text(std::int64_t bytes)
+{
+    return shardscope::human_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, bytes)));
+}
+
 std::optional<double> number_option(const QCommandLineParser& parser, const QString& name,
-                                    double min_value, bool strict, const char* unit)
+                                    double min_value, bool strict, double max_value, const char* unit)
 {
     bool ok = false;
     const double value = parser.value(name).toDouble(&ok);
     if (!ok || !std::isfinite(value) || value < min_value || (strict && value == min_value) ||
-        value > 1e15) {
-        char bound[32];
-        std::snprintf(bound, sizeof bound, "%g", min_value);
-        fail(kUsage, "--" + local(name) + " must be a number of " + unit + (strict ? " > " : " >= ") +
-                         bound + ", not '" + local(parser.value(name)) + "'");
+        value > max_value) {
+        char bounds[64];
+        std::snprintf(bounds, sizeof bounds, "%s %.10g and <= %.10g", strict ? ">" : ">=", min_value, max_value);
+        fail(kUsage, "--" + local(name) + " must be a number of " + unit + " " + bounds + ", not '" +
+                         local(parser.value(name)) + "'");
         return std::nullopt;
     }
     return value;
+}
+
+std::optional<double> number_option(const QCommandLineParser& parser, const QString& name,
+                                    double min_value, bool strict, const char* unit)
+{
+    return number_option(parser, name, min_value, strict, 1e15, unit);
 }
 
 bool read_training_options(const QCommandLineParser& parser,
@@ -58,13 +71,19 @@ bool read_training_options(const QCommandLineParser& parser,
         options.zero = static_cast<int>(*zero);
     }
     if (parser.isSet(QStringLiteral("gpu-memory"))) {
-        const auto gib = number_option(parser, QStringLiteral("gpu-memory"), 0.0, true, "GiB");
+        const auto gib = number_option(parser, QStringLiteral("gpu-memory"), 0.0, true, kMaxGpuMemoryGib, "GiB");
         if (!gib)
             return false;
-        options.gpu_memory_bytes = static_cast<std::int64_t>(std::llround(*gib * 1073741824.0));
+        const std::int64_t bytes = static_cast<std::int64_t>(std::llround(*gib * 1073741824.0));
+        if (bytes < 1) {
+            fail(kUsage, "--gpu-memory " + local(parser.value(QStringLiteral("gpu-memory"))) +
+                             " GiB is less than one byte");
+            return false;
+        }
+        options.gpu_memory_bytes = bytes;
     }
     if (parser.isSet(QStringLiteral("link-gbps"))) {
-        const auto gbps = number_option(parser, QStringLiteral("link-gbps"), 0.0, true, "Gbit/s");
+        const auto gbps = number_option(parser, QStringLiteral("link-gbps"), kMinLinkGbps, false, "Gbit/s");
         if (!gbps)
             return false;
         options.link_gbps = *gbps;
