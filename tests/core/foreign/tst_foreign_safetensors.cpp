@@ -307,7 +307,7 @@ private slots:
         summary.tensors.push_back({.name = "plain", .dtype = "F16", .shape = {4, 8}, .file = "a.safetensors",
                                    .offset = 72, .bytes = 64});
         summary.tensors.push_back({.name = "q\"uote\\ \n\t\x01\x7f \u00e9 \xf0\x9f\x98\x80", .dtype = "BF16"});
-        summary.tensors.push_back({.name = std::string("bad \xff\xfe utf-8 \xc0\x80 \xed\xa0\x80 \xe2\x82", 25),
+        summary.tensors.push_back({.name = std::string("bad \xff\xfe utf-8 \xc0\x80 \xed\xa0\x80 \xe2\x82"),
                                    .dtype = "bytes", .detail = "pickled object"});
         summary.tensors.push_back({.name = "chunked", .dtype = "float32", .shape = {4, 2}, .bytes = 32, .detail = "2 chunks",
                                    .chunks = {{.offsets = {0, 0}, .sizes = {2, 2}, .file = "__0_0.distcp", .offset = 0, .length = 16},
