@@ -13,7 +13,9 @@
 
 namespace shardctl {
 
-enum ExitCode { kOk = 0, kCheckFailed = 1, kUsage = 2 };
+// kMirrorIncomplete: `train` finished and every local save committed, but a step the mirror is
+// meant to hold has no verified copy there (docs/shardctl.md, 1.1).
+enum ExitCode { kOk = 0, kCheckFailed = 1, kUsage = 2, kMirrorIncomplete = 3 };
 
 // Prints "shardctl: <sentence>" to stderr and returns `code`.
 int fail(int code, const std::string& sentence);

@@ -13,6 +13,7 @@ int run_load(const QStringList& arguments);
 int run_plan_reshard(const QStringList& arguments);
 int run_reshard(const QStringList& arguments);
 int run_train(const QStringList& arguments);
+int run_status(const QStringList& arguments);
 int run_schedule(const QStringList& arguments);
 int run_plan(const QStringList& arguments);
 int run_report(const QStringList& arguments);

@@ -24,6 +24,7 @@ const Command kCommands[] = {
     {"plan-reshard", shardctl::run_plan_reshard, "preview an N -> M reshard"},
     {"reshard", shardctl::run_reshard, "reshard a checkpoint to M ranks into a new directory"},
     {"train", shardctl::run_train, "deterministic training loop with periodic checkpoints and resume"},
+    {"status", shardctl::run_status, "a checkpoint root's steps, uploads, writer lock and free space"},
     {"schedule", shardctl::run_schedule, "simulate one pipeline-parallel training step"},
     {"plan", shardctl::run_plan, "search the fastest pipeline x data-parallel setup that fits"},
     {"report", shardctl::run_report, "write the inspection report (json, md or html)"},

@@ -8,7 +8,10 @@
 #include "core/checkpoint/reshard.h"
 #include "core/run/training.h"
 
+#include "core/util/printable.h"
+
 #include <QElapsedTimer>
+#include <cstdio>
 #include <iostream>
 
 namespace shardctl {
@@ -50,7 +53,12 @@ int run_train(const QStringList& arguments)
     options.durable = args->durable;
     if (parser.isSet(QStringLiteral("mirror")))
         options.mirror = fs::path(local(parser.value(QStringLiteral("mirror"))));
+    options.on_warning = [](const std::string& message) { // from upload threads too: one line at once
+        std::fflush(stdout);
+        std::cerr << ("shardctl: warning: " + printable(message, 4096) + "\n") << std::flush;
+    };
     CheckpointManager manager(options);
+    manager.lock_root(); // a second job on this root is refused now, not at its first save
 
     const bool has_checkpoint = read_latest(options.root).has_value() ||
                                 (options.mirror && read_latest(*options.mirror).has_value());
@@ -105,9 +113,28 @@ int run_train(const QStringList& arguments)
     }
     manager.wait();
 
+    // The run is done; the mirror may still lack steps whose uploads failed: one more try each,
+    // then the exit status says whether the mirror holds every step it is meant to.
+    json mirror = nullptr;
+    bool mirror_complete = true;
+    if (options.mirror) {
+        manager.retry_uploads();
+        manager.wait();
+        json steps = json::array();
+        for (const UploadStatus& u : manager.upload_status()) {
+            steps.push_back(to_json(u));
+            if (u.state != UploadState::uploaded) {
+                mirror_complete = false;
+                std::cerr << "shardctl: " << u.name << " has no verified copy in the mirror"
+                          << (u.error.empty() ? std::string() : ": " + printable(u.error, 4096)) << '\n';
+            }
+        }
+        mirror = {{"path", options.mirror->string()}, {"complete", mirror_complete}, {"steps", steps}};
+    }
     print_train_result(parser.isSet(QStringLiteral("json")), *trainer, flat_state_digests(trainer->ranks()),
-                       config.world_size, read_latest(options.root), resumed, saves, stall_ms);
-    return kOk;
+                       config.world_size, read_latest(options.root), resumed, saves, stall_ms, {},
+                       options.mirror ? json{{"mirror", mirror}} : json::object());
+    return mirror_complete ? kOk : kMirrorIncomplete;
 }
 
 } // namespace shardctl

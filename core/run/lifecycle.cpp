@@ -1,4 +1,8 @@
+// CheckpointManager: saves, `latest`, clean-up and rotation; the mirror's uploads are in
+// mirror_upload.cpp, the writer lock in root_lock.cpp.
+
 #include "core/run/lifecycle.h"
+#include "core/run/internal/steps_scan.h"
 
 #include "core/util/fsutil.h"
 #include "core/checkpoint/internal/shardfile.h"
@@ -14,148 +18,6 @@
 namespace shardscope {
 
 namespace fs = std::filesystem;
-
-std::string step_dir_name(uint64_t step)
-{
-    char name[32];
-    std::snprintf(name, sizeof name, "step-%08llu", static_cast<unsigned long long>(step));
-    return name;
-}
-
-std::optional<uint64_t> parse_step_dir_name(std::string_view name)
-{
-    if (!name.starts_with("step-") || name.size() == 5 || name.size() > 5 + 19)
-        return std::nullopt;
-    uint64_t step = 0;
-    for (char c : name.substr(5)) {
-        if (c < '0' || c > '9')
-            return std::nullopt;
-        step = step * 10 + static_cast<uint64_t>(c - '0');
-    }
-    return step;
-}
-
-std::string_view to_string(StepTier tier)
-{
-    return tier == StepTier::local ? "local" : "mirror";
-}
-
-std::optional<std::string> read_latest(const fs::path& root)
-{
-    fsutil::UniqueFd dirfd = fsutil::open_directory(root);
-    if (!fsutil::exists_at(dirfd.get(), "latest"))
-        return std::nullopt;
-    const fs::path dir = resolve_checkpoint_dir(root); // validates what `latest` names
-    if (dir == root)
-        return std::nullopt; // the root itself has a manifest: it is a step, not a root
-    return dir.filename().string();
-}
-
-void write_latest(const fs::path& root, const std::string& step_dir, bool durable)
-{
-    if (fsutil::unsafe_name_reason(step_dir) || step_dir.find('/') != std::string::npos)
-        throw Error(ProblemKind::invalid_argument, "'" + step_dir + "' is not a step directory name");
-    fsutil::UniqueFd dirfd = fsutil::open_directory(root);
-    fsutil::write_file_atomic(dirfd.get(), "latest", step_dir + "\n", root.string(), durable);
-}
-
-namespace {
-
-StepInfo describe_step(const fs::path& root, const std::string& name, uint64_t step, StepTier tier)
-{
-    StepInfo info;
-    info.name = name;
-    info.step = step;
-    info.tier = tier;
-    const fs::path dir = root / name;
-    try {
-        fsutil::UniqueFd fd = fsutil::open_directory(dir);
-        info.leftover_tmp_files = leftover_tmp_files(fsutil::list_directory(fd.get()));
-        if (!fsutil::exists_at(fd.get(), "manifest.json")) {
-            info.problem = "no manifest.json: the save did not finish";
-            return info;
-        }
-        const Manifest m = read_manifest(dir);
-        info.complete = true;
-        info.world_size = m.world_size;
-        info.wall_clock_seconds = m.wall_clock_seconds;
-        info.bytes = m.total_bytes();
-        if (tier == StepTier::mirror && !fsutil::exists_at(fd.get(), kUploadManifest)) {
-            info.complete = false;
-            info.problem = "the upload has not finished (no upload.json)";
-        }
-    } catch (const Error& e) {
-        info.complete = false;
-        info.problem = e.what();
-    }
-    return info;
-}
-
-} // namespace
-
-void remove_step_dir(const fs::path& root, const std::string& name, bool durable)
-{
-    try {
-        fsutil::UniqueFd root_fd = fsutil::open_directory(root);
-        {
-            // Never through a symlink: a link named like a step is removed, not what it points at.
-            fsutil::UniqueFd step_fd(::openat(root_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-            if (step_fd) {
-                if (fsutil::unlink_at(step_fd.get(), "manifest.json")) {
-                    if (durable)
-                        fsutil::fsync_or_throw(step_fd.get(), (root / name).string());
-                } else if (errno != ENOENT) {
-                    return; // the manifest stays, so must its shards
-                }
-            }
-        }
-        fsutil::remove_tree_at(root_fd.get(), name);
-    } catch (const Error&) {
-        // gone already, or not removable now: the next sweep tries again
-    }
-}
-
-namespace {
-
-std::vector<StepInfo> scan(const fs::path& root, StepTier tier)
-{
-    std::vector<StepInfo> steps;
-    std::error_code ec;
-    if (!fs::is_directory(root, ec))
-        return steps;
-    fsutil::UniqueFd fd = fsutil::open_directory(root);
-    for (const auto& name : fsutil::list_directory(fd.get())) {
-        const auto step = parse_step_dir_name(name);
-        struct stat st {};
-        if (step && ::fstatat(fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-            steps.push_back(describe_step(root, name, *step, tier));
-    }
-    std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
-    std::optional<std::string> latest;
-    try {
-        latest = read_latest(root);
-    } catch (const Error&) {
-        // a broken `latest` marks no step; verify reports it
-    }
-    for (auto& s : steps)
-        s.is_latest = latest && *latest == s.name;
-    return steps;
-}
-
-} // namespace
-
-std::vector<StepInfo> list_steps(const fs::path& root, const std::optional<fs::path>& mirror)
-{
-    std::vector<StepInfo> steps = scan(root, StepTier::local);
-    if (mirror) {
-        std::vector<StepInfo> remote = scan(*mirror, StepTier::mirror);
-        for (auto& s : steps)
-            for (const auto& r : remote)
-                s.uploaded = s.uploaded || (r.name == s.name && r.complete);
-        steps.insert(steps.end(), remote.begin(), remote.end());
-    }
-    return steps;
-}
 
 // ---- CheckpointManager ------------------------------------------------------------------------
 
@@ -175,6 +37,20 @@ CheckpointManager::~CheckpointManager()
     } catch (...) {
         // Nobody asked for this error any more; the checkpoint itself is left consistent.
     }
+}
+
+void CheckpointManager::warn(const std::string& message)
+{
+    if (m_options.on_warning)
+        m_options.on_warning(message);
+    else
+        std::fprintf(stderr, "shardscope: warning: %s\n", message.c_str());
+}
+
+void CheckpointManager::lock_root()
+{
+    if (!m_lock)
+        m_lock = RootLock::acquire(m_options.root, [this](const std::string& m) { warn(m); });
 }
 
 void CheckpointManager::join_writer()
@@ -203,101 +79,68 @@ void CheckpointManager::clean_leftovers()
                 fsutil::unlink_at(fd.get(), "latest.tmp");
     };
     sweep(m_options.root, false);
-    if (m_options.mirror)
-        sweep(*m_options.mirror, true);
+    if (m_options.mirror) {
+        try {
+            sweep(*m_options.mirror, true);
+        } catch (const Error&) {
+            // an unreachable mirror is the uploads' problem, never the save's
+        }
+    }
 }
 
 void CheckpointManager::rotate(StepTier which)
 {
-    auto prune = [&](const fs::path& root, StepTier tier, int keep) {
-        std::vector<StepInfo> complete;
-        for (auto& s : scan(root, tier))
-            if (s.complete)
-                complete.push_back(std::move(s));
-        if (complete.size() <= static_cast<std::size_t>(keep))
-            return;
+    const bool local = which == StepTier::local;
+    if (!local && !m_options.mirror)
+        return;
+    const fs::path& root = local ? m_options.root : *m_options.mirror;
+    const int keep = local ? m_options.keep_last : m_options.mirror_keep_last;
+    std::vector<StepInfo> complete;
+    for (auto& s : scan(root, which))
+        if (s.complete)
+            complete.push_back(std::move(s));
+    if (complete.size() <= static_cast<std::size_t>(keep))
+        return;
+    std::vector<std::string> held; // local steps kept beyond keep_last for the mirror
+    {
         std::lock_guard lock(m_mutex);
-        for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < complete.size(); ++i) {
-            const StepInfo& s = complete[i];
-            const bool uploading = std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end();
-            if (s.is_latest || (m_writing && *m_writing == s.name) || (tier == StepTier::local && uploading))
-                continue;
-            if (tier == StepTier::local && m_options.mirror &&
-                !describe_step(*m_options.mirror, s.name, s.step, StepTier::mirror).complete)
-                continue; // never delete the only copy before the mirror holds a verified one
-            remove_step_dir(root, s.name, m_options.durable);
-        }
-    };
-    if (which == StepTier::local)
-        prune(m_options.root, StepTier::local, m_options.keep_last);
-    else if (m_options.mirror)
-        prune(*m_options.mirror, StepTier::mirror, m_options.mirror_keep_last);
-}
-
-void CheckpointManager::upload(const std::string& name)
-{
-    // One upload at a time, so the mirror's `latest` only ever moves forward.
-    std::lock_guard serial(m_upload_mutex);
-    const fs::path src = m_options.root / name;
-    const fs::path dst = *m_options.mirror / name;
-    remove_step_dir(*m_options.mirror, name, m_options.durable); // an earlier, interrupted upload of it
-    fsutil::make_directories(dst, m_options.durable);
-    const Manifest m = read_manifest(src);
-    fsutil::UniqueFd src_fd = fsutil::open_directory(src);
-    fsutil::UniqueFd dst_fd = fsutil::open_directory(dst);
-    nlohmann::json files = nlohmann::json::array();
-    std::vector<char> buffer(kReadChunk);
-    for (const ShardRecord& record : m.shards) {
-        fsutil::OpenedFile in = fsutil::open_beneath_for_read(src_fd.get(), record.path);
-        if (in.status != fsutil::OpenStatus::ok)
-            throw Error(ProblemKind::unreadable, (src / record.path).string() + ": cannot upload it: " + in.reason,
-                        record.path, record.rank);
-        WriteOptions write;
-        write.durable = m_options.durable;
-        ShardFileWriter out(dst_fd.get(), dst, record.rank, write, record.path);
-        for (uint64_t at = 0; at < in.size; at += buffer.size()) {
-            const auto n = static_cast<std::size_t>(std::min<uint64_t>(buffer.size(), in.size - at));
-            if (!fsutil::read_exact(in.fd.get(), buffer.data(), n, at))
-                throw Error(ProblemKind::unreadable, (src / record.path).string() + ": read failed during upload",
-                            record.path, record.rank);
-            out.write(buffer.data(), n);
-        }
-        const ShardRecord copied = out.finish(record.param_shard_offset, record.param_shard_numel);
-        if (copied.sha256 != record.sha256) // what was sent is not what the manifest promised
-            throw Error(ProblemKind::hash_mismatch,
-                        (src / record.path).string() + " (rank " + std::to_string(record.rank) +
-                            "): changed or corrupt while uploading; the mirror copy is not kept",
-                        record.path, record.rank);
-        files.push_back({{"path", record.path}, {"remote_path", (dst / record.path).string()},
-                         {"sha256", copied.sha256}, {"bytes", copied.bytes}});
+        const auto busy = [&](const StepInfo& s) {
+            return (m_writing && *m_writing == s.name) ||
+                   (local && std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end());
+        };
+        const auto on_mirror = [&](const StepInfo& s) {
+            return describe_step(*m_options.mirror, s.name, s.step, StepTier::mirror).complete;
+        };
+        RotationPlan plan = plan_rotation(complete, keep,
+                                          local && m_options.mirror ? std::optional<int>(m_options.mirror_keep_last)
+                                                                    : std::nullopt,
+                                          busy, on_mirror);
+        for (const auto& name : plan.remove)
+            remove_step_dir(root, name, m_options.durable);
+        held = std::move(plan.held);
     }
-    const std::string manifest = fsutil::read_small_file(src_fd.get(), "manifest.json", kMaxManifestBytes,
-                                                         (src / "manifest.json").string());
-    // The copies' names must be durable before a manifest points at them (as in commit()).
-    if (m_options.durable)
-        fsutil::fsync_or_throw(dst_fd.get(), dst.string());
-    fsutil::write_file_atomic(dst_fd.get(), "manifest.json", manifest, dst.string(), m_options.durable);
-    // Read the copy back as a remote client would, before declaring the upload done.
-    const VerifyReport check = verify_checkpoint(dst);
-    if (!check.ok())
-        throw Error(check.problems.front());
-    const nlohmann::json record = {{"source", src.string()}, {"step", m.step},
-                                   {"uploaded_at", static_cast<int64_t>(std::time(nullptr))}, {"files", files}};
-    fsutil::write_file_atomic(dst_fd.get(), kUploadManifest, record.dump(2) + "\n", dst.string(), m_options.durable);
-    std::optional<std::string> current;
-    try {
-        current = read_latest(*m_options.mirror);
-    } catch (const Error&) {
-        // a broken mirror `latest` is simply replaced
+    if (!local)
+        return;
+    bool tell = false;
+    {
+        std::lock_guard lock(m_mutex);
+        tell = held.size() > m_held_warned; // once each time it grows, not at every save
+        m_held_warned = held.size();
     }
-    if (!current || parse_step_dir_name(*current).value_or(0) <= m.step)
-        write_latest(*m_options.mirror, name, m_options.durable);
-    rotate(StepTier::mirror);
+    if (tell) {
+        std::string names;
+        for (const auto& n : held)
+            names += (names.empty() ? "" : ", ") + n;
+        warn("keeping " + std::to_string(held.size()) + " local step(s) beyond keep_last " +
+             std::to_string(m_options.keep_last) + " because the mirror lacks them: " + names + " (at most " +
+             std::to_string(std::max(0, m_options.mirror_keep_last - m_options.keep_last)) + " are held this way)");
+    }
 }
 
 void CheckpointManager::commit_step(const std::vector<RankStateView>& states, uint64_t step, const SaveOptions& meta)
 {
     const std::string name = step_dir_name(step);
+    make_room(expected_step_bytes(states, meta), name);
     std::error_code ec;
     if (fs::exists(m_options.root / name / "manifest.json", ec) && read_latest(m_options.root) != name) {
         // A committed step that was never published: a run killed between its manifest and the
@@ -341,29 +184,21 @@ void CheckpointManager::commit_step(const std::vector<RankStateView>& states, ui
     {
         std::lock_guard lock(m_mutex);
         m_writing.reset();
+        ++m_saves;
         if (m_options.mirror)
-            m_uploading.push_back(name);
+            m_uploading.push_back(name); // before rotation can see the step
     }
     if (m_options.mirror) {
-        std::lock_guard lock(m_mutex);
-        m_uploads.emplace_back([this, name] {
-            try {
-                upload(name);
-            } catch (...) {
-                std::lock_guard inner(m_mutex);
-                if (!m_error)
-                    m_error = std::current_exception();
-            }
-            {
-                std::lock_guard inner(m_mutex);
-                std::erase(m_uploading, name);
-            }
-            try { // local steps that waited for this upload may go now
-                rotate(StepTier::local);
-            } catch (...) {
-                // rotation is retried after the next save
-            }
-        });
+        // The new step first, then earlier ones whose upload failed and is due again: the
+        // newest copy is the one a restarted job wants.
+        std::vector<std::string> names{name};
+        try {
+            for (auto& n : due_uploads(name, false))
+                names.push_back(std::move(n));
+        } catch (const Error&) {
+            // the root cannot be listed now; the retries wait for the next save
+        }
+        start_uploads(std::move(names));
     }
     rotate(StepTier::local);
 }
@@ -372,7 +207,7 @@ void CheckpointManager::finish_previous_write()
 {
     join_writer();
     std::lock_guard lock(m_mutex);
-    if (m_error) // the previous background write or an upload failed: say so now
+    if (m_error) // the previous background write failed: say so now
         std::rethrow_exception(std::exchange(m_error, nullptr));
 }
 
@@ -382,6 +217,7 @@ Manifest CheckpointManager::save(const std::vector<RankStateView>& states, uint6
     // moves an unpublished step aside) change the disk, and a save that then refuses must not
     // have. A pending background error stays pending for the next call.
     check_save(states, m_options.root / step_dir_name(step));
+    lock_root(); // before anything changes: another job may be writing here
     finish_previous_write(); // uploads go on in the background
     clean_leftovers();
     {
@@ -403,6 +239,7 @@ void CheckpointManager::save_async(const std::vector<RankStateView>& states, uin
     // As in save(), and here also because the write runs later: bad input is refused now, by
     // this call, not reported by the next one.
     check_save(states, m_options.root / step_dir_name(step));
+    lock_root(); // before anything changes: another job may be writing here
     finish_previous_write();
     clean_leftovers();
     {

@@ -8,14 +8,21 @@
 // Invariants: `latest` never names a step that is not fully committed; rotation never removes
 // the step `latest` names, a step still being written, or a step whose upload to the mirror has
 // not finished; a crash at any instant leaves `latest` naming a complete, loadable step.
+//
+// Under pressure (issue 19): a failed mirror upload never fails a save — the local step stays
+// committed, the upload is retried on later saves, and the local tier keeps the steps the mirror
+// lacks and was meant to hold; one job at a time writes a root (root_lock.h).
 
 #include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
+#include "core/run/root_lock.h"
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -71,10 +78,37 @@ struct ManagerOptions {
     int mirror_keep_last = 10;
     bool durable = true;
     int threads = 0;
+    // Hears what goes wrong without stopping the run (a failed upload, local retention held
+    // beyond keep_last, a leftover lock taken over); from any thread. Unset: stderr.
+    std::function<void(const std::string&)> on_warning;
 };
 
+// A failed upload is retried at a later save: after its n-th failure in a row, 2^(n-1) saves
+// later, at most kMaxUploadBackoffSaves (1, 2, 4, 8, 8, ... saves), for as long as the step is
+// one the mirror is meant to hold. Bounded, so a mirror back after an outage is used again soon.
+inline constexpr int kMaxUploadBackoffSaves = 8;
+
+enum class UploadState { pending, uploading, uploaded, failed };
+std::string_view to_string(UploadState state);
+
+struct UploadStatus {
+    std::string name; // step directory name
+    uint64_t step = 0;
+    UploadState state = UploadState::pending;
+    int attempts = 0;          // uploads of it this manager tried
+    std::string error;         // the last attempt's error, when failed
+    int retry_in_saves = 0;    // failed: saves until it is tried again (1: the next save)
+};
+// {"step", "name", "state", "attempts", "error"?, "retry_in_saves"?}: the one builder, for
+// `shardctl train --json` and `shardctl status --json` (docs/shardctl.md).
+nlohmann::json to_json(const UploadStatus& status);
+
+// What a save of `states` will take on disk, about (shards, headers, manifest).
+uint64_t expected_step_bytes(const std::vector<RankStateView>& states, const SaveOptions& meta);
+
 // Owns a root. save() and save_async() go through the same commit sequence:
-//   shards + manifest (save_sharded) -> `latest` -> rotation -> (mirror upload in background)
+//   writer lock (first save) -> clean-up -> room for the step (space.cpp) -> shards + manifest
+//   (save_sharded) -> `latest` -> rotation -> (mirror upload, then due retries, in background)
 class CheckpointManager {
 public:
     explicit CheckpointManager(ManagerOptions options);
@@ -93,26 +127,54 @@ public:
     }
 
     // Checks the input (check_save, thrown by this call), copies the state (the snapshot) and
-    // returns; the write runs on a background thread. A second call first waits for the previous write. An error of a background write is thrown
-    // by the next save_async/save/wait call — never lost.
+    // returns; the write runs on a background thread. A second call first waits for the previous
+    // write. An error of a background write is thrown by the next save_async/save/wait call —
+    // never lost.
     void save_async(const std::vector<RankStateView>& states, uint64_t step, SaveOptions meta = {});
     void save_async(const std::vector<RankState>& states, uint64_t step, SaveOptions meta = {})
     {
         save_async(views_of(states), step, std::move(meta));
     }
-    void wait(); // waits for the pending write and mirror uploads; rethrows their first error
+    // Waits for the pending write and mirror uploads; rethrows the write's error. A failed upload
+    // is not an error here: it stays in upload_status() and is retried by later saves.
+    void wait();
 
     // Loads the step `latest` names; if it does not verify and a mirror holds the same step,
     // loads the mirror's copy instead. Throws the local error when no fallback works.
     LoadedCheckpoint load_latest(int expected_world_size, bool* used_mirror = nullptr);
 
+    // Takes the root's writer lock now (save and save_async take it on their first call, so a
+    // manager used only to resume never does). Throws Error(root_locked) naming the holder.
+    void lock_root();
+
+    // Each complete local step the mirror is meant to hold (the newest mirror_keep_last of them,
+    // oldest first) and where its upload stands. Empty without a mirror.
+    std::vector<UploadStatus> upload_status();
+    // Tries every one of them not uploaded now, in the background, whatever the backoff (wait()
+    // waits for it). For the end of a run, before saying whether the mirror has every step.
+    void retry_uploads();
+
     const ManagerOptions& options() const { return m_options; }
 
 private:
+    struct UploadRecord {
+        int attempts = 0;
+        int failures = 0;          // in a row
+        std::string error;
+        uint64_t retry_at_save = 0; // m_saves at which it is due again
+    };
+
     void commit_step(const std::vector<RankStateView>& states, uint64_t step, const SaveOptions& meta);
     void rotate(StepTier tier);
     void upload(const std::string& step_dir);
+    void start_uploads(std::vector<std::string> names); // in the background, one after another
+    void run_upload(const std::string& name);
+    std::vector<std::string> due_uploads(const std::string& committed, bool all);
+    void warn(const std::string& message);
     void clean_leftovers();
+    // Before a save: frees room for `need` bytes by removing the oldest steps that may go, or
+    // refuses (io_error, naming the sizes) before anything is written (format.md, 6.3).
+    void make_room(uint64_t need, const std::string& name);
     void join_writer();
     void finish_previous_write();
 
@@ -121,10 +183,14 @@ private:
     std::mutex m_upload_mutex;
     std::thread m_writer;       // the pending async save, if any
     std::vector<RankState> m_snapshot; // what it writes; reused by the next save_async
-    std::exception_ptr m_error; // first error of a background write or upload
+    std::exception_ptr m_error; // first error of a background write (uploads have their own state)
     std::vector<std::thread> m_uploads;
     std::vector<std::string> m_uploading; // local steps whose upload has not finished
     std::optional<std::string> m_writing; // step directory being written
+    std::map<std::string, UploadRecord> m_upload_records; // by step directory name
+    uint64_t m_saves = 0;       // steps this manager committed
+    std::size_t m_held_warned = 0; // local steps held for the mirror at the last warning
+    RootLock m_lock;
 };
 
 } // namespace shardscope

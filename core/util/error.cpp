@@ -35,6 +35,7 @@ std::string_view to_string(ProblemKind kind)
     case ProblemKind::already_exists: return "already_exists";
     case ProblemKind::io_error: return "io_error";
     case ProblemKind::cancelled: return "cancelled";
+    case ProblemKind::root_locked: return "root_locked";
     case ProblemKind::invalid_argument: return "invalid_argument";
     case ProblemKind::invalid_profile: return "invalid_profile";
     case ProblemKind::invalid_schedule: return "invalid_schedule";
@@ -60,6 +61,7 @@ int exit_code_for(ProblemKind kind)
     case ProblemKind::invalid_argument:
     case ProblemKind::already_exists:
     case ProblemKind::cancelled:
+    case ProblemKind::root_locked:
         return 2;
     default:
         return 1;

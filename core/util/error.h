@@ -43,6 +43,7 @@ enum class ProblemKind {
     already_exists,
     io_error,
     cancelled,
+    root_locked, // another job holds the checkpoint root's writer lock
     invalid_argument,
     invalid_profile,
     invalid_schedule,

@@ -6,7 +6,10 @@
 #include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QTest>
+#include <map>
 #include <random>
+#include <sys/mount.h>
+#include <unistd.h>
 
 using testutil::qs;
 using testutil::shardctl;
@@ -144,6 +147,109 @@ private slots:
         const auto mismatch = shardctl(other_seed);
         QCOMPARE(mismatch.exit_code, 2);
         QVERIFY(mismatch.err.contains("seed"));
+    }
+
+    void secondJobOnTheSameRootIsRefused()
+    {
+        const fs::path dir = root("two-jobs");
+        QProcess first;
+        first.start(QStringLiteral(SHARDCTL_PATH), train_args(dir, 100'000, 2));
+        QVERIFY(first.waitForStarted());
+        QElapsedTimer wait;
+        wait.start();
+        while (!fs::exists(dir / "writer.lock") && wait.elapsed() < 20'000)
+            QTest::qWait(20);
+        QVERIFY(fs::exists(dir / "writer.lock"));
+        const auto second = shardctl(train_args(dir, 30, 2, {QStringLiteral("--resume")}));
+        QCOMPARE(second.exit_code, 2);
+        QCOMPARE(second.json()["error"]["kind"].get<std::string>(), std::string("root_locked"));
+        const QString err = QString::fromUtf8(second.err).trimmed();
+        QVERIFY2(!err.contains(QLatin1Char('\n')), qPrintable(err)); // one sentence
+        QVERIFY2(err.contains(QStringLiteral("is being written by another job (pid %1 on host").arg(first.processId())),
+                 qPrintable(err));
+        QVERIFY(first.state() == QProcess::Running); // the first job is untouched
+        // status reads the root as it is written, without the lock, and names the holder.
+        const auto status = shardctl({QStringLiteral("status"), qs(dir), QStringLiteral("--json")});
+        QCOMPARE(status.exit_code, 0);
+        QCOMPARE(status.json()["lock"]["pid"].get<qint64>(), first.processId());
+        QCOMPARE(status.json()["lock"]["running"].get<bool>(), true);
+        first.kill(); // its lock file stays behind, naming a dead process
+        first.waitForFinished();
+        QVERIFY(fs::exists(dir / "writer.lock"));
+        const auto left = shardctl({QStringLiteral("status"), qs(dir), QStringLiteral("--json")});
+        QCOMPARE(left.json()["lock"]["running"].get<bool>(), false); // a leftover, said so
+        const auto next = shardctl(train_args(dir, 6, 2, {QStringLiteral("--resume")}));
+        QCOMPARE(next.exit_code, 0);
+        QVERIFY2(next.err.contains("took over the lock"), next.err.constData());
+        QCOMPARE(shardctl({QStringLiteral("verify"), qs(dir)}).exit_code, 0);
+    }
+
+    void statusShowsEveryStepAndTheNextRotation()
+    {
+        const fs::path dir = root("status"), mirror = root("status-mirror");
+        QCOMPARE(shardctl(train_args(dir, 12, 2, {QStringLiteral("--keep"), QStringLiteral("2"), QStringLiteral("--mirror"),
+                                                   qs(mirror), QStringLiteral("--mirror-keep"), QStringLiteral("3")}))
+                     .exit_code,
+                 0);
+        fs::create_directories(dir / "step-00000013"); // what a crash mid-save leaves
+        fs::remove(mirror / "step-00000012" / "upload.json"); // an upload that never finished
+        const auto run = shardctl({QStringLiteral("status"), qs(dir), QStringLiteral("--mirror"), qs(mirror),
+                                   QStringLiteral("--keep"), QStringLiteral("1"), QStringLiteral("--mirror-keep"),
+                                   QStringLiteral("3"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 0);
+        const auto st = run.json();
+        QCOMPARE(st["latest"].get<std::string>(), std::string("step-00000012"));
+        QVERIFY(st["lock"].is_null());
+        QCOMPARE(st["space"].size(), std::size_t(2));
+        QVERIFY(st["space"][0]["free_bytes"].get<uint64_t>() > 0);
+        std::map<std::string, nlohmann::json> steps;
+        for (const auto& s : st["steps"])
+            steps[s["name"].get<std::string>()] = s;
+        QVERIFY(steps["step-00000006"]["local"].is_null()); // rotated locally, kept by the mirror
+        QCOMPARE(steps["step-00000006"]["upload"].get<std::string>(), std::string("uploaded"));
+        QCOMPARE(steps["step-00000009"]["upload"].get<std::string>(), std::string("uploaded"));
+        QCOMPARE(steps["step-00000012"]["upload"].get<std::string>(), std::string("partial"));
+        QVERIFY(steps["step-00000012"]["local"]["latest"].get<bool>());
+        QCOMPARE(steps["step-00000013"]["local"]["complete"].get<bool>(), false);
+        QVERIFY(steps["step-00000012"]["local"]["bytes"].get<uint64_t>() > 0);
+        // keep 1: step 9 goes (uploaded); the mirror keeps 3 complete: none of its go.
+        QVERIFY2(st["next_rotation"]["local"] == nlohmann::json::array({"step-00000009"}), st.dump().c_str());
+        QVERIFY2(st["next_rotation"]["mirror"].empty(), st.dump().c_str());
+        QVERIFY(steps["step-00000009"]["next_rotation_deletes"] == nlohmann::json::array({"local"}));
+    }
+
+    void fullMirrorDoesNotStopTraining()
+    {
+        if (::geteuid() != 0)
+            QSKIP("not running as root: a real tmpfs cannot be mounted for the mirror");
+        const fs::path dir = root("full-mirror"), mirror = root("full-mirror-tier");
+        fs::create_directories(mirror);
+        if (::mount("tmpfs", mirror.c_str(), "tmpfs", 0, "size=400k") != 0)
+            QSKIP("mount -t tmpfs failed");
+        // A step is 840 KB: no upload fits. Training goes on and ends as the reference run does.
+        const auto run = shardctl(train_args(dir, 30, 2, {QStringLiteral("--mirror"), qs(mirror)}));
+        ::umount2(mirror.c_str(), MNT_DETACH);
+        QCOMPARE(run.exit_code, 3); // every save committed; the mirror lacks steps
+        compare_to(run.json(), m_reference);
+        QVERIFY(run.err.contains("are free on the mirror"));
+        const auto mirror_json = run.json()["mirror"];
+        QCOMPARE(mirror_json["complete"].get<bool>(), false);
+        QCOMPARE(mirror_json["steps"].size(), std::size_t(10)); // the newest --mirror-keep (10) steps
+        for (const auto& step : mirror_json["steps"]) {
+            QCOMPARE(step["state"].get<std::string>(), std::string("failed"));
+            QVERIFY(step["attempts"].get<int>() >= 1);
+        }
+        // None of them was deleted locally although --keep is 3: they are the only copies.
+        int local_steps = 0;
+        for (const auto& e : fs::directory_iterator(dir))
+            local_steps += e.path().filename().string().starts_with("step-") && fs::exists(e.path() / "manifest.json");
+        QCOMPARE(local_steps, 10);
+        QCOMPARE(shardctl({QStringLiteral("verify"), qs(dir)}).exit_code, 0);
+        // The mirror is back (the mount point, empty): the resumed run uploads what it lacks.
+        const auto again = shardctl(train_args(dir, 33, 2, {QStringLiteral("--resume"), QStringLiteral("--mirror"), qs(mirror)}));
+        QCOMPARE(again.exit_code, 0);
+        QCOMPARE(again.json()["mirror"]["complete"].get<bool>(), true);
+        QCOMPARE(shardctl({QStringLiteral("verify"), qs(mirror)}).exit_code, 0);
     }
 };
 

@@ -1,0 +1,100 @@
+// status: what a checkpoint root holds and where it stands, read without the writer lock, so it
+// can watch a running job: every step of each tier, uploads, the lock holder, free space, and
+// what the next rotation would delete.
+
+#include "app/shardctl/commands.h"
+#include "app/cli_common/cli.h"
+
+#include "core/run/root_status.h"
+#include "core/util/printable.h"
+
+#include <cstdio>
+
+namespace shardctl {
+
+namespace fs = std::filesystem;
+using namespace shardscope;
+using nlohmann::json;
+
+namespace {
+
+std::string size_text(uint64_t bytes)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return text;
+}
+
+void print_text(const json& st)
+{
+    print_line(printable(st["root"].get<std::string>(), 4096) + ": latest " +
+               (st["latest"].is_null() ? std::string("(none)") : st["latest"].get<std::string>()));
+    if (st["lock"].is_null()) {
+        print_line("lock: none (no job writes this root)");
+    } else {
+        const json& l = st["lock"];
+        print_line("lock: pid " + std::to_string(l["pid"].get<int64_t>()) + " on host " +
+                   printable(l["host"].get<std::string>()) +
+                   (l["running"].is_null() ? std::string(" (another host)")
+                    : l["running"].get<bool>() ? std::string(" (running)")
+                                               : std::string(" (not running: a leftover)")));
+    }
+    for (const auto& t : st["space"])
+        print_line(t["tier"].get<std::string>() + " free: " +
+                   (t["free_bytes"].is_null() ? t.value("error", std::string("unknown"))
+                                              : size_text(t["free_bytes"].get<uint64_t>()) + " of " +
+                                                    size_text(t["total_bytes"].get<uint64_t>())));
+    for (const auto& s : st["steps"]) {
+        std::string line = "  " + s["name"].get<std::string>();
+        const json& local = s["local"];
+        if (local.is_null())
+            line += "  local: -";
+        else
+            line += std::string("  local: ") + (local["complete"].get<bool>() ? "complete" : "leftover") +
+                    (local["latest"].get<bool>() ? " (latest)" : "") + ", " + size_text(local["bytes"].get<uint64_t>());
+        if (s.contains("upload"))
+            line += "  mirror: " + s["upload"].get<std::string>();
+        if (!s["next_rotation_deletes"].empty())
+            line += "  next rotation deletes it";
+        print_line(line);
+    }
+    if (!st["next_rotation"]["held_for_mirror"].empty())
+        print_line("held locally until the mirror has them: " + st["next_rotation"]["held_for_mirror"].dump());
+}
+
+} // namespace
+
+int run_status(const QStringList& arguments)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Show a checkpoint root as a job writing it sees it: every step with its copies and upload state, "
+        "the writer lock's holder, free space on each tier and what the next rotation would delete. Takes no lock."));
+    parser.addPositionalArgument(QStringLiteral("ROOT"), QStringLiteral("Checkpoint root."));
+    parser.addOptions({
+        {QStringLiteral("mirror"), QStringLiteral("The run's second tier."), QStringLiteral("DIR2")},
+        {QStringLiteral("keep"), QStringLiteral("The run's --keep (default 3), for the rotation forecast."),
+         QStringLiteral("K2"), QStringLiteral("3")},
+        {QStringLiteral("mirror-keep"), QStringLiteral("The run's --mirror-keep (default 10)."), QStringLiteral("K3"),
+         QStringLiteral("10")},
+        json_option(),
+    });
+    if (!parse(parser, arguments, 1, QStringLiteral("status")))
+        return kUsage;
+    const auto keep = int_option(parser, QStringLiteral("keep"), 1, 1 << 20);
+    const auto mirror_keep = keep ? int_option(parser, QStringLiteral("mirror-keep"), 1, 1 << 20) : std::nullopt;
+    if (!mirror_keep)
+        return kUsage;
+    std::optional<fs::path> mirror;
+    if (parser.isSet(QStringLiteral("mirror")))
+        mirror = fs::path(local(parser.value(QStringLiteral("mirror"))));
+    const json st = to_json(root_status(local(parser.positionalArguments().at(0)), mirror, static_cast<int>(*keep),
+                                        static_cast<int>(*mirror_keep)));
+    if (parser.isSet(QStringLiteral("json")))
+        print_json(st);
+    else
+        print_text(st);
+    return kOk;
+}
+
+} // namespace shardctl

@@ -1,0 +1,244 @@
+// The mirror tier of CheckpointManager: copying a committed step there (format.md, 6.6), and the
+// state of every upload, failed ones retried with backoff on later saves (6.7). An upload that
+// fails is the mirror's problem, never the save's: the local step is committed before it starts.
+
+#include "core/run/lifecycle.h"
+#include "core/run/internal/steps_scan.h"
+#include "core/run/root_status.h"
+
+#include "core/checkpoint/internal/shardfile.h"
+#include "core/util/fsutil.h"
+
+#include <algorithm>
+#include <ctime>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+
+std::string_view to_string(UploadState state)
+{
+    switch (state) {
+    case UploadState::pending: return "pending";
+    case UploadState::uploading: return "uploading";
+    case UploadState::uploaded: return "uploaded";
+    case UploadState::failed: return "failed";
+    }
+    return "unknown";
+}
+
+nlohmann::json to_json(const UploadStatus& u)
+{
+    nlohmann::json j = {{"step", u.step}, {"name", u.name}, {"state", std::string(to_string(u.state))},
+                        {"attempts", u.attempts}};
+    if (u.state == UploadState::failed) {
+        j["error"] = u.error;
+        j["retry_in_saves"] = u.retry_in_saves;
+    }
+    return j;
+}
+
+void CheckpointManager::upload(const std::string& name)
+{
+    // One upload at a time, so the mirror's `latest` only ever moves forward.
+    std::lock_guard serial(m_upload_mutex);
+    const fs::path src = m_options.root / name;
+    const fs::path dst = *m_options.mirror / name;
+    // The mirror root must still be there: a mount that vanished leaves an empty mount point (or
+    // nothing), and recreating the root would upload into whatever lies beneath it.
+    (void)fsutil::open_directory(*m_options.mirror);
+    remove_step_dir(*m_options.mirror, name, m_options.durable); // an earlier, interrupted upload of it
+    fsutil::make_directories(dst, m_options.durable);
+    const Manifest m = read_manifest(src);
+    // A copy that cannot fit is not started: a half-written one would only fill the mirror more.
+    const uint64_t need = m.total_bytes() + 64 * 1024;
+    if (const TierSpace space = tier_space(StepTier::mirror, *m_options.mirror); space.free_bytes && *space.free_bytes < need)
+        throw Error(ProblemKind::io_error,
+                    (*m_options.mirror / name).string() + ": not uploaded: the step needs about " +
+                        std::to_string(need / 1024) + " KiB but only " + std::to_string(*space.free_bytes / 1024) +
+                        " KiB are free on the mirror",
+                    m_options.mirror->string());
+    fsutil::UniqueFd src_fd = fsutil::open_directory(src);
+    fsutil::UniqueFd dst_fd = fsutil::open_directory(dst);
+    nlohmann::json files = nlohmann::json::array();
+    std::vector<char> buffer(kReadChunk);
+    for (const ShardRecord& record : m.shards) {
+        fsutil::OpenedFile in = fsutil::open_beneath_for_read(src_fd.get(), record.path);
+        if (in.status != fsutil::OpenStatus::ok)
+            throw Error(ProblemKind::unreadable, (src / record.path).string() + ": cannot upload it: " + in.reason,
+                        record.path, record.rank);
+        WriteOptions write;
+        write.durable = m_options.durable;
+        ShardFileWriter out(dst_fd.get(), dst, record.rank, write, record.path);
+        for (uint64_t at = 0; at < in.size; at += buffer.size()) {
+            const auto n = static_cast<std::size_t>(std::min<uint64_t>(buffer.size(), in.size - at));
+            if (!fsutil::read_exact(in.fd.get(), buffer.data(), n, at))
+                throw Error(ProblemKind::unreadable, (src / record.path).string() + ": read failed during upload",
+                            record.path, record.rank);
+            out.write(buffer.data(), n);
+        }
+        const ShardRecord copied = out.finish(record.param_shard_offset, record.param_shard_numel);
+        if (copied.sha256 != record.sha256) // what was sent is not what the manifest promised
+            throw Error(ProblemKind::hash_mismatch,
+                        (src / record.path).string() + " (rank " + std::to_string(record.rank) +
+                            "): changed or corrupt while uploading; the mirror copy is not kept",
+                        record.path, record.rank);
+        files.push_back({{"path", record.path}, {"remote_path", (dst / record.path).string()},
+                         {"sha256", copied.sha256}, {"bytes", copied.bytes}});
+    }
+    const std::string manifest = fsutil::read_small_file(src_fd.get(), "manifest.json", kMaxManifestBytes,
+                                                         (src / "manifest.json").string());
+    // The copies' names must be durable before a manifest points at them (as in commit()).
+    if (m_options.durable)
+        fsutil::fsync_or_throw(dst_fd.get(), dst.string());
+    fsutil::write_file_atomic(dst_fd.get(), "manifest.json", manifest, dst.string(), m_options.durable);
+    // Read the copy back as a remote client would, before declaring the upload done.
+    const VerifyReport check = verify_checkpoint(dst);
+    if (!check.ok())
+        throw Error(check.problems.front());
+    const nlohmann::json record = {{"source", src.string()}, {"step", m.step},
+                                   {"uploaded_at", static_cast<int64_t>(std::time(nullptr))}, {"files", files}};
+    fsutil::write_file_atomic(dst_fd.get(), kUploadManifest, record.dump(2) + "\n", dst.string(), m_options.durable);
+    std::optional<std::string> current;
+    try {
+        current = read_latest(*m_options.mirror);
+    } catch (const Error&) {
+        // a broken mirror `latest` is simply replaced
+    }
+    if (!current || parse_step_dir_name(*current).value_or(0) <= m.step)
+        write_latest(*m_options.mirror, name, m_options.durable);
+}
+
+namespace {
+
+bool busy(const std::vector<std::string>& uploading, const std::string& name)
+{
+    return std::find(uploading.begin(), uploading.end(), name) != uploading.end();
+}
+
+// The newest `keep` complete local steps: the ones the mirror's own retention would hold.
+std::vector<StepInfo> mirror_window(const fs::path& root, int keep)
+{
+    std::vector<StepInfo> complete;
+    for (auto& s : scan(root, StepTier::local))
+        if (s.complete)
+            complete.push_back(std::move(s));
+    if (complete.size() > static_cast<std::size_t>(keep))
+        complete.erase(complete.begin(), complete.end() - keep);
+    return complete;
+}
+
+} // namespace
+
+void CheckpointManager::run_upload(const std::string& name)
+{
+    std::string error;
+    try {
+        upload(name);
+    } catch (const std::exception& e) {
+        error = e.what();
+    } catch (...) {
+        error = "unknown error";
+    }
+    int retry_in = 0, attempt = 0;
+    {
+        std::lock_guard lock(m_mutex);
+        UploadRecord& r = m_upload_records[name];
+        attempt = ++r.attempts;
+        if (error.empty()) {
+            r.failures = 0;
+            r.error.clear();
+        } else {
+            ++r.failures;
+            r.error = error;
+            retry_in = std::min(1 << std::min(r.failures - 1, 30), kMaxUploadBackoffSaves);
+            r.retry_at_save = m_saves + static_cast<uint64_t>(retry_in);
+        }
+        std::erase(m_uploading, name);
+    }
+    if (!error.empty())
+        warn("the mirror upload of " + name + " failed (attempt " + std::to_string(attempt) + "): " + error +
+             "; training goes on, the local copy is kept, and the upload is retried in " + std::to_string(retry_in) +
+             (retry_in == 1 ? " save" : " saves"));
+    try { // the mirror's own retention, and local steps that waited for this upload may go now
+        if (error.empty())
+            rotate(StepTier::mirror);
+        rotate(StepTier::local);
+    } catch (...) {
+        // rotation is retried after the next save
+    }
+}
+
+void CheckpointManager::start_uploads(std::vector<std::string> names)
+{
+    if (names.empty())
+        return;
+    std::lock_guard lock(m_mutex);
+    for (const auto& n : names) // before the thread starts: rotation and clean-up leave them alone
+        if (!busy(m_uploading, n))
+            m_uploading.push_back(n);
+    m_uploads.emplace_back([this, names = std::move(names)] {
+        for (const auto& n : names)
+            run_upload(n);
+    });
+}
+
+std::vector<std::string> CheckpointManager::due_uploads(const std::string& committed, bool all)
+{
+    // Only steps the mirror would keep are worth sending; older ones its rotation would delete.
+    std::vector<std::string> due;
+    const auto window = mirror_window(m_options.root, m_options.mirror_keep_last);
+    for (const StepInfo& s : window) {
+        if (s.name == committed)
+            continue;
+        {
+            std::lock_guard lock(m_mutex);
+            if (busy(m_uploading, s.name))
+                continue;
+            const auto it = m_upload_records.find(s.name);
+            // Never tried by this manager: left by an earlier run (killed mid-upload, or its
+            // mirror was down); tried at this save like a new step.
+            if (!all && it != m_upload_records.end() && it->second.failures > 0 && m_saves < it->second.retry_at_save)
+                continue; // backing off
+        }
+        if (!describe_step(*m_options.mirror, s.name, s.step, StepTier::mirror).complete)
+            due.push_back(s.name);
+    }
+    return due;
+}
+
+std::vector<UploadStatus> CheckpointManager::upload_status()
+{
+    std::vector<UploadStatus> out;
+    if (!m_options.mirror)
+        return out;
+    for (const StepInfo& s : mirror_window(m_options.root, m_options.mirror_keep_last)) {
+        UploadStatus u{.name = s.name, .step = s.step};
+        const bool on_mirror = describe_step(*m_options.mirror, s.name, s.step, StepTier::mirror).complete;
+        std::lock_guard lock(m_mutex);
+        const auto it = m_upload_records.find(s.name);
+        if (it != m_upload_records.end())
+            u.attempts = it->second.attempts;
+        if (busy(m_uploading, s.name)) {
+            u.state = UploadState::uploading;
+        } else if (on_mirror) {
+            u.state = UploadState::uploaded;
+        } else if (it != m_upload_records.end() && it->second.failures > 0) {
+            u.state = UploadState::failed;
+            u.error = it->second.error;
+            u.retry_in_saves = static_cast<int>(it->second.retry_at_save > m_saves ? it->second.retry_at_save - m_saves : 0);
+        }
+        out.push_back(std::move(u));
+    }
+    return out;
+}
+
+void CheckpointManager::retry_uploads()
+{
+    if (!m_options.mirror)
+        return;
+    join_writer(); // a step still being committed is uploaded by its own save
+    start_uploads(due_uploads({}, true));
+}
+
+} // namespace shardscope

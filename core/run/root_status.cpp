@@ -1,0 +1,151 @@
+#include "core/run/root_status.h"
+#include "core/run/internal/steps_scan.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <sys/statvfs.h>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+
+TierSpace tier_space(StepTier tier, const fs::path& path)
+{
+    TierSpace space{.tier = tier, .path = path};
+    struct statvfs st {};
+    if (::statvfs(path.c_str(), &st) != 0) {
+        space.error = path.string() + ": statvfs failed: " + std::strerror(errno);
+        return space;
+    }
+    space.free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+    space.total_bytes = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+    return space;
+}
+
+namespace {
+
+std::optional<std::string> latest_or_none(const fs::path& root)
+{
+    try {
+        return read_latest(root);
+    } catch (const Error&) {
+        return std::nullopt; // a broken `latest` names no step; verify says why
+    }
+}
+
+std::vector<StepInfo> complete_of(const std::vector<StepInfo>& steps, StepTier tier)
+{
+    std::vector<StepInfo> out;
+    for (const auto& s : steps)
+        if (s.tier == tier && s.complete)
+            out.push_back(s);
+    return out;
+}
+
+nlohmann::json copy_json(const StepInfo& s)
+{
+    nlohmann::json j = {{"complete", s.complete}, {"latest", s.is_latest}, {"wall_clock_seconds", s.wall_clock_seconds},
+                        {"bytes", s.bytes}, {"world_size", s.world_size},
+                        {"leftover_tmp_files", s.leftover_tmp_files}};
+    if (!s.complete)
+        j["problem"] = s.problem;
+    return j;
+}
+
+nlohmann::json optional_number(const std::optional<uint64_t>& v)
+{
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+} // namespace
+
+RootStatus root_status(const fs::path& root, const std::optional<fs::path>& mirror, int keep_last, int mirror_keep_last)
+{
+    RootStatus st{.root = root, .mirror = mirror, .keep_last = keep_last, .mirror_keep_last = mirror_keep_last};
+    (void)fsutil::open_directory(root); // a root that cannot be opened is an error, not an empty root
+    st.latest = latest_or_none(root);
+    st.steps = list_steps(root, mirror);
+    st.lock = read_lock_holder(root);
+    st.space.push_back(tier_space(StepTier::local, root));
+    if (mirror) {
+        st.mirror_latest = latest_or_none(*mirror);
+        st.space.push_back(tier_space(StepTier::mirror, *mirror));
+    }
+    const auto none = [](const StepInfo&) { return false; };
+    const auto uploaded = [](const StepInfo& s) { return s.uploaded; };
+    RotationPlan local = plan_rotation(complete_of(st.steps, StepTier::local), keep_last,
+                                       mirror ? std::optional<int>(mirror_keep_last) : std::nullopt, none, uploaded);
+    st.rotation_local = std::move(local.remove);
+    st.held_for_mirror = std::move(local.held);
+    if (mirror)
+        st.rotation_mirror =
+            plan_rotation(complete_of(st.steps, StepTier::mirror), mirror_keep_last, std::nullopt, none, none).remove;
+    return st;
+}
+
+nlohmann::json to_json(const RootStatus& st)
+{
+    using nlohmann::json;
+    // One entry per step name, each tier's copy side by side.
+    std::map<uint64_t, std::pair<const StepInfo*, const StepInfo*>> by_step;
+    for (const auto& s : st.steps)
+        (s.tier == StepTier::local ? by_step[s.step].first : by_step[s.step].second) = &s;
+    const auto local_complete = complete_of(st.steps, StepTier::local);
+    const auto in = [](const std::vector<std::string>& names, const std::string& n) {
+        return std::find(names.begin(), names.end(), n) != names.end();
+    };
+    json steps = json::array();
+    for (const auto& [step, copies] : by_step) {
+        const StepInfo& any = copies.first ? *copies.first : *copies.second;
+        json j = {{"step", step}, {"name", any.name}, {"local", copies.first ? copy_json(*copies.first) : json(nullptr)}};
+        if (st.mirror) {
+            j["mirror"] = copies.second ? copy_json(*copies.second) : json(nullptr);
+            // Whether the mirror is meant to hold it: one of the newest mirror_keep_last local steps.
+            std::size_t newer = 0;
+            for (const auto& s : local_complete)
+                newer += s.step > step;
+            const bool wanted = copies.first && copies.first->complete &&
+                                newer < static_cast<std::size_t>(st.mirror_keep_last);
+            j["upload"] = copies.second && copies.second->complete ? "uploaded"
+                          : copies.second                          ? "partial"
+                          : wanted                                 ? "missing"
+                                                                   : "not_needed";
+        }
+        json deletes = json::array();
+        if (in(st.rotation_local, any.name))
+            deletes.push_back("local");
+        if (in(st.rotation_mirror, any.name))
+            deletes.push_back("mirror");
+        j["next_rotation_deletes"] = deletes;
+        steps.push_back(std::move(j));
+    }
+    json lock = nullptr;
+    if (st.lock) {
+        lock = {{"pid", st.lock->pid}, {"host", st.lock->host}, {"started_at", st.lock->started_at},
+                {"running", st.lock->running ? json(*st.lock->running) : json(nullptr)}};
+    }
+    json space = json::array();
+    for (const auto& t : st.space) {
+        json j = {{"tier", std::string(to_string(t.tier))}, {"path", t.path.string()},
+                  {"free_bytes", optional_number(t.free_bytes)}, {"total_bytes", optional_number(t.total_bytes)}};
+        if (!t.error.empty())
+            j["error"] = t.error;
+        space.push_back(std::move(j));
+    }
+    return {{"ok", true},
+            {"root", st.root.string()},
+            {"latest", st.latest ? json(*st.latest) : json(nullptr)},
+            {"mirror", st.mirror ? json{{"path", st.mirror->string()},
+                                        {"latest", st.mirror_latest ? json(*st.mirror_latest) : json(nullptr)}}
+                                 : json(nullptr)},
+            {"keep", st.keep_last},
+            {"mirror_keep", st.mirror ? json(st.mirror_keep_last) : json(nullptr)},
+            {"lock", lock},
+            {"space", space},
+            {"steps", steps},
+            {"next_rotation", {{"local", st.rotation_local}, {"mirror", st.rotation_mirror}, {"held_for_mirror", st.held_for_mirror}}}};
+}
+
+} // namespace shardscope

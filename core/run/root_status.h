@@ -1,0 +1,39 @@
+#pragma once
+// What `shardctl status` shows of a checkpoint root, read from disk without taking the writer
+// lock or changing anything: every step of each tier, where its upload stands, who holds the
+// lock, the free space of each tier and what the next rotation would delete.
+
+#include "core/run/lifecycle.h"
+
+#include <nlohmann/json.hpp>
+
+namespace shardscope {
+
+struct TierSpace {
+    StepTier tier = StepTier::local;
+    std::filesystem::path path;
+    std::optional<uint64_t> free_bytes;  // for an unprivileged writer (statvfs f_bavail)
+    std::optional<uint64_t> total_bytes;
+    std::string error; // why statvfs failed, when it did
+};
+TierSpace tier_space(StepTier tier, const std::filesystem::path& path);
+
+struct RootStatus {
+    std::filesystem::path root;
+    std::optional<std::filesystem::path> mirror;
+    int keep_last = 3, mirror_keep_last = 10;
+    std::optional<std::string> latest, mirror_latest;
+    std::vector<StepInfo> steps; // list_steps: the local tier, then the mirror's
+    std::optional<LockHolder> lock;
+    std::vector<TierSpace> space;
+    // The next rotation's forecast, with no save or upload running (format.md, 6.3).
+    std::vector<std::string> rotation_local, rotation_mirror, held_for_mirror;
+};
+
+RootStatus root_status(const std::filesystem::path& root, const std::optional<std::filesystem::path>& mirror,
+                       int keep_last, int mirror_keep_last);
+
+// The `shardctl status --json` object (docs/shardctl.md, 2.13).
+nlohmann::json to_json(const RootStatus& status);
+
+} // namespace shardscope
