@@ -16,6 +16,7 @@ int run_train(const QStringList& arguments);
 int run_status(const QStringList& arguments);
 int run_schedule(const QStringList& arguments);
 int run_plan(const QStringList& arguments);
+int run_profile(const QStringList& arguments);
 int run_report(const QStringList& arguments);
 int run_stats(const QStringList& arguments);
 int run_diff(const QStringList& arguments);

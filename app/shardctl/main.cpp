@@ -27,6 +27,7 @@ const Command kCommands[] = {
     {"status", shardctl::run_status, "a checkpoint root's steps, uploads, writer lock and free space"},
     {"schedule", shardctl::run_schedule, "simulate one pipeline-parallel training step"},
     {"plan", shardctl::run_plan, "search the fastest pipeline x data-parallel setup that fits"},
+    {"profile", shardctl::run_profile, "a layer-cost profile from a checkpoint or a profiler trace"},
     {"report", shardctl::run_report, "write the inspection report (json, md or html)"},
     {"stats", shardctl::run_stats, "statistics and health checks of every tensor's values"},
     {"diff", shardctl::run_diff, "what changed between two checkpoints, tensor by tensor"},

@@ -25,6 +25,13 @@ std::string size_text(uint64_t bytes)
     return text;
 }
 
+std::string format_seconds(double seconds)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f s", seconds);
+    return text;
+}
+
 void print_text(const json& st)
 {
     print_line(printable(st["root"].get<std::string>(), 4096) + ": latest " +
@@ -33,8 +40,9 @@ void print_text(const json& st)
         print_line("lock: none (no job writes this root)");
     } else {
         const json& l = st["lock"];
-        print_line("lock: pid " + std::to_string(l["pid"].get<int64_t>()) + " on host " +
-                   printable(l["host"].get<std::string>()) +
+        LockHolder holder{.pid = l["pid"].get<int64_t>(), .host = printable(l["host"].get<std::string>()),
+                          .started_at = l["started_at"].get<int64_t>()};
+        print_line("lock: " + describe(holder) +
                    (l["running"].is_null() ? std::string(" (another host)")
                     : l["running"].get<bool>() ? std::string(" (running)")
                                                : std::string(" (not running: a leftover)")));
@@ -51,7 +59,10 @@ void print_text(const json& st)
             line += "  local: -";
         else
             line += std::string("  local: ") + (local["complete"].get<bool>() ? "complete" : "leftover") +
-                    (local["latest"].get<bool>() ? " (latest)" : "") + ", " + size_text(local["bytes"].get<uint64_t>());
+                    (local["latest"].get<bool>() ? " (latest)" : "") + ", " + size_text(local["bytes"].get<uint64_t>()) +
+                    (local["complete"].get<bool>()
+                         ? ", wall clock " + format_seconds(local["wall_clock_seconds"].get<double>())
+                         : std::string());
         if (s.contains("upload"))
             line += "  mirror: " + s["upload"].get<std::string>();
         if (!s["next_rotation_deletes"].empty())

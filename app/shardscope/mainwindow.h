@@ -5,11 +5,15 @@
 
 #include <QMainWindow>
 #include <QSize>
+#include <QStringList>
 
 class QLabel;
 class QMenu;
 class QStackedWidget;
 class QTabWidget;
+template <typename T>
+class QFuture;
+struct ProfileJob; // mainwindow_actions.cpp
 
 namespace shardwidgets {
 class CheckpointPanel;
@@ -39,6 +43,11 @@ public:
     void showReshard();
     bool exportReport(const QString& file, QString* error);
     bool exportTimeline(const QString& file, QString* error);
+    // Issue 16: a layer profile of the open checkpoint (its layers, and the config.json beside it)
+    // or of a PyTorch profiler trace, computed off the GUI thread and loaded into the planner; the
+    // newest request wins. Ends in profileImported or profileImportFailed.
+    void profileFromCheckpoint(int seqLen, int microBatchSize);
+    void importTrace(const QString& path);
 
     shardwidgets::CheckpointPanel* checkpointPanel() const { return m_checkpoint; }
     shardwidgets::PlannerPanel* plannerPanel() const { return m_planner; }
@@ -48,6 +57,8 @@ public:
 
 signals:
     void demoFailed(const QString& message);
+    void profileImported(const QString& name, const QStringList& notes);
+    void profileImportFailed(const QString& message);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -68,6 +79,7 @@ private:
     void chooseExportFile(const QString& title, const QString& defaultName, const QString& filter,
                           bool (MainWindow::*write)(const QString&, QString*), const QString& written);
     void chooseProfile();
+    void startProfileJob(const QString& what, const QFuture<ProfileJob>& future);
     void showAbout();
     void showError(const QString& title, const QString& text);
     void onVerificationFinished();

@@ -10,10 +10,18 @@
 #include "widgets/panels/tensorspanel.h"
 #include "widgets/settings/settings.h"
 #include "widgets/views/ganttview.h"
+#include "widgets/jobs/pipelineplanner.h"
 #include "widgets/jobs/verifycontroller.h"
+
+#include "core/inspect/layer_profile.h"
+#include "core/pipeline/profile_trace.h"
 
 #include <QAction>
 #include <QApplication>
+#include <QFileDialog>
+#include <QFutureWatcher>
+#include <QStatusBar>
+#include <QtConcurrent>
 #include <QInputDialog>
 #include <QMenuBar>
 #include <QSpinBox>
@@ -22,6 +30,87 @@
 #include <QToolBar>
 
 using namespace shardwidgets;
+
+// What a profile job hands back to the GUI thread: a profile, or the error's sentence.
+struct ProfileJob {
+    std::optional<shardscope::pipeline::Profile> profile;
+    QStringList notes;
+    QString error;
+};
+
+namespace {
+
+template <class Compute>
+ProfileJob runProfileJob(Compute compute)
+{
+    ProfileJob job;
+    try {
+        auto [profile, notes] = compute();
+        job.profile = std::move(profile);
+        for (const std::string& note : notes)
+            job.notes << QString::fromStdString(note);
+    } catch (const std::exception& error) { // shardscope::Error, or bad_alloc on a huge trace
+        job.error = QString::fromStdString(error.what());
+    }
+    return job;
+}
+
+// The newest request wins: a job finishing after a newer one started is dropped.
+int g_profileGeneration = 0;
+
+} // namespace
+
+void MainWindow::profileFromCheckpoint(int seqLen, int microBatchSize)
+{
+    const QString path = m_checkpoint->currentPath();
+    if (path.isEmpty()) {
+        emit profileImportFailed(tr("Open a checkpoint first: the profile is made from its tensors."));
+        return;
+    }
+    startProfileJob(tr("Profiling %1…").arg(path), QtConcurrent::run([path, seqLen, microBatchSize] {
+        return runProfileJob([&] {
+            const auto model = shardscope::profile_checkpoint(
+                path.toStdString(), {.seq_len = seqLen, .micro_batch_size = microBatchSize});
+            return std::pair{model.profile, model.notes};
+        });
+    }));
+}
+
+void MainWindow::importTrace(const QString& path)
+{
+    startProfileJob(tr("Importing the trace %1…").arg(path), QtConcurrent::run([path] {
+        return runProfileJob([&] {
+            const auto trace = shardscope::pipeline::load_profiler_trace(path.toStdString());
+            return std::pair{trace.profile, trace.notes};
+        });
+    }));
+}
+
+void MainWindow::startProfileJob(const QString& what, const QFuture<ProfileJob>& future)
+{
+    statusBar()->showMessage(what);
+    const int generation = ++g_profileGeneration;
+    auto* watcher = new QFutureWatcher<ProfileJob>(this);
+    connect(watcher, &QFutureWatcher<ProfileJob>::finished, this, [this, watcher, generation] {
+        watcher->deleteLater();
+        if (generation != g_profileGeneration)
+            return;
+        const ProfileJob job = watcher->result();
+        if (!job.profile) {
+            showError(tr("Cannot make the profile"), job.error.toHtmlEscaped());
+            emit profileImportFailed(job.error);
+            return;
+        }
+        m_planner->planner()->setProfile(*job.profile);
+        showPlanner();
+        const QString name = QString::fromStdString(job.profile->name);
+        statusBar()->showMessage(job.notes.isEmpty() ? tr("Profile %1 loaded").arg(name)
+                                                     : tr("Profile %1 loaded; %2").arg(name, job.notes.front()),
+                                 15000);
+        emit profileImported(name, job.notes);
+    });
+    watcher->setFuture(future);
+}
 
 void MainWindow::createActions()
 {
@@ -105,6 +194,33 @@ void MainWindow::createActions()
 
     QMenu* planner = menuBar()->addMenu(tr("&Planner"));
     planner->addAction(tr("&Load Profile…"), this, &MainWindow::chooseProfile);
+    QAction* fromCheckpoint = planner->addAction(tr("Profile from the Open &Checkpoint…"), this, [this] {
+        if (m_checkpoint->currentPath().isEmpty()) {
+            showError(tr("No checkpoint open"), tr("Open a checkpoint first: the profile is made from its tensors."));
+            return;
+        }
+        bool ok = false;
+        const int seqLen = QInputDialog::getInt(this, tr("Profile from the checkpoint"), tr("Sequence length (tokens per sample):"),
+                                                4096, 1, 1 << 24, 1, &ok);
+        if (!ok)
+            return;
+        const int microBatch = QInputDialog::getInt(this, tr("Profile from the checkpoint"), tr("Micro batch size (samples):"),
+                                                    1, 1, 1 << 20, 1, &ok);
+        if (ok)
+            profileFromCheckpoint(seqLen, microBatch);
+    });
+    fromCheckpoint->setObjectName(QStringLiteral("profileFromCheckpointAction"));
+    fromCheckpoint->setToolTip(tr("Layers and parameters from the checkpoint's tensors, FLOPs and activations from the "
+                                  "config.json beside it (A100 at 50 % MFU)"));
+    QAction* fromTrace = planner->addAction(tr("Import Profiler &Trace…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Import profiler trace"), QString(),
+                                                          tr("Chrome traces (*.json);;All files (*)"));
+        if (!path.isEmpty())
+            importTrace(path);
+    });
+    fromTrace->setObjectName(QStringLiteral("importTraceAction"));
+    fromTrace->setToolTip(tr("fwd_ms and bwd_ms from the record_function ranges named after layers in a PyTorch "
+                             "profiler trace"));
     planner->addSeparator();
     QAction* zoomIn = planner->addAction(tr("Zoom &In"), this, [this] { m_planner->gantt()->zoomBy(1.5); });
     zoomIn->setShortcut(QKeySequence::ZoomIn);

@@ -385,44 +385,50 @@ Profile parse_profile_json(std::string_view text, const std::string& origin)
     return profile;
 }
 
-Profile load_profile(const std::string& path)
+std::string read_input_file(const std::string& path, std::uint64_t max_bytes, std::string_view what,
+                            ProblemKind too_large)
 {
+    const std::string name(what);
     // open(2) with O_NONBLOCK and a regular-file check rather than std::ifstream: a FIFO (or a
-    // device) given as the profile must fail at once instead of blocking the reader forever.
+    // device) given as the file must fail at once instead of blocking the reader forever.
     const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        throw Error(ProblemKind::cannot_open,
-                    "cannot read the profile " + path + ": " + std::strerror(errno), path);
+        throw Error(ProblemKind::cannot_open, "cannot read the " + name + " " + path + ": " + std::strerror(errno), path);
     struct Closer {
         int fd;
         ~Closer() { ::close(fd); }
     } closer{fd};
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        throw Error(ProblemKind::cannot_open, "cannot read the profile " + path + ": it is not a regular file",
-                    path);
-    if (static_cast<uint64_t>(st.st_size) > kMaxProfileBytes)
-        throw Error(ProblemKind::invalid_profile,
-                    "profile " + path + ": the file is " + std::to_string(st.st_size) +
-                        " bytes, more than the limit of " + std::to_string(kMaxProfileBytes),
+        throw Error(ProblemKind::cannot_open, "cannot read the " + name + " " + path + ": it is not a regular file", path);
+    if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+        throw Error(too_large,
+                    "the " + name + " " + path + " is " + std::to_string(st.st_size) + " bytes, more than the limit of " +
+                        std::to_string(max_bytes),
                     path);
     std::string content;
-    char buffer[1 << 16];
+    content.reserve(static_cast<std::size_t>(st.st_size));
+    std::vector<char> buffer(1 << 20);
     while (true) {
-        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        const ssize_t n = ::read(fd, buffer.data(), buffer.size());
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            throw Error(ProblemKind::cannot_open,
-                        "cannot read the profile " + path + ": " + std::strerror(errno), path);
+            throw Error(ProblemKind::cannot_open, "cannot read the " + name + " " + path + ": " + std::strerror(errno), path);
         if (n == 0)
             break;
-        content.append(buffer, static_cast<std::size_t>(n));
-        if (content.size() > kMaxProfileBytes) // it grew while being read
-            throw Error(ProblemKind::invalid_profile,
-                        "profile " + path + ": more than the limit of " + std::to_string(kMaxProfileBytes) + " bytes",
+        content.append(buffer.data(), static_cast<std::size_t>(n));
+        if (content.size() > max_bytes) // it grew while being read
+            throw Error(too_large,
+                        "the " + name + " " + path + " is more than the limit of " + std::to_string(max_bytes) + " bytes",
                         path);
     }
+    return content;
+}
+
+Profile load_profile(const std::string& path)
+{
+    const std::string content = read_input_file(path, kMaxProfileBytes, "profile", ProblemKind::invalid_profile);
     std::string extension = std::filesystem::path(path).extension().string();
     std::transform(extension.begin(), extension.end(), extension.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });

@@ -21,6 +21,8 @@
 // fall back to a default; other top-level JSON keys (e.g. "description") are ignored. Every failure throws shardscope::Error(ProblemKind::invalid_profile) naming the file,
 // the layer (index and name) or CSV line, and what is wrong.
 
+#include "core/util/error.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -82,6 +84,11 @@ double layer_selective_recompute_ms(const Profile& profile, const Layer& layer);
 // Loads a profile from a file; ".csv" (case-insensitive) is read as CSV, anything else as JSON.
 // An unreadable file throws ProblemKind::cannot_open; a malformed one invalid_profile.
 Profile load_profile(const std::string& path);
+
+// Reads a regular file the user named (a profile, a trace, a config.json), at most `max_bytes`:
+// cannot_open when it cannot be read, `too_large` when it is larger. A FIFO fails at once.
+std::string read_input_file(const std::string& path, std::uint64_t max_bytes, std::string_view what,
+                            ProblemKind too_large = ProblemKind::invalid_argument);
 
 // Parse from memory; `origin` is the name used in error messages (usually the path).
 Profile parse_profile_json(std::string_view text, const std::string& origin);

@@ -278,13 +278,13 @@ void CheckpointManager::save_async(const std::vector<RankStateView>& states, uin
 void CheckpointManager::wait()
 {
     join_writer();
-    std::vector<std::thread> uploads;
+    std::thread uploads;
     {
         std::lock_guard lock(m_mutex);
-        uploads.swap(m_uploads);
+        uploads.swap(m_upload_worker); // it ends once the queue is empty
     }
-    for (auto& t : uploads)
-        t.join();
+    if (uploads.joinable())
+        uploads.join();
     std::lock_guard lock(m_mutex);
     if (m_error)
         std::rethrow_exception(std::exchange(m_error, nullptr));

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -184,7 +185,13 @@ private:
     std::thread m_writer;       // the pending async save, if any
     std::vector<RankState> m_snapshot; // what it writes; reused by the next save_async
     std::exception_ptr m_error; // first error of a background write (uploads have their own state)
-    std::vector<std::thread> m_uploads;
+    // One upload worker, started when there is work and ending when the queue is empty: not a
+    // thread a save, which a long run (or a slow mirror) piled up, each with its stack, until
+    // wait() — and then failed to create one more. Uploads run in the order they were queued.
+    std::thread m_upload_worker;
+    std::deque<std::string> m_upload_queue;
+    bool m_upload_worker_running = false;
+    void upload_worker();
     std::vector<std::string> m_uploading; // local steps whose upload has not finished
     std::optional<std::string> m_writing; // step directory being written
     std::map<std::string, UploadRecord> m_upload_records; // by step directory name

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <system_error>
 
 namespace shardscope {
 
@@ -44,11 +45,10 @@ void CheckpointManager::upload(const std::string& name)
     std::lock_guard serial(m_upload_mutex);
     const fs::path src = m_options.root / name;
     const fs::path dst = *m_options.mirror / name;
-    // The mirror root must still be there: a mount that vanished leaves an empty mount point (or
-    // nothing), and recreating the root would upload into whatever lies beneath it.
+    // The mirror root must still be there: recreating a vanished one would upload into whatever
+    // lies beneath it. (A mount that left its empty mount point behind is not caught; format.md 6.7.)
     (void)fsutil::open_directory(*m_options.mirror);
     remove_step_dir(*m_options.mirror, name, m_options.durable); // an earlier, interrupted upload of it
-    fsutil::make_directories(dst, m_options.durable);
     const Manifest m = read_manifest(src);
     // A copy that cannot fit is not started: a half-written one would only fill the mirror more.
     const uint64_t need = m.total_bytes() + 64 * 1024;
@@ -58,6 +58,7 @@ void CheckpointManager::upload(const std::string& name)
                         std::to_string(need / 1024) + " KiB but only " + std::to_string(*space.free_bytes / 1024) +
                         " KiB are free on the mirror",
                     m_options.mirror->string());
+    fsutil::make_directories(dst, m_options.durable); // only now: a refused upload leaves nothing
     fsutil::UniqueFd src_fd = fsutil::open_directory(src);
     fsutil::UniqueFd dst_fd = fsutil::open_directory(dst);
     nlohmann::json files = nlohmann::json::array();
@@ -173,14 +174,51 @@ void CheckpointManager::start_uploads(std::vector<std::string> names)
 {
     if (names.empty())
         return;
-    std::lock_guard lock(m_mutex);
-    for (const auto& n : names) // before the thread starts: rotation and clean-up leave them alone
-        if (!busy(m_uploading, n))
-            m_uploading.push_back(n);
-    m_uploads.emplace_back([this, names = std::move(names)] {
-        for (const auto& n : names)
-            run_upload(n);
-    });
+    std::thread finished; // a worker that found the queue empty and is ending
+    std::string failure;
+    {
+        std::lock_guard lock(m_mutex);
+        for (auto& n : names) {
+            if (!busy(m_uploading, n)) // before the upload runs: rotation and clean-up leave it alone
+                m_uploading.push_back(n);
+            m_upload_queue.push_back(std::move(n));
+        }
+        if (m_upload_worker_running)
+            return; // it takes them in turn
+        finished = std::move(m_upload_worker);
+        try {
+            m_upload_worker = std::thread([this] { upload_worker(); });
+            m_upload_worker_running = true;
+        } catch (const std::system_error& e) {
+            // No thread to be had: the steps stay committed and wait for a later save, instead
+            // of staying "uploading" (so never rotated) for ever.
+            for (const auto& n : m_upload_queue)
+                std::erase(m_uploading, n);
+            m_upload_queue.clear();
+            failure = e.what();
+        }
+    }
+    if (finished.joinable())
+        finished.join();
+    if (!failure.empty())
+        warn("cannot start the mirror upload (" + failure + "); it is retried at a later save");
+}
+
+void CheckpointManager::upload_worker()
+{
+    for (;;) {
+        std::string name;
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_upload_queue.empty()) {
+                m_upload_worker_running = false; // the next start_uploads starts another
+                return;
+            }
+            name = std::move(m_upload_queue.front());
+            m_upload_queue.pop_front();
+        }
+        run_upload(name);
+    }
 }
 
 std::vector<std::string> CheckpointManager::due_uploads(const std::string& committed, bool all)
@@ -220,7 +258,9 @@ std::vector<UploadStatus> CheckpointManager::upload_status()
         if (it != m_upload_records.end())
             u.attempts = it->second.attempts;
         if (busy(m_uploading, s.name)) {
-            u.state = UploadState::uploading;
+            // Queued behind another upload: not started yet.
+            const bool queued = std::find(m_upload_queue.begin(), m_upload_queue.end(), s.name) != m_upload_queue.end();
+            u.state = queued ? UploadState::pending : UploadState::uploading;
         } else if (on_mirror) {
             u.state = UploadState::uploaded;
         } else if (it != m_upload_records.end() && it->second.failures > 0) {

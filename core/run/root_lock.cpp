@@ -5,11 +5,15 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <fstream>
+#include <sstream>
 #include <sys/file.h>
+#include <thread>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +31,36 @@ std::string this_host()
     return name;
 }
 
+// When process `pid` started (unix seconds), from /proc: field 22 of /proc/PID/stat (clock ticks
+// since boot) and the boot time of /proc/stat. nullopt where /proc cannot say.
+std::optional<int64_t> process_started_at(int64_t pid)
+{
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line))
+        return std::nullopt;
+    const auto close = line.rfind(')'); // the command name may hold spaces and parentheses
+    if (close == std::string::npos)
+        return std::nullopt;
+    std::istringstream fields(line.substr(close + 1));
+    std::string field;
+    unsigned long long ticks = 0;
+    for (int i = 3; i <= 22 && fields >> field; ++i) // fields 3.. follow the name
+        if (i == 22)
+            ticks = std::strtoull(field.c_str(), nullptr, 10);
+    std::ifstream proc_stat("/proc/stat");
+    long long boot = 0;
+    for (std::string key; proc_stat >> key;)
+        if (key == "btime") {
+            proc_stat >> boot;
+            break;
+        }
+    const long hz = ::sysconf(_SC_CLK_TCK);
+    if (ticks == 0 || boot <= 0 || hz <= 0)
+        return std::nullopt;
+    return boot + static_cast<int64_t>(ticks / static_cast<unsigned long long>(hz));
+}
+
 std::optional<LockHolder> parse_holder(const std::string& text)
 {
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
@@ -37,8 +71,14 @@ std::optional<LockHolder> parse_holder(const std::string& text)
     h.pid = j["pid"].get<int64_t>();
     h.host = j["host"].get<std::string>();
     h.started_at = j.value("started_at", int64_t(0));
-    if (h.host == this_host() && h.pid > 0)
+    if (h.host == this_host() && h.pid > 0) {
         h.running = ::kill(static_cast<pid_t>(h.pid), 0) == 0 || errno == EPERM;
+        // A pid is reused: a process that started after the lock was taken is not its holder
+        // (the holder took the lock after it started). The slack covers /proc's rounding.
+        if (*h.running && h.started_at > 0)
+            if (const auto since = process_started_at(h.pid); since && *since > h.started_at + 2)
+                h.running = false;
+    }
     return h;
 }
 
@@ -80,6 +120,19 @@ std::string describe(const LockHolder& h)
     return "pid " + std::to_string(h.pid) + " on host " + h.host + " since " + when;
 }
 
+namespace {
+
+// The record of the file named writer.lock now (not of an fd that may have been replaced).
+std::optional<LockHolder> holder_at(int dirfd)
+{
+    fsutil::UniqueFd fd(::openat(dirfd, kLockFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd)
+        return std::nullopt;
+    return parse_holder(read_all(fd.get()));
+}
+
+} // namespace
+
 std::optional<LockHolder> read_lock_holder(const fs::path& root)
 {
     fsutil::UniqueFd fd(::open((root / kLockFile).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
@@ -95,7 +148,9 @@ RootLock RootLock::acquire(const fs::path& root, const std::function<void(const 
     const int dirfd = lock.m_root.get();
     const std::string display = (root / kLockFile).string();
     fsutil::UniqueFd leftover; // a leftover's file, kept locked until ours replaces it
-    for (int attempt = 0; attempt < 8; ++attempt) {
+    // How long a takeover by another job may take before this one gives up (see below).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    for (int attempt = 0; attempt < 200; ++attempt) {
         // Created through fsutil so that the crash tests' record sees it like every other file.
         fsutil::UniqueFd fd = fsutil::create_exclusive(dirfd, kLockFile);
         const bool created = static_cast<bool>(fd);
@@ -117,7 +172,23 @@ RootLock RootLock::acquire(const fs::path& root, const std::function<void(const 
                             display + ": cannot lock it (" + std::strerror(errno) +
                                 "): the file system does not support flock (docs/format.md, 6.7)",
                             display);
-            const auto holder = parse_holder(read_all(fd.get()));
+            // Refused at once when the record names a live holder (or one on another host). A
+            // record not written yet, a file already replaced, or a dead pid's record whose flock
+            // is held (another job is taking that leftover over right now) is a moment of a
+            // takeover: look again shortly, so that the sentence names the job that won.
+            const auto holder = holder_at(dirfd);
+            const bool settled = holder && holder->running != std::optional<bool>(false) &&
+                                 is_named(dirfd, kLockFile, fd.get());
+            if (!settled && std::chrono::steady_clock::now() < deadline) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                continue;
+            }
+            if (holder && holder->running == std::optional<bool>(false)) // still, after the wait
+                throw Error(ProblemKind::root_locked,
+                            root.string() + " is locked, but its record names " + describe(*holder) +
+                                ", which does not run here: a child it forked holds the lock on, or a job in "
+                                "another PID namespace does; stop it or choose another --root",
+                            root.string());
             throw Error(ProblemKind::root_locked,
                         root.string() + " is being written by another job (" +
                             (holder ? describe(*holder) : std::string("whose lock record is not written yet")) +

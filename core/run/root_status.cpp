@@ -61,6 +61,38 @@ nlohmann::json optional_number(const std::optional<uint64_t>& v)
 
 } // namespace
 
+bool writer_running(const std::optional<LockHolder>& lock)
+{
+    return lock && lock->running != std::optional<bool>(false);
+}
+
+std::map<std::string, UploadState> upload_states_on_disk(const std::vector<StepInfo>& steps,
+                                                         const std::optional<LockHolder>& lock, int mirror_keep_last)
+{
+    std::map<std::string, const StepInfo*> mirror_copies;
+    for (const auto& s : steps)
+        if (s.tier == StepTier::mirror)
+            mirror_copies[s.name] = &s;
+    std::vector<const StepInfo*> local; // complete, by step (list_steps sorts each tier)
+    for (const auto& s : steps)
+        if (s.tier == StepTier::local && s.complete)
+            local.push_back(&s);
+    if (local.size() > static_cast<std::size_t>(std::max(mirror_keep_last, 0)))
+        local.erase(local.begin(), local.end() - std::max(mirror_keep_last, 0));
+    const bool writing = writer_running(lock);
+    std::map<std::string, UploadState> out;
+    for (const StepInfo* s : local) {
+        const auto copy = mirror_copies.find(s->name);
+        if (s->uploaded || (copy != mirror_copies.end() && copy->second->complete))
+            out[s->name] = UploadState::uploaded;
+        else if (!writing)
+            out[s->name] = UploadState::failed;
+        else
+            out[s->name] = copy != mirror_copies.end() ? UploadState::uploading : UploadState::pending;
+    }
+    return out;
+}
+
 RootStatus root_status(const fs::path& root, const std::optional<fs::path>& mirror, int keep_last, int mirror_keep_last)
 {
     RootStatus st{.root = root, .mirror = mirror, .keep_last = keep_last, .mirror_keep_last = mirror_keep_last};
@@ -79,6 +111,8 @@ RootStatus root_status(const fs::path& root, const std::optional<fs::path>& mirr
                                        mirror ? std::optional<int>(mirror_keep_last) : std::nullopt, none, uploaded);
     st.rotation_local = std::move(local.remove);
     st.held_for_mirror = std::move(local.held);
+    if (mirror)
+        st.uploads = upload_states_on_disk(st.steps, st.lock, mirror_keep_last);
     if (mirror)
         st.rotation_mirror =
             plan_rotation(complete_of(st.steps, StepTier::mirror), mirror_keep_last, std::nullopt, none, none).remove;
@@ -112,6 +146,8 @@ nlohmann::json to_json(const RootStatus& st)
                           : copies.second                          ? "partial"
                           : wanted                                 ? "missing"
                                                                    : "not_needed";
+            if (const auto u = st.uploads.find(any.name); u != st.uploads.end())
+                j["upload_state"] = std::string(to_string(u->second));
         }
         json deletes = json::array();
         if (in(st.rotation_local, any.name))

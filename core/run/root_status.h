@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+
 namespace shardscope {
 
 struct TierSpace {
@@ -28,7 +30,22 @@ struct RootStatus {
     std::vector<TierSpace> space;
     // The next rotation's forecast, with no save or upload running (format.md, 6.3).
     std::vector<std::string> rotation_local, rotation_mirror, held_for_mirror;
+    // With a mirror: upload_states_on_disk(steps, lock, mirror_keep_last).
+    std::map<std::string, UploadState> uploads;
 };
+
+// Whether the lock names a job that is writing the root now: a live pid on this host, or any
+// holder on another host (whose processes this one cannot see).
+bool writer_running(const std::optional<LockHolder>& lock);
+
+// Where the upload of each complete local step stands as the disk says it (format.md, 6.7), for
+// readers that do not have the manager's memory: `uploaded` when the mirror holds a verified
+// copy; while a job writes the root, `uploading` (an incomplete copy) or `pending` (none yet);
+// with no job writing, `failed` (that run ended without a copy). Only the newest
+// `mirror_keep_last` complete local steps are listed: older ones are not the mirror's to hold.
+// `steps`: list_steps(root, mirror).
+std::map<std::string, UploadState> upload_states_on_disk(const std::vector<StepInfo>& steps,
+                                                         const std::optional<LockHolder>& lock, int mirror_keep_last);
 
 RootStatus root_status(const std::filesystem::path& root, const std::optional<std::filesystem::path>& mirror,
                        int keep_last, int mirror_keep_last);

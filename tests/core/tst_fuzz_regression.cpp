@@ -5,6 +5,7 @@
 #include "fuzz/fuzz_entries.h"
 #include "fuzz/fuzz_foreign_entries.h"
 #include "fuzz/fuzz_inspect_entries.h"
+#include "fuzz/fuzz_trace_entries.h"
 
 #include <QTest>
 #include <filesystem>
@@ -28,6 +29,7 @@ private:
             {"fuzz_pickle", shardscope::fuzz::pickle_one},
             {"fuzz_zip", shardscope::fuzz::zip_one},
             {"fuzz_inspect", shardscope::fuzz::inspect_one},
+            {"fuzz_trace", shardscope::fuzz::trace_one},
         };
         return all;
     }

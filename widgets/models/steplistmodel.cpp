@@ -33,7 +33,29 @@ void StepListModel::clear()
     m_root.clear();
     m_mirror.clear();
     m_current.clear();
+    m_lock.reset();
+    m_uploads.clear();
     endResetModel();
+}
+
+void StepListModel::setRootState(std::optional<shardscope::LockHolder> lock,
+                                 std::map<std::string, shardscope::UploadState> uploads)
+{
+    m_lock = std::move(lock);
+    m_uploads = std::move(uploads);
+    if (!m_steps.empty())
+        emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1));
+}
+
+std::optional<shardscope::UploadState> StepListModel::uploadState(int row) const
+{
+    if (row < 0 || row >= rowCount() || m_mirror.isEmpty())
+        return std::nullopt;
+    const auto& s = m_steps[std::size_t(row)];
+    if (s.tier != shardscope::StepTier::local)
+        return std::nullopt;
+    const auto it = m_uploads.find(s.name);
+    return it == m_uploads.end() ? std::nullopt : std::optional(it->second);
 }
 
 void StepListModel::setCurrentDirectory(const QString& directory)
@@ -92,8 +114,36 @@ QString StepListModel::tooltip(const shardscope::StepInfo& s) const
         lines << tr("`latest` names this step: a resume starts here");
     if (s.tier == shardscope::StepTier::local && !m_mirror.isEmpty())
         lines << (s.uploaded ? tr("the mirror holds a verified copy") : tr("not (yet) uploaded to the mirror"));
+    if (s.tier == shardscope::StepTier::local && m_mirror.isEmpty())
+        lines << tr("upload state: choose the mirror folder (Mirror…) to see it");
     return lines.join(QLatin1Char('\n'));
 }
+
+namespace {
+
+QString uploadText(shardscope::UploadState state)
+{
+    switch (state) {
+    case shardscope::UploadState::pending: return StepListModel::tr("pending");
+    case shardscope::UploadState::uploading: return StepListModel::tr("uploading");
+    case shardscope::UploadState::uploaded: return StepListModel::tr("uploaded");
+    case shardscope::UploadState::failed: return StepListModel::tr("failed");
+    }
+    return {};
+}
+
+Severity uploadSeverity(shardscope::UploadState state)
+{
+    switch (state) {
+    case shardscope::UploadState::pending: return Severity::neutral;
+    case shardscope::UploadState::uploading: return Severity::busy;
+    case shardscope::UploadState::uploaded: return Severity::good;
+    case shardscope::UploadState::failed: return Severity::bad;
+    }
+    return Severity::neutral;
+}
+
+} // namespace
 
 QVariant StepListModel::data(const QModelIndex& index, int role) const
 {
@@ -106,6 +156,10 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
     const auto verdict = m_verdicts.find(QFileInfo(directory(index.row())).absoluteFilePath());
     const bool failed = verdict != m_verdicts.end() && !verdict->second;
     const bool verified = verdict != m_verdicts.end() && verdict->second;
+    const std::optional<shardscope::UploadState> upload = uploadState(index.row());
+    // A mirror copy the running job is writing now: incomplete on purpose, not a failure.
+    const auto copy = mirror && !s.complete ? m_uploads.find(s.name) : m_uploads.end();
+    const bool copying = copy != m_uploads.end() && copy->second == shardscope::UploadState::uploading;
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
@@ -114,19 +168,39 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
         case Status:
             if (failed)
                 return tr("failed verification");
+            if (copying)
+                return tr("uploading");
             return !complete ? tr("incomplete") : verified ? tr("verified") : tr("complete");
         case Latest: return s.is_latest ? tr("latest") : QString();
         case Tier:
             if (mirror)
                 return tr("mirror");
             return s.uploaded ? tr("local + mirror") : tr("local");
+        case Upload:
+            // "–": a mirror row, no mirror chosen, or older than the steps the mirror is to hold.
+            return upload ? uploadText(*upload) : QStringLiteral("–");
         }
         break;
     case Qt::DecorationRole:
         if (index.column() == Status)
-            return severityIcon(complete && !failed ? Severity::good : Severity::bad);
+            return severityIcon(copying ? Severity::busy : complete && !failed ? Severity::good : Severity::bad);
+        if (index.column() == Upload && upload) // a word and an icon: never colour alone
+            return severityIcon(uploadSeverity(*upload));
         break;
     case Qt::ToolTipRole:
+        if (index.column() == Upload && !mirror) {
+            if (m_mirror.isEmpty())
+                return tr("Choose the mirror folder (Mirror…) to see where each upload stands");
+            if (!upload)
+                return tr("Older than the steps the mirror is meant to hold: not uploaded again");
+            switch (*upload) {
+            case shardscope::UploadState::uploaded: return tr("The mirror holds a verified copy (upload.json)");
+            case shardscope::UploadState::uploading: return tr("The running job is copying it to the mirror");
+            case shardscope::UploadState::pending: return tr("The running job has not copied it to the mirror yet");
+            case shardscope::UploadState::failed:
+                return tr("The mirror has no verified copy and no job is writing this root: its upload failed");
+            }
+        }
         return tooltip(s);
     case Qt::FontRole:
         if (directory(index.row()) == m_current) {
@@ -143,6 +217,12 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
         return directory(index.row());
     case CompleteRole:
         return complete && !failed;
+    case UploadStateRole:
+        if (upload) {
+            const std::string_view word = shardscope::to_string(*upload);
+            return QString::fromUtf8(word.data(), qsizetype(word.size()));
+        }
+        return QString();
     }
     return {};
 }
@@ -157,6 +237,7 @@ QVariant StepListModel::headerData(int section, Qt::Orientation orientation, int
     case Status: return tr("Status");
     case Latest: return tr("Latest");
     case Tier: return tr("Tier");
+    case Upload: return tr("Upload");
     }
     return {};
 }

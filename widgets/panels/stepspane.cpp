@@ -1,8 +1,10 @@
 #include "widgets/panels/stepspane.h"
 
 #include "widgets/models/steplistmodel.h"
+#include "widgets/style/format.h"
 #include "widgets/style/widgetstyle.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFileDialog>
 #include <QHBoxLayout>
@@ -12,15 +14,18 @@
 #include <QStyle>
 #include <QStyleOptionViewItem>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent>
+#include <algorithm>
+#include <utility>
 
 namespace shardwidgets {
 
 StepsPane::StepsPane(QWidget* parent)
     : QWidget(parent), m_model(new StepListModel(this)), m_view(new QTableView(this)), m_title(new QLabel(this)),
       m_open(new QPushButton(tr("Open"), this)), m_refresh(new QPushButton(tr("Refresh"), this)),
-      m_mirror(new QPushButton(tr("Mirror…"), this))
+      m_mirror(new QPushButton(tr("Mirror…"), this)), m_lockLine(new QLabel(this)), m_autoRefresh(new QTimer(this))
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -29,6 +34,10 @@ StepsPane::StepsPane(QWidget* parent)
     m_title->setFont(bold);
     m_title->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     layout->addWidget(m_title);
+    m_lockLine->setWordWrap(true);
+    m_lockLine->setTextFormat(Qt::PlainText); // a host name is the writer's, not markup
+    m_lockLine->hide();
+    layout->addWidget(m_lockLine);
 
     m_view->setModel(m_model);
     m_view->verticalHeader()->hide();
@@ -66,6 +75,22 @@ StepsPane::StepsPane(QWidget* parent)
     connect(m_view->selectionModel(), &QItemSelectionModel::selectionChanged, this,
             [this] { m_open->setEnabled(m_view->selectionModel()->hasSelection()); });
     connect(m_model, &QAbstractItemModel::modelReset, this, [this] { m_open->setEnabled(false); });
+    // A job writing the root saves and uploads on: look again now and then, off the GUI thread.
+    m_autoRefresh->setInterval(5000);
+    connect(m_autoRefresh, &QTimer::timeout, this, [this] {
+        if (isVisible() && !m_watcher)
+            refresh();
+    });
+    m_autoRefresh->start();
+}
+
+void StepsPane::setAutoRefreshInterval(int milliseconds)
+{
+    if (milliseconds <= 0) {
+        m_autoRefresh->stop();
+        return;
+    }
+    m_autoRefresh->start(milliseconds);
 }
 
 StepsPane::~StepsPane()
@@ -81,6 +106,7 @@ void StepsPane::setSteps(std::vector<shardscope::StepInfo> steps, const QString&
     m_model->setSteps(std::move(steps), root, m_mirrorPath);
     m_model->setCurrentDirectory(m_currentDirectory);
     updateTitle();
+    refresh(); // the lock holder and upload states are read in the background, now
 }
 
 void StepsPane::setVerdict(const QString& directory, bool ok)
@@ -103,34 +129,116 @@ void StepsPane::setMirror(const QString& mirror)
     refresh();
 }
 
+namespace {
+
+// Whether two listings show the same rows: then a new reading changes cells, not the list (a
+// reset would drop the selection under the user's mouse every few seconds).
+bool sameRows(const std::vector<shardscope::StepInfo>& a, const std::vector<shardscope::StepInfo>& b)
+{
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+        return x.name == y.name && x.tier == y.tier && x.complete == y.complete && x.is_latest == y.is_latest &&
+               x.uploaded == y.uploaded && x.bytes == y.bytes && x.wall_clock_seconds == y.wall_clock_seconds &&
+               x.world_size == y.world_size && x.leftover_tmp_files == y.leftover_tmp_files && x.problem == y.problem;
+    });
+}
+
+QString since(int64_t unixSeconds)
+{
+    if (unixSeconds <= 0)
+        return StepsPane::tr("an unknown time");
+    const QDateTime at = QDateTime::fromSecsSinceEpoch(unixSeconds);
+    return at.date() == QDate::currentDate() ? at.toString(QStringLiteral("HH:mm"))
+                                             : at.toString(QStringLiteral("yyyy-MM-dd HH:mm"));
+}
+
+} // namespace
+
 void StepsPane::refresh()
 {
     const QString root = m_model->root();
-    if (root.isEmpty() || m_watcher)
+    if (root.isEmpty())
         return;
+    if (m_watcher) {
+        m_again = true; // this one may have started before the change asked for: once more after it
+        return;
+    }
     const std::filesystem::path rootPath = root.toStdString();
     std::optional<std::filesystem::path> mirrorPath;
     if (!m_mirrorPath.isEmpty())
         mirrorPath = m_mirrorPath.toStdString();
     m_refresh->setEnabled(false);
-    m_watcher = new QFutureWatcher<std::vector<shardscope::StepInfo>>(this);
+    m_watcher = new QFutureWatcher<Reading>(this);
     connect(m_watcher, &QFutureWatcherBase::finished, this, [this, root] {
-        auto steps = m_watcher->result();
+        Reading reading = m_watcher->result();
         m_watcher->deleteLater();
         m_watcher = nullptr;
         m_refresh->setEnabled(true);
-        m_model->setSteps(std::move(steps), root, m_mirrorPath);
-        m_model->setCurrentDirectory(m_currentDirectory);
-        updateTitle();
-        emit listed();
+        if (root != m_model->root())
+            return; // another root was opened meanwhile; its own listing follows
+        applyReading(std::move(reading), root);
+        if (std::exchange(m_again, false))
+            refresh();
+        else
+            emit listed();
     });
-    m_watcher->setFuture(QtConcurrent::run([rootPath, mirrorPath]() -> std::vector<shardscope::StepInfo> {
+    m_watcher->setFuture(QtConcurrent::run([rootPath, mirrorPath]() -> Reading {
+        Reading reading;
         try {
-            return shardscope::list_steps(rootPath, mirrorPath);
+            // The run's retention is not recorded in the root: the defaults of `train`.
+            const shardscope::ManagerOptions defaults;
+            shardscope::RootStatus st =
+                shardscope::root_status(rootPath, mirrorPath, defaults.keep_last, defaults.mirror_keep_last);
+            reading.steps = std::move(st.steps);
+            reading.lock = std::move(st.lock);
+            reading.uploads = std::move(st.uploads);
         } catch (const std::exception&) {
-            return {}; // the root vanished or became unreadable: an empty list says so
+            // the root vanished or became unreadable: an empty list says so
         }
+        return reading;
     }));
+}
+
+void StepsPane::applyReading(Reading reading, const QString& root)
+{
+    std::vector<shardscope::StepInfo> sorted = reading.steps;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { // as the model orders them
+        return a.step != b.step ? a.step > b.step : a.tier < b.tier;
+    });
+    std::vector<shardscope::StepInfo> shown;
+    for (int row = 0; row < m_model->rowCount(); ++row)
+        shown.push_back(m_model->step(row));
+    if (!sameRows(sorted, shown) || QDir::cleanPath(m_mirrorPath) != m_model->mirror()) {
+        m_model->setSteps(std::move(reading.steps), root, m_mirrorPath);
+        m_model->setCurrentDirectory(m_currentDirectory);
+    }
+    m_model->setRootState(std::move(reading.lock), std::move(reading.uploads));
+    updateTitle();
+    updateLockLine();
+}
+
+QString StepsPane::lockText() const
+{
+    const auto& lock = m_model->lockHolder();
+    if (!lock)
+        return {};
+    const QString pid = QString::number(lock->pid);
+    const QString host = printableText(lock->host);
+    if (lock->running == std::optional<bool>(false))
+        return tr("A lock left by pid %1 on %2 (since %3), which no longer runs: the next job takes it over")
+            .arg(pid, host, since(lock->started_at));
+    return tr("Being written by pid %1 on %2%3, since %4 — showing committed steps only")
+        .arg(pid, host, lock->running ? QString() : tr(" (another host)"), since(lock->started_at));
+}
+
+void StepsPane::updateLockLine()
+{
+    const QString text = lockText();
+    m_lockLine->setText(text);
+    m_lockLine->setVisible(!text.isEmpty());
+    if (const auto& lock = m_model->lockHolder())
+        m_lockLine->setToolTip(printableText(shardscope::describe(*lock)) +
+                               tr("\nRead without taking the lock: only steps `latest` and their manifests "
+                                  "name as committed are complete."));
 }
 
 void StepsPane::clear()
@@ -139,6 +247,7 @@ void StepsPane::clear()
     m_currentDirectory.clear();
     m_mirrorPath.clear();
     updateTitle();
+    updateLockLine();
 }
 
 void StepsPane::openSelected()

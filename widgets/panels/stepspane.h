@@ -1,10 +1,14 @@
 #pragma once
 // The steps of a checkpoint root beside the checkpoint page: a table (StepListModel) the user
 // opens any step from (double-click, Enter or Open), Refresh to list again while a run is still
-// saving, and Mirror… to add the second tier's folder. Listing reads every step's manifest, so it
-// runs off the GUI thread through core's list_steps().
+// saving, and Mirror… to add the second tier's folder. Above the table, who holds the root's
+// writer lock ("Being written by pid 1234 on host, since 12:03 — showing committed steps only").
+// Listing reads every step's manifest and the lock record, so it runs off the GUI thread through
+// core's root_status(), which never takes the lock; it runs again when the root is opened again
+// and, while the pane is shown, every few seconds.
 
 #include "core/run/lifecycle.h"
+#include "core/run/root_status.h"
 
 #include <QFutureWatcher>
 #include <QWidget>
@@ -12,6 +16,7 @@
 class QLabel;
 class QPushButton;
 class QTableView;
+class QTimer;
 
 namespace shardwidgets {
 
@@ -20,6 +25,13 @@ class StepListModel;
 class StepsPane : public QWidget {
     Q_OBJECT
 public:
+    // What one background reading of the root found.
+    struct Reading {
+        std::vector<shardscope::StepInfo> steps;
+        std::optional<shardscope::LockHolder> lock;
+        std::map<std::string, shardscope::UploadState> uploads;
+    };
+
     explicit StepsPane(QWidget* parent = nullptr);
     ~StepsPane() override;
 
@@ -30,6 +42,10 @@ public:
     void setMirror(const QString& mirror); // lists again, with the mirror's steps
     void refresh();                        // lists again in the background
     void clear();
+    // The periodic listing while the pane is shown (default 5000 ms; 0: only on request).
+    void setAutoRefreshInterval(int milliseconds);
+    // "Being written by …", or empty when no lock file names a holder.
+    QString lockText() const;
 
     StepListModel* model() const { return m_model; }
     QTableView* view() const { return m_view; }
@@ -40,6 +56,8 @@ signals:
     void listed(); // a background listing finished and the model holds it
 
 private:
+    void applyReading(Reading reading, const QString& root);
+    void updateLockLine();
     void openSelected();
     void updateTitle();
     int tableWidth() const; // every column at its contents' width
@@ -50,7 +68,10 @@ private:
     QPushButton* m_open;
     QPushButton* m_refresh;
     QPushButton* m_mirror;
-    QFutureWatcher<std::vector<shardscope::StepInfo>>* m_watcher = nullptr;
+    QLabel* m_lockLine;
+    QTimer* m_autoRefresh;
+    QFutureWatcher<Reading>* m_watcher = nullptr;
+    bool m_again = false; // asked to list again while a listing ran (another mirror, say)
     QString m_currentDirectory;
     QString m_mirrorPath;
 };

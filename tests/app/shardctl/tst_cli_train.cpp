@@ -209,6 +209,9 @@ private slots:
         QCOMPARE(steps["step-00000006"]["upload"].get<std::string>(), std::string("uploaded"));
         QCOMPARE(steps["step-00000009"]["upload"].get<std::string>(), std::string("uploaded"));
         QCOMPARE(steps["step-00000012"]["upload"].get<std::string>(), std::string("partial"));
+        // No job writes the root any more: an upload that never finished has failed.
+        QCOMPARE(steps["step-00000012"]["upload_state"].get<std::string>(), std::string("failed"));
+        QCOMPARE(steps["step-00000009"]["upload_state"].get<std::string>(), std::string("uploaded"));
         QVERIFY(steps["step-00000012"]["local"]["latest"].get<bool>());
         QCOMPARE(steps["step-00000013"]["local"]["complete"].get<bool>(), false);
         QVERIFY(steps["step-00000012"]["local"]["bytes"].get<uint64_t>() > 0);
@@ -216,6 +219,15 @@ private slots:
         QVERIFY2(st["next_rotation"]["local"] == nlohmann::json::array({"step-00000009"}), st.dump().c_str());
         QVERIFY2(st["next_rotation"]["mirror"].empty(), st.dump().c_str());
         QVERIFY(steps["step-00000009"]["next_rotation_deletes"] == nlohmann::json::array({"local"}));
+        // The text says the same, with each step's wall clock (issue 19, item 4).
+        const auto text = shardctl({QStringLiteral("status"), qs(dir), QStringLiteral("--mirror"), qs(mirror),
+                                    QStringLiteral("--keep"), QStringLiteral("1"), QStringLiteral("--mirror-keep"),
+                                    QStringLiteral("3")});
+        QCOMPARE(text.exit_code, 0);
+        QVERIFY2(text.out.contains("step-00000012  local: complete (latest), ") && text.out.contains(", wall clock "),
+                 text.out.constData());
+        QVERIFY2(text.out.contains("step-00000009  local: complete") && text.out.contains("next rotation deletes it"),
+                 text.out.constData());
     }
 
     void fullMirrorDoesNotStopTraining()

@@ -97,6 +97,15 @@ std::string mount_tmpfs(const fs::path& dir, const char* size)
     return {};
 }
 
+int mappings()
+{
+    std::ifstream maps("/proc/self/maps");
+    int n = 0;
+    for (std::string line; std::getline(maps, line);)
+        ++n;
+    return n;
+}
+
 } // namespace
 
 class TestPressure : public QObject {
@@ -123,17 +132,21 @@ private slots:
     {
         QTest::addColumn<int>("op");
         QTest::addColumn<int>("error");
-        QTest::newRow("write ENOSPC") << int(fsutil::IoOp::write) << ENOSPC;
-        QTest::newRow("write EACCES") << int(fsutil::IoOp::write) << EACCES;
-        QTest::newRow("write EIO") << int(fsutil::IoOp::write) << EIO;
-        QTest::newRow("fsync EIO") << int(fsutil::IoOp::fsync) << EIO;
-        QTest::newRow("rename EIO") << int(fsutil::IoOp::rename) << EIO;
+        QTest::addColumn<bool>("async"); // the write on its thread, beside the upload worker
+        QTest::newRow("write ENOSPC") << int(fsutil::IoOp::write) << ENOSPC << false;
+        QTest::newRow("write EACCES") << int(fsutil::IoOp::write) << EACCES << false;
+        QTest::newRow("write EIO") << int(fsutil::IoOp::write) << EIO << false;
+        QTest::newRow("fsync EIO") << int(fsutil::IoOp::fsync) << EIO << false;
+        QTest::newRow("rename EIO") << int(fsutil::IoOp::rename) << EIO << false;
+        QTest::newRow("async write ENOSPC") << int(fsutil::IoOp::write) << ENOSPC << true;
+        QTest::newRow("async rename EIO") << int(fsutil::IoOp::rename) << EIO << true;
     }
 
     void faultAtEveryOperationOfBothTiers()
     {
         QFETCH(int, op);
         QFETCH(int, error);
+        QFETCH(bool, async);
         const auto io = static_cast<fsutil::IoOp>(op);
         // The operations of one save with its upload: the local tier's first, then the mirror's.
         int count = 0;
@@ -159,7 +172,12 @@ private slots:
             fsutil::inject_fault(io, k, error);
             bool saved = true;
             try {
-                manager.save(state(2), 2);
+                if (async) {
+                    manager.save_async(state(2), 2);
+                    manager.wait(); // rethrows the background write's error, never an upload's
+                } else {
+                    manager.save(state(2), 2);
+                }
             } catch (const Error& e) { // the local tier failed: one sentence, the save only
                 saved = false;
                 QCOMPARE(e.kind(), ProblemKind::io_error);
@@ -296,6 +314,26 @@ private slots:
             QVERIFY(warnings.any("names no holder"));
         }
         QVERIFY(latest_problem(root).isEmpty());
+    }
+
+    void finishedUploadThreadsAreReaped()
+    {
+        // One upload thread a save: a run of many saves must not keep each one (and its stack
+        // mapping) until wait(), or a long run ends in "cannot create a thread".
+        const fs::path root = fresh("reap"), mirror = fresh("reap-mirror");
+        ManagerOptions o = options(root, 1, mirror, 1);
+        o.durable = false;
+        CheckpointManager manager(o);
+        const auto tiny = make_demo_state(1, 64, 1, ParamDtype::F16);
+        manager.save(tiny, 1);
+        manager.wait();
+        const int before = mappings();
+        for (uint64_t step = 2; step <= 200; ++step)
+            manager.save(tiny, step);
+        const int during = mappings();
+        manager.wait();
+        QVERIFY2(during - before < 60, qPrintable(QStringLiteral("%1 -> %2 mappings").arg(before).arg(during)));
+        QCOMPARE(read_latest(mirror), std::optional<std::string>(step_dir_name(200)));
     }
 
     void realFullTmpfsForEachTier()

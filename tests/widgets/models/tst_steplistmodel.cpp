@@ -9,17 +9,22 @@
 #include "widgettestutil.h"
 
 #include "core/run/lifecycle.h"
+#include "core/run/root_lock.h"
+#include "core/run/root_status.h"
 
 #include <QAbstractItemModelTester>
 #include <QHeaderView>
 #include <QScrollBar>
+#include <QDateTime>
 #include <QDir>
+#include <QLabel>
 #include <QFile>
 #include <QSignalSpy>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 #include <numeric>
+#include <unistd.h>
 
 using namespace shardwidgets;
 namespace fs = std::filesystem;
@@ -208,6 +213,134 @@ private slots:
         QCOMPARE(cell(model, 2, StepListModel::Status), QStringLiteral("complete"));
         QCOMPARE(model->directory(2), QDir(mirror.path()).filePath(QStringLiteral("step-00000030")));
         QCOMPARE(cell(model, 3, StepListModel::Tier), QStringLiteral("local")); // step 20: not uploaded
+    }
+
+    // The mirror of makeRoot's root as a run under way leaves it: step 30 uploaded (verified,
+    // upload.json), step 20 copied without upload.json (an upload under way, or one that
+    // failed), step 10 not copied at all.
+    static void makeMirror(const QString& root, const QString& mirror)
+    {
+        for (int step : {20, 30}) {
+            const std::string name = shardscope::step_dir_name(uint64_t(step));
+            fs::copy(fs::path(root.toStdString()) / name, fs::path(mirror.toStdString()) / name);
+        }
+        QFile upload(QDir(mirror).filePath(QStringLiteral("step-00000030/upload.json")));
+        QVERIFY(upload.open(QIODevice::WriteOnly));
+        upload.write("{}");
+    }
+
+    static QString uploadOf(const StepListModel* model, const QString& root, int step)
+    {
+        const int row = model->rowForDirectory(
+            QDir(root).filePath(QString::fromStdString(shardscope::step_dir_name(uint64_t(step)))));
+        return model->index(row, StepListModel::Upload).data(StepListModel::UploadStateRole).toString();
+    }
+
+    void modelShowsUploadStates()
+    {
+        QTemporaryDir tmp, mirror;
+        makeRoot(tmp.path());
+        makeMirror(tmp.path(), mirror.path());
+        StepListModel model;
+        // Attached before any data: every reset and cell change below is checked.
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        const fs::path root = tmp.path().toStdString(), mirrorPath = mirror.path().toStdString();
+        const auto steps = shardscope::list_steps(root, mirrorPath);
+        model.setSteps(steps, tmp.path(), mirror.path());
+        QVERIFY(uploadOf(&model, tmp.path(), 30).isEmpty()); // nothing read yet: no state claimed
+
+        // A job holds the lock (this process): what lacks a verified copy is still on its way.
+        {
+            const shardscope::RootLock lock = shardscope::RootLock::acquire(root, {});
+            const auto holder = shardscope::read_lock_holder(root);
+            QVERIFY(holder && holder->running == std::optional<bool>(true));
+            model.setRootState(holder, shardscope::upload_states_on_disk(steps, holder, 10));
+            QCOMPARE(uploadOf(&model, tmp.path(), 30), QStringLiteral("uploaded"));
+            QCOMPARE(uploadOf(&model, tmp.path(), 20), QStringLiteral("uploading"));
+            QCOMPARE(uploadOf(&model, tmp.path(), 10), QStringLiteral("pending"));
+            const int row20 = model.rowForDirectory(QDir(tmp.path()).filePath(QStringLiteral("step-00000020")));
+            QCOMPARE(cell(&model, row20, StepListModel::Upload), QStringLiteral("uploading"));
+            // Its partial mirror copy is being written, not broken.
+            QCOMPARE(cell(&model, row20 + 1, StepListModel::Tier), QStringLiteral("mirror"));
+            QCOMPARE(cell(&model, row20 + 1, StepListModel::Status), QStringLiteral("uploading"));
+            QVERIFY(model.lockHolder() && model.lockHolder()->pid == ::getpid());
+        }
+        // No job any more: the run ended without those copies.
+        model.setRootState(std::nullopt, shardscope::upload_states_on_disk(steps, std::nullopt, 10));
+        QCOMPARE(uploadOf(&model, tmp.path(), 30), QStringLiteral("uploaded"));
+        QCOMPARE(uploadOf(&model, tmp.path(), 20), QStringLiteral("failed"));
+        const int row20 = model.rowForDirectory(QDir(tmp.path()).filePath(QStringLiteral("step-00000020")));
+        QCOMPARE(cell(&model, row20 + 1, StepListModel::Status), QStringLiteral("incomplete")); // left behind
+        QCOMPARE(uploadOf(&model, tmp.path(), 10), QStringLiteral("failed"));
+        QCOMPARE(model.rowCount(), 6); // 4 local rows, 2 mirror rows: the cells changed, not the rows
+        // Only the newest mirror_keep_last are the mirror's: with 2, step 10 is not.
+        model.setRootState(std::nullopt, shardscope::upload_states_on_disk(steps, std::nullopt, 2));
+        QVERIFY(uploadOf(&model, tmp.path(), 10).isEmpty());
+        const int row10 = model.rowForDirectory(QDir(tmp.path()).filePath(QStringLiteral("step-00000010")));
+        QCOMPARE(cell(&model, row10, StepListModel::Upload), QStringLiteral("–"));
+        model.clear();
+        QVERIFY(!model.lockHolder());
+    }
+
+    void paneNamesTheWriterOfALockedRoot()
+    {
+        QTemporaryDir tmp, mirror;
+        makeRoot(tmp.path());
+        makeMirror(tmp.path(), mirror.path());
+        const fs::path root = tmp.path().toStdString();
+        // This process writes the root: it holds the flock of writer.lock, as `train` would.
+        const shardscope::RootLock lock = shardscope::RootLock::acquire(root, {});
+        const auto holder = shardscope::read_lock_holder(root);
+        QVERIFY(holder);
+
+        CheckpointPanel panel;
+        StepsPane* pane = panel.stepsPane();
+        pane->setAutoRefreshInterval(0); // one listing at a time, each waited for below
+        QAbstractItemModelTester tester(pane->model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        panel.resize(1400, 800);
+        panel.show();
+        QSignalSpy listed(pane, &StepsPane::listed);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QVERIFY(listed.count() > 0 || listed.wait(10000)); // the lock is read in the background
+        const QString since = QDateTime::fromSecsSinceEpoch(holder->started_at).toString(QStringLiteral("HH:mm"));
+        const QString expected = QStringLiteral("Being written by pid %1 on %2, since %3 — showing committed steps only")
+                                     .arg(::getpid())
+                                     .arg(QString::fromStdString(holder->host), since);
+        QCOMPARE(pane->lockText(), expected);
+        const auto labels = pane->findChildren<QLabel*>();
+        QVERIFY(std::any_of(labels.begin(), labels.end(),
+                            [&](const QLabel* l) { return l->isVisible() && l->text() == expected; }));
+        // The mirror is chosen: each local step says where its upload stands.
+        listed.clear();
+        pane->setMirror(mirror.path());
+        QVERIFY(listed.wait(10000));
+        const StepListModel* model = pane->model();
+        QCOMPARE(uploadOf(model, tmp.path(), 30), QStringLiteral("uploaded"));
+        QCOMPARE(uploadOf(model, tmp.path(), 20), QStringLiteral("uploading"));
+        QCOMPARE(uploadOf(model, tmp.path(), 10), QStringLiteral("pending"));
+        QCOMPARE(model->headerData(StepListModel::Upload, Qt::Horizontal).toString(), QStringLiteral("Upload"));
+    }
+
+    void paneForgetsTheWriterWhenItIsGone()
+    {
+        QTemporaryDir tmp;
+        makeRoot(tmp.path());
+        StepsPane pane;
+        pane.setAutoRefreshInterval(0);
+        QSignalSpy listed(&pane, &StepsPane::listed);
+        {
+            const shardscope::RootLock lock = shardscope::RootLock::acquire(tmp.path().toStdString(), {});
+            pane.setSteps(shardscope::list_steps(tmp.path().toStdString()), tmp.path());
+            QVERIFY(listed.wait(10000));
+            QVERIFY(pane.lockText().startsWith(QStringLiteral("Being written by pid")));
+        }
+        // The job ended (its lock file went with it); reopening, or the next refresh, says so.
+        listed.clear();
+        pane.refresh();
+        QVERIFY(listed.wait(10000));
+        QVERIFY2(pane.lockText().isEmpty(), qPrintable(pane.lockText()));
     }
 };
 
