@@ -21,6 +21,8 @@ void summarise_files(VerifyReport& report, const std::vector<std::optional<Safet
                      uint64_t& tensor_bytes)
 {
     ForeignSummary& summary = *report.foreign;
+    summary.tensors.clear(); // the index's early list (list_from_index), now with what the headers say
+    summary.tensors_total = 0;
     uint64_t per_dtype[256] = {}; // by SafetensorsListing's dtype index
     tensor_bytes = 0;
     // Which tensors are listed, sorted by name before any ForeignTensor is made (sorting 10^5 of
@@ -81,6 +83,26 @@ std::vector<std::optional<SafetensorsListing>> read_headers(int dirfd, VerifyRep
                                                                   (report.dir / check.path).string());
                          });
     return headers;
+}
+
+// The tensors as the index names them, in the final list's order (by name), for the files_listed
+// callback: the app shows 10^5 rows while the headers are read instead of after (their dtype,
+// shape and bytes follow with summarise_files).
+void list_from_index(const SafetensorsIndex& index, VerifyReport& report)
+{
+    ForeignSummary& summary = *report.foreign;
+    const auto& map = index.weight_map;
+    std::vector<uint32_t> order(map.size());
+    for (uint32_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    // Sorted before the cap, as summarise_files does: above it the early rows are the same
+    // tensors as the final ones.
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return map.name(a) < map.name(b); });
+    order.resize(std::min<std::size_t>(order.size(), foreign::kMaxListedTensors));
+    summary.tensors.reserve(order.size());
+    for (const uint32_t i : order)
+        summary.tensors.push_back({.name = std::string(map.name(i)), .file = index.files[map.file(i)]});
+    summary.tensors_total = map.size();
 }
 
 void flag(VerifyReport& report, std::size_t file, Problem problem)
@@ -156,9 +178,14 @@ VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& 
         file_index[name] = report.shards.size();
         report.shards.push_back(ShardCheck{.rank = -1, .path = name});
     }
+    if (options.callbacks.files_listed) // someone shows the rows as they come (the CLI does not)
+        list_from_index(index, report);
     const auto headers = read_headers(dirfd.get(), report, options);
-    if (report.cancelled)
+    if (report.cancelled) { // the rows listed from the index alone are not a result
+        report.foreign->tensors.clear();
+        report.foreign->tensors_total = 0;
         return report;
+    }
     uint64_t all_bytes = 0;
     summarise_files(report, headers, all_bytes);
 

@@ -74,7 +74,7 @@ void check_search(const Profile& profile, const SearchSpec& spec)
 
 } // namespace
 
-SearchResult search_plans(const Profile& profile, const SearchSpec& spec)
+SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const std::atomic<bool>* cancel)
 {
     validate_profile(profile);
     check_search(profile, spec);
@@ -121,6 +121,8 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec)
                         chunk_options.push_back(v);
             }
             for (int v : chunk_options) {
+                if (cancel && cancel->load(std::memory_order_relaxed))
+                    throw Error(ProblemKind::cancelled, "the plan search was cancelled");
                 const ScheduleSpec schedule_spec{.kind = kind, .stages = pp, .microbatches = microbatches,
                                                  .virtual_stages = v, .p2p_latency_ms = spec.p2p_latency_ms};
                 Schedule schedule;

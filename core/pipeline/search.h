@@ -15,6 +15,7 @@
 #include "core/pipeline/fit_partition.h"
 #include "core/pipeline/training.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -69,7 +70,10 @@ struct SearchResult {
 // divide, no pp * dp = gpus with pp <= layers and dp dividing the microbatches, a profile
 // measured at another micro batch size, a bad option value, or every configuration too large
 // to simulate.
-SearchResult search_plans(const Profile& profile, const SearchSpec& spec);
+// `cancel` (the GUI's flag) is looked at before every (pipeline, schedule, chunks) combination:
+// once set, the search stops with Error(cancelled) within one combination's simulations.
+SearchResult search_plans(const Profile& profile, const SearchSpec& spec,
+                          const std::atomic<bool>* cancel = nullptr);
 
 // Why `runner_up` is slower than `best`, in a few words naming its largest loss: more compute
 // on its busiest stage (recomputation, fewer stages), more pipeline idle (bubble), or more

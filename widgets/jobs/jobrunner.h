@@ -109,7 +109,9 @@ public:
                 return; // retired meanwhile
             m_tick(); // deliver what the timer has not read yet
             m_timer.stop();
-            Outcome outcome = watcher->result();
+            // Moved out, not copied: an outcome can hold 10^5 tensors, and a copy (and later
+            // freeing the future's own) would stall the GUI thread for 100 ms and more.
+            Outcome outcome = watcher->future().takeResult();
             m_watcher = nullptr;
             watcher->deleteLater();
             done(std::move(outcome));

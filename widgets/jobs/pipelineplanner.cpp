@@ -6,6 +6,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <stdexcept>
 
 namespace shardwidgets {
 
@@ -160,6 +161,55 @@ bool PipelinePlanner::moveBoundary(int index, int edge)
     return setBoundaries(moved);
 }
 
+void PipelinePlanner::setTrainingOptions(const pl::TrainingOptions& options)
+{
+    const bool recut = options.recompute != m_options.recompute && m_method != pl::PartitionMethod::manual;
+    m_options = options;
+    if (recut)
+        repartition();
+    else
+        replan();
+}
+
+bool PipelinePlanner::applyCandidate(const pl::Candidate& candidate, const pl::SearchSpec& search)
+{
+    if (candidate.pp > kMaxStages || candidate.microbatches > kMaxMicrobatches ||
+        candidate.virtual_stages > kMaxVirtualStages) {
+        m_error = tr("pp %1 with %2 microbatches and v %3 is outside the planner's range (at most %4 stages, "
+                     "%5 microbatches, %6 chunks)")
+                      .arg(candidate.pp).arg(candidate.microbatches).arg(candidate.virtual_stages)
+                      .arg(kMaxStages).arg(kMaxMicrobatches).arg(kMaxVirtualStages);
+        return false;
+    }
+    const pl::ScheduleSpec spec{.kind = candidate.schedule,
+                                .stages = candidate.pp,
+                                .microbatches = candidate.microbatches,
+                                .virtual_stages = candidate.virtual_stages,
+                                .p2p_latency_ms = search.p2p_latency_ms};
+    const pl::TrainingOptions options{.dp = candidate.dp,
+                                      .zero = search.zero,
+                                      .recompute = candidate.recompute,
+                                      .link_gbps = search.link_gbps,
+                                      .overlap_allreduce = search.overlap_allreduce,
+                                      .gpu_memory_bytes = search.gpu_memory_bytes};
+    try {
+        // The candidate's cut as the search made it: "compute" on the recompute-adjusted costs,
+        // or the fitting cut spelled out as manual boundaries.
+        const pl::PartitionSpec cut = pl::parse_partition_spec(candidate.partition);
+        m_boundaries = pl::partition(pl::with_recompute(m_profile, candidate.recompute),
+                                     spec.stages * spec.virtual_stages, cut);
+        m_method = cut.method;
+    } catch (const std::exception& e) {
+        m_error = printableText(e.what());
+        return false;
+    }
+    m_spec = spec;
+    m_options = options;
+    m_schedule.reset();
+    replan();
+    return m_step.has_value();
+}
+
 QString PipelinePlanner::partitionName() const
 {
     pl::PartitionSpec spec{m_method, {}};
@@ -173,10 +223,14 @@ void PipelinePlanner::repartition()
     m_schedule.reset();
     try {
         const int pieces = m_spec.stages * m_spec.virtual_stages;
-        m_boundaries = pl::partition(m_profile, pieces, pl::PartitionSpec{m_method, m_boundaries});
-    } catch (const shardscope::Error& e) {
+        // Balanced on the costs the schedule will run (recomputation lengthens backwards), as
+        // the search and `shardctl schedule --partition compute` balance them.
+        m_boundaries = pl::partition(pl::with_recompute(m_profile, m_options.recompute), pieces,
+                                     pl::PartitionSpec{m_method, m_boundaries});
+    } catch (const std::exception& e) {
         m_boundaries.clear();
         m_plan.reset();
+        m_step.reset();
         m_error = printableText(e.what());
         emit planChanged();
         return;
@@ -189,11 +243,13 @@ void PipelinePlanner::replan()
     try {
         if (!m_schedule)
             m_schedule = pl::build_schedule(m_spec);
-        m_plan = pl::make_plan(m_profile, *m_schedule, m_boundaries);
+        m_step = pl::make_step_plan(m_profile, *m_schedule, m_boundaries, m_options);
+        m_plan = m_step->plan;
         m_error.clear();
-    } catch (const shardscope::Error& e) {
+    } catch (const std::exception& e) { // core's Error, or invalid_argument for an option
         m_schedule.reset();
         m_plan.reset();
+        m_step.reset();
         m_error = printableText(e.what());
     }
     emit planChanged();

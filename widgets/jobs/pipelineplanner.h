@@ -3,8 +3,12 @@
 // current Plan from core's make_plan. Views observe planChanged(); tests drive it directly.
 // make_plan costs microseconds for realistic sizes, so it runs synchronously on every change
 // (that is what makes dragging a boundary live); the settings' ranges keep it that way.
+// The plan is core's make_step_plan under the training options (dp, ZeRO, recomputation, link,
+// GPU memory), so memory per stage, sends and the all-reduce are the very figures `shardctl
+// schedule` prints for the same settings.
 
-#include "core/pipeline/simulator.h"
+#include "core/pipeline/search.h"
+#include "core/pipeline/training.h"
 
 #include <QObject>
 #include <QString>
@@ -32,6 +36,15 @@ public:
     void setMicrobatches(int microbatches);
     void setVirtualStages(int chunks);
 
+    // Throws nothing: an out-of-range value leaves no plan and error() says why. A change of
+    // recomputation re-balances (compute partitions see the recompute-adjusted costs).
+    void setTrainingOptions(const shardscope::pipeline::TrainingOptions& options);
+    // Shows exactly one `shardctl plan` candidate found with `search`: schedule, stages, chunks,
+    // microbatches, partition and training options. False (error() says why) when it lies
+    // outside the planner's ranges.
+    bool applyCandidate(const shardscope::pipeline::Candidate& candidate,
+                        const shardscope::pipeline::SearchSpec& search);
+
     // Balanced partitions computed by core; any later drag makes the partition manual.
     void rebalance(shardscope::pipeline::PartitionMethod method);
     bool setBoundaries(const std::vector<int>& boundaries);
@@ -43,6 +56,8 @@ public:
     const std::vector<int>& boundaries() const { return m_boundaries; }
     QString partitionName() const; // "compute", "manual:3,6,9", ...
     const std::optional<shardscope::pipeline::Plan>& plan() const { return m_plan; }
+    const std::optional<shardscope::pipeline::StepPlan>& stepPlan() const { return m_step; }
+    const shardscope::pipeline::TrainingOptions& trainingOptions() const { return m_options; }
     QString error() const { return m_error; } // why there is no plan
 
 signals:
@@ -58,7 +73,9 @@ private:
     shardscope::pipeline::PartitionMethod m_method = shardscope::pipeline::PartitionMethod::compute;
     std::vector<int> m_boundaries;
     std::optional<shardscope::pipeline::Schedule> m_schedule;
-    std::optional<shardscope::pipeline::Plan> m_plan;
+    std::optional<shardscope::pipeline::Plan> m_plan; // m_step->plan, kept for the plan() views
+    std::optional<shardscope::pipeline::StepPlan> m_step;
+    shardscope::pipeline::TrainingOptions m_options;
     QString m_error;
 };
 

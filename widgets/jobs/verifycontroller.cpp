@@ -82,8 +82,9 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
     verify.cancel = &job->cancel;
     // Worker threads: store and return; the GUI thread looks at this when it chooses to.
     verify.callbacks.files_listed = [job](const shardscope::VerifyReport& listed) {
+        shardscope::VerifyReport copy = listed; // not under the lock the GUI thread's poll takes
         std::lock_guard lock(job->mutex);
-        job->listed = listed;
+        job->listed = std::move(copy);
         if (job->wake)
             job->wake(); // rows first, then their statuses
     };

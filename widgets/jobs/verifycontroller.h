@@ -54,6 +54,7 @@ public:
     const shardscope::VerifyReport& listed() const { return m_listed; }
     // Valid after finished().
     const shardscope::VerifyReport& report() const { return m_report; }
+    shardscope::VerifyReport takeReport() { return std::move(m_report); } // report() is empty after
 
 signals:
     void started(const QString& path);

@@ -17,6 +17,7 @@ class QProgressBar;
 class QPushButton;
 class QSortFilterProxyModel;
 class QSpinBox;
+class QTabWidget;
 class QTableView;
 
 namespace shardwidgets {
@@ -26,6 +27,7 @@ class OwnershipMap;
 class ShardTableModel;
 class StepsPane;
 class SummaryModel;
+class TensorListPane;
 
 class CheckpointPanel : public QWidget {
     Q_OBJECT
@@ -56,6 +58,10 @@ public:
     QTableView* shardView() const { return m_table; }
     StepsPane* stepsPane() const { return m_stepsPane; } // shown for a checkpoint root
     QSpinBox* reshardTargetBox() const { return m_reshard; }
+    // A foreign format's tensors, on the "Tensor list" tab (hidden for a native checkpoint).
+    TensorListPane* tensorList() const { return m_tensorList; }
+    QTabWidget* tabs() const { return m_tabs; }
+    static constexpr int kTensorsTab = 1;
 
 signals:
     void opened(const QString& directory);   // the manifest is read, verification running
@@ -98,6 +104,8 @@ private:
     QSpinBox* m_expected;
     QLineEdit* m_filter;
     QSpinBox* m_reshard;
+    QTabWidget* m_tabs;
+    TensorListPane* m_tensorList;
     QString m_path;     // what the user opened (a root or a step)
     QString m_rootPath; // the root whose steps the steps pane lists
     std::optional<shardscope::VerifyReport> m_report;

@@ -6,6 +6,15 @@
 #include "widgets/views/stagebar.h"
 #include "widgets/models/stagestatsmodel.h"
 #include "widgets/style/flowlayout.h"
+#include "widgets/jobs/bubblesweep.h"
+#include "widgets/panels/planpanel.h"
+#include "widgets/views/bubblechart.h"
+
+#include <QCheckBox>
+#include <QDoubleSpinBox>
+#include <QTabWidget>
+#include <QTimer>
+#include <cmath>
 
 #include <QComboBox>
 #include <QFileDialog>
@@ -37,6 +46,7 @@ PlannerPanel::PlannerPanel(QWidget* parent)
             break;
 
     auto* layout = new QVBoxLayout(this);
+    layout->setSpacing(4); // with the tabs below the timeline, the page must still fit 800 x 600
     layout->addWidget(buildToolbar());
 
     m_error = new QLabel(this);
@@ -61,13 +71,31 @@ PlannerPanel::PlannerPanel(QWidget* parent)
     bottomLayout->addWidget(m_readout);
     bottomLayout->addWidget(m_table, 1);
 
+    // Below the timeline, one of three: the stages of the plan shown, the search that finds
+    // one, and how every schedule's bubble falls with more microbatches.
+    m_plan = new PlanPanel(m_planner, this);
+    m_bubbleChart = new BubbleChart(this);
+    m_sweep = new BubbleSweep(this);
+    m_sweepTimer = new QTimer(this);
+    m_sweepTimer->setSingleShot(true);
+    m_sweepTimer->setInterval(120);
+    connect(m_sweepTimer, &QTimer::timeout, this, &PlannerPanel::startSweep);
+    connect(m_sweep, &BubbleSweep::finished, this, &PlannerPanel::showSweep);
+    m_tabs = new QTabWidget(this);
+    m_tabs->setDocumentMode(true);
+    m_tabs->addTab(bottom, tr("Stages"));
+    m_tabs->addTab(m_plan, tr("Plan search"));
+    m_tabs->addTab(m_bubbleChart, tr("Bubble vs microbatches"));
+    // The loaded candidate's stages (and any over the limit) are what the user wants next.
+    connect(m_plan, &PlanPanel::candidateLoaded, this, [this] { m_stageBar->update(); });
+
     auto* splitter = new QSplitter(Qt::Vertical, this);
     splitter->addWidget(m_gantt);
-    splitter->addWidget(bottom);
+    splitter->addWidget(m_tabs);
     splitter->setStretchFactor(0, 3);
     splitter->setStretchFactor(1, 1);
     splitter->setChildrenCollapsible(false);
-    splitter->setSizes({380, 240});
+    splitter->setSizes({380, 300});
     bottom->setMinimumHeight(m_readout->sizeHint().height());
     layout->addWidget(splitter, 1);
 
@@ -164,7 +192,100 @@ QWidget* PlannerPanel::buildToolbar()
     fit->setToolTip(tr("Fit the timeline to the window (double-click it, or press 0)"));
     connect(fit, &QToolButton::clicked, m_gantt, &GanttView::fitToWindow);
     group({}, {fit});
+    flow->addSpacing(12);
+    addTrainingControls(toolbar, flow);
     return toolbar;
+}
+
+void PlannerPanel::addTrainingControls(QWidget* row, FlowLayout* flow)
+{
+    auto group = [&](const QString& text, QWidget* widget, const QString& tip) {
+        auto* cell = new QWidget(row);
+        auto* line = new QHBoxLayout(cell);
+        line->setContentsMargins(0, 0, 0, 0);
+        if (!text.isEmpty()) {
+            auto* label = new QLabel(text, cell);
+            label->setBuddy(widget);
+            line->addWidget(label);
+        }
+        widget->setToolTip(tip);
+        line->addWidget(widget);
+        flow->addWidget(cell);
+    };
+    m_dp = new QSpinBox(row);
+    m_dp->setRange(1, 1 << 16);
+    m_dp->setKeyboardTracking(false);
+    m_zero = new QComboBox(row);
+    for (int z = 0; z <= 3; ++z)
+        m_zero->addItem(tr("ZeRO %1").arg(z), z);
+    m_recompute = new QComboBox(row);
+    m_recompute->addItem(tr("no recompute"), int(pl::Recompute::none));
+    m_recompute->addItem(tr("selective recompute"), int(pl::Recompute::selective));
+    m_recompute->addItem(tr("full recompute"), int(pl::Recompute::full));
+    m_gpuMemory = new QDoubleSpinBox(row);
+    m_gpuMemory->setRange(0, 4096);
+    m_gpuMemory->setDecimals(2);
+    m_gpuMemory->setSuffix(tr(" GiB"));
+    m_gpuMemory->setSpecialValueText(tr("no limit"));
+    m_gpuMemory->setKeyboardTracking(false);
+    m_link = new QDoubleSpinBox(row);
+    m_link->setRange(0, 1e5);
+    m_link->setDecimals(0);
+    m_link->setSuffix(tr(" Gbps"));
+    m_link->setSpecialValueText(tr("instant"));
+    m_link->setKeyboardTracking(false);
+    m_overlap = new QCheckBox(tr("Overlap all-reduce"), row);
+    group(tr("&dp"), m_dp, tr("Data-parallel degree: replicas of the pipeline whose gradients are all-reduced"));
+    group({}, m_zero, tr("ZeRO stage: optimizer state (1), gradients (2), weights (3) sharded over dp"));
+    group({}, m_recompute, tr("Activation recomputation: keep less, recompute in the backward"));
+    group(tr("GPU &memory"), m_gpuMemory, tr("Memory per GPU: stages needing more are shown red"));
+    group(tr("&Link"), m_link, tr("Link bandwidth for sends between stages and the all-reduce"));
+    group({}, m_overlap, tr("Start each stage's all-reduce after its own last backward"));
+    connect(m_dp, &QSpinBox::valueChanged, this, &PlannerPanel::applyTrainingControls);
+    connect(m_zero, &QComboBox::activated, this, &PlannerPanel::applyTrainingControls);
+    connect(m_recompute, &QComboBox::activated, this, &PlannerPanel::applyTrainingControls);
+    connect(m_gpuMemory, &QDoubleSpinBox::valueChanged, this, &PlannerPanel::applyTrainingControls);
+    connect(m_link, &QDoubleSpinBox::valueChanged, this, &PlannerPanel::applyTrainingControls);
+    connect(m_overlap, &QCheckBox::toggled, this, &PlannerPanel::applyTrainingControls);
+}
+
+void PlannerPanel::applyTrainingControls()
+{
+    const double gib = m_gpuMemory->value();
+    m_planner->setTrainingOptions(pl::TrainingOptions{
+        .dp = m_dp->value(),
+        .zero = m_zero->currentData().toInt(),
+        .recompute = pl::Recompute(m_recompute->currentData().toInt()),
+        .link_gbps = m_link->value(),
+        .overlap_allreduce = m_overlap->isChecked(),
+        .gpu_memory_bytes = gib > 0 ? std::optional<std::int64_t>(std::llround(gib * 1024.0 * 1024.0 * 1024.0))
+                                    : std::nullopt});
+}
+
+void PlannerPanel::startSweep()
+{
+    if (!m_planner->plan())
+        return;
+    m_bubbleChart->setBusy(m_bubbleChart->lines().empty());
+    m_sweep->start(BubbleSweepInput{.profile = m_planner->profile(),
+                                    .spec = m_planner->spec(),
+                                    .boundaries = m_planner->boundaries(),
+                                    .options = m_planner->trainingOptions()});
+}
+
+void PlannerPanel::showSweep()
+{
+    std::vector<ChartLine> lines;
+    for (const BubbleLine& line : m_sweep->lines()) {
+        ChartLine chart{.name = QString::fromUtf8(pl::to_string(line.kind)),
+                        .current = line.kind == m_planner->spec().kind};
+        if (line.kind == pl::ScheduleKind::interleaved)
+            chart.name += tr(" v=%1").arg(line.virtualStages);
+        for (std::size_t i = 0; i < line.microbatches.size(); ++i)
+            chart.points.push_back({.x = double(line.microbatches[i]), .y = line.bubble[i]});
+        lines.push_back(std::move(chart));
+    }
+    m_bubbleChart->setLines(std::move(lines), sweepMicrobatches(m_planner->spec().stages));
 }
 
 bool PlannerPanel::openProfile(const QString& path, QString* error)
@@ -185,6 +306,14 @@ void PlannerPanel::syncControls()
     m_microbatches->setValue(spec.microbatches);
     m_virtual->setValue(std::max(2, spec.virtual_stages));
     m_virtual->setEnabled(spec.kind == pl::ScheduleKind::interleaved);
+    const QSignalBlocker t1(m_dp), t2(m_zero), t3(m_recompute), t4(m_gpuMemory), t5(m_link), t6(m_overlap);
+    const auto& options = m_planner->trainingOptions();
+    m_dp->setValue(options.dp);
+    m_zero->setCurrentIndex(m_zero->findData(options.zero));
+    m_recompute->setCurrentIndex(m_recompute->findData(int(options.recompute)));
+    m_gpuMemory->setValue(options.gpu_memory_bytes ? double(*options.gpu_memory_bytes) / (1024.0 * 1024.0 * 1024.0) : 0.0);
+    m_link->setValue(options.link_gbps);
+    m_overlap->setChecked(options.overlap_allreduce);
     const int index = m_profile->findData(QString::fromStdString(m_planner->profile().source));
     if (index >= 0)
         m_profile->setCurrentIndex(index);
@@ -193,10 +322,12 @@ void PlannerPanel::syncControls()
 void PlannerPanel::onPlanChanged()
 {
     syncControls();
-    const auto& plan = m_planner->plan();
-    if (plan) {
-        m_gantt->setTimeline(plan->timeline);
-        m_stats->setPlan(*plan);
+    const auto& step = m_planner->stepPlan();
+    if (step) {
+        m_gantt->setStepPlan(*step);
+        m_stats->setStepPlan(*step);
+        m_bubbleChart->setCurrentMicrobatches(m_planner->spec().microbatches);
+        m_sweepTimer->start();
         m_error->hide();
     } else {
         m_gantt->clear();

@@ -1,14 +1,22 @@
 #pragma once
 // The pipeline planner page: profile, schedule, stages, microbatches and v on a toolbar; the
 // stage bar; the Gantt timeline; the bubble readout and per-stage table. All views observe one
-// PipelinePlanner, so dragging a boundary updates everything at once.
+// PipelinePlanner, so dragging a boundary updates everything at once. A second toolbar row
+// sets the training step (dp, ZeRO, recomputation, GPU memory, link, overlapped all-reduce);
+// below the timeline three tabs: the stage table (memory per stage, red over the limit), the
+// plan search (PlanPanel) and the bubble against microbatches of every schedule (BubbleChart,
+// swept off the GUI thread by BubbleSweep after each change).
 
 #include <QWidget>
 
+class QCheckBox;
 class QComboBox;
+class QDoubleSpinBox;
 class QSpinBox;
 class QLabel;
+class QTabWidget;
 class QTableView;
+class QTimer;
 
 namespace shardwidgets {
 
@@ -17,6 +25,10 @@ class StageBar;
 class GanttView;
 class BubbleReadout;
 class StageStatsModel;
+class PlanPanel;
+class FlowLayout;
+class BubbleChart;
+class BubbleSweep;
 
 class PlannerPanel : public QWidget {
     Q_OBJECT
@@ -28,6 +40,12 @@ public:
     GanttView* gantt() const { return m_gantt; }
     BubbleReadout* readout() const { return m_readout; }
     StageStatsModel* statsModel() const { return m_stats; }
+    PlanPanel* planPanel() const { return m_plan; }
+    BubbleChart* bubbleChart() const { return m_bubbleChart; }
+    BubbleSweep* bubbleSweep() const { return m_sweep; }
+    QTableView* statsTable() const { return m_table; }
+    QTabWidget* tabs() const { return m_tabs; }
+    QDoubleSpinBox* gpuMemoryBox() const { return m_gpuMemory; }
 
     // Loads a profile file and selects it; shows nothing itself: the caller reports the error.
     bool openProfile(const QString& path, QString* error);
@@ -37,6 +55,12 @@ signals:
 
 private:
     QWidget* buildToolbar(); // wraps to a second line in a narrow window
+    // The training step's controls, in the toolbar's flow: one wrapping row for all settings
+    // keeps the page within the window's minimum height.
+    void addTrainingControls(QWidget* toolbar, FlowLayout* flow);
+    void applyTrainingControls();
+    void startSweep();
+    void showSweep();
     void syncControls();
     void onPlanChanged();
 
@@ -52,6 +76,17 @@ private:
     QSpinBox* m_virtual = nullptr;
     QLabel* m_error = nullptr;
     QTableView* m_table = nullptr;
+    QTabWidget* m_tabs = nullptr;
+    PlanPanel* m_plan = nullptr;
+    BubbleChart* m_bubbleChart = nullptr;
+    BubbleSweep* m_sweep = nullptr;
+    QTimer* m_sweepTimer = nullptr; // a drag replans per mouse move; the sweep follows at rest
+    QSpinBox* m_dp = nullptr;
+    QComboBox* m_zero = nullptr;
+    QComboBox* m_recompute = nullptr;
+    QDoubleSpinBox* m_gpuMemory = nullptr;
+    QDoubleSpinBox* m_link = nullptr;
+    QCheckBox* m_overlap = nullptr;
 };
 
 } // namespace shardwidgets

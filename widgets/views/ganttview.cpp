@@ -1,6 +1,7 @@
 #include "widgets/views/ganttview.h"
 
 #include "widgets/style/chartcolors.h"
+#include "widgets/style/statusstyle.h"
 
 #include <QHelpEvent>
 #include <QImage>
@@ -25,9 +26,43 @@ GanttView::GanttView(QWidget* parent) : QWidget(parent)
 
 void GanttView::setTimeline(const pl::Timeline& timeline)
 {
-    const bool sameShape = timeline.spec.stages == m_timeline.spec.stages &&
-                           m_timeline.makespan > 0 &&
-                           std::abs(timeline.makespan / m_timeline.makespan - 1.0) < 0.5;
+    m_memory.clear();
+    m_memoryLimit.reset();
+    m_transfers.clear();
+    m_allreduce.clear();
+    m_stepTime = timeline.makespan;
+    showTimeline(timeline);
+}
+
+void GanttView::setStepPlan(const pl::StepPlan& step)
+{
+    m_memory = step.memory;
+    m_memoryLimit = step.options.gpu_memory_bytes;
+    // Sends as the schedule JSON lists them: only when they take time (a bandwidth or latency);
+    // at an infinitely fast link they would be vertical hairlines over every block.
+    if (step.options.link_gbps > 0 || step.plan.timeline.spec.p2p_latency_ms > 0)
+        m_transfers = pl::transfers(step);
+    else
+        m_transfers.clear();
+    m_allreduce = step.allreduce;
+    m_stepTime = step.step_time;
+    showTimeline(step.plan.timeline);
+}
+
+bool GanttView::stageOverLimit(int stage) const
+{
+    return stage >= 0 && std::size_t(stage) < m_memory.size() && !m_memory[std::size_t(stage)].fits;
+}
+
+double GanttView::extent() const { return std::max(m_timeline.makespan, m_stepTime); }
+
+void GanttView::showTimeline(const pl::Timeline& timeline)
+{
+    const double previous = extent();
+    m_stepTime = std::max(m_stepTime, timeline.makespan);
+    const double next = std::max(timeline.makespan, m_stepTime);
+    const bool sameShape = timeline.spec.stages == m_timeline.spec.stages && previous > 0 &&
+                           std::abs(next / previous - 1.0) < 0.5;
     m_timeline = timeline;
     m_rows.assign(std::size_t(std::max(0, timeline.spec.stages)), {});
     for (int s = 0; s + 1 < int(timeline.stage_begin.size()) && s < int(m_rows.size()); ++s) {
@@ -38,11 +73,11 @@ void GanttView::setTimeline(const pl::Timeline& timeline)
         for (std::size_t i = begin; i < end; ++i)
             row.push_back({timeline.ops[i].start, timeline.ops[i].end, int(i)});
     }
-    m_geometry.duration = timeline.makespan;
+    m_geometry.duration = extent();
     layoutRows(m_geometry, height());
     if (m_autoFit || !sameShape) {
         m_autoFit = true;
-        m_geometry.fit(timeline.makespan, width());
+        m_geometry.fit(extent(), width());
     } else {
         m_geometry.clampView();
     }
@@ -54,6 +89,10 @@ void GanttView::clear()
 {
     m_timeline = {};
     m_rows.clear();
+    m_memory.clear();
+    m_transfers.clear();
+    m_allreduce.clear();
+    m_stepTime = 0;
     update();
 }
 
@@ -70,7 +109,7 @@ void GanttView::layoutRows(GanttGeometry& geometry, int height) const
 void GanttView::fitToWindow()
 {
     m_autoFit = true;
-    m_geometry.fit(m_timeline.makespan, width());
+    m_geometry.fit(extent(), width());
     update();
     emit viewChanged();
 }
@@ -133,7 +172,7 @@ void GanttView::paintFitted(QPainter& painter, const QSize& size) const
 {
     GanttGeometry geometry = m_geometry;
     layoutRows(geometry, size.height());
-    geometry.fit(m_timeline.makespan, size.width());
+    geometry.fit(extent(), size.width());
     paintTimeline(painter, geometry, QRect(QPoint(0, 0), size));
 }
 
@@ -165,9 +204,10 @@ void GanttView::paintTimeline(QPainter& painter, const GanttGeometry& geometry, 
     const double plotRight = rect.right() + 1;
     for (int row = 0; row < int(m_rows.size()); ++row)
         paintRow(painter, geometry, row, plotRight);
+    paintStep(painter, geometry, plotRight);
 
-    // The end of the step: where the last op finishes.
-    const double endX = geometry.xForTime(m_timeline.makespan);
+    // The end of the step: where the last op (or the last all-reduce) finishes.
+    const double endX = geometry.xForTime(extent());
     if (endX >= geometry.labelWidth && endX <= plotRight) {
         QPen pen(pal.color(QPalette::Text), 1, Qt::DashLine);
         painter.setPen(pen);
@@ -227,10 +267,12 @@ void GanttView::paintRow(QPainter& painter, const GanttGeometry& geometry, int r
     // only, each a line high and centred on its row, so that labels never run into each other.
     const double line = painter.fontMetrics().height();
     const int every = std::max(1, int(std::ceil(line / (h + geometry.rowGap))));
-    painter.setPen(pal.color(QPalette::Text));
-    if (row % every == 0)
-        painter.drawText(QRectF(4, top + (h - line) / 2, geometry.labelWidth - 10, line), Qt::AlignVCenter | Qt::AlignRight,
-                         tr("Stage %1").arg(row));
+    // Over the memory limit: the label in the warning colour with a sign (paintStep frames the row).
+    const bool over = stageOverLimit(row);
+    painter.setPen(over ? severityColor(Severity::bad, pal) : pal.color(QPalette::Text));
+    if (row % every == 0 || over)
+        painter.drawText(QRectF(2, top + (h - line) / 2, geometry.labelWidth - 8, line), Qt::AlignVCenter | Qt::AlignRight,
+                         over ? tr("⚠ Stage %1").arg(row) : tr("Stage %1").arg(row));
 
     painter.save();
     painter.setClipRect(QRectF(geometry.labelWidth, top, plotRight - geometry.labelWidth, h));
@@ -299,7 +341,7 @@ void GanttView::resizeEvent(QResizeEvent*)
 {
     layoutRows(m_geometry, height());
     if (m_autoFit)
-        m_geometry.fit(m_timeline.makespan, width());
+        m_geometry.fit(extent(), width());
     else {
         m_geometry.width = width();
         m_geometry.clampView();
@@ -384,8 +426,11 @@ bool GanttView::event(QEvent* event)
     if (event->type() == QEvent::ToolTip) {
         auto* help = static_cast<QHelpEvent*>(event);
         const int op = opAt(help->pos());
+        const QString step = op < 0 ? describeStep(help->pos()) : QString();
         if (op >= 0)
             QToolTip::showText(help->globalPos(), describeOp(op), this);
+        else if (!step.isEmpty())
+            QToolTip::showText(help->globalPos(), step, this);
         else if (help->pos().y() < m_geometry.rulerHeight || help->pos().x() < m_geometry.labelWidth)
             QToolTip::showText(help->globalPos(), toolTip(), this);
         else

@@ -7,7 +7,7 @@
 
 #include "widgets/views/ganttgeometry.h"
 
-#include "core/pipeline/simulator.h"
+#include "core/pipeline/training.h"
 
 #include <QWidget>
 
@@ -19,8 +19,16 @@ public:
     explicit GanttView(QWidget* parent = nullptr);
 
     // Keeps the user's zoom when only the partition changed (same makespan scale), else fits.
-    void setTimeline(const shardscope::pipeline::Timeline& timeline);
+    void setTimeline(const shardscope::pipeline::Timeline& timeline); // without a training step
+    // The timeline with its training step: stages over the GPU memory limit marked (a red frame
+    // and label), the sends between stages as lines from sender to receiver, and each stage's
+    // gradient all-reduce as a band after its backwards; the time axis runs to the step time.
+    void setStepPlan(const shardscope::pipeline::StepPlan& step);
     void clear();
+    bool stageOverLimit(int stage) const;
+    std::size_t sendCount() const { return m_transfers.size(); }
+    std::size_t allReduceCount() const { return m_allreduce.size(); }
+    double extent() const; // the step's end: makespan, or the step time with an all-reduce
     const shardscope::pipeline::Timeline& timeline() const { return m_timeline; }
     const GanttGeometry& geometry() const { return m_geometry; }
     bool hasTimeline() const { return !m_timeline.ops.empty(); }
@@ -57,9 +65,18 @@ private:
     void paintRow(QPainter& painter, const GanttGeometry& geometry, int row, double plotRight) const;
     void paintRuler(QPainter& painter, const GanttGeometry& geometry, const QRect& rect) const;
     void layoutRows(GanttGeometry& geometry, int height) const;
+    void showTimeline(const shardscope::pipeline::Timeline& timeline);
+    // ganttstep.cpp: what the training step adds over the op blocks.
+    void paintStep(QPainter& painter, const GanttGeometry& geometry, double plotRight) const;
+    QString describeStep(const QPointF& position) const; // tooltip over a band or a marked label
 
     shardscope::pipeline::Timeline m_timeline;
     std::vector<std::vector<GanttBlock>> m_rows;
+    std::vector<shardscope::pipeline::StageMemory> m_memory; // empty without a training step
+    std::optional<std::int64_t> m_memoryLimit;
+    std::vector<shardscope::pipeline::Transfer> m_transfers;
+    std::vector<shardscope::pipeline::AllReduce> m_allreduce;
+    double m_stepTime = 0;
     GanttGeometry m_geometry;
     bool m_autoFit = true; // until the user zooms or pans, follow the window and the data
     bool m_panning = false;

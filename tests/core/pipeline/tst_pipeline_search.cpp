@@ -331,6 +331,18 @@ private slots:
         QCOMPARE(why_slower(best, best).rfind("ties with #1", 0), std::size_t(0));
     }
 
+    void cancelledSearchStops()
+    {
+        const SearchSpec spec{.gpus = 8, .global_batch = 32, .micro_batch_size = 1,
+                              .gpu_memory_bytes = std::int64_t(8) << 30};
+        std::atomic<bool> cancel{false};
+        QVERIFY(!search_plans(decoder(14), spec, &cancel).candidates.empty()); // unset: no effect
+        cancel = true;
+        const auto problem = error_of([&] { search_plans(decoder(14), spec, &cancel); });
+        QVERIFY(problem);
+        QCOMPARE(problem->kind, ProblemKind::cancelled);
+    }
+
     void badInputIsOneSentence()
     {
         const Profile profile = decoder(2);

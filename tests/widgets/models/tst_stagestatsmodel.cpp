@@ -46,6 +46,43 @@ private slots:
         QCOMPARE(model.rowCount(), 0);
     }
 
+    // The training step's memory per stage: core's figures in the five columns, and a stage over
+    // the GPU memory limit red (foreground on the stage and total, a tint on the row) with a sign.
+    void memoryColumnsAndTheLimit()
+    {
+        StageStatsModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        const pl::ScheduleSpec spec{.kind = pl::ScheduleKind::one_f_one_b, .stages = 4, .microbatches = 8};
+        const pl::PartitionSpec uniform{.method = pl::PartitionMethod::uniform};
+        pl::TrainingOptions options{.dp = 2, .zero = 1};
+        const pl::StepPlan free = pl::make_step_plan(pl::uniform_profile(12), spec, uniform, options);
+        // 1F1B keeps N - s microbatches on stage s: stage 0 holds the most.
+        QVERIFY(free.memory[0].total > free.memory[3].total);
+        options.gpu_memory_bytes = (free.memory[0].total + free.memory[3].total) / 2;
+        const pl::StepPlan step = pl::make_step_plan(pl::uniform_profile(12), spec, uniform, options);
+        model.setStepPlan(step);
+        QCOMPARE(model.rowCount(), 4);
+        for (int s = 0; s < 4; ++s) {
+            const auto& m = step.memory[std::size_t(s)];
+            QCOMPARE(model.index(s, StageStatsModel::Weights).data(Qt::UserRole).toLongLong(), qlonglong(m.weights));
+            QCOMPARE(model.index(s, StageStatsModel::Gradients).data(Qt::UserRole).toLongLong(), qlonglong(m.gradients));
+            QCOMPARE(model.index(s, StageStatsModel::Optimizer).data(Qt::UserRole).toLongLong(), qlonglong(m.optimizer));
+            QCOMPARE(model.index(s, StageStatsModel::Activations).data(Qt::UserRole).toLongLong(), qlonglong(m.activations));
+            QCOMPARE(model.index(s, StageStatsModel::Total).data(Qt::UserRole).toLongLong(), qlonglong(m.total));
+            QCOMPARE(model.overLimit(s), !m.fits);
+            QCOMPARE(model.index(s, StageStatsModel::Total).data(Qt::ForegroundRole).isValid(), !m.fits);
+            QCOMPARE(model.index(s, StageStatsModel::Busy).data(Qt::BackgroundRole).isValid(), !m.fits);
+        }
+        QVERIFY(model.overLimit(0));
+        QVERIFY(!model.overLimit(3));
+        QVERIFY(model.index(0, StageStatsModel::Total).data().toString().startsWith(QStringLiteral("⚠")));
+        QVERIFY(model.index(0, StageStatsModel::Total).data(Qt::ToolTipRole).toString().contains(QStringLiteral("limit")));
+        // A plan without the training step: no memory figures, nothing red.
+        model.setPlan(step.plan);
+        QVERIFY(model.index(0, StageStatsModel::Total).data().toString().isEmpty());
+        QVERIFY(!model.overLimit(0));
+    }
+
     // Interleaved 1F1B, 4 stages of 2 chunks over 16 layers (uniform: 2 layers a piece): stage 0
     // runs pieces 0 and 4, layers 0-1 and 8-9, not "0-9".
     void interleavedStagesListEachChunk()

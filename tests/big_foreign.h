@@ -1,0 +1,109 @@
+#pragma once
+// Generators of the biggest foreign checkpoints (issue 20), shared by bench_open, bench_gui and
+// the widget tests that open them: made at run time, never committed.
+//   write_index: a Hugging Face safetensors index of `tensors` small F16 tensors in `files` files,
+//     named like a mixture-of-experts layer's;
+//   write_dcp: a DCP checkpoint of `chunks` chunks, every tensor row-split over `ranks` ranks;
+// and the peer the benchmarks compare opening the index with: Python's json.load of it plus
+// reading every file's header, as a loader does.
+
+#include "foreign_fixtures.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace bigforeign {
+
+namespace fs = std::filesystem;
+
+inline std::string index_tensor_name(std::size_t i)
+{
+    return "model.layers." + std::to_string(i / 2048) + ".mlp.experts." + std::to_string(i / 8 % 256) + ".w" +
+           std::to_string(i % 8) + ".weight";
+}
+
+// A safetensors file of `count` tensors of shape [4, 8], the weight map's entries added.
+inline std::string safetensors_file(std::size_t first, std::size_t count, nlohmann::json& weight_map,
+                                    const std::string& file)
+{
+    nlohmann::json header = nlohmann::json::object();
+    std::string data;
+    for (std::size_t i = first; i < first + count; ++i) {
+        const std::string name = index_tensor_name(i);
+        const std::size_t bytes = 2 * 4 * 8;
+        header[name] = {{"dtype", "F16"}, {"shape", {4, 8}}, {"data_offsets", {data.size(), data.size() + bytes}}};
+        data.append(bytes, '\0');
+        weight_map[name] = file;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    std::string out;
+    fixtures::put_le(out, text.size(), 8);
+    return out + text + data;
+}
+
+inline void write_index(const fs::path& dir, std::size_t tensors, std::size_t files)
+{
+    fs::create_directories(dir);
+    nlohmann::json weight_map = nlohmann::json::object();
+    const std::size_t per_file = tensors / files;
+    for (std::size_t f = 0; f < files; ++f) {
+        char name[64];
+        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", f + 1, files);
+        fixtures::write_file(dir / name, safetensors_file(f * per_file, per_file, weight_map, name));
+    }
+    const nlohmann::json index = {{"metadata", {{"total_size", per_file * files * 64}}}, {"weight_map", weight_map}};
+    fixtures::write_file(dir / "model.safetensors.index.json", index.dump(2));
+}
+
+inline void write_dcp(const fs::path& dir, std::size_t chunks, int ranks)
+{
+    fs::create_directories(dir);
+    std::vector<fixtures::DcpTensorSpec> tensors;
+    for (std::size_t t = 0; t * ranks < chunks; ++t) {
+        fixtures::DcpTensorSpec spec{.fqn = "model.layers." + std::to_string(t / 16) + ".experts." +
+                                            std::to_string(t % 16) + ".weight",
+                                     .size = {uint64_t(ranks) * 2, 4}};
+        for (int r = 0; r < ranks; ++r)
+            spec.chunks.push_back(
+                {.offsets = {uint64_t(r) * 2, 0}, .sizes = {2, 4}, .file = "__" + std::to_string(r) + "_0.distcp"});
+        tensors.push_back(std::move(spec));
+    }
+    for (const auto& [file, bytes] : fixtures::dcp_layout(tensors))
+        fixtures::write_file(dir / file, bytes);
+    fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
+}
+
+inline constexpr const char* kPythonIndexPeer = R"(import json, struct, sys, time, os
+d = sys.argv[1]
+start = time.perf_counter()
+index = json.load(open(os.path.join(d, "model.safetensors.index.json")))
+for f in sorted(set(index["weight_map"].values())):
+    with open(os.path.join(d, f), "rb") as h:
+        n = struct.unpack("<Q", h.read(8))[0]
+        json.loads(h.read(n))
+print(time.perf_counter() - start)
+)";
+
+// Best of three runs of the peer over the index in `dir` (its script written to `script`), seconds.
+inline double python_index_peer(const fs::path& dir, const fs::path& script)
+{
+    fixtures::write_file(script, kPythonIndexPeer);
+    double best = 1e9;
+    for (int round = 0; round < 3; ++round) {
+        FILE* p = ::popen(("python3 '" + script.string() + "' '" + dir.string() + "'").c_str(), "r");
+        double s = 0;
+        if (p && std::fscanf(p, "%lf", &s) == 1)
+            best = std::min(best, s);
+        if (p)
+            ::pclose(p);
+    }
+    return best;
+}
+
+} // namespace bigforeign
