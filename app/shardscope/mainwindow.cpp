@@ -9,6 +9,7 @@
 #include "widgets/views/ganttview.h"
 #include "widgets/jobs/pipelineplanner.h"
 #include "widgets/panels/plannerpanel.h"
+#include "widgets/panels/planpanel.h"
 #include "widgets/panels/reshardpanel.h"
 #include "widgets/panels/tensorspanel.h"
 #include "widgets/panels/comparepanel.h"
@@ -115,6 +116,11 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     });
     connect(m_planner, &PlannerPanel::profileError, this,
             [this](const QString& message) { showError(tr("Cannot load profile"), message.toHtmlEscaped()); });
+
+    if (const auto training = m_settings->plannerTraining())
+        m_planner->planner()->setTrainingOptions(*training);
+    if (const auto search = m_settings->planSearch())
+        m_planner->planPanel()->setSearchInputs(*search);
 
     resize(1440, 900);
     restoreGeometry(m_settings->windowGeometry());
@@ -416,6 +422,8 @@ void MainWindow::closeEvent(QCloseEvent* event)
     if (m_interactive) {
         m_settings->setWindowGeometry(saveGeometry());
         m_settings->setWindowState(saveState(Settings::kWindowStateVersion));
+        m_settings->setPlannerTraining(m_planner->planner()->trainingOptions());
+        m_settings->setPlanSearch(m_planner->planPanel()->searchSpec());
     }
     m_checkpoint->cancel();
     m_reshard->cancelReshard(); // core removes what it wrote; the controller waits for it

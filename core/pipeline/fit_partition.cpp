@@ -1,6 +1,7 @@
 #include "core/pipeline/fit_partition.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 namespace shardscope::pipeline {
@@ -46,13 +47,12 @@ std::int64_t saturating_add(std::int64_t a, std::int64_t b)
 
 std::optional<Ranges> ranges(const Profile& profile, const Schedule& schedule, const TrainingOptions& options)
 {
-    if (schedule.spec.virtual_stages != 1)
-        return std::nullopt; // a stage's chunks are not one contiguous range
-    if (static_cast<int>(profile.layers.size()) < schedule.spec.stages)
+    if (static_cast<int>(profile.layers.size()) < schedule.spec.stages * schedule.spec.virtual_stages)
         return std::nullopt;
     const Profile adjusted = with_recompute(profile, options.recompute);
     Ranges r;
-    r.in_flight = in_flight_peaks(schedule);
+    if (schedule.spec.virtual_stages == 1)
+        r.in_flight = in_flight_peaks(schedule);
     r.zero = options.zero;
     r.dp = options.dp;
     r.compute.push_back(0.0);
@@ -111,14 +111,258 @@ std::optional<std::vector<int>> min_max_cut(const Ranges& r, int stages, Cost co
     return boundaries;
 }
 
+// ---- Several chunks per stage (interleaved) ----------------------------------------------
+// A stage holds v pieces that are not adjacent (piece p on stage p % N), so its memory is not a
+// function of one range and the DP above does not apply. Its activations peak where its op list
+// holds the most bytes: after some forward, at sum_c held_c * kept(chunk c), with held_c counted
+// from the op order alone. Only the count vectors no other one dominates can be that peak for
+// some cut, and there are few of them, so a cut's exact memory (the StageMemory::total that
+// make_step_plan reports) costs O(P + L + patterns x v) without simulating.
+
+struct Chunked {
+    const Ranges& r;
+    int stages = 1;
+    int chunks = 1;
+    std::vector<std::vector<std::vector<int>>> patterns; // [stage] -> held count per chunk
+
+    int pieces() const { return stages * chunks; }
+    int layers() const { return static_cast<int>(r.extra.size()); }
+    int begin_of(const std::vector<int>& cut, int p) const { return p == 0 ? 0 : cut[static_cast<std::size_t>(p - 1)]; }
+    int end_of(const std::vector<int>& cut, int p) const
+    {
+        return p + 1 == pieces() ? layers() : cut[static_cast<std::size_t>(p)];
+    }
+
+    // Per stage: parameter state + the peak held activations + the largest recomputed working set.
+    std::vector<std::int64_t> memory(const std::vector<int>& cut) const
+    {
+        std::vector<std::int64_t> out(static_cast<std::size_t>(stages));
+        for (int s = 0; s < stages; ++s) {
+            std::int64_t params = 0, working = 0, peak = 0;
+            std::vector<std::int64_t> kept(static_cast<std::size_t>(chunks));
+            bool huge = false;
+            for (int c = 0; c < chunks; ++c) {
+                const int p = c * stages + s, i = begin_of(cut, p), j = end_of(cut, p);
+                huge |= r.params[j] == kHuge || r.kept[j] == kHuge;
+                params = saturating_add(params, r.params[j] - r.params[i]);
+                kept[static_cast<std::size_t>(c)] = r.kept[j] - r.kept[i];
+                for (int l = i; l < j; ++l)
+                    working = std::max(working, r.extra[static_cast<std::size_t>(l)]);
+            }
+            for (const std::vector<int>& held : patterns[static_cast<std::size_t>(s)]) {
+                std::int64_t bytes = 0, term = 0;
+                for (int c = 0; c < chunks && !huge; ++c)
+                    huge |= __builtin_mul_overflow(std::int64_t(held[static_cast<std::size_t>(c)]),
+                                                   kept[static_cast<std::size_t>(c)], &term) ||
+                            __builtin_add_overflow(bytes, term, &bytes);
+                peak = std::max(peak, bytes);
+            }
+            std::int64_t total = 0;
+            if (huge || params > kHuge / 32 || __builtin_add_overflow(peak, working, &total) ||
+                __builtin_add_overflow(total, param_state_bytes(params, r.zero, r.dp), &total))
+                total = kHuge;
+            out[static_cast<std::size_t>(s)] = total;
+        }
+        return out;
+    }
+
+    std::vector<double> compute(const std::vector<int>& cut) const
+    {
+        std::vector<double> out(static_cast<std::size_t>(pieces()));
+        for (int p = 0; p < pieces(); ++p)
+            out[static_cast<std::size_t>(p)] = r.compute_of(begin_of(cut, p), end_of(cut, p));
+        return out;
+    }
+};
+
+std::vector<std::vector<std::vector<int>>> held_patterns(const Schedule& schedule)
+{
+    const int v = schedule.spec.virtual_stages;
+    std::vector<std::vector<std::vector<int>>> out;
+    for (const std::vector<Op>& ops : schedule.stage_ops) {
+        std::vector<std::vector<int>> seen;
+        std::vector<int> held(static_cast<std::size_t>(v), 0);
+        const OpKind releases = releasing_op(schedule);
+        for (const Op& op : ops) {
+            if (op.kind == OpKind::F) {
+                ++held[static_cast<std::size_t>(op.chunk)];
+                seen.push_back(held);
+            } else if (op.kind == releases) {
+                --held[static_cast<std::size_t>(op.chunk)];
+            }
+        }
+        std::sort(seen.begin(), seen.end());
+        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+        auto dominated = [&](const std::vector<int>& a) {
+            return std::any_of(seen.begin(), seen.end(), [&](const std::vector<int>& b) {
+                return b != a && std::equal(a.begin(), a.end(), b.begin(), std::less_equal<>());
+            });
+        };
+        std::vector<std::vector<int>> frontier;
+        for (const std::vector<int>& a : seen)
+            if (!dominated(a))
+                frontier.push_back(a);
+        out.push_back(std::move(frontier));
+    }
+    return out;
+}
+
+template <class T>
+std::vector<T> descending(std::vector<T> values)
+{
+    std::sort(values.begin(), values.end(), std::greater<>());
+    return values;
+}
+
+// Steepest descent over the moves "shift one boundary by one layer": lower the stages' memory
+// (compared as a descending vector, so ties at the peak still make progress) until the peak is
+// at most `limit`; then, when `limit` is met, lower the pieces' compute the same way while the
+// peak stays within it. A local search: the result always fits when reported as fitting, but
+// it is not proven to be the fastest cut that does (docs/shardctl.md, plan).
+std::vector<int> descend(const Chunked& chunked, std::vector<int> cut, std::int64_t limit)
+{
+    const int bound = 8 * chunked.layers() * chunked.pieces(); // moves; each strictly improves
+    // Moves: one boundary by one layer, or a run of 2..3 adjacent boundaries together (a piece
+    // slides along the model: one stage gives a layer at one end and takes one at the other,
+    // which single moves cannot do without passing through a worse cut).
+    auto neighbours = [&](const std::vector<int>& from, auto&& visit) {
+        for (std::size_t b = 0; b < from.size(); ++b)
+            for (std::size_t run = 1; run <= 3 && b + run <= from.size(); ++run)
+                for (int step : {-1, 1}) {
+                    std::vector<int> next = from;
+                    for (std::size_t k = b; k < b + run; ++k)
+                        next[k] += step;
+                    const int lo = b == 0 ? 1 : next[b - 1] + 1;
+                    const std::size_t last = b + run - 1;
+                    const int hi = last + 1 == next.size() ? chunked.layers() - 1 : next[last + 1] - 1;
+                    if (next[b] >= lo && next[last] <= hi)
+                        visit(std::move(next));
+                }
+    };
+    std::vector<std::int64_t> memory = descending(chunked.memory(cut));
+    for (int moves = 0; memory.front() > limit && moves < bound; ++moves) {
+        std::optional<std::vector<int>> best;
+        std::vector<std::int64_t> best_memory = memory;
+        neighbours(cut, [&](std::vector<int> next) {
+            std::vector<std::int64_t> m = descending(chunked.memory(next));
+            if (m < best_memory) {
+                best_memory = std::move(m);
+                best = std::move(next);
+            }
+        });
+        if (!best)
+            break;
+        cut = std::move(*best);
+        memory = std::move(best_memory);
+    }
+    if (memory.front() > limit)
+        return cut;
+    std::vector<double> compute = descending(chunked.compute(cut));
+    for (int moves = 0; moves < bound; ++moves) {
+        std::optional<std::vector<int>> best;
+        std::vector<double> best_compute = compute;
+        neighbours(cut, [&](std::vector<int> next) {
+            std::vector<double> c = descending(chunked.compute(next));
+            if (c < best_compute && descending(chunked.memory(next)).front() <= limit) {
+                best_compute = std::move(c);
+                best = std::move(next);
+            }
+        });
+        if (!best)
+            break;
+        cut = std::move(*best);
+        compute = std::move(best_compute);
+    }
+    return cut;
+}
+
+// Every cut of `layers` into `pieces`, in lexicographic order; false once `visit` says stop.
+template <class Visit>
+void each_cut(int layers, int pieces, Visit&& visit)
+{
+    std::vector<int> cut(static_cast<std::size_t>(pieces - 1));
+    for (int b = 0; b < pieces - 1; ++b)
+        cut[static_cast<std::size_t>(b)] = b + 1;
+    for (;;) {
+        visit(cut);
+        int b = pieces - 2;
+        while (b >= 0 && cut[static_cast<std::size_t>(b)] == layers - (pieces - 1 - b))
+            --b;
+        if (b < 0)
+            return;
+        ++cut[static_cast<std::size_t>(b)];
+        for (int k = b + 1; k < pieces - 1; ++k)
+            cut[static_cast<std::size_t>(k)] = cut[static_cast<std::size_t>(k - 1)] + 1;
+    }
+}
+
+// C(n, k), or more than `cap` as soon as it exceeds it.
+std::uint64_t cuts_up_to(int n, int k, std::uint64_t cap)
+{
+    std::uint64_t count = 1;
+    for (int i = 1; i <= k; ++i) {
+        count = count * static_cast<std::uint64_t>(n - k + i) / static_cast<std::uint64_t>(i);
+        if (count > cap)
+            return cap + 1;
+    }
+    return count;
+}
+
+// The chunked cuts: the fastest that fits `limit` (none found: nullopt) and the one with the
+// least peak memory, from one pass. Small models are enumerated, which is exact under the same
+// objective as the one-chunk DP; larger ones take the best local descents from the compute,
+// parameter and layer-count cuts (a descent that never fits ends at a least-memory minimum, so
+// the least-memory cut of a configuration that fits nowhere costs nothing more).
+MemoryCuts chunked_cuts(const Profile& profile, const Schedule& schedule, const TrainingOptions& options,
+                        const Ranges& r, std::int64_t limit, std::uint64_t max_enumerated)
+{
+    const Chunked chunked{.r = r, .stages = schedule.spec.stages, .chunks = schedule.spec.virtual_stages,
+                          .patterns = held_patterns(schedule)};
+    const int pieces = chunked.pieces();
+    struct Best {
+        std::vector<int> cut;
+        double busiest = 0.0;
+        std::int64_t peak = 0;
+    };
+    std::optional<Best> fastest, leanest;
+    auto consider = [&](const std::vector<int>& cut) {
+        const std::vector<std::int64_t> memory = chunked.memory(cut);
+        const std::int64_t peak = *std::max_element(memory.begin(), memory.end());
+        if (!leanest || peak < leanest->peak)
+            leanest = Best{.cut = cut, .peak = peak};
+        if (peak > limit)
+            return;
+        const std::vector<double> compute = chunked.compute(cut);
+        const double busiest = *std::max_element(compute.begin(), compute.end());
+        if (!fastest || busiest < fastest->busiest || (busiest == fastest->busiest && peak < fastest->peak))
+            fastest = Best{.cut = cut, .busiest = busiest, .peak = peak};
+    };
+    if (cuts_up_to(chunked.layers() - 1, pieces - 1, max_enumerated) <= max_enumerated) {
+        each_cut(chunked.layers(), pieces, consider);
+    } else {
+        const Profile adjusted = with_recompute(profile, options.recompute);
+        for (PartitionMethod method : {PartitionMethod::compute, PartitionMethod::params, PartitionMethod::uniform})
+            consider(descend(chunked, partition(adjusted, pieces, {.method = method}), limit));
+    }
+    MemoryCuts out;
+    if (fastest)
+        out.fitting = std::move(fastest->cut);
+    if (leanest)
+        out.least_memory = std::move(leanest->cut);
+    return out;
+}
+
 } // namespace
 
 std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, const Schedule& schedule,
-                                                      const TrainingOptions& options, std::int64_t limit)
+                                                      const TrainingOptions& options, std::int64_t limit,
+                                                      std::uint64_t max_enumerated)
 {
     const std::optional<Ranges> r = ranges(profile, schedule, options);
     if (!r)
         return std::nullopt;
+    if (schedule.spec.virtual_stages > 1)
+        return chunked_cuts(profile, schedule, options, *r, limit, max_enumerated).fitting;
     const int stages = schedule.spec.stages;
     // 1. The smallest busiest-stage compute among the cuts that fit.
     std::optional<double> bound;
@@ -141,14 +385,31 @@ std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, co
 }
 
 std::optional<std::vector<int>> least_memory_boundaries(const Profile& profile, const Schedule& schedule,
-                                                        const TrainingOptions& options)
+                                                        const TrainingOptions& options,
+                                                        std::uint64_t max_enumerated)
 {
     const std::optional<Ranges> r = ranges(profile, schedule, options);
     if (!r)
         return std::nullopt;
+    if (schedule.spec.virtual_stages > 1) // no cut fits -1 bytes: every descent minimises memory
+        return chunked_cuts(profile, schedule, options, *r, -1, max_enumerated).least_memory;
     return min_max_cut<std::int64_t>(*r, schedule.spec.stages, [&](int s, int i, int j, std::int64_t working) {
         return std::optional(r->memory_of(s, i, j, working));
     });
+}
+
+MemoryCuts memory_cuts(const Profile& profile, const Schedule& schedule, const TrainingOptions& options,
+                       std::int64_t limit, std::uint64_t max_enumerated)
+{
+    const std::optional<Ranges> r = ranges(profile, schedule, options);
+    if (!r)
+        return {};
+    if (schedule.spec.virtual_stages > 1)
+        return chunked_cuts(profile, schedule, options, *r, limit, max_enumerated);
+    MemoryCuts out{.fitting = memory_fit_boundaries(profile, schedule, options, limit, max_enumerated)};
+    if (!out.fitting)
+        out.least_memory = least_memory_boundaries(profile, schedule, options, max_enumerated);
+    return out;
 }
 
 } // namespace shardscope::pipeline

@@ -1,16 +1,24 @@
 #pragma once
-// Cuts that respect the GPU memory limit (issue 16, `shardctl plan`), for schedules with one
-// chunk per stage (gpipe, 1f1b, zb-h1). A stage's memory depends on where it sits: stage s keeps
-// its activations for in_flight[s] microbatches (GPipe M on every stage, 1F1B N - s, zb-h1 N),
-// so a layer costs more memory on an early stage than on a late one, and no greedy fill is exact.
-// Both functions below are dynamic programmes over (stage, end layer), O(N * L^2) with O(1) per
-// range (prefix sums; the working-set maximum grows as the range does), and exact: the memory
-// they bound is the very StageMemory::total that make_step_plan reports for the cut.
+// Cuts that respect the GPU memory limit (issue 16, `shardctl plan`). A stage's memory depends
+// on where it sits: stage s keeps its activations for in_flight[s] microbatches (GPipe M on
+// every stage, 1F1B N - s, zb-h1 N), so a layer costs more memory on an early stage than on a
+// late one, and no greedy fill is exact. The memory bounded is always the very StageMemory::total
+// that make_step_plan reports for the cut.
 //
-// Objective of the fitting cut: the smallest busiest-stage compute (fwd_ms + bwd_ms of the
+// One chunk per stage (gpipe, 1f1b, zb-h1): dynamic programmes over (stage, end layer),
+// O(N * L^2) with O(1) per range (prefix sums; the working-set maximum grows as the range does),
+// and exact.
+//
+// Several chunks per stage (interleaved): a stage's v pieces are not adjacent, so its memory is
+// not a function of one range. Up to `max_enumerated` cuts (C(L-1, N*v-1)) are all evaluated,
+// which is exact; beyond, the best of three steepest descents (from the compute, parameter and
+// layer-count cuts: first the memory down to the limit, then the compute down within it) is a
+// local search, never reported as fitting when it does not, but not proven to be the best cut.
+//
+// Objective of the fitting cut: the smallest busiest-piece compute (fwd_ms + bwd_ms of the
 // recompute-adjusted profile, what --partition compute minimises); among those, the smallest peak
-// memory; among those, later stages as large as possible. The simulated step time follows the
-// busiest stage but is not minimised directly (it also depends on the op order).
+// memory; among those (one chunk), later stages as large as possible. The simulated step time
+// follows the busiest piece but is not minimised directly (it also depends on the op order).
 
 #include "core/pipeline/training.h"
 
@@ -20,16 +28,31 @@
 
 namespace shardscope::pipeline {
 
-// The fastest cut of `schedule` (one chunk per stage) whose every stage fits `limit` bytes,
-// under the objective above; nullopt when none does, when the schedule has chunks (v > 1) or
-// fewer layers than stages.
+// What the search asks for, in one pass: the fastest cut that fits and, when none is found, the
+// cut with the least peak memory (with one chunk per stage: memory_fit_boundaries and then
+// least_memory_boundaries; interleaved: the same descents serve both).
+struct MemoryCuts {
+    std::optional<std::vector<int>> fitting;
+    std::optional<std::vector<int>> least_memory; // set when `fitting` is not (may be set anyway)
+};
+
+// Interleaved cuts up to this many are enumerated (exact); about 10 ms of evaluation.
+inline constexpr std::uint64_t kEnumeratedCuts = 20'000;
+
+// The fastest cut of `schedule` whose every stage fits `limit` bytes, under the objective above;
+// nullopt when none does (none is found, for a large interleaved model) or when the model has
+// fewer layers than pieces.
 std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, const Schedule& schedule,
-                                                      const TrainingOptions& options,
-                                                      std::int64_t limit);
+                                                      const TrainingOptions& options, std::int64_t limit,
+                                                      std::uint64_t max_enumerated = kEnumeratedCuts);
 
 // The cut with the least peak memory (the largest stage total), whatever its speed: what "the
-// closest configuration" is measured by when nothing fits. nullopt as above for v > 1.
+// closest configuration" is measured by when nothing fits (exact, or the local search above).
 std::optional<std::vector<int>> least_memory_boundaries(const Profile& profile, const Schedule& schedule,
-                                                        const TrainingOptions& options);
+                                                        const TrainingOptions& options,
+                                                        std::uint64_t max_enumerated = kEnumeratedCuts);
+
+MemoryCuts memory_cuts(const Profile& profile, const Schedule& schedule, const TrainingOptions& options,
+                       std::int64_t limit, std::uint64_t max_enumerated = kEnumeratedCuts);
 
 } // namespace shardscope::pipeline

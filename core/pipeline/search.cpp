@@ -150,9 +150,8 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
                         continue;
                     // The fastest cut that fits or, when none does, the one needing the least
                     // memory: "the closest configuration" must not overstate the miss.
-                    auto cut = memory_fit_boundaries(profile, schedule, options, spec.gpu_memory_bytes);
-                    if (!cut)
-                        cut = least_memory_boundaries(profile, schedule, options);
+                    MemoryCuts cuts = memory_cuts(profile, schedule, options, spec.gpu_memory_bytes);
+                    const auto& cut = cuts.fitting ? cuts.fitting : cuts.least_memory;
                     if (cut && *cut != fastest.plan.boundaries) {
                         const PartitionSpec manual{.method = PartitionMethod::manual,
                                                    .manual_boundaries = *cut};

@@ -6,11 +6,11 @@
 // peak_memory_bytes are what `schedule` prints for the same options, bit for bit.
 //
 // Partitions tried per configuration: "compute" (the fastest cut, ignoring memory) and, when
-// that does not fit and the schedule has one chunk per stage, the fastest cut that fits
-// (memory_fit_boundaries, fit_partition.h: exact, knowing how many microbatches the schedule
-// keeps in flight on each stage) or, when no cut fits, the cut needing the least memory
-// (least_memory_boundaries), so that the closest configuration is not overstated. Such a cut is
-// reported as "manual:B1,B2,...". Interleaved schedules are tried with the compute cut only.
+// that does not fit, the fastest cut that fits (memory_fit_boundaries, fit_partition.h, knowing
+// how many microbatches the schedule keeps in flight on each stage: exact with one chunk per
+// stage and for small interleaved models, a local search for large interleaved ones) or, when
+// no cut fits, the cut needing the least memory (least_memory_boundaries), so that the closest
+// configuration is not overstated. Such a cut is reported as "manual:B1,B2,...".
 
 #include "core/pipeline/fit_partition.h"
 #include "core/pipeline/training.h"

@@ -148,6 +148,17 @@ pl::SearchSpec PlanPanel::searchSpec() const
                           .overlap_allreduce = m_overlap->isChecked()};
 }
 
+void PlanPanel::setSearchInputs(const pl::SearchSpec& spec)
+{
+    m_gpus->setValue(spec.gpus);
+    m_globalBatch->setValue(spec.global_batch);
+    m_microBatch->setValue(m_planner->profile().micro_batch_size.value_or(spec.micro_batch_size));
+    m_memory->setValue(double(spec.gpu_memory_bytes) / kGiB);
+    m_link->setValue(spec.link_gbps);
+    m_zero->setCurrentIndex(std::max(0, m_zero->findData(spec.zero)));
+    m_overlap->setChecked(spec.overlap_allreduce);
+}
+
 void PlanPanel::search()
 {
     const pl::SearchSpec spec = searchSpec();

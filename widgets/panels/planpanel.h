@@ -39,6 +39,9 @@ public:
 
     // The search the inputs describe, over the planner's profile.
     shardscope::pipeline::SearchSpec searchSpec() const;
+    // Sets the inputs from a stored search (Settings); the profile's own micro batch size, when
+    // it names one, still wins, as it does whenever a profile is loaded.
+    void setSearchInputs(const shardscope::pipeline::SearchSpec& spec);
     void search();
     void cancel();
     bool isSearching() const { return m_runner.isRunning() && m_searching; }

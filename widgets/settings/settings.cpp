@@ -21,7 +21,22 @@ QString expectedWorldSize(const QString& folder)
     return QStringLiteral("expectedWorldSize/") + QString::fromLatin1(folder.toUtf8().toHex());
 }
 const QString verifyThreads = QStringLiteral("verify/threads");
+const QString trainingDp = QStringLiteral("planner/training/dp");
+const QString trainingZero = QStringLiteral("planner/training/zero");
+const QString trainingRecompute = QStringLiteral("planner/training/recompute");
+const QString trainingLinkGbps = QStringLiteral("planner/training/linkGbps");
+const QString trainingOverlap = QStringLiteral("planner/training/overlapAllReduce");
+const QString trainingGpuMemory = QStringLiteral("planner/training/gpuMemoryBytes"); // 0: no limit
+const QString searchGpus = QStringLiteral("planner/search/gpus");
+const QString searchGlobalBatch = QStringLiteral("planner/search/globalBatch");
+const QString searchMicroBatch = QStringLiteral("planner/search/microBatchSize");
+const QString searchGpuMemory = QStringLiteral("planner/search/gpuMemoryBytes");
+const QString searchLinkGbps = QStringLiteral("planner/search/linkGbps");
+const QString searchZero = QStringLiteral("planner/search/zero");
+const QString searchOverlap = QStringLiteral("planner/search/overlapAllReduce");
 } // namespace key
+
+namespace pl = shardscope::pipeline;
 
 Settings::Settings() : m_settings(std::make_unique<QSettings>()) {}
 
@@ -140,6 +155,64 @@ int Settings::verifyThreads() const
 void Settings::setVerifyThreads(int threads)
 {
     m_settings->setValue(key::verifyThreads, std::max(0, threads));
+}
+
+std::optional<pl::TrainingOptions> Settings::plannerTraining() const
+{
+    if (!m_settings->contains(key::trainingDp))
+        return std::nullopt;
+    const auto recompute = pl::parse_recompute(m_settings->value(key::trainingRecompute).toString().toStdString());
+    const qint64 memory = m_settings->value(key::trainingGpuMemory, 0).toLongLong();
+    const pl::TrainingOptions options{
+        .dp = m_settings->value(key::trainingDp, 1).toInt(),
+        .zero = m_settings->value(key::trainingZero, 0).toInt(),
+        .recompute = recompute.value_or(pl::Recompute::none),
+        .link_gbps = m_settings->value(key::trainingLinkGbps, 0.0).toDouble(),
+        .overlap_allreduce = m_settings->value(key::trainingOverlap, false).toBool(),
+        .gpu_memory_bytes = memory > 0 ? std::optional<std::int64_t>(memory) : std::nullopt};
+    try {
+        pl::check_options(options);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    return recompute ? std::optional(options) : std::nullopt;
+}
+
+void Settings::setPlannerTraining(const pl::TrainingOptions& options)
+{
+    m_settings->setValue(key::trainingDp, options.dp);
+    m_settings->setValue(key::trainingZero, options.zero);
+    m_settings->setValue(key::trainingRecompute, QString::fromUtf8(pl::to_string(options.recompute)));
+    m_settings->setValue(key::trainingLinkGbps, options.link_gbps);
+    m_settings->setValue(key::trainingOverlap, options.overlap_allreduce);
+    m_settings->setValue(key::trainingGpuMemory, qint64(options.gpu_memory_bytes.value_or(0)));
+}
+
+std::optional<pl::SearchSpec> Settings::planSearch() const
+{
+    if (!m_settings->contains(key::searchGpus))
+        return std::nullopt;
+    const pl::SearchSpec spec{.gpus = m_settings->value(key::searchGpus, 1).toInt(),
+                              .global_batch = m_settings->value(key::searchGlobalBatch, 1).toInt(),
+                              .micro_batch_size = m_settings->value(key::searchMicroBatch, 1).toInt(),
+                              .gpu_memory_bytes = m_settings->value(key::searchGpuMemory, 0).toLongLong(),
+                              .link_gbps = m_settings->value(key::searchLinkGbps, 0.0).toDouble(),
+                              .zero = m_settings->value(key::searchZero, 0).toInt(),
+                              .overlap_allreduce = m_settings->value(key::searchOverlap, false).toBool()};
+    const bool valid = spec.gpus >= 1 && spec.global_batch >= 1 && spec.micro_batch_size >= 1 &&
+                       spec.gpu_memory_bytes > 0 && spec.link_gbps >= 0.0 && spec.zero >= 0 && spec.zero <= 3;
+    return valid ? std::optional(spec) : std::nullopt;
+}
+
+void Settings::setPlanSearch(const pl::SearchSpec& spec)
+{
+    m_settings->setValue(key::searchGpus, spec.gpus);
+    m_settings->setValue(key::searchGlobalBatch, spec.global_batch);
+    m_settings->setValue(key::searchMicroBatch, spec.micro_batch_size);
+    m_settings->setValue(key::searchGpuMemory, qint64(spec.gpu_memory_bytes));
+    m_settings->setValue(key::searchLinkGbps, spec.link_gbps);
+    m_settings->setValue(key::searchZero, spec.zero);
+    m_settings->setValue(key::searchOverlap, spec.overlap_allreduce);
 }
 
 void Settings::sync()

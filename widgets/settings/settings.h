@@ -3,10 +3,14 @@
 // else; the window state is stored with a version so that a layout change ignores stale state
 // instead of restoring a broken one.
 
+#include "core/pipeline/search.h"
+#include "core/pipeline/training.h"
+
 #include <QByteArray>
 #include <QString>
 #include <QStringList>
 #include <memory>
+#include <optional>
 
 class QSettings;
 
@@ -46,6 +50,14 @@ public:
     // then reports a checkpoint saved at another one as a world size change. 0: not given.
     int expectedWorldSize(const QString& folder) const;
     void setExpectedWorldSize(const QString& folder, int worldSize);
+
+    // The pipeline planner's training step (dp, ZeRO, recomputation, memory limit, link,
+    // overlap) and the plan search's inputs, as last used; nullopt when never stored or when what
+    // is stored is no longer valid (a hand-edited file), so the panels keep their defaults.
+    std::optional<shardscope::pipeline::TrainingOptions> plannerTraining() const;
+    void setPlannerTraining(const shardscope::pipeline::TrainingOptions& options);
+    std::optional<shardscope::pipeline::SearchSpec> planSearch() const;
+    void setPlanSearch(const shardscope::pipeline::SearchSpec& spec);
 
     void sync();
 

@@ -5,6 +5,9 @@
 #include "app/shardscope/mainwindow.h"
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/panels/comparepanel.h"
+#include "widgets/panels/plannerpanel.h"
+#include "widgets/panels/planpanel.h"
+#include "widgets/jobs/pipelineplanner.h"
 #include "widgets/panels/reshardpanel.h"
 #include "widgets/views/failurebanner.h"
 #include "widgets/views/reshardview.h"
@@ -17,6 +20,7 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QSpinBox>
 #include <QStatusBar>
 #include <QSignalSpy>
 #include <QTabWidget>
@@ -35,6 +39,42 @@ class TestMainWindow : public QObject {
     }
 
 private slots:
+    // What the user set in the planner's training row and the plan search is there again in the
+    // next session (an interactive window saves it on close).
+    void plannerInputsSurviveARestart()
+    {
+        namespace pl = shardscope::pipeline;
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        {
+            MainWindow window(&settings, true);
+            window.show();
+            auto* planner = window.findChild<shardwidgets::PlannerPanel*>();
+            QVERIFY(planner);
+            planner->planner()->setTrainingOptions(pl::TrainingOptions{
+                .dp = 4, .zero = 3, .recompute = pl::Recompute::full, .link_gbps = 50,
+                .overlap_allreduce = true, .gpu_memory_bytes = std::int64_t(24) << 30});
+            planner->planPanel()->gpusBox()->setValue(96);
+            planner->planPanel()->globalBatchBox()->setValue(384);
+            planner->planPanel()->memoryBox()->setValue(40);
+            window.close();
+        }
+        MainWindow again(&settings, true);
+        auto* planner = again.findChild<shardwidgets::PlannerPanel*>();
+        const pl::TrainingOptions& options = planner->planner()->trainingOptions();
+        QCOMPARE(options.dp, 4);
+        QCOMPARE(options.zero, 3);
+        QCOMPARE(options.recompute, pl::Recompute::full);
+        QCOMPARE(options.link_gbps, 50.0);
+        QVERIFY(options.overlap_allreduce);
+        QCOMPARE(options.gpu_memory_bytes, std::optional<std::int64_t>(std::int64_t(24) << 30));
+        QCOMPARE(planner->gpuMemoryBox()->value(), 24.0); // the controls show it too
+        const pl::SearchSpec search = planner->planPanel()->searchSpec();
+        QCOMPARE(search.gpus, 96);
+        QCOMPARE(search.global_batch, 384);
+        QCOMPARE(search.gpu_memory_bytes, std::int64_t(40) << 30);
+    }
+
     void actionsFollowWhatIsOpen()
     {
         QTemporaryDir tmp;

@@ -228,6 +228,131 @@ private slots:
         QVERIFY(fitted > 100 && unfittable > 20); // both outcomes exercised
     }
 
+    // Interleaved (v > 1): a stage's pieces are not adjacent, so the DP does not apply. Small
+    // models are enumerated: brute force through make_step_plan (which simulates) must agree with
+    // the fast evaluator on which cuts fit, the smallest busiest piece, its peak and the least
+    // peak. The same trials then run the local search alone (max_enumerated 0): whatever it
+    // returns fits, and it finds a fitting cut in nearly every trial where one exists.
+    void interleavedMemoryFitMatchesBruteForce()
+    {
+        std::mt19937 random(1616);
+        auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(random); };
+        int fitted = 0, unfittable = 0, local_found = 0, local_least_exact = 0, trials = 0;
+        for (int trial = 0; trial < 120; ++trial) {
+            const int stages = 2;
+            const int v = pick(2, 3);
+            const int layer_count = pick(stages * v, stages * v + 4);
+            Profile profile;
+            profile.name = "random";
+            for (int l = 0; l < layer_count; ++l) {
+                const double fwd = pick(1, 6);
+                profile.layers.push_back(Layer{.name = "l" + std::to_string(l),
+                                               .params = std::int64_t(pick(1, 4000)) * 1000,
+                                               .fwd_ms = fwd, .bwd_ms = 2 * fwd,
+                                               .bwd_input_ms = fwd, .bwd_weight_ms = fwd,
+                                               .activation_bytes = std::int64_t(pick(1, 3000)) * 1'000'000});
+            }
+            const int m = stages * pick(1, 3);
+            const Schedule schedule = build_schedule({.kind = ScheduleKind::interleaved, .stages = stages,
+                                                      .microbatches = m, .virtual_stages = v});
+            const TrainingOptions options{.dp = 1 << pick(0, 2), .zero = pick(0, 3),
+                                          .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
+            struct Seen {
+                std::vector<int> cut;
+                double bound;
+                std::int64_t peak;
+            };
+            std::vector<Seen> all;
+            std::vector<int> cut;
+            each_cut(layer_count, stages * v, cut, [&] {
+                const StepPlan step = make_step_plan(profile, schedule, cut, options);
+                double bound = 0;
+                for (const PieceCost& piece : step.plan.pieces)
+                    bound = std::max(bound, piece.fwd_ms + piece.bwd_ms);
+                all.push_back({cut, bound, step.peak_memory_bytes});
+            });
+            std::int64_t least = all.front().peak;
+            for (const Seen& c : all)
+                least = std::min(least, c.peak);
+            const std::int64_t limit = pick(0, 4) == 0 ? least - 1 : all[pick(0, int(all.size()) - 1)].peak;
+            std::optional<double> best_bound;
+            for (const Seen& c : all)
+                if (c.peak <= limit)
+                    best_bound = std::min(best_bound.value_or(1e300), c.bound);
+            const std::string where = "trial " + std::to_string(trial);
+            TrainingOptions limited = options;
+            limited.gpu_memory_bytes = limit;
+
+            const auto found = memory_fit_boundaries(profile, schedule, options, limit);
+            QVERIFY2(found.has_value() == best_bound.has_value(), where.c_str());
+            const auto lean = least_memory_boundaries(profile, schedule, options);
+            QVERIFY(lean.has_value());
+            QCOMPARE(make_step_plan(profile, schedule, *lean, options).peak_memory_bytes, least);
+            const auto local = memory_fit_boundaries(profile, schedule, options, limit, 0);
+            const auto local_lean = least_memory_boundaries(profile, schedule, options, 0);
+            QVERIFY(local_lean.has_value());
+            const std::int64_t local_least = make_step_plan(profile, schedule, *local_lean, options).peak_memory_bytes;
+            QVERIFY2(local_least >= least, where.c_str());
+            local_least_exact += local_least == least;
+            ++trials;
+            if (local)
+                QVERIFY2(make_step_plan(profile, schedule, *local, limited).fits, where.c_str());
+            if (!found) {
+                QVERIFY2(!local, where.c_str());
+                ++unfittable;
+                continue;
+            }
+            ++fitted;
+            local_found += local.has_value();
+            std::int64_t best_peak = std::numeric_limits<std::int64_t>::max();
+            for (const Seen& c : all)
+                if (c.peak <= limit && c.bound == *best_bound)
+                    best_peak = std::min(best_peak, c.peak);
+            const StepPlan step = make_step_plan(profile, schedule, *found, limited);
+            QVERIFY2(step.fits, where.c_str());
+            double bound = 0;
+            for (const PieceCost& piece : step.plan.pieces)
+                bound = std::max(bound, piece.fwd_ms + piece.bwd_ms);
+            QVERIFY2(bound == *best_bound, where.c_str());
+            QVERIFY2(step.peak_memory_bytes == best_peak, where.c_str());
+        }
+        qInfo("interleaved: %d fittable, %d not; local search found a fit in %d of %d, the least peak in %d of %d",
+              fitted, unfittable, local_found, fitted, local_least_exact, trials);
+        QVERIFY(fitted > 50 && unfittable > 10);
+        QVERIFY(local_found * 10 >= fitted * 9); // the local search: at least 90 % of the fittable
+    }
+
+    // The search reports an interleaved configuration that only a memory-aware cut fits: 4
+    // GPUs as pp 4, v 2 (8 pieces over the decoder's 16 layers); the limit sits just under the
+    // compute cut's peak.
+    void searchFitsInterleavedByMemory()
+    {
+        const Profile profile = decoder(30); // 32 layers: C(31, 7) cuts, the local search
+        const TrainingOptions options{.dp = 1};
+        const Schedule schedule = build_schedule({.kind = ScheduleKind::interleaved, .stages = 4,
+                                                  .microbatches = 8, .virtual_stages = 2});
+        const StepPlan fastest = make_step_plan(
+            profile, schedule, partition(profile, 8, {.method = PartitionMethod::compute}), options);
+        const std::int64_t limit = fastest.peak_memory_bytes - 1;
+        const SearchSpec spec{.gpus = 4, .global_batch = 8, .micro_batch_size = 1, .gpu_memory_bytes = limit,
+                              .schedules = {ScheduleKind::interleaved}, .recompute = {Recompute::none},
+                              .max_virtual_stages = 2};
+        const SearchResult result = search_plans(profile, spec);
+        const auto it = std::find_if(result.candidates.begin(), result.candidates.end(), [](const Candidate& c) {
+            return c.pp == 4 && c.virtual_stages == 2 && c.fits;
+        });
+        QVERIFY(it != result.candidates.end());
+        QVERIFY2(it->partition.rfind("manual:", 0) == 0, it->partition.c_str());
+        const StepPlan again = make_step_plan(profile, {.kind = ScheduleKind::interleaved, .stages = 4,
+                                                        .microbatches = 8, .virtual_stages = 2},
+                                              parse_partition_spec(it->partition),
+                                              TrainingOptions{.gpu_memory_bytes = limit});
+        QVERIFY(again.fits);
+        QCOMPARE(again.step_time, it->step_time);
+        QCOMPARE(again.peak_memory_bytes, it->peak_memory_bytes);
+        QVERIFY(it->peak_memory_bytes < fastest.peak_memory_bytes);
+    }
+
     // Worked by hand: 3 GPUs, global batch 6, 8 GiB, 1F1B only, the counterexample profile.
     // pp 1 (dp 3, M 2) keeps 2 x 8 GiB. pp 3 (M 6): the compute cut 2,3 (busiest stage 6 ms on
     // each of stages 1 and 2) keeps 2 x 5 GiB on stage 1; only 1,2 fits: stages of 3, 3 and

@@ -83,6 +83,69 @@ private slots:
         settings.setExpectedWorldSize(QStringLiteral("/runs/a"), 0);
         QCOMPARE(settings.expectedWorldSize(QStringLiteral("/runs/a")), 0);
     }
+
+    // The planner's training step and the plan search's inputs survive a restart; nothing stored
+    // or a hand-edited value out of range gives nullopt, so the panels keep their defaults.
+    void plannerInputsRoundTrip()
+    {
+        namespace pl = shardscope::pipeline;
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("s.ini"));
+        const pl::TrainingOptions training{.dp = 8, .zero = 2, .recompute = pl::Recompute::selective,
+                                           .link_gbps = 200.5, .overlap_allreduce = true,
+                                           .gpu_memory_bytes = std::int64_t(80) << 30};
+        const pl::SearchSpec search{.gpus = 512, .global_batch = 1024, .micro_batch_size = 2,
+                                    .gpu_memory_bytes = std::int64_t(40) << 30, .link_gbps = 400,
+                                    .zero = 1, .overlap_allreduce = true};
+        {
+            Settings settings(file);
+            QVERIFY(!settings.plannerTraining());
+            QVERIFY(!settings.planSearch());
+            settings.setPlannerTraining(training);
+            settings.setPlanSearch(search);
+            settings.sync();
+        }
+        {
+            Settings settings(file);
+            const auto t = settings.plannerTraining();
+            QVERIFY(t);
+            QCOMPARE(t->dp, 8);
+            QCOMPARE(t->zero, 2);
+            QCOMPARE(t->recompute, pl::Recompute::selective);
+            QCOMPARE(t->link_gbps, 200.5);
+            QCOMPARE(t->overlap_allreduce, true);
+            QCOMPARE(t->gpu_memory_bytes, std::optional<std::int64_t>(std::int64_t(80) << 30));
+            const auto s = settings.planSearch();
+            QVERIFY(s);
+            QCOMPARE(s->gpus, 512);
+            QCOMPARE(s->global_batch, 1024);
+            QCOMPARE(s->micro_batch_size, 2);
+            QCOMPARE(s->gpu_memory_bytes, std::int64_t(40) << 30);
+            QCOMPARE(s->link_gbps, 400.0);
+            QCOMPARE(s->zero, 1);
+            QCOMPARE(s->overlap_allreduce, true);
+            // No limit is stored as such.
+            pl::TrainingOptions unlimited = training;
+            unlimited.gpu_memory_bytes.reset();
+            settings.setPlannerTraining(unlimited);
+            QVERIFY(!settings.plannerTraining()->gpu_memory_bytes);
+            settings.sync();
+        }
+        {
+            QSettings raw(file, QSettings::IniFormat); // hand-edited
+            raw.setValue(QStringLiteral("planner/training/zero"), 7);
+            raw.setValue(QStringLiteral("planner/search/gpus"), 0);
+        }
+        Settings edited(file);
+        QVERIFY(!edited.plannerTraining());
+        QVERIFY(!edited.planSearch());
+        {
+            QSettings raw(file, QSettings::IniFormat);
+            raw.setValue(QStringLiteral("planner/training/zero"), 1);
+            raw.setValue(QStringLiteral("planner/training/recompute"), QStringLiteral("sometimes"));
+        }
+        QVERIFY(!Settings(file).plannerTraining());
+    }
 };
 
 QTEST_GUILESS_MAIN(TestSettings)
