@@ -121,6 +121,12 @@ void print_json(const nlohmann::json& object)
     std::cout << object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
 }
 
+std::ostream& json_output()
+{
+    g_json_printed = true;
+    return std::cout;
+}
+
 void print_json_text(std::string_view text)
 {
     g_json_printed = true;

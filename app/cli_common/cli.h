@@ -50,6 +50,9 @@ QCommandLineOption threads_option(const QString& help = QStringLiteral("Worker t
 void print_json(const nlohmann::json& object);
 // The same for an object already serialized (a document too large to build as a DOM first).
 void print_json_text(std::string_view text);
+// The same for a document written in parts straight to stdout (10^5 tensors: no copy of the
+// whole text in memory): the returned stream is stdout; end the object with a newline.
+std::ostream& json_output();
 void print_line(const std::string& text);
 std::string local(const QString& text); // QString -> UTF-8 std::string
 

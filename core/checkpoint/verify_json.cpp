@@ -33,20 +33,24 @@ json foreign_summary_json(const ForeignSummary& foreign)
         summary[key] = value;
     json tensors = json::array();
     for (const auto& t : foreign.tensors) {
-        json entry = {{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}, {"bytes", t.bytes}};
+        json entry = {{"name", std::string(t.name)},
+                      {"dtype", std::string(t.dtype)},
+                      {"shape", std::vector<uint64_t>(t.shape.begin(), t.shape.end())},
+                      {"bytes", t.bytes}};
         if (!t.file.empty()) {
-            entry["file"] = t.file;
+            entry["file"] = std::string(t.file);
             entry["offset"] = t.offset;
         }
         if (!t.detail.empty())
-            entry["detail"] = t.detail;
+            entry["detail"] = std::string(t.detail);
         if (!t.chunks.empty()) {
             json chunks = json::array();
-            for (const auto& c : t.chunks) {
-                json chunk = {{"offsets", c.offsets}, {"sizes", c.sizes}};
+            for (const ForeignChunkView c : t.chunks) {
+                json chunk = {{"offsets", std::vector<uint64_t>(c.offsets.begin(), c.offsets.end())},
+                              {"sizes", std::vector<uint64_t>(c.sizes.begin(), c.sizes.end())}};
                 if (!c.file.empty())
                     chunk["storage"] = {
-                        {"file", c.file}, {"offset", c.offset}, {"length", c.length}};
+                        {"file", std::string(c.file)}, {"offset", c.offset}, {"length", c.length}};
                 chunks.push_back(std::move(chunk));
             }
             entry["chunks"] = std::move(chunks);

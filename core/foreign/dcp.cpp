@@ -232,32 +232,33 @@ void describe_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t fil
             break;
         uint64_t volume = 0;
         checked_volume(t.size, volume);
-        ForeignTensor row{.name = t.fqn,
-                          .dtype = t.dtype,
-                          .shape = t.size,
-                          .bytes = volume * torch_dtype_size(t.dtype),
-                          .detail = std::to_string(t.chunks.size()) + (t.chunks.size() == 1 ? " chunk" : " chunks")};
+        const std::string detail = std::to_string(t.chunks.size()) + (t.chunks.size() == 1 ? " chunk" : " chunks");
+        ForeignTensorFields row{.name = t.fqn,
+                                .dtype = t.dtype,
+                                .shape = t.size,
+                                .bytes = volume * torch_dtype_size(t.dtype),
+                                .detail = detail};
         if (!t.chunks.empty() && t.chunks[0].storage.present) {
             row.file = t.chunks[0].storage.file;
             row.offset = t.chunks[0].storage.offset;
         }
         for (const auto& c : t.chunks)
-            row.chunks.push_back({.offsets = c.offsets,
-                                  .sizes = c.sizes,
-                                  .file = c.storage.present ? c.storage.file : std::string(),
-                                  .offset = c.storage.offset,
-                                  .length = c.storage.length});
-        summary.tensors.push_back(std::move(row));
+            summary.tensors.add_chunk({.offsets = c.offsets,
+                                       .sizes = c.sizes,
+                                       .file = c.storage.present ? std::string_view(c.storage.file) : std::string_view(),
+                                       .offset = c.storage.offset,
+                                       .length = c.storage.length});
+        summary.tensors.add(row, t.chunks.size());
     }
     for (const auto& b : meta.bytes) {
         if (summary.tensors.size() >= foreign::kMaxListedTensors)
             break;
-        summary.tensors.push_back({.name = b.fqn,
-                                   .dtype = "bytes",
-                                   .file = b.storage.file,
-                                   .offset = b.storage.offset,
-                                   .bytes = b.storage.length,
-                                   .detail = "pickled object"});
+        summary.tensors.add({.name = b.fqn,
+                             .dtype = "bytes",
+                             .file = b.storage.file,
+                             .offset = b.storage.offset,
+                             .bytes = b.storage.length,
+                             .detail = "pickled object"});
     }
 }
 

@@ -8,6 +8,9 @@
 
 #include <map>
 #include <set>
+#include <span>
+#include <type_traits>
+#include <unordered_map>
 
 namespace shardscope {
 
@@ -27,6 +30,11 @@ uint64_t torch_dtype_size(std::string_view dtype)
 
 namespace {
 
+// What a value is, for an error message: built only when there is an error (a DCP .metadata of
+// 10^5 chunks would otherwise make several strings per chunk that are never read).
+template <class F>
+concept Describer = std::is_invocable_r_v<std::string, F>;
+
 class Decoder {
 public:
     Decoder(const PickleDocument& doc, std::string path) : m_doc(doc), m_path(std::move(path)) {}
@@ -40,29 +48,34 @@ public:
         if (++m_items > kMaxDcpItems)
             bad("more than " + std::to_string(kMaxDcpItems) + " tensors, chunks and storage entries (limit)");
     }
-    std::string string(uint32_t id, const std::string& what) const
+    std::string absent_or(uint32_t id) const
     {
-        if (!m_doc.is(id, PickleKind::string))
-            bad(what + " is " + (id == kNoPickleValue ? std::string("absent") : m_doc.describe(id)) + ", not a str");
-        return std::string(m_doc.at(id).text);
+        return id == kNoPickleValue ? std::string("absent") : m_doc.describe(id);
     }
-    uint64_t number(uint32_t id, const std::string& what) const
+    // A str node's text, a view into the document.
+    std::string_view text(uint32_t id, Describer auto&& what) const
+    {
+        const auto s = m_doc.as_string(id);
+        if (!s)
+            bad(what() + " is " + absent_or(id) + ", not a str");
+        return *s;
+    }
+    uint64_t number(uint32_t id, Describer auto&& what) const
     {
         const auto v = m_doc.as_int(id);
         if (!v || *v < 0)
-            bad(what + " is " + (id == kNoPickleValue ? std::string("absent") : m_doc.describe(id)) +
-                ", not a non-negative int");
+            bad(what() + " is " + absent_or(id) + ", not a non-negative int");
         return static_cast<uint64_t>(*v);
     }
-    std::vector<uint64_t> dims(uint32_t id, const std::string& what) const
+    std::vector<uint64_t> dims(uint32_t id, Describer auto&& what) const
     {
         const auto items = m_doc.as_sequence(id);
         if (!items)
-            bad(what + " is " + (id == kNoPickleValue ? std::string("absent") : m_doc.describe(id)) +
-                ", not a torch.Size or tuple");
+            bad(what() + " is " + absent_or(id) + ", not a torch.Size or tuple");
         if (items->size() > kMaxDcpDims)
-            bad(what + " has " + std::to_string(items->size()) + " dimensions (limit " + std::to_string(kMaxDcpDims) + ")");
+            bad(what() + " has " + std::to_string(items->size()) + " dimensions (limit " + std::to_string(kMaxDcpDims) + ")");
         std::vector<uint64_t> out;
+        out.reserve(items->size());
         for (const uint32_t item : *items)
             out.push_back(number(item, what));
         return out;
@@ -79,13 +92,13 @@ public:
             bad("tensor '" + fqn + "' has no dtype");
         return std::string(m_doc.at(dtype).name);
     }
-    DcpStorage storage_info(uint32_t info, const std::string& what) const
+    DcpStorage storage_info(uint32_t info, Describer auto&& what) const
     {
         DcpStorage s;
         s.present = true;
-        s.file = string(m_doc.attribute(info, "relative_path"), what + ".relative_path");
-        s.offset = number(m_doc.attribute(info, "offset"), what + ".offset");
-        s.length = number(m_doc.attribute(info, "length"), what + ".length");
+        s.file = text(m_doc.attribute(info, "relative_path"), [&] { return what() + ".relative_path"; });
+        s.offset = number(m_doc.attribute(info, "offset"), [&] { return what() + ".offset"; });
+        s.length = number(m_doc.attribute(info, "length"), [&] { return what() + ".length"; });
         if (const auto descriptors = m_doc.as_sequence(m_doc.attribute(info, "transform_descriptors")))
             s.transformed = !descriptors->empty();
         return s;
@@ -105,7 +118,7 @@ public:
         const auto& kv = m_doc.at(sdm).items;
         for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
             count();
-            const std::string fqn = string(kv[i], "a state_dict_metadata key");
+            const std::string fqn(text(kv[i], [] { return std::string("a state_dict_metadata key"); }));
             const uint32_t md = kv[i + 1];
             const std::string kind = m_doc.class_name(md);
             if (kind.ends_with("BytesStorageMetadata")) {
@@ -117,50 +130,94 @@ public:
             DcpTensor tensor;
             tensor.fqn = fqn;
             tensor.dtype = dtype(m_doc.attribute(md, "properties"), fqn);
-            tensor.size = dims(m_doc.attribute(md, "size"), "'" + fqn + "'.size");
+            tensor.size = dims(m_doc.attribute(md, "size"), [&] { return "'" + fqn + "'.size"; });
             const auto chunks = m_doc.as_sequence(m_doc.attribute(md, "chunks"));
             if (!chunks)
                 bad("'" + fqn + "'.chunks is not a list");
+            tensor.chunks.reserve(chunks->size());
             for (const uint32_t c : *chunks) {
                 count();
                 DcpChunk chunk;
-                chunk.offsets = dims(m_doc.attribute(c, "offsets"), "a chunk of '" + fqn + "' offsets");
-                chunk.sizes = dims(m_doc.attribute(c, "sizes"), "a chunk of '" + fqn + "' sizes");
+                chunk.offsets = dims(m_doc.attribute(c, "offsets"), [&] { return "a chunk of '" + fqn + "' offsets"; });
+                chunk.sizes = dims(m_doc.attribute(c, "sizes"), [&] { return "a chunk of '" + fqn + "' sizes"; });
                 tensor.chunks.push_back(std::move(chunk));
             }
             out.tensors.push_back(std::move(tensor));
         }
 
-        // storage_data: {MetadataIndex(fqn, offset, index): _StorageInfo(relative_path, offset, length)}
-        using Key = std::pair<std::string, std::optional<std::vector<uint64_t>>>;
-        std::map<Key, DcpStorage> storage;
+        // storage_data: {MetadataIndex(fqn, offset, index): _StorageInfo(relative_path, offset, length)},
+        // matched to the chunks by (fqn, offsets) and to the bytes items by (fqn, no offsets); the
+        // last entry of a key wins, as in the dict it was. Hashed, with the keys' text viewed in
+        // the document and their offsets in one array, rather than a tree of copied keys.
+        struct Entry {
+            std::string_view fqn;
+            bool has_offsets = false;
+            uint32_t dims_at = 0, rank = 0;
+            DcpStorage storage;
+        };
+        std::vector<Entry> entries;
+        std::vector<uint64_t> entry_dims;
         const uint32_t sd = m_doc.attribute(root, "storage_data");
         if (m_doc.is(sd, PickleKind::dict)) {
             const auto& items = m_doc.at(sd).items;
+            entries.reserve(items.size() / 2);
             for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
                 count();
                 const uint32_t index = items[i];
-                const std::string fqn = string(m_doc.attribute(index, "fqn"), "a storage_data key's fqn");
+                Entry e;
+                e.fqn = text(m_doc.attribute(index, "fqn"), [] { return std::string("a storage_data key's fqn"); });
+                const auto where = [&] { return "storage_data['" + std::string(e.fqn) + "']"; };
                 const uint32_t offset = m_doc.attribute(index, "offset");
-                std::optional<std::vector<uint64_t>> offsets;
-                if (offset != kNoPickleValue && !m_doc.is(offset, PickleKind::none))
-                    offsets = dims(offset, "storage_data['" + fqn + "'].offset");
-                storage[{fqn, offsets}] = storage_info(items[i + 1], "storage_data['" + fqn + "']");
+                if (offset != kNoPickleValue && !m_doc.is(offset, PickleKind::none)) {
+                    const std::vector<uint64_t> offsets = dims(offset, [&] { return where() + ".offset"; });
+                    e.has_offsets = true;
+                    e.dims_at = static_cast<uint32_t>(entry_dims.size());
+                    e.rank = static_cast<uint32_t>(offsets.size());
+                    entry_dims.insert(entry_dims.end(), offsets.begin(), offsets.end());
+                }
+                e.storage = storage_info(items[i + 1], where);
+                entries.push_back(std::move(e));
             }
         } else if (sd != kNoPickleValue && !m_doc.is(sd, PickleKind::none)) {
             bad("storage_data is " + m_doc.describe(sd, 1) + ", not a dict");
         }
-        std::set<std::string> files;
-        for (const auto& [key, s] : storage)
-            files.insert(s.file);
+        struct Key {
+            std::string_view fqn;
+            std::span<const uint64_t> offsets;
+            bool has_offsets = false;
+            bool operator==(const Key& o) const
+            {
+                return fqn == o.fqn && has_offsets == o.has_offsets &&
+                       std::equal(offsets.begin(), offsets.end(), o.offsets.begin(), o.offsets.end());
+            }
+        };
+        struct KeyHash {
+            std::size_t operator()(const Key& k) const
+            {
+                std::size_t h = std::hash<std::string_view>()(k.fqn) ^ (k.has_offsets ? 0x9e3779b97f4a7c15ull : 0);
+                for (const uint64_t d : k.offsets)
+                    h = (h ^ std::hash<uint64_t>()(d)) * 0x100000001b3ull;
+                return h;
+            }
+        };
+        std::unordered_map<Key, uint32_t, KeyHash> latest;
+        latest.reserve(entries.size());
+        for (uint32_t e = 0; e < entries.size(); ++e) {
+            const Entry& entry = entries[e];
+            latest[Key{entry.fqn, std::span<const uint64_t>(entry_dims).subspan(entry.dims_at, entry.rank),
+                       entry.has_offsets}] = e;
+        }
+        std::set<std::string_view> files;
+        for (const auto& [key, e] : latest)
+            files.insert(entries[e].storage.file);
         out.files.assign(files.begin(), files.end());
         for (auto& tensor : out.tensors)
             for (auto& chunk : tensor.chunks)
-                if (const auto it = storage.find({tensor.fqn, chunk.offsets}); it != storage.end())
-                    chunk.storage = it->second;
+                if (const auto it = latest.find(Key{tensor.fqn, chunk.offsets, true}); it != latest.end())
+                    chunk.storage = entries[it->second].storage;
         for (auto& item : out.bytes)
-            if (const auto it = storage.find({item.fqn, std::nullopt}); it != storage.end())
-                item.storage = it->second;
+            if (const auto it = latest.find(Key{item.fqn, {}, false}); it != latest.end())
+                item.storage = entries[it->second].storage;
 
         if (const uint32_t v = m_doc.attribute(root, "version"); m_doc.is(v, PickleKind::string))
             out.info["version"] = std::string(m_doc.at(v).text);

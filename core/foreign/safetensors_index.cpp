@@ -25,8 +25,7 @@ void summarise_files(VerifyReport& report, const std::vector<std::optional<Safet
     summary.tensors_total = 0;
     uint64_t per_dtype[256] = {}; // by SafetensorsListing's dtype index
     tensor_bytes = 0;
-    // Which tensors are listed, sorted by name before any ForeignTensor is made (sorting 10^5 of
-    // those moves every string they hold).
+    // Which tensors are listed, sorted by name before they are added (the list appends).
     struct Listed {
         std::string_view name;
         uint32_t file, tensor;
@@ -49,16 +48,21 @@ void summarise_files(VerifyReport& report, const std::vector<std::optional<Safet
                     value.size() > 256 ? value.substr(0, 256) + "..." : value);
     }
     std::stable_sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) { return a.name < b.name; });
-    summary.tensors.reserve(listed.size());
+    std::size_t name_bytes = 0, dims = 0;
+    for (const Listed& l : listed) {
+        name_bytes += l.name.size();
+        dims += headers[l.file]->tensors[l.tensor].rank;
+    }
+    summary.tensors.reserve(listed.size(), name_bytes, dims);
     for (const Listed& l : listed) {
         const SafetensorsListing& h = *headers[l.file];
         const auto& t = h.tensors[l.tensor];
-        summary.tensors.push_back({.name = std::string(l.name),
-                                   .dtype = std::string(h.dtype(t)),
-                                   .shape = {h.shape(t).begin(), h.shape(t).end()},
-                                   .file = report.shards[l.file].path,
-                                   .offset = h.data_start() + t.begin,
-                                   .bytes = t.bytes()});
+        summary.tensors.add({.name = l.name,
+                             .dtype = h.dtype(t),
+                             .shape = h.shape(t),
+                             .file = report.shards[l.file].path,
+                             .offset = h.data_start() + t.begin,
+                             .bytes = t.bytes()});
     }
     std::map<std::string_view, uint64_t> dtypes; // by name, as the summary row lists them
     for (std::size_t d = 0; d < safetensors_dtype_names().size(); ++d)
@@ -99,9 +103,12 @@ void list_from_index(const SafetensorsIndex& index, VerifyReport& report)
     // tensors as the final ones.
     std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return map.name(a) < map.name(b); });
     order.resize(std::min<std::size_t>(order.size(), foreign::kMaxListedTensors));
-    summary.tensors.reserve(order.size());
+    std::size_t name_bytes = 0;
     for (const uint32_t i : order)
-        summary.tensors.push_back({.name = std::string(map.name(i)), .file = index.files[map.file(i)]});
+        name_bytes += map.name(i).size();
+    summary.tensors.reserve(order.size(), name_bytes);
+    for (const uint32_t i : order)
+        summary.tensors.add({.name = map.name(i), .file = index.files[map.file(i)]});
     summary.tensors_total = map.size();
 }
 
@@ -186,10 +193,9 @@ VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& 
         report.foreign->tensors_total = 0;
         return report;
     }
-    uint64_t all_bytes = 0;
-    summarise_files(report, headers, all_bytes);
-
-    // Cross-checks between the index and the files' headers.
+    // Cross-checks between the index and the files' headers, then the tensor list: the weight map
+    // (a name and an index per tensor) is dropped before the list is built, so the two never
+    // take memory at once (bench_open: the peak per tensor of a 10^5-tensor index).
     bool complete = true;
     uint64_t mapped_bytes = 0;
     std::size_t reported = 0;
@@ -245,6 +251,11 @@ VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& 
         report.problems.push_back({ProblemKind::size_mismatch, -1, index_name,
                                    index_path + ": metadata.total_size is " + std::to_string(*index.total_size) +
                                        " but the mapped tensors hold " + std::to_string(mapped_bytes) + " bytes"});
+    std::vector<char>().swap(held);
+    std::vector<std::size_t>().swap(lacking);
+    index.weight_map = {};
+    uint64_t all_bytes = 0;
+    summarise_files(report, headers, all_bytes);
     // .safetensors files the index does not name are worth a note but are not an error.
     std::string stray;
     for (const auto& name : fsutil::list_directory(dirfd.get()))

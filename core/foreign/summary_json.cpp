@@ -96,7 +96,7 @@ public:
         string(k);
         m_buffer.append(": ");
     }
-    void numbers(const std::vector<uint64_t>& values, int depth)
+    void numbers(std::span<const uint64_t> values, int depth)
     {
         if (values.empty())
             return raw("[]");
@@ -125,7 +125,7 @@ private:
 
 // Keys in the order nlohmann's std::map sorts them: bytes, chunks, detail, dtype, file, name,
 // offset, shape (and offsets, sizes, storage; file, length, offset).
-void write_chunk(Writer& w, const ForeignChunk& c, int depth)
+void write_chunk(Writer& w, const ForeignChunkView& c, int depth)
 {
     w.raw("{");
     bool first = true;
@@ -150,7 +150,7 @@ void write_chunk(Writer& w, const ForeignChunk& c, int depth)
     w.raw("}");
 }
 
-void write_tensor(Writer& w, const ForeignTensor& t, int depth)
+void write_tensor(Writer& w, const ForeignTensorView& t, int depth)
 {
     w.raw("{");
     bool first = true;
@@ -192,7 +192,7 @@ void write_tensor(Writer& w, const ForeignTensor& t, int depth)
 
 } // namespace
 
-void write_tensors_json(std::ostream& out, const std::vector<ForeignTensor>& tensors, int indent, int depth)
+void write_tensors_json(std::ostream& out, const ForeignTensorList& tensors, int indent, int depth)
 {
     Writer w(out, indent);
     if (tensors.empty())

@@ -12,6 +12,6 @@
 
 namespace shardscope {
 
-void write_tensors_json(std::ostream& out, const std::vector<ForeignTensor>& tensors, int indent, int depth);
+void write_tensors_json(std::ostream& out, const ForeignTensorList& tensors, int indent, int depth);
 
 } // namespace shardscope

@@ -3,6 +3,8 @@
 // DeepSpeed, Megatron): summary rows for the manifest panel and the tensors with where their bytes
 // are. Plain data: the verifiers fill them, the CLI, the report and the app show them.
 
+#include "core/foreign/tensor_list.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,6 +15,8 @@ namespace shardscope {
 
 
 // One piece of a tensor stored on its own (DCP's chunks): where in the tensor, where on disk.
+// ForeignChunk and ForeignTensor are what a reader builds, one at a time; a summary keeps them
+// in a ForeignTensorList and hands out views with the same field names.
 struct ForeignChunk {
     std::vector<uint64_t> offsets; // element offsets into the tensor, per dimension
     std::vector<uint64_t> sizes;
@@ -47,7 +51,7 @@ struct ForeignLayout {
 };
 struct ForeignSummary {
     std::vector<std::pair<std::string, std::string>> rows; // property, value
-    std::vector<ForeignTensor> tensors;
+    ForeignTensorList tensors;  // compact (tensor_list.h)
     uint64_t tensors_total = 0; // tensors may be capped for display; this is the real count
     std::optional<ForeignLayout> layout;
     // What the format knows as numbers (the rows above are for display): the ranks that wrote it

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,7 +114,7 @@ inline std::string human_bytes(uint64_t bytes)
 }
 
 // {4000, 64} -> "[4000, 64]": a shape or an offset vector in messages.
-inline std::string join_dims(const std::vector<uint64_t>& dims)
+inline std::string join_dims(std::span<const uint64_t> dims)
 {
     std::string out = "[";
     for (std::size_t d = 0; d < dims.size(); ++d)

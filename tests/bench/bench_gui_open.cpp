@@ -113,7 +113,7 @@ int openOne(const QString& dir, const QString& typed)
     QStringList names;
     names.reserve(qsizetype(listed));
     for (const auto& t : panel.report()->foreign->tensors)
-        names << QString::fromStdString(t.name);
+        names << QString::fromUtf8(t.name.data(), qsizetype(t.name.size()));
     QStringListModel peerModel(names);
     QSortFilterProxyModel proxy;
     proxy.setSourceModel(&peerModel);

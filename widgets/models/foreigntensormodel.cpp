@@ -17,11 +17,12 @@ char foldAscii(char c)
 }
 
 // Sort keys compare the core's fields directly: no QString is made to sort 10^5 rows.
-bool less(const shardscope::ForeignTensor& a, const shardscope::ForeignTensor& b, int column)
+bool less(const shardscope::ForeignTensorView& a, const shardscope::ForeignTensorView& b, int column)
 {
     switch (column) {
     case ForeignTensorModel::Dtype: return a.dtype < b.dtype;
-    case ForeignTensorModel::Shape: return a.shape < b.shape;
+    case ForeignTensorModel::Shape:
+        return std::lexicographical_compare(a.shape.begin(), a.shape.end(), b.shape.begin(), b.shape.end());
     case ForeignTensorModel::Bytes: return a.bytes < b.bytes;
     case ForeignTensorModel::File: return a.file < b.file || (a.file == b.file && a.offset < b.offset);
     case ForeignTensorModel::Detail: return a.chunks.size() < b.chunks.size() || (a.chunks.size() == b.chunks.size() && a.detail < b.detail);
@@ -147,10 +148,12 @@ int ForeignTensorModel::tensorIndex(int row) const
     return row >= 0 && std::size_t(row) < m_rows.size() ? int(m_rows[std::size_t(row)]) : -1;
 }
 
-const shardscope::ForeignTensor* ForeignTensorModel::tensorAt(int row) const
+std::optional<shardscope::ForeignTensorView> ForeignTensorModel::tensorAt(int row) const
 {
     const int i = tensorIndex(row);
-    return i >= 0 ? &m_summary->tensors[std::size_t(i)] : nullptr;
+    if (i < 0)
+        return std::nullopt;
+    return m_summary->tensors[std::size_t(i)];
 }
 
 int ForeignTensorModel::rowCount(const QModelIndex& parent) const
@@ -167,7 +170,7 @@ QVariant ForeignTensorModel::data(const QModelIndex& index, int role) const
 {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
         return {};
-    const shardscope::ForeignTensor& t = *tensorAt(index.row());
+    const shardscope::ForeignTensorView t = *tensorAt(index.row());
     const int column = index.column();
     if (role == Qt::DisplayRole || role == Qt::ToolTipRole) {
         switch (column) {
@@ -215,7 +218,7 @@ QVariant ForeignTensorModel::headerData(int section, Qt::Orientation orientation
 
 ForeignChunkModel::ForeignChunkModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void ForeignChunkModel::setTensor(const shardscope::ForeignTensor* tensor)
+void ForeignChunkModel::setTensor(std::optional<shardscope::ForeignTensorView> tensor)
 {
     beginResetModel();
     m_tensor = tensor;
@@ -236,7 +239,7 @@ QVariant ForeignChunkModel::data(const QModelIndex& index, int role) const
 {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
         return {};
-    const shardscope::ForeignChunk& c = m_tensor->chunks[std::size_t(index.row())];
+    const shardscope::ForeignChunkView c = m_tensor->chunks[std::size_t(index.row())];
     if (role == Qt::TextAlignmentRole && index.column() >= Offset)
         return QVariant(Qt::AlignRight | Qt::AlignVCenter);
     if (role != Qt::DisplayRole && role != Qt::ToolTipRole)

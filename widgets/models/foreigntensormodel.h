@@ -11,6 +11,7 @@
 #include <QAbstractTableModel>
 #include <QByteArray>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -37,7 +38,7 @@ public:
 
     // The core's index of the tensor on `row`, or -1.
     int tensorIndex(int row) const;
-    const shardscope::ForeignTensor* tensorAt(int row) const;
+    std::optional<shardscope::ForeignTensorView> tensorAt(int row) const;
     std::size_t listedCount() const { return m_summary ? m_summary->tensors.size() : 0; }
     uint64_t totalCount() const { return m_summary ? m_summary->tensors_total : 0; }
 
@@ -70,8 +71,8 @@ public:
 
     explicit ForeignChunkModel(QObject* parent = nullptr);
 
-    // `tensor` must outlive its use here, as ForeignTensorModel's summary.
-    void setTensor(const shardscope::ForeignTensor* tensor);
+    // `tensor` points into a summary that must outlive its use here, as ForeignTensorModel's.
+    void setTensor(std::optional<shardscope::ForeignTensorView> tensor);
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -79,7 +80,7 @@ public:
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
 private:
-    const shardscope::ForeignTensor* m_tensor = nullptr;
+    std::optional<shardscope::ForeignTensorView> m_tensor;
 };
 
 } // namespace shardwidgets

@@ -76,7 +76,7 @@ TensorListPane::TensorListPane(QWidget* parent)
 
 void TensorListPane::setSummary(const shardscope::ForeignSummary* summary)
 {
-    m_chunks->setTensor(nullptr); // before the tensor it points into can go
+    m_chunks->setTensor(std::nullopt); // before the tensor it points into can go
     m_model->setSummary(summary);
 }
 
@@ -95,9 +95,9 @@ void TensorListPane::showCount()
 void TensorListPane::showSelected()
 {
     const QModelIndex current = m_table->selectionModel()->currentIndex();
-    const shardscope::ForeignTensor* tensor = current.isValid() ? m_model->tensorAt(current.row()) : nullptr;
+    const auto tensor = current.isValid() ? m_model->tensorAt(current.row()) : std::nullopt;
     const bool chunked = tensor && tensor->chunks.size() > 1;
-    m_chunks->setTensor(chunked ? tensor : nullptr);
+    m_chunks->setTensor(chunked ? tensor : std::nullopt);
     m_chunkView->setVisible(chunked);
 }
 

@@ -48,7 +48,7 @@ QString formatRate(double bytesPerSecond)
     return formatBytes(uint64_t(bytesPerSecond)) + QStringLiteral("/s");
 }
 
-QString formatShape(const std::vector<uint64_t>& shape)
+QString formatShape(std::span<const uint64_t> shape)
 {
     QStringList dims;
     for (const uint64_t d : shape)

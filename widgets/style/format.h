@@ -3,6 +3,7 @@
 // a file reaches the screen; shared by every view and export.
 
 #include <QString>
+#include <span>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -13,7 +14,7 @@ QString formatBytes(uint64_t bytes);      // "1.5 MiB"
 QString formatCount(uint64_t count);      // "65,536"
 QString formatDuration(double seconds);   // "1 h 15 min", "42 s"
 QString formatRate(double bytesPerSecond); // "312 MiB/s"
-QString formatShape(const std::vector<uint64_t>& shape); // "4096 × 1024", "scalar"
+QString formatShape(std::span<const uint64_t> shape); // "4096 × 1024", "scalar"
 // part/whole with one decimal ("12.5 %"), but "< 0.1 %" and "> 99.9 %" for the shares that would
 // round to 0.0 or 100.0 without being exact: a share never reads as nothing or as all when it is
 // not (a reshard "staying 13.3 KiB (0.0 %)" beside "100.0 % moves"). "–" when whole is 0.

@@ -98,7 +98,7 @@ private slots:
         QCOMPARE(r.shards[1].rank, 1);
         QCOMPARE(r.foreign->tensors_total, uint64_t(2));
         QCOMPARE(r.foreign->tensors[0].bytes, uint64_t(4 * 6 * 4));
-        QCOMPARE(r.foreign->tensors[0].detail, std::string("2 chunks"));
+        QCOMPARE(r.foreign->tensors[0].detail, std::string_view("2 chunks"));
         bool ranks = false;
         for (const auto& [k, v] : r.foreign->rows)
             ranks = ranks || (k == "ranks" && v == "2");

@@ -82,7 +82,7 @@ private slots:
         QCOMPARE(r.shards.size(), std::size_t(1));
         QCOMPARE(r.shards[0].status, ShardStatus::ok);
         QCOMPARE(r.foreign->tensors_total, uint64_t(2));
-        const auto& a = r.foreign->tensors[0];
+        const ForeignTensor a = r.foreign->tensors[0].copy();
         QCOMPARE(a.name, std::string("a"));
         QCOMPARE(a.dtype, std::string("F32"));
         QCOMPARE(a.shape, (std::vector<uint64_t>{2, 2}));

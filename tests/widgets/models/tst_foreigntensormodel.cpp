@@ -74,11 +74,11 @@ private slots:
         ForeignChunkModel model;
         QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
         const auto summary = smallSummary();
-        model.setTensor(&summary.tensors[2]);
+        model.setTensor(summary.tensors[2]);
         QCOMPARE(model.rowCount(), 2);
         QCOMPARE(model.index(1, ForeignChunkModel::Offsets).data().toString(), QStringLiteral("[1, 0]"));
         QCOMPARE(model.index(1, ForeignChunkModel::File).data().toString(), QStringLiteral("__1_0.distcp"));
-        model.setTensor(nullptr);
+        model.setTensor(std::nullopt);
         QCOMPARE(model.rowCount(), 0);
     }
 
