@@ -214,69 +214,69 @@ std::vector<T> descending(std::vector<T> values)
     return values;
 }
 
-// Steepest descent over the moves "shift one boundary by one layer": lower the stages' memory
-// (compared as a descending vector, so ties at the peak still make progress) until the peak is
-// at most `limit`; then, when `limit` is met, lower the pieces' compute the same way while the
-// peak stays within it. A local search: the result always fits when reported as fitting, but
-// it is not proven to be the fastest cut that does (docs/shardctl.md, plan).
+// The moves of the local search from `cut`: one boundary by one layer, or a run of 2..3 adjacent
+// boundaries together (a piece slides along the model: its stage gives a layer at one end and
+// takes one at the other, which single moves cannot do without passing through a worse cut).
+template <class Visit>
+void each_move(int layers, const std::vector<int>& cut, Visit&& visit)
+{
+    for (std::size_t b = 0; b < cut.size(); ++b)
+        for (std::size_t run = 1; run <= 3 && b + run <= cut.size(); ++run)
+            for (int step : {-1, 1}) {
+                std::vector<int> next = cut;
+                for (std::size_t k = b; k < b + run; ++k)
+                    next[k] += step;
+                const std::size_t last = b + run - 1;
+                const int lo = b == 0 ? 1 : next[b - 1] + 1;
+                const int hi = last + 1 == next.size() ? layers - 1 : next[last + 1] - 1;
+                if (next[b] >= lo && next[last] <= hi)
+                    visit(std::move(next));
+            }
+}
+
+// Moves `cut` to the best neighbour by `objective` (smaller is better) among those `allowed`
+// admits, while that improves and `done` is not yet true; every move strictly improves, and the
+// count is bounded besides.
+template <class Objective, class Allowed, class Done>
+void steepest_descent(const Chunked& chunked, std::vector<int>& cut, Objective objective, Allowed allowed, Done done)
+{
+    const int bound = 8 * chunked.layers() * chunked.pieces();
+    auto value = objective(cut);
+    for (int moves = 0; !done(value) && moves < bound; ++moves) {
+        std::optional<std::vector<int>> best;
+        auto best_value = value;
+        each_move(chunked.layers(), cut, [&](std::vector<int> next) {
+            auto candidate = objective(next);
+            if (candidate < best_value && allowed(next)) {
+                best_value = std::move(candidate);
+                best = std::move(next);
+            }
+        });
+        if (!best)
+            break;
+        cut = std::move(*best);
+        value = std::move(best_value);
+    }
+}
+
+// The local search: lower the stages' memory (compared as a descending vector, so ties at the
+// peak still make progress) until the peak is at most `limit`; then, when it is, lower the
+// pieces' compute the same way while the peak stays within it. A cut it returns as fitting
+// fits, but it is not proven to be the fastest that does (docs/shardctl.md, plan).
 std::vector<int> descend(const Chunked& chunked, std::vector<int> cut, std::int64_t limit)
 {
-    const int bound = 8 * chunked.layers() * chunked.pieces(); // moves; each strictly improves
-    // Moves: one boundary by one layer, or a run of 2..3 adjacent boundaries together (a piece
-    // slides along the model: one stage gives a layer at one end and takes one at the other,
-    // which single moves cannot do without passing through a worse cut).
-    auto neighbours = [&](const std::vector<int>& from, auto&& visit) {
-        for (std::size_t b = 0; b < from.size(); ++b)
-            for (std::size_t run = 1; run <= 3 && b + run <= from.size(); ++run)
-                for (int step : {-1, 1}) {
-                    std::vector<int> next = from;
-                    for (std::size_t k = b; k < b + run; ++k)
-                        next[k] += step;
-                    const int lo = b == 0 ? 1 : next[b - 1] + 1;
-                    const std::size_t last = b + run - 1;
-                    const int hi = last + 1 == next.size() ? chunked.layers() - 1 : next[last + 1] - 1;
-                    if (next[b] >= lo && next[last] <= hi)
-                        visit(std::move(next));
-                }
-    };
-    std::vector<std::int64_t> memory = descending(chunked.memory(cut));
-    for (int moves = 0; memory.front() > limit && moves < bound; ++moves) {
-        std::optional<std::vector<int>> best;
-        std::vector<std::int64_t> best_memory = memory;
-        neighbours(cut, [&](std::vector<int> next) {
-            std::vector<std::int64_t> m = descending(chunked.memory(next));
-            if (m < best_memory) {
-                best_memory = std::move(m);
-                best = std::move(next);
-            }
-        });
-        if (!best)
-            break;
-        cut = std::move(*best);
-        memory = std::move(best_memory);
-    }
-    if (memory.front() > limit)
+    const auto memory = [&](const std::vector<int>& c) { return descending(chunked.memory(c)); };
+    const auto fits = [&](const std::vector<std::int64_t>& m) { return m.front() <= limit; };
+    steepest_descent(chunked, cut, memory, [](const std::vector<int>&) { return true; }, fits);
+    if (!fits(memory(cut)))
         return cut;
-    std::vector<double> compute = descending(chunked.compute(cut));
-    for (int moves = 0; moves < bound; ++moves) {
-        std::optional<std::vector<int>> best;
-        std::vector<double> best_compute = compute;
-        neighbours(cut, [&](std::vector<int> next) {
-            std::vector<double> c = descending(chunked.compute(next));
-            if (c < best_compute && descending(chunked.memory(next)).front() <= limit) {
-                best_compute = std::move(c);
-                best = std::move(next);
-            }
-        });
-        if (!best)
-            break;
-        cut = std::move(*best);
-        compute = std::move(best_compute);
-    }
+    steepest_descent(
+        chunked, cut, [&](const std::vector<int>& c) { return descending(chunked.compute(c)); },
+        [&](const std::vector<int>& c) { return fits(memory(c)); }, [](const std::vector<double>&) { return false; });
     return cut;
 }
 
-// Every cut of `layers` into `pieces`, in lexicographic order; false once `visit` says stop.
+// Every cut of `layers` into `pieces`, in lexicographic order.
 template <class Visit>
 void each_cut(int layers, int pieces, Visit&& visit)
 {

@@ -52,12 +52,31 @@ Profile counterexample()
     return profile;
 }
 
+// The busiest piece's compute: what the fitting cut minimises (with one chunk a stage, the
+// busiest stage).
 double busiest(const StepPlan& step)
 {
     double bound = 0;
-    for (const StageCost& s : step.plan.stages)
-        bound = std::max(bound, s.fwd_ms + s.bwd_ms);
+    for (const PieceCost& p : step.plan.pieces)
+        bound = std::max(bound, p.fwd_ms + p.bwd_ms);
     return bound;
+}
+
+// A random non-uniform profile; integer costs, so that sums are exact and ties are real ties.
+template <class Pick>
+Profile random_profile(int layer_count, Pick& pick)
+{
+    Profile profile;
+    profile.name = "random";
+    for (int l = 0; l < layer_count; ++l) {
+        const double fwd = pick(1, 6);
+        profile.layers.push_back(Layer{.name = "l" + std::to_string(l),
+                                       .params = std::int64_t(pick(1, 4000)) * 1000,
+                                       .fwd_ms = fwd, .bwd_ms = 2 * fwd,
+                                       .bwd_input_ms = fwd, .bwd_weight_ms = fwd,
+                                       .activation_bytes = std::int64_t(pick(1, 3000)) * 1'000'000});
+    }
+    return profile;
 }
 
 // Every cut of `layers` layers into `pieces` pieces, as boundary lists.
@@ -71,6 +90,24 @@ void each_cut(int layers, int pieces, std::vector<int>& cut, const std::function
         each_cut(layers, pieces, cut, visit);
         cut.pop_back();
     }
+}
+
+struct Seen {
+    std::vector<int> cut;
+    double bound;      // busiest piece
+    std::int64_t peak; // peak memory
+};
+
+// Brute force: every cut of the profile into the schedule's pieces, through make_step_plan.
+std::vector<Seen> every_cut(const Profile& profile, const Schedule& schedule, const TrainingOptions& options)
+{
+    std::vector<Seen> all;
+    std::vector<int> cut;
+    each_cut(static_cast<int>(profile.layers.size()), schedule.spec.stages * schedule.spec.virtual_stages, cut, [&] {
+        const StepPlan step = make_step_plan(profile, schedule, cut, options);
+        all.push_back({cut, busiest(step), step.peak_memory_bytes});
+    });
+    return all;
 }
 
 } // namespace
@@ -166,16 +203,7 @@ private slots:
         for (int trial = 0; trial < 240; ++trial) {
             const int layer_count = pick(3, 8);
             const int stages = pick(2, std::min(4, layer_count));
-            Profile profile;
-            profile.name = "random";
-            for (int l = 0; l < layer_count; ++l) {
-                const double fwd = pick(1, 6); // integers: sums are exact, ties are real ties
-                profile.layers.push_back(Layer{.name = "l" + std::to_string(l),
-                                               .params = std::int64_t(pick(1, 4000)) * 1000,
-                                               .fwd_ms = fwd, .bwd_ms = 2 * fwd,
-                                               .bwd_input_ms = fwd, .bwd_weight_ms = fwd,
-                                               .activation_bytes = std::int64_t(pick(1, 3000)) * 1'000'000});
-            }
+            const Profile profile = random_profile(layer_count, pick);
             const ScheduleKind kinds[] = {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zb_h1};
             const ScheduleKind kind = kinds[pick(0, 2)];
             const int m = pick(0, 1) ? stages : 2 * stages + 1;
@@ -183,17 +211,7 @@ private slots:
             const int dp = 1 << pick(0, 2);
             const TrainingOptions options{.dp = dp, .zero = pick(0, 3),
                                           .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
-            struct Seen {
-                std::vector<int> cut;
-                double bound;
-                std::int64_t peak;
-            };
-            std::vector<Seen> all;
-            std::vector<int> cut;
-            each_cut(layer_count, stages, cut, [&] {
-                const StepPlan step = make_step_plan(profile, schedule, cut, options);
-                all.push_back({cut, busiest(step), step.peak_memory_bytes});
-            });
+            const std::vector<Seen> all = every_cut(profile, schedule, options);
             std::int64_t least = all.front().peak;
             for (const Seen& c : all)
                 least = std::min(least, c.peak);
@@ -242,35 +260,13 @@ private slots:
             const int stages = 2;
             const int v = pick(2, 3);
             const int layer_count = pick(stages * v, stages * v + 4);
-            Profile profile;
-            profile.name = "random";
-            for (int l = 0; l < layer_count; ++l) {
-                const double fwd = pick(1, 6);
-                profile.layers.push_back(Layer{.name = "l" + std::to_string(l),
-                                               .params = std::int64_t(pick(1, 4000)) * 1000,
-                                               .fwd_ms = fwd, .bwd_ms = 2 * fwd,
-                                               .bwd_input_ms = fwd, .bwd_weight_ms = fwd,
-                                               .activation_bytes = std::int64_t(pick(1, 3000)) * 1'000'000});
-            }
+            const Profile profile = random_profile(layer_count, pick);
             const int m = stages * pick(1, 3);
             const Schedule schedule = build_schedule({.kind = ScheduleKind::interleaved, .stages = stages,
                                                       .microbatches = m, .virtual_stages = v});
             const TrainingOptions options{.dp = 1 << pick(0, 2), .zero = pick(0, 3),
                                           .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
-            struct Seen {
-                std::vector<int> cut;
-                double bound;
-                std::int64_t peak;
-            };
-            std::vector<Seen> all;
-            std::vector<int> cut;
-            each_cut(layer_count, stages * v, cut, [&] {
-                const StepPlan step = make_step_plan(profile, schedule, cut, options);
-                double bound = 0;
-                for (const PieceCost& piece : step.plan.pieces)
-                    bound = std::max(bound, piece.fwd_ms + piece.bwd_ms);
-                all.push_back({cut, bound, step.peak_memory_bytes});
-            });
+            const std::vector<Seen> all = every_cut(profile, schedule, options);
             std::int64_t least = all.front().peak;
             for (const Seen& c : all)
                 least = std::min(least, c.peak);
@@ -310,10 +306,7 @@ private slots:
                     best_peak = std::min(best_peak, c.peak);
             const StepPlan step = make_step_plan(profile, schedule, *found, limited);
             QVERIFY2(step.fits, where.c_str());
-            double bound = 0;
-            for (const PieceCost& piece : step.plan.pieces)
-                bound = std::max(bound, piece.fwd_ms + piece.bwd_ms);
-            QVERIFY2(bound == *best_bound, where.c_str());
+            QVERIFY2(busiest(step) == *best_bound, where.c_str());
             QVERIFY2(step.peak_memory_bytes == best_peak, where.c_str());
         }
         qInfo("interleaved: %d fittable, %d not; local search found a fit in %d of %d, the least peak in %d of %d",
