@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -302,7 +303,19 @@ struct DcpTensorSpec {
     std::vector<DcpChunkSpec> chunks;
 };
 
-inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool frame = true)
+// A storage_data entry written as given, after the tensors' own: a repeated key, a key no
+// tensor has, a bytes item's (no offsets), or a malformed offset.
+struct DcpStorageEntry {
+    std::string fqn;
+    std::optional<std::vector<uint64_t>> offsets; // nullopt: offset None (a bytes item's key)
+    std::string file;
+    uint64_t offset = 0, length = 0;
+    bool offset_is_text = false; // a str where the offset belongs
+};
+
+inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool frame = true,
+                                const std::vector<std::string>& bytes_items = {},
+                                const std::vector<DcpStorageEntry>& extra_storage = {})
 {
     const std::string meta = "torch.distributed.checkpoint.metadata";
     PickleWriter p;
@@ -326,6 +339,10 @@ inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool 
                 f.op('e');
             });
         }
+        for (const auto& fqn : bytes_items) {
+            w.str(fqn);
+            w.dataclass(meta, "BytesStorageMetadata", [](PickleWriter&) {});
+        }
         w.op('u');
         w.str("planner_data").none();
         w.str("storage_data").op('}').memoize().mark();
@@ -342,6 +359,22 @@ inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool 
                         g.str("transform_descriptors").op(']').mark().str(c.transform).op('e');
                 });
             }
+        for (const auto& e : extra_storage) {
+            w.dataclass(meta, "MetadataIndex", [&](PickleWriter& g) {
+                g.str("fqn").str(e.fqn).str("offset");
+                if (e.offset_is_text)
+                    g.str("not a size");
+                else if (e.offsets)
+                    g.torch_size(*e.offsets);
+                else
+                    g.none();
+                g.str("index").none();
+            });
+            w.dataclass("torch.distributed.checkpoint.filesystem", "_StorageInfo", [&](PickleWriter& g) {
+                g.str("relative_path").str(e.file).str("offset").integer(int64_t(e.offset));
+                g.str("length").integer(int64_t(e.length));
+            });
+        }
         w.op('u');
     });
     p.stop();

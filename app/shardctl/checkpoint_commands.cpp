@@ -119,9 +119,10 @@ void add_foreign_info(json& out, const VerifyReport& report)
 
 // Prints `out` (add_foreign_info's) with the tensor list streamed in where the text has a marker.
 // The marker is found with its top-level indentation, which no value read from a file can forge.
-// Everything that can fail (reading, the summary's DOM) is done before the first byte; the
-// tensors are then written from the list to stdout in 64 KiB pieces, never whole in memory (the
-// text of 10^5 tensors is ~30 MB, and it was built twice over).
+// Reading and the summary's DOM, which can fail, are done before the first byte; the tensors are
+// then written from the list to stdout in 64 KiB pieces, never whole in memory (the text of 10^5
+// tensors is ~30 MB, and it was built twice over). What can still fail after the first byte is an
+// allocation of the 64 KiB writer (out of memory), which would leave the object cut short.
 void print_foreign_info(json& out, const VerifyReport& report)
 {
     const std::string marker = json("\x01shardscope:tensors\x01").dump();

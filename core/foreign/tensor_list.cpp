@@ -24,9 +24,9 @@ uint32_t narrow(std::size_t n)
 ForeignChunkView foreign_chunk_at(const ForeignTensorList& list, std::size_t i)
 {
     const ForeignTensorList::ChunkRow& c = list.m_chunks[i];
-    const std::span<const uint64_t> dims(list.m_numbers.data() + c.dims_at, 2 * std::size_t(c.rank));
-    return ForeignChunkView{.offsets = dims.first(c.rank),
-                            .sizes = dims.subspan(c.rank),
+    const uint64_t* dims = list.m_numbers.data() + c.dims_at;
+    return ForeignChunkView{.offsets = std::span<const uint64_t>(dims, c.offsets_count),
+                            .sizes = std::span<const uint64_t>(dims + c.offsets_count, c.sizes_count),
                             .file = list.m_strings[c.file],
                             .offset = c.offset,
                             .length = c.length};
@@ -97,13 +97,13 @@ uint32_t ForeignTensorList::add_numbers(std::span<const uint64_t> numbers)
 
 void ForeignTensorList::add_chunk(const ForeignChunkView& c)
 {
-    // A chunk's offsets and sizes have one number per dimension each; a malformed pair is stored
-    // at the shorter rank (the verifier has reported it already).
-    const std::size_t rank = std::min(c.offsets.size(), c.sizes.size());
-    const uint32_t at = add_numbers(c.offsets.first(rank));
-    add_numbers(c.sizes.first(rank));
+    // Stored as read, even when offsets and sizes disagree in length (the verifier reports that
+    // chunk and shows both as they are).
+    const uint32_t at = add_numbers(c.offsets);
+    add_numbers(c.sizes);
     m_chunks.push_back(ChunkRow{.offset = c.offset, .length = c.length, .dims_at = at,
-                                .rank = narrow(rank), .file = intern(c.file)});
+                                .offsets_count = narrow(c.offsets.size()), .sizes_count = narrow(c.sizes.size()),
+                                .file = intern(c.file)});
 }
 
 void ForeignTensorList::add(const ForeignTensorFields& t, std::size_t chunks)
@@ -130,15 +130,6 @@ void ForeignTensorList::push_back(const ForeignTensor& t)
     add(ForeignTensorFields{.name = t.name, .dtype = t.dtype, .shape = t.shape, .file = t.file,
                             .offset = t.offset, .bytes = t.bytes, .detail = t.detail},
         t.chunks.size());
-}
-
-void ForeignTensorList::sort_by_name()
-{
-    auto less = [&](const Row& a, const Row& b) {
-        return text(a.name_at, a.name_size) < text(b.name_at, b.name_size);
-    };
-    if (!std::is_sorted(m_rows.begin(), m_rows.end(), less))
-        std::stable_sort(m_rows.begin(), m_rows.end(), less);
 }
 
 std::size_t ForeignTensorList::memory_bytes() const

@@ -122,8 +122,6 @@ public:
     // the last `chunks` chunks added.
     void add_chunk(const ForeignChunkView& chunk);
     void add(const ForeignTensorFields& tensor, std::size_t chunks = 0);
-    // Orders the tensors by name (bytes), ties kept in list order.
-    void sort_by_name();
 
     ForeignTensorView operator[](std::size_t i) const { return foreign_tensor_at(*this, i); }
     ForeignTensorView back() const { return foreign_tensor_at(*this, m_rows.size() - 1); }
@@ -154,10 +152,12 @@ private:
     struct ChunkRow { // 32 bytes
         uint64_t offset = 0;
         uint64_t length = 0;
-        uint32_t dims_at = 0; // offsets then sizes, rank numbers each
-        uint32_t rank = 0;
+        uint32_t dims_at = 0; // offsets, then sizes: as many as the file has of each
+        uint32_t offsets_count = 0;
+        uint32_t sizes_count = 0;
         uint32_t file = 0;
     };
+    static_assert(sizeof(Row) == 64 && sizeof(ChunkRow) == 32, "the per-tensor cost the header states");
     uint32_t intern(std::string_view text);
     uint64_t add_text(std::string_view text);
     uint32_t add_numbers(std::span<const uint64_t> numbers);

@@ -1,5 +1,7 @@
 #include "core/pipeline/fit_partition.h"
 
+#include "core/util/error.h"
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -8,6 +10,19 @@ namespace shardscope::pipeline {
 namespace {
 
 constexpr std::int64_t kHuge = std::numeric_limits<std::int64_t>::max();
+
+// A stage's StageMemory::total as stage_memory() in training.cpp adds it up: parameter state +
+// activations held + the largest recomputed working set. kHuge when a part is kHuge or the sum
+// overflows: a hostile profile's byte counts must not wrap around.
+std::int64_t stage_total(std::int64_t params, std::int64_t activations, std::int64_t working, int zero, int dp)
+{
+    std::int64_t total = 0;
+    if (params == kHuge || activations == kHuge || params > kHuge / 32 ||
+        __builtin_add_overflow(activations, working, &total) ||
+        __builtin_add_overflow(total, param_state_bytes(params, zero, dp), &total))
+        return kHuge;
+    return total;
+}
 
 // Range sums of the adjusted profile and the per-stage memory of a range [i, j), computed the
 // way stage_memory() in training.cpp does for a one-chunk stage: parameter state + in-flight
@@ -23,19 +38,14 @@ struct Ranges {
 
     double compute_of(int i, int j) const { return compute[j] - compute[i]; }
 
-    // Saturates at kHuge: a hostile profile's byte counts must not wrap around.
     std::int64_t memory_of(int stage, int i, int j, std::int64_t working) const
     {
-        const std::int64_t p = params[j] - params[i];
-        if (params[j] == kHuge || kept[j] == kHuge || p > kHuge / 32)
+        std::int64_t activations = 0;
+        if (params[j] == kHuge || kept[j] == kHuge ||
+            __builtin_mul_overflow(std::int64_t(in_flight[static_cast<std::size_t>(stage)]), kept[j] - kept[i],
+                                   &activations))
             return kHuge;
-        std::int64_t activations = 0, total = 0;
-        if (__builtin_mul_overflow(std::int64_t(in_flight[static_cast<std::size_t>(stage)]),
-                                   kept[j] - kept[i], &activations) ||
-            __builtin_add_overflow(activations, working, &activations) ||
-            __builtin_add_overflow(param_state_bytes(p, zero, dp), activations, &total))
-            return kHuge;
-        return total;
+        return stage_total(params[j] - params[i], activations, working, zero, dp);
     }
 };
 
@@ -157,11 +167,7 @@ struct Chunked {
                             __builtin_add_overflow(bytes, term, &bytes);
                 peak = std::max(peak, bytes);
             }
-            std::int64_t total = 0;
-            if (huge || params > kHuge / 32 || __builtin_add_overflow(peak, working, &total) ||
-                __builtin_add_overflow(total, param_state_bytes(params, r.zero, r.dp), &total))
-                total = kHuge;
-            out[static_cast<std::size_t>(s)] = total;
+            out[static_cast<std::size_t>(s)] = huge ? kHuge : stage_total(params, peak, working, r.zero, r.dp);
         }
         return out;
     }
@@ -234,18 +240,34 @@ void each_move(int layers, const std::vector<int>& cut, Visit&& visit)
             }
 }
 
+// How long one configuration's local search may take: every move strictly improves, so it ends,
+// but a profile of thousands of layers could take minutes. Counted in layers visited by the cut
+// evaluations (one evaluation visits every layer once), shared by a configuration's descents:
+// about a second of work; a search cut short returns the best cut so far, still checked.
+struct SearchBudget {
+    std::int64_t layer_visits = 400'000'000;
+    const std::atomic<bool>* cancel = nullptr;
+    bool spent() const { return layer_visits <= 0; }
+    void check_cancel() const
+    {
+        if (cancel && cancel->load(std::memory_order_relaxed))
+            throw Error(ProblemKind::cancelled, "the plan search was cancelled");
+    }
+};
+
 // Moves `cut` to the best neighbour by `objective` (smaller is better) among those `allowed`
-// admits, while that improves and `done` is not yet true; every move strictly improves, and the
-// count is bounded besides.
+// admits, while that improves, `done` is not yet true and the budget lasts.
 template <class Objective, class Allowed, class Done>
-void steepest_descent(const Chunked& chunked, std::vector<int>& cut, Objective objective, Allowed allowed, Done done)
+void steepest_descent(const Chunked& chunked, std::vector<int>& cut, SearchBudget& budget, Objective objective,
+                      Allowed allowed, Done done)
 {
-    const int bound = 8 * chunked.layers() * chunked.pieces();
     auto value = objective(cut);
-    for (int moves = 0; !done(value) && moves < bound; ++moves) {
+    while (!done(value) && !budget.spent()) {
+        budget.check_cancel();
         std::optional<std::vector<int>> best;
         auto best_value = value;
         each_move(chunked.layers(), cut, [&](std::vector<int> next) {
+            budget.layer_visits -= chunked.layers() + 1;
             auto candidate = objective(next);
             if (candidate < best_value && allowed(next)) {
                 best_value = std::move(candidate);
@@ -263,15 +285,15 @@ void steepest_descent(const Chunked& chunked, std::vector<int>& cut, Objective o
 // peak still make progress) until the peak is at most `limit`; then, when it is, lower the
 // pieces' compute the same way while the peak stays within it. A cut it returns as fitting
 // fits, but it is not proven to be the fastest that does (docs/shardctl.md, plan).
-std::vector<int> descend(const Chunked& chunked, std::vector<int> cut, std::int64_t limit)
+std::vector<int> descend(const Chunked& chunked, std::vector<int> cut, std::int64_t limit, SearchBudget& budget)
 {
     const auto memory = [&](const std::vector<int>& c) { return descending(chunked.memory(c)); };
     const auto fits = [&](const std::vector<std::int64_t>& m) { return m.front() <= limit; };
-    steepest_descent(chunked, cut, memory, [](const std::vector<int>&) { return true; }, fits);
+    steepest_descent(chunked, cut, budget, memory, [](const std::vector<int>&) { return true; }, fits);
     if (!fits(memory(cut)))
         return cut;
     steepest_descent(
-        chunked, cut, [&](const std::vector<int>& c) { return descending(chunked.compute(c)); },
+        chunked, cut, budget, [&](const std::vector<int>& c) { return descending(chunked.compute(c)); },
         [&](const std::vector<int>& c) { return fits(memory(c)); }, [](const std::vector<double>&) { return false; });
     return cut;
 }
@@ -314,7 +336,8 @@ std::uint64_t cuts_up_to(int n, int k, std::uint64_t cap)
 // parameter and layer-count cuts (a descent that never fits ends at a least-memory minimum, so
 // the least-memory cut of a configuration that fits nowhere costs nothing more).
 MemoryCuts chunked_cuts(const Profile& profile, const Schedule& schedule, const TrainingOptions& options,
-                        const Ranges& r, std::int64_t limit, std::uint64_t max_enumerated)
+                        const Ranges& r, std::int64_t limit, std::uint64_t max_enumerated,
+                        const std::atomic<bool>* cancel)
 {
     const Chunked chunked{.r = r, .stages = schedule.spec.stages, .chunks = schedule.spec.virtual_stages,
                           .patterns = held_patterns(schedule)};
@@ -341,8 +364,9 @@ MemoryCuts chunked_cuts(const Profile& profile, const Schedule& schedule, const 
         each_cut(chunked.layers(), pieces, consider);
     } else {
         const Profile adjusted = with_recompute(profile, options.recompute);
+        SearchBudget budget{.cancel = cancel};
         for (PartitionMethod method : {PartitionMethod::compute, PartitionMethod::params, PartitionMethod::uniform})
-            consider(descend(chunked, partition(adjusted, pieces, {.method = method}), limit));
+            consider(descend(chunked, partition(adjusted, pieces, {.method = method}), limit, budget));
     }
     MemoryCuts out;
     if (fastest)
@@ -362,7 +386,7 @@ std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, co
     if (!r)
         return std::nullopt;
     if (schedule.spec.virtual_stages > 1)
-        return chunked_cuts(profile, schedule, options, *r, limit, max_enumerated).fitting;
+        return chunked_cuts(profile, schedule, options, *r, limit, max_enumerated, nullptr).fitting;
     const int stages = schedule.spec.stages;
     // 1. The smallest busiest-stage compute among the cuts that fit.
     std::optional<double> bound;
@@ -392,20 +416,20 @@ std::optional<std::vector<int>> least_memory_boundaries(const Profile& profile, 
     if (!r)
         return std::nullopt;
     if (schedule.spec.virtual_stages > 1) // no cut fits -1 bytes: every descent minimises memory
-        return chunked_cuts(profile, schedule, options, *r, -1, max_enumerated).least_memory;
+        return chunked_cuts(profile, schedule, options, *r, -1, max_enumerated, nullptr).least_memory;
     return min_max_cut<std::int64_t>(*r, schedule.spec.stages, [&](int s, int i, int j, std::int64_t working) {
         return std::optional(r->memory_of(s, i, j, working));
     });
 }
 
 MemoryCuts memory_cuts(const Profile& profile, const Schedule& schedule, const TrainingOptions& options,
-                       std::int64_t limit, std::uint64_t max_enumerated)
+                       std::int64_t limit, const std::atomic<bool>* cancel, std::uint64_t max_enumerated)
 {
     const std::optional<Ranges> r = ranges(profile, schedule, options);
     if (!r)
         return {};
     if (schedule.spec.virtual_stages > 1)
-        return chunked_cuts(profile, schedule, options, *r, limit, max_enumerated);
+        return chunked_cuts(profile, schedule, options, *r, limit, max_enumerated, cancel);
     MemoryCuts out{.fitting = memory_fit_boundaries(profile, schedule, options, limit, max_enumerated)};
     if (!out.fitting)
         out.least_memory = least_memory_boundaries(profile, schedule, options, max_enumerated);

@@ -13,7 +13,9 @@
 // not a function of one range. Up to `max_enumerated` cuts (C(L-1, N*v-1)) are all evaluated,
 // which is exact; beyond, the best of three steepest descents (from the compute, parameter and
 // layer-count cuts: first the memory down to the limit, then the compute down within it) is a
-// local search, never reported as fitting when it does not, but not proven to be the best cut.
+// local search, never reported as fitting when it does not, but not proven to be the best cut,
+// and bounded (about a second of cut evaluations a configuration; the best cut so far when
+// that runs out).
 //
 // Objective of the fitting cut: the smallest busiest-piece compute (fwd_ms + bwd_ms of the
 // recompute-adjusted profile, what --partition compute minimises); among those, the smallest peak
@@ -22,6 +24,7 @@
 
 #include "core/pipeline/training.h"
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -52,7 +55,9 @@ std::optional<std::vector<int>> least_memory_boundaries(const Profile& profile, 
                                                         const TrainingOptions& options,
                                                         std::uint64_t max_enumerated = kEnumeratedCuts);
 
+// `cancel` (may be null) is checked at every move of the local search: Error(cancelled) when set.
 MemoryCuts memory_cuts(const Profile& profile, const Schedule& schedule, const TrainingOptions& options,
-                       std::int64_t limit, std::uint64_t max_enumerated = kEnumeratedCuts);
+                       std::int64_t limit, const std::atomic<bool>* cancel = nullptr,
+                       std::uint64_t max_enumerated = kEnumeratedCuts);
 
 } // namespace shardscope::pipeline

@@ -150,7 +150,7 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
                         continue;
                     // The fastest cut that fits or, when none does, the one needing the least
                     // memory: "the closest configuration" must not overstate the miss.
-                    MemoryCuts cuts = memory_cuts(profile, schedule, options, spec.gpu_memory_bytes);
+                    MemoryCuts cuts = memory_cuts(profile, schedule, options, spec.gpu_memory_bytes, cancel);
                     const auto& cut = cuts.fitting ? cuts.fitting : cuts.least_memory;
                     if (cut && *cut != fastest.plan.boundaries) {
                         const PartitionSpec manual{.method = PartitionMethod::manual,

@@ -9,6 +9,7 @@
 #include "widgets/jobs/bubblesweep.h"
 #include "widgets/panels/planpanel.h"
 #include "widgets/views/bubblechart.h"
+#include "widgets/settings/settings.h"
 
 #include <QCheckBox>
 #include <QDoubleSpinBox>
@@ -213,7 +214,7 @@ void PlannerPanel::addTrainingControls(QWidget* row, FlowLayout* flow)
         flow->addWidget(cell);
     };
     m_dp = new QSpinBox(row);
-    m_dp->setRange(1, 1 << 16);
+    m_dp->setRange(1, plannerrange::kMaxDp);
     m_dp->setKeyboardTracking(false);
     m_zero = new QComboBox(row);
     for (int z = 0; z <= 3; ++z)
@@ -223,13 +224,13 @@ void PlannerPanel::addTrainingControls(QWidget* row, FlowLayout* flow)
     m_recompute->addItem(tr("selective recompute"), int(pl::Recompute::selective));
     m_recompute->addItem(tr("full recompute"), int(pl::Recompute::full));
     m_gpuMemory = new QDoubleSpinBox(row);
-    m_gpuMemory->setRange(0, 4096);
+    m_gpuMemory->setRange(0, plannerrange::kMaxGpuMemoryGiB);
     m_gpuMemory->setDecimals(2);
     m_gpuMemory->setSuffix(tr(" GiB"));
     m_gpuMemory->setSpecialValueText(tr("no limit"));
     m_gpuMemory->setKeyboardTracking(false);
     m_link = new QDoubleSpinBox(row);
-    m_link->setRange(0, 1e5);
+    m_link->setRange(0, plannerrange::kMaxLinkGbps);
     m_link->setDecimals(0);
     m_link->setSuffix(tr(" Gbps"));
     m_link->setSpecialValueText(tr("instant"));

@@ -6,6 +6,7 @@
 #include "widgets/style/format.h"
 #include "widgets/style/widgetstyle.h"
 #include "widgets/views/candidatescatter.h"
+#include "widgets/settings/settings.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -95,17 +96,17 @@ QWidget* PlanPanel::buildInputs()
         s->setValue(value);
         return s;
     };
-    m_gpus = spin(1, 1 << 20, 8);
-    m_globalBatch = spin(1, 1 << 24, 64);
+    m_gpus = spin(1, plannerrange::kMaxGpus, 8);
+    m_globalBatch = spin(1, plannerrange::kMaxGlobalBatch, 64);
     const auto& profile = m_planner->profile();
-    m_microBatch = spin(1, 1 << 16, profile.micro_batch_size.value_or(1));
+    m_microBatch = spin(1, plannerrange::kMaxMicroBatch, profile.micro_batch_size.value_or(1));
     m_memory = new QDoubleSpinBox(box);
-    m_memory->setRange(0.25, 4096);
+    m_memory->setRange(plannerrange::kMinSearchMemoryGiB, plannerrange::kMaxGpuMemoryGiB);
     m_memory->setDecimals(2);
     m_memory->setValue(80);
     m_memory->setSuffix(tr(" GiB"));
     m_link = new QDoubleSpinBox(box);
-    m_link->setRange(0, 1e5);
+    m_link->setRange(0, plannerrange::kMaxLinkGbps);
     m_link->setDecimals(0);
     m_link->setValue(100);
     m_link->setSuffix(tr(" Gbps"));

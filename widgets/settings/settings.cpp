@@ -157,8 +157,20 @@ void Settings::setVerifyThreads(int threads)
     m_settings->setValue(key::verifyThreads, std::max(0, threads));
 }
 
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+bool within(double value, double lo, double hi)
+{
+    return value >= lo && value <= hi; // false for NaN
+}
+
+} // namespace
+
 std::optional<pl::TrainingOptions> Settings::plannerTraining() const
 {
+    namespace r = plannerrange;
     if (!m_settings->contains(key::trainingDp))
         return std::nullopt;
     const auto recompute = pl::parse_recompute(m_settings->value(key::trainingRecompute).toString().toStdString());
@@ -170,12 +182,10 @@ std::optional<pl::TrainingOptions> Settings::plannerTraining() const
         .link_gbps = m_settings->value(key::trainingLinkGbps, 0.0).toDouble(),
         .overlap_allreduce = m_settings->value(key::trainingOverlap, false).toBool(),
         .gpu_memory_bytes = memory > 0 ? std::optional<std::int64_t>(memory) : std::nullopt};
-    try {
-        pl::check_options(options);
-    } catch (const std::exception&) {
-        return std::nullopt;
-    }
-    return recompute ? std::optional(options) : std::nullopt;
+    const bool valid = recompute && options.dp >= 1 && options.dp <= r::kMaxDp && options.zero >= 0 &&
+                       options.zero <= 3 && within(options.link_gbps, 0.0, r::kMaxLinkGbps) && memory >= 0 &&
+                       double(memory) <= r::kMaxGpuMemoryGiB * kGiB;
+    return valid ? std::optional(options) : std::nullopt;
 }
 
 void Settings::setPlannerTraining(const pl::TrainingOptions& options)
@@ -190,6 +200,7 @@ void Settings::setPlannerTraining(const pl::TrainingOptions& options)
 
 std::optional<pl::SearchSpec> Settings::planSearch() const
 {
+    namespace r = plannerrange;
     if (!m_settings->contains(key::searchGpus))
         return std::nullopt;
     const pl::SearchSpec spec{.gpus = m_settings->value(key::searchGpus, 1).toInt(),
@@ -199,8 +210,11 @@ std::optional<pl::SearchSpec> Settings::planSearch() const
                               .link_gbps = m_settings->value(key::searchLinkGbps, 0.0).toDouble(),
                               .zero = m_settings->value(key::searchZero, 0).toInt(),
                               .overlap_allreduce = m_settings->value(key::searchOverlap, false).toBool()};
-    const bool valid = spec.gpus >= 1 && spec.global_batch >= 1 && spec.micro_batch_size >= 1 &&
-                       spec.gpu_memory_bytes > 0 && spec.link_gbps >= 0.0 && spec.zero >= 0 && spec.zero <= 3;
+    const bool valid = spec.gpus >= 1 && spec.gpus <= r::kMaxGpus && spec.global_batch >= 1 &&
+                       spec.global_batch <= r::kMaxGlobalBatch && spec.micro_batch_size >= 1 &&
+                       spec.micro_batch_size <= r::kMaxMicroBatch &&
+                       within(double(spec.gpu_memory_bytes) / kGiB, r::kMinSearchMemoryGiB, r::kMaxGpuMemoryGiB) &&
+                       within(spec.link_gbps, 0.0, r::kMaxLinkGbps) && spec.zero >= 0 && spec.zero <= 3;
     return valid ? std::optional(spec) : std::nullopt;
 }
 

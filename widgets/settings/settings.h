@@ -16,6 +16,18 @@ class QSettings;
 
 namespace shardwidgets {
 
+// What the planner's controls can show, and so what a stored value may be (a value outside would
+// be shown clamped while the planner computed with another one).
+namespace plannerrange {
+inline constexpr int kMaxDp = 1 << 16;
+inline constexpr double kMaxGpuMemoryGiB = 4096;
+inline constexpr double kMinSearchMemoryGiB = 0.25;
+inline constexpr double kMaxLinkGbps = 1e5;
+inline constexpr int kMaxGpus = 1 << 20;
+inline constexpr int kMaxGlobalBatch = 1 << 24;
+inline constexpr int kMaxMicroBatch = 1 << 16;
+} // namespace plannerrange
+
 class Settings {
 public:
     static constexpr int kMaxRecentFolders = 10;

@@ -61,6 +61,7 @@ private slots:
         }
         MainWindow again(&settings, true);
         auto* planner = again.findChild<shardwidgets::PlannerPanel*>();
+        QVERIFY(planner);
         const pl::TrainingOptions& options = planner->planner()->trainingOptions();
         QCOMPARE(options.dp, 4);
         QCOMPARE(options.zero, 3);

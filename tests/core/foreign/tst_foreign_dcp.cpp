@@ -86,6 +86,58 @@ private slots:
         QCOMPARE(decode_dcp_metadata(dcp_metadata(layout, false), "m").tensors.size(), std::size_t(2));
     }
 
+    // storage_data is a dict keyed by (fqn, offsets): a key written twice keeps its last value,
+    // as Python's dict would; files are those of the surviving entries (also of keys no tensor
+    // has); a bytes item's key has no offsets, and a tensor's key with offsets never matches it.
+    void storageDataKeysAsADict()
+    {
+        auto layout = two_rank_layout();
+        layout[0].chunks[0].length = layout[0].chunks[1].length = layout[1].chunks[0].length = 10;
+        const std::vector<DcpStorageEntry> extra{
+            {.fqn = "model.weight", .offsets = std::vector<uint64_t>{0, 0}, .file = "__7_0.distcp", .offset = 3, .length = 9},
+            {.fqn = "step", .offsets = std::nullopt, .file = "__0_1.distcp", .offset = 0, .length = 5},
+            {.fqn = "model.bias", .offsets = std::nullopt, .file = "__9_0.distcp", .length = 1}, // no such bytes item
+            {.fqn = "gone", .offsets = std::vector<uint64_t>{0}, .file = "__8_0.distcp", .length = 1},
+        };
+        const DcpMetadata m = decode_dcp_metadata(dcp_metadata(layout, true, {"step"}, extra), "m");
+        const DcpChunk& first = m.tensors[0].chunks[0];
+        QCOMPARE(first.storage.file, std::string("__7_0.distcp")); // the last entry of its key
+        QCOMPARE(first.storage.offset, uint64_t(3));
+        QCOMPARE(m.tensors[0].chunks[1].storage.file, std::string("__1_0.distcp"));
+        QCOMPARE(m.tensors[1].chunks[0].storage.file, std::string("__0_0.distcp")); // bias: its offsets key
+        QCOMPARE(m.bytes.size(), std::size_t(1));
+        QCOMPARE(m.bytes[0].fqn, std::string("step"));
+        QVERIFY(m.bytes[0].storage.present);
+        QCOMPARE(m.bytes[0].storage.file, std::string("__0_1.distcp"));
+        QCOMPARE(m.bytes[0].storage.length, uint64_t(5));
+        // __0_0 (still the bias's), __0_1 (the item), __1_0, __7_0, and the files of the keys no
+        // tensor or item has: __8_0, __9_0.
+        QCOMPARE(m.files, (std::vector<std::string>{"__0_0.distcp", "__0_1.distcp", "__1_0.distcp", "__7_0.distcp",
+                                                    "__8_0.distcp", "__9_0.distcp"}));
+        // Only the overwritten entry's file goes: rank 0's weight chunk moved to __7_0, and
+        // nothing else is in __0_0 once the bias is elsewhere too.
+        auto moved = extra;
+        moved.push_back({.fqn = "model.bias", .offsets = std::vector<uint64_t>{0}, .file = "__7_0.distcp", .length = 1});
+        const DcpMetadata n = decode_dcp_metadata(dcp_metadata(layout, true, {"step"}, moved), "m");
+        QCOMPARE(n.files, (std::vector<std::string>{"__0_1.distcp", "__1_0.distcp", "__7_0.distcp", "__8_0.distcp",
+                                                    "__9_0.distcp"}));
+    }
+
+    // The sentences of a malformed storage_data entry name the key and the field.
+    void storageDataErrorsNameTheKey()
+    {
+        const auto problem = error_of([] {
+            decode_dcp_metadata(dcp_metadata(two_rank_layout(), true, {},
+                                             {{.fqn = "model.weight", .file = "__0_0.distcp", .offset_is_text = true}}),
+                                "m");
+        });
+        QVERIFY(problem);
+        QCOMPARE(problem->kind, ProblemKind::invalid_manifest);
+        QVERIFY2(problem->message.starts_with("m: unexpected DCP metadata: storage_data['model.weight'].offset is "),
+                 problem->message.c_str());
+        QVERIFY2(problem->message.ends_with(", not a torch.Size or tuple"), problem->message.c_str());
+    }
+
     void verifiesFolder()
     {
         const fs::path dir = write_dcp(root() / "ok", two_rank_layout());

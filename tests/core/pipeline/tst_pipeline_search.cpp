@@ -257,9 +257,9 @@ private slots:
         auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(random); };
         int fitted = 0, unfittable = 0, local_found = 0, local_least_exact = 0, trials = 0;
         for (int trial = 0; trial < 120; ++trial) {
-            const int stages = 2;
+            const int stages = pick(2, 4); // each stage's held-count patterns differ
             const int v = pick(2, 3);
-            const int layer_count = pick(stages * v, stages * v + 4);
+            const int layer_count = pick(stages * v, stages * v + 3);
             const Profile profile = random_profile(layer_count, pick);
             const int m = stages * pick(1, 3);
             const Schedule schedule = build_schedule({.kind = ScheduleKind::interleaved, .stages = stages,
@@ -288,7 +288,6 @@ private slots:
             const auto local_lean = least_memory_boundaries(profile, schedule, options, 0);
             QVERIFY(local_lean.has_value());
             const std::int64_t local_least = make_step_plan(profile, schedule, *local_lean, options).peak_memory_bytes;
-            QVERIFY2(local_least >= least, where.c_str());
             local_least_exact += local_least == least;
             ++trials;
             if (local)
@@ -312,7 +311,9 @@ private slots:
         qInfo("interleaved: %d fittable, %d not; local search found a fit in %d of %d, the least peak in %d of %d",
               fitted, unfittable, local_found, fitted, local_least_exact, trials);
         QVERIFY(fitted > 50 && unfittable > 10);
-        QVERIFY(local_found * 10 >= fitted * 9); // the local search: at least 90 % of the fittable
+        // The local search: a fit in at least 90 % of the fittable models, the least peak in 80 %.
+        QVERIFY(local_found * 10 >= fitted * 9);
+        QVERIFY(local_least_exact * 10 >= trials * 8);
     }
 
     // The search reports an interleaved configuration that only a memory-aware cut fits: 4
@@ -447,6 +448,22 @@ private slots:
         slower.bubble_fraction = 0.15;
         QCOMPARE(why_slower(slower, best), std::string("+5 ms (+5 %): bubble 15.0 % vs 10.0 % (1f1b, 1 microbatches)"));
         QCOMPARE(why_slower(best, best).rfind("ties with #1", 0), std::size_t(0));
+    }
+
+    // The interleaved local search checks the search's cancel flag at every move.
+    void localSearchHonoursCancel()
+    {
+        const Profile profile = decoder(30); // C(31, 7) cuts: the local search
+        const Schedule schedule = build_schedule({.kind = ScheduleKind::interleaved, .stages = 4,
+                                                  .microbatches = 8, .virtual_stages = 2});
+        std::atomic<bool> cancel{true};
+        const auto problem = error_of([&] { memory_cuts(profile, schedule, {}, 1, &cancel); });
+        QVERIFY(problem);
+        QCOMPARE(problem->kind, ProblemKind::cancelled);
+        cancel = false;
+        const MemoryCuts cuts = memory_cuts(profile, schedule, {}, 1, &cancel); // nothing fits 1 byte
+        QVERIFY(!cuts.fitting);
+        QVERIFY(cuts.least_memory);
     }
 
     void cancelledSearchStops()

@@ -128,6 +128,7 @@ private slots:
             pl::TrainingOptions unlimited = training;
             unlimited.gpu_memory_bytes.reset();
             settings.setPlannerTraining(unlimited);
+            QVERIFY(settings.plannerTraining());
             QVERIFY(!settings.plannerTraining()->gpu_memory_bytes);
             settings.sync();
         }
@@ -145,6 +146,34 @@ private slots:
             raw.setValue(QStringLiteral("planner/training/recompute"), QStringLiteral("sometimes"));
         }
         QVERIFY(!Settings(file).plannerTraining());
+        // Values the controls could not show are refused too, not shown clamped.
+        auto refused = [&](const QString& key, const QVariant& value, bool training) {
+            QSettings raw(file, QSettings::IniFormat);
+            raw.setValue(QStringLiteral("planner/training/recompute"), QStringLiteral("none"));
+            raw.setValue(QStringLiteral("planner/search/gpus"), 8);
+            const QVariant before = raw.value(key);
+            raw.setValue(key, value);
+            raw.sync();
+            Settings s(file);
+            const bool gone = training ? !s.plannerTraining() : !s.planSearch();
+            raw.setValue(key, before);
+            raw.sync();
+            return gone;
+        };
+        {
+            QSettings raw(file, QSettings::IniFormat);
+            raw.setValue(QStringLiteral("planner/training/recompute"), QStringLiteral("none"));
+            raw.setValue(QStringLiteral("planner/search/gpus"), 8);
+        }
+        QVERIFY(Settings(file).plannerTraining()); // the baseline the cases below break one at a time
+        QVERIFY(Settings(file).planSearch());
+        QVERIFY(refused(QStringLiteral("planner/training/dp"), plannerrange::kMaxDp + 1, true));
+        QVERIFY(refused(QStringLiteral("planner/training/gpuMemoryBytes"), -1, true));
+        QVERIFY(refused(QStringLiteral("planner/training/gpuMemoryBytes"), qint64(8192) << 30, true));
+        QVERIFY(refused(QStringLiteral("planner/training/linkGbps"), 1e6, true));
+        QVERIFY(refused(QStringLiteral("planner/search/gpuMemoryBytes"), qint64(1) << 20, false)); // < 0.25 GiB
+        QVERIFY(refused(QStringLiteral("planner/search/microBatchSize"), plannerrange::kMaxMicroBatch + 1, false));
+        QVERIFY(refused(QStringLiteral("planner/search/linkGbps"), 2e5, false));
     }
 };
 
