@@ -110,6 +110,33 @@ std::vector<Seen> every_cut(const Profile& profile, const Schedule& schedule, co
     return all;
 }
 
+// What brute force says: the least peak of any cut; a limit drawn at some cut's peak (so at least
+// one fits) or, one time in five, just under the least (so none does); the smallest busiest piece
+// among the cuts within the limit, and the least peak among those.
+struct Truth {
+    std::int64_t least = 0;
+    std::int64_t limit = 0;
+    std::optional<double> best_bound;
+    std::int64_t best_peak = std::numeric_limits<std::int64_t>::max();
+};
+
+template <class Pick>
+Truth brute_force(const std::vector<Seen>& all, Pick& pick)
+{
+    Truth t;
+    t.least = all.front().peak;
+    for (const Seen& c : all)
+        t.least = std::min(t.least, c.peak);
+    t.limit = pick(0, 4) == 0 ? t.least - 1 : all[pick(0, int(all.size()) - 1)].peak;
+    for (const Seen& c : all)
+        if (c.peak <= t.limit)
+            t.best_bound = std::min(t.best_bound.value_or(1e300), c.bound);
+    for (const Seen& c : all)
+        if (c.peak <= t.limit && t.best_bound && c.bound == *t.best_bound)
+            t.best_peak = std::min(t.best_peak, c.peak);
+    return t;
+}
+
 } // namespace
 
 class TestPipelineSearch : public QObject {
@@ -212,15 +239,7 @@ private slots:
             const TrainingOptions options{.dp = dp, .zero = pick(0, 3),
                                           .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
             const std::vector<Seen> all = every_cut(profile, schedule, options);
-            std::int64_t least = all.front().peak;
-            for (const Seen& c : all)
-                least = std::min(least, c.peak);
-            // A limit at some cut's peak (so at least one fits), or just under the least (none does).
-            const std::int64_t limit = pick(0, 4) == 0 ? least - 1 : all[pick(0, int(all.size()) - 1)].peak;
-            std::optional<double> best_bound;
-            for (const Seen& c : all)
-                if (c.peak <= limit)
-                    best_bound = std::min(best_bound.value_or(1e300), c.bound);
+            const auto [least, limit, best_bound, best_peak] = brute_force(all, pick);
             const auto found = memory_fit_boundaries(profile, schedule, options, limit);
             const std::string where = "trial " + std::to_string(trial);
             QVERIFY2(found.has_value() == best_bound.has_value(), where.c_str());
@@ -232,10 +251,6 @@ private slots:
                 continue;
             }
             ++fitted;
-            std::int64_t best_peak = std::numeric_limits<std::int64_t>::max();
-            for (const Seen& c : all)
-                if (c.peak <= limit && c.bound == *best_bound)
-                    best_peak = std::min(best_peak, c.peak);
             TrainingOptions limited = options;
             limited.gpu_memory_bytes = limit;
             const StepPlan step = make_step_plan(profile, schedule, *found, limited);
@@ -267,14 +282,7 @@ private slots:
             const TrainingOptions options{.dp = 1 << pick(0, 2), .zero = pick(0, 3),
                                           .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
             const std::vector<Seen> all = every_cut(profile, schedule, options);
-            std::int64_t least = all.front().peak;
-            for (const Seen& c : all)
-                least = std::min(least, c.peak);
-            const std::int64_t limit = pick(0, 4) == 0 ? least - 1 : all[pick(0, int(all.size()) - 1)].peak;
-            std::optional<double> best_bound;
-            for (const Seen& c : all)
-                if (c.peak <= limit)
-                    best_bound = std::min(best_bound.value_or(1e300), c.bound);
+            const auto [least, limit, best_bound, best_peak] = brute_force(all, pick);
             const std::string where = "trial " + std::to_string(trial);
             TrainingOptions limited = options;
             limited.gpu_memory_bytes = limit;
@@ -299,10 +307,6 @@ private slots:
             }
             ++fitted;
             local_found += local.has_value();
-            std::int64_t best_peak = std::numeric_limits<std::int64_t>::max();
-            for (const Seen& c : all)
-                if (c.peak <= limit && c.bound == *best_bound)
-                    best_peak = std::min(best_peak, c.peak);
             const StepPlan step = make_step_plan(profile, schedule, *found, limited);
             QVERIFY2(step.fits, where.c_str());
             QVERIFY2(busiest(step) == *best_bound, where.c_str());
