@@ -3,7 +3,6 @@
 #include "core/foreign/types.h"
 
 #include <algorithm>
-#include <numeric>
 #include <stdexcept>
 
 namespace shardscope {
@@ -108,18 +107,19 @@ void ForeignTensorList::add_chunk(const ForeignChunkView& c)
 
 void ForeignTensorList::add(const ForeignTensorFields& t, std::size_t chunks)
 {
+    const std::size_t owned = std::min(chunks, m_chunks.size()); // the last `chunks` added
     m_rows.push_back(Row{.name_at = add_text(t.name),
                          .detail_at = add_text(t.detail),
                          .offset = t.offset,
                          .bytes = t.bytes,
                          .dims_at = add_numbers(t.shape),
-                         .chunks_at = narrow(m_chunks.size() - std::min(chunks, m_chunks.size())),
+                         .chunks_at = narrow(m_chunks.size() - owned),
                          .name_size = narrow(t.name.size()),
                          .detail_size = narrow(t.detail.size()),
                          .dtype = intern(t.dtype),
                          .file = intern(t.file),
                          .rank = narrow(t.shape.size()),
-                         .chunk_count = narrow(std::min(chunks, m_chunks.size()))});
+                         .chunk_count = narrow(owned)});
 }
 
 void ForeignTensorList::push_back(const ForeignTensor& t)
