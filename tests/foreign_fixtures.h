@@ -32,10 +32,33 @@ inline void write_file(const fs::path& path, const std::string& bytes)
 struct PickleWriter {
     std::string out;
     int memo = 0;
+    // As CPython's pickler writes: every str and class memoized once and fetched with a GET after.
+    bool like_cpython = false;
+    std::map<std::string, int> memoized; // str (or "module\nname" of a class) -> memo index
 
     PickleWriter& op(unsigned char c) { out += static_cast<char>(c); return *this; }
     PickleWriter& proto(int v) { op(0x80); return op(static_cast<unsigned char>(v)); }
+    // A GET of `key` when it was memoized before (like_cpython only).
+    bool fetched(const std::string& key)
+    {
+        if (!like_cpython)
+            return false;
+        const auto it = memoized.find(key);
+        if (it == memoized.end())
+            return false;
+        get(it->second);
+        return true;
+    }
     PickleWriter& str(const std::string& s)
+    {
+        if (fetched(s))
+            return *this;
+        if (like_cpython)
+            memoized[s] = memo;
+        write_str(s);
+        return like_cpython ? memoize() : *this;
+    }
+    PickleWriter& write_str(const std::string& s)
     {
         if (s.size() < 256) {
             op(0x8c); // SHORT_BINUNICODE
@@ -63,12 +86,28 @@ struct PickleWriter {
     }
     PickleWriter& stack_global(const std::string& module, const std::string& name) // protocol 4
     {
-        str(module).memoize();
-        str(name).memoize();
+        if (fetched(module + "\n" + name))
+            return *this;
+        if (like_cpython) {
+            str(module).str(name);
+            memoized[module + "\n" + name] = memo;
+        } else {
+            str(module).memoize();
+            str(name).memoize();
+        }
         return op(0x93).memoize();
     }
     PickleWriter& memoize() { ++memo; return op(0x94); }
-    PickleWriter& get(int index) { op('h'); return op(static_cast<unsigned char>(index)); }
+    PickleWriter& get(int index)
+    {
+        if (index < 256) {
+            op('h');
+            return op(static_cast<unsigned char>(index));
+        }
+        op('j'); // LONG_BINGET
+        put_le(out, static_cast<uint64_t>(index), 4);
+        return *this;
+    }
     PickleWriter& mark() { return op('('); }
     PickleWriter& none() { return op('N'); }
     PickleWriter& boolean(bool b) { return op(b ? 0x88 : 0x89); }
@@ -313,12 +352,21 @@ struct DcpStorageEntry {
     bool offset_is_text = false; // a str where the offset belongs
 };
 
+// With `like_cpython`, as CPython's pickler writes it: strs and classes memoized once and
+// fetched after, dict items and list items in batches of 1000 (SETITEMS / APPENDS).
 inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool frame = true,
                                 const std::vector<std::string>& bytes_items = {},
-                                const std::vector<DcpStorageEntry>& extra_storage = {})
+                                const std::vector<DcpStorageEntry>& extra_storage = {}, bool like_cpython = false)
 {
     const std::string meta = "torch.distributed.checkpoint.metadata";
     PickleWriter p;
+    p.like_cpython = like_cpython;
+    // Ends a batch of 1000 items and starts the next (CPython's _BATCHSIZE).
+    auto batch = [&](PickleWriter& w, std::size_t& items, unsigned char end) {
+        if (like_cpython && ++items % 1000 == 0)
+            w.op(end).mark();
+    };
+    std::size_t items = 0;
     p.dataclass(meta, "Metadata", [&](PickleWriter& w) {
         w.str("state_dict_metadata").op('}').memoize().mark();
         for (const auto& t : tensors) {
@@ -332,18 +380,24 @@ inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool 
                 f.boolean(false).op('t').memoize().op('b');
                 f.str("size").torch_size(t.size);
                 f.str("chunks").op(']').memoize().mark();
-                for (const auto& c : t.chunks)
+                std::size_t chunks = 0;
+                for (const auto& c : t.chunks) {
                     f.dataclass(meta, "ChunkStorageMetadata", [&](PickleWriter& g) {
                         g.str("offsets").torch_size(c.offsets).str("sizes").torch_size(c.sizes);
                     });
+                    batch(f, chunks, 'e');
+                }
                 f.op('e');
             });
+            batch(w, items, 'u');
         }
         for (const auto& fqn : bytes_items) {
             w.str(fqn);
             w.dataclass(meta, "BytesStorageMetadata", [](PickleWriter&) {});
+            batch(w, items, 'u');
         }
         w.op('u');
+        items = 0;
         w.str("planner_data").none();
         w.str("storage_data").op('}').memoize().mark();
         for (const auto& t : tensors)
@@ -358,6 +412,7 @@ inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool 
                     if (!c.transform.empty()) // newer writers: _StorageInfo.transform_descriptors
                         g.str("transform_descriptors").op(']').mark().str(c.transform).op('e');
                 });
+                batch(w, items, 'u');
             }
         for (const auto& e : extra_storage) {
             w.dataclass(meta, "MetadataIndex", [&](PickleWriter& g) {

@@ -3,7 +3,6 @@
 #include "core/foreign/internal/common.h"
 #include "core/foreign/torch_archive.h"
 #include "core/foreign/io/zip_reader.h"
-#include "core/foreign/io/pickle_reader.h"
 #include "core/checkpoint/internal/shardfile.h"
 #include "core/util/volume.h"
 
@@ -76,7 +75,7 @@ uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& sto
 namespace {
 
 // Chunks must lie inside the tensor and cover it exactly once.
-void check_tiling(const DcpTensor& t, const std::string& meta_path, std::vector<Problem>& out)
+void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string& meta_path, std::vector<Problem>& out)
 {
     uint64_t volume = 0;
     if (!checked_volume(t.size, volume)) {
@@ -84,35 +83,35 @@ void check_tiling(const DcpTensor& t, const std::string& meta_path, std::vector<
                        meta_path + ": tensor '" + t.fqn + "' has a size whose element count overflows"});
         return;
     }
+    const auto chunks = meta.chunks_of(t);
     uint64_t covered = 0;
-    for (const auto& c : t.chunks) {
-        bool inside = c.offsets.size() == t.size.size() && c.sizes.size() == t.size.size();
+    for (const auto& c : chunks) {
+        const auto offsets = meta.offsets(c), sizes = meta.sizes(c);
+        bool inside = offsets.size() == t.size.size() && sizes.size() == t.size.size();
         for (std::size_t d = 0; inside && d < t.size.size(); ++d)
-            inside = c.offsets[d] <= t.size[d] && c.sizes[d] <= t.size[d] - c.offsets[d];
+            inside = offsets[d] <= t.size[d] && sizes[d] <= t.size[d] - offsets[d];
         uint64_t v = 0;
-        if (!inside || !checked_volume(c.sizes, v)) {
+        if (!inside || !checked_volume(sizes, v)) {
             out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
                            meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has a chunk at " +
-                               join_dims(c.offsets) + " of size " + join_dims(c.sizes) +
-                               " outside its bounds"});
+                               join_dims(offsets) + " of size " + join_dims(sizes) + " outside its bounds"});
             return;
         }
         covered += v; // bounded by chunks x volume, each <= volume: cannot overflow for sane counts
     }
     constexpr std::size_t kMaxPairwise = 2048;
-    if (t.chunks.size() <= kMaxPairwise)
-        for (std::size_t a = 0; a < t.chunks.size(); ++a)
-            for (std::size_t b = a + 1; b < t.chunks.size(); ++b) {
-                const auto& x = t.chunks[a];
-                const auto& y = t.chunks[b];
+    if (chunks.size() <= kMaxPairwise)
+        for (std::size_t a = 0; a < chunks.size(); ++a)
+            for (std::size_t b = a + 1; b < chunks.size(); ++b) {
+                const auto xo = meta.offsets(chunks[a]), xs = meta.sizes(chunks[a]);
+                const auto yo = meta.offsets(chunks[b]), ys = meta.sizes(chunks[b]);
                 bool overlap = true;
                 for (std::size_t d = 0; overlap && d < t.size.size(); ++d)
-                    overlap = x.sizes[d] > 0 && y.sizes[d] > 0 && x.offsets[d] < y.offsets[d] + y.sizes[d] &&
-                              y.offsets[d] < x.offsets[d] + x.sizes[d];
+                    overlap = xs[d] > 0 && ys[d] > 0 && xo[d] < yo[d] + ys[d] && yo[d] < xo[d] + xs[d];
                 if (overlap) {
                     out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
-                                   meta_path + ": tensor '" + t.fqn + "': chunks at " + join_dims(x.offsets) +
-                                       " and " + join_dims(y.offsets) + " overlap"});
+                                   meta_path + ": tensor '" + t.fqn + "': chunks at " + join_dims(xo) + " and " +
+                                       join_dims(yo) + " overlap"});
                     return;
                 }
             }
@@ -126,14 +125,42 @@ void check_tiling(const DcpTensor& t, const std::string& meta_path, std::vector<
                            " elements but its chunks cover " + std::to_string(covered)});
 }
 
-// One byte range of a .distcp file and what it must hold.
+// One byte range of a .distcp file and what it must hold (32 bytes: one per chunk). What it is
+// called in a message is worked out only for a message (RangeNames).
 struct StoredRange {
     uint64_t offset = 0, length = 0;
-    std::string what;           // for messages: "'fqn' chunk [0, 0]" or "item 'fqn'"
-    bool tensor = false;
     uint64_t element_bytes = 0; // chunk volume x element size; 0 when the dtype is unknown
-    std::string elements;       // "12 float32 elements", for messages
+    uint32_t chunk = 0;         // in meta.chunks, or the bytes item's index when !tensor
+    bool tensor = false;
     bool transformed = false;   // a storage extension (compression) rewrote it: not looked into
+};
+
+// The words for a range in messages: "'fqn' chunk [0, 0]" or "item 'fqn'", "12 float32 elements".
+class RangeNames {
+public:
+    explicit RangeNames(const DcpMetadata& meta) : m_meta(meta)
+    {
+        m_tensor_of.reserve(meta.chunks.size());
+        for (uint32_t t = 0; t < meta.tensors.size(); ++t)
+            m_tensor_of.insert(m_tensor_of.end(), meta.tensors[t].chunk_count, t);
+    }
+    std::string what(const StoredRange& r) const
+    {
+        if (!r.tensor)
+            return "item '" + m_meta.bytes[r.chunk].fqn + "'";
+        return "'" + m_meta.tensors[m_tensor_of[r.chunk]].fqn + "' chunk " + join_dims(m_meta.offsets(m_meta.chunks[r.chunk]));
+    }
+    std::string elements(const StoredRange& r) const
+    {
+        const DcpTensor& t = m_meta.tensors[m_tensor_of[r.chunk]];
+        uint64_t volume = 0;
+        checked_volume(m_meta.sizes(m_meta.chunks[r.chunk]), volume);
+        return std::to_string(volume) + " " + t.dtype + " elements";
+    }
+
+private:
+    const DcpMetadata& m_meta;
+    std::vector<uint32_t> m_tensor_of; // chunk -> tensor
 };
 
 constexpr std::size_t kMaxContentProblems = 20; // per file; then a count
@@ -141,9 +168,9 @@ constexpr std::size_t kMaxContentProblems = 20; // per file; then a count
 // The content of one range: a torch.save archive (DCP's FileSystemWriter) whose entries pass their
 // CRC-32 and whose storages hold exactly the chunk's bytes, or, for a tensor chunk, the chunk's raw
 // bytes. Nothing is unpickled: data.pkl goes through the restricted reader only.
-void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const std::string& shown,
-                        const ShardCheck& check, std::vector<Problem>& problems, std::size_t& reported,
-                        ProblemKind& first_dropped, const VerifyOptions& options)
+void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const RangeNames& names,
+                        const std::string& shown, const ShardCheck& check, std::vector<Problem>& problems,
+                        std::size_t& reported, ProblemKind& first_dropped, const VerifyOptions& options)
 {
     auto add = [&](ProblemKind kind, const std::string& message) {
         if (reported++ < kMaxContentProblems)
@@ -159,9 +186,9 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
     if (!archive) {
         if (r.tensor && r.element_bytes && r.length != r.element_bytes)
             add(ProblemKind::size_mismatch,
-                shown + ": " + r.what + " is " + std::to_string(r.length) + " bytes at offset " +
+                shown + ": " + names.what(r) + " is " + std::to_string(r.length) + " bytes at offset " +
                     std::to_string(r.offset) + ", neither a torch.save archive nor the " +
-                    std::to_string(r.element_bytes) + " raw bytes of its " + r.elements);
+                    std::to_string(r.element_bytes) + " raw bytes of its " + names.elements(r));
         return; // a non-tensor item may hold any bytes
     }
     // The archive's own offsets count from its first byte, so it is read as a file of its own.
@@ -169,7 +196,7 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
     const ZipReadAt read = [&](void* buffer, std::size_t size, uint64_t offset) {
         return offset <= length && size <= length - offset && file_read(buffer, size, base + offset);
     };
-    const std::string where = shown + ": " + r.what + " (the torch.save archive at byte " + std::to_string(base) + ")";
+    const std::string where = shown + ": " + names.what(r) + " (the torch.save archive at byte " + std::to_string(base) + ")";
     ZipDirectory directory;
     try {
         directory = read_zip_directory(read, length, where);
@@ -203,7 +230,7 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
         stored += storage.entry_bytes;
     if (stored != r.element_bytes)
         add(ProblemKind::size_mismatch, where + ": its storage holds " + std::to_string(stored) + " bytes but the " +
-                                            r.elements + " of the chunk need " + std::to_string(r.element_bytes));
+                                            names.elements(r) + " of the chunk need " + std::to_string(r.element_bytes));
 }
 
 // The summary rows and the tensor list, from the metadata alone.
@@ -227,28 +254,31 @@ void describe_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t fil
         add_row(summary, "files not referenced by .metadata", list);
     }
     summary.tensors_total = meta.tensors.size() + meta.bytes.size();
+    summary.tensors.reserve(std::min<std::size_t>(summary.tensors_total, foreign::kMaxListedTensors), 0,
+                            meta.numbers.size() + 4 * meta.tensors.size(), meta.chunks.size());
     for (const auto& t : meta.tensors) {
         if (summary.tensors.size() >= foreign::kMaxListedTensors)
             break;
         uint64_t volume = 0;
         checked_volume(t.size, volume);
-        const std::string detail = std::to_string(t.chunks.size()) + (t.chunks.size() == 1 ? " chunk" : " chunks");
+        const auto chunks = meta.chunks_of(t);
+        const std::string detail = std::to_string(chunks.size()) + (chunks.size() == 1 ? " chunk" : " chunks");
         ForeignTensorFields row{.name = t.fqn,
                                 .dtype = t.dtype,
                                 .shape = t.size,
                                 .bytes = volume * torch_dtype_size(t.dtype),
                                 .detail = detail};
-        if (!t.chunks.empty() && t.chunks[0].storage.present) {
-            row.file = t.chunks[0].storage.file;
-            row.offset = t.chunks[0].storage.offset;
+        if (!chunks.empty() && chunks[0].file >= 0) {
+            row.file = meta.file(chunks[0]);
+            row.offset = chunks[0].offset;
         }
-        for (const auto& c : t.chunks)
-            summary.tensors.add_chunk({.offsets = c.offsets,
-                                       .sizes = c.sizes,
-                                       .file = c.storage.present ? std::string_view(c.storage.file) : std::string_view(),
-                                       .offset = c.storage.offset,
-                                       .length = c.storage.length});
-        summary.tensors.add(row, t.chunks.size());
+        for (const auto& c : chunks)
+            summary.tensors.add_chunk({.offsets = meta.offsets(c),
+                                       .sizes = meta.sizes(c),
+                                       .file = meta.file(c),
+                                       .offset = c.offset,
+                                       .length = c.length});
+        summary.tensors.add(row, chunks.size());
     }
     for (const auto& b : meta.bytes) {
         if (summary.tensors.size() >= foreign::kMaxListedTensors)
@@ -266,19 +296,25 @@ void describe_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t fil
 ForeignLayout ownership_layout(const DcpMetadata& meta)
 {
     ForeignLayout layout;
+    std::vector<int> file_ranks;
+    for (const auto& f : meta.files)
+        file_ranks.push_back(dcp_rank_of(f));
     for (std::size_t ti = 0; ti < meta.tensors.size(); ++ti) {
         const DcpTensor& t = meta.tensors[ti];
         std::vector<const DcpChunk*> order;
-        for (const auto& c : t.chunks)
+        for (const auto& c : meta.chunks_of(t))
             order.push_back(&c);
-        std::sort(order.begin(), order.end(), [](const DcpChunk* x, const DcpChunk* y) { return x->offsets < y->offsets; });
+        std::sort(order.begin(), order.end(), [&](const DcpChunk* x, const DcpChunk* y) {
+            const auto a = meta.offsets(*x), b = meta.offsets(*y);
+            return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+        });
         const uint64_t start = layout.total;
         for (const DcpChunk* c : order) {
             uint64_t volume = 0;
-            if (!checked_volume(c->sizes, volume) || __builtin_add_overflow(layout.total, volume, &volume))
+            if (!checked_volume(meta.sizes(*c), volume) || __builtin_add_overflow(layout.total, volume, &volume))
                 break; // check_tiling reports the overflow
             volume -= layout.total;
-            const int rank = c->storage.present ? dcp_rank_of(c->storage.file) : -1;
+            const int rank = c->file >= 0 ? file_ranks[c->file] : -1;
             if (!layout.holders.empty() && layout.holders.back().id == rank &&
                 layout.holders.back().offset + layout.holders.back().numel == layout.total)
                 layout.holders.back().numel += volume;
@@ -305,10 +341,7 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
     const std::string meta_path = (dir / ".metadata").string();
     DcpMetadata meta;
     try {
-        std::string bytes = fsutil::read_small_file(dirfd.get(), ".metadata", kMaxDcpMetadataBytes, meta_path);
-        const PickleDocument document = parse_pickle(bytes, meta_path);
-        std::string().swap(bytes); // the document holds what is needed: free the file's bytes first
-        meta = decode_dcp_metadata(document, meta_path);
+        meta = decode_dcp_metadata_file(dirfd.get(), ".metadata", meta_path);
     } catch (const Error& e) {
         Problem p = e.problem();
         p.path = ".metadata";
@@ -316,74 +349,94 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
         return report;
     }
 
-    // Byte ranges per file, from tensor chunks and bytes items.
-    std::map<std::string, std::vector<StoredRange>> ranges;
+    // Byte ranges per file (indexed like meta.files; bytes items' files may be others), from
+    // tensor chunks and bytes items.
+    std::vector<std::string> files = meta.files;
+    std::vector<std::vector<StoredRange>> ranges(files.size());
+    auto ranges_of = [&](const std::string& file) -> std::vector<StoredRange>& {
+        auto it = std::lower_bound(files.begin(), files.end(), file);
+        if (it == files.end() || *it != file) {
+            ranges.insert(ranges.begin() + (it - files.begin()), std::vector<StoredRange>());
+            it = files.insert(it, file);
+        }
+        return ranges[it - files.begin()];
+    };
+    const RangeNames names(meta);
     uint64_t chunks = 0, data_bytes = 0;
     std::vector<Problem> meta_problems;
     std::size_t missing_storage = 0;
     for (const auto& t : meta.tensors) {
         const uint64_t element = torch_dtype_size(t.dtype);
-        for (const auto& c : t.chunks) {
+        for (const auto& c : meta.chunks_of(t)) {
+            const auto index = static_cast<uint32_t>(&c - meta.chunks.data());
             ++chunks;
-            if (!c.storage.present) {
+            if (c.file < 0) {
                 if (missing_storage++ < 100)
                     meta_problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
                                              meta_path + ": the chunk of '" + t.fqn + "' at " +
-                                                 join_dims(c.offsets) + " has no storage entry"});
+                                                 join_dims(meta.offsets(c)) + " has no storage entry"});
                 continue;
             }
-            StoredRange range{c.storage.offset, c.storage.length,
-                              "'" + t.fqn + "' chunk " + join_dims(c.offsets), true, 0, {},
-                              c.storage.transformed};
-            if (uint64_t volume = 0; element && checked_volume(c.sizes, volume) &&
-                                     !__builtin_mul_overflow(volume, element, &range.element_bytes))
-                range.elements = std::to_string(volume) + " " + t.dtype + " elements";
-            ranges[c.storage.file].push_back(std::move(range));
-            data_bytes += c.storage.length;
+            StoredRange range{.offset = c.offset, .length = c.length, .chunk = index, .tensor = true,
+                              .transformed = c.transformed};
+            if (uint64_t volume = 0; !element || !checked_volume(meta.sizes(c), volume) ||
+                                     __builtin_mul_overflow(volume, element, &range.element_bytes))
+                range.element_bytes = 0; // unknown: the content check does not compare sizes
+            ranges[c.file].push_back(range);
+            data_bytes += c.length;
         }
-        check_tiling(t, meta_path, meta_problems);
+        check_tiling(meta, t, meta_path, meta_problems);
     }
-    for (const auto& b : meta.bytes) {
+    for (uint32_t i = 0; i < meta.bytes.size(); ++i) {
+        const auto& b = meta.bytes[i];
         if (!b.storage.present) {
             if (missing_storage++ < 100)
                 meta_problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
                                          meta_path + ": item '" + b.fqn + "' has no storage entry"});
             continue;
         }
-        ranges[b.storage.file].push_back(
-            {b.storage.offset, b.storage.length, "item '" + b.fqn + "'", false, 0, {}, b.storage.transformed});
+        ranges_of(b.storage.file)
+            .push_back({.offset = b.storage.offset, .length = b.storage.length, .chunk = i, .tensor = false,
+                        .transformed = b.storage.transformed});
         data_bytes += b.storage.length;
     }
 
     std::set<int> ranks;
     std::vector<std::string> unreferenced;
+    std::size_t files_with_ranges = 0;
     for (const auto& name : fsutil::list_directory(dirfd.get()))
-        if (name.ends_with(".distcp") && !ranges.count(name))
-            unreferenced.push_back(name);
-    for (auto& [file, list] : ranges) {
-        std::sort(list.begin(), list.end(),
+        if (name.ends_with(".distcp")) {
+            const auto it = std::lower_bound(files.begin(), files.end(), name);
+            if (it == files.end() || *it != name || ranges[it - files.begin()].empty())
+                unreferenced.push_back(name);
+        }
+    for (std::size_t f = 0; f < files.size(); ++f) {
+        if (ranges[f].empty())
+            continue;
+        ++files_with_ranges;
+        std::sort(ranges[f].begin(), ranges[f].end(),
                   [](const StoredRange& a, const StoredRange& b) { return a.offset < b.offset; });
-        report.shards.push_back(ShardCheck{.rank = dcp_rank_of(file), .path = file});
-        if (dcp_rank_of(file) >= 0)
-            ranks.insert(dcp_rank_of(file));
+        report.shards.push_back(ShardCheck{.rank = dcp_rank_of(files[f]), .path = files[f]});
+        if (dcp_rank_of(files[f]) >= 0)
+            ranks.insert(dcp_rank_of(files[f]));
     }
     // Files are listed in rank order, like native shards.
     std::stable_sort(report.shards.begin(), report.shards.end(),
                      [](const ShardCheck& a, const ShardCheck& b) { return a.rank < b.rank; });
 
-    describe_metadata(meta, chunks, ranges.size(), ranks.size(), data_bytes, unreferenced, summary);
+    describe_metadata(meta, chunks, files_with_ranges, ranks.size(), data_bytes, unreferenced, summary);
     if (ForeignLayout layout = ownership_layout(meta); layout.total > 0)
         summary.layout = std::move(layout);
 
     foreign::check_files(dirfd.get(), report, options,
                          [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
-                             const auto& list = ranges.at(check.path);
+                             const auto& list = ranges[std::lower_bound(files.begin(), files.end(), check.path) - files.begin()];
                              const std::string shown = foreign::shown_file(dir, check);
                              for (const auto& r : list) {
                                  uint64_t end = 0;
                                  if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
                                      problems.push_back({ProblemKind::range_outside_file, check.rank, check.path,
-                                                         shown + ": " + r.what + " at bytes [" + std::to_string(r.offset) +
+                                                         shown + ": " + names.what(r) + " at bytes [" + std::to_string(r.offset) +
                                                              ", +" + std::to_string(r.length) + ") runs past the end of the " +
                                                              std::to_string(file.size) + "-byte file (truncated?)"});
                                      return;
@@ -392,8 +445,8 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
                              for (std::size_t i = 1; i < list.size(); ++i)
                                  if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
                                      problems.push_back({ProblemKind::layout_overlap, check.rank, check.path,
-                                                         shown + ": the bytes of " + list[i - 1].what + " and " +
-                                                             list[i].what + " overlap"});
+                                                         shown + ": the bytes of " + names.what(list[i - 1]) + " and " +
+                                                             names.what(list[i]) + " overlap"});
                                      return;
                                  }
                              uint64_t stored = 0;
@@ -409,7 +462,7 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
                              for (const auto& r : list) {
                                  if (foreign::cancelled(options))
                                      return;
-                                 check_stored_range(read, r, shown, check, problems, reported, first_dropped, options);
+                                 check_stored_range(read, r, names, shown, check, problems, reported, first_dropped, options);
                                  foreign::current_progress().advance(r.offset + r.length);
                              }
                              if (reported > kMaxContentProblems)

@@ -7,10 +7,12 @@
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
+#include "core/foreign/io/pickle_reader.h"
 #include "core/foreign/io/zip_reader.h"
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +23,7 @@ inline constexpr uint64_t kMaxDcpMetadataBytes = 512ull << 20;
 inline constexpr uint64_t kMaxDcpItems = 4u << 20;  // tensors + bytes items + chunks
 inline constexpr std::size_t kMaxDcpDims = 64;
 
+// Where a chunk's or item's bytes are (a _StorageInfo), as a value.
 struct DcpStorage {
     bool present = false;   // storage_data has an entry for this chunk / item
     std::string file;       // relative_path
@@ -29,17 +32,21 @@ struct DcpStorage {
     bool transformed = false; // _StorageInfo.transform_descriptors (e.g. compression) is not empty
 };
 
+// One chunk, 40 bytes: a DCP checkpoint of a large job has 10^5 of them. Its offsets and sizes
+// are in DcpMetadata::numbers; read them with DcpMetadata::offsets() / sizes().
 struct DcpChunk {
-    std::vector<uint64_t> offsets; // element offsets into the global tensor
-    std::vector<uint64_t> sizes;
-    DcpStorage storage;
+    uint32_t offsets_at = 0, sizes_at = 0;
+    uint16_t offsets_rank = 0, sizes_rank = 0;
+    int32_t file = -1; // index into DcpMetadata::files; -1: no storage_data entry
+    bool transformed = false;
+    uint64_t offset = 0, length = 0;
 };
 
 struct DcpTensor {
     std::string fqn;
     std::string dtype; // torch name: "float32", "bfloat16", ...
     std::vector<uint64_t> size;
-    std::vector<DcpChunk> chunks;
+    uint32_t first_chunk = 0, chunk_count = 0; // in DcpMetadata::chunks
 };
 
 struct DcpBytesItem {
@@ -50,24 +57,37 @@ struct DcpBytesItem {
 struct DcpMetadata {
     int pickle_protocol = 0;
     std::vector<DcpTensor> tensors;     // in state_dict_metadata order
+    std::vector<DcpChunk> chunks;       // each tensor's, in its order
+    std::vector<uint64_t> numbers;      // the chunks' offsets and sizes
     std::vector<DcpBytesItem> bytes;    // non-tensor items (pickled objects in the data files)
     std::vector<std::string> files;     // distinct relative_path values, sorted
     std::map<std::string, std::string> info; // version, storage_meta fields, planner data summary
+
+    std::span<const DcpChunk> chunks_of(const DcpTensor& t) const { return std::span(chunks).subspan(t.first_chunk, t.chunk_count); }
+    std::span<const uint64_t> offsets(const DcpChunk& c) const { return std::span(numbers).subspan(c.offsets_at, c.offsets_rank); }
+    std::span<const uint64_t> sizes(const DcpChunk& c) const { return std::span(numbers).subspan(c.sizes_at, c.sizes_rank); }
+    std::string_view file(const DcpChunk& c) const { return c.file < 0 ? std::string_view() : std::string_view(files[c.file]); }
+    DcpStorage storage(const DcpChunk& c) const
+    {
+        if (c.file < 0)
+            return {};
+        return {.present = true, .file = files[c.file], .offset = c.offset, .length = c.length, .transformed = c.transformed};
+    }
 };
 
 // Decodes the pickled Metadata. Throws Error (invalid_pickle, forbidden_pickle_opcode,
-// invalid_manifest for an unexpected structure) naming `display_path`.
-DcpMetadata decode_dcp_metadata(std::string_view pickle_bytes, const std::string& display_path = ".metadata");
+// invalid_manifest for an unexpected structure) naming `display_path`. DCP's objects are folded
+// as the pickle is read (dcp_metadata.cpp): memory follows the chunks described, not the opcodes.
+DcpMetadata decode_dcp_metadata(std::string_view pickle_bytes, const std::string& display_path = ".metadata",
+                                const PickleLimits& limits = {});
+// The same, from the file `name` beneath `dirfd`, read through a window (twice) rather than held
+// whole. Throws Error as fsutil::read_small_file does for a missing, outside or oversized file.
+DcpMetadata decode_dcp_metadata_file(int dirfd, const std::string& name, const std::string& display_path);
 inline DcpMetadata decode_dcp_metadata(const uint8_t* data, std::size_t size,
-                                       const std::string& display_path = ".metadata")
+                                       const std::string& display_path = ".metadata", const PickleLimits& limits = {})
 {
-    return decode_dcp_metadata(std::string_view(reinterpret_cast<const char*>(data), size), display_path);
+    return decode_dcp_metadata(std::string_view(reinterpret_cast<const char*>(data), size), display_path, limits);
 }
-
-// The same, from the document parse_pickle made of those bytes (verify_dcp drops the bytes, as
-// large as the document, before decoding).
-class PickleDocument;
-DcpMetadata decode_dcp_metadata(const PickleDocument& document, const std::string& display_path);
 
 // Element size of a torch dtype name ("float32" -> 4), 0 when unknown.
 uint64_t torch_dtype_size(std::string_view dtype);

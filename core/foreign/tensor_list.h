@@ -110,11 +110,12 @@ public:
     bool empty() const { return m_rows.empty(); }
     // Room for `tensors` rows, their names and details (`text_bytes`) and shapes (`numbers`):
     // a list of known size grows without the doubling copies (and their peak) of appending.
-    void reserve(std::size_t tensors, std::size_t text_bytes = 0, std::size_t numbers = 0)
+    void reserve(std::size_t tensors, std::size_t text_bytes = 0, std::size_t numbers = 0, std::size_t chunks = 0)
     {
         m_rows.reserve(tensors);
         m_texts.reserve(text_bytes);
         m_numbers.reserve(numbers);
+        m_chunks.reserve(chunks);
     }
     void clear();
     void push_back(const ForeignTensor& tensor);

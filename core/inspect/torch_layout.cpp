@@ -228,8 +228,7 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
 void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report)
 {
     const std::string meta_path = (dir / ".metadata").string();
-    const DcpMetadata meta =
-        decode_dcp_metadata(fsutil::read_small_file(dirfd, ".metadata", kMaxDcpMetadataBytes, meta_path), meta_path);
+    const DcpMetadata meta = decode_dcp_metadata_file(dirfd, ".metadata", meta_path);
     std::map<std::string, fsutil::OpenedFile> files;
     for (const DcpTensor& t : meta.tensors) {
         if (!selected(options, t.fqn))
@@ -243,54 +242,56 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
         }
         TensorContent content{.name = t.fqn, .type = *type, .shape = t.size};
         uint64_t first = 0;
-        for (const DcpChunk& c : t.chunks) {
-            const std::string what = "'" + printable(t.fqn) + "' chunk " + join_dims(c.offsets);
+        for (const DcpChunk& chunk : meta.chunks_of(t)) {
+            const DcpStorage c = meta.storage(chunk);
+            const auto offsets = meta.offsets(chunk), sizes = meta.sizes(chunk);
+            const std::string what = "'" + printable(t.fqn) + "' chunk " + join_dims(offsets);
             uint64_t numel = 0, bytes = 0;
             const bool overflow =
-                !checked_volume(c.sizes, numel) || __builtin_mul_overflow(numel, element_size(*type), &bytes);
-            if (!c.storage.present || c.storage.transformed || overflow) {
+                !checked_volume(sizes, numel) || __builtin_mul_overflow(numel, element_size(*type), &bytes);
+            if (!c.present || c.transformed || overflow) {
                 report.problems.push_back({overflow ? ProblemKind::invalid_manifest : ProblemKind::missing_tensor, -1,
-                                           c.storage.file,
+                                           c.file,
                                            meta_path + ": " + what +
                                                (overflow ? ": its element count overflows"
-                                                : c.storage.transformed
+                                                : c.transformed
                                                     ? " is stored through a storage extension (transform), not read"
                                                     : " has no storage")});
                 continue;
             }
-            const int rank = dcp_rank_of(c.storage.file);
+            const int rank = dcp_rank_of(c.file);
             const std::string shown =
-                (rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string()) + (dir / c.storage.file).string();
+                (rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string()) + (dir / c.file).string();
             if (files.size() >= 256) // a cache, not every rank's file at once: descriptors are finite
                 files.clear();
-            auto [it, inserted] = files.try_emplace(c.storage.file);
+            auto [it, inserted] = files.try_emplace(c.file);
             if (inserted)
-                it->second = fsutil::open_beneath_for_read(dirfd, c.storage.file);
+                it->second = fsutil::open_beneath_for_read(dirfd, c.file);
             if (it->second.status != fsutil::OpenStatus::ok) {
                 report.problems.push_back({it->second.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
                                                                                             : ProblemKind::unreadable,
-                                           rank, c.storage.file, shown + ": " + it->second.reason});
+                                           rank, c.file, shown + ": " + it->second.reason});
                 continue;
             }
             uint64_t end = 0;
-            if (__builtin_add_overflow(c.storage.offset, c.storage.length, &end) || end > it->second.size) {
-                report.problems.push_back({ProblemKind::range_outside_file, rank, c.storage.file,
+            if (__builtin_add_overflow(c.offset, c.length, &end) || end > it->second.size) {
+                report.problems.push_back({ProblemKind::range_outside_file, rank, c.file,
                                            shown + ": " + what + " runs past the end of the file"});
                 continue;
             }
             try {
                 const uint64_t at =
-                    locate_dcp_chunk_data(zip_read_fd(it->second.fd.get()), c.storage, bytes, shown + ": " + what);
+                    locate_dcp_chunk_data(zip_read_fd(it->second.fd.get()), c, bytes, shown + ": " + what);
                 content.parts.push_back({.rank = rank,
-                                         .file = c.storage.file,
+                                         .file = c.file,
                                          .byte_offset = at,
                                          .numel = numel,
                                          .first_element = first,
-                                         .box_offsets = c.offsets,
-                                         .box_sizes = c.sizes});
+                                         .box_offsets = {offsets.begin(), offsets.end()},
+                                         .box_sizes = {sizes.begin(), sizes.end()}});
                 first += numel;
             } catch (const Error& e) {
-                report.problems.push_back({e.kind(), rank, c.storage.file, e.what()});
+                report.problems.push_back({e.kind(), rank, c.file, e.what()});
             }
         }
         report.tensors.push_back(std::move(content));

@@ -316,8 +316,7 @@ bool write_all(int fd, const void* data, std::size_t size)
     return true;
 }
 
-std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes,
-                            const std::string& display_path)
+OpenedFile open_small_file(int dirfd, std::string_view name, uint64_t max_bytes, const std::string& display_path)
 {
     OpenedFile file = open_beneath_for_read(dirfd, name);
     if (file.status == OpenStatus::missing)
@@ -332,6 +331,13 @@ std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes
                     display_path + ": the file is " + std::to_string(file.size) +
                         " bytes, more than the limit of " + std::to_string(max_bytes),
                     display_path);
+    return file;
+}
+
+std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes,
+                            const std::string& display_path)
+{
+    const OpenedFile file = open_small_file(dirfd, name, max_bytes, display_path);
     std::string contents(file.size, '\0');
     if (!read_exact(file.fd.get(), contents.data(), contents.size(), 0))
         throw Error(ProblemKind::unreadable,

@@ -50,6 +50,10 @@ struct OpenedFile {
 // anywhere on the way is refused as `outside` rather than followed.
 OpenedFile open_beneath_for_read(int dirfd, std::string_view name);
 
+// Opens the small file `name` beneath `dirfd` for reading, refusing more than `max_bytes`;
+// throws as read_small_file does. For a reader that streams it rather than holding it whole.
+OpenedFile open_small_file(int dirfd, std::string_view name, uint64_t max_bytes, const std::string& display_path);
+
 // Reads the whole small file `name` beneath `dirfd`, refusing more than `max_bytes`.
 // Throws Error naming `display_path` (unreadable / invalid_manifest for oversize).
 std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes,

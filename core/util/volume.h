@@ -3,12 +3,12 @@
 // overflows 64 bits (a hostile header), which every reader must refuse before sizing anything.
 
 #include <cstdint>
-#include <vector>
+#include <span>
 
 namespace shardscope {
 
 // False when the product overflows; `out` is then meaningless.
-inline bool checked_volume(const std::vector<uint64_t>& dims, uint64_t& out)
+inline bool checked_volume(std::span<const uint64_t> dims, uint64_t& out)
 {
     out = 1;
     for (const uint64_t d : dims)

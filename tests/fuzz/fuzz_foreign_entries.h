@@ -6,6 +6,7 @@
 #include "core/foreign/safetensors_index.h"
 #include "core/foreign/torch_archive.h"
 #include "core/util/fsutil.h"
+#include "core/foreign/dcp.h"
 #include "core/foreign/io/pickle_reader.h"
 #include "core/foreign/io/zip_reader.h"
 #include "fuzz_entries.h"
@@ -46,6 +47,21 @@ inline void pickle_one(const uint8_t* data, std::size_t size)
     limits.max_string_bytes = 1u << 16;
     limits.max_total_string_bytes = 1u << 20;
     limits.max_container_items = 1u << 16;
+    // The DCP reader folds as it reads (its own store over the same machine): whatever it
+    // returns must hold together.
+    try {
+        const DcpMetadata meta = decode_dcp_metadata(data, size, "fuzz/.metadata", limits);
+        for (const DcpTensor& t : meta.tensors) {
+            require(uint64_t(t.first_chunk) + t.chunk_count <= meta.chunks.size(), "a tensor's chunks inside the array");
+            for (const DcpChunk& c : meta.chunks_of(t)) {
+                require(uint64_t(c.offsets_at) + c.offsets_rank <= meta.numbers.size() &&
+                            uint64_t(c.sizes_at) + c.sizes_rank <= meta.numbers.size(),
+                        "a chunk's dims inside the numbers");
+                require(c.file < int32_t(meta.files.size()), "a chunk's file is listed");
+            }
+        }
+    } catch (const Error&) {
+    }
     PickleDocument doc;
     try {
         doc = parse_pickle(data, size, "fuzz/.metadata", limits);

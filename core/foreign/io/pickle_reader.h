@@ -58,6 +58,13 @@ std::string_view to_string(PickleKind kind);
 
 inline constexpr uint32_t kNoPickleValue = 0xffffffffu;
 
+// Where a container's items are in a store's pool of value ids: [begin, begin + size), with room
+// for `capacity` before they must move to the end of the pool (containers grow by APPENDS /
+// SETITEMS batches). See grow_pickle_items (pickle_machine.h).
+struct PickleItems {
+    uint32_t begin = 0, size = 0, capacity = 0;
+};
+
 // One value, as read from the document: a view whose strings and item lists point into the
 // document (valid while it lives). The document stores far less than this per value (16 bytes a
 // node, items in one pool, text in one arena): a DCP .metadata of 10^5 chunks is ~5 * 10^6 values.
@@ -104,11 +111,7 @@ public:
 
 private:
     friend class PickleStore;
-    // Items of a container in m_pool: [begin, begin + size), room for `capacity` before it must
-    // move to the end of the pool (containers grow by APPENDS / SETITEMS batches).
-    struct Range {
-        uint32_t begin = 0, size = 0, capacity = 0;
-    };
+    using Range = PickleItems;
     // 16 bytes. Scalars keep their value in `b`; str/bytes/big_integer: text at offset `b`,
     // length `a`; global: m_globals[a]; containers: m_ranges[a]; reduce / new_object also
     // m_objects[b] (or kNoPickleValue) for what SETITEMS / APPENDS / BUILD added.

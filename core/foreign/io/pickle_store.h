@@ -1,8 +1,9 @@
 #pragma once
 // Building a PickleDocument (pickle_reader.h) compactly: 16-byte nodes, every container's items in
-// one pool, all text in one arena, immutable values shared, the memo in a vector. Used by the
-// parser only (pickle_reader.cpp); every growth is checked against PickleLimits.
+// one pool, all text in one arena, immutable values shared, the memo in a vector. The Store of
+// PickleMachine (pickle_machine.h) for parse_pickle; every growth is checked against PickleLimits.
 
+#include "core/foreign/io/pickle_machine.h"
 #include "core/foreign/io/pickle_reader.h"
 #include "core/util/error.h"
 
@@ -63,26 +64,26 @@ protected:
         return offset;
     }
     // A str / bytes value whose text `text` views the parser's input (which outlives the parse).
-    uint32_t make_text_value(PickleKind kind, std::string_view text)
+    uint32_t text(PickleKind kind, std::string_view bytes)
     {
         constexpr std::size_t kShareUpTo = 256; // keys, class and file names; not blobs
-        const bool share = kind == PickleKind::string && text.size() <= kShareUpTo;
+        const bool share = kind == PickleKind::string && bytes.size() <= kShareUpTo;
         if (share)
-            if (const auto it = m_strings.find(text); it != m_strings.end())
+            if (const auto it = m_strings.find(bytes); it != m_strings.end())
                 return it->second;
-        const uint32_t id = make({.kind = kind, .a = static_cast<uint32_t>(text.size()), .b = store_text(text)});
+        const uint32_t id = make({.kind = kind, .a = static_cast<uint32_t>(bytes.size()), .b = store_text(bytes)});
         if (share)
-            m_strings.emplace(text, id);
+            m_strings.emplace(bytes, id);
         return id;
     }
-    uint32_t make_int(int64_t value)
+    uint32_t integer(int64_t value)
     {
         if (value >= 0 && value < int64_t(std::size(m_small_ints)))
             return shared(m_small_ints[value], {.kind = PickleKind::integer, .b = static_cast<uint64_t>(value)});
         return make({.kind = PickleKind::integer, .b = static_cast<uint64_t>(value)});
     }
     // GLOBAL: `module` and `name` view the parser's input (never the arena, which may move).
-    uint32_t make_global(std::string_view module, std::string_view name)
+    uint32_t global(std::string_view module, std::string_view name)
     {
         std::string key = global_key(module, name);
         if (const auto it = m_globals.find(key); it != m_globals.end())
@@ -119,25 +120,9 @@ protected:
     // when they do not fit where they are.
     void grow(Range& into, std::span<const uint32_t> items, const char* opname)
     {
-        if (uint64_t(into.size) + items.size() > m_limits.max_container_items)
-            fail(std::string(opname) + ": a container grows past " + std::to_string(m_limits.max_container_items) +
-                 " items (limit)");
-        auto& pool = m_doc.m_pool;
-        const auto needed = static_cast<uint32_t>(into.size + items.size());
-        if (needed > into.capacity) {
-            const uint64_t capacity = std::max<uint64_t>(needed, uint64_t(into.capacity) * 2);
-            if (pool.size() + capacity > m_limits.max_total_items)
-                fail("more than " + std::to_string(m_limits.max_total_items) + " container items in all (limit)");
-            const auto begin = static_cast<uint32_t>(pool.size());
-            pool.resize(pool.size() + capacity);
-            std::copy_n(pool.begin() + into.begin, into.size, pool.begin() + begin);
-            into.begin = begin;
-            into.capacity = static_cast<uint32_t>(capacity);
-        }
-        std::copy(items.begin(), items.end(), pool.begin() + into.begin + into.size);
-        into.size = needed;
+        grow_pickle_items(m_doc.m_pool, into, items, m_limits, opname, [this](const std::string& w) { fail(w); });
     }
-    uint32_t make_container(PickleKind kind, std::span<const uint32_t> items)
+    uint32_t container(PickleKind kind, std::span<const uint32_t> items)
     {
         Range range;
         grow(range, items, "a container");
@@ -147,10 +132,35 @@ protected:
             node(id).b = kNoPickleValue; // no SETITEMS / APPENDS / BUILD yet
         return id;
     }
-    uint32_t make_container(PickleKind kind, std::initializer_list<uint32_t> items)
+    uint32_t container(PickleKind kind, std::initializer_list<uint32_t> items)
     {
-        return make_container(kind, std::span<const uint32_t>(items.begin(), items.size()));
+        return container(kind, std::span<const uint32_t>(items.begin(), items.size()));
     }
+    uint32_t none() { return shared(m_none, {}); }
+    uint32_t boolean(bool value)
+    {
+        return value ? shared(m_true, {.kind = PickleKind::boolean, .boolean = true})
+                     : shared(m_false, {.kind = PickleKind::boolean, .boolean = false});
+    }
+    uint32_t floating(uint64_t bits) { return make({.kind = PickleKind::floating, .b = bits}); }
+    uint32_t empty_tuple()
+    {
+        return m_empty_tuple != kNoPickleValue ? m_empty_tuple : (m_empty_tuple = container(PickleKind::tuple, {}));
+    }
+    PickleKind kind(uint32_t id) { return node(id).kind; }
+    uint32_t reduce(uint32_t callable, uint32_t args) { return container(PickleKind::reduce, {callable, args}); }
+    uint32_t new_object(uint32_t cls, uint32_t args, uint32_t kwargs)
+    {
+        return kwargs == kNoPickleValue ? container(PickleKind::new_object, {cls, args})
+                                        : container(PickleKind::new_object, {cls, args, kwargs});
+    }
+    uint32_t persistent_id(uint32_t pid) { return container(PickleKind::persistent_id, {pid}); }
+    uint32_t build(uint32_t target, uint32_t state)
+    {
+        object_of(target).state = state;
+        return target;
+    }
+    uint32_t dup(uint32_t id) { return id; }
     PickleDocument::Object& object_of(uint32_t id)
     {
         Node& n = node(id);
@@ -182,17 +192,17 @@ protected:
         else
             fail(std::string(opname) + " on a " + std::string(to_string(t.kind)) + ", which is not a list");
     }
-    uint32_t make_long(std::string_view bytes)
+    uint32_t long_bytes(std::string_view bytes)
     {
         if (bytes.empty())
-            return make_int(0);
+            return integer(0);
         if (bytes.size() <= 8) {
             uint64_t v = 0;
             for (std::size_t i = 0; i < bytes.size(); ++i)
                 v |= uint64_t(uint8_t(bytes[i])) << (8 * i);
             if (bytes.size() < 8 && (uint8_t(bytes.back()) & 0x80))
                 v |= ~uint64_t(0) << (8 * bytes.size()); // sign-extend
-            return make_int(std::bit_cast<int64_t>(v));
+            return integer(std::bit_cast<int64_t>(v));
         }
         return make({.kind = PickleKind::big_integer, .a = static_cast<uint32_t>(bytes.size()), .b = store_text(bytes)});
     }
@@ -234,7 +244,7 @@ protected:
         grow(m_doc.m_ranges[node(target).a], items, "ADDITEMS");
     }
     // STACK_GLOBAL: module and name are str values already made.
-    uint32_t make_global_of(uint32_t module, uint32_t name)
+    uint32_t global_of(uint32_t module, uint32_t name)
     {
         if (node(name).kind != PickleKind::string || node(module).kind != PickleKind::string)
             fail("STACK_GLOBAL needs two str values (module and name)");
@@ -267,15 +277,15 @@ protected:
     std::string m_path;
     PickleLimits m_limits;
     std::size_t m_op_pos = 0; // where the opcode being run starts, for messages
+
+private:
     PickleDocument m_doc;
     uint32_t m_none = kNoPickleValue, m_true = kNoPickleValue, m_false = kNoPickleValue;
     uint32_t m_empty_tuple = kNoPickleValue;
-
-private:
     std::vector<uint32_t> m_memo_dense;
     std::unordered_map<uint64_t, uint32_t> m_memo_sparse;
     uint64_t m_memo_count = 0;
-    std::unordered_map<std::string_view, uint32_t> m_strings; // views into the parser's input
+    std::unordered_map<std::string_view, uint32_t> m_strings; // views into the input (in memory: parse_pickle)
     std::unordered_map<std::string, uint32_t> m_globals;      // "module\nname"
     uint32_t m_small_ints[256];
 };

@@ -9,6 +9,8 @@
 #include "core/checkpoint/verify.h"
 #include "core/foreign/dcp.h"
 #include "core/foreign/detect.h"
+#include "core/foreign/io/pickle_reader.h"
+#include "core/util/fsutil.h"
 
 #include <QTemporaryDir>
 #include <atomic>
@@ -54,6 +56,52 @@ fs::path write_dcp(const fs::path& dir, std::vector<DcpTensorSpec> tensors, cons
 
 } // namespace
 
+// `tensors` tensors of `rows` one-row chunks each over 8 files, with their storage laid out by
+// hand (16 bytes a chunk): enough chunks for CPython's batches of 1000 to split the dicts.
+std::vector<DcpTensorSpec> many_chunks(std::size_t tensors, std::size_t rows)
+{
+    std::vector<DcpTensorSpec> out;
+    uint64_t offset = 0;
+    for (std::size_t t = 0; t < tensors; ++t) {
+        DcpTensorSpec spec{.fqn = "layers." + std::to_string(t) + ".weight", .size = {rows, 4}};
+        for (std::size_t r = 0; r < rows; ++r) {
+            spec.chunks.push_back({.offsets = {r, 0}, .sizes = {1, 4}, .file = "__" + std::to_string(r % 8) + "_0.distcp"});
+            spec.chunks.back().offset = offset;
+            spec.chunks.back().length = 16;
+            offset += 16;
+        }
+        out.push_back(std::move(spec));
+    }
+    return out;
+}
+
+// Every tensor, chunk and storage entry of `m` is the spec's.
+void compare_to_spec(const DcpMetadata& m, const std::vector<DcpTensorSpec>& spec)
+{
+    QCOMPARE(m.tensors.size(), spec.size());
+    for (std::size_t t = 0; t < spec.size(); ++t) {
+        QCOMPARE(m.tensors[t].fqn, spec[t].fqn);
+        QCOMPARE(m.tensors[t].size, spec[t].size);
+        const auto chunks = m.chunks_of(m.tensors[t]);
+        QCOMPARE(chunks.size(), spec[t].chunks.size());
+        for (std::size_t c = 0; c < chunks.size(); ++c) {
+            const auto offsets = m.offsets(chunks[c]), sizes = m.sizes(chunks[c]);
+            QCOMPARE(std::vector<uint64_t>(offsets.begin(), offsets.end()), spec[t].chunks[c].offsets);
+            QCOMPARE(std::vector<uint64_t>(sizes.begin(), sizes.end()), spec[t].chunks[c].sizes);
+            const DcpStorage s = m.storage(chunks[c]);
+            QVERIFY(s.present);
+            QCOMPARE(s.file, spec[t].chunks[c].file);
+            QCOMPARE(s.offset, spec[t].chunks[c].offset);
+            QCOMPARE(s.length, spec[t].chunks[c].length);
+        }
+    }
+}
+
+std::vector<uint64_t> as_vector(std::span<const uint64_t> dims)
+{
+    return {dims.begin(), dims.end()};
+}
+
 class TestForeignDcp : public QObject {
     Q_OBJECT
     QTemporaryDir m_tmp;
@@ -74,13 +122,16 @@ private slots:
         QCOMPARE(w.fqn, std::string("model.weight"));
         QCOMPARE(w.dtype, std::string("float32"));
         QCOMPARE(w.size, (std::vector<uint64_t>{4, 6}));
-        QCOMPARE(w.chunks.size(), std::size_t(2));
-        QCOMPARE(w.chunks[1].offsets, (std::vector<uint64_t>{2, 0}));
-        QVERIFY(w.chunks[1].storage.present);
-        QCOMPARE(w.chunks[1].storage.file, std::string("__1_0.distcp"));
-        QCOMPARE(w.chunks[1].storage.length, uint64_t(100));
-        QCOMPARE(m.tensors[1].chunks[0].storage.offset, uint64_t(100));
-        QVERIFY(!w.chunks[1].storage.transformed);
+        const auto chunks = m.chunks_of(w);
+        QCOMPARE(chunks.size(), std::size_t(2));
+        QCOMPARE(as_vector(m.offsets(chunks[1])), (std::vector<uint64_t>{2, 0}));
+        QCOMPARE(as_vector(m.sizes(chunks[1])), (std::vector<uint64_t>{2, 6}));
+        const DcpStorage second = m.storage(chunks[1]);
+        QVERIFY(second.present);
+        QCOMPARE(second.file, std::string("__1_0.distcp"));
+        QCOMPARE(second.length, uint64_t(100));
+        QCOMPARE(m.chunks_of(m.tensors[1])[0].offset, uint64_t(100));
+        QVERIFY(!second.transformed);
         QCOMPARE(m.files, (std::vector<std::string>{"__0_0.distcp", "__1_0.distcp"}));
         // Without the FRAME opcode (protocol 2/3 writers) the same structure decodes.
         QCOMPARE(decode_dcp_metadata(dcp_metadata(layout, false), "m").tensors.size(), std::size_t(2));
@@ -100,11 +151,11 @@ private slots:
             {.fqn = "gone", .offsets = std::vector<uint64_t>{0}, .file = "__8_0.distcp", .length = 1},
         };
         const DcpMetadata m = decode_dcp_metadata(dcp_metadata(layout, true, {"step"}, extra), "m");
-        const DcpChunk& first = m.tensors[0].chunks[0];
-        QCOMPARE(first.storage.file, std::string("__7_0.distcp")); // the last entry of its key
-        QCOMPARE(first.storage.offset, uint64_t(3));
-        QCOMPARE(m.tensors[0].chunks[1].storage.file, std::string("__1_0.distcp"));
-        QCOMPARE(m.tensors[1].chunks[0].storage.file, std::string("__0_0.distcp")); // bias: its offsets key
+        const DcpStorage first = m.storage(m.chunks_of(m.tensors[0])[0]);
+        QCOMPARE(first.file, std::string("__7_0.distcp")); // the last entry of its key
+        QCOMPARE(first.offset, uint64_t(3));
+        QCOMPARE(m.storage(m.chunks_of(m.tensors[0])[1]).file, std::string("__1_0.distcp"));
+        QCOMPARE(m.storage(m.chunks_of(m.tensors[1])[0]).file, std::string("__0_0.distcp")); // bias: its offsets key
         QCOMPARE(m.bytes.size(), std::size_t(1));
         QCOMPARE(m.bytes[0].fqn, std::string("step"));
         QVERIFY(m.bytes[0].storage.present);
@@ -304,8 +355,8 @@ private slots:
             dcp_layout(layout);
             layout[0].chunks[1].transform = "zstd";
             const DcpMetadata m = decode_dcp_metadata(dcp_metadata(layout), "m");
-            QVERIFY(m.tensors[0].chunks[1].storage.transformed);
-            QVERIFY(!m.tensors[0].chunks[0].storage.transformed);
+            QVERIFY(m.chunks_of(m.tensors[0])[1].transformed);
+            QVERIFY(!m.chunks_of(m.tensors[0])[0].transformed);
         }
         {
             // An archive cut short inside its range: the zip's end record is gone.
@@ -386,6 +437,146 @@ private slots:
             QVERIFY(has_problem(r, ProblemKind::invalid_pickle));
             QVERIFY(!r.ok());
         }
+    }
+
+    // CPython's pickler fetches every repeated str and class from the memo and batches dict and
+    // list items by 1000; the same metadata decodes to the same thing either way.
+    void cpythonPickleDecodesAlike()
+    {
+        const auto spec = many_chunks(3, 700); // 2100 storage entries: three SETITEMS batches
+        const std::string plain = dcp_metadata(spec);
+        const std::string cpython = dcp_metadata(spec, true, {"step"}, {}, true);
+        QVERIFY(cpython.size() < plain.size() / 2); // the memo at work
+        compare_to_spec(decode_dcp_metadata(plain, "m"), spec);
+        const DcpMetadata m = decode_dcp_metadata(cpython, "m");
+        compare_to_spec(m, spec);
+        QCOMPARE(m.files.size(), std::size_t(8));
+        QCOMPARE(m.bytes.size(), std::size_t(1));
+        QCOMPARE(m.bytes[0].fqn, std::string("step"));
+    }
+
+    // The reader folds each DCP object as BUILD completes it and gives its subtree back: the
+    // values it holds at once follow the chunks, not the opcodes. The tree of the same pickle
+    // (parse_pickle) needs many times more, and the limit is real: too few values is an error.
+    void foldsAsItReads()
+    {
+        const auto spec = many_chunks(4, 1000);
+        for (const bool cpython : {false, true}) {
+            const std::string bytes = dcp_metadata(spec, true, {}, {}, cpython);
+            PickleLimits enough;
+            enough.max_nodes = 8 * 4000; // kept: 3 tuples and 3 records a chunk, a few strs
+            const std::size_t tree = parse_pickle(bytes, "m").size();
+            QVERIFY2(tree > 2 * enough.max_nodes, std::to_string(tree).c_str());
+            compare_to_spec(decode_dcp_metadata(bytes, "m", enough), spec);
+            PickleLimits too_few;
+            too_few.max_nodes = 2 * 4000;
+            const auto problem = error_of([&] { decode_dcp_metadata(bytes, "m", too_few); });
+            QVERIFY(problem);
+            QVERIFY2(problem->message.find("values (limit)") != std::string::npos, problem->message.c_str());
+        }
+    }
+
+    // Objects reached again through the memo or DUP are kept, not given back: a chunk appended
+    // twice (its second time a GET), TensorProperties shared by two tensors, a DUP of a list.
+    // And an object cannot be built again once folded: a clear error, not a crash.
+    void sharedObjectsStay()
+    {
+        const std::string meta = "torch.distributed.checkpoint.metadata";
+        int properties = -1;
+        auto write = [&](bool build_twice) {
+            PickleWriter p;
+            p.proto(4).dataclass(meta, "Metadata", [&](PickleWriter& w) {
+                w.str("state_dict_metadata").op('}').memoize().mark();
+                w.str("w").dataclass(meta, "TensorStorageMetadata", [&](PickleWriter& f) {
+                    f.str("properties");
+                    properties = f.memo + 3; // after the class's module, name and global
+                    f.dataclass(meta, "TensorProperties", [](PickleWriter& g) { g.str("dtype").stack_global("torch", "bfloat16"); });
+                    f.str("size").torch_size({2, 4});
+                    f.str("chunks").op(']').memoize().op('2').op('0').mark(); // DUP, POP
+                    const int chunk = f.memo + 3;
+                    f.dataclass(meta, "ChunkStorageMetadata", [](PickleWriter& g) {
+                        g.str("offsets").torch_size({0, 0}).str("sizes").torch_size({2, 4});
+                    });
+                    if (build_twice)
+                        f.op('}').op('b');
+                    f.get(chunk).op('e');
+                });
+                w.str("v").dataclass(meta, "TensorStorageMetadata", [&](PickleWriter& f) {
+                    f.str("properties").get(properties).str("size").torch_size({0}).str("chunks").op(']');
+                });
+                w.op('u').str("storage_data").op('}');
+            });
+            return p.stop().out;
+        };
+        const DcpMetadata m = decode_dcp_metadata(write(false), "m");
+        QCOMPARE(m.tensors.size(), std::size_t(2));
+        QCOMPARE(m.tensors[0].dtype, std::string("bfloat16"));
+        QCOMPARE(m.tensors[1].dtype, std::string("bfloat16"));
+        const auto chunks = m.chunks_of(m.tensors[0]);
+        QCOMPARE(chunks.size(), std::size_t(2));
+        for (const DcpChunk& c : chunks) {
+            QCOMPARE(as_vector(m.offsets(c)), (std::vector<uint64_t>{0, 0}));
+            QCOMPARE(as_vector(m.sizes(c)), (std::vector<uint64_t>{2, 4}));
+            QVERIFY(!m.storage(c).present);
+        }
+        const auto problem = error_of([&] { decode_dcp_metadata(write(true), "m"); });
+        QVERIFY(problem);
+        QCOMPARE(problem->kind, ProblemKind::invalid_pickle);
+        QVERIFY2(problem->message.find("second BUILD") != std::string::npos, problem->message.c_str());
+    }
+
+    // A .metadata larger than the reader's 1 MiB window, with a name longer than the window, is
+    // read from the file as it is from memory; a file cut short says so and names it.
+    void readsTheFileThroughAWindow()
+    {
+        auto spec = many_chunks(8, 1200);
+        spec[3].fqn = std::string(1536 * 1024, 'x');
+        for (auto& c : spec[3].chunks)
+            c.file = "__0_0.distcp";
+        const std::string bytes = dcp_metadata(spec, true, {}, {}, true);
+        QVERIFY(bytes.size() > (2u << 20));
+        const fs::path dir = root() / "window";
+        fs::create_directories(dir);
+        write_file(dir / ".metadata", bytes);
+        const fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
+        compare_to_spec(decode_dcp_metadata_file(dirfd.get(), ".metadata", "w/.metadata"), spec);
+        write_file(dir / ".metadata", bytes.substr(0, bytes.size() - 100));
+        const auto problem = error_of([&] { decode_dcp_metadata_file(dirfd.get(), ".metadata", "w/.metadata"); });
+        QVERIFY(problem);
+        QCOMPARE(problem->kind, ProblemKind::invalid_pickle);
+        QVERIFY2(problem->message.starts_with("w/.metadata: pickle byte "), problem->message.c_str());
+    }
+
+    // Memo indices need not come in order (BINPUT names any): one stored far ahead, then passed
+    // by the ones that follow, is still found by its GET.
+    void memoIndicesOutOfOrder()
+    {
+        const std::string meta = "torch.distributed.checkpoint.metadata";
+        PickleWriter p;
+        p.proto(4).str("model.w").op('r');
+        put_le(p.out, 6000, 4); // LONG_BINPUT 6000: far past the entries so far
+        p.op('0');
+        for (int i = 0; i < 1000; ++i)
+            p.none().memoize().op('0');
+        p.none().op('r');
+        put_le(p.out, 6001, 4); // beside it, where the entries now reach
+        p.op('0');
+        p.dataclass(meta, "Metadata", [&](PickleWriter& w) {
+            w.str("state_dict_metadata").op('}').memoize().mark();
+            w.op('j');
+            put_le(w.out, 6000, 4); // LONG_BINGET 6000: "model.w"
+            w.dataclass(meta, "TensorStorageMetadata", [&](PickleWriter& f) {
+                f.str("properties").dataclass(meta, "TensorProperties", [](PickleWriter& g) {
+                    g.str("dtype").stack_global("torch", "float16");
+                });
+                f.str("size").torch_size({3}).str("chunks").op(']');
+            });
+            w.op('u');
+        });
+        const DcpMetadata m = decode_dcp_metadata(p.stop().out, "m");
+        QCOMPARE(m.tensors.size(), std::size_t(1));
+        QCOMPARE(m.tensors[0].fqn, std::string("model.w"));
+        QCOMPARE(m.tensors[0].dtype, std::string("float16"));
     }
 };
 
