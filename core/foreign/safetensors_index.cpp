@@ -25,12 +25,16 @@ void summarise_files(VerifyReport& report, const std::vector<std::optional<Safet
     summary.tensors_total = 0;
     uint64_t per_dtype[256] = {}; // by SafetensorsListing's dtype index
     tensor_bytes = 0;
-    // Which tensors are listed, sorted by name before they are added (the list appends).
+    // Which tensors are listed, sorted by name before they are added (the list appends): 8 bytes
+    // a tensor, reserved at once, since the headers and the list being built are held meanwhile.
     struct Listed {
-        std::string_view name;
         uint32_t file, tensor;
     };
+    std::size_t count = 0;
+    for (const auto& h : headers)
+        count += h ? h->tensors.size() : 0;
     std::vector<Listed> listed;
+    listed.reserve(std::min<std::size_t>(count, foreign::kMaxListedTensors));
     for (std::size_t i = 0; i < headers.size(); ++i) {
         if (!headers[i])
             continue;
@@ -41,23 +45,24 @@ void summarise_files(VerifyReport& report, const std::vector<std::optional<Safet
             ++per_dtype[t.dtype];
             tensor_bytes += t.bytes();
             if (listed.size() < foreign::kMaxListedTensors)
-                listed.push_back({h.name(t), uint32_t(i), uint32_t(k)});
+                listed.push_back({uint32_t(i), uint32_t(k)});
         }
         for (const auto& [key, value] : headers[i]->metadata)
             add_row(summary, (headers.size() > 1 ? report.shards[i].path + ": " : std::string()) + "metadata." + key,
                     value.size() > 256 ? value.substr(0, 256) + "..." : value);
     }
-    std::stable_sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) { return a.name < b.name; });
+    auto name_of = [&](const Listed& l) { return headers[l.file]->name(headers[l.file]->tensors[l.tensor]); };
+    std::stable_sort(listed.begin(), listed.end(), [&](const Listed& a, const Listed& b) { return name_of(a) < name_of(b); });
     std::size_t name_bytes = 0, dims = 0;
     for (const Listed& l : listed) {
-        name_bytes += l.name.size();
+        name_bytes += name_of(l).size();
         dims += headers[l.file]->tensors[l.tensor].rank;
     }
     summary.tensors.reserve(listed.size(), name_bytes, dims);
     for (const Listed& l : listed) {
         const SafetensorsListing& h = *headers[l.file];
         const auto& t = h.tensors[l.tensor];
-        summary.tensors.add({.name = l.name,
+        summary.tensors.add({.name = name_of(l),
                              .dtype = h.dtype(t),
                              .shape = h.shape(t),
                              .file = report.shards[l.file].path,
