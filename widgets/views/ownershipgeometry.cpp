@@ -20,7 +20,7 @@ uint64_t OwnershipGeometry::offsetAt(double x) const
     return std::min(total - 1, uint64_t(std::floor(fraction * double(total))));
 }
 
-int OwnershipGeometry::rangeAt(const std::vector<OwnershipRange>& ranges, double x) const
+int OwnershipGeometry::rangeAt(std::span<const OwnershipRange> ranges, double x) const
 {
     if (total == 0 || x < left || x > left + width)
         return -1;

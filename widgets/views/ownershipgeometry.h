@@ -3,6 +3,7 @@
 // a pixel span, and which range (a rank's shard, or a model tensor) lies under a pixel.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace shardwidgets {
@@ -22,7 +23,7 @@ struct OwnershipGeometry {
     uint64_t offsetAt(double x) const; // clamped to [0, total)
     // Index into `ranges` (sorted by offset, need not tile) of the range containing the element
     // under x, or -1 in a gap or outside the bar.
-    int rangeAt(const std::vector<OwnershipRange>& ranges, double x) const;
+    int rangeAt(std::span<const OwnershipRange> ranges, double x) const;
 };
 
 } // namespace shardwidgets

@@ -39,7 +39,9 @@ void OwnershipMap::setManifest(const shardscope::Manifest& manifest)
 void OwnershipMap::setForeignLayout(const shardscope::ForeignLayout& layout,
                                     const std::vector<shardscope::ShardCheck>& files)
 {
-    std::vector<OwnershipRange> ranks, tensors;
+    std::vector<OwnershipRange> ranks, tensors; // reserved: a DCP checkpoint has a holder per chunk
+    ranks.reserve(layout.holders.size());
+    tensors.reserve(layout.tensors.size());
     for (const auto& h : layout.holders)
         ranks.push_back({h.offset, h.numel, h.id});
     for (const auto& t : layout.tensors)
@@ -63,6 +65,16 @@ void OwnershipMap::setData(std::vector<OwnershipRange> ranks, std::vector<Owners
     std::sort(tensors.begin(), tensors.end(), byOffset);
     m_ranks = std::move(ranks);
     m_tensors = std::move(tensors);
+    std::vector<int> ids;
+    ids.reserve(m_ranks.size());
+    m_rankCount = 0;
+    for (const auto& r : m_ranks)
+        if (r.id >= 0) {
+            ids.push_back(r.id);
+            m_rankCount = std::max(m_rankCount, r.id + 1);
+        }
+    std::sort(ids.begin(), ids.end());
+    m_holders = int(std::unique(ids.begin(), ids.end()) - ids.begin());
     m_total = total;
     m_hasData = true;
     m_failed.clear();
@@ -77,6 +89,7 @@ void OwnershipMap::clear()
     m_reshardTotal = 0;
     m_ranks.clear();
     m_tensors.clear();
+    m_holders = m_rankCount = 0;
     m_tensorNames.clear();
     m_tensorShapes.clear();
     m_rankFiles.clear();
@@ -100,21 +113,21 @@ void OwnershipMap::setReshardTarget(int worldSize)
 std::vector<OwnershipMap::Lane> OwnershipMap::lanes() const
 {
     std::vector<Lane> result;
-    std::set<int> holders; // a foreign layout can give one rank many ranges
-    for (const auto& r : m_ranks)
-        if (r.id >= 0)
-            holders.insert(r.id);
-    result.push_back({tr("Ranks (%1)").arg(holders.size()), m_ranks, Lane::Ranks});
+    result.push_back({tr("Ranks (%1)").arg(m_holders), m_ranks, Lane::Ranks});
     if (!m_tensors.empty())
         result.push_back({tr("Tensors (%1)").arg(m_tensors.size()), m_tensors, Lane::Tensors});
     if (m_target > 0 && m_reshardTotal > 0) {
-        Lane lane{tr("At %1 ranks").arg(m_target), {}, Lane::Target};
-        for (int r = 0; r < m_target; ++r) {
-            const uint64_t begin = shardscope::even_shard_offset(m_reshardTotal, m_target, r);
-            const uint64_t end = shardscope::even_shard_offset(m_reshardTotal, m_target, r + 1);
-            lane.ranges.push_back({begin, end - begin, r});
+        // Made again only when the preview changed: lanes from an earlier call may view them.
+        if (m_targetRanges.size() != std::size_t(m_target) || m_targetRangesTotal != m_reshardTotal) {
+            m_targetRanges.clear();
+            for (int r = 0; r < m_target; ++r) {
+                const uint64_t begin = shardscope::even_shard_offset(m_reshardTotal, m_target, r);
+                const uint64_t end = shardscope::even_shard_offset(m_reshardTotal, m_target, r + 1);
+                m_targetRanges.push_back({begin, end - begin, r});
+            }
+            m_targetRangesTotal = m_reshardTotal;
         }
-        result.push_back(std::move(lane));
+        result.push_back({tr("At %1 ranks").arg(m_target), m_targetRanges, Lane::Target});
     }
     return result;
 }
@@ -137,11 +150,8 @@ QSize OwnershipMap::minimumSizeHint() const
 
 int OwnershipMap::rankGroup(double width) const
 {
-    int ranks = 0; // the most ranks any lane shows: one grouping for all of them
-    for (const Lane& lane : lanes())
-        for (const auto& range : lane.ranges)
-            if (lane.kind != Lane::Tensors)
-                ranks = std::max(ranks, range.id + 1);
+    // The most ranks any lane shows (the map's, or the reshard preview's): one grouping for all.
+    const int ranks = std::max(m_rankCount, m_reshardTotal > 0 ? m_target : 0);
     // Bands side by side with a separator each: 8 px keeps a colour readable between two lines.
     return rankGroupFor(ranks, laneGeometry(width).width, 8);
 }
@@ -182,17 +192,18 @@ void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
                          Qt::AlignVCenter | Qt::AlignLeft, lane.title);
         // Ranks too many for a colour each share one per group (rankGroupFor), drawn as one band.
         const int group = lane.kind == Lane::Tensors ? 1 : rankGroup;
+        const bool marksFailed = lane.kind == Lane::Ranks && !m_failed.empty(); // no lookup a range otherwise
         double lastRight = -1;
         for (std::size_t i = 0; i < lane.ranges.size();) {
             const OwnershipRange& range = lane.ranges[i];
             const int band = range.id < 0 ? range.id : range.id / group;
-            bool failed = lane.kind == Lane::Ranks && m_failed.count(range.id);
+            bool failed = marksFailed && m_failed.count(range.id);
             int lastRank = range.id;
             std::size_t end = i + 1;
             for (; group > 1 && end < lane.ranges.size() && lane.ranges[end].id >= 0 &&
                    lane.ranges[end].id / group == band;
                  ++end) {
-                failed = failed || (lane.kind == Lane::Ranks && m_failed.count(lane.ranges[end].id));
+                failed = failed || (marksFailed && m_failed.count(lane.ranges[end].id));
                 lastRank = std::max(lastRank, lane.ranges[end].id);
             }
             const OwnershipRange& last = lane.ranges[end - 1];

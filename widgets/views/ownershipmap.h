@@ -15,6 +15,7 @@
 #include <QWidget>
 #include <map>
 #include <set>
+#include <span>
 
 namespace shardwidgets {
 
@@ -49,9 +50,10 @@ protected:
     bool event(QEvent* event) override;
 
 private:
+    // A lane views ranges the map holds (a DCP checkpoint has one per chunk: 10^5), never a copy.
     struct Lane {
         QString title;
-        std::vector<OwnershipRange> ranges; // sorted by offset
+        std::span<const OwnershipRange> ranges; // sorted by offset
         enum Kind { Ranks, Tensors, Target } kind;
     };
     std::vector<Lane> lanes() const;
@@ -66,6 +68,10 @@ private:
     uint64_t m_reshardTotal = 0; // the flat parameter count an even reshard splits; 0: no preview
     std::vector<OwnershipRange> m_ranks;
     std::vector<OwnershipRange> m_tensors;
+    mutable std::vector<OwnershipRange> m_targetRanges; // the reshard preview's lane, made by lanes()
+    mutable uint64_t m_targetRangesTotal = 0;           // the m_reshardTotal they split
+    int m_holders = 0;   // distinct ranks in m_ranks (a foreign layout gives one rank many ranges)
+    int m_rankCount = 0; // the highest rank in m_ranks + 1
     std::vector<std::string> m_tensorNames;
     std::vector<std::vector<uint64_t>> m_tensorShapes;
     std::map<int, QString> m_rankFiles; // "file · size" for the tooltip
