@@ -3,7 +3,10 @@
 // the widget tests that open them: made at run time, never committed.
 //   write_index: a Hugging Face safetensors index of `tensors` small F16 tensors in `files` files,
 //     named like a mixture-of-experts layer's;
-//   write_dcp: a DCP checkpoint of `chunks` chunks, every tensor row-split over `ranks` ranks;
+//   write_dcp: a DCP checkpoint of `chunks` chunks, every tensor row-split over `ranks` ranks,
+//     its .metadata pickled as CPython does (the memo, batches) or without the memo (the worst case);
+//   write_deepspeed: a DeepSpeed ZeRO checkpoint of `files` torch.save archives (one model-states
+//     file, the rest optimizer-state shards);
 // and the peer the benchmarks compare opening the index with: Python's json.load of it plus
 // reading every file's header, as a loader does.
 
@@ -61,7 +64,7 @@ inline void write_index(const fs::path& dir, std::size_t tensors, std::size_t fi
     fixtures::write_file(dir / "model.safetensors.index.json", index.dump(2));
 }
 
-inline void write_dcp(const fs::path& dir, std::size_t chunks, int ranks)
+inline void write_dcp(const fs::path& dir, std::size_t chunks, int ranks, bool like_cpython = true)
 {
     fs::create_directories(dir);
     std::vector<fixtures::DcpTensorSpec> tensors;
@@ -76,8 +79,37 @@ inline void write_dcp(const fs::path& dir, std::size_t chunks, int ranks)
     }
     for (const auto& [file, bytes] : fixtures::dcp_layout(tensors))
         fixtures::write_file(dir / file, bytes);
-    fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
+    // As torch.save's pickler writes it (memo, batches): what a real job's .metadata looks like.
+    fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors, true, {}, {}, like_cpython));
 }
+
+inline void write_deepspeed(const fs::path& dir, std::size_t files)
+{
+    fixtures::write_file(dir / "latest", "global_step1\n");
+    const fs::path tag = dir / "global_step1";
+    fixtures::write_file(tag / "mp_rank_00_model_states.pt",
+                         fixtures::torch_archive("mp_rank_00_model_states",
+                                                 {{"module.embed.weight", {64, 16}}, {"module.head.weight", {16, 64}}}));
+    for (std::size_t d = 0; d + 1 < files; ++d) {
+        const std::string name = "bf16_zero_pp_rank_" + std::to_string(d) + "_mp_rank_00_optim_states";
+        fixtures::write_file(tag / (name + ".pt"),
+                             fixtures::torch_archive(name, {{"optimizer_state_dict.fp32_flat", {64}},
+                                                            {"optimizer_state_dict.exp_avg", {64}},
+                                                            {"optimizer_state_dict.exp_avg_sq", {64}}}));
+    }
+}
+
+// Python opening every archive of a DeepSpeed step as a loader would before unpickling: the zip
+// directory and data.pkl's bytes (never unpickled).
+inline constexpr const char* kPythonDeepSpeedPeer = R"(import os, sys, time, zipfile
+d = os.path.join(sys.argv[1], "global_step1")
+start = time.perf_counter()
+for f in sorted(os.listdir(d)):
+    with zipfile.ZipFile(os.path.join(d, f)) as z:
+        pkl = [n for n in z.namelist() if n.endswith("/data.pkl")][0]
+        z.read(pkl)
+print(time.perf_counter() - start)
+)";
 
 inline constexpr const char* kPythonIndexPeer = R"(import json, struct, sys, time, os
 d = sys.argv[1]
@@ -90,10 +122,10 @@ for f in sorted(set(index["weight_map"].values())):
 print(time.perf_counter() - start)
 )";
 
-// Best of three runs of the peer over the index in `dir` (its script written to `script`), seconds.
-inline double python_index_peer(const fs::path& dir, const fs::path& script)
+// Best of three runs of a Python peer (`source`, written to `script`) over `dir`, seconds.
+inline double python_peer(const char* source, const fs::path& dir, const fs::path& script)
 {
-    fixtures::write_file(script, kPythonIndexPeer);
+    fixtures::write_file(script, source);
     double best = 1e9;
     for (int round = 0; round < 3; ++round) {
         FILE* p = ::popen(("python3 '" + script.string() + "' '" + dir.string() + "'").c_str(), "r");
@@ -104,6 +136,11 @@ inline double python_index_peer(const fs::path& dir, const fs::path& script)
             ::pclose(p);
     }
     return best;
+}
+
+inline double python_index_peer(const fs::path& dir, const fs::path& script)
+{
+    return python_peer(kPythonIndexPeer, dir, script);
 }
 
 } // namespace bigforeign

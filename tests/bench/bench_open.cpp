@@ -4,7 +4,10 @@
 //     checkpoint's shape), against Python's json.load of the index plus reading every file's
 //     header, as a loader does;
 //   a DCP checkpoint whose .metadata lists 100,000 chunks over 64 ranks, against `cat` of the
-//     metadata bytes (the reader never runs the pickle);
+//     metadata bytes (the reader never runs the pickle): pickled as CPython does (the memo,
+//     batches of 1000: what torch writes), and without the memo (3x the bytes: a worst case);
+//   a DeepSpeed ZeRO step of 1,000 torch.save archives, against Python's zipfile opening every
+//     archive and reading its data.pkl (not unpickling it);
 // timing `info`, `info --json` and `verify --fast`, with the peak resident memory of each above
 // that of `shardctl --help` (the baseline: the binary and its libraries).
 // usage: bench_open [--tensors N] [--dir DIR] [--shardctl PATH]   (default 100000 in /var/tmp, the
@@ -62,8 +65,12 @@ int main(int argc, char** argv)
     const std::string shardctl = "'" + shardctl_path.string() + "'";
     write_index(root / "hf", tensors, 200);
     write_dcp(root / "dcp", tensors, 64);
+    write_dcp(root / "dcp-plain", tensors, 64, /*like_cpython=*/false);
+    constexpr std::size_t kDeepSpeedFiles = 1000;
+    bigforeign::write_deepspeed(root / "deepspeed", kDeepSpeedFiles);
     time_shell("cat " + (root / "hf").string() + "/* " + (root / "dcp").string() + "/* " +
-               (root / "dcp/.metadata").string() + " > /dev/null"); // warm the page cache
+               (root / "dcp/.metadata").string() + " " + (root / "dcp-plain/.metadata").string() + " " +
+               (root / "deepspeed/global_step1").string() + "/* > /dev/null"); // warm the page cache
 
     double seconds = 0;
     long baseline = 0;
@@ -81,17 +88,32 @@ int main(int argc, char** argv)
                     double(kib - baseline) * 1024.0 / double(tensors));
     }
 
-    std::printf("\nDCP: %zu chunks over 64 ranks, .metadata %.1f MiB\n", tensors,
-                double(fs::file_size(root / "dcp/.metadata")) / (1 << 20));
-    double cat = 1e9;
-    for (int round = 0; round < 3; ++round)
-        cat = std::min(cat, time_shell("cat '" + (root / "dcp/.metadata").string() + "' > /dev/null"));
-    std::printf("  cat .metadata: %.4f s\n", cat);
+    for (const char* dcp : {"dcp", "dcp-plain"}) {
+        const fs::path meta = root / dcp / ".metadata";
+        std::printf("\nDCP: %zu chunks over 64 ranks, .metadata %.1f MiB (%s)\n", tensors,
+                    double(fs::file_size(meta)) / (1 << 20),
+                    std::string(dcp) == "dcp" ? "pickled as CPython does" : "without the memo");
+        double cat = 1e9;
+        for (int round = 0; round < 3; ++round)
+            cat = std::min(cat, time_shell("cat '" + meta.string() + "' > /dev/null"));
+        std::printf("  cat .metadata: %.4f s\n", cat);
+        for (const char* command : {"info", "info --json", "verify --fast"}) {
+            long kib = 0;
+            measure(shardctl + " " + command + " '" + (root / dcp).string() + "'", seconds, kib);
+            std::printf("  shardctl %-14s %.3f s, %.1f MiB above baseline, %.0f bytes per chunk\n", command, seconds,
+                        (kib - baseline) / 1024.0, double(kib - baseline) * 1024.0 / double(tensors));
+        }
+    }
+
+    std::printf("\nDeepSpeed: %zu torch.save archives\n", kDeepSpeedFiles);
+    const double zipfile =
+        bigforeign::python_peer(bigforeign::kPythonDeepSpeedPeer, root / "deepspeed", root / "peer_deepspeed.py");
+    std::printf("  python zipfile, every archive's directory and data.pkl: %.3f s\n", zipfile);
     for (const char* command : {"info", "info --json", "verify --fast"}) {
         long kib = 0;
-        measure(shardctl + " " + command + " '" + (root / "dcp").string() + "'", seconds, kib);
-        std::printf("  shardctl %-14s %.3f s, %.1f MiB above baseline, %.0f bytes per chunk\n", command, seconds,
-                    (kib - baseline) / 1024.0, double(kib - baseline) * 1024.0 / double(tensors));
+        measure(shardctl + " " + command + " '" + (root / "deepspeed").string() + "'", seconds, kib);
+        std::printf("  shardctl %-14s %.3f s (%.2fx python), %.1f MiB above baseline\n", command, seconds,
+                    seconds / zipfile, (kib - baseline) / 1024.0);
     }
     if (!std::getenv("BENCH_KEEP"))
         fs::remove_all(root);
