@@ -393,7 +393,10 @@ inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool 
         }
         for (const auto& fqn : bytes_items) {
             w.str(fqn);
-            w.dataclass(meta, "BytesStorageMetadata", [](PickleWriter&) {});
+            if (like_cpython) // Python 3.11+: an object without fields gets no BUILD
+                w.stack_global(meta, "BytesStorageMetadata").op(')').op(0x81).memoize();
+            else
+                w.dataclass(meta, "BytesStorageMetadata", [](PickleWriter&) {});
             batch(w, items, 'u');
         }
         w.op('u');

@@ -130,7 +130,7 @@ void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string
 struct StoredRange {
     uint64_t offset = 0, length = 0;
     uint64_t element_bytes = 0; // chunk volume x element size; 0 when the dtype is unknown
-    uint32_t chunk = 0;         // in meta.chunks, or the bytes item's index when !tensor
+    uint32_t index = 0;         // the chunk's in meta.chunks, or the bytes item's when !tensor
     bool tensor = false;
     bool transformed = false;   // a storage extension (compression) rewrote it: not looked into
 };
@@ -147,14 +147,14 @@ public:
     std::string what(const StoredRange& r) const
     {
         if (!r.tensor)
-            return "item '" + m_meta.bytes[r.chunk].fqn + "'";
-        return "'" + m_meta.tensors[m_tensor_of[r.chunk]].fqn + "' chunk " + join_dims(m_meta.offsets(m_meta.chunks[r.chunk]));
+            return "item '" + m_meta.bytes[r.index].fqn + "'";
+        return "'" + m_meta.tensors[m_tensor_of[r.index]].fqn + "' chunk " + join_dims(m_meta.offsets(m_meta.chunks[r.index]));
     }
     std::string elements(const StoredRange& r) const
     {
-        const DcpTensor& t = m_meta.tensors[m_tensor_of[r.chunk]];
+        const DcpTensor& t = m_meta.tensors[m_tensor_of[r.index]];
         uint64_t volume = 0;
-        checked_volume(m_meta.sizes(m_meta.chunks[r.chunk]), volume);
+        checked_volume(m_meta.sizes(m_meta.chunks[r.index]), volume);
         return std::to_string(volume) + " " + t.dtype + " elements";
     }
 
@@ -349,17 +349,12 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
         return report;
     }
 
-    // Byte ranges per file (indexed like meta.files; bytes items' files may be others), from
-    // tensor chunks and bytes items.
-    std::vector<std::string> files = meta.files;
+    // Byte ranges per file, indexed like meta.files (the files of the storage entries that chunks
+    // and bytes items have), from tensor chunks and bytes items.
+    const std::vector<std::string>& files = meta.files;
     std::vector<std::vector<StoredRange>> ranges(files.size());
-    auto ranges_of = [&](const std::string& file) -> std::vector<StoredRange>& {
-        auto it = std::lower_bound(files.begin(), files.end(), file);
-        if (it == files.end() || *it != file) {
-            ranges.insert(ranges.begin() + (it - files.begin()), std::vector<StoredRange>());
-            it = files.insert(it, file);
-        }
-        return ranges[it - files.begin()];
+    auto file_index = [&](const std::string& file) {
+        return std::size_t(std::lower_bound(files.begin(), files.end(), file) - files.begin());
     };
     const RangeNames names(meta);
     uint64_t chunks = 0, data_bytes = 0;
@@ -377,7 +372,7 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
                                                  join_dims(meta.offsets(c)) + " has no storage entry"});
                 continue;
             }
-            StoredRange range{.offset = c.offset, .length = c.length, .chunk = index, .tensor = true,
+            StoredRange range{.offset = c.offset, .length = c.length, .index = index, .tensor = true,
                               .transformed = c.transformed};
             if (uint64_t volume = 0; !element || !checked_volume(meta.sizes(c), volume) ||
                                      __builtin_mul_overflow(volume, element, &range.element_bytes))
@@ -395,9 +390,9 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
                                          meta_path + ": item '" + b.fqn + "' has no storage entry"});
             continue;
         }
-        ranges_of(b.storage.file)
-            .push_back({.offset = b.storage.offset, .length = b.storage.length, .chunk = i, .tensor = false,
-                        .transformed = b.storage.transformed});
+        if (const std::size_t f = file_index(b.storage.file); f < files.size() && files[f] == b.storage.file)
+            ranges[f].push_back({.offset = b.storage.offset, .length = b.storage.length, .index = i, .tensor = false,
+                                 .transformed = b.storage.transformed});
         data_bytes += b.storage.length;
     }
 
@@ -406,8 +401,8 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
     std::size_t files_with_ranges = 0;
     for (const auto& name : fsutil::list_directory(dirfd.get()))
         if (name.ends_with(".distcp")) {
-            const auto it = std::lower_bound(files.begin(), files.end(), name);
-            if (it == files.end() || *it != name || ranges[it - files.begin()].empty())
+            const std::size_t f = file_index(name);
+            if (f == files.size() || files[f] != name || ranges[f].empty())
                 unreferenced.push_back(name);
         }
     for (std::size_t f = 0; f < files.size(); ++f) {
@@ -430,7 +425,7 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
 
     foreign::check_files(dirfd.get(), report, options,
                          [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
-                             const auto& list = ranges[std::lower_bound(files.begin(), files.end(), check.path) - files.begin()];
+                             const auto& list = ranges[file_index(check.path)];
                              const std::string shown = foreign::shown_file(dir, check);
                              for (const auto& r : list) {
                                  uint64_t end = 0;

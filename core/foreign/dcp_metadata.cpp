@@ -7,12 +7,12 @@
 // per opcode. So this Store folds each DCP object into a compact record when BUILD completes it,
 // and gives the object's subtree back at once when nothing else can reach it: memory follows what
 // the metadata describes. "Nothing else can reach it" is exact, not a guess:
-//   - a memo entry: a first pass over the same machine (MemoUse) finds which memo entries are ever
-//     fetched; only those are kept, and a kept one pins what it holds;
+//   - a memo entry: a first, stackless scan of the opcodes (scan_memo_use) finds which memo
+//     entries are ever fetched; only those are kept, and a kept one pins what it holds;
 //   - the stack: only the object itself is above the values older than it (DUP pins);
 //   - an older container or object changed since the object was made (tracked as "touches").
-// Permanent values (strings, globals, ints, tuples of ints, the records) are never given back;
-// scratch values (containers, objects, floats) are, from the object being folded to the end.
+// Kept values (strings, globals, ints, floats, tuples of ints, the records) are never given back;
+// scratch values (containers, objects) are, from the object being folded to the end.
 
 #include "core/foreign/dcp.h"
 
@@ -156,7 +156,8 @@ MemoUse scan_memo_use(PickleInput in, const PickleLimits& limits)
             out |= uint64_t(uint8_t((*b)[i])) << (8 * i);
         return true;
     };
-    auto skip = [&](uint64_t n) { return n <= in.left() && in.take(n).has_value(); };
+    // Skipped, not read (a str's bytes matter only to the second pass, which bounds them).
+    auto skip = [&](uint64_t n) { return n <= in.left() && in.skip(n); };
     auto put = [&](uint64_t index) {
         use.entries.set(index, use.entries.get(index) | kStored);
         return use.entries.count() <= limits.max_memo;
@@ -168,7 +169,10 @@ MemoUse scan_memo_use(PickleInput in, const PickleLimits& limits)
     };
     uint64_t v = 0;
     while (in.left() > 0) {
-        const auto op = static_cast<uint8_t>((*in.take(1))[0]);
+        const auto byte = in.take(1);
+        if (!byte) // unreadable: the second pass says so
+            return use;
+        const auto op = static_cast<uint8_t>((*byte)[0]);
         bool ok = true;
         switch (op) {
         case '.': return use;
@@ -579,22 +583,29 @@ protected:
             m_touches.pop_back();
     }
 
-    // An attribute: `key` in a BUILD state dict, or in the dict half of a (None, slots) state.
+    // An attribute: `key` in a BUILD state dict, or in either dict of a (dict or None, slots dict)
+    // state. DCP's classes have a handful of fields: a state dict of more than kMaxFields keys is
+    // not one of theirs, and is not scanned (a shared one, built again and again, would let a
+    // small file cost as much as the product of the two).
+    static constexpr std::size_t kMaxFields = 64;
     uint32_t attribute(uint32_t object, std::string_view key) const
     {
-        uint32_t state = field(object, state_field);
-        if (kind(state) == PickleKind::tuple) {
-            const auto pair = items(state);
-            state = pair.size() == 2 ? pair[1] : kNoPickleValue;
-        }
-        if (state == kNoPickleValue || kind(state) != PickleKind::dict)
-            return kNoPickleValue;
-        const auto kv = items(state);
-        uint32_t found = kNoPickleValue;
-        for (std::size_t i = 0; i + 1 < kv.size(); i += 2) // the last of a repeated key, as a dict keeps
-            if (const Value k = value(kv[i]); k.kind == PickleKind::string && text_of(k) == key)
-                found = kv[i + 1];
-        return found;
+        const uint32_t state = field(object, state_field);
+        auto in_dict = [&](uint32_t dict) {
+            if (kind(dict) != PickleKind::dict || items(dict).size() > 2 * kMaxFields)
+                return kNoPickleValue;
+            const auto kv = items(dict);
+            uint32_t found = kNoPickleValue;
+            for (std::size_t i = 0; i + 1 < kv.size(); i += 2) // the last of a repeated key, as a dict keeps
+                if (const Value k = value(kv[i]); k.kind == PickleKind::string && text_of(k) == key)
+                    found = kv[i + 1];
+            return found;
+        };
+        if (kind(state) == PickleKind::tuple && items(state).size() == 2)
+            for (const uint32_t part : items(state))
+                if (const uint32_t found = in_dict(part); found != kNoPickleValue)
+                    return found;
+        return in_dict(state);
     }
     std::string_view class_name_of(uint32_t object) const { return global_name(field(object, cls_field)); }
     uint32_t resolve(uint32_t h) const
@@ -624,28 +635,21 @@ protected:
     {
         h = resolve(h);
         const Value v = value(h);
-        std::span<const uint32_t> list;
-        if (v.fold == Fold::dims)
-            list = {};
-        else if (v.kind == PickleKind::list && is_scratch(h))
-            list = items(h);
-        else
-            return kNoPickleValue;
         if (v.fold == Fold::dims) {
+            if (v.a > kMaxDcpDims)
+                return kNoPickleValue;
             for (uint32_t i = 0; i < v.a; ++i)
                 if (m_numbers[v.b + i] < 0)
                     return kNoPickleValue;
-            if (v.a > kMaxDcpDims)
-                return kNoPickleValue;
             return h;
         }
-        if (list.size() > kMaxDcpDims)
+        if (v.kind != PickleKind::list || !is_scratch(h) || items(h).size() > kMaxDcpDims)
             return kNoPickleValue;
-        std::vector<uint32_t> copy(list.begin(), list.end());
-        for (const uint32_t item : copy)
+        const std::vector<uint32_t> list(items(h).begin(), items(h).end()); // container() may move the pool
+        for (const uint32_t item : list)
             if (uint64_t n = 0; !number_of(item, n))
                 return kNoPickleValue;
-        return container(PickleKind::tuple, copy); // all ints: kept as dims
+        return container(PickleKind::tuple, list); // all ints: kept as dims
     }
     std::vector<uint64_t> dims(uint32_t dims_handle) const
     {
@@ -683,33 +687,33 @@ protected:
         if (cls == "ChunkStorageMetadata") {
             const uint32_t offsets = dims_of(attribute(object, "offsets"));
             if (offsets == kNoPickleValue)
-                return no(is_not("offsets", attribute(object, "offsets"), "not a torch.Size or tuple"));
+                return no(is_not(".offsets", attribute(object, "offsets"), "not a torch.Size or tuple"));
             const uint32_t sizes = dims_of(attribute(object, "sizes"));
             if (sizes == kNoPickleValue)
-                return no(is_not("sizes", attribute(object, "sizes"), "not a torch.Size or tuple"));
+                return no(is_not(".sizes", attribute(object, "sizes"), "not a torch.Size or tuple"));
             out.value = {.kind = PickleKind::new_object, .fold = Fold::chunk, .a = offsets, .b = sizes};
         } else if (cls == "MetadataIndex") {
             std::string_view fqn;
             if (!string_of(attribute(object, "fqn"), fqn))
-                return no(is_not("fqn", attribute(object, "fqn"), "not a str"));
+                return no(is_not(".fqn", attribute(object, "fqn"), "not a str"));
             const uint32_t offset = attribute(object, "offset");
             uint32_t offsets = kNoPickleValue;
             if (offset != kNoPickleValue && kind(offset) != PickleKind::none) {
                 offsets = dims_of(offset);
                 if (offsets == kNoPickleValue)
-                    return no(is_not("offset", offset, "not a torch.Size or tuple"));
+                    return no(is_not(".offset", offset, "not a torch.Size or tuple"));
             }
             out.value = {.kind = PickleKind::new_object, .fold = Fold::index, .a = resolve(attribute(object, "fqn")), .b = offsets};
         } else if (cls == "_StorageInfo") {
             StorageRecord s;
             std::string_view file;
             if (!string_of(attribute(object, "relative_path"), file))
-                return no(is_not("relative_path", attribute(object, "relative_path"), "not a str"));
+                return no(is_not(".relative_path", attribute(object, "relative_path"), "not a str"));
             s.file = resolve(attribute(object, "relative_path"));
             if (!number_of(attribute(object, "offset"), s.offset))
-                return no(is_not("offset", attribute(object, "offset"), "not a non-negative int"));
+                return no(is_not(".offset", attribute(object, "offset"), "not a non-negative int"));
             if (!number_of(attribute(object, "length"), s.length))
-                return no(is_not("length", attribute(object, "length"), "not a non-negative int"));
+                return no(is_not(".length", attribute(object, "length"), "not a non-negative int"));
             if (const uint32_t d = resolve(attribute(object, "transform_descriptors")); d != kNoPickleValue) {
                 const Value dv = value(d);
                 s.transformed = dv.kind == PickleKind::list || dv.kind == PickleKind::tuple ? (dv.fold == Fold::dims ? dv.a : range_of(dv).size) > 0 : false;
@@ -725,7 +729,7 @@ protected:
             else
                 dtype = attribute(object, "dtype");
             if (kind(dtype) != PickleKind::global)
-                return no("has no dtype");
+                return no(" has no dtype");
             out.value = {.kind = PickleKind::new_object, .fold = Fold::properties, .a = dtype};
         } else if (cls == "TensorStorageMetadata") {
             TensorRecord t;
@@ -733,22 +737,29 @@ protected:
             if (value(t.properties).fold != Fold::properties) {
                 const uint32_t p = attribute(object, "properties");
                 const bool foldable = p != kNoPickleValue && class_name_of(p) == "TensorProperties";
-                return no(foldable ? fold(p, true).problem : "has no dtype");
+                return no(".properties" + (foldable ? fold(p, true).problem : std::string(" has no dtype")));
             }
             t.size = dims_of(attribute(object, "size"));
             if (t.size == kNoPickleValue)
-                return no(is_not("size", attribute(object, "size"), "not a torch.Size or tuple"));
+                return no(is_not(".size", attribute(object, "size"), "not a torch.Size or tuple"));
             const uint32_t list = resolve(attribute(object, "chunks"));
             if (kind(list) != PickleKind::list && kind(list) != PickleKind::tuple)
-                return no("chunks is not a list");
+                return no(".chunks is not a list");
             const auto chunks = items(list);
+            // Each BUILD copies its list: bounded in all, or a shared list built again and again
+            // would grow without end.
+            if (m_tensor_chunks.size() + chunks.size() > kMaxDcpItems)
+                fail("more than " + std::to_string(kMaxDcpItems) + " chunks in the tensors built (limit)",
+                     ProblemKind::invalid_manifest);
             t.chunks_begin = static_cast<uint32_t>(m_tensor_chunks.size());
-            for (const uint32_t c : chunks) {
-                const uint32_t chunk = resolve(c);
+            for (std::size_t i = 0; i < chunks.size(); ++i) {
+                const uint32_t c = chunks[i], chunk = resolve(c);
                 if (value(chunk).fold != Fold::chunk) {
                     m_tensor_chunks.resize(t.chunks_begin);
+                    // (`chunks` is not used again: explaining may move the pool it views)
+                    const std::string where = ".chunks[" + std::to_string(i) + "]";
                     const bool foldable = class_name_of(c) == "ChunkStorageMetadata";
-                    return no("a chunk's " + (foldable ? fold(c, true).problem : is_not("value", c, "not a ChunkStorageMetadata")));
+                    return no(where + (foldable ? fold(c, true).problem : is_not("", c, "not a ChunkStorageMetadata")));
                 }
                 m_tensor_chunks.push_back(chunk);
             }
@@ -758,7 +769,7 @@ protected:
         } else if (cls == "BytesStorageMetadata") {
             out.value = {.kind = PickleKind::new_object, .fold = Fold::bytes_item};
         } else {
-            return no("is not a DCP storage record");
+            return no(" is " + describe(object, 1) + ", not a DCP storage record");
         }
         return out;
     }
@@ -946,7 +957,7 @@ public:
         if (!cls.ends_with("Metadata"))
             bad("the pickled root is " + describe(root, 1) + ", not a torch.distributed.checkpoint Metadata");
         const uint32_t sdm = attribute(root, "state_dict_metadata");
-        if (kind(sdm) != PickleKind::dict || sdm == kNoPickleValue)
+        if (kind(sdm) != PickleKind::dict)
             bad("state_dict_metadata is missing or not a dict");
         // storage_data: {MetadataIndex(fqn, offset, index): _StorageInfo(relative_path, offset, length)},
         // matched to the chunks by (fqn, offsets) and to the bytes items by (fqn, no offsets); the
@@ -969,10 +980,10 @@ public:
                     std::string_view fqn;
                     if (!string_of(attribute(index, "fqn"), fqn))
                         bad(is_not("a storage_data key's fqn", attribute(index, "fqn"), "not a str"));
-                    bad("storage_data['" + std::string(fqn) + "']." + fold(index, true).problem);
+                    bad("storage_data['" + std::string(fqn) + "']" + why_not(index));
                 }
                 if (value(info).fold != Fold::storage)
-                    bad("storage_data['" + std::string(text_of(value(value(index).a))) + "']." + fold(info, true).problem);
+                    bad("storage_data['" + std::string(text_of(value(value(index).a))) + "']" + why_not(info));
                 entries.push_back({key_hash(std::hash<std::string_view>()(index_fqn(index)), index_offsets(index),
                                             has_offsets(index)),
                                    index, value(info).a});
@@ -1036,7 +1047,8 @@ public:
             const std::string fqn = str(kv[i], "a state_dict_metadata key");
             const uint32_t md = resolve(kv[i + 1]);
             const Fold fold_kind = value(md).fold;
-            if (fold_kind == Fold::bytes_item) {
+            // A BytesStorageMetadata has no fields: Python 3.11+ pickles it without a BUILD.
+            if (fold_kind == Fold::bytes_item || class_name_of(md) == "BytesStorageMetadata") {
                 DcpBytesItem item{fqn, {}};
                 if (const int64_t s = find(fqn, std::hash<std::string_view>()(fqn), {}, false); s >= 0) {
                     const StorageRecord& r = m_storages[s];
@@ -1051,7 +1063,7 @@ public:
             }
             if (fold_kind != Fold::tensor) {
                 if (class_name_of(md) == "TensorStorageMetadata")
-                    bad("'" + fqn + "' " + fold(md, true).problem);
+                    bad("'" + fqn + "'" + why_not(md));
                 bad("'" + fqn + "' is described by " + describe(md, 1) + ", not Tensor/BytesStorageMetadata");
             }
             const TensorRecord& t = m_tensors[value(md).a];
@@ -1105,6 +1117,14 @@ public:
     }
 
 private:
+    // Why an object is not the record it should be: its fields' fault, or none left when they
+    // changed after it was built (a later SETITEMS on its state).
+    std::string why_not(uint32_t object)
+    {
+        std::string problem = fold(object, true).problem;
+        return problem.empty() ? " is " + describe(object, 1) + ", whose fields changed after it was built" : problem;
+    }
+
     std::string_view index_fqn(uint32_t index) const { return text_of(value(value(index).a)); }
     bool has_offsets(uint32_t index) const { return static_cast<uint32_t>(value(index).b) != kNoPickleValue; }
     std::span<const int64_t> index_offsets(uint32_t index) const

@@ -7,7 +7,7 @@
 //     and reclaims each folded object's subtree, so a .metadata of 10^5 chunks is read in memory
 //     proportional to what it describes rather than to its opcodes.
 // Values are uint32 handles the Store gives out. A Store provides (all may call fail()):
-//   none(), boolean(b), integer(v), long_bytes(le), floating(bits), text(kind, view),
+//   a constructor (display path, limits), reserve_for(input bytes), none(), boolean(b), integer(v), long_bytes(le), floating(bits), text(kind, view),
 //   empty_tuple(), container(kind, items), global(module, name), global_of(module, name),
 //   reduce(callable, args), new_object(cls, args, kwargs or kNoPickleValue), persistent_id(pid),
 //   kind(handle), build(target, state) -> the handle that replaces target on the stack,
@@ -60,6 +60,12 @@ public:
             m_pos += n;
         return out;
     }
+    // Moves past `n` bytes (n <= left()) without reading those not at hand yet.
+    bool skip(uint64_t n)
+    {
+        m_pos += n;
+        return true;
+    }
     // The same without consuming them.
     std::optional<std::string_view> peek(uint64_t n)
     {
@@ -76,7 +82,8 @@ private:
     {
         if (!m_read)
             return false;
-        const auto keep = static_cast<std::size_t>(m_window_at + m_window.size() - m_pos);
+        const uint64_t end = m_window_at + m_window.size();
+        const auto keep = static_cast<std::size_t>(m_pos < end ? end - m_pos : 0); // 0 after a skip past it
         const auto want = static_cast<std::size_t>(std::min<uint64_t>(left(), std::max<uint64_t>(n, kWindow)));
         if (m_buffer.size() < want)
             m_buffer.resize(want);
@@ -182,7 +189,8 @@ private:
         const auto out = m_in.take(n);
         if (!out) [[unlikely]]
             fail("cannot read " + std::to_string(n) + " bytes at byte " + std::to_string(m_in.pos()) +
-                 " (an I/O error, or the file shrank while being read)");
+                 " (an I/O error, or the file shrank while being read)",
+                 ProblemKind::unreadable);
         return *out;
     }
     uint64_t le(std::size_t n)

@@ -578,6 +578,41 @@ private slots:
         QCOMPARE(m.tensors[0].fqn, std::string("model.w"));
         QCOMPARE(m.tensors[0].dtype, std::string("float16"));
     }
+
+    // A tensor's state shared through the memo and built again and again copies its chunk list
+    // each time: bounded in all, so a few kilobytes cannot make gigabytes.
+    void repeatedBuildsAreBounded()
+    {
+        const std::string meta = "torch.distributed.checkpoint.metadata";
+        PickleWriter p;
+        p.proto(4);
+        const int chunk = p.memo + 3; // after the class's module, name and global
+        p.dataclass(meta, "ChunkStorageMetadata", [](PickleWriter& g) {
+            g.str("offsets").torch_size({0}).str("sizes").torch_size({1});
+        });
+        p.op('0');
+        const int state = p.memo;
+        p.op('}').memoize().mark();
+        p.str("properties").dataclass(meta, "TensorProperties", [](PickleWriter& g) {
+            g.str("dtype").stack_global("torch", "float32");
+        });
+        p.str("size").torch_size({1}).str("chunks").op(']').mark();
+        for (int i = 0; i < 1000; ++i)
+            p.get(chunk);
+        p.op('e').op('u').op('0');
+        p.stack_global(meta, "TensorStorageMetadata");
+        const int cls = p.memo - 1;
+        p.op('0');
+        for (int i = 0; i < 5000; ++i) // 5 M chunks copied, past the 4 Mi limit
+            p.get(cls).op(')').op(0x81).get(state).op('b').op('0');
+        p.none().stop();
+        QVERIFY(p.out.size() < 64 * 1024);
+        const auto problem = error_of([&] { decode_dcp_metadata(p.out, "m"); });
+        QVERIFY(problem);
+        QCOMPARE(problem->kind, ProblemKind::invalid_manifest);
+        QVERIFY2(problem->message.find("chunks in the tensors built (limit)") != std::string::npos,
+                 problem->message.c_str());
+    }
 };
 
 QTEST_GUILESS_MAIN(TestForeignDcp)
