@@ -22,6 +22,7 @@ namespace shardscope {
 inline constexpr uint64_t kMaxDcpMetadataBytes = 512ull << 20;
 inline constexpr uint64_t kMaxDcpItems = 4u << 20;  // tensors + bytes items + chunks
 inline constexpr std::size_t kMaxDcpDims = 64;
+inline constexpr uint64_t kMaxDcpDimensionValues = 8 * kMaxDcpItems; // chunk offsets and sizes in all
 
 // Where a chunk's or item's bytes are (a _StorageInfo), as a value.
 struct DcpStorage {

@@ -1085,6 +1085,10 @@ public:
                 count();
                 const Value record = value(m_tensor_chunks[t.chunks_begin + c]);
                 const Value offsets = value(record.a), sizes = value(static_cast<uint32_t>(record.b));
+                // (a tensor shared by many keys is copied for each: its chunks count, and so do
+                // their dimensions)
+                if (out.numbers.size() + offsets.a + sizes.a > kMaxDcpDimensionValues)
+                    bad("more than " + std::to_string(kMaxDcpDimensionValues) + " chunk offsets and sizes in all (limit)");
                 DcpChunk chunk;
                 chunk.offsets_at = static_cast<uint32_t>(out.numbers.size());
                 chunk.offsets_rank = static_cast<uint16_t>(offsets.a);
