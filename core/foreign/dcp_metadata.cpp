@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <bit>
 #include <map>
-#include <set>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
