@@ -41,6 +41,10 @@ struct VerifyCallbacks {
     // foreign format, the summary known from its metadata. A viewer shows these rows at once and
     // updates them live, instead of waiting for the whole report.
     std::function<void(const VerifyReport& listed)> files_listed;
+    // Before files_listed, where a format's metadata takes long to read (a DCP .metadata of 10^5
+    // chunks): the first tensors it lists, in a summary of those alone (their chunks without
+    // files yet; kDcpFirstTensors), so that a viewer shows rows while the rest is read. At most once.
+    std::function<void(const ForeignSummary& first)> first_tensors;
     ProgressFn progress; // all shards together
     std::function<void(std::size_t shard_index, uint64_t done, uint64_t total)> shard_progress;
     std::function<void(std::size_t shard_index, const ShardCheck&)> shard_done;

@@ -233,26 +233,9 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
                                             names.elements(r) + " of the chunk need " + std::to_string(r.element_bytes));
 }
 
-// The summary rows and the tensor list, from the metadata alone.
-void describe_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t files, std::size_t ranks,
-                       uint64_t data_bytes, const std::vector<std::string>& unreferenced, ForeignSummary& summary)
+// The tensors and the non-tensor items, in metadata order (up to kMaxListedTensors).
+void list_tensors(const DcpMetadata& meta, ForeignSummary& summary)
 {
-    add_row(summary, "pickle protocol", std::to_string(meta.pickle_protocol));
-    add_row(summary, "tensors", std::to_string(meta.tensors.size()));
-    add_row(summary, "non-tensor items", std::to_string(meta.bytes.size()));
-    add_row(summary, "chunks", std::to_string(chunks));
-    add_row(summary, "files", std::to_string(files));
-    add_row(summary, "ranks", std::to_string(ranks));
-    summary.world_size = int64_t(ranks);
-    add_row(summary, "stored bytes", human_bytes(data_bytes) + " (" + std::to_string(data_bytes) + ")");
-    for (const auto& [key, value] : meta.info)
-        add_row(summary, key, value);
-    if (!unreferenced.empty()) {
-        std::string list;
-        for (const auto& n : unreferenced)
-            list += (list.empty() ? "" : ", ") + n;
-        add_row(summary, "files not referenced by .metadata", list);
-    }
     summary.tensors_total = meta.tensors.size() + meta.bytes.size();
     summary.tensors.reserve(std::min<std::size_t>(summary.tensors_total, foreign::kMaxListedTensors), 0,
                             meta.numbers.size() + 4 * meta.tensors.size(), meta.chunks.size());
@@ -290,6 +273,29 @@ void describe_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t fil
                              .bytes = b.storage.length,
                              .detail = "pickled object"});
     }
+}
+
+// The summary rows and the tensor list, from the metadata alone.
+void describe_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t files, std::size_t ranks,
+                       uint64_t data_bytes, const std::vector<std::string>& unreferenced, ForeignSummary& summary)
+{
+    add_row(summary, "pickle protocol", std::to_string(meta.pickle_protocol));
+    add_row(summary, "tensors", std::to_string(meta.tensors.size()));
+    add_row(summary, "non-tensor items", std::to_string(meta.bytes.size()));
+    add_row(summary, "chunks", std::to_string(chunks));
+    add_row(summary, "files", std::to_string(files));
+    add_row(summary, "ranks", std::to_string(ranks));
+    summary.world_size = int64_t(ranks);
+    add_row(summary, "stored bytes", human_bytes(data_bytes) + " (" + std::to_string(data_bytes) + ")");
+    for (const auto& [key, value] : meta.info)
+        add_row(summary, key, value);
+    if (!unreferenced.empty()) {
+        std::string list;
+        for (const auto& n : unreferenced)
+            list += (list.empty() ? "" : ", ") + n;
+        add_row(summary, "files not referenced by .metadata", list);
+    }
+    list_tensors(meta, summary);
 }
 
 // The ownership layout: chunks end to end (see ForeignLayout).
@@ -341,7 +347,14 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
     const std::string meta_path = (dir / ".metadata").string();
     DcpMetadata meta;
     try {
-        meta = decode_dcp_metadata_file(dirfd.get(), ".metadata", meta_path);
+        DcpFirstTensors first_tensors;
+        if (options.callbacks.first_tensors)
+            first_tensors = [&](const DcpMetadata& first) {
+                ForeignSummary summary;
+                list_tensors(first, summary);
+                options.callbacks.first_tensors(summary);
+            };
+        meta = decode_dcp_metadata_file(dirfd.get(), ".metadata", meta_path, std::move(first_tensors));
     } catch (const Error& e) {
         Problem p = e.problem();
         p.path = ".metadata";

@@ -11,6 +11,7 @@
 #include "core/foreign/io/zip_reader.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -76,14 +77,23 @@ struct DcpMetadata {
     }
 };
 
+// The first kDcpFirstTensors tensors of a long .metadata, as soon as they are read: a
+// DcpMetadata of those alone, their chunks without storage (file -1) and nothing else. Called at
+// most once, on the decoding thread, when that many have been read (not for fewer). The names are
+// the strs each was pickled right after (state_dict_metadata's keys); the finished decode names
+// its tensors by the dict itself.
+inline constexpr std::size_t kDcpFirstTensors = 256;
+using DcpFirstTensors = std::function<void(const DcpMetadata& first)>;
+
 // Decodes the pickled Metadata. Throws Error (invalid_pickle, forbidden_pickle_opcode,
 // invalid_manifest for an unexpected structure) naming `display_path`. DCP's objects are folded
 // as the pickle is read (dcp_metadata.cpp): memory follows the chunks described, not the opcodes.
 DcpMetadata decode_dcp_metadata(std::string_view pickle_bytes, const std::string& display_path = ".metadata",
-                                const PickleLimits& limits = {});
+                                const PickleLimits& limits = {}, DcpFirstTensors first_tensors = {});
 // The same, from the file `name` beneath `dirfd`, read through a window (twice) rather than held
 // whole. Throws Error as fsutil::read_small_file does for a missing, outside or oversized file.
-DcpMetadata decode_dcp_metadata_file(int dirfd, const std::string& name, const std::string& display_path);
+DcpMetadata decode_dcp_metadata_file(int dirfd, const std::string& name, const std::string& display_path,
+                                     DcpFirstTensors first_tensors = {});
 inline DcpMetadata decode_dcp_metadata(const uint8_t* data, std::size_t size,
                                        const std::string& display_path = ".metadata", const PickleLimits& limits = {})
 {

@@ -21,7 +21,9 @@
 #include "core/util/fsutil.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
+#include <functional>
 #include <map>
 #include <span>
 #include <unordered_map>
@@ -243,6 +245,19 @@ struct Decoded {
     int protocol = 0;
     uint32_t root = kNoPickleValue;
 };
+
+// The field and class names of DCP's objects, looked up by str handle (DcpStore::name_text).
+enum class Name : uint8_t {
+    offsets, sizes, fqn, offset, relative_path, length, transform_descriptors, dtype, properties, size, chunks,
+    ChunkStorageMetadata, MetadataIndex, StorageInfo, TensorProperties, TensorStorageMetadata, BytesStorageMetadata,
+    kCount
+};
+constexpr std::string_view kNameTexts[] = {
+    "offsets", "sizes", "fqn", "offset", "relative_path", "length", "transform_descriptors", "dtype", "properties",
+    "size", "chunks", "ChunkStorageMetadata", "MetadataIndex", "_StorageInfo", "TensorProperties",
+    "TensorStorageMetadata", "BytesStorageMetadata",
+};
+static_assert(std::size(kNameTexts) == static_cast<std::size_t>(Name::kCount));
 
 class DcpStore {
 protected:
@@ -552,7 +567,7 @@ protected:
     void set_protocol(int p) { m_protocol = p; }
 
     // ---- folding: BUILD completes an object; DCP's become records
-    uint32_t build(uint32_t target, uint32_t state)
+    uint32_t build(uint32_t target, uint32_t state, uint32_t under)
     {
         if (!is_scratch(target))
             fail("BUILD on an object already built and read (a second BUILD)");
@@ -561,11 +576,69 @@ protected:
         Folded f = fold(target, false);
         if (f.value.fold == Fold::none)
             return target;
+        if (f.value.fold == Fold::tensor && m_first_tensors)
+            note_first_tensor(under, f.value.a);
         const uint32_t record = keep(f.value);
         object_field(target, folded_field) = record;
         reclaim(target);
         return record;
     }
+    // Appends a tensor record's tensor and its chunks' offsets and sizes to `out`, calling
+    // `each_chunk(chunk, its offsets)` for every chunk before it is added (where its storage is
+    // filled in). False, with the tensor not added, past kMaxDcpDimensionValues in all.
+    template <class EachChunk>
+    bool append_tensor(DcpMetadata& out, std::string_view fqn, const TensorRecord& t, EachChunk&& each_chunk) const
+    {
+        DcpTensor tensor;
+        tensor.fqn = fqn;
+        tensor.dtype = std::string(global_name(value(t.properties).a));
+        tensor.size = dims(t.size);
+        tensor.first_chunk = static_cast<uint32_t>(out.chunks.size());
+        tensor.chunk_count = t.chunks_count;
+        const std::size_t numbers_at = out.numbers.size();
+        for (uint32_t c = 0; c < t.chunks_count; ++c) {
+            const Value record = value(m_tensor_chunks[t.chunks_begin + c]);
+            const Value offsets = value(record.a), sizes = value(static_cast<uint32_t>(record.b));
+            if (out.numbers.size() + offsets.a + sizes.a > kMaxDcpDimensionValues) {
+                out.chunks.resize(tensor.first_chunk);
+                out.numbers.resize(numbers_at);
+                return false;
+            }
+            DcpChunk chunk;
+            chunk.offsets_at = static_cast<uint32_t>(out.numbers.size());
+            chunk.offsets_rank = static_cast<uint16_t>(offsets.a);
+            out.numbers.insert(out.numbers.end(), m_numbers.begin() + offsets.b, m_numbers.begin() + offsets.b + offsets.a);
+            chunk.sizes_at = static_cast<uint32_t>(out.numbers.size());
+            chunk.sizes_rank = static_cast<uint16_t>(sizes.a);
+            out.numbers.insert(out.numbers.end(), m_numbers.begin() + sizes.b, m_numbers.begin() + sizes.b + sizes.a);
+            each_chunk(chunk, std::span<const int64_t>(m_numbers).subspan(offsets.b, offsets.a));
+            out.chunks.push_back(chunk);
+        }
+        out.tensors.push_back(std::move(tensor));
+        return true;
+    }
+    // The first tensors read, named by the str under each on the stack (a dict is pickled key,
+    // then value: state_dict_metadata's key), handed to m_first_tensors once kDcpFirstTensors of
+    // them are, so that a viewer lists them while the rest of a long .metadata is read. Only a
+    // preview: the decode itself names the tensors by the dict they end up in.
+    void note_first_tensor(uint32_t under, uint32_t record)
+    {
+        if (under == kNoPickleValue || value(under).kind != PickleKind::string)
+            return;
+        m_first_named.emplace_back(under, record);
+        if (m_first_named.size() < kDcpFirstTensors)
+            return;
+        DcpMetadata first;
+        first.pickle_protocol = m_protocol;
+        for (const auto& [key, t] : m_first_named)
+            if (!append_tensor(first, text_of(value(key)), m_tensors[t], [](DcpChunk&, std::span<const int64_t>) {}))
+                break;
+        const auto call = std::move(m_first_tensors);
+        m_first_tensors = nullptr; // once
+        m_first_named = {};
+        call(first);
+    }
+
     // Gives back `object` and everything made after it, if nothing can reach them any more.
     void reclaim(uint32_t object)
     {
@@ -587,16 +660,24 @@ protected:
     // not one of theirs, and is not scanned (a shared one, built again and again, would let a
     // small file cost as much as the product of the two).
     static constexpr std::size_t kMaxFields = 64;
-    uint32_t attribute(uint32_t object, std::string_view key) const
+    uint32_t attribute(uint32_t object, std::string_view key) const { return attribute_of_text(object, shared_text(key)); }
+    // The same for the names of DCP's fields, whose str handles are looked up once (10^5 objects
+    // each ask for several).
+    uint32_t attribute(uint32_t object, Name key) const { return attribute_of_text(object, name_text(key)); }
+    uint32_t attribute_of_text(uint32_t object, uint32_t key) const
     {
+        if (key == kNoPickleValue) // no str with that text was read: no dict has the key
+            return kNoPickleValue;
         const uint32_t state = field(object, state_field);
         auto in_dict = [&](uint32_t dict) {
-            if (kind(dict) != PickleKind::dict || items(dict).size() > 2 * kMaxFields)
+            const Value d = value(dict);
+            if (d.kind != PickleKind::dict || !is_scratch(dict) || range_of(d).size > 2 * kMaxFields)
                 return kNoPickleValue;
-            const auto kv = items(dict);
+            const Range r = range_of(d);
+            const uint32_t* kv = m_pool.data() + r.begin;
             uint32_t found = kNoPickleValue;
-            for (std::size_t i = 0; i + 1 < kv.size(); i += 2) // the last of a repeated key, as a dict keeps
-                if (const Value k = value(kv[i]); k.kind == PickleKind::string && text_of(k) == key)
+            for (std::size_t i = 0; i + 1 < r.size; i += 2) // the last of a repeated key, as a dict keeps
+                if (kv[i] == key)
                     found = kv[i + 1];
             return found;
         };
@@ -605,6 +686,31 @@ protected:
                 if (const uint32_t found = in_dict(part); found != kNoPickleValue)
                     return found;
         return in_dict(state);
+    }
+    // The shared str with this text, or kNoPickleValue when none was read. Every str of up to 256
+    // bytes is shared (text()), so for the short names looked up here equal text is an equal handle.
+    uint32_t shared_text(std::string_view text) const
+    {
+        const auto it = m_strings.find(text);
+        return it == m_strings.end() ? kNoPickleValue : *it;
+    }
+    uint32_t name_text(Name name) const
+    {
+        uint32_t& h = m_name_texts[static_cast<std::size_t>(name)];
+        if (h == kNoPickleValue) // (not cached while absent: it may be read later)
+            h = shared_text(kNameTexts[static_cast<std::size_t>(name)]);
+        return h;
+    }
+    // The str handle of an object's class name, kNoPickleValue when its class is not a global.
+    uint32_t class_name_text(uint32_t object) const
+    {
+        const Value cls = value(field(object, cls_field));
+        return cls.kind == PickleKind::global ? static_cast<uint32_t>(cls.b) : kNoPickleValue;
+    }
+    bool is_class(uint32_t object, Name name) const
+    {
+        const uint32_t cls = class_name_text(object);
+        return cls != kNoPickleValue && cls == name_text(name);
     }
     std::string_view class_name_of(uint32_t object) const { return global_name(field(object, cls_field)); }
     uint32_t resolve(uint32_t h) const
@@ -676,72 +782,73 @@ protected:
     Folded fold(uint32_t object, bool explain)
     {
         Folded out;
-        const std::string_view cls = class_name_of(object);
+        const uint32_t cls = class_name_text(object);
+        auto is = [&](Name name) { return cls != kNoPickleValue && cls == name_text(name); };
         auto no = [&](std::string why) {
             if (explain)
                 out.problem = std::move(why);
             out.value = {};
             return out;
         };
-        if (cls == "ChunkStorageMetadata") {
-            const uint32_t offsets = dims_of(attribute(object, "offsets"));
+        if (is(Name::ChunkStorageMetadata)) {
+            const uint32_t offsets = dims_of(attribute(object, Name::offsets));
             if (offsets == kNoPickleValue)
-                return no(is_not(".offsets", attribute(object, "offsets"), "not a torch.Size or tuple"));
-            const uint32_t sizes = dims_of(attribute(object, "sizes"));
+                return no(is_not(".offsets", attribute(object, Name::offsets), "not a torch.Size or tuple"));
+            const uint32_t sizes = dims_of(attribute(object, Name::sizes));
             if (sizes == kNoPickleValue)
-                return no(is_not(".sizes", attribute(object, "sizes"), "not a torch.Size or tuple"));
+                return no(is_not(".sizes", attribute(object, Name::sizes), "not a torch.Size or tuple"));
             out.value = {.kind = PickleKind::new_object, .fold = Fold::chunk, .a = offsets, .b = sizes};
-        } else if (cls == "MetadataIndex") {
+        } else if (is(Name::MetadataIndex)) {
             std::string_view fqn;
-            if (!string_of(attribute(object, "fqn"), fqn))
-                return no(is_not(".fqn", attribute(object, "fqn"), "not a str"));
-            const uint32_t offset = attribute(object, "offset");
+            if (!string_of(attribute(object, Name::fqn), fqn))
+                return no(is_not(".fqn", attribute(object, Name::fqn), "not a str"));
+            const uint32_t offset = attribute(object, Name::offset);
             uint32_t offsets = kNoPickleValue;
             if (offset != kNoPickleValue && kind(offset) != PickleKind::none) {
                 offsets = dims_of(offset);
                 if (offsets == kNoPickleValue)
                     return no(is_not(".offset", offset, "not a torch.Size or tuple"));
             }
-            out.value = {.kind = PickleKind::new_object, .fold = Fold::index, .a = resolve(attribute(object, "fqn")), .b = offsets};
-        } else if (cls == "_StorageInfo") {
+            out.value = {.kind = PickleKind::new_object, .fold = Fold::index, .a = resolve(attribute(object, Name::fqn)), .b = offsets};
+        } else if (is(Name::StorageInfo)) {
             StorageRecord s;
             std::string_view file;
-            if (!string_of(attribute(object, "relative_path"), file))
-                return no(is_not(".relative_path", attribute(object, "relative_path"), "not a str"));
-            s.file = resolve(attribute(object, "relative_path"));
-            if (!number_of(attribute(object, "offset"), s.offset))
-                return no(is_not(".offset", attribute(object, "offset"), "not a non-negative int"));
-            if (!number_of(attribute(object, "length"), s.length))
-                return no(is_not(".length", attribute(object, "length"), "not a non-negative int"));
-            if (const uint32_t d = resolve(attribute(object, "transform_descriptors")); d != kNoPickleValue) {
+            if (!string_of(attribute(object, Name::relative_path), file))
+                return no(is_not(".relative_path", attribute(object, Name::relative_path), "not a str"));
+            s.file = resolve(attribute(object, Name::relative_path));
+            if (!number_of(attribute(object, Name::offset), s.offset))
+                return no(is_not(".offset", attribute(object, Name::offset), "not a non-negative int"));
+            if (!number_of(attribute(object, Name::length), s.length))
+                return no(is_not(".length", attribute(object, Name::length), "not a non-negative int"));
+            if (const uint32_t d = resolve(attribute(object, Name::transform_descriptors)); d != kNoPickleValue) {
                 const Value dv = value(d);
                 s.transformed = dv.kind == PickleKind::list || dv.kind == PickleKind::tuple ? (dv.fold == Fold::dims ? dv.a : range_of(dv).size) > 0 : false;
             }
             m_storages.push_back(s);
             out.value = {.kind = PickleKind::new_object, .fold = Fold::storage, .a = static_cast<uint32_t>(m_storages.size() - 1)};
-        } else if (cls == "TensorProperties") {
+        } else if (is(Name::TensorProperties)) {
             // TensorProperties.__getstate__: (dtype, layout, ...); older ones: a dict with 'dtype'.
             uint32_t dtype = kNoPickleValue;
             const uint32_t state = field(object, state_field);
             if (kind(state) == PickleKind::tuple && !items(state).empty() && value(state).fold != Fold::dims)
                 dtype = items(state)[0];
             else
-                dtype = attribute(object, "dtype");
+                dtype = attribute(object, Name::dtype);
             if (kind(dtype) != PickleKind::global)
                 return no(" has no dtype");
             out.value = {.kind = PickleKind::new_object, .fold = Fold::properties, .a = dtype};
-        } else if (cls == "TensorStorageMetadata") {
+        } else if (is(Name::TensorStorageMetadata)) {
             TensorRecord t;
-            t.properties = resolve(attribute(object, "properties"));
+            t.properties = resolve(attribute(object, Name::properties));
             if (value(t.properties).fold != Fold::properties) {
-                const uint32_t p = attribute(object, "properties");
-                const bool foldable = p != kNoPickleValue && class_name_of(p) == "TensorProperties";
+                const uint32_t p = attribute(object, Name::properties);
+                const bool foldable = p != kNoPickleValue && is_class(p, Name::TensorProperties);
                 return no(".properties" + (foldable ? fold(p, true).problem : std::string(" has no dtype")));
             }
-            t.size = dims_of(attribute(object, "size"));
+            t.size = dims_of(attribute(object, Name::size));
             if (t.size == kNoPickleValue)
-                return no(is_not(".size", attribute(object, "size"), "not a torch.Size or tuple"));
-            const uint32_t list = resolve(attribute(object, "chunks"));
+                return no(is_not(".size", attribute(object, Name::size), "not a torch.Size or tuple"));
+            const uint32_t list = resolve(attribute(object, Name::chunks));
             if (kind(list) != PickleKind::list && kind(list) != PickleKind::tuple)
                 return no(".chunks is not a list");
             const auto chunks = items(list);
@@ -757,7 +864,7 @@ protected:
                     m_tensor_chunks.resize(t.chunks_begin);
                     // (`chunks` is not used again: explaining may move the pool it views)
                     const std::string where = ".chunks[" + std::to_string(i) + "]";
-                    const bool foldable = class_name_of(c) == "ChunkStorageMetadata";
+                    const bool foldable = is_class(c, Name::ChunkStorageMetadata);
                     return no(where + (foldable ? fold(c, true).problem : is_not("", c, "not a ChunkStorageMetadata")));
                 }
                 m_tensor_chunks.push_back(chunk);
@@ -765,7 +872,7 @@ protected:
             t.chunks_count = static_cast<uint32_t>(chunks.size());
             m_tensors.push_back(t);
             out.value = {.kind = PickleKind::new_object, .fold = Fold::tensor, .a = static_cast<uint32_t>(m_tensors.size() - 1)};
-        } else if (cls == "BytesStorageMetadata") {
+        } else if (is(Name::BytesStorageMetadata)) {
             out.value = {.kind = PickleKind::new_object, .fold = Fold::bytes_item};
         } else {
             return no(" is " + describe(object, 1) + ", not a DCP storage record");
@@ -886,6 +993,8 @@ protected:
     std::vector<uint32_t> m_tensor_chunks;
     std::vector<int64_t> m_numbers;
     std::string m_text;
+    DcpFirstTensors m_first_tensors; // set before the run, when someone lists them early
+    std::vector<std::pair<uint32_t, uint32_t>> m_first_named; // (str under it, tensor record)
 
 private:
     struct Touch {
@@ -916,16 +1025,25 @@ private:
     std::unordered_map<uint64_t, uint32_t> m_globals;         // (module, name) str handles
     uint32_t m_none = kNoPickleValue, m_true = kNoPickleValue, m_false = kNoPickleValue;
     uint32_t m_empty_tuple = kNoPickleValue;
+    mutable std::array<uint32_t, static_cast<std::size_t>(Name::kCount)> m_name_texts = filled_names();
+    static constexpr std::array<uint32_t, static_cast<std::size_t>(Name::kCount)> filled_names()
+    {
+        std::array<uint32_t, static_cast<std::size_t>(Name::kCount)> a{};
+        a.fill(kNoPickleValue);
+        return a;
+    }
     int m_protocol = 0;
 };
 
 // Runs the machine over the bytes with the DcpStore, then reads the Metadata it left.
 class Decoder : public PickleMachine<DcpStore> {
 public:
-    Decoder(PickleInput input, const std::string& path, const PickleLimits& limits, MemoUse use)
+    Decoder(PickleInput input, const std::string& path, const PickleLimits& limits, MemoUse use,
+            DcpFirstTensors first_tensors)
         : PickleMachine<DcpStore>(std::move(input), path, limits), m_shown(path)
     {
         m_use = std::move(use);
+        m_first_tensors = std::move(first_tensors);
     }
 
     [[noreturn]] void bad(const std::string& what) const
@@ -977,8 +1095,8 @@ public:
                 const uint32_t index = resolve(kv[i]), info = resolve(kv[i + 1]);
                 if (value(index).fold != Fold::index) {
                     std::string_view fqn;
-                    if (!string_of(attribute(index, "fqn"), fqn))
-                        bad(is_not("a storage_data key's fqn", attribute(index, "fqn"), "not a str"));
+                    if (!string_of(attribute(index, Name::fqn), fqn))
+                        bad(is_not("a storage_data key's fqn", attribute(index, Name::fqn), "not a str"));
                     bad("storage_data['" + std::string(fqn) + "']" + why_not(index));
                 }
                 if (value(info).fold != Fold::storage)
@@ -1047,7 +1165,7 @@ public:
             const uint32_t md = resolve(kv[i + 1]);
             const Fold fold_kind = value(md).fold;
             // A BytesStorageMetadata has no fields: Python 3.11+ pickles it without a BUILD.
-            if (fold_kind == Fold::bytes_item || class_name_of(md) == "BytesStorageMetadata") {
+            if (fold_kind == Fold::bytes_item || is_class(md, Name::BytesStorageMetadata)) {
                 DcpBytesItem item{fqn, {}};
                 if (const int64_t s = find(fqn, std::hash<std::string_view>()(fqn), {}, false); s >= 0) {
                     const StorageRecord& r = m_storages[s];
@@ -1061,15 +1179,11 @@ public:
                 continue;
             }
             if (fold_kind != Fold::tensor) {
-                if (class_name_of(md) == "TensorStorageMetadata")
+                if (is_class(md, Name::TensorStorageMetadata))
                     bad("'" + fqn + "'" + why_not(md));
                 bad("'" + fqn + "' is described by " + describe(md, 1) + ", not Tensor/BytesStorageMetadata");
             }
             const TensorRecord& t = m_tensors[value(md).a];
-            DcpTensor tensor;
-            tensor.fqn = fqn;
-            tensor.dtype = std::string(global_name(value(t.properties).a));
-            tensor.size = dims(t.size);
             if (out.chunks.empty()) { // all chunks of all tensors, and their numbers (no regrowth)
                 std::size_t numbers = 0;
                 for (const uint32_t c : m_tensor_chunks)
@@ -1077,35 +1191,21 @@ public:
                 out.chunks.reserve(m_tensor_chunks.size());
                 out.numbers.reserve(numbers);
             }
-            tensor.first_chunk = static_cast<uint32_t>(out.chunks.size());
-            tensor.chunk_count = t.chunks_count;
             const uint64_t fqn_hash = std::hash<std::string_view>()(fqn);
-            for (uint32_t c = 0; c < t.chunks_count; ++c) {
+            // (a tensor shared by many keys is copied for each: its chunks count, and so do their
+            // dimensions)
+            const bool added = append_tensor(out, fqn, t, [&](DcpChunk& chunk, std::span<const int64_t> offsets) {
                 count();
-                const Value record = value(m_tensor_chunks[t.chunks_begin + c]);
-                const Value offsets = value(record.a), sizes = value(static_cast<uint32_t>(record.b));
-                // (a tensor shared by many keys is copied for each: its chunks count, and so do
-                // their dimensions)
-                if (out.numbers.size() + offsets.a + sizes.a > kMaxDcpDimensionValues)
-                    bad("more than " + std::to_string(kMaxDcpDimensionValues) + " chunk offsets and sizes in all (limit)");
-                DcpChunk chunk;
-                chunk.offsets_at = static_cast<uint32_t>(out.numbers.size());
-                chunk.offsets_rank = static_cast<uint16_t>(offsets.a);
-                out.numbers.insert(out.numbers.end(), m_numbers.begin() + offsets.b, m_numbers.begin() + offsets.b + offsets.a);
-                chunk.sizes_at = static_cast<uint32_t>(out.numbers.size());
-                chunk.sizes_rank = static_cast<uint16_t>(sizes.a);
-                out.numbers.insert(out.numbers.end(), m_numbers.begin() + sizes.b, m_numbers.begin() + sizes.b + sizes.a);
-                if (const int64_t s = find(fqn, fqn_hash, std::span<const int64_t>(m_numbers).subspan(offsets.b, offsets.a), true);
-                    s >= 0) {
+                if (const int64_t s = find(fqn, fqn_hash, offsets, true); s >= 0) {
                     const StorageRecord& r = m_storages[s];
                     chunk.file = file_of(r.file);
                     chunk.offset = r.offset;
                     chunk.length = r.length;
                     chunk.transformed = r.transformed;
                 }
-                out.chunks.push_back(chunk);
-            }
-            out.tensors.push_back(std::move(tensor));
+            });
+            if (!added)
+                bad("more than " + std::to_string(kMaxDcpDimensionValues) + " chunk offsets and sizes in all (limit)");
         }
 
         if (std::string_view v; string_of(attribute(root, "version"), v))
@@ -1164,14 +1264,16 @@ void check_size(std::size_t bytes, const std::string& display_path)
 
 } // namespace
 
-DcpMetadata decode_dcp_metadata(std::string_view bytes, const std::string& display_path, const PickleLimits& limits)
+DcpMetadata decode_dcp_metadata(std::string_view bytes, const std::string& display_path, const PickleLimits& limits,
+                                DcpFirstTensors first_tensors)
 {
     check_size(bytes.size(), display_path);
     MemoUse use = scan_memo_use(PickleInput(bytes), limits);
-    return Decoder(PickleInput(bytes), display_path, limits, std::move(use)).decode();
+    return Decoder(PickleInput(bytes), display_path, limits, std::move(use), std::move(first_tensors)).decode();
 }
 
-DcpMetadata decode_dcp_metadata_file(int dirfd, const std::string& name, const std::string& display_path)
+DcpMetadata decode_dcp_metadata_file(int dirfd, const std::string& name, const std::string& display_path,
+                                     DcpFirstTensors first_tensors)
 {
     fsutil::OpenedFile file = fsutil::open_small_file(dirfd, name, kMaxDcpMetadataBytes, display_path);
     const int fd = file.fd.get();
@@ -1180,7 +1282,8 @@ DcpMetadata decode_dcp_metadata_file(int dirfd, const std::string& name, const s
     };
     // Read twice through a window (pass one, then the fold): the file's bytes are never all resident.
     MemoUse use = scan_memo_use(PickleInput(read, file.size), PickleLimits{});
-    return Decoder(PickleInput(read, file.size), display_path, PickleLimits{}, std::move(use)).decode();
+    return Decoder(PickleInput(read, file.size), display_path, PickleLimits{}, std::move(use), std::move(first_tensors))
+        .decode();
 }
 
 } // namespace shardscope

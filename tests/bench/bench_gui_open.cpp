@@ -65,12 +65,15 @@ int openOne(const QString& dir, const QString& typed)
 
     QElapsedTimer clock;
     clock.start();
-    qint64 last = 0, worst = 0;
+    qint64 last = 0, worst = 0, worstAt = 0; // the stall, and when it ended
     QTimer tick;
     tick.setInterval(2);
     QObject::connect(&tick, &QTimer::timeout, [&] {
         const qint64 now = clock.nsecsElapsed();
-        worst = std::max(worst, now - last);
+        if (now - last > worst) {
+            worst = now - last;
+            worstAt = now;
+        }
         last = now;
     });
     bool finished = false;
@@ -83,6 +86,7 @@ int openOne(const QString& dir, const QString& typed)
     panel.tabs()->setCurrentIndex(CheckpointPanel::kTensorsTab);
     pane->table()->repaint();
     const double firstRows = clock.nsecsElapsed() / 1e6;
+    const int firstCount = model->rowCount(); // all of them, or those listed before the rest
     while (!finished)
         QApplication::processEvents(QEventLoop::WaitForMoreEvents, 5);
     pane->table()->repaint();
@@ -91,8 +95,9 @@ int openOne(const QString& dir, const QString& typed)
     tick.stop();
     const long peak = bench::peak_rss_kib();
     const std::size_t listed = model->listedCount();
-    std::printf("  app: first %zu tensor rows painted %.0f ms after open, verified %.0f ms; longest stall %.1f ms\n",
-                listed, firstRows, done, worst / 1e6);
+    std::printf("  app: first %d of %zu tensor rows painted %.0f ms after open, verified %.0f ms; longest stall %.1f ms "
+                "(ended at %.0f ms)\n",
+                firstCount, listed, firstRows, done, worst / 1e6, worstAt / 1e6);
     std::printf("  app: peak RSS %.1f MiB above the empty window (%.0f bytes per listed tensor)\n",
                 (peak - baseline) / 1024.0, double(peak - baseline) * 1024.0 / double(std::max<std::size_t>(1, listed)));
 

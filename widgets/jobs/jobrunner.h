@@ -57,6 +57,12 @@ std::optional<shardscope::Problem> problemOf(const std::string& path, Work&& wor
     return std::nullopt;
 }
 
+// Lowers the calling worker thread's scheduling priority (nice 10), and so that of the threads
+// core starts from it, which inherit it: on a machine with few cores the verify threads would
+// otherwise delay the GUI thread's repaints and input by tens of milliseconds. The pool's threads
+// keep it, as they run only such work.
+void runBelowTheGuiThread();
+
 struct JobReading {
     quint64 bytesDone = 0;
     quint64 bytesTotal = 0;
@@ -116,7 +122,10 @@ public:
             watcher->deleteLater();
             done(std::move(outcome));
         });
-        watcher->setFuture(QtConcurrent::run(std::move(work)));
+        watcher->setFuture(QtConcurrent::run([work = std::move(work)] {
+            runBelowTheGuiThread();
+            return work();
+        }));
         m_timer.start();
     }
 

@@ -23,6 +23,7 @@ struct VerifyJobState : JobProgress {
     std::string format;
     std::vector<shardscope::StepInfo> steps;
     std::optional<shardscope::Manifest> manifest;
+    std::optional<shardscope::ForeignSummary> firstTensors;
     std::optional<shardscope::VerifyReport> listed;
     std::map<std::size_t, int> percents; // latest percent per shard since the last drain
     std::vector<std::pair<std::size_t, shardscope::ShardCheck>> done;
@@ -88,6 +89,13 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
         if (job->wake)
             job->wake(); // rows first, then their statuses
     };
+    verify.callbacks.first_tensors = [job](const shardscope::ForeignSummary& first) {
+        shardscope::ForeignSummary copy = first; // (a few hundred tensors)
+        std::lock_guard lock(job->mutex);
+        job->firstTensors = std::move(copy);
+        if (job->wake)
+            job->wake();
+    };
     verify.callbacks.progress = [job](uint64_t done, uint64_t total) {
         job->bytesDone.store(done, std::memory_order_relaxed);
         job->bytesTotal.store(total, std::memory_order_relaxed);
@@ -119,9 +127,11 @@ void VerifyController::start(const QString& path, const Options& options)
     m_stepInfos.clear();
     m_manifest.reset();
     m_listed = {};
+    m_firstTensors = {};
     m_report = {};
     m_manifestSeen = false;
     m_listedSeen = false;
+    m_firstTensorsSeen = false;
 
     // Safe: the destructor waits for every job, so `this` outlives the worker.
     m_job->wake = [this] { QMetaObject::invokeMethod(this, &VerifyController::poll, Qt::QueuedConnection); };
@@ -141,6 +151,7 @@ void VerifyController::poll()
     std::vector<std::pair<std::size_t, shardscope::ShardCheck>> done;
     bool publishManifest = false;
     bool publishListed = false;
+    bool publishFirstTensors = false;
     {
         std::lock_guard lock(m_job->mutex);
         if (m_job->manifestPublished && !m_manifestSeen) {
@@ -153,6 +164,10 @@ void VerifyController::poll()
                 if (step.complete && step.tier == shardscope::StepTier::local)
                     m_steps.append(QDir::cleanPath(QDir(m_path).filePath(QString::fromStdString(step.name))));
         }
+        if (m_manifestSeen && m_job->firstTensors && !m_firstTensorsSeen && !m_job->listed) {
+            m_firstTensorsSeen = publishFirstTensors = true;
+            m_firstTensors = std::move(*m_job->firstTensors);
+        }
         if (m_manifestSeen && m_job->listed && !m_listedSeen) {
             m_listedSeen = publishListed = true;
             m_listed = std::move(*m_job->listed);
@@ -164,6 +179,8 @@ void VerifyController::poll()
     }
     if (publishManifest)
         emit manifestReady();
+    if (publishFirstTensors)
+        emit firstTensorsListed();
     if (publishListed)
         emit filesListed();
     for (const auto& [index, percent] : percents)

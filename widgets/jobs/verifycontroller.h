@@ -52,6 +52,8 @@ public:
     // Valid after filesListed() of the current job: the files being checked (pending) and, for a
     // foreign format, the summary read from its metadata.
     const shardscope::VerifyReport& listed() const { return m_listed; }
+    // Valid after firstTensorsListed() of the current job: the first tensors of a long metadata.
+    const shardscope::ForeignSummary& firstTensors() const { return m_firstTensors; }
     // Valid after finished().
     const shardscope::VerifyReport& report() const { return m_report; }
     shardscope::VerifyReport takeReport() { return std::move(m_report); } // report() is empty after
@@ -59,6 +61,9 @@ public:
 signals:
     void started(const QString& path);
     void manifestReady();
+    // Before filesListed, when core lists the first tensors of a long metadata early (DCP): a
+    // view shows them while the rest is read. Not emitted when the files are listed already.
+    void firstTensorsListed();
     void filesListed(); // before the first shardPercent / shardFinished of the job
     void shardPercent(int index, int percent);
     void shardFinished(int index, const shardscope::ShardCheck& check);
@@ -74,6 +79,7 @@ private:
     std::shared_ptr<VerifyJobState> m_job; // the current job (the runner's progress, with more)
     bool m_manifestSeen = false;
     bool m_listedSeen = false;
+    bool m_firstTensorsSeen = false;
 
     QString m_path;
     QString m_directory;
@@ -82,6 +88,7 @@ private:
     std::vector<shardscope::StepInfo> m_stepInfos;
     std::optional<shardscope::Manifest> m_manifest;
     shardscope::VerifyReport m_listed;
+    shardscope::ForeignSummary m_firstTensors;
     shardscope::VerifyReport m_report;
     JobRunner<Outcome> m_runner{this, [this] { poll(); }}; // last: destroyed (and waited for) first
 };

@@ -180,6 +180,7 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
         reverify(); // keeps the root's step list
     });
     connect(m_controller, &VerifyController::manifestReady, this, &CheckpointPanel::onManifestReady);
+    connect(m_controller, &VerifyController::firstTensorsListed, this, &CheckpointPanel::onFirstTensorsListed);
     connect(m_controller, &VerifyController::filesListed, this, &CheckpointPanel::onFilesListed);
     connect(m_controller, &VerifyController::shardPercent, m_shards, &ShardTableModel::setShardPercent);
     connect(m_controller, &VerifyController::shardFinished, m_shards, &ShardTableModel::setShardResult);
@@ -274,6 +275,14 @@ void CheckpointPanel::onManifestReady()
     m_problems->hide();
     emit opened(dir);
     emit statusMessage(tr("Verifying %1…").arg(printableText(dir)));
+}
+
+void CheckpointPanel::onFirstTensorsListed()
+{
+    // The first tensors of a long metadata (DCP), while the rest is read: onFilesListed replaces
+    // them with the whole list. The controller keeps them until its next start().
+    m_tabs->setTabVisible(kTensorsTab, true);
+    m_tensorList->setSummary(&m_controller->firstTensors(), TensorListPane::Listing::first);
 }
 
 void CheckpointPanel::onFilesListed()

@@ -73,6 +73,7 @@ signals:
 
 private:
     void onManifestReady();
+    void onFirstTensorsListed();
     void onFilesListed();
     void showForeignLayout(const shardscope::VerifyReport& report);
     void showNativeLayout();

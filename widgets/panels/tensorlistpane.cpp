@@ -23,6 +23,7 @@ TensorListPane::TensorListPane(QWidget* parent)
     m_filter->setObjectName(QStringLiteral("foreignTensorFilter"));
     m_table->setObjectName(QStringLiteral("foreignTensorTable"));
     m_chunkView->setObjectName(QStringLiteral("foreignChunkTable"));
+    m_count->setObjectName(QStringLiteral("foreignTensorCount"));
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     auto* row = new QHBoxLayout;
@@ -74,8 +75,9 @@ TensorListPane::TensorListPane(QWidget* parent)
     showCount();
 }
 
-void TensorListPane::setSummary(const shardscope::ForeignSummary* summary)
+void TensorListPane::setSummary(const shardscope::ForeignSummary* summary, Listing listing)
 {
+    m_listing = listing;
     m_chunks->setTensor(std::nullopt); // before the tensor it points into can go
     m_model->setSummary(summary);
 }
@@ -87,7 +89,9 @@ void TensorListPane::showCount()
     QString text = m_model->nameFilter().isEmpty()
                        ? tr("%1 tensors").arg(formatCount(listed))
                        : tr("%1 of %2 tensors").arg(formatCount(uint64_t(m_model->rowCount())), formatCount(listed));
-    if (total > listed) // the core lists the first kMaxListedTensors
+    if (m_listing == Listing::first)
+        text += tr(" so far (reading the rest of the metadata…)");
+    else if (total > listed) // the core lists the first kMaxListedTensors
         text += tr(" (of %1; the rest not listed)").arg(formatCount(total));
     m_count->setText(text);
 }

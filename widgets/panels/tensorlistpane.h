@@ -24,11 +24,15 @@ class TensorListPane : public QWidget {
 public:
     explicit TensorListPane(QWidget* parent = nullptr);
 
+    // all: every tensor the metadata lists; first: the first of a long metadata, while core reads
+    // the rest (the count says so).
+    enum class Listing { all, first };
     // `summary` must outlive its use (see ForeignTensorModel::setSummary); nullptr clears.
-    void setSummary(const shardscope::ForeignSummary* summary);
+    void setSummary(const shardscope::ForeignSummary* summary, Listing listing = Listing::all);
     void clear() { setSummary(nullptr); }
 
-    // Children have objectNames too ("foreignTensorFilter", "foreignTensorTable", "foreignChunkTable").
+    // Children have objectNames too ("foreignTensorFilter", "foreignTensorTable", "foreignChunkTable",
+    // "foreignTensorCount").
     ForeignTensorModel* model() const { return m_model; }
     ForeignChunkModel* chunkModel() const { return m_chunks; }
     QLineEdit* filter() const { return m_filter; }
@@ -44,6 +48,7 @@ private:
     QLabel* m_count;
     QTableView* m_table;
     QTableView* m_chunkView;
+    Listing m_listing = Listing::all;
 };
 
 } // namespace shardwidgets

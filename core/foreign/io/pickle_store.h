@@ -155,7 +155,7 @@ protected:
                                         : container(PickleKind::new_object, {cls, args, kwargs});
     }
     uint32_t persistent_id(uint32_t pid) { return container(PickleKind::persistent_id, {pid}); }
-    uint32_t build(uint32_t target, uint32_t state)
+    uint32_t build(uint32_t target, uint32_t state, uint32_t /*under*/)
     {
         object_of(target).state = state;
         return target;

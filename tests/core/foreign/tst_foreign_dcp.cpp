@@ -16,6 +16,7 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <QTest>
 
@@ -416,6 +417,63 @@ private slots:
         QVERIFY(summary);
         QCOMPARE(results, 2);
         QCOMPARE(results_before_list, 0);
+    }
+
+    // The first kDcpFirstTensors tensors of a long .metadata reach a viewer while the rest is
+    // read (as CPython pickles it and without the memo): the same names, dtypes, sizes and chunks
+    // as the finished decode's first ones, without storage yet. Fewer tensors: no early list. In
+    // verify, they come before the files are listed.
+    void firstTensorsListedEarly()
+    {
+        const auto spec = many_chunks(kDcpFirstTensors + 44, 2);
+        for (const bool cpython : {false, true}) {
+            const std::string bytes = dcp_metadata(spec, true, {"step"}, {}, cpython);
+            std::optional<DcpMetadata> first;
+            int calls = 0;
+            const DcpMetadata all = decode_dcp_metadata(bytes, "m", {}, [&](const DcpMetadata& m) {
+                ++calls;
+                first = m;
+            });
+            QCOMPARE(calls, 1);
+            QCOMPARE(first->tensors.size(), kDcpFirstTensors);
+            QVERIFY(first->files.empty() && first->bytes.empty());
+            for (std::size_t t = 0; t < kDcpFirstTensors; ++t) {
+                const DcpTensor &a = first->tensors[t], &b = all.tensors[t];
+                QCOMPARE(a.fqn, spec[t].fqn);
+                QCOMPARE(a.dtype, b.dtype);
+                QCOMPARE(a.size, b.size);
+                QCOMPARE(a.chunk_count, b.chunk_count);
+                for (uint32_t c = 0; c < a.chunk_count; ++c) {
+                    const DcpChunk &x = first->chunks[a.first_chunk + c], &y = all.chunks[b.first_chunk + c];
+                    QCOMPARE(as_vector(first->offsets(x)), as_vector(all.offsets(y)));
+                    QCOMPARE(as_vector(first->sizes(x)), as_vector(all.sizes(y)));
+                    QCOMPARE(x.file, -1);
+                }
+            }
+            compare_to_spec(all, spec);
+        }
+        const auto few = many_chunks(kDcpFirstTensors - 1, 2);
+        int calls = 0;
+        decode_dcp_metadata(dcp_metadata(few, true, {}, {}, true), "m", {}, [&](const DcpMetadata&) { ++calls; });
+        QCOMPARE(calls, 0);
+
+        const fs::path dir = root() / "first-tensors";
+        fs::create_directories(dir);
+        write_file(dir / ".metadata", dcp_metadata(spec, true, {}, {}, true));
+        VerifyOptions options;
+        std::vector<std::string> order;
+        options.callbacks.first_tensors = [&](const ForeignSummary& s) {
+            order.push_back("first");
+            QCOMPARE(s.tensors.size(), kDcpFirstTensors);
+            QCOMPARE(std::string(s.tensors[0].name), spec[0].fqn);
+            QCOMPARE(s.tensors[0].chunks.size(), std::size_t(2));
+        };
+        options.callbacks.files_listed = [&](const VerifyReport& r) {
+            order.push_back("files");
+            QCOMPARE(r.foreign->tensors.size(), spec.size());
+        };
+        verify_checkpoint(dir, options); // (its data files are missing: not what is looked at here)
+        QCOMPARE(order, (std::vector<std::string>{"first", "files"}));
     }
 
     void hostileMetadata()

@@ -9,6 +9,7 @@
 
 #include "big_foreign.h"
 
+#include <QLabel>
 #include <QLineEdit>
 #include <QSignalSpy>
 #include <QTabWidget>
@@ -131,6 +132,41 @@ private slots:
         QVERIFY(chunks);
         QCOMPARE(chunks->model()->rowCount(), 64);
         QVERIFY(!chunks->isHidden());
+    }
+
+    // A long DCP .metadata (4,000 tensors): its first 256 tensors are listed while the rest is
+    // decoded, and say so; the whole list replaces them.
+    void dcpFirstTensorsShowWhileTheRestIsRead()
+    {
+        QTemporaryDir tmp;
+        const std::filesystem::path dir = tmp.filePath(QStringLiteral("dcp")).toStdString();
+        bigforeign::write_dcp(dir, 8000, 2); // 4,000 tensors of 2 chunks
+        CheckpointPanel panel;
+        panel.resize(1400, 900);
+        panel.show();
+        auto* count = panel.tensorList()->findChild<QLabel*>(QStringLiteral("foreignTensorCount"));
+        QVERIFY(count);
+        int rowsFirst = -1;
+        QString countFirst, firstName;
+        bool listedBefore = false;
+        bool listed = false, finished = false;
+        connect(&panel, &CheckpointPanel::verificationFinished, this, [&] { finished = true; });
+        connect(panel.controller(), &VerifyController::filesListed, this, [&] { listed = true; });
+        connect(panel.controller(), &VerifyController::firstTensorsListed, this, [&] {
+            ForeignTensorModel* model = panel.tensorList()->model();
+            rowsFirst = model->rowCount();
+            countFirst = count->text();
+            firstName = model->index(0, ForeignTensorModel::Name).data().toString();
+            listedBefore = listed;
+        });
+        panel.open(QString::fromStdString(dir.string()));
+        QTRY_VERIFY_WITH_TIMEOUT(finished, 60000);
+        QCOMPARE(rowsFirst, 256);
+        QVERIFY(!listedBefore);
+        QVERIFY2(countFirst.contains(QStringLiteral("256 tensors so far")), qPrintable(countFirst));
+        QVERIFY(firstName.startsWith(QStringLiteral("model.layers.")));
+        QCOMPARE(panel.tensorList()->model()->rowCount(), 4000);
+        QVERIFY2(!count->text().contains(QStringLiteral("so far")), qPrintable(count->text()));
     }
 };
 
