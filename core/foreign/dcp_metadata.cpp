@@ -54,6 +54,11 @@ public:
     // Sets `index`'s byte; true when the index is new.
     bool set(uint64_t index, uint8_t byte)
     {
+        if (index == m_dense.size() && m_sparse.empty()) { // the next index (MEMOIZE's): appended
+            m_dense.push_back(byte);
+            ++m_count;
+            return true;
+        }
         const bool fresh = get(index) == 0;
         if (index < m_dense.size() || index < 2 * m_count + 4096) {
             if (index >= m_dense.size())
@@ -66,6 +71,14 @@ public:
         }
         m_count += fresh;
         return fresh;
+    }
+    // ORs `bits` into the index's byte (a new index gets them).
+    void mark(uint64_t index, uint8_t bits)
+    {
+        if (index < m_dense.size() && m_dense[index]) [[likely]]
+            m_dense[index] |= bits;
+        else
+            set(index, get(index) | bits);
     }
     uint8_t get(uint64_t index) const
     {
@@ -144,67 +157,105 @@ struct MemoUse {
 // alone (MEMOIZE, BINPUT, LONG_BINPUT, the GETs), so this skips each opcode's argument and keeps
 // no stack. It stops quietly at anything it does not know: the second pass, which runs the
 // machine and its checks over the same bytes, reports that very opcode before it could need
-// what came after.
+// what came after. Opcodes are read straight from the bytes at hand (this pass sees every one of
+// a 10^5-chunk file's millions of opcodes); a str's text is skipped, not read.
+// How pass one steps over an opcode: its fixed argument's bytes, and what it does.
+enum class ScanAs : uint8_t { unknown, plain, text, signed_text, memoize, put, get, global, stop };
+struct OpShape {
+    ScanAs as = ScanAs::unknown;
+    uint8_t head = 0; // bytes of its fixed argument (a text's length, for a text)
+};
+constexpr std::array<OpShape, 256> scan_shapes()
+{
+    std::array<OpShape, 256> t{};
+    constexpr uint8_t kNoArgument[] = {'(', '0', '1', '2', 'N', 0x88, 0x89, ']', ')', '}', 0x8f, 'l', 't', 0x91, 0x85,
+                                       0x86, 0x87, 'd', 'a', 'e', 's', 'u', 0x90, 0x93, 'R', 0x81, 0x92, 'b', 'Q'};
+    for (const uint8_t op : kNoArgument)
+        t[op] = {ScanAs::plain, 0};
+    t[0x80] = t['K'] = {ScanAs::plain, 1}; // PROTO, BININT1
+    t['M'] = {ScanAs::plain, 2};
+    t['J'] = {ScanAs::plain, 4};
+    t[0x95] = t['G'] = {ScanAs::plain, 8}; // FRAME (its opcodes are read as usual), BINFLOAT
+    t[0x8a] = t[0x8c] = t['C'] = t['U'] = {ScanAs::text, 1};
+    t['X'] = t['B'] = {ScanAs::text, 4};
+    t[0x8b] = t['T'] = {ScanAs::signed_text, 4};
+    t[0x8d] = t[0x8e] = t[0x96] = {ScanAs::text, 8};
+    t[0x94] = {ScanAs::memoize, 0};
+    t['q'] = {ScanAs::put, 1};
+    t['r'] = {ScanAs::put, 4};
+    t['h'] = {ScanAs::get, 1};
+    t['j'] = {ScanAs::get, 4};
+    t['c'] = {ScanAs::global, 0};
+    t['.'] = {ScanAs::stop, 0};
+    return t;
+}
+constexpr std::array<OpShape, 256> kScanShapes = scan_shapes();
+
 MemoUse scan_memo_use(PickleInput in, const PickleLimits& limits)
 {
     MemoUse use;
-    auto number = [&](std::size_t n, uint64_t& out) {
-        const auto b = n <= in.left() ? in.take(n) : std::nullopt;
-        if (!b)
-            return false;
-        out = 0;
-        for (std::size_t i = 0; i < n; ++i)
-            out |= uint64_t(uint8_t((*b)[i])) << (8 * i);
-        return true;
-    };
-    // Skipped, not read (a str's bytes matter only to the second pass, which bounds them).
-    auto skip = [&](uint64_t n) { return n <= in.left() && in.skip(n); };
-    auto put = [&](uint64_t index) {
-        use.entries.set(index, use.entries.get(index) | kStored);
-        return use.entries.count() <= limits.max_memo;
-    };
-    auto get = [&](uint64_t index) {
-        const uint8_t e = use.entries.get(index);
-        if (e)
-            use.entries.set(index, e | kFetched);
-    };
-    uint64_t v = 0;
     while (in.left() > 0) {
-        const auto byte = in.take(1);
-        if (!byte) // unreadable: the second pass says so
-            return use;
-        const auto op = static_cast<uint8_t>((*byte)[0]);
-        bool ok = true;
-        switch (op) {
-        case '.': return use;
-        case 0x94: ok = put(use.entries.count()); break; // MEMOIZE
-        case 'q': ok = number(1, v) && put(v); break;     // BINPUT
-        case 'r': ok = number(4, v) && put(v); break;     // LONG_BINPUT
-        case 'h': ok = number(1, v); get(v); break;       // BINGET
-        case 'j': ok = number(4, v); get(v); break;       // LONG_BINGET
-        case 0x80: case 'K': ok = skip(1); break;         // PROTO, BININT1
-        case 'M': ok = skip(2); break;
-        case 'J': ok = skip(4); break;
-        case 0x95: case 'G': ok = skip(8); break;         // FRAME (its opcodes are read as usual), BINFLOAT
-        case 0x8a: case 0x8c: case 'C': case 'U': ok = number(1, v) && skip(v); break;
-        case 'X': case 'B': ok = number(4, v) && skip(v); break;
-        case 0x8b: case 'T': ok = number(4, v) && v < 0x80000000u && skip(v); break; // signed lengths
-        case 0x8d: case 0x8e: case 0x96: ok = number(8, v) && skip(v); break;
-        case 'c': // GLOBAL: two lines
-            for (int line = 0; ok && line < 2; ++line) {
-                const auto ahead = in.peek(std::min<uint64_t>(in.left(), 4097));
-                const auto end = ahead ? ahead->find('\n') : std::string_view::npos;
-                ok = end != std::string_view::npos && skip(end + 1);
+        // At least one whole opcode head (an opcode and an 8-byte argument) at hand, unless the
+        // input ends first.
+        if (in.at_hand().size() < 9 && !in.peek(std::min<uint64_t>(in.left(), 9)))
+            return use; // unreadable: the second pass says so
+        const std::string_view b = in.at_hand();
+        const bool to_the_end = b.size() >= in.left();
+        const auto* bytes = reinterpret_cast<const uint8_t*>(b.data());
+        std::size_t i = 0; // the next opcode; may pass the end of b (a text skipped)
+        while (i < b.size()) {
+            const OpShape shape = kScanShapes[bytes[i]];
+            if (shape.as == ScanAs::global)
+                break; // two lines: read from the input itself, below
+            if (i + 1 + shape.head > b.size()) {
+                if (to_the_end)
+                    return use; // truncated inside an argument
+                break;          // read on from this opcode
             }
-            break;
-        case '(': case '0': case '1': case '2': case 'N': case 0x88: case 0x89: case ']': case ')': case '}':
-        case 0x8f: case 'l': case 't': case 0x91: case 0x85: case 0x86: case 0x87: case 'd': case 'a': case 'e':
-        case 's': case 'u': case 0x90: case 0x93: case 'R': case 0x81: case 0x92: case 'b': case 'Q':
-            break;
-        default: ok = false;
+            uint64_t n = 0; // the argument, little-endian
+            for (std::size_t k = 0; k < shape.head; ++k)
+                n |= uint64_t(bytes[i + 1 + k]) << (8 * k);
+            i += 1 + shape.head;
+            switch (shape.as) {
+            case ScanAs::plain: break;
+            case ScanAs::signed_text:
+                if (n >= 0x80000000u)
+                    return use;
+                [[fallthrough]];
+            case ScanAs::text:
+                if (n > in.left() - i)
+                    return use; // a text past the end
+                i += n;
+                break;
+            case ScanAs::memoize: n = use.entries.count(); [[fallthrough]];
+            case ScanAs::put:
+                use.entries.mark(n, kStored);
+                if (use.entries.count() > limits.max_memo)
+                    return use;
+                break;
+            case ScanAs::get:
+                if (use.entries.get(n))
+                    use.entries.mark(n, kFetched);
+                break;
+            case ScanAs::stop:
+            case ScanAs::unknown:
+            case ScanAs::global: return use;
+            }
         }
-        if (!ok)
-            return use;
+        if (i > 0) {
+            in.skip(i); // (i <= in.left(): checked for every text)
+            continue;
+        }
+        if (bytes[0] != 'c')
+            return use; // (not reached: b holds a whole opcode head unless the input ends)
+        in.skip(1); // GLOBAL: two lines
+        for (int line = 0; line < 2; ++line) {
+            const auto ahead = in.peek(std::min<uint64_t>(in.left(), 4097));
+            const auto end = ahead ? ahead->find('\n') : std::string_view::npos;
+            if (end == std::string_view::npos)
+                return use;
+            in.skip(end + 1);
+        }
     }
     return use;
 }
@@ -307,14 +358,15 @@ protected:
         if (h == kNoPickleValue)
             return {}; // an absent attribute reads as None
         if (is_scratch(h)) {
-            if (h >= m_scratch.size()) // given back while still reachable: a bug here, refused
-                fail("internal error: a value was given back while still in use");
+            if (h >= m_scratch.size()) [[unlikely]] // given back while still reachable: a bug here, refused
+                given_back();
             return m_scratch[h];
         }
         if (is_inline(h))
             return {.kind = PickleKind::integer, .b = h - kInline};
         return m_kept[h - kKept];
     }
+    [[noreturn, gnu::noinline]] void given_back() const { fail("internal error: a value was given back while still in use"); }
     PickleKind kind(uint32_t h) const { return value(h).kind; }
 
     uint32_t shared(uint32_t& slot, Value v)

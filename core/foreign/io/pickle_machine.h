@@ -68,6 +68,13 @@ public:
         m_pos += n;
         return true;
     }
+    // The bytes read ahead of the position, without reading more (none after a skip past them):
+    // valid until the next peek or take.
+    std::string_view at_hand() const
+    {
+        const uint64_t end = m_window_at + m_window.size();
+        return m_pos < end ? m_window.substr(static_cast<std::size_t>(m_pos - m_window_at)) : std::string_view();
+    }
     // The same without consuming them.
     std::optional<std::string_view> peek(uint64_t n)
     {
@@ -182,8 +189,17 @@ private:
         return this->text(kind, take(length));
     }
 
-    // The next n bytes: valid until the next take (see PickleInput).
+    // The next n bytes: valid until the next take (see PickleInput). Every opcode takes: the
+    // common case (the bytes at hand) is kept small enough to inline.
     std::string_view take(uint64_t n)
+    {
+        if (const std::string_view hand = m_in.at_hand(); n <= hand.size()) [[likely]] {
+            m_in.skip(n);
+            return hand.substr(0, static_cast<std::size_t>(n));
+        }
+        return take_more(n);
+    }
+    [[gnu::noinline]] std::string_view take_more(uint64_t n)
     {
         if (n > m_in.left()) [[unlikely]]
             fail("the data ends inside an opcode's argument (needs " + std::to_string(n) + " bytes, " +
@@ -217,9 +233,13 @@ private:
 
     void push(uint32_t id)
     {
-        if (m_stack.size() + m_marks.size() >= this->m_limits.max_stack)
-            fail("the stack grows past " + std::to_string(this->m_limits.max_stack) + " entries (limit)");
+        if (m_stack.size() + m_marks.size() >= this->m_limits.max_stack) [[unlikely]]
+            stack_full();
         m_stack.push_back(id);
+    }
+    [[noreturn, gnu::noinline]] void stack_full() const
+    {
+        fail("the stack grows past " + std::to_string(this->m_limits.max_stack) + " entries (limit)");
     }
     std::size_t frame_start() const { return m_marks.empty() ? 0 : m_marks.back(); }
     // Where the frame below the last mark starts: APPENDS / SETITEMS / ADDITEMS take their target
@@ -302,8 +322,8 @@ auto PickleMachine<Store>::run()
             return this->finish(m_stack.back());
         }
         case '(': // MARK
-            if (m_stack.size() + m_marks.size() >= this->m_limits.max_stack)
-                fail("the stack grows past " + std::to_string(this->m_limits.max_stack) + " entries (limit)");
+            if (m_stack.size() + m_marks.size() >= this->m_limits.max_stack) [[unlikely]]
+                stack_full();
             m_marks.push_back(m_stack.size());
             break;
         case '0': // POP: the top value, or the top mark when nothing is above it
