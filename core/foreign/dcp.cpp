@@ -350,9 +350,9 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
         DcpFirstTensors first_tensors;
         if (options.callbacks.first_tensors)
             first_tensors = [&](const DcpMetadata& first) {
-                ForeignSummary summary;
-                list_tensors(first, summary);
-                options.callbacks.first_tensors(summary);
+                ForeignSummary first_summary;
+                list_tensors(first, first_summary);
+                options.callbacks.first_tensors(first_summary);
             };
         meta = decode_dcp_metadata_file(dirfd.get(), ".metadata", meta_path, std::move(first_tensors));
     } catch (const Error& e) {

@@ -78,11 +78,12 @@ struct DcpMetadata {
 };
 
 // The first kDcpFirstTensors tensors of a long .metadata, as soon as they are read: a
-// DcpMetadata of those alone, their chunks without storage (file -1) and nothing else. Called at
-// most once, on the decoding thread, when that many have been read (not for fewer). The names are
-// the strs each was pickled right after (state_dict_metadata's keys); the finished decode names
-// its tensors by the dict itself.
+// DcpMetadata of those alone, their chunks without storage (file -1) and nothing else, and no more
+// than kDcpFirstChunks chunks (the tensors that fit). Called at most once, on the decoding thread,
+// when that many tensors have been read (not for fewer). The names are the strs each was pickled
+// right after (state_dict_metadata's keys); the finished decode names its tensors by the dict.
 inline constexpr std::size_t kDcpFirstTensors = 256;
+inline constexpr std::size_t kDcpFirstChunks = 1u << 16;
 using DcpFirstTensors = std::function<void(const DcpMetadata& first)>;
 
 // Decodes the pickled Metadata. Throws Error (invalid_pickle, forbidden_pickle_opcode,

@@ -153,12 +153,6 @@ struct MemoUse {
     uint64_t stored_again = 0;
 };
 
-// The first pass: which memo entries are ever read. The memo's indices follow from the opcodes
-// alone (MEMOIZE, BINPUT, LONG_BINPUT, the GETs), so this skips each opcode's argument and keeps
-// no stack. It stops quietly at anything it does not know: the second pass, which runs the
-// machine and its checks over the same bytes, reports that very opcode before it could need
-// what came after. Opcodes are read straight from the bytes at hand (this pass sees every one of
-// a 10^5-chunk file's millions of opcodes); a str's text is skipped, not read.
 // How pass one steps over an opcode: its fixed argument's bytes, and what it does.
 enum class ScanAs : uint8_t { unknown, plain, text, signed_text, memoize, put, get, global, stop };
 struct OpShape {
@@ -191,6 +185,12 @@ constexpr std::array<OpShape, 256> scan_shapes()
 }
 constexpr std::array<OpShape, 256> kScanShapes = scan_shapes();
 
+// The first pass: which memo entries are ever read. The memo's indices follow from the opcodes
+// alone (MEMOIZE, BINPUT, LONG_BINPUT, the GETs), so this skips each opcode's argument and keeps
+// no stack. It stops quietly at anything it does not know: the second pass, which runs the
+// machine and its checks over the same bytes, reports that very opcode before it could need
+// what came after. Opcodes are read straight from the bytes at hand (this pass sees every one of
+// a 10^5-chunk file's millions of opcodes); a str's text is skipped, not read.
 MemoUse scan_memo_use(PickleInput in, const PickleLimits& limits)
 {
     MemoUse use;
@@ -246,8 +246,9 @@ MemoUse scan_memo_use(PickleInput in, const PickleLimits& limits)
             in.skip(i); // (i <= in.left(): checked for every text)
             continue;
         }
+        // Nothing stepped over: the opcode at hand is a GLOBAL (any other returned or moved on).
         if (bytes[0] != 'c')
-            return use; // (not reached: b holds a whole opcode head unless the input ends)
+            return use;
         in.skip(1); // GLOBAL: two lines
         for (int line = 0; line < 2; ++line) {
             const auto ahead = in.peek(std::min<uint64_t>(in.left(), 4097));
@@ -683,12 +684,14 @@ protected:
         DcpMetadata first;
         first.pickle_protocol = m_protocol;
         for (const auto& [key, t] : m_first_named)
-            if (!append_tensor(first, text_of(value(key)), m_tensors[t], [](DcpChunk&, std::span<const int64_t>) {}))
-                break;
+            if (first.chunks.size() + m_tensors[t].chunks_count > kDcpFirstChunks ||
+                !append_tensor(first, text_of(value(key)), m_tensors[t], [](DcpChunk&, std::span<const int64_t>) {}))
+                break; // (a crafted file can give 256 tensors millions of chunks)
         const auto call = std::move(m_first_tensors);
         m_first_tensors = nullptr; // once
         m_first_named = {};
-        call(first);
+        if (!first.tensors.empty())
+            call(first);
     }
 
     // Gives back `object` and everything made after it, if nothing can reach them any more.

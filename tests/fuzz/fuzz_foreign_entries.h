@@ -49,8 +49,8 @@ inline void pickle_one(const uint8_t* data, std::size_t size)
     limits.max_container_items = 1u << 16;
     // The DCP reader folds as it reads (its own store over the same machine): whatever it
     // returns must hold together.
-    try {
-        const DcpMetadata meta = decode_dcp_metadata(data, size, "fuzz/.metadata", limits);
+    // (and so must the first tensors it hands over early, from an input that has that many)
+    auto holds_together = [](const DcpMetadata& meta) {
         for (const DcpTensor& t : meta.tensors) {
             require(uint64_t(t.first_chunk) + t.chunk_count <= meta.chunks.size(), "a tensor's chunks inside the array");
             for (const DcpChunk& c : meta.chunks_of(t)) {
@@ -60,6 +60,9 @@ inline void pickle_one(const uint8_t* data, std::size_t size)
                 require(c.file < int32_t(meta.files.size()), "a chunk's file is listed");
             }
         }
+    };
+    try {
+        holds_together(decode_dcp_metadata(data, size, "fuzz/.metadata", limits, holds_together));
     } catch (const Error&) {
     }
     PickleDocument doc;

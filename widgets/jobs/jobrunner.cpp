@@ -8,6 +8,7 @@ namespace shardwidgets {
 
 void runBelowTheGuiThread()
 {
+#ifdef __linux__
     // On Linux the nice value is per thread (setpriority with a thread id), and threads inherit
     // it from the one that starts them. Raising it needs no privilege; failing changes nothing.
     constexpr int kWorkerNice = 10;
@@ -16,6 +17,7 @@ void runBelowTheGuiThread()
     const int current = getpriority(PRIO_PROCESS, id_t(self));
     if (errno == 0 && current < kWorkerNice)
         setpriority(PRIO_PROCESS, id_t(self), kWorkerNice);
+#endif
 }
 
 } // namespace shardwidgets

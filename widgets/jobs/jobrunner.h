@@ -14,6 +14,7 @@
 #include <QFutureWatcher>
 #include <QList>
 #include <QObject>
+#include <QThreadPool>
 #include <QTimer>
 #include <QtConcurrent>
 #include <atomic>
@@ -57,10 +58,10 @@ std::optional<shardscope::Problem> problemOf(const std::string& path, Work&& wor
     return std::nullopt;
 }
 
-// Lowers the calling worker thread's scheduling priority (nice 10), and so that of the threads
-// core starts from it, which inherit it: on a machine with few cores the verify threads would
-// otherwise delay the GUI thread's repaints and input by tens of milliseconds. The pool's threads
-// keep it, as they run only such work.
+// Lowers the calling worker thread's scheduling priority (nice 10, on Linux), and so that of the
+// threads core starts from it, which inherit it: on a machine with few cores the verify threads
+// would otherwise delay the GUI thread's repaints and input by tens of milliseconds. A thread
+// keeps it (raising it again needs privilege): JobRunner's threads are its own pool's.
 void runBelowTheGuiThread();
 
 struct JobReading {
@@ -122,7 +123,7 @@ public:
             watcher->deleteLater();
             done(std::move(outcome));
         });
-        watcher->setFuture(QtConcurrent::run([work = std::move(work)] {
+        watcher->setFuture(QtConcurrent::run(&m_pool, [work = std::move(work)] {
             runBelowTheGuiThread();
             return work();
         }));
@@ -167,6 +168,9 @@ private:
         });
     }
 
+    // First, so destroyed last (the destructor has waited for every job by then). Not Qt's
+    // global pool: its threads would keep the lowered priority for other work.
+    QThreadPool m_pool;
     QObject* m_owner;
     std::function<void()> m_tick;
     std::shared_ptr<JobProgress> m_progress;

@@ -90,7 +90,7 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
             job->wake(); // rows first, then their statuses
     };
     verify.callbacks.first_tensors = [job](const shardscope::ForeignSummary& first) {
-        shardscope::ForeignSummary copy = first; // (a few hundred tensors)
+        shardscope::ForeignSummary copy = first; // (bounded: kDcpFirstTensors, kDcpFirstChunks)
         std::lock_guard lock(job->mutex);
         job->firstTensors = std::move(copy);
         if (job->wake)
@@ -164,7 +164,7 @@ void VerifyController::poll()
                 if (step.complete && step.tier == shardscope::StepTier::local)
                     m_steps.append(QDir::cleanPath(QDir(m_path).filePath(QString::fromStdString(step.name))));
         }
-        if (m_manifestSeen && m_job->firstTensors && !m_firstTensorsSeen && !m_job->listed) {
+        if (m_manifestSeen && m_job->firstTensors && !m_firstTensorsSeen) { // (even if the files are listed too)
             m_firstTensorsSeen = publishFirstTensors = true;
             m_firstTensors = std::move(*m_job->firstTensors);
         }

@@ -62,7 +62,7 @@ signals:
     void started(const QString& path);
     void manifestReady();
     // Before filesListed, when core lists the first tensors of a long metadata early (DCP): a
-    // view shows them while the rest is read. Not emitted when the files are listed already.
+    // view shows them while the rest is read.
     void firstTensorsListed();
     void filesListed(); // before the first shardPercent / shardFinished of the job
     void shardPercent(int index, int percent);

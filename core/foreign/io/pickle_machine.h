@@ -11,8 +11,8 @@
 //   empty_tuple(), container(kind, items), global(module, name), global_of(module, name),
 //   reduce(callable, args), new_object(cls, args, kwargs or kNoPickleValue), persistent_id(pid),
 //   kind(handle), build(target, state, under) -> the handle that replaces target on the stack
-//     (under: the value below the target, kNoPickleValue when none: a dict's key when the object
-//     is about to be its value),
+//     (under: the value below the target above the last mark, kNoPickleValue when none: a dict's
+//     key when the object is about to be its value),
 //   add_dict_items / add_list_items / add_set_items(target, items, opname),
 //   dup(handle) -> the handle DUP pushes (a second reference to the same value),
 //   memo_store(index, handle), memo_find(index), memo_count(),
@@ -490,7 +490,8 @@ auto PickleMachine<Store>::run()
             uint32_t& target = top("BUILD");
             if (this->kind(target) != PickleKind::reduce && this->kind(target) != PickleKind::new_object)
                 fail("BUILD on a " + std::string(to_string(this->kind(target))) + ", which is not an object");
-            const uint32_t under = m_stack.size() >= 2 ? m_stack[m_stack.size() - 2] : kNoPickleValue;
+            const uint32_t under =
+                m_stack.size() >= 2 && m_stack.size() - 2 >= frame_start() ? m_stack[m_stack.size() - 2] : kNoPickleValue;
             target = this->build(target, state, under);
             break;
         }

@@ -452,6 +452,20 @@ private slots:
             }
             compare_to_spec(all, spec);
         }
+        // Early: from a file cut where storage_data begins, which cannot be decoded, the first
+        // tensors were listed all the same (written without a FRAME, whose length would be
+        // refused at once).
+        {
+            const std::string bytes = dcp_metadata(spec, false, {"step"}, {}, true);
+            const std::size_t cut = bytes.find("storage_data");
+            QVERIFY(cut != std::string::npos && cut > bytes.size() / 4);
+            std::size_t listed = 0;
+            const auto problem = error_of([&] {
+                decode_dcp_metadata(bytes.substr(0, cut), "m", {}, [&](const DcpMetadata& m) { listed = m.tensors.size(); });
+            });
+            QVERIFY(problem);
+            QCOMPARE(listed, kDcpFirstTensors);
+        }
         const auto few = many_chunks(kDcpFirstTensors - 1, 2);
         int calls = 0;
         decode_dcp_metadata(dcp_metadata(few, true, {}, {}, true), "m", {}, [&](const DcpMetadata&) { ++calls; });
@@ -670,6 +684,49 @@ private slots:
         QCOMPARE(problem->kind, ProblemKind::invalid_manifest);
         QVERIFY2(problem->message.find("chunks in the tensors built (limit)") != std::string::npos,
                  problem->message.c_str());
+    }
+
+    // A crafted file whose tensors share one list of 1,000 chunks, each pickled right after a
+    // str (as a dict's value is): the early list stops at kDcpFirstChunks chunks, the tensors that
+    // fit whole, rather than copying 256,000.
+    void firstTensorsAreBounded()
+    {
+        const std::string meta = "torch.distributed.checkpoint.metadata";
+        PickleWriter p;
+        p.proto(4);
+        const int chunk = p.memo + 3; // after the class's module, name and global
+        p.dataclass(meta, "ChunkStorageMetadata", [](PickleWriter& g) {
+            g.str("offsets").torch_size({0}).str("sizes").torch_size({1});
+        });
+        p.op('0');
+        const int state = p.memo;
+        p.op('}').memoize().mark();
+        p.str("properties").dataclass(meta, "TensorProperties", [](PickleWriter& g) {
+            g.str("dtype").stack_global("torch", "float32");
+        });
+        p.str("size").torch_size({1}).str("chunks").op(']').mark();
+        for (int i = 0; i < 1000; ++i)
+            p.get(chunk);
+        p.op('e').op('u').op('0');
+        p.stack_global(meta, "TensorStorageMetadata");
+        const int cls = p.memo - 1;
+        p.op('0');
+        const int key = p.memo;
+        p.str("w").memoize().op('0');
+        for (int i = 0; i < 300; ++i)
+            p.get(key).get(cls).op(')').op(0x81).get(state).op('b').op('0').op('0');
+        p.none().stop();
+        std::size_t tensors = 0, chunks = 0;
+        const auto problem = error_of([&] {
+            decode_dcp_metadata(p.out, "m", {}, [&](const DcpMetadata& first) {
+                tensors = first.tensors.size();
+                chunks = first.chunks.size();
+                QCOMPARE(first.tensors[0].fqn, std::string("w"));
+            });
+        });
+        QVERIFY(problem); // (its root is None)
+        QCOMPARE(tensors, kDcpFirstChunks / 1000);
+        QCOMPARE(chunks, tensors * 1000);
     }
 };
 
