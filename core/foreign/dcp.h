@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace shardscope {
@@ -96,9 +97,11 @@ DcpMetadata decode_dcp_metadata(std::string_view pickle_bytes, const std::string
 DcpMetadata decode_dcp_metadata_file(int dirfd, const std::string& name, const std::string& display_path,
                                      DcpFirstTensors first_tensors = {});
 inline DcpMetadata decode_dcp_metadata(const uint8_t* data, std::size_t size,
-                                       const std::string& display_path = ".metadata", const PickleLimits& limits = {})
+                                       const std::string& display_path = ".metadata", const PickleLimits& limits = {},
+                                       DcpFirstTensors first_tensors = {})
 {
-    return decode_dcp_metadata(std::string_view(reinterpret_cast<const char*>(data), size), display_path, limits);
+    return decode_dcp_metadata(std::string_view(reinterpret_cast<const char*>(data), size), display_path, limits,
+                               std::move(first_tensors));
 }
 
 // Element size of a torch dtype name ("float32" -> 4), 0 when unknown.
