@@ -103,6 +103,38 @@ std::vector<uint64_t> as_vector(std::span<const uint64_t> dims)
     return {dims.begin(), dims.end()};
 }
 
+// A crafted .metadata's beginning: one ChunkStorageMetadata, and a memoized
+// TensorStorageMetadata state whose chunks are that one 1,000 times, with the memo indices of the
+// state and of the class, from which the tests build many tensors.
+struct SharedChunkList {
+    PickleWriter p;
+    int state = 0, cls = 0;
+};
+SharedChunkList shared_chunk_list()
+{
+    const std::string meta = "torch.distributed.checkpoint.metadata";
+    PickleWriter p;
+    p.proto(4);
+    const int chunk = p.memo + 3; // after the class's module, name and global
+    p.dataclass(meta, "ChunkStorageMetadata", [](PickleWriter& g) {
+        g.str("offsets").torch_size({0}).str("sizes").torch_size({1});
+    });
+    p.op('0');
+    const int state = p.memo;
+    p.op('}').memoize().mark();
+    p.str("properties").dataclass(meta, "TensorProperties", [](PickleWriter& g) {
+        g.str("dtype").stack_global("torch", "float32");
+    });
+    p.str("size").torch_size({1}).str("chunks").op(']').mark();
+    for (int i = 0; i < 1000; ++i)
+        p.get(chunk);
+    p.op('e').op('u').op('0');
+    p.stack_global(meta, "TensorStorageMetadata");
+    const int cls = p.memo - 1;
+    p.op('0');
+    return {std::move(p), state, cls};
+}
+
 class TestForeignDcp : public QObject {
     Q_OBJECT
     QTemporaryDir m_tmp;
@@ -655,26 +687,9 @@ private slots:
     // each time: bounded in all, so a few kilobytes cannot make gigabytes.
     void repeatedBuildsAreBounded()
     {
-        const std::string meta = "torch.distributed.checkpoint.metadata";
-        PickleWriter p;
-        p.proto(4);
-        const int chunk = p.memo + 3; // after the class's module, name and global
-        p.dataclass(meta, "ChunkStorageMetadata", [](PickleWriter& g) {
-            g.str("offsets").torch_size({0}).str("sizes").torch_size({1});
-        });
-        p.op('0');
-        const int state = p.memo;
-        p.op('}').memoize().mark();
-        p.str("properties").dataclass(meta, "TensorProperties", [](PickleWriter& g) {
-            g.str("dtype").stack_global("torch", "float32");
-        });
-        p.str("size").torch_size({1}).str("chunks").op(']').mark();
-        for (int i = 0; i < 1000; ++i)
-            p.get(chunk);
-        p.op('e').op('u').op('0');
-        p.stack_global(meta, "TensorStorageMetadata");
-        const int cls = p.memo - 1;
-        p.op('0');
+        SharedChunkList shared = shared_chunk_list();
+        PickleWriter& p = shared.p;
+        const int state = shared.state, cls = shared.cls;
         for (int i = 0; i < 5000; ++i) // 5 M chunks copied, past the 4 Mi limit
             p.get(cls).op(')').op(0x81).get(state).op('b').op('0');
         p.none().stop();
@@ -691,26 +706,9 @@ private slots:
     // fit whole, rather than copying 256,000.
     void firstTensorsAreBounded()
     {
-        const std::string meta = "torch.distributed.checkpoint.metadata";
-        PickleWriter p;
-        p.proto(4);
-        const int chunk = p.memo + 3; // after the class's module, name and global
-        p.dataclass(meta, "ChunkStorageMetadata", [](PickleWriter& g) {
-            g.str("offsets").torch_size({0}).str("sizes").torch_size({1});
-        });
-        p.op('0');
-        const int state = p.memo;
-        p.op('}').memoize().mark();
-        p.str("properties").dataclass(meta, "TensorProperties", [](PickleWriter& g) {
-            g.str("dtype").stack_global("torch", "float32");
-        });
-        p.str("size").torch_size({1}).str("chunks").op(']').mark();
-        for (int i = 0; i < 1000; ++i)
-            p.get(chunk);
-        p.op('e').op('u').op('0');
-        p.stack_global(meta, "TensorStorageMetadata");
-        const int cls = p.memo - 1;
-        p.op('0');
+        SharedChunkList shared = shared_chunk_list();
+        PickleWriter& p = shared.p;
+        const int state = shared.state, cls = shared.cls;
         const int key = p.memo;
         p.str("w").memoize().op('0');
         for (int i = 0; i < 300; ++i)
