@@ -762,11 +762,8 @@ protected:
         const Value cls = value(field(object, cls_field));
         return cls.kind == PickleKind::global ? static_cast<uint32_t>(cls.b) : kNoPickleValue;
     }
-    bool is_class(uint32_t object, Name name) const
-    {
-        const uint32_t cls = class_name_text(object);
-        return cls != kNoPickleValue && cls == name_text(name);
-    }
+    bool is_class(uint32_t object, Name name) const { return is_name(class_name_text(object), name); }
+    bool is_name(uint32_t text, Name name) const { return text != kNoPickleValue && text == name_text(name); }
     std::string_view class_name_of(uint32_t object) const { return global_name(field(object, cls_field)); }
     uint32_t resolve(uint32_t h) const
     {
@@ -838,7 +835,7 @@ protected:
     {
         Folded out;
         const uint32_t cls = class_name_text(object);
-        auto is = [&](Name name) { return cls != kNoPickleValue && cls == name_text(name); };
+        auto is = [&](Name name) { return is_name(cls, name); };
         auto no = [&](std::string why) {
             if (explain)
                 out.problem = std::move(why);
