@@ -8,11 +8,9 @@
 #include <pybind11/numpy.h>
 #include <string_view>
 
-namespace shardscope::python
-{
+namespace shardscope::python {
 
-namespace
-{
+namespace {
 
 [[noreturn]] void refuse(const std::string& where, const std::string& what, int rank = -1)
 {
@@ -30,13 +28,12 @@ std::string_view element_code(const std::string& format)
 }
 
 template <class T>
-std::span<const T> view_buffer(py::handle owner, const char* key, std::string_view codes,
-                               const char* expected, const std::string& where, int rank,
-                               std::vector<py::buffer_info>& held)
+std::span<const T> view_buffer(py::handle owner, const char* key, std::string_view codes, const char* expected,
+                               const std::string& where, int rank, std::vector<py::buffer_info>& held)
 {
     py::object value = py::reinterpret_borrow<py::dict>(owner).contains(key)
-                           ? py::reinterpret_borrow<py::object>(owner[py::str(key)])
-                           : py::object(py::none());
+        ? py::reinterpret_borrow<py::object>(owner[py::str(key)])
+        : py::object(py::none());
     const std::string field = where + "['" + key + "']";
     if (value.is_none())
         refuse(field, "is missing", rank);
@@ -51,14 +48,10 @@ std::span<const T> view_buffer(py::handle owner, const char* key, std::string_vi
     const std::string_view code = element_code(info.format);
     if (static_cast<std::size_t>(info.itemsize) != sizeof(T) || code.size() != 1 ||
         codes.find(code.front()) == std::string_view::npos)
-        refuse(field,
-               "must hold " + std::string(expected) + ", not elements of format '" + info.format +
-                   "'",
-               rank);
+        refuse(field, "must hold " + std::string(expected) + ", not elements of format '" + info.format + "'", rank);
     if (info.ndim != 1)
         refuse(field,
-               "must be 1-D (a flat slice), not " + std::to_string(info.ndim) +
-                   "-D: flatten it with .reshape(-1)",
+               "must be 1-D (a flat slice), not " + std::to_string(info.ndim) + "-D: flatten it with .reshape(-1)",
                rank);
     if (info.shape[0] > 1 && info.strides[0] != info.itemsize)
         refuse(field,
@@ -73,14 +66,13 @@ std::span<const T> view_buffer(py::handle owner, const char* key, std::string_vi
                    "-byte elements (a view at an odd byte offset): pass a copy, numpy.array(a) or "
                    "t.clone()",
                rank);
-    const std::span<const T> span(static_cast<const T*>(info.ptr),
-                                  static_cast<std::size_t>(info.shape[0]));
+    const std::span<const T> span(static_cast<const T*>(info.ptr), static_cast<std::size_t>(info.shape[0]));
     held.push_back(std::move(info));
     return span;
 }
 
-uint64_t u64_field(py::handle owner, const char* key, std::optional<uint64_t> fallback,
-                   const std::string& where, int rank)
+uint64_t u64_field(py::handle owner, const char* key, std::optional<uint64_t> fallback, const std::string& where,
+                   int rank)
 {
     const py::dict dict = py::reinterpret_borrow<py::dict>(owner);
     if (!dict.contains(key) || dict[key].is_none()) {
@@ -91,14 +83,15 @@ uint64_t u64_field(py::handle owner, const char* key, std::optional<uint64_t> fa
     return u64_of(dict[key], where + "['" + key + "']");
 }
 
-template <class T> py::array owned_array(std::vector<T>&& values)
+template <class T>
+py::array owned_array(std::vector<T>&& values)
 {
     if (values.empty())
         return py::array_t<T>(0);
     auto* holder = new std::vector<T>(std::move(values));
     py::capsule owner(holder, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-    return py::array_t<T>({static_cast<py::ssize_t>(holder->size())},
-                          {static_cast<py::ssize_t>(sizeof(T))}, holder->data(), owner);
+    return py::array_t<T>({static_cast<py::ssize_t>(holder->size())}, {static_cast<py::ssize_t>(sizeof(T))},
+                          holder->data(), owner);
 }
 
 } // namespace
@@ -106,27 +99,23 @@ template <class T> py::array owned_array(std::vector<T>&& values)
 ParamDtype dtype_from_python(py::handle text)
 {
     if (!PyUnicode_Check(text.ptr()))
-        throw Error(ProblemKind::invalid_argument,
-                    "dtype must be a string such as 'bf16' or 'f16'");
+        throw Error(ProblemKind::invalid_argument, "dtype must be a string such as 'bf16' or 'f16'");
     const std::string spelled = py::str(text);
     const auto dtype = param_dtype_from_string(spelled);
     if (!dtype)
-        throw Error(ProblemKind::invalid_argument,
-                    "dtype '" + spelled + "' is neither f16 nor bf16");
+        throw Error(ProblemKind::invalid_argument, "dtype '" + spelled + "' is neither f16 nor bf16");
     return *dtype;
 }
 
-HeldRank rank_from_python(py::handle rank, std::optional<ParamDtype> wanted,
-                          std::optional<int> default_rank, std::optional<uint64_t> default_offset)
+HeldRank rank_from_python(py::handle rank, std::optional<ParamDtype> wanted, std::optional<int> default_rank,
+                          std::optional<uint64_t> default_offset)
 {
-    const std::string where =
-        default_rank ? "ranks[" + std::to_string(*default_rank) + "]" : std::string("rank");
+    const std::string where = default_rank ? "ranks[" + std::to_string(*default_rank) + "]" : std::string("rank");
     if (!PyDict_Check(rank.ptr()))
         refuse(where, "must be a dict with rank, offset, param, master, exp_avg and exp_avg_sq");
     HeldRank held;
     const uint64_t number =
-        u64_field(rank, "rank",
-                  default_rank ? std::optional<uint64_t>(*default_rank) : std::nullopt, where, -1);
+        u64_field(rank, "rank", default_rank ? std::optional<uint64_t>(*default_rank) : std::nullopt, where, -1);
     if (number > static_cast<uint64_t>(kMaxWorldSize))
         refuse(where + "['rank']", "is above the limit of " + std::to_string(kMaxWorldSize));
     held.view.rank = static_cast<int>(number);
@@ -134,8 +123,8 @@ HeldRank rank_from_python(py::handle rank, std::optional<ParamDtype> wanted,
     held.view.param_shard_offset = u64_field(rank, "offset", default_offset, where, r);
     const py::dict dict = py::reinterpret_borrow<py::dict>(rank);
     const std::optional<ParamDtype> own = dict.contains("dtype") && !dict["dtype"].is_none()
-                                              ? std::optional(dtype_from_python(dict["dtype"]))
-                                              : std::nullopt;
+        ? std::optional(dtype_from_python(dict["dtype"]))
+        : std::nullopt;
     if (wanted && own && *own != *wanted)
         refuse(where + "['dtype']",
                "is " + std::string(py::str(dict["dtype"])) + " but the checkpoint's dtype is " +
@@ -145,12 +134,10 @@ HeldRank rank_from_python(py::handle rank, std::optional<ParamDtype> wanted,
     held.view.dtype = dtype;
     // 2-byte raw bits: uint16, int16 (torch's .view(torch.int16)) or numpy float16 (f16 only).
     held.view.param = view_buffer<uint16_t>(rank, "param", dtype == ParamDtype::F16 ? "Hhe" : "Hh",
-                                            "16-bit raw parameter bits (uint16 or int16)", where, r,
-                                            held.buffers);
+                                            "16-bit raw parameter bits (uint16 or int16)", where, r, held.buffers);
     held.view.master = view_buffer<float>(rank, "master", "f", "float32", where, r, held.buffers);
     held.view.exp_avg = view_buffer<float>(rank, "exp_avg", "f", "float32", where, r, held.buffers);
-    held.view.exp_avg_sq =
-        view_buffer<float>(rank, "exp_avg_sq", "f", "float32", where, r, held.buffers);
+    held.view.exp_avg_sq = view_buffer<float>(rank, "exp_avg_sq", "f", "float32", where, r, held.buffers);
     // Unequal lengths are the core's to refuse (check_rank_state, before anything is written):
     // one rule and one message, whichever language saves.
     return held;

@@ -14,8 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace shardscope::python
-{
+namespace shardscope::python {
 
 namespace py = pybind11;
 
@@ -32,8 +31,8 @@ ParamDtype dtype_from_python(py::handle text);
 // numbers ranks by position and places them back to back); a "dtype" key must agree with `dtype`
 // (without one, as for digests, the rank's own dtype is taken). Every check (types, 1-D,
 // contiguity, equal lengths) happens here, before anything is written.
-HeldRank rank_from_python(py::handle rank, std::optional<ParamDtype> dtype,
-                          std::optional<int> default_rank, std::optional<uint64_t> default_offset);
+HeldRank rank_from_python(py::handle rank, std::optional<ParamDtype> dtype, std::optional<int> default_rank,
+                          std::optional<uint64_t> default_offset);
 std::vector<HeldRank> ranks_from_python(py::handle ranks, std::optional<ParamDtype> dtype);
 
 // {"rank", "offset", "dtype", "param" (uint16 bits), "master", "exp_avg", "exp_avg_sq" (float32)}

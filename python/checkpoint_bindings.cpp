@@ -16,14 +16,12 @@
 #include <algorithm>
 #include <chrono>
 
-namespace shardscope::python
-{
+namespace shardscope::python {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace
-{
+namespace {
 
 std::vector<RankStateView> views(const std::vector<HeldRank>& held)
 {
@@ -73,9 +71,8 @@ py::object manifest(py::object path)
     return manifest_to_python(m);
 }
 
-py::object save(py::object path, py::object step, py::object ranks, py::object dtype,
-                py::object training_state, py::object tensors, double wall_clock_seconds,
-                int threads, bool durable)
+py::object save(py::object path, py::object step, py::object ranks, py::object dtype, py::object training_state,
+                py::object tensors, double wall_clock_seconds, int threads, bool durable)
 {
     const fs::path dir = to_path(path);
     const std::vector<HeldRank> held = ranks_from_python(ranks, dtype_from_python(dtype));
@@ -97,12 +94,10 @@ py::object save(py::object path, py::object step, py::object ranks, py::object d
     return manifest_to_python(m);
 }
 
-py::object write_rank(py::object path, py::object rank, int world_size, py::object dtype,
-                      bool durable)
+py::object write_rank(py::object path, py::object rank, int world_size, py::object dtype, bool durable)
 {
     const fs::path dir = to_path(path);
-    const HeldRank held =
-        rank_from_python(rank, dtype_from_python(dtype), std::nullopt, std::nullopt);
+    const HeldRank held = rank_from_python(rank, dtype_from_python(dtype), std::nullopt, std::nullopt);
     WriteOptions options;
     options.durable = durable;
     ShardRecord record;
@@ -121,18 +116,15 @@ py::object commit_records(py::object path, py::object records, py::object meta, 
     const fs::path dir = to_path(path);
     json draft = from_python(meta, "meta");
     if (!draft.is_object())
-        throw Error(ProblemKind::invalid_argument,
-                    "meta must be a dict (world_size, step, dtype, ...)");
-    static const char* const kMetaKeys[] = {
-        "world_size",        "step",    "dtype",          "param_dtype",
-        "param_numel_total", "tensors", "training_state", "wall_clock_seconds"};
+        throw Error(ProblemKind::invalid_argument, "meta must be a dict (world_size, step, dtype, ...)");
+    static const char* const kMetaKeys[] = {"world_size",        "step",    "dtype",          "param_dtype",
+                                            "param_numel_total", "tensors", "training_state", "wall_clock_seconds"};
     for (const auto& [key, value] : draft.items())
         if (std::find(std::begin(kMetaKeys), std::end(kMetaKeys), key) == std::end(kMetaKeys))
             throw Error(ProblemKind::invalid_argument, "meta has an unknown key '" + key + "'");
     for (const char* required : {"world_size", "step"})
         if (!draft.contains(required))
-            throw Error(ProblemKind::invalid_argument,
-                        std::string("meta needs '") + required + "'");
+            throw Error(ProblemKind::invalid_argument, std::string("meta needs '") + required + "'");
     if (draft.contains("dtype") && draft.contains("param_dtype"))
         throw Error(ProblemKind::invalid_argument,
                     "meta has both 'dtype' and 'param_dtype': give one (they name the same field)");
@@ -145,8 +137,7 @@ py::object commit_records(py::object path, py::object records, py::object meta, 
     if (!draft.contains("param_numel_total") && draft["shards"].is_array()) {
         uint64_t total = 0; // the records' slices, back to back
         for (const auto& r : draft["shards"])
-            if (r.is_object() && r.contains("param_shard_numel") &&
-                r["param_shard_numel"].is_number_integer() &&
+            if (r.is_object() && r.contains("param_shard_numel") && r["param_shard_numel"].is_number_integer() &&
                 r["param_shard_numel"].get<int64_t>() > 0)
                 total += r["param_shard_numel"].get<uint64_t>(); // the parser checks each one
         draft["param_numel_total"] = total;
@@ -155,8 +146,8 @@ py::object commit_records(py::object path, py::object records, py::object meta, 
     try {
         parsed = parse_manifest(draft.dump(), (dir / "manifest.json").string());
     } catch (const Error& e) {
-        throw Error(ProblemKind::invalid_argument, std::string("commit: ") + e.what(),
-                    e.problem().path, e.problem().rank);
+        throw Error(ProblemKind::invalid_argument, std::string("commit: ") + e.what(), e.problem().path,
+                    e.problem().rank);
     }
     CheckpointMeta checkpoint_meta;
     copy_checkpoint_meta(checkpoint_meta, parsed);
@@ -180,21 +171,15 @@ py::object digests(py::object ranks)
         py::gil_scoped_release unlocked;
         FlatStateHasher hasher;
         for (const HeldRank& h : held) {
-            hasher.add_bytes(FlatStateHasher::param, h.view.param.data(),
-                             h.view.param.size_bytes());
-            hasher.add_bytes(FlatStateHasher::master, h.view.master.data(),
-                             h.view.master.size_bytes());
-            hasher.add_bytes(FlatStateHasher::exp_avg, h.view.exp_avg.data(),
-                             h.view.exp_avg.size_bytes());
-            hasher.add_bytes(FlatStateHasher::exp_avg_sq, h.view.exp_avg_sq.data(),
-                             h.view.exp_avg_sq.size_bytes());
+            hasher.add_bytes(FlatStateHasher::param, h.view.param.data(), h.view.param.size_bytes());
+            hasher.add_bytes(FlatStateHasher::master, h.view.master.data(), h.view.master.size_bytes());
+            hasher.add_bytes(FlatStateHasher::exp_avg, h.view.exp_avg.data(), h.view.exp_avg.size_bytes());
+            hasher.add_bytes(FlatStateHasher::exp_avg_sq, h.view.exp_avg_sq.data(), h.view.exp_avg_sq.size_bytes());
         }
         d = hasher.finish();
     }
-    return to_python(json{{"param", d.param},
-                          {"master", d.master},
-                          {"exp_avg", d.exp_avg},
-                          {"exp_avg_sq", d.exp_avg_sq}});
+    return to_python(
+        json{{"param", d.param}, {"master", d.master}, {"exp_avg", d.exp_avg}, {"exp_avg_sq", d.exp_avg_sq}});
 }
 
 py::object plan(py::object path, int to)
@@ -231,54 +216,38 @@ py::object reshard_to(py::object path, int to, py::object out, int threads, bool
 void bind_checkpoint(py::module_& m)
 {
     using namespace pybind11::literals;
-    m.def("verify", &verify, "path"_a, py::kw_only(), "fast"_a = false,
-          "expected_world_size"_a = py::none(), "threads"_a = 0,
-          "Checks every invariant and every shard's hash (SHA-256, or XXH3 with fast=True) of a "
-          "checkpoint\n"
-          "directory, a root with `latest`, or a foreign format. Returns the `shardctl verify "
-          "--json` dict;\n"
+    m.def("verify", &verify, "path"_a, py::kw_only(), "fast"_a = false, "expected_world_size"_a = py::none(),
+          "threads"_a = 0,
+          "Checks every invariant and every shard's hash (SHA-256, or XXH3 with fast=True) of a checkpoint\n"
+          "directory, a root with `latest`, or a foreign format. Returns the `shardctl verify --json` dict;\n"
           "a bad checkpoint is reported there (ok=False, problems), not raised.");
     m.def("load", &load, "path"_a, "expected_world_size"_a, py::kw_only(), "threads"_a = 0,
-          "Loads every rank (all invariants and SHA-256 checked while the bytes land) and returns "
-          "a list of\n"
-          "rank dicts: rank, offset, dtype, param (uint16 raw bits), master, exp_avg, exp_avg_sq "
-          "(float32),\n"
-          "as numpy arrays that own the loaded memory. expected_world_size=None accepts any world "
-          "size;\n"
+          "Loads every rank (all invariants and SHA-256 checked while the bytes land) and returns a list of\n"
+          "rank dicts: rank, offset, dtype, param (uint16 raw bits), master, exp_avg, exp_avg_sq (float32),\n"
+          "as numpy arrays that own the loaded memory. expected_world_size=None accepts any world size;\n"
           "otherwise a different one raises CheckpointError(kind='world_size_mismatch').");
     m.def("manifest", &manifest, "path"_a,
-          "The manifest.json of a step directory (or of the step a root's `latest` names), as a "
-          "dict.");
+          "The manifest.json of a step directory (or of the step a root's `latest` names), as a dict.");
     m.def("save_sharded", &save, "path"_a, "step"_a, "ranks"_a, py::kw_only(), "dtype"_a = "bf16",
-          "training_state"_a = py::none(), "tensors"_a = py::none(), "wall_clock_seconds"_a = 0.0,
-          "threads"_a = 0, "durable"_a = true,
-          "Writes one rank<r>.safetensors per rank dict in parallel, straight from the arrays' "
-          "buffers, and\n"
-          "commits manifest.json last. A rank dict without 'rank'/'offset' gets its position and "
-          "the end of\n"
-          "the previous rank. Bad input raises before anything is written. Returns the manifest "
-          "dict.");
-    m.def("write_rank_shard", &write_rank, "path"_a, "rank"_a, "world_size"_a, py::kw_only(),
-          "dtype"_a = "bf16", "durable"_a = true,
-          "Phase 1 of a multi-process save: writes this rank's shard (tmp, hashed while written, "
-          "fsync,\n"
-          "rename) and returns its record, the manifest's shards[] entry, to send to the "
-          "coordinator.");
-    m.def("commit", &commit_records, "path"_a, "records"_a, "meta"_a, py::kw_only(),
+          "training_state"_a = py::none(), "tensors"_a = py::none(), "wall_clock_seconds"_a = 0.0, "threads"_a = 0,
           "durable"_a = true,
-          "Phase 2, on one process: checks the records form a complete checkpoint and writes "
-          "manifest.json\n"
+          "Writes one rank<r>.safetensors per rank dict in parallel, straight from the arrays' buffers, and\n"
+          "commits manifest.json last. A rank dict without 'rank'/'offset' gets its position and the end of\n"
+          "the previous rank. Bad input raises before anything is written. Returns the manifest dict.");
+    m.def("write_rank_shard", &write_rank, "path"_a, "rank"_a, "world_size"_a, py::kw_only(), "dtype"_a = "bf16",
+          "durable"_a = true,
+          "Phase 1 of a multi-process save: writes this rank's shard (tmp, hashed while written, fsync,\n"
+          "rename) and returns its record, the manifest's shards[] entry, to send to the coordinator.");
+    m.def("commit", &commit_records, "path"_a, "records"_a, "meta"_a, py::kw_only(), "durable"_a = true,
+          "Phase 2, on one process: checks the records form a complete checkpoint and writes manifest.json\n"
           "atomically. meta: world_size, step, dtype, and optionally param_numel_total, tensors,\n"
           "training_state, wall_clock_seconds. Returns the manifest dict.");
     m.def("digests", &digests, "ranks"_a,
-          "SHA-256 of the four flat vectors reassembled in offset order, as `shardctl load --json` "
-          "prints\n"
+          "SHA-256 of the four flat vectors reassembled in offset order, as `shardctl load --json` prints\n"
           "them: the same global state gives the same digests at any world size.");
     m.def("plan_reshard", &plan, "path"_a, "to"_a, "The `shardctl plan-reshard --json` dict.");
-    m.def("reshard", &reshard_to, "path"_a, "to"_a, "out"_a, py::kw_only(), "threads"_a = 0,
-          "durable"_a = true,
-          "Verifies the source, writes it resharded to `to` ranks into `out` and commits; returns "
-          "the\n"
+    m.def("reshard", &reshard_to, "path"_a, "to"_a, "out"_a, py::kw_only(), "threads"_a = 0, "durable"_a = true,
+          "Verifies the source, writes it resharded to `to` ranks into `out` and commits; returns the\n"
           "`shardctl reshard --json` dict.");
 }
 

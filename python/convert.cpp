@@ -6,30 +6,23 @@
 #include <cmath>
 #include <limits>
 
-namespace shardscope::python
-{
+namespace shardscope::python {
 
-namespace
-{
+namespace {
 
-template <class Json> py::object json_to_python(const Json& j)
+template <class Json>
+py::object json_to_python(const Json& j)
 {
     switch (j.type()) {
     case nlohmann::json::value_t::null:
-    case nlohmann::json::value_t::discarded:
-        return py::none();
-    case nlohmann::json::value_t::boolean:
-        return py::bool_(j.template get<bool>());
-    case nlohmann::json::value_t::number_integer:
-        return py::int_(j.template get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned:
-        return py::int_(j.template get<uint64_t>());
-    case nlohmann::json::value_t::number_float:
-        return py::float_(j.template get<double>());
+    case nlohmann::json::value_t::discarded: return py::none();
+    case nlohmann::json::value_t::boolean: return py::bool_(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer: return py::int_(j.template get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return py::int_(j.template get<uint64_t>());
+    case nlohmann::json::value_t::number_float: return py::float_(j.template get<double>());
     case nlohmann::json::value_t::string: {
         const auto& s = j.template get_ref<const std::string&>();
-        PyObject* text =
-            PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+        PyObject* text = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
         if (!text)
             throw py::error_already_set();
         return py::reinterpret_steal<py::object>(text);
@@ -44,16 +37,14 @@ template <class Json> py::object json_to_python(const Json& j)
     case nlohmann::json::value_t::object: {
         py::dict out;
         for (const auto& [key, item] : j.items()) {
-            PyObject* name =
-                PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "replace");
+            PyObject* name = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "replace");
             if (!name)
                 throw py::error_already_set();
             out[py::reinterpret_steal<py::object>(name)] = json_to_python(item);
         }
         return out;
     }
-    case nlohmann::json::value_t::binary:
-        break;
+    case nlohmann::json::value_t::binary: break;
     }
     throw Error(ProblemKind::invalid_argument, "a JSON value of an unexpected type");
 }
@@ -95,8 +86,7 @@ nlohmann::json convert(py::handle value, const std::string& where, int depth)
         nlohmann::json out = nlohmann::json::object();
         for (auto [key, item] : py::reinterpret_borrow<py::dict>(value)) {
             if (!PyUnicode_Check(key.ptr()))
-                refuse(where,
-                       "has a key that is not a string (" + std::string(py::repr(key)) + ")");
+                refuse(where, "has a key that is not a string (" + std::string(py::repr(key)) + ")");
             const std::string name = utf8(key, where);
             out[name] = convert(item, where + "[" + name + "]", depth + 1);
         }
@@ -132,8 +122,9 @@ nlohmann::json convert(py::handle value, const std::string& where, int depth)
     // numpy floating scalars and other float-likes.
     if (PyObject_HasAttrString(value.ptr(), "__float__"))
         return convert(py::float_(py::reinterpret_borrow<py::object>(value)), where, depth);
-    refuse(where, "holds a " + std::string(py::str(value.get_type().attr("__name__"))) +
-                      ", which is not a JSON value (dict, list, str, int, float, bool or None)");
+    refuse(where,
+           "holds a " + std::string(py::str(value.get_type().attr("__name__"))) +
+               ", which is not a JSON value (dict, list, str, int, float, bool or None)");
 }
 
 } // namespace
@@ -180,8 +171,7 @@ int int_or(py::handle value, int fallback, const std::string& where)
 uint64_t u64_of(py::handle value, const std::string& where)
 {
     const nlohmann::json j = from_python(value, where);
-    if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<int64_t>() < 0) ||
-        j.get<uint64_t>() > kMaxNumel)
+    if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<int64_t>() < 0) || j.get<uint64_t>() > kMaxNumel)
         refuse(where, "must be an integer from 0 to 2^53");
     return j.get<uint64_t>();
 }

@@ -8,8 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <string>
 
-namespace shardscope::python
-{
+namespace shardscope::python {
 
 namespace py = pybind11;
 

@@ -5,27 +5,15 @@
 #include <array>
 #include <string>
 
-namespace shardscope::python
-{
+namespace shardscope::python {
 
 namespace py = pybind11;
 
-namespace
-{
+namespace {
 
 // The families of docs/shardctl.md section 5, so a caller can catch "the checkpoint is bad"
 // apart from "the disk is full" or "I passed a wrong argument" without listing kinds.
-enum Family {
-    base,
-    checkpoint,
-    foreign,
-    content,
-    storage,
-    argument,
-    cancelled,
-    pipeline,
-    family_count
-};
+enum Family { base, checkpoint, foreign, content, storage, argument, cancelled, pipeline, family_count };
 
 struct FamilyClass {
     const char* name;
@@ -34,16 +22,15 @@ struct FamilyClass {
 
 constexpr std::array<FamilyClass, family_count> kClasses = {{
     {"Error", "A ShardScope error: .kind (problem kind), .path, .rank, .message, .exit_code."},
-    {"CheckpointError",
-     "The checkpoint breaks an invariant: world_size_mismatch, partial_write, hash_mismatch, ..."},
-    {"ForeignFormatError",
-     "A checkpoint ShardScope did not write is malformed: missing_file, crc_mismatch, ..."},
+    {"CheckpointError", "The checkpoint breaks an invariant: world_size_mismatch, partial_write, hash_mismatch, ..."},
+    {"ForeignFormatError", "A checkpoint ShardScope did not write is malformed: missing_file, crc_mismatch, ..."},
     {"ContentError", "A tensor content check: nonfinite_values, negative_second_moment, ..."},
     {"StorageError", "The file system refused: cannot_open, already_exists, io_error."},
     {"InvalidArgumentError", "An argument the operation cannot use (also a ValueError)."},
     {"CancelledError", "The operation was cancelled."},
-    {"PipelineError", "A layer profile or pipeline schedule is invalid: invalid_profile, "
-                      "invalid_schedule, deadlock."},
+    {"PipelineError",
+     "A layer profile or pipeline schedule is invalid: invalid_profile, "
+     "invalid_schedule, deadlock."},
 }};
 
 PyObject* g_classes[family_count] = {};
@@ -58,28 +45,22 @@ Family family_of(ProblemKind kind)
     case ProblemKind::crc_mismatch:
     case ProblemKind::invalid_archive:
     case ProblemKind::invalid_pickle:
-    case ProblemKind::forbidden_pickle_opcode:
-        return foreign;
+    case ProblemKind::forbidden_pickle_opcode: return foreign;
     case ProblemKind::nonfinite_values:
     case ProblemKind::negative_second_moment:
     case ProblemKind::param_master_mismatch:
-    case ProblemKind::all_zero_tensor:
-        return content;
+    case ProblemKind::all_zero_tensor: return content;
     case ProblemKind::cannot_open:
     case ProblemKind::already_exists:
     case ProblemKind::io_error:
     case ProblemKind::root_locked: // another job writes the root: an environment problem, like io_error
         return storage;
-    case ProblemKind::invalid_argument:
-        return argument;
-    case ProblemKind::cancelled:
-        return cancelled;
+    case ProblemKind::invalid_argument: return argument;
+    case ProblemKind::cancelled: return cancelled;
     case ProblemKind::invalid_profile:
     case ProblemKind::invalid_schedule:
-    case ProblemKind::deadlock:
-        return pipeline;
-    default:
-        return checkpoint; // the invariant kinds, world_size_mismatch .. unreadable
+    case ProblemKind::deadlock: return pipeline;
+    default: return checkpoint; // the invariant kinds, world_size_mismatch .. unreadable
     }
 }
 
@@ -102,8 +83,7 @@ void set_python_error(const Error& error)
     const py::str message = decode(p.message, "replace");
     py::object instance = py::reinterpret_borrow<py::object>(type)(message);
     instance.attr("kind") = std::string(to_string(p.kind));
-    instance.attr("path") =
-        p.path.empty() ? py::object(py::none()) : py::object(decode(p.path, "surrogateescape"));
+    instance.attr("path") = p.path.empty() ? py::object(py::none()) : py::object(decode(p.path, "surrogateescape"));
     instance.attr("rank") = p.rank < 0 ? py::object(py::none()) : py::object(py::int_(p.rank));
     instance.attr("message") = message;
     instance.attr("exit_code") = exit_code_for(p.kind);
@@ -123,8 +103,7 @@ void register_errors(py::module_& module)
             bases = py::make_tuple(py::handle(g_classes[base]), py::handle(PyExc_ValueError));
         else
             bases = py::reinterpret_borrow<py::object>(g_classes[base]);
-        g_classes[f] =
-            PyErr_NewExceptionWithDoc(qualified.c_str(), kClasses[f].doc, bases.ptr(), nullptr);
+        g_classes[f] = PyErr_NewExceptionWithDoc(qualified.c_str(), kClasses[f].doc, bases.ptr(), nullptr);
         if (!g_classes[f])
             throw py::error_already_set();
         module.add_object(kClasses[f].name, py::handle(g_classes[f]));

@@ -6,8 +6,7 @@
 
 #include <pybind11/pybind11.h>
 
-namespace shardscope::python
-{
+namespace shardscope::python {
 
 // Creates the classes in `module` and installs the translator for shardscope::Error.
 void register_errors(pybind11::module_& module);

@@ -8,14 +8,12 @@
 
 #include <cmath>
 
-namespace shardscope::python
-{
+namespace shardscope::python {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace
-{
+namespace {
 
 // tensor="blocks.*" or tensor=["a.*", "b.*"], like the CLI's repeatable --tensor GLOB.
 std::vector<std::string> globs_from_python(py::object tensor)
@@ -29,8 +27,7 @@ std::vector<std::string> globs_from_python(py::object tensor)
     else if (j.is_array())
         for (const auto& g : j) {
             if (!g.is_string())
-                throw Error(ProblemKind::invalid_argument,
-                            "tensor must be a glob or a list of globs");
+                throw Error(ProblemKind::invalid_argument, "tensor must be a glob or a list of globs");
             globs.push_back(g.get<std::string>());
         }
     else
@@ -44,8 +41,7 @@ std::optional<double> tolerance(py::object value, const char* name)
         return std::nullopt;
     const json j = from_python(value, name);
     if (!j.is_number() || j.get<double>() < 0)
-        throw Error(ProblemKind::invalid_argument,
-                    std::string(name) + " must be a non-negative number");
+        throw Error(ProblemKind::invalid_argument, std::string(name) + " must be a non-negative number");
     return j.get<double>();
 }
 
@@ -63,8 +59,7 @@ py::object stats(py::object path, py::object tensor, int threads)
     return to_python(out);
 }
 
-py::object diff(py::object a, py::object b, py::object atol, py::object rtol, py::object tensor,
-                int threads)
+py::object diff(py::object a, py::object b, py::object atol, py::object rtol, py::object tensor, int threads)
 {
     const fs::path path_a = to_path(a);
     const fs::path path_b = to_path(b);
@@ -87,15 +82,12 @@ void bind_inspect(py::module_& m)
 {
     using namespace pybind11::literals;
     m.def("stats", &stats, "path"_a, py::kw_only(), "tensor"_a = py::none(), "threads"_a = 0,
-          "Statistics of every tensor's values, whole and per part (rank or file), and the health "
-          "checks\n"
-          "(nonfinite_values, negative_second_moment, param_master_mismatch): the `shardctl stats "
-          "--json`\n"
+          "Statistics of every tensor's values, whole and per part (rank or file), and the health checks\n"
+          "(nonfinite_values, negative_second_moment, param_master_mismatch): the `shardctl stats --json`\n"
           "dict. Reads any format stats reads; tensor= takes a glob or a list of globs.");
     m.def("diff", &diff, "a"_a, "b"_a, py::kw_only(), "atol"_a = py::none(), "rtol"_a = py::none(),
           "tensor"_a = py::none(), "threads"_a = 0,
-          "Pairs the tensors of two checkpoints (any formats and world sizes) and compares them "
-          "element by\n"
+          "Pairs the tensors of two checkpoints (any formats and world sizes) and compares them element by\n"
           "element, bitwise unless atol/rtol are given: the `shardctl diff --json` dict.");
 }
 

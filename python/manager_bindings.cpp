@@ -12,17 +12,13 @@
 #include <memory>
 #include <mutex>
 
-namespace shardscope::python
-{
+namespace shardscope::python {
 
-namespace
-{
+namespace {
 
-class PyCheckpointManager
-{
-  public:
-    PyCheckpointManager(py::object root, int keep, py::object mirror, int mirror_keep, bool durable,
-                        int threads)
+class PyCheckpointManager {
+public:
+    PyCheckpointManager(py::object root, int keep, py::object mirror, int mirror_keep, bool durable, int threads)
     {
         ManagerOptions options;
         options.root = to_path(root);
@@ -55,8 +51,7 @@ class PyCheckpointManager
         if (unreported.empty())
             return;
         py::error_scope keep; // an exception already being raised (if any) survives the warning
-        PyObject* text = PyUnicode_DecodeUTF8(
-            unreported.data(), static_cast<Py_ssize_t>(unreported.size()), "replace");
+        PyObject* text = PyUnicode_DecodeUTF8(unreported.data(), static_cast<Py_ssize_t>(unreported.size()), "replace");
         const std::string message =
             "shardscope.CheckpointManager destroyed with an unreported error of a background save "
             "(call wait() or use `with`): " +
@@ -67,8 +62,8 @@ class PyCheckpointManager
             PyErr_WriteUnraisable(nullptr);
     }
 
-    py::object save(py::object step, py::object ranks, py::object dtype, py::object training_state,
-                    py::object tensors, double wall_clock_seconds)
+    py::object save(py::object step, py::object ranks, py::object dtype, py::object training_state, py::object tensors,
+                    double wall_clock_seconds)
     {
         Call call = prepare(step, ranks, dtype, training_state, tensors, wall_clock_seconds);
         Manifest m;
@@ -80,8 +75,8 @@ class PyCheckpointManager
         return manifest_to_python(m);
     }
 
-    void save_async(py::object step, py::object ranks, py::object dtype, py::object training_state,
-                    py::object tensors, double wall_clock_seconds)
+    void save_async(py::object step, py::object ranks, py::object dtype, py::object training_state, py::object tensors,
+                    double wall_clock_seconds)
     {
         Call call = prepare(step, ranks, dtype, training_state, tensors, wall_clock_seconds);
         // The core's save_async refuses bad input (check_save) before it touches the root.
@@ -114,8 +109,7 @@ class PyCheckpointManager
         const int wanted = int_or(world_size, -1, "world_size");
         if (!world_size.is_none() && wanted < 1)
             throw Error(ProblemKind::invalid_argument,
-                        "world_size must be at least 1 (or None for the saved one), not " +
-                            std::to_string(wanted));
+                        "world_size must be at least 1 (or None for the saved one), not " + std::to_string(wanted));
         LoadedCheckpoint loaded;
         bool used_mirror = false;
         bool fresh = false;
@@ -130,10 +124,9 @@ class PyCheckpointManager
             saved_world = loaded.manifest.world_size;
             // A job restarting on another number of ranks: the even split, as shardctl train does.
             if (!fresh && wanted > 0 && wanted != saved_world) {
-                std::sort(loaded.ranks.begin(), loaded.ranks.end(),
-                          [](const RankState& a, const RankState& b) {
-                              return a.param_shard_offset < b.param_shard_offset;
-                          });
+                std::sort(loaded.ranks.begin(), loaded.ranks.end(), [](const RankState& a, const RankState& b) {
+                    return a.param_shard_offset < b.param_shard_offset;
+                });
                 loaded.ranks = reshard_in_memory(loaded.ranks, wanted);
             }
         }
@@ -167,7 +160,7 @@ class PyCheckpointManager
         m_manager->wait();
     }
 
-  private:
+private:
     struct Call {
         std::vector<HeldRank> held;
         std::vector<RankStateView> views;
@@ -175,9 +168,8 @@ class PyCheckpointManager
         SaveOptions options;
     };
 
-    static Call prepare(py::object step, py::object ranks, py::object dtype,
-                        py::object training_state, py::object tensors_layout,
-                        double wall_clock_seconds)
+    static Call prepare(py::object step, py::object ranks, py::object dtype, py::object training_state,
+                        py::object tensors_layout, double wall_clock_seconds)
     {
         Call call;
         call.step = u64_of(step, "step");
@@ -194,8 +186,7 @@ class PyCheckpointManager
     }
 
     std::unique_ptr<CheckpointManager> m_manager;
-    std::mutex
-        m_mutex; // the core manager expects one caller at a time; Python threads may be several
+    std::mutex m_mutex; // the core manager expects one caller at a time; Python threads may be several
 };
 
 } // namespace
@@ -203,42 +194,30 @@ class PyCheckpointManager
 void bind_manager(py::module_& m)
 {
     using namespace pybind11::literals;
-    py::class_<PyCheckpointManager>(
-        m, "CheckpointManager",
-        "A checkpoint root over a training run: one directory per step, `latest` replaced\n"
-        "atomically after each commit, the last `keep` complete steps kept, saves in the\n"
-        "background, an optional mirror directory (a second tier with its own retention)\n"
-        "that resume falls back to. Use it as a context manager to wait on exit.")
-        .def(py::init<py::object, int, py::object, int, bool, int>(), "root"_a, "keep"_a = 3,
-             "mirror"_a = py::none(), py::kw_only(), "mirror_keep"_a = 10, "durable"_a = true,
-             "threads"_a = 0)
-        .def("save", &PyCheckpointManager::save, "step"_a, "ranks"_a, py::kw_only(),
-             "dtype"_a = "bf16", "training_state"_a = py::none(), "tensors"_a = py::none(),
-             "wall_clock_seconds"_a = 0.0,
-             "Saves the rank dicts as step `step` (straight from their buffers), publishes it in "
-             "`latest`,\n"
+    py::class_<PyCheckpointManager>(m, "CheckpointManager",
+                                    "A checkpoint root over a training run: one directory per step, `latest` replaced\n"
+                                    "atomically after each commit, the last `keep` complete steps kept, saves in the\n"
+                                    "background, an optional mirror directory (a second tier with its own retention)\n"
+                                    "that resume falls back to. Use it as a context manager to wait on exit.")
+        .def(py::init<py::object, int, py::object, int, bool, int>(), "root"_a, "keep"_a = 3, "mirror"_a = py::none(),
+             py::kw_only(), "mirror_keep"_a = 10, "durable"_a = true, "threads"_a = 0)
+        .def("save", &PyCheckpointManager::save, "step"_a, "ranks"_a, py::kw_only(), "dtype"_a = "bf16",
+             "training_state"_a = py::none(), "tensors"_a = py::none(), "wall_clock_seconds"_a = 0.0,
+             "Saves the rank dicts as step `step` (straight from their buffers), publishes it in `latest`,\n"
              "rotates; returns the manifest dict.")
-        .def("save_async", &PyCheckpointManager::save_async, "step"_a, "ranks"_a, py::kw_only(),
-             "dtype"_a = "bf16", "training_state"_a = py::none(), "tensors"_a = py::none(),
-             "wall_clock_seconds"_a = 0.0,
-             "Copies the state and returns while the write proceeds on a background thread; the "
-             "arrays may\n"
+        .def("save_async", &PyCheckpointManager::save_async, "step"_a, "ranks"_a, py::kw_only(), "dtype"_a = "bf16",
+             "training_state"_a = py::none(), "tensors"_a = py::none(), "wall_clock_seconds"_a = 0.0,
+             "Copies the state and returns while the write proceeds on a background thread; the arrays may\n"
              "be changed as soon as it returns. An error of the write is raised by the next call.")
-        .def("wait", &PyCheckpointManager::wait,
-             "Waits for the pending write and mirror uploads; raises their error.")
-        .def("latest", &PyCheckpointManager::latest,
-             "The step directory name `latest` holds, or None.")
-        .def(
-            "resume", &PyCheckpointManager::resume, "world_size"_a = py::none(),
-            "Loads the step `latest` names (the mirror's copy if the local one does not verify) "
-            "and returns\n"
-            "its manifest dict plus path, from_mirror, saved_world_size and ranks (rank dicts, "
-            "resharded\n"
-            "evenly to world_size when given and different); None when there is nothing to resume.")
+        .def("wait", &PyCheckpointManager::wait, "Waits for the pending write and mirror uploads; raises their error.")
+        .def("latest", &PyCheckpointManager::latest, "The step directory name `latest` holds, or None.")
+        .def("resume", &PyCheckpointManager::resume, "world_size"_a = py::none(),
+             "Loads the step `latest` names (the mirror's copy if the local one does not verify) and returns\n"
+             "its manifest dict plus path, from_mirror, saved_world_size and ranks (rank dicts, resharded\n"
+             "evenly to world_size when given and different); None when there is nothing to resume.")
         .def_property_readonly("options", &PyCheckpointManager::options)
         .def("__enter__", [](py::object self) { return self; })
-        .def("__exit__",
-             [](PyCheckpointManager& self, py::object, py::object, py::object) { self.close(); });
+        .def("__exit__", [](PyCheckpointManager& self, py::object, py::object, py::object) { self.close(); });
 }
 
 } // namespace shardscope::python

@@ -12,14 +12,12 @@
 
 #include <cmath>
 
-namespace shardscope::python
-{
+namespace shardscope::python {
 
 namespace pl = pipeline;
 using nlohmann::json;
 
-namespace
-{
+namespace {
 
 // None: the uniform model (N x V identical layers, the textbook case); a path: a JSON or CSV
 // profile file; a dict: the JSON profile object itself.
@@ -76,19 +74,17 @@ pl::TrainingOptions training_options(const Training& t)
 }
 
 pl::StepPlan make(int stages, int microbatches, const std::string& kind_name, py::object virtual_stages,
-                  py::object profile, const std::string& partition, double p2p_latency_ms,
-                  const Training& training, pl::Profile& used, pl::PartitionSpec& partition_spec)
+                  py::object profile, const std::string& partition, double p2p_latency_ms, const Training& training,
+                  pl::Profile& used, pl::PartitionSpec& partition_spec)
 {
     const auto kind = pl::parse_schedule_kind(kind_name);
     if (!kind)
         throw Error(ProblemKind::invalid_argument,
                     "schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" + kind_name + "'");
     if (!std::isfinite(p2p_latency_ms) || p2p_latency_ms < 0)
-        throw Error(ProblemKind::invalid_argument,
-                    "p2p_latency_ms must be a finite number of milliseconds >= 0");
+        throw Error(ProblemKind::invalid_argument, "p2p_latency_ms must be a finite number of milliseconds >= 0");
     // The CLI's default: two chunks per stage for interleaved, one otherwise.
-    const int chunks =
-        int_or(virtual_stages, *kind == pl::ScheduleKind::interleaved ? 2 : 1, "virtual_stages");
+    const int chunks = int_or(virtual_stages, *kind == pl::ScheduleKind::interleaved ? 2 : 1, "virtual_stages");
     const pl::ScheduleSpec spec{.kind = *kind,
                                 .stages = stages,
                                 .microbatches = microbatches,
@@ -102,14 +98,13 @@ pl::StepPlan make(int stages, int microbatches, const std::string& kind_name, py
     return pl::make_step_plan(used, spec, partition_spec, options);
 }
 
-py::object run(bool with_ops, int stages, int microbatches, const std::string& kind,
-               py::object virtual_stages, py::object profile, const std::string& partition,
-               double p2p_latency_ms, const Training& training)
+py::object run(bool with_ops, int stages, int microbatches, const std::string& kind, py::object virtual_stages,
+               py::object profile, const std::string& partition, double p2p_latency_ms, const Training& training)
 {
     pl::Profile used;
     pl::PartitionSpec partition_spec;
-    const pl::StepPlan step = make(stages, microbatches, kind, virtual_stages, profile, partition,
-                                   p2p_latency_ms, training, used, partition_spec);
+    const pl::StepPlan step = make(stages, microbatches, kind, virtual_stages, profile, partition, p2p_latency_ms,
+                                   training, used, partition_spec);
     json out;
     {
         py::gil_scoped_release unlocked; // a plan with every op is a large JSON object
@@ -125,46 +120,33 @@ void bind_pipeline(py::module_& m)
     using namespace pybind11::literals;
     m.def(
         "schedule",
-        [](int stages, int microbatches, const std::string& schedule, py::object virtual_stages,
-           py::object profile, const std::string& partition, double p2p_latency_ms, int dp, int zero,
-           const std::string& recompute, py::object gpu_memory_gib, double link_gbps,
-           bool overlap_allreduce) {
-            return run(true, stages, microbatches, schedule, virtual_stages, profile, partition,
-                       p2p_latency_ms,
+        [](int stages, int microbatches, const std::string& schedule, py::object virtual_stages, py::object profile,
+           const std::string& partition, double p2p_latency_ms, int dp, int zero, const std::string& recompute,
+           py::object gpu_memory_gib, double link_gbps, bool overlap_allreduce) {
+            return run(true, stages, microbatches, schedule, virtual_stages, profile, partition, p2p_latency_ms,
                        Training{dp, zero, recompute, gpu_memory_gib, link_gbps, overlap_allreduce});
         },
-        "stages"_a, "microbatches"_a, "schedule"_a = "1f1b", py::kw_only(),
-        "virtual_stages"_a = py::none(), "profile"_a = py::none(), "partition"_a = "uniform",
-        "p2p_latency_ms"_a = 0.0, "dp"_a = 1, "zero"_a = 0, "recompute"_a = "none",
-        "gpu_memory_gib"_a = py::none(), "link_gbps"_a = 0.0, "overlap_allreduce"_a = false,
-        "Simulates one pipeline-parallel step and returns the `shardctl schedule --json` dict "
-        "(every op\n"
-        "with its start and end, per-stage stats and memory, bubble measured and closed form, step "
-        "time with\n"
-        "the data-parallel all-reduce). dp, zero, recompute, gpu_memory_gib, link_gbps and "
-        "overlap_allreduce\n"
-        "are the CLI's --dp, --zero, --recompute, --gpu-memory, --link-gbps and "
-        "--overlap-allreduce. profile: None "
-        "(uniform\n"
-        "layers), a JSON/CSV file path, or the profile dict; partition: uniform, params, compute "
-        "or\n"
-        "manual:B1,B2,...");
+        "stages"_a, "microbatches"_a, "schedule"_a = "1f1b", py::kw_only(), "virtual_stages"_a = py::none(),
+        "profile"_a = py::none(), "partition"_a = "uniform", "p2p_latency_ms"_a = 0.0, "dp"_a = 1, "zero"_a = 0,
+        "recompute"_a = "none", "gpu_memory_gib"_a = py::none(), "link_gbps"_a = 0.0, "overlap_allreduce"_a = false,
+        "Simulates one pipeline-parallel step and returns the `shardctl schedule --json` dict (every op\n"
+        "with its start and end, per-stage stats and memory, bubble measured and closed form, step time with\n"
+        "the data-parallel all-reduce). dp, zero, recompute, gpu_memory_gib, link_gbps and overlap_allreduce\n"
+        "are the CLI's --dp, --zero, --recompute, --gpu-memory, --link-gbps and --overlap-allreduce.\n"
+        "profile: None (uniform layers), a JSON/CSV file path, or the profile dict; partition: uniform,\n"
+        "params, compute or manual:B1,B2,...");
     m.def(
         "plan",
-        [](int stages, int microbatches, const std::string& schedule, py::object virtual_stages,
-           py::object profile, const std::string& partition, double p2p_latency_ms, int dp, int zero,
-           const std::string& recompute, py::object gpu_memory_gib, double link_gbps,
-           bool overlap_allreduce) {
-            return run(false, stages, microbatches, schedule, virtual_stages, profile, partition,
-                       p2p_latency_ms,
+        [](int stages, int microbatches, const std::string& schedule, py::object virtual_stages, py::object profile,
+           const std::string& partition, double p2p_latency_ms, int dp, int zero, const std::string& recompute,
+           py::object gpu_memory_gib, double link_gbps, bool overlap_allreduce) {
+            return run(false, stages, microbatches, schedule, virtual_stages, profile, partition, p2p_latency_ms,
                        Training{dp, zero, recompute, gpu_memory_gib, link_gbps, overlap_allreduce});
         },
-        "stages"_a, "microbatches"_a, "schedule"_a = "1f1b", py::kw_only(),
-        "virtual_stages"_a = py::none(), "profile"_a = py::none(), "partition"_a = "uniform",
-        "p2p_latency_ms"_a = 0.0, "dp"_a = 1, "zero"_a = 0, "recompute"_a = "none",
-        "gpu_memory_gib"_a = py::none(), "link_gbps"_a = 0.0, "overlap_allreduce"_a = false,
-        "The same dict without the op list (op_count instead): partition boundaries, bubble "
-        "figures,\n"
+        "stages"_a, "microbatches"_a, "schedule"_a = "1f1b", py::kw_only(), "virtual_stages"_a = py::none(),
+        "profile"_a = py::none(), "partition"_a = "uniform", "p2p_latency_ms"_a = 0.0, "dp"_a = 1, "zero"_a = 0,
+        "recompute"_a = "none", "gpu_memory_gib"_a = py::none(), "link_gbps"_a = 0.0, "overlap_allreduce"_a = false,
+        "The same dict without the op list (op_count instead): partition boundaries, bubble figures,\n"
         "per-stage stats and memory, step time; cheap enough to call in a search loop.");
 }
 

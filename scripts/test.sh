@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test: the Release build's whole ctest suite
-# (GUI tests offscreen), then the core and CLI suites again under AddressSanitizer + UBSan.
+# Installs what is missing, checks the source layout, builds, and runs every test: the Release
+# build's whole ctest suite (GUI tests offscreen), then the core and CLI suites again under
+# AddressSanitizer + UBSan.
 source "$(dirname "$0")/setup.sh"
-shardscope_setup xvfb xauth python3-torch # real torch.save fixtures for stats
+shardscope_setup xvfb xauth python3-torch clang-format # real torch.save fixtures for stats; the layout check
 cd "$SHARDSCOPE_ROOT"
+
+echo "==> layout (clang-format, .clang-format)"
+find core widgets app python tests -name '*.cpp' -o -name '*.h' | sort | xargs clang-format --dry-run --Werror
 
 shardscope_build release
 echo "==> tests (release)"

@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 inline std::string index_tensor_name(std::size_t i)
 {
     return "model.layers." + std::to_string(i / 2048) + ".mlp.experts." + std::to_string(i / 8 % 256) + ".w" +
-           std::to_string(i % 8) + ".weight";
+        std::to_string(i % 8) + ".weight";
 }
 
 // A safetensors file of `count` tensors of shape [4, 8], the weight map's entries added.
@@ -70,7 +70,7 @@ inline void write_dcp(const fs::path& dir, std::size_t chunks, int ranks, bool l
     std::vector<fixtures::DcpTensorSpec> tensors;
     for (std::size_t t = 0; t * ranks < chunks; ++t) {
         fixtures::DcpTensorSpec spec{.fqn = "model.layers." + std::to_string(t / 16) + ".experts." +
-                                            std::to_string(t % 16) + ".weight",
+                                         std::to_string(t % 16) + ".weight",
                                      .size = {uint64_t(ranks) * 2, 4}};
         for (int r = 0; r < ranks; ++r)
             spec.chunks.push_back(
@@ -87,15 +87,17 @@ inline void write_deepspeed(const fs::path& dir, std::size_t files)
 {
     fixtures::write_file(dir / "latest", "global_step1\n");
     const fs::path tag = dir / "global_step1";
-    fixtures::write_file(tag / "mp_rank_00_model_states.pt",
-                         fixtures::torch_archive("mp_rank_00_model_states",
-                                                 {{"module.embed.weight", {64, 16}}, {"module.head.weight", {16, 64}}}));
+    fixtures::write_file(
+        tag / "mp_rank_00_model_states.pt",
+        fixtures::torch_archive("mp_rank_00_model_states",
+                                {{"module.embed.weight", {64, 16}}, {"module.head.weight", {16, 64}}}));
     for (std::size_t d = 0; d + 1 < files; ++d) {
         const std::string name = "bf16_zero_pp_rank_" + std::to_string(d) + "_mp_rank_00_optim_states";
         fixtures::write_file(tag / (name + ".pt"),
-                             fixtures::torch_archive(name, {{"optimizer_state_dict.fp32_flat", {64}},
-                                                            {"optimizer_state_dict.exp_avg", {64}},
-                                                            {"optimizer_state_dict.exp_avg_sq", {64}}}));
+                             fixtures::torch_archive(name,
+                                                     {{"optimizer_state_dict.fp32_flat", {64}},
+                                                      {"optimizer_state_dict.exp_avg", {64}},
+                                                      {"optimizer_state_dict.exp_avg_sq", {64}}}));
     }
 }
 

@@ -13,7 +13,8 @@
 
 namespace {
 
-void write_safetensors(const std::filesystem::path& file, const std::vector<std::pair<shardscope::SafetensorsTensor, std::string>>& tensors)
+void write_safetensors(const std::filesystem::path& file,
+                       const std::vector<std::pair<shardscope::SafetensorsTensor, std::string>>& tensors)
 {
     std::vector<shardscope::SafetensorsTensor> layout;
     std::string data;

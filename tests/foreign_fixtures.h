@@ -36,8 +36,16 @@ struct PickleWriter {
     bool like_cpython = false;
     std::map<std::string, int> memoized; // str (or "module\nname" of a class) -> memo index
 
-    PickleWriter& op(unsigned char c) { out += static_cast<char>(c); return *this; }
-    PickleWriter& proto(int v) { op(0x80); return op(static_cast<unsigned char>(v)); }
+    PickleWriter& op(unsigned char c)
+    {
+        out += static_cast<char>(c);
+        return *this;
+    }
+    PickleWriter& proto(int v)
+    {
+        op(0x80);
+        return op(static_cast<unsigned char>(v));
+    }
     // A GET of `key` when it was memoized before (like_cpython only).
     bool fetched(const std::string& key)
     {
@@ -72,10 +80,20 @@ struct PickleWriter {
     }
     PickleWriter& integer(int64_t v)
     {
-        if (v >= 0 && v < 256) { op('K'); op(static_cast<unsigned char>(v)); }
-        else if (v >= 0 && v < 65536) { op('M'); put_le(out, static_cast<uint64_t>(v), 2); }
-        else if (v >= INT32_MIN && v <= INT32_MAX) { op('J'); put_le(out, static_cast<uint32_t>(v), 4); }
-        else { op(0x8a); op(8); put_le(out, static_cast<uint64_t>(v), 8); }
+        if (v >= 0 && v < 256) {
+            op('K');
+            op(static_cast<unsigned char>(v));
+        } else if (v >= 0 && v < 65536) {
+            op('M');
+            put_le(out, static_cast<uint64_t>(v), 2);
+        } else if (v >= INT32_MIN && v <= INT32_MAX) {
+            op('J');
+            put_le(out, static_cast<uint32_t>(v), 4);
+        } else {
+            op(0x8a);
+            op(8);
+            put_le(out, static_cast<uint64_t>(v), 8);
+        }
         return *this;
     }
     PickleWriter& global(const std::string& module, const std::string& name) // protocol 2: GLOBAL
@@ -97,7 +115,11 @@ struct PickleWriter {
         }
         return op(0x93).memoize();
     }
-    PickleWriter& memoize() { ++memo; return op(0x94); }
+    PickleWriter& memoize()
+    {
+        ++memo;
+        return op(0x94);
+    }
     PickleWriter& get(int index)
     {
         if (index < 256) {

@@ -154,11 +154,11 @@ Corpus make_corpus(const fs::path& root)
         fs::create_symlink("../../outside/secret.safetensors", dir / "rank1.safetensors");
     });
     b.checkpoint("symlink_dir_component", "path_outside_checkpoint", "manifest.json", [&](const fs::path& dir) {
-        fs::create_directory_symlink(out / "dir", dir / "sub");
-        json m = json::parse(read_file(dir / "manifest.json"));
-        m["shards"][1]["path"] = "sub/rank1.safetensors";
-        write_file(dir / "manifest.json", m.dump(1));
-    }).names = "rank1.safetensors";
+         fs::create_directory_symlink(out / "dir", dir / "sub");
+         json m = json::parse(read_file(dir / "manifest.json"));
+         m["shards"][1]["path"] = "sub/rank1.safetensors";
+         write_file(dir / "manifest.json", m.dump(1));
+     }).names = "rank1.safetensors";
     b.checkpoint("symlink_inside", "path_outside_checkpoint", "rank1.safetensors", [](const fs::path& dir) {
         fs::rename(dir / "rank1.safetensors", dir / "real1.bin");
         fs::create_symlink("real1.bin", dir / "rank1.safetensors");
@@ -186,8 +186,7 @@ Corpus make_corpus(const fs::path& root)
                     [](json& m) { m["shards"][1]["param_shard_numel"] = uint64_t(9223372036854775807ull); });
     b.manifest_edit("offset_2^64-1", "invalid_manifest",
                     [](json& m) { m["shards"][1]["param_shard_offset"] = uint64_t(18446744073709551615ull); });
-    b.manifest_edit("bytes_2^63", "invalid_manifest",
-                    [](json& m) { m["shards"][0]["bytes"] = uint64_t(1) << 63; });
+    b.manifest_edit("bytes_2^63", "invalid_manifest", [](json& m) { m["shards"][0]["bytes"] = uint64_t(1) << 63; });
     b.manifest_edit("world_size_0", "invalid_manifest", [](json& m) { m["world_size"] = 0; });
     b.manifest_edit("world_size_2^31", "invalid_manifest", [](json& m) { m["world_size"] = uint64_t(1) << 31; });
     b.manifest_edit("world_size_negative", "invalid_manifest", [](json& m) { m["world_size"] = -4; });
@@ -267,8 +266,9 @@ Corpus make_corpus(const fs::path& root)
         f.write("\x7f", 1);
     });
     {
-        Case& c = b.checkpoint("shard_unreadable", "unreadable", "rank1.safetensors",
-                               [](const fs::path& dir) { fs::permissions(dir / "rank1.safetensors", fs::perms::none); });
+        Case& c = b.checkpoint("shard_unreadable", "unreadable", "rank1.safetensors", [](const fs::path& dir) {
+            fs::permissions(dir / "rank1.safetensors", fs::perms::none);
+        });
         if (root_user)
             c.skipped = "running as root, which reads any file regardless of its permissions";
     }
@@ -290,8 +290,7 @@ Corpus make_corpus(const fs::path& root)
         fs::create_directory_symlink(out / "pristine", dir / "step-2");
         write_file(dir / "latest", "step-2\n");
     });
-    b.root("latest_missing_dir", "partial_write",
-           [](const fs::path& dir) { write_file(dir / "latest", "step-9\n"); });
+    b.root("latest_missing_dir", "partial_write", [](const fs::path& dir) { write_file(dir / "latest", "step-9\n"); });
     b.root("latest_is_fifo", "unreadable",
            [](const fs::path& dir) { must(::mkfifo((dir / "latest").c_str(), 0644) == 0, "mkfifo latest"); });
     b.root("latest_huge", "invalid_manifest",
@@ -313,7 +312,7 @@ std::map<std::string, std::string> snapshot(const fs::path& dir)
         if (::lstat(p.c_str(), &st) != 0)
             continue;
         std::string info = std::to_string(st.st_mode) + " " + std::to_string(st.st_size) + " " +
-                           std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+            std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
         if (S_ISREG(st.st_mode) && (st.st_mode & S_IRUSR) && st.st_size < (16 << 20)) {
             shardscope::Sha256 sha;
             const std::string bytes = read_file(p);

@@ -20,11 +20,11 @@ namespace hostile {
 struct Case {
     std::string name;
     std::filesystem::path path; // what the user opens
-    std::string kind;           // a problem kind `verify --json` must report
-    int verify_exit = 1;        // shardctl verify's exit status
-    int load_exit = 1;          // shardctl load --expect-world-size 4's exit status
-    std::string names;          // the first error sentence must name this file
-    std::string skipped;        // why the case cannot be built here (e.g. running as root)
+    std::string kind; // a problem kind `verify --json` must report
+    int verify_exit = 1; // shardctl verify's exit status
+    int load_exit = 1; // shardctl load --expect-world-size 4's exit status
+    std::string names; // the first error sentence must name this file
+    std::string skipped; // why the case cannot be built here (e.g. running as root)
 };
 
 struct Corpus {

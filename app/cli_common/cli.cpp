@@ -49,8 +49,7 @@ int finish_json_command(const QStringList& arguments, int code, const shardscope
         g_failure = shardscope::problem_json(*failure);
         g_failure["message"] = shardscope::printable(failure->message, 4096);
     }
-    if (code != kOk && !g_json_printed && arguments.contains(QStringLiteral("--json")))
-    {
+    if (code != kOk && !g_json_printed && arguments.contains(QStringLiteral("--json"))) {
         const nlohmann::json problem =
             g_failure.is_null() ? nlohmann::json{{"kind", "io_error"}, {"message", "failed"}} : g_failure;
         print_json({{"ok", false}, {"error", problem}, {"problems", nlohmann::json::array({problem})}});
@@ -58,8 +57,7 @@ int finish_json_command(const QStringList& arguments, int code, const shardscope
     return code;
 }
 
-bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional,
-           const QString& usage_name)
+bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional, const QString& usage_name)
 {
     parser.addHelpOption();
     if (!parser.parse(arguments)) {
@@ -72,32 +70,32 @@ bool parse(QCommandLineParser& parser, const QStringList& arguments, int positio
     }
     const auto count = parser.positionalArguments().size();
     if (count != positional) {
-        fail(kUsage, "'" + local(usage_name) + "' expects " + std::to_string(positional) +
-                         " path argument(s), got " + std::to_string(count) + " (see shardctl " +
-                         local(usage_name) + " --help)");
+        fail(kUsage,
+             "'" + local(usage_name) + "' expects " + std::to_string(positional) + " path argument(s), got " +
+                 std::to_string(count) + " (see shardctl " + local(usage_name) + " --help)");
         return false;
     }
     return true;
 }
 
-bool parse_command(QCommandLineParser& parser, const QStringList& arguments, int positional,
-                   const QString& usage_name, const QString& description,
-                   const QList<QCommandLineOption>& options)
+bool parse_command(QCommandLineParser& parser, const QStringList& arguments, int positional, const QString& usage_name,
+                   const QString& description, const QList<QCommandLineOption>& options)
 {
     parser.setApplicationDescription(description);
     parser.addOptions(options);
     return parse(parser, arguments, positional, usage_name);
 }
 
-std::optional<long long> int_option(const QCommandLineParser& parser, const QString& name,
-                                    long long min_value, long long max_value)
+std::optional<long long> int_option(const QCommandLineParser& parser, const QString& name, long long min_value,
+                                    long long max_value)
 {
     bool ok = false;
     const QString text = parser.value(name);
     const long long value = text.toLongLong(&ok);
     if (!ok || value < min_value || value > max_value) {
-        fail(kUsage, "--" + local(name) + " must be an integer from " + std::to_string(min_value) +
-                         " to " + std::to_string(max_value) + ", not '" + local(text) + "'");
+        fail(kUsage,
+             "--" + local(name) + " must be an integer from " + std::to_string(min_value) + " to " +
+                 std::to_string(max_value) + ", not '" + local(text) + "'");
         return std::nullopt;
     }
     return value;

@@ -30,17 +30,15 @@ int finish_json_command(const QStringList& arguments, int code, const shardscope
 
 // Parses `arguments` (the command's name first). On a usage error prints it and returns false;
 // the caller returns kUsage. `positional` is how many positional arguments are required.
-bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional,
-           const QString& usage_name);
+bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional, const QString& usage_name);
 
 // The common start of every command: its description and options, then parse().
-bool parse_command(QCommandLineParser& parser, const QStringList& arguments, int positional,
-                   const QString& usage_name, const QString& description,
-                   const QList<QCommandLineOption>& options);
+bool parse_command(QCommandLineParser& parser, const QStringList& arguments, int positional, const QString& usage_name,
+                   const QString& description, const QList<QCommandLineOption>& options);
 
 // Integer option values with a range check; nullopt after printing the error.
-std::optional<long long> int_option(const QCommandLineParser& parser, const QString& name,
-                                    long long min_value, long long max_value);
+std::optional<long long> int_option(const QCommandLineParser& parser, const QString& name, long long min_value,
+                                    long long max_value);
 
 // --json and --threads T, whose help (and default) differ between shardctl and shardctl-mpi.
 QCommandLineOption json_option(const QString& help = QStringLiteral("Print one JSON object on stdout."));

@@ -34,13 +34,13 @@ void print_stats_text(const ContentReport& report)
     for (const TensorContent& t : report.tensors) {
         const ValueStats& s = t.stats;
         std::string line = "  " + printable(t.name) + (t.state.empty() ? "" : " [" + t.state + "]") + "  " +
-                           std::string(to_string(t.type)) + " " + shape_text(t.shape);
+            std::string(to_string(t.type)) + " " + shape_text(t.shape);
         if (s.finite > 0)
             line += "  min " + number(s.min) + "  max " + number(s.max) + "  mean " + number(s.mean) + "  std " +
-                    number(s.std_dev());
+                number(s.std_dev());
         if (s.nonfinite() > 0)
             line += "  NaN " + std::to_string(s.nan) + "  +Inf " + std::to_string(s.posinf) + "  -Inf " +
-                    std::to_string(s.neginf);
+                std::to_string(s.neginf);
         if (t.parts.size() > 1)
             line += "  (" + std::to_string(t.parts.size()) + " parts)";
         print_line(line);
@@ -48,10 +48,10 @@ void print_stats_text(const ContentReport& report)
     for (const Problem& w : report.warnings)
         print_line("  warning: " + printable(w.message, 4096));
     if (report.ok())
-        print_line("OK: no non-finite values" + std::string(report.format == "shardscope"
-                                                                 ? ", no negative second moments, params match masters"
-                                                                 : "") +
-                   " (" + std::to_string(report.seconds).substr(0, 5) + " s)");
+        print_line(
+            "OK: no non-finite values" +
+            std::string(report.format == "shardscope" ? ", no negative second moments, params match masters" : "") +
+            " (" + std::to_string(report.seconds).substr(0, 5) + " s)");
 }
 
 std::string tensor_label(const TensorDiff& t)
@@ -75,7 +75,7 @@ void print_diff_text(const DiffReport& report)
         if (t.status == DiffStatus::changed || t.status == DiffStatus::dtype_changed) {
             const auto rel = t.rel_l2();
             line += "  " + std::to_string(t.sums.changed) + " of " + std::to_string(t.numel) + " elements, max |a-b| " +
-                    number(t.sums.max_abs_diff) + ", rel L2 " + (rel ? number(*rel) : std::string("inf"));
+                number(t.sums.max_abs_diff) + ", rel L2 " + (rel ? number(*rel) : std::string("inf"));
             if (t.sums.nonfinite_changed > 0) // not in max |a-b| or the L2 figures
                 line += " (" + std::to_string(t.sums.nonfinite_changed) + " where a side is NaN or Inf)";
         }
@@ -86,8 +86,8 @@ void print_diff_text(const DiffReport& report)
         summary += ", " + std::to_string(report.tensors.size() - same) + " differ";
     if (const TensorDiff* largest = largest_change(report))
         summary += " (largest relative change " +
-                   (largest->rel_l2() ? number(*largest->rel_l2()) : std::string("inf")) + " in " +
-                   tensor_label(*largest) + ")";
+            (largest->rel_l2() ? number(*largest->rel_l2()) : std::string("inf")) + " in " + tensor_label(*largest) +
+            ")";
     print_line(summary + (report.options.bitwise() ? ", bitwise" : ", within tolerance"));
 }
 
@@ -105,7 +105,6 @@ bool tolerance(const QCommandLineParser& parser, const QString& name, std::optio
     out = value;
     return true;
 }
-
 
 std::optional<int> threads_of(const QCommandLineParser& parser)
 {
@@ -160,11 +159,14 @@ std::optional<DiffArgs> parse_diff_args(const QStringList& arguments, const QCom
     parser.addPositionalArgument(QStringLiteral("B"), QStringLiteral("The second checkpoint."));
     if (!parse_command(
             parser, arguments, 2, QStringLiteral("diff"),
-            QStringLiteral("Pairs tensors by name (and state) across two checkpoints of any formats and world sizes and "
-                           "compares them element by element: identical, changed (how many elements, max |a-b|, "
-                           "||a-b||/||a||), only in one, shape or dtype changed. Exit 0 when everything matches "
-                           "(bitwise unless a tolerance is given), 1 when anything differs."),
-            {json_flag, threads_flag, tensor_option(),
+            QStringLiteral(
+                "Pairs tensors by name (and state) across two checkpoints of any formats and world sizes and "
+                "compares them element by element: identical, changed (how many elements, max |a-b|, "
+                "||a-b||/||a||), only in one, shape or dtype changed. Exit 0 when everything matches "
+                "(bitwise unless a tolerance is given), 1 when anything differs."),
+            {json_flag,
+             threads_flag,
+             tensor_option(),
              {QStringLiteral("atol"), QStringLiteral("Absolute tolerance: |a-b| <= atol + rtol*|b| counts as equal."),
               QStringLiteral("X")},
              {QStringLiteral("rtol"), QStringLiteral("Relative tolerance."), QStringLiteral("Y")}}))

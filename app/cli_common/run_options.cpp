@@ -49,7 +49,8 @@ void add_verify_options(QCommandLineParser& parser)
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
     parser.addOptions({
         {QStringLiteral("fast"), QStringLiteral("Compare the XXH3 checksum instead of SHA-256.")},
-        {QStringLiteral("expect-world-size"), QStringLiteral("Fail unless the checkpoint has N ranks."), QStringLiteral("N")},
+        {QStringLiteral("expect-world-size"), QStringLiteral("Fail unless the checkpoint has N ranks."),
+         QStringLiteral("N")},
     });
 }
 
@@ -74,21 +75,25 @@ void add_demo_save_options(QCommandLineParser& parser)
     parser.addOptions({
         {QStringLiteral("out"), QStringLiteral("Checkpoint directory to create."), QStringLiteral("DIR")},
         {QStringLiteral("numel"), QStringLiteral("Total number of parameters."), QStringLiteral("P")},
-        {QStringLiteral("step"), QStringLiteral("Training step (default 0)."), QStringLiteral("S"), QStringLiteral("0")},
-        {QStringLiteral("seed"), QStringLiteral("Seed of the synthetic state (default 1)."), QStringLiteral("X"), QStringLiteral("1")},
-        {QStringLiteral("dtype"), QStringLiteral("Parameter dtype: f16 or bf16 (default f16)."), QStringLiteral("f16|bf16"), QStringLiteral("f16")},
+        {QStringLiteral("step"), QStringLiteral("Training step (default 0)."), QStringLiteral("S"),
+         QStringLiteral("0")},
+        {QStringLiteral("seed"), QStringLiteral("Seed of the synthetic state (default 1)."), QStringLiteral("X"),
+         QStringLiteral("1")},
+        {QStringLiteral("dtype"), QStringLiteral("Parameter dtype: f16 or bf16 (default f16)."),
+         QStringLiteral("f16|bf16"), QStringLiteral("f16")},
     });
 }
 
-std::optional<DemoSaveArgs> read_demo_save_options(const QCommandLineParser& parser, std::optional<int> default_world_size)
+std::optional<DemoSaveArgs> read_demo_save_options(const QCommandLineParser& parser,
+                                                   std::optional<int> default_world_size)
 {
     if (!require(parser, "demo-save", {"out", "numel"}))
         return std::nullopt;
     if (!default_world_size && !require(parser, "demo-save", {"world-size"}))
         return std::nullopt;
     const auto world = parser.isSet(QStringLiteral("world-size"))
-                           ? int_option(parser, QStringLiteral("world-size"), 1, kMaxWorldSize)
-                           : std::optional<long long>(*default_world_size);
+        ? int_option(parser, QStringLiteral("world-size"), 1, kMaxWorldSize)
+        : std::optional<long long>(*default_world_size);
     const auto numel = world ? int_option(parser, QStringLiteral("numel"), 0, 1ll << 40) : std::nullopt;
     const auto step = numel ? int_option(parser, QStringLiteral("step"), 0, 1ll << 53) : std::nullopt;
     const auto seed = step ? int_option(parser, QStringLiteral("seed"), 0, 1ll << 62) : std::nullopt;
@@ -96,8 +101,13 @@ std::optional<DemoSaveArgs> read_demo_save_options(const QCommandLineParser& par
     const auto dtype = threads ? dtype_option(parser) : std::nullopt;
     if (!dtype)
         return std::nullopt;
-    return DemoSaveArgs{local(parser.value(QStringLiteral("out"))), static_cast<int>(*world), static_cast<uint64_t>(*numel),
-                        static_cast<uint64_t>(*step), static_cast<uint64_t>(*seed), static_cast<int>(*threads), *dtype};
+    return DemoSaveArgs{local(parser.value(QStringLiteral("out"))),
+                        static_cast<int>(*world),
+                        static_cast<uint64_t>(*numel),
+                        static_cast<uint64_t>(*step),
+                        static_cast<uint64_t>(*seed),
+                        static_cast<int>(*threads),
+                        *dtype};
 }
 
 void add_load_options(QCommandLineParser& parser)
@@ -124,8 +134,12 @@ void print_load_result(bool as_json, const fs::path& dir, const Manifest& m, con
                        const std::string& where, const json& extra)
 {
     if (as_json) {
-        json out = {{"ok", true}, {"path", dir.string()}, {"world_size", m.world_size}, {"step", m.step},
-                    {"param_numel_total", m.param_numel_total}, {"param_dtype", std::string(to_string(m.param_dtype))},
+        json out = {{"ok", true},
+                    {"path", dir.string()},
+                    {"world_size", m.world_size},
+                    {"step", m.step},
+                    {"param_numel_total", m.param_numel_total},
+                    {"param_dtype", std::string(to_string(m.param_dtype))},
                     {"digests", digests_json(digests)}};
         out.update(extra);
         print_json(out);
@@ -141,14 +155,21 @@ void add_train_options(QCommandLineParser& parser)
     parser.addOptions({
         {QStringLiteral("root"), QStringLiteral("Checkpoint root directory."), QStringLiteral("DIR")},
         {QStringLiteral("steps"), QStringLiteral("Total optimizer steps of the run."), QStringLiteral("S")},
-        {QStringLiteral("save-every"), QStringLiteral("Checkpoint every K steps (default 10)."), QStringLiteral("K"), QStringLiteral("10")},
-        {QStringLiteral("keep"), QStringLiteral("Complete steps to keep locally (default 3)."), QStringLiteral("K2"), QStringLiteral("3")},
-        {QStringLiteral("numel"), QStringLiteral("Model parameters (default 65536)."), QStringLiteral("P"), QStringLiteral("65536")},
-        {QStringLiteral("seed"), QStringLiteral("Seed of data, weights and noise (default 1)."), QStringLiteral("X"), QStringLiteral("1")},
-        {QStringLiteral("dtype"), QStringLiteral("Parameter dtype: f16 or bf16 (default bf16)."), QStringLiteral("f16|bf16"), QStringLiteral("bf16")},
-        {QStringLiteral("batch"), QStringLiteral("Global batch size (default 16)."), QStringLiteral("B"), QStringLiteral("16")},
-        {QStringLiteral("lr-decay-steps"), QStringLiteral("Length of the cosine LR schedule (default 1000); part of the run's "
-                                                          "configuration, unlike --steps, which only says where to stop."),
+        {QStringLiteral("save-every"), QStringLiteral("Checkpoint every K steps (default 10)."), QStringLiteral("K"),
+         QStringLiteral("10")},
+        {QStringLiteral("keep"), QStringLiteral("Complete steps to keep locally (default 3)."), QStringLiteral("K2"),
+         QStringLiteral("3")},
+        {QStringLiteral("numel"), QStringLiteral("Model parameters (default 65536)."), QStringLiteral("P"),
+         QStringLiteral("65536")},
+        {QStringLiteral("seed"), QStringLiteral("Seed of data, weights and noise (default 1)."), QStringLiteral("X"),
+         QStringLiteral("1")},
+        {QStringLiteral("dtype"), QStringLiteral("Parameter dtype: f16 or bf16 (default bf16)."),
+         QStringLiteral("f16|bf16"), QStringLiteral("bf16")},
+        {QStringLiteral("batch"), QStringLiteral("Global batch size (default 16)."), QStringLiteral("B"),
+         QStringLiteral("16")},
+        {QStringLiteral("lr-decay-steps"),
+         QStringLiteral("Length of the cosine LR schedule (default 1000); part of the run's "
+                        "configuration, unlike --steps, which only says where to stop."),
          QStringLiteral("L"), QStringLiteral("1000")},
         {QStringLiteral("resume"), QStringLiteral("Continue from the root's `latest` if there is one.")},
         {QStringLiteral("no-fsync"), QStringLiteral("Skip fsync (faster, not crash-safe; for experiments).")},
@@ -185,14 +206,18 @@ std::optional<TrainArgs> read_train_options(const QCommandLineParser& parser)
 }
 
 void print_train_result(bool as_json, const Trainer& trainer, const StateDigests& d, int world_size,
-                        const std::optional<std::string>& latest,
-                        const json& resumed_from, int saves, double save_stall_ms, const std::string& where,
-                        const json& extra)
+                        const std::optional<std::string>& latest, const json& resumed_from, int saves,
+                        double save_stall_ms, const std::string& where, const json& extra)
 {
     if (as_json) {
-        json out = {{"ok", true}, {"steps", trainer.steps_done()}, {"final_loss", trainer.last_loss()},
-                    {"world_size", world_size}, {"resumed_from", resumed_from}, {"saves", saves},
-                    {"save_stall_ms", save_stall_ms}, {"latest", latest ? json(*latest) : json(nullptr)},
+        json out = {{"ok", true},
+                    {"steps", trainer.steps_done()},
+                    {"final_loss", trainer.last_loss()},
+                    {"world_size", world_size},
+                    {"resumed_from", resumed_from},
+                    {"saves", saves},
+                    {"save_stall_ms", save_stall_ms},
+                    {"latest", latest ? json(*latest) : json(nullptr)},
                     {"digests", digests_json(d)}};
         out.update(extra);
         print_json(out);
@@ -219,7 +244,8 @@ void add_reshard_options(QCommandLineParser& parser)
 {
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
     parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
-                       {QStringLiteral("out"), QStringLiteral("New checkpoint directory (absent or empty)."), QStringLiteral("DIR")}});
+                       {QStringLiteral("out"), QStringLiteral("New checkpoint directory (absent or empty)."),
+                        QStringLiteral("DIR")}});
 }
 
 std::optional<ReshardArgs> read_reshard_options(const QCommandLineParser& parser)

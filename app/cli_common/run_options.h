@@ -64,9 +64,8 @@ struct TrainArgs {
 void add_train_options(QCommandLineParser& parser);
 std::optional<TrainArgs> read_train_options(const QCommandLineParser& parser);
 void print_train_result(bool as_json, const shardscope::Trainer& trainer, const shardscope::StateDigests& digests,
-                        int world_size,
-                        const std::optional<std::string>& latest, const nlohmann::json& resumed_from, int saves,
-                        double save_stall_ms, const std::string& where = {},
+                        int world_size, const std::optional<std::string>& latest, const nlohmann::json& resumed_from,
+                        int saves, double save_stall_ms, const std::string& where = {},
                         const nlohmann::json& extra = nlohmann::json::object());
 
 // ---- plan-reshard and reshard: --to M, required ------------------------------------------------

@@ -38,9 +38,9 @@ std::string file_label(const ShardCheck& s)
 int run_demo_save(const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Write a synthetic sharded checkpoint. The global state depends only on --seed and --numel, "
-        "so the same seed saved at different world sizes holds the same flat vectors."));
+    parser.setApplicationDescription(
+        QStringLiteral("Write a synthetic sharded checkpoint. The global state depends only on --seed and --numel, "
+                       "so the same seed saved at different world sizes holds the same flat vectors."));
     add_demo_save_options(parser);
     parser.addOptions({
         {QStringLiteral("world-size"), QStringLiteral("Number of ranks."), QStringLiteral("N")},
@@ -64,18 +64,23 @@ int run_demo_save(const QStringList& arguments)
         std::error_code ec;
         if (fs::exists(args->out / "manifest.json", ec))
             throw Error(ProblemKind::already_exists,
-                        (args->out / "manifest.json").string() + " exists: refusing to overwrite a complete checkpoint");
+                        (args->out / "manifest.json").string() +
+                            " exists: refusing to overwrite a complete checkpoint");
     }
     parallel_for(records.size(), args->threads, [&](std::size_t r) {
         const RankState state = make_demo_rank(args->seed, args->numel, n, static_cast<int>(r), args->dtype);
         records[r] = write_rank_shard(args->out, state, n);
     });
-    const Manifest m =
-        commit(args->out, std::move(records), demo_checkpoint_meta(n, args->step, args->seed, args->dtype, args->numel));
+    const Manifest m = commit(args->out, std::move(records),
+                              demo_checkpoint_meta(n, args->step, args->seed, args->dtype, args->numel));
     const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
     if (parser.isSet(QStringLiteral("json"))) {
-        print_json({{"ok", true}, {"path", args->out.string()}, {"world_size", m.world_size}, {"step", m.step},
-                    {"param_numel_total", m.param_numel_total}, {"bytes", m.total_bytes()},
+        print_json({{"ok", true},
+                    {"path", args->out.string()},
+                    {"world_size", m.world_size},
+                    {"step", m.step},
+                    {"param_numel_total", m.param_numel_total},
+                    {"bytes", m.total_bytes()},
                     {"seconds", seconds}});
     } else {
         print_line("wrote " + args->out.string() + ": " + std::to_string(m.world_size) + " shards, " +
@@ -93,9 +98,12 @@ void add_foreign_info(json& out, const VerifyReport& report)
 {
     out["path"] = report.dir.string();
     const ForeignSummary& f = *report.foreign;
-    out.update(foreign_summary_json(
-        ForeignSummary{.rows = f.rows, .tensors = {}, .tensors_total = f.tensors_total, .layout = {},
-                       .world_size = f.world_size, .step = f.step}));
+    out.update(foreign_summary_json(ForeignSummary{.rows = f.rows,
+                                                   .tensors = {},
+                                                   .tensors_total = f.tensors_total,
+                                                   .layout = {},
+                                                   .world_size = f.world_size,
+                                                   .step = f.step}));
     json files = json::array();
     for (const auto& s : report.shards) {
         json entry = {{"path", s.path}, {"bytes", s.actual_bytes}, {"status", std::string(to_string(s.status))}};
@@ -153,8 +161,10 @@ int run_info(const QStringList& arguments)
     const fs::path path = local(parser.positionalArguments().at(0));
     const DetectedFormat detected = detect_format(path);
     const bool as_json = parser.isSet(QStringLiteral("json"));
-    json out = {{"format", std::string(to_string(detected.format))}, {"path", detected.path.string()},
-                {"detected_by", detected.reason}, {"files", detected.files}};
+    json out = {{"format", std::string(to_string(detected.format))},
+                {"path", detected.path.string()},
+                {"detected_by", detected.reason},
+                {"files", detected.files}};
     if (detected.format == CheckpointFormat::unknown) {
         if (as_json)
             print_json(out);
@@ -171,9 +181,12 @@ int run_info(const QStringList& arguments)
         out["tensors"] = m.tensors.size();
         json shards = json::array();
         for (const auto& s : m.shards)
-            shards.push_back({{"rank", s.rank}, {"path", s.path}, {"bytes", s.bytes},
+            shards.push_back({{"rank", s.rank},
+                              {"path", s.path},
+                              {"bytes", s.bytes},
                               {"param_shard_offset", s.param_shard_offset},
-                              {"param_shard_numel", s.param_shard_numel}, {"sha256", s.sha256}});
+                              {"param_shard_numel", s.param_shard_numel},
+                              {"sha256", s.sha256}});
         out["shards"] = shards;
         if (!m.training_state.is_null())
             out["training_state"] = m.training_state;
@@ -184,13 +197,15 @@ int run_info(const QStringList& arguments)
         print_line(detected.path.string() + ": ShardScope checkpoint (schema_version 1)");
         print_line("  world size  " + std::to_string(m.world_size));
         print_line("  step        " + std::to_string(m.step));
-        print_line("  parameters  " + std::to_string(m.param_numel_total) + " " + std::string(to_string(m.param_dtype)) +
-                   " + fp32 master, exp_avg, exp_avg_sq");
-        print_line("  total size  " + human_bytes(m.total_bytes()) + " in " + std::to_string(m.shards.size()) + " shards");
+        print_line("  parameters  " + std::to_string(m.param_numel_total) + " " +
+                   std::string(to_string(m.param_dtype)) + " + fp32 master, exp_avg, exp_avg_sq");
+        print_line("  total size  " + human_bytes(m.total_bytes()) + " in " + std::to_string(m.shards.size()) +
+                   " shards");
         for (const auto& s : m.shards)
             print_line("  rank " + std::to_string(s.rank) + "  " + s.path + "  " + human_bytes(s.bytes) + "  params [" +
                        std::to_string(s.param_shard_offset) + ", " +
-                       std::to_string(s.param_shard_offset + s.param_shard_numel) + ")  sha256 " + s.sha256.substr(0, 12));
+                       std::to_string(s.param_shard_offset + s.param_shard_numel) + ")  sha256 " +
+                       s.sha256.substr(0, 12));
         return kOk;
     }
     if (is_foreign(detected)) {
@@ -205,8 +220,8 @@ int run_info(const QStringList& arguments)
             for (const auto& [key, value] : report.foreign->rows)
                 print_line("  " + key + ": " + value);
             for (const auto& s : report.shards)
-                print_line("  " + file_label(s) + "  " + human_bytes(s.actual_bytes) + "  " + std::string(to_string(s.status)) +
-                           (s.detail.empty() ? "" : "  " + s.detail));
+                print_line("  " + file_label(s) + "  " + human_bytes(s.actual_bytes) + "  " +
+                           std::string(to_string(s.status)) + (s.detail.empty() ? "" : "  " + s.detail));
             constexpr std::size_t kShown = 50;
             for (std::size_t i = 0; i < report.foreign->tensors.size() && i < kShown; ++i) {
                 const ForeignTensorView t = report.foreign->tensors[i];
@@ -219,16 +234,19 @@ int run_info(const QStringList& arguments)
                 if (t.chunks.size() > 1) // one chunk is the line above
                     for (std::size_t c = 0; c < t.chunks.size() && c < kShownChunks; ++c) {
                         const ForeignChunkView chunk = t.chunks[c];
-                        print_line("    chunk at " + join_dims(chunk.offsets) + " size " + join_dims(chunk.sizes) + "  " +
+                        print_line("    chunk at " + join_dims(chunk.offsets) + " size " + join_dims(chunk.sizes) +
+                                   "  " +
                                    (chunk.file.empty() ? std::string("no storage")
-                                                       : std::string(chunk.file) + " bytes [" + std::to_string(chunk.offset) + ", +" +
-                                                             std::to_string(chunk.length) + ")"));
+                                                       : std::string(chunk.file) + " bytes [" +
+                                            std::to_string(chunk.offset) + ", +" + std::to_string(chunk.length) + ")"));
                     }
                 if (t.chunks.size() > kShownChunks)
-                    print_line("    ... " + std::to_string(t.chunks.size() - kShownChunks) + " more chunks (--json lists them)");
+                    print_line("    ... " + std::to_string(t.chunks.size() - kShownChunks) +
+                               " more chunks (--json lists them)");
             }
             if (report.foreign->tensors_total > kShown)
-                print_line("  ... " + std::to_string(report.foreign->tensors_total - kShown) + " more tensors (--json lists them)");
+                print_line("  ... " + std::to_string(report.foreign->tensors_total - kShown) +
+                           " more tensors (--json lists them)");
         }
         if (report.problems.empty())
             return kOk;
@@ -250,9 +268,9 @@ int run_info(const QStringList& arguments)
 int run_verify(const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Check every invariant of a checkpoint and every shard's hash. PATH may be a checkpoint "
-        "directory or a root with a `latest` file."));
+    parser.setApplicationDescription(
+        QStringLiteral("Check every invariant of a checkpoint and every shard's hash. PATH may be a checkpoint "
+                       "directory or a root with a `latest` file."));
     add_verify_options(parser);
     parser.addOptions({json_option(), threads_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("verify")))
@@ -264,10 +282,11 @@ int run_verify(const QStringList& arguments)
     {
         std::error_code ec;
         if (fs::exists(path, ec) && !fs::is_directory(path, ec) && path.extension() != ".safetensors")
-            return fail(kUsage, path.string() + ": verify takes a checkpoint directory (or a .safetensors file), not a file");
+            return fail(kUsage,
+                        path.string() + ": verify takes a checkpoint directory (or a .safetensors file), not a file");
     }
     const VerifyReport report = verify_checkpoint(path, options);
-    
+
     uint64_t hashed = 0;
     for (const auto& s : report.shards)
         hashed += s.actual_bytes;
@@ -275,13 +294,13 @@ int run_verify(const QStringList& arguments)
         print_json(verify_report_json(report));
     } else {
         if (report.manifest)
-            print_line(report.dir.string() + ": world_size " + std::to_string(report.manifest->world_size) +
-                       ", step " + std::to_string(report.manifest->step));
+            print_line(report.dir.string() + ": world_size " + std::to_string(report.manifest->world_size) + ", step " +
+                       std::to_string(report.manifest->step));
         if (report.foreign)
             print_line(report.dir.string() + ": " + report.format);
         for (const auto& s : report.shards)
-            print_line("  " + (report.foreign ? file_label(s) : "rank " + std::to_string(s.rank) + "  " + s.path) + "  " +
-                       human_bytes(s.expected_bytes) + "  " + std::string(to_string(s.status)));
+            print_line("  " + (report.foreign ? file_label(s) : "rank " + std::to_string(s.rank) + "  " + s.path) +
+                       "  " + human_bytes(s.expected_bytes) + "  " + std::string(to_string(s.status)));
         for (const auto& tmp : report.leftover_tmp_files)
             print_line("  leftover from an interrupted write: " + tmp);
         if (report.ok())
@@ -300,9 +319,9 @@ int run_verify(const QStringList& arguments)
 int run_load(const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Load every rank through the library's load path (all invariants and hashes checked) and "
-        "print SHA-256 digests of the reassembled flat param, master, exp_avg and exp_avg_sq."));
+    parser.setApplicationDescription(
+        QStringLiteral("Load every rank through the library's load path (all invariants and hashes checked) and "
+                       "print SHA-256 digests of the reassembled flat param, master, exp_avg and exp_avg_sq."));
     add_load_options(parser);
     parser.addOptions({threads_option(), json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("load")))

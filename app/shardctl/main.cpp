@@ -38,8 +38,8 @@ void print_usage(std::ostream& out)
     out << "usage: shardctl <command> [options]   (shardctl <command> --help for its options)\n\n"
            "commands:\n";
     for (const Command& command : kCommands)
-        out << "  " << command.name << std::string(14 - std::string(command.name).size(), ' ')
-            << command.summary << '\n';
+        out << "  " << command.name << std::string(14 - std::string(command.name).size(), ' ') << command.summary
+            << '\n';
 }
 
 } // namespace
@@ -56,8 +56,7 @@ int main(int argc, char** argv)
         return shardctl::kUsage;
     }
     const QString name = arguments.at(1);
-    if (name == QStringLiteral("--help") || name == QStringLiteral("-h") ||
-        name == QStringLiteral("help")) {
+    if (name == QStringLiteral("--help") || name == QStringLiteral("-h") || name == QStringLiteral("help")) {
         print_usage(std::cout);
         return shardctl::kOk;
     }
@@ -77,8 +76,8 @@ int main(int argc, char** argv)
         } catch (const std::bad_alloc&) {
             code = shardctl::fail(shardscope::Error(shardscope::ProblemKind::io_error, "out of memory"));
         } catch (const std::exception& error) {
-            code = shardctl::fail(shardscope::Error(shardscope::ProblemKind::io_error,
-                                                    std::string("internal error: ") + error.what()));
+            code = shardctl::fail(
+                shardscope::Error(shardscope::ProblemKind::io_error, std::string("internal error: ") + error.what()));
         }
         return shardctl::finish_json_command(arguments, code);
     }

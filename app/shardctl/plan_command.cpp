@@ -48,11 +48,11 @@ std::string shell_word(const std::string& text)
 std::string schedule_command(const pl::Candidate& c, const pl::SearchSpec& spec, const std::string& profile_path)
 {
     std::string text = "shardctl schedule --stages " + std::to_string(c.pp) + " --microbatches " +
-                       std::to_string(c.microbatches) + " --schedule " + std::string(pl::to_string(c.schedule));
+        std::to_string(c.microbatches) + " --schedule " + std::string(pl::to_string(c.schedule));
     if (c.virtual_stages > 1)
         text += " --virtual " + std::to_string(c.virtual_stages);
     text += " --dp " + std::to_string(c.dp) + " --zero " + std::to_string(spec.zero) + " --recompute " +
-            std::string(pl::to_string(c.recompute)) + " --partition " + shell_word(c.partition);
+        std::string(pl::to_string(c.recompute)) + " --partition " + shell_word(c.partition);
     if (!profile_path.empty())
         text += " --profile " + shell_word(profile_path);
     text += " --gpu-memory " + number_text(static_cast<double>(spec.gpu_memory_bytes) / 1073741824.0);
@@ -67,8 +67,8 @@ std::string schedule_command(const pl::Candidate& c, const pl::SearchSpec& spec,
 
 // "1f1b,zb-h1" -> kinds; prints the error and returns false on an unknown name.
 template <class Kind, class Parse>
-bool read_list(const QCommandLineParser& parser, const QString& name, Parse parse,
-               const char* allowed, std::vector<Kind>& out)
+bool read_list(const QCommandLineParser& parser, const QString& name, Parse parse, const char* allowed,
+               std::vector<Kind>& out)
 {
     if (!parser.isSet(name))
         return true;
@@ -84,16 +84,15 @@ bool read_list(const QCommandLineParser& parser, const QString& name, Parse pars
     return true;
 }
 
-void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec,
-                const std::string& profile_name, const std::string& profile_path, std::size_t top)
+void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec, const std::string& profile_name,
+                const std::string& profile_path, std::size_t top)
 {
-    print_line("plan: " + std::to_string(spec.gpus) + (spec.gpus == 1 ? " GPU of " : " GPUs of ") + bytes_text(spec.gpu_memory_bytes) +
-               ", global batch " + std::to_string(spec.global_batch) + " in microbatches of " +
-               std::to_string(spec.micro_batch_size) + ", profile " + profile_name + "; searched " +
-               std::to_string(result.candidates.size()) + " configurations, " +
+    print_line("plan: " + std::to_string(spec.gpus) + (spec.gpus == 1 ? " GPU of " : " GPUs of ") +
+               bytes_text(spec.gpu_memory_bytes) + ", global batch " + std::to_string(spec.global_batch) +
+               " in microbatches of " + std::to_string(spec.micro_batch_size) + ", profile " + profile_name +
+               "; searched " + std::to_string(result.candidates.size()) + " configurations, " +
                std::to_string(result.fitting) + " fit" +
-               (result.skipped > 0 ? "; skipped " + std::to_string(result.skipped) +
-                                         " too large to simulate"
+               (result.skipped > 0 ? "; skipped " + std::to_string(result.skipped) + " too large to simulate"
                                    : std::string()));
     const std::size_t shown = std::min(top, result.fitting);
     if (shown == 0)
@@ -102,12 +101,10 @@ void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec,
     for (std::size_t i = 0; i < shown; ++i) {
         const pl::Candidate& c = result.candidates[i];
         char line[320];
-        std::snprintf(line, sizeof line, "%3zu %5d %5d %3d %6d  %-11s  %-9s %9.4g %10.4g %10s  %s", i + 1,
-                      c.pp, c.dp, c.virtual_stages, c.microbatches,
-                      std::string(pl::to_string(c.schedule)).c_str(),
-                      std::string(pl::to_string(c.recompute)).c_str(), c.step_time,
-                      c.samples_per_second, bytes_text(c.peak_memory_bytes).c_str(),
-                      c.partition.c_str());
+        std::snprintf(line, sizeof line, "%3zu %5d %5d %3d %6d  %-11s  %-9s %9.4g %10.4g %10s  %s", i + 1, c.pp, c.dp,
+                      c.virtual_stages, c.microbatches, std::string(pl::to_string(c.schedule)).c_str(),
+                      std::string(pl::to_string(c.recompute)).c_str(), c.step_time, c.samples_per_second,
+                      bytes_text(c.peak_memory_bytes).c_str(), c.partition.c_str());
         print_line(line);
     }
     if (shown > 1) {
@@ -124,29 +121,25 @@ void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec,
 int run_plan(const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Searches pipeline x data-parallel degree, virtual stages, microbatches, schedule, "
-        "recomputation and the partition for the fastest training step that fits in GPU memory. "
-        "Every candidate is what 'shardctl schedule' prints for the same options."));
+    parser.setApplicationDescription(
+        QStringLiteral("Searches pipeline x data-parallel degree, virtual stages, microbatches, schedule, "
+                       "recomputation and the partition for the fastest training step that fits in GPU memory. "
+                       "Every candidate is what 'shardctl schedule' prints for the same options."));
     parser.addOptions({
         {QStringLiteral("profile"), QStringLiteral("Layer-cost profile, JSON or CSV (required)."),
          QStringLiteral("FILE")},
         {QStringLiteral("gpus"), QStringLiteral("GPUs to use, pp x dp (required)."), QStringLiteral("G")},
-        {QStringLiteral("global-batch"), QStringLiteral("Samples per step (required)."),
-         QStringLiteral("N")},
+        {QStringLiteral("global-batch"), QStringLiteral("Samples per step (required)."), QStringLiteral("N")},
         {QStringLiteral("micro-batch-size"),
-         QStringLiteral("Samples per microbatch, as the profile was measured (required)."),
-         QStringLiteral("B")},
+         QStringLiteral("Samples per microbatch, as the profile was measured (required)."), QStringLiteral("B")},
         {QStringLiteral("schedules"),
          QStringLiteral("Schedules to try, comma-separated (default gpipe,1f1b,interleaved,zb-h1)."),
          QStringLiteral("LIST")},
-        {QStringLiteral("recompute"),
-         QStringLiteral("Recomputation modes to try (default none,selective,full)."),
+        {QStringLiteral("recompute"), QStringLiteral("Recomputation modes to try (default none,selective,full)."),
          QStringLiteral("LIST")},
-        {QStringLiteral("max-virtual"),
-         QStringLiteral("Most chunks per stage interleaved tries (default 8)."), QStringLiteral("V")},
-        {QStringLiteral("top"), QStringLiteral("How many candidates to list (default 5)."),
-         QStringLiteral("K")},
+        {QStringLiteral("max-virtual"), QStringLiteral("Most chunks per stage interleaved tries (default 8)."),
+         QStringLiteral("V")},
+        {QStringLiteral("top"), QStringLiteral("How many candidates to list (default 5)."), QStringLiteral("K")},
         json_option(),
     });
     parser.addOptions(training_options());
@@ -189,10 +182,9 @@ int run_plan(const QStringList& arguments)
     spec.link_gbps = training.link_gbps;
     spec.zero = training.zero;
     spec.overlap_allreduce = training.overlap_allreduce;
-    if (!read_list(parser, QStringLiteral("schedules"), pl::parse_schedule_kind,
-                   "gpipe, 1f1b, interleaved, zb-h1", spec.schedules) ||
-        !read_list(parser, QStringLiteral("recompute"), pl::parse_recompute,
-                   "none, selective, full", spec.recompute))
+    if (!read_list(parser, QStringLiteral("schedules"), pl::parse_schedule_kind, "gpipe, 1f1b, interleaved, zb-h1",
+                   spec.schedules) ||
+        !read_list(parser, QStringLiteral("recompute"), pl::parse_recompute, "none, selective, full", spec.recompute))
         return kUsage;
 
     try {
@@ -200,9 +192,8 @@ int run_plan(const QStringList& arguments)
         const pl::Profile profile = pl::load_profile(path);
         const pl::SearchResult result = pl::search_plans(profile, spec);
         if (parser.isSet(QStringLiteral("json")))
-            print_json(pl::search_json(result, spec, profile.name, top, [&](const pl::Candidate& c) {
-                return schedule_command(c, spec, path);
-            }));
+            print_json(pl::search_json(result, spec, profile.name, top,
+                                       [&](const pl::Candidate& c) { return schedule_command(c, spec, path); }));
         else
             print_text(result, spec, profile.name, path, top);
         if (result.fitting > 0)
@@ -211,10 +202,10 @@ int run_plan(const QStringList& arguments)
         // Nothing fits: the report above already shows the closest; say by how much it misses.
         const pl::Candidate& closest = result.candidates.front();
         return fail(kCheckFailed,
-                    "no configuration fits in " + bytes_text(spec.gpu_memory_bytes) +
-                        " per GPU: the closest (pp " + std::to_string(closest.pp) + ", dp " +
-                        std::to_string(closest.dp) + ", " + std::string(pl::to_string(closest.schedule)) +
-                        ", recompute " + std::string(pl::to_string(closest.recompute)) + ") needs " +
+                    "no configuration fits in " + bytes_text(spec.gpu_memory_bytes) + " per GPU: the closest (pp " +
+                        std::to_string(closest.pp) + ", dp " + std::to_string(closest.dp) + ", " +
+                        std::string(pl::to_string(closest.schedule)) + ", recompute " +
+                        std::string(pl::to_string(closest.recompute)) + ") needs " +
                         bytes_text(closest.peak_memory_bytes) + ", " +
                         bytes_text(closest.peak_memory_bytes - spec.gpu_memory_bytes) + " too much");
     } catch (const shardscope::Error& error) {

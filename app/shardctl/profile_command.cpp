@@ -46,7 +46,8 @@ bool write_file(const QString& path, const nlohmann::json& object)
     const std::string text = object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     QSaveFile file(path);
     if (!file.open(QIODevice::WriteOnly) ||
-        file.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size()) || !file.commit()) {
+        file.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size()) ||
+        !file.commit()) {
         fail(kUsage, "cannot write the profile " + local(path) + ": " + local(file.errorString()));
         return false;
     }
@@ -86,7 +87,8 @@ int run_profile(const QStringList& arguments)
                  QStringLiteral("Import a PyTorch profiler Chrome trace instead of reading a checkpoint."),
                  QStringLiteral("TRACE")},
                 json_option(QStringLiteral("Print the profile as one JSON object on stdout.")),
-                {QStringLiteral("out"), QStringLiteral("Write the profile JSON to FILE (atomically) and print a summary."),
+                {QStringLiteral("out"),
+                 QStringLiteral("Write the profile JSON to FILE (atomically) and print a summary."),
                  QStringLiteral("FILE")},
             }))
         return kUsage;
@@ -109,8 +111,10 @@ int run_profile(const QStringList& arguments)
         if (from_trace) {
             for (const char* only : {"seq-len", "device-tflops", "mfu", "config", "no-config"})
                 if (parser.isSet(QString::fromLatin1(only)))
-                    return fail(kUsage, std::string("--") + only + " applies to a checkpoint, not to --from-trace "
-                                        "(a trace's times are measured)");
+                    return fail(kUsage,
+                                std::string("--") + only +
+                                    " applies to a checkpoint, not to --from-trace "
+                                    "(a trace's times are measured)");
             pl::TraceProfile trace = pl::load_profiler_trace(local(parser.value(QStringLiteral("from-trace"))));
             trace.profile.micro_batch_size = micro_batch;
             profile = trace.profile;
@@ -121,8 +125,8 @@ int run_profile(const QStringList& arguments)
         } else {
             for (const char* required : {"seq-len", "micro-batch-size"})
                 if (!parser.isSet(QString::fromLatin1(required)))
-                    return fail(kUsage, std::string("profile PATH needs --") + required +
-                                            " (see shardctl profile --help)");
+                    return fail(kUsage,
+                                std::string("profile PATH needs --") + required + " (see shardctl profile --help)");
             const auto seq_len = int_option(parser, QStringLiteral("seq-len"), 1, 1 << 24);
             if (!seq_len)
                 return kUsage;
@@ -151,8 +155,9 @@ int run_profile(const QStringList& arguments)
             char text[160];
             std::snprintf(text, sizeof text, "; s %d, b %d, %g TFLOP/s at MFU %g", work.seq_len, work.micro_batch_size,
                           work.device_tflops, work.mfu);
-            head = text + (model.config ? "; config " + shardscope::printable(model.config->source, 4096)
-                                        : std::string("; no config.json"));
+            head = text +
+                (model.config ? "; config " + shardscope::printable(model.config->source, 4096)
+                              : std::string("; no config.json"));
         }
     } catch (const shardscope::Error& error) {
         return fail(error);

@@ -17,9 +17,11 @@ int run_report(const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral("Write the inspection report of a checkpoint (and, with "
                                                     "--profile, a pipeline plan) as JSON, Markdown or HTML."));
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("checkpoint directory or root"));
-    const QCommandLineOption format(QStringLiteral("format"), QStringLiteral("json, md or html"), QStringLiteral("FMT"));
+    const QCommandLineOption format(QStringLiteral("format"), QStringLiteral("json, md or html"),
+                                    QStringLiteral("FMT"));
     const QCommandLineOption out(QStringLiteral("out"), QStringLiteral("file to write"), QStringLiteral("FILE"));
-    const QCommandLineOption profile(QStringLiteral("profile"), QStringLiteral("layer-cost profile: adds the pipeline plan"),
+    const QCommandLineOption profile(QStringLiteral("profile"),
+                                     QStringLiteral("layer-cost profile: adds the pipeline plan"),
                                      QStringLiteral("FILE"));
     const QCommandLineOption stages(QStringLiteral("stages"), QStringLiteral("pipeline stages (default 4)"),
                                     QStringLiteral("N"), QStringLiteral("4"));
@@ -27,8 +29,9 @@ int run_report(const QStringList& arguments)
                                           QStringLiteral("M"), QStringLiteral("8"));
     const QCommandLineOption schedule(QStringLiteral("schedule"), QStringLiteral("gpipe, 1f1b, interleaved or zb-h1"),
                                       QStringLiteral("KIND"), QStringLiteral("1f1b"));
-    const QCommandLineOption virtualStages(QStringLiteral("virtual"), QStringLiteral("chunks per stage for interleaved"),
-                                           QStringLiteral("V"), QStringLiteral("2"));
+    const QCommandLineOption virtualStages(QStringLiteral("virtual"),
+                                           QStringLiteral("chunks per stage for interleaved"), QStringLiteral("V"),
+                                           QStringLiteral("2"));
     const QCommandLineOption partition(QStringLiteral("partition"),
                                        QStringLiteral("uniform, params, compute or manual:B1,B2,..."),
                                        QStringLiteral("SPEC"), QStringLiteral("compute"));
@@ -88,8 +91,9 @@ int run_report(const QStringList& arguments)
             return kUsage;
         const auto scheduleKind = pl::parse_schedule_kind(local(parser.value(schedule)));
         if (!scheduleKind)
-            return fail(kUsage, "--schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" +
-                                    local(parser.value(schedule)) + "'");
+            return fail(kUsage,
+                        "--schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" + local(parser.value(schedule)) +
+                            "'");
         const pl::Profile loaded = pl::load_profile(local(parser.value(profile)));
         pl::ScheduleSpec spec;
         spec.kind = *scheduleKind;
@@ -100,7 +104,8 @@ int run_report(const QStringList& arguments)
         shardscope::PipelineSection section;
         section.profile_name = loaded.name;
         section.partition = pl::to_string(partitionSpec);
-        section.plan = pl::make_plan(loaded, spec, pl::partition(loaded, spec.stages * spec.virtual_stages, partitionSpec));
+        section.plan =
+            pl::make_plan(loaded, spec, pl::partition(loaded, spec.stages * spec.virtual_stages, partitionSpec));
         input.pipeline = std::move(section);
     }
 
@@ -119,14 +124,15 @@ int run_report(const QStringList& arguments)
 
     const int code = shardscope::report_exit_code(input);
     if (code != kOk && input.verify && !input.verify->ok())
-        fail(code, local(parser.positionalArguments().first()) + ": " +
-                       shardscope::classify_failure(*input.verify).title + " (report written to " +
-                       local(parser.value(out)) + ")");
+        fail(code,
+             local(parser.positionalArguments().first()) + ": " + shardscope::classify_failure(*input.verify).title +
+                 " (report written to " + local(parser.value(out)) + ")");
     else if (code != kOk && input.content)
-        fail(code, local(parser.positionalArguments().first()) + ": " +
-                       (input.content->problems.empty() ? std::string("reading the tensors was cancelled")
-                                                        : input.content->problems.front().message) +
-                       " (report written to " + local(parser.value(out)) + ")");
+        fail(code,
+             local(parser.positionalArguments().first()) + ": " +
+                 (input.content->problems.empty() ? std::string("reading the tensors was cancelled")
+                                                  : input.content->problems.front().message) +
+                 " (report written to " + local(parser.value(out)) + ")");
     return code;
 }
 

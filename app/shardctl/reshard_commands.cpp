@@ -31,7 +31,7 @@ void print_plan(const ReshardPlan& plan)
         std::string sources;
         for (const auto& r : t.runs)
             sources += (sources.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r.source_rank) + " [" +
-                       std::to_string(r.source_offset) + ", " + std::to_string(r.source_offset + r.numel) + ")";
+                std::to_string(r.source_offset) + ", " + std::to_string(r.source_offset + r.numel) + ")";
         print_line("  new rank " + std::to_string(t.rank) + "  [" + std::to_string(t.offset) + ", " +
                    std::to_string(t.offset + t.numel) + ")  from " + (sources.empty() ? "nothing" : sources));
     }
@@ -47,8 +47,8 @@ int run_plan_reshard(const QStringList& arguments)
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Preview an N -> M reshard: which byte ranges go where."));
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
-    parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
-                       json_option()});
+    parser.addOptions(
+        {{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")}, json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("plan-reshard")))
         return kUsage;
     const auto to = target_option(parser);
@@ -69,8 +69,7 @@ int run_reshard(const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral(
         "Reshard a checkpoint to M ranks into a new directory. The source is verified and never modified."));
     add_reshard_options(parser);
-    parser.addOptions({threads_option(),
-                       json_option()});
+    parser.addOptions({threads_option(), json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("reshard")))
         return kUsage;
     const auto args = read_reshard_options(parser);

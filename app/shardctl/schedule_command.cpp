@@ -29,27 +29,23 @@ void print_text(const pl::StepPlan& step, const std::string& profile_name)
 {
     const pl::Plan& plan = step.plan;
     const pl::Timeline& t = plan.timeline;
-    std::string head = std::string(pl::to_string(t.spec.kind)) + ": " +
-                       std::to_string(t.spec.stages) + " stages, " +
-                       std::to_string(t.spec.microbatches) + " microbatches";
+    std::string head = std::string(pl::to_string(t.spec.kind)) + ": " + std::to_string(t.spec.stages) + " stages, " +
+        std::to_string(t.spec.microbatches) + " microbatches";
     if (t.spec.virtual_stages > 1)
         head += ", " + std::to_string(t.spec.virtual_stages) + " chunks per stage";
-    print_line(head + ", profile " + profile_name +
-               (t.spec.p2p_latency_ms > 0 ? ", p2p latency " +
-                                                format("%g", t.spec.p2p_latency_ms) + " ms"
-                                          : std::string()));
-    print_line("makespan " + format("%.4g", t.makespan) + " ms, bubble " +
-               format("%.2f", 100.0 * t.bubble_fraction) + " % (closed form " +
-               format("%.2f", 100.0 * t.closed_form_bubble) + " % for uniform stages; " +
+    print_line(
+        head + ", profile " + profile_name +
+        (t.spec.p2p_latency_ms > 0 ? ", p2p latency " + format("%g", t.spec.p2p_latency_ms) + " ms" : std::string()));
+    print_line("makespan " + format("%.4g", t.makespan) + " ms, bubble " + format("%.2f", 100.0 * t.bubble_fraction) +
+               " % (closed form " + format("%.2f", 100.0 * t.closed_form_bubble) + " % for uniform stages; " +
                "bubble/compute " + format("%.4g", t.megatron_bubble) + ")");
     const pl::TrainingOptions& o = step.options;
     std::string training = "step time " + format("%.4g", step.step_time) + " ms";
     if (o.dp > 1)
         training += " (all-reduce " + format("%.4g", step.allreduce_ms) + " ms, " +
-                    format("%.4g", step.exposed_allreduce_ms) + " ms exposed)";
-    training += "; dp " + std::to_string(o.dp) + ", ZeRO " + std::to_string(o.zero) +
-                ", recompute " + std::string(pl::to_string(o.recompute)) + "; peak memory " +
-                bytes_text(step.peak_memory_bytes);
+            format("%.4g", step.exposed_allreduce_ms) + " ms exposed)";
+    training += "; dp " + std::to_string(o.dp) + ", ZeRO " + std::to_string(o.zero) + ", recompute " +
+        std::string(pl::to_string(o.recompute)) + "; peak memory " + bytes_text(step.peak_memory_bytes);
     if (o.gpu_memory_bytes)
         training += step.fits ? " (fits " + bytes_text(*o.gpu_memory_bytes) + ")"
                               : " (does NOT fit " + bytes_text(*o.gpu_memory_bytes) + ")";
@@ -60,9 +56,8 @@ void print_text(const pl::StepPlan& step, const std::string& profile_name)
         // With chunks a stage's layers are not contiguous: each chunk's range.
         const std::string layers = pl::stage_layers(plan, s.stage, true);
         const pl::StageMemory& m = step.memory[static_cast<std::size_t>(s.stage)];
-        std::snprintf(line, sizeof line, "%5d  %-13s %10.4g %11.4g  %5.1f %%  %8d  %9s  %9s%s",
-                      s.stage, layers.c_str(), s.busy, s.idle, 100.0 * s.bubble_fraction,
-                      s.peak_activations, bytes_text(m.activations).c_str(),
+        std::snprintf(line, sizeof line, "%5d  %-13s %10.4g %11.4g  %5.1f %%  %8d  %9s  %9s%s", s.stage, layers.c_str(),
+                      s.busy, s.idle, 100.0 * s.bubble_fraction, s.peak_activations, bytes_text(m.activations).c_str(),
                       bytes_text(m.total).c_str(), m.fits ? "" : "  over the limit");
         print_line(line);
     }
@@ -73,24 +68,20 @@ void print_text(const pl::StepPlan& step, const std::string& profile_name)
 int run_schedule(const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Simulates one pipeline-parallel training step: partitions the model into stages, orders "
-        "each stage's forward/backward ops by the schedule and reports the timeline and bubble. "
-        "Without --profile every stage is one uniform layer per chunk (F = 1, B = 2; B = W = 1 "
-        "for zb-h1), which reproduces the papers' figures."));
+    parser.setApplicationDescription(
+        QStringLiteral("Simulates one pipeline-parallel training step: partitions the model into stages, orders "
+                       "each stage's forward/backward ops by the schedule and reports the timeline and bubble. "
+                       "Without --profile every stage is one uniform layer per chunk (F = 1, B = 2; B = W = 1 "
+                       "for zb-h1), which reproduces the papers' figures."));
     parser.addOptions({
-        {QStringLiteral("stages"), QStringLiteral("Pipeline stages (ranks), N >= 1."),
-         QStringLiteral("N")},
-        {QStringLiteral("microbatches"), QStringLiteral("Microbatches per step, M >= 1."),
-         QStringLiteral("M")},
-        {QStringLiteral("schedule"), QStringLiteral("gpipe, 1f1b, interleaved or zb-h1."),
-         QStringLiteral("KIND")},
+        {QStringLiteral("stages"), QStringLiteral("Pipeline stages (ranks), N >= 1."), QStringLiteral("N")},
+        {QStringLiteral("microbatches"), QStringLiteral("Microbatches per step, M >= 1."), QStringLiteral("M")},
+        {QStringLiteral("schedule"), QStringLiteral("gpipe, 1f1b, interleaved or zb-h1."), QStringLiteral("KIND")},
         {QStringLiteral("virtual"),
          QStringLiteral("Model chunks per stage for interleaved (default 2; M must be a multiple "
                         "of N)."),
          QStringLiteral("V")},
-        {QStringLiteral("profile"), QStringLiteral("Layer-cost profile, JSON or CSV."),
-         QStringLiteral("FILE")},
+        {QStringLiteral("profile"), QStringLiteral("Layer-cost profile, JSON or CSV."), QStringLiteral("FILE")},
         {QStringLiteral("partition"),
          QStringLiteral("uniform (default), params, compute or manual:B1,B2,... (first layer of "
                         "each next stage)."),
@@ -99,8 +90,7 @@ int run_schedule(const QStringList& arguments)
          QStringLiteral("Data-parallel degree D (default 1): replicas of the pipeline whose "
                         "gradients are all-reduced."),
          QStringLiteral("D")},
-        {QStringLiteral("recompute"),
-         QStringLiteral("Activation recomputation: none (default), selective or full."),
+        {QStringLiteral("recompute"), QStringLiteral("Activation recomputation: none (default), selective or full."),
          QStringLiteral("MODE")},
         json_option(),
         {QStringLiteral("trace"), QStringLiteral("Write a Chrome Trace Event file (Perfetto)."),
@@ -111,8 +101,7 @@ int run_schedule(const QStringList& arguments)
         return kUsage;
     for (const char* required : {"stages", "microbatches", "schedule"})
         if (!parser.isSet(QString::fromLatin1(required)))
-            return fail(kUsage, std::string("schedule needs --") + required +
-                                    " (see shardctl schedule --help)");
+            return fail(kUsage, std::string("schedule needs --") + required + " (see shardctl schedule --help)");
 
     const auto stages = int_option(parser, QStringLiteral("stages"), 1, 4096);
     if (!stages)
@@ -122,8 +111,9 @@ int run_schedule(const QStringList& arguments)
         return kUsage;
     const auto kind = pl::parse_schedule_kind(local(parser.value(QStringLiteral("schedule"))));
     if (!kind)
-        return fail(kUsage, "--schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" +
-                                local(parser.value(QStringLiteral("schedule"))) + "'");
+        return fail(kUsage,
+                    "--schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" +
+                        local(parser.value(QStringLiteral("schedule"))) + "'");
     long long chunks = *kind == pl::ScheduleKind::interleaved ? 2 : 1;
     if (parser.isSet(QStringLiteral("virtual"))) {
         const auto value = int_option(parser, QStringLiteral("virtual"), 1, 256);
@@ -144,8 +134,9 @@ int run_schedule(const QStringList& arguments)
     if (parser.isSet(QStringLiteral("recompute"))) {
         const auto mode = pl::parse_recompute(local(parser.value(QStringLiteral("recompute"))));
         if (!mode)
-            return fail(kUsage, "--recompute must be none, selective or full, not '" +
-                                    local(parser.value(QStringLiteral("recompute"))) + "'");
+            return fail(kUsage,
+                        "--recompute must be none, selective or full, not '" +
+                            local(parser.value(QStringLiteral("recompute"))) + "'");
         training.recompute = *mode;
     }
 
@@ -155,30 +146,26 @@ int run_schedule(const QStringList& arguments)
                                 .virtual_stages = static_cast<int>(chunks),
                                 .p2p_latency_ms = latency};
     try {
-        const pl::PartitionSpec partition_spec =
-            pl::parse_partition_spec(parser.isSet(QStringLiteral("partition"))
-                                         ? local(parser.value(QStringLiteral("partition")))
-                                         : std::string("uniform"));
+        const pl::PartitionSpec partition_spec = pl::parse_partition_spec(
+            parser.isSet(QStringLiteral("partition")) ? local(parser.value(QStringLiteral("partition")))
+                                                      : std::string("uniform"));
         pl::check_spec(spec);
         const int pieces = spec.stages * spec.virtual_stages;
         const pl::Profile profile = parser.isSet(QStringLiteral("profile"))
-                                        ? pl::load_profile(local(parser.value(QStringLiteral("profile"))))
-                                        : pl::uniform_profile(pieces);
+            ? pl::load_profile(local(parser.value(QStringLiteral("profile"))))
+            : pl::uniform_profile(pieces);
         const pl::StepPlan step = pl::make_step_plan(profile, spec, partition_spec, training);
 
         if (parser.isSet(QStringLiteral("trace"))) {
             const QString path = parser.value(QStringLiteral("trace"));
             const std::string title = "shardctl schedule " + std::string(pl::to_string(spec.kind)) +
-                                      " N=" + std::to_string(spec.stages) +
-                                      " M=" + std::to_string(spec.microbatches);
+                " N=" + std::to_string(spec.stages) + " M=" + std::to_string(spec.microbatches);
             const std::string text = pl::to_trace_json(step, title).dump();
             QSaveFile file(path);
             if (!file.open(QIODevice::WriteOnly) ||
-                file.write(text.data(), static_cast<qint64>(text.size())) !=
-                    static_cast<qint64>(text.size()) ||
+                file.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size()) ||
                 !file.commit())
-                return fail(kUsage, "cannot write the trace file " + local(path) + ": " +
-                                        local(file.errorString()));
+                return fail(kUsage, "cannot write the trace file " + local(path) + ": " + local(file.errorString()));
         }
         if (parser.isSet(QStringLiteral("json"))) {
             print_json(pl::step_plan_json(step, profile.name, pl::to_string(partition_spec)));

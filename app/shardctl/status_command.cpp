@@ -40,18 +40,19 @@ void print_text(const json& st)
         print_line("lock: none (no job writes this root)");
     } else {
         const json& l = st["lock"];
-        LockHolder holder{.pid = l["pid"].get<int64_t>(), .host = printable(l["host"].get<std::string>()),
+        LockHolder holder{.pid = l["pid"].get<int64_t>(),
+                          .host = printable(l["host"].get<std::string>()),
                           .started_at = l["started_at"].get<int64_t>()};
         print_line("lock: " + describe(holder) +
-                   (l["running"].is_null() ? std::string(" (another host)")
-                    : l["running"].get<bool>() ? std::string(" (running)")
-                                               : std::string(" (not running: a leftover)")));
+                   (l["running"].is_null()         ? std::string(" (another host)")
+                        : l["running"].get<bool>() ? std::string(" (running)")
+                                                   : std::string(" (not running: a leftover)")));
     }
     for (const auto& t : st["space"])
         print_line(t["tier"].get<std::string>() + " free: " +
                    (t["free_bytes"].is_null() ? t.value("error", std::string("unknown"))
                                               : size_text(t["free_bytes"].get<uint64_t>()) + " of " +
-                                                    size_text(t["total_bytes"].get<uint64_t>())));
+                            size_text(t["total_bytes"].get<uint64_t>())));
     for (const auto& s : st["steps"]) {
         std::string line = "  " + s["name"].get<std::string>();
         const json& local = s["local"];
@@ -59,10 +60,10 @@ void print_text(const json& st)
             line += "  local: -";
         else
             line += std::string("  local: ") + (local["complete"].get<bool>() ? "complete" : "leftover") +
-                    (local["latest"].get<bool>() ? " (latest)" : "") + ", " + size_text(local["bytes"].get<uint64_t>()) +
-                    (local["complete"].get<bool>()
-                         ? ", wall clock " + format_seconds(local["wall_clock_seconds"].get<double>())
-                         : std::string());
+                (local["latest"].get<bool>() ? " (latest)" : "") + ", " + size_text(local["bytes"].get<uint64_t>()) +
+                (local["complete"].get<bool>()
+                     ? ", wall clock " + format_seconds(local["wall_clock_seconds"].get<double>())
+                     : std::string());
         if (s.contains("upload"))
             line += "  mirror: " + s["upload"].get<std::string>();
         if (!s["next_rotation_deletes"].empty())

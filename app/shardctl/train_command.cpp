@@ -29,11 +29,15 @@ int run_train(const QStringList& arguments)
         "with exactly the digests and loss of an uninterrupted run."));
     add_train_options(parser);
     parser.addOptions({
-        {QStringLiteral("world-size"), QStringLiteral("Data-parallel ranks (default 1)."), QStringLiteral("N"), QStringLiteral("1")},
+        {QStringLiteral("world-size"), QStringLiteral("Data-parallel ranks (default 1)."), QStringLiteral("N"),
+         QStringLiteral("1")},
         {QStringLiteral("async"), QStringLiteral("Save in the background (the loop stalls only for a snapshot).")},
-        {QStringLiteral("mirror"), QStringLiteral("Second tier: copy each committed step there and verify it (resume falls "
-                                                  "back to it)."), QStringLiteral("DIR2")},
-        {QStringLiteral("mirror-keep"), QStringLiteral("Steps the mirror keeps (default 10)."), QStringLiteral("K3"), QStringLiteral("10")},
+        {QStringLiteral("mirror"),
+         QStringLiteral("Second tier: copy each committed step there and verify it (resume falls "
+                        "back to it)."),
+         QStringLiteral("DIR2")},
+        {QStringLiteral("mirror-keep"), QStringLiteral("Steps the mirror keeps (default 10)."), QStringLiteral("K3"),
+         QStringLiteral("10")},
         json_option(),
     });
     if (!parse(parser, arguments, 0, QStringLiteral("train")))
@@ -60,11 +64,13 @@ int run_train(const QStringList& arguments)
     CheckpointManager manager(options);
     manager.lock_root(); // a second job on this root is refused now, not at its first save
 
-    const bool has_checkpoint = read_latest(options.root).has_value() ||
-                                (options.mirror && read_latest(*options.mirror).has_value());
+    const bool has_checkpoint =
+        read_latest(options.root).has_value() || (options.mirror && read_latest(*options.mirror).has_value());
     if (has_checkpoint && !args->resume)
-        return fail(kUsage, options.root.string() + " already holds checkpoints of a run; pass --resume to continue it "
-                                                    "or choose an empty --root");
+        return fail(kUsage,
+                    options.root.string() +
+                        " already holds checkpoints of a run; pass --resume to continue it "
+                        "or choose an empty --root");
     std::optional<Trainer> trainer;
     json resumed = nullptr;
     double wall_clock_base = 0;
@@ -73,16 +79,19 @@ int run_train(const QStringList& arguments)
         LoadedCheckpoint loaded = manager.load_latest(-1, &used_mirror);
         const int saved_world = loaded.manifest.world_size;
         wall_clock_base = loaded.manifest.wall_clock_seconds;
-        resumed = {{"step", loaded.manifest.step}, {"path", loaded.dir.string()}, {"world_size", saved_world},
+        resumed = {{"step", loaded.manifest.step},
+                   {"path", loaded.dir.string()},
+                   {"world_size", saved_world},
                    {"from_mirror", used_mirror}};
         if (saved_world != config.world_size) // the job restarts on a different number of ranks
             loaded.ranks = reshard_in_memory(loaded.ranks, config.world_size);
         trainer.emplace(Trainer::resume(config, std::move(loaded)));
         if (!parser.isSet(QStringLiteral("json")))
-            std::cerr << "shardctl: resuming at step " << trainer->steps_done() << " from " << resumed["path"].get<std::string>()
+            std::cerr << "shardctl: resuming at step " << trainer->steps_done() << " from "
+                      << resumed["path"].get<std::string>()
                       << (used_mirror ? " (the mirror's copy: the local one did not verify)" : "")
                       << (saved_world != config.world_size ? " (resharded " + std::to_string(saved_world) + " -> " +
-                                                                 std::to_string(config.world_size) + " ranks)"
+                                  std::to_string(config.world_size) + " ranks)"
                                                            : std::string())
                       << '\n';
     } else {

@@ -19,14 +19,12 @@ QList<QCommandLineOption> training_options()
                         "2 also the gradients, 3 also the weights."),
          QStringLiteral("Z")},
         {QStringLiteral("gpu-memory"),
-         QStringLiteral("GPU memory in GiB; the JSON's 'fits' says whether every stage fits."),
-         QStringLiteral("GIB")},
+         QStringLiteral("GPU memory in GiB; the JSON's 'fits' says whether every stage fits."), QStringLiteral("GIB")},
         {QStringLiteral("link-gbps"),
          QStringLiteral("Link bandwidth in Gbit/s for sends between stages and the DP "
                         "all-reduce (default: infinitely fast)."),
          QStringLiteral("G")},
-        {QStringLiteral("p2p-latency"),
-         QStringLiteral("Milliseconds added to every cross-stage send (default 0)."),
+        {QStringLiteral("p2p-latency"), QStringLiteral("Milliseconds added to every cross-stage send (default 0)."),
          QStringLiteral("MS")},
         {QStringLiteral("overlap-allreduce"),
          QStringLiteral("Start each stage's gradient all-reduce right after its last backward "
@@ -39,30 +37,30 @@ std::string bytes_text(std::int64_t bytes)
     return shardscope::human_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, bytes)));
 }
 
-std::optional<double> number_option(const QCommandLineParser& parser, const QString& name,
-                                    double min_value, bool strict, double max_value, const char* unit)
+std::optional<double> number_option(const QCommandLineParser& parser, const QString& name, double min_value,
+                                    bool strict, double max_value, const char* unit)
 {
     bool ok = false;
     const double value = parser.value(name).toDouble(&ok);
-    if (!ok || !std::isfinite(value) || value < min_value || (strict && value == min_value) ||
-        value > max_value) {
+    if (!ok || !std::isfinite(value) || value < min_value || (strict && value == min_value) || value > max_value) {
         char bounds[64];
         std::snprintf(bounds, sizeof bounds, "%s %.10g and <= %.10g", strict ? ">" : ">=", min_value, max_value);
-        fail(kUsage, "--" + local(name) + " must be a number of " + unit + " " + bounds + ", not '" +
-                         local(parser.value(name)) + "'");
+        fail(kUsage,
+             "--" + local(name) + " must be a number of " + unit + " " + bounds + ", not '" +
+                 local(parser.value(name)) + "'");
         return std::nullopt;
     }
     return value;
 }
 
-std::optional<double> number_option(const QCommandLineParser& parser, const QString& name,
-                                    double min_value, bool strict, const char* unit)
+std::optional<double> number_option(const QCommandLineParser& parser, const QString& name, double min_value,
+                                    bool strict, const char* unit)
 {
     return number_option(parser, name, min_value, strict, 1e15, unit);
 }
 
-bool read_training_options(const QCommandLineParser& parser,
-                           shardscope::pipeline::TrainingOptions& options, double& latency_ms)
+bool read_training_options(const QCommandLineParser& parser, shardscope::pipeline::TrainingOptions& options,
+                           double& latency_ms)
 {
     if (parser.isSet(QStringLiteral("zero"))) {
         const auto zero = int_option(parser, QStringLiteral("zero"), 0, 3);
@@ -76,8 +74,8 @@ bool read_training_options(const QCommandLineParser& parser,
             return false;
         const std::int64_t bytes = static_cast<std::int64_t>(std::llround(*gib * 1073741824.0));
         if (bytes < 1) {
-            fail(kUsage, "--gpu-memory " + local(parser.value(QStringLiteral("gpu-memory"))) +
-                             " GiB is less than one byte");
+            fail(kUsage,
+                 "--gpu-memory " + local(parser.value(QStringLiteral("gpu-memory"))) + " GiB is less than one byte");
             return false;
         }
         options.gpu_memory_bytes = bytes;

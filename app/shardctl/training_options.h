@@ -19,16 +19,16 @@ QList<QCommandLineOption> training_options();
 
 // Reads the options above into `options` and `latency_ms`; on a bad value prints the one
 // sentence and returns false (the caller returns kUsage).
-bool read_training_options(const QCommandLineParser& parser,
-                           shardscope::pipeline::TrainingOptions& options, double& latency_ms);
+bool read_training_options(const QCommandLineParser& parser, shardscope::pipeline::TrainingOptions& options,
+                           double& latency_ms);
 
 // A finite number >= `min_value` and <= 1e15 ("--gpu-memory must be a number of GiB > 0, not
 // 'x'"); prints and returns nullopt otherwise. `strict`: the value must be > min_value.
-std::optional<double> number_option(const QCommandLineParser& parser, const QString& name,
-                                    double min_value, bool strict, const char* unit);
+std::optional<double> number_option(const QCommandLineParser& parser, const QString& name, double min_value,
+                                    bool strict, const char* unit);
 // The same with an upper bound of `max_value`, named in the message.
-std::optional<double> number_option(const QCommandLineParser& parser, const QString& name,
-                                    double min_value, bool strict, double max_value, const char* unit);
+std::optional<double> number_option(const QCommandLineParser& parser, const QString& name, double min_value,
+                                    bool strict, double max_value, const char* unit);
 
 // The sensible ranges: a GPU of 1 byte .. 1 PiB (2^20 GiB; llround of GiB x 2^30 is exact far
 // beyond it), a link of 1 Mbit/s .. 1e15 Gbit/s (slower links make step times of years).

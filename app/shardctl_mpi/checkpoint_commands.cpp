@@ -120,12 +120,13 @@ const ShardRecord& record_for(const Manifest& m, int rank)
 int run_demo_save(MpiJob& job, const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Write a synthetic sharded checkpoint, each MPI process writing its own ranks' shards "
-        "(r, r+P, ...); process 0 commits. Same global state as shardctl demo-save."));
+    parser.setApplicationDescription(
+        QStringLiteral("Write a synthetic sharded checkpoint, each MPI process writing its own ranks' shards "
+                       "(r, r+P, ...); process 0 commits. Same global state as shardctl demo-save."));
     add_demo_save_options(parser);
     parser.addOptions({
-        {QStringLiteral("world-size"), QStringLiteral("Number of ranks (default: the number of processes)."), QStringLiteral("N")},
+        {QStringLiteral("world-size"), QStringLiteral("Number of ranks (default: the number of processes)."),
+         QStringLiteral("N")},
         mpi_threads_option(),
         mpi_json_option(),
     });
@@ -147,9 +148,8 @@ int run_demo_save(MpiJob& job, const QStringList& arguments)
     job.barrier(); // the clock starts when every process is ready
     QElapsedTimer timer;
     timer.start();
-    const auto gathered = write_owned(job, out, n, args->threads, [&](int r) {
-        return make_demo_rank(args->seed, args->numel, n, r, args->dtype);
-    });
+    const auto gathered = write_owned(
+        job, out, n, args->threads, [&](int r) { return make_demo_rank(args->seed, args->numel, n, r, args->dtype); });
     // The same metadata shardctl demo-save writes, so the manifests differ in nothing else.
     const CheckpointMeta meta = demo_checkpoint_meta(n, args->step, args->seed, args->dtype, args->numel);
     const Manifest m = commit_on_coordinator(job, out, gathered, meta);
@@ -158,9 +158,15 @@ int run_demo_save(MpiJob& job, const QStringList& arguments)
         return kOk;
     const double mb_per_s = seconds > 0 ? static_cast<double>(m.total_bytes()) / 1e6 / seconds : 0;
     if (parser.isSet(QStringLiteral("json")))
-        print_json({{"ok", true}, {"path", out.string()}, {"world_size", m.world_size}, {"step", m.step},
-                    {"param_numel_total", m.param_numel_total}, {"bytes", m.total_bytes()}, {"seconds", seconds},
-                    {"processes", job.size()}, {"mb_per_s", mb_per_s}});
+        print_json({{"ok", true},
+                    {"path", out.string()},
+                    {"world_size", m.world_size},
+                    {"step", m.step},
+                    {"param_numel_total", m.param_numel_total},
+                    {"bytes", m.total_bytes()},
+                    {"seconds", seconds},
+                    {"processes", job.size()},
+                    {"mb_per_s", mb_per_s}});
     else
         print_line("wrote " + out.string() + ": " + std::to_string(m.world_size) + " shards from " +
                    std::to_string(job.size()) + " processes, " + std::to_string(m.total_bytes()) + " bytes in " +
@@ -172,9 +178,9 @@ int run_demo_save(MpiJob& job, const QStringList& arguments)
 int run_load(MpiJob& job, const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Each MPI process loads (and hash-checks) its own ranks; all agree; process 0 prints the "
-        "sharding-independent digests, equal to shardctl load's."));
+    parser.setApplicationDescription(
+        QStringLiteral("Each MPI process loads (and hash-checks) its own ranks; all agree; process 0 prints the "
+                       "sharding-independent digests, equal to shardctl load's."));
     add_load_options(parser);
     parser.addOptions({mpi_threads_option(), mpi_json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("load")))
@@ -202,9 +208,9 @@ int run_load(MpiJob& job, const QStringList& arguments)
 int run_verify(MpiJob& job, const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Each MPI process verifies its own ranks' shards; process 0 prints the report; all agree on "
-        "the result (ShardScope checkpoints only: foreign formats need shardctl verify)."));
+    parser.setApplicationDescription(
+        QStringLiteral("Each MPI process verifies its own ranks' shards; process 0 prints the report; all agree on "
+                       "the result (ShardScope checkpoints only: foreign formats need shardctl verify)."));
     add_verify_options(parser);
     parser.addOptions({mpi_json_option(), mpi_threads_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("verify")))
@@ -262,9 +268,9 @@ int run_verify(MpiJob& job, const QStringList& arguments)
 int run_reshard(MpiJob& job, const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Reshard a checkpoint to M ranks into a new directory: each process verifies its source "
-        "shards, then builds its target ranks by reading exactly their copy runs; process 0 commits."));
+    parser.setApplicationDescription(
+        QStringLiteral("Reshard a checkpoint to M ranks into a new directory: each process verifies its source "
+                       "shards, then builds its target ranks by reading exactly their copy runs; process 0 commits."));
     add_reshard_options(parser);
     parser.addOptions({mpi_threads_option(), mpi_json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("reshard")))
@@ -284,7 +290,8 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
     job.agree_or_throw(job.coordinator() ? attempt([&] {
         check_reshard_destination(dir, out);
         fsutil::make_directories(out);
-    }) : std::nullopt);
+    })
+                                         : std::nullopt);
 
     // Source verification: each process hashes the source shards it owns.
     {
@@ -305,8 +312,13 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
     if (!job.coordinator())
         return kOk;
     if (parser.isSet(QStringLiteral("json")))
-        print_json({{"ok", true}, {"path", out.string()}, {"world_size", result.world_size}, {"step", result.step},
-                    {"bytes", result.total_bytes()}, {"seconds", seconds}, {"processes", job.size()},
+        print_json({{"ok", true},
+                    {"path", out.string()},
+                    {"world_size", result.world_size},
+                    {"step", result.step},
+                    {"bytes", result.total_bytes()},
+                    {"seconds", seconds},
+                    {"processes", job.size()},
                     {"plan", reshard_plan_json(plan)}});
     else
         print_line("wrote " + out.string() + ": " + std::to_string(result.world_size) + " shards from " +

@@ -104,8 +104,10 @@ int run_stats(MpiJob& job, const QStringList& arguments)
             const std::size_t p = items[i].part;
             tensor.part_stats[p] = value_stats_from_json(result.at("stats"));
             if (tensor.master >= 0) {
-                report.tensors[std::size_t(tensor.master)].part_stats[p] = value_stats_from_json(result.at("master_stats"));
-                tensor.part_checks[p] = {result.at("check").at(0).get<uint64_t>(), result.at("check").at(1).get<uint64_t>()};
+                report.tensors[std::size_t(tensor.master)].part_stats[p] =
+                    value_stats_from_json(result.at("master_stats"));
+                tensor.part_checks[p] = {result.at("check").at(0).get<uint64_t>(),
+                                         result.at("check").at(1).get<uint64_t>()};
             }
             if (!result.at("problem").is_null())
                 all.at(i) = problem_from_wire_json(result.at("problem"));

@@ -88,7 +88,8 @@ int main(int argc, char** argv)
         } catch (const std::exception& error) {
             // Only this process failed, outside an agreement: the others may wait in a collective
             // forever, so the whole job goes down (mpirun reports it).
-            report(job, shardctl::kUsage, std::string("error outside a collective step, aborting the job: ") + error.what());
+            report(job, shardctl::kUsage,
+                   std::string("error outside a collective step, aborting the job: ") + error.what());
             MPI_Abort(MPI_COMM_WORLD, shardctl::kUsage);
             return shardctl::kUsage;
         }

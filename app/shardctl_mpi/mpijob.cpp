@@ -100,8 +100,8 @@ std::vector<std::string> MpiJob::gather_strings(const std::vector<std::string>& 
     std::vector<std::string> out;
     if (m_rank == 0)
         for (std::size_t i = 0; i < lengths.size(); ++i)
-            for (auto& s : nlohmann::json::parse(all.substr(static_cast<std::size_t>(displacements[i]),
-                                                            static_cast<std::size_t>(lengths[i]))))
+            for (auto& s : nlohmann::json::parse(
+                     all.substr(static_cast<std::size_t>(displacements[i]), static_cast<std::size_t>(lengths[i]))))
                 out.push_back(s.get<std::string>());
     return out;
 }
@@ -166,8 +166,12 @@ StateDigests MpiJob::flat_digests(const std::vector<RankState>& mine, int world)
 
 std::string record_to_json(const ShardRecord& r)
 {
-    return nlohmann::json{{"rank", r.rank}, {"path", r.path}, {"sha256", r.sha256}, {"xxh3", r.xxh3},
-                          {"bytes", r.bytes}, {"param_shard_offset", r.param_shard_offset},
+    return nlohmann::json{{"rank", r.rank},
+                          {"path", r.path},
+                          {"sha256", r.sha256},
+                          {"xxh3", r.xxh3},
+                          {"bytes", r.bytes},
+                          {"param_shard_offset", r.param_shard_offset},
                           {"param_shard_numel", r.param_shard_numel}}
         .dump();
 }

@@ -24,7 +24,7 @@ public:
 class MpiJob {
 public:
     MpiJob(int* argc, char*** argv); // MPI_Init
-    ~MpiJob();                       // MPI_Finalize
+    ~MpiJob(); // MPI_Finalize
     MpiJob(const MpiJob&) = delete;
     MpiJob& operator=(const MpiJob&) = delete;
 
@@ -70,7 +70,8 @@ std::optional<shardscope::Problem> attempt(F&& work)
     } catch (const shardscope::Error& e) {
         return e.problem();
     } catch (const std::exception& e) {
-        return shardscope::Problem{shardscope::ProblemKind::io_error, -1, {}, std::string("internal error: ") + e.what()};
+        return shardscope::Problem{
+            shardscope::ProblemKind::io_error, -1, {}, std::string("internal error: ") + e.what()};
     }
 }
 

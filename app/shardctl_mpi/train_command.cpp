@@ -43,13 +43,14 @@ void rotate(const fs::path& root, int keep, const std::string& latest, bool dura
 int run_train(MpiJob& job, const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "shardctl train with one MPI process per rank (the world size is the number of processes). "
-        "Killed at any instant (the job dies) and resumed with --resume on the same or another number "
-        "of processes, it ends with exactly the digests and loss of an uninterrupted run."));
+    parser.setApplicationDescription(
+        QStringLiteral("shardctl train with one MPI process per rank (the world size is the number of processes). "
+                       "Killed at any instant (the job dies) and resumed with --resume on the same or another number "
+                       "of processes, it ends with exactly the digests and loss of an uninterrupted run."));
     add_train_options(parser);
     parser.addOptions({
-        {QStringLiteral("world-size"), QStringLiteral("Must equal the number of processes if given."), QStringLiteral("N")},
+        {QStringLiteral("world-size"), QStringLiteral("Must equal the number of processes if given."),
+         QStringLiteral("N")},
         json_option(QStringLiteral("Print one JSON object on stdout (process 0).")),
     });
     if (!parse(parser, arguments, 0, QStringLiteral("train")))
@@ -62,8 +63,9 @@ int run_train(MpiJob& job, const QStringList& arguments)
         if (!world)
             return kUsage;
         if (*world != job.size())
-            return fail(kUsage, "--world-size " + std::to_string(*world) + " differs from the " +
-                                    std::to_string(job.size()) + " MPI processes (one process per rank)");
+            return fail(kUsage,
+                        "--world-size " + std::to_string(*world) + " differs from the " + std::to_string(job.size()) +
+                            " MPI processes (one process per rank)");
     }
     TrainConfig& config = args->config;
     config.world_size = job.size();
@@ -79,9 +81,12 @@ int run_train(MpiJob& job, const QStringList& arguments)
         if (auto latest = read_latest(root))
             latest_name = *latest;
         if (!latest_name.empty() && !args->resume)
-            throw Error(ProblemKind::invalid_argument,
-                        root.string() + " already holds checkpoints of a run; pass --resume to continue it or choose an empty --root");
-    }) : std::nullopt);
+            throw Error(
+                ProblemKind::invalid_argument,
+                root.string() +
+                    " already holds checkpoints of a run; pass --resume to continue it or choose an empty --root");
+    })
+                                         : std::nullopt);
     latest_name = job.broadcast(latest_name);
 
     std::optional<Trainer> trainer;
@@ -111,7 +116,9 @@ int run_train(MpiJob& job, const QStringList& arguments)
             loaded.ranks = {std::move(ranks[static_cast<std::size_t>(job.rank())])};
         }
         wall_clock_base = loaded.manifest.wall_clock_seconds;
-        resumed = {{"step", loaded.manifest.step}, {"path", dir.string()}, {"world_size", saved_world},
+        resumed = {{"step", loaded.manifest.step},
+                   {"path", dir.string()},
+                   {"world_size", saved_world},
                    {"from_mirror", false}};
         trainer.emplace(Trainer::resume(config, std::move(loaded)));
     }));
@@ -146,11 +153,13 @@ int run_train(MpiJob& job, const QStringList& arguments)
                 remove_step_dir(root, name, durable);
             }
             fsutil::make_directories(dir, durable);
-        }) : std::nullopt);
+        })
+                                             : std::nullopt);
         std::string record;
         WriteOptions write;
         write.durable = durable;
-        job.agree_or_throw(attempt([&] { record = record_to_json(write_rank_shard(dir, trainer->ranks().front(), job.size(), write)); }));
+        job.agree_or_throw(attempt(
+            [&] { record = record_to_json(write_rank_shard(dir, trainer->ranks().front(), job.size(), write)); }));
         const auto records = job.gather_strings({record});
         job.agree_or_throw(job.coordinator() ? attempt([&] {
             CheckpointMeta meta;
@@ -166,7 +175,8 @@ int run_train(MpiJob& job, const QStringList& arguments)
             commit(dir, std::move(parsed), meta, durable);
             write_latest(root, name, durable); // only after the commit: `latest` is always complete
             rotate(root, args->keep, name, durable);
-        }) : std::nullopt);
+        })
+                                             : std::nullopt);
         stall_ms += static_cast<double>(stall.nsecsElapsed()) / 1e6;
         ++saves;
     }
@@ -175,7 +185,8 @@ int run_train(MpiJob& job, const QStringList& arguments)
     if (!job.coordinator())
         return kOk;
     print_train_result(parser.isSet(QStringLiteral("json")), *trainer, d, config.world_size, read_latest(root), resumed,
-                       saves, stall_ms, " on " + std::to_string(job.size()) + " processes", {{"processes", job.size()}});
+                       saves, stall_ms, " on " + std::to_string(job.size()) + " processes",
+                       {{"processes", job.size()}});
     return kOk;
 }
 

@@ -49,12 +49,15 @@ int runHeadlessExport(const HeadlessExport& request)
 {
     const QString suffix = QFileInfo(request.file).suffix().toLower();
     if (!shardwidgets::Exporter::reportSuffixes().contains(suffix))
-        return fail(2, QStringLiteral("--export %1: unknown format '.%2' (use one of %3)")
-                           .arg(request.file, suffix, shardwidgets::Exporter::reportSuffixes().join(QStringLiteral(", "))));
+        return fail(
+            2,
+            QStringLiteral("--export %1: unknown format '.%2' (use one of %3)")
+                .arg(request.file, suffix, shardwidgets::Exporter::reportSuffixes().join(QStringLiteral(", "))));
     const bool picture = suffix == QLatin1String("png") || suffix == QLatin1String("svg");
     if (!request.view.isEmpty() && !headlessExportViews().contains(request.view))
-        return fail(2, QStringLiteral("--export-view %1: unknown view (use one of %2)")
-                           .arg(request.view, headlessExportViews().join(QStringLiteral(", "))));
+        return fail(2,
+                    QStringLiteral("--export-view %1: unknown view (use one of %2)")
+                        .arg(request.view, headlessExportViews().join(QStringLiteral(", "))));
     if (!request.view.isEmpty() && !picture)
         return fail(2, QStringLiteral("--export-view needs a .png or .svg file, not %1").arg(request.file));
     g_previousHandler = qInstallMessageHandler(quietHandler);
@@ -117,7 +120,7 @@ int runHeadlessExport(const HeadlessExport& request)
         // One view, as the GUI's Export Timeline (or the view's own export) writes it.
         using View = shardwidgets::Exporter::View;
         const View view = request.view == QLatin1String("ownership") ? View::ownership
-                          : request.view == QLatin1String("reshard") ? View::reshard
+            : request.view == QLatin1String("reshard")               ? View::reshard
                                                                      : View::timeline;
         shardwidgets::ReportSources sources;
         if (window.checkpointPanel()->report())
@@ -125,15 +128,16 @@ int runHeadlessExport(const HeadlessExport& request)
         sources.ownership = window.checkpointPanel()->ownershipMap();
         sources.gantt = window.plannerPanel()->gantt();
         sources.reshardView = window.reshardPanel()->view();
-        const bool written = view == View::timeline ? window.exportTimeline(request.file, &error)
-                                                    : shardwidgets::Exporter::exportView(request.file, view, sources, &error);
+        const bool written = view == View::timeline
+            ? window.exportTimeline(request.file, &error)
+            : shardwidgets::Exporter::exportView(request.file, view, sources, &error);
         if (!written)
             return fail(2, error);
     } else if (!window.exportReport(request.file, &error)) {
         return fail(2, error);
     }
     if (status == 1 && window.checkpointPanel()->report())
-        std::cerr << "shardscope: " << window.checkpointPanel()->report()->problems.size()
-                  << " problem(s) found; see " << shardwidgets::printableText(request.file).toStdString() << std::endl;
+        std::cerr << "shardscope: " << window.checkpointPanel()->report()->problems.size() << " problem(s) found; see "
+                  << shardwidgets::printableText(request.file).toStdString() << std::endl;
     return status;
 }

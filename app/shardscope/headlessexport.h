@@ -9,12 +9,12 @@
 #include <QStringList>
 
 struct HeadlessExport {
-    QString path;    // checkpoint; empty: a pipeline-only report
+    QString path; // checkpoint; empty: a pipeline-only report
     QString profile; // layer-cost profile; empty: the first bundled one
-    QString file;    // .pdf .html .md .json .png .svg
+    QString file; // .pdf .html .md .json .png .svg
     int reshardTo = 0; // reshard preview's target world size; 0: twice the checkpoint's
-    QString compare;   // a second checkpoint to compare the first with; empty: no comparison
-    QString view;      // .png/.svg: "timeline" (empty: the same), "ownership" or "reshard"
+    QString compare; // a second checkpoint to compare the first with; empty: no comparison
+    QString view; // .png/.svg: "timeline" (empty: the same), "ownership" or "reshard"
 };
 
 // The names --export-view takes, for its help and its error.

@@ -44,8 +44,8 @@ int main(int argc, char** argv)
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/shardscope.svg")));
 
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "Inspect and verify sharded training checkpoints; plan pipeline-parallel schedules."));
+    parser.setApplicationDescription(
+        QStringLiteral("Inspect and verify sharded training checkpoints; plan pipeline-parallel schedules."));
     parser.addHelpOption();
     parser.addVersionOption();
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("checkpoint folder or root (optional)"),
@@ -56,19 +56,21 @@ int main(int argc, char** argv)
                                       QStringLiteral("write the report (.pdf .html .md .json .png .svg) and exit"),
                                       QStringLiteral("FILE"));
     const QCommandLineOption demo(QStringLiteral("demo"), QStringLiteral("open the bundled demo checkpoint"));
-    const QCommandLineOption reshardTo(QStringLiteral("reshard-to"),
-                                       QStringLiteral("target world size of the reshard preview (default: twice the checkpoint's)"),
-                                       QStringLiteral("M"));
-    const QCommandLineOption compare(QStringLiteral("compare"),
-                                     QStringLiteral("compare PATH with checkpoint B on the Compare page (and in the report)"),
-                                     QStringLiteral("B"));
+    const QCommandLineOption reshardTo(
+        QStringLiteral("reshard-to"),
+        QStringLiteral("target world size of the reshard preview (default: twice the checkpoint's)"),
+        QStringLiteral("M"));
+    const QCommandLineOption compare(
+        QStringLiteral("compare"),
+        QStringLiteral("compare PATH with checkpoint B on the Compare page (and in the report)"), QStringLiteral("B"));
     const QCommandLineOption exportView(QStringLiteral("export-view"),
                                         QStringLiteral("what a .png/.svg --export pictures: %1 (default: timeline)")
                                             .arg(headlessExportViews().join(QStringLiteral(", "))),
                                         QStringLiteral("VIEW"));
     parser.addOptions({profile, exportTo, demo, reshardTo, compare, exportView});
     if (!parser.parse(QApplication::arguments())) {
-        std::cerr << "shardscope: " << shardwidgets::printableText(parser.errorText()).toStdString() << " (see shardscope --help)\n";
+        std::cerr << "shardscope: " << shardwidgets::printableText(parser.errorText()).toStdString()
+                  << " (see shardscope --help)\n";
         return 2;
     }
     if (parser.isSet(QStringLiteral("help"))) {
@@ -91,8 +93,8 @@ int main(int argc, char** argv)
         bool ok = false;
         reshardTarget = parser.value(reshardTo).toInt(&ok);
         if (!ok || reshardTarget < 1 || reshardTarget > shardscope::kMaxWorldSize) {
-            std::cerr << "shardscope: --reshard-to expects a world size from 1 to " << shardscope::kMaxWorldSize << ", not '"
-                      << shardwidgets::printableText(parser.value(reshardTo)).toStdString() << "'\n";
+            std::cerr << "shardscope: --reshard-to expects a world size from 1 to " << shardscope::kMaxWorldSize
+                      << ", not '" << shardwidgets::printableText(parser.value(reshardTo)).toStdString() << "'\n";
             return 2;
         }
     }

@@ -46,8 +46,7 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     : QMainWindow(parent), m_settings(settings), m_interactive(interactive), m_tabs(new QTabWidget(this)),
       m_checkpointStack(new QStackedWidget(this)), m_checkpoint(new CheckpointPanel(this)),
       m_planner(new PlannerPanel(this)), m_reshard(new ReshardPanel(this)), m_tensors(new TensorsPanel(this)),
-      m_compare(new ComparePanel(this)),
-      m_verdict(new QLabel(this))
+      m_compare(new ComparePanel(this)), m_verdict(new QLabel(this))
 {
     setWindowTitle(tr("ShardScope"));
     setWindowIcon(QIcon(QStringLiteral(":/icons/shardscope.svg")));
@@ -107,12 +106,14 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
             m_reshard->setTargetWorldSize(value);
     });
     connect(m_reshard, &ReshardPanel::openRequested, this, &MainWindow::openPath);
-    connect(m_reshard, &ReshardPanel::statusMessage, this, [this](const QString& text) { showPageMessage(m_reshard, text); });
+    connect(m_reshard, &ReshardPanel::statusMessage, this,
+            [this](const QString& text) { showPageMessage(m_reshard, text); });
     connect(m_checkpoint, &CheckpointPanel::openFailed, this, [this](const QString& message, const QString& path) {
         m_verdict->setText(tr("✗ not opened"));
         m_settings->removeRecentFolder(path);
         updateRecentMenu();
-        showError(tr("Cannot open checkpoint"), tr("<b>%1</b><br><br>%2").arg(printableText(path).toHtmlEscaped(), message.toHtmlEscaped()));
+        showError(tr("Cannot open checkpoint"),
+                  tr("<b>%1</b><br><br>%2").arg(printableText(path).toHtmlEscaped(), message.toHtmlEscaped()));
     });
     connect(m_planner, &PlannerPanel::profileError, this,
             [this](const QString& message) { showError(tr("Cannot load profile"), message.toHtmlEscaped()); });
@@ -145,7 +146,8 @@ QWidget* MainWindow::currentPage() const
 void MainWindow::showPage(QWidget* page)
 {
     for (int i = 0; i < m_tabs->count(); ++i)
-        if (const auto* scroll = qobject_cast<const QScrollArea*>(m_tabs->widget(i)); scroll && scroll->widget() == page)
+        if (const auto* scroll = qobject_cast<const QScrollArea*>(m_tabs->widget(i));
+            scroll && scroll->widget() == page)
             m_tabs->setCurrentIndex(i);
 }
 
@@ -352,8 +354,9 @@ void MainWindow::chooseExportFile(const QString& title, const QString& defaultNa
 
 void MainWindow::chooseProfile()
 {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Load profile"), QFileInfo(m_settings->lastProfile()).absolutePath(),
-                                                      tr("Profiles (*.json *.csv);;All files (*)"));
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Load profile"), QFileInfo(m_settings->lastProfile()).absolutePath(),
+                                     tr("Profiles (*.json *.csv);;All files (*)"));
     if (path.isEmpty())
         return;
     QString error;
@@ -367,13 +370,13 @@ void MainWindow::chooseProfile()
 
 void MainWindow::showAbout()
 {
-    QMessageBox::about(this, tr("About ShardScope"),
-                       tr("<h3>ShardScope %1</h3>"
-                          "<p>Inspect, verify and reshard sharded training checkpoints, and plan "
-                          "pipeline-parallel schedules on an interactive timeline.</p>"
-                          "<p>Built with Qt %2 (running on Qt %3).</p>")
-                           .arg(QStringLiteral(SHARDSCOPE_VERSION), QStringLiteral(QT_VERSION_STR),
-                                QString::fromLatin1(qVersion())));
+    QMessageBox::about(
+        this, tr("About ShardScope"),
+        tr("<h3>ShardScope %1</h3>"
+           "<p>Inspect, verify and reshard sharded training checkpoints, and plan "
+           "pipeline-parallel schedules on an interactive timeline.</p>"
+           "<p>Built with Qt %2 (running on Qt %3).</p>")
+            .arg(QStringLiteral(SHARDSCOPE_VERSION), QStringLiteral(QT_VERSION_STR), QString::fromLatin1(qVersion())));
 }
 
 void MainWindow::showError(const QString& title, const QString& text)
@@ -408,9 +411,8 @@ void MainWindow::onVerificationFinished()
     else
         m_verdict->setText(tr("✗ %n problem(s)", nullptr, int(report->problems.size())));
     // Reshard verifies every source shard: after a failure it would only stop, so say so up front.
-    m_reshard->setSourceProblem(report->cancelled || report->ok()
-                                    ? QString()
-                                    : printableText(shardscope::classify_failure(*report).title));
+    m_reshard->setSourceProblem(
+        report->cancelled || report->ok() ? QString() : printableText(shardscope::classify_failure(*report).title));
     const Severity severity = report->cancelled ? Severity::neutral : report->ok() ? Severity::good : Severity::bad;
     QPalette pal = m_verdict->palette();
     pal.setColor(QPalette::WindowText, severityColor(severity, palette()));

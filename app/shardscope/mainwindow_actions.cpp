@@ -68,22 +68,22 @@ void MainWindow::profileFromCheckpoint(int seqLen, int microBatchSize)
         return;
     }
     startProfileJob(tr("Profiling %1…").arg(path), QtConcurrent::run([path, seqLen, microBatchSize] {
-        return runProfileJob([&] {
-            const auto model = shardscope::profile_checkpoint(
-                path.toStdString(), {.seq_len = seqLen, .micro_batch_size = microBatchSize});
-            return std::pair{model.profile, model.notes};
-        });
-    }));
+                        return runProfileJob([&] {
+                            const auto model = shardscope::profile_checkpoint(
+                                path.toStdString(), {.seq_len = seqLen, .micro_batch_size = microBatchSize});
+                            return std::pair{model.profile, model.notes};
+                        });
+                    }));
 }
 
 void MainWindow::importTrace(const QString& path)
 {
     startProfileJob(tr("Importing the trace %1…").arg(path), QtConcurrent::run([path] {
-        return runProfileJob([&] {
-            const auto trace = shardscope::pipeline::load_profiler_trace(path.toStdString());
-            return std::pair{trace.profile, trace.notes};
-        });
-    }));
+                        return runProfileJob([&] {
+                            const auto trace = shardscope::pipeline::load_profiler_trace(path.toStdString());
+                            return std::pair{trace.profile, trace.notes};
+                        });
+                    }));
 }
 
 void MainWindow::startProfileJob(const QString& what, const QFuture<ProfileJob>& future)
@@ -130,8 +130,8 @@ void MainWindow::createActions()
     connect(m_checkpoint, &CheckpointPanel::opened, compare, [compare] { compare->setEnabled(true); });
     connect(m_checkpoint, &CheckpointPanel::openFailed, compare, [compare] { compare->setEnabled(false); });
     file->addSeparator();
-    QAction* report = file->addAction(style()->standardIcon(QStyle::SP_DialogSaveButton), tr("&Export Report…"),
-                                      this, &MainWindow::chooseReportFile);
+    QAction* report = file->addAction(style()->standardIcon(QStyle::SP_DialogSaveButton), tr("&Export Report…"), this,
+                                      &MainWindow::chooseReportFile);
     report->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
     QAction* timeline = file->addAction(tr("Export &Timeline…"), this, &MainWindow::chooseTimelineFile);
     timeline->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
@@ -200,12 +200,12 @@ void MainWindow::createActions()
             return;
         }
         bool ok = false;
-        const int seqLen = QInputDialog::getInt(this, tr("Profile from the checkpoint"), tr("Sequence length (tokens per sample):"),
-                                                4096, 1, 1 << 24, 1, &ok);
+        const int seqLen = QInputDialog::getInt(this, tr("Profile from the checkpoint"),
+                                                tr("Sequence length (tokens per sample):"), 4096, 1, 1 << 24, 1, &ok);
         if (!ok)
             return;
-        const int microBatch = QInputDialog::getInt(this, tr("Profile from the checkpoint"), tr("Micro batch size (samples):"),
-                                                    1, 1, 1 << 20, 1, &ok);
+        const int microBatch = QInputDialog::getInt(this, tr("Profile from the checkpoint"),
+                                                    tr("Micro batch size (samples):"), 1, 1, 1 << 20, 1, &ok);
         if (ok)
             profileFromCheckpoint(seqLen, microBatch);
     });

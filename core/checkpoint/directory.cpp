@@ -82,8 +82,9 @@ Problem missing_manifest_problem(const std::vector<std::string>& names, const fs
         save_started = save_started || name.ends_with(".safetensors") || is_leftover_tmp(name);
     if (save_started)
         return {ProblemKind::partial_write, -1, "manifest.json",
-                manifest + " does not exist but shard files do: the save was interrupted before its "
-                           "commit (partial write), so this checkpoint is incomplete"};
+                manifest +
+                    " does not exist but shard files do: the save was interrupted before its "
+                    "commit (partial write), so this checkpoint is incomplete"};
     return {ProblemKind::invalid_manifest, -1, "manifest.json",
             manifest + " does not exist: this is not a ShardScope checkpoint"};
 }
@@ -92,8 +93,7 @@ Manifest read_manifest(const fs::path& dir)
 {
     UniqueFd dirfd = fsutil::open_directory(dir);
     const std::string display = (dir / "manifest.json").string();
-    return parse_manifest(fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, display),
-                          display);
+    return parse_manifest(fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, display), display);
 }
 
 } // namespace shardscope

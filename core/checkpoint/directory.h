@@ -33,8 +33,7 @@ std::vector<std::string> leftover_tmp_files(const std::vector<std::string>& name
 
 // The problem to report for a directory without manifest.json: a partial write when shard or
 // .tmp files show that a save started, otherwise "not a ShardScope checkpoint".
-Problem missing_manifest_problem(const std::vector<std::string>& names_in_dir,
-                                 const std::filesystem::path& dir);
+Problem missing_manifest_problem(const std::vector<std::string>& names_in_dir, const std::filesystem::path& dir);
 
 // Reads and parses <dir>/manifest.json (Error on failure, without checking invariants).
 Manifest read_manifest(const std::filesystem::path& dir);

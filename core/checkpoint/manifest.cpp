@@ -44,8 +44,7 @@ class FieldReader {
 public:
     FieldReader(const json& object, std::string display_path, std::string where)
         : m_object(object), m_path(std::move(display_path)), m_where(std::move(where))
-    {
-    }
+    {}
 
     [[noreturn]] void fail(const std::string& what, ProblemKind kind = ProblemKind::invalid_manifest,
                            int rank = -1) const
@@ -64,8 +63,8 @@ public:
         if (value.is_number_unsigned() || (value.is_number_integer() && value.get<int64_t>() >= 0)) {
             const uint64_t number = value.get<uint64_t>();
             if (number > max_value)
-                fail(std::string("field '") + key + "' is " + std::to_string(number) +
-                         ", above the limit of " + std::to_string(max_value),
+                fail(std::string("field '") + key + "' is " + std::to_string(number) + ", above the limit of " +
+                         std::to_string(max_value),
                      ProblemKind::invalid_manifest, rank);
             return number;
         }
@@ -76,8 +75,7 @@ public:
     std::string str(const char* key, int rank = -1) const
     {
         if (!has(key) || !m_object[key].is_string())
-            fail(std::string("field '") + key + "' must be a string", ProblemKind::invalid_manifest,
-                 rank);
+            fail(std::string("field '") + key + "' must be a string", ProblemKind::invalid_manifest, rank);
         return m_object[key].get<std::string>();
     }
 
@@ -97,8 +95,8 @@ private:
 };
 
 const std::set<std::string> kKnownFields = {
-    "schema_version", "world_size", "step",   "wall_clock_seconds", "shards",
-    "param_numel_total", "param_dtype", "tensors", "training_state", "format"};
+    "schema_version",    "world_size",  "step",    "wall_clock_seconds", "shards",
+    "param_numel_total", "param_dtype", "tensors", "training_state",     "format"};
 
 std::string rank_prefix(const std::string& display_path, int rank)
 {
@@ -135,8 +133,7 @@ Manifest parse_manifest(std::string_view text, const std::string& display_path)
                     display_path);
     }
     if (!root.is_object())
-        throw Error(ProblemKind::invalid_manifest, display_path + ": the manifest is not a JSON object",
-                    display_path);
+        throw Error(ProblemKind::invalid_manifest, display_path + ": the manifest is not a JSON object", display_path);
 
     FieldReader top(root, display_path, "");
     Manifest m;
@@ -189,8 +186,7 @@ Manifest parse_manifest(std::string_view text, const std::string& display_path)
         if (field.has("xxh3")) {
             s.xxh3 = ranked.str("xxh3", s.rank);
             if (!is_hex_digest(s.xxh3, 16))
-                ranked.fail("xxh3 is not 16 lowercase hex digits", ProblemKind::invalid_manifest,
-                            s.rank);
+                ranked.fail("xxh3 is not 16 lowercase hex digits", ProblemKind::invalid_manifest, s.rank);
         }
         s.bytes = ranked.u64("bytes", kMaxNumel, s.rank);
         s.param_shard_offset = ranked.u64("param_shard_offset", kMaxNumel, s.rank);
@@ -284,8 +280,7 @@ std::string serialize_manifest(const Manifest& m)
     return root.dump(2) + "\n";
 }
 
-std::vector<Problem> check_manifest(const Manifest& m, int expected_world_size,
-                                    const std::string& display_path)
+std::vector<Problem> check_manifest(const Manifest& m, int expected_world_size, const std::string& display_path)
 {
     std::vector<Problem> problems;
     auto add = [&](ProblemKind kind, int rank, std::string path, std::string message) {
@@ -294,9 +289,8 @@ std::vector<Problem> check_manifest(const Manifest& m, int expected_world_size,
 
     if (expected_world_size >= 0 && m.world_size != expected_world_size)
         add(ProblemKind::world_size_mismatch, -1, display_path,
-            display_path + ": the checkpoint was saved with world_size " +
-                std::to_string(m.world_size) + " but " + std::to_string(expected_world_size) +
-                " ranks are expected (world size change); reshard it to " +
+            display_path + ": the checkpoint was saved with world_size " + std::to_string(m.world_size) + " but " +
+                std::to_string(expected_world_size) + " ranks are expected (world size change); reshard it to " +
                 std::to_string(expected_world_size) + " ranks before resuming");
 
     if (m.shards.size() != static_cast<std::size_t>(m.world_size))
@@ -309,8 +303,8 @@ std::vector<Problem> check_manifest(const Manifest& m, int expected_world_size,
     for (const auto& s : m.shards) {
         if (s.rank >= m.world_size)
             add(ProblemKind::shard_count_mismatch, s.rank, s.path,
-                rank_prefix(display_path, s.rank) + "rank is outside 0.." +
-                    std::to_string(m.world_size - 1) + " for world_size " + std::to_string(m.world_size));
+                rank_prefix(display_path, s.rank) + "rank is outside 0.." + std::to_string(m.world_size - 1) +
+                    " for world_size " + std::to_string(m.world_size));
         if (++seen[s.rank] == 2)
             add(ProblemKind::duplicate_rank, s.rank, s.path,
                 rank_prefix(display_path, s.rank) + "rank " + std::to_string(s.rank) +
@@ -333,8 +327,7 @@ std::vector<Problem> check_manifest(const Manifest& m, int expected_world_size,
             }
         if (!absent.empty())
             add(ProblemKind::missing_shard, -1, display_path,
-                display_path + ": no shard is listed for rank(s) " + absent +
-                    (listed == 8 ? ", ..." : ""));
+                display_path + ": no shard is listed for rank(s) " + absent + (listed == 8 ? ", ..." : ""));
     }
 
     // The shards' ranges must tile [0, param_numel_total) exactly.
@@ -343,7 +336,7 @@ std::vector<Problem> check_manifest(const Manifest& m, int expected_world_size,
         by_offset.push_back(&s);
     std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) {
         return a->param_shard_offset < b->param_shard_offset ||
-               (a->param_shard_offset == b->param_shard_offset && a->param_shard_numel < b->param_shard_numel);
+            (a->param_shard_offset == b->param_shard_offset && a->param_shard_numel < b->param_shard_numel);
     });
     uint64_t covered = 0;
     for (const ShardRecord* s : by_offset) {
@@ -362,12 +355,12 @@ std::vector<Problem> check_manifest(const Manifest& m, int expected_world_size,
     }
     if (covered < m.param_numel_total)
         add(ProblemKind::layout_gap, -1, display_path,
-            display_path + ": parameters [" + std::to_string(covered) + ", " +
-                std::to_string(m.param_numel_total) + ") are owned by no rank");
+            display_path + ": parameters [" + std::to_string(covered) + ", " + std::to_string(m.param_numel_total) +
+                ") are owned by no rank");
     else if (covered > m.param_numel_total)
         add(ProblemKind::layout_overlap, -1, display_path,
-            display_path + ": the shards cover " + std::to_string(covered) +
-                " parameters but param_numel_total is " + std::to_string(m.param_numel_total));
+            display_path + ": the shards cover " + std::to_string(covered) + " parameters but param_numel_total is " +
+                std::to_string(m.param_numel_total));
     return problems;
 }
 

@@ -17,10 +17,10 @@ inline constexpr int kSchemaVersion = 1;
 // Limits on untrusted manifests. They bound what parsing may cost (a parsed JSON value takes up
 // to ~100 bytes, so 4 Mi values stay under ~0.5 GB even for a hostile file) while leaving room
 // for far more ranks than any training run uses (131072 ranks make a ~40 MB manifest).
-inline constexpr uint64_t kMaxManifestBytes = 64ull << 20;  // 64 MiB of JSON
-inline constexpr uint64_t kMaxManifestValues = 4ull << 20;  // JSON values (numbers, strings, ...)
-inline constexpr int kMaxManifestDepth = 64;                 // JSON nesting
-inline constexpr int kMaxWorldSize = 1 << 17;                // 131072 ranks (and shards)
+inline constexpr uint64_t kMaxManifestBytes = 64ull << 20; // 64 MiB of JSON
+inline constexpr uint64_t kMaxManifestValues = 4ull << 20; // JSON values (numbers, strings, ...)
+inline constexpr int kMaxManifestDepth = 64; // JSON nesting
+inline constexpr int kMaxWorldSize = 1 << 17; // 131072 ranks (and shards)
 inline constexpr uint64_t kMaxNumel = 1ull << 53; // exactly representable in any JSON reader
 
 // What one rank's shard file is: written by write_rank_shard, recorded by commit.
@@ -52,7 +52,7 @@ struct Manifest {
     std::vector<ShardRecord> shards; // in manifest order (not necessarily by rank)
     std::vector<TensorInfo> tensors;
     nlohmann::json training_state; // null when absent; kept verbatim
-    nlohmann::json extra;          // unknown top-level fields, preserved on rewrite
+    nlohmann::json extra; // unknown top-level fields, preserved on rewrite
 
     uint64_t total_bytes() const;
     const ShardRecord* shard_for_rank(int rank) const;
@@ -69,8 +69,7 @@ nlohmann::ordered_json shard_record_json(const ShardRecord& record);
 // The structural invariants of docs/format.md, without touching any shard file: world size, shard
 // count, duplicate ranks, tiling of the flat parameter space, path confinement.
 // `expected_world_size` < 0 skips the world-size comparison.
-std::vector<Problem> check_manifest(const Manifest& manifest, int expected_world_size,
-                                    const std::string& display_path);
+std::vector<Problem> check_manifest(const Manifest& manifest, int expected_world_size, const std::string& display_path);
 
 // [offset, offset + numel) of each rank when `total` elements are split as evenly as possible
 // over `world_size` ranks: rank r gets floor(total * r / N) .. floor(total * (r+1) / N).

@@ -43,8 +43,9 @@ RankState read_reshard_target(const fs::path& source_dir, const Manifest& source
             if (s.rank == run.source_rank)
                 record = &s;
         if (!record)
-            throw Error(ProblemKind::invalid_argument, "reshard plan names source rank " + std::to_string(run.source_rank) +
-                                                           ", which the manifest lacks");
+            throw Error(ProblemKind::invalid_argument,
+                        "reshard plan names source rank " + std::to_string(run.source_rank) +
+                            ", which the manifest lacks");
         if (open_rank != run.source_rank) {
             shard = open_or_throw(dirfd.get(), source_dir, source, *record);
             open_rank = run.source_rank;

@@ -243,7 +243,8 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
         if (options.cancel && options.cancel->load())
             throw Error(ProblemKind::cancelled, destination.string() + ": reshard cancelled");
 
-        result.manifest = commit(destination, std::move(records), resharded_meta(m, target_world_size), options.durable);
+        result.manifest =
+            commit(destination, std::move(records), resharded_meta(m, target_world_size), options.durable);
     } catch (...) {
         // Whatever shards were completed are useless without a manifest; the destination was
         // empty before, so everything named like a shard in it is ours to remove. The manifest

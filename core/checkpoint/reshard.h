@@ -27,7 +27,7 @@ struct TargetPlan {
     uint64_t offset = 0; // param_shard_offset of the new shard
     uint64_t numel = 0;
     std::vector<CopyRun> runs; // in target order, covering [0, numel) exactly
-    uint64_t bytes = 0;         // tensor bytes of the new shard (header excluded)
+    uint64_t bytes = 0; // tensor bytes of the new shard (header excluded)
     uint64_t bytes_staying = 0; // of those, bytes whose source rank has the same index
 };
 
@@ -38,10 +38,10 @@ struct ReshardPlan {
     ParamDtype dtype = ParamDtype::F16;
     uint64_t bytes_per_element = 14; // 2 (param) + 3 x 4 (master, exp_avg, exp_avg_sq)
     std::vector<TargetPlan> targets;
-    uint64_t bytes_read = 0;    // tensor bytes read from the source (each exactly once)
+    uint64_t bytes_read = 0; // tensor bytes read from the source (each exactly once)
     uint64_t bytes_written = 0; // tensor bytes written to the target
     uint64_t bytes_staying = 0; // bytes that keep their rank index
-    uint64_t bytes_moving = 0;  // bytes that change rank index
+    uint64_t bytes_moving = 0; // bytes that change rank index
 };
 
 // Pure function of the manifest's layout. Throws Error(invalid_argument) for a target world size

@@ -28,9 +28,8 @@ const SafetensorsTensor* SafetensorsHeader::find(std::string_view name) const
 std::optional<uint64_t> safetensors_dtype_size(std::string_view dtype)
 {
     static const std::map<std::string_view, uint64_t> sizes = {
-        {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-        {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},    {"U32", 4},     {"F32", 4},
-        {"F64", 8},  {"I64", 8}, {"U64", 8}, {"C64", 8},
+        {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+        {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}, {"C64", 8},
     };
     const auto it = sizes.find(dtype);
     if (it == sizes.end())
@@ -45,9 +44,8 @@ std::string make_safetensors_header(const std::vector<SafetensorsTensor>& tensor
     if (!metadata.empty())
         header["__metadata__"] = metadata;
     for (const auto& tensor : tensors)
-        header[tensor.name] = {{"dtype", tensor.dtype},
-                               {"shape", tensor.shape},
-                               {"data_offsets", {tensor.begin, tensor.end}}};
+        header[tensor.name] = {
+            {"dtype", tensor.dtype}, {"shape", tensor.shape}, {"data_offsets", {tensor.begin, tensor.end}}};
     std::string json = header.dump();
     json.append((8 - json.size() % 8) % 8, ' ');
     std::string out(8, '\0');
@@ -64,8 +62,8 @@ namespace {
     if (rank >= 0)
         prefix += " (rank " + std::to_string(rank) + ")";
     // `what` quotes tensor names and dtypes from the file: bounded and without control bytes.
-    throw Error(ProblemKind::invalid_shard,
-                prefix + ": invalid safetensors header: " + printable(what, 1000), display_path, rank);
+    throw Error(ProblemKind::invalid_shard, prefix + ": invalid safetensors header: " + printable(what, 1000),
+                display_path, rank);
 }
 
 bool checked_mul(uint64_t a, uint64_t b, uint64_t& out)
@@ -75,8 +73,8 @@ bool checked_mul(uint64_t a, uint64_t b, uint64_t& out)
 
 } // namespace
 
-SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_size,
-                                           const std::string& display_path, int rank)
+SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_size, const std::string& display_path,
+                                           int rank)
 {
     SafetensorsHeader result;
     result.header_length = json.size();
@@ -161,8 +159,9 @@ SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_
         expected = tensor.end;
     }
     if (file_size < result.data_start())
-        bad(display_path, rank, "the " + std::to_string(result.header_length) + "-byte header runs past the end of the " +
-                                    std::to_string(file_size) + "-byte file");
+        bad(display_path, rank,
+            "the " + std::to_string(result.header_length) + "-byte header runs past the end of the " +
+                std::to_string(file_size) + "-byte file");
     const uint64_t data_size = file_size - result.data_start();
     if (expected != data_size)
         bad(display_path, rank,
@@ -171,27 +170,23 @@ SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_
     return result;
 }
 
-SafetensorsHeader read_safetensors_header(int fd, uint64_t file_size,
-                                          const std::string& display_path, int rank)
+SafetensorsHeader read_safetensors_header(int fd, uint64_t file_size, const std::string& display_path, int rank)
 {
     uint64_t length = 0;
     if (file_size < 8)
-        bad(display_path, rank, "the file is " + std::to_string(file_size) +
-                                    " bytes, too short for the 8-byte header length");
+        bad(display_path, rank,
+            "the file is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
     if (!fsutil::read_exact(fd, &length, 8, 0))
-        throw Error(ProblemKind::unreadable, display_path + ": cannot read the header length",
-                    display_path, rank);
+        throw Error(ProblemKind::unreadable, display_path + ": cannot read the header length", display_path, rank);
     if (length > kMaxSafetensorsHeader)
-        bad(display_path, rank, "the header length " + std::to_string(length) +
-                                    " exceeds the 100 MB limit");
+        bad(display_path, rank, "the header length " + std::to_string(length) + " exceeds the 100 MB limit");
     if (length > file_size - 8)
-        bad(display_path, rank, "the header length " + std::to_string(length) +
-                                    " runs past the end of the " + std::to_string(file_size) +
-                                    "-byte file");
+        bad(display_path, rank,
+            "the header length " + std::to_string(length) + " runs past the end of the " + std::to_string(file_size) +
+                "-byte file");
     std::string json(length, '\0');
     if (!fsutil::read_exact(fd, json.data(), json.size(), 8))
-        throw Error(ProblemKind::unreadable, display_path + ": cannot read the header", display_path,
-                    rank);
+        throw Error(ProblemKind::unreadable, display_path + ": cannot read the header", display_path, rank);
     return parse_safetensors_header(json, file_size, display_path, rank);
 }
 

@@ -13,7 +13,7 @@ namespace shardscope {
 
 inline constexpr uint64_t kMaxSafetensorsHeader = 100ull << 20; // the reference reader's limit
 inline constexpr uint64_t kMaxSafetensorsHeaderValues = 4ull << 20; // JSON values in one header
-inline constexpr int kMaxSafetensorsHeaderDepth = 16;                // legitimate headers nest 3 deep
+inline constexpr int kMaxSafetensorsHeaderDepth = 16; // legitimate headers nest 3 deep
 
 struct SafetensorsTensor {
     std::string name;
@@ -46,11 +46,10 @@ std::string make_safetensors_header(const std::vector<SafetensorsTensor>& tensor
 // shape x dtype size == byte range, ranges contiguous from 0 with no gap or overlap, the last one
 // ending at the end of the file, no duplicate names, string-to-string __metadata__.
 // Throws Error(invalid_shard) with `display_path` and `rank` in the message.
-SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_size,
-                                           const std::string& display_path, int rank = -1);
+SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_size, const std::string& display_path,
+                                           int rank = -1);
 
 // Reads and validates the header of the open file `fd` of `file_size` bytes.
-SafetensorsHeader read_safetensors_header(int fd, uint64_t file_size,
-                                          const std::string& display_path, int rank = -1);
+SafetensorsHeader read_safetensors_header(int fd, uint64_t file_size, const std::string& display_path, int rank = -1);
 
 } // namespace shardscope

@@ -84,8 +84,8 @@ ShardRecord write_rank_shard(const fs::path& dir, const RankStateView& state, in
     UniqueFd dirfd = fsutil::open_directory(dir);
     if (fsutil::exists_at(dirfd.get(), "manifest.json"))
         throw Error(ProblemKind::already_exists,
-                    (dir / "manifest.json").string() + " exists: refusing to overwrite a complete checkpoint",
-                    display, state.rank);
+                    (dir / "manifest.json").string() + " exists: refusing to overwrite a complete checkpoint", display,
+                    state.rank);
 
     ShardFileWriter writer(dirfd.get(), dir, state.rank, options);
     const std::string header = rank_shard_header(state.rank, world_size, state.dtype, state.param_shard_offset, n);
@@ -95,8 +95,7 @@ ShardRecord write_rank_shard(const fs::path& dir, const RankStateView& state, in
     return writer.finish(state.param_shard_offset, n);
 }
 
-Manifest commit(const fs::path& dir, std::vector<ShardRecord> records, const CheckpointMeta& meta,
-                bool durable)
+Manifest commit(const fs::path& dir, std::vector<ShardRecord> records, const CheckpointMeta& meta, bool durable)
 {
     Manifest m;
     copy_checkpoint_meta(m, meta);
@@ -106,8 +105,7 @@ Manifest commit(const fs::path& dir, std::vector<ShardRecord> records, const Che
     const std::string display = (dir / "manifest.json").string();
     if (meta.world_size <= 0 || meta.world_size > kMaxWorldSize)
         throw Error(ProblemKind::invalid_argument,
-                    display + ": world_size " + std::to_string(meta.world_size) + " is out of range",
-                    display);
+                    display + ": world_size " + std::to_string(meta.world_size) + " is out of range", display);
     // The coordinator refuses to publish anything a loader would reject.
     const auto problems = check_manifest(m, meta.world_size, display);
     if (!problems.empty())
@@ -115,8 +113,8 @@ Manifest commit(const fs::path& dir, std::vector<ShardRecord> records, const Che
 
     UniqueFd dirfd = fsutil::open_directory(dir);
     if (fsutil::exists_at(dirfd.get(), "manifest.json"))
-        throw Error(ProblemKind::already_exists,
-                    display + " exists: refusing to overwrite a complete checkpoint", display);
+        throw Error(ProblemKind::already_exists, display + " exists: refusing to overwrite a complete checkpoint",
+                    display);
     for (const auto& s : m.shards) {
         auto file = fsutil::open_beneath_for_read(dirfd.get(), s.path);
         if (file.status != fsutil::OpenStatus::ok || file.size != s.bytes)
@@ -153,12 +151,13 @@ void check_save(const std::vector<RankStateView>& states, const fs::path& dir)
         if (s.dtype != planned.param_dtype)
             throw Error(ProblemKind::invalid_argument,
                         dir.string() + ": rank " + std::to_string(s.rank) +
-                            " has a different parameter dtype from rank " +
-                            std::to_string(states.front().rank));
+                            " has a different parameter dtype from rank " + std::to_string(states.front().rank));
         check_rank_state(dir, s, world);
         planned.param_numel_total += s.numel();
-        planned.shards.push_back({.rank = s.rank, .path = shard_file_name(s.rank),
-                                  .param_shard_offset = s.param_shard_offset, .param_shard_numel = s.numel()});
+        planned.shards.push_back({.rank = s.rank,
+                                  .path = shard_file_name(s.rank),
+                                  .param_shard_offset = s.param_shard_offset,
+                                  .param_shard_numel = s.numel()});
     }
     // The layout commit will check, checked before any shard is written: slices that do not tile
     // the flat vector leave nothing behind.
@@ -189,8 +188,7 @@ Manifest save_sharded(const std::vector<RankStateView>& states, const fs::path& 
         UniqueFd dirfd = fsutil::open_directory(dir);
         if (fsutil::exists_at(dirfd.get(), "manifest.json"))
             throw Error(ProblemKind::already_exists,
-                        (dir / "manifest.json").string() +
-                            " exists: refusing to overwrite a complete checkpoint",
+                        (dir / "manifest.json").string() + " exists: refusing to overwrite a complete checkpoint",
                         (dir / "manifest.json").string());
     }
 

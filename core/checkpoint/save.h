@@ -16,8 +16,8 @@
 namespace shardscope {
 
 struct WriteOptions {
-    bool durable = true;                        // fsync files and the directory
-    const std::atomic<bool>* cancel = nullptr;  // checked between chunks
+    bool durable = true; // fsync files and the directory
+    const std::atomic<bool>* cancel = nullptr; // checked between chunks
     std::function<void(uint64_t bytes_written)> progress; // bytes of this shard so far
 };
 
@@ -26,8 +26,8 @@ std::string shard_file_name(int rank);
 
 // Writes rank `state.rank`'s shard as `<name>.tmp`, hashing (SHA-256 and XXH3) in the same pass,
 // fsyncs it and renames it into place. `world_size` goes into the file's metadata.
-ShardRecord write_rank_shard(const std::filesystem::path& dir, const RankStateView& state,
-                             int world_size, const WriteOptions& options = {});
+ShardRecord write_rank_shard(const std::filesystem::path& dir, const RankStateView& state, int world_size,
+                             const WriteOptions& options = {});
 inline ShardRecord write_rank_shard(const std::filesystem::path& dir, const RankState& state, int world_size,
                                     const WriteOptions& options = {})
 {
@@ -60,8 +60,8 @@ void copy_checkpoint_meta(To& to, const From& from)
 
 // Checks the records form a complete, consistent checkpoint (Error otherwise) and writes
 // manifest.json atomically, then fsyncs the directory. Refuses if a manifest already exists.
-Manifest commit(const std::filesystem::path& dir, std::vector<ShardRecord> records,
-                const CheckpointMeta& meta, bool durable = true);
+Manifest commit(const std::filesystem::path& dir, std::vector<ShardRecord> records, const CheckpointMeta& meta,
+                bool durable = true);
 
 struct SaveOptions {
     int threads = 0; // 0: one per rank up to the number of hardware threads
@@ -86,10 +86,10 @@ void check_save(const std::vector<RankStateView>& states, const std::filesystem:
 // states aimed at an existing complete checkpoint raise check_save's kind (layout_gap,
 // duplicate_rank, invalid_argument, ...), not already_exists; the checkpoint is untouched either
 // way. On failure or cancel no manifest is written.
-Manifest save_sharded(const std::vector<RankStateView>& states, const std::filesystem::path& dir,
-                      uint64_t step, const SaveOptions& options = {});
-inline Manifest save_sharded(const std::vector<RankState>& states, const std::filesystem::path& dir,
-                             uint64_t step, const SaveOptions& options = {})
+Manifest save_sharded(const std::vector<RankStateView>& states, const std::filesystem::path& dir, uint64_t step,
+                      const SaveOptions& options = {});
+inline Manifest save_sharded(const std::vector<RankState>& states, const std::filesystem::path& dir, uint64_t step,
+                             const SaveOptions& options = {})
 {
     return save_sharded(views_of(states), dir, step, options);
 }

@@ -42,8 +42,13 @@ struct RankStateView {
 
 inline RankStateView view_of(const RankState& s)
 {
-    return {.rank = s.rank, .dtype = s.dtype, .param_shard_offset = s.param_shard_offset, .param = s.param,
-            .master = s.master, .exp_avg = s.exp_avg, .exp_avg_sq = s.exp_avg_sq};
+    return {.rank = s.rank,
+            .dtype = s.dtype,
+            .param_shard_offset = s.param_shard_offset,
+            .param = s.param,
+            .master = s.master,
+            .exp_avg = s.exp_avg,
+            .exp_avg_sq = s.exp_avg_sq};
 }
 
 inline std::vector<RankStateView> views_of(const std::vector<RankState>& states)

@@ -29,8 +29,8 @@ ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const 
     ShardCheck check{.rank = record.rank, .path = record.path, .expected_bytes = record.bytes};
     if (fsutil::unsafe_name_reason(record.path)) {
         check.status = ShardStatus::invalid;
-        check.detail = "rank " + std::to_string(record.rank) + ": '" + record.path +
-                       "' leaves the checkpoint directory";
+        check.detail =
+            "rank " + std::to_string(record.rank) + ": '" + record.path + "' leaves the checkpoint directory";
         problem = Problem{ProblemKind::path_outside_checkpoint, record.rank, record.path, check.detail};
         return check;
     }
@@ -119,8 +119,7 @@ VerifyReport verify_any(const fs::path& path, const VerifyOptions& options)
     }
     try {
         report.manifest = parse_manifest(
-            fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, manifest_path),
-            manifest_path);
+            fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, manifest_path), manifest_path);
     } catch (const Error& e) {
         add(e.problem());
         return report;

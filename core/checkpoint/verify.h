@@ -17,9 +17,8 @@
 namespace shardscope {
 
 enum class ShardStatus { pending, hashing, ok, missing, size_mismatch, hash_mismatch, unreadable, invalid };
-inline constexpr std::string_view kShardStatusNames[] = {"pending",       "hashing",       "ok",
-                                                         "missing",       "size_mismatch", "hash_mismatch",
-                                                         "unreadable",    "invalid"};
+inline constexpr std::string_view kShardStatusNames[] = {"pending",       "hashing",       "ok",         "missing",
+                                                         "size_mismatch", "hash_mismatch", "unreadable", "invalid"};
 static_assert(std::size(kShardStatusNames) == std::size_t(ShardStatus::invalid) + 1);
 std::string_view to_string(ShardStatus status);
 
@@ -30,7 +29,7 @@ struct ShardCheck {
     uint64_t actual_bytes = 0;
     ShardStatus status = ShardStatus::pending;
     std::string actual_digest; // sha256 (or xxh3 with --fast) of what is on disk, when read
-    std::string detail;        // why the status is not ok
+    std::string detail; // why the status is not ok
 };
 
 struct VerifyReport;
@@ -51,8 +50,8 @@ struct VerifyCallbacks {
 };
 
 struct VerifyOptions {
-    int threads = 0;              // 0: hardware threads
-    bool fast = false;            // compare the XXH3 checksum instead of SHA-256
+    int threads = 0; // 0: hardware threads
+    bool fast = false; // compare the XXH3 checksum instead of SHA-256
     int expected_world_size = -1; // < 0: do not compare
     const std::atomic<bool>* cancel = nullptr;
     VerifyCallbacks callbacks;
@@ -62,12 +61,12 @@ struct VerifyReport {
     std::filesystem::path dir; // the step directory actually verified (after following `latest`)
     std::string format = "shardscope";
     std::optional<Manifest> manifest; // absent when manifest.json is missing or unparsable
-    std::vector<ShardCheck> shards;   // one per manifest entry, in manifest order
+    std::vector<ShardCheck> shards; // one per manifest entry, in manifest order
     std::vector<Problem> problems;
     std::vector<std::string> leftover_tmp_files;
     bool cancelled = false;
     std::optional<ForeignSummary> foreign; // set for the formats ShardScope did not write
-    bool fast = false;  // hashes compared: XXH3 when true, SHA-256 otherwise
+    bool fast = false; // hashes compared: XXH3 when true, SHA-256 otherwise
     double seconds = 0; // how long verification took
 
     bool ok() const { return problems.empty() && !cancelled; }

@@ -1,7 +1,6 @@
 #include "core/checkpoint/verify_json.h"
 
-namespace shardscope
-{
+namespace shardscope {
 
 using nlohmann::json;
 
@@ -49,8 +48,7 @@ json foreign_summary_json(const ForeignSummary& foreign)
                 json chunk = {{"offsets", std::vector<uint64_t>(c.offsets.begin(), c.offsets.end())},
                               {"sizes", std::vector<uint64_t>(c.sizes.begin(), c.sizes.end())}};
                 if (!c.file.empty())
-                    chunk["storage"] = {
-                        {"file", std::string(c.file)}, {"offset", c.offset}, {"length", c.length}};
+                    chunk["storage"] = {{"file", std::string(c.file)}, {"offset", c.offset}, {"length", c.length}};
                 chunks.push_back(std::move(chunk));
             }
             entry["chunks"] = std::move(chunks);

@@ -8,8 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace shardscope
-{
+namespace shardscope {
 
 // {"kind", "message", "rank" (when >= 0), "path" (when set)}
 nlohmann::json problem_json(const Problem& problem);

@@ -34,8 +34,8 @@ uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& sto
         return offset <= length && size <= length - offset && file_read(buffer, size, base + offset);
     };
     unsigned char magic[4] = {0, 0, 0, 0};
-    const bool archive = length >= 4 && read(magic, 4, 0) && magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 &&
-                         magic[3] == 4;
+    const bool archive =
+        length >= 4 && read(magic, 4, 0) && magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
     if (archive) {
         try {
             const ZipDirectory directory = read_zip_directory(read, length, shown);
@@ -117,8 +117,8 @@ void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string
             }
     if (covered < volume)
         out.push_back({ProblemKind::layout_gap, -1, ".metadata",
-                       meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " +
-                           std::to_string(volume) + " elements but its chunks cover only " + std::to_string(covered)});
+                       meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " + std::to_string(volume) +
+                           " elements but its chunks cover only " + std::to_string(covered)});
     else if (covered > volume)
         out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
                        meta_path + ": tensor '" + t.fqn + "' has " + std::to_string(volume) +
@@ -130,9 +130,9 @@ void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string
 struct StoredRange {
     uint64_t offset = 0, length = 0;
     uint64_t element_bytes = 0; // chunk volume x element size; 0 when the dtype is unknown
-    uint32_t index = 0;         // the chunk's in meta.chunks, or the bytes item's when !tensor
+    uint32_t index = 0; // the chunk's in meta.chunks, or the bytes item's when !tensor
     bool tensor = false;
-    bool transformed = false;   // a storage extension (compression) rewrote it: not looked into
+    bool transformed = false; // a storage extension (compression) rewrote it: not looked into
 };
 
 // The words for a range in messages: "'fqn' chunk [0, 0]" or "item 'fqn'", "12 float32 elements".
@@ -148,7 +148,8 @@ public:
     {
         if (!r.tensor)
             return "item '" + m_meta.bytes[r.index].fqn + "'";
-        return "'" + m_meta.tensors[m_tensor_of[r.index]].fqn + "' chunk " + join_dims(m_meta.offsets(m_meta.chunks[r.index]));
+        return "'" + m_meta.tensors[m_tensor_of[r.index]].fqn + "' chunk " +
+            join_dims(m_meta.offsets(m_meta.chunks[r.index]));
     }
     std::string elements(const StoredRange& r) const
     {
@@ -182,7 +183,7 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
         return;
     unsigned char magic[4] = {0, 0, 0, 0};
     const bool archive = r.length >= 4 && file_read(magic, 4, r.offset) && magic[0] == 'P' && magic[1] == 'K' &&
-                         magic[2] == 3 && magic[3] == 4;
+        magic[2] == 3 && magic[3] == 4;
     if (!archive) {
         if (r.tensor && r.element_bytes && r.length != r.element_bytes)
             add(ProblemKind::size_mismatch,
@@ -196,7 +197,8 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
     const ZipReadAt read = [&](void* buffer, std::size_t size, uint64_t offset) {
         return offset <= length && size <= length - offset && file_read(buffer, size, base + offset);
     };
-    const std::string where = shown + ": " + names.what(r) + " (the torch.save archive at byte " + std::to_string(base) + ")";
+    const std::string where =
+        shown + ": " + names.what(r) + " (the torch.save archive at byte " + std::to_string(base) + ")";
     ZipDirectory directory;
     try {
         directory = read_zip_directory(read, length, where);
@@ -229,8 +231,9 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
     for (const auto& storage : listing.storages)
         stored += storage.entry_bytes;
     if (stored != r.element_bytes)
-        add(ProblemKind::size_mismatch, where + ": its storage holds " + std::to_string(stored) + " bytes but the " +
-                                            names.elements(r) + " of the chunk need " + std::to_string(r.element_bytes));
+        add(ProblemKind::size_mismatch,
+            where + ": its storage holds " + std::to_string(stored) + " bytes but the " + names.elements(r) +
+                " of the chunk need " + std::to_string(r.element_bytes));
 }
 
 // The tensors and the non-tensor items, in metadata order (up to kMaxListedTensors).
@@ -385,10 +388,10 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
                                                  join_dims(meta.offsets(c)) + " has no storage entry"});
                 continue;
             }
-            StoredRange range{.offset = c.offset, .length = c.length, .index = index, .tensor = true,
-                              .transformed = c.transformed};
+            StoredRange range{
+                .offset = c.offset, .length = c.length, .index = index, .tensor = true, .transformed = c.transformed};
             if (uint64_t volume = 0; !element || !checked_volume(meta.sizes(c), volume) ||
-                                     __builtin_mul_overflow(volume, element, &range.element_bytes))
+                __builtin_mul_overflow(volume, element, &range.element_bytes))
                 range.element_bytes = 0; // unknown: the content check does not compare sizes
             ranges[c.file].push_back(range);
             data_bytes += c.length;
@@ -404,7 +407,10 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
             continue;
         }
         if (const std::size_t f = file_index(b.storage.file); f < files.size() && files[f] == b.storage.file)
-            ranges[f].push_back({.offset = b.storage.offset, .length = b.storage.length, .index = i, .tensor = false,
+            ranges[f].push_back({.offset = b.storage.offset,
+                                 .length = b.storage.length,
+                                 .index = i,
+                                 .tensor = false,
                                  .transformed = b.storage.transformed});
         data_bytes += b.storage.length;
     }
@@ -436,53 +442,55 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
     if (ForeignLayout layout = ownership_layout(meta); layout.total > 0)
         summary.layout = std::move(layout);
 
-    foreign::check_files(dirfd.get(), report, options,
-                         [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
-                             const auto& list = ranges[file_index(check.path)];
-                             const std::string shown = foreign::shown_file(dir, check);
-                             for (const auto& r : list) {
-                                 uint64_t end = 0;
-                                 if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
-                                     problems.push_back({ProblemKind::range_outside_file, check.rank, check.path,
-                                                         shown + ": " + names.what(r) + " at bytes [" + std::to_string(r.offset) +
-                                                             ", +" + std::to_string(r.length) + ") runs past the end of the " +
-                                                             std::to_string(file.size) + "-byte file (truncated?)"});
-                                     return;
-                                 }
-                             }
-                             for (std::size_t i = 1; i < list.size(); ++i)
-                                 if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
-                                     problems.push_back({ProblemKind::layout_overlap, check.rank, check.path,
-                                                         shown + ": the bytes of " + names.what(list[i - 1]) + " and " +
-                                                             names.what(list[i]) + " overlap"});
-                                     return;
-                                 }
-                             uint64_t stored = 0;
-                             for (const auto& r : list)
-                                 stored += r.length;
-                             check.detail = std::to_string(list.size()) + (list.size() == 1 ? " stored item (" : " stored items (") +
-                                            human_bytes(stored) + ")" + (check_data ? ", contents checked" : "");
-                             if (!check_data)
-                                 return;
-                             const ZipReadAt read = zip_read_fd(file.fd.get());
-                             std::size_t reported = 0;
-                             ProblemKind first_dropped = ProblemKind::crc_mismatch;
-                             for (const auto& r : list) {
-                                 if (foreign::cancelled(options))
-                                     return;
-                                 check_stored_range(read, r, names, shown, check, problems, reported, first_dropped, options);
-                                 foreign::current_progress().advance(r.offset + r.length);
-                             }
-                             if (reported > kMaxContentProblems)
-                                 problems.push_back({first_dropped, check.rank, check.path,
-                                                     shown + ": " + std::to_string(reported - kMaxContentProblems) +
-                                                         " more problems with stored items, not listed"});
-                         });
+    foreign::check_files(
+        dirfd.get(), report, options,
+        [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
+            const auto& list = ranges[file_index(check.path)];
+            const std::string shown = foreign::shown_file(dir, check);
+            for (const auto& r : list) {
+                uint64_t end = 0;
+                if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
+                    problems.push_back({ProblemKind::range_outside_file, check.rank, check.path,
+                                        shown + ": " + names.what(r) + " at bytes [" + std::to_string(r.offset) +
+                                            ", +" + std::to_string(r.length) + ") runs past the end of the " +
+                                            std::to_string(file.size) + "-byte file (truncated?)"});
+                    return;
+                }
+            }
+            for (std::size_t i = 1; i < list.size(); ++i)
+                if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
+                    problems.push_back({ProblemKind::layout_overlap, check.rank, check.path,
+                                        shown + ": the bytes of " + names.what(list[i - 1]) + " and " +
+                                            names.what(list[i]) + " overlap"});
+                    return;
+                }
+            uint64_t stored = 0;
+            for (const auto& r : list)
+                stored += r.length;
+            check.detail = std::to_string(list.size()) + (list.size() == 1 ? " stored item (" : " stored items (") +
+                human_bytes(stored) + ")" + (check_data ? ", contents checked" : "");
+            if (!check_data)
+                return;
+            const ZipReadAt read = zip_read_fd(file.fd.get());
+            std::size_t reported = 0;
+            ProblemKind first_dropped = ProblemKind::crc_mismatch;
+            for (const auto& r : list) {
+                if (foreign::cancelled(options))
+                    return;
+                check_stored_range(read, r, names, shown, check, problems, reported, first_dropped, options);
+                foreign::current_progress().advance(r.offset + r.length);
+            }
+            if (reported > kMaxContentProblems)
+                problems.push_back({first_dropped, check.rank, check.path,
+                                    shown + ": " + std::to_string(reported - kMaxContentProblems) +
+                                        " more problems with stored items, not listed"});
+        });
     for (auto& p : meta_problems)
         report.problems.push_back(std::move(p));
     if (missing_storage > 100)
-        report.problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
-                                   meta_path + ": " + std::to_string(missing_storage - 100) + " more chunks without storage"});
+        report.problems.push_back(
+            {ProblemKind::missing_tensor, -1, ".metadata",
+             meta_path + ": " + std::to_string(missing_storage - 100) + " more chunks without storage"});
 
     return report;
 }

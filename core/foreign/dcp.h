@@ -22,14 +22,14 @@
 namespace shardscope {
 
 inline constexpr uint64_t kMaxDcpMetadataBytes = 512ull << 20;
-inline constexpr uint64_t kMaxDcpItems = 4u << 20;  // tensors + bytes items + chunks
+inline constexpr uint64_t kMaxDcpItems = 4u << 20; // tensors + bytes items + chunks
 inline constexpr std::size_t kMaxDcpDims = 64;
 inline constexpr uint64_t kMaxDcpDimensionValues = 8 * kMaxDcpItems; // chunk offsets and sizes in all
 
 // Where a chunk's or item's bytes are (a _StorageInfo), as a value.
 struct DcpStorage {
-    bool present = false;   // storage_data has an entry for this chunk / item
-    std::string file;       // relative_path
+    bool present = false; // storage_data has an entry for this chunk / item
+    std::string file; // relative_path
     uint64_t offset = 0;
     uint64_t length = 0;
     bool transformed = false; // _StorageInfo.transform_descriptors (e.g. compression) is not empty
@@ -59,22 +59,38 @@ struct DcpBytesItem {
 
 struct DcpMetadata {
     int pickle_protocol = 0;
-    std::vector<DcpTensor> tensors;     // in state_dict_metadata order
-    std::vector<DcpChunk> chunks;       // each tensor's, in its order
-    std::vector<uint64_t> numbers;      // the chunks' offsets and sizes
-    std::vector<DcpBytesItem> bytes;    // non-tensor items (pickled objects in the data files)
-    std::vector<std::string> files;     // distinct relative_path values, sorted
+    std::vector<DcpTensor> tensors; // in state_dict_metadata order
+    std::vector<DcpChunk> chunks; // each tensor's, in its order
+    std::vector<uint64_t> numbers; // the chunks' offsets and sizes
+    std::vector<DcpBytesItem> bytes; // non-tensor items (pickled objects in the data files)
+    std::vector<std::string> files; // distinct relative_path values, sorted
     std::map<std::string, std::string> info; // version, storage_meta fields, planner data summary
 
-    std::span<const DcpChunk> chunks_of(const DcpTensor& t) const { return std::span(chunks).subspan(t.first_chunk, t.chunk_count); }
-    std::span<const uint64_t> offsets(const DcpChunk& c) const { return std::span(numbers).subspan(c.offsets_at, c.offsets_rank); }
-    std::span<const uint64_t> sizes(const DcpChunk& c) const { return std::span(numbers).subspan(c.sizes_at, c.sizes_rank); }
-    std::string_view file(const DcpChunk& c) const { return c.file < 0 ? std::string_view() : std::string_view(files[c.file]); }
+    std::span<const DcpChunk> chunks_of(const DcpTensor& t) const
+    {
+        return std::span(chunks).subspan(t.first_chunk, t.chunk_count);
+    }
+    std::span<const uint64_t> offsets(const DcpChunk& c) const
+    {
+        return std::span(numbers).subspan(c.offsets_at, c.offsets_rank);
+    }
+    std::span<const uint64_t> sizes(const DcpChunk& c) const
+    {
+        return std::span(numbers).subspan(c.sizes_at, c.sizes_rank);
+    }
+    std::string_view file(const DcpChunk& c) const
+    {
+        return c.file < 0 ? std::string_view() : std::string_view(files[c.file]);
+    }
     DcpStorage storage(const DcpChunk& c) const
     {
         if (c.file < 0)
             return {};
-        return {.present = true, .file = files[c.file], .offset = c.offset, .length = c.length, .transformed = c.transformed};
+        return {.present = true,
+                .file = files[c.file],
+                .offset = c.offset,
+                .length = c.length,
+                .transformed = c.transformed};
     }
 };
 

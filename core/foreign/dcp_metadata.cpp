@@ -34,12 +34,12 @@ namespace shardscope {
 uint64_t torch_dtype_size(std::string_view dtype)
 {
     static const std::map<std::string_view, uint64_t> sizes = {
-        {"float32", 4}, {"float", 4}, {"float64", 8}, {"double", 8}, {"float16", 2}, {"half", 2},
-        {"bfloat16", 2}, {"int64", 8}, {"long", 8}, {"int32", 4}, {"int", 4}, {"int16", 2},
-        {"short", 2}, {"int8", 1}, {"uint8", 1}, {"bool", 1}, {"uint16", 2}, {"uint32", 4},
-        {"uint64", 8}, {"complex64", 8}, {"cfloat", 8}, {"complex128", 16}, {"cdouble", 16},
-        {"complex32", 4}, {"float8_e4m3fn", 1}, {"float8_e5m2", 1}, {"float8_e4m3fnuz", 1},
-        {"float8_e5m2fnuz", 1},
+        {"float32", 4},     {"float", 4},           {"float64", 8},         {"double", 8},    {"float16", 2},
+        {"half", 2},        {"bfloat16", 2},        {"int64", 8},           {"long", 8},      {"int32", 4},
+        {"int", 4},         {"int16", 2},           {"short", 2},           {"int8", 1},      {"uint8", 1},
+        {"bool", 1},        {"uint16", 2},          {"uint32", 4},          {"uint64", 8},    {"complex64", 8},
+        {"cfloat", 8},      {"complex128", 16},     {"cdouble", 16},        {"complex32", 4}, {"float8_e4m3fn", 1},
+        {"float8_e5m2", 1}, {"float8_e4m3fnuz", 1}, {"float8_e5m2fnuz", 1},
     };
     const auto it = sizes.find(dtype);
     return it == sizes.end() ? 0 : it->second;
@@ -162,8 +162,9 @@ struct OpShape {
 constexpr std::array<OpShape, 256> scan_shapes()
 {
     std::array<OpShape, 256> t{};
-    constexpr uint8_t kNoArgument[] = {'(', '0', '1', '2', 'N', 0x88, 0x89, ']', ')', '}', 0x8f, 'l', 't', 0x91, 0x85,
-                                       0x86, 0x87, 'd', 'a', 'e', 's', 'u', 0x90, 0x93, 'R', 0x81, 0x92, 'b', 'Q'};
+    constexpr uint8_t kNoArgument[] = {'(',  '0', '1',  '2',  'N',  0x88, 0x89, ']', ')', '}',
+                                       0x8f, 'l', 't',  0x91, 0x85, 0x86, 0x87, 'd', 'a', 'e',
+                                       's',  'u', 0x90, 0x93, 'R',  0x81, 0x92, 'b', 'Q'};
     for (const uint8_t op : kNoArgument)
         t[op] = {ScanAs::plain, 0};
     t[0x80] = t['K'] = {ScanAs::plain, 1}; // PROTO, BININT1
@@ -210,7 +211,7 @@ MemoUse scan_memo_use(PickleInput in, const PickleLimits& limits)
             if (i + 1 + shape.head > b.size()) {
                 if (to_the_end)
                     return use; // truncated inside an argument
-                break;          // read on from this opcode
+                break; // read on from this opcode
             }
             uint64_t n = 0; // the argument, little-endian
             for (std::size_t k = 0; k < shape.head; ++k)
@@ -276,7 +277,16 @@ struct Value {
     uint64_t b = 0;
 };
 // An object's fields in the scratch pool, from its Value's `a`.
-enum ObjectField : uint32_t { cls_field, args_field, kwargs_field, state_field, dict_field, list_field, folded_field, kObjectFields };
+enum ObjectField : uint32_t {
+    cls_field,
+    args_field,
+    kwargs_field,
+    state_field,
+    dict_field,
+    list_field,
+    folded_field,
+    kObjectFields
+};
 
 struct StorageRecord {
     uint32_t file = kNoPickleValue; // a str handle
@@ -300,14 +310,43 @@ struct Decoded {
 
 // The field and class names of DCP's objects, looked up by str handle (DcpStore::name_text).
 enum class Name : uint8_t {
-    offsets, sizes, fqn, offset, relative_path, length, transform_descriptors, dtype, properties, size, chunks,
-    ChunkStorageMetadata, MetadataIndex, StorageInfo, TensorProperties, TensorStorageMetadata, BytesStorageMetadata,
+    offsets,
+    sizes,
+    fqn,
+    offset,
+    relative_path,
+    length,
+    transform_descriptors,
+    dtype,
+    properties,
+    size,
+    chunks,
+    ChunkStorageMetadata,
+    MetadataIndex,
+    StorageInfo,
+    TensorProperties,
+    TensorStorageMetadata,
+    BytesStorageMetadata,
     kCount
 };
 constexpr std::string_view kNameTexts[] = {
-    "offsets", "sizes", "fqn", "offset", "relative_path", "length", "transform_descriptors", "dtype", "properties",
-    "size", "chunks", "ChunkStorageMetadata", "MetadataIndex", "_StorageInfo", "TensorProperties",
-    "TensorStorageMetadata", "BytesStorageMetadata",
+    "offsets",
+    "sizes",
+    "fqn",
+    "offset",
+    "relative_path",
+    "length",
+    "transform_descriptors",
+    "dtype",
+    "properties",
+    "size",
+    "chunks",
+    "ChunkStorageMetadata",
+    "MetadataIndex",
+    "_StorageInfo",
+    "TensorProperties",
+    "TensorStorageMetadata",
+    "BytesStorageMetadata",
 };
 static_assert(std::size(kNameTexts) == static_cast<std::size_t>(Name::kCount));
 
@@ -367,7 +406,10 @@ protected:
             return {.kind = PickleKind::integer, .b = h - kInline};
         return m_kept[h - kKept];
     }
-    [[noreturn, gnu::noinline]] void given_back() const { fail("internal error: a value was given back while still in use"); }
+    [[noreturn, gnu::noinline]] void given_back() const
+    {
+        fail("internal error: a value was given back while still in use");
+    }
     PickleKind kind(uint32_t h) const { return value(h).kind; }
 
     uint32_t shared(uint32_t& slot, Value v)
@@ -420,7 +462,8 @@ protected:
         if (share)
             if (const auto it = m_strings.find(bytes); it != m_strings.end())
                 return *it;
-        const uint32_t h = keep({.kind = PickleKind::string, .a = static_cast<uint32_t>(bytes.size()), .b = store_text(bytes)});
+        const uint32_t h =
+            keep({.kind = PickleKind::string, .a = static_cast<uint32_t>(bytes.size()), .b = store_text(bytes)});
         if (share)
             m_strings.insert(h);
         return h;
@@ -457,7 +500,10 @@ protected:
 
     // ---- containers: items in the scratch pool (PickleItems), kept in the Value's a / b
     using Range = PickleItems;
-    static Range range_of(const Value& v) { return {static_cast<uint32_t>(v.b), v.a, static_cast<uint32_t>(v.b >> 32)}; }
+    static Range range_of(const Value& v)
+    {
+        return {static_cast<uint32_t>(v.b), v.a, static_cast<uint32_t>(v.b >> 32)};
+    }
     static void set_range(Value& v, const Range& r)
     {
         v.a = r.size;
@@ -466,8 +512,8 @@ protected:
     std::span<const uint32_t> items(uint32_t h) const
     {
         const Value v = value(h);
-        const bool container = v.kind == PickleKind::list || v.kind == PickleKind::tuple || v.kind == PickleKind::dict ||
-                               v.kind == PickleKind::set || v.kind == PickleKind::frozenset;
+        const bool container = v.kind == PickleKind::list || v.kind == PickleKind::tuple ||
+            v.kind == PickleKind::dict || v.kind == PickleKind::set || v.kind == PickleKind::frozenset;
         if (!is_scratch(h) || !container) // kept tuples are numbers (dims); objects keep fields
             return {};
         const Range r = range_of(v);
@@ -487,7 +533,8 @@ protected:
                 fail("more than " + std::to_string(m_limits.max_total_items) + " tuple items in all (limit)");
             for (const uint32_t h : add)
                 m_numbers.push_back(static_cast<int64_t>(value(h).b));
-            return keep({.kind = PickleKind::tuple, .fold = Fold::dims, .a = static_cast<uint32_t>(add.size()), .b = at});
+            return keep(
+                {.kind = PickleKind::tuple, .fold = Fold::dims, .a = static_cast<uint32_t>(add.size()), .b = at});
         }
         Value v{.kind = kind};
         Range r;
@@ -539,8 +586,14 @@ protected:
             return args == m_empty_tuple ? empty_tuple() : arg[0];
         return object(PickleKind::reduce, callable, args, kNoPickleValue);
     }
-    uint32_t new_object(uint32_t cls, uint32_t args, uint32_t kwargs) { return object(PickleKind::new_object, cls, args, kwargs); }
-    uint32_t persistent_id(uint32_t pid) { return object(PickleKind::persistent_id, kNoPickleValue, pid, kNoPickleValue); }
+    uint32_t new_object(uint32_t cls, uint32_t args, uint32_t kwargs)
+    {
+        return object(PickleKind::new_object, cls, args, kwargs);
+    }
+    uint32_t persistent_id(uint32_t pid)
+    {
+        return object(PickleKind::persistent_id, kNoPickleValue, pid, kNoPickleValue);
+    }
     uint32_t dup(uint32_t h)
     {
         pin(h);
@@ -660,7 +713,8 @@ protected:
             DcpChunk chunk;
             chunk.offsets_at = static_cast<uint32_t>(out.numbers.size());
             chunk.offsets_rank = static_cast<uint16_t>(offsets.a);
-            out.numbers.insert(out.numbers.end(), m_numbers.begin() + offsets.b, m_numbers.begin() + offsets.b + offsets.a);
+            out.numbers.insert(out.numbers.end(), m_numbers.begin() + offsets.b,
+                               m_numbers.begin() + offsets.b + offsets.a);
             chunk.sizes_at = static_cast<uint32_t>(out.numbers.size());
             chunk.sizes_rank = static_cast<uint16_t>(sizes.a);
             out.numbers.insert(out.numbers.end(), m_numbers.begin() + sizes.b, m_numbers.begin() + sizes.b + sizes.a);
@@ -715,7 +769,10 @@ protected:
     // not one of theirs, and is not scanned (a shared one, built again and again, would let a
     // small file cost as much as the product of the two).
     static constexpr std::size_t kMaxFields = 64;
-    uint32_t attribute(uint32_t object, std::string_view key) const { return attribute_of_text(object, shared_text(key)); }
+    uint32_t attribute(uint32_t object, std::string_view key) const
+    {
+        return attribute_of_text(object, shared_text(key));
+    }
     // The same for the names of DCP's fields, whose str handles are looked up once (10^5 objects
     // each ask for several).
     uint32_t attribute(uint32_t object, Name key) const { return attribute_of_text(object, name_text(key)); }
@@ -826,7 +883,7 @@ protected:
         describe(h, 3, shown);
         if (value(resolve(h)).fold == Fold::dims && wanted.find("torch.Size") != std::string_view::npos)
             return std::string(what) + " is " + shown + ", which has a negative or more than " +
-                   std::to_string(kMaxDcpDims) + " dimensions";
+                std::to_string(kMaxDcpDims) + " dimensions";
         return std::string(what) + " is " + shown + ", " + std::string(wanted);
     }
 
@@ -861,7 +918,10 @@ protected:
                 if (offsets == kNoPickleValue)
                     return no(is_not(".offset", offset, "not a torch.Size or tuple"));
             }
-            out.value = {.kind = PickleKind::new_object, .fold = Fold::index, .a = resolve(attribute(object, Name::fqn)), .b = offsets};
+            out.value = {.kind = PickleKind::new_object,
+                         .fold = Fold::index,
+                         .a = resolve(attribute(object, Name::fqn)),
+                         .b = offsets};
         } else if (is(Name::StorageInfo)) {
             StorageRecord s;
             std::string_view file;
@@ -874,10 +934,14 @@ protected:
                 return no(is_not(".length", attribute(object, Name::length), "not a non-negative int"));
             if (const uint32_t d = resolve(attribute(object, Name::transform_descriptors)); d != kNoPickleValue) {
                 const Value dv = value(d);
-                s.transformed = dv.kind == PickleKind::list || dv.kind == PickleKind::tuple ? (dv.fold == Fold::dims ? dv.a : range_of(dv).size) > 0 : false;
+                s.transformed = dv.kind == PickleKind::list || dv.kind == PickleKind::tuple
+                    ? (dv.fold == Fold::dims ? dv.a : range_of(dv).size) > 0
+                    : false;
             }
             m_storages.push_back(s);
-            out.value = {.kind = PickleKind::new_object, .fold = Fold::storage, .a = static_cast<uint32_t>(m_storages.size() - 1)};
+            out.value = {.kind = PickleKind::new_object,
+                         .fold = Fold::storage,
+                         .a = static_cast<uint32_t>(m_storages.size() - 1)};
         } else if (is(Name::TensorProperties)) {
             // TensorProperties.__getstate__: (dtype, layout, ...); older ones: a dict with 'dtype'.
             uint32_t dtype = kNoPickleValue;
@@ -923,7 +987,8 @@ protected:
             }
             t.chunks_count = static_cast<uint32_t>(chunks.size());
             m_tensors.push_back(t);
-            out.value = {.kind = PickleKind::new_object, .fold = Fold::tensor, .a = static_cast<uint32_t>(m_tensors.size() - 1)};
+            out.value = {
+                .kind = PickleKind::new_object, .fold = Fold::tensor, .a = static_cast<uint32_t>(m_tensors.size() - 1)};
         } else if (is(Name::BytesStorageMetadata)) {
             out.value = {.kind = PickleKind::new_object, .fold = Fold::bytes_item};
         } else {
@@ -1074,7 +1139,7 @@ private:
         bool operator()(auto a, auto b) const { return text(a) == text(b); }
     };
     std::unordered_set<uint32_t, TextHash, TextEqual> m_strings{64, TextHash{this}, TextEqual{this}};
-    std::unordered_map<uint64_t, uint32_t> m_globals;         // (module, name) str handles
+    std::unordered_map<uint64_t, uint32_t> m_globals; // (module, name) str handles
     uint32_t m_none = kNoPickleValue, m_true = kNoPickleValue, m_false = kNoPickleValue;
     uint32_t m_empty_tuple = kNoPickleValue;
     mutable std::array<uint32_t, static_cast<std::size_t>(Name::kCount)> m_name_texts = filled_names();
@@ -1134,7 +1199,7 @@ public:
         // entry) rather than hashed into nodes.
         struct Entry {
             uint64_t hash = 0;
-            uint32_t index = 0;   // the MetadataIndex record
+            uint32_t index = 0; // the MetadataIndex record
             uint32_t storage = 0; // in m_storages
         };
         std::vector<Entry> entries;
@@ -1160,12 +1225,14 @@ public:
         } else if (sd != kNoPickleValue && kind(sd) != PickleKind::none) {
             bad("storage_data is " + describe(sd, 1) + ", not a dict");
         }
-        std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.hash < b.hash; });
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const Entry& a, const Entry& b) { return a.hash < b.hash; });
         // The storage record of a key, or -1: the last entry written of those equal to it.
         auto find = [&](std::string_view fqn, uint64_t fqn_hash, std::span<const int64_t> offsets,
                         bool with_offsets) -> int64_t {
             const uint64_t h = key_hash(fqn_hash, offsets, with_offsets);
-            auto it = std::upper_bound(entries.begin(), entries.end(), h, [](uint64_t x, const Entry& e) { return x < e.hash; });
+            auto it = std::upper_bound(entries.begin(), entries.end(), h,
+                                       [](uint64_t x, const Entry& e) { return x < e.hash; });
             while (it != entries.begin() && (it - 1)->hash == h) {
                 --it;
                 const auto o = index_offsets(it->index);
@@ -1180,7 +1247,7 @@ public:
         auto same_key = [&](const Entry& a, const Entry& b) {
             const auto x = index_offsets(a.index), y = index_offsets(b.index);
             return index_fqn(a.index) == index_fqn(b.index) && has_offsets(a.index) == has_offsets(b.index) &&
-                   std::equal(x.begin(), x.end(), y.begin(), y.end());
+                std::equal(x.begin(), x.end(), y.begin(), y.end());
         };
         std::vector<uint32_t> file_handles;
         for (std::size_t i = 0; i < entries.size(); ++i) {

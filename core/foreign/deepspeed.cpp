@@ -71,7 +71,6 @@ std::optional<DeepSpeedName> parse_deepspeed_name(std::string_view name)
     return std::nullopt;
 }
 
-
 } // namespace
 
 VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options, bool check_data)
@@ -138,16 +137,20 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
     std::vector<std::pair<std::string, int>> files; // name, rank for messages
     for (const auto& n : present) {
         const auto parsed = parse_deepspeed_name(n);
-        files.push_back({n, parsed->kind == DeepSpeedName::zero_optim || parsed->kind == DeepSpeedName::zero_model
-                                ? parsed->dp : parsed->mp});
+        files.push_back({n,
+                         parsed->kind == DeepSpeedName::zero_optim || parsed->kind == DeepSpeedName::zero_model
+                             ? parsed->dp
+                             : parsed->mp});
     }
     // Rank numbers come from file names, which anyone can write: the sequence they imply is
     // enumerated only up to a sane size, else reported as one problem.
     const int layer_ranks = tagged_layers ? layer_mp : 1;
     const uint64_t implied = static_cast<uint64_t>(dp) * static_cast<uint64_t>(mp) * 2 + static_cast<uint64_t>(mp) +
-                             layers.size() * static_cast<uint64_t>(layer_ranks);
+        layers.size() * static_cast<uint64_t>(layer_ranks);
     if (implied > static_cast<uint64_t>(kMaxWorldSize)) {
-        report.problems.push_back({ProblemKind::missing_shard, -1, {},
+        report.problems.push_back({ProblemKind::missing_shard,
+                                   -1,
+                                   {},
                                    report.dir.string() + ": the file names imply " + std::to_string(implied) +
                                        " files (data-parallel size " + std::to_string(dp) + ", model-parallel size " +
                                        std::to_string(mp) + "), more than the " + std::to_string(kMaxWorldSize) +
@@ -158,9 +161,11 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
     for (int d = 0; d < dp; ++d)
         for (int m = 0; m < mp; ++m) {
             if (!optim.empty() && !optim.count({d, m}))
-                files.push_back({optim_prefix + std::to_string(d) + "_mp_rank_" + two_digits(m) + "_optim_states.pt", d});
+                files.push_back(
+                    {optim_prefix + std::to_string(d) + "_mp_rank_" + two_digits(m) + "_optim_states.pt", d});
             if (!zero_model.empty() && !zero_model.count({d, m}))
-                files.push_back({"zero_pp_rank_" + std::to_string(d) + "_mp_rank_" + two_digits(m) + "_model_states.pt", d});
+                files.push_back(
+                    {"zero_pp_rank_" + std::to_string(d) + "_mp_rank_" + two_digits(m) + "_model_states.pt", d});
         }
     if (!model.empty())
         for (int m = 0; m < mp; ++m)
@@ -183,14 +188,13 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
             absent_count += next->first - it->first - 1;
             if (absent_layers.size() < 200)
                 absent_layers += (absent_layers.empty() ? "" : ", ") + std::to_string(it->first + 1) +
-                                 (next->first > it->first + 2 ? "-" + std::to_string(next->first - 1) : std::string());
+                    (next->first > it->first + 2 ? "-" + std::to_string(next->first - 1) : std::string());
         }
     }
     for (const auto& [name, rank] : files)
         report.shards.push_back(ShardCheck{.rank = rank, .path = name});
-    std::stable_sort(report.shards.begin(), report.shards.end(), [](const ShardCheck& a, const ShardCheck& b) {
-        return a.path < b.path;
-    });
+    std::stable_sort(report.shards.begin(), report.shards.end(),
+                     [](const ShardCheck& a, const ShardCheck& b) { return a.path < b.path; });
     add_row(summary, "data-parallel size", dp ? std::to_string(dp) : std::string("- (no ZeRO files)"));
     if (dp)
         summary.world_size = int64_t(dp);
@@ -211,10 +215,13 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
                     absent_layers + " (" + std::to_string(absent_count) +
                         "; DeepSpeed writes none for a layer without parameters)");
     }
-    add_row(summary, "files", std::to_string(present.size()) + " present, " +
-                                  std::to_string(files.size() - present.size()) + " missing from the rank sequence");
+    add_row(summary, "files",
+            std::to_string(present.size()) + " present, " + std::to_string(files.size() - present.size()) +
+                " missing from the rank sequence");
     if (files.empty()) {
-        report.problems.push_back({ProblemKind::missing_shard, -1, {},
+        report.problems.push_back({ProblemKind::missing_shard,
+                                   -1,
+                                   {},
                                    report.dir.string() + ": no DeepSpeed model or optimizer state files"});
         return report;
     }

@@ -9,7 +9,6 @@ namespace shardscope {
 
 // DeepSpeed: `path` is the root (with `latest` or global_step* folders) or a tag folder.
 // `check_data` false skips the CRC pass over every byte (shardctl info: structure only).
-VerifyReport verify_deepspeed(const std::filesystem::path& path, const VerifyOptions& options,
-                              bool check_data = true);
+VerifyReport verify_deepspeed(const std::filesystem::path& path, const VerifyOptions& options, bool check_data = true);
 
 } // namespace shardscope

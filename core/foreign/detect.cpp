@@ -17,7 +17,10 @@ std::string_view to_string(CheckpointFormat format)
 
 namespace {
 
-bool has_prefix(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
+bool has_prefix(const std::string& s, std::string_view prefix)
+{
+    return s.rfind(prefix, 0) == 0;
+}
 
 } // namespace
 
@@ -69,7 +72,8 @@ DetectedFormat detect_format(const fs::path& path)
     }
     if (has("model.safetensors.index.json")) {
         result.format = CheckpointFormat::safetensors_index;
-        result.files = matching([](const std::string& n) { return n.ends_with(".safetensors") || n.ends_with(".index.json"); });
+        result.files =
+            matching([](const std::string& n) { return n.ends_with(".safetensors") || n.ends_with(".index.json"); });
         result.reason = "model.safetensors.index.json";
         return result;
     }
@@ -82,7 +86,8 @@ DetectedFormat detect_format(const fs::path& path)
     if (has("latest_checkpointed_iteration.txt") ||
         !matching([](const std::string& n) { return has_prefix(n, "iter_"); }).empty()) {
         result.format = CheckpointFormat::megatron;
-        result.files = matching([](const std::string& n) { return has_prefix(n, "iter_") || n == "latest_checkpointed_iteration.txt"; });
+        result.files = matching(
+            [](const std::string& n) { return has_prefix(n, "iter_") || n == "latest_checkpointed_iteration.txt"; });
         result.reason = "latest_checkpointed_iteration.txt / iter_* directories";
         return result;
     }
@@ -105,10 +110,11 @@ DetectedFormat detect_format(const fs::path& path)
         return found(CheckpointFormat::deepspeed, std::move(steps), "global_step* directories without a `latest` file");
     // A Megatron iteration folder holds mp_rank_XX[_PPP]/ directories (DeepSpeed's are files).
     if (auto ranks = directories("mp_rank_"); !ranks.empty())
-        return found(CheckpointFormat::megatron, std::move(ranks), "mp_rank_* directories (a Megatron iteration folder)");
+        return found(CheckpointFormat::megatron, std::move(ranks),
+                     "mp_rank_* directories (a Megatron iteration folder)");
     const auto zero_files = matching([](const std::string& n) {
         return has_prefix(n, "zero_pp_rank_") || has_prefix(n, "mp_rank_") || has_prefix(n, "bf16_zero_pp_rank_") ||
-               (has_prefix(n, "layer_") && n.ends_with("-model_states.pt"));
+            (has_prefix(n, "layer_") && n.ends_with("-model_states.pt"));
     });
     if (!zero_files.empty()) {
         result.format = CheckpointFormat::deepspeed;

@@ -18,9 +18,9 @@ std::string_view to_string(CheckpointFormat format);
 
 struct DetectedFormat {
     CheckpointFormat format = CheckpointFormat::unknown;
-    std::filesystem::path path;     // what was inspected (a step directory after `latest`)
+    std::filesystem::path path; // what was inspected (a step directory after `latest`)
     std::vector<std::string> files; // the format's files found there (relative names)
-    std::string reason;             // what gave it away
+    std::string reason; // what gave it away
 };
 
 // Throws Error(cannot_open) when `path` does not exist.

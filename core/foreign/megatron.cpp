@@ -39,7 +39,8 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
                 const int iteration = digits(text, p);
                 if (iteration < 0 || p != text.size())
                     throw Error(ProblemKind::invalid_manifest,
-                                display + ": '" + text.substr(0, 100) + "' is neither an iteration number nor 'release'",
+                                display + ": '" + text.substr(0, 100) +
+                                    "' is neither an iteration number nor 'release'",
                                 display);
                 char buffer[32];
                 std::snprintf(buffer, sizeof buffer, "iter_%07d", iteration);
@@ -69,7 +70,8 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
             const auto json = nlohmann::json::parse(text);
             if (json.is_object())
                 for (const auto& [key, value] : json.items())
-                    rows.push_back({"metadata.json " + key, value.is_string() ? value.get<std::string>() : value.dump()});
+                    rows.push_back(
+                        {"metadata.json " + key, value.is_string() ? value.get<std::string>() : value.dump()});
         } catch (const std::exception& e) {
             rows.push_back({"metadata.json", std::string("unreadable: ") + e.what()});
         }
@@ -140,8 +142,8 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
         rows.push_back({"pipeline-parallel size", std::to_string(pp)});
         report.foreign->world_size = int64_t(tp) * int64_t(pp);
         if (report.shards.empty())
-            report.problems.push_back({ProblemKind::missing_shard, -1, {},
-                                       dir.string() + ": no .metadata and no mp_rank_XX folders"});
+            report.problems.push_back(
+                {ProblemKind::missing_shard, -1, {}, dir.string() + ": no .metadata and no mp_rank_XX folders"});
         else
             check_archives(dirfd.get(), report, inner, ProblemKind::missing_shard, check_data);
         rows.push_back({"tensors", std::to_string(report.foreign->tensors_total)});

@@ -52,7 +52,8 @@ void summarise_files(VerifyReport& report, const std::vector<std::optional<Safet
                     value.size() > 256 ? value.substr(0, 256) + "..." : value);
     }
     auto name_of = [&](const Listed& l) { return headers[l.file]->name(headers[l.file]->tensors[l.tensor]); };
-    std::stable_sort(listed.begin(), listed.end(), [&](const Listed& a, const Listed& b) { return name_of(a) < name_of(b); });
+    std::stable_sort(listed.begin(), listed.end(),
+                     [&](const Listed& a, const Listed& b) { return name_of(a) < name_of(b); });
     std::size_t name_bytes = 0, dims = 0;
     for (const Listed& l : listed) {
         name_bytes += name_of(l).size();
@@ -83,14 +84,14 @@ void summarise_files(VerifyReport& report, const std::vector<std::optional<Safet
 }
 
 // Reads every file's header in parallel; headers[i] set when file i is valid safetensors.
-std::vector<std::optional<SafetensorsListing>> read_headers(int dirfd, VerifyReport& report, const VerifyOptions& options)
+std::vector<std::optional<SafetensorsListing>> read_headers(int dirfd, VerifyReport& report,
+                                                            const VerifyOptions& options)
 {
     std::vector<std::optional<SafetensorsListing>> headers(report.shards.size());
-    foreign::check_files(dirfd, report, options,
-                         [&](std::size_t i, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>&) {
-                             headers[i] = read_safetensors_listing(file.fd.get(), file.size,
-                                                                  (report.dir / check.path).string());
-                         });
+    foreign::check_files(
+        dirfd, report, options, [&](std::size_t i, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>&) {
+            headers[i] = read_safetensors_listing(file.fd.get(), file.size, (report.dir / check.path).string());
+        });
     return headers;
 }
 
@@ -181,7 +182,8 @@ VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& 
     add_row(summary, "files", std::to_string(index.files.size()));
     add_row(summary, "mapped tensors", std::to_string(index.weight_map.size()));
     if (index.total_size)
-        add_row(summary, "metadata.total_size", human_bytes(*index.total_size) + " (" + std::to_string(*index.total_size) + ")");
+        add_row(summary, "metadata.total_size",
+                human_bytes(*index.total_size) + " (" + std::to_string(*index.total_size) + ")");
     for (const auto& [key, value] : index.metadata)
         add_row(summary, "metadata." + key, value);
 
@@ -224,12 +226,14 @@ VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& 
             const std::string_view name = headers[i]->name(t);
             const auto entry = index.weight_map.find(name);
             if (!entry)
-                report_problem(i, {ProblemKind::unmapped_tensor, -1, file,
-                                   shown + ": holds tensor '" + std::string(name) + "', which the index does not map"});
+                report_problem(i,
+                               {ProblemKind::unmapped_tensor, -1, file,
+                                shown + ": holds tensor '" + std::string(name) + "', which the index does not map"});
             else if (index.weight_map.file(*entry) != i) // shards[] are index.files, in order
-                report_problem(i, {ProblemKind::unmapped_tensor, -1, file,
-                                   shown + ": holds tensor '" + std::string(name) + "', which the index maps to " +
-                                       index.files[index.weight_map.file(*entry)]});
+                report_problem(i,
+                               {ProblemKind::unmapped_tensor, -1, file,
+                                shown + ": holds tensor '" + std::string(name) + "', which the index maps to " +
+                                    index.files[index.weight_map.file(*entry)]});
             else {
                 mapped_bytes += t.bytes();
                 held[*entry] = 1; // the file the index names holds it
@@ -245,13 +249,15 @@ VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& 
     for (const std::size_t e : lacking) {
         const std::size_t i = index.weight_map.file(e);
         const std::string& file = index.files[i];
-        report_problem(i, {ProblemKind::missing_tensor, -1, file,
-                               (dir / file).string() + ": lacks tensor '" + std::string(index.weight_map.name(e)) +
-                                   "', which the index maps to it"});
+        report_problem(i,
+                       {ProblemKind::missing_tensor, -1, file,
+                        (dir / file).string() + ": lacks tensor '" + std::string(index.weight_map.name(e)) +
+                            "', which the index maps to it"});
     }
     if (suppressed)
-        report.problems.push_back({ProblemKind::missing_tensor, -1, index_name,
-                                   index_path + ": " + std::to_string(suppressed) + " more tensor mismatches not listed"});
+        report.problems.push_back(
+            {ProblemKind::missing_tensor, -1, index_name,
+             index_path + ": " + std::to_string(suppressed) + " more tensor mismatches not listed"});
     if (complete && index.total_size && *index.total_size != mapped_bytes)
         report.problems.push_back({ProblemKind::size_mismatch, -1, index_name,
                                    index_path + ": metadata.total_size is " + std::to_string(*index.total_size) +

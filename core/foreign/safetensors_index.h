@@ -17,9 +17,9 @@
 
 namespace shardscope {
 
-inline constexpr uint64_t kMaxIndexBytes = 64ull << 20;   // index.json read at most
-inline constexpr uint64_t kMaxIndexEntries = 4u << 20;    // weight_map entries
-inline constexpr uint64_t kMaxIndexFiles = 1u << 16;      // distinct files
+inline constexpr uint64_t kMaxIndexBytes = 64ull << 20; // index.json read at most
+inline constexpr uint64_t kMaxIndexEntries = 4u << 20; // weight_map entries
+inline constexpr uint64_t kMaxIndexFiles = 1u << 16; // distinct files
 
 // weight_map, compactly (an MoE index maps 10^5 tensors to a few hundred files): every name in one
 // arena, every file an index into SafetensorsIndex::files, a hash table over the names. Entries
@@ -53,10 +53,10 @@ private:
 };
 
 struct SafetensorsIndex {
-    std::optional<uint64_t> total_size;           // metadata.total_size when present
-    std::map<std::string, std::string> metadata;  // other metadata rendered as text
-    IndexWeightMap weight_map;                    // tensor -> index into files
-    std::vector<std::string> files;               // distinct files, sorted
+    std::optional<uint64_t> total_size; // metadata.total_size when present
+    std::map<std::string, std::string> metadata; // other metadata rendered as text
+    IndexWeightMap weight_map; // tensor -> index into files
+    std::vector<std::string> files; // distinct files, sorted
 };
 
 // Parses the index JSON in one streaming pass (no DOM: see safetensors_index_parse.cpp). Throws

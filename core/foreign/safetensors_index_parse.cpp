@@ -82,7 +82,7 @@ public:
     std::size_t generation_start = 0; // the last weight_map's first entry in `map`
     bool has_metadata = false;
     nlohmann::json metadata;
-    IndexWeightMap map;                 // every weight_map's entries, in order; file: into file_names
+    IndexWeightMap map; // every weight_map's entries, in order; file: into file_names
     std::vector<std::string> file_names; // distinct weight_map values, in first-seen order
     std::string duplicate;
 
@@ -226,8 +226,9 @@ bool IndexWeightMap::add(std::string_view name, uint32_t file)
 SafetensorsIndex parse_safetensors_index(std::string_view json, const std::string& path)
 {
     if (json.size() > kMaxIndexBytes)
-        bad_index(path, "it is " + std::to_string(json.size()) + " bytes, more than the " +
-                            std::to_string(kMaxIndexBytes) + "-byte limit");
+        bad_index(path,
+                  "it is " + std::to_string(json.size()) + " bytes, more than the " + std::to_string(kMaxIndexBytes) +
+                      "-byte limit");
     IndexSax sax(path);
     nlohmann::json::sax_parse(json.begin(), json.end(), &sax);
     if (!sax.duplicate.empty())
@@ -260,8 +261,9 @@ SafetensorsIndex parse_safetensors_index(std::string_view json, const std::strin
         const std::string tensor(all.name(*fault));
         if (all.file(*fault) == kNotAString)
             bad_index(path, "weight_map['" + tensor + "'] is not a file name");
-        bad_index(path, "weight_map['" + tensor + "'] = '" + sax.file_names[all.file(*fault)] +
-                            "': " + *unsafe[all.file(*fault)]);
+        bad_index(path,
+                  "weight_map['" + tensor + "'] = '" + sax.file_names[all.file(*fault)] +
+                      "': " + *unsafe[all.file(*fault)]);
     }
 
     SafetensorsIndex out;

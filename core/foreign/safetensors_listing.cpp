@@ -20,7 +20,7 @@ namespace shardscope {
 namespace {
 
 constexpr std::array<std::string_view, 16> kDtypes = {"BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "I16", "U16", "F16",
-                                                      "BF16", "I32", "U32", "F32", "F64",     "I64",     "U64", "C64"};
+                                                      "BF16", "I32", "U32", "F32",     "F64",     "I64", "U64", "C64"};
 
 struct Where {
     const std::string& path;
@@ -45,8 +45,8 @@ struct Element {
 struct Field {
     bool present = false;
     bool is_array = false, is_string = false;
-    std::string text;              // dtype
-    std::size_t count = 0;         // array elements
+    std::string text; // dtype
+    std::size_t count = 0; // array elements
     std::vector<Element> elements; // the first 65 (more is an invalid shape whatever they are)
 };
 
@@ -99,7 +99,7 @@ public:
         uint32_t offset, size;
     };
     bool top_is_object = false;
-    std::vector<Key> keys;         // every top-level key, in order (for repeats)
+    std::vector<Key> keys; // every top-level key, in order (for repeats)
     std::string fault_name, fault; // the faulty key first in name order, and what is wrong
     bool has_fault = false;
     bool has_metadata = false;
@@ -109,8 +109,9 @@ private:
     bool count_value()
     {
         if (++m_values > kMaxSafetensorsHeaderValues)
-            bad(m_where, "the header holds more than " + std::to_string(kMaxSafetensorsHeaderValues) +
-                             " JSON values (the limit)");
+            bad(m_where,
+                "the header holds more than " + std::to_string(kMaxSafetensorsHeaderValues) +
+                    " JSON values (the limit)");
         return true;
     }
     template <typename T>
@@ -137,8 +138,9 @@ private:
     {
         count_value();
         if (++m_open > kMaxSafetensorsHeaderDepth)
-            bad(m_where, "the header is nested more than " + std::to_string(kMaxSafetensorsHeaderDepth) +
-                             " levels deep (the limit)");
+            bad(m_where,
+                "the header is nested more than " + std::to_string(kMaxSafetensorsHeaderDepth) +
+                    " levels deep (the limit)");
         if (m_open == 1) {
             top_is_object = object;
         } else if (m_open == 2 && top_is_object) {
@@ -249,9 +251,15 @@ private:
 
 } // namespace
 
-std::span<const std::string_view> safetensors_dtype_names() { return kDtypes; }
+std::span<const std::string_view> safetensors_dtype_names()
+{
+    return kDtypes;
+}
 
-std::string_view SafetensorsListing::dtype(const Tensor& t) const { return kDtypes[t.dtype]; }
+std::string_view SafetensorsListing::dtype(const Tensor& t) const
+{
+    return kDtypes[t.dtype];
+}
 
 SafetensorsListing list_safetensors_header(std::string_view json, uint64_t file_size, const std::string& display_path,
                                            int rank)
@@ -302,18 +310,21 @@ SafetensorsListing list_safetensors_header(std::string_view json, uint64_t file_
     uint64_t expected = 0;
     for (const auto& t : out.tensors) {
         if (t.begin != expected)
-            bad(where, "tensor '" + std::string(out.name(t)) + "' starts at byte " + std::to_string(t.begin) +
-                           " of the data but the previous tensor ends at " + std::to_string(expected) +
-                           (t.begin > expected ? " (a gap)" : " (an overlap)"));
+            bad(where,
+                "tensor '" + std::string(out.name(t)) + "' starts at byte " + std::to_string(t.begin) +
+                    " of the data but the previous tensor ends at " + std::to_string(expected) +
+                    (t.begin > expected ? " (a gap)" : " (an overlap)"));
         expected = t.end;
     }
     if (file_size < out.data_start())
-        bad(where, "the " + std::to_string(out.header_length) + "-byte header runs past the end of the " +
-                       std::to_string(file_size) + "-byte file");
+        bad(where,
+            "the " + std::to_string(out.header_length) + "-byte header runs past the end of the " +
+                std::to_string(file_size) + "-byte file");
     const uint64_t data_size = file_size - out.data_start();
     if (expected != data_size)
-        bad(where, "the tensors end at data byte " + std::to_string(expected) + " but the file holds " +
-                       std::to_string(data_size) + " data bytes");
+        bad(where,
+            "the tensors end at data byte " + std::to_string(expected) + " but the file holds " +
+                std::to_string(data_size) + " data bytes");
     return out;
 }
 
@@ -328,8 +339,9 @@ SafetensorsListing read_safetensors_listing(int fd, uint64_t file_size, const st
     if (length > kMaxSafetensorsHeader)
         bad(where, "the header length " + std::to_string(length) + " exceeds the 100 MB limit");
     if (length > file_size - 8)
-        bad(where, "the header length " + std::to_string(length) + " runs past the end of the " +
-                       std::to_string(file_size) + "-byte file");
+        bad(where,
+            "the header length " + std::to_string(length) + " runs past the end of the " + std::to_string(file_size) +
+                "-byte file");
     std::string json(length, '\0');
     if (!fsutil::read_exact(fd, json.data(), json.size(), 8))
         throw Error(ProblemKind::unreadable, display_path + ": cannot read the header", display_path, rank);

@@ -19,16 +19,16 @@ namespace shardscope {
 struct SafetensorsListing {
     struct Tensor {
         uint32_t name_offset = 0, name_size = 0; // in `names`
-        uint32_t dims_offset = 0;                // in `dims`
+        uint32_t dims_offset = 0; // in `dims`
         uint16_t rank = 0;
         uint8_t dtype = 0; // index into safetensors_dtype_names()
-        uint64_t begin = 0, end = 0;             // relative to the data section
+        uint64_t begin = 0, end = 0; // relative to the data section
         uint64_t bytes() const { return end - begin; }
     };
     uint64_t header_length = 0;
     std::string names;
     std::vector<uint64_t> dims;
-    std::vector<Tensor> tensors;                              // sorted by begin
+    std::vector<Tensor> tensors; // sorted by begin
     std::vector<std::pair<std::string, std::string>> metadata; // __metadata__, by key
 
     uint64_t data_start() const { return 8 + header_length; }

@@ -20,10 +20,17 @@ bool valid_utf8(std::string_view s)
         }
         std::size_t n = 0;
         uint32_t cp = 0;
-        if (c >= 0xc2 && c <= 0xdf) { n = 1; cp = c & 0x1f; }
-        else if (c >= 0xe0 && c <= 0xef) { n = 2; cp = c & 0x0f; }
-        else if (c >= 0xf0 && c <= 0xf4) { n = 3; cp = c & 0x07; }
-        else return false;
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 1;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3;
+            cp = c & 0x07;
+        } else
+            return false;
         for (std::size_t k = 1; k <= n; ++k) {
             if (i + k >= s.size())
                 return false;

@@ -100,8 +100,11 @@ void ForeignTensorList::add_chunk(const ForeignChunkView& c)
     // chunk and shows both as they are).
     const uint32_t at = add_numbers(c.offsets);
     add_numbers(c.sizes);
-    m_chunks.push_back(ChunkRow{.offset = c.offset, .length = c.length, .dims_at = at,
-                                .offsets_count = narrow(c.offsets.size()), .sizes_count = narrow(c.sizes.size()),
+    m_chunks.push_back(ChunkRow{.offset = c.offset,
+                                .length = c.length,
+                                .dims_at = at,
+                                .offsets_count = narrow(c.offsets.size()),
+                                .sizes_count = narrow(c.sizes.size()),
                                 .file = intern(c.file)});
 }
 
@@ -125,17 +128,22 @@ void ForeignTensorList::add(const ForeignTensorFields& t, std::size_t chunks)
 void ForeignTensorList::push_back(const ForeignTensor& t)
 {
     for (const ForeignChunk& c : t.chunks)
-        add_chunk(ForeignChunkView{.offsets = c.offsets, .sizes = c.sizes, .file = c.file,
-                                   .offset = c.offset, .length = c.length});
-    add(ForeignTensorFields{.name = t.name, .dtype = t.dtype, .shape = t.shape, .file = t.file,
-                            .offset = t.offset, .bytes = t.bytes, .detail = t.detail},
+        add_chunk(ForeignChunkView{
+            .offsets = c.offsets, .sizes = c.sizes, .file = c.file, .offset = c.offset, .length = c.length});
+    add(ForeignTensorFields{.name = t.name,
+                            .dtype = t.dtype,
+                            .shape = t.shape,
+                            .file = t.file,
+                            .offset = t.offset,
+                            .bytes = t.bytes,
+                            .detail = t.detail},
         t.chunks.size());
 }
 
 std::size_t ForeignTensorList::memory_bytes() const
 {
-    std::size_t bytes = m_rows.capacity() * sizeof(Row) + m_chunks.capacity() * sizeof(ChunkRow) +
-                        m_texts.capacity() + m_numbers.capacity() * sizeof(uint64_t);
+    std::size_t bytes = m_rows.capacity() * sizeof(Row) + m_chunks.capacity() * sizeof(ChunkRow) + m_texts.capacity() +
+        m_numbers.capacity() * sizeof(uint64_t);
     for (const std::string& s : m_strings)
         bytes += sizeof(std::string) + 2 * s.capacity() + 64; // the string, its map key and node
     return bytes;

@@ -27,8 +27,8 @@ struct ForeignTensor;
 struct ForeignChunkView {
     std::span<const uint64_t> offsets; // element offsets into the tensor, per dimension
     std::span<const uint64_t> sizes;
-    std::string_view file;             // empty when the metadata records no storage for it
-    uint64_t offset = 0;               // byte range in that file
+    std::string_view file; // empty when the metadata records no storage for it
+    uint64_t offset = 0; // byte range in that file
     uint64_t length = 0;
 };
 
@@ -66,7 +66,9 @@ public:
         std::size_t m_i = 0;
     };
     IndexRange() = default;
-    IndexRange(const Owner* owner, std::size_t begin, std::size_t count) : m_owner(owner), m_begin(begin), m_count(count) {}
+    IndexRange(const Owner* owner, std::size_t begin, std::size_t count)
+        : m_owner(owner), m_begin(begin), m_count(count)
+    {}
     std::size_t size() const { return m_count; }
     bool empty() const { return m_count == 0; }
     Value operator[](std::size_t i) const { return At(*m_owner, m_begin + i); }
@@ -84,7 +86,7 @@ struct ForeignTensorView {
     std::string_view dtype;
     std::span<const uint64_t> shape;
     std::string_view file; // the file holding it (or its first chunk)
-    uint64_t offset = 0;   // byte offset in that file
+    uint64_t offset = 0; // byte offset in that file
     uint64_t bytes = 0;
     std::string_view detail; // e.g. "3 chunks", the chunk grid, a storage key
     // DCP: every chunk and its storage.
@@ -146,7 +148,7 @@ private:
         uint32_t name_size = 0;
         uint32_t detail_size = 0;
         uint32_t dtype = 0; // into m_strings
-        uint32_t file = 0;  // into m_strings
+        uint32_t file = 0; // into m_strings
         uint32_t rank = 0;
         uint32_t chunk_count = 0;
     };
@@ -166,9 +168,9 @@ private:
 
     std::vector<Row> m_rows;
     std::vector<ChunkRow> m_chunks;
-    std::string m_texts;                        // names and details, end to end
-    std::vector<uint64_t> m_numbers;            // shapes, chunk offsets and sizes
-    std::vector<std::string> m_strings{""};     // interned dtypes and files; 0 is ""
+    std::string m_texts; // names and details, end to end
+    std::vector<uint64_t> m_numbers; // shapes, chunk offsets and sizes
+    std::vector<std::string> m_strings{""}; // interned dtypes and files; 0 is ""
     std::map<std::string, uint32_t, std::less<>> m_string_ids;
 };
 

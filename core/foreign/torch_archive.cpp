@@ -21,12 +21,18 @@ namespace {
 std::pair<std::string, uint64_t> storage_dtype(std::string_view type)
 {
     static const std::map<std::string_view, std::pair<std::string, uint64_t>> types = {
-        {"FloatStorage", {"float32", 4}},       {"DoubleStorage", {"float64", 8}},
-        {"HalfStorage", {"float16", 2}},        {"BFloat16Storage", {"bfloat16", 2}},
-        {"LongStorage", {"int64", 8}},          {"IntStorage", {"int32", 4}},
-        {"ShortStorage", {"int16", 2}},         {"CharStorage", {"int8", 1}},
-        {"ByteStorage", {"uint8", 1}},          {"BoolStorage", {"bool", 1}},
-        {"ComplexFloatStorage", {"complex64", 8}}, {"ComplexDoubleStorage", {"complex128", 16}},
+        {"FloatStorage", {"float32", 4}},
+        {"DoubleStorage", {"float64", 8}},
+        {"HalfStorage", {"float16", 2}},
+        {"BFloat16Storage", {"bfloat16", 2}},
+        {"LongStorage", {"int64", 8}},
+        {"IntStorage", {"int32", 4}},
+        {"ShortStorage", {"int16", 2}},
+        {"CharStorage", {"int8", 1}},
+        {"ByteStorage", {"uint8", 1}},
+        {"BoolStorage", {"bool", 1}},
+        {"ComplexFloatStorage", {"complex64", 8}},
+        {"ComplexDoubleStorage", {"complex128", 16}},
         {"UntypedStorage", {"uint8", 1}},
     };
     const auto it = types.find(type);
@@ -173,8 +179,8 @@ TorchArchiveListing list_torch_archive(const ZipReadAt& read, uint64_t file_size
         }
     }
     if (pickle_index == directory.entries.size()) {
-        out.problems.push_back({ProblemKind::invalid_archive, -1, {},
-                                display_path + ": no data.pkl entry: not a torch.save archive"});
+        out.problems.push_back(
+            {ProblemKind::invalid_archive, -1, {}, display_path + ": no data.pkl entry: not a torch.save archive"});
         return out;
     }
     std::map<std::string, TorchStorage> storages;
@@ -202,15 +208,20 @@ TorchArchiveListing list_torch_archive(const ZipReadAt& read, uint64_t file_size
             s.numel = ref.numel;
             if (!s.has_entry) {
                 if (reported++ < 20)
-                    out.problems.push_back({ProblemKind::missing_tensor, -1, {},
+                    out.problems.push_back({ProblemKind::missing_tensor,
+                                            -1,
+                                            {},
                                             display_path + ": data.pkl refers to storage '" + key +
                                                 "' but the archive has no entry " + data_prefix + key});
             } else if (ref.element && ref.numel && s.entry_bytes != ref.numel * ref.element) {
                 if (reported++ < 20)
-                    out.problems.push_back({ProblemKind::size_mismatch, -1, {},
-                                            display_path + ": storage '" + key + "' holds " + std::to_string(ref.numel) +
-                                                " " + ref.dtype + " elements (" + std::to_string(ref.numel * ref.element) +
-                                                " bytes) but its entry is " + std::to_string(s.entry_bytes) + " bytes"});
+                    out.problems.push_back({ProblemKind::size_mismatch,
+                                            -1,
+                                            {},
+                                            display_path + ": storage '" + key + "' holds " +
+                                                std::to_string(ref.numel) + " " + ref.dtype + " elements (" +
+                                                std::to_string(ref.numel * ref.element) + " bytes) but its entry is " +
+                                                std::to_string(s.entry_bytes) + " bytes"});
             }
         }
         TensorWalker(doc, out).walk(doc.root(), {}, 0);
@@ -244,7 +255,8 @@ void check_torch_file(fsutil::OpenedFile& file, const std::string& shown, ShardC
     unsigned char magic[2] = {0, 0};
     if (file.size >= 2 && read(magic, 2, 0) && magic[0] == 0x80 && magic[1] == 0x02) {
         check.status = ShardStatus::invalid;
-        check.detail = shown + ": legacy (non-zip, pre-1.6) torch.save format, which cannot be checked without unpickling";
+        check.detail =
+            shown + ": legacy (non-zip, pre-1.6) torch.save format, which cannot be checked without unpickling";
         return add(ProblemKind::invalid_archive, check.detail);
     }
     ZipDirectory directory;
@@ -260,14 +272,14 @@ void check_torch_file(fsutil::OpenedFile& file, const std::string& shown, ShardC
     for (std::size_t i = 0; check_data && i < directory.entries.size(); ++i) {
         if (foreign::cancelled(options))
             return;
-        const auto result = check_zip_entry(read, file.size, directory, i, options.cancel, [&](uint64_t done) {
-            foreign::current_progress().advance(base + done);
-        });
+        const auto result = check_zip_entry(read, file.size, directory, i, options.cancel,
+                                            [&](uint64_t done) { foreign::current_progress().advance(base + done); });
         base += directory.entries[i].compressed_size;
         if (result.ok || foreign::cancelled(options))
             continue;
         if (bad_entries++ < 20)
-            add(result.crc_mismatch ? ProblemKind::crc_mismatch : ProblemKind::invalid_archive, shown + ": " + result.problem);
+            add(result.crc_mismatch ? ProblemKind::crc_mismatch : ProblemKind::invalid_archive,
+                shown + ": " + result.problem);
     }
     if (bad_entries > 20)
         add(ProblemKind::crc_mismatch, shown + ": " + std::to_string(bad_entries - 20) + " more bad entries");
@@ -278,10 +290,12 @@ void check_torch_file(fsutil::OpenedFile& file, const std::string& shown, ShardC
     uint64_t storage_bytes = 0;
     for (const auto& s : listing.storages)
         storage_bytes += s.entry_bytes;
-    auto count = [](uint64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+    auto count = [](uint64_t n, const char* one, const char* many) {
+        return std::to_string(n) + " " + (n == 1 ? one : many);
+    };
     check.detail = count(directory.entries.size(), "entry", "entries") + ", " +
-                   count(listing.storages.size(), "storage", "storages") + " (" + human_bytes(storage_bytes) + "), " +
-                   count(listing.tensors_total, "tensor", "tensors");
+        count(listing.storages.size(), "storage", "storages") + " (" + human_bytes(storage_bytes) + "), " +
+        count(listing.tensors_total, "tensor", "tensors");
     for (auto& t : listing.tensors) {
         t.file = check.path;
         tensors.push_back(std::move(t));
@@ -315,8 +329,8 @@ void check_archives(int dirfd, VerifyReport& report, const VerifyOptions& option
     foreign::check_files(
         dirfd, report, options,
         [&](std::size_t i, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
-            check_torch_file(file, foreign::shown_file(report.dir, check), check, problems, tensors[i], totals[i], options,
-                             check_data);
+            check_torch_file(file, foreign::shown_file(report.dir, check), check, problems, tensors[i], totals[i],
+                             options, check_data);
         },
         missing_kind);
     for (std::size_t i = 0; i < tensors.size(); ++i) {

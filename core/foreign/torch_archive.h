@@ -18,9 +18,9 @@ namespace shardscope {
 inline constexpr uint64_t kMaxTorchPickleBytes = 256ull << 20; // data.pkl read at most
 
 struct TorchStorage {
-    std::string key;       // the entry name under <prefix>/data/
-    std::string dtype;     // from the storage type (FloatStorage -> float32); "" if unknown
-    uint64_t numel = 0;    // as recorded in data.pkl (0 when unknown)
+    std::string key; // the entry name under <prefix>/data/
+    std::string dtype; // from the storage type (FloatStorage -> float32); "" if unknown
+    uint64_t numel = 0; // as recorded in data.pkl (0 when unknown)
     uint64_t entry_bytes = 0;
     bool has_entry = false;
 };
@@ -38,11 +38,11 @@ struct TorchTensorRef {
 
 struct TorchArchiveListing {
     std::string prefix; // the archive's top folder, with its trailing slash
-    std::vector<TorchStorage> storages;   // sorted by key
-    std::vector<ForeignTensor> tensors;   // from data.pkl: dotted path, dtype, shape, storage key
-    std::vector<TorchTensorRef> refs;     // the same tensors, with offset and strides
+    std::vector<TorchStorage> storages; // sorted by key
+    std::vector<ForeignTensor> tensors; // from data.pkl: dotted path, dtype, shape, storage key
+    std::vector<TorchTensorRef> refs; // the same tensors, with offset and strides
     uint64_t tensors_total = 0;
-    std::vector<Problem> problems;        // data.pkl that cannot be read, storages that disagree
+    std::vector<Problem> problems; // data.pkl that cannot be read, storages that disagree
 };
 
 // Lists storages and tensors of an archive whose directory is already read (entries are not

@@ -31,8 +31,7 @@ bool is_foreign(const DetectedFormat& detected)
     case CheckpointFormat::safetensors_index:
     case CheckpointFormat::torch_dcp:
     case CheckpointFormat::deepspeed:
-    case CheckpointFormat::megatron:
-        return true;
+    case CheckpointFormat::megatron: return true;
     case CheckpointFormat::safetensors: {
         std::error_code ec;
         if (!fs::is_directory(detected.path, ec))
@@ -43,8 +42,7 @@ bool is_foreign(const DetectedFormat& detected)
         return true;
     }
     case CheckpointFormat::shardscope:
-    case CheckpointFormat::unknown:
-        return false;
+    case CheckpointFormat::unknown: return false;
     }
     return false;
 }

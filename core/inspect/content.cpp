@@ -79,7 +79,8 @@ void check_against_master(ElementType param_type, const std::byte* param_bytes, 
             uint16_t param;
             std::memcpy(&master, master_bytes + 4 * i, 4);
             std::memcpy(&param, param_bytes + 2 * i, 2);
-            if (!std::isnan(master) && (param_type == ElementType::F16 ? float_to_f16(master) : float_to_bf16(master)) != param) {
+            if (!std::isnan(master) &&
+                (param_type == ElementType::F16 ? float_to_f16(master) : float_to_bf16(master)) != param) {
                 check.first = at + i;
                 break;
             }
@@ -100,10 +101,7 @@ struct MasterPass {
 // system cannot map.
 class PartSource {
 public:
-    PartSource(int fd, const TensorPart& part, std::size_t element_size)
-        : fd_(fd), part_(part), size_(element_size)
-    {
-    }
+    PartSource(int fd, const TensorPart& part, std::size_t element_size) : fd_(fd), part_(part), size_(element_size) {}
 
     // Elements [at, at + n) of the part (within one block); nullptr with errno set when unreadable.
     const std::byte* elements(uint64_t at, std::size_t n)
@@ -117,7 +115,7 @@ public:
         }
         buffer_.resize(n * size_);
         return fsutil::read_exact(fd_, buffer_.data(), n * size_, part_.byte_offset + at * size_) ? buffer_.data()
-                                                                                                   : nullptr;
+                                                                                                  : nullptr;
     }
 
 private:
@@ -212,13 +210,13 @@ void report_param_master(ContentReport& report)
         }
     for (const auto& [rank, f] : ranks)
         if (report.problems.size() < 100)
-            report.problems.push_back(
-                {ProblemKind::param_master_mismatch, rank, f.file,
-                 "rank " + std::to_string(rank) + ": " + (report.dir / f.file).string() + ": " +
-                     std::to_string(f.mismatches) + " parameters are not their master weight rounded to " + dtype +
-                     " (the first at flat index " + std::to_string(f.first_flat) + ", element " +
-                     std::to_string(f.first_element) + " of '" + printable(f.first_tensor) +
-                     "'): param and master were not saved from the same step"});
+            report.problems.push_back({ProblemKind::param_master_mismatch, rank, f.file,
+                                       "rank " + std::to_string(rank) + ": " + (report.dir / f.file).string() + ": " +
+                                           std::to_string(f.mismatches) +
+                                           " parameters are not their master weight rounded to " + dtype +
+                                           " (the first at flat index " + std::to_string(f.first_flat) + ", element " +
+                                           std::to_string(f.first_element) + " of '" + printable(f.first_tensor) +
+                                           "'): param and master were not saved from the same step"});
 }
 
 void check_health(ContentReport& report)
@@ -238,7 +236,7 @@ void check_health(ContentReport& report)
                     }
                     if (holders <= 4)
                         where += (holders > 1 ? ", " : "") + part_name(t.parts[p]) + " holds " +
-                                 std::to_string(t.part_stats[p].nonfinite());
+                            std::to_string(t.part_stats[p].nonfinite());
                 }
             if (holders > 4)
                 where += " and " + std::to_string(holders - 4) + " more";
@@ -394,16 +392,17 @@ double double_of(const json& j)
 
 json value_stats_json(const ValueStats& s)
 {
-    return {{"numel", s.numel},
-            {"nan", s.nan},
-            {"posinf", s.posinf},
-            {"neginf", s.neginf},
-            {"zeros", s.zeros},
-            {"negatives", s.negatives},
-            {"finite", s.finite},
-            {"doubles", {bits_of(s.min), bits_of(s.max), bits_of(s.abs_max), bits_of(s.mean), bits_of(s.m2),
-                         bits_of(s.sum_squares)}},
-            {"histogram", s.histogram}};
+    return {
+        {"numel", s.numel},
+        {"nan", s.nan},
+        {"posinf", s.posinf},
+        {"neginf", s.neginf},
+        {"zeros", s.zeros},
+        {"negatives", s.negatives},
+        {"finite", s.finite},
+        {"doubles",
+         {bits_of(s.min), bits_of(s.max), bits_of(s.abs_max), bits_of(s.mean), bits_of(s.m2), bits_of(s.sum_squares)}},
+        {"histogram", s.histogram}};
 }
 
 ValueStats value_stats_from_json(const json& j)

@@ -22,9 +22,9 @@ namespace shardscope {
 // The elements of a tensor that one file holds: a run of the flattened tensor (most formats),
 // a DCP chunk's box, or a permuted torch.save view (see below).
 struct TensorPart {
-    int rank = -1;             // the rank whose file holds it, -1 when the format has no ranks
-    std::string file;          // relative to the checkpoint directory
-    uint64_t byte_offset = 0;  // of its first element in the file
+    int rank = -1; // the rank whose file holds it, -1 when the format has no ranks
+    std::string file; // relative to the checkpoint directory
+    uint64_t byte_offset = 0; // of its first element in the file
     uint64_t numel = 0;
     uint64_t first_element = 0; // its place in the whole tensor, flattened
     // Most parts are a run of the flattened tensor stored in order. Two kinds are not:
@@ -50,15 +50,15 @@ struct TensorContent {
     std::string state; // native checkpoints: param, master, exp_avg or exp_avg_sq; else ""
     ElementType type = ElementType::F32;
     std::vector<uint64_t> shape;
-    std::vector<TensorPart> parts;  // in element order
+    std::vector<TensorPart> parts; // in element order
     std::vector<ValueStats> part_stats; // one per part, after scanning
-    ValueStats stats;                   // the whole tensor: the parts merged in order
+    ValueStats stats; // the whole tensor: the parts merged in order
     // Native param tensors: the index in ContentReport::tensors of the master tensor whose parts
     // match these one for one (same rank, place and size). Each param part is read together with
     // its master part, so the check that params are their masters rounded costs no second read.
     int master = -1;
-    uint64_t flat_offset = 0;              // native: where the tensor starts in the flat vector
-    std::vector<MasterCheck> part_checks;  // with a master: one per part, after scanning
+    uint64_t flat_offset = 0; // native: where the tensor starts in the flat vector
+    std::vector<MasterCheck> part_checks; // with a master: one per part, after scanning
 };
 
 struct ContentReport {
@@ -75,7 +75,7 @@ struct ContentReport {
 
 struct ContentOptions {
     std::vector<std::string> tensor_globs; // fnmatch(3) patterns on tensor names; empty: all
-    int threads = 0;                       // 0: hardware threads
+    int threads = 0; // 0: hardware threads
     const std::atomic<bool>* cancel = nullptr;
     ProgressFn progress; // bytes read so far, of all
 };

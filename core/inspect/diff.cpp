@@ -21,7 +21,7 @@ using nlohmann::json;
 namespace {
 
 constexpr uint64_t kStretchElements = uint64_t(1) << 22; // one work item: spreads big tensors over threads
-constexpr std::size_t kBlockElements = 32768;           // read and compared per step, each side
+constexpr std::size_t kBlockElements = 32768; // read and compared per step, each side
 
 struct Item {
     std::size_t tensor = 0;
@@ -84,8 +84,8 @@ void compare(const double* a, const double* b, const std::byte* raw_a, const std
     }
 }
 
-DiffSums run_item(int dirfd_a, int dirfd_b, const DiffReport& report, const Item& item,
-                  std::atomic<uint64_t>& done, uint64_t total)
+DiffSums run_item(int dirfd_a, int dirfd_b, const DiffReport& report, const Item& item, std::atomic<uint64_t>& done,
+                  uint64_t total)
 {
     const TensorDiff& diff = report.tensors[item.tensor];
     const TensorContent& ta = report.a.tensors[*diff.a];
@@ -100,7 +100,8 @@ DiffSums run_item(int dirfd_a, int dirfd_b, const DiffReport& report, const Item
     for (uint64_t at = item.first; at < item.first + item.count; at += kBlockElements) {
         if (report.options.cancel && report.options.cancel->load(std::memory_order_relaxed))
             break;
-        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kBlockElements, item.first + item.count - at));
+        const std::size_t n =
+            static_cast<std::size_t>(std::min<uint64_t>(kBlockElements, item.first + item.count - at));
         if ((sums.problem = read_a.read(at, n, raw_a.data())) || (sums.problem = read_b.read(at, n, raw_b.data())))
             break;
         decode_elements(ta.type, raw_a.data(), n, va.data());
@@ -170,8 +171,9 @@ const TensorDiff* largest_change(const DiffReport& report)
 
 bool DiffReport::identical() const
 {
-    return !cancelled && problems.empty() &&
-           std::all_of(tensors.begin(), tensors.end(), [](const TensorDiff& t) { return t.status == DiffStatus::identical; });
+    return !cancelled && problems.empty() && std::all_of(tensors.begin(), tensors.end(), [](const TensorDiff& t) {
+        return t.status == DiffStatus::identical;
+    });
 }
 
 DiffReport plan_diff(const fs::path& a, const fs::path& b, const DiffOptions& options)
@@ -221,9 +223,10 @@ DiffReport plan_diff(const fs::path& a, const fs::path& b, const DiffOptions& op
         if (report.problems.size() < 100)
             report.problems.push_back(
                 {ProblemKind::missing_tensor, -1, "",
-                 side.dir.string() + ": tensor '" + printable(t.name) + "'" + (t.state.empty() ? "" : " (" + t.state + ")") +
-                     ": its parts hold " + std::to_string(parts) + " elements, its shape " + join_dims(t.shape) +
-                     " needs " + (checked_volume(t.shape, n) ? std::to_string(n) : std::string("more than 2^64"))});
+                 side.dir.string() + ": tensor '" + printable(t.name) + "'" +
+                     (t.state.empty() ? "" : " (" + t.state + ")") + ": its parts hold " + std::to_string(parts) +
+                     " elements, its shape " + join_dims(t.shape) + " needs " +
+                     (checked_volume(t.shape, n) ? std::to_string(n) : std::string("more than 2^64"))});
         return false;
     };
     for (std::size_t i = 0; i < report.a.tensors.size(); ++i) {
@@ -239,8 +242,8 @@ DiffReport plan_diff(const fs::path& a, const fs::path& b, const DiffOptions& op
             paired[it->second] = true;
             diff.b = it->second;
             const TensorContent& tb = report.b.tensors[it->second];
-            diff.status = ta.shape != tb.shape  ? DiffStatus::shape_changed
-                          : ta.type != tb.type ? DiffStatus::dtype_changed
+            diff.status = ta.shape != tb.shape ? DiffStatus::shape_changed
+                : ta.type != tb.type           ? DiffStatus::dtype_changed
                                                : DiffStatus::identical;
             if (diff.status != DiffStatus::shape_changed && (!covered(ta, report.a) || !covered(tb, report.b)))
                 diff.status = DiffStatus::unreadable;
@@ -250,7 +253,10 @@ DiffReport plan_diff(const fs::path& a, const fs::path& b, const DiffOptions& op
     for (std::size_t i = 0; i < report.b.tensors.size(); ++i)
         if (!paired[i] && kept(report.b.tensors[i], states_b)) {
             const auto [name, state] = key(report.b.tensors[i], states_b);
-            report.tensors.push_back({.name = name, .state = state, .status = DiffStatus::only_in_b, .b = i,
+            report.tensors.push_back({.name = name,
+                                      .state = state,
+                                      .status = DiffStatus::only_in_b,
+                                      .b = i,
                                       .numel = numel_of(report.b.tensors[i])});
         }
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -272,7 +278,8 @@ std::vector<DiffSums> run_diff(DiffReport& report, const ItemFilter& mine)
         if (!mine || mine(i)) {
             chosen.push_back(i);
             const TensorDiff& d = report.tensors[items[i].tensor];
-            total += items[i].count * (element_size(report.a.tensors[*d.a].type) + element_size(report.b.tensors[*d.b].type));
+            total += items[i].count *
+                (element_size(report.a.tensors[*d.a].type) + element_size(report.b.tensors[*d.b].type));
         }
     std::vector<DiffSums> sums(items.size());
     fsutil::UniqueFd dir_a = fsutil::open_directory(report.a.dir), dir_b = fsutil::open_directory(report.b.dir);
@@ -327,7 +334,7 @@ json diff_report_json(const DiffReport& report)
         entry["shape_a"] = ta ? json(ta->shape) : json(nullptr);
         entry["shape_b"] = tb ? json(tb->shape) : json(nullptr);
         const bool compared = t.status == DiffStatus::identical || t.status == DiffStatus::changed ||
-                              t.status == DiffStatus::dtype_changed;
+            t.status == DiffStatus::dtype_changed;
         entry["numel"] = t.numel;
         entry["changed_elements"] = compared ? json(t.sums.changed) : json(nullptr);
         entry["nonfinite_changed"] = compared ? json(t.sums.nonfinite_changed) : json(nullptr);
@@ -340,9 +347,9 @@ json diff_report_json(const DiffReport& report)
     for (int s = 0; s <= static_cast<int>(DiffStatus::unreadable); ++s)
         summary[std::string(to_string(DiffStatus(s)))] = counts[DiffStatus(s)];
     const TensorDiff* largest = largest_change(report);
-    summary["largest_rel_l2"] =
-        largest ? json{{"name", largest->name}, {"state", largest->state}, {"rel_l2", optional_number(largest->rel_l2())}}
-                : json(nullptr);
+    summary["largest_rel_l2"] = largest
+        ? json{{"name", largest->name}, {"state", largest->state}, {"rel_l2", optional_number(largest->rel_l2())}}
+        : json(nullptr);
     json problems = json::array();
     for (const Problem& p : report.problems)
         problems.push_back(problem_json(p));

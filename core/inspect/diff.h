@@ -33,11 +33,11 @@ std::string_view to_string(DiffStatus status);
 // The comparison of a stretch of one tensor; stretches merge exactly (in order).
 struct DiffSums {
     uint64_t changed = 0;
-    uint64_t nonfinite_changed = 0;        // of those, pairs where a side is NaN or Inf (not in the sums below)
+    uint64_t nonfinite_changed = 0; // of those, pairs where a side is NaN or Inf (not in the sums below)
     std::optional<uint64_t> first_changed; // element index
-    double max_abs_diff = 0;               // over elements finite on both sides
+    double max_abs_diff = 0; // over elements finite on both sides
     double diff_squares = 0, a_squares = 0; // sum (a-b)^2 and sum a^2 over the same elements
-    std::optional<Problem> problem;         // what stopped the reading
+    std::optional<Problem> problem; // what stopped the reading
 
     void merge(const DiffSums& later);
 };
@@ -61,9 +61,9 @@ struct DiffReport {
     std::filesystem::path path_a, path_b; // as given
     ContentReport a, b; // each side as laid out (tensors and parts; no statistics)
     std::vector<TensorDiff> tensors; // A's order, then what only B has in B's order
-    bool states_as_param = false;    // one side is native, the other has no states: its "param" only
+    bool states_as_param = false; // one side is native, the other has no states: its "param" only
     DiffOptions options;
-    std::vector<Problem> problems;   // data that could not be read on either side
+    std::vector<Problem> problems; // data that could not be read on either side
     bool cancelled = false;
     double seconds = 0;
 

@@ -16,8 +16,8 @@ namespace shardscope {
 
 namespace {
 
-constexpr std::string_view kNames[] = {"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "I8", "U8",
-                                       "I16", "U16",  "I32", "U32", "I64", "U64",     "BOOL"};
+constexpr std::string_view kNames[] = {"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2", "I8",  "U8",
+                                       "I16", "U16",  "I32", "U32", "I64",     "U64",     "BOOL"};
 constexpr std::size_t kSizes[] = {2, 2, 4, 8, 1, 1, 1, 1, 2, 2, 4, 4, 8, 8, 1};
 
 // OCP 8-bit floats. E4M3 ("fn": finite, no infinities): bias 7, S.1111.111 is NaN. E5M2: bias 15,

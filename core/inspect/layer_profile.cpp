@@ -152,16 +152,18 @@ LayerGrouping group_layers(const ContentReport& listing, const std::string& orig
         result.notes.push_back(std::to_string(skipped) + " tensor(s) of " + origin +
                                " are buffers or optimizer state, not parameters, and were not counted");
     if (unknown)
-        result.notes.push_back(std::to_string(unknown) + " tensor(s) without a layer index and not recognised as the "
-                               "embedding, final norm or head (e.g. '" + printable(unknown_example, 80) +
-                               "') were counted in the head");
+        result.notes.push_back(std::to_string(unknown) +
+                               " tensor(s) without a layer index and not recognised as the "
+                               "embedding, final norm or head (e.g. '" +
+                               printable(unknown_example, 80) + "') were counted in the head");
     if (!listing.warnings.empty())
-        result.notes.push_back(std::to_string(listing.warnings.size()) + " tensor(s) were not listed: " +
-                               listing.warnings.front().message);
+        result.notes.push_back(std::to_string(listing.warnings.size()) +
+                               " tensor(s) were not listed: " + listing.warnings.front().message);
     return result;
 }
 
-std::optional<fs::path> find_model_config(const fs::path& path, const fs::path& listing_dir, const fs::path& explicit_config)
+std::optional<fs::path> find_model_config(const fs::path& path, const fs::path& listing_dir,
+                                          const fs::path& explicit_config)
 {
     if (!explicit_config.empty())
         return explicit_config;
@@ -186,8 +188,8 @@ pl::ModelProfile profile_checkpoint(const fs::path& path, const pl::Workload& wo
     std::optional<pl::ModelConfig> config;
     const auto config_path = use_config ? find_model_config(path, listing.dir, explicit_config) : std::nullopt;
     if (config_path) {
-        config = pl::parse_model_config(
-            pl::read_input_file(config_path->string(), pl::kMaxModelConfigBytes, "config"), config_path->string());
+        config = pl::parse_model_config(pl::read_input_file(config_path->string(), pl::kMaxModelConfigBytes, "config"),
+                                        config_path->string());
         // A config of another model would price this checkpoint as that model: refused.
         if (grouping.blocks > 0 && config->layers != grouping.blocks)
             throw Error(ProblemKind::invalid_argument,
@@ -199,7 +201,8 @@ pl::ModelProfile profile_checkpoint(const fs::path& path, const pl::Workload& wo
             throw Error(ProblemKind::invalid_argument,
                         "config " + config->source + " has hidden_size " + std::to_string(config->hidden_size) +
                             " but the embedding of " + path.string() + " is " +
-                            std::to_string(grouping.shape.hidden_size) + " wide, so it does not describe this checkpoint",
+                            std::to_string(grouping.shape.hidden_size) +
+                            " wide, so it does not describe this checkpoint",
                         config->source);
     }
     pl::ModelProfile profile = pl::model_profile(grouping.layers, config, grouping.shape, work, path.string());

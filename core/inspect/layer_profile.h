@@ -24,7 +24,7 @@ namespace shardscope {
 
 struct LayerGrouping {
     std::vector<pipeline::LayerParams> layers; // embedding?, blocks, head?
-    pipeline::InferredShape shape;             // from a 2-D token embedding [V, h]
+    pipeline::InferredShape shape; // from a 2-D token embedding [V, h]
     std::int64_t blocks = 0;
     std::vector<std::string> notes;
 };

@@ -25,7 +25,6 @@ namespace {
 
 constexpr const char* kStates[4] = {"param", "master", "exp_avg", "exp_avg_sq"};
 
-
 // The header of a safetensors file (the file is closed again: a checkpoint may have more ranks
 // than a process has descriptors). Error naming the file and rank when it cannot be used.
 SafetensorsHeader read_header(int dirfd, const fs::path& dir, const std::string& name, int rank)
@@ -33,9 +32,9 @@ SafetensorsHeader read_header(int dirfd, const fs::path& dir, const std::string&
     const std::string display = (dir / name).string();
     const fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, name);
     if (file.status != fsutil::OpenStatus::ok)
-        throw Error(file.status == fsutil::OpenStatus::outside   ? ProblemKind::path_outside_checkpoint
-                    : file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_shard
-                                                                 : ProblemKind::unreadable,
+        throw Error(file.status == fsutil::OpenStatus::outside       ? ProblemKind::path_outside_checkpoint
+                        : file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_shard
+                                                                     : ProblemKind::unreadable,
                     (rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string()) + display + ": " + file.reason,
                     name, rank);
     return read_safetensors_header(file.fd.get(), file.size, display, rank);
@@ -84,8 +83,8 @@ void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, 
         for (const char* state : kStates) {
             TensorContent content{.name = t.name, .state = state, .shape = t.shape};
             content.type = std::string_view(state) == "param"
-                               ? (m.param_dtype == ParamDtype::F16 ? ElementType::F16 : ElementType::BF16)
-                               : ElementType::F32;
+                ? (m.param_dtype == ParamDtype::F16 ? ElementType::F16 : ElementType::BF16)
+                : ElementType::F32;
             const uint64_t size = element_size(content.type);
             for (std::size_t r = 0; r < m.shards.size(); ++r) {
                 const ShardRecord& shard = m.shards[r];
@@ -107,7 +106,7 @@ void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, 
                 content.parts.push_back({.rank = shard.rank,
                                          .file = shard.path,
                                          .byte_offset = headers[r]->data_start() + stored->begin +
-                                                        (begin - shard.param_shard_offset) * size,
+                                             (begin - shard.param_shard_offset) * size,
                                          .numel = end - begin,
                                          .first_element = begin - t.offset});
             }
@@ -142,9 +141,8 @@ void plan_safetensors(const fs::path& dir, int dirfd, const std::vector<std::str
                 continue;
             }
             TensorContent content{.name = t.name, .type = *type, .shape = t.shape};
-            content.parts.push_back({.file = file,
-                                     .byte_offset = header.data_start() + t.begin,
-                                     .numel = t.bytes() / element_size(*type)});
+            content.parts.push_back(
+                {.file = file, .byte_offset = header.data_start() + t.begin, .numel = t.bytes() / element_size(*type)});
             report.tensors.push_back(std::move(content));
         }
     }
@@ -219,8 +217,8 @@ fs::path lay_out_tensors(const fs::path& path, const ContentOptions& options, Co
         case CheckpointFormat::deepspeed:
         case CheckpointFormat::megatron: {
             const VerifyReport listed = detected.format == CheckpointFormat::deepspeed
-                                            ? verify_deepspeed(path, VerifyOptions{}, false)
-                                            : verify_megatron(path, VerifyOptions{}, false);
+                ? verify_deepspeed(path, VerifyOptions{}, false)
+                : verify_megatron(path, VerifyOptions{}, false);
             fs::path step_dir;
             const std::vector<TorchFile> files_of = torch_files_of(listed, step_dir);
             if (files_of.empty() && fs::exists(listed.dir / ".metadata", ec)) { // Megatron saved as DCP

@@ -23,8 +23,8 @@ struct ValueStats {
     uint64_t zeros = 0, negatives = 0; // among the finite values
     uint64_t finite = 0;
     double min = 0, max = 0, abs_max = 0; // of the finite values (0 when there are none)
-    double mean = 0;                      // of the finite values
-    double m2 = 0;                        // sum of squared deviations from `mean`
+    double mean = 0; // of the finite values
+    double m2 = 0; // sum of squared deviations from `mean`
     double sum_squares = 0;
     std::array<uint64_t, kHistogramBins> histogram{};
 

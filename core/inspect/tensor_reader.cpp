@@ -24,7 +24,7 @@ std::string invalid_part(const TensorPart& p, const std::vector<uint64_t>& shape
     if (boxes) {
         if (p.box_offsets.size() != shape.size() || p.box_sizes.size() != shape.size())
             return "its chunk has " + std::to_string(p.box_offsets.size()) + " dimensions, the tensor " +
-                   std::to_string(shape.size());
+                std::to_string(shape.size());
         uint64_t cells = 0;
         for (std::size_t d = 0; d < shape.size(); ++d) {
             uint64_t end = 0;
@@ -74,16 +74,16 @@ TensorReader::TensorReader(int dirfd, fs::path dir, const TensorContent& tensor)
             m_invalid = part_label(p) + ": " + why;
             return;
         }
-    if (!m_boxes && !std::is_sorted(tensor.parts.begin(), tensor.parts.end(),
-                                    [](const TensorPart& a, const TensorPart& b) {
-                                        return a.first_element < b.first_element;
-                                    }))
+    if (!m_boxes &&
+        !std::is_sorted(tensor.parts.begin(), tensor.parts.end(),
+                        [](const TensorPart& a, const TensorPart& b) { return a.first_element < b.first_element; }))
         m_invalid = "its parts are not in element order";
 }
 
 Problem TensorReader::problem(ProblemKind kind, const TensorPart* part, const std::string& what) const
 {
-    const std::string name = "'" + printable(m_tensor.name) + "'" + (m_tensor.state.empty() ? "" : " (" + m_tensor.state + ")");
+    const std::string name =
+        "'" + printable(m_tensor.name) + "'" + (m_tensor.state.empty() ? "" : " (" + m_tensor.state + ")");
     if (!part)
         return {kind, -1, "", (m_dir.string()) + ": tensor " + name + ": " + what};
     return {kind, part->rank, part->file,
@@ -115,7 +115,7 @@ std::optional<Problem> TensorReader::open_part(const TensorPart& part)
     }
     if (it->second.status != fsutil::OpenStatus::ok)
         return problem(it->second.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
-                                                                       : ProblemKind::unreadable,
+                                                                        : ProblemKind::unreadable,
                        &part, it->second.reason);
     return std::nullopt;
 }

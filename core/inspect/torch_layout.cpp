@@ -26,9 +26,9 @@ namespace {
 std::optional<ElementType> torch_element_type(const std::string& dtype)
 {
     static const std::map<std::string, ElementType> types = {
-        {"float32", ElementType::F32}, {"float64", ElementType::F64}, {"float16", ElementType::F16},
-        {"bfloat16", ElementType::BF16}, {"int64", ElementType::I64}, {"int32", ElementType::I32},
-        {"int16", ElementType::I16},   {"int8", ElementType::I8},     {"uint8", ElementType::U8},
+        {"float32", ElementType::F32},   {"float64", ElementType::F64}, {"float16", ElementType::F16},
+        {"bfloat16", ElementType::BF16}, {"int64", ElementType::I64},   {"int32", ElementType::I32},
+        {"int16", ElementType::I16},     {"int8", ElementType::I8},     {"uint8", ElementType::U8},
         {"bool", ElementType::BOOL},
     };
     const auto it = types.find(dtype);
@@ -102,17 +102,17 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
                 ContentReport& report)
 {
     std::map<std::pair<std::string, std::string>, std::size_t> by_key; // (slice group, name) -> tensor
-    std::map<std::string, std::vector<std::size_t>> by_name;              // name -> its tensors
-    std::vector<std::string> group_of;                                    // per tensor planned here
+    std::map<std::string, std::vector<std::size_t>> by_name; // name -> its tensors
+    std::vector<std::string> group_of; // per tensor planned here
     const std::size_t base = report.tensors.size();
     for (const TorchFile& tf : files) {
-        const std::string shown = (tf.rank >= 0 ? "rank " + std::to_string(tf.rank) + ": " : std::string()) +
-                                  (dir / tf.file).string();
+        const std::string shown =
+            (tf.rank >= 0 ? "rank " + std::to_string(tf.rank) + ": " : std::string()) + (dir / tf.file).string();
         fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, tf.file);
         if (file.status != fsutil::OpenStatus::ok) {
-            report.problems.push_back({file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
-                                                                                    : ProblemKind::unreadable,
-                                       tf.rank, tf.file, shown + ": " + file.reason});
+            report.problems.push_back(
+                {file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file : ProblemKind::unreadable,
+                 tf.rank, tf.file, shown + ": " + file.reason});
             continue;
         }
         const ZipReadAt read = zip_read_fd(file.fd.get());
@@ -136,28 +136,30 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
             const std::string what = shown + ": tensor '" + printable(ref.name) + "'";
             const auto type = torch_element_type(ref.dtype);
             if (!type) {
-                report.warnings.push_back({ProblemKind::unreadable, tf.rank, tf.file,
-                                           what + " has dtype '" + printable(ref.dtype) + "', which stats does not read"});
+                report.warnings.push_back(
+                    {ProblemKind::unreadable, tf.rank, tf.file,
+                     what + " has dtype '" + printable(ref.dtype) + "', which stats does not read"});
                 continue;
             }
             uint64_t numel = 0;
             const bool overflow = !checked_volume(ref.shape, numel);
             const auto entry = entries.find(listing.prefix + "data/" + ref.storage_key); // prefix ends in /
             if (overflow || entry == entries.end()) {
-                report.problems.push_back({overflow ? ProblemKind::invalid_archive : ProblemKind::missing_tensor,
-                                           tf.rank, tf.file,
-                                           what + (overflow ? ": its shape's element count overflows"
-                                                            : ": its storage '" + printable(ref.storage_key) +
-                                                                  "' is not in the archive")});
+                report.problems.push_back(
+                    {overflow ? ProblemKind::invalid_archive : ProblemKind::missing_tensor, tf.rank, tf.file,
+                     what +
+                         (overflow ? ": its shape's element count overflows"
+                                   : ": its storage '" + printable(ref.storage_key) + "' is not in the archive")});
                 continue;
             }
             const ZipEntry& stored = *entry->second;
             const ZipEntryCheck located = locate_zip_entry(read, directory, stored);
             if (!located.ok || stored.method != 0) {
                 report.problems.push_back({ProblemKind::invalid_archive, tf.rank, tf.file,
-                                           what + ": " + (located.ok ? "its storage is compressed, which torch.save "
-                                                                       "never does; not read"
-                                                                     : located.problem)});
+                                           what + ": " +
+                                               (located.ok ? "its storage is compressed, which torch.save "
+                                                             "never does; not read"
+                                                           : located.problem)});
                 continue;
             }
             if (numel > 0 && !dense_view(ref.shape, ref.stride)) {
@@ -250,13 +252,12 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
             const bool overflow =
                 !checked_volume(sizes, numel) || __builtin_mul_overflow(numel, element_size(*type), &bytes);
             if (!c.present || c.transformed || overflow) {
-                report.problems.push_back({overflow ? ProblemKind::invalid_manifest : ProblemKind::missing_tensor, -1,
-                                           c.file,
-                                           meta_path + ": " + what +
-                                               (overflow ? ": its element count overflows"
-                                                : c.transformed
-                                                    ? " is stored through a storage extension (transform), not read"
-                                                    : " has no storage")});
+                report.problems.push_back(
+                    {overflow ? ProblemKind::invalid_manifest : ProblemKind::missing_tensor, -1, c.file,
+                     meta_path + ": " + what +
+                         (overflow            ? ": its element count overflows"
+                              : c.transformed ? " is stored through a storage extension (transform), not read"
+                                              : " has no storage")});
                 continue;
             }
             const int rank = dcp_rank_of(c.file);

@@ -47,14 +47,16 @@ nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& p
 nlohmann::json to_trace_json(const Timeline& timeline, const std::string& title)
 {
     nlohmann::json events = nlohmann::json::array();
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0},
-                      {"args", {{"name", title}}}});
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", title}}}});
     for (int s = 0; s < timeline.spec.stages; ++s) {
-        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+        events.push_back({{"name", "thread_name"},
+                          {"ph", "M"},
+                          {"pid", 0},
+                          {"tid", s},
                           {"args", {{"name", std::string("stage ").append(std::to_string(s))}}}});
         // Perfetto otherwise orders tracks by first event, which puts late stages first.
-        events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
-                          {"args", {{"sort_index", s}}}});
+        events.push_back(
+            {{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", s}, {"args", {{"sort_index", s}}}});
     }
     const bool chunks = timeline.spec.virtual_stages > 1;
     for (const TimedOp& op : timeline.ops) {
@@ -83,29 +85,38 @@ nlohmann::json to_trace_json(const StepPlan& step, const std::string& title)
     nlohmann::json& events = trace["traceEvents"];
     const int n = step.plan.timeline.spec.stages;
     for (int s = 0; s < n; ++s) {
-        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", n + s},
+        events.push_back({{"name", "thread_name"},
+                          {"ph", "M"},
+                          {"pid", 0},
+                          {"tid", n + s},
                           {"args", {{"name", "stage " + std::to_string(s) + " sends"}}}});
-        events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", n + s},
+        events.push_back({{"name", "thread_sort_index"},
+                          {"ph", "M"},
+                          {"pid", 0},
+                          {"tid", n + s},
                           {"args", {{"sort_index", n + s}}}});
     }
-    auto span = [&](std::string name, const char* category, int track, double start, double end,
-                    std::int64_t bytes) {
-        events.push_back({{"name", std::move(name)}, {"cat", category}, {"ph", "X"}, {"pid", 0},
-                          {"tid", n + track}, {"ts", start * 1000.0}, {"dur", (end - start) * 1000.0},
+    auto span = [&](std::string name, const char* category, int track, double start, double end, std::int64_t bytes) {
+        events.push_back({{"name", std::move(name)},
+                          {"cat", category},
+                          {"ph", "X"},
+                          {"pid", 0},
+                          {"tid", n + track},
+                          {"ts", start * 1000.0},
+                          {"dur", (end - start) * 1000.0},
                           {"args", {{"bytes", bytes}}}});
     };
     if (sends)
         for (const Transfer& t : transfers(step))
-            span(std::string(t.after == OpKind::F ? "act" : "grad") + std::to_string(t.microbatch) +
-                     "->" + std::to_string(t.to_stage),
+            span(std::string(t.after == OpKind::F ? "act" : "grad") + std::to_string(t.microbatch) + "->" +
+                     std::to_string(t.to_stage),
                  "send", t.from_stage, t.start, t.end, t.bytes);
     for (const AllReduce& a : step.allreduce)
         span("all-reduce", "allreduce", a.stage, a.start, a.end, a.bytes);
     return trace;
 }
 
-nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, const std::string& partition,
-                         bool with_ops)
+nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, const std::string& partition, bool with_ops)
 {
     nlohmann::json out = to_json(plan.timeline, plan.pieces);
     if (!with_ops) {
@@ -118,27 +129,23 @@ nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, cons
     return out;
 }
 
-nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_name,
-                              const std::string& partition, bool with_ops)
+nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_name, const std::string& partition,
+                              bool with_ops)
 {
     nlohmann::json out = plan_json(step.plan, profile_name, partition, with_ops);
     const TrainingOptions& options = step.options;
     for (std::size_t s = 0; s < step.memory.size(); ++s) {
         const StageMemory& m = step.memory[s];
-        out["stage_stats"][s]["memory"] = {{"weights", m.weights},
-                                           {"gradients", m.gradients},
-                                           {"optimizer", m.optimizer},
-                                           {"activations", m.activations},
-                                           {"total", m.total},
-                                           {"fits", m.fits}};
+        out["stage_stats"][s]["memory"] = {{"weights", m.weights},     {"gradients", m.gradients},
+                                           {"optimizer", m.optimizer}, {"activations", m.activations},
+                                           {"total", m.total},         {"fits", m.fits}};
     }
     out["dp"] = options.dp;
     out["zero"] = options.zero;
     out["recompute"] = std::string(to_string(options.recompute));
     out["link_gbps"] = options.link_gbps;
     out["overlap_allreduce"] = options.overlap_allreduce;
-    out["gpu_memory_bytes"] =
-        options.gpu_memory_bytes ? nlohmann::json(*options.gpu_memory_bytes) : nlohmann::json();
+    out["gpu_memory_bytes"] = options.gpu_memory_bytes ? nlohmann::json(*options.gpu_memory_bytes) : nlohmann::json();
     out["peak_memory_bytes"] = step.peak_memory_bytes;
     out["fits"] = step.fits;
     out["allreduce_ms"] = step.allreduce_ms;
@@ -186,9 +193,8 @@ nlohmann::json candidate_json(const Candidate& c, const std::string& command)
             {"command", command}};
 }
 
-nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec,
-                           const std::string& profile_name, std::size_t top,
-                           const std::function<std::string(const Candidate&)>& command)
+nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec, const std::string& profile_name,
+                           std::size_t top, const std::function<std::string(const Candidate&)>& command)
 {
     nlohmann::json candidates = nlohmann::json::array();
     for (std::size_t i = 0; i < std::min(top, result.fitting); ++i)

@@ -31,8 +31,8 @@ nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, cons
 // peak_memory_bytes, fits, allreduce_ms, exposed_allreduce_ms, step_time, allreduce[] {stage,
 // bytes, start, end} and, with ops and a bandwidth, sends[] {from_stage, to_stage, microbatch,
 // chunk, after, bytes, start, end}.
-nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_name,
-                              const std::string& partition, bool with_ops = true);
+nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_name, const std::string& partition,
+                              bool with_ops = true);
 
 // One plan candidate: pp, dp, virtual_stages, microbatches, schedule, recompute, partition,
 // step_time, peak_memory_bytes, fits, samples_per_second, makespan, bubble_fraction,
@@ -43,9 +43,8 @@ nlohmann::json candidate_json(const Candidate& candidate, const std::string& com
 // searched, fitting, skipped (too large to simulate), gpus, global_batch, micro_batch_size,
 // gpu_memory_bytes, zero, link_gbps, profile, and when nothing fits `closest` (the candidate
 // needing the least memory) with `over_bytes`. `command` gives each listed candidate's command.
-nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec,
-                           const std::string& profile_name, std::size_t top,
-                           const std::function<std::string(const Candidate&)>& command);
+nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec, const std::string& profile_name,
+                           std::size_t top, const std::function<std::string(const Candidate&)>& command);
 
 // {"traceEvents": [...], "displayTimeUnit": "ms"}: one ph:"X" event per op with ts/dur in µs,
 // pid 0, tid = stage; ph:"M" process_name and thread_name ("stage s") / thread_sort_index

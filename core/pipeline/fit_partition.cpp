@@ -28,11 +28,11 @@ std::int64_t stage_total(std::int64_t params, std::int64_t activations, std::int
 // way stage_memory() in training.cpp does for a one-chunk stage: parameter state + in-flight
 // microbatches x bytes kept + the largest recomputed working set.
 struct Ranges {
-    std::vector<double> compute;     // prefix sums of fwd_ms + bwd_ms
+    std::vector<double> compute; // prefix sums of fwd_ms + bwd_ms
     std::vector<std::int64_t> params; // prefix sums (saturating)
-    std::vector<std::int64_t> kept;   // prefix sums of the bytes each layer keeps (saturating)
-    std::vector<std::int64_t> extra;  // per layer: what recomputing it brings back
-    std::vector<int> in_flight;       // per stage
+    std::vector<std::int64_t> kept; // prefix sums of the bytes each layer keeps (saturating)
+    std::vector<std::int64_t> extra; // per layer: what recomputing it brings back
+    std::vector<int> in_flight; // per stage
     int zero = 0;
     int dp = 1;
 
@@ -164,7 +164,7 @@ struct Chunked {
                 for (int c = 0; c < chunks && !huge; ++c)
                     huge |= __builtin_mul_overflow(std::int64_t(held[static_cast<std::size_t>(c)]),
                                                    kept[static_cast<std::size_t>(c)], &term) ||
-                            __builtin_add_overflow(bytes, term, &bytes);
+                        __builtin_add_overflow(bytes, term, &bytes);
                 peak = std::max(peak, bytes);
             }
             out[static_cast<std::size_t>(s)] = huge ? kHuge : stage_total(params, peak, working, r.zero, r.dp);
@@ -289,7 +289,8 @@ std::vector<int> descend(const Chunked& chunked, std::vector<int> cut, std::int6
 {
     const auto memory = [&](const std::vector<int>& c) { return descending(chunked.memory(c)); };
     const auto fits = [&](const std::vector<std::int64_t>& m) { return m.front() <= limit; };
-    steepest_descent(chunked, cut, budget, memory, [](const std::vector<int>&) { return true; }, fits);
+    steepest_descent(
+        chunked, cut, budget, memory, [](const std::vector<int>&) { return true; }, fits);
     if (!fits(memory(cut)))
         return cut;
     steepest_descent(
@@ -339,7 +340,9 @@ MemoryCuts chunked_cuts(const Profile& profile, const Schedule& schedule, const 
                         const Ranges& r, std::int64_t limit, std::uint64_t max_enumerated,
                         const std::atomic<bool>* cancel)
 {
-    const Chunked chunked{.r = r, .stages = schedule.spec.stages, .chunks = schedule.spec.virtual_stages,
+    const Chunked chunked{.r = r,
+                          .stages = schedule.spec.stages,
+                          .chunks = schedule.spec.virtual_stages,
                           .patterns = held_patterns(schedule)};
     const int pieces = chunked.pieces();
     struct Best {
@@ -409,8 +412,7 @@ std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, co
 }
 
 std::optional<std::vector<int>> least_memory_boundaries(const Profile& profile, const Schedule& schedule,
-                                                        const TrainingOptions& options,
-                                                        std::uint64_t max_enumerated)
+                                                        const TrainingOptions& options, std::uint64_t max_enumerated)
 {
     const std::optional<Ranges> r = ranges(profile, schedule, options);
     if (!r)

@@ -20,8 +20,7 @@ void check_piece_count(int layer_count, int pieces)
     if (pieces < 1)
         bad_partition("a partition needs at least one piece, not " + std::to_string(pieces));
     if (pieces > layer_count)
-        bad_partition("cannot cut " + std::to_string(layer_count) + " layers into " +
-                      std::to_string(pieces) +
+        bad_partition("cannot cut " + std::to_string(layer_count) + " layers into " + std::to_string(pieces) +
                       " pieces (stages x virtual stages): every piece needs at least one layer");
 }
 
@@ -120,8 +119,8 @@ PartitionSpec parse_partition_spec(std::string_view text)
     constexpr std::string_view kManual = "manual:";
     if (text.substr(0, kManual.size()) != kManual)
         throw Error(ProblemKind::invalid_argument,
-                    "--partition must be uniform, params, compute or manual:B1,B2,..., not '" +
-                        std::string(text) + "'");
+                    "--partition must be uniform, params, compute or manual:B1,B2,..., not '" + std::string(text) +
+                        "'");
     PartitionSpec spec{PartitionMethod::manual, {}};
     std::string_view rest = text.substr(kManual.size());
     while (!rest.empty()) {
@@ -131,8 +130,8 @@ PartitionSpec parse_partition_spec(std::string_view text)
         const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
         if (item.empty() || error != std::errc() || end != item.data() + item.size())
             throw Error(ProblemKind::invalid_argument,
-                        "manual partition boundaries must be layer indices separated by commas; '" +
-                            std::string(item) + "' in '" + std::string(text) + "' is not one");
+                        "manual partition boundaries must be layer indices separated by commas; '" + std::string(item) +
+                            "' in '" + std::string(text) + "' is not one");
         spec.manual_boundaries.push_back(value);
         if (comma == std::string_view::npos)
             break;
@@ -165,15 +164,14 @@ void validate_boundaries(int layer_count, int pieces, const std::vector<int>& bo
 {
     check_piece_count(layer_count, pieces);
     if (static_cast<int>(boundaries.size()) != pieces - 1)
-        bad_partition(std::to_string(pieces) + " pieces need " + std::to_string(pieces - 1) +
-                      " boundaries, got " + std::to_string(boundaries.size()));
+        bad_partition(std::to_string(pieces) + " pieces need " + std::to_string(pieces - 1) + " boundaries, got " +
+                      std::to_string(boundaries.size()));
     int previous = 0;
     for (std::size_t i = 0; i < boundaries.size(); ++i) {
         const int b = boundaries[i];
         if (b <= previous || b >= layer_count)
-            bad_partition("boundary " + std::to_string(i + 1) + " (" + std::to_string(b) +
-                          ") must be greater than " + std::to_string(previous) +
-                          " and less than the layer count " + std::to_string(layer_count) +
+            bad_partition("boundary " + std::to_string(i + 1) + " (" + std::to_string(b) + ") must be greater than " +
+                          std::to_string(previous) + " and less than the layer count " + std::to_string(layer_count) +
                           " (boundaries are strictly increasing first-layer indices)");
         previous = b;
     }
@@ -185,8 +183,7 @@ std::vector<int> partition(const Profile& profile, int pieces, const PartitionSp
     check_piece_count(layer_count, pieces);
     std::vector<double> weights;
     switch (spec.method) {
-    case PartitionMethod::uniform:
-        return uniform_boundaries(layer_count, pieces);
+    case PartitionMethod::uniform: return uniform_boundaries(layer_count, pieces);
     case PartitionMethod::manual:
         validate_boundaries(layer_count, pieces, spec.manual_boundaries);
         return spec.manual_boundaries;
@@ -202,15 +199,14 @@ std::vector<int> partition(const Profile& profile, int pieces, const PartitionSp
     return min_max_boundaries(weights, pieces);
 }
 
-std::vector<PieceCost> piece_costs(const Profile& profile, int stages,
-                                   const std::vector<int>& boundaries)
+std::vector<PieceCost> piece_costs(const Profile& profile, int stages, const std::vector<int>& boundaries)
 {
     const int layer_count = static_cast<int>(profile.layers.size());
     const int pieces = static_cast<int>(boundaries.size()) + 1;
     validate_boundaries(layer_count, pieces, boundaries);
     if (stages < 1 || pieces % stages != 0)
-        bad_partition(std::to_string(pieces) + " pieces cannot be spread evenly over " +
-                      std::to_string(stages) + " stages");
+        bad_partition(std::to_string(pieces) + " pieces cannot be spread evenly over " + std::to_string(stages) +
+                      " stages");
     std::vector<PieceCost> costs(static_cast<std::size_t>(pieces));
     for (int p = 0; p < pieces; ++p) {
         PieceCost& cost = costs[p];

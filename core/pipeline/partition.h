@@ -21,9 +21,9 @@ namespace shardscope::pipeline {
 
 enum class PartitionMethod {
     uniform, // equal layer counts (the first `layers % P` pieces get one more)
-    params,  // minimise the largest piece's parameter count (DeepSpeed's "parameters" method)
+    params, // minimise the largest piece's parameter count (DeepSpeed's "parameters" method)
     compute, // minimise the largest piece's fwd_ms + bwd_ms, i.e. the slowest stage; exact
-    manual,  // boundaries given by the user
+    manual, // boundaries given by the user
 };
 
 struct PartitionSpec {
@@ -52,7 +52,7 @@ struct PieceCost {
     int stage = 0;
     int chunk = 0;
     int first_layer = 0; // inclusive
-    int last_layer = 0;  // inclusive
+    int last_layer = 0; // inclusive
     std::int64_t params = 0;
     double fwd_ms = 0.0;
     double bwd_ms = 0.0;
@@ -76,8 +76,7 @@ struct StageCost {
 };
 
 // Costs of each of the boundaries.size() + 1 pieces, indexed by piece. Validates boundaries.
-std::vector<PieceCost> piece_costs(const Profile& profile, int stages,
-                                   const std::vector<int>& boundaries);
+std::vector<PieceCost> piece_costs(const Profile& profile, int stages, const std::vector<int>& boundaries);
 std::vector<StageCost> stage_costs(const std::vector<PieceCost>& pieces, int stages);
 
 } // namespace shardscope::pipeline

@@ -25,26 +25,41 @@ namespace detail {
 
 std::optional<double>* raw_field(RawLayer& raw, std::string_view key)
 {
-    if (key == "params") return &raw.params;
-    if (key == "fwd_ms") return &raw.fwd_ms;
-    if (key == "fwd_flops") return &raw.fwd_flops;
-    if (key == "bwd_ms") return &raw.bwd_ms;
-    if (key == "bwd_input_ms") return &raw.bwd_input_ms;
-    if (key == "bwd_weight_ms") return &raw.bwd_weight_ms;
-    if (key == "activation_bytes") return &raw.activation_bytes;
-    if (key == "selective_activation_bytes") return &raw.selective_activation_bytes;
-    if (key == "input_bytes") return &raw.input_bytes;
-    if (key == "output_bytes") return &raw.output_bytes;
+    if (key == "params")
+        return &raw.params;
+    if (key == "fwd_ms")
+        return &raw.fwd_ms;
+    if (key == "fwd_flops")
+        return &raw.fwd_flops;
+    if (key == "bwd_ms")
+        return &raw.bwd_ms;
+    if (key == "bwd_input_ms")
+        return &raw.bwd_input_ms;
+    if (key == "bwd_weight_ms")
+        return &raw.bwd_weight_ms;
+    if (key == "activation_bytes")
+        return &raw.activation_bytes;
+    if (key == "selective_activation_bytes")
+        return &raw.selective_activation_bytes;
+    if (key == "input_bytes")
+        return &raw.input_bytes;
+    if (key == "output_bytes")
+        return &raw.output_bytes;
     return nullptr;
 }
 
 std::optional<double>* top_field(RawTop& top, std::string_view key)
 {
-    if (key == "device_tflops") return &top.device_tflops;
-    if (key == "seq_len") return &top.seq_len;
-    if (key == "hidden_size") return &top.hidden_size;
-    if (key == "attention_heads") return &top.attention_heads;
-    if (key == "micro_batch_size") return &top.micro_batch_size;
+    if (key == "device_tflops")
+        return &top.device_tflops;
+    if (key == "seq_len")
+        return &top.seq_len;
+    if (key == "hidden_size")
+        return &top.hidden_size;
+    if (key == "attention_heads")
+        return &top.attention_heads;
+    if (key == "micro_batch_size")
+        return &top.micro_batch_size;
     return nullptr;
 }
 
@@ -69,9 +84,9 @@ void fail(const std::string& origin, const std::string& what)
 namespace {
 
 using detail::fail;
-using detail::RawLayer;
 using detail::kKnownFields;
 using detail::known_fields_text;
+using detail::RawLayer;
 
 // Relative tolerance used when a profile gives bwd_ms and both halves: measured numbers are
 // printed rounded, so an exact equality test would reject honest files.
@@ -80,13 +95,13 @@ bool close_enough(double a, double b)
     return std::fabs(a - b) <= 1e-6 * std::max({1.0, std::fabs(a), std::fabs(b)});
 }
 
-std::int64_t to_count(double value, const std::string& origin, const std::string& where,
-                      std::string_view field)
+std::int64_t to_count(double value, const std::string& origin, const std::string& where, std::string_view field)
 {
     // 2^63 is exactly representable; anything at or above it does not fit an int64.
     if (value != std::floor(value) || value >= 9.2233720368547758e18)
-        fail(origin, where + ": '" + std::string(field) +
-                         "' must be a whole number that fits 64 bits, not " + std::to_string(value));
+        fail(origin,
+             where + ": '" + std::string(field) + "' must be a whole number that fits 64 bits, not " +
+                 std::to_string(value));
     return static_cast<std::int64_t>(value);
 }
 
@@ -94,8 +109,8 @@ std::int64_t to_count(double value, const std::string& origin, const std::string
 int to_positive_int(double value, const std::string& origin, std::string_view field)
 {
     if (!std::isfinite(value) || value != std::floor(value) || value < 1 || value > 1 << 30)
-        fail(origin, "'" + std::string(field) + "' must be a whole number from 1 to 2^30, not " +
-                         std::to_string(value));
+        fail(origin,
+             "'" + std::string(field) + "' must be a whole number from 1 to 2^30, not " + std::to_string(value));
     return static_cast<int>(value);
 }
 
@@ -103,8 +118,8 @@ int to_positive_int(double value, const std::string& origin, std::string_view fi
 
 namespace detail {
 
-Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& origin,
-                   const std::string& where_prefix, std::optional<double> device_tflops)
+Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& origin, const std::string& where_prefix,
+                   std::optional<double> device_tflops)
 {
     const std::string where =
         where_prefix + "layer " + std::to_string(index) + (raw.name ? " ('" + *raw.name + "')" : "");
@@ -122,8 +137,8 @@ Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& or
 
     auto check = [&](const std::optional<double>& value, std::string_view key) {
         if (value && (!std::isfinite(*value) || *value < 0.0))
-            fail(origin, where + ": '" + std::string(key) + "' must be a finite number >= 0, not " +
-                             std::to_string(*value));
+            fail(origin,
+                 where + ": '" + std::string(key) + "' must be a finite number >= 0, not " + std::to_string(*value));
     };
     check(raw.params, "params");
     check(raw.fwd_ms, "fwd_ms");
@@ -143,16 +158,15 @@ Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& or
     // What recomputation keeps is part of what the layer holds without it; more would mean
     // recomputing costs memory, which is a typo rather than a model.
     for (const auto& [value, key, target] :
-         {std::tuple{raw.selective_activation_bytes, "selective_activation_bytes",
-                     &layer.selective_activation_bytes},
+         {std::tuple{raw.selective_activation_bytes, "selective_activation_bytes", &layer.selective_activation_bytes},
           std::tuple{raw.input_bytes, "input_bytes", &layer.input_bytes}}) {
         if (!value)
             continue;
         *target = to_count(*value, origin, where, key);
         if (**target > layer.activation_bytes)
-            fail(origin, where + ": '" + std::string(key) + "' (" + std::to_string(**target) +
-                             ") is more than 'activation_bytes' (" +
-                             std::to_string(layer.activation_bytes) + ")");
+            fail(origin,
+                 where + ": '" + std::string(key) + "' (" + std::to_string(**target) +
+                     ") is more than 'activation_bytes' (" + std::to_string(layer.activation_bytes) + ")");
     }
     if (raw.output_bytes)
         layer.output_bytes = to_count(*raw.output_bytes, origin, where, "output_bytes");
@@ -160,8 +174,10 @@ Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& or
         layer.fwd_ms = *raw.fwd_ms;
     } else {
         if (!device_tflops)
-            fail(origin, where + " gives 'fwd_flops' but the profile has no 'device_tflops' to "
-                                 "convert FLOPs into time");
+            fail(origin,
+                 where +
+                     " gives 'fwd_flops' but the profile has no 'device_tflops' to "
+                     "convert FLOPs into time");
         // FLOPs / (TFLOP/s * 1e12) seconds = FLOPs / (TFLOP/s * 1e9) ms.
         layer.fwd_ms = *raw.fwd_flops / (*device_tflops * 1e9);
     }
@@ -176,9 +192,9 @@ Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& or
         } else if (raw.bwd_input_ms || raw.bwd_weight_ms) {
             const double given = raw.bwd_input_ms ? *raw.bwd_input_ms : *raw.bwd_weight_ms;
             if (given > layer.bwd_ms)
-                fail(origin, where + ": '" +
-                                 std::string(raw.bwd_input_ms ? "bwd_input_ms" : "bwd_weight_ms") +
-                                 "' is larger than 'bwd_ms'");
+                fail(origin,
+                     where + ": '" + std::string(raw.bwd_input_ms ? "bwd_input_ms" : "bwd_weight_ms") +
+                         "' is larger than 'bwd_ms'");
             layer.bwd_input_ms = raw.bwd_input_ms ? given : layer.bwd_ms - given;
             layer.bwd_weight_ms = layer.bwd_ms - layer.bwd_input_ms;
         } else {
@@ -190,8 +206,10 @@ Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& or
         layer.bwd_weight_ms = *raw.bwd_weight_ms;
         layer.bwd_ms = layer.bwd_input_ms + layer.bwd_weight_ms;
     } else if (raw.bwd_input_ms || raw.bwd_weight_ms) {
-        fail(origin, where + " gives only one of 'bwd_input_ms' / 'bwd_weight_ms'; give both, or "
-                             "'bwd_ms' as well");
+        fail(origin,
+             where +
+                 " gives only one of 'bwd_input_ms' / 'bwd_weight_ms'; give both, or "
+                 "'bwd_ms' as well");
     } else {
         layer.bwd_ms = 2.0 * layer.fwd_ms;
         layer.bwd_input_ms = layer.fwd_ms;
@@ -206,17 +224,17 @@ void finish_top(const RawTop& top, const std::string& origin, Profile& profile)
 {
     if (top.device_tflops && (!std::isfinite(*top.device_tflops) || !(*top.device_tflops > 0.0)))
         fail(origin, "'device_tflops' must be a number > 0");
-    const int given = int(top.seq_len.has_value()) + int(top.hidden_size.has_value()) +
-                      int(top.attention_heads.has_value());
+    const int given =
+        int(top.seq_len.has_value()) + int(top.hidden_size.has_value()) + int(top.attention_heads.has_value());
     // Half a shape would make the attention term silently 0 for a model that has one.
     if (given != 0 && given != 3)
-        fail(origin, "gives only some of 'seq_len', 'hidden_size', 'attention_heads'; give all "
-                     "three (the model shape) or none");
+        fail(origin,
+             "gives only some of 'seq_len', 'hidden_size', 'attention_heads'; give all "
+             "three (the model shape) or none");
     if (given == 3)
-        profile.shape = ModelShape{
-            .seq_len = to_positive_int(*top.seq_len, origin, "seq_len"),
-            .hidden_size = to_positive_int(*top.hidden_size, origin, "hidden_size"),
-            .attention_heads = to_positive_int(*top.attention_heads, origin, "attention_heads")};
+        profile.shape = ModelShape{.seq_len = to_positive_int(*top.seq_len, origin, "seq_len"),
+                                   .hidden_size = to_positive_int(*top.hidden_size, origin, "hidden_size"),
+                                   .attention_heads = to_positive_int(*top.attention_heads, origin, "attention_heads")};
     if (top.micro_batch_size)
         profile.micro_batch_size = to_positive_int(*top.micro_batch_size, origin, "micro_batch_size");
 }
@@ -231,15 +249,16 @@ std::string file_stem(const std::string& origin)
 
 namespace {
 
-std::optional<double> json_number(const nlohmann::json& object, std::string_view key,
-                                  const std::string& origin, const std::string& where)
+std::optional<double> json_number(const nlohmann::json& object, std::string_view key, const std::string& origin,
+                                  const std::string& where)
 {
     const auto it = object.find(key);
     if (it == object.end() || it->is_null())
         return std::nullopt;
     if (!it->is_number())
-        fail(origin, where + "'" + std::string(key) + "' must be a number, not " +
-                         std::string(it->type_name()) + " " + it->dump());
+        fail(origin,
+             where + "'" + std::string(key) + "' must be a number, not " + std::string(it->type_name()) + " " +
+                 it->dump());
     return it->get<double>();
 }
 
@@ -253,8 +272,7 @@ void validate_profile(const Profile& profile)
     for (std::size_t i = 0; i < profile.layers.size(); ++i) {
         const Layer& layer = profile.layers[i];
         const std::string where = "layer " + std::to_string(i) + " ('" + layer.name + "')";
-        for (const double value :
-             {layer.fwd_ms, layer.bwd_ms, layer.bwd_input_ms, layer.bwd_weight_ms})
+        for (const double value : {layer.fwd_ms, layer.bwd_ms, layer.bwd_input_ms, layer.bwd_weight_ms})
             if (!std::isfinite(value) || value < 0.0)
                 fail(origin, where + " has a negative or non-finite cost");
         if (layer.params < 0 || layer.activation_bytes < 0)
@@ -263,13 +281,15 @@ void validate_profile(const Profile& profile)
             fail(origin, where + ": 'bwd_input_ms' + 'bwd_weight_ms' must equal 'bwd_ms'");
         for (const auto& held : {layer.selective_activation_bytes, layer.input_bytes})
             if (held && (*held < 0 || *held > layer.activation_bytes))
-                fail(origin, where + " keeps more bytes under recomputation than "
-                                     "'activation_bytes', or a negative number");
+                fail(origin,
+                     where +
+                         " keeps more bytes under recomputation than "
+                         "'activation_bytes', or a negative number");
         if (layer.output_bytes && *layer.output_bytes < 0)
             fail(origin, where + " has a negative 'output_bytes'");
     }
-    if (profile.shape && (profile.shape->seq_len < 1 || profile.shape->hidden_size < 1 ||
-                          profile.shape->attention_heads < 1))
+    if (profile.shape &&
+        (profile.shape->seq_len < 1 || profile.shape->hidden_size < 1 || profile.shape->attention_heads < 1))
         fail(origin, "the model shape (seq_len, hidden_size, attention_heads) must be > 0");
     if (profile.micro_batch_size && *profile.micro_batch_size < 1)
         fail(origin, "'micro_batch_size' must be > 0");
@@ -288,8 +308,7 @@ namespace {
 // activation_bytes * part / (34 + 5as/h), rounded to the nearest byte.
 std::int64_t korthikanti_part(const Profile& profile, const Layer& layer, double part)
 {
-    return std::llround(static_cast<double>(layer.activation_bytes) * part /
-                        (34.0 + attention_term(profile)));
+    return std::llround(static_cast<double>(layer.activation_bytes) * part / (34.0 + attention_term(profile)));
 }
 
 } // namespace
@@ -374,8 +393,7 @@ Profile parse_profile_json(std::string_view text, const std::string& origin)
         }
         for (const auto& [key, value] : item.items()) {
             if (std::find(kKnownFields.begin(), kKnownFields.end(), key) == kKnownFields.end())
-                fail(origin, where + " has an unknown field '" + key + "' (known: " +
-                                 known_fields_text() + ")");
+                fail(origin, where + " has an unknown field '" + key + "' (known: " + known_fields_text() + ")");
         }
         for (std::string_view key : kKnownFields)
             if (std::optional<double>* field = detail::raw_field(raw, key))
@@ -393,18 +411,20 @@ std::string read_input_file(const std::string& path, std::uint64_t max_bytes, st
     // device) given as the file must fail at once instead of blocking the reader forever.
     const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        throw Error(ProblemKind::cannot_open, "cannot read the " + name + " " + path + ": " + std::strerror(errno), path);
+        throw Error(ProblemKind::cannot_open, "cannot read the " + name + " " + path + ": " + std::strerror(errno),
+                    path);
     struct Closer {
         int fd;
         ~Closer() { ::close(fd); }
     } closer{fd};
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        throw Error(ProblemKind::cannot_open, "cannot read the " + name + " " + path + ": it is not a regular file", path);
+        throw Error(ProblemKind::cannot_open, "cannot read the " + name + " " + path + ": it is not a regular file",
+                    path);
     if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
         throw Error(too_large,
-                    "the " + name + " " + path + " is " + std::to_string(st.st_size) + " bytes, more than the limit of " +
-                        std::to_string(max_bytes),
+                    "the " + name + " " + path + " is " + std::to_string(st.st_size) +
+                        " bytes, more than the limit of " + std::to_string(max_bytes),
                     path);
     std::string content;
     content.reserve(static_cast<std::size_t>(st.st_size));
@@ -414,13 +434,15 @@ std::string read_input_file(const std::string& path, std::uint64_t max_bytes, st
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            throw Error(ProblemKind::cannot_open, "cannot read the " + name + " " + path + ": " + std::strerror(errno), path);
+            throw Error(ProblemKind::cannot_open, "cannot read the " + name + " " + path + ": " + std::strerror(errno),
+                        path);
         if (n == 0)
             break;
         content.append(buffer.data(), static_cast<std::size_t>(n));
         if (content.size() > max_bytes) // it grew while being read
             throw Error(too_large,
-                        "the " + name + " " + path + " is more than the limit of " + std::to_string(max_bytes) + " bytes",
+                        "the " + name + " " + path + " is more than the limit of " + std::to_string(max_bytes) +
+                            " bytes",
                         path);
     }
     return content;
@@ -443,8 +465,7 @@ Profile uniform_profile(int layer_count, double fwd_ms)
     profile.name = "uniform";
     profile.layers.reserve(static_cast<std::size_t>(layer_count));
     for (int i = 0; i < layer_count; ++i)
-        profile.layers.push_back(Layer{"layer" + std::to_string(i), 1, fwd_ms, 2.0 * fwd_ms,
-                                       fwd_ms, fwd_ms, 1});
+        profile.layers.push_back(Layer{"layer" + std::to_string(i), 1, fwd_ms, 2.0 * fwd_ms, fwd_ms, fwd_ms, 1});
     return profile;
 }
 

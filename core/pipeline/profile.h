@@ -32,7 +32,7 @@
 namespace shardscope::pipeline {
 
 inline constexpr std::uint64_t kMaxProfileBytes = 64ull << 20; // a profile file read at most
-inline constexpr int kMaxProfileDepth = 64;                     // JSON nesting
+inline constexpr int kMaxProfileDepth = 64; // JSON nesting
 
 // One layer's cost for ONE microbatch. Times are milliseconds; after loading every field is
 // filled in (defaults applied), finite and >= 0, and bwd_input_ms + bwd_weight_ms == bwd_ms.
@@ -40,29 +40,29 @@ struct Layer {
     std::string name;
     std::int64_t params = 0;
     double fwd_ms = 0.0;
-    double bwd_ms = 0.0;        // the whole backward pass (B + W)
-    double bwd_input_ms = 0.0;  // B of a split backward: gradient w.r.t. the layer's input
+    double bwd_ms = 0.0; // the whole backward pass (B + W)
+    double bwd_input_ms = 0.0; // B of a split backward: gradient w.r.t. the layer's input
     double bwd_weight_ms = 0.0; // W of a split backward: gradient w.r.t. the layer's weights
     std::int64_t activation_bytes = 0; // held from the forward until the last backward op
     // Optional (nullopt = derived from activation_bytes, see layer_selective_bytes & co.):
     std::optional<std::int64_t> selective_activation_bytes; // held under selective recompute
-    std::optional<std::int64_t> input_bytes;  // held under full recompute: the layer's input
+    std::optional<std::int64_t> input_bytes; // held under full recompute: the layer's input
     std::optional<std::int64_t> output_bytes; // sent to the next stage when a piece ends here
 };
 
 // The transformer shape a profile may state, for the recomputation defaults.
 struct ModelShape {
-    int seq_len = 0;         // s
-    int hidden_size = 0;     // h
+    int seq_len = 0; // s
+    int hidden_size = 0; // h
     int attention_heads = 0; // a
 };
 
 struct Profile {
-    std::string name;   // the file's "name", else the file stem, else "uniform"
+    std::string name; // the file's "name", else the file stem, else "uniform"
     std::string source; // the path it was loaded from ("" when built in code)
     std::vector<Layer> layers;
-    std::optional<ModelShape> shape;      // top-level seq_len / hidden_size / attention_heads
-    std::optional<int> micro_batch_size;  // the microbatch the costs were measured at
+    std::optional<ModelShape> shape; // top-level seq_len / hidden_size / attention_heads
+    std::optional<int> micro_batch_size; // the microbatch the costs were measured at
 };
 
 // Korthikanti et al. 2022: a transformer layer keeps s*b*h*(34 + 5*a*s/h) bytes of 16-bit

@@ -28,8 +28,7 @@ std::string_view trim(std::string_view text)
 
 // RFC 4180 fields on one line: commas separate, double quotes may wrap a field ("" = a quote),
 // so a layer name may contain a comma. Newlines inside quotes are not supported.
-std::vector<std::string> split_csv_line(std::string_view line, const std::string& origin,
-                                        std::size_t line_number)
+std::vector<std::string> split_csv_line(std::string_view line, const std::string& origin, std::size_t line_number)
 {
     std::vector<std::string> fields;
     std::string field;
@@ -63,8 +62,8 @@ std::vector<std::string> split_csv_line(std::string_view line, const std::string
     return fields;
 }
 
-std::optional<double> csv_number(const std::string& text, std::string_view column,
-                                 const std::string& origin, const std::string& where)
+std::optional<double> csv_number(const std::string& text, std::string_view column, const std::string& origin,
+                                 const std::string& where)
 {
     if (text.empty())
         return std::nullopt;
@@ -95,8 +94,8 @@ Profile parse_profile_csv(std::string_view text, const std::string& origin)
     std::size_t position = 0;
     while (position <= text.size()) {
         const std::size_t newline = text.find('\n', position);
-        std::string_view line = text.substr(
-            position, newline == std::string_view::npos ? std::string_view::npos : newline - position);
+        std::string_view line =
+            text.substr(position, newline == std::string_view::npos ? std::string_view::npos : newline - position);
         position = newline == std::string_view::npos ? text.size() + 1 : newline + 1;
         ++line_number;
         if (line_number == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") // UTF-8 BOM from spreadsheets
@@ -116,13 +115,13 @@ Profile parse_profile_csv(std::string_view text, const std::string& origin)
                 if (!assigns && key != "device_tflops") // a comment that merely starts so
                     break;
                 if (!assigns)
-                    fail(origin, "line " + std::to_string(line_number) +
-                                     ": write the directive as '# device_tflops=<TFLOP/s>'");
-                const auto value = csv_number(std::string(trim(rest.substr(1))), key, origin,
-                                              "line " + std::to_string(line_number));
+                    fail(origin,
+                         "line " + std::to_string(line_number) +
+                             ": write the directive as '# device_tflops=<TFLOP/s>'");
+                const auto value =
+                    csv_number(std::string(trim(rest.substr(1))), key, origin, "line " + std::to_string(line_number));
                 if (!value)
-                    fail(origin, "line " + std::to_string(line_number) + ": '" +
-                                     std::string(key) + "' has no value");
+                    fail(origin, "line " + std::to_string(line_number) + ": '" + std::string(key) + "' has no value");
                 *detail::top_field(top, key) = value;
                 break;
             }
@@ -132,20 +131,21 @@ Profile parse_profile_csv(std::string_view text, const std::string& origin)
         if (header.empty()) {
             header = fields;
             for (const std::string& column : header) {
-                if (std::find(kKnownFields.begin(), kKnownFields.end(), column) ==
-                    kKnownFields.end())
-                    fail(origin, "bad CSV header: unknown column '" + column +
-                                     "' (expected name,params,fwd_ms,bwd_ms,activation_bytes; "
-                                     "optional: fwd_flops, bwd_input_ms, bwd_weight_ms, "
-                                     "selective_activation_bytes, input_bytes, output_bytes)");
+                if (std::find(kKnownFields.begin(), kKnownFields.end(), column) == kKnownFields.end())
+                    fail(origin,
+                         "bad CSV header: unknown column '" + column +
+                             "' (expected name,params,fwd_ms,bwd_ms,activation_bytes; "
+                             "optional: fwd_flops, bwd_input_ms, bwd_weight_ms, "
+                             "selective_activation_bytes, input_bytes, output_bytes)");
                 if (std::count(header.begin(), header.end(), column) > 1)
                     fail(origin, "bad CSV header: column '" + column + "' appears twice");
             }
             for (std::string_view required : {"name", "params", "activation_bytes"})
                 if (std::find(header.begin(), header.end(), required) == header.end())
-                    fail(origin, "bad CSV header: no '" + std::string(required) +
-                                     "' column (expected name,params,fwd_ms,bwd_ms,"
-                                     "activation_bytes)");
+                    fail(origin,
+                         "bad CSV header: no '" + std::string(required) +
+                             "' column (expected name,params,fwd_ms,bwd_ms,"
+                             "activation_bytes)");
             if (std::find(header.begin(), header.end(), "fwd_ms") == header.end() &&
                 std::find(header.begin(), header.end(), "fwd_flops") == header.end())
                 fail(origin, "bad CSV header: no 'fwd_ms' (or 'fwd_flops') column");
@@ -153,8 +153,9 @@ Profile parse_profile_csv(std::string_view text, const std::string& origin)
         }
         const std::string where = "line " + std::to_string(line_number);
         if (fields.size() != header.size())
-            fail(origin, where + " has " + std::to_string(fields.size()) + " fields, the header " +
-                             std::to_string(header.size()));
+            fail(origin,
+                 where + " has " + std::to_string(fields.size()) + " fields, the header " +
+                     std::to_string(header.size()));
         RawLayer raw;
         for (std::size_t c = 0; c < header.size(); ++c) {
             const std::string& column = header[c];
@@ -176,8 +177,8 @@ Profile parse_profile_csv(std::string_view text, const std::string& origin)
     // Directives may be given anywhere in the file, so layers are finished after reading all.
     detail::finish_top(top, origin, profile);
     for (std::size_t i = 0; i < raws.size(); ++i)
-        profile.layers.push_back(detail::finish_layer(
-            raws[i], i, origin, "line " + std::to_string(raw_lines[i]) + ", ", top.device_tflops));
+        profile.layers.push_back(
+            detail::finish_layer(raws[i], i, origin, "line " + std::to_string(raw_lines[i]) + ", ", top.device_tflops));
     return profile;
 }
 

@@ -29,11 +29,12 @@ std::optional<std::int64_t> config_number(const nlohmann::json& document, std::i
         if (it == document.end() || it->is_null())
             continue;
         const bool whole = it->is_number_integer() ||
-                           (it->is_number_float() && std::isfinite(it->get<double>()) &&
-                            it->get<double>() == std::floor(it->get<double>()));
+            (it->is_number_float() && std::isfinite(it->get<double>()) &&
+             it->get<double>() == std::floor(it->get<double>()));
         if (!whole || it->get<double>() < 1 || it->get<double>() > static_cast<double>(max_value))
-            config_fail(origin, "has '" + std::string(key) + "' = " + it->dump().substr(0, 64) +
-                                    "; it must be a whole number from 1 to " + std::to_string(max_value));
+            config_fail(origin,
+                        "has '" + std::string(key) + "' = " + it->dump().substr(0, 64) +
+                            "; it must be a whole number from 1 to " + std::to_string(max_value));
         return it->get<std::int64_t>();
     }
     return std::nullopt;
@@ -65,16 +66,18 @@ ModelConfig parse_model_config(std::string_view text, const std::string& origin)
         config_fail(origin, "is not a JSON object");
     constexpr std::int64_t kMaxDim = 1 << 30;
     ModelConfig config{.source = origin};
-    config.hidden_size = static_cast<int>(required(config_number(document, {"hidden_size", "n_embd", "d_model"}, origin, kMaxDim),
-                                                   "hidden_size", "the hidden size", origin));
-    config.attention_heads = static_cast<int>(required(
-        config_number(document, {"num_attention_heads", "n_head", "num_heads"}, origin, kMaxDim),
-        "num_attention_heads", "the attention heads", origin));
+    config.hidden_size =
+        static_cast<int>(required(config_number(document, {"hidden_size", "n_embd", "d_model"}, origin, kMaxDim),
+                                  "hidden_size", "the hidden size", origin));
+    config.attention_heads = static_cast<int>(
+        required(config_number(document, {"num_attention_heads", "n_head", "num_heads"}, origin, kMaxDim),
+                 "num_attention_heads", "the attention heads", origin));
     config.kv_heads = static_cast<int>(
         config_number(document, {"num_key_value_heads"}, origin, kMaxDim).value_or(config.attention_heads));
     if (config.kv_heads > config.attention_heads)
-        config_fail(origin, "has more key/value heads (" + std::to_string(config.kv_heads) + ") than attention heads (" +
-                                std::to_string(config.attention_heads) + ")");
+        config_fail(origin,
+                    "has more key/value heads (" + std::to_string(config.kv_heads) + ") than attention heads (" +
+                        std::to_string(config.attention_heads) + ")");
     // GPT-2 writes "n_inner": null for the default MLP width of 4h.
     const auto inner = config_number(document, {"intermediate_size", "n_inner", "ffn_dim"}, origin, kMaxDim);
     if (!inner && document.contains("n_inner") && document["n_inner"].is_null())
@@ -83,18 +86,20 @@ ModelConfig parse_model_config(std::string_view text, const std::string& origin)
         config.intermediate_size = static_cast<int>(required(inner, "intermediate_size", "the MLP width", origin));
     config.vocab_size = required(config_number(document, {"vocab_size"}, origin, std::int64_t{1} << 40), "vocab_size",
                                  "the vocabulary size", origin);
-    config.layers = static_cast<int>(required(config_number(document, {"num_hidden_layers", "n_layer", "num_layers"},
-                                                            origin, kMaxDim),
-                                              "num_hidden_layers", "the number of blocks", origin));
-    const auto experts = config_number(document, {"num_local_experts", "n_routed_experts", "num_experts"}, origin, kMaxDim);
+    config.layers = static_cast<int>(
+        required(config_number(document, {"num_hidden_layers", "n_layer", "num_layers"}, origin, kMaxDim),
+                 "num_hidden_layers", "the number of blocks", origin));
+    const auto experts =
+        config_number(document, {"num_local_experts", "n_routed_experts", "num_experts"}, origin, kMaxDim);
     const auto per_token = config_number(document, {"num_experts_per_tok"}, origin, kMaxDim);
     if (experts && *experts > 1) {
         config.experts = static_cast<int>(*experts);
-        config.experts_per_token = static_cast<int>(required(per_token, "num_experts_per_tok",
-                                                             "the experts each token is routed to", origin));
+        config.experts_per_token =
+            static_cast<int>(required(per_token, "num_experts_per_tok", "the experts each token is routed to", origin));
         if (config.experts_per_token > config.experts)
-            config_fail(origin, "routes each token to more experts (" + std::to_string(config.experts_per_token) +
-                                    ") than it has (" + std::to_string(config.experts) + ")");
+            config_fail(origin,
+                        "routes each token to more experts (" + std::to_string(config.experts_per_token) +
+                            ") than it has (" + std::to_string(config.experts) + ")");
     }
     return config;
 }
@@ -104,8 +109,7 @@ double layer_fwd_flops(const LayerParams& layer, const ModelConfig* config, cons
 {
     const double b = work.micro_batch_size, s = work.seq_len, tokens = b * s;
     switch (layer.role) {
-    case LayerRole::embedding:
-        return 0.0; // a table lookup: no multiply-adds
+    case LayerRole::embedding: return 0.0; // a table lookup: no multiply-adds
     case LayerRole::head: {
         const double h = config ? config->hidden_size : static_cast<double>(shape.hidden_size);
         const double v = config ? static_cast<double>(config->vocab_size) : static_cast<double>(shape.vocab_size);
@@ -118,7 +122,7 @@ double layer_fwd_flops(const LayerParams& layer, const ModelConfig* config, cons
     double params = static_cast<double>(layer.params);
     if (config && config->experts > 1) // a token passes through k of the E experts
         params -= static_cast<double>(layer.expert_params) *
-                  (1.0 - static_cast<double>(config->experts_per_token) / config->experts);
+            (1.0 - static_cast<double>(config->experts_per_token) / config->experts);
     double flops = 2.0 * params * tokens;
     if (config) // Q K^T and the scores times V: 2 * 2 * b * s^2 * h
         flops += 4.0 * b * s * s * config->hidden_size;
@@ -167,19 +171,24 @@ ModelProfile model_profile(const std::vector<LayerParams>& layers, const std::op
                            const InferredShape& shape, const Workload& work, const std::string& origin)
 {
     if (work.seq_len < 1 || work.seq_len > (1 << 24) || work.micro_batch_size < 1 || work.micro_batch_size > (1 << 20))
-        throw Error(ProblemKind::invalid_argument, "the sequence length must be 1..2^24 and the micro batch size 1..2^20");
+        throw Error(ProblemKind::invalid_argument,
+                    "the sequence length must be 1..2^24 and the micro batch size 1..2^20");
     if (!std::isfinite(work.device_tflops) || !(work.device_tflops > 0) || !std::isfinite(work.mfu) ||
         !(work.mfu > 0) || work.mfu > 1)
         throw Error(ProblemKind::invalid_argument, "the device TFLOP/s must be > 0 and the MFU in (0, 1]");
-    const bool blocks = std::any_of(layers.begin(), layers.end(), [](const LayerParams& l) { return l.role == LayerRole::block; });
+    const bool blocks =
+        std::any_of(layers.begin(), layers.end(), [](const LayerParams& l) { return l.role == LayerRole::block; });
     if (!blocks)
-        throw Error(ProblemKind::invalid_argument, origin + " has no layer-indexed tensors (names like "
-                                                            "'model.layers.17.', 'layers.17.', 'h.17.'), so there are no blocks to profile",
+        throw Error(ProblemKind::invalid_argument,
+                    origin +
+                        " has no layer-indexed tensors (names like "
+                        "'model.layers.17.', 'layers.17.', 'h.17.'), so there are no blocks to profile",
                     origin);
     if (!config && shape.hidden_size <= 0)
         throw Error(ProblemKind::invalid_argument,
-                    origin + " has no config.json beside it and no 2-D embedding to read the hidden size from; "
-                             "give --config with the model's config.json",
+                    origin +
+                        " has no config.json beside it and no 2-D embedding to read the hidden size from; "
+                        "give --config with the model's config.json",
                     origin);
     ModelProfile result{.workload = work, .config = config};
     const ModelConfig* c = config ? &*config : nullptr;
@@ -191,7 +200,8 @@ ModelProfile model_profile(const std::vector<LayerParams>& layers, const std::op
     profile.name = stem.empty() ? std::string("model") : stem;
     profile.micro_batch_size = work.micro_batch_size;
     if (c)
-        profile.shape = ModelShape{.seq_len = work.seq_len, .hidden_size = c->hidden_size, .attention_heads = c->attention_heads};
+        profile.shape =
+            ModelShape{.seq_len = work.seq_len, .hidden_size = c->hidden_size, .attention_heads = c->attention_heads};
     const double h = c ? c->hidden_size : static_cast<double>(shape.hidden_size);
     const double sb = static_cast<double>(work.seq_len) * work.micro_batch_size;
     const double ms_per_flop = 1.0 / (work.device_tflops * 1e9 * work.mfu);
@@ -230,10 +240,12 @@ ModelProfile model_profile(const std::vector<LayerParams>& layers, const std::op
     if (!c) {
         result.notes.push_back("no config.json: FLOPs are 2 x params x tokens without the 4bs^2h attention term, and "
                                "block activations 34sbh without the 5as^2b attention term (h = " +
-                               std::to_string(shape.hidden_size) + " from the embedding); give --config for the full count");
+                               std::to_string(shape.hidden_size) +
+                               " from the embedding); give --config for the full count");
     } else if (c->experts > 1) {
         result.notes.push_back("MoE: expert parameters count k/E = " + std::to_string(c->experts_per_token) + "/" +
-                               std::to_string(c->experts) + " in the FLOPs; activations count one expert's MLP per token");
+                               std::to_string(c->experts) +
+                               " in the FLOPs; activations count one expert's MLP per token");
     }
     validate_profile(profile);
     return result;

@@ -35,15 +35,15 @@ inline constexpr std::uint64_t kMaxModelConfigBytes = 16ull << 20; // a config.j
 
 // What the profile needs from a Hugging Face config.json.
 struct ModelConfig {
-    std::string source;         // the file it was read from
-    int hidden_size = 0;        // h: hidden_size (GPT-2: n_embd)
-    int attention_heads = 0;    // a: num_attention_heads (n_head)
-    int kv_heads = 0;           // num_key_value_heads, default a (GQA / MQA when smaller)
-    int intermediate_size = 0;  // I: intermediate_size (n_inner, null = 4h; ffn_dim)
+    std::string source; // the file it was read from
+    int hidden_size = 0; // h: hidden_size (GPT-2: n_embd)
+    int attention_heads = 0; // a: num_attention_heads (n_head)
+    int kv_heads = 0; // num_key_value_heads, default a (GQA / MQA when smaller)
+    int intermediate_size = 0; // I: intermediate_size (n_inner, null = 4h; ffn_dim)
     std::int64_t vocab_size = 0;
-    int layers = 0;             // num_hidden_layers (n_layer)
-    int experts = 0;            // MoE: num_local_experts / n_routed_experts / num_experts, 0 = dense
-    int experts_per_token = 0;  // MoE: num_experts_per_tok (k)
+    int layers = 0; // num_hidden_layers (n_layer)
+    int experts = 0; // MoE: num_local_experts / n_routed_experts / num_experts, 0 = dense
+    int experts_per_token = 0; // MoE: num_experts_per_tok (k)
 };
 
 // Parses config.json text. A missing or malformed field throws
@@ -62,21 +62,21 @@ struct LayerParams {
 
 // The workload the costs are computed for.
 struct Workload {
-    int seq_len = 0;           // s
-    int micro_batch_size = 0;  // b
+    int seq_len = 0; // s
+    int micro_batch_size = 0; // b
     double device_tflops = 312; // peak dense 16-bit TFLOP/s (A100)
-    double mfu = 0.5;           // model FLOPs utilisation: the share of the peak achieved
+    double mfu = 0.5; // model FLOPs utilisation: the share of the peak achieved
 };
 
 // What the shape is taken from when there is no config: the embedding's [V, h].
 struct InferredShape {
     std::int64_t hidden_size = 0; // 0: unknown
-    std::int64_t vocab_size = 0;  // 0: unknown
+    std::int64_t vocab_size = 0; // 0: unknown
 };
 
 struct ModelProfile {
     Profile profile;
-    std::vector<double> fwd_flops;  // per layer, as counted
+    std::vector<double> fwd_flops; // per layer, as counted
     std::vector<std::string> notes; // what was estimated, and why
     Workload workload;
     std::optional<ModelConfig> config;

@@ -28,10 +28,10 @@ namespace {
 
 constexpr std::array<std::string_view, 5> kContainers = {"layers", "h", "blocks", "block", "layer"};
 constexpr std::array<std::string_view, 11> kEmbeddings = {
-    "embed_tokens", "embed_in", "embed", "embeddings", "embedding", "wte", "wpe",
-    "tok_embeddings", "word_embeddings", "position_embeddings", "embed_positions"};
-constexpr std::array<std::string_view, 10> kHeads = {"norm", "ln_f", "final_layernorm", "final_norm", "lm_head",
-                                                     "head", "output_layer", "output", "embed_out", "score"};
+    "embed_tokens", "embed_in",       "embed",           "embeddings",          "embedding",      "wte",
+    "wpe",          "tok_embeddings", "word_embeddings", "position_embeddings", "embed_positions"};
+constexpr std::array<std::string_view, 10> kHeads = {"norm", "ln_f",         "final_layernorm", "final_norm", "lm_head",
+                                                     "head", "output_layer", "output",          "embed_out",  "score"};
 
 std::vector<std::string_view> components(std::string_view name)
 {
@@ -51,7 +51,7 @@ std::vector<std::string_view> components(std::string_view name)
 bool all_digits(std::string_view text)
 {
     return !text.empty() && text.size() <= 9 &&
-           std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 template <std::size_t N>
@@ -109,9 +109,14 @@ public:
         if (m_depth == 1 && top_object)
             m_top_key = k;
         if (m_in_event && m_depth == m_events_depth + 1) {
-            m_field = k == "name" ? Field::name : k == "cat" ? Field::cat : k == "ph" ? Field::ph
-                    : k == "pid"  ? Field::pid  : k == "tid" ? Field::tid : k == "ts" ? Field::ts
-                    : k == "dur"  ? Field::dur  : Field::none;
+            m_field = k == "name" ? Field::name
+                : k == "cat"      ? Field::cat
+                : k == "ph"       ? Field::ph
+                : k == "pid"      ? Field::pid
+                : k == "tid"      ? Field::tid
+                : k == "ts"       ? Field::ts
+                : k == "dur"      ? Field::dur
+                                  : Field::none;
         }
         return true;
     }
@@ -186,8 +191,14 @@ private:
         case Field::ph: m_ph = text; break;
         case Field::pid: m_pid = text; break;
         case Field::tid: m_tid = text; break;
-        case Field::ts: m_has_ts = number.has_value(); m_event.ts = number.value_or(0); break;
-        case Field::dur: m_has_dur = number.has_value(); m_event.dur = number.value_or(0); break;
+        case Field::ts:
+            m_has_ts = number.has_value();
+            m_event.ts = number.value_or(0);
+            break;
+        case Field::dur:
+            m_has_dur = number.has_value();
+            m_event.dur = number.value_or(0);
+            break;
         case Field::none: break;
         }
         return true;
@@ -207,8 +218,8 @@ private:
         if (base.ends_with(".backward"))
             base.remove_suffix(std::string_view(".backward").size());
         const auto parsed = parse_layer_name(base);
-        const bool layer = parsed ? parsed->rest.empty()
-                                  : (is_embedding_name(base) || is_head_name(base)) && !base.empty();
+        const bool layer =
+            parsed ? parsed->rest.empty() : (is_embedding_name(base) || is_head_name(base)) && !base.empty();
         if (!layer)
             return true;
         if (ranges.size() >= kMaxTraceRanges)
@@ -258,7 +269,8 @@ std::optional<LayerName> parse_layer_name(std::string_view name)
 {
     const std::vector<std::string_view> parts = components(name);
     for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-        if (std::find(kContainers.begin(), kContainers.end(), parts[i]) == kContainers.end() || !all_digits(parts[i + 1]))
+        if (std::find(kContainers.begin(), kContainers.end(), parts[i]) == kContainers.end() ||
+            !all_digits(parts[i + 1]))
             continue;
         LayerName result{.index = std::stoi(std::string(parts[i + 1]))};
         const std::size_t prefix_end = static_cast<std::size_t>(parts[i].data() + parts[i].size() - name.data());
@@ -293,9 +305,10 @@ TraceProfile parse_profiler_trace(std::string_view text, const std::string& orig
         trace_fail(origin, "is neither a {\"traceEvents\": [...]} object nor a JSON array of trace events");
 
     std::vector<Range> ranges = outermost(std::move(collector.ranges));
-    const bool gpu = std::any_of(ranges.begin(), ranges.end(), [](const Range& r) { return r.cat == "gpu_user_annotation"; });
+    const bool gpu =
+        std::any_of(ranges.begin(), ranges.end(), [](const Range& r) { return r.cat == "gpu_user_annotation"; });
     std::erase_if(ranges, [gpu](const Range& r) { return (r.cat == "gpu_user_annotation") != gpu; });
-    std::map<std::string, Accumulated> layers;  // forward name -> sums
+    std::map<std::string, Accumulated> layers; // forward name -> sums
     std::vector<std::string> orphan_backwards;
     std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.order < b.order; });
     for (const Range& r : ranges)
@@ -317,8 +330,10 @@ TraceProfile parse_profiler_trace(std::string_view text, const std::string& orig
             ++it->second.bwd_count;
         }
     if (layers.empty())
-        trace_fail(origin, "has no record_function ranges named after layers (such as 'model.layers.0', "
-                           "'embed_tokens' or 'lm_head') among its " + std::to_string(collector.events) + " events");
+        trace_fail(origin,
+                   "has no record_function ranges named after layers (such as 'model.layers.0', "
+                   "'embed_tokens' or 'lm_head') among its " +
+                       std::to_string(collector.events) + " events");
 
     // Model order: embeddings, then blocks by (prefix in order of appearance, index), then the rest.
     struct Ordered {
@@ -349,7 +364,7 @@ TraceProfile parse_profiler_trace(std::string_view text, const std::string& orig
     }
     std::sort(order.begin(), order.end(), [](const Ordered& a, const Ordered& b) {
         return std::tie(a.group, a.prefix_rank, a.index, a.first_ts, a.first_order) <
-               std::tie(b.group, b.prefix_rank, b.index, b.first_ts, b.first_order);
+            std::tie(b.group, b.prefix_rank, b.index, b.first_ts, b.first_order);
     });
 
     TraceProfile result;
@@ -373,14 +388,19 @@ TraceProfile parse_profiler_trace(std::string_view text, const std::string& orig
                                               .activation_bytes = 0});
         result.ranges.push_back(acc.fwd_count);
     }
-    result.notes.push_back("times from " + std::string(gpu ? "GPU" : "CPU") + " annotations, the mean of each layer's "
-                           "ranges over " + std::to_string(result.steps) + " profiler step(s); params and "
+    result.notes.push_back("times from " + std::string(gpu ? "GPU" : "CPU") +
+                           " annotations, the mean of each layer's "
+                           "ranges over " +
+                           std::to_string(result.steps) +
+                           " profiler step(s); params and "
                            "activation_bytes are 0 (a trace has times only)");
     if (without_backward > 0)
-        result.notes.push_back(std::to_string(without_backward) + " layer(s) have no '<layer>.backward' range: "
+        result.notes.push_back(std::to_string(without_backward) +
+                               " layer(s) have no '<layer>.backward' range: "
                                "bwd_ms = 2 x fwd_ms");
     if (!orphan_backwards.empty())
-        result.notes.push_back(std::to_string(orphan_backwards.size()) + " backward range(s) without a forward (e.g. '" +
+        result.notes.push_back(std::to_string(orphan_backwards.size()) +
+                               " backward range(s) without a forward (e.g. '" +
                                printable(orphan_backwards.front(), 80) + "') were ignored");
     validate_profile(result.profile);
     return result;

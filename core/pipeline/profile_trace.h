@@ -37,13 +37,13 @@ struct LayerName {
 };
 std::optional<LayerName> parse_layer_name(std::string_view name);
 bool is_embedding_name(std::string_view name); // a component names an embedding table
-bool is_head_name(std::string_view name);      // a component names the final norm or the head
+bool is_head_name(std::string_view name); // a component names the final norm or the head
 
 struct TraceProfile {
-    Profile profile;                 // params and activation_bytes 0: a trace has times only
-    int steps = 0;                   // distinct ProfilerStep#N ranges (0: none marked)
-    std::string annotations;         // "gpu_user_annotation" or "user_annotation"
-    std::vector<int> ranges;         // per layer: how many forward ranges were averaged
+    Profile profile; // params and activation_bytes 0: a trace has times only
+    int steps = 0; // distinct ProfilerStep#N ranges (0: none marked)
+    std::string annotations; // "gpu_user_annotation" or "user_annotation"
+    std::vector<int> ranges; // per layer: how many forward ranges were averaged
     std::vector<std::string> notes;
 };
 
@@ -55,6 +55,5 @@ TraceProfile load_profiler_trace(const std::string& path);
 // profile_json (profile_model.h) plus keys load_profile ignores: "ok": true, "steps",
 // "annotations", "ranges" (per layer) and "notes".
 nlohmann::json trace_profile_json(const TraceProfile& trace);
-
 
 } // namespace shardscope::pipeline

@@ -81,8 +81,7 @@ Op interleaved_op(int k, int stages, int chunks, bool forward)
     const int group = k / (stages * chunks);
     const int in_group = k % (stages * chunks);
     const int chunk = in_group / stages;
-    return {group * stages + in_group % stages, forward ? chunk : chunks - 1 - chunk,
-            forward ? OpKind::F : OpKind::B};
+    return {group * stages + in_group % stages, forward ? chunk : chunks - 1 - chunk, forward ? OpKind::F : OpKind::B};
 }
 
 std::vector<Op> interleaved(int stages, int stage, int microbatches, int chunks)
@@ -90,9 +89,8 @@ std::vector<Op> interleaved(int stages, int stage, int microbatches, int chunks)
     const int total = microbatches * chunks;
     // With M == N Megatron runs every forward first: the steady-state formula would ask for
     // more warm-up than there are forwards on the early stages anyway.
-    const int warmup = microbatches == stages
-                           ? total
-                           : std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+    const int warmup =
+        microbatches == stages ? total : std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
     std::vector<Op> ops;
     ops.reserve(2 * static_cast<std::size_t>(total));
     for (int k = 0; k < warmup; ++k)
@@ -133,30 +131,31 @@ void check_spec(const ScheduleSpec& spec)
     if (spec.stages < 1)
         bad_spec("a pipeline needs at least 1 stage, not " + std::to_string(spec.stages));
     if (spec.microbatches < 1)
-        bad_spec("a pipeline step needs at least 1 microbatch, not " +
-                 std::to_string(spec.microbatches));
+        bad_spec("a pipeline step needs at least 1 microbatch, not " + std::to_string(spec.microbatches));
     if (!(spec.p2p_latency_ms >= 0.0) || spec.p2p_latency_ms > 1e12)
         bad_spec("the p2p latency must be a finite number of ms >= 0");
     if (spec.kind == ScheduleKind::interleaved) {
         if (spec.virtual_stages < 2)
             bad_spec("the interleaved schedule needs at least 2 virtual stages (model chunks) per "
-                     "stage, not " + std::to_string(spec.virtual_stages) +
-                     "; with 1 it is plain 1f1b");
+                     "stage, not " +
+                     std::to_string(spec.virtual_stages) + "; with 1 it is plain 1f1b");
         if (spec.microbatches % spec.stages != 0)
-            bad_spec("the interleaved schedule needs the number of microbatches (" +
-                     std::to_string(spec.microbatches) + ") to be a multiple of the number of "
-                     "stages (" + std::to_string(spec.stages) + "), as in Megatron-LM: "
+            bad_spec("the interleaved schedule needs the number of microbatches (" + std::to_string(spec.microbatches) +
+                     ") to be a multiple of the number of "
+                     "stages (" +
+                     std::to_string(spec.stages) +
+                     "), as in Megatron-LM: "
                      "microbatches enter each model chunk in groups of one per stage");
     } else if (spec.virtual_stages != 1) {
-        bad_spec("virtual stages (" + std::to_string(spec.virtual_stages) + ") need the "
-                 "interleaved schedule; " + std::string(to_string(spec.kind)) +
-                 " runs one model chunk per stage");
+        bad_spec("virtual stages (" + std::to_string(spec.virtual_stages) +
+                 ") need the "
+                 "interleaved schedule; " +
+                 std::string(to_string(spec.kind)) + " runs one model chunk per stage");
     }
     const long long per_stage = 3LL * spec.microbatches * spec.virtual_stages;
     if (per_stage > kMaxOpsPerStage || 1LL * spec.stages * per_stage > 4 * kMaxOpsPerStage)
         bad_spec("stages x microbatches x virtual stages is too large to simulate (" +
-                 std::to_string(1LL * spec.stages * spec.microbatches * spec.virtual_stages) +
-                 " microbatch passes)");
+                 std::to_string(1LL * spec.stages * spec.microbatches * spec.virtual_stages) + " microbatch passes)");
 }
 
 Schedule build_schedule(const ScheduleSpec& spec)

@@ -49,15 +49,15 @@ struct Op {
 
 struct ScheduleSpec {
     ScheduleKind kind = ScheduleKind::one_f_one_b;
-    int stages = 1;          // N >= 1
-    int microbatches = 1;    // M >= 1
-    int virtual_stages = 1;  // v: chunks per stage; must be 1 unless kind == interleaved (>= 2)
+    int stages = 1; // N >= 1
+    int microbatches = 1; // M >= 1
+    int virtual_stages = 1; // v: chunks per stage; must be 1 unless kind == interleaved (>= 2)
     double p2p_latency_ms = 0.0; // added to every dependency that crosses stages (simulation)
 };
 
 struct Schedule {
     ScheduleSpec spec;
-    bool split_backward = false;        // true: B and W ops (zb-h1)
+    bool split_backward = false; // true: B and W ops (zb-h1)
     std::vector<std::vector<Op>> stage_ops; // [stage] -> ops in execution order
 };
 

@@ -16,8 +16,7 @@ namespace {
     throw Error(ProblemKind::invalid_argument, sentence);
 }
 
-Candidate describe(const StepPlan& step, int dp, Recompute recompute, std::string partition,
-                   const SearchSpec& spec)
+Candidate describe(const StepPlan& step, int dp, Recompute recompute, std::string partition, const SearchSpec& spec)
 {
     const Timeline& t = step.plan.timeline;
     Candidate c;
@@ -46,8 +45,7 @@ bool same_costs(const Profile& a, const Profile& b)
     for (std::size_t i = 0; i < a.layers.size(); ++i) {
         const Layer& x = a.layers[i];
         const Layer& y = b.layers[i];
-        if (x.bwd_ms != y.bwd_ms || x.bwd_input_ms != y.bwd_input_ms ||
-            x.activation_bytes != y.activation_bytes)
+        if (x.bwd_ms != y.bwd_ms || x.bwd_input_ms != y.bwd_input_ms || x.activation_bytes != y.activation_bytes)
             return false;
     }
     return true;
@@ -61,13 +59,11 @@ void check_search(const Profile& profile, const SearchSpec& spec)
         bad_search("the global batch and the micro batch size must be at least 1");
     if (spec.global_batch % spec.micro_batch_size != 0)
         bad_search("the global batch (" + std::to_string(spec.global_batch) +
-                   ") is not a multiple of the micro batch size (" +
-                   std::to_string(spec.micro_batch_size) + ")");
+                   ") is not a multiple of the micro batch size (" + std::to_string(spec.micro_batch_size) + ")");
     if (profile.micro_batch_size && *profile.micro_batch_size != spec.micro_batch_size)
         bad_search("the profile " + (profile.source.empty() ? profile.name : profile.source) +
-                   " was measured at micro batch size " + std::to_string(*profile.micro_batch_size) +
-                   ", not " + std::to_string(spec.micro_batch_size) +
-                   " (its costs are per microbatch)");
+                   " was measured at micro batch size " + std::to_string(*profile.micro_batch_size) + ", not " +
+                   std::to_string(spec.micro_batch_size) + " (its costs are per microbatch)");
     if (spec.gpu_memory_bytes <= 0)
         bad_search("the GPU memory must be more than 0 bytes");
 }
@@ -80,13 +76,13 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
     check_search(profile, spec);
     const int layers = static_cast<int>(profile.layers.size());
     const int samples_per_replica_unit = spec.global_batch / spec.micro_batch_size;
-    const std::vector<ScheduleKind> schedules =
-        spec.schedules.empty() ? std::vector<ScheduleKind>{ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
-                                                           ScheduleKind::interleaved, ScheduleKind::zb_h1}
-                               : spec.schedules;
-    const std::vector<Recompute> modes =
-        spec.recompute.empty() ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
-                               : spec.recompute;
+    const std::vector<ScheduleKind> schedules = spec.schedules.empty()
+        ? std::vector<ScheduleKind>{ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved,
+                                    ScheduleKind::zb_h1}
+        : spec.schedules;
+    const std::vector<Recompute> modes = spec.recompute.empty()
+        ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
+        : spec.recompute;
     // A mode that changes nothing (selective without a shape or selective fields) would only
     // repeat the candidates of the mode listed before it.
     std::vector<Recompute> kept_modes;
@@ -123,8 +119,11 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
             for (int v : chunk_options) {
                 if (cancel && cancel->load(std::memory_order_relaxed))
                     throw Error(ProblemKind::cancelled, "the plan search was cancelled");
-                const ScheduleSpec schedule_spec{.kind = kind, .stages = pp, .microbatches = microbatches,
-                                                 .virtual_stages = v, .p2p_latency_ms = spec.p2p_latency_ms};
+                const ScheduleSpec schedule_spec{.kind = kind,
+                                                 .stages = pp,
+                                                 .microbatches = microbatches,
+                                                 .virtual_stages = v,
+                                                 .p2p_latency_ms = spec.p2p_latency_ms};
                 Schedule schedule;
                 try {
                     schedule = build_schedule(schedule_spec);
@@ -143,8 +142,8 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
                                                   .overlap_allreduce = spec.overlap_allreduce,
                                                   .gpu_memory_bytes = spec.gpu_memory_bytes};
                     const PartitionSpec compute{.method = PartitionMethod::compute};
-                    const StepPlan fastest = make_step_plan(
-                        profile, schedule, partition(adjusted[r], pp * v, compute), options);
+                    const StepPlan fastest =
+                        make_step_plan(profile, schedule, partition(adjusted[r], pp * v, compute), options);
                     result.candidates.push_back(describe(fastest, dp, kept_modes[r], "compute", spec));
                     if (fastest.fits)
                         continue;
@@ -153,8 +152,7 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
                     MemoryCuts cuts = memory_cuts(profile, schedule, options, spec.gpu_memory_bytes, cancel);
                     const auto& cut = cuts.fitting ? cuts.fitting : cuts.least_memory;
                     if (cut && *cut != fastest.plan.boundaries) {
-                        const PartitionSpec manual{.method = PartitionMethod::manual,
-                                                   .manual_boundaries = *cut};
+                        const PartitionSpec manual{.method = PartitionMethod::manual, .manual_boundaries = *cut};
                         const StepPlan fitted = make_step_plan(profile, schedule, *cut, options);
                         result.candidates.push_back(describe(fitted, dp, kept_modes[r], to_string(manual), spec));
                     }
@@ -163,30 +161,31 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
         }
     }
     if (!factorised)
-        bad_search("no way to split " + std::to_string(spec.gpus) + " GPUs into pipeline x data "
-                   "parallel with at most " + std::to_string(layers) + " stages (one layer each) and "
-                   "the data-parallel degree dividing the " + std::to_string(samples_per_replica_unit) +
-                   " microbatches of the global batch");
+        bad_search("no way to split " + std::to_string(spec.gpus) +
+                   " GPUs into pipeline x data "
+                   "parallel with at most " +
+                   std::to_string(layers) +
+                   " stages (one layer each) and "
+                   "the data-parallel degree dividing the " +
+                   std::to_string(samples_per_replica_unit) + " microbatches of the global batch");
     if (result.candidates.empty())
-        bad_search("no configuration of " + std::to_string(spec.gpus) +
-                   (spec.gpus == 1 ? " GPU" : " GPUs") + " is small enough to simulate (" +
-                   std::to_string(result.skipped) + " skipped; the first: " + first_skip + ")");
+        bad_search("no configuration of " + std::to_string(spec.gpus) + (spec.gpus == 1 ? " GPU" : " GPUs") +
+                   " is small enough to simulate (" + std::to_string(result.skipped) +
+                   " skipped; the first: " + first_skip + ")");
 
-    std::stable_sort(result.candidates.begin(), result.candidates.end(),
-                     [&](const Candidate& a, const Candidate& b) {
-                         if (a.fits != b.fits)
-                             return a.fits;
-                         if (!a.fits)
-                             return a.peak_memory_bytes < b.peak_memory_bytes;
-                         if (a.step_time != b.step_time)
-                             return a.step_time < b.step_time;
-                         if (a.pp != b.pp)
-                             return a.pp < b.pp;
-                         return a.peak_memory_bytes < b.peak_memory_bytes;
-                     });
+    std::stable_sort(result.candidates.begin(), result.candidates.end(), [&](const Candidate& a, const Candidate& b) {
+        if (a.fits != b.fits)
+            return a.fits;
+        if (!a.fits)
+            return a.peak_memory_bytes < b.peak_memory_bytes;
+        if (a.step_time != b.step_time)
+            return a.step_time < b.step_time;
+        if (a.pp != b.pp)
+            return a.pp < b.pp;
+        return a.peak_memory_bytes < b.peak_memory_bytes;
+    });
     result.fitting = static_cast<std::size_t>(
-        std::count_if(result.candidates.begin(), result.candidates.end(),
-                      [](const Candidate& c) { return c.fits; }));
+        std::count_if(result.candidates.begin(), result.candidates.end(), [](const Candidate& c) { return c.fits; }));
     return result;
 }
 
@@ -198,9 +197,9 @@ std::string why_slower(const Candidate& r, const Candidate& best)
                   best.step_time > 0.0 ? 100.0 * delta / best.step_time : 0.0);
     if (delta <= 0.0)
         return "ties with #1 on step time; ranked after it for " +
-               std::string(r.pp != best.pp                                 ? "more pipeline stages"
-                           : r.peak_memory_bytes != best.peak_memory_bytes ? "more memory"
-                                                                           : "coming later in the search");
+            std::string(r.pp != best.pp                                     ? "more pipeline stages"
+                            : r.peak_memory_bytes != best.peak_memory_bytes ? "more memory"
+                                                                            : "coming later in the search");
     // The step is compute on the busiest stage + the pipeline's idle + exposed all-reduce.
     const double compute = r.compute_ms - best.compute_ms;
     const double idle = (r.makespan - r.compute_ms) - (best.makespan - best.compute_ms);
@@ -210,26 +209,23 @@ std::string why_slower(const Candidate& r, const Candidate& best)
         // Without a recomputation difference each GPU has the same work (layers / pp x M with
         // M / pp fixed by the batch), so its busiest stage can only be busier by the cut.
         const std::string cause = r.recompute != best.recompute
-                                      ? "recompute " + std::string(to_string(r.recompute)) + " vs " +
-                                            std::string(to_string(best.recompute))
-                                      : std::string("a less even partition");
-        std::snprintf(why, sizeof why, "its busiest stage computes %.4g ms more (%s)", compute,
-                      cause.c_str());
+            ? "recompute " + std::string(to_string(r.recompute)) + " vs " + std::string(to_string(best.recompute))
+            : std::string("a less even partition");
+        std::snprintf(why, sizeof why, "its busiest stage computes %.4g ms more (%s)", compute, cause.c_str());
     } else if (idle >= reduce) {
-        std::snprintf(why, sizeof why, "bubble %.1f %% vs %.1f %% (%s, %d microbatches)",
-                      100.0 * r.bubble_fraction, 100.0 * best.bubble_fraction,
-                      std::string(to_string(r.schedule)).c_str(), r.microbatches);
+        std::snprintf(why, sizeof why, "bubble %.1f %% vs %.1f %% (%s, %d microbatches)", 100.0 * r.bubble_fraction,
+                      100.0 * best.bubble_fraction, std::string(to_string(r.schedule)).c_str(), r.microbatches);
     } else {
-        std::snprintf(why, sizeof why, "%.4g ms more exposed gradient all-reduce (dp %d vs %d)",
-                      reduce, r.dp, best.dp);
+        std::snprintf(why, sizeof why, "%.4g ms more exposed gradient all-reduce (dp %d vs %d)", reduce, r.dp, best.dp);
     }
     // Name what it gains too when that offsets much of the loss, or the figures look absurd
     // ("+29 ms: 390 ms more all-reduce").
     std::string text = head + std::string(why);
     const double gain = std::min({compute, idle, reduce});
     if (gain < -0.1 * delta) {
-        const char* part = gain == compute ? "busiest-stage compute" : gain == idle ? "pipeline idle"
-                                                                                    : "exposed all-reduce";
+        const char* part = gain == compute ? "busiest-stage compute"
+            : gain == idle                 ? "pipeline idle"
+                                           : "exposed all-reduce";
         char despite[96];
         std::snprintf(despite, sizeof despite, ", despite %.4g ms less %s", -gain, part);
         text += despite;

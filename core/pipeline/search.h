@@ -26,7 +26,7 @@ namespace shardscope::pipeline {
 
 struct SearchSpec {
     int gpus = 1;
-    int global_batch = 1;     // samples per step
+    int global_batch = 1; // samples per step
     int micro_batch_size = 1; // samples per microbatch
     std::int64_t gpu_memory_bytes = 0;
     double link_gbps = 0.0;
@@ -34,8 +34,8 @@ struct SearchSpec {
     int zero = 0;
     bool overlap_allreduce = false;
     std::vector<ScheduleKind> schedules; // empty: all four
-    std::vector<Recompute> recompute;    // empty: none, selective, full
-    int max_virtual_stages = 8;          // interleaved tries v = 2 .. this (pp * v <= layers)
+    std::vector<Recompute> recompute; // empty: none, selective, full
+    int max_virtual_stages = 8; // interleaved tries v = 2 .. this (pp * v <= layers)
 };
 
 struct Candidate {
@@ -48,7 +48,7 @@ struct Candidate {
     std::string partition; // as --partition takes it
     double step_time = 0.0; // ms
     double makespan = 0.0;
-    double compute_ms = 0.0;  // the busiest stage's op time
+    double compute_ms = 0.0; // the busiest stage's op time
     double bubble_fraction = 0.0;
     double exposed_allreduce_ms = 0.0;
     std::int64_t peak_memory_bytes = 0;
@@ -72,8 +72,7 @@ struct SearchResult {
 // to simulate.
 // `cancel` (the GUI's flag) is looked at before every (pipeline, schedule, chunks) combination:
 // once set, the search stops with Error(cancelled) within one combination's simulations.
-SearchResult search_plans(const Profile& profile, const SearchSpec& spec,
-                          const std::atomic<bool>* cancel = nullptr);
+SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const std::atomic<bool>* cancel = nullptr);
 
 // Why `runner_up` is slower than `best`, in a few words naming its largest loss: more compute
 // on its busiest stage (recomputation, fewer stages), more pipeline idle (bubble), or more

@@ -25,8 +25,8 @@ void check_ops(const Schedule& schedule)
     const int kinds = schedule.split_backward ? 3 : 2;
     if (static_cast<int>(schedule.stage_ops.size()) != n)
         throw Error(ProblemKind::invalid_schedule,
-                    "the schedule has op lists for " + std::to_string(schedule.stage_ops.size()) +
-                        " stages, not " + std::to_string(n));
+                    "the schedule has op lists for " + std::to_string(schedule.stage_ops.size()) + " stages, not " +
+                        std::to_string(n));
     std::vector<unsigned char> seen(static_cast<std::size_t>(kinds) * v * m);
     for (int s = 0; s < n; ++s) {
         const auto& ops = schedule.stage_ops[s];
@@ -34,21 +34,18 @@ void check_ops(const Schedule& schedule)
         if (ops.size() != seen.size())
             throw Error(ProblemKind::invalid_schedule,
                         "stage " + std::to_string(s) + " has " + std::to_string(ops.size()) +
-                            " ops; it must run each of its " + std::to_string(seen.size()) +
-                            " ops exactly once");
+                            " ops; it must run each of its " + std::to_string(seen.size()) + " ops exactly once");
         for (const Op& op : ops) {
             const int k = static_cast<int>(op.kind);
-            if (op.microbatch < 0 || op.microbatch >= m || op.chunk < 0 || op.chunk >= v ||
-                k >= kinds)
+            if (op.microbatch < 0 || op.microbatch >= m || op.chunk < 0 || op.chunk >= v || k >= kinds)
                 throw Error(ProblemKind::invalid_schedule,
-                            "stage " + std::to_string(s) + " lists " +
-                                op_text(op.kind, op.microbatch, op.chunk, 2) +
+                            "stage " + std::to_string(s) + " lists " + op_text(op.kind, op.microbatch, op.chunk, 2) +
                                 ", which is not an op of this schedule");
             unsigned char& flag = seen[(static_cast<std::size_t>(k) * v + op.chunk) * m + op.microbatch];
             if (flag)
                 throw Error(ProblemKind::invalid_schedule,
-                            "stage " + std::to_string(s) + " lists " +
-                                op_text(op.kind, op.microbatch, op.chunk, v) + " twice");
+                            "stage " + std::to_string(s) + " lists " + op_text(op.kind, op.microbatch, op.chunk, v) +
+                                " twice");
             flag = 1;
         }
     }
@@ -85,8 +82,7 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
     if (static_cast<int>(pieces.size()) != piece_count)
         throw Error(ProblemKind::invalid_schedule,
                     std::to_string(n) + " stages x " + std::to_string(v) + " virtual stages need " +
-                        std::to_string(piece_count) + " pieces of the model, got " +
-                        std::to_string(pieces.size()));
+                        std::to_string(piece_count) + " pieces of the model, got " + std::to_string(pieces.size()));
     const bool split = schedule.split_backward;
     const double latency = n > 1 ? spec.p2p_latency_ms : 0.0; // every dependency crosses stages
 
@@ -208,27 +204,21 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
         std::string waits;
         const Done& slot = done[static_cast<std::size_t>(op.microbatch) * piece_count + p];
         if (op.kind == OpKind::F)
-            waits = op_text(OpKind::F, op.microbatch, (p - 1) / n, v) + " on stage " +
-                    std::to_string((p - 1) % n);
+            waits = op_text(OpKind::F, op.microbatch, (p - 1) / n, v) + " on stage " + std::to_string((p - 1) % n);
         else if (op.kind == OpKind::B && slot.f < 0.0)
-            waits = "its own " + op_text(OpKind::F, op.microbatch, op.chunk, v) +
-                    ", which comes later in its list";
+            waits = "its own " + op_text(OpKind::F, op.microbatch, op.chunk, v) + ", which comes later in its list";
         else if (op.kind == OpKind::B)
-            waits = op_text(OpKind::B, op.microbatch, (p + 1) / n, v) + " on stage " +
-                    std::to_string((p + 1) % n);
+            waits = op_text(OpKind::B, op.microbatch, (p + 1) / n, v) + " on stage " + std::to_string((p + 1) % n);
         else
-            waits = "its own " + op_text(OpKind::B, op.microbatch, op.chunk, v) +
-                    ", which comes later in its list";
-        stuck += (stuck.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) +
-                 " is stuck at " + op_text(op.kind, op.microbatch, op.chunk, v) +
-                 ", waiting for " + waits;
+            waits = "its own " + op_text(OpKind::B, op.microbatch, op.chunk, v) + ", which comes later in its list";
+        stuck += (stuck.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) + " is stuck at " +
+            op_text(op.kind, op.microbatch, op.chunk, v) + ", waiting for " + waits;
     }
     if (stuck_count > 0)
-        throw Error(ProblemKind::deadlock,
-                    "the " + std::string(to_string(spec.kind)) + " op order deadlocks: " + stuck +
-                        (stuck_count > 3 ? " (and " + std::to_string(stuck_count - 3) +
-                                               " more stages)"
-                                         : std::string()));
+        throw Error(
+            ProblemKind::deadlock,
+            "the " + std::string(to_string(spec.kind)) + " op order deadlocks: " + stuck +
+                (stuck_count > 3 ? " (and " + std::to_string(stuck_count - 3) + " more stages)" : std::string()));
 
     timeline.makespan = 0.0;
     for (const StageState& st : state)
@@ -247,8 +237,7 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
         stats.bubble_fraction = timeline.makespan > 0.0 ? stats.idle / timeline.makespan : 0.0;
         idle_total += stats.idle;
     }
-    timeline.bubble_fraction =
-        timeline.makespan > 0.0 ? idle_total / (n * timeline.makespan) : 0.0;
+    timeline.bubble_fraction = timeline.makespan > 0.0 ? idle_total / (n * timeline.makespan) : 0.0;
     timeline.closed_form_bubble = closed_form_bubble(spec);
     timeline.megatron_bubble = megatron_bubble(spec);
 }
@@ -301,9 +290,8 @@ Plan make_plan(const Profile& profile, const Schedule& schedule, const std::vect
     const int pieces = schedule.spec.stages * schedule.spec.virtual_stages;
     if (static_cast<int>(boundaries.size()) + 1 != pieces)
         throw Error(ProblemKind::invalid_schedule,
-                    std::to_string(schedule.spec.stages) + " stages x " +
-                        std::to_string(schedule.spec.virtual_stages) + " virtual stages need " +
-                        std::to_string(pieces - 1) + " boundaries, got " +
+                    std::to_string(schedule.spec.stages) + " stages x " + std::to_string(schedule.spec.virtual_stages) +
+                        " virtual stages need " + std::to_string(pieces - 1) + " boundaries, got " +
                         std::to_string(boundaries.size()));
     Plan plan;
     plan.boundaries = boundaries;

@@ -36,9 +36,9 @@ struct TimedOp {
 struct StageStats {
     int stage = 0;
     int first_layer = 0; // inclusive; with v > 1 chunks: first layer of chunk 0
-    int last_layer = 0;  // inclusive; with v > 1 chunks: last layer of the last chunk
-    double busy = 0.0;   // ms spent running ops
-    double idle = 0.0;   // makespan - busy
+    int last_layer = 0; // inclusive; with v > 1 chunks: last layer of the last chunk
+    double busy = 0.0; // ms spent running ops
+    double idle = 0.0; // makespan - busy
     double bubble_fraction = 0.0; // idle / makespan
     // Most (microbatch, chunk) activation sets held at once: counted from the F until the last
     // backward op of that microbatch on that chunk (B, or W where the backward is split).
@@ -54,11 +54,11 @@ struct Timeline {
     // stage s's ops are ops[stage_begin[s] .. stage_begin[s + 1]).
     std::vector<TimedOp> ops;
     std::vector<std::size_t> stage_begin; // N + 1 offsets
-    double makespan = 0.0;                // end of the last op (ms)
-    double bubble_fraction = 0.0;         // total idle / (N * makespan)
-    double closed_form_bubble = 0.0;      // closed_form_bubble(spec) for comparison
-    double megatron_bubble = 0.0;         // megatron_bubble(spec)
-    std::vector<StageStats> stage_stats;  // one per stage
+    double makespan = 0.0; // end of the last op (ms)
+    double bubble_fraction = 0.0; // total idle / (N * makespan)
+    double closed_form_bubble = 0.0; // closed_form_bubble(spec) for comparison
+    double megatron_bubble = 0.0; // megatron_bubble(spec)
+    std::vector<StageStats> stage_stats; // one per stage
 };
 
 // What a stage holds, counted in its op order: up at F by the piece's activation bytes, down at
@@ -84,7 +84,10 @@ struct HeldActivations {
     }
 };
 // The op that frees a microbatch's activations under `schedule`: W when it splits the backward.
-inline OpKind releasing_op(const Schedule& schedule) { return schedule.split_backward ? OpKind::W : OpKind::B; }
+inline OpKind releasing_op(const Schedule& schedule)
+{
+    return schedule.split_backward ? OpKind::W : OpKind::B;
+}
 
 // How many (microbatch, chunk) activation sets each stage holds at most (HeldActivations over
 // its op list): the count the simulator reports as peak_activations, without simulating.
@@ -112,9 +115,9 @@ double megatron_bubble(const ScheduleSpec& spec);
 
 // Everything the planner view draws for one partition.
 struct Plan {
-    std::vector<int> boundaries;     // N * v - 1
-    std::vector<PieceCost> pieces;   // N * v, by piece
-    std::vector<StageCost> stages;   // N
+    std::vector<int> boundaries; // N * v - 1
+    std::vector<PieceCost> pieces; // N * v, by piece
+    std::vector<StageCost> stages; // N
     Timeline timeline;
 };
 

@@ -38,8 +38,7 @@ double layer_held_bytes(const Profile& profile, const Layer& layer, Recompute mo
 
 namespace {
 
-std::vector<StageMemory> stage_memory(const Profile& profile, const Plan& plan,
-                                      const TrainingOptions& options)
+std::vector<StageMemory> stage_memory(const Profile& profile, const Plan& plan, const TrainingOptions& options)
 {
     const int n = plan.timeline.spec.stages;
     std::vector<StageMemory> memory(static_cast<std::size_t>(n));
@@ -49,22 +48,21 @@ std::vector<StageMemory> stage_memory(const Profile& profile, const Plan& plan,
     for (const PieceCost& piece : plan.pieces)
         for (int l = piece.first_layer; l <= piece.last_layer; ++l) {
             const Layer& layer = profile.layers[static_cast<std::size_t>(l)];
-            const double extra = static_cast<double>(layer.activation_bytes) -
-                                 layer_held_bytes(profile, layer, options.recompute);
+            const double extra =
+                static_cast<double>(layer.activation_bytes) - layer_held_bytes(profile, layer, options.recompute);
             working[piece.stage] = std::max(working[piece.stage], std::int64_t(std::max(0.0, extra)));
         }
     for (const StageCost& stage : plan.stages) {
         // 16 bytes a parameter: far from overflowing int64 for any model that exists.
         if (stage.params > std::numeric_limits<std::int64_t>::max() / 32)
             throw Error(ProblemKind::invalid_profile,
-                        "stage " + std::to_string(stage.stage) + " holds " +
-                            std::to_string(stage.params) + " parameters, too many to count bytes");
+                        "stage " + std::to_string(stage.stage) + " holds " + std::to_string(stage.params) +
+                            " parameters, too many to count bytes");
         StageMemory& m = memory[stage.stage];
         m.weights = held(stage.params, 2, options.zero >= 3, options.dp);
         m.gradients = held(stage.params, 2, options.zero >= 2, options.dp);
         m.optimizer = held(stage.params, 12, options.zero >= 1, options.dp);
-        m.activations = plan.timeline.stage_stats[stage.stage].peak_activation_bytes +
-                        working[stage.stage];
+        m.activations = plan.timeline.stage_stats[stage.stage].peak_activation_bytes + working[stage.stage];
         m.total = m.weights + m.gradients + m.optimizer + m.activations;
         m.fits = !options.gpu_memory_bytes || m.total <= *options.gpu_memory_bytes;
     }
@@ -154,8 +152,7 @@ ParamBytes bytes_per_param(int zero, int dp)
 
 std::int64_t param_state_bytes(std::int64_t params, int zero, int dp)
 {
-    return held(params, 2, zero >= 3, dp) + held(params, 2, zero >= 2, dp) +
-           held(params, 12, zero >= 1, dp);
+    return held(params, 2, zero >= 3, dp) + held(params, 2, zero >= 2, dp) + held(params, 12, zero >= 1, dp);
 }
 
 Profile with_recompute(const Profile& profile, Recompute mode)
@@ -166,9 +163,8 @@ Profile with_recompute(const Profile& profile, Recompute mode)
     for (std::size_t i = 0; i < out.layers.size(); ++i) {
         const Layer& original = profile.layers[i];
         Layer& layer = out.layers[i];
-        const double extra = mode == Recompute::full
-                                 ? original.fwd_ms
-                                 : layer_selective_recompute_ms(profile, original);
+        const double extra =
+            mode == Recompute::full ? original.fwd_ms : layer_selective_recompute_ms(profile, original);
         layer.activation_bytes = static_cast<std::int64_t>(layer_held_bytes(profile, original, mode));
         // Recomputation precedes the input gradient, so it lengthens B; W is unchanged.
         layer.bwd_ms += extra;
@@ -196,16 +192,16 @@ double ring_allreduce_ms(std::int64_t bytes, int dp, double link_gbps)
     return 2.0 * (dp - 1) / dp * transfer_ms(bytes, link_gbps);
 }
 
-StepPlan make_step_plan(const Profile& profile, const Schedule& schedule,
-                        const std::vector<int>& boundaries, const TrainingOptions& options)
+StepPlan make_step_plan(const Profile& profile, const Schedule& schedule, const std::vector<int>& boundaries,
+                        const TrainingOptions& options)
 {
     check_options(options);
     const Profile adjusted = with_recompute(profile, options.recompute);
     const int pieces = schedule.spec.stages * schedule.spec.virtual_stages;
     if (static_cast<int>(boundaries.size()) + 1 != pieces)
         throw Error(ProblemKind::invalid_schedule,
-                    std::to_string(pieces) + " pieces need " + std::to_string(pieces - 1) +
-                        " boundaries, got " + std::to_string(boundaries.size()));
+                    std::to_string(pieces) + " pieces need " + std::to_string(pieces - 1) + " boundaries, got " +
+                        std::to_string(boundaries.size()));
     StepPlan step;
     step.options = options;
     step.plan.boundaries = boundaries;
@@ -219,15 +215,14 @@ StepPlan make_step_plan(const Profile& profile, const Schedule& schedule,
     return step;
 }
 
-StepPlan make_step_plan(const Profile& profile, const ScheduleSpec& spec,
-                        const PartitionSpec& partition_spec, const TrainingOptions& options)
+StepPlan make_step_plan(const Profile& profile, const ScheduleSpec& spec, const PartitionSpec& partition_spec,
+                        const TrainingOptions& options)
 {
     check_options(options);
     const Schedule schedule = build_schedule(spec);
     const int pieces = spec.stages * spec.virtual_stages;
     // Cut the model by the costs it will really run with (recomputation lengthens backwards).
-    const std::vector<int> boundaries =
-        partition(with_recompute(profile, options.recompute), pieces, partition_spec);
+    const std::vector<int> boundaries = partition(with_recompute(profile, options.recompute), pieces, partition_spec);
     return make_step_plan(profile, schedule, boundaries, options);
 }
 

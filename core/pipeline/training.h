@@ -50,7 +50,7 @@ std::string_view to_string(Recompute mode);
 std::optional<Recompute> parse_recompute(std::string_view text);
 
 struct TrainingOptions {
-    int dp = 1;   // data-parallel degree D >= 1
+    int dp = 1; // data-parallel degree D >= 1
     int zero = 0; // ZeRO stage 0..3
     Recompute recompute = Recompute::none;
     double link_gbps = 0.0; // 0: links infinitely fast (sends cost the latency, all-reduce free)
@@ -96,7 +96,7 @@ struct StageMemory {
 struct AllReduce {
     int stage = 0;
     std::int64_t bytes = 0; // the stage's 16-bit gradients
-    double start = 0.0;     // ms
+    double start = 0.0; // ms
     double end = 0.0;
 };
 
@@ -106,11 +106,11 @@ struct Transfer {
     int from_stage = 0;
     int to_stage = 0;
     int microbatch = 0;
-    int chunk = 0;        // the sending op's chunk
+    int chunk = 0; // the sending op's chunk
     OpKind after = OpKind::F;
     std::int64_t bytes = 0;
     double start = 0.0; // the sending op's end
-    double end = 0.0;   // when the receiver may start: + bytes / bandwidth + latency
+    double end = 0.0; // when the receiver may start: + bytes / bandwidth + latency
 };
 
 struct StepPlan {
@@ -120,17 +120,17 @@ struct StepPlan {
     std::int64_t peak_memory_bytes = 0;
     bool fits = true;
     std::vector<AllReduce> allreduce; // per stage; empty when dp == 1
-    double allreduce_ms = 0.0;         // the longest stage's all-reduce
+    double allreduce_ms = 0.0; // the longest stage's all-reduce
     double exposed_allreduce_ms = 0.0; // step_time - makespan
-    double step_time = 0.0;            // ms
+    double step_time = 0.0; // ms
 };
 
 // partition (on the recompute-adjusted profile) + build_schedule + simulate + the above.
-StepPlan make_step_plan(const Profile& profile, const ScheduleSpec& spec,
-                        const PartitionSpec& partition_spec, const TrainingOptions& options);
+StepPlan make_step_plan(const Profile& profile, const ScheduleSpec& spec, const PartitionSpec& partition_spec,
+                        const TrainingOptions& options);
 // Same with a built schedule and given boundaries (the planner's inner loop).
-StepPlan make_step_plan(const Profile& profile, const Schedule& schedule,
-                        const std::vector<int>& boundaries, const TrainingOptions& options);
+StepPlan make_step_plan(const Profile& profile, const Schedule& schedule, const std::vector<int>& boundaries,
+                        const TrainingOptions& options);
 
 // Every send of the step, in op order; empty with one stage.
 std::vector<Transfer> transfers(const StepPlan& step);

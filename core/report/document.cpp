@@ -11,11 +11,9 @@
 #include <cstdio>
 #include <optional>
 
-namespace shardscope
-{
+namespace shardscope {
 
-namespace
-{
+namespace {
 
 std::string fixed(double value, int decimals)
 {
@@ -39,17 +37,14 @@ std::string words(std::string_view id)
 ReportTable checkpoint_table(const VerifyReport& report)
 {
     ReportTable table{.header = {"Property", "Value"}, .right = {false, false}};
-    auto add = [&](std::string key, std::string value) {
-        table.rows.push_back({{std::move(key), std::move(value)}});
-    };
+    auto add = [&](std::string key, std::string value) { table.rows.push_back({{std::move(key), std::move(value)}}); };
     add("Directory", report.dir.string());
     add("Format", report.format);
     if (const auto& m = report.manifest) {
         add("World size", std::to_string(m->world_size));
         add("Step", std::to_string(m->step));
         add("Wall clock", fixed(m->wall_clock_seconds, 0) + " s");
-        add("Total bytes",
-            human_bytes(m->total_bytes()) + " (" + std::to_string(m->total_bytes()) + " bytes)");
+        add("Total bytes", human_bytes(m->total_bytes()) + " (" + std::to_string(m->total_bytes()) + " bytes)");
         add("Parameter dtype", std::string(to_string(m->param_dtype)));
         add("Parameters", std::to_string(m->param_numel_total));
         add("Model tensors", m->tensors.empty() ? "not listed" : std::to_string(m->tensors.size()));
@@ -114,28 +109,23 @@ ReportTable shard_table(const VerifyReport& report)
                           .right = {true, false, true, false, false}};
         for (const ShardCheck& check : report.shards)
             table.rows.push_back(
-                {{check.rank >= 0 ? std::to_string(check.rank) : "-", check.path,
-                  std::to_string(check.actual_bytes),
-                  (check.status == ShardStatus::ok ? "✓ " : "✗ ") + words(to_string(check.status)),
-                  check.detail}});
+                {{check.rank >= 0 ? std::to_string(check.rank) : "-", check.path, std::to_string(check.actual_bytes),
+                  (check.status == ShardStatus::ok ? "✓ " : "✗ ") + words(to_string(check.status)), check.detail}});
         return table;
     }
-    ReportTable table{
-        .header = {"Rank", "File", "Bytes", "Param offset", "Elements", "SHA-256", "Status"},
-        .right = {true, false, true, true, true, false, false}};
+    ReportTable table{.header = {"Rank", "File", "Bytes", "Param offset", "Elements", "SHA-256", "Status"},
+                      .right = {true, false, true, true, true, false, false}};
     for (std::size_t i = 0; i < report.shards.size(); ++i) {
         const ShardCheck& check = report.shards[i];
-        const ShardRecord* record = report.manifest && i < report.manifest->shards.size()
-                                        ? &report.manifest->shards[i]
-                                        : nullptr;
-        const std::string mark = check.status == ShardStatus::ok        ? "✓ "
-                                 : check.status == ShardStatus::pending ? "… "
-                                                                        : "✗ ";
-        table.rows.push_back(
-            {{std::to_string(check.rank), check.path, std::to_string(check.expected_bytes),
-              record ? std::to_string(record->param_shard_offset) : "",
-              record ? std::to_string(record->param_shard_numel) : "",
-              record ? record->sha256 : "", mark + words(to_string(check.status))}});
+        const ShardRecord* record =
+            report.manifest && i < report.manifest->shards.size() ? &report.manifest->shards[i] : nullptr;
+        const std::string mark = check.status == ShardStatus::ok ? "✓ "
+            : check.status == ShardStatus::pending               ? "… "
+                                                                 : "✗ ";
+        table.rows.push_back({{std::to_string(check.rank), check.path, std::to_string(check.expected_bytes),
+                               record ? std::to_string(record->param_shard_offset) : "",
+                               record ? std::to_string(record->param_shard_numel) : "", record ? record->sha256 : "",
+                               mark + words(to_string(check.status))}});
     }
     table.own_line_column = 5; // the full digest: a person compares it with sha256sum's output
     return table;
@@ -143,15 +133,13 @@ ReportTable shard_table(const VerifyReport& report)
 
 ReportTable stage_table(const pipeline::Plan& plan)
 {
-    ReportTable table{.header = {"Stage", "Layers", "Busy (ms)", "Idle (ms)", "Bubble",
-                                 "Peak activations", "Peak activation memory"},
-                      .right = {true, false, true, true, true, true, true}};
+    ReportTable table{
+        .header = {"Stage", "Layers", "Busy (ms)", "Idle (ms)", "Bubble", "Peak activations", "Peak activation memory"},
+        .right = {true, false, true, true, true, true, true}};
     for (const auto& s : plan.timeline.stage_stats)
-        table.rows.push_back(
-            {{std::to_string(s.stage),
-              pipeline::stage_layers(plan, s.stage), fixed(s.busy, 3),
-              fixed(s.idle, 3), percent(s.bubble_fraction), std::to_string(s.peak_activations),
-              human_bytes(uint64_t(std::max<std::int64_t>(0, s.peak_activation_bytes)))}});
+        table.rows.push_back({{std::to_string(s.stage), pipeline::stage_layers(plan, s.stage), fixed(s.busy, 3),
+                               fixed(s.idle, 3), percent(s.bubble_fraction), std::to_string(s.peak_activations),
+                               human_bytes(uint64_t(std::max<std::int64_t>(0, s.peak_activation_bytes)))}});
     return table;
 }
 
@@ -162,17 +150,14 @@ ReportTable pipeline_settings(const PipelineSection& section)
     for (int b : section.plan.boundaries)
         boundaries += (boundaries.empty() ? "" : ",") + std::to_string(b);
     ReportTable table{.header = {"Setting", "Value"}, .right = {false, false}};
-    auto add = [&](std::string k, std::string v) {
-        table.rows.push_back({{std::move(k), std::move(v)}});
-    };
+    auto add = [&](std::string k, std::string v) { table.rows.push_back({{std::move(k), std::move(v)}}); };
     add("Profile", section.profile_name);
     add("Schedule", std::string(pipeline::to_string(spec.kind)));
     add("Stages", std::to_string(spec.stages));
     add("Microbatches", std::to_string(spec.microbatches));
     if (spec.virtual_stages > 1)
         add("Chunks per stage (v)", std::to_string(spec.virtual_stages));
-    add("Partition",
-        section.partition + (boundaries.empty() ? "" : " (boundaries " + boundaries + ")"));
+    add("Partition", section.partition + (boundaries.empty() ? "" : " (boundaries " + boundaries + ")"));
     add("Makespan", fixed(section.plan.timeline.makespan, 3) + " ms");
     add("Bubble (measured)", percent(section.plan.timeline.bubble_fraction));
     add("Bubble (closed form, uniform stages)", percent(section.plan.timeline.closed_form_bubble));
@@ -182,22 +167,17 @@ ReportTable pipeline_settings(const PipelineSection& section)
 ReportTable reshard_totals(const ReshardPlan& plan)
 {
     ReportTable table{.header = {"Reshard", "Value"}, .right = {false, false}};
-    auto add = [&](std::string k, std::string v) {
-        table.rows.push_back({{std::move(k), std::move(v)}});
-    };
+    auto add = [&](std::string k, std::string v) { table.rows.push_back({{std::move(k), std::move(v)}}); };
     auto share = [&](uint64_t bytes) {
-        return plan.bytes_written ? " (" + percent(double(bytes) / double(plan.bytes_written)) + ")"
-                                  : std::string();
+        return plan.bytes_written ? " (" + percent(double(bytes) / double(plan.bytes_written)) + ")" : std::string();
     };
-    add("World size",
-        std::to_string(plan.source_world_size) + " → " + std::to_string(plan.target_world_size));
-    add("Parameters", std::to_string(plan.numel_total) + " (" + std::string(to_string(plan.dtype)) +
-                          ", " + std::to_string(plan.bytes_per_element) +
-                          " bytes per element with optimizer state)");
+    add("World size", std::to_string(plan.source_world_size) + " → " + std::to_string(plan.target_world_size));
+    add("Parameters",
+        std::to_string(plan.numel_total) + " (" + std::string(to_string(plan.dtype)) + ", " +
+            std::to_string(plan.bytes_per_element) + " bytes per element with optimizer state)");
     add("Bytes read", human_bytes(plan.bytes_read));
     add("Bytes written", human_bytes(plan.bytes_written));
-    add("Staying on the same rank index",
-        human_bytes(plan.bytes_staying) + share(plan.bytes_staying));
+    add("Staying on the same rank index", human_bytes(plan.bytes_staying) + share(plan.bytes_staying));
     add("Moving to another rank", human_bytes(plan.bytes_moving) + share(plan.bytes_moving));
     return table;
 }
@@ -212,16 +192,14 @@ ReportTable reshard_targets(const ReshardPlan& plan)
         const TargetPlan& t = plan.targets[i];
         std::string sources;
         for (std::size_t r = 0; r < t.runs.size() && r < 6; ++r)
-            sources += (r ? ", " : "") + std::string("rank ") +
-                       std::to_string(t.runs[r].source_rank) + ": " +
-                       human_bytes(t.runs[r].numel * plan.bytes_per_element);
+            sources += (r ? ", " : "") + std::string("rank ") + std::to_string(t.runs[r].source_rank) + ": " +
+                human_bytes(t.runs[r].numel * plan.bytes_per_element);
         if (t.runs.size() > 6)
             sources += " and " + std::to_string(t.runs.size() - 6) + " more";
         table.rows.push_back(
-            {{std::to_string(t.rank),
-              "[" + std::to_string(t.offset) + ", " + std::to_string(t.offset + t.numel) + ")",
-              human_bytes(t.bytes), sources.empty() ? "nothing (empty shard)" : sources,
-              human_bytes(t.bytes_staying), human_bytes(t.bytes - t.bytes_staying)}});
+            {{std::to_string(t.rank), "[" + std::to_string(t.offset) + ", " + std::to_string(t.offset + t.numel) + ")",
+              human_bytes(t.bytes), sources.empty() ? "nothing (empty shard)" : sources, human_bytes(t.bytes_staying),
+              human_bytes(t.bytes - t.bytes_staying)}});
     }
     return table;
 }
@@ -230,9 +208,8 @@ std::string reshard_more(const ReshardPlan& plan)
 {
     if (plan.targets.size() <= report::kRowsShown)
         return {};
-    return "The first " + std::to_string(report::kRowsShown) + " of " +
-           std::to_string(plan.targets.size()) +
-           " new ranks are shown; the JSON report lists all of them.";
+    return "The first " + std::to_string(report::kRowsShown) + " of " + std::to_string(plan.targets.size()) +
+        " new ranks are shown; the JSON report lists all of them.";
 }
 
 ReportBlock checkpoint_verdict(const VerifyReport& report)
@@ -242,7 +219,7 @@ ReportBlock checkpoint_verdict(const VerifyReport& report)
         return {.kind = ReportBlock::Kind::verdict, .text = failure.title, .detail = failure.meaning, .good = false};
     return {.kind = ReportBlock::Kind::verdict,
             .text = "All " + std::to_string(report.shards.size()) +
-                    " shards verified: the checkpoint is complete and consistent.",
+                " shards verified: the checkpoint is complete and consistent.",
             .detail = report.foreign ? "Every file the checkpoint's own metadata names is present and readable; the "
                                        "format records no digests to check the bytes against."
                                      : "Every shard has the size and SHA-256 the manifest records: it is safe to "
@@ -278,16 +255,12 @@ std::vector<ReportBlock> report_document(const ReportInput& input)
 {
     std::vector<ReportBlock> doc;
     auto heading = [&](int level, std::string text) {
-        doc.push_back(
-            {.kind = ReportBlock::Kind::heading, .level = level, .text = std::move(text)});
+        doc.push_back({.kind = ReportBlock::Kind::heading, .level = level, .text = std::move(text)});
     };
-    auto table = [&](ReportTable t) {
-        doc.push_back({.kind = ReportBlock::Kind::table, .table = std::move(t)});
-    };
+    auto table = [&](ReportTable t) { doc.push_back({.kind = ReportBlock::Kind::table, .table = std::move(t)}); };
     auto image = [&](const std::string& source, std::string alt) {
         if (!source.empty())
-            doc.push_back(
-                {.kind = ReportBlock::Kind::image, .text = std::move(alt), .source = source});
+            doc.push_back({.kind = ReportBlock::Kind::image, .text = std::move(alt), .source = source});
     };
     heading(1, input.title);
     // The verdicts first: a reader deciding whether to resume stops here.
@@ -325,8 +298,9 @@ std::vector<ReportBlock> report_document(const ReportInput& input)
     if (input.diff)
         report::diff_section(*input.diff, doc);
     if (input.reshard) {
-        heading(2, "Reshard preview: " + std::to_string(input.reshard->source_world_size) + " → " +
-                       std::to_string(input.reshard->target_world_size) + " ranks");
+        heading(2,
+                "Reshard preview: " + std::to_string(input.reshard->source_world_size) + " → " +
+                    std::to_string(input.reshard->target_world_size) + " ranks");
         table(reshard_totals(*input.reshard));
         image(input.reshard_image, "reshard preview");
         table(reshard_targets(*input.reshard));

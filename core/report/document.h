@@ -9,8 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace shardscope
-{
+namespace shardscope {
 
 struct ReportTable {
     struct Row {
@@ -27,13 +26,13 @@ struct ReportTable {
 struct ReportBlock {
     enum class Kind { heading, note, verdict, table, problems, image };
     Kind kind = Kind::note;
-    int level = 1;      // heading: 1 (title), 2 (section), 3 (subsection)
-    std::string text;   // heading, note, verdict title, image alt text
+    int level = 1; // heading: 1 (title), 2 (section), 3 (subsection)
+    std::string text; // heading, note, verdict title, image alt text
     std::string detail; // verdict: what it means for resuming
-    bool good = true;   // verdict: no failure
+    bool good = true; // verdict: no failure
     ReportTable table;
     std::vector<std::pair<std::string, std::string>> items; // problems: kind, message
-    std::string source;                                     // image: file name or data: URI
+    std::string source; // image: file name or data: URI
 };
 
 // The verdict comes first: what is wrong and what it means for resuming, before any detail.

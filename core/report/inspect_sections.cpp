@@ -43,15 +43,16 @@ ReportBlock content_verdict(const ContentReport& content)
     if (content.ok())
         return {.kind = ReportBlock::Kind::verdict,
                 .text = "All " + std::to_string(content.tensors.size()) + " tensors are finite" +
-                        (content.format == "shardscope"
-                             ? ", no second moment is negative and every parameter is its rounded master"
-                             : ""),
+                    (content.format == "shardscope"
+                         ? ", no second moment is negative and every parameter is its rounded master"
+                         : ""),
                 .good = true};
     return {.kind = ReportBlock::Kind::verdict,
-            .text = content.cancelled ? std::string("Reading the tensors was cancelled") : content.problems.front().message,
+            .text =
+                content.cancelled ? std::string("Reading the tensors was cancelled") : content.problems.front().message,
             .detail = nonfinite > 0 ? std::to_string(nonfinite) + " of " + std::to_string(content.tensors.size()) +
-                                          " tensors hold NaN or Inf: the run had diverged when this step was saved. "
-                                          "Resume from an earlier step."
+                    " tensors hold NaN or Inf: the run had diverged when this step was saved. "
+                    "Resume from an earlier step."
                                     : "The saved state is inconsistent (see the problems below): resume from an "
                                       "earlier step.",
             .good = false};
@@ -107,7 +108,7 @@ void diff_section(const DiffReport& diff, std::vector<ReportBlock>& doc)
     for (const TensorDiff& t : diff.tensors)
         same += t.status == DiffStatus::identical;
     const std::string compared = "Compared with " + diff.path_b.string() + " (" + diff.b.format + ")" +
-                                 (diff.options.bitwise() ? ", bitwise" : ", within tolerance");
+        (diff.options.bitwise() ? ", bitwise" : ", within tolerance");
     doc.push_back({.kind = ReportBlock::Kind::heading, .level = 2, .text = "Comparison"});
     doc.push_back({.kind = ReportBlock::Kind::note, .text = compared});
     if (diff.identical())
@@ -116,8 +117,8 @@ void diff_section(const DiffReport& diff, std::vector<ReportBlock>& doc)
                        .good = true});
     else
         doc.push_back({.kind = ReportBlock::Kind::verdict,
-                       .text = std::to_string(diff.tensors.size() - same) + " of " + std::to_string(diff.tensors.size()) +
-                               " tensors differ",
+                       .text = std::to_string(diff.tensors.size() - same) + " of " +
+                           std::to_string(diff.tensors.size()) + " tensors differ",
                        .detail = diff.cancelled ? "The comparison was cancelled: not every tensor was compared."
                                                 : "The tensors below differ (bitwise unless a tolerance is given); "
                                                   "relative change is ||a-b|| / ||a||.",

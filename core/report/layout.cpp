@@ -7,8 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
-namespace shardscope
-{
+namespace shardscope {
 
 std::vector<std::string> break_pieces(std::string_view text)
 {
@@ -32,11 +31,10 @@ std::vector<std::string> break_pieces(std::string_view text)
     return pieces;
 }
 
-namespace
-{
+namespace {
 
 struct ColumnNeeds {
-    double min = 0;     // the longest piece
+    double min = 0; // the longest piece
     double natural = 0; // the longest cell on one line
 };
 
@@ -61,8 +59,8 @@ std::vector<ColumnNeeds> column_needs(const ReportTable& table, bool own_line, c
 
 // Widths filling `available`: the natural widths when they fit, else the minimum widths plus the
 // rest shared by how much each column would still like.
-std::vector<double> distribute(const std::vector<ColumnNeeds>& needs, double available, double scale,
-                               double padding, bool own_line, int own_line_column)
+std::vector<double> distribute(const std::vector<ColumnNeeds>& needs, double available, double scale, double padding,
+                               bool own_line, int own_line_column)
 {
     std::vector<double> min(needs.size()), natural(needs.size());
     for (std::size_t c = 0; c < needs.size(); ++c) {
@@ -176,7 +174,8 @@ std::vector<std::string> wrap_text(std::string_view text, double width, bool bre
         while (break_words && measure(line) > width) {
             std::size_t cut = 0;
             for (std::size_t at = 0; at < line.size();) {
-                const std::size_t next = at + std::max<std::size_t>(1, utf8_sequence_length(std::string_view(line).substr(at)));
+                const std::size_t next =
+                    at + std::max<std::size_t>(1, utf8_sequence_length(std::string_view(line).substr(at)));
                 if (cut > 0 && measure(std::string_view(line).substr(0, next)) > width)
                     break;
                 cut = next;

@@ -11,17 +11,16 @@
 #include <string_view>
 #include <vector>
 
-namespace shardscope
-{
+namespace shardscope {
 
 // The width of `text` at the body type size; `mono`: in the monospace face.
 using TextMeasure = std::function<double(std::string_view text, bool mono)>;
 
 struct TableFit {
-    double scale = 1.0;         // type size relative to the body's (1.0, 0.9, 0.8)
-    bool landscape = false;     // the table needs a landscape page
-    bool own_line = false;      // the table's own_line_column is drawn on a line of its own
-    bool breaks_words = false;  // nothing fitted, not even landscape at the smallest type
+    double scale = 1.0; // type size relative to the body's (1.0, 0.9, 0.8)
+    bool landscape = false; // the table needs a landscape page
+    bool own_line = false; // the table's own_line_column is drawn on a line of its own
+    bool breaks_words = false; // nothing fitted, not even landscape at the smallest type
     std::vector<double> widths; // per column, padding included; 0 for a column on its own line
 };
 

@@ -7,11 +7,9 @@
 
 #include <sstream>
 
-namespace shardscope
-{
+namespace shardscope {
 
-namespace
-{
+namespace {
 
 std::string html_escape(std::string_view text)
 {
@@ -19,20 +17,11 @@ std::string html_escape(std::string_view text)
     out.reserve(text.size());
     for (char c : text) {
         switch (c) {
-        case '&':
-            out += "&amp;";
-            break;
-        case '<':
-            out += "&lt;";
-            break;
-        case '>':
-            out += "&gt;";
-            break;
-        case '"':
-            out += "&quot;";
-            break;
-        default:
-            out += c;
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        default: out += c;
         }
     }
     return out;
@@ -94,8 +83,8 @@ void html_table(std::ostringstream& out, const ReportTable& table)
             if (int(c) == table.own_line_column)
                 out << "<td><code>" << html_escape(cell) << "</code></td>";
             else
-                out << "<td" << (table.right[c] ? " align=\"right\"" : "") << style << '>'
-                    << html_escape(cell) << "</td>";
+                out << "<td" << (table.right[c] ? " align=\"right\"" : "") << style << '>' << html_escape(cell)
+                    << "</td>";
         }
         out << "</tr>\n";
     }
@@ -110,28 +99,21 @@ std::string report_markdown(const ReportInput& input)
     for (const ReportBlock& block : report_document(input)) {
         switch (block.kind) {
         case ReportBlock::Kind::heading:
-            out << std::string(static_cast<std::size_t>(block.level), '#') << ' ' << block.text
-                << "\n\n";
+            out << std::string(static_cast<std::size_t>(block.level), '#') << ' ' << block.text << "\n\n";
             break;
-        case ReportBlock::Kind::note:
-            out << '_' << block.text << "_\n\n";
-            break;
+        case ReportBlock::Kind::note: out << '_' << block.text << "_\n\n"; break;
         case ReportBlock::Kind::verdict:
             out << "**" << (block.good ? "✓ " : "✗ ") << block.text << "**\n\n";
             if (!block.detail.empty())
                 out << block.detail << "\n\n";
             break;
-        case ReportBlock::Kind::table:
-            markdown_table(out, block.table);
-            break;
+        case ReportBlock::Kind::table: markdown_table(out, block.table); break;
         case ReportBlock::Kind::problems:
             for (const auto& [kind, message] : block.items)
                 out << "- `" << kind << "` " << md_cell(message) << '\n';
             out << '\n';
             break;
-        case ReportBlock::Kind::image:
-            out << "![" << block.text << "](" << block.source << ")\n\n";
-            break;
+        case ReportBlock::Kind::image: out << "![" << block.text << "](" << block.source << ")\n\n"; break;
         }
     }
     return out.str();
@@ -140,8 +122,7 @@ std::string report_markdown(const ReportInput& input)
 std::string report_html(const ReportInput& input)
 {
     std::ostringstream out;
-    out << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
-        << html_escape(input.title)
+    out << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" << html_escape(input.title)
         << "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#1f2328}"
            "table{border-collapse:collapse;margin:8px 0 16px "
            "0}th{background:#eef1f4;text-align:left}"
@@ -153,34 +134,27 @@ std::string report_html(const ReportInput& input)
     for (const ReportBlock& block : report_document(input)) {
         switch (block.kind) {
         case ReportBlock::Kind::heading:
-            out << "<h" << block.level << '>' << html_escape(block.text) << "</h" << block.level
-                << ">\n";
+            out << "<h" << block.level << '>' << html_escape(block.text) << "</h" << block.level << ">\n";
             break;
-        case ReportBlock::Kind::note:
-            out << "<p><i>" << html_escape(block.text) << "</i></p>\n";
-            break;
+        case ReportBlock::Kind::note: out << "<p><i>" << html_escape(block.text) << "</i></p>\n"; break;
         case ReportBlock::Kind::verdict:
             out << "<table class=\"" << (block.good ? "good" : "bad")
-                << "\" width=\"100%\" cellpadding=\"8\" bgcolor=\""
-                << (block.good ? "#e6f4ea" : "#fde7e9") << "\"><tr><td><b>"
-                << (block.good ? "✓ " : "✗ ") << html_escape(block.text) << "</b>";
+                << "\" width=\"100%\" cellpadding=\"8\" bgcolor=\"" << (block.good ? "#e6f4ea" : "#fde7e9")
+                << "\"><tr><td><b>" << (block.good ? "✓ " : "✗ ") << html_escape(block.text) << "</b>";
             if (!block.detail.empty())
                 out << "<br>" << html_escape(block.detail);
             out << "</td></tr></table>\n";
             break;
-        case ReportBlock::Kind::table:
-            html_table(out, block.table);
-            break;
+        case ReportBlock::Kind::table: html_table(out, block.table); break;
         case ReportBlock::Kind::problems:
             out << "<ul>\n";
             for (const auto& [kind, message] : block.items)
-                out << "<li><code>" << html_escape(kind) << "</code> " << html_escape(message)
-                    << "</li>\n";
+                out << "<li><code>" << html_escape(kind) << "</code> " << html_escape(message) << "</li>\n";
             out << "</ul>\n";
             break;
         case ReportBlock::Kind::image:
-            out << "<p><img src=\"" << html_escape(block.source) << "\" alt=\""
-                << html_escape(block.text) << "\"></p>\n";
+            out << "<p><img src=\"" << html_escape(block.source) << "\" alt=\"" << html_escape(block.text)
+                << "\"></p>\n";
             break;
         }
     }

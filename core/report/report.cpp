@@ -55,8 +55,8 @@ FailureSummary classify_failure(const VerifyReport& report)
     auto who = [&](const std::string& noun) {
         if (summary.ranks.empty())
             return noun;
-        return (summary.ranks.size() == 1 ? "rank " : "ranks ") + rank_list(summary.ranks) + "'s " +
-               noun + (summary.ranks.size() == 1 ? "" : "s");
+        return (summary.ranks.size() == 1 ? "rank " : "ranks ") + rank_list(summary.ranks) + "'s " + noun +
+            (summary.ranks.size() == 1 ? "" : "s");
     };
 
     if (ranks_of({ProblemKind::world_size_mismatch})) {
@@ -67,36 +67,34 @@ FailureSummary classify_failure(const VerifyReport& report)
                           "before resuming; loading it as is would give ranks the wrong slices.";
     } else if (ranks_of({ProblemKind::shard_count_mismatch, ProblemKind::duplicate_rank})) {
         summary.mode = FailureMode::shard_count_mismatch;
-        summary.title = "Shard count mismatch: " +
-                        first_message({ProblemKind::shard_count_mismatch, ProblemKind::duplicate_rank});
+        summary.title =
+            "Shard count mismatch: " + first_message({ProblemKind::shard_count_mismatch, ProblemKind::duplicate_rank});
         summary.meaning = "The manifest does not list exactly one shard per rank, so some rank's "
                           "state is missing or ambiguous. Do not resume from this step; resume from "
                           "the previous complete step.";
-    } else if (ranks_of({ProblemKind::invalid_manifest, ProblemKind::unsupported_schema,
-                         ProblemKind::layout_gap, ProblemKind::layout_overlap,
-                         ProblemKind::path_outside_checkpoint}) &&
+    } else if (ranks_of({ProblemKind::invalid_manifest, ProblemKind::unsupported_schema, ProblemKind::layout_gap,
+                         ProblemKind::layout_overlap, ProblemKind::path_outside_checkpoint}) &&
                !report.manifest) {
         summary.mode = FailureMode::invalid_manifest;
-        summary.title = "Invalid manifest: " +
-                        first_message({ProblemKind::invalid_manifest, ProblemKind::unsupported_schema});
+        summary.title =
+            "Invalid manifest: " + first_message({ProblemKind::invalid_manifest, ProblemKind::unsupported_schema});
         summary.meaning = "Without a valid manifest the shards cannot be checked or loaded. If the "
                           "save was interrupted this step never committed: resume from the "
                           "previous step.";
-    } else if (!report.manifest &&
-               std::any_of(report.problems.begin(), report.problems.end(), [](const Problem& p) {
+    } else if (!report.manifest && std::any_of(report.problems.begin(), report.problems.end(), [](const Problem& p) {
                    return p.kind == ProblemKind::partial_write && p.path == "manifest.json";
                })) {
         // A step without its manifest has no shard that could be missing: the save stopped
         // before its commit, and what it left out is the manifest.
-        const std::filesystem::path dir = report.dir.has_filename() ? report.dir : report.dir.parent_path(); // "step-9/" too
+        const std::filesystem::path dir =
+            report.dir.has_filename() ? report.dir : report.dir.parent_path(); // "step-9/" too
         summary.mode = FailureMode::partial_write;
-        summary.title = "Missing manifest: " + printable(dir.filename().string()) +
-                        " was never committed (no manifest.json)";
+        summary.title =
+            "Missing manifest: " + printable(dir.filename().string()) + " was never committed (no manifest.json)";
         summary.meaning = "The save stopped before its commit: shard data may be on disk, but without the "
                           "manifest that makes it a checkpoint this step cannot be loaded. Resume from the "
                           "previous complete step.";
-    } else if (ranks_of({ProblemKind::partial_write, ProblemKind::missing_shard,
-                         ProblemKind::size_mismatch})) {
+    } else if (ranks_of({ProblemKind::partial_write, ProblemKind::missing_shard, ProblemKind::size_mismatch})) {
         summary.mode = FailureMode::partial_write;
         summary.title = "Partial write: " + who("shard") + " is missing or not the recorded size";
         summary.meaning = "The save was interrupted or the files were copied incompletely. Do not "
@@ -113,9 +111,8 @@ FailureSummary classify_failure(const VerifyReport& report)
         summary.title = "Unreadable: " + who("shard") + " could not be read";
         summary.meaning = "The storage returned an error. Check permissions and the file system, "
                           "then verify again before resuming.";
-    } else if (ranks_of({ProblemKind::invalid_manifest, ProblemKind::unsupported_schema,
-                         ProblemKind::layout_gap, ProblemKind::layout_overlap,
-                         ProblemKind::path_outside_checkpoint})) {
+    } else if (ranks_of({ProblemKind::invalid_manifest, ProblemKind::unsupported_schema, ProblemKind::layout_gap,
+                         ProblemKind::layout_overlap, ProblemKind::path_outside_checkpoint})) {
         summary.mode = FailureMode::invalid_manifest;
         summary.title = "Inconsistent manifest: " + report.problems.front().message;
         summary.meaning = "The manifest's layout breaks an invariant, so a loader must refuse it. "
@@ -138,23 +135,33 @@ nlohmann::json reshard_plan_json(const ReshardPlan& plan)
     for (const auto& t : plan.targets) {
         nlohmann::json runs = nlohmann::json::array();
         for (const auto& r : t.runs)
-            runs.push_back({{"source_rank", r.source_rank}, {"source_offset", r.source_offset},
-                            {"target_offset", r.target_offset}, {"numel", r.numel}});
-        targets.push_back({{"rank", t.rank}, {"param_shard_offset", t.offset}, {"param_shard_numel", t.numel},
-                           {"bytes", t.bytes}, {"bytes_staying", t.bytes_staying}, {"runs", runs}});
+            runs.push_back({{"source_rank", r.source_rank},
+                            {"source_offset", r.source_offset},
+                            {"target_offset", r.target_offset},
+                            {"numel", r.numel}});
+        targets.push_back({{"rank", t.rank},
+                           {"param_shard_offset", t.offset},
+                           {"param_shard_numel", t.numel},
+                           {"bytes", t.bytes},
+                           {"bytes_staying", t.bytes_staying},
+                           {"runs", runs}});
     }
     return {{"source_world_size", plan.source_world_size}, {"target_world_size", plan.target_world_size},
-            {"param_numel_total", plan.numel_total}, {"param_dtype", std::string(to_string(plan.dtype))},
+            {"param_numel_total", plan.numel_total},       {"param_dtype", std::string(to_string(plan.dtype))},
             {"bytes_per_element", plan.bytes_per_element}, {"bytes_read", plan.bytes_read},
-            {"bytes_written", plan.bytes_written}, {"bytes_staying", plan.bytes_staying},
-            {"bytes_moving", plan.bytes_moving}, {"targets", targets}};
+            {"bytes_written", plan.bytes_written},         {"bytes_staying", plan.bytes_staying},
+            {"bytes_moving", plan.bytes_moving},           {"targets", targets}};
 }
 
 nlohmann::json reshard_result_json(const ReshardResult& result, const std::filesystem::path& destination,
                                    double seconds)
 {
-    return {{"ok", true}, {"path", destination.string()}, {"world_size", result.manifest.world_size},
-            {"step", result.manifest.step}, {"bytes", result.manifest.total_bytes()}, {"seconds", seconds},
+    return {{"ok", true},
+            {"path", destination.string()},
+            {"world_size", result.manifest.world_size},
+            {"step", result.manifest.step},
+            {"bytes", result.manifest.total_bytes()},
+            {"seconds", seconds},
             {"plan", reshard_plan_json(result.plan)}};
 }
 

@@ -27,25 +27,25 @@ namespace shardscope {
 // whether to resume needs to know, in two sentences.
 enum class FailureMode {
     none,
-    cancelled,           // verification did not finish: nothing is known yet
-    world_size_change,   // saved by N ranks, the job expects M
+    cancelled, // verification did not finish: nothing is known yet
+    world_size_change, // saved by N ranks, the job expects M
     shard_count_mismatch,
-    invalid_manifest,    // manifest missing, unparsable, or its layout is inconsistent
-    partial_write,       // a shard is missing or shorter/longer than recorded
-    corruption,          // a shard has the recorded size but other bytes
+    invalid_manifest, // manifest missing, unparsable, or its layout is inconsistent
+    partial_write, // a shard is missing or shorter/longer than recorded
+    corruption, // a shard has the recorded size but other bytes
     unreadable,
 };
 inline constexpr std::string_view kFailureModeNames[] = {
-    "none", "cancelled", "world_size_change", "shard_count_mismatch", "invalid_manifest", "partial_write",
-    "corruption", "unreadable"};
+    "none",          "cancelled",  "world_size_change", "shard_count_mismatch", "invalid_manifest",
+    "partial_write", "corruption", "unreadable"};
 static_assert(std::size(kFailureModeNames) == std::size_t(FailureMode::unreadable) + 1);
 std::string_view to_string(FailureMode mode); // "world_size_change", ...
 
 struct FailureSummary {
     FailureMode mode = FailureMode::none;
-    std::string title;       // "Corruption: rank 2's shard does not match its hash"
-    std::string meaning;     // what it means for resuming from this checkpoint
-    std::vector<int> ranks;  // the ranks concerned (sorted, unique), empty for the whole checkpoint
+    std::string title; // "Corruption: rank 2's shard does not match its hash"
+    std::string meaning; // what it means for resuming from this checkpoint
+    std::vector<int> ranks; // the ranks concerned (sorted, unique), empty for the whole checkpoint
 };
 
 FailureSummary classify_failure(const VerifyReport& report);
@@ -58,9 +58,9 @@ struct PipelineSection {
 
 struct ReportInput {
     std::string title = "ShardScope inspection report";
-    std::string generator;                 // "shardscope 0.1.0"
-    std::string checkpoint_path;           // as the user gave it
-    std::optional<VerifyReport> verify;    // absent: no checkpoint in the report
+    std::string generator; // "shardscope 0.1.0"
+    std::string checkpoint_path; // as the user gave it
+    std::optional<VerifyReport> verify; // absent: no checkpoint in the report
     std::optional<PipelineSection> pipeline;
     // The reshard preview the user looked at (the plan to the target world size they chose).
     std::optional<ReshardPlan> reshard;

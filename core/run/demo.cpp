@@ -90,8 +90,13 @@ CheckpointMeta demo_checkpoint_meta(int world_size, uint64_t step, uint64_t seed
     meta.param_numel_total = numel_total;
     meta.tensors = demo_tensor_layout(numel_total);
     meta.training_state = {
-        {"optimizer", {{"name", "adamw"}, {"lr", 3e-4}, {"betas", {0.9, 0.95}}, {"eps", 1e-8}, {"weight_decay", 0.1},
-                       {"step", step}}},
+        {"optimizer",
+         {{"name", "adamw"},
+          {"lr", 3e-4},
+          {"betas", {0.9, 0.95}},
+          {"eps", 1e-8},
+          {"weight_decay", 0.1},
+          {"step", step}}},
         {"lr_schedule", {{"name", "cosine"}, {"warmup_steps", 2000}, {"max_steps", 100000}, {"min_lr", 3e-5}}},
         {"dataloader", {{"epoch", step / 5000}, {"offset", (step % 5000) * 512}, {"shuffle_seed", seed}}},
         {"rng", {{"seed", seed}, {"counter", step}}}};

@@ -10,10 +10,8 @@
 
 namespace shardscope {
 
-RankState make_demo_rank(uint64_t seed, uint64_t numel_total, int world_size, int rank,
-                         ParamDtype dtype);
-std::vector<RankState> make_demo_state(uint64_t seed, uint64_t numel_total, int world_size,
-                                       ParamDtype dtype);
+RankState make_demo_rank(uint64_t seed, uint64_t numel_total, int world_size, int rank, ParamDtype dtype);
+std::vector<RankState> make_demo_state(uint64_t seed, uint64_t numel_total, int world_size, ParamDtype dtype);
 
 // A plausible model-tensor layout over the flat vector (embedding, blocks, head), for the
 // manifest's `tensors` list.

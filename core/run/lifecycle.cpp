@@ -67,7 +67,7 @@ void CheckpointManager::clean_leftovers()
     auto sweep = [&](const fs::path& root, bool mirror) {
         for (const StepInfo& s : scan(root, mirror ? StepTier::mirror : StepTier::local)) {
             const bool busy = (m_writing && *m_writing == s.name) ||
-                              std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end();
+                std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end();
             if (s.complete || s.is_latest || busy)
                 continue;
             remove_step_dir(root, s.name, m_options.durable);
@@ -106,15 +106,14 @@ void CheckpointManager::rotate(StepTier which)
         std::lock_guard lock(m_mutex);
         const auto busy = [&](const StepInfo& s) {
             return (m_writing && *m_writing == s.name) ||
-                   (local && std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end());
+                (local && std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end());
         };
         const auto on_mirror = [&](const StepInfo& s) {
             return describe_step(*m_options.mirror, s.name, s.step, StepTier::mirror).complete;
         };
-        RotationPlan plan = plan_rotation(complete, keep,
-                                          local && m_options.mirror ? std::optional<int>(m_options.mirror_keep_last)
-                                                                    : std::nullopt,
-                                          busy, on_mirror);
+        RotationPlan plan = plan_rotation(
+            complete, keep, local && m_options.mirror ? std::optional<int>(m_options.mirror_keep_last) : std::nullopt,
+            busy, on_mirror);
         for (const auto& name : plan.remove)
             remove_step_dir(root, name, m_options.durable);
         held = std::move(plan.held);
@@ -150,8 +149,8 @@ void CheckpointManager::commit_step(const std::vector<RankStateView>& states, ui
         fsutil::UniqueFd root_fd = fsutil::open_directory(m_options.root);
         if (!fsutil::rename_at(root_fd.get(), name, aside))
             throw Error(ProblemKind::already_exists,
-                        (m_options.root / name).string() + " already holds a committed step and cannot be moved aside: " +
-                            std::strerror(errno));
+                        (m_options.root / name).string() +
+                            " already holds a committed step and cannot be moved aside: " + std::strerror(errno));
         // Durable before the step is written anew: otherwise a power cut could bring the old
         // directory back under the name the new one takes.
         if (m_options.durable)
@@ -318,7 +317,8 @@ LoadedCheckpoint CheckpointManager::load_latest(int expected_world_size, bool* u
     }
     if (local_error)
         throw *local_error;
-    throw Error(ProblemKind::cannot_open, m_options.root.string() + ": no complete checkpoint to resume from (no `latest`)",
+    throw Error(ProblemKind::cannot_open,
+                m_options.root.string() + ": no complete checkpoint to resume from (no `latest`)",
                 m_options.root.string());
 }
 

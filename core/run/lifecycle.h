@@ -39,17 +39,17 @@ enum class StepTier { local, mirror };
 std::string_view to_string(StepTier tier);
 
 struct StepInfo {
-    std::string name;        // directory name inside the root
+    std::string name; // directory name inside the root
     uint64_t step = 0;
     StepTier tier = StepTier::local;
-    bool complete = false;   // manifest.json present (and parsable)
-    bool is_latest = false;  // the root's `latest` names it
+    bool complete = false; // manifest.json present (and parsable)
+    bool is_latest = false; // the root's `latest` names it
     double wall_clock_seconds = 0;
     int world_size = 0;
     uint64_t bytes = 0;
     std::vector<std::string> leftover_tmp_files; // from an interrupted write
-    bool uploaded = false;   // local tier: the mirror holds a verified copy
-    std::string problem;     // why it is not complete, when it is not
+    bool uploaded = false; // local tier: the mirror holds a verified copy
+    std::string problem; // why it is not complete, when it is not
 };
 
 // The step directories of a root, sorted by step, without hashing anything; with a mirror, the
@@ -74,7 +74,7 @@ void write_latest(const std::filesystem::path& root, const std::string& step_dir
 
 struct ManagerOptions {
     std::filesystem::path root;
-    int keep_last = 3;                          // complete local steps to keep (>= 1)
+    int keep_last = 3; // complete local steps to keep (>= 1)
     std::optional<std::filesystem::path> mirror; // second tier
     int mirror_keep_last = 10;
     bool durable = true;
@@ -96,9 +96,9 @@ struct UploadStatus {
     std::string name; // step directory name
     uint64_t step = 0;
     UploadState state = UploadState::pending;
-    int attempts = 0;          // uploads of it this manager tried
-    std::string error;         // the last attempt's error, when failed
-    int retry_in_saves = 0;    // failed: saves until it is tried again (1: the next save)
+    int attempts = 0; // uploads of it this manager tried
+    std::string error; // the last attempt's error, when failed
+    int retry_in_saves = 0; // failed: saves until it is tried again (1: the next save)
 };
 // {"step", "name", "state", "attempts", "error"?, "retry_in_saves"?}: the one builder, for
 // `shardctl train --json` and `shardctl status --json` (docs/shardctl.md).
@@ -160,7 +160,7 @@ public:
 private:
     struct UploadRecord {
         int attempts = 0;
-        int failures = 0;          // in a row
+        int failures = 0; // in a row
         std::string error;
         uint64_t retry_at_save = 0; // m_saves at which it is due again
     };
@@ -182,7 +182,7 @@ private:
     ManagerOptions m_options;
     std::mutex m_mutex;
     std::mutex m_upload_mutex;
-    std::thread m_writer;       // the pending async save, if any
+    std::thread m_writer; // the pending async save, if any
     std::vector<RankState> m_snapshot; // what it writes; reused by the next save_async
     std::exception_ptr m_error; // first error of a background write (uploads have their own state)
     // One upload worker, started when there is work and ending when the queue is empty: not a
@@ -195,7 +195,7 @@ private:
     std::vector<std::string> m_uploading; // local steps whose upload has not finished
     std::optional<std::string> m_writing; // step directory being written
     std::map<std::string, UploadRecord> m_upload_records; // by step directory name
-    uint64_t m_saves = 0;       // steps this manager committed
+    uint64_t m_saves = 0; // steps this manager committed
     std::size_t m_held_warned = 0; // local steps held for the mirror at the last warning
     RootLock m_lock;
 };

@@ -30,8 +30,8 @@ std::string_view to_string(UploadState state)
 
 nlohmann::json to_json(const UploadStatus& u)
 {
-    nlohmann::json j = {{"step", u.step}, {"name", u.name}, {"state", std::string(to_string(u.state))},
-                        {"attempts", u.attempts}};
+    nlohmann::json j = {
+        {"step", u.step}, {"name", u.name}, {"state", std::string(to_string(u.state))}, {"attempts", u.attempts}};
     if (u.state == UploadState::failed) {
         j["error"] = u.error;
         j["retry_in_saves"] = u.retry_in_saves;
@@ -52,7 +52,8 @@ void CheckpointManager::upload(const std::string& name)
     const Manifest m = read_manifest(src);
     // A copy that cannot fit is not started: a half-written one would only fill the mirror more.
     const uint64_t need = m.total_bytes() + 64 * 1024;
-    if (const TierSpace space = tier_space(StepTier::mirror, *m_options.mirror); space.free_bytes && *space.free_bytes < need)
+    if (const TierSpace space = tier_space(StepTier::mirror, *m_options.mirror);
+        space.free_bytes && *space.free_bytes < need)
         throw Error(ProblemKind::io_error,
                     (*m_options.mirror / name).string() + ": not uploaded: the step needs about " +
                         std::to_string(need / 1024) + " KiB but only " + std::to_string(*space.free_bytes / 1024) +
@@ -84,11 +85,13 @@ void CheckpointManager::upload(const std::string& name)
                         (src / record.path).string() + " (rank " + std::to_string(record.rank) +
                             "): changed or corrupt while uploading; the mirror copy is not kept",
                         record.path, record.rank);
-        files.push_back({{"path", record.path}, {"remote_path", (dst / record.path).string()},
-                         {"sha256", copied.sha256}, {"bytes", copied.bytes}});
+        files.push_back({{"path", record.path},
+                         {"remote_path", (dst / record.path).string()},
+                         {"sha256", copied.sha256},
+                         {"bytes", copied.bytes}});
     }
-    const std::string manifest = fsutil::read_small_file(src_fd.get(), "manifest.json", kMaxManifestBytes,
-                                                         (src / "manifest.json").string());
+    const std::string manifest =
+        fsutil::read_small_file(src_fd.get(), "manifest.json", kMaxManifestBytes, (src / "manifest.json").string());
     // The copies' names must be durable before a manifest points at them (as in commit()).
     if (m_options.durable)
         fsutil::fsync_or_throw(dst_fd.get(), dst.string());
@@ -97,8 +100,10 @@ void CheckpointManager::upload(const std::string& name)
     const VerifyReport check = verify_checkpoint(dst);
     if (!check.ok())
         throw Error(check.problems.front());
-    const nlohmann::json record = {{"source", src.string()}, {"step", m.step},
-                                   {"uploaded_at", static_cast<int64_t>(std::time(nullptr))}, {"files", files}};
+    const nlohmann::json record = {{"source", src.string()},
+                                   {"step", m.step},
+                                   {"uploaded_at", static_cast<int64_t>(std::time(nullptr))},
+                                   {"files", files}};
     fsutil::write_file_atomic(dst_fd.get(), kUploadManifest, record.dump(2) + "\n", dst.string(), m_options.durable);
     std::optional<std::string> current;
     try {
@@ -266,7 +271,8 @@ std::vector<UploadStatus> CheckpointManager::upload_status()
         } else if (it != m_upload_records.end() && it->second.failures > 0) {
             u.state = UploadState::failed;
             u.error = it->second.error;
-            u.retry_in_saves = static_cast<int>(it->second.retry_at_save > m_saves ? it->second.retry_at_save - m_saves : 0);
+            u.retry_in_saves =
+                static_cast<int>(it->second.retry_at_save > m_saves ? it->second.retry_at_save - m_saves : 0);
         }
         out.push_back(std::move(u));
     }

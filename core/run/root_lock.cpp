@@ -100,9 +100,10 @@ std::string read_all(int fd)
 // job has meanwhile replaced (taking over a leftover) locks nothing.
 bool is_named(int dirfd, const char* name, int fd)
 {
-    struct stat a {}, b {};
+    struct stat a {
+    }, b{};
     return ::fstat(fd, &a) == 0 && ::fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
-           a.st_ino == b.st_ino;
+        a.st_ino == b.st_ino;
 }
 
 } // namespace
@@ -112,7 +113,7 @@ std::string describe(const LockHolder& h)
     std::string when = "an unknown time";
     if (h.started_at > 0) {
         const std::time_t t = static_cast<std::time_t>(h.started_at);
-        std::tm tm {};
+        std::tm tm{};
         char text[64];
         if (::gmtime_r(&t, &tm) && std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &tm))
             when = text;
@@ -177,8 +178,8 @@ RootLock RootLock::acquire(const fs::path& root, const std::function<void(const 
             // is held (another job is taking that leftover over right now) is a moment of a
             // takeover: look again shortly, so that the sentence names the job that won.
             const auto holder = holder_at(dirfd);
-            const bool settled = holder && holder->running != std::optional<bool>(false) &&
-                                 is_named(dirfd, kLockFile, fd.get());
+            const bool settled =
+                holder && holder->running != std::optional<bool>(false) && is_named(dirfd, kLockFile, fd.get());
             if (!settled && std::chrono::steady_clock::now() < deadline) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(10));
                 continue;
@@ -202,11 +203,11 @@ RootLock RootLock::acquire(const fs::path& root, const std::function<void(const 
             const auto holder = parse_holder(read_all(fd.get()));
             if (warn) {
                 const char* why = !holder || !holder->running ? ", which no longer holds it"
-                                  : *holder->running ? ", which no longer holds it (its pid is now another process's)"
-                                                     : ", which is no longer running";
+                    : *holder->running ? ", which no longer holds it (its pid is now another process's)"
+                                       : ", which is no longer running";
                 warn(holder ? "took over the lock of " + root.string() + " left by " + describe(*holder) + why
                             : "took over the lock file of " + root.string() +
-                                  ", which names no holder (a crash while it was written)");
+                             ", which names no holder (a crash while it was written)");
             }
             // Replaced by a new file rather than rewritten, so that its record is written the one
             // way the crash model knows (create, write); the old one stays locked meanwhile.
@@ -214,7 +215,8 @@ RootLock RootLock::acquire(const fs::path& root, const std::function<void(const 
             leftover = std::move(fd);
             continue;
         }
-        const nlohmann::json record = {{"pid", static_cast<int64_t>(::getpid())}, {"host", this_host()},
+        const nlohmann::json record = {{"pid", static_cast<int64_t>(::getpid())},
+                                       {"host", this_host()},
                                        {"started_at", static_cast<int64_t>(std::time(nullptr))}};
         const std::string text = record.dump() + "\n";
         // Not fsync'd: the lock is the kernel's; the record only names the holder, and a torn one

@@ -46,9 +46,9 @@ std::vector<StepInfo> complete_of(const std::vector<StepInfo>& steps, StepTier t
 
 nlohmann::json copy_json(const StepInfo& s)
 {
-    nlohmann::json j = {{"complete", s.complete}, {"latest", s.is_latest}, {"wall_clock_seconds", s.wall_clock_seconds},
-                        {"bytes", s.bytes}, {"world_size", s.world_size},
-                        {"leftover_tmp_files", s.leftover_tmp_files}};
+    nlohmann::json j = {
+        {"complete", s.complete}, {"latest", s.is_latest},      {"wall_clock_seconds", s.wall_clock_seconds},
+        {"bytes", s.bytes},       {"world_size", s.world_size}, {"leftover_tmp_files", s.leftover_tmp_files}};
     if (!s.complete)
         j["problem"] = s.problem;
     return j;
@@ -133,18 +133,19 @@ nlohmann::json to_json(const RootStatus& st)
     json steps = json::array();
     for (const auto& [step, copies] : by_step) {
         const StepInfo& any = copies.first ? *copies.first : *copies.second;
-        json j = {{"step", step}, {"name", any.name}, {"local", copies.first ? copy_json(*copies.first) : json(nullptr)}};
+        json j = {
+            {"step", step}, {"name", any.name}, {"local", copies.first ? copy_json(*copies.first) : json(nullptr)}};
         if (st.mirror) {
             j["mirror"] = copies.second ? copy_json(*copies.second) : json(nullptr);
             // Whether the mirror is meant to hold it: one of the newest mirror_keep_last local steps.
             std::size_t newer = 0;
             for (const auto& s : local_complete)
                 newer += s.step > step;
-            const bool wanted = copies.first && copies.first->complete &&
-                                newer < static_cast<std::size_t>(st.mirror_keep_last);
+            const bool wanted =
+                copies.first && copies.first->complete && newer < static_cast<std::size_t>(st.mirror_keep_last);
             j["upload"] = copies.second && copies.second->complete ? "uploaded"
-                          : copies.second                          ? "partial"
-                          : wanted                                 ? "missing"
+                : copies.second                                    ? "partial"
+                : wanted                                           ? "missing"
                                                                    : "not_needed";
             if (const auto u = st.uploads.find(any.name); u != st.uploads.end())
                 j["upload_state"] = std::string(to_string(u->second));
@@ -159,13 +160,17 @@ nlohmann::json to_json(const RootStatus& st)
     }
     json lock = nullptr;
     if (st.lock) {
-        lock = {{"pid", st.lock->pid}, {"host", st.lock->host}, {"started_at", st.lock->started_at},
+        lock = {{"pid", st.lock->pid},
+                {"host", st.lock->host},
+                {"started_at", st.lock->started_at},
                 {"running", st.lock->running ? json(*st.lock->running) : json(nullptr)}};
     }
     json space = json::array();
     for (const auto& t : st.space) {
-        json j = {{"tier", std::string(to_string(t.tier))}, {"path", t.path.string()},
-                  {"free_bytes", optional_number(t.free_bytes)}, {"total_bytes", optional_number(t.total_bytes)}};
+        json j = {{"tier", std::string(to_string(t.tier))},
+                  {"path", t.path.string()},
+                  {"free_bytes", optional_number(t.free_bytes)},
+                  {"total_bytes", optional_number(t.total_bytes)}};
         if (!t.error.empty())
             j["error"] = t.error;
         space.push_back(std::move(j));
@@ -173,15 +178,17 @@ nlohmann::json to_json(const RootStatus& st)
     return {{"ok", true},
             {"root", st.root.string()},
             {"latest", st.latest ? json(*st.latest) : json(nullptr)},
-            {"mirror", st.mirror ? json{{"path", st.mirror->string()},
-                                        {"latest", st.mirror_latest ? json(*st.mirror_latest) : json(nullptr)}}
-                                 : json(nullptr)},
+            {"mirror",
+             st.mirror ? json{{"path", st.mirror->string()},
+                              {"latest", st.mirror_latest ? json(*st.mirror_latest) : json(nullptr)}}
+                       : json(nullptr)},
             {"keep", st.keep_last},
             {"mirror_keep", st.mirror ? json(st.mirror_keep_last) : json(nullptr)},
             {"lock", lock},
             {"space", space},
             {"steps", steps},
-            {"next_rotation", {{"local", st.rotation_local}, {"mirror", st.rotation_mirror}, {"held_for_mirror", st.held_for_mirror}}}};
+            {"next_rotation",
+             {{"local", st.rotation_local}, {"mirror", st.rotation_mirror}, {"held_for_mirror", st.held_for_mirror}}}};
 }
 
 } // namespace shardscope

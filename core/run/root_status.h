@@ -14,7 +14,7 @@ namespace shardscope {
 struct TierSpace {
     StepTier tier = StepTier::local;
     std::filesystem::path path;
-    std::optional<uint64_t> free_bytes;  // for an unprivileged writer (statvfs f_bavail)
+    std::optional<uint64_t> free_bytes; // for an unprivileged writer (statvfs f_bavail)
     std::optional<uint64_t> total_bytes;
     std::string error; // why statvfs failed, when it did
 };

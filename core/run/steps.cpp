@@ -96,7 +96,8 @@ void remove_step_dir(const fs::path& root, const std::string& name, bool durable
         fsutil::UniqueFd root_fd = fsutil::open_directory(root);
         {
             // Never through a symlink: a link named like a step is removed, not what it points at.
-            fsutil::UniqueFd step_fd(::openat(root_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            fsutil::UniqueFd step_fd(
+                ::openat(root_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
             if (step_fd) {
                 if (fsutil::unlink_at(step_fd.get(), "manifest.json")) {
                     if (durable)

@@ -29,7 +29,7 @@ uint64_t hash3(uint64_t a, uint64_t b, uint64_t c)
 float feature(uint64_t seed, uint64_t sample, uint64_t j)
 {
     return static_cast<float>(static_cast<int64_t>(hash3(seed, sample, j) >> 40) - (1 << 23)) /
-           static_cast<float>(1 << 23);
+        static_cast<float>(1 << 23);
 }
 
 // The teacher the model learns: y = sum_j teacher(j) x_j + noise.
@@ -38,7 +38,10 @@ float teacher(uint64_t seed, uint64_t j)
     return 0.5f * feature(seed ^ 0x7eac4e5ull, 0, j);
 }
 
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 constexpr double kFixedScale = 4294967296.0; // 2^32: gradients in 32.32 fixed point
 
@@ -59,7 +62,8 @@ Trainer::Trainer(const TrainConfig& config) : m_config(config)
 {
     if (config.world_size < 1 || config.numel == 0 || config.batch_size < 1 || config.dataset_size == 0 ||
         config.dataset_size > (1ull << 31))
-        throw Error(ProblemKind::invalid_argument, "training needs world_size >= 1, numel >= 1, batch >= 1 and 1..2^31 samples");
+        throw Error(ProblemKind::invalid_argument,
+                    "training needs world_size >= 1, numel >= 1, batch >= 1 and 1..2^31 samples");
     // Initial weights: the demo state (small random master weights, zero-ish moments replaced by 0).
     if (config.local_rank >= config.world_size)
         throw Error(ProblemKind::invalid_argument, "training: local_rank must be below world_size");
@@ -96,7 +100,8 @@ Trainer Trainer::resume(const TrainConfig& config, LoadedCheckpoint checkpoint)
                       std::to_string(config.numel));
         if (checkpoint.manifest.param_dtype != config.dtype)
             throw bad("its parameters are " + std::string(to_string(checkpoint.manifest.param_dtype)));
-        if (tr.at("batch_size").get<int>() != config.batch_size || tr.at("dataset_size").get<uint64_t>() != config.dataset_size)
+        if (tr.at("batch_size").get<int>() != config.batch_size ||
+            tr.at("dataset_size").get<uint64_t>() != config.dataset_size)
             throw bad("batch or dataset size differ from this run's");
         const auto& schedule = ts.at("lr_schedule");
         if (schedule.at("total_steps").get<uint64_t>() != config.total_steps ||
@@ -120,7 +125,8 @@ Trainer Trainer::resume(const TrainConfig& config, LoadedCheckpoint checkpoint)
         if (checkpoint.ranks.size() != 1 || checkpoint.ranks[0].rank != config.local_rank)
             throw bad("a process-local trainer needs exactly its own rank's slice");
     } else if (checkpoint.ranks.size() != static_cast<std::size_t>(config.world_size)) {
-        throw bad("it has " + std::to_string(checkpoint.ranks.size()) + " ranks, not " + std::to_string(config.world_size));
+        throw bad("it has " + std::to_string(checkpoint.ranks.size()) + " ranks, not " +
+                  std::to_string(config.world_size));
     }
     t.m_ranks = std::move(checkpoint.ranks);
     return t;
@@ -134,14 +140,29 @@ nlohmann::json Trainer::training_state() const
         return std::string(text);
     };
     const TrainConfig& c = m_config;
-    return {{"optimizer", {{"name", "adamw"}, {"step", m_step}, {"lr", learning_rate(m_step)}, {"betas", {c.beta1, c.beta2}},
-                           {"eps", c.eps}, {"weight_decay", c.weight_decay}}},
-            {"lr_schedule", {{"name", "warmup_cosine"}, {"base_lr", c.lr}, {"min_lr", c.min_lr},
-                             {"warmup_steps", c.warmup_steps}, {"total_steps", c.total_steps}}},
-            {"dataloader", {{"epoch", m_epoch}, {"offset", m_offset}, {"shuffle_seed", c.seed}, {"batch_size", c.batch_size}}},
-            {"rng", {{"algorithm", "xoshiro256**"}, {"xoshiro256", {hex(m_rng[0]), hex(m_rng[1]), hex(m_rng[2]), hex(m_rng[3])}}}},
-            {"trainer", {{"seed", c.seed}, {"batch_size", c.batch_size}, {"dataset_size", c.dataset_size},
-                         {"last_loss", m_last_loss}}}};
+    return {
+        {"optimizer",
+         {{"name", "adamw"},
+          {"step", m_step},
+          {"lr", learning_rate(m_step)},
+          {"betas", {c.beta1, c.beta2}},
+          {"eps", c.eps},
+          {"weight_decay", c.weight_decay}}},
+        {"lr_schedule",
+         {{"name", "warmup_cosine"},
+          {"base_lr", c.lr},
+          {"min_lr", c.min_lr},
+          {"warmup_steps", c.warmup_steps},
+          {"total_steps", c.total_steps}}},
+        {"dataloader",
+         {{"epoch", m_epoch}, {"offset", m_offset}, {"shuffle_seed", c.seed}, {"batch_size", c.batch_size}}},
+        {"rng",
+         {{"algorithm", "xoshiro256**"}, {"xoshiro256", {hex(m_rng[0]), hex(m_rng[1]), hex(m_rng[2]), hex(m_rng[3])}}}},
+        {"trainer",
+         {{"seed", c.seed},
+          {"batch_size", c.batch_size},
+          {"dataset_size", c.dataset_size},
+          {"last_loss", m_last_loss}}}};
 }
 
 double Trainer::learning_rate(uint64_t step) const
@@ -149,8 +170,9 @@ double Trainer::learning_rate(uint64_t step) const
     const TrainConfig& c = m_config;
     if (step < c.warmup_steps)
         return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
-    const double progress = std::min(1.0, static_cast<double>(step - c.warmup_steps) /
-                                              static_cast<double>(std::max<uint64_t>(1, c.total_steps - c.warmup_steps)));
+    const double progress = std::min(1.0,
+                                     static_cast<double>(step - c.warmup_steps) /
+                                         static_cast<double>(std::max<uint64_t>(1, c.total_steps - c.warmup_steps)));
     return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(std::numbers::pi * progress));
 }
 

@@ -24,7 +24,7 @@ struct TrainConfig {
     uint64_t numel = 0;
     uint64_t seed = 1;
     ParamDtype dtype = ParamDtype::BF16;
-    int batch_size = 16;          // global batch
+    int batch_size = 16; // global batch
     uint64_t dataset_size = 4096; // samples per epoch
     double lr = 0.01;
     double min_lr = 0.001;

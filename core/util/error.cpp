@@ -44,14 +44,11 @@ std::string_view to_string(ProblemKind kind)
     return "unknown";
 }
 
-Error::Error(Problem problem) : std::runtime_error(problem.message), m_problem(std::move(problem))
-{
-}
+Error::Error(Problem problem) : std::runtime_error(problem.message), m_problem(std::move(problem)) {}
 
 Error::Error(ProblemKind kind, std::string message, std::string path, int rank)
     : Error(Problem{kind, rank, std::move(path), std::move(message)})
-{
-}
+{}
 
 int exit_code_for(ProblemKind kind)
 {
@@ -61,10 +58,8 @@ int exit_code_for(ProblemKind kind)
     case ProblemKind::invalid_argument:
     case ProblemKind::already_exists:
     case ProblemKind::cancelled:
-    case ProblemKind::root_locked:
-        return 2;
-    default:
-        return 1;
+    case ProblemKind::root_locked: return 2;
+    default: return 1;
     }
 }
 

@@ -25,19 +25,19 @@ enum class ProblemKind {
     invalid_shard,
     unreadable,
     // foreign formats (safetensors index, torch DCP, DeepSpeed, Megatron)
-    missing_file,            // a file the index / metadata / naming sequence refers to is absent
-    missing_tensor,          // a tensor the index maps to a file is not in that file
-    unmapped_tensor,         // a file holds a tensor the index does not map to it
-    range_outside_file,      // a byte range the metadata names runs past its file's end
-    crc_mismatch,            // a zip entry's CRC-32 or size differs from its directory record
-    invalid_archive,         // a zip archive that cannot be parsed
-    invalid_pickle,          // malformed pickle data (truncated, stack underflow, ...)
+    missing_file, // a file the index / metadata / naming sequence refers to is absent
+    missing_tensor, // a tensor the index maps to a file is not in that file
+    unmapped_tensor, // a file holds a tensor the index does not map to it
+    range_outside_file, // a byte range the metadata names runs past its file's end
+    crc_mismatch, // a zip entry's CRC-32 or size differs from its directory record
+    invalid_archive, // a zip archive that cannot be parsed
+    invalid_pickle, // malformed pickle data (truncated, stack underflow, ...)
     forbidden_pickle_opcode, // pickle opcode the restricted reader refuses to interpret
     // tensor content (shardctl stats)
-    nonfinite_values,       // NaN or +-Inf in a tensor
+    nonfinite_values, // NaN or +-Inf in a tensor
     negative_second_moment, // exp_avg_sq < 0, which Adam cannot produce
-    param_master_mismatch,  // a parameter is not its fp32 master weight rounded to the param dtype
-    all_zero_tensor,        // a warning: every element is zero (exit status unchanged)
+    param_master_mismatch, // a parameter is not its fp32 master weight rounded to the param dtype
+    all_zero_tensor, // a warning: every element is zero (exit status unchanged)
     // operations
     cannot_open, // the path given by the user does not exist or cannot be read
     already_exists,

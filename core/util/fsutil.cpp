@@ -199,8 +199,7 @@ UniqueFd open_directory(const std::filesystem::path& dir)
 {
     UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd)
-        throw Error(ProblemKind::cannot_open,
-                    dir.string() + ": cannot open the directory: " + std::strerror(errno),
+        throw Error(ProblemKind::cannot_open, dir.string() + ": cannot open the directory: " + std::strerror(errno),
                     dir.string());
     return fd;
 }
@@ -226,8 +225,7 @@ OpenedFile open_beneath_for_read(int dirfd, std::string_view name)
         if (fd < 0) {
             const int err = errno;
             struct stat st {};
-            const bool is_link =
-                ::fstatat(parent, part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+            const bool is_link = ::fstatat(parent, part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
             if (is_link) {
                 result.status = OpenStatus::outside;
                 result.reason = "'" + part + "' is a symlink, which a checkpoint may not contain";
@@ -258,8 +256,8 @@ OpenedFile open_beneath_for_read(int dirfd, std::string_view name)
     if (!S_ISREG(st.st_mode)) {
         result.status = OpenStatus::not_regular;
         result.reason = S_ISDIR(st.st_mode) ? "it is a directory, not a file"
-                        : S_ISFIFO(st.st_mode) ? "it is a FIFO, not a file"
-                                               : "it is not a regular file";
+            : S_ISFIFO(st.st_mode)          ? "it is a FIFO, not a file"
+                                            : "it is not a regular file";
         return result;
     }
     const int fl = ::fcntl(current.get(), F_GETFL);
@@ -322,27 +320,24 @@ OpenedFile open_small_file(int dirfd, std::string_view name, uint64_t max_bytes,
     if (file.status == OpenStatus::missing)
         throw Error(ProblemKind::cannot_open, display_path + ": " + file.reason, display_path);
     if (file.status == OpenStatus::outside)
-        throw Error(ProblemKind::path_outside_checkpoint, display_path + ": " + file.reason,
-                    display_path);
+        throw Error(ProblemKind::path_outside_checkpoint, display_path + ": " + file.reason, display_path);
     if (file.status != OpenStatus::ok)
         throw Error(ProblemKind::unreadable, display_path + ": " + file.reason, display_path);
     if (file.size > max_bytes)
         throw Error(ProblemKind::invalid_manifest,
-                    display_path + ": the file is " + std::to_string(file.size) +
-                        " bytes, more than the limit of " + std::to_string(max_bytes),
+                    display_path + ": the file is " + std::to_string(file.size) + " bytes, more than the limit of " +
+                        std::to_string(max_bytes),
                     display_path);
     return file;
 }
 
-std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes,
-                            const std::string& display_path)
+std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes, const std::string& display_path)
 {
     const OpenedFile file = open_small_file(dirfd, name, max_bytes, display_path);
     std::string contents(file.size, '\0');
     if (!read_exact(file.fd.get(), contents.data(), contents.size(), 0))
         throw Error(ProblemKind::unreadable,
-                    display_path + ": cannot read it: " +
-                        (errno ? std::strerror(errno) : "it shrank while being read"),
+                    display_path + ": cannot read it: " + (errno ? std::strerror(errno) : "it shrank while being read"),
                     display_path);
     return contents;
 }
@@ -359,12 +354,11 @@ void fsync_or_throw(int fd, const std::string& display_path)
     if (IoObserver* o = g_observer.load())
         o->synced(fd);
     if (::fsync(fd) != 0)
-        throw Error(ProblemKind::io_error, display_path + ": fsync failed: " + std::strerror(errno),
-                    display_path);
+        throw Error(ProblemKind::io_error, display_path + ": fsync failed: " + std::strerror(errno), display_path);
 }
 
-void write_file_atomic(int dirfd, const std::string& name, std::string_view contents,
-                       const std::string& display_dir, bool durable)
+void write_file_atomic(int dirfd, const std::string& name, std::string_view contents, const std::string& display_dir,
+                       bool durable)
 {
     const std::string tmp = name + ".tmp";
     const std::string display = display_dir + "/" + name;

@@ -56,8 +56,7 @@ OpenedFile open_small_file(int dirfd, std::string_view name, uint64_t max_bytes,
 
 // Reads the whole small file `name` beneath `dirfd`, refusing more than `max_bytes`.
 // Throws Error naming `display_path` (unreadable / invalid_manifest for oversize).
-std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes,
-                            const std::string& display_path);
+std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes, const std::string& display_path);
 
 // Full-length pread/write loops that retry on EINTR; they return false with errno set on error.
 bool read_exact(int fd, void* buffer, std::size_t size, uint64_t offset);
@@ -68,8 +67,8 @@ void fsync_or_throw(int fd, const std::string& display_path);
 
 // Writes `contents` to `name` in `dirfd` atomically: `name.tmp` (never through a symlink),
 // fsync, rename over `name`, fsync of the directory.
-void write_file_atomic(int dirfd, const std::string& name, std::string_view contents,
-                       const std::string& display_dir, bool durable = true);
+void write_file_atomic(int dirfd, const std::string& name, std::string_view contents, const std::string& display_dir,
+                       bool durable = true);
 
 // renameat within one directory; false with errno set on failure.
 bool rename_at(int dirfd, const std::string& from, const std::string& to);

@@ -12,8 +12,7 @@ namespace shardscope::fsutil {
 MappedWindow::MappedWindow(MappedWindow&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)), mapped_(std::exchange(other.mapped_, 0)),
       data_(std::exchange(other.data_, nullptr))
-{
-}
+{}
 
 MappedWindow& MappedWindow::operator=(MappedWindow&& other) noexcept
 {

@@ -28,8 +28,8 @@ public:
 
 private:
     void unmap();
-    void* base_ = nullptr;       // page-aligned start of the mapping
-    std::size_t mapped_ = 0;     // its length
+    void* base_ = nullptr; // page-aligned start of the mapping
+    std::size_t mapped_ = 0; // its length
     const std::byte* data_ = nullptr;
 };
 

@@ -42,9 +42,10 @@ inline std::size_t utf8_sequence_length(std::string_view text)
 inline bool utf8_prefix(std::string_view tail)
 {
     const auto lead = static_cast<unsigned char>(tail[0]);
-    const std::size_t length = lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3
-                               : lead >= 0xf0 && lead <= 0xf4                                 ? 4
-                                                                                               : 0;
+    const std::size_t length = lead >= 0xc2 && lead <= 0xdf ? 2
+        : lead >= 0xe0 && lead <= 0xef                      ? 3
+        : lead >= 0xf0 && lead <= 0xf4                      ? 4
+                                                            : 0;
     if (length == 0 || tail.size() >= length)
         return false;
     for (std::size_t i = 1; i < tail.size(); ++i)

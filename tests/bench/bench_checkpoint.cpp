@@ -69,8 +69,8 @@ int main(int argc, char** argv)
     fs::create_directories(work);
     const fs::path dir = work / "step";
     const uint64_t numel = (mib << 20) / 14; // 2 + 3 * 4 bytes per parameter
-    std::printf("checkpoint: %llu MiB, 4 ranks, %llu parameters, in %s\n",
-                static_cast<unsigned long long>(mib), static_cast<unsigned long long>(numel), work.c_str());
+    std::printf("checkpoint: %llu MiB, 4 ranks, %llu parameters, in %s\n", static_cast<unsigned long long>(mib),
+                static_cast<unsigned long long>(numel), work.c_str());
 
     const auto states = make_demo_state(1, numel, 4, ParamDtype::BF16);
     // The disk is shared and its speed drifts, so dd and save alternate and the best of three of
@@ -82,8 +82,9 @@ int main(int argc, char** argv)
         save_options.threads = std::atoi(threads);
     for (int round = 0; round < 3; ++round) {
         ::sync();
-        dd_best = std::min(dd_best, time_shell("dd if=/dev/zero of='" + (work / "dd.bin").string() + "' bs=1M count=" +
-                                               std::to_string(mib) + " conv=fsync status=none"));
+        dd_best = std::min(dd_best,
+                           time_shell("dd if=/dev/zero of='" + (work / "dd.bin").string() +
+                                      "' bs=1M count=" + std::to_string(mib) + " conv=fsync status=none"));
         fs::remove(work / "dd.bin");
         fs::remove_all(dir);
         ::sync();
@@ -124,12 +125,13 @@ int main(int argc, char** argv)
     for (int round = 0; round < 3; ++round) {
         fs::remove_all(work / "copy");
         ::sync();
-        copy_best = std::min(copy_best, time_shell("cp -r '" + dir.string() + "' '" + (work / "copy").string() + "' && sync"));
+        copy_best =
+            std::min(copy_best, time_shell("cp -r '" + dir.string() + "' '" + (work / "copy").string() + "' && sync"));
         fs::remove_all(work / "copy");
         fs::remove_all(work / "resharded");
         ::sync();
         const std::string command = "'" + std::string(argv[0]) + "' --child-reshard '" + dir.string() + "' '" +
-                                    (work / "resharded").string() + "'";
+            (work / "resharded").string() + "'";
         FILE* child = ::popen(command.c_str(), "r");
         long kib = -1;
         double seconds = 0;
@@ -141,9 +143,10 @@ int main(int argc, char** argv)
         reshard_rss = std::max(reshard_rss, static_cast<double>(kib) / 1024.0);
     }
     fs::remove_all(work / "resharded");
-    std::printf("reshard 4 -> 8 (verify + copy runs + fsync) %.2f s vs cp -r + sync %.2f s: ratio %.2f (target <= 1.5); "
-                "peak RSS %.1f MiB (target < 128)\n",
-                reshard_best, copy_best, reshard_best / copy_best, reshard_rss);
+    std::printf(
+        "reshard 4 -> 8 (verify + copy runs + fsync) %.2f s vs cp -r + sync %.2f s: ratio %.2f (target <= 1.5); "
+        "peak RSS %.1f MiB (target < 128)\n",
+        reshard_best, copy_best, reshard_best / copy_best, reshard_rss);
 
     const double verify_rss = child_peak_mib(argv[0], "--child-verify", dir);
     const double load_rss = child_peak_mib(argv[0], "--child-load", dir);

@@ -99,7 +99,8 @@ int main(int argc, char** argv)
         return 2;
     }
     auto rate = [&](double seconds) { return bytes / seconds / 1048576.0; };
-    std::printf("cmp, A against its copy:             %.3f s, %.0f MiB/s (both files)\n", cmp_seconds, rate(cmp_seconds));
+    std::printf("cmp, A against its copy:             %.3f s, %.0f MiB/s (both files)\n", cmp_seconds,
+                rate(cmp_seconds));
     std::printf("diff, A against its copy:            %.3f s, %.0f MiB/s  -> %.0f %% of cmp's rate\n", identical,
                 rate(identical), 100.0 * cmp_seconds / identical);
     std::printf("diff, A against world size 8:        %.3f s, %.0f MiB/s  (identical; cmp cannot say so)\n", reshard,

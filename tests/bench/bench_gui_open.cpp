@@ -95,11 +95,13 @@ int openOne(const QString& dir, const QString& typed)
     tick.stop();
     const long peak = bench::peak_rss_kib();
     const std::size_t listed = model->listedCount();
-    std::printf("  app: first %d of %zu tensor rows painted %.0f ms after open, verified %.0f ms; longest stall %.1f ms "
-                "(ended at %.0f ms)\n",
-                firstCount, listed, firstRows, done, worst / 1e6, worstAt / 1e6);
+    std::printf(
+        "  app: first %d of %zu tensor rows painted %.0f ms after open, verified %.0f ms; longest stall %.1f ms "
+        "(ended at %.0f ms)\n",
+        firstCount, listed, firstRows, done, worst / 1e6, worstAt / 1e6);
     std::printf("  app: peak RSS %.1f MiB above the empty window (%.0f bytes per listed tensor)\n",
-                (peak - baseline) / 1024.0, double(peak - baseline) * 1024.0 / double(std::max<std::size_t>(1, listed)));
+                (peak - baseline) / 1024.0,
+                double(peak - baseline) * 1024.0 / double(std::max<std::size_t>(1, listed)));
 
     // Each keystroke twice over: the filter alone (the model's scan and the view's reset), then
     // with the table painted, as a person sees it.
@@ -138,10 +140,11 @@ int openOne(const QString& dir, const QString& typed)
     std::printf("  filter \"%s\" typed letter by letter (%d rows left), per keystroke: %.1f ms (worst %.1f), painted "
                 "%.1f ms (worst %.1f)\n",
                 typed.toUtf8().constData(), shown, ours.mean, ours.worst, oursPainted.mean, oursPainted.worst);
-    std::printf("    peer QSortFilterProxyModel over %zu QStrings (%.0f ms to build them): %.1f ms (worst %.1f), painted "
-                "%.1f ms (worst %.1f); peer/app %.1fx\n",
-                listed, peerBuild, peer.mean, peer.worst, peerPainted.mean, peerPainted.worst,
-                peer.mean / std::max(ours.mean, 1e-3));
+    std::printf(
+        "    peer QSortFilterProxyModel over %zu QStrings (%.0f ms to build them): %.1f ms (worst %.1f), painted "
+        "%.1f ms (worst %.1f); peer/app %.1fx\n",
+        listed, peerBuild, peer.mean, peer.worst, peerPainted.mean, peerPainted.worst,
+        peer.mean / std::max(ours.mean, 1e-3));
     return 0;
 }
 

@@ -38,7 +38,8 @@ void measure(const std::string& command, double& seconds, long& kib)
     seconds = 1e9;
     kib = 0;
     for (int round = 0; round < 3; ++round) {
-        seconds = std::min(seconds, time_shell("/usr/bin/time -f %M -o /tmp/bench_open.rss " + command + " > /dev/null"));
+        seconds =
+            std::min(seconds, time_shell("/usr/bin/time -f %M -o /tmp/bench_open.rss " + command + " > /dev/null"));
         std::ifstream rss("/tmp/bench_open.rss");
         long k = 0;
         rss >> k;
@@ -83,8 +84,8 @@ int main(int argc, char** argv)
     for (const char* command : {"info", "info --json", "verify --fast"}) {
         long kib = 0;
         measure(shardctl + " " + command + " '" + (root / "hf").string() + "'", seconds, kib);
-        std::printf("  shardctl %-14s %.3f s (%.2fx python), %.1f MiB above baseline, %.0f bytes per tensor\n",
-                    command, seconds, seconds / python, (kib - baseline) / 1024.0,
+        std::printf("  shardctl %-14s %.3f s (%.2fx python), %.1f MiB above baseline, %.0f bytes per tensor\n", command,
+                    seconds, seconds / python, (kib - baseline) / 1024.0,
                     double(kib - baseline) * 1024.0 / double(tensors));
     }
 

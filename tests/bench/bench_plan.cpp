@@ -24,8 +24,13 @@ Profile decoder_80()
     const std::int64_t s = 4096, h = 8192, a = 64;
     const std::int64_t block_act = s * h * 34 + 5 * a * s * s;
     auto layer = [](const char* name, std::int64_t params, double fwd, std::int64_t act) {
-        return Layer{.name = name, .params = params, .fwd_ms = fwd, .bwd_ms = 2 * fwd,
-                     .bwd_input_ms = fwd, .bwd_weight_ms = fwd, .activation_bytes = act};
+        return Layer{.name = name,
+                     .params = params,
+                     .fwd_ms = fwd,
+                     .bwd_ms = 2 * fwd,
+                     .bwd_input_ms = fwd,
+                     .bwd_weight_ms = fwd,
+                     .activation_bytes = act};
     };
     profile.layers.push_back(layer("embed", 1'050'000'000, 0.3, 2 * s * h));
     for (int i = 0; i < 78; ++i)
@@ -56,8 +61,8 @@ void print(const char* what, const SearchResult& result, double ms)
     std::printf("  best: pp %d x dp %d, %s v=%d, M=%d, recompute %s, %s, step %.1f ms, %.1f samples/s, "
                 "peak %.1f GiB\n",
                 c.pp, c.dp, std::string(to_string(c.schedule)).c_str(), c.virtual_stages, c.microbatches,
-                std::string(to_string(c.recompute)).c_str(), c.partition.c_str(), c.step_time,
-                c.samples_per_second, static_cast<double>(c.peak_memory_bytes) / (1 << 30));
+                std::string(to_string(c.recompute)).c_str(), c.partition.c_str(), c.step_time, c.samples_per_second,
+                static_cast<double>(c.peak_memory_bytes) / (1 << 30));
 }
 
 } // namespace

@@ -33,7 +33,7 @@ double best_ms(int runs, Function&& function)
 
 struct SimTimes {
     double build_ms;
-    double fresh_ms;  // simulate(): a new Timeline each time (allocation + first-touch faults)
+    double fresh_ms; // simulate(): a new Timeline each time (allocation + first-touch faults)
     double reused_ms; // simulate_into() an existing Timeline, as a drag loop would
     std::size_t ops;
     double bubble;
@@ -64,8 +64,8 @@ int main()
     for (const SimTimes* t : {&big, &small})
         std::printf("1F1B N=64 M=%zu: %zu ops, build %.2f ms, simulate %.2f ms fresh / %.2f ms "
                     "reusing the Timeline (%.1f ns/op), bubble %.4f\n",
-                    t->ops / 128, t->ops, t->build_ms, t->fresh_ms, t->reused_ms,
-                    1e6 * t->reused_ms / t->ops, t->bubble);
+                    t->ops / 128, t->ops, t->build_ms, t->fresh_ms, t->reused_ms, 1e6 * t->reused_ms / t->ops,
+                    t->bubble);
     std::printf("scaling M=4096 / M=512 (8x the ops): simulate %.2fx fresh, %.2fx reused; "
                 "build+simulate %.2fx\n\n",
                 big.fresh_ms / small.fresh_ms, big.reused_ms / small.reused_ms,
@@ -100,8 +100,8 @@ int main()
     });
     std::printf("repartition + resimulate N=8 M=64 (1024 ops), %d moves: median %.1f us, p99 %.1f "
                 "us, max %.1f us; reusing the schedule: %.1f us\n",
-                moves, 1000 * samples[moves / 2], 1000 * samples[moves * 99 / 100],
-                1000 * samples.back(), 1000 * reuse);
+                moves, 1000 * samples[moves / 2], 1000 * samples[moves * 99 / 100], 1000 * samples.back(),
+                1000 * reuse);
     const double compute_ms = best_ms(50, [&] {
         sink += partition(profile, 8, {PartitionMethod::compute, {}}).front();
     });

@@ -182,8 +182,8 @@ int main(int argc, char** argv)
         std::printf("skipped: PyTorch did not run (apt-get install python3-torch)\n");
     } else {
         const std::string quoted = " '" + archive.string() + "'";
-        const auto torch = measure(argv[0], archive.string(), quoted,
-                                   "/usr/bin/python3 '" + numpy_torch.string() + "'" + quoted);
+        const auto torch =
+            measure(argv[0], archive.string(), quoted, "/usr/bin/python3 '" + numpy_torch.string() + "'" + quoted);
         if (!torch) {
             fs::remove_all(work);
             return 2;

@@ -51,8 +51,8 @@ private slots:
                     if (!file.is_regular_file())
                         continue;
                     const std::string row = target + "/" + set + "/" + file.path().filename().string();
-                    QTest::newRow(row.c_str()) << QString::fromStdString(target)
-                                               << QString::fromStdString(file.path().string());
+                    QTest::newRow(row.c_str())
+                        << QString::fromStdString(target) << QString::fromStdString(file.path().string());
                     ++files;
                 }
             }

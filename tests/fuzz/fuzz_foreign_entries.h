@@ -52,7 +52,8 @@ inline void pickle_one(const uint8_t* data, std::size_t size)
     // (and so must the first tensors it hands over early, from an input that has that many)
     auto holds_together = [](const DcpMetadata& meta) {
         for (const DcpTensor& t : meta.tensors) {
-            require(uint64_t(t.first_chunk) + t.chunk_count <= meta.chunks.size(), "a tensor's chunks inside the array");
+            require(uint64_t(t.first_chunk) + t.chunk_count <= meta.chunks.size(),
+                    "a tensor's chunks inside the array");
             for (const DcpChunk& c : meta.chunks_of(t)) {
                 require(uint64_t(c.offsets_at) + c.offsets_rank <= meta.numbers.size() &&
                             uint64_t(c.sizes_at) + c.sizes_rank <= meta.numbers.size(),

@@ -20,7 +20,8 @@ inline void trace_one(const uint8_t* data, std::size_t size)
         if (data[0] & 1) {
             const pipeline::ModelConfig c = pipeline::parse_model_config(text, "config.json");
             require(c.hidden_size > 0 && c.attention_heads > 0 && c.vocab_size > 0 && c.layers > 0 &&
-                        c.intermediate_size > 0, "an accepted config has every dimension > 0");
+                        c.intermediate_size > 0,
+                    "an accepted config has every dimension > 0");
             require(c.kv_heads >= 1 && c.kv_heads <= c.attention_heads, "1 <= kv heads <= heads");
             return;
         }

@@ -96,8 +96,8 @@ private:
     QPalette m_saved;
 };
 
-bool writeSvg(const QString& file, const QSize& size, const QString& title,
-              const std::function<void(QPainter&)>& paint, QString* error)
+bool writeSvg(const QString& file, const QSize& size, const QString& title, const std::function<void(QPainter&)>& paint,
+              QString* error)
 {
     const QString temp = file + QStringLiteral(".part");
     {
@@ -121,8 +121,8 @@ bool writeSvg(const QString& file, const QSize& size, const QString& title,
 
 QStringList Exporter::reportSuffixes()
 {
-    return {QStringLiteral("pdf"), QStringLiteral("html"), QStringLiteral("md"),
-            QStringLiteral("json"), QStringLiteral("png"), QStringLiteral("svg")};
+    return {QStringLiteral("pdf"),  QStringLiteral("html"), QStringLiteral("md"),
+            QStringLiteral("json"), QStringLiteral("png"),  QStringLiteral("svg")};
 }
 
 QStringList Exporter::timelineSuffixes()
@@ -132,7 +132,8 @@ QStringList Exporter::timelineSuffixes()
 
 QString Exporter::reportFilter()
 {
-    return QObject::tr("PDF (*.pdf);;HTML (*.html);;Markdown (*.md);;JSON (*.json);;PNG picture (*.png);;SVG picture (*.svg)");
+    return QObject::tr(
+        "PDF (*.pdf);;HTML (*.html);;Markdown (*.md);;JSON (*.json);;PNG picture (*.png);;SVG picture (*.svg)");
 }
 
 QString Exporter::timelineFilter()
@@ -168,12 +169,13 @@ bool writeViewSvg(const QString& file, View* view, int width, void (View::*paint
                   const QString& title, QString* error)
 {
     const QSize size(width, view->preferredHeight());
-    return writeSvg(file, size, title,
-                    [&](QPainter& painter) {
-                        LightPalette light(view);
-                        (view->*paint)(painter, QRect(QPoint(0, 0), size));
-                    },
-                    error);
+    return writeSvg(
+        file, size, title,
+        [&](QPainter& painter) {
+            LightPalette light(view);
+            (view->*paint)(painter, QRect(QPoint(0, 0), size));
+        },
+        error);
 }
 
 } // namespace
@@ -200,22 +202,25 @@ bool Exporter::exportView(const QString& file, View view, const ReportSources& s
         return fail(error, QObject::tr("Cannot export %1: a view is saved as .png or .svg").arg(file));
     constexpr int kWidth = 1600; // what Export Timeline writes
     switch (view) {
-    case View::timeline:
-        return exportTimeline(file, sources.gantt, QStringLiteral("ShardScope timeline"), error);
+    case View::timeline: return exportTimeline(file, sources.gantt, QStringLiteral("ShardScope timeline"), error);
     case View::ownership:
         if (!sources.ownership || !sources.report || !sources.report->manifest)
-            return fail(error, QObject::tr("Cannot export %1: there is no ownership map (no checkpoint with a manifest is open)").arg(file));
-        return suffix == QLatin1String("png")
-                   ? writeImage(file, ownershipImage(sources.ownership, kWidth), error)
-                   : writeViewSvg(file, sources.ownership, kWidth, &OwnershipMap::paintMap,
-                                  QStringLiteral("ShardScope ownership map"), error);
+            return fail(
+                error,
+                QObject::tr("Cannot export %1: there is no ownership map (no checkpoint with a manifest is open)")
+                    .arg(file));
+        return suffix == QLatin1String("png") ? writeImage(file, ownershipImage(sources.ownership, kWidth), error)
+                                              : writeViewSvg(file, sources.ownership, kWidth, &OwnershipMap::paintMap,
+                                                             QStringLiteral("ShardScope ownership map"), error);
     case View::reshard:
         if (!sources.reshardView || !sources.reshardView->hasPlan())
-            return fail(error, QObject::tr("Cannot export %1: there is no reshard preview (no checkpoint with a manifest is open)").arg(file));
-        return suffix == QLatin1String("png")
-                   ? writeImage(file, reshardImage(sources.reshardView, kWidth), error)
-                   : writeViewSvg(file, sources.reshardView, kWidth, &ReshardView::paintView,
-                                  QStringLiteral("ShardScope reshard preview"), error);
+            return fail(
+                error,
+                QObject::tr("Cannot export %1: there is no reshard preview (no checkpoint with a manifest is open)")
+                    .arg(file));
+        return suffix == QLatin1String("png") ? writeImage(file, reshardImage(sources.reshardView, kWidth), error)
+                                              : writeViewSvg(file, sources.reshardView, kWidth, &ReshardView::paintView,
+                                                             QStringLiteral("ShardScope reshard preview"), error);
     }
     return false;
 }
@@ -245,8 +250,9 @@ bool Exporter::exportReport(const QString& file, const ReportSources& sources, Q
 {
     const QString suffix = suffixOf(file);
     if (!reportSuffixes().contains(suffix))
-        return fail(error, QObject::tr("Cannot export %1: unknown format “.%2” (use one of %3)")
-                               .arg(file, suffix, reportSuffixes().join(QStringLiteral(", "))));
+        return fail(error,
+                    QObject::tr("Cannot export %1: unknown format “.%2” (use one of %3)")
+                        .arg(file, suffix, reportSuffixes().join(QStringLiteral(", "))));
     shardscope::ReportInput input = reportInput(sources);
     const bool withMap = sources.ownership && sources.report && sources.report->manifest;
     const bool withGantt = sources.gantt && input.pipeline;
@@ -263,8 +269,9 @@ bool Exporter::exportReport(const QString& file, const ReportSources& sources, Q
         QWidget* window = sources.window;
         if (suffix == QLatin1String("png"))
             return writeImage(file, window->grab().toImage(), error);
-        return writeSvg(file, window->size(), QStringLiteral("ShardScope"),
-                        [window](QPainter& painter) { window->render(&painter); }, error);
+        return writeSvg(
+            file, window->size(), QStringLiteral("ShardScope"),
+            [window](QPainter& painter) { window->render(&painter); }, error);
     }
 
     if (suffix == QLatin1String("md")) {
@@ -322,7 +329,8 @@ bool Exporter::exportReport(const QString& file, const ReportSources& sources, Q
         input.reshard_image = "reshard.png";
     }
     const QString temp = file + QStringLiteral(".part");
-    const QString footer = QStringLiteral("ShardScope report · %1").arg(QString::fromStdString(shardscope::report_subject(input)));
+    const QString footer =
+        QStringLiteral("ShardScope report · %1").arg(QString::fromStdString(shardscope::report_subject(input)));
     if (!writeReportPdf(temp, shardscope::report_document(input), pictures,
                         QString::fromStdString(input.title + " — " + shardscope::report_subject(input)), footer))
         return fail(error, QObject::tr("Cannot write %1: the PDF writer could not open it").arg(file));
@@ -333,7 +341,8 @@ bool Exporter::exportTimeline(const QString& file, GanttView* gantt, const QStri
 {
     const QString suffix = suffixOf(file);
     if (!gantt || !gantt->hasTimeline())
-        return fail(error, QObject::tr("Cannot export %1: there is no timeline (the planner has no valid plan)").arg(file));
+        return fail(error,
+                    QObject::tr("Cannot export %1: there is no timeline (the planner has no valid plan)").arg(file));
     if (suffix == QLatin1String("json")) {
         const auto trace = shardscope::pipeline::to_trace_json(gantt->timeline(), title.toStdString());
         return writeBytes(file, QByteArray::fromStdString(trace.dump() + "\n"), error);
@@ -342,8 +351,8 @@ bool Exporter::exportTimeline(const QString& file, GanttView* gantt, const QStri
     if (suffix == QLatin1String("png"))
         return writeImage(file, gantt->renderFitted(size, 1.0), error);
     if (suffix == QLatin1String("svg"))
-        return writeSvg(file, size, title, [gantt, size](QPainter& painter) { gantt->paintFitted(painter, size); },
-                        error);
+        return writeSvg(
+            file, size, title, [gantt, size](QPainter& painter) { gantt->paintFitted(painter, size); }, error);
     return fail(error, QObject::tr("Cannot export %1: unknown format “.%2” (use png, svg or json)").arg(file, suffix));
 }
 

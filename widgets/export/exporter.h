@@ -25,27 +25,26 @@ class ReshardView;
 struct ReportSources {
     QString checkpointPath;
     const shardscope::VerifyReport* report = nullptr; // null: no checkpoint section
-    const PipelinePlanner* planner = nullptr;         // null: no pipeline section
-    GanttView* gantt = nullptr;                       // pictures (optional)
+    const PipelinePlanner* planner = nullptr; // null: no pipeline section
+    GanttView* gantt = nullptr; // pictures (optional)
     OwnershipMap* ownership = nullptr;
     const shardscope::ReshardPlan* reshardPlan = nullptr; // null: no reshard preview section
-    ReshardView* reshardView = nullptr;                   // its picture (optional)
+    ReshardView* reshardView = nullptr; // its picture (optional)
     std::shared_ptr<const shardscope::ContentReport> content; // null: no content-health section
-    std::shared_ptr<const shardscope::DiffReport> diff;       // null: no comparison section
-    QWidget* window = nullptr;                        // what a PNG/SVG "report" shows
+    std::shared_ptr<const shardscope::DiffReport> diff; // null: no comparison section
+    QWidget* window = nullptr; // what a PNG/SVG "report" shows
 };
 
 class Exporter {
 public:
-    static QStringList reportSuffixes();   // pdf html md json png svg
+    static QStringList reportSuffixes(); // pdf html md json png svg
     static QStringList timelineSuffixes(); // png svg json
-    static QString reportFilter();         // for QFileDialog
+    static QString reportFilter(); // for QFileDialog
     static QString timelineFilter();
 
     static shardscope::ReportInput reportInput(const ReportSources& sources);
     static bool exportReport(const QString& file, const ReportSources& sources, QString* error);
-    static bool exportTimeline(const QString& file, GanttView* gantt, const QString& title,
-                               QString* error);
+    static bool exportTimeline(const QString& file, GanttView* gantt, const QString& title, QString* error);
 
     // One view as a PNG or SVG picture, as the GUI's Export Timeline writes the timeline: what
     // headless `shardscope --export x.png --export-view V` saves.

@@ -45,7 +45,8 @@ public:
         for (std::size_t i = 0; i < blocks.size(); ++i) {
             const auto& block = blocks[i];
             // A landscape page holds only its table: what follows goes back to portrait.
-            const bool wantsLandscape = block.kind == shardscope::ReportBlock::Kind::table && fit(block.table).landscape;
+            const bool wantsLandscape =
+                block.kind == shardscope::ReportBlock::Kind::table && fit(block.table).landscape;
             if (m_landscapePage && !wantsLandscape)
                 newPage(false);
             switch (block.kind) {
@@ -56,18 +57,10 @@ public:
                 paragraph(QString::fromStdString(block.text), font(8.5, false, true), QColor(0x57, 0x60, 0x6a), 0);
                 m_y += pt(6);
                 break;
-            case shardscope::ReportBlock::Kind::verdict:
-                verdict(block);
-                break;
-            case shardscope::ReportBlock::Kind::table:
-                table(block.table);
-                break;
-            case shardscope::ReportBlock::Kind::problems:
-                problems(block);
-                break;
-            case shardscope::ReportBlock::Kind::image:
-                picture(block);
-                break;
+            case shardscope::ReportBlock::Kind::verdict: verdict(block); break;
+            case shardscope::ReportBlock::Kind::table: table(block.table); break;
+            case shardscope::ReportBlock::Kind::problems: problems(block); break;
+            case shardscope::ReportBlock::Kind::image: picture(block); break;
             }
         }
         footer();
@@ -121,12 +114,14 @@ private:
         m_painter->setPen(QColor(0x57, 0x60, 0x6a));
         const double baseline = y + pt(4) + metrics(f).ascent();
         const QString page = QObject::tr("page %1 of %2").arg(m_page).arg(m_pages);
-        const QString left = metrics(f).elidedText(m_footer, Qt::ElideMiddle, width() - metrics(f).horizontalAdvance(page) - pt(20));
+        const QString left =
+            metrics(f).elidedText(m_footer, Qt::ElideMiddle, width() - metrics(f).horizontalAdvance(page) - pt(20));
         m_painter->drawText(QPointF(0, baseline), left);
         m_painter->drawText(QPointF(width() - metrics(f).horizontalAdvance(page), baseline), page);
     }
 
-    std::vector<std::string> wrap(const std::string& text, const QFont& f, double available, bool breakWords = false) const
+    std::vector<std::string> wrap(const std::string& text, const QFont& f, double available,
+                                  bool breakWords = false) const
     {
         const QFontMetricsF fm = metrics(f);
         return shardscope::wrap_text(text, available, breakWords, [&fm](std::string_view piece) {
@@ -180,7 +175,7 @@ private:
         const auto titleLines = wrap((block.good ? "✓ " : "✗ ") + block.text, title, inner);
         const auto detailLines = block.detail.empty() ? std::vector<std::string>() : wrap(block.detail, detail, inner);
         const double height = 2 * pad + double(titleLines.size()) * metrics(title).lineSpacing() +
-                              (detailLines.empty() ? 0 : pt(3) + double(detailLines.size()) * metrics(detail).lineSpacing());
+            (detailLines.empty() ? 0 : pt(3) + double(detailLines.size()) * metrics(detail).lineSpacing());
         ensure(height);
         if (m_painter) {
             const QColor fill = block.good ? QColor(0xe6, 0xf4, 0xea) : QColor(0xfd, 0xe7, 0xe9);
@@ -232,7 +227,8 @@ private:
     RowLayout layoutRow(const std::vector<std::string>& cells, const shardscope::ReportTable& table,
                         const shardscope::TableFit& fit, bool header) const
     {
-        const QFont f = font(kTablePoints * fit.scale, header), mono = font(kTablePoints * fit.scale, false, false, true);
+        const QFont f = font(kTablePoints * fit.scale, header),
+                    mono = font(kTablePoints * fit.scale, false, false, true);
         RowLayout row;
         std::size_t lines = 1;
         for (std::size_t c = 0; c < fit.widths.size(); ++c) {
@@ -244,26 +240,32 @@ private:
                     row.ownLine = wrap(text, mono, width() - 2 * cellPad() - labelWidth(table, fit), true);
                 continue;
             }
-            row.cells.push_back(wrap(text, isOwnLine && !header ? mono : f, fit.widths[c] - 2 * cellPad(), fit.breaks_words));
+            row.cells.push_back(
+                wrap(text, isOwnLine && !header ? mono : f, fit.widths[c] - 2 * cellPad(), fit.breaks_words));
             lines = std::max(lines, row.cells.back().size());
         }
         row.height = double(lines) * metrics(f).lineSpacing() + 2 * pt(2.5);
-        row.ownLineHeight = row.ownLine.empty() ? 0 : double(row.ownLine.size()) * metrics(mono).lineSpacing() + 2 * pt(2);
+        row.ownLineHeight =
+            row.ownLine.empty() ? 0 : double(row.ownLine.size()) * metrics(mono).lineSpacing() + 2 * pt(2);
         return row;
     }
 
     double labelWidth(const shardscope::ReportTable& table, const shardscope::TableFit& fit) const
     {
-        return metrics(font(kTablePoints * fit.scale)).horizontalAdvance(QString::fromStdString(table.header[std::size_t(table.own_line_column)])) + pt(6);
+        return metrics(font(kTablePoints * fit.scale))
+                   .horizontalAdvance(QString::fromStdString(table.header[std::size_t(table.own_line_column)])) +
+            pt(6);
     }
 
-    void paintRow(const RowLayout& row, const shardscope::ReportTable& table, const shardscope::TableFit& fit, bool header)
+    void paintRow(const RowLayout& row, const shardscope::ReportTable& table, const shardscope::TableFit& fit,
+                  bool header)
     {
         if (!m_painter) {
             m_y += row.height + row.ownLineHeight;
             return;
         }
-        const QFont f = font(kTablePoints * fit.scale, header), mono = font(kTablePoints * fit.scale, false, false, true);
+        const QFont f = font(kTablePoints * fit.scale, header),
+                    mono = font(kTablePoints * fit.scale, false, false, true);
         const QFontMetricsF fm = metrics(f), mm = metrics(mono);
         const double total = std::accumulate(fit.widths.begin(), fit.widths.end(), 0.0);
         const QPen grid(QColor(0xc8, 0xcc, 0xd0), pt(0.5));
@@ -291,7 +293,8 @@ private:
             double y = m_y + pt(2.5) + cm.ascent();
             for (const std::string& line : lines) {
                 const QString text = QString::fromStdString(line);
-                const double tx = !header && table.right[c] ? x + w - cellPad() - cm.horizontalAdvance(text) : x + cellPad();
+                const double tx =
+                    !header && table.right[c] ? x + w - cellPad() - cm.horizontalAdvance(text) : x + cellPad();
                 m_painter->drawText(QPointF(tx, y), text);
                 y += cm.lineSpacing();
             }
@@ -334,7 +337,9 @@ private:
         double whole = header.height;
         for (const RowLayout& row : rows)
             whole += row.height + row.ownLineHeight;
-        ensure(whole < bottom() / 3 ? whole : header.height + (rows.empty() ? 0 : rows.front().height + rows.front().ownLineHeight));
+        ensure(whole < bottom() / 3
+                   ? whole
+                   : header.height + (rows.empty() ? 0 : rows.front().height + rows.front().ownLineHeight));
         paintRow(header, table, fitted, true);
         for (const RowLayout& row : rows) {
             if (m_y + row.height + row.ownLineHeight > bottom()) {

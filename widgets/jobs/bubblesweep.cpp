@@ -6,7 +6,10 @@ namespace shardwidgets {
 
 namespace pl = shardscope::pipeline;
 
-int sweepMicrobatches(int stages) { return std::clamp(4 * stages, 8, 64); }
+int sweepMicrobatches(int stages)
+{
+    return std::clamp(4 * stages, 8, 64);
+}
 
 std::vector<BubbleLine> sweepBubbles(const BubbleSweepInput& input, const std::atomic<bool>* cancel)
 {
@@ -21,8 +24,8 @@ std::vector<BubbleLine> sweepBubbles(const BubbleSweepInput& input, const std::a
     for (pl::ScheduleKind kind : kinds) {
         BubbleLine line{.kind = kind,
                         .virtualStages = kind != pl::ScheduleKind::interleaved ? 1
-                                         : input.spec.virtual_stages > 1 ? input.spec.virtual_stages
-                                                                         : 2};
+                            : input.spec.virtual_stages > 1                    ? input.spec.virtual_stages
+                                                                               : 2};
         const int pieces = stages * line.virtualStages;
         if (kind == pl::ScheduleKind::interleaved && (stages < 2 || pieces > layers)) {
             lines.push_back(std::move(line)); // no line: nothing to interleave
@@ -41,11 +44,14 @@ std::vector<BubbleLine> sweepBubbles(const BubbleSweepInput& input, const std::a
                 return {};
             if (kind == pl::ScheduleKind::interleaved && m % stages != 0)
                 continue; // Megatron's rule: microbatches in groups of N
-            const pl::ScheduleSpec spec{.kind = kind, .stages = stages, .microbatches = m,
+            const pl::ScheduleSpec spec{.kind = kind,
+                                        .stages = stages,
+                                        .microbatches = m,
                                         .virtual_stages = line.virtualStages,
                                         .p2p_latency_ms = input.spec.p2p_latency_ms};
             try {
-                const pl::StepPlan step = pl::make_step_plan(input.profile, pl::build_schedule(spec), cut, input.options);
+                const pl::StepPlan step =
+                    pl::make_step_plan(input.profile, pl::build_schedule(spec), cut, input.options);
                 line.microbatches.push_back(m);
                 line.bubble.push_back(step.plan.timeline.bubble_fraction);
             } catch (const std::exception&) {
@@ -63,8 +69,7 @@ void BubbleSweep::start(BubbleSweepInput input)
 {
     auto progress = std::make_shared<JobProgress>();
     m_runner.start(
-        progress,
-        [progress, input = std::move(input)] { return sweepBubbles(input, &progress->cancel); },
+        progress, [progress, input = std::move(input)] { return sweepBubbles(input, &progress->cancel); },
         [this](std::vector<BubbleLine> lines) {
             m_lines = std::move(lines);
             emit finished();

@@ -19,13 +19,13 @@ struct BubbleLine {
     shardscope::pipeline::ScheduleKind kind = shardscope::pipeline::ScheduleKind::one_f_one_b;
     int virtualStages = 1;
     std::vector<int> microbatches; // the M that could be simulated (interleaved: multiples of N)
-    std::vector<double> bubble;    // Timeline::bubble_fraction at each
+    std::vector<double> bubble; // Timeline::bubble_fraction at each
 };
 
 struct BubbleSweepInput {
     shardscope::pipeline::Profile profile;
     shardscope::pipeline::ScheduleSpec spec; // the current one: stages, v, latency
-    std::vector<int> boundaries;            // the current cut, used where the piece count matches
+    std::vector<int> boundaries; // the current cut, used where the piece count matches
     shardscope::pipeline::TrainingOptions options;
 };
 

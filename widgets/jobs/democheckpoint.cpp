@@ -29,7 +29,8 @@ QString ensureDemoCheckpoint(QString* error)
     const QString root = demoCheckpointRoot();
     try {
         if (!QDir().mkpath(root))
-            throw shardscope::Error(shardscope::ProblemKind::io_error, "cannot create the directory", root.toStdString());
+            throw shardscope::Error(shardscope::ProblemKind::io_error, "cannot create the directory",
+                                    root.toStdString());
         const auto states = shardscope::make_demo_state(kSeed, kNumel, kWorldSize, shardscope::ParamDtype::BF16);
         const uint64_t steps[] = {1800, 2000};
         QString last;
@@ -45,7 +46,8 @@ QString ensureDemoCheckpoint(QString* error)
             options.wall_clock_seconds = double(step) * 2.26;
             options.tensors = shardscope::demo_tensor_layout(kNumel);
             options.training_state = {
-                {"optimizer", {{"name", "adamw"}, {"lr", 3e-4}, {"betas", {0.9, 0.95}}, {"weight_decay", 0.1}, {"step", step}}},
+                {"optimizer",
+                 {{"name", "adamw"}, {"lr", 3e-4}, {"betas", {0.9, 0.95}}, {"weight_decay", 0.1}, {"step", step}}},
                 {"lr_schedule", {{"name", "cosine"}, {"warmup_steps", 200}, {"total_steps", 10000}}},
                 {"dataloader", {{"epoch", 1}, {"offset", step * 512}}},
                 {"rng", {{"seed", kSeed}}}};

@@ -102,8 +102,7 @@ public:
 
     // Runs `work` (on a worker thread) for `progress`; `done` gets its outcome on the GUI thread,
     // unless a newer start() or the destructor came first.
-    void start(std::shared_ptr<JobProgress> progress, std::function<Outcome()> work,
-               std::function<void(Outcome)> done)
+    void start(std::shared_ptr<JobProgress> progress, std::function<Outcome()> work, std::function<void(Outcome)> done)
     {
         retire();
         m_progress = std::move(progress);

@@ -26,8 +26,8 @@ QStringList PipelinePlanner::bundledProfiles()
 {
     QStringList paths;
     const QDir dir(QStringLiteral(":/profiles"));
-    for (const QString& name : dir.entryList({QStringLiteral("*.json"), QStringLiteral("*.csv")},
-                                             QDir::Files, QDir::Name))
+    for (const QString& name :
+         dir.entryList({QStringLiteral("*.json"), QStringLiteral("*.csv")}, QDir::Files, QDir::Name))
         paths.append(dir.filePath(name));
     return paths;
 }
@@ -60,8 +60,8 @@ bool PipelinePlanner::loadProfile(const QString& path, QString* error)
     const std::string origin = path.toStdString();
     try {
         pl::Profile profile = path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive)
-                                  ? pl::parse_profile_csv(text, origin)
-                                  : pl::parse_profile_json(text, origin);
+            ? pl::parse_profile_csv(text, origin)
+            : pl::parse_profile_json(text, origin);
         if (profile.name.empty())
             profile.name = QFileInfo(path).completeBaseName().toStdString();
         profile.source = origin;
@@ -78,11 +78,9 @@ void PipelinePlanner::setSpec(pl::ScheduleSpec spec)
 {
     spec.stages = std::clamp(spec.stages, 1, kMaxStages);
     spec.microbatches = std::clamp(spec.microbatches, 1, kMaxMicrobatches);
-    spec.virtual_stages = spec.kind == pl::ScheduleKind::interleaved
-                              ? std::clamp(spec.virtual_stages, 2, kMaxVirtualStages)
-                              : 1;
-    const bool piecesChanged = spec.stages * spec.virtual_stages !=
-                               m_spec.stages * m_spec.virtual_stages;
+    spec.virtual_stages =
+        spec.kind == pl::ScheduleKind::interleaved ? std::clamp(spec.virtual_stages, 2, kMaxVirtualStages) : 1;
+    const bool piecesChanged = spec.stages * spec.virtual_stages != m_spec.stages * m_spec.virtual_stages;
     m_spec = spec;
     if (piecesChanged) {
         if (m_method == pl::PartitionMethod::manual)
@@ -133,8 +131,7 @@ void PipelinePlanner::rebalance(pl::PartitionMethod method)
 bool PipelinePlanner::setBoundaries(const std::vector<int>& boundaries)
 {
     try {
-        pl::validate_boundaries(int(m_profile.layers.size()), m_spec.stages * m_spec.virtual_stages,
-                                boundaries);
+        pl::validate_boundaries(int(m_profile.layers.size()), m_spec.stages * m_spec.virtual_stages, boundaries);
     } catch (const shardscope::Error& e) {
         m_error = printableText(e.what());
         return false;
@@ -151,8 +148,8 @@ bool PipelinePlanner::moveBoundary(int index, int edge)
         return false;
     std::vector<int> moved = m_boundaries;
     const int lowest = index == 0 ? 1 : moved[std::size_t(index - 1)] + 1;
-    const int highest = index + 1 == int(moved.size()) ? int(m_profile.layers.size()) - 1
-                                                       : moved[std::size_t(index + 1)] - 1;
+    const int highest =
+        index + 1 == int(moved.size()) ? int(m_profile.layers.size()) - 1 : moved[std::size_t(index + 1)] - 1;
     if (lowest > highest)
         return false;
     moved[std::size_t(index)] = std::clamp(edge, lowest, highest);
@@ -177,8 +174,12 @@ bool PipelinePlanner::applyCandidate(const pl::Candidate& candidate, const pl::S
         candidate.virtual_stages > kMaxVirtualStages) {
         m_error = tr("pp %1 with %2 microbatches and v %3 is outside the planner's range (at most %4 stages, "
                      "%5 microbatches, %6 chunks)")
-                      .arg(candidate.pp).arg(candidate.microbatches).arg(candidate.virtual_stages)
-                      .arg(kMaxStages).arg(kMaxMicrobatches).arg(kMaxVirtualStages);
+                      .arg(candidate.pp)
+                      .arg(candidate.microbatches)
+                      .arg(candidate.virtual_stages)
+                      .arg(kMaxStages)
+                      .arg(kMaxMicrobatches)
+                      .arg(kMaxVirtualStages);
         return false;
     }
     const pl::ScheduleSpec spec{.kind = candidate.schedule,
@@ -196,8 +197,8 @@ bool PipelinePlanner::applyCandidate(const pl::Candidate& candidate, const pl::S
         // The candidate's cut as the search made it: "compute" on the recompute-adjusted costs,
         // or the fitting cut spelled out as manual boundaries.
         const pl::PartitionSpec cut = pl::parse_partition_spec(candidate.partition);
-        m_boundaries = pl::partition(pl::with_recompute(m_profile, candidate.recompute),
-                                     spec.stages * spec.virtual_stages, cut);
+        m_boundaries =
+            pl::partition(pl::with_recompute(m_profile, candidate.recompute), spec.stages * spec.virtual_stages, cut);
         m_method = cut.method;
     } catch (const std::exception& e) {
         m_error = printableText(e.what());

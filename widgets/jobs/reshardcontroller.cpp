@@ -22,8 +22,8 @@ bool ReshardController::start(const QString& source, int targetWorldSize, const 
         options.durable = durable;
         options.cancel = &progress->cancel;
         options.progress = storeProgress(progress);
-        outcome.error = problemOf(dst.string(),
-                                  [&] { outcome.result = shardscope::reshard(src, targetWorldSize, dst, options); });
+        outcome.error =
+            problemOf(dst.string(), [&] { outcome.result = shardscope::reshard(src, targetWorldSize, dst, options); });
         outcome.cancelled = outcome.error && outcome.error->kind == shardscope::ProblemKind::cancelled;
         return outcome;
     };

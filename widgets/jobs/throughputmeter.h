@@ -17,7 +17,7 @@ struct ThroughputMeter {
 
     uint64_t lastBytes = 0;
     int64_t lastMilliseconds = 0;
-    double rate = 0;     // bytes/s, 0 until the first advancing sample
+    double rate = 0; // bytes/s, 0 until the first advancing sample
     double weight = 0.3; // of the newest sample in the smoothed rate
 };
 

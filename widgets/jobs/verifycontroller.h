@@ -67,8 +67,7 @@ signals:
     void filesListed(); // before the first shardPercent / shardFinished of the job
     void shardPercent(int index, int percent);
     void shardFinished(int index, const shardscope::ShardCheck& check);
-    void progressChanged(quint64 bytesDone, quint64 bytesTotal, double bytesPerSecond,
-                         double etaSeconds);
+    void progressChanged(quint64 bytesDone, quint64 bytesTotal, double bytesPerSecond, double etaSeconds);
     void finished(); // report() holds the result (report().cancelled when cancelled)
     void failed(const QString& message, const QString& path);
 

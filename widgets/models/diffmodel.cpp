@@ -17,7 +17,7 @@ namespace {
 bool compared(const TensorDiff& t)
 {
     return t.status == DiffStatus::changed || t.status == DiffStatus::dtype_changed ||
-           t.status == DiffStatus::identical;
+        t.status == DiffStatus::identical;
 }
 
 QString typeName(shardscope::ElementType type)
@@ -78,10 +78,10 @@ QVariant DiffModel::data(const QModelIndex& index, int role) const
         case Changed:
             if (!compared(t))
                 return QStringLiteral("–");
-            return t.sums.nonfinite_changed > 0 ? tr("%1 of %2 (%3 NaN/Inf)")
-                                                      .arg(formatCount(t.sums.changed), formatCount(t.numel),
-                                                           formatCount(t.sums.nonfinite_changed))
-                                                : tr("%1 of %2").arg(formatCount(t.sums.changed), formatCount(t.numel));
+            return t.sums.nonfinite_changed > 0
+                ? tr("%1 of %2 (%3 NaN/Inf)")
+                      .arg(formatCount(t.sums.changed), formatCount(t.numel), formatCount(t.sums.nonfinite_changed))
+                : tr("%1 of %2").arg(formatCount(t.sums.changed), formatCount(t.numel));
         case MaxAbs: return compared(t) ? QString::number(t.sums.max_abs_diff, 'g', 4) : QStringLiteral("–");
         case RelativeChange:
             return !compared(t) ? QStringLiteral("–") : rel ? QString::number(*rel, 'g', 3) : QStringLiteral("∞");
@@ -98,10 +98,11 @@ QVariant DiffModel::data(const QModelIndex& index, int role) const
         return !compared(t) ? -1.0 : rel ? *rel : std::numeric_limits<double>::infinity();
     } else if (role == Qt::ForegroundRole && index.column() == Status) {
         return t.status == DiffStatus::identical ? QVariant(severityColor(Severity::good, QPalette()))
-                                                  : QVariant(severityColor(Severity::bad, QPalette()));
+                                                 : QVariant(severityColor(Severity::bad, QPalette()));
     } else if (role == Qt::TextAlignmentRole && index.column() >= Changed) {
         return int(Qt::AlignRight | Qt::AlignVCenter);
-    } else if (role == Qt::ToolTipRole && (index.column() == Name || index.column() == Changed) && t.sums.first_changed) {
+    } else if (role == Qt::ToolTipRole && (index.column() == Name || index.column() == Changed) &&
+               t.sums.first_changed) {
         QString tip = tr("First changed element: flat index %1").arg(formatCount(*t.sums.first_changed));
         if (t.sums.nonfinite_changed > 0)
             tip += tr("\n%1 changed where a side is NaN or Inf (not in max |a−b| or ‖a−b‖)")
@@ -115,8 +116,8 @@ QVariant DiffModel::headerData(int section, Qt::Orientation orientation, int rol
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
-    static const char* const names[] = {"Tensor", "State", "Status", "Dtype", "Shape",
-                                        "Changed", "Max |a−b|", "‖a−b‖ / ‖a‖"};
+    static const char* const names[] = {"Tensor", "State",   "Status",    "Dtype",
+                                        "Shape",  "Changed", "Max |a−b|", "‖a−b‖ / ‖a‖"};
     return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
 }
 

@@ -25,7 +25,8 @@ bool less(const shardscope::ForeignTensorView& a, const shardscope::ForeignTenso
         return std::lexicographical_compare(a.shape.begin(), a.shape.end(), b.shape.begin(), b.shape.end());
     case ForeignTensorModel::Bytes: return a.bytes < b.bytes;
     case ForeignTensorModel::File: return a.file < b.file || (a.file == b.file && a.offset < b.offset);
-    case ForeignTensorModel::Detail: return a.chunks.size() < b.chunks.size() || (a.chunks.size() == b.chunks.size() && a.detail < b.detail);
+    case ForeignTensorModel::Detail:
+        return a.chunks.size() < b.chunks.size() || (a.chunks.size() == b.chunks.size() && a.detail < b.detail);
     default: return a.name < b.name;
     }
 }

@@ -57,9 +57,9 @@ private:
 
     const shardscope::ForeignSummary* m_summary = nullptr;
     std::vector<uint32_t> m_sorted; // every tensor, in the view's sort order (empty: core order)
-    std::vector<uint32_t> m_rows;   // the rows shown: m_sorted filtered by name
-    QByteArray m_needle;            // the filter as UTF-8
-    int m_sortColumn = -1;          // -1: the order the core lists them in
+    std::vector<uint32_t> m_rows; // the rows shown: m_sorted filtered by name
+    QByteArray m_needle; // the filter as UTF-8
+    int m_sortColumn = -1; // -1: the order the core lists them in
     Qt::SortOrder m_sortOrder = Qt::AscendingOrder;
 };
 

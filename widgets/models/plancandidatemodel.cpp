@@ -34,7 +34,10 @@ const pl::Candidate* PlanCandidateModel::candidate(int row) const
     return row >= 0 && row < m_rows ? &m_result.candidates[std::size_t(row)] : nullptr;
 }
 
-int PlanCandidateModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : m_rows; }
+int PlanCandidateModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : m_rows;
+}
 
 int PlanCandidateModel::columnCount(const QModelIndex& parent) const
 {
@@ -76,9 +79,11 @@ QVariant PlanCandidateModel::data(const QModelIndex& index, int role) const
         return QVariant(text ? (Qt::AlignLeft | Qt::AlignVCenter) : (Qt::AlignRight | Qt::AlignVCenter));
     } else if (role == Qt::ToolTipRole) {
         QString tip = tr("pp %1 × dp %2, %3, %4 microbatches, recompute %5, partition %6")
-                          .arg(c.pp).arg(c.dp).arg(QString::fromUtf8(pl::to_string(c.schedule)))
-                          .arg(c.microbatches).arg(QString::fromUtf8(pl::to_string(c.recompute)),
-                                                   QString::fromStdString(c.partition));
+                          .arg(c.pp)
+                          .arg(c.dp)
+                          .arg(QString::fromUtf8(pl::to_string(c.schedule)))
+                          .arg(c.microbatches)
+                          .arg(QString::fromUtf8(pl::to_string(c.recompute)), QString::fromStdString(c.partition));
         if (!c.fits && m_limit > 0)
             tip += tr("\n%1 over the %2 limit")
                        .arg(formatBytes(uint64_t(c.peak_memory_bytes - m_limit)), formatBytes(uint64_t(m_limit)));

@@ -13,8 +13,18 @@ class PlanCandidateModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     enum Column {
-        Rank, Pp, Dp, Virtual, Microbatches, Schedule, Recompute, StepTime, PeakMemory, Fits,
-        SamplesPerSecond, ColumnCount
+        Rank,
+        Pp,
+        Dp,
+        Virtual,
+        Microbatches,
+        Schedule,
+        Recompute,
+        StepTime,
+        PeakMemory,
+        Fits,
+        SamplesPerSecond,
+        ColumnCount
     };
 
     explicit PlanCandidateModel(QObject* parent = nullptr);
@@ -29,8 +39,7 @@ public:
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation,
-                        int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
 private:
     shardscope::pipeline::SearchResult m_result;

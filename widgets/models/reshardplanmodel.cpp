@@ -73,8 +73,7 @@ QVariant ReshardPlanModel::data(const QModelIndex& index, int role) const
     case Qt::DisplayRole:
         switch (index.column()) {
         case Rank: return t.rank;
-        case Elements:
-            return QStringLiteral("[%1, %2)").arg(formatCount(t.offset), formatCount(t.offset + t.numel));
+        case Elements: return QStringLiteral("[%1, %2)").arg(formatCount(t.offset), formatCount(t.offset + t.numel));
         case Bytes: return formatBytes(t.bytes);
         case Sources: return sources(t);
         case Staying: return formatBytes(t.bytes_staying);

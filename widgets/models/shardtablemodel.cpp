@@ -133,8 +133,9 @@ QVariant ShardTableModel::display(const Row& row, int column) const
             // Problems start with "rank R: /dir/file: "; the row already names the file.
             const std::string& detail = row.check.detail;
             const auto at = detail.find(row.record.path + ": ");
-            return printableText(at == std::string::npos ? std::string_view(detail)
-                                                          : std::string_view(detail).substr(at + row.record.path.size() + 2));
+            return printableText(at == std::string::npos
+                                     ? std::string_view(detail)
+                                     : std::string_view(detail).substr(at + row.record.path.size() + 2));
         }
         return printableText(row.record.sha256.substr(0, 12)) + QChar(0x2026);
     }
@@ -158,9 +159,7 @@ QVariant ShardTableModel::tooltip(const Row& row, int column) const
     }
     case Bytes:
         if (row.check.actual_bytes != row.record.bytes && severity(row.check.status) == Severity::bad)
-            return tr("recorded %1 bytes, %2 bytes on disk")
-                .arg(row.record.bytes)
-                .arg(row.check.actual_bytes);
+            return tr("recorded %1 bytes, %2 bytes on disk").arg(row.record.bytes).arg(row.check.actual_bytes);
         return tr("%1 bytes").arg(row.record.bytes);
     case Offset:
         if (m_foreign)

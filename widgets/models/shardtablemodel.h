@@ -18,8 +18,8 @@ public:
     enum Column { Rank, Status, File, Bytes, Offset, Numel, Sha256, ColumnCount };
     enum Role {
         SortRole = Qt::UserRole + 1, // numbers as numbers, statuses by severity
-        StatusRole,                  // int(shardscope::ShardStatus)
-        FullValueRole,               // the untruncated text (full digest) for copying
+        StatusRole, // int(shardscope::ShardStatus)
+        FullValueRole, // the untruncated text (full digest) for copying
     };
 
     explicit ShardTableModel(QObject* parent = nullptr);
@@ -44,8 +44,7 @@ public:
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation,
-                        int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
 private:
     struct Row {

@@ -21,21 +21,26 @@ QStringList layersOf(const pl::Plan& plan)
     return layers;
 }
 
-QString bytesText(std::int64_t bytes) { return formatBytes(uint64_t(std::max<std::int64_t>(0, bytes))); }
+QString bytesText(std::int64_t bytes)
+{
+    return formatBytes(uint64_t(std::max<std::int64_t>(0, bytes)));
+}
 
 } // namespace
 
 StageStatsModel::StageStatsModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void StageStatsModel::setPlan(const pl::Plan& plan) { take(plan, {}, std::nullopt); }
+void StageStatsModel::setPlan(const pl::Plan& plan)
+{
+    take(plan, {}, std::nullopt);
+}
 
 void StageStatsModel::setStepPlan(const pl::StepPlan& step)
 {
     take(step.plan, step.memory, step.options.gpu_memory_bytes);
 }
 
-void StageStatsModel::take(const pl::Plan& plan, std::vector<pl::StageMemory> memory,
-                           std::optional<std::int64_t> limit)
+void StageStatsModel::take(const pl::Plan& plan, std::vector<pl::StageMemory> memory, std::optional<std::int64_t> limit)
 {
     const auto& stats = plan.timeline.stage_stats;
     const bool inPlace = stats.size() == m_stats.size() && plan.stages.size() == m_costs.size();

@@ -17,8 +17,19 @@ class StageStatsModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     enum Column {
-        Stage, Layers, Params, Busy, Idle, Bubble, PeakActivations,
-        Weights, Gradients, Optimizer, Activations, Total, ColumnCount
+        Stage,
+        Layers,
+        Params,
+        Busy,
+        Idle,
+        Bubble,
+        PeakActivations,
+        Weights,
+        Gradients,
+        Optimizer,
+        Activations,
+        Total,
+        ColumnCount
     };
 
     explicit StageStatsModel(QObject* parent = nullptr);
@@ -32,8 +43,7 @@ public:
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation,
-                        int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
 private:
     void take(const shardscope::pipeline::Plan& plan, std::vector<shardscope::pipeline::StageMemory> memory,

@@ -17,9 +17,8 @@ void StepListModel::setSteps(std::vector<shardscope::StepInfo> steps, const QStr
     beginResetModel();
     // Newest first: the step a person resumes from is nearly always near the top. Within a step
     // the local copy comes before the mirror's.
-    std::stable_sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) {
-        return a.step != b.step ? a.step > b.step : a.tier < b.tier;
-    });
+    std::stable_sort(steps.begin(), steps.end(),
+                     [](const auto& a, const auto& b) { return a.step != b.step ? a.step > b.step : a.tier < b.tier; });
     m_steps = std::move(steps);
     m_root = QDir::cleanPath(root);
     m_mirror = mirror.isEmpty() ? QString() : QDir::cleanPath(mirror);
@@ -213,10 +212,8 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
         if (index.column() == Step || index.column() == WallClock)
             return QVariant(Qt::AlignRight | Qt::AlignVCenter);
         break;
-    case DirectoryRole:
-        return directory(index.row());
-    case CompleteRole:
-        return complete && !failed;
+    case DirectoryRole: return directory(index.row());
+    case CompleteRole: return complete && !failed;
     case UploadStateRole:
         if (upload) {
             const std::string_view word = shardscope::to_string(*upload);

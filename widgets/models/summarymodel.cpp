@@ -32,14 +32,13 @@ QString printableLines(const std::string& text)
 
 // Training state is free-form JSON: show nested objects as dotted paths, one leaf per row, but
 // keep long arrays (RNG state) on one row, shortened, with the whole value in the tooltip.
-void flatten(const nlohmann::json& node, const QString& prefix,
-             std::vector<std::pair<QString, nlohmann::json>>& out, int depth = 0)
+void flatten(const nlohmann::json& node, const QString& prefix, std::vector<std::pair<QString, nlohmann::json>>& out,
+             int depth = 0)
 {
     if (node.is_object() && depth < 4) {
         for (auto it = node.begin(); it != node.end(); ++it) {
             const QString key = printableText(it.key());
-            flatten(it.value(), prefix.isEmpty() ? key : prefix + QLatin1Char('.') + key, out,
-                    depth + 1);
+            flatten(it.value(), prefix.isEmpty() ? key : prefix + QLatin1Char('.') + key, out, depth + 1);
         }
         return;
     }
@@ -50,8 +49,7 @@ void flatten(const nlohmann::json& node, const QString& prefix,
 
 SummaryModel::SummaryModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void SummaryModel::setCheckpoint(const QString& dir, const QString& format,
-                                 const shardscope::Manifest& manifest)
+void SummaryModel::setCheckpoint(const QString& dir, const QString& format, const shardscope::Manifest& manifest)
 {
     beginResetModel();
     m_entries.clear();
@@ -65,12 +63,10 @@ void SummaryModel::setCheckpoint(const QString& dir, const QString& format,
     add(tr("Step"), formatCount(manifest.step));
     add(tr("Wall clock"), formatDuration(manifest.wall_clock_seconds),
         tr("%1 seconds").arg(manifest.wall_clock_seconds));
-    add(tr("Total bytes"), formatBytes(manifest.total_bytes()),
-        tr("%1 bytes").arg(manifest.total_bytes()));
+    add(tr("Total bytes"), formatBytes(manifest.total_bytes()), tr("%1 bytes").arg(manifest.total_bytes()));
     add(tr("Parameter dtype"), QString::fromUtf8(shardscope::to_string(manifest.param_dtype)));
     add(tr("Parameters"), formatCount(manifest.param_numel_total));
-    add(tr("Model tensors"), manifest.tensors.empty() ? tr("not listed")
-                                                      : QString::number(manifest.tensors.size()));
+    add(tr("Model tensors"), manifest.tensors.empty() ? tr("not listed") : QString::number(manifest.tensors.size()));
     if (!manifest.training_state.is_null()) {
         std::vector<std::pair<QString, nlohmann::json>> leaves;
         flatten(manifest.training_state, {}, leaves);
@@ -112,10 +108,11 @@ void SummaryModel::setForeign(const QString& dir, const shardscope::VerifyReport
             for (const auto d : t.shape)
                 dims << QString::number(d);
             const QString where = t.chunks.size() > 1 ? tr(" in %1 chunks").arg(t.chunks.size())
-                                  : t.file.empty()    ? QString()
+                : t.file.empty()                      ? QString()
                                                       : QStringLiteral(" in %1").arg(printableText(t.file));
-            QString value = QStringLiteral("%1 [%2] %3%4")
-                                .arg(printableText(t.dtype), dims.join(QStringLiteral(", ")), formatBytes(t.bytes), where);
+            QString value =
+                QStringLiteral("%1 [%2] %3%4")
+                    .arg(printableText(t.dtype), dims.join(QStringLiteral(", ")), formatBytes(t.bytes), where);
             // Chunked tensors (DCP) list where each chunk lives, below the line the table shows.
             constexpr std::size_t kShownChunks = 16;
             if (t.chunks.size() > 1) {
@@ -172,10 +169,8 @@ QVariant SummaryModel::data(const QModelIndex& index, int role) const
         return {};
     const Entry& entry = m_entries[std::size_t(index.row())];
     switch (role) {
-    case Qt::DisplayRole:
-        return index.column() == Property ? entry.property : entry.value;
-    case Qt::ToolTipRole:
-        return index.column() == Property ? entry.property : entry.tooltip;
+    case Qt::DisplayRole: return index.column() == Property ? entry.property : entry.value;
+    case Qt::ToolTipRole: return index.column() == Property ? entry.property : entry.tooltip;
     }
     return {};
 }

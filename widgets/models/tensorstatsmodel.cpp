@@ -116,7 +116,8 @@ QVariant TensorStatsModel::headerData(int section, Qt::Orientation orientation, 
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
-    static const char* const names[] = {"Tensor", "State", "Dtype", "Shape", "Min", "Max", "Mean", "Std", "NaN / Inf", "Zeros"};
+    static const char* const names[] = {"Tensor", "State", "Dtype", "Shape",     "Min",
+                                        "Max",    "Mean",  "Std",   "NaN / Inf", "Zeros"};
     return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
 }
 

@@ -36,13 +36,12 @@ namespace shardwidgets {
 
 CheckpointPanel::CheckpointPanel(QWidget* parent)
     : QWidget(parent), m_controller(new VerifyController(this)), m_shards(new ShardTableModel(this)),
-      m_summary(new SummaryModel(this)), m_proxy(new QSortFilterProxyModel(this)),
-      m_banner(new FailureBanner(this)), m_map(new OwnershipMap(this)), m_table(new QTableView(this)),
-      m_summaryView(new QTableView(this)), m_problems(new QListWidget(this)), m_pathLabel(new QLabel(this)),
-      m_stepsPane(new StepsPane(this)), m_progress(new QProgressBar(this)), m_rate(new QLabel(this)),
-      m_cancel(new QPushButton(tr("Cancel"), this)), m_reverify(new QPushButton(tr("Re-verify"), this)),
-      m_expected(new QSpinBox(this)), m_filter(new QLineEdit(this)), m_reshard(new QSpinBox(this)),
-      m_tabs(new QTabWidget(this)), m_tensorList(new TensorListPane(this))
+      m_summary(new SummaryModel(this)), m_proxy(new QSortFilterProxyModel(this)), m_banner(new FailureBanner(this)),
+      m_map(new OwnershipMap(this)), m_table(new QTableView(this)), m_summaryView(new QTableView(this)),
+      m_problems(new QListWidget(this)), m_pathLabel(new QLabel(this)), m_stepsPane(new StepsPane(this)),
+      m_progress(new QProgressBar(this)), m_rate(new QLabel(this)), m_cancel(new QPushButton(tr("Cancel"), this)),
+      m_reverify(new QPushButton(tr("Re-verify"), this)), m_expected(new QSpinBox(this)), m_filter(new QLineEdit(this)),
+      m_reshard(new QSpinBox(this)), m_tabs(new QTabWidget(this)), m_tensorList(new TensorListPane(this))
 {
     m_expected->setObjectName(QStringLiteral("expectedWorldSize"));
     m_expected->setRange(0, shardscope::kMaxWorldSize);
@@ -369,12 +368,17 @@ void CheckpointPanel::onFinished()
     showProblems(report);
     m_cancel->setEnabled(false);
     m_reverify->setEnabled(true);
-    showJobOutcome(m_progress, report.cancelled ? Severity::neutral : report.ok() ? Severity::good : Severity::bad,
-                   report.cancelled ? tr("cancelled") : report.ok() ? tr("verified") : tr("failed"));
+    showJobOutcome(m_progress,
+                   report.cancelled  ? Severity::neutral
+                       : report.ok() ? Severity::good
+                                     : Severity::bad,
+                   report.cancelled  ? tr("cancelled")
+                       : report.ok() ? tr("verified")
+                                     : tr("failed"));
     m_rate->clear();
-    emit statusMessage(report.cancelled ? tr("Verification cancelled")
-                       : report.ok()    ? tr("All %1 shards verified").arg(report.shards.size())
-                                        : tr("%n problem(s) found", nullptr, int(report.problems.size())));
+    emit statusMessage(report.cancelled  ? tr("Verification cancelled")
+                           : report.ok() ? tr("All %1 shards verified").arg(report.shards.size())
+                                         : tr("%n problem(s) found", nullptr, int(report.problems.size())));
     emit verificationFinished();
 }
 
@@ -382,16 +386,16 @@ void CheckpointPanel::showProblems(const shardscope::VerifyReport& report)
 {
     m_problems->clear();
     for (const auto& problem : report.problems) {
-        auto* item = new QListWidgetItem(severityIcon(Severity::bad),
-                                         QStringLiteral("%1 — %2")
-                                             .arg(QString::fromUtf8(shardscope::to_string(problem.kind)),
-                                                  printableText(problem.message)),
-                                         m_problems);
+        auto* item =
+            new QListWidgetItem(severityIcon(Severity::bad),
+                                QStringLiteral("%1 — %2").arg(QString::fromUtf8(shardscope::to_string(problem.kind)),
+                                                              printableText(problem.message)),
+                                m_problems);
         item->setToolTip(printableText(problem.message));
     }
     for (const auto& name : report.leftover_tmp_files)
-        new QListWidgetItem(severityIcon(Severity::neutral),
-                            tr("leftover temporary file %1").arg(printableText(name)), m_problems);
+        new QListWidgetItem(severityIcon(Severity::neutral), tr("leftover temporary file %1").arg(printableText(name)),
+                            m_problems);
     m_problems->setVisible(m_problems->count() > 0);
 }
 

@@ -64,7 +64,7 @@ public:
     static constexpr int kTensorsTab = 1;
 
 signals:
-    void opened(const QString& directory);   // the manifest is read, verification running
+    void opened(const QString& directory); // the manifest is read, verification running
     void openFailed(const QString& message, const QString& path);
     void verificationStarted(); // open() and reverify(): a verification runs
     void expectedWorldSizeChanged(int worldSize); // by the user in the box, 0: any
@@ -107,7 +107,7 @@ private:
     QSpinBox* m_reshard;
     QTabWidget* m_tabs;
     TensorListPane* m_tensorList;
-    QString m_path;     // what the user opened (a root or a step)
+    QString m_path; // what the user opened (a root or a step)
     QString m_rootPath; // the root whose steps the steps pane lists
     std::optional<shardscope::VerifyReport> m_report;
 };

@@ -132,7 +132,8 @@ ComparePanel::ComparePanel(QWidget* parent)
     m_table->setModel(m_proxy);
     m_table->setSortingEnabled(true);
     m_table->sortByColumn(-1, Qt::AscendingOrder); // model order until the user sorts
-    m_table->setItemDelegateForColumn(DiffModel::RelativeChange, new RelativeChangeDelegate(DiffModel::RelativeChangeRole, m_table));
+    m_table->setItemDelegateForColumn(DiffModel::RelativeChange,
+                                      new RelativeChangeDelegate(DiffModel::RelativeChangeRole, m_table));
     m_table->horizontalHeader()->setStretchLastSection(true); // the bar gets the spare width
     setUpDataTable(m_table);
     layout->addWidget(m_table, 1);
@@ -225,8 +226,13 @@ void ComparePanel::onFinished()
         same += t.status == shardscope::DiffStatus::identical;
     const shardscope::TensorDiff* largest = shardscope::largest_change(r);
     const QString how = r.options.bitwise() ? tr("bitwise") : tr("within the tolerance");
-    showJobOutcome(m_progress, r.cancelled ? Severity::neutral : r.identical() ? Severity::good : Severity::bad,
-                   r.cancelled ? tr("cancelled") : r.identical() ? tr("identical") : tr("differences"));
+    showJobOutcome(m_progress,
+                   r.cancelled         ? Severity::neutral
+                       : r.identical() ? Severity::good
+                                       : Severity::bad,
+                   r.cancelled         ? tr("cancelled")
+                       : r.identical() ? tr("identical")
+                                       : tr("differences"));
     m_sides->setText(tr("A: %1 (%2)    B: %3 (%4)")
                          .arg(printableText(m_base), printableText(r.a.format), printableText(m_other->text()),
                               printableText(r.b.format)));
@@ -238,12 +244,11 @@ void ComparePanel::onFinished()
                                                : tr("Every tensor and state pairs up and matches."));
     } else {
         QString meaning = !r.problems.empty() ? printableText(r.problems.front().message)
-                          : largest ? tr("Largest relative change ‖a−b‖/‖a‖: %1 in %2")
-                                          .arg(largest->rel_l2() ? QString::number(*largest->rel_l2(), 'g', 3)
-                                                                 : QStringLiteral("∞"),
-                                               printableText(largest->name +
-                                                             (largest->state.empty() ? "" : " [" + largest->state + "]")))
-                                    : tr("Tensors are missing on one side or changed shape.");
+            : largest
+            ? tr("Largest relative change ‖a−b‖/‖a‖: %1 in %2")
+                  .arg(largest->rel_l2() ? QString::number(*largest->rel_l2(), 'g', 3) : QStringLiteral("∞"),
+                       printableText(largest->name + (largest->state.empty() ? "" : " [" + largest->state + "]")))
+            : tr("Tensors are missing on one side or changed shape.");
         m_banner->showResult(false,
                              tr("%1 of %2 tensors differ (%3)")
                                  .arg(formatCount(r.tensors.size() - same), formatCount(r.tensors.size()), how),

@@ -122,8 +122,8 @@ QWidget* PlannerPanel::buildToolbar()
     load->setText(tr("Load…"));
     load->setToolTip(tr("Load a layer-cost profile (JSON or CSV)"));
     connect(load, &QToolButton::clicked, this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, tr("Load profile"), {},
-                                                          tr("Profiles (*.json *.csv);;All files (*)"));
+        const QString path =
+            QFileDialog::getOpenFileName(this, tr("Load profile"), {}, tr("Profiles (*.json *.csv);;All files (*)"));
         QString error;
         if (!path.isEmpty() && !openProfile(path, &error))
             emit profileError(error);
@@ -134,9 +134,8 @@ QWidget* PlannerPanel::buildToolbar()
     m_schedule->addItem(tr("1F1B"), int(pl::ScheduleKind::one_f_one_b));
     m_schedule->addItem(tr("Interleaved 1F1B"), int(pl::ScheduleKind::interleaved));
     m_schedule->addItem(tr("ZB-H1 (zero bubble)"), int(pl::ScheduleKind::zb_h1));
-    connect(m_schedule, &QComboBox::activated, this, [this](int index) {
-        m_planner->setScheduleKind(pl::ScheduleKind(m_schedule->itemData(index).toInt()));
-    });
+    connect(m_schedule, &QComboBox::activated, this,
+            [this](int index) { m_planner->setScheduleKind(pl::ScheduleKind(m_schedule->itemData(index).toInt())); });
 
     auto spin = [this](int min, int max, const QString& tip) {
         auto* box = new QSpinBox(this);
@@ -178,10 +177,9 @@ QWidget* PlannerPanel::buildToolbar()
     group(tr("&v"), {m_virtual});
     flow->addSpacing(12);
     QHBoxLayout* balance = group(tr("Balance:"), {});
-    const std::pair<QString, pl::PartitionMethod> methods[] = {
-        {tr("Compute"), pl::PartitionMethod::compute},
-        {tr("Params"), pl::PartitionMethod::params},
-        {tr("Uniform"), pl::PartitionMethod::uniform}};
+    const std::pair<QString, pl::PartitionMethod> methods[] = {{tr("Compute"), pl::PartitionMethod::compute},
+                                                               {tr("Params"), pl::PartitionMethod::params},
+                                                               {tr("Uniform"), pl::PartitionMethod::uniform}};
     for (const auto& [text, method] : methods) {
         auto* button = new QPushButton(text, this);
         button->setToolTip(tr("Re-balance the stage boundaries by %1").arg(text.toLower()));
@@ -259,8 +257,8 @@ void PlannerPanel::applyTrainingControls()
         .recompute = pl::Recompute(m_recompute->currentData().toInt()),
         .link_gbps = m_link->value(),
         .overlap_allreduce = m_overlap->isChecked(),
-        .gpu_memory_bytes = gib > 0 ? std::optional<std::int64_t>(std::llround(gib * 1024.0 * 1024.0 * 1024.0))
-                                    : std::nullopt});
+        .gpu_memory_bytes =
+            gib > 0 ? std::optional<std::int64_t>(std::llround(gib * 1024.0 * 1024.0 * 1024.0)) : std::nullopt});
 }
 
 void PlannerPanel::startSweep()
@@ -312,7 +310,8 @@ void PlannerPanel::syncControls()
     m_dp->setValue(options.dp);
     m_zero->setCurrentIndex(m_zero->findData(options.zero));
     m_recompute->setCurrentIndex(m_recompute->findData(int(options.recompute)));
-    m_gpuMemory->setValue(options.gpu_memory_bytes ? double(*options.gpu_memory_bytes) / (1024.0 * 1024.0 * 1024.0) : 0.0);
+    m_gpuMemory->setValue(options.gpu_memory_bytes ? double(*options.gpu_memory_bytes) / (1024.0 * 1024.0 * 1024.0)
+                                                   : 0.0);
     m_link->setValue(options.link_gbps);
     m_overlap->setChecked(options.overlap_allreduce);
     const int index = m_profile->findData(QString::fromStdString(m_planner->profile().source));

@@ -29,17 +29,18 @@ namespace pl = shardscope::pipeline;
 namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int kTableRows = 20; // the best configurations listed; the scatter shows them all
-}
+} // namespace
 
 PlanPanel::PlanPanel(PipelinePlanner* planner, QWidget* parent)
-    : QWidget(parent), m_planner(planner), m_model(new PlanCandidateModel(this)),
-      m_scatter(new CandidateScatter(this)), m_runner(this, [] {})
+    : QWidget(parent), m_planner(planner), m_model(new PlanCandidateModel(this)), m_scatter(new CandidateScatter(this)),
+      m_runner(this, [] {})
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 4, 0, 0); // the tab frame is margin enough
     layout->setSpacing(4);
     layout->addWidget(buildInputs());
-    m_message = new QLabel(tr("Search every pipeline × data-parallel split of the GPUs for the fastest step that fits."), this);
+    m_message =
+        new QLabel(tr("Search every pipeline × data-parallel split of the GPUs for the fastest step that fits."), this);
     m_message->setObjectName(QStringLiteral("planMessage"));
     m_message->setWordWrap(true);
     m_message->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -227,7 +228,8 @@ QString PlanPanel::describeResult(const pl::SearchResult& result, const pl::Sear
             .arg(c.pp)
             .arg(c.dp)
             .arg(QString::fromUtf8(pl::to_string(c.schedule)), QString::fromUtf8(pl::to_string(c.recompute)),
-                 formatBytes(uint64_t(c.peak_memory_bytes)), formatBytes(uint64_t(c.peak_memory_bytes - spec.gpu_memory_bytes)));
+                 formatBytes(uint64_t(c.peak_memory_bytes)),
+                 formatBytes(uint64_t(c.peak_memory_bytes - spec.gpu_memory_bytes)));
     }
     QString text = tr("%1 of %2 configurations fit in %3 per GPU; the best takes %4 ms a step.")
                        .arg(result.fitting)

@@ -99,8 +99,7 @@ ReshardPanel::ReshardPanel(QWidget* parent)
     });
     connect(m_reshard, &QPushButton::clicked, this, &ReshardPanel::chooseDestinationAndReshard);
     connect(m_cancel, &QPushButton::clicked, this, &ReshardPanel::cancelReshard);
-    connect(m_openResult, &QPushButton::clicked, this,
-            [this] { emit openRequested(m_controller->destination()); });
+    connect(m_openResult, &QPushButton::clicked, this, [this] { emit openRequested(m_controller->destination()); });
     connect(m_controller, &ReshardController::progressChanged, this, &ReshardPanel::onProgress);
     connect(m_controller, &ReshardController::finished, this, &ReshardPanel::onFinished);
     clear();
@@ -237,7 +236,8 @@ bool ReshardPanel::startReshard(const QString& destination, QString* error)
     m_openResult->hide();
     showJobProgress(m_progress, m_rate, 0, 0, 0, -1, tr("verifying the source"));
     updateButtons();
-    emit statusMessage(tr("Resharding %1 to %2 ranks into %3…").arg(m_directory).arg(m_target->value()).arg(destination));
+    emit statusMessage(
+        tr("Resharding %1 to %2 ranks into %3…").arg(m_directory).arg(m_target->value()).arg(destination));
     return true;
 }
 
@@ -246,17 +246,18 @@ void ReshardPanel::chooseDestinationAndReshard()
     if (!m_model->plan() || m_directory.isEmpty() || m_controller->isRunning() || !m_sourceProblem.isEmpty()) {
         if (m_interactive)
             QMessageBox::information(this, tr("Reshard"),
-                                     m_controller->isRunning()    ? tr("A reshard is already running.")
-                                     : !m_sourceProblem.isEmpty() ? m_reshard->toolTip()
-                                                                  : tr("Open a checkpoint with a valid manifest first."));
+                                     m_controller->isRunning() ? tr("A reshard is already running.")
+                                         : !m_sourceProblem.isEmpty()
+                                         ? m_reshard->toolTip()
+                                         : tr("Open a checkpoint with a valid manifest first."));
         return;
     }
     const QFileInfo source(m_directory);
     const QString suggestion =
         source.dir().filePath(QStringLiteral("%1-ws%2").arg(source.fileName()).arg(m_target->value()));
     // A new folder name (core refuses a non-empty existing one): a save dialog lets the user type it.
-    const QString destination = QFileDialog::getSaveFileName(this, tr("Reshard into a new folder"), suggestion, QString(),
-                                                             nullptr, QFileDialog::DontConfirmOverwrite);
+    const QString destination = QFileDialog::getSaveFileName(this, tr("Reshard into a new folder"), suggestion,
+                                                             QString(), nullptr, QFileDialog::DontConfirmOverwrite);
     if (destination.isEmpty())
         return;
     QString error;
@@ -274,7 +275,8 @@ void ReshardPanel::onProgress(quint64 done, quint64 total, double rate, double e
     showJobProgress(m_progress, m_rate, done, total, rate, eta, tr("starting"));
     // core counts the source verification as the first half, the copy as the second.
     if (total)
-        m_progress->setFormat(tr("%1 · %2").arg(done * 2 < total ? tr("verifying") : tr("copying"), m_progress->format()));
+        m_progress->setFormat(
+            tr("%1 · %2").arg(done * 2 < total ? tr("verifying") : tr("copying"), m_progress->format()));
 }
 
 void ReshardPanel::onFinished()
@@ -286,7 +288,8 @@ void ReshardPanel::onFinished()
     if (outcome.result) {
         showJobOutcome(m_progress, Severity::good, tr("done"));
         m_openResult->show();
-        emit statusMessage(tr("Resharded into %1 (%2 ranks)").arg(destination).arg(outcome.result->manifest.world_size));
+        emit statusMessage(
+            tr("Resharded into %1 (%2 ranks)").arg(destination).arg(outcome.result->manifest.world_size));
         emit reshardFinished(true);
         if (m_interactive &&
             QMessageBox::question(this, tr("Reshard finished"),

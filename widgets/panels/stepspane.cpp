@@ -137,8 +137,8 @@ bool sameRows(const std::vector<shardscope::StepInfo>& a, const std::vector<shar
 {
     return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
         return x.name == y.name && x.tier == y.tier && x.complete == y.complete && x.is_latest == y.is_latest &&
-               x.uploaded == y.uploaded && x.bytes == y.bytes && x.wall_clock_seconds == y.wall_clock_seconds &&
-               x.world_size == y.world_size && x.leftover_tmp_files == y.leftover_tmp_files && x.problem == y.problem;
+            x.uploaded == y.uploaded && x.bytes == y.bytes && x.wall_clock_seconds == y.wall_clock_seconds &&
+            x.world_size == y.world_size && x.leftover_tmp_files == y.leftover_tmp_files && x.problem == y.problem;
     });
 }
 
@@ -274,8 +274,9 @@ int StepsPane::tableWidth() const
         int cells = m_view->horizontalHeader()->sectionSizeHint(column);
         for (int row = 0; row < m_model->rowCount(); ++row) {
             const QModelIndex index = m_model->index(row, column);
-            cells = std::max(cells, m_view->itemDelegateForIndex(index)->sizeHint(option, index).width() +
-                                        (m_view->showGrid() ? 1 : 0)); // as the table counts its grid line
+            cells = std::max(cells,
+                             m_view->itemDelegateForIndex(index)->sizeHint(option, index).width() +
+                                 (m_view->showGrid() ? 1 : 0)); // as the table counts its grid line
         }
         if (column == m_model->columnCount() - 1) // the stretched last column keeps its default size
             cells = std::max(cells, m_view->horizontalHeader()->defaultSectionSize());

@@ -40,7 +40,7 @@ public:
     void setCurrentDirectory(const QString& directory);
     void setVerdict(const QString& directory, bool ok); // see StepListModel::setVerdict
     void setMirror(const QString& mirror); // lists again, with the mirror's steps
-    void refresh();                        // lists again in the background
+    void refresh(); // lists again in the background
     void clear();
     // The periodic listing while the pane is shown (default 5000 ms; 0: only on request).
     void setAutoRefreshInterval(int milliseconds);

@@ -87,8 +87,8 @@ void TensorListPane::showCount()
     const std::size_t listed = m_model->listedCount();
     const uint64_t total = m_model->totalCount();
     QString text = m_model->nameFilter().isEmpty()
-                       ? tr("%1 tensors").arg(formatCount(listed))
-                       : tr("%1 of %2 tensors").arg(formatCount(uint64_t(m_model->rowCount())), formatCount(listed));
+        ? tr("%1 tensors").arg(formatCount(listed))
+        : tr("%1 of %2 tensors").arg(formatCount(uint64_t(m_model->rowCount())), formatCount(listed));
     if (m_listing == Listing::first)
         text += tr(" so far (reading the rest of the metadata…)");
     else if (total > listed) // the core lists the first kMaxListedTensors

@@ -165,17 +165,22 @@ void TensorsPanel::onFinished()
     m_model->setReport(m_report);
     m_rate->clear(); // "0 s left" of a job that has ended would read as still running
     const auto& r = *m_report;
-    showJobOutcome(m_progress, r.cancelled ? Severity::neutral : r.ok() ? Severity::good : Severity::bad,
-                   r.cancelled ? tr("cancelled") : r.ok() ? tr("healthy") : tr("problems"));
+    showJobOutcome(m_progress,
+                   r.cancelled  ? Severity::neutral
+                       : r.ok() ? Severity::good
+                                : Severity::bad,
+                   r.cancelled  ? tr("cancelled")
+                       : r.ok() ? tr("healthy")
+                                : tr("problems"));
     m_status->setText(tr("%1 tensors (%2) read in %3")
-                          .arg(formatCount(r.tensors.size()), printableText(r.format),
-                               formatDuration(r.seconds)));
+                          .arg(formatCount(r.tensors.size()), printableText(r.format), formatDuration(r.seconds)));
     if (r.cancelled)
         m_banner->showResult(false, tr("Cancelled"), tr("Not every tensor was read; the table shows partial figures."));
     else if (!r.problems.empty())
-        m_banner->showResult(false, printableText(r.problems.front().message),
-                             meaningOf(r.problems.front().kind) +
-                                 (r.problems.size() > 1 ? tr(" (%1 more problems)").arg(r.problems.size() - 1) : QString()));
+        m_banner->showResult(
+            false, printableText(r.problems.front().message),
+            meaningOf(r.problems.front().kind) +
+                (r.problems.size() > 1 ? tr(" (%1 more problems)").arg(r.problems.size() - 1) : QString()));
     else
         m_banner->showResult(true, tr("All %1 tensors are finite").arg(formatCount(r.tensors.size())),
                              r.format == "shardscope"

@@ -40,10 +40,7 @@ namespace pl = shardscope::pipeline;
 
 Settings::Settings() : m_settings(std::make_unique<QSettings>()) {}
 
-Settings::Settings(const QString& iniFile)
-    : m_settings(std::make_unique<QSettings>(iniFile, QSettings::IniFormat))
-{
-}
+Settings::Settings(const QString& iniFile) : m_settings(std::make_unique<QSettings>(iniFile, QSettings::IniFormat)) {}
 
 Settings::~Settings() = default;
 
@@ -175,16 +172,16 @@ std::optional<pl::TrainingOptions> Settings::plannerTraining() const
         return std::nullopt;
     const auto recompute = pl::parse_recompute(m_settings->value(key::trainingRecompute).toString().toStdString());
     const qint64 memory = m_settings->value(key::trainingGpuMemory, 0).toLongLong();
-    const pl::TrainingOptions options{
-        .dp = m_settings->value(key::trainingDp, 1).toInt(),
-        .zero = m_settings->value(key::trainingZero, 0).toInt(),
-        .recompute = recompute.value_or(pl::Recompute::none),
-        .link_gbps = m_settings->value(key::trainingLinkGbps, 0.0).toDouble(),
-        .overlap_allreduce = m_settings->value(key::trainingOverlap, false).toBool(),
-        .gpu_memory_bytes = memory > 0 ? std::optional<std::int64_t>(memory) : std::nullopt};
+    const pl::TrainingOptions options{.dp = m_settings->value(key::trainingDp, 1).toInt(),
+                                      .zero = m_settings->value(key::trainingZero, 0).toInt(),
+                                      .recompute = recompute.value_or(pl::Recompute::none),
+                                      .link_gbps = m_settings->value(key::trainingLinkGbps, 0.0).toDouble(),
+                                      .overlap_allreduce = m_settings->value(key::trainingOverlap, false).toBool(),
+                                      .gpu_memory_bytes =
+                                          memory > 0 ? std::optional<std::int64_t>(memory) : std::nullopt};
     const bool valid = recompute && options.dp >= 1 && options.dp <= r::kMaxDp && options.zero >= 0 &&
-                       options.zero <= 3 && within(options.link_gbps, 0.0, r::kMaxLinkGbps) && memory >= 0 &&
-                       double(memory) <= r::kMaxGpuMemoryGiB * kGiB;
+        options.zero <= 3 && within(options.link_gbps, 0.0, r::kMaxLinkGbps) && memory >= 0 &&
+        double(memory) <= r::kMaxGpuMemoryGiB * kGiB;
     return valid ? std::optional(options) : std::nullopt;
 }
 
@@ -211,10 +208,10 @@ std::optional<pl::SearchSpec> Settings::planSearch() const
                               .zero = m_settings->value(key::searchZero, 0).toInt(),
                               .overlap_allreduce = m_settings->value(key::searchOverlap, false).toBool()};
     const bool valid = spec.gpus >= 1 && spec.gpus <= r::kMaxGpus && spec.global_batch >= 1 &&
-                       spec.global_batch <= r::kMaxGlobalBatch && spec.micro_batch_size >= 1 &&
-                       spec.micro_batch_size <= r::kMaxMicroBatch &&
-                       within(double(spec.gpu_memory_bytes) / kGiB, r::kMinSearchMemoryGiB, r::kMaxGpuMemoryGiB) &&
-                       within(spec.link_gbps, 0.0, r::kMaxLinkGbps) && spec.zero >= 0 && spec.zero <= 3;
+        spec.global_batch <= r::kMaxGlobalBatch && spec.micro_batch_size >= 1 &&
+        spec.micro_batch_size <= r::kMaxMicroBatch &&
+        within(double(spec.gpu_memory_bytes) / kGiB, r::kMinSearchMemoryGiB, r::kMaxGpuMemoryGiB) &&
+        within(spec.link_gbps, 0.0, r::kMaxLinkGbps) && spec.zero >= 0 && spec.zero <= 3;
     return valid ? std::optional(spec) : std::nullopt;
 }
 

@@ -33,14 +33,14 @@ public:
     static constexpr int kMaxRecentFolders = 10;
     static constexpr int kWindowStateVersion = 1;
 
-    Settings();                                   // the application's QSettings
-    explicit Settings(const QString& iniFile);    // an explicit file (tests, portable use)
+    Settings(); // the application's QSettings
+    explicit Settings(const QString& iniFile); // an explicit file (tests, portable use)
     ~Settings();
     Settings(const Settings&) = delete;
     Settings& operator=(const Settings&) = delete;
 
-    QStringList recentFolders() const;            // newest first, at most kMaxRecentFolders
-    void addRecentFolder(const QString& path);    // moves an existing entry to the front
+    QStringList recentFolders() const; // newest first, at most kMaxRecentFolders
+    void addRecentFolder(const QString& path); // moves an existing entry to the front
     void removeRecentFolder(const QString& path);
     void clearRecentFolders();
 

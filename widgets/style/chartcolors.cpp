@@ -37,8 +37,7 @@ QColor microbatchColor(int microbatch, shardscope::pipeline::OpKind kind, const 
 
 QColor textOn(const QColor& background)
 {
-    const double luminance =
-        0.2126 * background.redF() + 0.7152 * background.greenF() + 0.0722 * background.blueF();
+    const double luminance = 0.2126 * background.redF() + 0.7152 * background.greenF() + 0.0722 * background.blueF();
     return luminance > 0.5 ? QColor(0x1f, 0x23, 0x28) : QColor(0xff, 0xff, 0xff);
 }
 

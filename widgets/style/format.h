@@ -10,9 +10,9 @@
 
 namespace shardwidgets {
 
-QString formatBytes(uint64_t bytes);      // "1.5 MiB"
-QString formatCount(uint64_t count);      // "65,536"
-QString formatDuration(double seconds);   // "1 h 15 min", "42 s"
+QString formatBytes(uint64_t bytes); // "1.5 MiB"
+QString formatCount(uint64_t count); // "65,536"
+QString formatDuration(double seconds); // "1 h 15 min", "42 s"
 QString formatRate(double bytesPerSecond); // "312 MiB/s"
 QString formatShape(std::span<const uint64_t> shape); // "4096 × 1024", "scalar"
 // part/whole with one decimal ("12.5 %"), but "< 0.1 %" and "> 99.9 %" for the shares that would
@@ -27,6 +27,9 @@ QString formatPercent(uint64_t part, uint64_t whole);
 // path; it keeps a hostile megabyte name from freezing a table.
 QString printableText(std::string_view text);
 QString printableText(const QString& text); // a path or message already held as a QString
-inline QString printableText(const char* text) { return printableText(std::string_view(text)); } // e.what()
+inline QString printableText(const char* text)
+{
+    return printableText(std::string_view(text));
+} // e.what()
 
 } // namespace shardwidgets

@@ -84,8 +84,9 @@ void showJobProgress(QProgressBar* bar, QLabel* rateLabel, quint64 done, quint64
         bar->setProperty("tinted", false);
     }
     bar->setValue(total ? int(done * 1000 / total) : 0);
-    bar->setFormat(total ? QCoreApplication::translate("shardwidgets", "%1 of %2").arg(formatBytes(done), formatBytes(total))
-                         : idle);
+    bar->setFormat(
+        total ? QCoreApplication::translate("shardwidgets", "%1 of %2").arg(formatBytes(done), formatBytes(total))
+              : idle);
     rateLabel->setText(QCoreApplication::translate("shardwidgets", "%1 · %2 left")
                            .arg(formatRate(rate), eta >= 0 ? formatDuration(eta) : QStringLiteral("–")));
 }

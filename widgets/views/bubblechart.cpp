@@ -11,7 +11,10 @@
 
 namespace shardwidgets {
 
-BubbleChart::BubbleChart(QWidget* parent) : QWidget(parent) { setMouseTracking(true); }
+BubbleChart::BubbleChart(QWidget* parent) : QWidget(parent)
+{
+    setMouseTracking(true);
+}
 
 void BubbleChart::setLines(std::vector<ChartLine> lines, int maxMicrobatches)
 {
@@ -43,8 +46,12 @@ void BubbleChart::clear()
 ChartGeometry BubbleChart::geometry() const
 {
     // Right margin for the legend, so no line runs under it.
-    ChartGeometry g{.width = double(width()), .height = double(height()), .left = 62,
-                    .right = std::min(150.0, width() * 0.3), .top = 12, .bottom = 40};
+    ChartGeometry g{.width = double(width()),
+                    .height = double(height()),
+                    .left = 62,
+                    .right = std::min(150.0, width() * 0.3),
+                    .top = 12,
+                    .bottom = 40};
     g.xMin = 1;
     g.xMax = std::max(m_maxM, m_current);
     double top = 0;
@@ -78,9 +85,10 @@ void BubbleChart::paintEvent(QPaintEvent*)
                               m_busy ? tr("Simulating every schedule…") : tr("No schedule to sweep")))
         return;
     const ChartGeometry g = geometry();
-    paintChartAxes(painter, g, palette(), tr("microbatches per step (M)"), tr("bubble"),
-                   [](double v) { return QString::number(v, 'g', 4); },
-                   [](double v) { return QStringLiteral("%1 %").arg(v * 100.0, 0, 'g', 3); });
+    paintChartAxes(
+        painter, g, palette(), tr("microbatches per step (M)"), tr("bubble"),
+        [](double v) { return QString::number(v, 'g', 4); },
+        [](double v) { return QStringLiteral("%1 %").arg(v * 100.0, 0, 'g', 3); });
     painter.setRenderHint(QPainter::Antialiasing, true);
     painter.save();
     painter.setClipRect(QRectF(QPointF(g.plotLeft(), g.plotTop()), QPointF(g.plotRight(), g.plotBottom())));
@@ -112,8 +120,9 @@ void BubbleChart::paintEvent(QPaintEvent*)
         const double x = g.xForValue(m_current);
         const QString label = tr("M = %1").arg(m_current);
         const double w = painter.fontMetrics().horizontalAdvance(label);
-        painter.drawText(QPointF(x + 4 + w <= g.plotRight() ? x + 4 : x - 4 - w, g.plotTop() + painter.fontMetrics().ascent() + 2),
-                         label);
+        painter.drawText(
+            QPointF(x + 4 + w <= g.plotRight() ? x + 4 : x - 4 - w, g.plotTop() + painter.fontMetrics().ascent() + 2),
+            label);
     }
     // Legend right of the plot.
     const double lineHeight = painter.fontMetrics().height() + 4;
@@ -133,9 +142,10 @@ void BubbleChart::paintEvent(QPaintEvent*)
 
 void BubbleChart::mouseMoveEvent(QMouseEvent* event)
 {
-    const QString text = event->position().x() >= geometry().plotLeft() && event->position().x() <= geometry().plotRight()
-                             ? describeAt(event->position().x())
-                             : QString();
+    const QString text =
+        event->position().x() >= geometry().plotLeft() && event->position().x() <= geometry().plotRight()
+        ? describeAt(event->position().x())
+        : QString();
     if (text.isEmpty())
         QToolTip::hideText();
     else

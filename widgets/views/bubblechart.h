@@ -14,7 +14,7 @@ namespace shardwidgets {
 struct ChartLine {
     QString name;
     std::vector<ChartPoint> points; // x = M, y = bubble fraction
-    bool current = false;           // the schedule the planner shows: drawn thicker
+    bool current = false; // the schedule the planner shows: drawn thicker
 };
 
 class BubbleChart : public QWidget {

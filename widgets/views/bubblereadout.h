@@ -15,7 +15,7 @@ class BubbleReadout : public QFrame {
 public:
     explicit BubbleReadout(PipelinePlanner* planner, QWidget* parent = nullptr);
 
-    QString bubbleText() const;  // "18.8 %" (what the big figure shows), empty without a plan
+    QString bubbleText() const; // "18.8 %" (what the big figure shows), empty without a plan
     QString detailText() const;
 
 private:

@@ -17,7 +17,7 @@ namespace pl = shardscope::pipeline;
 namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int kCompactHeight = 170;
-}
+} // namespace
 
 CandidateScatter::CandidateScatter(QWidget* parent) : QWidget(parent)
 {
@@ -36,7 +36,10 @@ void CandidateScatter::setCandidates(std::vector<pl::Candidate> candidates, std:
     update();
 }
 
-void CandidateScatter::clear() { setCandidates({}, 0); }
+void CandidateScatter::clear()
+{
+    setCandidates({}, 0);
+}
 
 void CandidateScatter::setSelected(int index)
 {
@@ -49,8 +52,12 @@ ChartGeometry CandidateScatter::geometry() const
     // Short (the window at its minimum size): no legend row and no x title, so the plot keeps
     // most of the height; the tooltip still names every dot.
     const bool compact = height() < kCompactHeight;
-    ChartGeometry g{.width = double(width()), .height = double(height()), .left = 70, .right = 16,
-                    .top = compact ? 6.0 : 26.0, .bottom = compact ? 22.0 : 40.0};
+    ChartGeometry g{.width = double(width()),
+                    .height = double(height()),
+                    .left = 70,
+                    .right = 16,
+                    .top = compact ? 6.0 : 26.0,
+                    .bottom = compact ? 22.0 : 40.0};
     std::vector<double> xs, ys;
     for (const ChartPoint& p : m_points) {
         xs.push_back(p.x);
@@ -73,7 +80,10 @@ QString CandidateScatter::describe(int index) const
     if (index < 0 || index >= int(m_candidates.size()))
         return {};
     const pl::Candidate& c = m_candidates[std::size_t(index)];
-    QString text = tr("#%1 · pp %2 × dp %3 · %4").arg(index + 1).arg(c.pp).arg(c.dp)
+    QString text = tr("#%1 · pp %2 × dp %3 · %4")
+                       .arg(index + 1)
+                       .arg(c.pp)
+                       .arg(c.dp)
                        .arg(QString::fromUtf8(pl::to_string(c.schedule)));
     if (c.virtual_stages > 1)
         text += tr(" v %1").arg(c.virtual_stages);
@@ -94,12 +104,12 @@ void CandidateScatter::paintEvent(QPaintEvent*)
         return;
     const ChartGeometry g = geometry();
     const bool compact = height() < kCompactHeight;
-    paintChartAxes(painter, g, palette(), compact ? QString() : tr("peak memory per GPU (GiB)"),
-                   compact ? tr("ms") : tr("step time (ms)"),
-                   [](double v) { return QString::number(v, 'g', 4); },
-                   // Whole milliseconds, never "2e+04": step times run to tens of thousands.
-                   [](double v) { return std::abs(v) >= 100 ? QString::number(v, 'f', 0) : QString::number(v, 'g', 3); },
-                   5, compact ? 2 : 4);
+    paintChartAxes(
+        painter, g, palette(), compact ? QString() : tr("peak memory per GPU (GiB)"),
+        compact ? tr("ms") : tr("step time (ms)"), [](double v) { return QString::number(v, 'g', 4); },
+        // Whole milliseconds, never "2e+04": step times run to tens of thousands.
+        [](double v) { return std::abs(v) >= 100 ? QString::number(v, 'f', 0) : QString::number(v, 'g', 3); }, 5,
+        compact ? 2 : 4);
     painter.setRenderHint(QPainter::Antialiasing, true);
     const QColor good = severityColor(Severity::good, palette());
     const QColor bad = severityColor(Severity::bad, palette());
@@ -113,8 +123,9 @@ void CandidateScatter::paintEvent(QPaintEvent*)
         const double w = painter.fontMetrics().horizontalAdvance(label);
         painter.setPen(bad);
         // Inside the plot under its top edge: the margin above belongs to the legend.
-        painter.drawText(QPointF(x + 4 + w <= g.plotRight() ? x + 4 : x - 4 - w,
-                                 g.plotTop() + painter.fontMetrics().ascent() + 2), label);
+        painter.drawText(
+            QPointF(x + 4 + w <= g.plotRight() ? x + 4 : x - 4 - w, g.plotTop() + painter.fontMetrics().ascent() + 2),
+            label);
     }
     // Worst first, so that the best candidates are painted on top of a crowd.
     for (int i = int(m_points.size()) - 1; i >= 0; --i) {

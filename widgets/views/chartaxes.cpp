@@ -7,8 +7,7 @@
 namespace shardwidgets {
 
 void paintChartAxes(QPainter& painter, const ChartGeometry& g, const QPalette& palette, const QString& xTitle,
-                    const QString& yTitle, const TickText& xText, const TickText& yText, int xTickCount,
-                    int yTickCount)
+                    const QString& yTitle, const TickText& xText, const TickText& yText, int xTickCount, int yTickCount)
 {
     painter.save();
     const QRectF plot(QPointF(g.plotLeft(), g.plotTop()), QPointF(g.plotRight(), g.plotBottom()));

@@ -15,8 +15,8 @@ namespace shardwidgets {
 
 using TickText = std::function<QString(double)>;
 
-void paintChartAxes(QPainter& painter, const ChartGeometry& geometry, const QPalette& palette,
-                    const QString& xTitle, const QString& yTitle, const TickText& xText,
-                    const TickText& yText, int xTickCount = 5, int yTickCount = 4);
+void paintChartAxes(QPainter& painter, const ChartGeometry& geometry, const QPalette& palette, const QString& xTitle,
+                    const QString& yTitle, const TickText& xText, const TickText& yText, int xTickCount = 5,
+                    int yTickCount = 4);
 
 } // namespace shardwidgets

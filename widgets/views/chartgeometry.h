@@ -14,9 +14,9 @@ struct ChartPoint {
 };
 
 struct ChartGeometry {
-    double width = 400;  // of the whole widget
+    double width = 400; // of the whole widget
     double height = 300;
-    double left = 64;    // margins: y-axis labels on the left, x-axis labels below
+    double left = 64; // margins: y-axis labels on the left, x-axis labels below
     double right = 16;
     double top = 12;
     double bottom = 40;

@@ -44,18 +44,18 @@ void FailureBanner::apply(State state, const QString& title, const QString& mean
     m_title->setText(title);
     m_meaning->setText(meaning);
     m_meaning->setVisible(!meaning.isEmpty());
-    const Severity severity = state == State::Good  ? Severity::good
-                              : state == State::Bad ? Severity::bad
-                              : state == State::Verifying ? Severity::busy
-                                                          : Severity::neutral;
+    const Severity severity = state == State::Good ? Severity::good
+        : state == State::Bad                      ? Severity::bad
+        : state == State::Verifying                ? Severity::busy
+                                                   : Severity::neutral;
     m_icon->setPixmap(severityIcon(severity).pixmap(QSize(24, 24), devicePixelRatioF()));
     // A tint of the status colour over the window colour: readable in light and dark palettes.
     QPalette pal = palette();
     const QColor window = QPalette().color(QPalette::Window);
     const QColor tone = severityColor(severity, QPalette());
-    QColor tint = QColor::fromRgbF(window.redF() * 0.85 + tone.redF() * 0.15,
-                                   window.greenF() * 0.85 + tone.greenF() * 0.15,
-                                   window.blueF() * 0.85 + tone.blueF() * 0.15);
+    QColor tint =
+        QColor::fromRgbF(window.redF() * 0.85 + tone.redF() * 0.15, window.greenF() * 0.85 + tone.greenF() * 0.15,
+                         window.blueF() * 0.85 + tone.blueF() * 0.15);
     pal.setColor(QPalette::Window, tint);
     setPalette(pal);
     setVisible(state != State::Hidden);
@@ -86,8 +86,7 @@ void FailureBanner::showReport(const shardscope::VerifyReport& report)
     case shardscope::FailureMode::cancelled:
         apply(State::Cancelled, printableText(summary.title), printableText(summary.meaning));
         return;
-    default:
-        apply(State::Bad, printableText(summary.title), printableText(summary.meaning));
+    default: apply(State::Bad, printableText(summary.title), printableText(summary.meaning));
     }
 }
 

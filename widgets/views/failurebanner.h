@@ -25,7 +25,10 @@ public:
     void showReport(const shardscope::VerifyReport& report);
     void showError(const QString& title, const QString& detail);
     // Any other verdict (the Tensors page's content health, for one).
-    void showResult(bool good, const QString& title, const QString& meaning) { apply(good ? State::Good : State::Bad, title, meaning); }
+    void showResult(bool good, const QString& title, const QString& meaning)
+    {
+        apply(good ? State::Good : State::Bad, title, meaning);
+    }
     void hideBanner();
 
     State state() const { return m_state; }

@@ -70,8 +70,8 @@ double GanttGeometry::tickStep(double minPixels) const
 std::size_t GanttGeometry::firstVisible(const std::vector<GanttBlock>& row, double t)
 {
     // Blocks do not overlap within a row, so their ends are sorted as well.
-    const auto it = std::upper_bound(row.begin(), row.end(), t,
-                                     [](double time, const GanttBlock& b) { return time < b.end; });
+    const auto it =
+        std::upper_bound(row.begin(), row.end(), t, [](double time, const GanttBlock& b) { return time < b.end; });
     return std::size_t(it - row.begin());
 }
 

@@ -14,14 +14,14 @@ struct GanttBlock {
 };
 
 struct GanttGeometry {
-    double labelWidth = 72;  // the stage names' column
+    double labelWidth = 72; // the stage names' column
     double rulerHeight = 26;
     double rowHeight = 34;
     double rowGap = 6;
-    double viewStart = 0;     // time at the left edge of the plot area
+    double viewStart = 0; // time at the left edge of the plot area
     double msPerPixel = 1.0;
-    double width = 800;       // of the whole widget
-    double duration = 0;      // makespan: the scrollable extent
+    double width = 800; // of the whole widget
+    double duration = 0; // makespan: the scrollable extent
 
     double plotWidth() const { return width > labelWidth ? width - labelWidth : 1.0; }
     double xForTime(double t) const { return labelWidth + (t - viewStart) / msPerPixel; }

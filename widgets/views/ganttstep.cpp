@@ -46,7 +46,8 @@ void GanttView::paintStep(QPainter& painter, const GanttGeometry& geometry, doub
                           std::max(1.0, geometry.xForTime(a.end) - geometry.xForTime(a.start)), h * 0.55);
         painter.fillRect(band, reduce);
         const QString label = tr("all-reduce");
-        if (band.width() > painter.fontMetrics().horizontalAdvance(label) + 6 && band.height() >= painter.fontMetrics().height()) {
+        if (band.width() > painter.fontMetrics().horizontalAdvance(label) + 6 &&
+            band.height() >= painter.fontMetrics().height()) {
             painter.setPen(textOn(reduce));
             painter.drawText(band, Qt::AlignCenter, label);
         }

@@ -54,15 +54,18 @@ bool GanttView::stageOverLimit(int stage) const
     return stage >= 0 && std::size_t(stage) < m_memory.size() && !m_memory[std::size_t(stage)].fits;
 }
 
-double GanttView::extent() const { return std::max(m_timeline.makespan, m_stepTime); }
+double GanttView::extent() const
+{
+    return std::max(m_timeline.makespan, m_stepTime);
+}
 
 void GanttView::showTimeline(const pl::Timeline& timeline)
 {
     const double previous = extent();
     m_stepTime = std::max(m_stepTime, timeline.makespan);
     const double next = std::max(timeline.makespan, m_stepTime);
-    const bool sameShape = timeline.spec.stages == m_timeline.spec.stages && previous > 0 &&
-                           std::abs(next / previous - 1.0) < 0.5;
+    const bool sameShape =
+        timeline.spec.stages == m_timeline.spec.stages && previous > 0 && std::abs(next / previous - 1.0) < 0.5;
     m_timeline = timeline;
     m_rows.assign(std::size_t(std::max(0, timeline.spec.stages)), {});
     for (int s = 0; s + 1 < int(timeline.stage_begin.size()) && s < int(m_rows.size()); ++s) {
@@ -154,17 +157,13 @@ QString GanttView::describeOp(int op) const
     if (op < 0 || op >= int(m_timeline.ops.size()))
         return {};
     const pl::TimedOp& o = m_timeline.ops[std::size_t(op)];
-    const QString kind = o.kind == pl::OpKind::F   ? tr("forward")
-                         : o.kind == pl::OpKind::B ? (m_timeline.split_backward ? tr("backward (input gradient)")
-                                                                                : tr("backward"))
-                                                   : tr("backward (weight gradient)");
+    const QString kind = o.kind == pl::OpKind::F ? tr("forward")
+        : o.kind == pl::OpKind::B ? (m_timeline.split_backward ? tr("backward (input gradient)") : tr("backward"))
+                                  : tr("backward (weight gradient)");
     QString text = tr("Stage %1 · %2 of microbatch %3").arg(o.stage).arg(kind).arg(o.microbatch);
     if (m_timeline.spec.virtual_stages > 1)
         text += tr(" · chunk %1").arg(o.chunk);
-    text += tr("\n%1 – %2 ms (%3 ms)")
-                .arg(o.start, 0, 'f', 3)
-                .arg(o.end, 0, 'f', 3)
-                .arg(o.end - o.start, 0, 'f', 3);
+    text += tr("\n%1 – %2 ms (%3 ms)").arg(o.start, 0, 'f', 3).arg(o.end, 0, 'f', 3).arg(o.end - o.start, 0, 'f', 3);
     return text;
 }
 
@@ -251,9 +250,9 @@ void GanttView::paintRuler(QPainter& painter, const GanttGeometry& geometry, con
         QColor track = pal.color(QPalette::Text);
         track.setAlpha(40);
         painter.fillRect(QRectF(trackLeft, geometry.rulerHeight - 4, trackWidth, 3), track);
-        painter.fillRect(QRectF(trackLeft + from * trackWidth, geometry.rulerHeight - 4,
-                                std::max(4.0, (to - from) * trackWidth), 3),
-                         pal.color(QPalette::Highlight));
+        painter.fillRect(
+            QRectF(trackLeft + from * trackWidth, geometry.rulerHeight - 4, std::max(4.0, (to - from) * trackWidth), 3),
+            pal.color(QPalette::Highlight));
     }
 }
 
@@ -271,8 +270,8 @@ void GanttView::paintRow(QPainter& painter, const GanttGeometry& geometry, int r
     const bool over = stageOverLimit(row);
     painter.setPen(over ? severityColor(Severity::bad, pal) : pal.color(QPalette::Text));
     if (row % every == 0 || over)
-        painter.drawText(QRectF(2, top + (h - line) / 2, geometry.labelWidth - 8, line), Qt::AlignVCenter | Qt::AlignRight,
-                         over ? tr("⚠ Stage %1").arg(row) : tr("Stage %1").arg(row));
+        painter.drawText(QRectF(2, top + (h - line) / 2, geometry.labelWidth - 8, line),
+                         Qt::AlignVCenter | Qt::AlignRight, over ? tr("⚠ Stage %1").arg(row) : tr("Stage %1").arg(row));
 
     painter.save();
     painter.setClipRect(QRectF(geometry.labelWidth, top, plotRight - geometry.labelWidth, h));

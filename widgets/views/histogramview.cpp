@@ -60,9 +60,9 @@ QString HistogramView::describeAt(const QPointF& point) const
     if (bin < 0)
         return {};
     const int e = shardscope::kHistogramLowExponent + bin;
-    const QString range = bin == 0 ? tr("|x| < %1").arg(power(e + 1))
-                          : bin == shardscope::kHistogramBins - 1 ? tr("|x| ≥ %1").arg(power(e))
-                                                                  : tr("%1 ≤ |x| < %2").arg(power(e), power(e + 1));
+    const QString range = bin == 0              ? tr("|x| < %1").arg(power(e + 1))
+        : bin == shardscope::kHistogramBins - 1 ? tr("|x| ≥ %1").arg(power(e))
+                                                : tr("%1 ≤ |x| < %2").arg(power(e), power(e + 1));
     return tr("%1: %2 values").arg(range, formatCount(m_stats.histogram[std::size_t(bin)]));
 }
 

@@ -52,7 +52,7 @@ void OwnershipMap::setForeignLayout(const shardscope::ForeignLayout& layout,
     for (const auto& file : files) {
         QString& text = m_rankFiles[file.rank];
         text += (text.isEmpty() ? QString() : QStringLiteral("\n")) +
-                tr("%1 · %2").arg(printableText(file.path), formatBytes(file.actual_bytes));
+            tr("%1 · %2").arg(printableText(file.path), formatBytes(file.actual_bytes));
     }
     m_reshardTotal = 0;
     setData(std::move(ranks), std::move(tensors), layout.total);
@@ -201,7 +201,7 @@ void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
             int lastRank = range.id;
             std::size_t end = i + 1;
             for (; group > 1 && end < lane.ranges.size() && lane.ranges[end].id >= 0 &&
-                   lane.ranges[end].id / group == band;
+                 lane.ranges[end].id / group == band;
                  ++end) {
                 failed = failed || (marksFailed && m_failed.count(lane.ranges[end].id));
                 lastRank = std::max(lastRank, lane.ranges[end].id);
@@ -232,9 +232,9 @@ void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
             if (box.width() <= 12)
                 continue; // no label fits (one glyph and the margin): making and measuring 10^4 of them cost 30 ms a paint
             QString label = lane.kind == Lane::Tensors ? printableText(m_tensorNames[std::size_t(range.id)])
-                            : range.id < 0                ? QStringLiteral("?")
-                            : lastRank != range.id        ? QStringLiteral("r%1–%2").arg(range.id).arg(lastRank)
-                                                          : QStringLiteral("r%1").arg(range.id);
+                : range.id < 0                         ? QStringLiteral("?")
+                : lastRank != range.id                 ? QStringLiteral("r%1–%2").arg(range.id).arg(lastRank)
+                                                       : QStringLiteral("r%1").arg(range.id);
             if (failed)
                 label = QStringLiteral("✗ ") + label;
             if (metrics.horizontalAdvance(label) + 6 < box.width()) {
@@ -254,12 +254,10 @@ void OwnershipMap::paintMap(QPainter& painter, const QRect& rect) const
             painter.drawText(QRectF(geometry.left + rect.left(), top + kLaneHeight, geometry.width, 16),
                              Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("0"));
             painter.drawText(QRectF(geometry.left + rect.left(), top + kLaneHeight, geometry.width, 16),
-                             Qt::AlignRight | Qt::AlignVCenter,
-                             tr("%1 elements").arg(formatCount(geometry.total)));
+                             Qt::AlignRight | Qt::AlignVCenter, tr("%1 elements").arg(formatCount(geometry.total)));
             if (rankGroup > 1)
                 painter.drawText(QRectF(geometry.left + rect.left(), top + kLaneHeight, geometry.width, 16),
-                                 Qt::AlignHCenter | Qt::AlignVCenter,
-                                 tr("colours grouped by %1 ranks").arg(rankGroup));
+                                 Qt::AlignHCenter | Qt::AlignVCenter, tr("colours grouped by %1 ranks").arg(rankGroup));
             painter.restore();
         }
     }

@@ -69,8 +69,8 @@ private:
     std::vector<OwnershipRange> m_ranks;
     std::vector<OwnershipRange> m_tensors;
     mutable std::vector<OwnershipRange> m_targetRanges; // the reshard preview's lane, made by lanes()
-    mutable uint64_t m_targetRangesTotal = 0;           // the m_reshardTotal they split
-    int m_holders = 0;   // distinct ranks in m_ranks (a foreign layout gives one rank many ranges)
+    mutable uint64_t m_targetRangesTotal = 0; // the m_reshardTotal they split
+    int m_holders = 0; // distinct ranks in m_ranks (a foreign layout gives one rank many ranges)
     int m_rankCount = 0; // the highest rank in m_ranks + 1
     std::vector<std::string> m_tensorNames;
     std::vector<std::vector<uint64_t>> m_tensorShapes;

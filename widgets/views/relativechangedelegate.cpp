@@ -25,7 +25,8 @@ double relativeChangeFraction(double relative)
     return std::clamp((std::log10(relative) - kLowDecade) / (kHighDecade - kLowDecade), 0.0, 1.0);
 }
 
-void RelativeChangeDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const
+void RelativeChangeDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option,
+                                   const QModelIndex& index) const
 {
     QStyledItemDelegate::paint(painter, option, index); // background, selection, the figure
     const double fraction = relativeChangeFraction(index.data(m_role).toDouble());

@@ -128,7 +128,7 @@ std::vector<ReshardRibbon> ReshardGeometry::ribbons(const shardscope::ReshardPla
             const auto [sslot, sourceOffset] = it->second;
             const int sgroup = sslot / rankGroup;
             const uint64_t from = sourceOffset + run.source_offset; // where the run's bytes sit now
-            const uint64_t to = t.offset + run.target_offset;       // and where they will sit
+            const uint64_t to = t.offset + run.target_offset; // and where they will sit
             const uint64_t staying = run.source_rank == t.rank ? run.numel : 0;
             ReshardRibbon* r = result.empty() ? nullptr : &result.back();
             // Runs between the same two groups are neighbours on both bars: one ribbon.

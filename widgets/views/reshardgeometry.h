@@ -23,7 +23,7 @@ struct ReshardRibbon {
     uint64_t offset = 0; // global element offset in the flat parameter vector
     uint64_t numel = 0;
     bool staying = false; // same rank index before and after, all of it
-    int sourceLast = 0;   // the last rank of the source box (sourceRank unless grouped)
+    int sourceLast = 0; // the last rank of the source box (sourceRank unless grouped)
     int targetLast = 0;
     uint64_t stayingNumel = 0; // the elements that keep their rank index (a group's ribbon mixes)
     double sourceX0 = 0, sourceX1 = 0;
@@ -41,11 +41,11 @@ struct ReshardBox {
 struct ReshardGeometry {
     double left = 0;
     double width = 1;
-    double sourceTop = 0;  // top of the source bar
-    double targetTop = 0;  // top of the target bar
+    double sourceTop = 0; // top of the source bar
+    double targetTop = 0; // top of the target bar
     double barHeight = 24;
-    double maxGap = 10;    // pixels between neighbouring boxes, shrunk when ranks are many
-    int rankGroup = 1;     // neighbouring ranks (in bar order) per box and ribbon
+    double maxGap = 10; // pixels between neighbouring boxes, shrunk when ranks are many
+    int rankGroup = 1; // neighbouring ranks (in bar order) per box and ribbon
 
     // Ranks per group that keep the average ribbon at least `minWidth` pixels wide (a reshard
     // N -> M has about N + M runs side by side; rankGroupFor's rule): 1 for a few ranks.

@@ -44,7 +44,8 @@ ReshardGeometry ReshardView::geometryFor(const QRectF& rect, const QFontMetricsF
 {
     ReshardGeometry g;
     // Wide enough for "After: 1024 ranks" in the font actually used: a cut title hides the count.
-    const double labels = std::max(metrics.horizontalAdvance(barTitle(true)), metrics.horizontalAdvance(barTitle(false)));
+    const double labels =
+        std::max(metrics.horizontalAdvance(barTitle(true)), metrics.horizontalAdvance(barTitle(false)));
     const double labelWidth = std::max(kMinLabelWidth, std::ceil(labels) + 14);
     g.left = rect.left() + labelWidth;
     g.width = std::max(1.0, rect.width() - labelWidth - 10);
@@ -110,8 +111,9 @@ void ReshardView::paintView(QPainter& painter, const QRect& rect) const
             const QRectF box = b.rect.width() < 1 ? QRectF(b.rect.left(), top, 1, g.barHeight) : b.rect;
             const QColor fill = colour(b.rank);
             painter.fillRect(box, fill);
-            const QString label = b.lastRank >= 0 && b.lastRank != b.rank ? QStringLiteral("r%1–%2").arg(b.rank).arg(b.lastRank)
-                                                                          : QStringLiteral("r%1").arg(b.rank);
+            const QString label = b.lastRank >= 0 && b.lastRank != b.rank
+                ? QStringLiteral("r%1–%2").arg(b.rank).arg(b.lastRank)
+                : QStringLiteral("r%1").arg(b.rank);
             if (metrics.horizontalAdvance(label) + 6 < box.width()) {
                 painter.setPen(textOn(fill));
                 painter.drawText(box, Qt::AlignCenter, label);
@@ -186,8 +188,8 @@ QString ReshardView::describeAt(const QPointF& position) const
         const auto& r = ribbons[std::size_t(i)];
         const bool group = r.sourceLast != r.sourceRank || r.targetLast != r.targetRank;
         const QString stays = group ? tr("%1 of it stays on the same rank index").arg(formatBytes(r.stayingNumel * bpe))
-                              : r.staying ? tr("stays on the same rank index")
-                                          : tr("moves to another rank");
+            : r.staying             ? tr("stays on the same rank index")
+                                    : tr("moves to another rank");
         return tr("From %1 to new %2\nelements [%3, %4)\n%5, %6")
             .arg(ranks(r.sourceRank, r.sourceLast), ranks(r.targetRank, r.targetLast), formatCount(r.offset),
                  formatCount(r.offset + r.numel), formatBytes(r.numel * bpe), stays);

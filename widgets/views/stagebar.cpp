@@ -65,8 +65,8 @@ std::vector<StageBar::Piece> StageBar::pieces() const
     if (boundaries.empty() || layers == 0)
         return result;
     for (std::size_t piece = 0; piece <= boundaries.size(); ++piece)
-        result.push_back({piece == 0 ? 0 : boundaries[piece - 1],
-                          piece == boundaries.size() ? layers - 1 : boundaries[piece] - 1});
+        result.push_back(
+            {piece == 0 ? 0 : boundaries[piece - 1], piece == boundaries.size() ? layers - 1 : boundaries[piece] - 1});
     return result;
 }
 
@@ -99,8 +99,9 @@ QStringList StageBar::captions() const
     const int form = StageBarGeometry::captionForm(room, widths);
     QStringList result;
     for (std::size_t i = 0; i < all.size(); ++i)
-        result << (StageBarGeometry::captionFits(widths[std::size_t(form)][i], room[i]) ? forms[std::size_t(form)][int(i)]
-                                                                                       : QString());
+        result << (StageBarGeometry::captionFits(widths[std::size_t(form)][i], room[i])
+                       ? forms[std::size_t(form)][int(i)]
+                       : QString());
     return result;
 }
 

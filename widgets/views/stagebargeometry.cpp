@@ -5,8 +5,7 @@
 
 namespace shardwidgets {
 
-StageBarGeometry StageBarGeometry::layout(const std::vector<double>& costs, double left,
-                                          double width)
+StageBarGeometry StageBarGeometry::layout(const std::vector<double>& costs, double left, double width)
 {
     StageBarGeometry geometry;
     double total = 0;

@@ -1,6 +1,5 @@
 #include "core/checkpoint/internal/shardfile.h"
 
-
 #include "core/util/hashing.h"
 #include "core/util/printable.h"
 
@@ -27,8 +26,7 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
 
     fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, record.path);
     switch (file.status) {
-    case fsutil::OpenStatus::ok:
-        break;
+    case fsutil::OpenStatus::ok: break;
     case fsutil::OpenStatus::missing:
         return failed(ShardStatus::missing, ProblemKind::missing_shard,
                       "the shard file does not exist (missing shard; the save did not finish or the file was deleted)");
@@ -36,8 +34,7 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
         return failed(ShardStatus::invalid, ProblemKind::path_outside_checkpoint,
                       "the path leaves the checkpoint directory: " + file.reason);
     case fsutil::OpenStatus::not_regular:
-    case fsutil::OpenStatus::unreadable:
-        return failed(ShardStatus::unreadable, ProblemKind::unreadable, file.reason);
+    case fsutil::OpenStatus::unreadable: return failed(ShardStatus::unreadable, ProblemKind::unreadable, file.reason);
     }
     result.file_size = file.size;
     if (file.size < record.bytes)
@@ -60,7 +57,9 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
     }
     const std::string param_dtype(to_string(m.param_dtype));
     for (const auto& [name, dtype] : {std::pair<const char*, std::string>{"param", param_dtype},
-                                      {"master", "F32"}, {"exp_avg", "F32"}, {"exp_avg_sq", "F32"}}) {
+                                      {"master", "F32"},
+                                      {"exp_avg", "F32"},
+                                      {"exp_avg_sq", "F32"}}) {
         const SafetensorsTensor* t = shard.header.find(name);
         if (!t)
             return failed(ShardStatus::invalid, ProblemKind::invalid_shard,
@@ -68,8 +67,8 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
         if (t->dtype != dtype || t->shape != std::vector<uint64_t>{record.param_shard_numel})
             return failed(ShardStatus::invalid, ProblemKind::invalid_shard,
                           std::string("tensor '") + name + "' is " + t->dtype + " with " +
-                              std::to_string(t->shape.size()) + " dimension(s), expected 1-D " + dtype +
-                              " of " + std::to_string(record.param_shard_numel) + " elements");
+                              std::to_string(t->shape.size()) + " dimension(s), expected 1-D " + dtype + " of " +
+                              std::to_string(record.param_shard_numel) + " elements");
     }
     shard.size = file.size;
     shard.fd = std::move(file.fd);
@@ -126,8 +125,9 @@ char* tensor_destination(RankState& state, std::string_view name)
 Error read_failure(const fs::path& dir, const ShardRecord& record, uint64_t at)
 {
     return Error(ProblemKind::unreadable,
-                 "rank " + std::to_string(record.rank) + ": " + (dir / record.path).string() + ": read failed at byte " +
-                     std::to_string(at) + ": " + (errno ? std::strerror(errno) : "the file shrank while being read"),
+                 "rank " + std::to_string(record.rank) + ": " + (dir / record.path).string() +
+                     ": read failed at byte " + std::to_string(at) + ": " +
+                     (errno ? std::strerror(errno) : "the file shrank while being read"),
                  record.path, record.rank);
 }
 
@@ -135,8 +135,8 @@ std::string digest_mismatch(const fs::path& dir, const ShardRecord& record, std:
                             const std::string& actual, const std::string& expected)
 {
     return "rank " + std::to_string(record.rank) + ": " + (dir / record.path).string() + ": " + std::string(algorithm) +
-           " " + actual.substr(0, 16) + "... differs from the manifest's " + expected.substr(0, 16) +
-           "... (the shard is corrupt)";
+        " " + actual.substr(0, 16) + "... differs from the manifest's " + expected.substr(0, 16) +
+        "... (the shard is corrupt)";
 }
 
 std::string rank_shard_header(int rank, int world_size, ParamDtype dtype, uint64_t offset, uint64_t n)
@@ -144,16 +144,20 @@ std::string rank_shard_header(int rank, int world_size, ParamDtype dtype, uint64
     // Element sizes are 2 and 4 and n <= 2^53 (manifest limit), so none of these products overflow.
     std::vector<SafetensorsTensor> layout;
     uint64_t cursor = 0;
-    for (const auto& [name, type, size] : {std::tuple<const char*, std::string, uint64_t>{"param", std::string(to_string(dtype)), 2},
-                                           {"master", "F32", 4}, {"exp_avg", "F32", 4}, {"exp_avg_sq", "F32", 4}}) {
+    for (const auto& [name, type, size] :
+         {std::tuple<const char*, std::string, uint64_t>{"param", std::string(to_string(dtype)), 2},
+          {"master", "F32", 4},
+          {"exp_avg", "F32", 4},
+          {"exp_avg_sq", "F32", 4}}) {
         layout.push_back({name, type, {n}, cursor, cursor + n * size});
         cursor += n * size;
     }
-    return make_safetensors_header(layout, {{"format", "shardscope"},
-                                            {"rank", std::to_string(rank)},
-                                            {"world_size", std::to_string(world_size)},
-                                            {"param_shard_offset", std::to_string(offset)},
-                                            {"param_shard_numel", std::to_string(n)}});
+    return make_safetensors_header(layout,
+                                   {{"format", "shardscope"},
+                                    {"rank", std::to_string(rank)},
+                                    {"world_size", std::to_string(world_size)},
+                                    {"param_shard_offset", std::to_string(offset)},
+                                    {"param_shard_numel", std::to_string(n)}});
 }
 
 struct ShardFileWriter::Impl {

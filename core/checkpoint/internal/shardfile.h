@@ -86,9 +86,7 @@ private:
 
 // The safetensors header of a rank shard: param (`dtype`), master, exp_avg, exp_avg_sq, each 1-D
 // with `numel` elements, back to back, and metadata naming the rank and its slice.
-std::string rank_shard_header(int rank, int world_size, ParamDtype dtype, uint64_t param_shard_offset,
-                              uint64_t numel);
-
+std::string rank_shard_header(int rank, int world_size, ParamDtype dtype, uint64_t param_shard_offset, uint64_t numel);
 
 // Shards are read in chunks of this size: large enough for sequential throughput, small enough
 // that progress and cancellation stay responsive and memory stays bounded.

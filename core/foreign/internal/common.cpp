@@ -12,7 +12,10 @@ namespace {
 thread_local Progress t_progress;
 }
 
-Progress& current_progress() { return t_progress; }
+Progress& current_progress()
+{
+    return t_progress;
+}
 
 bool cancelled(const VerifyOptions& options)
 {
@@ -21,7 +24,8 @@ bool cancelled(const VerifyOptions& options)
 
 std::string shown_file(const std::filesystem::path& dir, const ShardCheck& check)
 {
-    return (check.rank >= 0 ? "rank " + std::to_string(check.rank) + ": " : std::string()) + (dir / check.path).string();
+    return (check.rank >= 0 ? "rank " + std::to_string(check.rank) + ": " : std::string()) +
+        (dir / check.path).string();
 }
 
 void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, const FileBody& body,

@@ -18,8 +18,8 @@ namespace shardscope::foreign {
 
 // The per-file body: `file` is opened (status ok) when the body is called; it sets check.status
 // (ok / invalid / ...) and appends problems naming the file.
-using FileBody = std::function<void(std::size_t index, fsutil::OpenedFile& file, ShardCheck& check,
-                                    std::vector<Problem>& problems)>;
+using FileBody =
+    std::function<void(std::size_t index, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems)>;
 
 // For every report.shards[i] (path filled in): opens it beneath `dirfd`, records size, runs
 // `body`, reports progress (the file's size when done, or the body's own progress through

@@ -34,9 +34,9 @@ public:
             return;
         }
         value(object ? nlohmann::json::object() : nlohmann::json::array());
-        nlohmann::json* made = m_stack.empty()                   ? &m_root
-                               : m_stack.back()->is_array()      ? &m_stack.back()->back()
-                                                                 : &(*m_stack.back())[m_key];
+        nlohmann::json* made = m_stack.empty() ? &m_root
+            : m_stack.back()->is_array()       ? &m_stack.back()->back()
+                                               : &(*m_stack.back())[m_key];
         m_stack.push_back(made);
     }
     void close()

@@ -106,8 +106,8 @@ private:
 
     uint64_t m_size = 0;
     uint64_t m_pos = 0;
-    uint64_t m_window_at = 0;     // where m_window starts in the input
-    std::string_view m_window;    // the bytes at hand: all of them, or m_buffer's
+    uint64_t m_window_at = 0; // where m_window starts in the input
+    std::string_view m_window; // the bytes at hand: all of them, or m_buffer's
     std::string m_buffer;
     ReadAt m_read;
 };
@@ -207,7 +207,7 @@ private:
         const auto out = m_in.take(n);
         if (!out) [[unlikely]]
             fail("cannot read " + std::to_string(n) + " bytes at byte " + std::to_string(m_in.pos()) +
-                 " (an I/O error, or the file shrank while being read)",
+                     " (an I/O error, or the file shrank while being read)",
                  ProblemKind::unreadable);
         return *out;
     }
@@ -363,14 +363,14 @@ auto PickleMachine<Store>::run()
             push(this->floating(bits));
             break;
         }
-        case 'X': push(make_text(PickleKind::string, le(4))); break;    // BINUNICODE
-        case 0x8c: push(make_text(PickleKind::string, le(1))); break;   // SHORT_BINUNICODE
-        case 0x8d: push(make_text(PickleKind::string, le(8))); break;   // BINUNICODE8
-        case 'B': push(make_text(PickleKind::bytes, le(4))); break;     // BINBYTES
-        case 'C': push(make_text(PickleKind::bytes, le(1))); break;     // SHORT_BINBYTES
-        case 0x8e: push(make_text(PickleKind::bytes, le(8))); break;    // BINBYTES8
-        case 0x96: push(make_text(PickleKind::bytes, le(8))); break;    // BYTEARRAY8
-        case 'U': push(make_text(PickleKind::bytes, le(1))); break;     // SHORT_BINSTRING
+        case 'X': push(make_text(PickleKind::string, le(4))); break; // BINUNICODE
+        case 0x8c: push(make_text(PickleKind::string, le(1))); break; // SHORT_BINUNICODE
+        case 0x8d: push(make_text(PickleKind::string, le(8))); break; // BINUNICODE8
+        case 'B': push(make_text(PickleKind::bytes, le(4))); break; // BINBYTES
+        case 'C': push(make_text(PickleKind::bytes, le(1))); break; // SHORT_BINBYTES
+        case 0x8e: push(make_text(PickleKind::bytes, le(8))); break; // BINBYTES8
+        case 0x96: push(make_text(PickleKind::bytes, le(8))); break; // BYTEARRAY8
+        case 'U': push(make_text(PickleKind::bytes, le(1))); break; // SHORT_BINSTRING
         case 'T': { // BINSTRING: signed 4-byte length
             const auto n = static_cast<int32_t>(static_cast<uint32_t>(le(4)));
             if (n < 0)
@@ -386,9 +386,9 @@ auto PickleMachine<Store>::run()
         case 't':
         case 0x91: {
             const char* opname = op == 'l' ? "LIST" : op == 't' ? "TUPLE" : "FROZENSET";
-            const uint32_t id = this->container(op == 'l'    ? PickleKind::list
-                                                : op == 't' ? PickleKind::tuple
-                                                            : PickleKind::frozenset,
+            const uint32_t id = this->container(op == 'l'       ? PickleKind::list
+                                                    : op == 't' ? PickleKind::tuple
+                                                                : PickleKind::frozenset,
                                                 mark_items(opname));
             drop_mark();
             push(id);
@@ -443,11 +443,11 @@ auto PickleMachine<Store>::run()
             drop_mark();
             break;
         }
-        case 'q': this->memo_store(le(1), top("PUT")); break;        // BINPUT
-        case 'r': this->memo_store(le(4), top("PUT")); break;        // LONG_BINPUT
+        case 'q': this->memo_store(le(1), top("PUT")); break; // BINPUT
+        case 'r': this->memo_store(le(4), top("PUT")); break; // LONG_BINPUT
         case 0x94: this->memo_store(this->memo_count(), top("MEMOIZE")); break; // the next index is the entry count
-        case 'h': push(this->memo_find(le(1))); break;               // BINGET
-        case 'j': push(this->memo_find(le(4))); break;               // LONG_BINGET
+        case 'h': push(this->memo_find(le(1))); break; // BINGET
+        case 'j': push(this->memo_find(le(4))); break; // LONG_BINGET
         case 'c': { // GLOBAL: module and name as text lines; recorded, never resolved
             const std::string module = line();
             const std::string name = line();
@@ -490,8 +490,9 @@ auto PickleMachine<Store>::run()
             uint32_t& target = top("BUILD");
             if (this->kind(target) != PickleKind::reduce && this->kind(target) != PickleKind::new_object)
                 fail("BUILD on a " + std::string(to_string(this->kind(target))) + ", which is not an object");
-            const uint32_t under =
-                m_stack.size() >= 2 && m_stack.size() - 2 >= frame_start() ? m_stack[m_stack.size() - 2] : kNoPickleValue;
+            const uint32_t under = m_stack.size() >= 2 && m_stack.size() - 2 >= frame_start()
+                ? m_stack[m_stack.size() - 2]
+                : kNoPickleValue;
             target = this->build(target, state, under);
             break;
         }

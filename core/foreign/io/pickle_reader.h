@@ -25,32 +25,32 @@
 namespace shardscope {
 
 struct PickleLimits {
-    uint64_t max_input_bytes = 1ull << 30;  // 1 GiB of pickle
-    uint64_t max_nodes = 8u << 20;          // values created (bounds memory: ~16-40 B each)
-    uint64_t max_stack = 1u << 20;          // stack depth, marks included
-    uint64_t max_memo = 4u << 20;           // memo slots
+    uint64_t max_input_bytes = 1ull << 30; // 1 GiB of pickle
+    uint64_t max_nodes = 8u << 20; // values created (bounds memory: ~16-40 B each)
+    uint64_t max_stack = 1u << 20; // stack depth, marks included
+    uint64_t max_memo = 4u << 20; // memo slots
     uint64_t max_string_bytes = 256u << 20; // one str/bytes value
     uint64_t max_total_string_bytes = 1ull << 30;
     uint64_t max_container_items = 1u << 26; // items in one list/tuple/dict/set
-    uint64_t max_total_items = 1u << 26;     // container item slots in all (4 bytes each)
+    uint64_t max_total_items = 1u << 26; // container item slots in all (4 bytes each)
 };
 
 enum class PickleKind : uint8_t {
     none,
     boolean,
-    integer,     // fits in int64
+    integer, // fits in int64
     big_integer, // LONG1/LONG4 wider than 64 bits: `text` holds the little-endian two's complement
     floating,
-    string,      // str (UTF-8 as written)
-    bytes,       // bytes, bytearray, protocol 2 BINSTRING
+    string, // str (UTF-8 as written)
+    bytes, // bytes, bytearray, protocol 2 BINSTRING
     list,
     tuple,
-    dict,        // items = k0, v0, k1, v1, ... in insertion order (no hashing, duplicates kept)
+    dict, // items = k0, v0, k1, v1, ... in insertion order (no hashing, duplicates kept)
     set,
     frozenset,
-    global,      // `text` = module, `name` = qualified name; never resolved
-    reduce,      // REDUCE: items = [callable, args]
-    new_object,  // NEWOBJ / NEWOBJ_EX: items = [class, args] or [class, args, kwargs]
+    global, // `text` = module, `name` = qualified name; never resolved
+    reduce, // REDUCE: items = [callable, args]
+    new_object, // NEWOBJ / NEWOBJ_EX: items = [class, args] or [class, args, kwargs]
     persistent_id, // BINPERSID: items = [pid]
 };
 
@@ -149,8 +149,7 @@ private:
 // the byte offset of the problem.
 PickleDocument parse_pickle(std::string_view data, const std::string& display_path = "<pickle>",
                             const PickleLimits& limits = {});
-inline PickleDocument parse_pickle(const uint8_t* data, std::size_t size,
-                                   const std::string& display_path = "<pickle>",
+inline PickleDocument parse_pickle(const uint8_t* data, std::size_t size, const std::string& display_path = "<pickle>",
                                    const PickleLimits& limits = {})
 {
     return parse_pickle(std::string_view(reinterpret_cast<const char*>(data), size), display_path, limits);

@@ -204,7 +204,8 @@ protected:
                 v |= ~uint64_t(0) << (8 * bytes.size()); // sign-extend
             return integer(std::bit_cast<int64_t>(v));
         }
-        return make({.kind = PickleKind::big_integer, .a = static_cast<uint32_t>(bytes.size()), .b = store_text(bytes)});
+        return make(
+            {.kind = PickleKind::big_integer, .a = static_cast<uint32_t>(bytes.size()), .b = store_text(bytes)});
     }
     // The memo: dense indices (MEMOIZE, and BINPUT as CPython numbers them) in a vector, others in
     // a map; `m_memo_count` is how many distinct entries there are.
@@ -273,7 +274,6 @@ protected:
         return it->second;
     }
 
-
     std::string m_path;
     PickleLimits m_limits;
     std::size_t m_op_pos = 0; // where the opcode being run starts, for messages
@@ -286,7 +286,7 @@ private:
     std::unordered_map<uint64_t, uint32_t> m_memo_sparse;
     uint64_t m_memo_count = 0;
     std::unordered_map<std::string_view, uint32_t> m_strings; // views into the input (in memory: parse_pickle)
-    std::unordered_map<std::string, uint32_t> m_globals;      // "module\nname"
+    std::unordered_map<std::string, uint32_t> m_globals; // "module\nname"
     uint32_t m_small_ints[256];
 };
 

@@ -40,17 +40,23 @@ uint64_t get(const unsigned char* p, std::size_t n)
 void read_or_throw(const ZipReadAt& read, void* buffer, std::size_t size, uint64_t offset, const std::string& path)
 {
     if (!read(buffer, size, offset))
-        throw Error(ProblemKind::unreadable, path + ": read of " + std::to_string(size) + " bytes at offset " +
-                                                 std::to_string(offset) + " failed", path);
+        throw Error(ProblemKind::unreadable,
+                    path + ": read of " + std::to_string(size) + " bytes at offset " + std::to_string(offset) +
+                        " failed",
+                    path);
 }
 
-bool add_ok(uint64_t a, uint64_t b, uint64_t& out) { return !__builtin_add_overflow(a, b, &out); }
+bool add_ok(uint64_t a, uint64_t b, uint64_t& out)
+{
+    return !__builtin_add_overflow(a, b, &out);
+}
 
 } // namespace
 
 ZipReadAt zip_read_fd(int fd)
 {
-    return [fd](void* buffer, std::size_t size, uint64_t offset) { return fsutil::read_exact(fd, buffer, size, offset); };
+    return
+        [fd](void* buffer, std::size_t size, uint64_t offset) { return fsutil::read_exact(fd, buffer, size, offset); };
 }
 
 ZipReadAt zip_read_memory(std::string_view data)
@@ -117,11 +123,13 @@ ZipDirectory read_zip_directory(const ZipReadAt& read, uint64_t file_size, const
         bad(path, "a central directory of " + std::to_string(dir.central_directory_size) + " bytes exceeds the limit");
     uint64_t cd_end = 0;
     if (!add_ok(dir.central_directory_offset, dir.central_directory_size, cd_end) || cd_end > eocd_offset)
-        bad(path, "the central directory [" + std::to_string(dir.central_directory_offset) + ", +" +
-                      std::to_string(dir.central_directory_size) + ") runs past the end records (truncated?)");
+        bad(path,
+            "the central directory [" + std::to_string(dir.central_directory_offset) + ", +" +
+                std::to_string(dir.central_directory_size) + ") runs past the end records (truncated?)");
     if (entries * kCentralSize > dir.central_directory_size)
-        bad(path, std::to_string(entries) + " entries cannot fit in a " + std::to_string(dir.central_directory_size) +
-                      "-byte central directory");
+        bad(path,
+            std::to_string(entries) + " entries cannot fit in a " + std::to_string(dir.central_directory_size) +
+                "-byte central directory");
 
     std::vector<unsigned char> cd(static_cast<std::size_t>(dir.central_directory_size));
     read_or_throw(read, cd.data(), cd.size(), dir.central_directory_offset, path);
@@ -167,9 +175,11 @@ ZipDirectory read_zip_directory(const ZipReadAt& read, uint64_t file_size, const
         uint64_t end = 0;
         if (!add_ok(entry.local_header_offset, kLocalSize + name_len, end) ||
             !add_ok(end, entry.compressed_size, end) || end > dir.central_directory_offset)
-            bad(path, "entry '" + entry.name + "' (local header at " + std::to_string(entry.local_header_offset) +
-                          ", " + std::to_string(entry.compressed_size) + " bytes) runs into the central directory "
-                          "or past the end of the file (truncated?)");
+            bad(path,
+                "entry '" + entry.name + "' (local header at " + std::to_string(entry.local_header_offset) + ", " +
+                    std::to_string(entry.compressed_size) +
+                    " bytes) runs into the central directory "
+                    "or past the end of the file (truncated?)");
         dir.entries.push_back(std::move(entry));
         pos += kCentralSize + name_len + extra_len + comment_len;
     }
@@ -203,7 +213,7 @@ ZipEntryCheck locate_zip_entry(const ZipReadAt& read, const ZipDirectory& direct
     }
     if (get(local, 4) != kLocalSignature) {
         out.problem = "entry '" + entry.name + "' has a bad local header signature at byte " +
-                      std::to_string(entry.local_header_offset);
+            std::to_string(entry.local_header_offset);
         return out;
     }
     const uint64_t name_len = get(local + 26, 2), extra_len = get(local + 28, 2);
@@ -217,7 +227,7 @@ ZipEntryCheck locate_zip_entry(const ZipReadAt& read, const ZipDirectory& direct
     // the data as is run past the entry into its neighbours.
     if (entry.method == 0 && entry.uncompressed_size != entry.compressed_size) {
         out.problem = "stored entry '" + entry.name + "' records " + std::to_string(entry.uncompressed_size) +
-                      " bytes but holds " + std::to_string(entry.compressed_size);
+            " bytes but holds " + std::to_string(entry.compressed_size);
         return out;
     }
     std::string name(name_len, '\0');
@@ -231,7 +241,7 @@ ZipEntryCheck locate_zip_entry(const ZipReadAt& read, const ZipDirectory& direct
     }
     if (entry.method != 0 && entry.method != 8) {
         out.problem = "entry '" + entry.name + "' uses compression method " + std::to_string(entry.method) +
-                      " (only stored and deflated are supported)";
+            " (only stored and deflated are supported)";
         return out;
     }
     out.ok = true;
@@ -293,7 +303,8 @@ ZipEntryCheck stream_entry(const ZipReadAt& read, const ZipDirectory& directory,
                 z.avail_out = static_cast<uInt>(out_size);
                 const int rc = inflate(&z, Z_NO_FLUSH);
                 if (rc != Z_OK && rc != Z_STREAM_END) {
-                    failure = "the deflated data of '" + entry.name + "' is corrupt (" + (z.msg ? z.msg : "zlib error") + ")";
+                    failure =
+                        "the deflated data of '" + entry.name + "' is corrupt (" + (z.msg ? z.msg : "zlib error") + ")";
                     break;
                 }
                 const std::size_t got = out_size - z.avail_out;
@@ -340,8 +351,10 @@ ZipEntryCheck stream_entry(const ZipReadAt& read, const ZipDirectory& directory,
     }
     if (produced != entry.uncompressed_size) {
         out.crc_mismatch = true;
-        out.problem = "entry '" + entry.name + "' holds " + std::to_string(produced) + " bytes but its directory "
-                      "record says " + std::to_string(entry.uncompressed_size);
+        out.problem = "entry '" + entry.name + "' holds " + std::to_string(produced) +
+            " bytes but its directory "
+            "record says " +
+            std::to_string(entry.uncompressed_size);
         return out;
     }
     if (out.actual_crc32 != entry.crc32) {

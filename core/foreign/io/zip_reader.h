@@ -47,10 +47,10 @@ ZipDirectory parse_zip_directory(std::string_view file, const std::string& displ
 struct ZipEntryCheck {
     bool ok = false;
     bool crc_mismatch = false; // the data is there but its CRC-32 or size is wrong
-    uint64_t data_offset = 0;  // where the entry's (compressed) bytes start in the file
+    uint64_t data_offset = 0; // where the entry's (compressed) bytes start in the file
     uint32_t actual_crc32 = 0;
     uint64_t actual_size = 0;
-    std::string problem;       // why not ok (without the file name)
+    std::string problem; // why not ok (without the file name)
 };
 
 // Finds where `entry`'s data starts after its local header, without reading the data: ok, or a
@@ -66,8 +66,8 @@ ZipEntryCheck check_zip_entry(const ZipReadAt& read, uint64_t file_size, const Z
 
 // The uncompressed bytes of a small entry (at most `max_bytes`), CRC-checked. Throws
 // Error(invalid_archive / crc_mismatch) naming `display_path`.
-std::string read_zip_entry(const ZipReadAt& read, uint64_t file_size, const ZipDirectory& directory,
-                           std::size_t index, uint64_t max_bytes, const std::string& display_path);
+std::string read_zip_entry(const ZipReadAt& read, uint64_t file_size, const ZipDirectory& directory, std::size_t index,
+                           uint64_t max_bytes, const std::string& display_path);
 
 // ZipReadAt over an open file descriptor / over memory.
 ZipReadAt zip_read_fd(int fd);

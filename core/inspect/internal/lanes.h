@@ -37,8 +37,9 @@ struct Lanes<4> {
 inline bool has_avx2_fma()
 {
 #if defined(__x86_64__)
-    static const bool yes = !(std::getenv("SHARDSCOPE_KERNELS") && std::string_view(std::getenv("SHARDSCOPE_KERNELS")) == "sse2") &&
-                            __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    static const bool yes =
+        !(std::getenv("SHARDSCOPE_KERNELS") && std::string_view(std::getenv("SHARDSCOPE_KERNELS")) == "sse2") &&
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return yes;
 #else
     return false;

@@ -44,8 +44,8 @@ struct RawTop {
     std::optional<double> attention_heads;
     std::optional<double> micro_batch_size;
 };
-inline constexpr std::array<std::string_view, 5> kTopFields = {
-    "device_tflops", "seq_len", "hidden_size", "attention_heads", "micro_batch_size"};
+inline constexpr std::array<std::string_view, 5> kTopFields = {"device_tflops", "seq_len", "hidden_size",
+                                                               "attention_heads", "micro_batch_size"};
 std::optional<double>* top_field(RawTop& top, std::string_view key);
 
 std::string known_fields_text();
@@ -53,8 +53,8 @@ std::string known_fields_text();
 [[noreturn]] void fail(const std::string& origin, const std::string& what);
 
 // Applies the defaults of docs/shardctl.md section 4 and checks ranges; throws invalid_profile.
-Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& origin,
-                   const std::string& where_prefix, std::optional<double> device_tflops);
+Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& origin, const std::string& where_prefix,
+                   std::optional<double> device_tflops);
 // Checks the top-level values and stores the shape and micro_batch_size in `profile`.
 void finish_top(const RawTop& top, const std::string& origin, Profile& profile);
 

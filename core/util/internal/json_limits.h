@@ -15,14 +15,14 @@ namespace shardscope {
 struct JsonLimits {
     int max_depth = 64;
     uint64_t max_values = 4ull << 20;
-    std::string counted_key;   // a top-level key whose array/object entries are counted ...
-    uint64_t max_counted = 0;  // ... against this limit (0: not counted)
-    std::string counted_what;  // e.g. "shards", for the message
+    std::string counted_key; // a top-level key whose array/object entries are counted ...
+    uint64_t max_counted = 0; // ... against this limit (0: not counted)
+    std::string counted_what; // e.g. "shards", for the message
     bool unique_top_keys = false;
 };
 
 struct JsonScan {
-    std::string violation;     // which limit was exceeded, as a sentence fragment; empty if none
+    std::string violation; // which limit was exceeded, as a sentence fragment; empty if none
     std::string duplicate_key; // the first repeated top-level key (with unique_top_keys)
     bool syntax_error = false; // let the DOM parser produce its own message
 };

@@ -19,11 +19,11 @@ class TestCliCheckpoint : public QObject {
     fs::path save(const char* name, int world, int seed = 1, const char* dtype = "f16", int numel = 100'003)
     {
         const fs::path dir = m_root / name;
-        const auto run = shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir),
-                                   QStringLiteral("--world-size"), QString::number(world), QStringLiteral("--numel"),
-                                   QString::number(numel), QStringLiteral("--seed"), QString::number(seed),
-                                   QStringLiteral("--step"), QStringLiteral("1234"), QStringLiteral("--dtype"),
-                                   QLatin1String(dtype)});
+        const auto run =
+            shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir), QStringLiteral("--world-size"),
+                      QString::number(world), QStringLiteral("--numel"), QString::number(numel),
+                      QStringLiteral("--seed"), QString::number(seed), QStringLiteral("--step"), QStringLiteral("1234"),
+                      QStringLiteral("--dtype"), QLatin1String(dtype)});
         if (run.exit_code != 0)
             qWarning() << run.err;
         return dir;
@@ -56,13 +56,15 @@ private slots:
         }
         const auto bf16 = load_json(save("w4-bf16", 4, 7, "bf16"), 4);
         QVERIFY(bf16["digests"]["param"] != four["digests"]["param"]);
-        QCOMPARE(bf16["digests"]["master"].get<std::string>(), four["digests"]["master"].get<std::string>()); // fp32 state is the same
+        QCOMPARE(bf16["digests"]["master"].get<std::string>(),
+                 four["digests"]["master"].get<std::string>()); // fp32 state is the same
     }
 
     void verifyJsonContract()
     {
         const fs::path dir = save("verify-ok", 4);
-        const auto run = shardctl({QStringLiteral("verify"), qs(dir), QStringLiteral("--json"), QStringLiteral("--threads"), QStringLiteral("2")});
+        const auto run = shardctl({QStringLiteral("verify"), qs(dir), QStringLiteral("--json"),
+                                   QStringLiteral("--threads"), QStringLiteral("2")});
         QCOMPARE(run.exit_code, 0);
         const auto out = run.json();
         QCOMPARE(out["ok"].get<bool>(), true);
@@ -91,7 +93,8 @@ private slots:
         QCOMPARE(out["problems"][0]["rank"].get<int>(), 3);
         QVERIFY(run.err.contains("rank 3") && run.err.contains("rank3.safetensors"));
 
-        const auto load = shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"), QStringLiteral("4")});
+        const auto load =
+            shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"), QStringLiteral("4")});
         QCOMPARE(load.exit_code, 1);
         QVERIFY(load.err.contains("rank3.safetensors"));
         QCOMPARE(load.err.count('\n'), 1); // one sentence, no stack trace
@@ -100,10 +103,12 @@ private slots:
     void worldSizeChangeIsLoud()
     {
         const fs::path dir = save("ws", 4);
-        const auto verify = shardctl({QStringLiteral("verify"), qs(dir), QStringLiteral("--expect-world-size"), QStringLiteral("8"), QStringLiteral("--json")});
+        const auto verify = shardctl({QStringLiteral("verify"), qs(dir), QStringLiteral("--expect-world-size"),
+                                      QStringLiteral("8"), QStringLiteral("--json")});
         QCOMPARE(verify.exit_code, 1);
         QCOMPARE(verify.json()["problems"][0]["kind"].get<std::string>(), std::string("world_size_mismatch"));
-        const auto load = shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"), QStringLiteral("8")});
+        const auto load =
+            shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"), QStringLiteral("8")});
         QCOMPARE(load.exit_code, 1);
         QVERIFY(load.err.contains("world_size 4"));
     }
@@ -113,8 +118,8 @@ private slots:
     void jsonInEveryOutcome()
     {
         const fs::path dir = save("json", 4);
-        auto load = shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"), QStringLiteral("8"),
-                              QStringLiteral("--json")});
+        auto load = shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"),
+                              QStringLiteral("8"), QStringLiteral("--json")});
         QCOMPARE(load.exit_code, 1);
         nlohmann::json out = load.json();
         QCOMPARE(out["ok"].get<bool>(), false);
@@ -190,13 +195,16 @@ private slots:
         QCOMPARE(shardctl({QStringLiteral("verify")}).exit_code, 2);
         QCOMPARE(shardctl({QStringLiteral("frobnicate")}).exit_code, 2);
         QCOMPARE(shardctl({}).exit_code, 2);
-        QCOMPARE(shardctl({QStringLiteral("verify"), qs(dir), QStringLiteral("--threads"), QStringLiteral("many")}).exit_code, 2);
+        QCOMPARE(shardctl({QStringLiteral("verify"), qs(dir), QStringLiteral("--threads"), QStringLiteral("many")})
+                     .exit_code,
+                 2);
         const auto missing = shardctl({QStringLiteral("verify"), qs(m_root / "nope")});
         QCOMPARE(missing.exit_code, 2);
         QVERIFY(missing.err.contains("nope"));
         // Refusing to overwrite a complete checkpoint is an environment error, and loses nothing.
-        const auto again = shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir), QStringLiteral("--world-size"),
-                                     QStringLiteral("2"), QStringLiteral("--numel"), QStringLiteral("10")});
+        const auto again =
+            shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir), QStringLiteral("--world-size"),
+                      QStringLiteral("2"), QStringLiteral("--numel"), QStringLiteral("10")});
         QCOMPARE(again.exit_code, 2);
         QVERIFY(again.err.contains("refusing to overwrite"));
         QCOMPARE(shardctl({QStringLiteral("verify"), qs(dir)}).exit_code, 0);
@@ -223,11 +231,15 @@ private slots:
 
         fs::create_directories(m_root / "hf");
         testutil::write_text(m_root / "hf" / "model.safetensors.index.json", "{}");
-        QCOMPARE(shardctl({QStringLiteral("info"), qs(m_root / "hf"), QStringLiteral("--json")}).json()["format"].get<std::string>(),
+        QCOMPARE(shardctl({QStringLiteral("info"), qs(m_root / "hf"), QStringLiteral("--json")})
+                     .json()["format"]
+                     .get<std::string>(),
                  std::string("safetensors-index"));
         fs::create_directories(m_root / "dcp");
         testutil::write_text(m_root / "dcp" / ".metadata", "x");
-        QCOMPARE(shardctl({QStringLiteral("info"), qs(m_root / "dcp"), QStringLiteral("--json")}).json()["format"].get<std::string>(),
+        QCOMPARE(shardctl({QStringLiteral("info"), qs(m_root / "dcp"), QStringLiteral("--json")})
+                     .json()["format"]
+                     .get<std::string>(),
                  std::string("torch-dcp"));
         fs::create_directories(m_root / "empty");
         QCOMPARE(shardctl({QStringLiteral("info"), qs(m_root / "empty")}).exit_code, 1);
@@ -242,7 +254,8 @@ private slots:
         QCOMPARE(run.json()["problems"][0]["kind"].get<std::string>(), std::string("path_outside_checkpoint"));
         QVERIFY(run.err.contains("rank 1"));
         testutil::write_text(dir / "manifest.json", "{not json");
-        const auto bad = shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"), QStringLiteral("2")});
+        const auto bad =
+            shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"), QStringLiteral("2")});
         QCOMPARE(bad.exit_code, 1);
         QVERIFY(bad.err.contains("manifest.json"));
     }

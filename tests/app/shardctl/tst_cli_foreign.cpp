@@ -148,7 +148,8 @@ private slots:
         QVERIFY(has_kind(run.json(), "missing_file"));
 
         // A single .safetensors file may be verified directly.
-        run = shardctl({QStringLiteral("verify"), qs(m_root / "hf" / "model-00001-of-00001.safetensors"), QStringLiteral("--json")});
+        run = shardctl({QStringLiteral("verify"), qs(m_root / "hf" / "model-00001-of-00001.safetensors"),
+                        QStringLiteral("--json")});
         QVERIFY2(run.exit_code == 0, run.err.constData());
         QCOMPARE(run.json()["format"].get<std::string>(), std::string("safetensors"));
         // A path that does not exist stays a usage/environment error.

@@ -33,8 +33,9 @@ private:
             QVERIFY2(line.startsWith(QStringLiteral("shardctl: ")), qPrintable(line));
             QVERIFY2(!line.contains(QStringLiteral("internal error")), qPrintable(line));
         }
-        QVERIFY2(lines.first().contains(QString::fromStdString(c.names)),
-                 qPrintable(QStringLiteral("'%1' does not name %2").arg(lines.first(), QString::fromStdString(c.names))));
+        QVERIFY2(
+            lines.first().contains(QString::fromStdString(c.names)),
+            qPrintable(QStringLiteral("'%1' does not name %2").arg(lines.first(), QString::fromStdString(c.names))));
     }
 
 private slots:
@@ -65,7 +66,8 @@ private slots:
             QSKIP(c.skipped.c_str());
         const QString path = testutil::qs(c.path);
 
-        const testutil::Run verify = testutil::shardctl({QStringLiteral("verify"), path, QStringLiteral("--json")}, kTimeoutMs);
+        const testutil::Run verify =
+            testutil::shardctl({QStringLiteral("verify"), path, QStringLiteral("--json")}, kTimeoutMs);
         QVERIFY2(verify.exit_code != -1, "shardctl verify hung");
         QVERIFY2(verify.exit_code != -2, "shardctl verify crashed");
         QCOMPARE(verify.exit_code, c.verify_exit);
@@ -73,20 +75,23 @@ private slots:
         try {
             report = verify.json();
         } catch (const std::exception&) {
-            QFAIL(qPrintable(QStringLiteral("verify --json printed no JSON: %1").arg(QString::fromUtf8(verify.out.left(200)))));
+            QFAIL(qPrintable(
+                QStringLiteral("verify --json printed no JSON: %1").arg(QString::fromUtf8(verify.out.left(200)))));
         }
         QCOMPARE(report["ok"].get<bool>(), false);
         std::vector<std::string> kinds;
         for (const auto& p : report["problems"])
             kinds.push_back(p["kind"].get<std::string>());
-        QVERIFY2(std::find(kinds.begin(), kinds.end(), c.kind) != kinds.end(),
-                 qPrintable(QStringLiteral("expected %1 among %2")
-                                .arg(QString::fromStdString(c.kind), QString::fromStdString(report["problems"].dump()))));
+        QVERIFY2(
+            std::find(kinds.begin(), kinds.end(), c.kind) != kinds.end(),
+            qPrintable(QStringLiteral("expected %1 among %2")
+                           .arg(QString::fromStdString(c.kind), QString::fromStdString(report["problems"].dump()))));
         checkStderr(verify, c);
 
-        const testutil::Run load = testutil::shardctl(
-            {QStringLiteral("load"), path, QStringLiteral("--expect-world-size"), QStringLiteral("4"), QStringLiteral("--json")},
-            kTimeoutMs);
+        const testutil::Run load =
+            testutil::shardctl({QStringLiteral("load"), path, QStringLiteral("--expect-world-size"),
+                                QStringLiteral("4"), QStringLiteral("--json")},
+                               kTimeoutMs);
         QVERIFY2(load.exit_code != -1, "shardctl load hung");
         QVERIFY2(load.exit_code != -2, "shardctl load crashed");
         QCOMPARE(load.exit_code, c.load_exit);
@@ -105,12 +110,15 @@ private slots:
         using shardscope::printable;
         QCOMPARE(printable("caf\xc3\xa9 \xe2\x9c\x93"), std::string("caf\xc3\xa9 \xe2\x9c\x93")); // é ✓ kept
         QCOMPARE(printable("a\x1b[31mb"), std::string("a\\x1b[31mb"));
-        QCOMPARE(printable("\xcd!"), std::string("\\xcd!"));                       // not UTF-8
-        QCOMPARE(printable("\xc2\x9b"), std::string("\\xc2\\x9b"));             // C1 CSI
-        QCOMPARE(printable("\xc0\xaf"), std::string("\\xc0\\xaf"));             // overlong '/'
+        QCOMPARE(printable("\xcd!"), std::string("\\xcd!")); // not UTF-8
+        QCOMPARE(printable("\xc2\x9b"), std::string("\\xc2\\x9b")); // C1 CSI
+        QCOMPARE(printable("\xc0\xaf"), std::string("\\xc0\\xaf")); // overlong '/'
         QCOMPARE(printable("\xed\xa0\x80"), std::string("\\xed\\xa0\\x80")); // a surrogate
-        QCOMPARE(printable("ab\xe2\x9c\x93", 3), std::string("ab..."));            // a cut character is dropped
-        QCOMPARE(printable("\xff" "ab", 2), std::string("\\xffa..."));            // an invalid byte is not
+        QCOMPARE(printable("ab\xe2\x9c\x93", 3), std::string("ab...")); // a cut character is dropped
+        QCOMPARE(printable("\xff"
+                           "ab",
+                           2),
+                 std::string("\\xffa...")); // an invalid byte is not
 
         // End to end: a manifest holding 0xCD, an escape and a C1 control, loaded.
         QTemporaryDir tmp;

@@ -48,7 +48,10 @@ QStringList plan(const char* text, const char* file = "decoder-7b-32.json")
     return QStringList{QStringLiteral("plan"), QStringLiteral("--profile"), profile(file)} + args(text);
 }
 
-QString number(const nlohmann::json& value) { return QString::fromStdString(value.dump()); }
+QString number(const nlohmann::json& value)
+{
+    return QString::fromStdString(value.dump());
+}
 
 } // namespace
 
@@ -66,10 +69,13 @@ private slots:
         const std::int64_t s = 4096, h = 4096, a = 32;
         layers.push_back({{"name", "embed"}, {"params", 525336576}, {"fwd_ms", 0.2}, {"activation_bytes", 2 * s * h}});
         for (int i = 0; i < 16; ++i)
-            layers.push_back({{"name", "block" + std::to_string(i)}, {"params", 218112000}, {"fwd_ms", 13.7},
+            layers.push_back({{"name", "block" + std::to_string(i)},
+                              {"params", 218112000},
+                              {"fwd_ms", 13.7},
                               {"activation_bytes", s * h * 34 + 5 * a * s * s}});
-        layers.push_back({{"name", "head"}, {"params", 525336576}, {"fwd_ms", 30.0}, {"activation_bytes", 4 * s * 128256}});
-        const nlohmann::json profile = {{"name", "shaped"}, {"seq_len", s}, {"hidden_size", h},
+        layers.push_back(
+            {{"name", "head"}, {"params", 525336576}, {"fwd_ms", 30.0}, {"activation_bytes", 4 * s * 128256}});
+        const nlohmann::json profile = {{"name", "shaped"},     {"seq_len", s},          {"hidden_size", h},
                                         {"attention_heads", a}, {"micro_batch_size", 1}, {"layers", layers}};
         QFile file(m_shaped);
         QVERIFY(file.open(QIODevice::WriteOnly));
@@ -83,12 +89,16 @@ private slots:
         QTest::addColumn<bool>("manual"); // a memory-fitted "manual:..." cut must be among them
         // 7B on 16 GPUs of 25 GiB: pure DP cannot hold 7B x 16 bytes, so the plan must pipeline,
         // and the compute-balanced cuts of 1F1B overfill stage 0, so memory-fitted cuts compete.
-        QTest::newRow("decoder-7b, 25 GiB") << profile("decoder-7b-32.json")
+        QTest::newRow("decoder-7b, 25 GiB")
+            << profile("decoder-7b-32.json")
             << QStringLiteral("--gpus 16 --global-batch 64 --micro-batch-size 1 --gpu-memory 25 "
-                              "--link-gbps 200 --p2p-latency 0.01 --zero 1") << true;
-        QTest::newRow("shaped, overlap, ZeRO-2") << QString()
+                              "--link-gbps 200 --p2p-latency 0.01 --zero 1")
+            << true;
+        QTest::newRow("shaped, overlap, ZeRO-2")
+            << QString()
             << QStringLiteral("--gpus 8 --global-batch 32 --micro-batch-size 1 --gpu-memory 30 "
-                              "--link-gbps 100 --zero 2 --overlap-allreduce") << false;
+                              "--link-gbps 100 --zero 2 --overlap-allreduce")
+            << false;
     }
     void everyCandidateIsReproducedBySchedule()
     {
@@ -111,9 +121,8 @@ private slots:
         bool saw_manual = false;
         double previous = 0;
         for (const auto& c : j["candidates"]) {
-            for (const char* key : {"pp", "dp", "virtual_stages", "microbatches", "schedule", "recompute",
-                                    "partition", "step_time", "peak_memory_bytes", "fits",
-                                    "samples_per_second", "command"})
+            for (const char* key : {"pp", "dp", "virtual_stages", "microbatches", "schedule", "recompute", "partition",
+                                    "step_time", "peak_memory_bytes", "fits", "samples_per_second", "command"})
                 QVERIFY2(c.contains(key), key);
             QCOMPARE(c["pp"].get<int>() * c["dp"].get<int>(), j["gpus"].get<int>());
             QCOMPARE(c["microbatches"].get<int>() * c["dp"].get<int>() * j["micro_batch_size"].get<int>(),
@@ -125,8 +134,8 @@ private slots:
             saw_manual |= c["partition"].get<std::string>().rfind("manual:", 0) == 0;
 
             // The same options, spelled out from the fields (not from "command").
-            QStringList schedule{QStringLiteral("schedule"), QStringLiteral("--json"),
-                                 QStringLiteral("--profile"), file};
+            QStringList schedule{QStringLiteral("schedule"), QStringLiteral("--json"), QStringLiteral("--profile"),
+                                 file};
             schedule << QStringLiteral("--stages") << number(c["pp"]) << QStringLiteral("--microbatches")
                      << number(c["microbatches"]) << QStringLiteral("--schedule")
                      << QString::fromStdString(c["schedule"].get<std::string>()) << QStringLiteral("--virtual")
@@ -134,7 +143,8 @@ private slots:
                      << QStringLiteral("--recompute") << QString::fromStdString(c["recompute"].get<std::string>())
                      << QStringLiteral("--partition") << QString::fromStdString(c["partition"].get<std::string>());
             for (int i = 0; i < shared.size(); ++i) // the plan's model options, not its search ones
-                if (!shared[i].startsWith(QStringLiteral("--gpus")) && !shared[i].startsWith(QStringLiteral("--global")) &&
+                if (!shared[i].startsWith(QStringLiteral("--gpus")) &&
+                    !shared[i].startsWith(QStringLiteral("--global")) &&
                     !shared[i].startsWith(QStringLiteral("--micro"))) {
                     schedule << shared[i];
                     if (shared[i] != QStringLiteral("--overlap-allreduce"))
@@ -182,8 +192,7 @@ private slots:
         QVERIFY(j["closest"]["over_bytes"].get<std::int64_t>() > 0);
         QCOMPARE(j["closest"]["over_bytes"].get<std::int64_t>(),
                  j["closest"]["peak_memory_bytes"].get<std::int64_t>() - (std::int64_t(1) << 30));
-        QVERIFY2(run.err.startsWith("shardctl: no configuration fits in 1.0 GiB") &&
-                     run.err.contains("too much"),
+        QVERIFY2(run.err.startsWith("shardctl: no configuration fits in 1.0 GiB") && run.err.contains("too much"),
                  run.err.constData());
     }
 
@@ -198,8 +207,11 @@ private slots:
         const int act[] = {1, 1, 5, 1};
         const double fwd[] = {1, 1, 2, 2};
         for (int i = 0; i < 4; ++i)
-            layers.push_back({{"name", "l" + std::to_string(i)}, {"params", 1000}, {"fwd_ms", fwd[i]},
-                              {"bwd_ms", 2 * fwd[i]}, {"activation_bytes", std::int64_t(act[i]) << 30}});
+            layers.push_back({{"name", "l" + std::to_string(i)},
+                              {"params", 1000},
+                              {"fwd_ms", fwd[i]},
+                              {"bwd_ms", 2 * fwd[i]},
+                              {"activation_bytes", std::int64_t(act[i]) << 30}});
         QFile file(path);
         QVERIFY(file.open(QIODevice::WriteOnly));
         file.write(QByteArray::fromStdString(nlohmann::json{{"name", "uneven"}, {"layers", layers}}.dump()));
@@ -234,9 +246,11 @@ private slots:
         QTest::addColumn<QStringList>("arguments");
         QTest::addColumn<QString>("mentions");
         QTest::newRow("batch does not divide")
-            << plan("--gpus 4 --global-batch 10 --micro-batch-size 4 --gpu-memory 80") << QStringLiteral("not a multiple");
+            << plan("--gpus 4 --global-batch 10 --micro-batch-size 4 --gpu-memory 80")
+            << QStringLiteral("not a multiple");
         QTest::newRow("no factorisation") // 34 layers: pp <= 34, so 37 GPUs means dp 37 of 8 microbatches
-            << plan("--gpus 37 --global-batch 8 --micro-batch-size 1 --gpu-memory 80") << QStringLiteral("no way to split 37 GPUs");
+            << plan("--gpus 37 --global-batch 8 --micro-batch-size 1 --gpu-memory 80")
+            << QStringLiteral("no way to split 37 GPUs");
         QTest::newRow("missing --gpu-memory")
             << plan("--gpus 4 --global-batch 8 --micro-batch-size 1") << QStringLiteral("--gpu-memory");
         QTest::newRow("unknown schedule")
@@ -246,9 +260,11 @@ private slots:
             << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --recompute none,half")
             << QStringLiteral("half");
         QTest::newRow("--gpu-memory past int64") // 1e10 GiB is more bytes than an int64 holds
-            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 1e10") << QStringLiteral("--gpu-memory");
+            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 1e10")
+            << QStringLiteral("--gpu-memory");
         QTest::newRow("--gpu-memory under a byte")
-            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 1e-12") << QStringLiteral("--gpu-memory");
+            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 1e-12")
+            << QStringLiteral("--gpu-memory");
         QTest::newRow("--link-gbps tiny") // would make every time infinite
             << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --link-gbps 1e-306")
             << QStringLiteral("--link-gbps");

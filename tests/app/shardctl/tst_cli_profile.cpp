@@ -73,8 +73,9 @@ private slots:
     {
         QTemporaryDir tmp;
         const fs::path dir = write_gpt2(fs::path(tmp.path().toStdString()) / "gpt2");
-        const auto run = shardctl({QStringLiteral("profile"), qs(dir), QStringLiteral("--seq-len"), QStringLiteral("16"),
-                                   QStringLiteral("--micro-batch-size"), QStringLiteral("2"), QStringLiteral("--json")});
+        const auto run =
+            shardctl({QStringLiteral("profile"), qs(dir), QStringLiteral("--seq-len"), QStringLiteral("16"),
+                      QStringLiteral("--micro-batch-size"), QStringLiteral("2"), QStringLiteral("--json")});
         QCOMPARE(run.exit_code, 0);
         QVERIFY2(run.err.isEmpty(), run.err.constData());
         const json p = one_object(run);
@@ -90,18 +91,21 @@ private slots:
         // Tied head: charged the 2 V h tokens of the projection it shares with wte.
         QCOMPARE(p["fwd_flops"][4].get<double>(), 2.0 * (32 + 64 * 32) * 32);
         // A 4h GELU MLP with MHA: Korthikanti's s b h (34 + 5 a s / h).
-        QCOMPARE(p["layers"][2]["activation_bytes"].get<std::int64_t>(), std::int64_t(16 * 2 * 32 * (34 + 5 * 4 * 16 / 32)));
+        QCOMPARE(p["layers"][2]["activation_bytes"].get<std::int64_t>(),
+                 std::int64_t(16 * 2 * 32 * (34 + 5 * 4 * 16 / 32)));
         QVERIFY(p["micro_batch_size"] == json(2));
 
         const QString file = tmp.filePath(QStringLiteral("gpt2.json"));
-        const auto out = shardctl({QStringLiteral("profile"), qs(dir), QStringLiteral("--seq-len"), QStringLiteral("16"),
-                                   QStringLiteral("--micro-batch-size"), QStringLiteral("2"), QStringLiteral("--out"), file});
+        const auto out =
+            shardctl({QStringLiteral("profile"), qs(dir), QStringLiteral("--seq-len"), QStringLiteral("16"),
+                      QStringLiteral("--micro-batch-size"), QStringLiteral("2"), QStringLiteral("--out"), file});
         QCOMPARE(out.exit_code, 0);
         QVERIFY(out.out.contains("written to"));
-        const auto schedule = shardctl({QStringLiteral("schedule"), QStringLiteral("--profile"), file,
-                                        QStringLiteral("--stages"), QStringLiteral("2"), QStringLiteral("--microbatches"),
-                                        QStringLiteral("4"), QStringLiteral("--schedule"), QStringLiteral("1f1b"),
-                                        QStringLiteral("--partition"), QStringLiteral("compute"), QStringLiteral("--json")});
+        const auto schedule =
+            shardctl({QStringLiteral("schedule"), QStringLiteral("--profile"), file, QStringLiteral("--stages"),
+                      QStringLiteral("2"), QStringLiteral("--microbatches"), QStringLiteral("4"),
+                      QStringLiteral("--schedule"), QStringLiteral("1f1b"), QStringLiteral("--partition"),
+                      QStringLiteral("compute"), QStringLiteral("--json")});
         QVERIFY2(schedule.exit_code == 0, schedule.err.constData());
         const json s = one_object(schedule);
         QVERIFY(s["profile"] == json("gpt2"));
@@ -119,22 +123,30 @@ private slots:
         json events = json::array();
         for (int step = 0; step < 2; ++step)
             for (int l = 0; l < 4; ++l)
-                events.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "layers." + std::to_string(l)},
-                                  {"ts", 1000 * step + 100 * l}, {"dur", 50 + 10 * step}, {"pid", 1}, {"tid", 1}});
+                events.push_back({{"ph", "X"},
+                                  {"cat", "user_annotation"},
+                                  {"name", "layers." + std::to_string(l)},
+                                  {"ts", 1000 * step + 100 * l},
+                                  {"dur", 50 + 10 * step},
+                                  {"pid", 1},
+                                  {"tid", 1}});
         const fs::path trace = fs::path(tmp.path().toStdString()) / "run.json";
         fixtures::write_file(trace, events.dump()); // torch 1.x: a bare array
-        const auto run = shardctl({QStringLiteral("profile"), QStringLiteral("--from-trace"), qs(trace), QStringLiteral("--json")});
+        const auto run =
+            shardctl({QStringLiteral("profile"), QStringLiteral("--from-trace"), qs(trace), QStringLiteral("--json")});
         QCOMPARE(run.exit_code, 0);
         const json p = one_object(run);
         QCOMPARE(p["layers"].size(), std::size_t(4));
         QCOMPARE(p["layers"][3]["fwd_ms"].get<double>(), 0.055);
         const QString file = tmp.filePath(QStringLiteral("p.json"));
-        QCOMPARE(shardctl({QStringLiteral("profile"), QStringLiteral("--from-trace"), qs(trace), QStringLiteral("--out"), file})
-                     .exit_code, 0);
-        const auto schedule = shardctl({QStringLiteral("schedule"), QStringLiteral("--profile"), file,
-                                        QStringLiteral("--stages"), QStringLiteral("2"), QStringLiteral("--microbatches"),
-                                        QStringLiteral("2"), QStringLiteral("--schedule"), QStringLiteral("gpipe"),
-                                        QStringLiteral("--json")});
+        QCOMPARE(shardctl({QStringLiteral("profile"), QStringLiteral("--from-trace"), qs(trace),
+                           QStringLiteral("--out"), file})
+                     .exit_code,
+                 0);
+        const auto schedule =
+            shardctl({QStringLiteral("schedule"), QStringLiteral("--profile"), file, QStringLiteral("--stages"),
+                      QStringLiteral("2"), QStringLiteral("--microbatches"), QStringLiteral("2"),
+                      QStringLiteral("--schedule"), QStringLiteral("gpipe"), QStringLiteral("--json")});
         QVERIFY2(schedule.exit_code == 0, schedule.err.constData());
         // 2 layers per stage of 0.055 ms, gpipe N=2 M=2: (M + N - 1) (F + B) = 3 * 0.33
         QVERIFY(std::fabs(one_object(schedule)["makespan"].get<double>() - 3 * 0.33) < 1e-9);
@@ -145,8 +157,10 @@ private slots:
         QTest::addColumn<QString>("case_name");
         QTest::addColumn<QString>("expect"); // in the sentence
         QTest::newRow("config missing a field") << QStringLiteral("config") << QStringLiteral("'vocab_size'");
-        QTest::newRow("trace without layer ranges") << QStringLiteral("trace") << QStringLiteral("no record_function ranges");
-        QTest::newRow("no layer-indexed tensors") << QStringLiteral("flat") << QStringLiteral("no layer-indexed tensors");
+        QTest::newRow("trace without layer ranges")
+            << QStringLiteral("trace") << QStringLiteral("no record_function ranges");
+        QTest::newRow("no layer-indexed tensors")
+            << QStringLiteral("flat") << QStringLiteral("no layer-indexed tensors");
         QTest::newRow("missing --seq-len") << QStringLiteral("usage") << QStringLiteral("--seq-len");
         QTest::newRow("missing path") << QStringLiteral("nopath") << QStringLiteral("no such file");
     }
@@ -157,14 +171,15 @@ private slots:
         QTemporaryDir tmp;
         const fs::path root(tmp.path().toStdString());
         QStringList arguments{QStringLiteral("profile")};
-        const QStringList workload{QStringLiteral("--seq-len"), QStringLiteral("8"), QStringLiteral("--micro-batch-size"),
-                                   QStringLiteral("1")};
+        const QStringList workload{QStringLiteral("--seq-len"), QStringLiteral("8"),
+                                   QStringLiteral("--micro-batch-size"), QStringLiteral("1")};
         if (case_name == QStringLiteral("config")) {
             const fs::path dir = write_gpt2(root / "m");
             fixtures::write_file(dir / "config.json", R"({"n_embd": 32, "n_head": 4, "n_layer": 3, "n_inner": null})");
             arguments << qs(dir) << workload;
         } else if (case_name == QStringLiteral("trace")) {
-            fixtures::write_file(root / "t.json", R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "ts": 0, "dur": 5}]})");
+            fixtures::write_file(root / "t.json",
+                                 R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "ts": 0, "dur": 5}]})");
             arguments << QStringLiteral("--from-trace") << qs(root / "t.json");
         } else if (case_name == QStringLiteral("flat")) {
             std::vector<std::pair<shardscope::SafetensorsTensor, std::string>> tensors;
@@ -180,7 +195,7 @@ private slots:
         const auto text = shardctl(arguments);
         QCOMPARE(text.exit_code, 2);
         QVERIFY2(text.out.isEmpty(), text.out.constData()); // nothing half-printed
-        QCOMPARE(text.err.count('\n'), 1);                  // one sentence
+        QCOMPARE(text.err.count('\n'), 1); // one sentence
         QVERIFY2(text.err.contains(expect.toUtf8()), text.err.constData());
         const auto run = shardctl(arguments << QStringLiteral("--json"));
         QCOMPARE(run.exit_code, 2);
@@ -195,9 +210,9 @@ private slots:
     {
         QTemporaryDir tmp;
         const fs::path dir = write_gpt2(fs::path(tmp.path().toStdString()) / "gpt2");
-        const auto run = shardctl({QStringLiteral("profile"), qs(dir), QStringLiteral("--seq-len"), QStringLiteral("16"),
-                                   QStringLiteral("--micro-batch-size"), QStringLiteral("2"), QStringLiteral("--no-config"),
-                                   QStringLiteral("--json")});
+        const auto run = shardctl({QStringLiteral("profile"), qs(dir), QStringLiteral("--seq-len"),
+                                   QStringLiteral("16"), QStringLiteral("--micro-batch-size"), QStringLiteral("2"),
+                                   QStringLiteral("--no-config"), QStringLiteral("--json")});
         QCOMPARE(run.exit_code, 0);
         const json p = one_object(run);
         QVERIFY(p["config"].is_null());

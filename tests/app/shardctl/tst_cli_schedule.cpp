@@ -76,13 +76,12 @@ private slots:
         const Run run = shardctl(arguments.split(QLatin1Char(' ')) << QStringLiteral("--json"));
         QVERIFY2(run.exit_code == 0, run.err.constData());
         const nlohmann::json j = json_of(run);
-        for (const char* key : {"schedule", "stages", "microbatches", "virtual_stages", "makespan",
-                                "bubble_fraction", "closed_form_bubble", "stage_stats", "ops"})
+        for (const char* key : {"schedule", "stages", "microbatches", "virtual_stages", "makespan", "bubble_fraction",
+                                "closed_form_bubble", "stage_stats", "ops"})
             QVERIFY2(j.contains(key), key);
         QCOMPARE(QString::number(100 * j["bubble_fraction"].get<double>(), 'f', 2), bubble);
         QCOMPARE(QString::number(100 * j["closed_form_bubble"].get<double>(), 'f', 2), bubble);
-        const int n = j["stages"].get<int>(), m = j["microbatches"].get<int>(),
-                  v = j["virtual_stages"].get<int>();
+        const int n = j["stages"].get<int>(), m = j["microbatches"].get<int>(), v = j["virtual_stages"].get<int>();
         QCOMPARE(j["stage_stats"].size(), std::size_t(n));
         for (const auto& s : j["stage_stats"])
             for (const char* key : {"stage", "layers", "busy", "idle", "bubble_fraction", "peak_activations"})
@@ -157,8 +156,9 @@ private slots:
         Run run = shardctl(args("--stages 3 --microbatches 6 --schedule zb-h1 --json --partition compute --profile")
                            << profile("mixed-12.csv"));
         QVERIFY2(run.exit_code == 0, run.err.constData());
-        run = shardctl(args("--stages 2 --microbatches 4 --schedule interleaved --json --partition manual:2,5,9 --profile")
-                       << profile("uneven.json"));
+        run = shardctl(
+            args("--stages 2 --microbatches 4 --schedule interleaved --json --partition manual:2,5,9 --profile")
+            << profile("uneven.json"));
         QVERIFY2(run.exit_code == 0, run.err.constData());
         nlohmann::json j = json_of(run);
         QVERIFY(j["stage_stats"][0]["chunk_layers"] == nlohmann::json({{0, 1}, {5, 8}}));
@@ -190,8 +190,10 @@ private slots:
             {"name": "a", "params": 1000000000, "fwd_ms": 1, "activation_bytes": 1000000, "output_bytes": 12500000},
             {"name": "b", "params": 1000000000, "fwd_ms": 1, "activation_bytes": 1000000, "output_bytes": 12500000}]})");
         file.close();
-        run = shardctl(args("--stages 2 --microbatches 4 --schedule gpipe --dp 4 --zero 1 --link-gbps 100 --gpu-memory 10 --json --profile")
-                       << path);
+        run = shardctl(
+            args(
+                "--stages 2 --microbatches 4 --schedule gpipe --dp 4 --zero 1 --link-gbps 100 --gpu-memory 10 --json --profile")
+            << path);
         QVERIFY2(run.exit_code == 0, run.err.constData());
         j = json_of(run);
         // Each send: 12.5 MB * 8 / (100 * 10^6) ms = 1 ms; GPipe crosses once each way.
@@ -235,24 +237,42 @@ private slots:
         QTest::addColumn<QStringList>("arguments");
         QTest::addColumn<int>("code");
         QTest::addColumn<QString>("mentions");
-        QTest::newRow("missing --stages") << args("--microbatches 8 --schedule 1f1b") << 2 << QStringLiteral("--stages");
+        QTest::newRow("missing --stages")
+            << args("--microbatches 8 --schedule 1f1b") << 2 << QStringLiteral("--stages");
         QTest::newRow("missing --schedule") << args("--stages 4 --microbatches 8") << 2 << QStringLiteral("--schedule");
-        QTest::newRow("unknown schedule") << args("--stages 4 --microbatches 8 --schedule dualpipe") << 2 << QStringLiteral("dualpipe");
-        QTest::newRow("zero stages") << args("--stages 0 --microbatches 8 --schedule 1f1b") << 2 << QStringLiteral("--stages");
-        QTest::newRow("non-integer") << args("--stages four --microbatches 8 --schedule 1f1b") << 2 << QStringLiteral("four");
-        QTest::newRow("unknown flag") << args("--stages 4 --microbatches 8 --schedule 1f1b --bogus") << 2 << QStringLiteral("bogus");
+        QTest::newRow("unknown schedule")
+            << args("--stages 4 --microbatches 8 --schedule dualpipe") << 2 << QStringLiteral("dualpipe");
+        QTest::newRow("zero stages") << args("--stages 0 --microbatches 8 --schedule 1f1b") << 2
+                                     << QStringLiteral("--stages");
+        QTest::newRow("non-integer") << args("--stages four --microbatches 8 --schedule 1f1b") << 2
+                                     << QStringLiteral("four");
+        QTest::newRow("unknown flag") << args("--stages 4 --microbatches 8 --schedule 1f1b --bogus") << 2
+                                      << QStringLiteral("bogus");
         QTest::newRow("positional") << args("extra --stages 4 --microbatches 8 --schedule 1f1b") << 2 << QString();
-        QTest::newRow("bad partition") << args("--stages 4 --microbatches 8 --schedule 1f1b --partition best") << 2 << QStringLiteral("best");
-        QTest::newRow("bad latency") << args("--stages 4 --microbatches 8 --schedule 1f1b --p2p-latency -1") << 2 << QStringLiteral("--p2p-latency");
-        QTest::newRow("bad zero") << args("--stages 4 --microbatches 8 --schedule 1f1b --zero 4") << 2 << QStringLiteral("--zero");
-        QTest::newRow("bad dp") << args("--stages 4 --microbatches 8 --schedule 1f1b --dp 0") << 2 << QStringLiteral("--dp");
-        QTest::newRow("bad recompute") << args("--stages 4 --microbatches 8 --schedule 1f1b --recompute most") << 2 << QStringLiteral("most");
-        QTest::newRow("bad gpu memory") << args("--stages 4 --microbatches 8 --schedule 1f1b --gpu-memory 0") << 2 << QStringLiteral("--gpu-memory");
-        QTest::newRow("bad link") << args("--stages 4 --microbatches 8 --schedule 1f1b --link-gbps fast") << 2 << QStringLiteral("--link-gbps");
-        QTest::newRow("missing profile") << args("--stages 4 --microbatches 8 --schedule 1f1b --profile /nonexistent/p.json") << 2 << QStringLiteral("/nonexistent/p.json");
-        QTest::newRow("interleaved rule") << args("--stages 4 --microbatches 6 --schedule interleaved --virtual 2") << 1 << QStringLiteral("multiple");
-        QTest::newRow("virtual without interleaved") << args("--stages 4 --microbatches 8 --schedule 1f1b --virtual 2") << 1 << QStringLiteral("interleaved");
-        QTest::newRow("boundaries out of order") << args("--stages 3 --microbatches 8 --schedule 1f1b --partition manual:2,1") << 1 << QStringLiteral("boundary 2");
+        QTest::newRow("bad partition") << args("--stages 4 --microbatches 8 --schedule 1f1b --partition best") << 2
+                                       << QStringLiteral("best");
+        QTest::newRow("bad latency") << args("--stages 4 --microbatches 8 --schedule 1f1b --p2p-latency -1") << 2
+                                     << QStringLiteral("--p2p-latency");
+        QTest::newRow("bad zero") << args("--stages 4 --microbatches 8 --schedule 1f1b --zero 4") << 2
+                                  << QStringLiteral("--zero");
+        QTest::newRow("bad dp") << args("--stages 4 --microbatches 8 --schedule 1f1b --dp 0") << 2
+                                << QStringLiteral("--dp");
+        QTest::newRow("bad recompute") << args("--stages 4 --microbatches 8 --schedule 1f1b --recompute most") << 2
+                                       << QStringLiteral("most");
+        QTest::newRow("bad gpu memory") << args("--stages 4 --microbatches 8 --schedule 1f1b --gpu-memory 0") << 2
+                                        << QStringLiteral("--gpu-memory");
+        QTest::newRow("bad link") << args("--stages 4 --microbatches 8 --schedule 1f1b --link-gbps fast") << 2
+                                  << QStringLiteral("--link-gbps");
+        QTest::newRow("missing profile")
+            << args("--stages 4 --microbatches 8 --schedule 1f1b --profile /nonexistent/p.json") << 2
+            << QStringLiteral("/nonexistent/p.json");
+        QTest::newRow("interleaved rule") << args("--stages 4 --microbatches 6 --schedule interleaved --virtual 2") << 1
+                                          << QStringLiteral("multiple");
+        QTest::newRow("virtual without interleaved")
+            << args("--stages 4 --microbatches 8 --schedule 1f1b --virtual 2") << 1 << QStringLiteral("interleaved");
+        QTest::newRow("boundaries out of order")
+            << args("--stages 3 --microbatches 8 --schedule 1f1b --partition manual:2,1") << 1
+            << QStringLiteral("boundary 2");
         QTest::newRow("more stages than layers")
             << (QStringList{QStringLiteral("--stages"), QStringLiteral("13"), QStringLiteral("--microbatches"),
                             QStringLiteral("4"), QStringLiteral("--schedule"), QStringLiteral("gpipe"),

@@ -42,9 +42,9 @@ private slots:
     {
         QTemporaryDir tmp;
         const fs::path dir = tmp.filePath(QStringLiteral("ckpt")).toStdString();
-        QCOMPARE(shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir), QStringLiteral("--world-size"),
-                           QStringLiteral("4"), QStringLiteral("--numel"), QStringLiteral("20000"), QStringLiteral("--dtype"),
-                           QStringLiteral("bf16")})
+        QCOMPARE(shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir),
+                           QStringLiteral("--world-size"), QStringLiteral("4"), QStringLiteral("--numel"),
+                           QStringLiteral("20000"), QStringLiteral("--dtype"), QStringLiteral("bf16")})
                      .exit_code,
                  0);
         Run run = shardctl({QStringLiteral("stats"), qs(dir), QStringLiteral("--json")});
@@ -93,7 +93,8 @@ private slots:
         python.start(QStringLiteral("/usr/bin/python3"),
                      {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/fixtures/torch_save_stats.py"), tmp.path()});
         if (!python.waitForFinished(120000) || python.exitCode() != 0) {
-            if (python.readAllStandardError().contains("No module named 'torch'") || python.error() == QProcess::FailedToStart)
+            if (python.readAllStandardError().contains("No module named 'torch'") ||
+                python.error() == QProcess::FailedToStart)
                 QSKIP("PyTorch is not installed (apt-get install python3-torch; scripts/setup.sh does)");
             QFAIL("the torch.save fixture script failed");
         }
@@ -136,7 +137,7 @@ private slots:
         shardscope::save_sharded(states, dir, 8, options);
         const fs::path out = tmp.filePath(QStringLiteral("report.json")).toStdString();
         const QStringList args = {QStringLiteral("report"), qs(dir), QStringLiteral("--format"), QStringLiteral("json"),
-                                  QStringLiteral("--out"), qs(out)};
+                                  QStringLiteral("--out"),  qs(out)};
         QCOMPARE(shardctl(args).exit_code, 0); // without --content: bytes only, and they are right
         const Run run = shardctl(args + QStringList{QStringLiteral("--content")});
         QCOMPARE(run.exit_code, 1);
@@ -144,7 +145,8 @@ private slots:
         std::ifstream in(out);
         const auto report = nlohmann::json::parse(in);
         QCOMPARE(report.at("checkpoint").at("verify").at("ok").get<bool>(), true);
-        QCOMPARE(report.at("content").at("problems").at(0).at("kind").get<std::string>(), std::string("nonfinite_values"));
+        QCOMPARE(report.at("content").at("problems").at(0).at("kind").get<std::string>(),
+                 std::string("nonfinite_values"));
         QCOMPARE(report.at("content").at("problems").at(0).at("rank").get<int>(), 1);
         QCOMPARE(report.at("ok").get<bool>(), false);
     }
@@ -187,11 +189,12 @@ private slots:
         QCOMPARE(run.exit_code, 2);
         QCOMPARE(run.json().at("ok").get<bool>(), false);
 
-        for (const QStringList& args : {QStringList{QStringLiteral("diff"), QStringLiteral("--json"), QStringLiteral("/a")},
-                                        QStringList{QStringLiteral("diff"), QStringLiteral("/nonexistent/a"),
-                                                    QStringLiteral("/nonexistent/b"), QStringLiteral("--json")},
-                                        QStringList{QStringLiteral("diff"), QStringLiteral("a"), QStringLiteral("b"),
-                                                    QStringLiteral("--rtol"), QStringLiteral("nan"), QStringLiteral("--json")}}) {
+        for (const QStringList& args :
+             {QStringList{QStringLiteral("diff"), QStringLiteral("--json"), QStringLiteral("/a")},
+              QStringList{QStringLiteral("diff"), QStringLiteral("/nonexistent/a"), QStringLiteral("/nonexistent/b"),
+                          QStringLiteral("--json")},
+              QStringList{QStringLiteral("diff"), QStringLiteral("a"), QStringLiteral("b"), QStringLiteral("--rtol"),
+                          QStringLiteral("nan"), QStringLiteral("--json")}}) {
             run = shardctl(args);
             QCOMPARE(run.exit_code, 2);
             QCOMPARE(run.json().at("ok").get<bool>(), false);
@@ -211,12 +214,14 @@ private slots:
         python.start(QStringLiteral("/usr/bin/python3"),
                      {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/fixtures/torch_diff.py"), tmp.path()});
         if (!python.waitForFinished(120000) || python.exitCode() != 0) {
-            if (python.readAllStandardError().contains("No module named 'torch'") || python.error() == QProcess::FailedToStart)
+            if (python.readAllStandardError().contains("No module named 'torch'") ||
+                python.error() == QProcess::FailedToStart)
                 QSKIP("PyTorch is not installed (apt-get install python3-torch; scripts/setup.sh does)");
             QFAIL("the torch diff fixture script failed");
         }
         const uint64_t index = python.readAllStandardOutput().trimmed().toULongLong();
-        Run run = shardctl({QStringLiteral("diff"), qs(dir / "a.pt"), qs(dir / "model.safetensors"), QStringLiteral("--json")});
+        Run run = shardctl(
+            {QStringLiteral("diff"), qs(dir / "a.pt"), qs(dir / "model.safetensors"), QStringLiteral("--json")});
         QCOMPARE(run.exit_code, 0);
         QCOMPARE(run.json().at("summary").at("identical").get<int>(), 3);
         QCOMPARE(run.json().at("a").at("path").get<std::string>(), (dir / "a.pt").string());
@@ -238,9 +243,9 @@ private slots:
         QVERIFY(run.out.contains("3 identical"));
 
         for (const char* world : {"2", "5"})
-            QCOMPARE(shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir / ("w" + std::string(world))),
-                               QStringLiteral("--world-size"), QString::fromLatin1(world), QStringLiteral("--numel"),
-                               QStringLiteral("30001")})
+            QCOMPARE(shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"),
+                               qs(dir / ("w" + std::string(world))), QStringLiteral("--world-size"),
+                               QString::fromLatin1(world), QStringLiteral("--numel"), QStringLiteral("30001")})
                          .exit_code,
                      0);
         run = shardctl({QStringLiteral("diff"), qs(dir / "w2"), qs(dir / "w5")});

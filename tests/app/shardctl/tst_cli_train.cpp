@@ -20,16 +20,17 @@ class TestCliTrain : public QObject {
 
     QTemporaryDir m_tmp;
     nlohmann::json m_reference; // uninterrupted run
-    qint64 m_reference_ms = 0;  // how long it took, to aim the kills inside a run
+    qint64 m_reference_ms = 0; // how long it took, to aim the kills inside a run
     fs::path root(const char* name) const { return fs::path(m_tmp.path().toStdString()) / name; }
 
     static QStringList train_args(const fs::path& root, int steps, int world, const QStringList& extra = {})
     {
-        return QStringList{QStringLiteral("train"), QStringLiteral("--root"), qs(root), QStringLiteral("--steps"),
-                           QString::number(steps), QStringLiteral("--save-every"), QStringLiteral("3"),
-                           QStringLiteral("--world-size"), QString::number(world), QStringLiteral("--numel"),
-                           QStringLiteral("60000"), QStringLiteral("--seed"), QStringLiteral("11"), QStringLiteral("--json")} +
-               extra;
+        return QStringList{QStringLiteral("train"),   QStringLiteral("--root"),       qs(root),
+                           QStringLiteral("--steps"), QString::number(steps),         QStringLiteral("--save-every"),
+                           QStringLiteral("3"),       QStringLiteral("--world-size"), QString::number(world),
+                           QStringLiteral("--numel"), QStringLiteral("60000"),        QStringLiteral("--seed"),
+                           QStringLiteral("11"),      QStringLiteral("--json")} +
+            extra;
     }
 
     static void compare_to(const nlohmann::json& run, const nlohmann::json& reference)
@@ -73,7 +74,8 @@ private slots:
         const auto load = shardctl({QStringLiteral("load"), qs(root("halves")), QStringLiteral("--expect-world-size"),
                                     QStringLiteral("2"), QStringLiteral("--json")});
         QCOMPARE(load.exit_code, 0);
-        QCOMPARE(load.json()["digests"]["master"].get<std::string>(), m_reference["digests"]["master"].get<std::string>());
+        QCOMPARE(load.json()["digests"]["master"].get<std::string>(),
+                 m_reference["digests"]["master"].get<std::string>());
     }
 
     void resultsDoNotDependOnWorldSize()
@@ -187,8 +189,9 @@ private slots:
     void statusShowsEveryStepAndTheNextRotation()
     {
         const fs::path dir = root("status"), mirror = root("status-mirror");
-        QCOMPARE(shardctl(train_args(dir, 12, 2, {QStringLiteral("--keep"), QStringLiteral("2"), QStringLiteral("--mirror"),
-                                                   qs(mirror), QStringLiteral("--mirror-keep"), QStringLiteral("3")}))
+        QCOMPARE(shardctl(train_args(dir, 12, 2,
+                                     {QStringLiteral("--keep"), QStringLiteral("2"), QStringLiteral("--mirror"),
+                                      qs(mirror), QStringLiteral("--mirror-keep"), QStringLiteral("3")}))
                      .exit_code,
                  0);
         fs::create_directories(dir / "step-00000013"); // what a crash mid-save leaves
@@ -258,7 +261,8 @@ private slots:
         QCOMPARE(local_steps, 10);
         QCOMPARE(shardctl({QStringLiteral("verify"), qs(dir)}).exit_code, 0);
         // The mirror is back (the mount point, empty): the resumed run uploads what it lacks.
-        const auto again = shardctl(train_args(dir, 33, 2, {QStringLiteral("--resume"), QStringLiteral("--mirror"), qs(mirror)}));
+        const auto again =
+            shardctl(train_args(dir, 33, 2, {QStringLiteral("--resume"), QStringLiteral("--mirror"), qs(mirror)}));
         QCOMPARE(again.exit_code, 0);
         QCOMPARE(again.json()["mirror"]["complete"].get<bool>(), true);
         QCOMPARE(shardctl({QStringLiteral("verify"), qs(mirror)}).exit_code, 0);

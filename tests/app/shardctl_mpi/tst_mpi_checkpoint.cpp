@@ -32,7 +32,7 @@ QStringList mpirun_arguments(int processes, const QStringList& arguments)
 {
     return QStringList{QStringLiteral("--allow-run-as-root"), QStringLiteral("--oversubscribe"), QStringLiteral("-np"),
                        QString::number(processes), QStringLiteral(SHARDCTL_MPI_PATH)} +
-           arguments;
+        arguments;
 }
 
 Run mpirun(int processes, const QStringList& arguments, int timeout_ms = 120000)
@@ -55,8 +55,8 @@ Run mpirun(int processes, const QStringList& arguments, int timeout_ms = 120000)
 
 nlohmann::json digests_of(const fs::path& dir, int world)
 {
-    const Run run = shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"), QString::number(world),
-                              QStringLiteral("--json")});
+    const Run run = shardctl({QStringLiteral("load"), qs(dir), QStringLiteral("--expect-world-size"),
+                              QString::number(world), QStringLiteral("--json")});
     if (run.exit_code != 0)
         return {{"error", run.err.toStdString()}};
     return run.json().at("digests");
@@ -102,14 +102,18 @@ void TestMpiCheckpoint::demoSaveLoadVerify()
     QTemporaryDir tmp;
     const fs::path mpi_dir = tmp.filePath(QStringLiteral("mpi")).toStdString();
     const fs::path single_dir = tmp.filePath(QStringLiteral("single")).toStdString();
-    const QStringList common{QStringLiteral("--world-size"), QString::number(world), QStringLiteral("--numel"),
-                             QStringLiteral("100003"), QStringLiteral("--seed"), QStringLiteral("7"), QStringLiteral("--json")};
+    const QStringList common{QStringLiteral("--world-size"), QString::number(world),   QStringLiteral("--numel"),
+                             QStringLiteral("100003"),       QStringLiteral("--seed"), QStringLiteral("7"),
+                             QStringLiteral("--json")};
 
-    const Run saved = mpirun(processes, QStringList{QStringLiteral("demo-save"), QStringLiteral("--out"), qs(mpi_dir)} + common);
+    const Run saved =
+        mpirun(processes, QStringList{QStringLiteral("demo-save"), QStringLiteral("--out"), qs(mpi_dir)} + common);
     QVERIFY2(saved.exit_code == 0, saved.err.constData());
     QCOMPARE(saved.json().at("processes").get<int>(), processes);
     QCOMPARE(saved.json().at("world_size").get<int>(), world);
-    QCOMPARE(shardctl(QStringList{QStringLiteral("demo-save"), QStringLiteral("--out"), qs(single_dir)} + common).exit_code, 0);
+    QCOMPARE(
+        shardctl(QStringList{QStringLiteral("demo-save"), QStringLiteral("--out"), qs(single_dir)} + common).exit_code,
+        0);
 
     // Written by P processes, read by one: the same state as the single-process save.
     const nlohmann::json reference = digests_of(single_dir, world);
@@ -117,8 +121,9 @@ void TestMpiCheckpoint::demoSaveLoadVerify()
     QCOMPARE(shardctl({QStringLiteral("verify"), qs(mpi_dir)}).exit_code, 0);
 
     // And read by P processes: the same digests and a clean verification.
-    const Run loaded = mpirun(processes, {QStringLiteral("load"), qs(mpi_dir), QStringLiteral("--expect-world-size"),
-                                          QString::number(world), QStringLiteral("--json")});
+    const Run loaded = mpirun(processes,
+                              {QStringLiteral("load"), qs(mpi_dir), QStringLiteral("--expect-world-size"),
+                               QString::number(world), QStringLiteral("--json")});
     QVERIFY2(loaded.exit_code == 0, loaded.err.constData());
     QCOMPARE(loaded.json().at("digests").dump(), reference.dump());
     const Run verified = mpirun(processes, {QStringLiteral("verify"), qs(single_dir), QStringLiteral("--json")});
@@ -130,7 +135,8 @@ void TestMpiCheckpoint::demoSaveLoadVerify()
         QCOMPARE(shard.at("status").get<std::string>(), std::string("ok"));
 
     // A second save into a committed checkpoint is refused on every process; nothing changes.
-    const Run again = mpirun(processes, QStringList{QStringLiteral("demo-save"), QStringLiteral("--out"), qs(mpi_dir)} + common);
+    const Run again =
+        mpirun(processes, QStringList{QStringLiteral("demo-save"), QStringLiteral("--out"), qs(mpi_dir)} + common);
     QCOMPARE(again.exit_code, 2);
     QVERIFY(again.err.contains("refusing to overwrite"));
     QCOMPARE(digests_of(mpi_dir, world).dump(), reference.dump());
@@ -140,8 +146,9 @@ void TestMpiCheckpoint::corruptShardFailsEveryProcess()
 {
     QTemporaryDir tmp;
     const fs::path dir = tmp.filePath(QStringLiteral("ckpt")).toStdString();
-    QCOMPARE(mpirun(4, {QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir), QStringLiteral("--world-size"),
-                        QStringLiteral("4"), QStringLiteral("--numel"), QStringLiteral("50000")})
+    QCOMPARE(mpirun(4,
+                    {QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir), QStringLiteral("--world-size"),
+                     QStringLiteral("4"), QStringLiteral("--numel"), QStringLiteral("50000")})
                  .exit_code,
              0);
     flip_byte(dir / "rank3.safetensors", 1000); // rank 3 belongs to process 3 alone
@@ -182,8 +189,9 @@ void TestMpiCheckpoint::corruptShardFailsEveryProcess()
     QCOMPARE(mpi_json.at("path").dump(), single_json.at("path").dump());
     // Reshard of a corrupt source writes no manifest.
     const fs::path out = tmp.filePath(QStringLiteral("out")).toStdString();
-    const Run reshard = mpirun(4, {QStringLiteral("reshard"), qs(dir), QStringLiteral("--to"), QStringLiteral("2"),
-                                   QStringLiteral("--out"), qs(out)});
+    const Run reshard = mpirun(4,
+                               {QStringLiteral("reshard"), qs(dir), QStringLiteral("--to"), QStringLiteral("2"),
+                                QStringLiteral("--out"), qs(out)});
     QCOMPARE(reshard.exit_code, 1);
     QVERIFY(!fs::exists(out / "manifest.json"));
 }
@@ -194,19 +202,24 @@ void TestMpiCheckpoint::reshardFourToTwo()
     const fs::path source = tmp.filePath(QStringLiteral("src")).toStdString();
     const fs::path by_mpi = tmp.filePath(QStringLiteral("mpi2")).toStdString();
     const fs::path by_shardctl = tmp.filePath(QStringLiteral("single2")).toStdString();
-    QCOMPARE(mpirun(4, {QStringLiteral("demo-save"), QStringLiteral("--out"), qs(source), QStringLiteral("--numel"),
-                        QStringLiteral("77777"), QStringLiteral("--dtype"), QStringLiteral("bf16")})
+    QCOMPARE(mpirun(4,
+                    {QStringLiteral("demo-save"), QStringLiteral("--out"), qs(source), QStringLiteral("--numel"),
+                     QStringLiteral("77777"), QStringLiteral("--dtype"), QStringLiteral("bf16")})
                  .exit_code,
              0);
-    const Run run = mpirun(4, {QStringLiteral("reshard"), qs(source), QStringLiteral("--to"), QStringLiteral("2"),
-                               QStringLiteral("--out"), qs(by_mpi), QStringLiteral("--json")});
+    const Run run = mpirun(4,
+                           {QStringLiteral("reshard"), qs(source), QStringLiteral("--to"), QStringLiteral("2"),
+                            QStringLiteral("--out"), qs(by_mpi), QStringLiteral("--json")});
     QVERIFY2(run.exit_code == 0, run.err.constData());
     QCOMPARE(run.json().at("world_size").get<int>(), 2);
     QCOMPARE(shardctl({QStringLiteral("reshard"), qs(source), QStringLiteral("--to"), QStringLiteral("2"),
                        QStringLiteral("--out"), qs(by_shardctl)})
                  .exit_code,
              0);
-    QCOMPARE(shardctl({QStringLiteral("verify"), qs(by_mpi), QStringLiteral("--expect-world-size"), QStringLiteral("2")}).exit_code, 0);
+    QCOMPARE(
+        shardctl({QStringLiteral("verify"), qs(by_mpi), QStringLiteral("--expect-world-size"), QStringLiteral("2")})
+            .exit_code,
+        0);
     const nlohmann::json expected = digests_of(by_shardctl, 2);
     QVERIFY(!expected.contains("error"));
     QCOMPARE(digests_of(by_mpi, 2).dump(), expected.dump());
@@ -227,15 +240,17 @@ void TestMpiCheckpoint::trainEqualsSingleProcess()
 {
     QFETCH(int, processes);
     QTemporaryDir tmp;
-    const QStringList common{QStringLiteral("--steps"), QStringLiteral("30"), QStringLiteral("--save-every"),
-                             QStringLiteral("10"), QStringLiteral("--numel"), QStringLiteral("5000"),
-                             QStringLiteral("--seed"), QStringLiteral("3"), QStringLiteral("--json")};
-    const Run single = shardctl(QStringList{QStringLiteral("train"), QStringLiteral("--root"), tmp.filePath(QStringLiteral("s")),
-                                            QStringLiteral("--world-size"), QString::number(processes)} +
-                                common);
+    const QStringList common{QStringLiteral("--steps"), QStringLiteral("30"),      QStringLiteral("--save-every"),
+                             QStringLiteral("10"),      QStringLiteral("--numel"), QStringLiteral("5000"),
+                             QStringLiteral("--seed"),  QStringLiteral("3"),       QStringLiteral("--json")};
+    const Run single =
+        shardctl(QStringList{QStringLiteral("train"), QStringLiteral("--root"), tmp.filePath(QStringLiteral("s")),
+                             QStringLiteral("--world-size"), QString::number(processes)} +
+                 common);
     QVERIFY2(single.exit_code == 0, single.err.constData());
     const fs::path root = tmp.filePath(QStringLiteral("m")).toStdString();
-    const Run run = mpirun(processes, QStringList{QStringLiteral("train"), QStringLiteral("--root"), qs(root)} + common);
+    const Run run =
+        mpirun(processes, QStringList{QStringLiteral("train"), QStringLiteral("--root"), qs(root)} + common);
     QVERIFY2(run.exit_code == 0, run.err.constData());
     QCOMPARE(run.json().at("digests").dump(), single.json().at("digests").dump());
     QCOMPARE(run.json().at("final_loss").get<double>(), single.json().at("final_loss").get<double>()); // bit-exact
@@ -247,12 +262,13 @@ void TestMpiCheckpoint::trainEqualsSingleProcess()
 void TestMpiCheckpoint::killOneRankAndResumeOnOtherCount()
 {
     QTemporaryDir tmp;
-    const QStringList common{QStringLiteral("--steps"), QStringLiteral("300"), QStringLiteral("--save-every"),
-                             QStringLiteral("5"), QStringLiteral("--numel"), QStringLiteral("16384"),
+    const QStringList common{QStringLiteral("--steps"), QStringLiteral("300"),     QStringLiteral("--save-every"),
+                             QStringLiteral("5"),       QStringLiteral("--numel"), QStringLiteral("16384"),
                              QStringLiteral("--json")};
-    const Run reference = shardctl(QStringList{QStringLiteral("train"), QStringLiteral("--root"), tmp.filePath(QStringLiteral("ref")),
-                                               QStringLiteral("--world-size"), QStringLiteral("4"), QStringLiteral("--no-fsync")} +
-                                   common);
+    const Run reference =
+        shardctl(QStringList{QStringLiteral("train"), QStringLiteral("--root"), tmp.filePath(QStringLiteral("ref")),
+                             QStringLiteral("--world-size"), QStringLiteral("4"), QStringLiteral("--no-fsync")} +
+                 common);
     QVERIFY2(reference.exit_code == 0, reference.err.constData());
 
     const fs::path root = tmp.filePath(QStringLiteral("run")).toStdString();
@@ -278,9 +294,9 @@ void TestMpiCheckpoint::killOneRankAndResumeOnOtherCount()
     QVERIFY2(killed_at < "step-00000300", killed_at.c_str());
 
     // Resume on two processes: resharded 4 -> 2 on load, same final state as the uninterrupted run.
-    const Run resumed = mpirun(2, QStringList{QStringLiteral("train"), QStringLiteral("--root"), qs(root),
-                                              QStringLiteral("--resume")} +
-                                      common);
+    const Run resumed = mpirun(
+        2,
+        QStringList{QStringLiteral("train"), QStringLiteral("--root"), qs(root), QStringLiteral("--resume")} + common);
     QVERIFY2(resumed.exit_code == 0, resumed.err.constData());
     QCOMPARE(resumed.json().at("resumed_from").at("world_size").get<int>(), 4);
     QVERIFY(resumed.json().at("resumed_from").at("step").get<int>() >= 20);
@@ -297,9 +313,9 @@ void TestMpiCheckpoint::statsAndDiffEqualSingleProcess()
     const fs::path a = tmp.filePath(QStringLiteral("a")).toStdString();
     const fs::path b = tmp.filePath(QStringLiteral("b")).toStdString();
     for (const auto& [dir, world, seed] : {std::tuple{a, "4", "3"}, std::tuple{b, "5", "4"}})
-        QCOMPARE(shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir), QStringLiteral("--world-size"),
-                           QString::fromLatin1(world), QStringLiteral("--numel"), QStringLiteral("50001"),
-                           QStringLiteral("--seed"), QString::fromLatin1(seed)})
+        QCOMPARE(shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir),
+                           QStringLiteral("--world-size"), QString::fromLatin1(world), QStringLiteral("--numel"),
+                           QStringLiteral("50001"), QStringLiteral("--seed"), QString::fromLatin1(seed)})
                      .exit_code,
                  0);
     auto same = [](const Run& mpi, const Run& single) {

@@ -51,9 +51,12 @@ private slots:
             window.show();
             auto* planner = window.findChild<shardwidgets::PlannerPanel*>();
             QVERIFY(planner);
-            planner->planner()->setTrainingOptions(pl::TrainingOptions{
-                .dp = 4, .zero = 3, .recompute = pl::Recompute::full, .link_gbps = 50,
-                .overlap_allreduce = true, .gpu_memory_bytes = std::int64_t(24) << 30});
+            planner->planner()->setTrainingOptions(pl::TrainingOptions{.dp = 4,
+                                                                       .zero = 3,
+                                                                       .recompute = pl::Recompute::full,
+                                                                       .link_gbps = 50,
+                                                                       .overlap_allreduce = true,
+                                                                       .gpu_memory_bytes = std::int64_t(24) << 30});
             planner->planPanel()->gpusBox()->setValue(96);
             planner->planPanel()->globalBatchBox()->setValue(384);
             planner->planPanel()->memoryBox()->setValue(40);

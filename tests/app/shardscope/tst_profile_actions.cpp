@@ -39,7 +39,8 @@ void write_model(const fs::path& dir)
     add("model.norm.weight", {16});
     add("lm_head.weight", {50, 16});
     fixtures::write_file(dir / "model.safetensors",
-                         shardscope::make_safetensors_header(layout, {}) + std::string(static_cast<std::size_t>(at), '\0'));
+                         shardscope::make_safetensors_header(layout, {}) +
+                             std::string(static_cast<std::size_t>(at), '\0'));
     fixtures::write_file(dir / "config.json", R"({"hidden_size": 16, "num_attention_heads": 4, "intermediate_size": 64,
                                                   "vocab_size": 50, "num_hidden_layers": 2})");
 }
@@ -48,8 +49,13 @@ std::string trace_of(int layers, double dur_us)
 {
     nlohmann::json events = nlohmann::json::array();
     for (int l = 0; l < layers; ++l)
-        events.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "layers." + std::to_string(l)},
-                          {"ts", 100 * l}, {"dur", dur_us}, {"pid", 1}, {"tid", 1}});
+        events.push_back({{"ph", "X"},
+                          {"cat", "user_annotation"},
+                          {"name", "layers." + std::to_string(l)},
+                          {"ts", 100 * l},
+                          {"dur", dur_us},
+                          {"pid", 1},
+                          {"tid", 1}});
     return nlohmann::json{{"traceEvents", events}}.dump();
 }
 

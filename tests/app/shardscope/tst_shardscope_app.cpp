@@ -69,7 +69,8 @@ private slots:
         QCOMPARE(r.code, 0);
         QFile file(out);
         QVERIFY(file.open(QIODevice::ReadOnly));
-        const QJsonObject diff = QJsonDocument::fromJson(file.readAll()).object().value(QStringLiteral("diff")).toObject();
+        const QJsonObject diff =
+            QJsonDocument::fromJson(file.readAll()).object().value(QStringLiteral("diff")).toObject();
         QCOMPARE(diff.value(QStringLiteral("ok")).toBool(), true);
         QVERIFY(diff.value(QStringLiteral("tensors")).toArray().size() > 0);
         QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--compare"),
@@ -77,10 +78,11 @@ private slots:
                      true)
                      .code,
                  2);
-        QCOMPARE(run({QStringLiteral("--compare"), m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), out},
-                     true)
-                     .code,
-                 2);
+        QCOMPARE(
+            run({QStringLiteral("--compare"), m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), out},
+                true)
+                .code,
+            2);
     }
 
     void corruptedCheckpointExitsOne()
@@ -117,11 +119,12 @@ private slots:
                      true)
                      .code,
                  2);
-        QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), m_tmp.filePath(QStringLiteral("x.pdf")),
-                      QStringLiteral("--export-view"), QStringLiteral("reshard")},
-                     true)
-                     .code,
-                 2);
+        QCOMPARE(
+            run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"),
+                 m_tmp.filePath(QStringLiteral("x.pdf")), QStringLiteral("--export-view"), QStringLiteral("reshard")},
+                true)
+                .code,
+            2);
     }
 
     void pdfWithoutNoise()
@@ -134,13 +137,30 @@ private slots:
 
     void usageAndEnvironmentErrorsExitTwo()
     {
-        QCOMPARE(run({QStringLiteral("/nonexistent/ck"), QStringLiteral("--export"), m_tmp.filePath(QStringLiteral("x.json"))}, true).code, 2);
-        QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"), m_tmp.filePath(QStringLiteral("x.docx"))}, true).code, 2);
-        QCOMPARE(run({QStringLiteral("--no-such-flag"), QStringLiteral("--export"), m_tmp.filePath(QStringLiteral("x.json"))}, true).code, 2);
-        QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--profile"), QStringLiteral("/nonexistent.json"),
-                      QStringLiteral("--export"), m_tmp.filePath(QStringLiteral("x.json"))}, true).code, 2);
+        QCOMPARE(run({QStringLiteral("/nonexistent/ck"), QStringLiteral("--export"),
+                      m_tmp.filePath(QStringLiteral("x.json"))},
+                     true)
+                     .code,
+                 2);
+        QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"),
+                      m_tmp.filePath(QStringLiteral("x.docx"))},
+                     true)
+                     .code,
+                 2);
+        QCOMPARE(run({QStringLiteral("--no-such-flag"), QStringLiteral("--export"),
+                      m_tmp.filePath(QStringLiteral("x.json"))},
+                     true)
+                     .code,
+                 2);
+        QCOMPARE(run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--profile"),
+                      QStringLiteral("/nonexistent.json"), QStringLiteral("--export"),
+                      m_tmp.filePath(QStringLiteral("x.json"))},
+                     true)
+                     .code,
+                 2);
         const Run r = run({m_tmp.filePath(QStringLiteral("good")), QStringLiteral("--export"),
-                           QStringLiteral("/nonexistent/dir/x.json")}, true);
+                           QStringLiteral("/nonexistent/dir/x.json")},
+                          true);
         QCOMPARE(r.code, 2);
         QVERIFY(r.err.contains("/nonexistent/dir/x.json"));
     }

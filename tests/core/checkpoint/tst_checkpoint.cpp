@@ -42,7 +42,8 @@ std::vector<RankState> random_state(uint64_t numel, int world, ParamDtype dtype,
         for (std::size_t i = 0; i < n; ++i) {
             const uint64_t bits = rng();
             s.param[i] = static_cast<uint16_t>(bits);
-            uint32_t words[3] = {static_cast<uint32_t>(bits >> 16), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng() >> 7)};
+            uint32_t words[3] = {static_cast<uint32_t>(bits >> 16), static_cast<uint32_t>(rng()),
+                                 static_cast<uint32_t>(rng() >> 7)};
             std::memcpy(&s.master[i], &words[0], 4);
             std::memcpy(&s.exp_avg[i], &words[1], 4);
             std::memcpy(&s.exp_avg_sq[i], &words[2], 4);
@@ -346,7 +347,8 @@ private slots:
         QTemporaryDir tmp;
         const fs::path dir = dir_of(tmp);
         auto states = make_demo_state(3, 4000, 2, ParamDtype::F16);
-        states[1].param_shard_offset = static_cast<uint64_t>(static_cast<int64_t>(states[1].param_shard_offset) + shift);
+        states[1].param_shard_offset =
+            static_cast<uint64_t>(static_cast<int64_t>(states[1].param_shard_offset) + shift);
         QCOMPARE(save_error(states, dir), kind);
         QVERIFY(!fs::exists(dir));
     }
@@ -395,9 +397,13 @@ private slots:
                 std::memcpy(floats.back().get(), from.data(), n * sizeof(float));
                 copied[t] = floats.back().get();
             }
-            views.push_back({.rank = s.rank, .dtype = s.dtype, .param_shard_offset = s.param_shard_offset,
-                             .param = {params.back().get(), n}, .master = {copied[0], n},
-                             .exp_avg = {copied[1], n}, .exp_avg_sq = {copied[2], n}});
+            views.push_back({.rank = s.rank,
+                             .dtype = s.dtype,
+                             .param_shard_offset = s.param_shard_offset,
+                             .param = {params.back().get(), n},
+                             .master = {copied[0], n},
+                             .exp_avg = {copied[1], n},
+                             .exp_avg_sq = {copied[2], n}});
         }
         QTemporaryDir tmp;
         const Manifest a = save_sharded(states, dir_of(tmp, "from-state"), 4);

@@ -214,26 +214,28 @@ private slots:
         QTest::newRow("schema 2") << QStringLiteral("{\"schema_version\": 2}") << int(ProblemKind::unsupported_schema);
         QTest::newRow("world_size string")
             << QStringLiteral("{\"schema_version\":1,\"world_size\":\"4\",\"step\":1,\"shards\":[]}") << invalid;
-        QTest::newRow("world_size 0")
-            << QStringLiteral("{\"schema_version\":1,\"world_size\":0,\"step\":1,\"shards\":[]}") << invalid;
+        QTest::newRow("world_size 0") << QStringLiteral(
+                                             "{\"schema_version\":1,\"world_size\":0,\"step\":1,\"shards\":[]}")
+                                      << invalid;
         QTest::newRow("world_size 2^31")
             << QStringLiteral("{\"schema_version\":1,\"world_size\":2147483648,\"step\":1,\"shards\":[]}") << invalid;
-        QTest::newRow("negative step")
-            << QStringLiteral("{\"schema_version\":1,\"world_size\":1,\"step\":-1,\"shards\":[]}") << invalid;
+        QTest::newRow("negative step") << QStringLiteral(
+                                              "{\"schema_version\":1,\"world_size\":1,\"step\":-1,\"shards\":[]}")
+                                       << invalid;
         QTest::newRow("numel overflows")
             << QStringLiteral("{\"schema_version\":1,\"world_size\":1,\"step\":1,\"shards\":[{\"rank\":0,"
                               "\"path\":\"rank0.safetensors\",\"sha256\":\"%1\",\"bytes\":10,"
                               "\"param_shard_offset\":18446744073709551615,\"param_shard_numel\":2}]}")
                    .arg(QString(64, QLatin1Char('a')))
             << invalid;
-        QTest::newRow("bad sha")
-            << QStringLiteral("{\"schema_version\":1,\"world_size\":1,\"step\":1,\"shards\":[{\"rank\":0,"
-                              "\"path\":\"rank0.safetensors\",\"sha256\":\"xyz\",\"bytes\":10,"
-                              "\"param_shard_offset\":0,\"param_shard_numel\":2}]}")
-            << invalid;
-        QTest::newRow("deep nesting")
-            << QStringLiteral("{\"schema_version\":1,\"x\":%1%2}").arg(QString(5000, QLatin1Char('[')), QString(5000, QLatin1Char(']')))
-            << invalid;
+        QTest::newRow("bad sha") << QStringLiteral(
+                                        "{\"schema_version\":1,\"world_size\":1,\"step\":1,\"shards\":[{\"rank\":0,"
+                                        "\"path\":\"rank0.safetensors\",\"sha256\":\"xyz\",\"bytes\":10,"
+                                        "\"param_shard_offset\":0,\"param_shard_numel\":2}]}")
+                                 << invalid;
+        QTest::newRow("deep nesting") << QStringLiteral("{\"schema_version\":1,\"x\":%1%2}")
+                                             .arg(QString(5000, QLatin1Char('[')), QString(5000, QLatin1Char(']')))
+                                      << invalid;
     }
 
     void malformedManifests()
@@ -303,7 +305,7 @@ private slots:
         QVERIFY2(message.find("more than this machine's") != std::string::npos, message.c_str());
         QVERIFY2(message.find("68719476736 parameters") != std::string::npos, message.c_str());
         QVERIFY_THROWS_EXCEPTION(Error, ensure_state_fits_in_memory(~0ull, dir)); // 14 x 2^64 overflows
-        ensure_state_fits_in_memory(1'000'000, dir);                              // 14 MB fits anywhere
+        ensure_state_fits_in_memory(1'000'000, dir); // 14 MB fits anywhere
     }
 
     void missingPathIsAnEnvironmentError()

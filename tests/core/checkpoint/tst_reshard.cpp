@@ -149,8 +149,10 @@ private slots:
                 m.shards[std::size_t(r)].param_shard_numel = cuts[std::size_t(r) + 1] - cuts[std::size_t(r)];
             }
             const std::string defect = plan_defect(m, plan_reshard(m, to), to);
-            QVERIFY2(defect.empty(), (defect + " for " + std::to_string(from) + "->" + std::to_string(to) +
-                                      " numel " + std::to_string(numel)).c_str());
+            QVERIFY2(defect.empty(),
+                     (defect + " for " + std::to_string(from) + "->" + std::to_string(to) + " numel " +
+                      std::to_string(numel))
+                         .c_str());
         }
     }
 

@@ -73,7 +73,8 @@ inline std::vector<uint64_t> marked(const CrashRecorder& rec, std::size_t positi
 inline void finish_recording(CrashRecorder& rec, const fs::path& base, const fs::path& scratch)
 {
     rec.stop();
-    const std::string missed = rec.unplaced().empty() ? std::string() : "the record missed changes to " + rec.unplaced().front();
+    const std::string missed =
+        rec.unplaced().empty() ? std::string() : "the record missed changes to " + rec.unplaced().front();
     QVERIFY2(missed.empty(), missed.c_str());
     const fs::path final_tree = scratch / "final";
     rec.materialize_final(final_tree);
@@ -120,8 +121,8 @@ constexpr std::size_t sanitizer_cap(std::size_t cap)
 // each (it returns why the state is wrong, or ""), prints "<name>: <N> crash states", and fails
 // the test with the first few wrong states.
 template <class Check>
-void check_states(const char* name, const CrashRecorder& rec, std::size_t cap, uint64_t seed,
-                  const fs::path& scratch, Check check)
+void check_states(const char* name, const CrashRecorder& rec, std::size_t cap, uint64_t seed, const fs::path& scratch,
+                  Check check)
 {
     cap = sanitizer_cap(cap);
     std::size_t states = 0, points = 0, exhaustive = 0;

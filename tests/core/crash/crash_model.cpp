@@ -192,7 +192,8 @@ std::string CrashRecorder::describe(std::size_t i) const
     case Kind::link: return "create " + op.name + " in " + node;
     case Kind::unlink: return "unlink " + op.name + " in " + node;
     case Kind::rename: return "rename " + op.name + " -> " + op.to + " in " + node;
-    case Kind::write: return "write " + std::to_string(op.data.size()) + " bytes at " + std::to_string(op.offset) + " to " + node;
+    case Kind::write:
+        return "write " + std::to_string(op.data.size()) + " bytes at " + std::to_string(op.offset) + " to " + node;
     case Kind::sync: return "fsync " + node;
     }
     return {};
@@ -326,7 +327,8 @@ void CrashRecorder::materialize(const Point& point, const std::vector<uint8_t>& 
     std::function<void(int, const fs::path&)> write_out = [&](int id, const fs::path& path) {
         const Node& node = nodes[static_cast<std::size_t>(id)];
         if (!node.dir) {
-            std::ofstream(path, std::ios::binary).write(node.data.data(), static_cast<std::streamsize>(node.data.size()));
+            std::ofstream(path, std::ios::binary)
+                .write(node.data.data(), static_cast<std::streamsize>(node.data.size()));
             return;
         }
         fs::create_directory(path);

@@ -72,18 +72,18 @@ private:
     enum class Kind : uint8_t { link, unlink, rename, write, sync };
     struct Op {
         Kind kind;
-        int node = -1;       // the directory (link, unlink, rename) or the file (write) or either (sync)
-        int target = -1;     // link, rename: the inode the name gets
+        int node = -1; // the directory (link, unlink, rename) or the file (write) or either (sync)
+        int target = -1; // link, rename: the inode the name gets
         std::string name, to;
         uint64_t offset = 0;
         std::string data;
     };
     struct Node {
         bool dir = false;
-        std::string data;                   // file: contents at the snapshot
+        std::string data; // file: contents at the snapshot
         std::map<std::string, int> entries; // directory: at the snapshot
     };
-    int lookup_fd(int fd) const;  // the node of an open descriptor, or -1 outside the tree
+    int lookup_fd(int fd) const; // the node of an open descriptor, or -1 outside the tree
     int snapshot(const std::filesystem::path& path);
     void record(Op op);
     std::vector<std::size_t> replay(std::size_t position, std::vector<Node>& nodes) const;
@@ -91,9 +91,9 @@ private:
 
     std::filesystem::path m_root;
     mutable std::mutex m_mutex;
-    std::vector<Node> m_nodes;                            // node 0 is the root
+    std::vector<Node> m_nodes; // node 0 is the root
     std::map<std::pair<uint64_t, uint64_t>, int> m_inode; // (st_dev, st_ino) -> node
-    std::vector<std::map<std::string, int>> m_current;    // every directory's names, as recorded
+    std::vector<std::map<std::string, int>> m_current; // every directory's names, as recorded
     std::vector<Op> m_ops;
     std::vector<Mark> m_marks;
     mutable std::vector<std::string> m_unplaced;

@@ -52,7 +52,7 @@ std::string retained(const fs::path& root, std::vector<uint64_t> steps, int keep
     auto good = [&](uint64_t step) {
         const fs::path dir = root / step_dir_name(step);
         return fs::exists(dir / "manifest.json") && (!need_upload || fs::exists(dir / kUploadManifest)) &&
-               verify_checkpoint(dir).ok();
+            verify_checkpoint(dir).ok();
     };
     bool replaced = false;
     std::error_code ec;
@@ -63,7 +63,7 @@ std::string retained(const fs::path& root, std::vector<uint64_t> steps, int keep
     for (std::size_t i = 0; i < steps.size(); ++i)
         if (!good(steps[i]) && !(i == 0 && replaced))
             return root.filename().string() + "/" + step_dir_name(steps[i]) +
-                   " was to be kept, but it is gone or does not verify";
+                " was to be kept, but it is gone or does not verify";
     return {};
 }
 
@@ -85,7 +85,7 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
     }
     if (!committed.empty() && (!latest || parse_step_dir_name(*latest).value_or(0) < committed.back()))
         return "step " + std::to_string(committed.back()) + " had committed, but `latest` names " +
-               (latest ? *latest : std::string("nothing"));
+            (latest ? *latest : std::string("nothing"));
     if (latest && !fs::exists(o.root / *latest / "manifest.json"))
         return "`latest` names " + *latest + ", which has no manifest";
     if (auto why = unreported_leftovers(o.root); !why.empty())
@@ -100,9 +100,10 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
         }
         if (!uploaded.empty() && (!mirror_latest || parse_step_dir_name(*mirror_latest).value_or(0) < uploaded.back()))
             return "step " + std::to_string(uploaded.back()) + " had been uploaded, but the mirror's `latest` names " +
-                   (mirror_latest ? *mirror_latest : std::string("nothing"));
-        if (mirror_latest && !(fs::exists(*o.mirror / *mirror_latest / "manifest.json") &&
-                               fs::exists(*o.mirror / *mirror_latest / kUploadManifest)))
+                (mirror_latest ? *mirror_latest : std::string("nothing"));
+        if (mirror_latest &&
+            !(fs::exists(*o.mirror / *mirror_latest / "manifest.json") &&
+              fs::exists(*o.mirror / *mirror_latest / kUploadManifest)))
             return "the mirror's `latest` names " + *mirror_latest + ", which is not a finished upload";
     }
     if (auto why = retained(o.root, committed, run.keep, false); !why.empty())
@@ -117,7 +118,7 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
         const uint64_t step = loaded.manifest.step;
         if (!committed.empty() && step < committed.back())
             return "resumed from step " + std::to_string(step) + ", older than committed step " +
-                   std::to_string(committed.back());
+                std::to_string(committed.back());
         const auto it = run.saved.find(step);
         if (it == run.saved.end() || loaded.ranks != it->second)
             return "resumed from step " + std::to_string(step) + " with bytes that were not saved as that step";
@@ -135,7 +136,7 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
             const LoadedCheckpoint fallback = manager.load_latest(kWorld, &used_mirror);
             if (!used_mirror || fallback.ranks != it->second)
                 return "with the local copy of step " + std::to_string(step) +
-                       " damaged, the job did not resume from the mirror's copy";
+                    " damaged, the job did not resume from the mirror's copy";
         }
     }
     const uint64_t next = run.saved.rbegin()->first + 100;

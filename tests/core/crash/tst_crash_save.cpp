@@ -10,14 +10,13 @@
 #include "core/checkpoint/save.h"
 #include "core/run/demo.h"
 
-
 using namespace crash;
 
 namespace {
 
 constexpr uint64_t kNumel = 3000; // 750 elements a rank: 10.5 KiB, three 4 KiB blocks per shard
 constexpr int kWorld = 4;
-constexpr std::size_t kCap = 24;  // states per crash point at most
+constexpr std::size_t kCap = 24; // states per crash point at most
 
 std::vector<RankState> state(uint64_t seed, int world = kWorld)
 {
@@ -125,25 +124,26 @@ private slots:
         finish_recording(rec, base, m_work.scratch());
         if (QTest::currentTestFailed())
             return;
-        check_states("reshard 4 -> 3", rec, kCap, 19, m_work.scratch(), [&](const CrashRecorder::Point& p, const fs::path& out) {
-            if (auto why = manifest_without_shards(out); !why.empty())
-                return why;
-            if (auto why = differs(out / "src", saved); !why.empty())
-                return "the source changed: " + why;
-            const fs::path dst = out / "dst";
-            const bool has_manifest = fs::exists(dst / "manifest.json");
-            if (!marked(rec, p.position, "returned").empty() && !has_manifest)
-                return std::string("reshard had returned, but the destination has no manifest");
-            if (!has_manifest) {
-                if (!fs::exists(dst))
-                    return std::string();
-                return reported_as_interrupted(dst) ? std::string()
-                                                    : std::string("verify does not report the interrupted reshard");
-            }
-            if (flat_state_digests(load_sharded(dst, 3).ranks) != expected)
-                return std::string("the resharded checkpoint verifies but holds other bytes");
-            return std::string();
-        });
+        check_states(
+            "reshard 4 -> 3", rec, kCap, 19, m_work.scratch(), [&](const CrashRecorder::Point& p, const fs::path& out) {
+                if (auto why = manifest_without_shards(out); !why.empty())
+                    return why;
+                if (auto why = differs(out / "src", saved); !why.empty())
+                    return "the source changed: " + why;
+                const fs::path dst = out / "dst";
+                const bool has_manifest = fs::exists(dst / "manifest.json");
+                if (!marked(rec, p.position, "returned").empty() && !has_manifest)
+                    return std::string("reshard had returned, but the destination has no manifest");
+                if (!has_manifest) {
+                    if (!fs::exists(dst))
+                        return std::string();
+                    return reported_as_interrupted(dst) ? std::string()
+                                                        : std::string("verify does not report the interrupted reshard");
+                }
+                if (flat_state_digests(load_sharded(dst, 3).ranks) != expected)
+                    return std::string("the resharded checkpoint verifies but holds other bytes");
+                return std::string();
+            });
     }
 };
 

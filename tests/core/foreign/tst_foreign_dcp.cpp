@@ -66,7 +66,8 @@ std::vector<DcpTensorSpec> many_chunks(std::size_t tensors, std::size_t rows)
     for (std::size_t t = 0; t < tensors; ++t) {
         DcpTensorSpec spec{.fqn = "layers." + std::to_string(t) + ".weight", .size = {rows, 4}};
         for (std::size_t r = 0; r < rows; ++r) {
-            spec.chunks.push_back({.offsets = {r, 0}, .sizes = {1, 4}, .file = "__" + std::to_string(r % 8) + "_0.distcp"});
+            spec.chunks.push_back(
+                {.offsets = {r, 0}, .sizes = {1, 4}, .file = "__" + std::to_string(r % 8) + "_0.distcp"});
             spec.chunks.back().offset = offset;
             spec.chunks.back().length = 16;
             offset += 16;
@@ -116,9 +117,8 @@ SharedChunkList shared_chunk_list()
     PickleWriter p;
     p.proto(4);
     const int chunk = p.memo + 3; // after the class's module, name and global
-    p.dataclass(meta, "ChunkStorageMetadata", [](PickleWriter& g) {
-        g.str("offsets").torch_size({0}).str("sizes").torch_size({1});
-    });
+    p.dataclass(meta, "ChunkStorageMetadata",
+                [](PickleWriter& g) { g.str("offsets").torch_size({0}).str("sizes").torch_size({1}); });
     p.op('0');
     const int state = p.memo;
     p.op('}').memoize().mark();
@@ -178,7 +178,11 @@ private slots:
         auto layout = two_rank_layout();
         layout[0].chunks[0].length = layout[0].chunks[1].length = layout[1].chunks[0].length = 10;
         const std::vector<DcpStorageEntry> extra{
-            {.fqn = "model.weight", .offsets = std::vector<uint64_t>{0, 0}, .file = "__7_0.distcp", .offset = 3, .length = 9},
+            {.fqn = "model.weight",
+             .offsets = std::vector<uint64_t>{0, 0},
+             .file = "__7_0.distcp",
+             .offset = 3,
+             .length = 9},
             {.fqn = "step", .offsets = std::nullopt, .file = "__0_1.distcp", .offset = 0, .length = 5},
             {.fqn = "model.bias", .offsets = std::nullopt, .file = "__9_0.distcp", .length = 1}, // no such bytes item
             {.fqn = "gone", .offsets = std::vector<uint64_t>{0}, .file = "__8_0.distcp", .length = 1},
@@ -196,15 +200,18 @@ private slots:
         QCOMPARE(m.bytes[0].storage.length, uint64_t(5));
         // __0_0 (still the bias's), __0_1 (the item), __1_0, __7_0, and the files of the keys no
         // tensor or item has: __8_0, __9_0.
-        QCOMPARE(m.files, (std::vector<std::string>{"__0_0.distcp", "__0_1.distcp", "__1_0.distcp", "__7_0.distcp",
-                                                    "__8_0.distcp", "__9_0.distcp"}));
+        QCOMPARE(m.files,
+                 (std::vector<std::string>{"__0_0.distcp", "__0_1.distcp", "__1_0.distcp", "__7_0.distcp",
+                                           "__8_0.distcp", "__9_0.distcp"}));
         // Only the overwritten entry's file goes: rank 0's weight chunk moved to __7_0, and
         // nothing else is in __0_0 once the bias is elsewhere too.
         auto moved = extra;
-        moved.push_back({.fqn = "model.bias", .offsets = std::vector<uint64_t>{0}, .file = "__7_0.distcp", .length = 1});
+        moved.push_back(
+            {.fqn = "model.bias", .offsets = std::vector<uint64_t>{0}, .file = "__7_0.distcp", .length = 1});
         const DcpMetadata n = decode_dcp_metadata(dcp_metadata(layout, true, {"step"}, moved), "m");
-        QCOMPARE(n.files, (std::vector<std::string>{"__0_1.distcp", "__1_0.distcp", "__7_0.distcp", "__8_0.distcp",
-                                                    "__9_0.distcp"}));
+        QCOMPARE(
+            n.files,
+            (std::vector<std::string>{"__0_1.distcp", "__1_0.distcp", "__7_0.distcp", "__8_0.distcp", "__9_0.distcp"}));
     }
 
     // The sentences of a malformed storage_data entry name the key and the field.
@@ -248,7 +255,8 @@ private slots:
         QCOMPARE(layout.holders.size(), std::size_t(3));
         const std::vector<std::tuple<uint64_t, uint64_t, int>> holders = {{0, 12, 0}, {12, 12, 1}, {24, 6, 0}};
         for (std::size_t i = 0; i < holders.size(); ++i)
-            QCOMPARE(std::make_tuple(layout.holders[i].offset, layout.holders[i].numel, layout.holders[i].id), holders[i]);
+            QCOMPARE(std::make_tuple(layout.holders[i].offset, layout.holders[i].numel, layout.holders[i].id),
+                     holders[i]);
         QCOMPARE(layout.tensor_names, (std::vector<std::string>{"model.weight", "model.bias"}));
         QCOMPARE(layout.tensors[1].offset, uint64_t(24));
         QCOMPARE(layout.tensors[1].numel, uint64_t(6));
@@ -284,16 +292,17 @@ private slots:
             QVERIFY2(has_problem(r, ProblemKind::layout_gap), problems_text(r).c_str());
         }
         {
-            const VerifyReport r = verify_checkpoint(write_dcp(root() / "byte-overlap", two_rank_layout(),
-                                                               [](auto& layout, auto&) {
-                                                                   layout[1].chunks[0].offset = 50; // inside the weight's bytes
-                                                               }));
+            const VerifyReport r =
+                verify_checkpoint(write_dcp(root() / "byte-overlap", two_rank_layout(), [](auto& layout, auto&) {
+                    layout[1].chunks[0].offset = 50; // inside the weight's bytes
+                }));
             QVERIFY2(has_problem(r, ProblemKind::layout_overlap), problems_text(r).c_str());
         }
         {
-            const VerifyReport r = verify_checkpoint(write_dcp(root() / "escape", two_rank_layout(), [](auto& layout, auto&) {
-                layout[0].chunks[1].file = "../outside.distcp";
-            }));
+            const VerifyReport r =
+                verify_checkpoint(write_dcp(root() / "escape", two_rank_layout(), [](auto& layout, auto&) {
+                    layout[0].chunks[1].file = "../outside.distcp";
+                }));
             QVERIFY2(has_problem(r, ProblemKind::path_outside_checkpoint), problems_text(r).c_str());
         }
     }
@@ -353,7 +362,8 @@ private slots:
             QVERIFY2(r.ok(), problems_text(r).c_str());
             r = verify_checkpoint(write_dcp(root() / "raw-short", two_rank_layout(), raw(44)));
             QVERIFY2(has_problem(r, ProblemKind::size_mismatch), problems_text(r).c_str());
-            QVERIFY(r.problems.at(0).message.find("neither a torch.save archive nor the 48 raw bytes") != std::string::npos);
+            QVERIFY(r.problems.at(0).message.find("neither a torch.save archive nor the 48 raw bytes") !=
+                    std::string::npos);
         }
         {
             // 25 damaged chunks in one file: 20 problems named, then one line counting the rest.
@@ -371,7 +381,8 @@ private slots:
             const VerifyReport r = verify_checkpoint(dir);
             QCOMPARE(r.problems.size(), std::size_t(21));
             QCOMPARE(r.problems[0].kind, ProblemKind::crc_mismatch);
-            QVERIFY2(r.problems[20].message.find("5 more problems") != std::string::npos, r.problems[20].message.c_str());
+            QVERIFY2(r.problems[20].message.find("5 more problems") != std::string::npos,
+                     r.problems[20].message.c_str());
             QCOMPARE(r.problems[20].kind, ProblemKind::crc_mismatch);
         }
         {
@@ -493,7 +504,8 @@ private slots:
             QVERIFY(cut != std::string::npos && cut > bytes.size() / 4);
             std::size_t listed = 0;
             const auto problem = error_of([&] {
-                decode_dcp_metadata(bytes.substr(0, cut), "m", {}, [&](const DcpMetadata& m) { listed = m.tensors.size(); });
+                decode_dcp_metadata(bytes.substr(0, cut), "m", {},
+                                    [&](const DcpMetadata& m) { listed = m.tensors.size(); });
             });
             QVERIFY(problem);
             QCOMPARE(listed, kDcpFirstTensors);
@@ -594,7 +606,8 @@ private slots:
                 w.str("w").dataclass(meta, "TensorStorageMetadata", [&](PickleWriter& f) {
                     f.str("properties");
                     properties = f.memo + 3; // after the class's module, name and global
-                    f.dataclass(meta, "TensorProperties", [](PickleWriter& g) { g.str("dtype").stack_global("torch", "bfloat16"); });
+                    f.dataclass(meta, "TensorProperties",
+                                [](PickleWriter& g) { g.str("dtype").stack_global("torch", "bfloat16"); });
                     f.str("size").torch_size({2, 4});
                     f.str("chunks").op(']').memoize().op('2').op('0').mark(); // DUP, POP
                     const int chunk = f.memo + 3;

@@ -65,8 +65,10 @@ class TestForeignSafetensors : public QObject {
     }
     static nlohmann::json good_map()
     {
-        return {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00001-of-00002.safetensors"},
-                {"c", "model-00002-of-00002.safetensors"}, {"d", "model-00002-of-00002.safetensors"}};
+        return {{"a", "model-00001-of-00002.safetensors"},
+                {"b", "model-00001-of-00002.safetensors"},
+                {"c", "model-00002-of-00002.safetensors"},
+                {"d", "model-00002-of-00002.safetensors"}};
     }
 
 private slots:
@@ -110,13 +112,15 @@ private slots:
         std::memcpy(past.data(), &beyond, 8);
         QTest::newRow("header past end") << QByteArray::fromStdString(past + "{}");
         QTest::newRow("overlapping ranges") << QByteArray::fromStdString(safetensors(
-            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12));
-        QTest::newRow("unknown dtype") << QByteArray::fromStdString(safetensors(
-            R"({"a":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}})", 8));
+            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+            12));
+        QTest::newRow("unknown dtype") << QByteArray::fromStdString(
+            safetensors(R"({"a":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}})", 8));
         QTest::newRow("duplicate name") << QByteArray::fromStdString(safetensors(
-            R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2));
-        QTest::newRow("non-string metadata") << QByteArray::fromStdString(safetensors(
-            R"({"__metadata__":{"k":1},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1));
+            R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+            2));
+        QTest::newRow("non-string metadata") << QByteArray::fromStdString(
+            safetensors(R"({"__metadata__":{"k":1},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1));
     }
     void brokenSingleFiles()
     {
@@ -257,8 +261,11 @@ private slots:
         uint64_t at = 0;
         for (const std::string_view dtype : safetensors_dtype_names()) {
             const uint64_t bytes = *safetensors_dtype_size(dtype) * 6;
-            tensors.push_back({.name = "t." + std::string(dtype), .dtype = std::string(dtype), .shape = {2, 3},
-                               .begin = at, .end = at + bytes});
+            tensors.push_back({.name = "t." + std::string(dtype),
+                               .dtype = std::string(dtype),
+                               .shape = {2, 3},
+                               .begin = at,
+                               .end = at + bytes});
             at += bytes;
         }
         const std::string written = make_safetensors_header(tensors, {{"format", "pt"}, {"k", "v"}});
@@ -304,14 +311,20 @@ private slots:
     void streamedTensorsMatchDom()
     {
         ForeignSummary summary;
-        summary.tensors.push_back({.name = "plain", .dtype = "F16", .shape = {4, 8}, .file = "a.safetensors",
-                                   .offset = 72, .bytes = 64});
+        summary.tensors.push_back(
+            {.name = "plain", .dtype = "F16", .shape = {4, 8}, .file = "a.safetensors", .offset = 72, .bytes = 64});
         summary.tensors.push_back({.name = "q\"uote\\ \n\t\x01\x7f \u00e9 \xf0\x9f\x98\x80", .dtype = "BF16"});
         summary.tensors.push_back({.name = std::string("bad \xff\xfe utf-8 \xc0\x80 \xed\xa0\x80 \xe2\x82"),
-                                   .dtype = "bytes", .detail = "pickled object"});
-        summary.tensors.push_back({.name = "chunked", .dtype = "float32", .shape = {4, 2}, .bytes = 32, .detail = "2 chunks",
-                                   .chunks = {{.offsets = {0, 0}, .sizes = {2, 2}, .file = "__0_0.distcp", .offset = 0, .length = 16},
-                                              {.offsets = {2, 0}, .sizes = {2, 2}}}});
+                                   .dtype = "bytes",
+                                   .detail = "pickled object"});
+        summary.tensors.push_back(
+            {.name = "chunked",
+             .dtype = "float32",
+             .shape = {4, 2},
+             .bytes = 32,
+             .detail = "2 chunks",
+             .chunks = {{.offsets = {0, 0}, .sizes = {2, 2}, .file = "__0_0.distcp", .offset = 0, .length = 16},
+                        {.offsets = {2, 0}, .sizes = {2, 2}}}});
         const nlohmann::json dom = foreign_summary_json(summary);
         for (const int depth : {0, 1, 3}) {
             std::ostringstream streamed;

@@ -39,16 +39,34 @@ void compare(const ForeignTensorView& v, const ForeignTensor& t)
 std::vector<ForeignTensor> sample()
 {
     return {
-        {.name = "model.layers.1.mlp.up_proj.weight", .dtype = "BF16", .shape = {11008, 4096},
-         .file = "model-00002-of-00002.safetensors", .offset = 72, .bytes = 90177536},
-        {.name = "model.embed_tokens.weight", .dtype = "BF16", .shape = {32000, 4096},
-         .file = "model-00001-of-00002.safetensors", .offset = 8, .bytes = 262144000, .detail = "tied"},
-        {.name = "w", .dtype = "float32", .shape = {4, 2}, .file = "__0_0.distcp", .bytes = 32, .detail = "2 chunks",
+        {.name = "model.layers.1.mlp.up_proj.weight",
+         .dtype = "BF16",
+         .shape = {11008, 4096},
+         .file = "model-00002-of-00002.safetensors",
+         .offset = 72,
+         .bytes = 90177536},
+        {.name = "model.embed_tokens.weight",
+         .dtype = "BF16",
+         .shape = {32000, 4096},
+         .file = "model-00001-of-00002.safetensors",
+         .offset = 8,
+         .bytes = 262144000,
+         .detail = "tied"},
+        {.name = "w",
+         .dtype = "float32",
+         .shape = {4, 2},
+         .file = "__0_0.distcp",
+         .bytes = 32,
+         .detail = "2 chunks",
          .chunks = {{.offsets = {0, 0}, .sizes = {2, 2}, .file = "__0_0.distcp", .offset = 0, .length = 16},
                     {.offsets = {2, 0}, .sizes = {2, 2}}}},
         {.name = "", .dtype = "", .shape = {}}, // an index's early row: nothing known but the name
-        {.name = "model.layers.0.mlp.up_proj.weight", .dtype = "BF16", .shape = {11008, 4096},
-         .file = "model-00002-of-00002.safetensors", .offset = 90177608, .bytes = 90177536},
+        {.name = "model.layers.0.mlp.up_proj.weight",
+         .dtype = "BF16",
+         .shape = {11008, 4096},
+         .file = "model-00002-of-00002.safetensors",
+         .offset = 90177608,
+         .bytes = 90177536},
     };
 }
 
@@ -132,7 +150,7 @@ private slots:
         constexpr std::size_t n = 100000;
         for (std::size_t i = 0; i < n; ++i) {
             const std::string name = "model.layers." + std::to_string(i / 500) + ".mlp.experts." +
-                                     std::to_string(i % 500) + ".down_proj.weight";
+                std::to_string(i % 500) + ".down_proj.weight";
             name_bytes += name.size();
             const std::string file = "model-" + std::to_string(i / 500) + "-of-00200.safetensors";
             const std::vector<uint64_t> shape{2048, 7168};

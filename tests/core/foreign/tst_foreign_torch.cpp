@@ -76,7 +76,8 @@ private slots:
         QCOMPARE(dir.entries[1].method, uint16_t(8));
         const auto read = zip_read_memory(file);
         for (std::size_t i = 0; i < 2; ++i)
-            QVERIFY2(check_zip_entry(read, file.size(), dir, i).ok, check_zip_entry(read, file.size(), dir, i).problem.c_str());
+            QVERIFY2(check_zip_entry(read, file.size(), dir, i).ok,
+                     check_zip_entry(read, file.size(), dir, i).problem.c_str());
         QCOMPARE(read_zip_entry(read, file.size(), dir, 1, 1 << 20, "t.zip"), text);
         QCOMPARE(zip.entries[0].data_offset % 64, uint64_t(0)); // torch-style alignment padding is skipped
 
@@ -88,7 +89,8 @@ private slots:
         std::string corrupt_deflate = file;
         corrupt_deflate[zip.entries[1].data_offset + 2] ^= 0x55;
         QVERIFY(!check_zip_entry(zip_read_memory(corrupt_deflate), corrupt_deflate.size(),
-                                 parse_zip_directory(corrupt_deflate), 1).ok);
+                                 parse_zip_directory(corrupt_deflate), 1)
+                     .ok);
         try {
             read_zip_entry(zip_read_memory(corrupt), corrupt.size(), parse_zip_directory(corrupt), 0, 100, "c.zip");
             QFAIL("read a corrupt entry");
@@ -186,7 +188,8 @@ private slots:
             QVERIFY2(has_problem(r, ProblemKind::missing_shard), problems_text(r).c_str());
             bool named = false;
             for (const auto& s : r.shards)
-                named = named || (s.path == "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt" && s.status == ShardStatus::missing);
+                named = named ||
+                    (s.path == "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt" && s.status == ShardStatus::missing);
             QVERIFY(named);
         }
         {
@@ -225,8 +228,8 @@ private slots:
             write_file(tag / ("mp_rank_" + std::string(m) + "_model_states.pt"),
                        model_states("mp_rank_" + std::string(m) + "_model_states"));
         // Layer 2 has no parameters and so no file; layer 1 of model-parallel rank 1 is missing.
-        for (const char* name : {"layer_00-model_00", "layer_00-model_01", "layer_01-model_00", "layer_03-model_00",
-                                 "layer_03-model_01"})
+        for (const char* name :
+             {"layer_00-model_00", "layer_00-model_01", "layer_01-model_00", "layer_03-model_00", "layer_03-model_01"})
             write_file(tag / (std::string(name) + "-model_states.pt"),
                        torch_archive(std::string(name) + "-model_states", {{"weight", {2, 2}}}));
         VerifyReport r = verify_checkpoint(dir);
@@ -237,7 +240,8 @@ private slots:
         QCOMPARE(r.problems[0].rank, 1);
         std::map<std::string, std::string> rows(r.foreign->rows.begin(), r.foreign->rows.end());
         QCOMPARE(rows["pipeline layers"], std::string("3 (0 to 3), 5 layer files, 2 tensor slices each"));
-        QVERIFY2(rows["layer indices without a file"].starts_with("2 (1;"), rows["layer indices without a file"].c_str());
+        QVERIFY2(rows["layer indices without a file"].starts_with("2 (1;"),
+                 rows["layer indices without a file"].c_str());
 
         write_file(tag / "layer_01-model_01-model_states.pt", torch_archive("l", {{"weight", {2, 2}}}));
         r = verify_checkpoint(dir);

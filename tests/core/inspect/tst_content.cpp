@@ -146,8 +146,10 @@ private slots:
                         if (type == ElementType::F32)
                             std::memcpy(&bytes[i * 4], &bits, 4);
                         else if (type == ElementType::BF16 || type == ElementType::F16) {
-                            const uint16_t half = type == ElementType::BF16 ? uint16_t(bits >> 16) : float_to_f16(std::bit_cast<float>(bits));
-                            std::memcpy(&bytes[i * 2], pattern == 0 ? reinterpret_cast<const uint16_t*>(&bits) : &half, 2);
+                            const uint16_t half = type == ElementType::BF16 ? uint16_t(bits >> 16)
+                                                                            : float_to_f16(std::bit_cast<float>(bits));
+                            std::memcpy(&bytes[i * 2], pattern == 0 ? reinterpret_cast<const uint16_t*>(&bits) : &half,
+                                        2);
                         } else
                             bytes[i] = std::byte(bits & 0xff);
                     }
@@ -158,8 +160,8 @@ private slots:
                     ValueStats reference;
                     for (std::size_t at = 0; at < n; at += 16384) // the double path in the scan's blocks
                         reference.add(values.data() + at, std::min<std::size_t>(16384, n - at));
-                    const std::string what = std::string(to_string(type)) + " n=" + std::to_string(n) +
-                                             " pattern " + std::to_string(pattern);
+                    const std::string what = std::string(to_string(type)) + " n=" + std::to_string(n) + " pattern " +
+                        std::to_string(pattern);
                     QVERIFY2(fused.numel == reference.numel && fused.nan == reference.nan &&
                                  fused.posinf == reference.posinf && fused.neginf == reference.neginf &&
                                  fused.zeros == reference.zeros && fused.negatives == reference.negatives &&
@@ -230,11 +232,11 @@ private slots:
         ValueStats s;
         s.add(values, std::size(values));
         const int one = 0 - kHistogramLowExponent; // floor(log2 1) = 0
-        QCOMPARE(s.histogram[one], uint64_t(3));      // 1, 1.5, -1.9
-        QCOMPARE(s.histogram[one - 2], uint64_t(1));  // 0.25
-        QCOMPARE(s.histogram[0], uint64_t(1));        // 2^-70: below the range, first bin
+        QCOMPARE(s.histogram[one], uint64_t(3)); // 1, 1.5, -1.9
+        QCOMPARE(s.histogram[one - 2], uint64_t(1)); // 0.25
+        QCOMPARE(s.histogram[0], uint64_t(1)); // 2^-70: below the range, first bin
         QCOMPARE(s.histogram[kHistogramBins - 1], uint64_t(1)); // 1e30: above, last bin
-        QCOMPARE(s.zeros, uint64_t(1));               // zeros are counted apart
+        QCOMPARE(s.zeros, uint64_t(1)); // zeros are counted apart
     }
 
     // A native checkpoint: each model tensor per state, whole and per rank, equal to the reference
@@ -251,7 +253,8 @@ private slots:
         for (std::size_t h = 0; h < halves.size(); ++h)
             halves[h] = static_cast<uint16_t>(h * 40503u); // a permutation of 0..65535 first
         std::vector<double> decoded(halves.size());
-        decode_elements(ElementType::F16, reinterpret_cast<const std::byte*>(halves.data()), halves.size(), decoded.data());
+        decode_elements(ElementType::F16, reinterpret_cast<const std::byte*>(halves.data()), halves.size(),
+                        decoded.data());
         for (std::size_t h = 0; h < halves.size(); ++h)
             if (std::bit_cast<uint64_t>(decoded[h]) != std::bit_cast<uint64_t>(double(f16_to_float(halves[h])))) {
                 if (!std::isnan(decoded[h]) || !std::isnan(f16_to_float(halves[h])))
@@ -267,12 +270,15 @@ private slots:
             masters.push_back(rng());
         const std::size_t n = masters.size() - 3; // not a whole number of vectors
         for (const ElementType type : {ElementType::F16, ElementType::BF16}) {
-            const auto convert = [type](float m) { return type == ElementType::F16 ? float_to_f16(m) : float_to_bf16(m); };
+            const auto convert = [type](float m) {
+                return type == ElementType::F16 ? float_to_f16(m) : float_to_bf16(m);
+            };
             std::vector<uint16_t> params(masters.size());
             for (std::size_t i = 0; i < masters.size(); ++i)
                 params[i] = convert(std::bit_cast<float>(masters[i]));
             const auto* m = reinterpret_cast<const std::byte*>(masters.data());
-            QCOMPARE(inspect::count_unrounded(type, reinterpret_cast<const std::byte*>(params.data()), m, n), uint64_t(0));
+            QCOMPARE(inspect::count_unrounded(type, reinterpret_cast<const std::byte*>(params.data()), m, n),
+                     uint64_t(0));
             uint64_t expected = 0;
             for (std::size_t i = 0; i < n; ++i) {
                 if (rng() % 3 == 0)
@@ -364,7 +370,7 @@ private slots:
         QVERIFY(has(r.problems, ProblemKind::nonfinite_values, 2));
         QVERIFY(has(r.problems, ProblemKind::negative_second_moment));
         QVERIFY(has(r.problems, ProblemKind::param_master_mismatch, 1));
-        QVERIFY(has(r.problems, ProblemKind::nonfinite_values, 3));     // the NaN master...
+        QVERIFY(has(r.problems, ProblemKind::nonfinite_values, 3)); // the NaN master...
         QVERIFY(!has(r.problems, ProblemKind::param_master_mismatch, 3)); // ...is not also a mismatch
         QCOMPARE(r.problems.size(), std::size_t(4));
         // The mismatch is named by its flat index and by its element of the tensor that holds it.
@@ -497,8 +503,9 @@ private slots:
         const ContentReport bad = inspect_content(dir / "bad.pt");
         bool named = false;
         for (const auto& p : bad.problems)
-            named = named || (p.kind == ProblemKind::range_outside_file && p.message.find("'outside'") != std::string::npos &&
-                              p.path == "bad.pt");
+            named = named ||
+                (p.kind == ProblemKind::range_outside_file && p.message.find("'outside'") != std::string::npos &&
+                 p.path == "bad.pt");
         QVERIFY(named);
 
         // A stored storage entry that claims more bytes than it holds is refused, never read past.
@@ -525,14 +532,14 @@ private slots:
         fs::create_directories(hf);
         fixtures::write_file(hf / "pytorch_model-00001-of-00002.bin", archive("archive", 0));
         fixtures::write_file(hf / "pytorch_model-00002-of-00002.bin",
-                                     fixtures::torch_archive("archive", {{"w2", {2, 2}}}));
+                             fixtures::torch_archive("archive", {{"w2", {2, 2}}}));
         std::ofstream(hf / "pytorch_model.bin.index.json")
             << R"({"metadata": {}, "weight_map": {"t": "pytorch_model-00001-of-00002.bin",
                  "w2": "pytorch_model-00002-of-00002.bin"}})";
         const ContentReport index = inspect_content(hf);
         QCOMPARE(index.format, std::string("torch-index"));
         QVERIFY(find(index, "t") && find(index, "w2") == nullptr); // w2 has no strides recorded: a gap-free
-                                                                    // check cannot prove it dense
+            // check cannot prove it dense
     }
 
     // DeepSpeed: the same optimizer tensor in every ZeRO rank's file is one tensor with a part per
@@ -569,7 +576,8 @@ private slots:
         fixtures::write_file(tag / "layer_01-model_01-model_states.pt", float_archive("l1m1", "weight", {3, 3}));
         fixtures::write_file(tag / "layer_02-model_00-model_states.pt", float_archive("l2m0", "weight", {-5}));
         fixtures::write_file(tag / "layer_02-model_01-model_states.pt", float_archive("l2m1", "weight", {-7}));
-        fixtures::write_file(tag / "mp_rank_01_model_states.pt", float_archive("mp_rank_01_model_states", "module.w", {5, 6}));
+        fixtures::write_file(tag / "mp_rank_01_model_states.pt",
+                             float_archive("mp_rank_01_model_states", "module.w", {5, 6}));
         const ContentReport layers = inspect_content(root);
         const TensorContent* one = find(layers, "layer_01-model_*-model_states.pt: weight");
         const TensorContent* two = find(layers, "layer_02-model_*-model_states.pt: weight");
@@ -633,7 +641,8 @@ private slots:
         QCOMPARE(t->part_stats[0].posinf, uint64_t(1)); // the Inf is rank 0's
         bool traced = false;
         for (const auto& p : r.problems)
-            traced = traced || (p.kind == ProblemKind::nonfinite_values && p.message.find("rank 0") != std::string::npos);
+            traced =
+                traced || (p.kind == ProblemKind::nonfinite_values && p.message.find("rank 0") != std::string::npos);
         QVERIFY(traced);
     }
 

@@ -78,8 +78,10 @@ private slots:
     {
         QTemporaryDir tmp;
         const uint64_t numel = 60'001;
-        const fs::path four = save_demo(fs::path(tmp.path().toStdString()) / "w4", make_demo_state(3, numel, 4, ParamDtype::BF16));
-        const fs::path eight = save_demo(fs::path(tmp.path().toStdString()) / "w8", make_demo_state(3, numel, 8, ParamDtype::BF16));
+        const fs::path four =
+            save_demo(fs::path(tmp.path().toStdString()) / "w4", make_demo_state(3, numel, 4, ParamDtype::BF16));
+        const fs::path eight =
+            save_demo(fs::path(tmp.path().toStdString()) / "w8", make_demo_state(3, numel, 8, ParamDtype::BF16));
         const DiffReport same = diff_checkpoints(four, eight);
         QVERIFY2(same.problems.empty(), same.problems.empty() ? "" : same.problems[0].message.c_str());
         const auto layout = demo_tensor_layout(numel);
@@ -163,8 +165,8 @@ private slots:
     {
         QTemporaryDir tmp;
         const fs::path root = tmp.path().toStdString();
-        const auto m = matrix();              // storage: 4x6 row-major
-        std::vector<float> t(24);             // its transpose, 6x4, contiguous
+        const auto m = matrix(); // storage: 4x6 row-major
+        std::vector<float> t(24); // its transpose, 6x4, contiguous
         for (int r = 0; r < 4; ++r)
             for (int c = 0; c < 6; ++c)
                 t[std::size_t(c * 4 + r)] = m[std::size_t(r * 6 + c)];
@@ -187,16 +189,18 @@ private slots:
         const std::vector<float> x = {1.0f, -0.0f, NAN, INFINITY, 2.0f};
         std::vector<float> y = {1.0f, 0.0f, NAN, INFINITY, 2.0f + 1e-6f};
         const std::vector<double> xd(x.begin(), x.end());
-        write_safetensors(root / "a.safetensors", {{{"same", "F32", {5}, 0, 0}, bytes_of(x)},
-                                                   {{"near", "F32", {5}, 0, 0}, bytes_of(x)},
-                                                   {{"reshaped", "F32", {5}, 0, 0}, bytes_of(x)},
-                                                   {{"widened", "F32", {5}, 0, 0}, bytes_of(x)},
-                                                   {{"dropped", "F32", {5}, 0, 0}, bytes_of(x)}});
-        write_safetensors(root / "b.safetensors", {{{"same", "F32", {5}, 0, 0}, bytes_of(x)},
-                                                   {{"near", "F32", {5}, 0, 0}, bytes_of(y)},
-                                                   {{"reshaped", "F32", {1, 5}, 0, 0}, bytes_of(x)},
-                                                   {{"widened", "F64", {5}, 0, 0}, bytes_of(xd)},
-                                                   {{"added", "F32", {5}, 0, 0}, bytes_of(x)}});
+        write_safetensors(root / "a.safetensors",
+                          {{{"same", "F32", {5}, 0, 0}, bytes_of(x)},
+                           {{"near", "F32", {5}, 0, 0}, bytes_of(x)},
+                           {{"reshaped", "F32", {5}, 0, 0}, bytes_of(x)},
+                           {{"widened", "F32", {5}, 0, 0}, bytes_of(x)},
+                           {{"dropped", "F32", {5}, 0, 0}, bytes_of(x)}});
+        write_safetensors(root / "b.safetensors",
+                          {{{"same", "F32", {5}, 0, 0}, bytes_of(x)},
+                           {{"near", "F32", {5}, 0, 0}, bytes_of(y)},
+                           {{"reshaped", "F32", {1, 5}, 0, 0}, bytes_of(x)},
+                           {{"widened", "F64", {5}, 0, 0}, bytes_of(xd)},
+                           {{"added", "F32", {5}, 0, 0}, bytes_of(x)}});
         const DiffReport d = diff_checkpoints(root / "a.safetensors", root / "b.safetensors");
         QCOMPARE(find(d, "same")->status, DiffStatus::identical);
         // Bitwise: -0 is not +0, and 2 + 1e-6 is not 2.
@@ -250,8 +254,9 @@ private slots:
             flat.insert(flat.end(), s.param.begin(), s.param.end());
         std::vector<std::pair<SafetensorsTensor, std::string>> tensors;
         for (const auto& t : demo_tensor_layout(numel))
-            tensors.push_back({{t.name, "BF16", t.shape, 0, 0},
-                               bytes_of(std::vector<uint16_t>(flat.begin() + t.offset, flat.begin() + t.offset + t.numel))});
+            tensors.push_back(
+                {{t.name, "BF16", t.shape, 0, 0},
+                 bytes_of(std::vector<uint16_t>(flat.begin() + t.offset, flat.begin() + t.offset + t.numel))});
         const fs::path file = fs::path(tmp.path().toStdString()) / "params.safetensors";
         write_safetensors(file, tensors);
         const DiffReport d = diff_checkpoints(file, native);

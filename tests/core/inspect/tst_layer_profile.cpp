@@ -98,7 +98,8 @@ std::string torch_state_dict(const std::vector<fixtures::TorchTensor>& tensors)
         const int64_t numel = static_cast<int64_t>(fixtures::volume(shape));
         p.str(tensors[i].name);
         fixtures::pickle_tensor_view(p, std::to_string(i), "FloatStorage", numel, 0, shape, stride);
-        storages.emplace_back("archive/data/" + std::to_string(i), std::string(static_cast<std::size_t>(4 * numel), '\0'));
+        storages.emplace_back("archive/data/" + std::to_string(i),
+                              std::string(static_cast<std::size_t>(4 * numel), '\0'));
     }
     p.op('u').stop();
     zip.add("archive/data.pkl", p.out, p.out);
@@ -175,17 +176,26 @@ private slots:
     void multiHeadAttentionIsThePapersCount()
     {
         // With a = kv and I = 4h the block's bytes are Korthikanti's s b h (34 + 5 a s / h).
-        const pl::ModelConfig c{.hidden_size = 64, .attention_heads = 8, .kv_heads = 8, .intermediate_size = 256,
-                                .vocab_size = 1000, .layers = 2};
+        const pl::ModelConfig c{.hidden_size = 64,
+                                .attention_heads = 8,
+                                .kv_heads = 8,
+                                .intermediate_size = 256,
+                                .vocab_size = 1000,
+                                .layers = 2};
         const pl::Workload w{.seq_len = 128, .micro_batch_size = 3};
         const double s = 128, b = 3, h = 64, a = 8;
-        QCOMPARE(pl::layer_activation_bytes(pl::LayerRole::block, &c, {}, w), std::llround(s * b * h * (34.0 + 5.0 * a * s / h)));
+        QCOMPARE(pl::layer_activation_bytes(pl::LayerRole::block, &c, {}, w),
+                 std::llround(s * b * h * (34.0 + 5.0 * a * s / h)));
     }
 
     void tiedHeadIsChargedTheProjection()
     {
-        const pl::ModelConfig c{.hidden_size = 16, .attention_heads = 4, .kv_heads = 4, .intermediate_size = 64,
-                                .vocab_size = 50, .layers = 1};
+        const pl::ModelConfig c{.hidden_size = 16,
+                                .attention_heads = 4,
+                                .kv_heads = 4,
+                                .intermediate_size = 64,
+                                .vocab_size = 50,
+                                .layers = 1};
         const pl::Workload w{.seq_len = 8, .micro_batch_size = 1};
         const pl::LayerParams norm_only{.name = "head", .role = pl::LayerRole::head, .params = 16};
         QCOMPARE(pl::layer_fwd_flops(norm_only, &c, {}, w), 2.0 * (16 + 50 * 16) * 8);
@@ -249,7 +259,8 @@ private slots:
         // pytorch_model.bin of a GPT-2: the 4-D causal-mask buffers "h.N.attn.bias" are no parameters.
         QTemporaryDir tmp;
         const fs::path dir = fs::path(tmp.path().toStdString()) / "gpt2";
-        std::vector<fixtures::TorchTensor> tensors = {{"transformer.wte.weight", {V, H}}, {"transformer.ln_f.weight", {H}}};
+        std::vector<fixtures::TorchTensor> tensors = {{"transformer.wte.weight", {V, H}},
+                                                      {"transformer.ln_f.weight", {H}}};
         for (int b = 0; b < 2; ++b) {
             const std::string p = "transformer.h." + std::to_string(b) + ".";
             tensors.push_back({p + "attn.bias", {1, 1, 8, 8}});
@@ -257,7 +268,8 @@ private slots:
             tensors.push_back({p + "mlp.c_fc.weight", {H, 4 * H}});
         }
         fixtures::write_file(dir / "pytorch_model.bin", torch_state_dict(tensors));
-        fixtures::write_file(dir / "config.json", R"({"n_embd": 16, "n_head": 4, "n_layer": 2, "n_inner": null, "vocab_size": 50})");
+        fixtures::write_file(dir / "config.json",
+                             R"({"n_embd": 16, "n_head": 4, "n_layer": 2, "n_inner": null, "vocab_size": 50})");
         const pl::ModelProfile m = profile_checkpoint(dir, {.seq_len = 8, .micro_batch_size = 1});
         QCOMPARE(m.profile.layers.size(), std::size_t(4));
         QCOMPARE(m.profile.layers[1].name, std::string("transformer.h.0"));
@@ -279,7 +291,8 @@ private slots:
         options.durable = false;
         options.tensors = demo_tensor_layout(numel);
         save_sharded(make_demo_state(3, numel, 2, ParamDtype::F16), dir.string(), 1, options);
-        fixtures::write_file(dir / "config.json", R"({"hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256,
+        fixtures::write_file(dir / "config.json",
+                             R"({"hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256,
                                                       "vocab_size": 100, "num_hidden_layers": 4})");
         const pl::ModelProfile m = profile_checkpoint(dir, {.seq_len = 16, .micro_batch_size = 1});
         std::map<std::string, std::int64_t> expected;
@@ -311,7 +324,8 @@ private slots:
         QVERIFY(bad && bad->message.find("'hidden_size'") != std::string::npos);
         const auto moe = error_of([] {
             pl::parse_model_config(R"({"hidden_size": 8, "num_attention_heads": 2, "intermediate_size": 8,
-                                      "vocab_size": 9, "num_hidden_layers": 1, "num_local_experts": 8})", "m.json");
+                                      "vocab_size": 9, "num_hidden_layers": 1, "num_local_experts": 8})",
+                                   "m.json");
         });
         QVERIFY(moe && moe->message.find("num_experts_per_tok") != std::string::npos);
     }

@@ -26,8 +26,7 @@ Profile profile_from(const std::vector<double>& compute, const std::vector<std::
     for (std::size_t i = 0; i < compute.size(); ++i) {
         // compute = fwd + bwd with bwd = 2 fwd
         const double fwd = compute[i] / 3.0;
-        profile.layers.push_back(
-            Layer{"l" + std::to_string(i), params[i], fwd, 2 * fwd, fwd, fwd, 1});
+        profile.layers.push_back(Layer{"l" + std::to_string(i), params[i], fwd, 2 * fwd, fwd, fwd, 1});
     }
     return profile;
 }
@@ -95,8 +94,7 @@ private slots:
         QCOMPARE(manual.manual_boundaries, (std::vector<int>{3, 6, 9}));
         QCOMPARE(to_string(manual), std::string("manual:3,6,9"));
         QVERIFY(parse_partition_spec("manual:").manual_boundaries.empty());
-        for (const char* bad : {"balanced", "manual:3,,6", "manual:3,6,", "manual:a", "manual:1.5",
-                                "Manual:1", ""}) {
+        for (const char* bad : {"balanced", "manual:3,,6", "manual:3,6,", "manual:a", "manual:1.5", "Manual:1", ""}) {
             const auto problem = error_of([&] { parse_partition_spec(bad); });
             QVERIFY2(problem.has_value(), bad);
             QCOMPARE(problem->kind, ProblemKind::invalid_argument);
@@ -120,12 +118,9 @@ private slots:
             const char* mentions;
         };
         const Case cases[] = {
-            {7, {}, "cannot cut 6 layers into 7 pieces"},
-            {3, {4, 2}, "boundary 2 (2) must be greater than 4"},
-            {3, {2, 2}, "boundary 2 (2) must be greater than 2"},
-            {3, {0, 2}, "boundary 1 (0) must be greater than 0"},
-            {3, {2, 6}, "less than the layer count 6"},
-            {3, {2}, "3 pieces need 2 boundaries, got 1"},
+            {7, {}, "cannot cut 6 layers into 7 pieces"},         {3, {4, 2}, "boundary 2 (2) must be greater than 4"},
+            {3, {2, 2}, "boundary 2 (2) must be greater than 2"}, {3, {0, 2}, "boundary 1 (0) must be greater than 0"},
+            {3, {2, 6}, "less than the layer count 6"},           {3, {2}, "3 pieces need 2 boundaries, got 1"},
         };
         for (const Case& c : cases) {
             const auto problem = error_of([&] {
@@ -188,7 +183,7 @@ private slots:
                                       : std::uniform_real_distribution<double>(0.0, 10.0)(rng);
                 // occasionally a huge layer, as an embedding would be
                 params[i] = std::uniform_int_distribution<std::int64_t>(0, 1000)(rng) *
-                            (seed % 7 == static_cast<unsigned>(i) % 7 ? 50 : 1);
+                    (seed % 7 == static_cast<unsigned>(i) % 7 ? 50 : 1);
             }
             const Profile profile = profile_from(compute, params);
             std::vector<double> compute_weights, param_weights;
@@ -204,9 +199,10 @@ private slots:
             const double want = brute_force_bottleneck(compute_weights, pieces);
             QVERIFY2(std::fabs(got - want) <= 1e-9 * std::max(1.0, want),
                      qPrintable(QStringLiteral("seed %1: compute bottleneck %2, brute force %3")
-                                    .arg(seed).arg(got, 0, 'g', 17).arg(want, 0, 'g', 17)));
-            QCOMPARE(bottleneck_of(param_weights, by_params),
-                     brute_force_bottleneck(param_weights, pieces));
+                                    .arg(seed)
+                                    .arg(got, 0, 'g', 17)
+                                    .arg(want, 0, 'g', 17)));
+            QCOMPARE(bottleneck_of(param_weights, by_params), brute_force_bottleneck(param_weights, pieces));
             ++checked;
         }
         QCOMPARE(checked, 400);
@@ -234,14 +230,15 @@ private slots:
                 QVERIFY2(compute_makespan < params_makespan,
                          qPrintable(QStringLiteral("%1 M=%2: compute %3 ms, params %4 ms")
                                         .arg(QString::fromLatin1(to_string(kind).data()))
-                                        .arg(m).arg(compute_makespan).arg(params_makespan)));
+                                        .arg(m)
+                                        .arg(compute_makespan)
+                                        .arg(params_makespan)));
             }
         }
         // The reason: params balancing gives the LM head's stage the heaviest compute.
         const auto stages = stage_costs(piece_costs(profile, 4, by_params), 4);
-        const auto heaviest = std::max_element(stages.begin(), stages.end(), [](auto& a, auto& b) {
-            return a.fwd_ms + a.bwd_ms < b.fwd_ms + b.bwd_ms;
-        });
+        const auto heaviest = std::max_element(
+            stages.begin(), stages.end(), [](auto& a, auto& b) { return a.fwd_ms + a.bwd_ms < b.fwd_ms + b.bwd_ms; });
         QCOMPARE(heaviest->stage, 3);
     }
 };

@@ -20,7 +20,10 @@ std::string profile_path(const char* name)
     return std::string(SHARDSCOPE_SOURCE_DIR) + "/resources/profiles/" + name;
 }
 
-bool near(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(b)); }
+bool near(double a, double b)
+{
+    return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(b));
+}
 
 } // namespace
 
@@ -74,7 +77,8 @@ private slots:
             {"name": "c", "params": 3, "fwd_ms": 1, "bwd_ms": 3, "bwd_input_ms": 1, "activation_bytes": 8},
             {"name": "d", "params": 4, "fwd_ms": 1, "bwd_input_ms": 0.5, "bwd_weight_ms": 2, "activation_bytes": 8},
             {"name": "e", "params": 5, "fwd_ms": 1, "bwd_ms": 3, "bwd_weight_ms": 0.5, "activation_bytes": 8}
-        ]})", "t.json");
+        ]})",
+                                             "t.json");
         QCOMPARE(p.name, std::string("t"));
         QVERIFY(near(p.layers[0].bwd_ms, 3.0));
         QVERIFY(near(p.layers[0].bwd_input_ms, 1.5) && near(p.layers[0].bwd_weight_ms, 1.5));
@@ -89,7 +93,8 @@ private slots:
     {
         const Profile p = parse_profile_json(
             R"({"device_tflops": 100, "layers": [{"name": "x", "params": 0,
-                "fwd_flops": 2.5e12, "activation_bytes": 0}]})", "flops.json");
+                "fwd_flops": 2.5e12, "activation_bytes": 0}]})",
+            "flops.json");
         QVERIFY(near(p.layers[0].fwd_ms, 25.0)); // 2.5 TFLOP at 100 TFLOP/s = 25 ms
         QVERIFY(near(p.layers[0].bwd_ms, 50.0));
         QCOMPARE(p.name, std::string("flops")); // file stem when the JSON has no name
@@ -162,26 +167,29 @@ private slots:
         QTest::addColumn<QString>("mentions");
         const QString ok = QStringLiteral(R"({"name": "a", "params": 1, "fwd_ms": 1, "activation_bytes": 1})");
         QTest::newRow("negative cost")
-            << QStringLiteral(R"({"layers": [%1, {"name": "b", "params": 1, "fwd_ms": -1, "activation_bytes": 1}]})").arg(ok)
+            << QStringLiteral(R"({"layers": [%1, {"name": "b", "params": 1, "fwd_ms": -1, "activation_bytes": 1}]})")
+                   .arg(ok)
             << QStringLiteral("layer 1 ('b'): 'fwd_ms' must be a finite number >= 0");
         QTest::newRow("negative bwd")
-            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "bwd_ms": -2, "activation_bytes": 1}]})")
+            << QStringLiteral(
+                   R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "bwd_ms": -2, "activation_bytes": 1}]})")
             << QStringLiteral("'bwd_ms' must be a finite number >= 0");
-        QTest::newRow("missing fwd")
-            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "activation_bytes": 1}]})")
-            << QStringLiteral("layer 0 ('b') has neither 'fwd_ms' nor 'fwd_flops'");
-        QTest::newRow("missing params")
-            << QStringLiteral(R"({"layers": [{"name": "b", "fwd_ms": 1, "activation_bytes": 1}]})")
-            << QStringLiteral("layer 0 ('b') has no 'params'");
+        QTest::newRow("missing fwd") << QStringLiteral(
+                                            R"({"layers": [{"name": "b", "params": 1, "activation_bytes": 1}]})")
+                                     << QStringLiteral("layer 0 ('b') has neither 'fwd_ms' nor 'fwd_flops'");
+        QTest::newRow("missing params") << QStringLiteral(
+                                               R"({"layers": [{"name": "b", "fwd_ms": 1, "activation_bytes": 1}]})")
+                                        << QStringLiteral("layer 0 ('b') has no 'params'");
         QTest::newRow("missing activation_bytes")
             << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1}]})")
             << QStringLiteral("has no 'activation_bytes'");
-        QTest::newRow("missing name")
-            << QStringLiteral(R"({"layers": [{"params": 1, "fwd_ms": 1, "activation_bytes": 1}]})")
-            << QStringLiteral("layer 0 has no 'name'");
+        QTest::newRow("missing name") << QStringLiteral(
+                                             R"({"layers": [{"params": 1, "fwd_ms": 1, "activation_bytes": 1}]})")
+                                      << QStringLiteral("layer 0 has no 'name'");
         QTest::newRow("empty list") << QStringLiteral(R"({"layers": []})") << QStringLiteral("has no layers");
         QTest::newRow("no layers key") << QStringLiteral(R"({"name": "x"})") << QStringLiteral("has no 'layers' list");
-        QTest::newRow("layers not a list") << QStringLiteral(R"({"layers": 3})") << QStringLiteral("'layers' must be a list");
+        QTest::newRow("layers not a list")
+            << QStringLiteral(R"({"layers": 3})") << QStringLiteral("'layers' must be a list");
         QTest::newRow("non-number")
             << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": "1.0", "activation_bytes": 1}]})")
             << QStringLiteral("'fwd_ms' must be a number, not string");
@@ -189,35 +197,44 @@ private slots:
             << QStringLiteral(R"({"layers": [{"name": "b", "params": 1.5, "fwd_ms": 1, "activation_bytes": 1}]})")
             << QStringLiteral("'params' must be a whole number");
         QTest::newRow("unknown key (typo)")
-            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "bwd_weigth_ms": 1, "activation_bytes": 1}]})")
+            << QStringLiteral(
+                   R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "bwd_weigth_ms": 1, "activation_bytes": 1}]})")
             << QStringLiteral("unknown field 'bwd_weigth_ms'");
         QTest::newRow("both fwd forms")
-            << QStringLiteral(R"({"device_tflops": 1, "layers": [{"name": "b", "params": 1, "fwd_ms": 1, "fwd_flops": 1, "activation_bytes": 1}]})")
+            << QStringLiteral(
+                   R"({"device_tflops": 1, "layers": [{"name": "b", "params": 1, "fwd_ms": 1, "fwd_flops": 1, "activation_bytes": 1}]})")
             << QStringLiteral("both 'fwd_ms' and 'fwd_flops'");
         QTest::newRow("flops without throughput")
             << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_flops": 1e9, "activation_bytes": 1}]})")
             << QStringLiteral("no 'device_tflops'");
         QTest::newRow("split does not add up")
-            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "bwd_ms": 2, "bwd_input_ms": 1, "bwd_weight_ms": 2, "activation_bytes": 1}]})")
+            << QStringLiteral(
+                   R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "bwd_ms": 2, "bwd_input_ms": 1, "bwd_weight_ms": 2, "activation_bytes": 1}]})")
             << QStringLiteral("must equal 'bwd_ms'");
         QTest::newRow("half larger than whole")
-            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "bwd_ms": 2, "bwd_input_ms": 3, "activation_bytes": 1}]})")
+            << QStringLiteral(
+                   R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "bwd_ms": 2, "bwd_input_ms": 3, "activation_bytes": 1}]})")
             << QStringLiteral("larger than 'bwd_ms'");
         QTest::newRow("only one half")
-            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "bwd_weight_ms": 1, "activation_bytes": 1}]})")
+            << QStringLiteral(
+                   R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "bwd_weight_ms": 1, "activation_bytes": 1}]})")
             << QStringLiteral("only one of");
         QTest::newRow("not json") << QStringLiteral("{\"layers\": [") << QStringLiteral("is not valid JSON");
         QTest::newRow("not an object") << QStringLiteral("[1, 2]") << QStringLiteral("must be a JSON object");
-        QTest::newRow("layer not object") << QStringLiteral(R"({"layers": [1]})") << QStringLiteral("layer 0 must be an object");
+        QTest::newRow("layer not object")
+            << QStringLiteral(R"({"layers": [1]})") << QStringLiteral("layer 0 must be an object");
         // The memory fields of issue 16.
         QTest::newRow("selective above activations")
-            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 10, "selective_activation_bytes": 11}]})")
+            << QStringLiteral(
+                   R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 10, "selective_activation_bytes": 11}]})")
             << QStringLiteral("layer 0 ('b'): 'selective_activation_bytes' (11) is more than 'activation_bytes' (10)");
         QTest::newRow("negative input_bytes")
-            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 10, "input_bytes": -1}]})")
+            << QStringLiteral(
+                   R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 10, "input_bytes": -1}]})")
             << QStringLiteral("'input_bytes' must be a finite number >= 0");
         QTest::newRow("fractional output_bytes")
-            << QStringLiteral(R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 10, "output_bytes": 0.5}]})")
+            << QStringLiteral(
+                   R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 10, "output_bytes": 0.5}]})")
             << QStringLiteral("'output_bytes' must be a whole number");
         QTest::newRow("half a shape")
             << QStringLiteral(R"({"seq_len": 4096, "hidden_size": 4096, "layers": [%1]})").arg(ok)
@@ -228,9 +245,8 @@ private slots:
         QTest::newRow("micro batch not a number")
             << QStringLiteral(R"({"micro_batch_size": "1", "layers": [%1]})").arg(ok)
             << QStringLiteral("'micro_batch_size' must be a number, not string");
-        QTest::newRow("bad device_tflops")
-            << QStringLiteral(R"({"device_tflops": 0, "layers": [%1]})").arg(ok)
-            << QStringLiteral("'device_tflops' must be a number > 0");
+        QTest::newRow("bad device_tflops") << QStringLiteral(R"({"device_tflops": 0, "layers": [%1]})").arg(ok)
+                                           << QStringLiteral("'device_tflops' must be a number > 0");
     }
     void malformedJsonIsRejected()
     {
@@ -240,8 +256,7 @@ private slots:
         QVERIFY2(problem.has_value(), "no error for a malformed profile");
         QCOMPARE(problem->kind, ProblemKind::invalid_profile);
         QVERIFY2(problem->message.find("profile bad.json: ") == 0, problem->message.c_str());
-        QVERIFY2(problem->message.find(mentions.toStdString()) != std::string::npos,
-                 problem->message.c_str());
+        QVERIFY2(problem->message.find(mentions.toStdString()) != std::string::npos, problem->message.c_str());
     }
 
     void malformedCsvIsRejected_data()
@@ -251,36 +266,30 @@ private slots:
         QTest::newRow("bad header (unknown column)")
             << QStringLiteral("name,params,fwd,bwd_ms,activation_bytes\na,1,1,2,3\n")
             << QStringLiteral("bad CSV header: unknown column 'fwd'");
-        QTest::newRow("bad header (missing column)")
-            << QStringLiteral("name,fwd_ms,bwd_ms,activation_bytes\na,1,2,3\n")
-            << QStringLiteral("bad CSV header: no 'params' column");
-        QTest::newRow("bad header (no fwd)")
-            << QStringLiteral("name,params,bwd_ms,activation_bytes\na,1,2,3\n")
-            << QStringLiteral("no 'fwd_ms' (or 'fwd_flops') column");
-        QTest::newRow("duplicate column")
-            << QStringLiteral("name,params,fwd_ms,fwd_ms,activation_bytes\na,1,1,1,3\n")
-            << QStringLiteral("appears twice");
-        QTest::newRow("non-number")
-            << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\na,1,1,2,3\nb,1,fast,2,3\n")
-            << QStringLiteral("line 3: 'fwd_ms' must be a number, not 'fast'");
-        QTest::newRow("negative")
-            << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\na,1,1,-2,3\n")
-            << QStringLiteral("line 2, layer 0 ('a'): 'bwd_ms' must be a finite number >= 0");
-        QTest::newRow("missing value")
-            << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\na,,1,2,3\n")
-            << QStringLiteral("line 2, layer 0 ('a') has no 'params'");
-        QTest::newRow("field count")
-            << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\na,1,1,2\n")
-            << QStringLiteral("line 2 has 4 fields, the header 5");
+        QTest::newRow("bad header (missing column)") << QStringLiteral("name,fwd_ms,bwd_ms,activation_bytes\na,1,2,3\n")
+                                                     << QStringLiteral("bad CSV header: no 'params' column");
+        QTest::newRow("bad header (no fwd)") << QStringLiteral("name,params,bwd_ms,activation_bytes\na,1,2,3\n")
+                                             << QStringLiteral("no 'fwd_ms' (or 'fwd_flops') column");
+        QTest::newRow("duplicate column") << QStringLiteral("name,params,fwd_ms,fwd_ms,activation_bytes\na,1,1,1,3\n")
+                                          << QStringLiteral("appears twice");
+        QTest::newRow("non-number") << QStringLiteral(
+                                           "name,params,fwd_ms,bwd_ms,activation_bytes\na,1,1,2,3\nb,1,fast,2,3\n")
+                                    << QStringLiteral("line 3: 'fwd_ms' must be a number, not 'fast'");
+        QTest::newRow("negative") << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\na,1,1,-2,3\n")
+                                  << QStringLiteral("line 2, layer 0 ('a'): 'bwd_ms' must be a finite number >= 0");
+        QTest::newRow("missing value") << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\na,,1,2,3\n")
+                                       << QStringLiteral("line 2, layer 0 ('a') has no 'params'");
+        QTest::newRow("field count") << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\na,1,1,2\n")
+                                     << QStringLiteral("line 2 has 4 fields, the header 5");
         QTest::newRow("empty file") << QString() << QStringLiteral("is empty");
-        QTest::newRow("header only")
-            << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\n") << QStringLiteral("has no layers");
+        QTest::newRow("header only") << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\n")
+                                     << QStringLiteral("has no layers");
         QTest::newRow("unterminated quote")
             << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\n\"a,1,1,2,3\n")
             << QStringLiteral("line 2 has an unterminated quote");
-        QTest::newRow("bad directive")
-            << QStringLiteral("# device_tflops 5\nname,params,fwd_flops,activation_bytes\na,1,1,3\n")
-            << QStringLiteral("'# device_tflops=<TFLOP/s>'");
+        QTest::newRow("bad directive") << QStringLiteral(
+                                              "# device_tflops 5\nname,params,fwd_flops,activation_bytes\na,1,1,3\n")
+                                       << QStringLiteral("'# device_tflops=<TFLOP/s>'");
         QTest::newRow("directive without value")
             << QStringLiteral("# seq_len=\nname,params,fwd_ms,activation_bytes\na,1,1,3\n")
             << QStringLiteral("line 1: 'seq_len' has no value");
@@ -296,8 +305,7 @@ private slots:
         QVERIFY2(problem.has_value(), "no error for a malformed CSV profile");
         QCOMPARE(problem->kind, ProblemKind::invalid_profile);
         QVERIFY2(problem->message.find("profile bad.csv: ") == 0, problem->message.c_str());
-        QVERIFY2(problem->message.find(mentions.toStdString()) != std::string::npos,
-                 problem->message.c_str());
+        QVERIFY2(problem->message.find(mentions.toStdString()) != std::string::npos, problem->message.c_str());
     }
 
     void missingFileIsCannotOpen()

@@ -37,8 +37,8 @@ class TestPipelineSchedule : public QObject {
 private slots:
     void kindNames()
     {
-        for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
-                                  ScheduleKind::interleaved, ScheduleKind::zb_h1})
+        for (ScheduleKind kind :
+             {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved, ScheduleKind::zb_h1})
             QCOMPARE(parse_schedule_kind(to_string(kind)), std::optional<ScheduleKind>(kind));
         QCOMPARE(to_string(ScheduleKind::zb_h1), std::string_view("zb-h1"));
         QVERIFY(!parse_schedule_kind("pipedream").has_value());
@@ -79,8 +79,7 @@ private slots:
                              "F3.1 B3.1 B2.0 B3.0"));
         // M == N: Megatron runs all forwards first
         const Schedule all_warm = build_schedule({ScheduleKind::interleaved, 2, 2, 2, 0.0});
-        QCOMPARE(render(all_warm.stage_ops[1], true),
-                 std::string("F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0"));
+        QCOMPARE(render(all_warm.stage_ops[1], true), std::string("F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0"));
     }
 
     void zbH1DefersWeightGradients()
@@ -88,10 +87,8 @@ private slots:
         const int n = 4, m = 6;
         const Schedule s = build_schedule({ScheduleKind::zb_h1, n, m, 1, 0.0});
         QVERIFY(s.split_backward);
-        QCOMPARE(render(s.stage_ops[0], false),
-                 std::string("F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 B3 W3 B4 W4 B5 W5"));
-        QCOMPARE(render(s.stage_ops[3], false),
-                 std::string("F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 W3 W4 W5"));
+        QCOMPARE(render(s.stage_ops[0], false), std::string("F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 B3 W3 B4 W4 B5 W5"));
+        QCOMPARE(render(s.stage_ops[3], false), std::string("F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 W3 W4 W5"));
         for (int stage = 0; stage < n; ++stage) {
             const auto& ops = s.stage_ops[stage];
             QCOMPARE(ops.size(), std::size_t(3 * m));
@@ -142,8 +139,7 @@ private slots:
                 QTest::addRow("zb-h1 %d %d", n, m) << int(ScheduleKind::zb_h1) << n << m << 1;
                 for (int v : {2, 3})
                     if (m % n == 0)
-                        QTest::addRow("interleaved %d %d %d", n, m, v)
-                            << int(ScheduleKind::interleaved) << n << m << v;
+                        QTest::addRow("interleaved %d %d %d", n, m, v) << int(ScheduleKind::interleaved) << n << m << v;
             }
     }
     void everyStageRunsEachOpOnce()

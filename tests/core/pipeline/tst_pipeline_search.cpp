@@ -23,8 +23,13 @@ Profile decoder(int blocks)
     Profile profile;
     profile.name = "decoder";
     auto layer = [](std::string name, std::int64_t params, double fwd, std::int64_t act) {
-        return Layer{.name = std::move(name), .params = params, .fwd_ms = fwd, .bwd_ms = 2 * fwd,
-                     .bwd_input_ms = fwd, .bwd_weight_ms = fwd, .activation_bytes = act};
+        return Layer{.name = std::move(name),
+                     .params = params,
+                     .fwd_ms = fwd,
+                     .bwd_ms = 2 * fwd,
+                     .bwd_input_ms = fwd,
+                     .bwd_weight_ms = fwd,
+                     .activation_bytes = act};
     };
     profile.layers.push_back(layer("embed", 50'000'000, 0.1, 10'000'000));
     for (int i = 0; i < blocks; ++i)
@@ -46,8 +51,12 @@ Profile counterexample()
     const int act[] = {1, 1, 5, 1};
     const double fwd[] = {1, 1, 2, 2};
     for (int i = 0; i < 4; ++i)
-        profile.layers.push_back(Layer{.name = "l" + std::to_string(i), .params = 1000, .fwd_ms = fwd[i],
-                                       .bwd_ms = 2 * fwd[i], .bwd_input_ms = fwd[i], .bwd_weight_ms = fwd[i],
+        profile.layers.push_back(Layer{.name = "l" + std::to_string(i),
+                                       .params = 1000,
+                                       .fwd_ms = fwd[i],
+                                       .bwd_ms = 2 * fwd[i],
+                                       .bwd_input_ms = fwd[i],
+                                       .bwd_weight_ms = fwd[i],
                                        .activation_bytes = act[i] * GiB});
     return profile;
 }
@@ -72,8 +81,10 @@ Profile random_profile(int layer_count, Pick& pick)
         const double fwd = pick(1, 6);
         profile.layers.push_back(Layer{.name = "l" + std::to_string(l),
                                        .params = std::int64_t(pick(1, 4000)) * 1000,
-                                       .fwd_ms = fwd, .bwd_ms = 2 * fwd,
-                                       .bwd_input_ms = fwd, .bwd_weight_ms = fwd,
+                                       .fwd_ms = fwd,
+                                       .bwd_ms = 2 * fwd,
+                                       .bwd_input_ms = fwd,
+                                       .bwd_weight_ms = fwd,
                                        .activation_bytes = std::int64_t(pick(1, 3000)) * 1'000'000});
     }
     return profile;
@@ -94,7 +105,7 @@ void each_cut(int layers, int pieces, std::vector<int>& cut, const std::function
 
 struct Seen {
     std::vector<int> cut;
-    double bound;      // busiest piece
+    double bound; // busiest piece
     std::int64_t peak; // peak memory
 };
 
@@ -145,15 +156,14 @@ class TestPipelineSearch : public QObject {
 private slots:
     void inFlightFromTheOpOrderMatchesTheSimulator()
     {
-        for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
-                                  ScheduleKind::interleaved, ScheduleKind::zb_h1})
+        for (ScheduleKind kind :
+             {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved, ScheduleKind::zb_h1})
             for (int n : {1, 2, 4, 8})
                 for (int m : {n, 2 * n, 3 * n + 1}) {
                     const int v = kind == ScheduleKind::interleaved ? 2 : 1;
                     if (kind == ScheduleKind::interleaved && m % n != 0)
                         continue;
-                    const ScheduleSpec spec{.kind = kind, .stages = n, .microbatches = m,
-                                            .virtual_stages = v};
+                    const ScheduleSpec spec{.kind = kind, .stages = n, .microbatches = m, .virtual_stages = v};
                     const Schedule schedule = build_schedule(spec);
                     const Profile profile = uniform_profile(n * v);
                     const Plan plan = make_plan(profile, schedule, partition(profile, n * v, {}));
@@ -166,18 +176,15 @@ private slots:
     void memoryFitCutFitsAndIsFastest()
     {
         const Profile profile = decoder(14); // 16 layers
-        const Schedule schedule = build_schedule({.kind = ScheduleKind::one_f_one_b, .stages = 4,
-                                                  .microbatches = 16});
+        const Schedule schedule = build_schedule({.kind = ScheduleKind::one_f_one_b, .stages = 4, .microbatches = 16});
         const TrainingOptions options{.dp = 1};
         // The compute-balanced cut and its memory; then a limit just below it.
-        const StepPlan fastest = make_step_plan(profile, schedule,
-                                                partition(profile, 4, {.method = PartitionMethod::compute}),
-                                                options);
+        const StepPlan fastest =
+            make_step_plan(profile, schedule, partition(profile, 4, {.method = PartitionMethod::compute}), options);
         const std::int64_t limit = fastest.peak_memory_bytes - 1;
         const auto cut = memory_fit_boundaries(profile, schedule, options, limit);
         QVERIFY(cut.has_value());
-        const StepPlan fitted = make_step_plan(profile, schedule, *cut,
-                                               TrainingOptions{.gpu_memory_bytes = limit});
+        const StepPlan fitted = make_step_plan(profile, schedule, *cut, TrainingOptions{.gpu_memory_bytes = limit});
         QVERIFY(fitted.fits);
         // Stage 0 keeps 4 microbatches in flight, the last 1: the fitting cut moves layers back.
         QVERIFY(fitted.plan.stages[0].layer_count <= fastest.plan.stages[0].layer_count);
@@ -187,8 +194,8 @@ private slots:
         for (int a = 1; a < 16; ++a)
             for (int b = a + 1; b < 16; ++b)
                 for (int c = b + 1; c < 16; ++c) {
-                    const StepPlan p = make_step_plan(profile, schedule, {a, b, c},
-                                                      TrainingOptions{.gpu_memory_bytes = limit});
+                    const StepPlan p =
+                        make_step_plan(profile, schedule, {a, b, c}, TrainingOptions{.gpu_memory_bytes = limit});
                     if (!p.fits)
                         continue;
                     double bound = 0;
@@ -236,8 +243,8 @@ private slots:
             const int m = pick(0, 1) ? stages : 2 * stages + 1;
             const Schedule schedule = build_schedule({.kind = kind, .stages = stages, .microbatches = m});
             const int dp = 1 << pick(0, 2);
-            const TrainingOptions options{.dp = dp, .zero = pick(0, 3),
-                                          .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
+            const TrainingOptions options{
+                .dp = dp, .zero = pick(0, 3), .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
             const std::vector<Seen> all = every_cut(profile, schedule, options);
             const auto [least, limit, best_bound, best_peak] = brute_force(all, pick);
             const auto found = memory_fit_boundaries(profile, schedule, options, limit);
@@ -277,10 +284,10 @@ private slots:
             const int layer_count = pick(stages * v, stages * v + 3);
             const Profile profile = random_profile(layer_count, pick);
             const int m = stages * pick(1, 3);
-            const Schedule schedule = build_schedule({.kind = ScheduleKind::interleaved, .stages = stages,
-                                                      .microbatches = m, .virtual_stages = v});
-            const TrainingOptions options{.dp = 1 << pick(0, 2), .zero = pick(0, 3),
-                                          .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
+            const Schedule schedule = build_schedule(
+                {.kind = ScheduleKind::interleaved, .stages = stages, .microbatches = m, .virtual_stages = v});
+            const TrainingOptions options{
+                .dp = 1 << pick(0, 2), .zero = pick(0, 3), .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
             const std::vector<Seen> all = every_cut(profile, schedule, options);
             const auto [least, limit, best_bound, best_peak] = brute_force(all, pick);
             const std::string where = "trial " + std::to_string(trial);
@@ -327,24 +334,26 @@ private slots:
     {
         const Profile profile = decoder(30); // 32 layers: C(31, 7) cuts, the local search
         const TrainingOptions options{.dp = 1};
-        const Schedule schedule = build_schedule({.kind = ScheduleKind::interleaved, .stages = 4,
-                                                  .microbatches = 8, .virtual_stages = 2});
-        const StepPlan fastest = make_step_plan(
-            profile, schedule, partition(profile, 8, {.method = PartitionMethod::compute}), options);
+        const Schedule schedule =
+            build_schedule({.kind = ScheduleKind::interleaved, .stages = 4, .microbatches = 8, .virtual_stages = 2});
+        const StepPlan fastest =
+            make_step_plan(profile, schedule, partition(profile, 8, {.method = PartitionMethod::compute}), options);
         const std::int64_t limit = fastest.peak_memory_bytes - 1;
-        const SearchSpec spec{.gpus = 4, .global_batch = 8, .micro_batch_size = 1, .gpu_memory_bytes = limit,
-                              .schedules = {ScheduleKind::interleaved}, .recompute = {Recompute::none},
+        const SearchSpec spec{.gpus = 4,
+                              .global_batch = 8,
+                              .micro_batch_size = 1,
+                              .gpu_memory_bytes = limit,
+                              .schedules = {ScheduleKind::interleaved},
+                              .recompute = {Recompute::none},
                               .max_virtual_stages = 2};
         const SearchResult result = search_plans(profile, spec);
-        const auto it = std::find_if(result.candidates.begin(), result.candidates.end(), [](const Candidate& c) {
-            return c.pp == 4 && c.virtual_stages == 2 && c.fits;
-        });
+        const auto it = std::find_if(result.candidates.begin(), result.candidates.end(),
+                                     [](const Candidate& c) { return c.pp == 4 && c.virtual_stages == 2 && c.fits; });
         QVERIFY(it != result.candidates.end());
         QVERIFY2(it->partition.rfind("manual:", 0) == 0, it->partition.c_str());
-        const StepPlan again = make_step_plan(profile, {.kind = ScheduleKind::interleaved, .stages = 4,
-                                                        .microbatches = 8, .virtual_stages = 2},
-                                              parse_partition_spec(it->partition),
-                                              TrainingOptions{.gpu_memory_bytes = limit});
+        const StepPlan again = make_step_plan(
+            profile, {.kind = ScheduleKind::interleaved, .stages = 4, .microbatches = 8, .virtual_stages = 2},
+            parse_partition_spec(it->partition), TrainingOptions{.gpu_memory_bytes = limit});
         QVERIFY(again.fits);
         QCOMPARE(again.step_time, it->step_time);
         QCOMPARE(again.peak_memory_bytes, it->peak_memory_bytes);
@@ -359,8 +368,12 @@ private slots:
     // backward then crosses stage 1 (2 ms) and stage 0 (2 ms): step time 78 ms.
     void searchFindsTheHandWorkedWinner()
     {
-        const SearchSpec spec{.gpus = 3, .global_batch = 6, .micro_batch_size = 1, .gpu_memory_bytes = 8 * GiB,
-                              .schedules = {ScheduleKind::one_f_one_b}, .recompute = {Recompute::none}};
+        const SearchSpec spec{.gpus = 3,
+                              .global_batch = 6,
+                              .micro_batch_size = 1,
+                              .gpu_memory_bytes = 8 * GiB,
+                              .schedules = {ScheduleKind::one_f_one_b},
+                              .recompute = {Recompute::none}};
         const SearchResult result = search_plans(counterexample(), spec);
         QCOMPARE(result.fitting, std::size_t(1));
         const Candidate& best = result.candidates.front();
@@ -384,8 +397,7 @@ private slots:
 
     void tooLargeToSimulateIsCountedAndNamed()
     {
-        const SearchSpec spec{.gpus = 1, .global_batch = 1 << 30, .micro_batch_size = 1,
-                              .gpu_memory_bytes = 80 * GiB};
+        const SearchSpec spec{.gpus = 1, .global_batch = 1 << 30, .micro_batch_size = 1, .gpu_memory_bytes = 80 * GiB};
         const auto problem = error_of([&] { search_plans(decoder(2), spec); });
         QCOMPARE(problem->kind, ProblemKind::invalid_argument);
         QVERIFY2(problem->message.find("no configuration of 1 GPU is small enough to simulate (3 skipped") == 0,
@@ -396,8 +408,11 @@ private slots:
     void searchRanksAndCounts()
     {
         const Profile profile = decoder(14);
-        SearchSpec spec{.gpus = 8, .global_batch = 32, .micro_batch_size = 1,
-                        .gpu_memory_bytes = std::int64_t(8) << 30, .link_gbps = 100.0};
+        SearchSpec spec{.gpus = 8,
+                        .global_batch = 32,
+                        .micro_batch_size = 1,
+                        .gpu_memory_bytes = std::int64_t(8) << 30,
+                        .link_gbps = 100.0};
         const SearchResult result = search_plans(profile, spec);
         QVERIFY(result.fitting > 0);
         QVERIFY(result.candidates.size() >= result.fitting);
@@ -431,13 +446,19 @@ private slots:
 
     void whyRunnersUpLose()
     {
-        const Candidate best{.pp = 4, .dp = 2, .step_time = 100, .makespan = 90, .compute_ms = 80,
-                             .bubble_fraction = 0.1, .exposed_allreduce_ms = 10};
+        const Candidate best{.pp = 4,
+                             .dp = 2,
+                             .step_time = 100,
+                             .makespan = 90,
+                             .compute_ms = 80,
+                             .bubble_fraction = 0.1,
+                             .exposed_allreduce_ms = 10};
         Candidate slower = best;
         slower.dp = 8;
         slower.step_time = 110;
         slower.exposed_allreduce_ms = 20;
-        QCOMPARE(why_slower(slower, best), std::string("+10 ms (+10 %): 10 ms more exposed gradient all-reduce (dp 8 vs 2)"));
+        QCOMPARE(why_slower(slower, best),
+                 std::string("+10 ms (+10 %): 10 ms more exposed gradient all-reduce (dp 8 vs 2)"));
         slower = best;
         slower.recompute = Recompute::full;
         slower.step_time = slower.makespan = 130;
@@ -458,8 +479,8 @@ private slots:
     void localSearchHonoursCancel()
     {
         const Profile profile = decoder(30); // C(31, 7) cuts: the local search
-        const Schedule schedule = build_schedule({.kind = ScheduleKind::interleaved, .stages = 4,
-                                                  .microbatches = 8, .virtual_stages = 2});
+        const Schedule schedule =
+            build_schedule({.kind = ScheduleKind::interleaved, .stages = 4, .microbatches = 8, .virtual_stages = 2});
         std::atomic<bool> cancel{true};
         const auto problem = error_of([&] { memory_cuts(profile, schedule, {}, 1, &cancel); });
         QVERIFY(problem);
@@ -472,8 +493,8 @@ private slots:
 
     void cancelledSearchStops()
     {
-        const SearchSpec spec{.gpus = 8, .global_batch = 32, .micro_batch_size = 1,
-                              .gpu_memory_bytes = std::int64_t(8) << 30};
+        const SearchSpec spec{
+            .gpus = 8, .global_batch = 32, .micro_batch_size = 1, .gpu_memory_bytes = std::int64_t(8) << 30};
         std::atomic<bool> cancel{false};
         QVERIFY(!search_plans(decoder(14), spec, &cancel).candidates.empty()); // unset: no effect
         cancel = true;
@@ -485,8 +506,8 @@ private slots:
     void badInputIsOneSentence()
     {
         const Profile profile = decoder(2);
-        const SearchSpec ok{.gpus = 4, .global_batch = 8, .micro_batch_size = 2,
-                            .gpu_memory_bytes = std::int64_t(80) << 30};
+        const SearchSpec ok{
+            .gpus = 4, .global_batch = 8, .micro_batch_size = 2, .gpu_memory_bytes = std::int64_t(80) << 30};
         SearchSpec spec = ok;
         spec.global_batch = 9;
         auto problem = error_of([&] { search_plans(profile, spec); });

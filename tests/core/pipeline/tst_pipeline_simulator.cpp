@@ -26,14 +26,20 @@ Plan uniform_plan(ScheduleKind kind, int n, int m, int v = 1, double latency = 0
     return make_plan(profile, ScheduleSpec{kind, n, m, v, latency}, partition(profile, n * v, {}));
 }
 
-bool exact(double a, double b) { return std::fabs(a - b) <= 1e-12; }
+bool exact(double a, double b)
+{
+    return std::fabs(a - b) <= 1e-12;
+}
 
 QString describe(const Timeline& t)
 {
     return QStringLiteral("%1 N=%2 M=%3 v=%4: simulated %5, closed form %6")
         .arg(QString::fromLatin1(to_string(t.spec.kind).data()))
-        .arg(t.spec.stages).arg(t.spec.microbatches).arg(t.spec.virtual_stages)
-        .arg(t.bubble_fraction, 0, 'g', 17).arg(t.closed_form_bubble, 0, 'g', 17);
+        .arg(t.spec.stages)
+        .arg(t.spec.microbatches)
+        .arg(t.spec.virtual_stages)
+        .arg(t.bubble_fraction, 0, 'g', 17)
+        .arg(t.closed_form_bubble, 0, 'g', 17);
 }
 
 // Checks what any valid simulation must satisfy, from the op list alone: ops on a stage do not
@@ -159,7 +165,9 @@ private slots:
                     idle_zb += zb.stage_stats[s].idle;
                     QVERIFY2(zb.stage_stats[s].peak_activations <= n,
                              qPrintable(QStringLiteral("zb-h1 N=%1 M=%2 stage %3 holds %4")
-                                            .arg(n).arg(m).arg(s)
+                                            .arg(n)
+                                            .arg(m)
+                                            .arg(s)
                                             .arg(zb.stage_stats[s].peak_activations)));
                 }
                 QVERIFY(exact(3 * idle_zb, idle_1f1b));
@@ -185,21 +193,19 @@ private slots:
             }
         // Bytes follow the pieces: on the decoder the LM head's stage holds the most per
         // microbatch even though 1F1B keeps only one of them in flight there.
-        const Profile decoder = load_profile(std::string(SHARDSCOPE_SOURCE_DIR) +
-                                             "/resources/profiles/decoder-7b-32.json");
+        const Profile decoder =
+            load_profile(std::string(SHARDSCOPE_SOURCE_DIR) + "/resources/profiles/decoder-7b-32.json");
         const auto boundaries = partition(decoder, 4, {PartitionMethod::compute, {}});
         const Plan plan = make_plan(decoder, ScheduleSpec{ScheduleKind::one_f_one_b, 4, 8, 1, 0.0}, boundaries);
         for (int s = 0; s < 4; ++s)
-            QCOMPARE(plan.timeline.stage_stats[s].peak_activation_bytes,
-                     plan.pieces[s].activation_bytes * (4 - s));
+            QCOMPARE(plan.timeline.stage_stats[s].peak_activation_bytes, plan.pieces[s].activation_bytes * (4 - s));
     }
 
     void stageStatsAddUp()
     {
-        const Profile uneven =
-            load_profile(std::string(SHARDSCOPE_SOURCE_DIR) + "/resources/profiles/uneven.json");
-        for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
-                                  ScheduleKind::interleaved, ScheduleKind::zb_h1}) {
+        const Profile uneven = load_profile(std::string(SHARDSCOPE_SOURCE_DIR) + "/resources/profiles/uneven.json");
+        for (ScheduleKind kind :
+             {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved, ScheduleKind::zb_h1}) {
             const int v = kind == ScheduleKind::interleaved ? 2 : 1;
             const ScheduleSpec spec{kind, 3, 6, v, 0.25};
             const auto boundaries = partition(uneven, 3 * v, {PartitionMethod::compute, {}});
@@ -284,8 +290,7 @@ private slots:
         const auto own = error_of([&] { simulate(schedule, pieces); });
         QVERIFY(own.has_value());
         QCOMPARE(own->kind, ProblemKind::deadlock);
-        QVERIFY2(own->message.find("which comes later in its list") != std::string::npos,
-                 own->message.c_str());
+        QVERIFY2(own->message.find("which comes later in its list") != std::string::npos, own->message.c_str());
     }
 
     void malformedOpListsAreRejected()
@@ -314,8 +319,8 @@ private slots:
         const Plan plan = uniform_plan(ScheduleKind::interleaved, 2, 4, 2);
         const Timeline& t = plan.timeline;
         const nlohmann::json j = to_json(t, plan.pieces);
-        for (const char* key : {"schedule", "stages", "microbatches", "virtual_stages", "makespan",
-                                "bubble_fraction", "closed_form_bubble", "stage_stats", "ops"})
+        for (const char* key : {"schedule", "stages", "microbatches", "virtual_stages", "makespan", "bubble_fraction",
+                                "closed_form_bubble", "stage_stats", "ops"})
             QVERIFY2(j.contains(key), key);
         QCOMPARE(j["schedule"].get<std::string>(), std::string("interleaved"));
         QCOMPARE(j["ops"].size(), t.ops.size());

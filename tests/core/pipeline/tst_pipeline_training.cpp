@@ -18,7 +18,10 @@ using problemcheck::error_of;
 
 namespace {
 
-bool exact(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }
+bool exact(double a, double b)
+{
+    return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b));
+}
 
 // `count` identical layers with chosen costs and sizes (designated, so every field is named).
 Profile layers(int count, double fwd, double bwd, std::int64_t params, std::int64_t activation,
@@ -38,11 +41,11 @@ Profile layers(int count, double fwd, double bwd, std::int64_t params, std::int6
     return profile;
 }
 
-StepPlan step(const Profile& profile, ScheduleKind kind, int n, int m, int v = 1,
-              TrainingOptions options = {}, double latency = 0.0)
+StepPlan step(const Profile& profile, ScheduleKind kind, int n, int m, int v = 1, TrainingOptions options = {},
+              double latency = 0.0)
 {
-    const ScheduleSpec spec{.kind = kind, .stages = n, .microbatches = m, .virtual_stages = v,
-                            .p2p_latency_ms = latency};
+    const ScheduleSpec spec{
+        .kind = kind, .stages = n, .microbatches = m, .virtual_stages = v, .p2p_latency_ms = latency};
     return make_step_plan(profile, spec, PartitionSpec{}, options);
 }
 
@@ -97,8 +100,7 @@ private slots:
                     // Korthikanti et al.'s form for the first stage with M > N: N (1 + (N-1)/(N v))
                     // stage-activations, a stage's being v chunks' worth.
                     if (m > n)
-                        QVERIFY(exact(inter.memory[0].activations / (1000.0 * v),
-                                      n * (1.0 + (n - 1.0) / (n * v))));
+                        QVERIFY(exact(inter.memory[0].activations / (1000.0 * v), n * (1.0 + (n - 1.0) / (n * v))));
                 }
     }
 
@@ -106,8 +108,8 @@ private slots:
     {
         // Rajbhandari et al. 2020, figure 1: 16, 4 + 12/D, 2 + 14/D, 16/D bytes a parameter, here
         // as the literal numbers for D = 1, 8 and 64 (the fractions are exact in binary).
-        const double expected[3][4] = {{16, 16, 16, 16},       // D = 1: nothing to shard over
-                                       {16, 5.5, 3.75, 2},     // D = 8: 4 + 1.5, 2 + 1.75, 16/8
+        const double expected[3][4] = {{16, 16, 16, 16}, // D = 1: nothing to shard over
+                                       {16, 5.5, 3.75, 2}, // D = 8: 4 + 1.5, 2 + 1.75, 16/8
                                        {16, 4.1875, 2.21875, 0.25}}; // D = 64
         const int degrees[3] = {1, 8, 64};
         for (int row = 0; row < 3; ++row)
@@ -116,8 +118,8 @@ private slots:
                 QCOMPARE(bytes_per_param(z, d).total(), expected[row][z]);
                 // The stage totals: 4 layers of 1024 params per stage, divisible by every D.
                 const Profile profile = layers(8, 1.0, 2.0, 1024, 0);
-                const StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 2, 4, 1,
-                                           TrainingOptions{.dp = d, .zero = z});
+                const StepPlan plan =
+                    step(profile, ScheduleKind::one_f_one_b, 2, 4, 1, TrainingOptions{.dp = d, .zero = z});
                 const StageMemory& m = plan.memory[1];
                 QCOMPARE(m.activations, std::int64_t(0));
                 QCOMPARE(double(m.total), 4096 * expected[row][z]);
@@ -132,14 +134,14 @@ private slots:
         QCOMPARE(z3.optimizer, 1.5);
         // 4096 params under ZeRO-2 over 8 ranks: 8192 B of weights, 1024 of gradients, 6144 of
         // optimizer state.
-        const StepPlan z2 = step(layers(8, 1.0, 2.0, 1024, 0), ScheduleKind::one_f_one_b, 2, 4, 1,
-                                 TrainingOptions{.dp = 8, .zero = 2});
+        const StepPlan z2 =
+            step(layers(8, 1.0, 2.0, 1024, 0), ScheduleKind::one_f_one_b, 2, 4, 1, TrainingOptions{.dp = 8, .zero = 2});
         QCOMPARE(z2.memory[1].weights, std::int64_t(8192));
         QCOMPARE(z2.memory[1].gradients, std::int64_t(1024));
         QCOMPARE(z2.memory[1].optimizer, std::int64_t(6144));
         // A buffer that does not divide is padded to D equal shards.
-        const StepPlan odd = step(layers(1, 1, 2, 10, 0), ScheduleKind::gpipe, 1, 1, 1,
-                                  TrainingOptions{.dp = 4, .zero = 3});
+        const StepPlan odd =
+            step(layers(1, 1, 2, 10, 0), ScheduleKind::gpipe, 1, 1, 1, TrainingOptions{.dp = 4, .zero = 3});
         QCOMPARE(odd.memory[0].weights, std::int64_t(3 * 2));
     }
 
@@ -158,9 +160,9 @@ private slots:
     {
         Profile profile = layers(4, 4.0, 8.0, 1'000'000, 59'768'832, 0);
         profile.shape = ModelShape{.seq_len = 1024, .hidden_size = 512, .attention_heads = 8};
-        const StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 2, 4, 1,
-                                   TrainingOptions{.dp = 2, .zero = 1, .recompute = Recompute::selective,
-                                                   .link_gbps = 100.0});
+        const StepPlan plan =
+            step(profile, ScheduleKind::one_f_one_b, 2, 4, 1,
+                 TrainingOptions{.dp = 2, .zero = 1, .recompute = Recompute::selective, .link_gbps = 100.0});
         QCOMPARE(layer_selective_bytes(profile, profile.layers[0]), std::int64_t(17'825'792));
         QVERIFY(exact(layer_selective_recompute_ms(profile, profile.layers[0]), 1.0));
         QVERIFY(exact(plan.plan.timeline.makespan, 130.0));
@@ -176,9 +178,8 @@ private slots:
     void nonFiniteTimesAreRefused()
     {
         const Profile profile = layers(2, 1.0, 2.0, 1000, 1000, std::int64_t(1) << 40);
-        const auto problem = error_of([&] {
-            step(profile, ScheduleKind::gpipe, 2, 2, 1, TrainingOptions{.dp = 2, .link_gbps = 1e-306});
-        });
+        const auto problem = error_of(
+            [&] { step(profile, ScheduleKind::gpipe, 2, 2, 1, TrainingOptions{.dp = 2, .link_gbps = 1e-306}); });
         QCOMPARE(problem->kind, ProblemKind::invalid_argument);
         QVERIFY2(problem->message.find("not a finite number") != std::string::npos, problem->message.c_str());
     }
@@ -192,8 +193,8 @@ private slots:
                 const Profile profile = layers(n, F, B, 1, 340);
                 const double none = step(profile, ScheduleKind::one_f_one_b, n, m).plan.timeline.makespan;
                 QVERIFY(exact(none, (m + n - 1) * (F + B)));
-                const StepPlan full = step(profile, ScheduleKind::one_f_one_b, n, m, 1,
-                                           TrainingOptions{.recompute = Recompute::full});
+                const StepPlan full =
+                    step(profile, ScheduleKind::one_f_one_b, n, m, 1, TrainingOptions{.recompute = Recompute::full});
                 QVERIFY(exact(full.plan.timeline.makespan, (m + n - 1) * (2 * F + B)));
                 QVERIFY(exact(full.step_time, full.plan.timeline.makespan)); // no DP, no all-reduce
                 // Without a shape nothing is known to drop: selective changes nothing.
@@ -218,11 +219,10 @@ private slots:
 
         // 4 stages of 2 blocks under 1F1B, M = 8: stage s keeps N - s microbatches.
         for (Recompute mode : {Recompute::none, Recompute::selective, Recompute::full}) {
-            const StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 4, 8, 1,
-                                       TrainingOptions{.recompute = mode});
-            const std::int64_t kept = mode == Recompute::none        ? full_bytes
-                                      : mode == Recompute::selective ? 34 * s * b * h
-                                                                     : 2 * s * b * h;
+            const StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 4, 8, 1, TrainingOptions{.recompute = mode});
+            const std::int64_t kept = mode == Recompute::none ? full_bytes
+                : mode == Recompute::selective                ? 34 * s * b * h
+                                                              : 2 * s * b * h;
             // Recomputing one layer brings back what it did not keep, for one microbatch.
             const std::int64_t working = full_bytes - kept;
             for (int stage = 0; stage < 4; ++stage)
@@ -243,8 +243,8 @@ private slots:
         for (double gbps : {100.0, 400.0})
             for (double latency : {0.0, 0.02}) {
                 const Profile profile = layers(4, 1.0, 2.0, 1, 1, bytes);
-                const StepPlan plan = step(profile, ScheduleKind::gpipe, 4, 8, 1,
-                                           TrainingOptions{.link_gbps = gbps}, latency);
+                const StepPlan plan =
+                    step(profile, ScheduleKind::gpipe, 4, 8, 1, TrainingOptions{.link_gbps = gbps}, latency);
                 const double c = latency + 8.0 * bytes / (gbps * 1e6);
                 QVERIFY(exact(transfer_ms(bytes, gbps), 8.0 * bytes / (gbps * 1e6)));
                 QVERIFY(exact(plan.plan.timeline.makespan, 3.0 * (8 + 4 - 1) + 2 * 3 * c));
@@ -260,8 +260,7 @@ private slots:
         const Profile profile = layers(2, 1.0, 2.0, 1, 3400);
         QCOMPARE(layer_output_bytes(profile, profile.layers[0]), std::int64_t(200));
         // One stage has no links.
-        QCOMPARE(transfers(step(profile, ScheduleKind::gpipe, 1, 4, 1, {.link_gbps = 1})).size(),
-                 std::size_t(0));
+        QCOMPARE(transfers(step(profile, ScheduleKind::gpipe, 1, 4, 1, {.link_gbps = 1})).size(), std::size_t(0));
     }
 
     void ringAllReduce()
@@ -351,8 +350,7 @@ private slots:
         QCOMPARE(step_plan_json(plan, "test", "uniform")["sends"].size(), sends);
 
         for (const TrainingOptions& bad : {TrainingOptions{.dp = 0}, TrainingOptions{.zero = 4},
-                                           TrainingOptions{.link_gbps = -1},
-                                           TrainingOptions{.gpu_memory_bytes = 0}})
+                                           TrainingOptions{.link_gbps = -1}, TrainingOptions{.gpu_memory_bytes = 0}})
             QCOMPARE(error_of([&] { step(profile, ScheduleKind::gpipe, 2, 2, 1, bad); })->kind,
                      ProblemKind::invalid_argument);
         QCOMPARE(parse_recompute("selective"), std::optional(Recompute::selective));

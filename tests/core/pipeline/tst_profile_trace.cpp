@@ -14,14 +14,15 @@
 
 using namespace shardscope;
 using namespace shardscope::pipeline;
-using problemcheck::error_of;
 using nlohmann::json;
+using problemcheck::error_of;
 
 namespace {
 
 json trace_event(const std::string& name, double ts, double dur, const char* cat = "user_annotation", int tid = 1)
 {
-    json e = {{"ph", "X"}, {"name", name}, {"ts", ts}, {"dur", dur}, {"pid", 7}, {"tid", tid}, {"args", {{"x", {1, 2}}}}};
+    json e = {{"ph", "X"},  {"name", name},           {"ts", ts}, {"dur", dur}, {"pid", 7},
+              {"tid", tid}, {"args", {{"x", {1, 2}}}}};
     if (cat)
         e["cat"] = cat;
     return e;
@@ -39,7 +40,7 @@ json events(const char* cat)
         list.push_back(trace_event("lm_head", t0 + 500, 40.0 * k, cat)); // listed first: order is the model's
         list.push_back(trace_event("model.embed_tokens", t0 + 1, 10.0 * k, cat));
         list.push_back(trace_event("model.layers.0", t0 + 20, 100.0 * k, cat));
-        list.push_back(trace_event("model.layers.0", t0 + 21, 50.0 * k, cat));          // nested, the same call
+        list.push_back(trace_event("model.layers.0", t0 + 21, 50.0 * k, cat)); // nested, the same call
         list.push_back(trace_event("model.layers.0.self_attn", t0 + 22, 30.0 * k, cat)); // a sub-range
         list.push_back(trace_event("aten::linear", t0 + 23, 20.0 * k, "cpu_op"));
         list.push_back(trace_event("model.layers.1", t0 + 200, 200.0 * k, cat));
@@ -68,11 +69,12 @@ void check_layers(const TraceProfile& t)
     // mean over k = 1, 2, 3 of c*k µs = 2c µs = c/500 ms
     const std::vector<double> fwd = {0.02, 0.2, 0.4, 0.01, 0.08};
     for (std::size_t i = 0; i < fwd.size(); ++i)
-        QVERIFY2(near(t.profile.layers[i].fwd_ms, fwd[i]), (names[i] + ": " + std::to_string(t.profile.layers[i].fwd_ms)).c_str());
-    QVERIFY(near(t.profile.layers[1].bwd_ms, 0.6));         // 300 * mean(1,2,3) µs
-    QVERIFY(near(t.profile.layers[2].bwd_ms, 1.25));        // 500 * mean(2,3) µs
+        QVERIFY2(near(t.profile.layers[i].fwd_ms, fwd[i]),
+                 (names[i] + ": " + std::to_string(t.profile.layers[i].fwd_ms)).c_str());
+    QVERIFY(near(t.profile.layers[1].bwd_ms, 0.6)); // 300 * mean(1,2,3) µs
+    QVERIFY(near(t.profile.layers[2].bwd_ms, 1.25)); // 500 * mean(2,3) µs
     QVERIFY(near(t.profile.layers[2].bwd_input_ms, 0.625)); // halves by default
-    QVERIFY(near(t.profile.layers[0].bwd_ms, 0.04));        // no backward range: 2 x fwd
+    QVERIFY(near(t.profile.layers[0].bwd_ms, 0.04)); // no backward range: 2 x fwd
     QVERIFY(near(t.profile.layers[4].bwd_ms, 0.16));
     QCOMPARE(t.steps, 3);
     QCOMPARE(t.ranges, std::vector<int>({3, 3, 3, 3, 3}));
@@ -124,8 +126,10 @@ private slots:
 
     void noLayerRangesIsAnError()
     {
-        const json trace = {{"traceEvents", json::array({trace_event("ProfilerStep#1", 0, 100), trace_event("aten::mm", 1, 50, "cpu_op"),
-                                                          trace_event("optimizer.step", 60, 10)})}};
+        const json trace = {
+            {"traceEvents",
+             json::array({trace_event("ProfilerStep#1", 0, 100), trace_event("aten::mm", 1, 50, "cpu_op"),
+                          trace_event("optimizer.step", 60, 10)})}};
         const auto problem = error_of([&] { parse_profiler_trace(trace.dump(), "/tmp/t.json"); });
         QVERIFY(problem);
         QCOMPARE(problem->kind, ProblemKind::invalid_argument);
@@ -137,8 +141,8 @@ private slots:
 
     void malformedInputIsAnError()
     {
-        for (const std::string& text : {std::string("{\"traceEvents\": [{\"ph\": \"X\""), std::string("{\"events\": []}"),
-                                        std::string("42"), std::string(100, '[')}) {
+        for (const std::string& text : {std::string("{\"traceEvents\": [{\"ph\": \"X\""),
+                                        std::string("{\"events\": []}"), std::string("42"), std::string(100, '[')}) {
             const auto problem = error_of([&] { parse_profiler_trace(text, "bad.json"); });
             QVERIFY2(problem, text.c_str());
             QCOMPARE(problem->kind, ProblemKind::invalid_argument);

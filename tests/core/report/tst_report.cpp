@@ -42,8 +42,8 @@ private slots:
         QTest::addColumn<QString>("title");
         QTest::newRow("world size") << int(ProblemKind::world_size_mismatch) << int(FailureMode::world_size_change)
                                     << QStringLiteral("World size change");
-        QTest::newRow("shard count") << int(ProblemKind::shard_count_mismatch)
-                                     << int(FailureMode::shard_count_mismatch) << QStringLiteral("Shard count mismatch");
+        QTest::newRow("shard count") << int(ProblemKind::shard_count_mismatch) << int(FailureMode::shard_count_mismatch)
+                                     << QStringLiteral("Shard count mismatch");
         QTest::newRow("partial") << int(ProblemKind::partial_write) << int(FailureMode::partial_write)
                                  << QStringLiteral("Partial write");
         QTest::newRow("missing") << int(ProblemKind::missing_shard) << int(FailureMode::partial_write)
@@ -75,17 +75,20 @@ private slots:
         QVERIFY(summary.meaning.find("previous complete step") != std::string::npos);
         // Named the same given with a trailing slash; a name from the disk is escaped.
         auto slashed = report({{ProblemKind::partial_write, -1, "manifest.json", "no manifest.json"}}, false);
-        slashed.dir = "/ck/step-\x1b" "2/";
+        slashed.dir = "/ck/step-\x1b"
+                      "2/";
         const std::string title = classify_failure(slashed).title;
-        QVERIFY2(title.starts_with("Missing manifest: step-") && title.find('\x1b') == std::string::npos, title.c_str());
+        QVERIFY2(title.starts_with("Missing manifest: step-") && title.find('\x1b') == std::string::npos,
+                 title.c_str());
         const auto shard = classify_failure(report({{ProblemKind::missing_shard, 1, "rank1.safetensors", "gone"}}));
         QVERIFY2(shard.title.starts_with("Partial write: rank 1's shard"), shard.title.c_str());
     }
 
     void worstModeWins()
     {
-        const auto summary = classify_failure(report({{ProblemKind::hash_mismatch, 1, "rank1.safetensors", "x"},
-                                                      {ProblemKind::world_size_mismatch, -1, "", "saved by 2, expected 4"}}));
+        const auto summary =
+            classify_failure(report({{ProblemKind::hash_mismatch, 1, "rank1.safetensors", "x"},
+                                     {ProblemKind::world_size_mismatch, -1, "", "saved by 2, expected 4"}}));
         QCOMPARE(summary.mode, FailureMode::world_size_change);
         QVERIFY(summary.title.find("saved by 2, expected 4") != std::string::npos);
     }
@@ -170,7 +173,8 @@ private slots:
         content->problems.clear();
         content->tensors.clear();
         QCOMPARE(report_exit_code(input), 0);
-        QVERIFY(QString::fromStdString(report_markdown(input)).contains(QStringLiteral("**✓ All 0 tensors are finite")));
+        QVERIFY(
+            QString::fromStdString(report_markdown(input)).contains(QStringLiteral("**✓ All 0 tensors are finite")));
     }
 
     // The comparison section: what differs, in model order, with its figures; differences do not
@@ -199,7 +203,8 @@ private slots:
         QVERIFY(md.contains(QStringLiteral("## Comparison")));
         QVERIFY(md.contains(QStringLiteral("Compared with /other (safetensors), bitwise")));
         QVERIFY(md.contains(QStringLiteral("**✗ 2 of 3 tensors differ")));
-        QVERIFY2(md.contains(QStringLiteral("| head.weight | master | changed | 3 of 10 | 0.5 | 0.1 |")), qPrintable(md));
+        QVERIFY2(md.contains(QStringLiteral("| head.weight | master | changed | 3 of 10 | 0.5 | 0.1 |")),
+                 qPrintable(md));
         QVERIFY(md.contains(QStringLiteral("| extra |  | only_in_b |")));
         QVERIFY(!md.contains(QStringLiteral("| embed.weight | param |")));
         QVERIFY(QString::fromStdString(report_html(input)).contains(QStringLiteral("<h2>Comparison</h2>")));
@@ -231,8 +236,8 @@ private slots:
         ReportInput input;
         input.checkpoint_path = "/ck";
         input.verify = report({});
-        input.verify->manifest->training_state = nlohmann::json::parse(
-            R"({"optimizer":{"name":"adamw","lr":0.0003,"betas":[0.9,0.95]},"rng":{"seed":1}})");
+        input.verify->manifest->training_state =
+            nlohmann::json::parse(R"({"optimizer":{"name":"adamw","lr":0.0003,"betas":[0.9,0.95]},"rng":{"seed":1}})");
         const QString md = QString::fromStdString(report_markdown(input));
         QVERIFY2(md.contains(QStringLiteral("| optimizer.lr | 0.0003 |")), qPrintable(md));
         QVERIFY(md.contains(QStringLiteral("| optimizer.name | adamw |")));
@@ -250,11 +255,14 @@ private slots:
         input.verify = report({});
         ReportTable shards;
         for (const ReportBlock& block : report_document(input))
-            if (block.kind == ReportBlock::Kind::table && !block.table.header.empty() && block.table.header[0] == "Rank")
+            if (block.kind == ReportBlock::Kind::table && !block.table.header.empty() &&
+                block.table.header[0] == "Rank")
                 shards = block.table;
         QCOMPARE(shards.rows.size(), std::size_t(2));
         QCOMPARE(shards.rows[0].cells[5], std::string(64, 'a')); // the full digest
-        const TextMeasure measure = [](std::string_view text, bool mono) { return double(text.size()) * (mono ? 6.0 : 5.0); };
+        const TextMeasure measure = [](std::string_view text, bool mono) {
+            return double(text.size()) * (mono ? 6.0 : 5.0);
+        };
         const double padding = 8;
         auto check = [&](const ReportTable& table, const TableFit& fit, double available) {
             QCOMPARE(fit.widths.size(), table.header.size());
@@ -306,7 +314,8 @@ private slots:
         input.verify = report({});
         input.reshard = plan_reshard(*input.verify->manifest, 4);
         const QString md = QString::fromStdString(report_markdown(input));
-        QVERIFY2(md.contains(QStringLiteral("| New rank | Elements | Bytes | Sources | Staying | Moving |")), qPrintable(md));
+        QVERIFY2(md.contains(QStringLiteral("| New rank | Elements | Bytes | Sources | Staying | Moving |")),
+                 qPrintable(md));
     }
 
     // The default export name says which checkpoint and step the report is about.
@@ -350,7 +359,8 @@ private slots:
         QStringList md_order, html_order;
         const QString md = QString::fromStdString(report_markdown(input));
         for (const QString& line : md.split(QLatin1Char('\n'))) {
-            static const QRegularExpression heading(QStringLiteral("^#+ (.*)$")), image(QStringLiteral("^!\\[.*\\]\\((.*)\\)$"));
+            static const QRegularExpression heading(QStringLiteral("^#+ (.*)$")),
+                image(QStringLiteral("^!\\[.*\\]\\((.*)\\)$"));
             if (const auto m = heading.match(line); m.hasMatch())
                 md_order << m.captured(1);
             else if (const auto i = image.match(line); i.hasMatch())

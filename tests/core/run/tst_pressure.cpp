@@ -194,7 +194,8 @@ private slots:
             mirror_failures += upload_failed;
             if (upload_failed) {
                 // Kept locally although keep_last is 1 and it is the mirror's to hold; said.
-                QVERIFY2(complete_in(root, 2, StepTier::local), qPrintable(at + QStringLiteral("the only copy is gone")));
+                QVERIFY2(complete_in(root, 2, StepTier::local),
+                         qPrintable(at + QStringLiteral("the only copy is gone")));
                 QVERIFY2(!status.empty() && status.back().state == UploadState::failed, qPrintable(at));
                 QCOMPARE(status.back().retry_in_saves, 1);
                 QVERIFY2(warnings.any("mirror upload of step-00000002 failed"), qPrintable(at));
@@ -207,12 +208,13 @@ private slots:
             QVERIFY2(latest_problem(root).isEmpty(), qPrintable(at));
             QCOMPARE(read_latest(mirror), std::optional<std::string>(step_dir_name(3)));
             if (saved)
-                QVERIFY2(complete_in(mirror, 2, StepTier::mirror), qPrintable(at + QStringLiteral("the retry did not upload step 2")));
+                QVERIFY2(complete_in(mirror, 2, StepTier::mirror),
+                         qPrintable(at + QStringLiteral("the retry did not upload step 2")));
             for (const UploadStatus& u : manager.upload_status())
                 QVERIFY2(u.state == UploadState::uploaded, qPrintable(at + QString::fromStdString(u.name)));
         }
         qInfo("%d local and %d mirror failures out of %d injected", local_failures, mirror_failures, count);
-        QVERIFY(local_failures > 0);  // the faults reached both tiers
+        QVERIFY(local_failures > 0); // the faults reached both tiers
         QVERIFY(mirror_failures > 0);
     }
 

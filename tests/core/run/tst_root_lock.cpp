@@ -41,7 +41,8 @@ pid_t dead_pid()
 
 void write_record(const fs::path& root, int64_t pid, int64_t started_at)
 {
-    std::ofstream(root / kLockFile) << nlohmann::json{{"pid", pid}, {"host", host_name()}, {"started_at", started_at}}.dump();
+    std::ofstream(root / kLockFile)
+        << nlohmann::json{{"pid", pid}, {"host", host_name()}, {"started_at", started_at}}.dump();
 }
 
 } // namespace
@@ -53,7 +54,8 @@ class TestRootLock : public QObject {
     int m_counter = 0;
     fs::path fresh(const char* name)
     {
-        const fs::path dir = fs::path(m_tmp.path().toStdString()) / (std::string(name) + "-" + std::to_string(++m_counter));
+        const fs::path dir =
+            fs::path(m_tmp.path().toStdString()) / (std::string(name) + "-" + std::to_string(++m_counter));
         fs::create_directories(dir);
         return dir;
     }

@@ -73,9 +73,10 @@ private slots:
         QVERIFY(!report.ok());
         bool named = false;
         for (const Problem& p : report.problems)
-            named = named || (p.kind == ProblemKind::unreadable && p.rank >= 0 &&
-                              p.message.find(".safetensors") != std::string::npos &&
-                              p.message.find("truncated while it was being read") != std::string::npos);
+            named = named ||
+                (p.kind == ProblemKind::unreadable && p.rank >= 0 &&
+                 p.message.find(".safetensors") != std::string::npos &&
+                 p.message.find("truncated while it was being read") != std::string::npos);
         QVERIFY2(named, report.problems.empty() ? "no problem" : report.problems.front().message.c_str());
     }
 };

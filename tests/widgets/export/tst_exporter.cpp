@@ -86,7 +86,8 @@ private slots:
         const QJsonObject checkpoint = root.value(QStringLiteral("checkpoint")).toObject();
         QCOMPARE(checkpoint.value(QStringLiteral("failure_mode")).toObject().value(QStringLiteral("mode")).toString(),
                  QStringLiteral("corruption"));
-        const QJsonArray shards = checkpoint.value(QStringLiteral("verify")).toObject().value(QStringLiteral("shards")).toArray();
+        const QJsonArray shards =
+            checkpoint.value(QStringLiteral("verify")).toObject().value(QStringLiteral("shards")).toArray();
         QCOMPARE(shards.size(), 4);
         int mismatches = 0;
         for (const auto& shard : shards)
@@ -166,7 +167,8 @@ private slots:
         const QString file = m_tmp.filePath(QStringLiteral("t.json"));
         QString error;
         QVERIFY2(Exporter::exportTimeline(file, m_planner->gantt(), QStringLiteral("t"), &error), qPrintable(error));
-        const QJsonArray events = QJsonDocument::fromJson(read(file)).object().value(QStringLiteral("traceEvents")).toArray();
+        const QJsonArray events =
+            QJsonDocument::fromJson(read(file)).object().value(QStringLiteral("traceEvents")).toArray();
         QSet<int> tracks;
         int complete = 0;
         for (const auto& value : events) {
@@ -210,7 +212,8 @@ private slots:
         const QString name = Exporter::defaultReportName(sources());
         QVERIFY2(name.startsWith(QStringLiteral("shardscope-ck-step-")), qPrintable(name));
         QVERIFY(name.endsWith(QStringLiteral(".pdf")));
-        QCOMPARE(Exporter::defaultReportName(sources(), QStringLiteral("md")).section(QLatin1Char('.'), -1), QStringLiteral("md"));
+        QCOMPARE(Exporter::defaultReportName(sources(), QStringLiteral("md")).section(QLatin1Char('.'), -1),
+                 QStringLiteral("md"));
     }
 
     void viewPictures()
@@ -222,7 +225,8 @@ private slots:
         const QString map = m_tmp.filePath(QStringLiteral("v-map.svg"));
         QVERIFY2(Exporter::exportView(map, Exporter::View::ownership, sources(), &error), qPrintable(error));
         QVERIFY(QSvgRenderer(map).isValid());
-        QVERIFY(!Exporter::exportView(m_tmp.filePath(QStringLiteral("v.png")), Exporter::View::reshard, sources(), &error));
+        QVERIFY(
+            !Exporter::exportView(m_tmp.filePath(QStringLiteral("v.png")), Exporter::View::reshard, sources(), &error));
         QVERIFY(error.contains(QStringLiteral("reshard")));
     }
 

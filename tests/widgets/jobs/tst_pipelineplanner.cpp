@@ -40,8 +40,8 @@ private slots:
         QCOMPARE(changed.count(), 1);
         QCOMPARE(planner.partitionName(), QStringLiteral("manual:6"));
         QVERIFY(planner.plan()->timeline.makespan > balanced); // unbalanced is slower
-        QVERIFY(!planner.moveBoundary(0, 6));                  // no change, no signal
-        QVERIFY(planner.moveBoundary(0, 100));                  // clamped to the last layer edge
+        QVERIFY(!planner.moveBoundary(0, 6)); // no change, no signal
+        QVERIFY(planner.moveBoundary(0, 100)); // clamped to the last layer edge
         QCOMPARE(planner.boundaries(), (std::vector<int>{7}));
     }
 

@@ -37,7 +37,7 @@ private slots:
         meter.sample(2000, 1000);
         const double rate = meter.bytesPerSecond();
         meter.sample(1000, 2000); // a new phase restarted its counter: keep the old figure
-        meter.sample(5000, 500);  // an earlier clock: ignored too
+        meter.sample(5000, 500); // an earlier clock: ignored too
         QCOMPARE(meter.bytesPerSecond(), rate);
         QCOMPARE(meter.etaSeconds(1000), -1.0); // total below what is done: unknown, not negative
     }

@@ -10,14 +10,27 @@ namespace {
 shardscope::ForeignSummary smallSummary()
 {
     shardscope::ForeignSummary s;
-    s.tensors.push_back({.name = "model.embed.weight", .dtype = "F16", .shape = {8, 4}, .file = "a.safetensors",
-                         .offset = 80, .bytes = 64});
-    s.tensors.push_back({.name = "model.Layers.0.attn.q", .dtype = "BF16", .shape = {4, 4}, .file = "b.safetensors",
-                         .offset = 16, .bytes = 32});
-    s.tensors.push_back({.name = "lm_head", .dtype = "float32", .shape = {2, 4}, .file = "__0_0.distcp", .bytes = 32,
-                         .detail = "2 chunks",
-                         .chunks = {{.offsets = {0, 0}, .sizes = {1, 4}, .file = "__0_0.distcp", .offset = 0, .length = 16},
-                                    {.offsets = {1, 0}, .sizes = {1, 4}, .file = "__1_0.distcp", .offset = 0, .length = 16}}});
+    s.tensors.push_back({.name = "model.embed.weight",
+                         .dtype = "F16",
+                         .shape = {8, 4},
+                         .file = "a.safetensors",
+                         .offset = 80,
+                         .bytes = 64});
+    s.tensors.push_back({.name = "model.Layers.0.attn.q",
+                         .dtype = "BF16",
+                         .shape = {4, 4},
+                         .file = "b.safetensors",
+                         .offset = 16,
+                         .bytes = 32});
+    s.tensors.push_back(
+        {.name = "lm_head",
+         .dtype = "float32",
+         .shape = {2, 4},
+         .file = "__0_0.distcp",
+         .bytes = 32,
+         .detail = "2 chunks",
+         .chunks = {{.offsets = {0, 0}, .sizes = {1, 4}, .file = "__0_0.distcp", .offset = 0, .length = 16},
+                    {.offsets = {1, 0}, .sizes = {1, 4}, .file = "__1_0.distcp", .offset = 0, .length = 16}}});
     s.tensors_total = 5; // two more than listed
     return s;
 }
@@ -53,12 +66,14 @@ private slots:
         // The core's order until sorted; a sort keeps the filter.
         QCOMPARE(model.index(0, ForeignTensorModel::Name).data().toString(), QStringLiteral("model.embed.weight"));
         model.sort(ForeignTensorModel::Name);
-        QCOMPARE(names(model), (QStringList{QStringLiteral("lm_head"), QStringLiteral("model.Layers.0.attn.q"),
-                                            QStringLiteral("model.embed.weight")}));
+        QCOMPARE(names(model),
+                 (QStringList{QStringLiteral("lm_head"), QStringLiteral("model.Layers.0.attn.q"),
+                              QStringLiteral("model.embed.weight")}));
         model.sort(ForeignTensorModel::Bytes, Qt::DescendingOrder);
         QCOMPARE(model.index(0, ForeignTensorModel::Name).data().toString(), QStringLiteral("model.embed.weight"));
         model.setNameFilter(QStringLiteral("MODEL"));
-        QCOMPARE(names(model), (QStringList{QStringLiteral("model.embed.weight"), QStringLiteral("model.Layers.0.attn.q")}));
+        QCOMPARE(names(model),
+                 (QStringList{QStringLiteral("model.embed.weight"), QStringLiteral("model.Layers.0.attn.q")}));
         // Text is formatted on demand from the core's fields.
         QCOMPARE(model.index(0, ForeignTensorModel::Shape).data().toString(), QStringLiteral("8 × 4"));
         QCOMPARE(model.index(0, ForeignTensorModel::Bytes).data(ForeignTensorModel::SortRole).toULongLong(), 64ull);

@@ -13,8 +13,8 @@ class TestPlanCandidateModel : public QObject {
 
     static pl::SearchSpec spec(std::int64_t memory)
     {
-        return pl::SearchSpec{.gpus = 4, .global_batch = 16, .micro_batch_size = 1, .gpu_memory_bytes = memory,
-                              .link_gbps = 100};
+        return pl::SearchSpec{
+            .gpus = 4, .global_batch = 16, .micro_batch_size = 1, .gpu_memory_bytes = memory, .link_gbps = 100};
     }
 
 private slots:
@@ -63,7 +63,10 @@ private slots:
         QCOMPARE(model.index(0, PlanCandidateModel::Fits).data(Qt::UserRole).toBool(), false);
         QVERIFY(model.index(0, PlanCandidateModel::Fits).data().toString().contains(QStringLiteral("over")));
         QVERIFY(model.index(0, PlanCandidateModel::Fits).data(Qt::ForegroundRole).isValid());
-        QVERIFY(model.index(0, PlanCandidateModel::Pp).data(Qt::ToolTipRole).toString().contains(QStringLiteral("over the")));
+        QVERIFY(model.index(0, PlanCandidateModel::Pp)
+                    .data(Qt::ToolTipRole)
+                    .toString()
+                    .contains(QStringLiteral("over the")));
     }
 };
 

@@ -65,9 +65,12 @@ private slots:
         for (int s = 0; s < 4; ++s) {
             const auto& m = step.memory[std::size_t(s)];
             QCOMPARE(model.index(s, StageStatsModel::Weights).data(Qt::UserRole).toLongLong(), qlonglong(m.weights));
-            QCOMPARE(model.index(s, StageStatsModel::Gradients).data(Qt::UserRole).toLongLong(), qlonglong(m.gradients));
-            QCOMPARE(model.index(s, StageStatsModel::Optimizer).data(Qt::UserRole).toLongLong(), qlonglong(m.optimizer));
-            QCOMPARE(model.index(s, StageStatsModel::Activations).data(Qt::UserRole).toLongLong(), qlonglong(m.activations));
+            QCOMPARE(model.index(s, StageStatsModel::Gradients).data(Qt::UserRole).toLongLong(),
+                     qlonglong(m.gradients));
+            QCOMPARE(model.index(s, StageStatsModel::Optimizer).data(Qt::UserRole).toLongLong(),
+                     qlonglong(m.optimizer));
+            QCOMPARE(model.index(s, StageStatsModel::Activations).data(Qt::UserRole).toLongLong(),
+                     qlonglong(m.activations));
             QCOMPARE(model.index(s, StageStatsModel::Total).data(Qt::UserRole).toLongLong(), qlonglong(m.total));
             QCOMPARE(model.overLimit(s), !m.fits);
             QCOMPARE(model.index(s, StageStatsModel::Total).data(Qt::ForegroundRole).isValid(), !m.fits);
@@ -76,7 +79,8 @@ private slots:
         QVERIFY(model.overLimit(0));
         QVERIFY(!model.overLimit(3));
         QVERIFY(model.index(0, StageStatsModel::Total).data().toString().startsWith(QStringLiteral("⚠")));
-        QVERIFY(model.index(0, StageStatsModel::Total).data(Qt::ToolTipRole).toString().contains(QStringLiteral("limit")));
+        QVERIFY(
+            model.index(0, StageStatsModel::Total).data(Qt::ToolTipRole).toString().contains(QStringLiteral("limit")));
         // A plan without the training step: no memory figures, nothing red.
         model.setPlan(step.plan);
         QVERIFY(model.index(0, StageStatsModel::Total).data().toString().isEmpty());

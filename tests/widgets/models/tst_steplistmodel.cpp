@@ -178,7 +178,8 @@ private slots:
         const std::vector<int> after = widths();
         QCOMPARE(std::accumulate(after.begin(), after.end(), 0), view->viewport()->width());
         for (std::size_t c = 0; c < before.size(); ++c)
-            QVERIFY2(after[c] >= before[c], qPrintable(QStringLiteral("column %1: %2 -> %3").arg(c).arg(before[c]).arg(after[c])));
+            QVERIFY2(after[c] >= before[c],
+                     qPrintable(QStringLiteral("column %1: %2 -> %3").arg(c).arg(before[c]).arg(after[c])));
         // In a small window every column is still in sight: the pane keeps the table's width.
         panel.resize(780, 560);
         QCoreApplication::processEvents();
@@ -305,9 +306,10 @@ private slots:
         QVERIFY(finished.wait(30000));
         QVERIFY(listed.count() > 0 || listed.wait(10000)); // the lock is read in the background
         const QString since = QDateTime::fromSecsSinceEpoch(holder->started_at).toString(QStringLiteral("HH:mm"));
-        const QString expected = QStringLiteral("Being written by pid %1 on %2, since %3 — showing committed steps only")
-                                     .arg(::getpid())
-                                     .arg(QString::fromStdString(holder->host), since);
+        const QString expected =
+            QStringLiteral("Being written by pid %1 on %2, since %3 — showing committed steps only")
+                .arg(::getpid())
+                .arg(QString::fromStdString(holder->host), since);
         QCOMPARE(pane->lockText(), expected);
         const auto labels = pane->findChildren<QLabel*>();
         QVERIFY(std::any_of(labels.begin(), labels.end(),

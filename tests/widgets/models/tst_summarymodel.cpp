@@ -42,8 +42,15 @@ private slots:
         report.format = "torch-dcp";
         report.foreign.emplace();
         report.foreign->rows = {{"format", "torch-dcp"}, {"ranks", "2"}, {"chunks", "3"}};
-        report.foreign->tensors.push_back({"model.w", "bfloat16", {8, 4}, "__0_0.distcp", 0, 64, "2 chunks",
-                                           {{{0, 0}, {4, 4}, "__0_0.distcp", 0, 32}, {{4, 0}, {4, 4}, "__1_0.distcp", 0, 32}}});
+        report.foreign->tensors.push_back(
+            {"model.w",
+             "bfloat16",
+             {8, 4},
+             "__0_0.distcp",
+             0,
+             64,
+             "2 chunks",
+             {{{0, 0}, {4, 4}, "__0_0.distcp", 0, 32}, {{4, 0}, {4, 4}, "__1_0.distcp", 0, 32}}});
         report.foreign->tensors_total = 1;
         model.setForeign(QStringLiteral("/ck/dcp"), report);
         QCOMPARE(model.value(QStringLiteral("Format")), QStringLiteral("torch-dcp"));
@@ -53,7 +60,8 @@ private slots:
         int row = 0;
         while (model.index(row, SummaryModel::Property).data().toString() != QStringLiteral("Tensor model.w"))
             ++row;
-        QCOMPARE(model.index(row, SummaryModel::Value).data().toString(), QStringLiteral("bfloat16 [8, 4] 64 B in 2 chunks"));
+        QCOMPARE(model.index(row, SummaryModel::Value).data().toString(),
+                 QStringLiteral("bfloat16 [8, 4] 64 B in 2 chunks"));
         const QString tip = model.index(row, SummaryModel::Value).data(Qt::ToolTipRole).toString();
         QVERIFY2(tip.contains(QStringLiteral("at [4, 0] size [4, 4]: __1_0.distcp bytes [0, +32)")), qPrintable(tip));
         QVERIFY(model.value(QStringLiteral("World size")).isEmpty()); // no manifest rows

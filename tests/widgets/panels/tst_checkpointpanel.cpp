@@ -73,8 +73,10 @@ private slots:
         }
         const int bad = model->rowForRank(2);
         QCOMPARE(model->index(bad, ShardTableModel::Status).data().toString(), QStringLiteral("hash mismatch"));
-        QVERIFY(model->index(bad, ShardTableModel::Status).data(Qt::ToolTipRole).toString().contains(
-            QStringLiteral("rank2.safetensors")));
+        QVERIFY(model->index(bad, ShardTableModel::Status)
+                    .data(Qt::ToolTipRole)
+                    .toString()
+                    .contains(QStringLiteral("rank2.safetensors")));
 
         FailureBanner* banner = panel.banner();
         QCOMPARE(banner->state(), FailureBanner::State::Bad);
@@ -163,8 +165,10 @@ private slots:
         const double y = 6 + 13; // the middle of the first (ranks) lane
         const QString first = map->describeAt({geometry.xForOffset(3), y});
         const QString second = map->describeAt({geometry.xForOffset(20), y});
-        QVERIFY2(first.startsWith(QStringLiteral("Rank 0")) && first.contains(QStringLiteral("__0_0.distcp")), qPrintable(first));
-        QVERIFY2(second.startsWith(QStringLiteral("Rank 1")) && second.contains(QStringLiteral("failed")), qPrintable(second));
+        QVERIFY2(first.startsWith(QStringLiteral("Rank 0")) && first.contains(QStringLiteral("__0_0.distcp")),
+                 qPrintable(first));
+        QVERIFY2(second.startsWith(QStringLiteral("Rank 1")) && second.contains(QStringLiteral("failed")),
+                 qPrintable(second));
         QCOMPARE(panel.shardModel()->status(1), ShardStatus::invalid);
     }
 
@@ -179,7 +183,8 @@ private slots:
         std::ifstream in(manifestFile);
         nlohmann::json manifest = nlohmann::json::parse(in);
         in.close();
-        manifest["tensors"][0]["name"] = "emb\x1b[2J\xc2\x85" "ed"; // ESC and U+0085, valid UTF-8
+        manifest["tensors"][0]["name"] = "emb\x1b[2J\xc2\x85"
+                                         "ed"; // ESC and U+0085, valid UTF-8
         manifest["training_state"]["note"] = "\x1b]0;pwned\x07";
         fixtures::write_file(manifestFile, manifest.dump(2));
 
@@ -196,7 +201,8 @@ private slots:
         OwnershipMap* map = panel.ownershipMap();
         const auto geometry = map->laneGeometry(map->width());
         const auto& tensor = panel.controller()->manifest()->tensors.front();
-        const QString hover = map->describeAt(QPointF(geometry.xForOffset(tensor.offset + tensor.numel / 2), 6 + 44 + 13));
+        const QString hover =
+            map->describeAt(QPointF(geometry.xForOffset(tensor.offset + tensor.numel / 2), 6 + 44 + 13));
         QVERIFY2(hover.startsWith(QStringLiteral("emb\\x1b[2J\\xc2\\x85ed")), qPrintable(hover));
         texts << hover;
         for (const QString& text : texts)
@@ -287,7 +293,8 @@ private slots:
         panel.open(tmp.path());
         QVERIFY(finished.wait(30000));
         QCOMPARE(panel.shardModel()->status(panel.shardModel()->rowForRank(1)), ShardStatus::size_mismatch);
-        QVERIFY2(panel.banner()->title().startsWith(QStringLiteral("Partial write")), qPrintable(panel.banner()->title()));
+        QVERIFY2(panel.banner()->title().startsWith(QStringLiteral("Partial write")),
+                 qPrintable(panel.banner()->title()));
         QVERIFY(panel.banner()->title().contains(QStringLiteral("rank 1")));
     }
 

@@ -25,7 +25,10 @@ using namespace shardwidgets;
 class TestComparePanel : public QObject {
     Q_OBJECT
 
-    static FailureBanner* banner(const ComparePanel& p) { return p.findChild<FailureBanner*>(QStringLiteral("banner")); }
+    static FailureBanner* banner(const ComparePanel& p)
+    {
+        return p.findChild<FailureBanner*>(QStringLiteral("banner"));
+    }
     static QAbstractItemModel* shown(const ComparePanel& p)
     {
         return p.findChild<QTableView*>(QStringLiteral("diffTable"))->model();
@@ -89,8 +92,10 @@ private slots:
         QCOMPARE(changedRows, 1);
         QCOMPARE(panel.model()->index(row, DiffModel::State).data().toString(), QStringLiteral("master"));
         QCOMPARE(panel.model()->index(row, DiffModel::Changed).data(Qt::UserRole).toULongLong(), 1ull);
-        QVERIFY(panel.model()->index(row, DiffModel::RelativeChange).data(DiffModel::RelativeChangeRole).toDouble() > 0);
-        QCOMPARE(panel.model()->index(0, DiffModel::RelativeChange).data(DiffModel::RelativeChangeRole).toDouble(), 0.0);
+        QVERIFY(panel.model()->index(row, DiffModel::RelativeChange).data(DiffModel::RelativeChangeRole).toDouble() >
+                0);
+        QCOMPARE(panel.model()->index(0, DiffModel::RelativeChange).data(DiffModel::RelativeChangeRole).toDouble(),
+                 0.0);
 
         // Only the tensors that differ: the one row.
         panel.findChild<QCheckBox*>(QStringLiteral("onlyDiffering"))->setChecked(true);

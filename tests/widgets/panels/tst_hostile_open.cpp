@@ -56,9 +56,10 @@ private slots:
             bool found = false;
             for (const auto& p : problems)
                 found = found || shardscope::to_string(p.kind) == c.kind;
-            QVERIFY2(found, qPrintable(QStringLiteral("expected %1, first problem: %2")
-                                           .arg(QString::fromStdString(c.kind),
-                                                QString::fromStdString(problems.front().message))));
+            QVERIFY2(
+                found,
+                qPrintable(QStringLiteral("expected %1, first problem: %2")
+                               .arg(QString::fromStdString(c.kind), QString::fromStdString(problems.front().message))));
         } else {
             QVERIFY2(!failed.first().at(0).toString().isEmpty(), "the error must say what is wrong");
         }

@@ -70,8 +70,12 @@ private slots:
         plan->zeroBox()->setCurrentIndex(1);
         searchAndWait(plan);
 
-        const pl::SearchSpec spec{.gpus = 8, .global_batch = 32, .micro_batch_size = 1,
-                                  .gpu_memory_bytes = std::int64_t(80) << 30, .link_gbps = 100, .zero = 1};
+        const pl::SearchSpec spec{.gpus = 8,
+                                  .global_batch = 32,
+                                  .micro_batch_size = 1,
+                                  .gpu_memory_bytes = std::int64_t(80) << 30,
+                                  .link_gbps = 100,
+                                  .zero = 1};
         const pl::SearchResult expected = pl::search_plans(panel.planner()->profile(), spec);
         QVERIFY(expected.fitting > 1);
         QVERIFY(plan->model()->rowCount() > 1);
@@ -131,8 +135,8 @@ private slots:
         const ChartPoint p = scatter->points()[1];
         const int hit = scatter->candidateAt(QPointF(g.xForValue(p.x), g.yForValue(p.y)));
         QVERIFY(hit >= 0);
-        QTest::mouseClick(scatter, Qt::LeftButton, {}, QPoint(int(std::lround(g.xForValue(p.x))),
-                                                             int(std::lround(g.yForValue(p.y)))));
+        QTest::mouseClick(scatter, Qt::LeftButton, {},
+                          QPoint(int(std::lround(g.xForValue(p.x))), int(std::lround(g.yForValue(p.y)))));
         QCOMPARE(plan->table()->currentIndex().row(), hit);
         QCOMPARE(panel.planner()->stepPlan()->step_time, plan->model()->candidate(hit)->step_time);
     }
@@ -192,7 +196,8 @@ private slots:
         const auto& m0 = now.front();
         QCOMPARE(stats->index(0, StageStatsModel::Weights).data(Qt::UserRole).toLongLong(), qlonglong(m0.weights));
         QCOMPARE(stats->index(0, StageStatsModel::Optimizer).data(Qt::UserRole).toLongLong(), qlonglong(m0.optimizer));
-        QCOMPARE(stats->index(0, StageStatsModel::Activations).data(Qt::UserRole).toLongLong(), qlonglong(m0.activations));
+        QCOMPARE(stats->index(0, StageStatsModel::Activations).data(Qt::UserRole).toLongLong(),
+                 qlonglong(m0.activations));
     }
 
     // The sweep is the simulator's: uniform 1F1B on N stages has the textbook (N-1)/(M+N-1) at

@@ -60,7 +60,8 @@ class TestReshardPanel : public QObject {
         QCOMPARE(plan.bytes_staying, expected.bytes_staying);
         QCOMPARE(plan.bytes_moving, expected.bytes_moving);
         const QString totals = panel.totalsText();
-        QVERIFY2(totals.contains(QStringLiteral("%1 → %2 ranks").arg(expected.source_world_size).arg(expected.target_world_size)),
+        QVERIFY2(totals.contains(
+                     QStringLiteral("%1 → %2 ranks").arg(expected.source_world_size).arg(expected.target_world_size)),
                  qPrintable(totals));
     }
 
@@ -138,7 +139,8 @@ private slots:
         QTextDocument totals;
         totals.setHtml(panel.totalsText());
         const QString text = totals.toPlainText();
-        QVERIFY2(text.contains(QStringLiteral("(< 0.1 %)")) && text.contains(QStringLiteral("(> 99.9 %)")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("(< 0.1 %)")) && text.contains(QStringLiteral("(> 99.9 %)")),
+                 qPrintable(text));
 
         // The picture: the bar titles fit, and ranks are grouped so that ribbons are visible.
         ReshardView* view = panel.view();
@@ -252,13 +254,12 @@ private slots:
         const QString second = tmp.filePath(QStringLiteral("out-copying"));
         QSignalSpy progress(panel.controller(), &ReshardController::progressChanged);
         bool cancelledInCopy = false;
-        connect(panel.controller(), &ReshardController::progressChanged, this,
-                [&](quint64 done, quint64 total) {
-                    if (!cancelledInCopy && total > 0 && done * 2 > total) {
-                        cancelledInCopy = true;
-                        panel.cancelReshard();
-                    }
-                });
+        connect(panel.controller(), &ReshardController::progressChanged, this, [&](quint64 done, quint64 total) {
+            if (!cancelledInCopy && total > 0 && done * 2 > total) {
+                cancelledInCopy = true;
+                panel.cancelReshard();
+            }
+        });
         finished.clear();
         QVERIFY(panel.startReshard(second));
         QVERIFY(finished.wait(60000));
@@ -295,11 +296,13 @@ private slots:
         QVERIFY2(Exporter::exportReport(json, sources, &error), qPrintable(error));
         QFile file(json);
         QVERIFY(file.open(QIODevice::ReadOnly));
-        const QJsonObject reshard = QJsonDocument::fromJson(file.readAll()).object().value(QStringLiteral("reshard")).toObject();
+        const QJsonObject reshard =
+            QJsonDocument::fromJson(file.readAll()).object().value(QStringLiteral("reshard")).toObject();
         const auto expected = shardscope::plan_reshard(manifest, 6);
         QCOMPARE(reshard.value(QStringLiteral("target_world_size")).toInt(), 6);
         QCOMPARE(reshard.value(QStringLiteral("targets")).toArray().size(), 6);
-        QCOMPARE(qulonglong(reshard.value(QStringLiteral("bytes_moving")).toDouble()), qulonglong(expected.bytes_moving));
+        QCOMPARE(qulonglong(reshard.value(QStringLiteral("bytes_moving")).toDouble()),
+                 qulonglong(expected.bytes_moving));
 
         const QString md = tmp.filePath(QStringLiteral("report.md"));
         QVERIFY2(Exporter::exportReport(md, sources, &error), qPrintable(error));

@@ -25,9 +25,15 @@ using namespace shardwidgets;
 class TestTensorsPanel : public QObject {
     Q_OBJECT
 
-    static FailureBanner* banner(const TensorsPanel& p) { return p.findChild<FailureBanner*>(QStringLiteral("banner")); }
+    static FailureBanner* banner(const TensorsPanel& p)
+    {
+        return p.findChild<FailureBanner*>(QStringLiteral("banner"));
+    }
     static QTableView* table(const TensorsPanel& p) { return p.findChild<QTableView*>(QStringLiteral("tensorTable")); }
-    static HistogramView* histogram(const TensorsPanel& p) { return p.findChild<HistogramView*>(QStringLiteral("histogram")); }
+    static HistogramView* histogram(const TensorsPanel& p)
+    {
+        return p.findChild<HistogramView*>(QStringLiteral("histogram"));
+    }
     static QSortFilterProxyModel* proxy(const TensorsPanel& p)
     {
         return qobject_cast<QSortFilterProxyModel*>(table(p)->model());
@@ -60,7 +66,7 @@ private slots:
         QCOMPARE(g.binAt(650.0), -1);
         for (int b = 0; b < 64; ++b)
             QCOMPARE(g.binAt(g.barRect(b, 25).center().x()), b);
-        QCOMPARE(g.barRect(3, 50).top(), 20.0);   // the tallest bar fills the plot
+        QCOMPARE(g.barRect(3, 50).top(), 20.0); // the tallest bar fills the plot
         QCOMPARE(g.barRect(3, 25).height(), 50.0); // half the count, half the height
         QVERIFY(g.barRect(70, 1).isNull());
         // Axis labels 40 px wide: every 8 bins at 10 px a bin, every 16 in a 260 px plot.
@@ -75,7 +81,8 @@ private slots:
         const QString dir = writeCheckpoint(tmp, true);
         TensorsPanel panel;
         QAbstractItemModelTester tester(panel.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
-        QAbstractItemModelTester partsTester(panel.partsModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester partsTester(panel.partsModel(),
+                                             QAbstractItemModelTester::FailureReportingMode::QtTest);
         QSignalSpy finished(&panel, &TensorsPanel::scanFinished);
         panel.open(dir);
         QVERIFY(finished.wait(30000));
@@ -105,7 +112,10 @@ private slots:
         const int bin = -28 - shardscope::kHistogramLowExponent;
         const QString said = histogram(panel)->describeAt(hg.barRect(bin, 1).center());
         QVERIFY2(said.startsWith(QStringLiteral("2^-28 ≤ |x| < 2^-27: ")), qPrintable(said));
-        QCOMPARE(said.section(QStringLiteral(": "), 1).remove(QLatin1Char(',')).section(QLatin1Char(' '), 0, 0).toULongLong(),
+        QCOMPARE(said.section(QStringLiteral(": "), 1)
+                     .remove(QLatin1Char(','))
+                     .section(QLatin1Char(' '), 0, 0)
+                     .toULongLong(),
                  qulonglong(tensor->stats.histogram[std::size_t(bin)]));
         QVERIFY(tensor->stats.histogram[std::size_t(bin)] > 0);
 
@@ -135,7 +145,8 @@ private slots:
         shardscope::SaveOptions options;
         options.durable = false;
         options.tensors = shardscope::demo_tensor_layout(4'000);
-        options.tensors.front().name = "emb\x1b[2J\xc2\x85" "ed";
+        options.tensors.front().name = "emb\x1b[2J\xc2\x85"
+                                       "ed";
         const QString dir = tmp.filePath(QStringLiteral("ckpt"));
         shardscope::save_sharded(states, dir.toStdString(), 5, options);
         TensorsPanel panel;

@@ -91,12 +91,19 @@ private slots:
         namespace pl = shardscope::pipeline;
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("s.ini"));
-        const pl::TrainingOptions training{.dp = 8, .zero = 2, .recompute = pl::Recompute::selective,
-                                           .link_gbps = 200.5, .overlap_allreduce = true,
+        const pl::TrainingOptions training{.dp = 8,
+                                           .zero = 2,
+                                           .recompute = pl::Recompute::selective,
+                                           .link_gbps = 200.5,
+                                           .overlap_allreduce = true,
                                            .gpu_memory_bytes = std::int64_t(80) << 30};
-        const pl::SearchSpec search{.gpus = 512, .global_batch = 1024, .micro_batch_size = 2,
-                                    .gpu_memory_bytes = std::int64_t(40) << 30, .link_gbps = 400,
-                                    .zero = 1, .overlap_allreduce = true};
+        const pl::SearchSpec search{.gpus = 512,
+                                    .global_batch = 1024,
+                                    .micro_batch_size = 2,
+                                    .gpu_memory_bytes = std::int64_t(40) << 30,
+                                    .link_gbps = 400,
+                                    .zero = 1,
+                                    .overlap_allreduce = true};
         {
             Settings settings(file);
             QVERIFY(!settings.plannerTraining());

@@ -65,7 +65,7 @@ private slots:
         QCOMPARE(g.hitTest(points, 105, 181), 0);
         QCOMPARE(g.hitTest(points, 111, 179), 1);
         QCOMPARE(g.hitTest(points, g.xForValue(50) + 3, g.yForValue(25) - 3), 2);
-        QCOMPARE(g.hitTest(points, 300, 60), -1);         // nothing near
+        QCOMPARE(g.hitTest(points, 300, 60), -1); // nothing near
         QCOMPARE(g.hitTest(points, 104, 180 + 9, 8), -1); // just outside the radius
         // Two points on the same pixel: the first (the better-ranked candidate) wins.
         const std::vector<ChartPoint> stacked{{.x = 50, .y = 25}, {.x = 50, .y = 25}};

@@ -72,7 +72,7 @@ private slots:
         QCOMPARE(sources.back().rect.right(), 1100.0);
         for (std::size_t i = 1; i < sources.size(); ++i) {
             QCOMPARE(sources[i].rect.left() - sources[i - 1].rect.right(), 10.0); // one gap between neighbours
-            QCOMPARE(sources[i].rect.width(), sources[0].rect.width());          // equal slices, equal boxes
+            QCOMPARE(sources[i].rect.width(), sources[0].rect.width()); // equal slices, equal boxes
         }
         const auto targets = g.targetBoxes(plan);
         QCOMPARE(targets.size(), std::size_t(8));

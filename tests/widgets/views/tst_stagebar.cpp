@@ -116,7 +116,8 @@ private slots:
             for (const QString& caption : captions)
                 if (!caption.isEmpty())
                     shapes.insert(QString(caption).remove(QRegularExpression(QStringLiteral("[0-9]+"))));
-            QVERIFY2(shapes.size() <= 1, qPrintable(QStringLiteral("%1 px: %2").arg(width).arg(captions.join(QLatin1Char('|')))));
+            QVERIFY2(shapes.size() <= 1,
+                     qPrintable(QStringLiteral("%1 px: %2").arg(width).arg(captions.join(QLatin1Char('|')))));
         }
         StageBar wide(&planner);
         wide.resize(3000, 70);

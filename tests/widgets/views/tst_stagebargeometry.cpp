@@ -29,7 +29,7 @@ private slots:
         const auto g = StageBarGeometry::layout({1, 1, 1, 1}, 0, 400); // edges 0 100 200 300 400
         QCOMPARE(g.snapEdge(140), 1);
         QCOMPARE(g.snapEdge(160), 2);
-        QCOMPARE(g.snapEdge(-50), 1);  // never the outer edges: a piece must keep a layer
+        QCOMPARE(g.snapEdge(-50), 1); // never the outer edges: a piece must keep a layer
         QCOMPARE(g.snapEdge(1000), 3);
     }
 

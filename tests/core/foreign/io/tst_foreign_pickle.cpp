@@ -91,9 +91,9 @@ private slots:
     {
         PickleWriter w;
         w.proto(4).stack_global("torch", "Size"); // memo 0..2
-        w.op(']').memoize();                     // memo 3: a list
-        w.get(3).op('a');                        // the list appends itself: a cycle, harmless
-        w.op(0x86).stop();                       // (torch.Size, list)
+        w.op(']').memoize(); // memo 3: a list
+        w.get(3).op('a'); // the list appends itself: a cycle, harmless
+        w.op(0x86).stop(); // (torch.Size, list)
         const auto doc = parse_pickle(w.out, "memo.pkl");
         const auto items = doc.as_sequence(doc.root());
         QVERIFY(items && items->size() == 2);
@@ -109,8 +109,8 @@ private slots:
     {
         PickleWriter w;
         w.proto(4).str(std::string(20, 'M')).memoize().op('0'); // memo 0, popped
-        w.str(std::string(10, 'N'));                             // grows the arena past the first
-        w.get(0).op(0x93).stop();                                 // STACK_GLOBAL(memo 0, "NNN…")?
+        w.str(std::string(10, 'N')); // grows the arena past the first
+        w.get(0).op(0x93).stop(); // STACK_GLOBAL(memo 0, "NNN…")?
         // The stack is (…"NNNNNNNNNN", memo 0): the module is the str pushed first.
         const auto doc = parse_pickle(w.out, "uaf.pkl");
         QCOMPARE(doc.class_name(doc.root()), std::string(10, 'N') + "." + std::string(20, 'M'));
@@ -178,7 +178,9 @@ private slots:
         QCOMPARE(std::string(doc.at((*items)[0]).text), std::string("a"));
         QCOMPARE(std::string(doc.at((*items)[1]).text), std::string("b"));
         // APPENDS whose target would be below the mark before it: refused, as before.
-        QCOMPARE(kind_of(std::string("\x80\x02(K\x01(K\x02" "e.")), ProblemKind::invalid_pickle); // "\x02e" would be one byte
+        QCOMPARE(kind_of(std::string("\x80\x02(K\x01(K\x02"
+                                     "e.")),
+                 ProblemKind::invalid_pickle); // "\x02e" would be one byte
         QCOMPARE(kind_of(std::string("\x80\x02(K\x01u.")), ProblemKind::invalid_pickle);
     }
 
@@ -203,12 +205,15 @@ private slots:
         QTest::addColumn<QByteArray>("data");
         QTest::newRow("empty") << QByteArray();
         QTest::newRow("no STOP") << B("\x80\x02K\x01");
-        QTest::newRow("truncated string") << B("\x80\x04\x8c\x10" "abc");
+        QTest::newRow("truncated string") << B("\x80\x04\x8c\x10"
+                                               "abc");
         QTest::newRow("stack underflow") << B("\x80\x02R.");
-        QTest::newRow("APPEND to int") << B("\x80\x02K\x01K\x02" "a.");
+        QTest::newRow("APPEND to int") << B("\x80\x02K\x01K\x02"
+                                            "a.");
         QTest::newRow("GET unknown memo") << B("\x80\x02h\x07.");
         QTest::newRow("two values at STOP") << B("\x80\x02K\x01K\x02.");
-        QTest::newRow("REDUCE non-tuple") << B("\x80\x02" "cos\nsystem\nK\x01R.");
+        QTest::newRow("REDUCE non-tuple") << B("\x80\x02"
+                                               "cos\nsystem\nK\x01R.");
         QTest::newRow("protocol 6") << B("\x80\x06N.");
         QTest::newRow("frame past end") << B("\x80\x04\x95\xff\x00\x00\x00\x00\x00\x00\x00N.");
     }
