@@ -1,5 +1,5 @@
 #pragma once
-// Generators of the biggest foreign checkpoints (issue 20), shared by bench_open, bench_gui and
+// Generators of the biggest foreign checkpoints, shared by bench_open, bench_gui and
 // the widget tests that open them: made at run time, never committed.
 //   write_index: a Hugging Face safetensors index of `tensors` small F16 tensors in `files` files,
 //     named like a mixture-of-experts layer's;

@@ -43,7 +43,7 @@ public:
     void showReshard();
     bool exportReport(const QString& file, QString* error);
     bool exportTimeline(const QString& file, QString* error);
-    // Issue 16: a layer profile of the open checkpoint (its layers, and the config.json beside it)
+    // A layer profile of the open checkpoint (its layers, and the config.json beside it)
     // or of a PyTorch profiler trace, computed off the GUI thread and loaded into the planner; the
     // newest request wins. Ends in profileImported or profileImportFailed.
     void profileFromCheckpoint(int seqLen, int microBatchSize);

@@ -25,7 +25,7 @@ nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& p
 nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, const std::string& partition,
                          bool with_ops = true);
 
-// The `shardctl schedule --json` object with the training step (issue 16): plan_json plus
+// The `shardctl schedule --json` object with the training step: plan_json plus
 // stage_stats[].memory {weights, gradients, optimizer, activations, total, fits}, and top-level
 // dp, zero, recompute, link_gbps, overlap_allreduce, gpu_memory_bytes (null without a limit),
 // peak_memory_bytes, fits, allreduce_ms, exposed_allreduce_ms, step_time, allreduce[] {stage,

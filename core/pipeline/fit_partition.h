@@ -1,5 +1,5 @@
 #pragma once
-// Cuts that respect the GPU memory limit (issue 16, `shardctl plan`). A stage's memory depends
+// Cuts that respect the GPU memory limit (`shardctl plan`). A stage's memory depends
 // on where it sits: stage s keeps its activations for in_flight[s] microbatches (GPipe M on
 // every stage, 1F1B N - s, zb-h1 N), so a layer costs more memory on an early stage than on a
 // late one, and no greedy fill is exact. The memory bounded is always the very StageMemory::total

@@ -9,7 +9,7 @@
 //   embed,131072000,0.12,0.24,16777216                 optional ones may be added, empty = absent)
 //
 // Required per layer: name, params, activation_bytes, and exactly one of fwd_ms / fwd_flops.
-// Optional memory/communication fields (issue 16): per layer selective_activation_bytes,
+// Optional memory/communication fields: per layer selective_activation_bytes,
 // input_bytes, output_bytes; at the top seq_len, hidden_size, attention_heads (all three or
 // none) and micro_batch_size. Their defaults read activation_bytes as Korthikanti et al.'s
 // s*b*h*(34 + 5*a*s/h) and take its parts (see the layer_* functions below).

@@ -1,5 +1,5 @@
 #pragma once
-// The planner's search (issue 16, `shardctl plan`): over pipeline x data-parallel degree
+// The planner's search (`shardctl plan`): over pipeline x data-parallel degree
 // (pp * dp = GPUs), virtual stages, microbatches (global batch / (dp * micro batch size)),
 // schedule, recomputation and the partition, every candidate is run through make_step_plan —
 // the very function `shardctl schedule` calls — so a candidate's step_time and

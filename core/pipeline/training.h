@@ -1,5 +1,5 @@
 #pragma once
-// The training step around a pipeline schedule (issue 16): what each stage holds in memory
+// The training step around a pipeline schedule: what each stage holds in memory
 // (16-bit weights and gradients, AdamW's fp32 state under ZeRO, activations under
 // recomputation), what the sends between stages and the data-parallel gradient all-reduce
 // cost, and the step time. The simulator (simulator.h) stays a pure op-order model; this layer

@@ -9,7 +9,7 @@
 // the step `latest` names, a step still being written, or a step whose upload to the mirror has
 // not finished; a crash at any instant leaves `latest` naming a complete, loadable step.
 //
-// Under pressure (issue 19): a failed mirror upload never fails a save — the local step stays
+// Under pressure: a failed mirror upload never fails a save — the local step stays
 // committed, the upload is retried on later saves, and the local tier keeps the steps the mirror
 // lacks and was meant to hold; one job at a time writes a root (root_lock.h).
 

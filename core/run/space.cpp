@@ -1,4 +1,4 @@
-// Space before writing (issue 19): a save that cannot fit is refused before its first byte, and
+// Space before writing: a save that cannot fit is refused before its first byte, and
 // one that fits only without old steps removes them first — a full disk otherwise fails the save
 // half-way, after rotation had waited for the new step to commit (keep_last + 1 steps of room).
 

@@ -1,4 +1,4 @@
-// Prints how the app opens the biggest foreign checkpoints (issue 20; figures, not timed tests):
+// Prints how the app opens the biggest foreign checkpoints (figures, not timed tests):
 // the generated 100,000-tensor Hugging Face index and 100,000-chunk DCP checkpoint of bench_open,
 // each opened by a CheckpointPanel in a fresh process (so that its peak RSS is its own):
 //   open -> the first tensor rows painted on the Tensor list tab, open -> verification finished;

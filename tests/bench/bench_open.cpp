@@ -1,4 +1,4 @@
-// Prints measured figures for opening the biggest checkpoints (issue 20; not a timed test:
+// Prints measured figures for opening the biggest checkpoints (not a timed test:
 // compare the ratios within one run), page cache warm, each command a fresh shardctl process:
 //   a Hugging Face safetensors index of 100,000 tensors in 200 files (a mixture-of-experts
 //     checkpoint's shape), against Python's json.load of the index plus reading every file's

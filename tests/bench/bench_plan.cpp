@@ -1,4 +1,4 @@
-// Planner benchmark (issue 16): prints measured figures (README "Performance"), not a pass/fail
+// Planner benchmark: prints measured figures (README "Performance"), not a pass/fail
 // test. Target: an 80-layer profile on 1024 GPUs searched in under 2 s. Exit status 1 when the
 // search takes longer, so a regression is visible when it is run by hand.
 #include "core/pipeline/search.h"

@@ -1,5 +1,5 @@
 // Pipeline engine benchmark: prints measured figures (README "Performance"), not a pass/fail
-// test. Targets from issue 3: 1F1B N=64 M=4096 (~524k ops) well under 100 ms, linear in M
+// test. Targets: 1F1B N=64 M=4096 (~524k ops) well under 100 ms, linear in M
 // (M=4096 at most 10x M=512), repartition + resimulate N=8 M=64 under 1 ms.
 #include "core/pipeline/simulator.h"
 

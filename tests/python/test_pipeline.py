@@ -40,7 +40,7 @@ class Pipeline(pyutil.TempDirTest):
         self.assertEqual(shardscope.schedule(3, 6, "zb-h1", profile=csv, partition="manual:4,8"), cli)
 
     def test_the_training_step_is_the_cli_step(self):
-        # Memory, recomputation and communication (issue 16): the same options, the same dict.
+        # Memory, recomputation and communication: the same options, the same dict.
         profile = os.path.join(PROFILES, "decoder-7b-32.json")
         mine = shardscope.schedule(4, 8, "1f1b", profile=profile, partition="compute", dp=8, zero=1,
                                    recompute="full", gpu_memory_gib=80, link_gbps=200)

@@ -1,5 +1,5 @@
 #pragma once
-// The planner's search (issue 16, `shardctl plan` in the app): GPUs, memory per GPU, global
+// The planner's search (`shardctl plan` in the app): GPUs, memory per GPU, global
 // batch, micro batch size, link and ZeRO; "Search" runs core's search_plans on the thread pool
 // (JobRunner: a new search or Cancel drops the running one's result, the newest wins); the best
 // configurations in a table (PlanCandidateModel) beside a scatter of all of them

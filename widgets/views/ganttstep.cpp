@@ -1,4 +1,4 @@
-// GanttView's training-step layer (issue 16): what make_step_plan adds around the op blocks.
+// GanttView's training-step layer: what make_step_plan adds around the op blocks.
 // Kept apart from ganttview.cpp so that the op painting, which must stay fast for 100k ops,
 // reads on its own.
 #include "widgets/views/ganttview.h"

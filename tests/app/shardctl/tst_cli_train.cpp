@@ -222,7 +222,7 @@ private slots:
         QVERIFY2(st["next_rotation"]["local"] == nlohmann::json::array({"step-00000009"}), st.dump().c_str());
         QVERIFY2(st["next_rotation"]["mirror"].empty(), st.dump().c_str());
         QVERIFY(steps["step-00000009"]["next_rotation_deletes"] == nlohmann::json::array({"local"}));
-        // The text says the same, with each step's wall clock (issue 19, item 4).
+        // The text says the same, with each step's wall clock.
         const auto text = shardctl({QStringLiteral("status"), qs(dir), QStringLiteral("--mirror"), qs(mirror),
                                     QStringLiteral("--keep"), QStringLiteral("1"), QStringLiteral("--mirror-keep"),
                                     QStringLiteral("3")});

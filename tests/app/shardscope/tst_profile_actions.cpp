@@ -1,4 +1,4 @@
-// The main window's "Profile from the Open Checkpoint…" and "Import Profiler Trace…" (issue 16):
+// The main window's "Profile from the Open Checkpoint…" and "Import Profiler Trace…":
 // both actions exist in the Planner menu, the work runs off the GUI thread, the result lands in
 // the planner, a bad trace is reported, and the newest request wins.
 #include "app/shardscope/mainwindow.h"

@@ -1,5 +1,5 @@
 #pragma once
-// References for the streaming parsers of issue 20: the DOM-based index parser they replaced (kept
+// References for the streaming parsers: the DOM-based index parser they replaced (kept
 // here verbatim, as the definition of what the index parser must accept, reject and say) and the
 // inputs both are run over. parse_safetensors_header (core/checkpoint, still DOM-based) is the
 // reference for the safetensors header listing.
@@ -33,7 +33,7 @@ struct Index {
                             path);
 }
 
-// parse_safetensors_index as it was before issue 20 (one DOM, a parser callback for duplicates).
+// parse_safetensors_index as it was before it streamed (one DOM, a parser callback for duplicates).
 inline Index parse_index(std::string_view json, const std::string& path)
 {
     using namespace shardscope;

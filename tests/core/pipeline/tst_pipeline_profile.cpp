@@ -223,7 +223,7 @@ private slots:
         QTest::newRow("not an object") << QStringLiteral("[1, 2]") << QStringLiteral("must be a JSON object");
         QTest::newRow("layer not object")
             << QStringLiteral(R"({"layers": [1]})") << QStringLiteral("layer 0 must be an object");
-        // The memory fields of issue 16.
+        // The optional memory fields (profile.h).
         QTest::newRow("selective above activations")
             << QStringLiteral(
                    R"({"layers": [{"name": "b", "params": 1, "fwd_ms": 1, "activation_bytes": 10, "selective_activation_bytes": 11}]})")

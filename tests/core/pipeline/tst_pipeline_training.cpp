@@ -1,4 +1,4 @@
-// The training step around a schedule (issue 16) against its closed forms: microbatches in
+// The training step around a schedule against its closed forms: microbatches in
 // flight per schedule (GPipe M, 1F1B N - s, interleaved as Narayanan et al. 2021), ZeRO bytes
 // per parameter, recomputation (Korthikanti et al. 2022) in memory and in the 1F1B makespan,
 // link costs on every crossing, and the ring all-reduce with and without overlap.

@@ -1,4 +1,4 @@
-// Under pressure a training job keeps going (issue 19): a failing mirror (ENOSPC, EACCES, EIO at
+// Under pressure a training job keeps going: a failing mirror (ENOSPC, EACCES, EIO at
 // every write, fsync and rename of an upload, a vanished mirror, a real full tmpfs) never fails a
 // save; a failing local tier fails the save and nothing else; a second writer is refused; a
 // leftover lock is taken over. Every case asserts that `latest` names a step that verifies, that

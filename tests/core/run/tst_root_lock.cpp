@@ -1,4 +1,4 @@
-// One writer per root (issue 19, item 3; format.md 6.7): the cases of RootLock that need more
+// One writer per root (format.md 6.7): the cases of RootLock that need more
 // than one process or thread — two jobs taking over one leftover at once, a reused pid, a child
 // that inherits the flock by fork, and one that does not by exec.
 

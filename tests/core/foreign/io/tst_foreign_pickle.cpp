@@ -102,7 +102,7 @@ private slots:
         QVERIFY(!doc.describe(doc.root()).empty()); // bounded even for a cycle
     }
 
-    // Review of issue 20: a STACK_GLOBAL whose strs were made long before (the text arena grows
+    // Found in review of the compact document: a STACK_GLOBAL whose strs were made long before (the text arena grows
     // between them) names exactly those strs; globals whose names differ only in where a
     // newline falls are different globals.
     void stackGlobalNamesItsOwnStrings()
@@ -124,7 +124,7 @@ private slots:
         QCOMPARE(pair.class_name((*items)[1]), std::string("a.b\nc"));
     }
 
-    // Issue 20: values are compact and immutable ones shared; nothing a reader sees may change.
+    // For big checkpoints: values are compact and immutable ones shared; nothing a reader sees may change.
     void compactDocument()
     {
         PickleWriter w;
