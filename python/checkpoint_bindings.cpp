@@ -9,7 +9,7 @@
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/reshard.h"
 #include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
+#include "core/open/verify.h"
 #include "core/checkpoint/verify_json.h"
 #include "core/report/report.h"
 

@@ -1,9 +1,6 @@
 #include "hostile_corpus.h"
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
 #include "core/run/demo.h"
 #include "core/util/hashing.h"
 

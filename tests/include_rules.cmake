@@ -1,12 +1,15 @@
-# The dependency rules of the layout (core/README.md), checked over the sources as text:
+# The dependency rules of the layout, checked over the sources as text. Each folder's README.md
+# states what the folder's sources may include in a line
+#     Includes: `core/util/`, `core/checkpoint/`, `core/pipeline/profile*.h`
+# (project headers only: a path prefix, `*` standing for part of one name); a folder always
+# includes its own headers, and a subfolder with a README of its own follows its own line. The
+# rules the READMEs state as a whole are checked here too:
 #   - core/ includes no Qt and nothing from widgets/ or app/;
-#   - core/util/ includes nothing else from core/; core/pipeline/ only core/util/;
-#   - core/inspect/ takes from core/pipeline/ only its profile headers (profile*.h);
-#   - headers under core/*/internal/ are the core's own: widgets/ and app/ never include them;
-#   - widgets/ includes nothing from app/;
-#   - python/ (the extension module) uses the core's public headers only, and no Qt.
+#   - headers under */internal/ are the core's own: widgets/, app/ and python/ never include them;
+#   - the folders' Includes lines form no cycle.
 # Run as: cmake -DSOURCE_DIR=<repo> -P include_rules.cmake (ctest: tst_include_rules).
 set(violations "")
+
 function(check_folder folder regex why)
     file(GLOB_RECURSE sources "${SOURCE_DIR}/${folder}/*.h" "${SOURCE_DIR}/${folder}/*.cpp")
     foreach(source IN LISTS sources)
@@ -22,14 +25,101 @@ function(check_folder folder regex why)
 endfunction()
 
 check_folder(core "#[ \t]*include[ \t]*<Q|\"widgets/|\"app/" "the core is Qt-free and below widgets and app")
-check_folder(core/util "\"core/(checkpoint|run|foreign|pipeline|report)/" "core/util is the bottom layer")
-check_folder(core/pipeline "\"core/(checkpoint|run|foreign|inspect|report)/" "core/pipeline includes only core/util")
-check_folder(core/inspect "\"core/(run|report)/|\"core/pipeline/([^p]|p[^r]|pr[^o]|pro[^f]|prof[^i]|profi[^l]|profil[^e])"
-             "core/inspect includes from core/pipeline only the profile headers (profile*.h)")
 check_folder(widgets "\"core/[a-z_/]*internal/" "internal core header")
 check_folder(app "\"core/[a-z_/]*internal/" "internal core header")
-check_folder(widgets "\"app/" "widgets are below the apps")
 check_folder(python "\"core/[a-z_/]*internal/|#[ \t]*include[ \t]*<Q|\"widgets/|\"app/" "the module binds the core's public API")
+
+# ---- every folder's README: its Includes line
+file(GLOB_RECURSE readmes RELATIVE "${SOURCE_DIR}"
+     "${SOURCE_DIR}/core/*README.md" "${SOURCE_DIR}/widgets/*README.md"
+     "${SOURCE_DIR}/app/*README.md" "${SOURCE_DIR}/python/README.md")
+set(folders "")
+foreach(readme IN LISTS readmes)
+    get_filename_component(folder "${readme}" DIRECTORY)
+    list(APPEND folders "${folder}")
+endforeach()
+
+set(edges "") # "from>to" pairs between folders, for the cycle check
+foreach(folder IN LISTS folders)
+    file(STRINGS "${SOURCE_DIR}/${folder}/README.md" rule REGEX "^Includes:")
+    if(NOT rule)
+        set(violations "${violations}\n  ${folder}/README.md: no 'Includes:' line saying what the folder may include")
+        continue()
+    endif()
+    # The allowed patterns as regular expressions over the included path.
+    string(REGEX MATCHALL "`[^`]+`" patterns "${rule}")
+    set(allowed "^${folder}/")
+    foreach(pattern IN LISTS patterns)
+        string(REPLACE "`" "" pattern "${pattern}")
+        string(REGEX REPLACE "([.+?^$()])" "\\\\\\1" regex "${pattern}")
+        string(REPLACE "*" "[^/]*" regex "${regex}")
+        list(APPEND allowed "^${regex}")
+        string(REGEX MATCH "^[a-z_]+(/[a-z_]+)*/" target "${pattern}")
+        string(REGEX REPLACE "/$" "" target "${target}")
+        list(APPEND edges "${folder}>${target}")
+    endforeach()
+    # The folder's sources, less those of subfolders that have their own README.
+    file(GLOB_RECURSE sources "${SOURCE_DIR}/${folder}/*.h" "${SOURCE_DIR}/${folder}/*.cpp")
+    foreach(source IN LISTS sources)
+        file(RELATIVE_PATH shown "${SOURCE_DIR}" "${source}")
+        set(owner "${folder}")
+        foreach(other IN LISTS folders)
+            string(LENGTH "${other}" other_length)
+            string(LENGTH "${owner}" owner_length)
+            if(shown MATCHES "^${other}/" AND other_length GREATER owner_length)
+                set(owner "${other}")
+            endif()
+        endforeach()
+        if(NOT owner STREQUAL folder)
+            continue()
+        endif()
+        file(STRINGS "${source}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"(core|widgets|app|python)/")
+        foreach(line IN LISTS lines)
+            string(REGEX REPLACE "^[^\"]*\"([^\"]+)\".*$" "\\1" included "${line}")
+            set(ok FALSE)
+            foreach(regex IN LISTS allowed)
+                if(included MATCHES "${regex}")
+                    set(ok TRUE)
+                    break()
+                endif()
+            endforeach()
+            if(NOT ok)
+                set(violations "${violations}\n  ${shown}: includes ${included}, which ${folder}/README.md does not allow")
+            endif()
+        endforeach()
+    endforeach()
+endforeach()
+
+# ---- no cycle between folders: remove folders that include no remaining folder until none is left
+set(remaining "${folders}")
+set(progress TRUE)
+while(progress)
+    set(progress FALSE)
+    foreach(folder IN LISTS remaining)
+        set(depends FALSE)
+        foreach(edge IN LISTS edges)
+            if(edge MATCHES "^${folder}>(.+)$")
+                set(target "${CMAKE_MATCH_1}")
+                foreach(other IN LISTS remaining)
+                    # a folder's subfolder (core/foreign/io under core/foreign) is part of it
+                    if(NOT other STREQUAL folder AND (target STREQUAL other OR target MATCHES "^${other}/"))
+                        if(NOT folder MATCHES "^${other}/")
+                            set(depends TRUE)
+                        endif()
+                    endif()
+                endforeach()
+            endif()
+        endforeach()
+        if(NOT depends)
+            list(REMOVE_ITEM remaining "${folder}")
+            set(progress TRUE)
+        endif()
+    endforeach()
+endwhile()
+if(remaining)
+    string(REPLACE ";" ", " remaining "${remaining}")
+    set(violations "${violations}\n  the READMEs' Includes lines form a cycle among: ${remaining}")
+endif()
 
 if(violations)
     message(FATAL_ERROR "include rules broken:${violations}")

@@ -1,9 +1,6 @@
 #pragma once
 // Asking about problems in tests: a report's, and the one a call throws.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 
 #include <optional>

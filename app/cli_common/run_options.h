@@ -6,9 +6,7 @@
 
 #include "app/cli_common/cli.h"
 
-#include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 #include "core/run/training.h"
 

@@ -10,8 +10,8 @@
 #include "core/checkpoint/verify.h"
 #include "core/checkpoint/verify_json.h"
 #include "core/run/demo.h"
-#include "core/foreign/verify_foreign.h"
-#include "core/foreign/detect.h"
+#include "core/open/verify.h"
+#include "core/open/detect.h"
 #include "core/foreign/summary_json.h"
 #include "core/util/parallel.h"
 #include "core/util/printable.h"
@@ -210,7 +210,7 @@ int run_info(const QStringList& arguments)
     }
     if (is_foreign(detected)) {
         // Structure only (headers, metadata, zip directories): `verify` reads every byte.
-        const VerifyReport report = verify_foreign(detected, VerifyOptions{}, /*check_data=*/false);
+        const VerifyReport report = verify_checkpoint(detected, VerifyOptions{}, /*check_data=*/false);
         if (as_json) { // built only when printed: 10^5 tensors make a large object
             add_foreign_info(out, report);
             print_foreign_info(out, report);

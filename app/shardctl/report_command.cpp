@@ -4,6 +4,7 @@
 #include "app/shardctl/commands.h"
 #include "app/cli_common/cli.h"
 
+#include "core/open/verify.h"
 #include "core/pipeline/partition.h"
 #include "core/report/report.h"
 

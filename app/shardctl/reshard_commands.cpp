@@ -5,6 +5,7 @@
 #include "app/cli_common/run_options.h"
 
 #include "core/report/report.h"
+#include "core/checkpoint/directory.h"
 #include "core/checkpoint/reshard.h"
 
 #include <QElapsedTimer>

@@ -3,10 +3,7 @@
 // on success or the first failure, gathering shard records to the coordinator, and computing the
 // sharding-independent digests by streaming every rank's flat vectors to process 0 in order.
 
-#include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
 
 #include <optional>
 #include <string>

@@ -96,4 +96,23 @@ Manifest read_manifest(const fs::path& dir)
     return parse_manifest(fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, display), display);
 }
 
+std::string highest_numbered(const std::vector<std::string>& names, std::string_view prefix)
+{
+    std::string best;
+    long long best_value = -1;
+    for (const auto& n : names) {
+        if (!n.starts_with(prefix))
+            continue;
+        std::size_t p = prefix.size();
+        long long v = 0;
+        while (p < n.size() && n[p] >= '0' && n[p] <= '9' && v < (1ll << 50))
+            v = v * 10 + (n[p++] - '0');
+        if (p == n.size() && p > prefix.size() && v > best_value) {
+            best_value = v;
+            best = n;
+        }
+    }
+    return best;
+}
+
 } // namespace shardscope

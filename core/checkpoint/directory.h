@@ -26,6 +26,10 @@ std::string read_tag_file(int dirfd, const std::string& name, const std::string&
 std::filesystem::path confined_subdir(int root_fd, const std::filesystem::path& root, const std::string& name,
                                       const std::string& display_path);
 
+// The highest-numbered `prefix<N>` name (DeepSpeed's global_stepN, Megatron's iter_N), or "": the
+// step a root without a tag file resumes from.
+std::string highest_numbered(const std::vector<std::string>& names, std::string_view prefix);
+
 // What an interrupted write leaves behind: `<name>.tmp` (ShardFileWriter and write_file_atomic
 // write there first and rename). The one rule used by verify, shardctl-mpi and the root manager.
 bool is_leftover_tmp(std::string_view name);

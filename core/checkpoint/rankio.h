@@ -3,9 +3,6 @@
 // job (shardctl-mpi runs one per MPI rank). Each reads only its own files; agreeing on the result
 // is the caller's business. Same checks as load_sharded and verify_checkpoint (open_shard).
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 #include "core/checkpoint/reshard.h"
 

@@ -1,4 +1,5 @@
 #include "core/checkpoint/reshard.h"
+#include "core/checkpoint/directory.h"
 
 #include "core/util/parallel.h"
 #include "core/checkpoint/internal/shardfile.h"
@@ -167,7 +168,7 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
         if (options.progress)
             options.progress(done, 2 * total);
     };
-    const VerifyReport report = verify_checkpoint(src_dir, verify);
+    const VerifyReport report = verify_native(src_dir, verify);
     if (report.cancelled)
         throw Error(ProblemKind::cancelled, src_dir.string() + ": reshard cancelled");
     if (!report.ok())

@@ -8,10 +8,7 @@
 // nothing: an empty shard is legal (a valid safetensors file with 0-element tensors), because a
 // job with more ranks than parameters still needs every rank to find its file.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
 
 namespace shardscope {
 

@@ -2,7 +2,6 @@
 
 #include "core/checkpoint/verify.h"
 #include "core/checkpoint/directory.h"
-#include "core/foreign/verify_foreign.h"
 #include "core/util/hashing.h"
 #include "core/util/parallel.h"
 #include "core/checkpoint/internal/shardfile.h"
@@ -80,46 +79,23 @@ ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const 
 
 namespace {
 
-VerifyReport verify_any(const fs::path& path, const VerifyOptions& options)
+VerifyReport verify_step(const fsutil::ListedDirectory& step, const VerifyOptions& options)
 {
-    // Checkpoints ShardScope did not write (safetensors, index, DCP, DeepSpeed, Megatron) have
-    // their own verifiers; everything else takes the native path below, unchanged.
-    // Detection follows a root's `latest`; when that is bad, the native path below reports it as
-    // a problem of the checkpoint instead of an exception (verify --json must print a report).
-    try {
-        if (auto foreign = verify_if_foreign(path, options))
-            return std::move(*foreign);
-    } catch (const Error& e) {
-        if (e.kind() == ProblemKind::cannot_open)
-            throw;
-    }
-
     VerifyReport report;
     auto add = [&](Problem p) { report.problems.push_back(std::move(p)); };
-
-    try {
-        report.dir = resolve_checkpoint_dir(path);
-    } catch (const Error& e) {
-        if (e.kind() == ProblemKind::cannot_open)
-            throw;
-        report.dir = path;
-        add(e.problem());
-        return report;
-    }
+    report.dir = step.path;
     const fs::path& dir = report.dir;
     const std::string manifest_path = (dir / "manifest.json").string();
-    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
+    const int dirfd = step.fd.get();
+    report.leftover_tmp_files = leftover_tmp_files(step.names);
 
-    const auto names = fsutil::list_directory(dirfd.get());
-    report.leftover_tmp_files = leftover_tmp_files(names);
-
-    if (!fsutil::exists_at(dirfd.get(), "manifest.json")) {
-        add(missing_manifest_problem(names, dir));
+    if (!step.has("manifest.json")) {
+        add(missing_manifest_problem(step.names, dir));
         return report;
     }
     try {
         report.manifest = parse_manifest(
-            fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, manifest_path), manifest_path);
+            fsutil::read_small_file(dirfd, "manifest.json", kMaxManifestBytes, manifest_path), manifest_path);
     } catch (const Error& e) {
         add(e.problem());
         return report;
@@ -165,16 +141,16 @@ VerifyReport verify_any(const fs::path& path, const VerifyOptions& options)
             all_done += record.bytes;
         } else {
             uint64_t reported = 0;
-            check = check_shard(dirfd.get(), dir, m, record, options.fast, shard_problems[i],
-                                [&](uint64_t done, uint64_t size) {
-                                    const uint64_t overall = all_done += done - reported;
-                                    reported = done;
-                                    if (cb.shard_progress)
-                                        cb.shard_progress(i, done, size);
-                                    if (cb.progress)
-                                        cb.progress(overall, total);
-                                    return !is_cancelled();
-                                });
+            check =
+                check_shard(dirfd, dir, m, record, options.fast, shard_problems[i], [&](uint64_t done, uint64_t size) {
+                    const uint64_t overall = all_done += done - reported;
+                    reported = done;
+                    if (cb.shard_progress)
+                        cb.shard_progress(i, done, size);
+                    if (cb.progress)
+                        cb.progress(overall, total);
+                    return !is_cancelled();
+                });
             if (check.status == ShardStatus::pending)
                 return; // cancelled
             if (reported < record.bytes) // a shard that failed early still counts as done
@@ -198,13 +174,18 @@ VerifyReport verify_any(const fs::path& path, const VerifyOptions& options)
 
 } // namespace
 
-VerifyReport verify_checkpoint(const fs::path& path, const VerifyOptions& options)
+VerifyReport verify_native(const fsutil::ListedDirectory& step, const VerifyOptions& options)
 {
     const auto start = std::chrono::steady_clock::now();
-    VerifyReport report = verify_any(path, options);
+    VerifyReport report = verify_step(step, options);
     report.fast = options.fast;
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
+}
+
+VerifyReport verify_native(const fs::path& step_dir, const VerifyOptions& options)
+{
+    return verify_native(fsutil::open_listed(step_dir), options);
 }
 
 } // namespace shardscope

@@ -1,11 +1,13 @@
 #pragma once
-// Verifying a checkpoint: every invariant of docs/format.md and every shard's hash, without
-// materialising the state. Foreign formats are dispatched to core/foreign and report the same way.
+// Verifying a ShardScope checkpoint: every invariant of docs/format.md and every shard's hash,
+// without materialising the state. VerifyReport is what every format's verifier reports
+// (core/open's verify_checkpoint chooses the verifier).
 
 #include "core/checkpoint/manifest.h"
 #include "core/checkpoint/state.h"
-#include "core/foreign/types.h"
+#include "core/checkpoint/foreign_summary.h"
 #include "core/util/enum_names.h"
+#include "core/util/fsutil.h"
 
 #include <atomic>
 #include <filesystem>
@@ -72,9 +74,13 @@ struct VerifyReport {
     bool ok() const { return problems.empty() && !cancelled; }
 };
 
-// Checks everything without materialising the state: the manifest's invariants, then every shard
-// (existence, size, safetensors header, hash) in parallel with chunked reads. Never throws for a
-// bad checkpoint: findings go into the report. Throws Error(cannot_open) if `path` is unusable.
-VerifyReport verify_checkpoint(const std::filesystem::path& path, const VerifyOptions& options = {});
+// Checks the ShardScope step directory `step` (opened and listed by the caller) without
+// materialising the state: the manifest's invariants, then every shard (existence, size,
+// safetensors header, hash) in parallel with chunked reads. Never throws for a bad checkpoint:
+// findings go into the report.
+VerifyReport verify_native(const fsutil::ListedDirectory& step, const VerifyOptions& options = {});
+// The same for a step directory the caller names (a reshard's source, a mirror's copy). Throws
+// Error(cannot_open) if `step_dir` is unusable.
+VerifyReport verify_native(const std::filesystem::path& step_dir, const VerifyOptions& options = {});
 
 } // namespace shardscope

@@ -342,11 +342,12 @@ ForeignLayout ownership_layout(const DcpMetadata& meta)
 
 } // namespace
 
-VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool check_data)
+VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
 {
+    const fs::path& dir = listed.path;
     VerifyReport report = foreign::new_report("torch-dcp", dir, "torch-dcp (torch.distributed.checkpoint)");
     ForeignSummary& summary = *report.foreign;
-    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
+    const int dirfd = listed.fd.get();
     const std::string meta_path = (dir / ".metadata").string();
     DcpMetadata meta;
     try {
@@ -357,7 +358,7 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
                 list_tensors(first, first_summary);
                 options.callbacks.first_tensors(first_summary);
             };
-        meta = decode_dcp_metadata_file(dirfd.get(), ".metadata", meta_path, std::move(first_tensors));
+        meta = decode_dcp_metadata_file(dirfd, ".metadata", meta_path, std::move(first_tensors));
     } catch (const Error& e) {
         Problem p = e.problem();
         p.path = ".metadata";
@@ -418,7 +419,7 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
     std::set<int> ranks;
     std::vector<std::string> unreferenced;
     std::size_t files_with_ranges = 0;
-    for (const auto& name : fsutil::list_directory(dirfd.get()))
+    for (const auto& name : listed.names)
         if (name.ends_with(".distcp")) {
             const std::size_t f = file_index(name);
             if (f == files.size() || files[f] != name || ranges[f].empty())
@@ -443,7 +444,7 @@ VerifyReport verify_dcp(const fs::path& dir, const VerifyOptions& options, bool 
         summary.layout = std::move(layout);
 
     foreign::check_files(
-        dirfd.get(), report, options,
+        dirfd, report, options,
         [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
             const auto& list = ranges[file_index(check.path)];
             const std::string shown = foreign::shown_file(dir, check);

@@ -3,9 +3,6 @@
 // `.metadata` file (a pickled Metadata dataclass) and `__<rank>_<n>.distcp` data files. The
 // metadata is decoded with the restricted pickle reader: nothing is imported or called.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 #include "core/foreign/io/pickle_reader.h"
 #include "core/foreign/io/zip_reader.h"
@@ -133,12 +130,12 @@ int dcp_rank_of(const std::string& file_name);
 uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& storage, uint64_t element_bytes,
                                const std::string& shown);
 
-// Verifies a DCP folder: the metadata decodes; every referenced file exists (confined beneath
-// `dir`) and every byte range lies within its file without overlapping another; every chunk has
+// Verifies a DCP folder (`dir`, listed): the metadata decodes; every referenced file exists
+// (confined beneath `dir`) and every byte range lies within its file without overlapping another; every chunk has
 // storage; chunks tile their tensor (in bounds, no overlap, full coverage). With `check_data`,
 // each range's content too: FileSystemWriter stores every chunk (and every non-tensor item) as a
 // torch.save archive, whose entries must pass their CRC-32 and whose storage must hold exactly
 // the chunk's elements; a range that is not an archive must be the chunk's raw bytes.
-VerifyReport verify_dcp(const std::filesystem::path& dir, const VerifyOptions& options, bool check_data = true);
+VerifyReport verify_dcp(const fsutil::ListedDirectory& dir, const VerifyOptions& options, bool check_data = true);
 
 } // namespace shardscope

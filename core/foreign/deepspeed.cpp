@@ -6,7 +6,6 @@
 
 #include "core/foreign/internal/common.h"
 #include "core/foreign/internal/torch_files.h"
-#include "core/checkpoint/directory.h"
 #include "core/util/fsutil.h"
 
 #include <algorithm>
@@ -73,33 +72,11 @@ std::optional<DeepSpeedName> parse_deepspeed_name(std::string_view name)
 
 } // namespace
 
-VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options, bool check_data)
+VerifyReport verify_deepspeed(const fsutil::ListedDirectory& dir, const VerifyOptions& options, bool check_data)
 {
-    VerifyReport report = foreign::new_report("deepspeed", path, "deepspeed");
+    VerifyReport report = foreign::new_report("deepspeed", dir.path, "deepspeed");
     ForeignSummary& summary = *report.foreign;
-    fsutil::UniqueFd dirfd = fsutil::open_directory(path);
-    std::vector<std::string> names = fsutil::list_directory(dirfd.get());
-    std::string tag;
-    try {
-        if (fsutil::exists_at(dirfd.get(), "latest")) {
-            const std::string display = (path / "latest").string();
-            tag = read_tag_file(dirfd.get(), "latest", display);
-            report.dir = confined_subdir(dirfd.get(), path, tag, display);
-            add_row(summary, "tag", tag + " (from `latest`)");
-        } else if (const std::string step = highest_numbered(names, "global_step"); !step.empty()) {
-            tag = step;
-            report.dir = confined_subdir(dirfd.get(), path, tag, path.string());
-            add_row(summary, "tag", tag + " (no `latest`: the highest global_step folder)");
-        }
-    } catch (const Error& e) {
-        report.problems.push_back(e.problem());
-        return report;
-    }
-    if (!tag.empty()) {
-        dirfd = fsutil::open_directory(report.dir);
-        names = fsutil::list_directory(dirfd.get());
-    }
-    std::sort(names.begin(), names.end());
+    const std::vector<std::string>& names = dir.names;
 
     std::set<std::pair<int, int>> optim, zero_model;
     std::set<int> model;
@@ -198,9 +175,6 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
     add_row(summary, "data-parallel size", dp ? std::to_string(dp) : std::string("- (no ZeRO files)"));
     if (dp)
         summary.world_size = int64_t(dp);
-    if (tag.starts_with("global_step") && tag.size() > 11 && tag.size() < 30 &&
-        tag.find_first_not_of("0123456789", 11) == std::string::npos)
-        summary.step = std::stoll(tag.substr(11));
     add_row(summary, "model-parallel size", std::to_string(mp));
     if (!layers.empty()) {
         std::size_t layer_files = 0;
@@ -225,7 +199,7 @@ VerifyReport verify_deepspeed(const fs::path& path, const VerifyOptions& options
                                    report.dir.string() + ": no DeepSpeed model or optimizer state files"});
         return report;
     }
-    check_archives(dirfd.get(), report, options, ProblemKind::missing_shard, check_data);
+    check_archives(dir.fd.get(), report, options, ProblemKind::missing_shard, check_data);
     add_row(summary, "tensors", std::to_string(summary.tensors_total));
     return report;
 }

@@ -2,13 +2,12 @@
 // DeepSpeed checkpoints, read-only (deepspeed.cpp says which files).
 
 #include "core/checkpoint/verify.h"
-
-#include <filesystem>
+#include "core/util/fsutil.h"
 
 namespace shardscope {
 
-// DeepSpeed: `path` is the root (with `latest` or global_step* folders) or a tag folder.
+// DeepSpeed: `dir` is a tag folder (global_stepN/; core/open follows a root's `latest`), listed.
 // `check_data` false skips the CRC pass over every byte (shardctl info: structure only).
-VerifyReport verify_deepspeed(const std::filesystem::path& path, const VerifyOptions& options, bool check_data = true);
+VerifyReport verify_deepspeed(const fsutil::ListedDirectory& dir, const VerifyOptions& options, bool check_data = true);
 
 } // namespace shardscope

@@ -6,7 +6,6 @@
 #include "core/foreign/dcp.h"
 #include "core/foreign/internal/common.h"
 #include "core/foreign/internal/torch_files.h"
-#include "core/checkpoint/directory.h"
 #include "core/util/fsutil.h"
 
 #include <cstdio>
@@ -18,55 +17,16 @@ namespace shardscope {
 namespace fs = std::filesystem;
 using namespace foreign; // the helpers shared by the torch-archive formats (internal/torch_files.h)
 
-VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options, bool check_data)
+VerifyReport verify_megatron(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
 {
-    fs::path dir = path;
+    const fs::path& dir = listed.path;
+    const int dirfd = listed.fd.get();
+    const std::vector<std::string>& names = listed.names;
     std::vector<std::pair<std::string, std::string>> rows = {{"format", "megatron"}};
-    std::optional<int64_t> iteration_number; // the step, when the tracker or a folder names it
-    VerifyReport failed;
-    failed.format = "megatron";
-    failed.dir = path;
-    failed.foreign.emplace();
-    try {
-        fsutil::UniqueFd rootfd = fsutil::open_directory(path);
-        const auto names = fsutil::list_directory(rootfd.get());
-        if (fsutil::exists_at(rootfd.get(), "latest_checkpointed_iteration.txt")) {
-            const std::string display = (path / "latest_checkpointed_iteration.txt").string();
-            const std::string text = read_tag_file(rootfd.get(), "latest_checkpointed_iteration.txt", display);
-            std::string name = text;
-            if (text != "release") {
-                std::size_t p = 0;
-                const int iteration = digits(text, p);
-                if (iteration < 0 || p != text.size())
-                    throw Error(ProblemKind::invalid_manifest,
-                                display + ": '" + text.substr(0, 100) +
-                                    "' is neither an iteration number nor 'release'",
-                                display);
-                char buffer[32];
-                std::snprintf(buffer, sizeof buffer, "iter_%07d", iteration);
-                name = buffer;
-                iteration_number = iteration;
-            }
-            dir = confined_subdir(rootfd.get(), path, name, display);
-            rows.push_back({"iteration", text + " (from latest_checkpointed_iteration.txt)"});
-        } else if (const std::string iter = highest_numbered(names, "iter_"); !iter.empty()) {
-            dir = confined_subdir(rootfd.get(), path, iter, path.string());
-            rows.push_back({"iteration", iter + " (no tracker file: the highest iter_ folder)"});
-            if (iter.size() > 5 && iter.size() < 25 && iter.find_first_not_of("0123456789", 5) == std::string::npos)
-                iteration_number = std::stoll(iter.substr(5));
-        }
-    } catch (const Error& e) {
-        failed.problems.push_back(e.problem());
-        return failed;
-    }
-
-    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
-    std::vector<std::string> names = fsutil::list_directory(dirfd.get());
-    std::sort(names.begin(), names.end());
-    if (fsutil::exists_at(dirfd.get(), "metadata.json")) {
+    if (listed.has("metadata.json")) {
         try {
             const std::string text =
-                fsutil::read_small_file(dirfd.get(), "metadata.json", 1 << 20, (dir / "metadata.json").string());
+                fsutil::read_small_file(dirfd, "metadata.json", 1 << 20, (dir / "metadata.json").string());
             const auto json = nlohmann::json::parse(text);
             if (json.is_object())
                 for (const auto& [key, value] : json.items())
@@ -78,7 +38,7 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
     }
     // The summary a viewer gets before the files are checked already says Megatron, with the rows
     // known by then.
-    auto as_megatron = [&rows, &iteration_number](VerifyReport& report) {
+    auto as_megatron = [&rows](VerifyReport& report) {
         report.format = "megatron";
         if (!report.foreign)
             report.foreign.emplace();
@@ -86,20 +46,18 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
         if (!existing.empty() && existing.front().first == "format")
             existing.erase(existing.begin());
         existing.insert(existing.begin(), rows.begin(), rows.end());
-        if (iteration_number)
-            report.foreign->step = iteration_number;
     };
     VerifyOptions inner = options;
     if (options.callbacks.files_listed)
-        inner.callbacks.files_listed = [&](const VerifyReport& listed) {
-            VerifyReport shown = listed;
+        inner.callbacks.files_listed = [&](const VerifyReport& so_far) {
+            VerifyReport shown = so_far;
             as_megatron(shown);
             options.callbacks.files_listed(shown);
         };
     VerifyReport report;
-    if (fsutil::exists_at(dirfd.get(), ".metadata")) {
+    if (listed.has(".metadata")) {
         rows.push_back({"layout", "distributed checkpoint (torch_dist / DCP)"});
-        report = verify_dcp(dir, inner, check_data);
+        report = verify_dcp(listed, inner, check_data);
     } else {
         rows.push_back({"layout", "per-rank mp_rank_XX[_PPP]/model_optim_rng.pt"});
         report.dir = dir;
@@ -135,7 +93,7 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
                     name += buffer;
                 }
                 report.shards.push_back(ShardCheck{.rank = t * pp + s, .path = name + "/model_optim_rng.pt"});
-                if (folder.count({t, s}) && fsutil::exists_at(dirfd.get(), name + "/distrib_optim.pt"))
+                if (folder.count({t, s}) && fsutil::exists_at(dirfd, name + "/distrib_optim.pt"))
                     report.shards.push_back(ShardCheck{.rank = t * pp + s, .path = name + "/distrib_optim.pt"});
             }
         rows.push_back({"tensor-parallel size", std::to_string(tp)});
@@ -145,7 +103,7 @@ VerifyReport verify_megatron(const fs::path& path, const VerifyOptions& options,
             report.problems.push_back(
                 {ProblemKind::missing_shard, -1, {}, dir.string() + ": no .metadata and no mp_rank_XX folders"});
         else
-            check_archives(dirfd.get(), report, inner, ProblemKind::missing_shard, check_data);
+            check_archives(dirfd, report, inner, ProblemKind::missing_shard, check_data);
         rows.push_back({"tensors", std::to_string(report.foreign->tensors_total)});
     }
     as_megatron(report);

@@ -2,13 +2,12 @@
 // Megatron-LM checkpoints, read-only (megatron.cpp says which files).
 
 #include "core/checkpoint/verify.h"
-
-#include <filesystem>
+#include "core/util/fsutil.h"
 
 namespace shardscope {
 
-// Megatron: `path` is the root (with latest_checkpointed_iteration.txt or iter_* folders) or an
-// iteration folder.
-VerifyReport verify_megatron(const std::filesystem::path& path, const VerifyOptions& options, bool check_data = true);
+// Megatron: `dir` is an iteration folder (iter_NNNNNNN/; core/open follows a root's tracker file),
+// listed.
+VerifyReport verify_megatron(const fsutil::ListedDirectory& dir, const VerifyOptions& options, bool check_data = true);
 
 } // namespace shardscope

@@ -130,31 +130,21 @@ void flag(VerifyReport& report, std::size_t file, Problem problem)
 
 } // namespace
 
-VerifyReport verify_safetensors_files(const fs::path& path, const VerifyOptions& options)
+VerifyReport verify_safetensors_files(const fsutil::ListedDirectory& dir, const VerifyOptions& options)
 {
     VerifyReport report;
     report.format = "safetensors";
     report.foreign.emplace();
-    std::error_code ec;
+    report.dir = dir.path;
     std::vector<std::string> names;
-    if (fs::is_directory(path, ec)) {
-        report.dir = path;
-    } else {
-        report.dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-        names.push_back(path.filename().string());
-    }
-    fsutil::UniqueFd dirfd = fsutil::open_directory(report.dir);
-    if (names.empty()) {
-        for (auto& name : fsutil::list_directory(dirfd.get()))
-            if (name.ends_with(".safetensors"))
-                names.push_back(std::move(name));
-        std::sort(names.begin(), names.end());
-    }
+    for (const auto& name : dir.names)
+        if (name.ends_with(".safetensors"))
+            names.push_back(name);
     for (const auto& name : names)
         report.shards.push_back(ShardCheck{.rank = -1, .path = name});
     add_row(*report.foreign, "format", "safetensors");
     add_row(*report.foreign, "files", std::to_string(names.size()));
-    const auto headers = read_headers(dirfd.get(), report, options);
+    const auto headers = read_headers(dir.fd.get(), report, options);
     uint64_t bytes = 0;
     summarise_files(report, headers, bytes);
     if (names.empty())
@@ -162,17 +152,19 @@ VerifyReport verify_safetensors_files(const fs::path& path, const VerifyOptions&
     return report;
 }
 
-VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& options, const std::string& index_name)
+VerifyReport verify_safetensors_index(const fsutil::ListedDirectory& listed, const VerifyOptions& options,
+                                      const std::string& index_name)
 {
+    const fs::path& dir = listed.path;
     VerifyReport report = foreign::new_report("safetensors-index", dir, "safetensors-index");
     ForeignSummary& summary = *report.foreign;
     add_row(summary, "index", index_name);
-    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
+    const int dirfd = listed.fd.get();
     const std::string index_path = (dir / index_name).string();
     SafetensorsIndex index;
     try {
-        index = parse_safetensors_index(fsutil::read_small_file(dirfd.get(), index_name, kMaxIndexBytes, index_path),
-                                        index_path);
+        index =
+            parse_safetensors_index(fsutil::read_small_file(dirfd, index_name, kMaxIndexBytes, index_path), index_path);
     } catch (const Error& e) {
         Problem p = e.problem();
         p.path = index_name;
@@ -194,7 +186,7 @@ VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& 
     }
     if (options.callbacks.files_listed) // someone shows the rows as they come (the CLI does not)
         list_from_index(index, report);
-    const auto headers = read_headers(dirfd.get(), report, options);
+    const auto headers = read_headers(dirfd, report, options);
     if (report.cancelled) { // the rows listed from the index alone are not a result
         report.foreign->tensors.clear();
         report.foreign->tensors_total = 0;
@@ -269,7 +261,7 @@ VerifyReport verify_safetensors_index(const fs::path& dir, const VerifyOptions& 
     summarise_files(report, headers, all_bytes);
     // .safetensors files the index does not name are worth a note but are not an error.
     std::string stray;
-    for (const auto& name : fsutil::list_directory(dirfd.get()))
+    for (const auto& name : listed.names)
         if (name.ends_with(".safetensors") && !file_index.count(name))
             stray += (stray.empty() ? "" : ", ") + name;
     if (!stray.empty())

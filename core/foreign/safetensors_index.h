@@ -3,10 +3,8 @@
 // N}, "weight_map": {tensor: file}}) plus the files it names. Parsing the index is separate from
 // verifying the folder so that it can be tested and fuzzed on bytes alone.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
+#include "core/util/fsutil.h"
 
 #include <cstdint>
 #include <map>
@@ -72,13 +70,14 @@ inline SafetensorsIndex parse_safetensors_index(const uint8_t* data, std::size_t
     return parse_safetensors_index(std::string_view(reinterpret_cast<const char*>(data), size), display_path);
 }
 
-// Verifies a folder holding `index_name` (default model.safetensors.index.json): every file of
+// Verifies a folder (listed) holding `index_name` (default model.safetensors.index.json): every file of
 // the weight_map exists and is valid safetensors, every mapped tensor is in its file, no file
 // holds unmapped tensors, metadata.total_size equals the sum of tensor bytes.
-VerifyReport verify_safetensors_index(const std::filesystem::path& dir, const VerifyOptions& options,
+VerifyReport verify_safetensors_index(const fsutil::ListedDirectory& dir, const VerifyOptions& options,
                                       const std::string& index_name = "model.safetensors.index.json");
 
-// Verifies one .safetensors file or every .safetensors file of a folder without an index.
-VerifyReport verify_safetensors_files(const std::filesystem::path& path, const VerifyOptions& options);
+// Verifies the .safetensors files among `dir`'s names: a folder without an index, or one file
+// (core/open lists a single file's folder as that file alone).
+VerifyReport verify_safetensors_files(const fsutil::ListedDirectory& dir, const VerifyOptions& options);
 
 } // namespace shardscope

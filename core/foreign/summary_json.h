@@ -5,7 +5,7 @@
 // dump(indent, ' ', false, error_handler_t::replace) at nesting `depth` (tst_foreign_safetensors
 // and tst_foreign_dcp compare the two), so the DOM builder stays the one definition of the keys.
 
-#include "core/foreign/types.h"
+#include "core/checkpoint/foreign_summary.h"
 
 #include <ostream>
 #include <vector>

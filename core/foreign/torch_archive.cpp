@@ -341,26 +341,6 @@ void check_archives(int dirfd, VerifyReport& report, const VerifyOptions& option
     }
 }
 
-// The highest-numbered `prefix<N>` directory name, or "".
-std::string highest_numbered(const std::vector<std::string>& names, std::string_view prefix)
-{
-    std::string best;
-    long long best_value = -1;
-    for (const auto& n : names) {
-        if (!n.starts_with(prefix))
-            continue;
-        std::size_t p = prefix.size();
-        long long v = 0;
-        while (p < n.size() && n[p] >= '0' && n[p] <= '9' && v < (1ll << 50))
-            v = v * 10 + (n[p++] - '0');
-        if (p == n.size() && p > prefix.size() && v > best_value) {
-            best_value = v;
-            best = n;
-        }
-    }
-    return best;
-}
-
 std::string two_digits(int v)
 {
     char text[16];

@@ -3,11 +3,9 @@
 // their storages and tensors, listed from data.pkl through the restricted pickle reader, never
 // unpickled. DeepSpeed (deepspeed.h) and Megatron (megatron.h) folders are built from them.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
+#include "core/checkpoint/foreign_summary.h"
 #include "core/foreign/io/zip_reader.h"
+#include "core/util/error.h"
 
 #include <string>
 #include <string_view>

@@ -6,7 +6,7 @@
 #include "core/checkpoint/directory.h"
 #include "core/checkpoint/safetensors.h"
 #include "core/foreign/deepspeed.h"
-#include "core/foreign/detect.h"
+#include "core/open/detect.h"
 #include "core/foreign/megatron.h"
 #include "core/foreign/safetensors_index.h"
 #include "core/util/fsutil.h"
@@ -191,19 +191,14 @@ fs::path lay_out_tensors(const fs::path& path, const ContentOptions& options, Co
         plan_torch(dir, dirfd.get(), files, options, report);
     } else {
         const DetectedFormat detected = detect_format(path);
+        if (detected.problem)
+            throw Error(*detected.problem);
         report.format = std::string(to_string(detected.format));
-        std::vector<std::string> files = detected.files;
-        if (!fs::is_directory(detected.path, ec)) { // a single .safetensors file: read it from its folder
-            files = {detected.path.filename().string()};
-            open_dir(detected.path.parent_path().empty() ? fs::path(".") : detected.path.parent_path());
-        } else {
-            open_dir(detected.path);
-        }
+        const std::vector<std::string>& files = detected.files;
+        if (detected.dir.fd)
+            open_dir(detected.dir.path);
         switch (detected.format) {
-        case CheckpointFormat::shardscope:
-            open_dir(resolve_checkpoint_dir(dir));
-            plan_native(dir, dirfd.get(), options, report);
-            break;
+        case CheckpointFormat::shardscope: plan_native(dir, dirfd.get(), options, report); break;
         case CheckpointFormat::safetensors: plan_safetensors(dir, dirfd.get(), files, options, report); break;
         case CheckpointFormat::safetensors_index: {
             const std::string index_name = "model.safetensors.index.json"; // what detect_format found
@@ -217,8 +212,8 @@ fs::path lay_out_tensors(const fs::path& path, const ContentOptions& options, Co
         case CheckpointFormat::deepspeed:
         case CheckpointFormat::megatron: {
             const VerifyReport listed = detected.format == CheckpointFormat::deepspeed
-                ? verify_deepspeed(path, VerifyOptions{}, false)
-                : verify_megatron(path, VerifyOptions{}, false);
+                ? verify_deepspeed(detected.dir, VerifyOptions{}, false)
+                : verify_megatron(detected.dir, VerifyOptions{}, false);
             fs::path step_dir;
             const std::vector<TorchFile> files_of = torch_files_of(listed, step_dir);
             if (files_of.empty() && fs::exists(listed.dir / ".metadata", ec)) { // Megatron saved as DCP

@@ -4,9 +4,6 @@
 // (optionally) the pipeline plan with its bubble figures. Images are referenced, not drawn: the
 // GUI passes the pictures it rendered, the CLI passes none.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 #include "core/pipeline/export.h"
 #include "core/util/enum_names.h"

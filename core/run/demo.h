@@ -3,10 +3,7 @@
 // function of (seed, i) alone, so the same seed saved at any world size is the same global state
 // and load digests agree across world sizes.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
 
 namespace shardscope {
 

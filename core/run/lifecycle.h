@@ -16,7 +16,6 @@
 #include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
 #include "core/run/root_lock.h"
 
 #include <chrono>

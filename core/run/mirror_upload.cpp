@@ -97,7 +97,7 @@ void CheckpointManager::upload(const std::string& name)
         fsutil::fsync_or_throw(dst_fd.get(), dst.string());
     fsutil::write_file_atomic(dst_fd.get(), "manifest.json", manifest, dst.string(), m_options.durable);
     // Read the copy back as a remote client would, before declaring the upload done.
-    const VerifyReport check = verify_checkpoint(dst);
+    const VerifyReport check = verify_native(dst);
     if (!check.ok())
         throw Error(check.problems.front());
     const nlohmann::json record = {{"source", src.string()},

@@ -10,10 +10,7 @@
 // which is associative, so the result does not depend on how samples are split over ranks (and a
 // distributed all-reduce of it is exact).
 
-#include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
 
 #include <array>
 

@@ -391,6 +391,19 @@ bool exists_at(int dirfd, const std::string& name)
     return ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+bool ListedDirectory::has(std::string_view name) const
+{
+    return std::binary_search(names.begin(), names.end(), name);
+}
+
+ListedDirectory open_listed(const std::filesystem::path& dir)
+{
+    ListedDirectory listed{.path = dir, .fd = open_directory(dir)};
+    listed.names = list_directory(listed.fd.get());
+    std::sort(listed.names.begin(), listed.names.end());
+    return listed;
+}
+
 std::vector<std::string> list_directory(int dirfd)
 {
     std::vector<std::string> names;

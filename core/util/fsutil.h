@@ -38,6 +38,19 @@ std::optional<std::string> unsafe_name_reason(std::string_view name);
 // Throws Error(cannot_open) naming the path.
 UniqueFd open_directory(const std::filesystem::path& dir);
 
+// A directory opened and listed once. Readers take its names and open files beneath its
+// descriptor instead of opening and listing the path again, so that one command reads one
+// directory: a root whose `latest` moves on, or a folder renamed meanwhile, cannot show a reader
+// something detection did not see.
+struct ListedDirectory {
+    std::filesystem::path path;
+    UniqueFd fd;
+    std::vector<std::string> names; // sorted
+    bool has(std::string_view name) const;
+};
+// Throws Error(cannot_open) as open_directory does.
+ListedDirectory open_listed(const std::filesystem::path& dir);
+
 enum class OpenStatus { ok, missing, outside, not_regular, unreadable };
 struct OpenedFile {
     UniqueFd fd;

@@ -6,10 +6,9 @@
 // usage: bench_checkpoint [--mib N] [--dir DIR]     (defaults: 1024 MiB in /var/tmp)
 
 #include "benchutil.h"
-#include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
+#include "core/open/verify.h"
 #include "core/run/demo.h"
 #include "core/checkpoint/reshard.h"
 

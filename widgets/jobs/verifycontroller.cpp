@@ -1,6 +1,6 @@
 #include "widgets/jobs/verifycontroller.h"
 
-#include "core/foreign/detect.h"
+#include "core/open/verify.h"
 #include "core/run/lifecycle.h"
 #include "widgets/style/format.h"
 
@@ -35,24 +35,29 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
                                  const std::shared_ptr<VerifyJobState>& job)
 {
     VerifyController::Outcome outcome;
+    std::optional<shardscope::DetectedFormat> detected;
     fs::path dir;
     try {
-        dir = shardscope::resolve_checkpoint_dir(path);
-        std::string format = "unknown";
-        try {
-            format = std::string(shardscope::to_string(shardscope::detect_format(dir).format));
-        } catch (const shardscope::Error&) {
-        }
+        // Detection lists the folder and follows a root's `latest` once; verification below reads
+        // the same step directory through the same descriptor.
+        detected = shardscope::detect_format(path);
+        dir = detected->dir.fd ? detected->dir.path : path;
+        const std::string format(shardscope::to_string(detected->format));
         std::optional<shardscope::Manifest> manifest;
-        try {
-            manifest = shardscope::read_manifest(dir);
-        } catch (const shardscope::Error&) {
-            // verify_checkpoint reports what is wrong with it, in the report's problems
+        if (detected->dir.has("manifest.json")) {
+            const std::string display = (dir / "manifest.json").string();
+            try {
+                manifest = shardscope::parse_manifest(
+                    shardscope::fsutil::read_small_file(detected->dir.fd.get(), "manifest.json",
+                                                        shardscope::kMaxManifestBytes, display),
+                    display);
+            } catch (const shardscope::Error&) {
+                // verify_checkpoint reports what is wrong with it, in the report's problems
+            }
         }
         // A root (`latest` led elsewhere, or no manifest of its own): its steps, listed by core.
         std::vector<shardscope::StepInfo> steps;
-        std::error_code ec;
-        if (fs::weakly_canonical(dir) != fs::weakly_canonical(path) || !fs::exists(path / "manifest.json", ec)) {
+        if (dir != path || !manifest) {
             try {
                 steps = shardscope::list_steps(path);
             } catch (const shardscope::Error&) {
@@ -108,7 +113,7 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
         std::lock_guard lock(job->mutex);
         job->done.emplace_back(index, check);
     };
-    outcome.error = problemOf(dir.string(), [&] { outcome.report = shardscope::verify_checkpoint(dir, verify); });
+    outcome.error = problemOf(dir.string(), [&] { outcome.report = shardscope::verify_checkpoint(*detected, verify); });
     return outcome;
 }
 

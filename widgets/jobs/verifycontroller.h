@@ -4,9 +4,6 @@
 // it at a fixed rate, so a checkpoint of 4,096 shards cannot flood the event loop. Starting a new
 // job cancels the running one and the newest wins: results of an older job are never delivered.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 #include "core/run/lifecycle.h"
 #include "widgets/jobs/jobrunner.h"

@@ -6,7 +6,7 @@
 // column sort produce. Filtering is a case-insensitive (ASCII) substring scan over the raw name
 // bytes, a few milliseconds for 10^5 names, so it runs on every keystroke without a proxy model.
 
-#include "core/foreign/types.h"
+#include "core/checkpoint/foreign_summary.h"
 
 #include <QAbstractTableModel>
 #include <QByteArray>

@@ -2,9 +2,6 @@
 // The shard table: one row per manifest entry, in manifest order (the index the verifier's
 // callbacks use), with the live status of its verification.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 
 #include <QAbstractTableModel>

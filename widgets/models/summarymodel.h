@@ -2,9 +2,6 @@
 // The checkpoint summary as a two-column property list: format, world size, step, wall clock,
 // total bytes, dtype, and the training state's fields flattened one per row.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 
 #include <QAbstractTableModel>

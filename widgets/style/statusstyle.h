@@ -2,9 +2,6 @@
 // One place that decides how a shard status looks: a word, an icon and a colour, so that status
 // is never told by colour alone and the table, the banner and the exports agree.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 
 #include <QColor>

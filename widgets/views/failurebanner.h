@@ -3,9 +3,6 @@
 // shard count mismatch, partial write, corruption, ...) and what it means for resuming, with an
 // icon and a tinted background, so the verdict never depends on colour alone.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 
 #include <QFrame>

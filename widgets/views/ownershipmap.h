@@ -5,9 +5,6 @@
 
 #include "widgets/views/ownershipgeometry.h"
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 #include "core/checkpoint/manifest.h"
 

@@ -2,8 +2,6 @@
 // Opening one rank's shard file against its manifest record: the checks verify and load share
 // (confinement, existence, regular file, size, safetensors header, the four expected tensors).
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 #include "core/util/fsutil.h"

@@ -3,9 +3,6 @@
 // checks in parallel with the same callbacks native verification uses, opening every named file
 // confined beneath the checkpoint directory, and the summary rows.
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
 #include "core/util/fsutil.h"
 #include "core/util/printable.h"

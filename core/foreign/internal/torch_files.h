@@ -23,7 +23,4 @@ bool eat(std::string_view s, std::size_t& pos, std::string_view literal);
 // "07": DeepSpeed and Megatron file names use at least two digits.
 std::string two_digits(int v);
 
-// The highest-numbered `prefix<N>` directory name, or "".
-std::string highest_numbered(const std::vector<std::string>& names, std::string_view prefix);
-
 } // namespace shardscope::foreign

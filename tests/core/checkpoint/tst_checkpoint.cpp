@@ -3,7 +3,7 @@
 #include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
+#include "core/open/verify.h"
 #include "core/run/demo.h"
 #include "core/util/fsutil.h"
 #include "core/util/hashing.h"

@@ -4,7 +4,7 @@
 #include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
+#include "core/open/verify.h"
 #include "core/run/demo.h"
 #include "core/checkpoint/internal/shardfile.h"
 #include "testutil.h"

@@ -1,6 +1,9 @@
 // N -> M resharding: the plan on awkward shapes and random ones, byte-exact execution, refusal of
 // dangerous destinations, and interruption that leaves the destination without a manifest.
 
+#include "core/checkpoint/directory.h"
+#include "core/checkpoint/load.h"
+#include "core/open/verify.h"
 #include "core/run/demo.h"
 #include "core/util/fsutil.h"
 #include "core/util/internal/fault_injection.h"

@@ -5,7 +5,7 @@
 #include "crash_model.h"
 
 #include "core/checkpoint/load.h"
-#include "core/checkpoint/verify.h"
+#include "core/open/verify.h"
 #include "core/run/lifecycle.h"
 #include "core/util/hashing.h"
 

@@ -5,6 +5,7 @@
 
 #include "crash_check.h"
 
+#include "core/open/verify.h"
 #include "core/checkpoint/save.h"
 #include "core/run/demo.h"
 

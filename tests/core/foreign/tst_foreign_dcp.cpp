@@ -3,12 +3,9 @@
 #include "foreign_fixtures.h"
 #include "problemcheck.h"
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
+#include "core/open/verify.h"
 #include "core/foreign/dcp.h"
-#include "core/foreign/detect.h"
+#include "core/open/detect.h"
 #include "core/foreign/io/pickle_reader.h"
 #include "core/util/fsutil.h"
 
@@ -329,7 +326,8 @@ private slots:
             QVERIFY2(p.message.find("'model.weight' chunk [2, 0]") != std::string::npos, p.message.c_str());
             // shardctl info reads the structure only: the damaged data is not looked at.
             VerifyOptions options;
-            QVERIFY2(verify_dcp(dir, options, /*check_data=*/false).ok(), "info must not read the data");
+            QVERIFY2(verify_dcp(fsutil::open_listed(dir), options, /*check_data=*/false).ok(),
+                     "info must not read the data");
         }
         {
             // The archive is intact but holds 10 elements where the chunk [2, 6] has 12.

@@ -1,7 +1,7 @@
 // ForeignTensorList: what goes in comes out through the views, field for field and
 // chunk for chunk (a malformed chunk as read); dtype and file names are stored once; copies are
 // independent; and a tensor costs a row, its name and its dimensions, not a heap block a field.
-#include "core/foreign/types.h"
+#include "core/checkpoint/foreign_summary.h"
 
 #include <QTest>
 #include <string>

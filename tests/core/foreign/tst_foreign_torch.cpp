@@ -4,11 +4,8 @@
 #include "foreign_fixtures.h"
 #include "problemcheck.h"
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
-#include "core/foreign/detect.h"
+#include "core/open/verify.h"
+#include "core/open/detect.h"
 #include "core/foreign/torch_archive.h"
 #include "core/foreign/io/zip_reader.h"
 
@@ -162,6 +159,24 @@ private slots:
         for (const auto& [k, v] : r.foreign->rows)
             dp = dp || (k == "data-parallel size" && v == "2");
         QVERIFY(dp);
+        // The step detection chose, and how, right after the format row.
+        QVERIFY(r.foreign->rows.size() > 2);
+        QCOMPARE(r.foreign->rows[1].first, std::string("tag"));
+        QCOMPARE(r.foreign->rows[1].second, std::string("global_step10 (from `latest`)"));
+        QCOMPARE(r.foreign->step, std::optional<int64_t>(10));
+
+        // Without `latest`: the highest-numbered global_step folder, chosen once by detection.
+        fs::remove(dir / "latest");
+        fs::create_directories(dir / "global_step9");
+        const DetectedFormat detected = detect_format(dir);
+        QCOMPARE(detected.format, CheckpointFormat::deepspeed);
+        QCOMPARE(detected.dir.path, dir / "global_step10");
+        QVERIFY(detected.dir.has("mp_rank_00_model_states.pt"));
+        QCOMPARE(detected.step, std::optional<int64_t>(10));
+        const VerifyReport highest = verify_checkpoint(detected, VerifyOptions{});
+        QVERIFY2(highest.ok(), problems_text(highest).c_str());
+        QCOMPARE(highest.foreign->rows[1].second,
+                 std::string("global_step10 (no `latest`: the highest global_step folder)"));
     }
 
     void deepspeedProblems()

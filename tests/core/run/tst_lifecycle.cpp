@@ -1,6 +1,7 @@
 // The checkpoint root over a run's lifetime: `latest`, rotation, async saves, the mirror tier,
 // leftovers of crashes, and an injected failure at every write, fsync and rename of a save.
 
+#include "core/open/verify.h"
 #include "core/run/demo.h"
 #include "core/util/fsutil.h"
 #include "core/util/internal/fault_injection.h"

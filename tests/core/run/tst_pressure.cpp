@@ -4,6 +4,7 @@
 // leftover lock is taken over. Every case asserts that `latest` names a step that verifies, that
 // no step a policy promised to keep is lost, and that the next save after the fault clears works.
 
+#include "core/open/verify.h"
 #include "core/run/demo.h"
 #include "core/util/fsutil.h"
 #include "core/util/internal/fault_injection.h"

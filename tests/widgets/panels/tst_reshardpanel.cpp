@@ -11,10 +11,7 @@
 #include "widgets/style/format.h"
 #include "widgettestutil.h"
 
-#include "core/checkpoint/directory.h"
-#include "core/checkpoint/load.h"
-#include "core/checkpoint/save.h"
-#include "core/checkpoint/verify.h"
+#include "core/open/verify.h"
 
 #include <QAbstractItemModelTester>
 #include <QDir>

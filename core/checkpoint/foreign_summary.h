@@ -3,7 +3,7 @@
 // DeepSpeed, Megatron): summary rows for the manifest panel and the tensors with where their bytes
 // are. Plain data: the verifiers fill them, the CLI, the report and the app show them.
 
-#include "core/foreign/tensor_list.h"
+#include "core/checkpoint/tensor_list.h"
 
 #include <cstdint>
 #include <optional>

@@ -1,6 +1,6 @@
-#include "core/foreign/tensor_list.h"
+#include "core/checkpoint/tensor_list.h"
 
-#include "core/foreign/types.h"
+#include "core/checkpoint/foreign_summary.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,0 +1,237 @@
+#include "core/open/detect.h"
+
+#include "core/checkpoint/directory.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+
+std::string_view to_string(CheckpointFormat format)
+{
+    return enum_name(format, kCheckpointFormatNames, "unknown");
+}
+
+namespace {
+
+bool has_prefix(const std::string& s, std::string_view prefix)
+{
+    return s.rfind(prefix, 0) == 0;
+}
+
+// The number after `prefix` in a folder name such as global_step120 or iter_0000120.
+std::optional<int64_t> number_after(std::string_view name, std::string_view prefix)
+{
+    if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 18)
+        return std::nullopt;
+    int64_t value = 0;
+    const char* end = name.data() + name.size();
+    const auto [at, error] = std::from_chars(name.data() + prefix.size(), end, value);
+    if (error != std::errc() || at != end)
+        return std::nullopt;
+    return value;
+}
+
+// Decides the format from the names in the folder (and, for a few, whether a name is a directory).
+void classify(DetectedFormat& result, const fsutil::ListedDirectory& listed)
+{
+    const fs::path& path = listed.path;
+    auto has = [&](std::string_view name) { return listed.has(name); };
+    auto matching = [&](auto predicate) {
+        std::vector<std::string> out;
+        for (const auto& n : listed.names)
+            if (predicate(n))
+                out.push_back(n);
+        return out;
+    };
+    auto found = [&](CheckpointFormat format, std::vector<std::string> files, const char* reason) {
+        result.format = format;
+        result.files = std::move(files);
+        result.reason = reason;
+    };
+
+    if (has("manifest.json") || has("latest")) {
+        // A DeepSpeed folder also has `latest`, naming a global_step directory.
+        auto deepspeed_steps = matching([](const std::string& n) { return has_prefix(n, "global_step"); });
+        if (!has("manifest.json") && !deepspeed_steps.empty())
+            return found(CheckpointFormat::deepspeed, std::move(deepspeed_steps),
+                         "a `latest` file and global_step* directories");
+        return found(CheckpointFormat::shardscope, {"manifest.json"},
+                     has("manifest.json") ? "manifest.json" : "a checkpoint root with a `latest` file");
+    }
+    if (has("model.safetensors.index.json"))
+        return found(CheckpointFormat::safetensors_index, matching([](const std::string& n) {
+                         return n.ends_with(".safetensors") || n.ends_with(".index.json");
+                     }),
+                     "model.safetensors.index.json");
+    if (has(".metadata"))
+        return found(CheckpointFormat::torch_dcp,
+                     matching([](const std::string& n) { return n == ".metadata" || n.ends_with(".distcp"); }),
+                     ".metadata with __<rank>_<n>.distcp files");
+    if (has("latest_checkpointed_iteration.txt") ||
+        !matching([](const std::string& n) { return has_prefix(n, "iter_"); }).empty())
+        return found(CheckpointFormat::megatron, matching([](const std::string& n) {
+                         return has_prefix(n, "iter_") || n == "latest_checkpointed_iteration.txt";
+                     }),
+                     "latest_checkpointed_iteration.txt / iter_* directories");
+    // Real directories (not symlinks) whose names start with `prefix`.
+    auto directories = [&](std::string_view prefix) {
+        return matching([&](const std::string& n) {
+            std::error_code inner;
+            return has_prefix(n, prefix) && fs::is_directory(fs::symlink_status(path / n, inner));
+        });
+    };
+    // A DeepSpeed root whose `latest` was never written (the first save died before it, or the
+    // user deleted it): the global_step* directories say what it is.
+    if (auto steps = directories("global_step"); !steps.empty())
+        return found(CheckpointFormat::deepspeed, std::move(steps), "global_step* directories without a `latest` file");
+    // A Megatron iteration folder holds mp_rank_XX[_PPP]/ directories (DeepSpeed's are files).
+    if (auto ranks = directories("mp_rank_"); !ranks.empty())
+        return found(CheckpointFormat::megatron, std::move(ranks),
+                     "mp_rank_* directories (a Megatron iteration folder)");
+    if (auto zero_files = matching([](const std::string& n) {
+            return has_prefix(n, "zero_pp_rank_") || has_prefix(n, "mp_rank_") || has_prefix(n, "bf16_zero_pp_rank_") ||
+                (has_prefix(n, "layer_") && n.ends_with("-model_states.pt"));
+        });
+        !zero_files.empty())
+        return found(CheckpointFormat::deepspeed, std::move(zero_files), "mp_rank_* / zero_pp_rank_* / layer_* files");
+    if (auto single = matching([](const std::string& n) { return n.ends_with(".safetensors"); }); !single.empty())
+        return found(CheckpointFormat::safetensors, std::move(single),
+                     ".safetensors files without a manifest or an index");
+    result.reason = "no manifest.json, index, .metadata or known checkpoint files";
+}
+
+// The step folder a root names, with the rows saying how it was chosen, or nullopt when `root`
+// is the step itself. Throws Error when a tag or tracker file is bad.
+struct ChosenStep {
+    std::string name;
+    std::string display; // what named it, for errors
+};
+std::optional<ChosenStep> choose_step(DetectedFormat& result, const fsutil::ListedDirectory& root)
+{
+    const int fd = root.fd.get();
+    switch (result.format) {
+    case CheckpointFormat::shardscope:
+        if (root.has("manifest.json") || !root.has("latest"))
+            return std::nullopt;
+        return ChosenStep{.name = read_tag_file(fd, "latest", (root.path / "latest").string()),
+                          .display = (root.path / "latest").string()};
+    case CheckpointFormat::deepspeed: {
+        ChosenStep chosen;
+        if (root.has("latest")) {
+            chosen.display = (root.path / "latest").string();
+            chosen.name = read_tag_file(fd, "latest", chosen.display);
+            result.origin.push_back({"tag", chosen.name + " (from `latest`)"});
+        } else if (chosen.name = highest_numbered(root.names, "global_step"); !chosen.name.empty()) {
+            chosen.display = root.path.string();
+            result.origin.push_back({"tag", chosen.name + " (no `latest`: the highest global_step folder)"});
+        } else {
+            return std::nullopt;
+        }
+        result.step = number_after(chosen.name, "global_step");
+        return chosen;
+    }
+    case CheckpointFormat::megatron: {
+        ChosenStep chosen;
+        if (root.has("latest_checkpointed_iteration.txt")) {
+            chosen.display = (root.path / "latest_checkpointed_iteration.txt").string();
+            const std::string text = read_tag_file(fd, "latest_checkpointed_iteration.txt", chosen.display);
+            chosen.name = text;
+            if (text != "release") {
+                int64_t iteration = 0;
+                const auto [at, error] = std::from_chars(text.data(), text.data() + text.size(), iteration);
+                if (error != std::errc() || at != text.data() + text.size() || iteration < 0 || iteration > INT32_MAX)
+                    throw Error(ProblemKind::invalid_manifest,
+                                chosen.display + ": '" + text.substr(0, 100) +
+                                    "' is neither an iteration number nor 'release'",
+                                chosen.display);
+                char buffer[32];
+                std::snprintf(buffer, sizeof buffer, "iter_%07d", int(iteration));
+                chosen.name = buffer;
+                result.step = iteration;
+            }
+            result.origin.push_back({"iteration", text + " (from latest_checkpointed_iteration.txt)"});
+        } else if (chosen.name = highest_numbered(root.names, "iter_"); !chosen.name.empty()) {
+            chosen.display = root.path.string();
+            result.origin.push_back({"iteration", chosen.name + " (no tracker file: the highest iter_ folder)"});
+            result.step = number_after(chosen.name, "iter_");
+        } else {
+            return std::nullopt;
+        }
+        return chosen;
+    }
+    default: return std::nullopt;
+    }
+}
+
+// rank<N>.safetensors or its .tmp: what a ShardScope save writes before its manifest.
+bool looks_native(std::string_view name)
+{
+    if (!name.starts_with("rank"))
+        return false;
+    std::size_t p = 4;
+    while (p < name.size() && name[p] >= '0' && name[p] <= '9')
+        ++p;
+    const std::string_view rest = name.substr(p);
+    return p > 4 && (rest == ".safetensors" || rest == ".safetensors.tmp");
+}
+
+} // namespace
+
+bool is_foreign(const DetectedFormat& detected)
+{
+    switch (detected.format) {
+    case CheckpointFormat::shardscope:
+    case CheckpointFormat::unknown: return false;
+    case CheckpointFormat::safetensors:
+        return detected.dir.path != detected.path || // one file
+            std::none_of(detected.dir.names.begin(), detected.dir.names.end(),
+                         [](const std::string& n) { return looks_native(n); });
+    default: return true;
+    }
+}
+
+DetectedFormat detect_format(const fs::path& path)
+{
+    DetectedFormat result;
+    result.path = path;
+    std::error_code ec;
+    const fs::file_status status = fs::status(path, ec);
+    if (!fs::exists(status))
+        throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
+    if (!fs::is_directory(status)) {
+        if (path.extension() != ".safetensors") {
+            result.reason = "not a directory and not a .safetensors file";
+            return result;
+        }
+        result.format = CheckpointFormat::safetensors;
+        result.files = {path.filename().string()};
+        result.reason = "a .safetensors file";
+        const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+        result.dir = {.path = folder, .fd = fsutil::open_directory(folder), .names = result.files};
+        return result;
+    }
+
+    fsutil::ListedDirectory root = fsutil::open_listed(path);
+    classify(result, root);
+    try {
+        if (const auto chosen = choose_step(result, root)) {
+            result.dir = fsutil::open_listed(confined_subdir(root.fd.get(), root.path, chosen->name, chosen->display));
+            if (result.format == CheckpointFormat::shardscope)
+                result.path = result.dir.path;
+            return result;
+        }
+    } catch (const Error& e) {
+        if (e.kind() == ProblemKind::cannot_open)
+            throw;
+        result.problem = e.problem();
+        result.origin.clear();
+        result.step.reset();
+    }
+    result.dir = std::move(root);
+    return result;
+}
+
+} // namespace shardscope

@@ -1,0 +1,52 @@
+#pragma once
+// Recognising what kind of checkpoint a path holds, by its files alone (nothing is executed), and
+// choosing the step directory a command reads: the one place that lists the folder and follows a
+// root's `latest` (ShardScope, DeepSpeed) or tracker file (Megatron).
+
+#include "core/util/enum_names.h"
+#include "core/util/error.h"
+#include "core/util/fsutil.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace shardscope {
+
+enum class CheckpointFormat { shardscope, safetensors, safetensors_index, torch_dcp, deepspeed, megatron, unknown };
+inline constexpr std::string_view kCheckpointFormatNames[] = {
+    "shardscope", "safetensors", "safetensors-index", "torch-dcp", "deepspeed", "megatron", "unknown"};
+static_assert(std::size(kCheckpointFormatNames) == std::size_t(CheckpointFormat::unknown) + 1);
+std::string_view to_string(CheckpointFormat format);
+
+struct DetectedFormat {
+    CheckpointFormat format = CheckpointFormat::unknown;
+    std::filesystem::path path; // what was inspected (a ShardScope root: the step directory `latest` names)
+    std::vector<std::string> files; // the format's files found there (relative names)
+    std::string reason; // what gave it away
+    // The directory the format's reader reads, opened and listed once: the step a root's `latest`,
+    // tracker or highest step folder names, the folder itself, or a single file's folder (whose
+    // names are then that file alone). No descriptor when the step could not be chosen.
+    fsutil::ListedDirectory dir;
+    // How the step was chosen, for the summary ("tag" = "global_step5 (from `latest`)"), and the
+    // training step its folder's name gives.
+    std::vector<std::pair<std::string, std::string>> origin;
+    std::optional<int64_t> step;
+    // Why no step could be chosen (a `latest` naming a missing folder, say): verify reports it as
+    // the checkpoint's problem rather than throwing.
+    std::optional<Problem> problem;
+};
+
+// Throws Error(cannot_open) when `path` does not exist or cannot be listed.
+DetectedFormat detect_format(const std::filesystem::path& path);
+
+// False for ShardScope's own format, for an unrecognised folder (the native verifier says what is
+// missing), and for a folder of rank<N>.safetensors without a manifest: a ShardScope save that did
+// not finish, reported as a partial write rather than listed as safetensors files.
+bool is_foreign(const DetectedFormat& detected);
+
+} // namespace shardscope

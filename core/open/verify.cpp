@@ -1,0 +1,98 @@
+#include "core/open/verify.h"
+
+#include "core/foreign/dcp.h"
+#include "core/foreign/deepspeed.h"
+#include "core/foreign/megatron.h"
+#include "core/foreign/safetensors_index.h"
+
+#include <chrono>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// What the format's own verifier reports, before the rows saying where its step came from.
+VerifyReport verify_foreign(const DetectedFormat& detected, const VerifyOptions& options, bool check_data)
+{
+    const fsutil::ListedDirectory& dir = detected.dir;
+    switch (detected.format) {
+    case CheckpointFormat::safetensors: return verify_safetensors_files(dir, options);
+    case CheckpointFormat::safetensors_index: return verify_safetensors_index(dir, options);
+    case CheckpointFormat::torch_dcp: return verify_dcp(dir, options, check_data);
+    case CheckpointFormat::deepspeed: return verify_deepspeed(dir, options, check_data);
+    case CheckpointFormat::megatron: return verify_megatron(dir, options, check_data);
+    default: break;
+    }
+    throw Error(ProblemKind::invalid_argument, detected.path.string() + ": not a foreign checkpoint format",
+                detected.path.string());
+}
+
+// Where a root's step came from goes right after the summary's "format" row, in the report a viewer
+// gets before the files are checked as in the final one.
+void add_origin(const DetectedFormat& detected, VerifyReport& report)
+{
+    if (!report.foreign)
+        return;
+    auto& rows = report.foreign->rows;
+    auto at = rows.begin();
+    if (at != rows.end() && at->first == "format")
+        ++at;
+    rows.insert(at, detected.origin.begin(), detected.origin.end());
+    if (detected.step && !report.foreign->step)
+        report.foreign->step = detected.step;
+}
+
+VerifyReport verify_detected(const DetectedFormat& detected, const VerifyOptions& options, bool check_data)
+{
+    if (!is_foreign(detected)) {
+        if (!detected.dir.fd) // not a directory: the native verifier says why it cannot be opened
+            return verify_native(detected.path, options);
+        if (!detected.problem)
+            return verify_native(detected.dir, options);
+        VerifyReport report;
+        report.dir = detected.path;
+        report.problems.push_back(*detected.problem);
+        return report;
+    }
+    if (detected.problem) {
+        VerifyReport report;
+        report.format = std::string(to_string(detected.format));
+        report.dir = detected.path;
+        report.foreign.emplace();
+        report.foreign->rows.push_back({"format", report.format});
+        report.problems.push_back(*detected.problem);
+        return report;
+    }
+    if (detected.origin.empty() && !detected.step)
+        return verify_foreign(detected, options, check_data);
+    VerifyOptions inner = options;
+    if (options.callbacks.files_listed)
+        inner.callbacks.files_listed = [&](const VerifyReport& listed) {
+            VerifyReport shown = listed;
+            add_origin(detected, shown);
+            options.callbacks.files_listed(shown);
+        };
+    VerifyReport report = verify_foreign(detected, inner, check_data);
+    add_origin(detected, report);
+    return report;
+}
+
+} // namespace
+
+VerifyReport verify_checkpoint(const DetectedFormat& detected, const VerifyOptions& options, bool check_data)
+{
+    const auto start = std::chrono::steady_clock::now();
+    VerifyReport report = verify_detected(detected, options, check_data);
+    report.fast = options.fast;
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+}
+
+VerifyReport verify_checkpoint(const fs::path& path, const VerifyOptions& options)
+{
+    return verify_checkpoint(detect_format(path), options);
+}
+
+} // namespace shardscope
