@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds in Release and opens the demo checkpoint: in the GUI when there
-# is a display, otherwise with shardctl.
+# Installs what is missing, builds in Release the two programs it runs (the app and shardctl, not
+# the tests and benchmarks: scripts/test.sh builds those) and opens the demo checkpoint: in the GUI
+# when there is a display, otherwise with shardctl.
 source "$(dirname "$0")/setup.sh"
 shardscope_setup
 cd "$SHARDSCOPE_ROOT"
-shardscope_build release
+shardscope_build release shardscope shardctl
 
 bin="$SHARDSCOPE_ROOT/build/bin"
 if [ -x "$bin/shardscope" ] && [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
