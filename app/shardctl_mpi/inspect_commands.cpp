@@ -47,8 +47,8 @@ void agree_on_plan(MpiJob& job, uint64_t hash, std::size_t items)
     const std::string first = job.broadcast(mine);
     std::optional<Problem> differs;
     if (first != mine)
-        differs = Problem{ProblemKind::unreadable, -1, "",
-                          "process " + std::to_string(job.rank()) +
+        differs = Problem{.kind = ProblemKind::unreadable,
+                          .message = "process " + std::to_string(job.rank()) +
                               " laid the checkpoint out differently from process 0 (a file one of them could not read, "
                               "or one that changed meanwhile): no result"};
     job.agree_or_throw(differs);

@@ -67,8 +67,8 @@ std::optional<shardscope::Problem> attempt(F&& work)
     } catch (const shardscope::Error& e) {
         return e.problem();
     } catch (const std::exception& e) {
-        return shardscope::Problem{
-            shardscope::ProblemKind::io_error, -1, {}, std::string("internal error: ") + e.what()};
+        return shardscope::Problem{.kind = shardscope::ProblemKind::io_error,
+                                   .message = std::string("internal error: ") + e.what()};
     }
 }
 

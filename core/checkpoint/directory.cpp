@@ -81,12 +81,14 @@ Problem missing_manifest_problem(const std::vector<std::string>& names, const fs
     for (const auto& name : names)
         save_started = save_started || name.ends_with(".safetensors") || is_leftover_tmp(name);
     if (save_started)
-        return {ProblemKind::partial_write, -1, "manifest.json",
-                manifest +
+        return {.kind = ProblemKind::partial_write,
+                .message = manifest +
                     " does not exist but shard files do: the save was interrupted before its "
-                    "commit (partial write), so this checkpoint is incomplete"};
-    return {ProblemKind::invalid_manifest, -1, "manifest.json",
-            manifest + " does not exist: this is not a ShardScope checkpoint"};
+                    "commit (partial write), so this checkpoint is incomplete",
+                .path = "manifest.json"};
+    return {.kind = ProblemKind::invalid_manifest,
+            .message = manifest + " does not exist: this is not a ShardScope checkpoint",
+            .path = "manifest.json"};
 }
 
 Manifest read_manifest(const fs::path& dir)

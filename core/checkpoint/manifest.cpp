@@ -284,7 +284,7 @@ std::vector<Problem> check_manifest(const Manifest& m, int expected_world_size, 
 {
     std::vector<Problem> problems;
     auto add = [&](ProblemKind kind, int rank, std::string path, std::string message) {
-        problems.push_back({kind, rank, std::move(path), std::move(message)});
+        problems.push_back({.kind = kind, .message = std::move(message), .path = std::move(path), .rank = rank});
     };
 
     if (expected_world_size >= 0 && m.world_size != expected_world_size)

@@ -30,7 +30,10 @@ ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const 
         check.status = ShardStatus::invalid;
         check.detail =
             "rank " + std::to_string(record.rank) + ": '" + record.path + "' leaves the checkpoint directory";
-        problem = Problem{ProblemKind::path_outside_checkpoint, record.rank, record.path, check.detail};
+        problem = Problem{.kind = ProblemKind::path_outside_checkpoint,
+                          .message = check.detail,
+                          .path = record.path,
+                          .rank = record.rank};
         return check;
     }
     ShardOpenResult opened = open_shard(dirfd, dir, m, record);
@@ -70,7 +73,8 @@ ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const 
     if (check.actual_digest != expected) {
         check.status = ShardStatus::hash_mismatch;
         check.detail = digest_mismatch(dir, record, fast ? "xxh3" : "sha256", check.actual_digest, expected);
-        problem = Problem{ProblemKind::hash_mismatch, record.rank, record.path, check.detail};
+        problem = Problem{
+            .kind = ProblemKind::hash_mismatch, .message = check.detail, .path = record.path, .rank = record.rank};
         return check;
     }
     check.status = ShardStatus::ok;

@@ -21,8 +21,10 @@ json problem_wire_json(const Problem& p)
 
 Problem problem_from_wire_json(const json& j)
 {
-    return Problem{static_cast<ProblemKind>(j.at("kind").get<int>()), j.at("rank").get<int>(),
-                   j.at("path").get<std::string>(), j.at("message").get<std::string>()};
+    return Problem{.kind = static_cast<ProblemKind>(j.at("kind").get<int>()),
+                   .message = j.at("message").get<std::string>(),
+                   .path = j.at("path").get<std::string>(),
+                   .rank = j.at("rank").get<int>()};
 }
 
 json foreign_summary_json(const ForeignSummary& foreign)

@@ -79,8 +79,9 @@ void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string
 {
     uint64_t volume = 0;
     if (!checked_volume(t.size, volume)) {
-        out.push_back({ProblemKind::invalid_manifest, -1, ".metadata",
-                       meta_path + ": tensor '" + t.fqn + "' has a size whose element count overflows"});
+        out.push_back({.kind = ProblemKind::invalid_manifest,
+                       .message = meta_path + ": tensor '" + t.fqn + "' has a size whose element count overflows",
+                       .path = ".metadata"});
         return;
     }
     const auto chunks = meta.chunks_of(t);
@@ -92,9 +93,10 @@ void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string
             inside = offsets[d] <= t.size[d] && sizes[d] <= t.size[d] - offsets[d];
         uint64_t v = 0;
         if (!inside || !checked_volume(sizes, v)) {
-            out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
-                           meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has a chunk at " +
-                               join_dims(offsets) + " of size " + join_dims(sizes) + " outside its bounds"});
+            out.push_back({.kind = ProblemKind::layout_overlap,
+                           .message = meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has a chunk at " +
+                               join_dims(offsets) + " of size " + join_dims(sizes) + " outside its bounds",
+                           .path = ".metadata"});
             return;
         }
         covered += v; // bounded by chunks x volume, each <= volume: cannot overflow for sane counts
@@ -109,20 +111,23 @@ void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string
                 for (std::size_t d = 0; overlap && d < t.size.size(); ++d)
                     overlap = xs[d] > 0 && ys[d] > 0 && xo[d] < yo[d] + ys[d] && yo[d] < xo[d] + xs[d];
                 if (overlap) {
-                    out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
-                                   meta_path + ": tensor '" + t.fqn + "': chunks at " + join_dims(xo) + " and " +
-                                       join_dims(yo) + " overlap"});
+                    out.push_back({.kind = ProblemKind::layout_overlap,
+                                   .message = meta_path + ": tensor '" + t.fqn + "': chunks at " + join_dims(xo) +
+                                       " and " + join_dims(yo) + " overlap",
+                                   .path = ".metadata"});
                     return;
                 }
             }
     if (covered < volume)
-        out.push_back({ProblemKind::layout_gap, -1, ".metadata",
-                       meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " + std::to_string(volume) +
-                           " elements but its chunks cover only " + std::to_string(covered)});
+        out.push_back({.kind = ProblemKind::layout_gap,
+                       .message = meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " +
+                           std::to_string(volume) + " elements but its chunks cover only " + std::to_string(covered),
+                       .path = ".metadata"});
     else if (covered > volume)
-        out.push_back({ProblemKind::layout_overlap, -1, ".metadata",
-                       meta_path + ": tensor '" + t.fqn + "' has " + std::to_string(volume) +
-                           " elements but its chunks cover " + std::to_string(covered)});
+        out.push_back({.kind = ProblemKind::layout_overlap,
+                       .message = meta_path + ": tensor '" + t.fqn + "' has " + std::to_string(volume) +
+                           " elements but its chunks cover " + std::to_string(covered),
+                       .path = ".metadata"});
 }
 
 // One byte range of a .distcp file and what it must hold (32 bytes: one per chunk). What it is
@@ -175,7 +180,7 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
 {
     auto add = [&](ProblemKind kind, const std::string& message) {
         if (reported++ < kMaxContentProblems)
-            problems.push_back({kind, check.rank, check.path, message});
+            problems.push_back({.kind = kind, .message = message, .path = check.path, .rank = check.rank});
         else if (reported == kMaxContentProblems + 1)
             first_dropped = kind;
     };
@@ -384,9 +389,10 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
             ++chunks;
             if (c.file < 0) {
                 if (missing_storage++ < 100)
-                    meta_problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
-                                             meta_path + ": the chunk of '" + t.fqn + "' at " +
-                                                 join_dims(meta.offsets(c)) + " has no storage entry"});
+                    meta_problems.push_back({.kind = ProblemKind::missing_tensor,
+                                             .message = meta_path + ": the chunk of '" + t.fqn + "' at " +
+                                                 join_dims(meta.offsets(c)) + " has no storage entry",
+                                             .path = ".metadata"});
                 continue;
             }
             StoredRange range{
@@ -403,8 +409,9 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
         const auto& b = meta.bytes[i];
         if (!b.storage.present) {
             if (missing_storage++ < 100)
-                meta_problems.push_back({ProblemKind::missing_tensor, -1, ".metadata",
-                                         meta_path + ": item '" + b.fqn + "' has no storage entry"});
+                meta_problems.push_back({.kind = ProblemKind::missing_tensor,
+                                         .message = meta_path + ": item '" + b.fqn + "' has no storage entry",
+                                         .path = ".metadata"});
             continue;
         }
         if (const std::size_t f = file_index(b.storage.file); f < files.size() && files[f] == b.storage.file)
@@ -451,18 +458,23 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
             for (const auto& r : list) {
                 uint64_t end = 0;
                 if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
-                    problems.push_back({ProblemKind::range_outside_file, check.rank, check.path,
-                                        shown + ": " + names.what(r) + " at bytes [" + std::to_string(r.offset) +
-                                            ", +" + std::to_string(r.length) + ") runs past the end of the " +
-                                            std::to_string(file.size) + "-byte file (truncated?)"});
+                    problems.push_back({.kind = ProblemKind::range_outside_file,
+                                        .message = shown + ": " + names.what(r) + " at bytes [" +
+                                            std::to_string(r.offset) + ", +" + std::to_string(r.length) +
+                                            ") runs past the end of the " + std::to_string(file.size) +
+                                            "-byte file (truncated?)",
+                                        .path = check.path,
+                                        .rank = check.rank});
                     return;
                 }
             }
             for (std::size_t i = 1; i < list.size(); ++i)
                 if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
-                    problems.push_back({ProblemKind::layout_overlap, check.rank, check.path,
-                                        shown + ": the bytes of " + names.what(list[i - 1]) + " and " +
-                                            names.what(list[i]) + " overlap"});
+                    problems.push_back({.kind = ProblemKind::layout_overlap,
+                                        .message = shown + ": the bytes of " + names.what(list[i - 1]) + " and " +
+                                            names.what(list[i]) + " overlap",
+                                        .path = check.path,
+                                        .rank = check.rank});
                     return;
                 }
             uint64_t stored = 0;
@@ -482,16 +494,19 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
                 foreign::current_progress().advance(r.offset + r.length);
             }
             if (reported > kMaxContentProblems)
-                problems.push_back({first_dropped, check.rank, check.path,
-                                    shown + ": " + std::to_string(reported - kMaxContentProblems) +
-                                        " more problems with stored items, not listed"});
+                problems.push_back({.kind = first_dropped,
+                                    .message = shown + ": " + std::to_string(reported - kMaxContentProblems) +
+                                        " more problems with stored items, not listed",
+                                    .path = check.path,
+                                    .rank = check.rank});
         });
     for (auto& p : meta_problems)
         report.problems.push_back(std::move(p));
     if (missing_storage > 100)
         report.problems.push_back(
-            {ProblemKind::missing_tensor, -1, ".metadata",
-             meta_path + ": " + std::to_string(missing_storage - 100) + " more chunks without storage"});
+            {.kind = ProblemKind::missing_tensor,
+             .message = meta_path + ": " + std::to_string(missing_storage - 100) + " more chunks without storage",
+             .path = ".metadata"});
 
     return report;
 }

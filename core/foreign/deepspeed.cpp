@@ -125,12 +125,11 @@ VerifyReport verify_deepspeed(const fsutil::ListedDirectory& dir, const VerifyOp
     const uint64_t implied = static_cast<uint64_t>(dp) * static_cast<uint64_t>(mp) * 2 + static_cast<uint64_t>(mp) +
         layers.size() * static_cast<uint64_t>(layer_ranks);
     if (implied > static_cast<uint64_t>(kMaxWorldSize)) {
-        report.problems.push_back({ProblemKind::missing_shard,
-                                   -1,
-                                   {},
-                                   report.dir.string() + ": the file names imply " + std::to_string(implied) +
-                                       " files (data-parallel size " + std::to_string(dp) + ", model-parallel size " +
-                                       std::to_string(mp) + "), more than the " + std::to_string(kMaxWorldSize) +
+        report.problems.push_back({.kind = ProblemKind::missing_shard,
+                                   .message = report.dir.string() + ": the file names imply " +
+                                       std::to_string(implied) + " files (data-parallel size " + std::to_string(dp) +
+                                       ", model-parallel size " + std::to_string(mp) + "), more than the " +
+                                       std::to_string(kMaxWorldSize) +
                                        " ranks ShardScope checks: a file name carries an implausible rank number"});
         return report;
     }
@@ -193,10 +192,8 @@ VerifyReport verify_deepspeed(const fsutil::ListedDirectory& dir, const VerifyOp
             std::to_string(present.size()) + " present, " + std::to_string(files.size() - present.size()) +
                 " missing from the rank sequence");
     if (files.empty()) {
-        report.problems.push_back({ProblemKind::missing_shard,
-                                   -1,
-                                   {},
-                                   report.dir.string() + ": no DeepSpeed model or optimizer state files"});
+        report.problems.push_back({.kind = ProblemKind::missing_shard,
+                                   .message = report.dir.string() + ": no DeepSpeed model or optimizer state files"});
         return report;
     }
     check_archives(dir.fd.get(), report, options, ProblemKind::missing_shard, check_data);

@@ -100,8 +100,8 @@ VerifyReport verify_megatron(const fsutil::ListedDirectory& listed, const Verify
         rows.push_back({"pipeline-parallel size", std::to_string(pp)});
         report.foreign->world_size = int64_t(tp) * int64_t(pp);
         if (report.shards.empty())
-            report.problems.push_back(
-                {ProblemKind::missing_shard, -1, {}, dir.string() + ": no .metadata and no mp_rank_XX folders"});
+            report.problems.push_back({.kind = ProblemKind::missing_shard,
+                                       .message = dir.string() + ": no .metadata and no mp_rank_XX folders"});
         else
             check_archives(dirfd, report, inner, ProblemKind::missing_shard, check_data);
         rows.push_back({"tensors", std::to_string(report.foreign->tensors_total)});

@@ -148,7 +148,8 @@ VerifyReport verify_safetensors_files(const fsutil::ListedDirectory& dir, const 
     uint64_t bytes = 0;
     summarise_files(report, headers, bytes);
     if (names.empty())
-        report.problems.push_back({ProblemKind::missing_file, -1, {}, report.dir.string() + ": no .safetensors files"});
+        report.problems.push_back(
+            {.kind = ProblemKind::missing_file, .message = report.dir.string() + ": no .safetensors files"});
     return report;
 }
 
@@ -218,14 +219,17 @@ VerifyReport verify_safetensors_index(const fsutil::ListedDirectory& listed, con
             const std::string_view name = headers[i]->name(t);
             const auto entry = index.weight_map.find(name);
             if (!entry)
-                report_problem(i,
-                               {ProblemKind::unmapped_tensor, -1, file,
-                                shown + ": holds tensor '" + std::string(name) + "', which the index does not map"});
+                report_problem(
+                    i,
+                    {.kind = ProblemKind::unmapped_tensor,
+                     .message = shown + ": holds tensor '" + std::string(name) + "', which the index does not map",
+                     .path = file});
             else if (index.weight_map.file(*entry) != i) // shards[] are index.files, in order
                 report_problem(i,
-                               {ProblemKind::unmapped_tensor, -1, file,
-                                shown + ": holds tensor '" + std::string(name) + "', which the index maps to " +
-                                    index.files[index.weight_map.file(*entry)]});
+                               {.kind = ProblemKind::unmapped_tensor,
+                                .message = shown + ": holds tensor '" + std::string(name) +
+                                    "', which the index maps to " + index.files[index.weight_map.file(*entry)],
+                                .path = file});
             else {
                 mapped_bytes += t.bytes();
                 held[*entry] = 1; // the file the index names holds it
@@ -242,18 +246,22 @@ VerifyReport verify_safetensors_index(const fsutil::ListedDirectory& listed, con
         const std::size_t i = index.weight_map.file(e);
         const std::string& file = index.files[i];
         report_problem(i,
-                       {ProblemKind::missing_tensor, -1, file,
-                        (dir / file).string() + ": lacks tensor '" + std::string(index.weight_map.name(e)) +
-                            "', which the index maps to it"});
+                       {.kind = ProblemKind::missing_tensor,
+                        .message = (dir / file).string() + ": lacks tensor '" + std::string(index.weight_map.name(e)) +
+                            "', which the index maps to it",
+                        .path = file});
     }
     if (suppressed)
         report.problems.push_back(
-            {ProblemKind::missing_tensor, -1, index_name,
-             index_path + ": " + std::to_string(suppressed) + " more tensor mismatches not listed"});
+            {.kind = ProblemKind::missing_tensor,
+             .message = index_path + ": " + std::to_string(suppressed) + " more tensor mismatches not listed",
+             .path = index_name});
     if (complete && index.total_size && *index.total_size != mapped_bytes)
-        report.problems.push_back({ProblemKind::size_mismatch, -1, index_name,
-                                   index_path + ": metadata.total_size is " + std::to_string(*index.total_size) +
-                                       " but the mapped tensors hold " + std::to_string(mapped_bytes) + " bytes"});
+        report.problems.push_back({.kind = ProblemKind::size_mismatch,
+                                   .message = index_path + ": metadata.total_size is " +
+                                       std::to_string(*index.total_size) + " but the mapped tensors hold " +
+                                       std::to_string(mapped_bytes) + " bytes",
+                                   .path = index_name});
     std::vector<char>().swap(held);
     std::vector<std::size_t>().swap(lacking);
     index.weight_map = {};

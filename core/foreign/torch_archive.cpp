@@ -179,8 +179,8 @@ TorchArchiveListing list_torch_archive(const ZipReadAt& read, uint64_t file_size
         }
     }
     if (pickle_index == directory.entries.size()) {
-        out.problems.push_back(
-            {ProblemKind::invalid_archive, -1, {}, display_path + ": no data.pkl entry: not a torch.save archive"});
+        out.problems.push_back({.kind = ProblemKind::invalid_archive,
+                                .message = display_path + ": no data.pkl entry: not a torch.save archive"});
         return out;
     }
     std::map<std::string, TorchStorage> storages;
@@ -208,17 +208,13 @@ TorchArchiveListing list_torch_archive(const ZipReadAt& read, uint64_t file_size
             s.numel = ref.numel;
             if (!s.has_entry) {
                 if (reported++ < 20)
-                    out.problems.push_back({ProblemKind::missing_tensor,
-                                            -1,
-                                            {},
-                                            display_path + ": data.pkl refers to storage '" + key +
+                    out.problems.push_back({.kind = ProblemKind::missing_tensor,
+                                            .message = display_path + ": data.pkl refers to storage '" + key +
                                                 "' but the archive has no entry " + data_prefix + key});
             } else if (ref.element && ref.numel && s.entry_bytes != ref.numel * ref.element) {
                 if (reported++ < 20)
-                    out.problems.push_back({ProblemKind::size_mismatch,
-                                            -1,
-                                            {},
-                                            display_path + ": storage '" + key + "' holds " +
+                    out.problems.push_back({.kind = ProblemKind::size_mismatch,
+                                            .message = display_path + ": storage '" + key + "' holds " +
                                                 std::to_string(ref.numel) + " " + ref.dtype + " elements (" +
                                                 std::to_string(ref.numel * ref.element) + " bytes) but its entry is " +
                                                 std::to_string(s.entry_bytes) + " bytes"});
@@ -226,7 +222,7 @@ TorchArchiveListing list_torch_archive(const ZipReadAt& read, uint64_t file_size
         }
         TensorWalker(doc, out).walk(doc.root(), {}, 0);
     } catch (const Error& e) {
-        out.problems.push_back({e.kind(), -1, {}, e.what()});
+        out.problems.push_back({.kind = e.kind(), .message = e.what()});
     }
     for (auto& [key, s] : storages)
         out.storages.push_back(std::move(s));
@@ -249,7 +245,7 @@ void check_torch_file(fsutil::OpenedFile& file, const std::string& shown, ShardC
                       const VerifyOptions& options, bool check_data)
 {
     auto add = [&](ProblemKind kind, const std::string& message) {
-        problems.push_back({kind, check.rank, check.path, message});
+        problems.push_back({.kind = kind, .message = message, .path = check.path, .rank = check.rank});
     };
     const ZipReadAt read = zip_read_fd(file.fd.get());
     unsigned char magic[2] = {0, 0};

@@ -53,15 +53,20 @@ std::optional<fsutil::OpenedFile> open_part(int dirfd, const fs::path& dir, cons
     fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, part.file);
     const std::string shown = (dir / part.file).string();
     if (file.status != fsutil::OpenStatus::ok) {
-        problem = Problem{ProblemKind::unreadable, part.rank, part.file, shown + ": " + file.reason};
+        problem = Problem{.kind = ProblemKind::unreadable,
+                          .message = shown + ": " + file.reason,
+                          .path = part.file,
+                          .rank = part.rank};
         return std::nullopt;
     }
     uint64_t end = 0;
     if (__builtin_mul_overflow(part.numel, element_size(tensor.type), &end) ||
         __builtin_add_overflow(end, part.byte_offset, &end) || end > file.size) {
-        problem = Problem{ProblemKind::range_outside_file, part.rank, part.file,
-                          shown + ": " + tensor_name(tensor) + " runs past the end of the " +
-                              std::to_string(file.size) + "-byte file"};
+        problem = Problem{.kind = ProblemKind::range_outside_file,
+                          .message = shown + ": " + tensor_name(tensor) + " runs past the end of the " +
+                              std::to_string(file.size) + "-byte file",
+                          .path = part.file,
+                          .rank = part.rank};
         return std::nullopt;
     }
     return file;
@@ -147,8 +152,10 @@ bool scan_part(int dirfd, const fs::path& dir, const TensorContent& tensor, cons
     if (master)
         master_source.emplace(master_file->fd.get(), master->part, 4);
     const auto cannot_read = [&](const TensorContent& t, const TensorPart& where, const std::string& why) {
-        problem = Problem{ProblemKind::unreadable, where.rank, where.file,
-                          (dir / where.file).string() + ": cannot read " + tensor_name(t) + ": " + why};
+        problem = Problem{.kind = ProblemKind::unreadable,
+                          .message = (dir / where.file).string() + ": cannot read " + tensor_name(t) + ": " + why,
+                          .path = where.file,
+                          .rank = where.rank};
         return false;
     };
     for (uint64_t at = 0; at < part.numel; at += kBlockElements) {
@@ -210,13 +217,15 @@ void report_param_master(ContentReport& report)
         }
     for (const auto& [rank, f] : ranks)
         if (report.problems.size() < 100)
-            report.problems.push_back({ProblemKind::param_master_mismatch, rank, f.file,
-                                       "rank " + std::to_string(rank) + ": " + (report.dir / f.file).string() + ": " +
-                                           std::to_string(f.mismatches) +
+            report.problems.push_back({.kind = ProblemKind::param_master_mismatch,
+                                       .message = "rank " + std::to_string(rank) + ": " +
+                                           (report.dir / f.file).string() + ": " + std::to_string(f.mismatches) +
                                            " parameters are not their master weight rounded to " + dtype +
                                            " (the first at flat index " + std::to_string(f.first_flat) + ", element " +
                                            std::to_string(f.first_element) + " of '" + printable(f.first_tensor) +
-                                           "'): param and master were not saved from the same step"});
+                                           "'): param and master were not saved from the same step",
+                                       .path = f.file,
+                                       .rank = rank});
 }
 
 void check_health(ContentReport& report)
@@ -240,10 +249,12 @@ void check_health(ContentReport& report)
                 }
             if (holders > 4)
                 where += " and " + std::to_string(holders - 4) + " more";
-            report.problems.push_back({ProblemKind::nonfinite_values, holders == 1 ? rank : -1, path,
-                                       tensor_name(t) + " has " + std::to_string(s.nan) + " NaN, " +
+            report.problems.push_back({.kind = ProblemKind::nonfinite_values,
+                                       .message = tensor_name(t) + " has " + std::to_string(s.nan) + " NaN, " +
                                            std::to_string(s.posinf) + " +Inf and " + std::to_string(s.neginf) +
-                                           " -Inf of " + std::to_string(s.numel) + " values: " + where});
+                                           " -Inf of " + std::to_string(s.numel) + " values: " + where,
+                                       .path = path,
+                                       .rank = holders == 1 ? rank : -1});
         }
         if (t.state == "exp_avg_sq" && s.negatives > 0) {
             std::string where;
@@ -252,14 +263,16 @@ void check_health(ContentReport& report)
                     where = part_name(t.parts[p]);
                     break;
                 }
-            report.problems.push_back({ProblemKind::negative_second_moment, -1, "",
-                                       tensor_name(t) + " has " + std::to_string(s.negatives) +
+            report.problems.push_back({.kind = ProblemKind::negative_second_moment,
+                                       .message = tensor_name(t) + " has " + std::to_string(s.negatives) +
                                            " negative values (first in " + where +
                                            "): Adam's second moment is a running mean of squares"});
         }
         if (s.numel > 0 && s.zeros == s.numel)
-            report.warnings.push_back({ProblemKind::all_zero_tensor, -1, t.parts.empty() ? "" : t.parts[0].file,
-                                       tensor_name(t) + ": all " + std::to_string(s.numel) + " values are zero"});
+            report.warnings.push_back(
+                {.kind = ProblemKind::all_zero_tensor,
+                 .message = tensor_name(t) + ": all " + std::to_string(s.numel) + " values are zero",
+                 .path = t.parts.empty() ? "" : t.parts[0].file});
     }
 }
 

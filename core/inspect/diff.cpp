@@ -222,8 +222,8 @@ DiffReport plan_diff(const fs::path& a, const fs::path& b, const DiffOptions& op
             return true;
         if (report.problems.size() < 100)
             report.problems.push_back(
-                {ProblemKind::missing_tensor, -1, "",
-                 side.dir.string() + ": tensor '" + printable(t.name) + "'" +
+                {.kind = ProblemKind::missing_tensor,
+                 .message = side.dir.string() + ": tensor '" + printable(t.name) + "'" +
                      (t.state.empty() ? "" : " (" + t.state + ")") + ": its parts hold " + std::to_string(parts) +
                      " elements, its shape " + join_dims(t.shape) + " needs " +
                      (checked_volume(t.shape, n) ? std::to_string(n) : std::string("more than 2^64"))});

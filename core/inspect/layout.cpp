@@ -97,10 +97,12 @@ void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, 
                 const SafetensorsTensor* stored = headers[r]->find(state);
                 if (!stored || (begin - shard.param_shard_offset + (end - begin)) * size > stored->bytes()) {
                     if (report.problems.size() < 100)
-                        report.problems.push_back({ProblemKind::invalid_shard, shard.rank, shard.path,
-                                                   "rank " + std::to_string(shard.rank) + ": " +
+                        report.problems.push_back({.kind = ProblemKind::invalid_shard,
+                                                   .message = "rank " + std::to_string(shard.rank) + ": " +
                                                        (dir / shard.path).string() + " has no '" + state +
-                                                       "' covering its slice of '" + printable(t.name) + "'"});
+                                                       "' covering its slice of '" + printable(t.name) + "'",
+                                                   .path = shard.path,
+                                                   .rank = shard.rank});
                     continue;
                 }
                 content.parts.push_back({.rank = shard.rank,
@@ -135,9 +137,10 @@ void plan_safetensors(const fs::path& dir, int dirfd, const std::vector<std::str
                 continue;
             const auto type = element_type_from_safetensors(t.dtype);
             if (!type) { // complex or another type statistics do not cover
-                report.warnings.push_back({ProblemKind::unreadable, -1, file,
-                                           (dir / file).string() + ": tensor '" + printable(t.name) + "' has dtype '" +
-                                               printable(t.dtype) + "', which stats does not read"});
+                report.warnings.push_back({.kind = ProblemKind::unreadable,
+                                           .message = (dir / file).string() + ": tensor '" + printable(t.name) +
+                                               "' has dtype '" + printable(t.dtype) + "', which stats does not read",
+                                           .path = file});
                 continue;
             }
             TensorContent content{.name = t.name, .type = *type, .shape = t.shape};

@@ -85,10 +85,12 @@ Problem TensorReader::problem(ProblemKind kind, const TensorPart* part, const st
     const std::string name =
         "'" + printable(m_tensor.name) + "'" + (m_tensor.state.empty() ? "" : " (" + m_tensor.state + ")");
     if (!part)
-        return {kind, -1, "", (m_dir.string()) + ": tensor " + name + ": " + what};
-    return {kind, part->rank, part->file,
-            (part->rank >= 0 ? "rank " + std::to_string(part->rank) + ": " : std::string()) +
-                (m_dir / part->file).string() + ": tensor " + name + ": " + what};
+        return {.kind = kind, .message = (m_dir.string()) + ": tensor " + name + ": " + what};
+    return {.kind = kind,
+            .message = (part->rank >= 0 ? "rank " + std::to_string(part->rank) + ": " : std::string()) +
+                (m_dir / part->file).string() + ": tensor " + name + ": " + what,
+            .path = part->file,
+            .rank = part->rank};
 }
 
 std::optional<Problem> TensorReader::read(uint64_t first, uint64_t count, std::byte* out)

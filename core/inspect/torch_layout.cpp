@@ -110,9 +110,11 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
             (tf.rank >= 0 ? "rank " + std::to_string(tf.rank) + ": " : std::string()) + (dir / tf.file).string();
         fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, tf.file);
         if (file.status != fsutil::OpenStatus::ok) {
-            report.problems.push_back(
-                {file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file : ProblemKind::unreadable,
-                 tf.rank, tf.file, shown + ": " + file.reason});
+            report.problems.push_back({.kind = file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
+                                                                                          : ProblemKind::unreadable,
+                                       .message = shown + ": " + file.reason,
+                                       .path = tf.file,
+                                       .rank = tf.rank});
             continue;
         }
         const ZipReadAt read = zip_read_fd(file.fd.get());
@@ -122,11 +124,11 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
             directory = read_zip_directory(read, file.size, shown);
             listing = list_torch_archive(read, file.size, directory, shown);
         } catch (const Error& e) {
-            report.problems.push_back({e.kind(), tf.rank, tf.file, e.what()});
+            report.problems.push_back({.kind = e.kind(), .message = e.what(), .path = tf.file, .rank = tf.rank});
             continue;
         }
         for (const Problem& p : listing.problems)
-            report.problems.push_back({p.kind, tf.rank, tf.file, p.message});
+            report.problems.push_back({.kind = p.kind, .message = p.message, .path = tf.file, .rank = tf.rank});
         std::map<std::string, const ZipEntry*> entries;
         for (const ZipEntry& e : directory.entries)
             entries[e.name] = &e;
@@ -137,8 +139,10 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
             const auto type = torch_element_type(ref.dtype);
             if (!type) {
                 report.warnings.push_back(
-                    {ProblemKind::unreadable, tf.rank, tf.file,
-                     what + " has dtype '" + printable(ref.dtype) + "', which stats does not read"});
+                    {.kind = ProblemKind::unreadable,
+                     .message = what + " has dtype '" + printable(ref.dtype) + "', which stats does not read",
+                     .path = tf.file,
+                     .rank = tf.rank});
                 continue;
             }
             uint64_t numel = 0;
@@ -146,34 +150,43 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
             const auto entry = entries.find(listing.prefix + "data/" + ref.storage_key); // prefix ends in /
             if (overflow || entry == entries.end()) {
                 report.problems.push_back(
-                    {overflow ? ProblemKind::invalid_archive : ProblemKind::missing_tensor, tf.rank, tf.file,
-                     what +
+                    {.kind = overflow ? ProblemKind::invalid_archive : ProblemKind::missing_tensor,
+                     .message = what +
                          (overflow ? ": its shape's element count overflows"
-                                   : ": its storage '" + printable(ref.storage_key) + "' is not in the archive")});
+                                   : ": its storage '" + printable(ref.storage_key) + "' is not in the archive"),
+                     .path = tf.file,
+                     .rank = tf.rank});
                 continue;
             }
             const ZipEntry& stored = *entry->second;
             const ZipEntryCheck located = locate_zip_entry(read, directory, stored);
             if (!located.ok || stored.method != 0) {
-                report.problems.push_back({ProblemKind::invalid_archive, tf.rank, tf.file,
-                                           what + ": " +
+                report.problems.push_back({.kind = ProblemKind::invalid_archive,
+                                           .message = what + ": " +
                                                (located.ok ? "its storage is compressed, which torch.save "
                                                              "never does; not read"
-                                                           : located.problem)});
+                                                           : located.problem),
+                                           .path = tf.file,
+                                           .rank = tf.rank});
                 continue;
             }
             if (numel > 0 && !dense_view(ref.shape, ref.stride)) {
-                report.warnings.push_back({ProblemKind::unreadable, tf.rank, tf.file,
-                                           what + " is a strided view with gaps or repeats; stats does not read it"});
+                report.warnings.push_back(
+                    {.kind = ProblemKind::unreadable,
+                     .message = what + " is a strided view with gaps or repeats; stats does not read it",
+                     .path = tf.file,
+                     .rank = tf.rank});
                 continue;
             }
             const uint64_t size = element_size(*type);
             uint64_t end = 0;
             if (__builtin_add_overflow(ref.storage_offset, numel, &end) || __builtin_mul_overflow(end, size, &end) ||
                 end > stored.uncompressed_size) {
-                report.problems.push_back({ProblemKind::range_outside_file, tf.rank, tf.file,
-                                           what + ": its offset and shape reach past the end of its " +
-                                               std::to_string(stored.uncompressed_size) + "-byte storage"});
+                report.problems.push_back({.kind = ProblemKind::range_outside_file,
+                                           .message = what + ": its offset and shape reach past the end of its " +
+                                               std::to_string(stored.uncompressed_size) + "-byte storage",
+                                           .path = tf.file,
+                                           .rank = tf.rank});
                 continue;
             }
             const std::string group = slice_group(tf.file);
@@ -185,9 +198,11 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
             }
             TensorContent& tensor = report.tensors[it->second];
             if (tensor.type != *type) {
-                report.problems.push_back({ProblemKind::invalid_archive, tf.rank, tf.file,
-                                           what + " is " + std::string(to_string(*type)) + " here but " +
-                                               std::string(to_string(tensor.type)) + " in another file"});
+                report.problems.push_back({.kind = ProblemKind::invalid_archive,
+                                           .message = what + " is " + std::string(to_string(*type)) + " here but " +
+                                               std::string(to_string(tensor.type)) + " in another file",
+                                           .path = tf.file,
+                                           .rank = tf.rank});
                 continue;
             }
             uint64_t first = 0;
@@ -237,9 +252,10 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
             continue;
         const auto type = torch_element_type(t.dtype);
         if (!type) {
-            report.warnings.push_back({ProblemKind::unreadable, -1, ".metadata",
-                                       meta_path + ": tensor '" + printable(t.fqn) + "' has dtype '" +
-                                           printable(t.dtype) + "', which stats does not read"});
+            report.warnings.push_back({.kind = ProblemKind::unreadable,
+                                       .message = meta_path + ": tensor '" + printable(t.fqn) + "' has dtype '" +
+                                           printable(t.dtype) + "', which stats does not read",
+                                       .path = ".metadata"});
             continue;
         }
         TensorContent content{.name = t.fqn, .type = *type, .shape = t.size};
@@ -253,11 +269,12 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
                 !checked_volume(sizes, numel) || __builtin_mul_overflow(numel, element_size(*type), &bytes);
             if (!c.present || c.transformed || overflow) {
                 report.problems.push_back(
-                    {overflow ? ProblemKind::invalid_manifest : ProblemKind::missing_tensor, -1, c.file,
-                     meta_path + ": " + what +
+                    {.kind = overflow ? ProblemKind::invalid_manifest : ProblemKind::missing_tensor,
+                     .message = meta_path + ": " + what +
                          (overflow            ? ": its element count overflows"
                               : c.transformed ? " is stored through a storage extension (transform), not read"
-                                              : " has no storage")});
+                                              : " has no storage"),
+                     .path = c.file});
                 continue;
             }
             const int rank = dcp_rank_of(c.file);
@@ -269,15 +286,20 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
             if (inserted)
                 it->second = fsutil::open_beneath_for_read(dirfd, c.file);
             if (it->second.status != fsutil::OpenStatus::ok) {
-                report.problems.push_back({it->second.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
-                                                                                            : ProblemKind::unreadable,
-                                           rank, c.file, shown + ": " + it->second.reason});
+                report.problems.push_back({.kind = it->second.status == fsutil::OpenStatus::missing
+                                               ? ProblemKind::missing_file
+                                               : ProblemKind::unreadable,
+                                           .message = shown + ": " + it->second.reason,
+                                           .path = c.file,
+                                           .rank = rank});
                 continue;
             }
             uint64_t end = 0;
             if (__builtin_add_overflow(c.offset, c.length, &end) || end > it->second.size) {
-                report.problems.push_back({ProblemKind::range_outside_file, rank, c.file,
-                                           shown + ": " + what + " runs past the end of the file"});
+                report.problems.push_back({.kind = ProblemKind::range_outside_file,
+                                           .message = shown + ": " + what + " runs past the end of the file",
+                                           .path = c.file,
+                                           .rank = rank});
                 continue;
             }
             try {
@@ -292,7 +314,7 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
                                          .box_sizes = {sizes.begin(), sizes.end()}});
                 first += numel;
             } catch (const Error& e) {
-                report.problems.push_back({e.kind(), rank, c.file, e.what()});
+                report.problems.push_back({.kind = e.kind(), .message = e.what(), .path = c.file, .rank = rank});
             }
         }
         report.tensors.push_back(std::move(content));

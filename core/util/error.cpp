@@ -47,7 +47,7 @@ std::string_view to_string(ProblemKind kind)
 Error::Error(Problem problem) : std::runtime_error(problem.message), m_problem(std::move(problem)) {}
 
 Error::Error(ProblemKind kind, std::string message, std::string path, int rank)
-    : Error(Problem{kind, rank, std::move(path), std::move(message)})
+    : Error(Problem{.kind = kind, .message = std::move(message), .path = std::move(path), .rank = rank})
 {}
 
 int exit_code_for(ProblemKind kind)

@@ -53,12 +53,13 @@ enum class ProblemKind {
 std::string_view to_string(ProblemKind kind);
 
 // A problem is a finding about a checkpoint (or a profile, a schedule): rank -1 and an empty
-// path mean "the checkpoint as a whole".
+// path mean "the checkpoint as a whole". The fields are in the order Error's constructor takes
+// them, and initialisers name them (.kind, .message, .path, .rank).
 struct Problem {
     ProblemKind kind = ProblemKind::invalid_manifest;
-    int rank = -1;
-    std::string path;
-    std::string message;
+    std::string message; // one sentence naming the file and the rank
+    std::string path; // the file, relative to the checkpoint, where there is one
+    int rank = -1; // -1 where no rank applies
 };
 
 // Thrown where an operation cannot go on (load, save, parse). Verification instead collects

@@ -52,8 +52,7 @@ std::optional<shardscope::Problem> problemOf(const std::string& path, Work&& wor
     } catch (const shardscope::Error& error) {
         return error.problem();
     } catch (const std::exception& error) {
-        return shardscope::Problem{
-            .kind = shardscope::ProblemKind::io_error, .rank = -1, .path = path, .message = error.what()};
+        return shardscope::Problem{.kind = shardscope::ProblemKind::io_error, .message = error.what(), .path = path};
     }
     return std::nullopt;
 }

@@ -76,7 +76,8 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
         outcome.error = error.problem();
         return outcome;
     } catch (const std::exception& error) {
-        outcome.error = shardscope::Problem{shardscope::ProblemKind::cannot_open, -1, path.string(), error.what()};
+        outcome.error = shardscope::Problem{
+            .kind = shardscope::ProblemKind::cannot_open, .message = error.what(), .path = path.string()};
         return outcome;
     }
 

@@ -20,7 +20,7 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
     const std::string who = "rank " + std::to_string(record.rank) + ": " + display;
     auto failed = [&](ShardStatus status, ProblemKind kind, const std::string& message) {
         result.status = status;
-        result.problem = {kind, record.rank, record.path, who + ": " + message};
+        result.problem = {.kind = kind, .message = who + ": " + message, .path = record.path, .rank = record.rank};
         return std::move(result);
     };
 

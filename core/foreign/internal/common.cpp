@@ -44,7 +44,10 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
         if (const auto reason = fsutil::unsafe_name_reason(check.path)) {
             check.status = ShardStatus::invalid;
             check.detail = shown_file(report.dir, check) + ": " + *reason;
-            problems[i].push_back({ProblemKind::path_outside_checkpoint, check.rank, check.path, check.detail});
+            problems[i].push_back({.kind = ProblemKind::path_outside_checkpoint,
+                                   .message = check.detail,
+                                   .path = check.path,
+                                   .rank = check.rank});
             continue;
         }
         opened[i] = fsutil::open_beneath_for_read(dirfd, check.path);
@@ -74,18 +77,23 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
         case fsutil::OpenStatus::missing:
             check.status = ShardStatus::missing;
             check.detail = shown + ": missing";
-            problems[i].push_back({missing_kind, check.rank, check.path, check.detail});
+            problems[i].push_back(
+                {.kind = missing_kind, .message = check.detail, .path = check.path, .rank = check.rank});
             return finish();
         case fsutil::OpenStatus::outside:
             check.status = ShardStatus::invalid;
             check.detail = shown + ": " + file.reason;
-            problems[i].push_back({ProblemKind::path_outside_checkpoint, check.rank, check.path, check.detail});
+            problems[i].push_back({.kind = ProblemKind::path_outside_checkpoint,
+                                   .message = check.detail,
+                                   .path = check.path,
+                                   .rank = check.rank});
             return finish();
         case fsutil::OpenStatus::not_regular:
         case fsutil::OpenStatus::unreadable:
             check.status = ShardStatus::unreadable;
             check.detail = shown + ": " + file.reason;
-            problems[i].push_back({ProblemKind::unreadable, check.rank, check.path, check.detail});
+            problems[i].push_back(
+                {.kind = ProblemKind::unreadable, .message = check.detail, .path = check.path, .rank = check.rank});
             return finish();
         }
         check.status = ShardStatus::hashing;
@@ -105,7 +113,7 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
         } catch (const Error& e) {
             check.status = ShardStatus::invalid;
             check.detail = e.what();
-            problems[i].push_back({e.kind(), check.rank, check.path, e.what()});
+            problems[i].push_back({.kind = e.kind(), .message = e.what(), .path = check.path, .rank = check.rank});
         }
         if (cancelled(options) && problems[i].empty()) { // not checked to the end: not ok either
             t_progress.advance = {};

@@ -57,7 +57,8 @@ private slots:
         QFETCH(int, kind);
         QFETCH(int, mode);
         QFETCH(QString, title);
-        const auto summary = classify_failure(report({{ProblemKind(kind), 1, "rank1.safetensors", "rank 1: bad"}}));
+        const auto summary = classify_failure(
+            report({{.kind = ProblemKind(kind), .message = "rank 1: bad", .path = "rank1.safetensors", .rank = 1}}));
         QCOMPARE(int(summary.mode), mode);
         QVERIFY2(QString::fromStdString(summary.title).startsWith(title), summary.title.c_str());
         QVERIFY(!summary.meaning.empty());
@@ -68,27 +69,30 @@ private slots:
     // as what it lacks, in every form of the report; a shard missing under a manifest is not.
     void missingManifestIsNotAMissingShard()
     {
-        const auto summary = classify_failure(
-            report({{ProblemKind::partial_write, -1, "manifest.json", "/ck/step-1: no manifest.json"}}, false));
+        const auto summary = classify_failure(report(
+            {{.kind = ProblemKind::partial_write, .message = "/ck/step-1: no manifest.json", .path = "manifest.json"}},
+            false));
         QCOMPARE(summary.mode, FailureMode::partial_write);
         QVERIFY2(summary.title.starts_with("Missing manifest: step-1 was never committed"), summary.title.c_str());
         QVERIFY(summary.meaning.find("previous complete step") != std::string::npos);
         // Named the same given with a trailing slash; a name from the disk is escaped.
-        auto slashed = report({{ProblemKind::partial_write, -1, "manifest.json", "no manifest.json"}}, false);
+        auto slashed = report(
+            {{.kind = ProblemKind::partial_write, .message = "no manifest.json", .path = "manifest.json"}}, false);
         slashed.dir = "/ck/step-\x1b"
                       "2/";
         const std::string title = classify_failure(slashed).title;
         QVERIFY2(title.starts_with("Missing manifest: step-") && title.find('\x1b') == std::string::npos,
                  title.c_str());
-        const auto shard = classify_failure(report({{ProblemKind::missing_shard, 1, "rank1.safetensors", "gone"}}));
+        const auto shard = classify_failure(
+            report({{.kind = ProblemKind::missing_shard, .message = "gone", .path = "rank1.safetensors", .rank = 1}}));
         QVERIFY2(shard.title.starts_with("Partial write: rank 1's shard"), shard.title.c_str());
     }
 
     void worstModeWins()
     {
-        const auto summary =
-            classify_failure(report({{ProblemKind::hash_mismatch, 1, "rank1.safetensors", "x"},
-                                     {ProblemKind::world_size_mismatch, -1, "", "saved by 2, expected 4"}}));
+        const auto summary = classify_failure(
+            report({{.kind = ProblemKind::hash_mismatch, .message = "x", .path = "rank1.safetensors", .rank = 1},
+                    {.kind = ProblemKind::world_size_mismatch, .message = "saved by 2, expected 4"}}));
         QCOMPARE(summary.mode, FailureMode::world_size_change);
         QVERIFY(summary.title.find("saved by 2, expected 4") != std::string::npos);
     }
@@ -109,7 +113,10 @@ private slots:
         ReportInput input;
         input.generator = "test";
         input.checkpoint_path = "/ck";
-        input.verify = report({{ProblemKind::hash_mismatch, 1, "rank1.safetensors", "rank 1: <b>digest</b> differs"}});
+        input.verify = report({{.kind = ProblemKind::hash_mismatch,
+                                .message = "rank 1: <b>digest</b> differs",
+                                .path = "rank1.safetensors",
+                                .rank = 1}});
         input.verify->shards[1].status = ShardStatus::hash_mismatch;
         {
             PipelineSection section;
@@ -151,8 +158,10 @@ private slots:
         const double values[] = {1.0, std::numeric_limits<double>::quiet_NaN(), 2.0};
         t.stats.add(values, 3);
         content->tensors.push_back(t);
-        content->problems.push_back({ProblemKind::nonfinite_values, 3, "rank3.safetensors",
-                                     "'layers.7.mlp.up_proj.weight' (exp_avg_sq) has 1 NaN: rank 3 holds 1"});
+        content->problems.push_back({.kind = ProblemKind::nonfinite_values,
+                                     .message = "'layers.7.mlp.up_proj.weight' (exp_avg_sq) has 1 NaN: rank 3 holds 1",
+                                     .path = "rank3.safetensors",
+                                     .rank = 3});
         input.content = content;
         QCOMPARE(report_exit_code(input), 1);
         const auto json = report_json(input);
@@ -217,7 +226,10 @@ private slots:
         ReportInput input;
         input.generator = "test";
         input.checkpoint_path = "/ck";
-        input.verify = report({{ProblemKind::hash_mismatch, 1, "rank1.safetensors", "rank 1: digest differs"}});
+        input.verify = report({{.kind = ProblemKind::hash_mismatch,
+                                .message = "rank 1: digest differs",
+                                .path = "rank1.safetensors",
+                                .rank = 1}});
         auto doc = report_document(input);
         QVERIFY(doc.size() > 2);
         QCOMPARE(doc[0].kind, ReportBlock::Kind::heading);
@@ -342,7 +354,10 @@ private slots:
     {
         ReportInput input;
         input.checkpoint_path = "/ck";
-        input.verify = report({{ProblemKind::hash_mismatch, 1, "rank1.safetensors", "rank 1: digest differs"}});
+        input.verify = report({{.kind = ProblemKind::hash_mismatch,
+                                .message = "rank 1: digest differs",
+                                .path = "rank1.safetensors",
+                                .rank = 1}});
         input.verify->shards[1].status = ShardStatus::hash_mismatch;
         input.ownership_image = "ownership.png";
         input.gantt_image = "gantt.png";
