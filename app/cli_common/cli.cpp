@@ -12,6 +12,9 @@ namespace {
 
 // What the command has said so far, for finish_json_command.
 bool g_json_printed = false;
+// --json as the command's own parser read it (`--out --json` gives --out a value, not the flag),
+// known also when the rest of its options did not parse.
+bool g_json_requested = false;
 nlohmann::json g_failure; // the first failure said on stderr, as problem_json
 
 } // namespace
@@ -43,13 +46,13 @@ int fail(const shardscope::Error& error)
     return code;
 }
 
-int finish_json_command(const QStringList& arguments, int code, const shardscope::Problem* failure)
+int finish_json_command(int code, const shardscope::Problem* failure)
 {
     if (failure) {
         g_failure = shardscope::problem_json(*failure);
         g_failure["message"] = shardscope::printable(failure->message, 4096);
     }
-    if (code != kOk && !g_json_printed && arguments.contains(QStringLiteral("--json"))) {
+    if (code != kOk && !g_json_printed && g_json_requested) {
         const nlohmann::json problem =
             g_failure.is_null() ? nlohmann::json{{"kind", "io_error"}, {"message", "failed"}} : g_failure;
         print_json({{"ok", false}, {"error", problem}, {"problems", nlohmann::json::array({problem})}});
@@ -59,8 +62,17 @@ int finish_json_command(const QStringList& arguments, int code, const shardscope
 
 bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional, const QString& usage_name)
 {
+    return parse_options(parser, arguments, usage_name) && check_positional(parser, positional, usage_name);
+}
+
+bool parse_options(QCommandLineParser& parser, const QStringList& arguments, const QString& usage_name)
+{
     parser.addHelpOption();
-    if (!parser.parse(arguments)) {
+    const bool parsed = parser.parse(arguments);
+    // optionNames() lists the options found that the command defines (isSet would warn about a
+    // command without --json).
+    g_json_requested = parser.optionNames().contains(QStringLiteral("json"));
+    if (!parsed) {
         fail(kUsage, local(parser.errorText()) + " (see shardctl " + local(usage_name) + " --help)");
         return false;
     }
@@ -68,6 +80,11 @@ bool parse(QCommandLineParser& parser, const QStringList& arguments, int positio
         std::cout << local(parser.helpText());
         std::exit(0);
     }
+    return true;
+}
+
+bool check_positional(const QCommandLineParser& parser, int positional, const QString& usage_name)
+{
     const auto count = parser.positionalArguments().size();
     if (count != positional) {
         fail(kUsage,
@@ -76,14 +93,6 @@ bool parse(QCommandLineParser& parser, const QStringList& arguments, int positio
         return false;
     }
     return true;
-}
-
-bool parse_command(QCommandLineParser& parser, const QStringList& arguments, int positional, const QString& usage_name,
-                   const QString& description, const QList<QCommandLineOption>& options)
-{
-    parser.setApplicationDescription(description);
-    parser.addOptions(options);
-    return parse(parser, arguments, positional, usage_name);
 }
 
 std::optional<long long> int_option(const QCommandLineParser& parser, const QString& name, long long min_value,
@@ -109,6 +118,15 @@ QCommandLineOption json_option(const QString& help)
 QCommandLineOption threads_option(const QString& help, const QString& default_value)
 {
     return {QStringLiteral("threads"), help, QStringLiteral("T"), default_value};
+}
+
+std::string format_seconds(double seconds)
+{
+    // The tiers are chosen on the rounded value, so 9.9996 reads "10.00", not "10.000".
+    const int decimals = seconds < 9.9995 ? 3 : seconds < 99.995 ? 2 : 0;
+    char text[64];
+    std::snprintf(text, sizeof text, "%.*f", decimals, seconds);
+    return text;
 }
 
 void print_json(const nlohmann::json& object)

@@ -21,20 +21,20 @@ enum ExitCode { kOk = 0, kCheckFailed = 1, kUsage = 2, kMirrorIncomplete = 3 };
 int fail(int code, const std::string& sentence);
 int fail(const shardscope::Error& error);
 
-// --json promises one JSON object on stdout in every outcome: when the command returned `code`
-// without printing one (a usage error, an exception), this prints {"ok": false, "error": {"kind",
-// "message", ...}, "problems": [the same]} with the first failure said on stderr (kind "usage"
-// for a usage error) (or `failure`, when given: an error the caller
+// --json promises one JSON object on stdout in every outcome: when the command, whose parse()
+// found --json, returned `code` without printing one (a usage error, an exception), this prints
+// {"ok": false, "error": {"kind", "message", ...}, "problems": [the same]} with the first failure
+// said on stderr (kind "usage" for a usage error), or `failure` when given (an error the caller
 // reported itself). Returns `code`.
-int finish_json_command(const QStringList& arguments, int code, const shardscope::Problem* failure = nullptr);
+int finish_json_command(int code, const shardscope::Problem* failure = nullptr);
 
 // Parses `arguments` (the command's name first). On a usage error prints it and returns false;
 // the caller returns kUsage. `positional` is how many positional arguments are required.
 bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional, const QString& usage_name);
-
-// The common start of every command: its description and options, then parse().
-bool parse_command(QCommandLineParser& parser, const QStringList& arguments, int positional, const QString& usage_name,
-                   const QString& description, const QList<QCommandLineOption>& options);
+// parse() in its two steps, for a command whose positional arguments depend on an option it
+// takes (profile: PATH, or none with --from-trace).
+bool parse_options(QCommandLineParser& parser, const QStringList& arguments, const QString& usage_name);
+bool check_positional(const QCommandLineParser& parser, int positional, const QString& usage_name);
 
 // Integer option values with a range check; nullopt after printing the error.
 std::optional<long long> int_option(const QCommandLineParser& parser, const QString& name, long long min_value,
@@ -44,6 +44,11 @@ std::optional<long long> int_option(const QCommandLineParser& parser, const QStr
 QCommandLineOption json_option(const QString& help = QStringLiteral("Print one JSON object on stdout."));
 QCommandLineOption threads_option(const QString& help = QStringLiteral("Worker threads (default: all cores)."),
                                   const QString& default_value = QStringLiteral("0"));
+
+// A time for the text output, rounded: "0.042" (3 decimals below 10 s), "12.35" (2 below 100 s),
+// "1234" above; the caller adds " s". (Cutting std::to_string's six decimals to five characters
+// truncated instead of rounding and kept one decimal or none from 100 s on.)
+std::string format_seconds(double seconds);
 
 void print_json(const nlohmann::json& object);
 // The same for an object already serialized (a document too large to build as a DOM first).

@@ -51,7 +51,7 @@ void print_stats_text(const ContentReport& report)
         print_line(
             "OK: no non-finite values" +
             std::string(report.format == "shardscope" ? ", no negative second moments, params match masters" : "") +
-            " (" + std::to_string(report.seconds).substr(0, 5) + " s)");
+            " (" + format_seconds(report.seconds) + " s)");
 }
 
 std::string tensor_label(const TensorDiff& t)
@@ -133,12 +133,12 @@ std::optional<StatsArgs> parse_stats_args(const QStringList& arguments, const QC
 {
     QCommandLineParser parser;
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory, root or file."));
-    if (!parse_command(parser, arguments, 1, QStringLiteral("stats"),
-                       QStringLiteral("Statistics of every tensor's values (NaN/Inf, zeros, min, max, mean, std, L2, "
-                                      "log2 histogram), whole and per rank or file, and health checks: non-finite "
-                                      "values, negative Adam second moments, parameters that are not their rounded "
-                                      "master weights."),
-                       {json_flag, threads_flag, tensor_option()}))
+    parser.setApplicationDescription(
+        QStringLiteral("Statistics of every tensor's values (NaN/Inf, zeros, min, max, mean, std, L2, log2 histogram), "
+                       "whole and per rank or file, and health checks: non-finite values, negative Adam second "
+                       "moments, parameters that are not their rounded master weights."));
+    parser.addOptions({json_flag, threads_flag, tensor_option()});
+    if (!parse(parser, arguments, 1, QStringLiteral("stats")))
         return std::nullopt;
     const auto threads = threads_of(parser);
     if (!threads)
@@ -157,19 +157,19 @@ std::optional<DiffArgs> parse_diff_args(const QStringList& arguments, const QCom
     QCommandLineParser parser;
     parser.addPositionalArgument(QStringLiteral("A"), QStringLiteral("The first checkpoint (any format stats reads)."));
     parser.addPositionalArgument(QStringLiteral("B"), QStringLiteral("The second checkpoint."));
-    if (!parse_command(
-            parser, arguments, 2, QStringLiteral("diff"),
-            QStringLiteral(
-                "Pairs tensors by name (and state) across two checkpoints of any formats and world sizes and "
-                "compares them element by element: identical, changed (how many elements, max |a-b|, "
-                "||a-b||/||a||), only in one, shape or dtype changed. Exit 0 when everything matches "
-                "(bitwise unless a tolerance is given), 1 when anything differs."),
-            {json_flag,
-             threads_flag,
-             tensor_option(),
-             {QStringLiteral("atol"), QStringLiteral("Absolute tolerance: |a-b| <= atol + rtol*|b| counts as equal."),
-              QStringLiteral("X")},
-             {QStringLiteral("rtol"), QStringLiteral("Relative tolerance."), QStringLiteral("Y")}}))
+    parser.setApplicationDescription(
+        QStringLiteral("Pairs tensors by name (and state) across two checkpoints of any formats and world sizes and "
+                       "compares them element by element: identical, changed (how many elements, max |a-b|, "
+                       "||a-b||/||a||), only in one, shape or dtype changed. Exit 0 when everything matches "
+                       "(bitwise unless a tolerance is given), 1 when anything differs."));
+    parser.addOptions(
+        {json_flag,
+         threads_flag,
+         tensor_option(),
+         {QStringLiteral("atol"), QStringLiteral("Absolute tolerance: |a-b| <= atol + rtol*|b| counts as equal."),
+          QStringLiteral("X")},
+         {QStringLiteral("rtol"), QStringLiteral("Relative tolerance."), QStringLiteral("Y")}});
+    if (!parse(parser, arguments, 2, QStringLiteral("diff")))
         return std::nullopt;
     DiffArgs args;
     const auto threads = threads_of(parser);

@@ -110,6 +110,17 @@ std::optional<DemoSaveArgs> read_demo_save_options(const QCommandLineParser& par
                         *dtype};
 }
 
+json demo_save_json(const fs::path& out, const Manifest& m, double seconds)
+{
+    return {{"ok", true},
+            {"path", out.string()},
+            {"world_size", m.world_size},
+            {"step", m.step},
+            {"param_numel_total", m.param_numel_total},
+            {"bytes", m.total_bytes()},
+            {"seconds", seconds}};
+}
+
 void add_load_options(QCommandLineParser& parser)
 {
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
@@ -203,6 +214,11 @@ std::optional<TrainArgs> read_train_options(const QCommandLineParser& parser)
     args.config.batch_size = static_cast<int>(*batch);
     args.config.total_steps = static_cast<uint64_t>(*decay);
     return args;
+}
+
+json resumed_from_json(const fs::path& dir, const Manifest& m, bool from_mirror)
+{
+    return {{"step", m.step}, {"path", dir.string()}, {"world_size", m.world_size}, {"from_mirror", from_mirror}};
 }
 
 void print_train_result(bool as_json, const Trainer& trainer, const StateDigests& d, int world_size,

@@ -31,6 +31,8 @@ void add_demo_save_options(QCommandLineParser& parser);
 // `default_world_size` applies without --world-size; without either, --world-size is required.
 std::optional<DemoSaveArgs> read_demo_save_options(const QCommandLineParser& parser,
                                                    std::optional<int> default_world_size);
+// The demo-save --json object: ok, path (`out`), world_size, step, param_numel_total, bytes, seconds.
+nlohmann::json demo_save_json(const std::filesystem::path& out, const shardscope::Manifest& manifest, double seconds);
 
 // ---- verify: PATH, --fast, --expect-world-size (the caller adds --json and --threads) ----------
 void add_verify_options(QCommandLineParser& parser);
@@ -61,6 +63,10 @@ struct TrainArgs {
 };
 void add_train_options(QCommandLineParser& parser);
 std::optional<TrainArgs> read_train_options(const QCommandLineParser& parser);
+// The train --json `resumed_from` object: the step, directory and world size the run resumed
+// from, and whether that was the mirror's copy.
+nlohmann::json resumed_from_json(const std::filesystem::path& dir, const shardscope::Manifest& manifest,
+                                 bool from_mirror);
 void print_train_result(bool as_json, const shardscope::Trainer& trainer, const shardscope::StateDigests& digests,
                         int world_size, const std::optional<std::string>& latest, const nlohmann::json& resumed_from,
                         int saves, double save_stall_ms, const std::string& where = {},

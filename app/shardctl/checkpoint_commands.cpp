@@ -75,17 +75,11 @@ int run_demo_save(const QStringList& arguments)
                               demo_checkpoint_meta(n, args->step, args->seed, args->dtype, args->numel));
     const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
     if (parser.isSet(QStringLiteral("json"))) {
-        print_json({{"ok", true},
-                    {"path", args->out.string()},
-                    {"world_size", m.world_size},
-                    {"step", m.step},
-                    {"param_numel_total", m.param_numel_total},
-                    {"bytes", m.total_bytes()},
-                    {"seconds", seconds}});
+        print_json(demo_save_json(args->out, m, seconds));
     } else {
         print_line("wrote " + args->out.string() + ": " + std::to_string(m.world_size) + " shards, " +
                    human_bytes(m.total_bytes()) + ", step " + std::to_string(m.step) + " in " +
-                   std::to_string(seconds).substr(0, 5) + " s");
+                   format_seconds(seconds) + " s");
     }
     return kOk;
 }
@@ -305,7 +299,7 @@ int run_verify(const QStringList& arguments)
             print_line("  leftover from an interrupted write: " + tmp);
         if (report.ok())
             print_line("OK: " + std::to_string(report.shards.size()) + " shards verified (" + human_bytes(hashed) +
-                       " in " + std::to_string(report.seconds).substr(0, 5) + " s)");
+                       " in " + format_seconds(report.seconds) + " s)");
     }
     if (report.ok())
         return kOk;

@@ -79,7 +79,7 @@ int main(int argc, char** argv)
             code = shardctl::fail(
                 shardscope::Error(shardscope::ProblemKind::io_error, std::string("internal error: ") + error.what()));
         }
-        return shardctl::finish_json_command(arguments, code);
+        return shardctl::finish_json_command(code);
     }
     std::cerr << "shardctl: unknown command '" << name.toStdString() << "'\n\n";
     print_usage(std::cerr);

@@ -12,7 +12,6 @@
 #include "core/util/printable.h"
 
 #include <QSaveFile>
-#include <algorithm>
 #include <cstdio>
 
 namespace shardctl {
@@ -58,39 +57,39 @@ bool write_file(const QString& path, const nlohmann::json& object)
 
 int run_profile(const QStringList& arguments)
 {
-    const bool from_trace = std::any_of(arguments.begin(), arguments.end(), [](const QString& a) {
-        return a == QStringLiteral("--from-trace") || a.startsWith(QStringLiteral("--from-trace="));
-    });
     QCommandLineParser parser;
-    if (!parse_command(
-            parser, arguments, from_trace ? 0 : 1, QStringLiteral("profile"),
-            QStringLiteral("Writes a layer-cost profile for schedule/plan --profile: from a checkpoint PATH (any "
-                           "format ShardScope reads; its tensors grouped into layers by the index in their names, "
-                           "FLOPs and activations from the config.json beside it), or from a PyTorch profiler "
-                           "trace with --from-trace (record_function ranges named after layers)."),
-            {
-                {QStringLiteral("seq-len"), QStringLiteral("Tokens per sample, s (checkpoint only; required)."),
-                 QStringLiteral("S")},
-                {QStringLiteral("micro-batch-size"),
-                 QStringLiteral("Samples per microbatch, b (required for a checkpoint; recorded for a trace)."),
-                 QStringLiteral("B")},
-                {QStringLiteral("device-tflops"),
-                 QStringLiteral("Peak dense 16-bit TFLOP/s of one GPU (default 312, an A100)."), QStringLiteral("T")},
-                {QStringLiteral("mfu"), QStringLiteral("Model FLOPs utilisation, the share of the peak (default 0.5)."),
-                 QStringLiteral("F")},
-                {QStringLiteral("config"),
-                 QStringLiteral("The model's Hugging Face config.json (default: config.json beside PATH)."),
-                 QStringLiteral("FILE")},
-                {QStringLiteral("no-config"),
-                 QStringLiteral("Ignore any config.json: estimate FLOPs as 2 x params x tokens (see the notes).")},
-                {QStringLiteral("from-trace"),
-                 QStringLiteral("Import a PyTorch profiler Chrome trace instead of reading a checkpoint."),
-                 QStringLiteral("TRACE")},
-                json_option(QStringLiteral("Print the profile as one JSON object on stdout.")),
-                {QStringLiteral("out"),
-                 QStringLiteral("Write the profile JSON to FILE (atomically) and print a summary."),
-                 QStringLiteral("FILE")},
-            }))
+    parser.setApplicationDescription(
+        QStringLiteral("Writes a layer-cost profile for schedule/plan --profile: from a checkpoint PATH (any "
+                       "format ShardScope reads; its tensors grouped into layers by the index in their names, "
+                       "FLOPs and activations from the config.json beside it), or from a PyTorch profiler "
+                       "trace with --from-trace (record_function ranges named after layers)."));
+    parser.addOptions({
+        {QStringLiteral("seq-len"), QStringLiteral("Tokens per sample, s (checkpoint only; required)."),
+         QStringLiteral("S")},
+        {QStringLiteral("micro-batch-size"),
+         QStringLiteral("Samples per microbatch, b (required for a checkpoint; recorded for a trace)."),
+         QStringLiteral("B")},
+        {QStringLiteral("device-tflops"),
+         QStringLiteral("Peak dense 16-bit TFLOP/s of one GPU (default 312, an A100)."), QStringLiteral("T")},
+        {QStringLiteral("mfu"), QStringLiteral("Model FLOPs utilisation, the share of the peak (default 0.5)."),
+         QStringLiteral("F")},
+        {QStringLiteral("config"),
+         QStringLiteral("The model's Hugging Face config.json (default: config.json beside PATH)."),
+         QStringLiteral("FILE")},
+        {QStringLiteral("no-config"),
+         QStringLiteral("Ignore any config.json: estimate FLOPs as 2 x params x tokens (see the notes).")},
+        {QStringLiteral("from-trace"),
+         QStringLiteral("Import a PyTorch profiler Chrome trace instead of reading a checkpoint."),
+         QStringLiteral("TRACE")},
+        json_option(QStringLiteral("Print the profile as one JSON object on stdout.")),
+        {QStringLiteral("out"), QStringLiteral("Write the profile JSON to FILE (atomically) and print a summary."),
+         QStringLiteral("FILE")},
+    });
+    // A trace replaces the checkpoint PATH: how many positional arguments are due depends on it.
+    if (!parse_options(parser, arguments, QStringLiteral("profile")))
+        return kUsage;
+    const bool from_trace = parser.isSet(QStringLiteral("from-trace"));
+    if (!check_positional(parser, from_trace ? 0 : 1, QStringLiteral("profile")))
         return kUsage;
     const bool json = parser.isSet(QStringLiteral("json"));
     if (json && parser.isSet(QStringLiteral("out")))

@@ -18,46 +18,40 @@ int run_report(const QStringList& arguments)
     parser.setApplicationDescription(QStringLiteral("Write the inspection report of a checkpoint (and, with "
                                                     "--profile, a pipeline plan) as JSON, Markdown or HTML."));
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("checkpoint directory or root"));
-    const QCommandLineOption format(QStringLiteral("format"), QStringLiteral("json, md or html"),
-                                    QStringLiteral("FMT"));
-    const QCommandLineOption out(QStringLiteral("out"), QStringLiteral("file to write"), QStringLiteral("FILE"));
-    const QCommandLineOption profile(QStringLiteral("profile"),
-                                     QStringLiteral("layer-cost profile: adds the pipeline plan"),
-                                     QStringLiteral("FILE"));
-    const QCommandLineOption stages(QStringLiteral("stages"), QStringLiteral("pipeline stages (default 4)"),
-                                    QStringLiteral("N"), QStringLiteral("4"));
-    const QCommandLineOption microbatches(QStringLiteral("microbatches"), QStringLiteral("microbatches (default 8)"),
-                                          QStringLiteral("M"), QStringLiteral("8"));
-    const QCommandLineOption schedule(QStringLiteral("schedule"), QStringLiteral("gpipe, 1f1b, interleaved or zb-h1"),
-                                      QStringLiteral("KIND"), QStringLiteral("1f1b"));
-    const QCommandLineOption virtualStages(QStringLiteral("virtual"),
-                                           QStringLiteral("chunks per stage for interleaved"), QStringLiteral("V"),
-                                           QStringLiteral("2"));
-    const QCommandLineOption partition(QStringLiteral("partition"),
-                                       QStringLiteral("uniform, params, compute or manual:B1,B2,..."),
-                                       QStringLiteral("SPEC"), QStringLiteral("compute"));
-    const QCommandLineOption fast(QStringLiteral("fast"), QStringLiteral("compare XXH3 instead of SHA-256"));
-    const QCommandLineOption expect(QStringLiteral("expect-world-size"), QStringLiteral("expected world size"),
-                                    QStringLiteral("N"));
-    const QCommandLineOption content(QStringLiteral("content"),
-                                     QStringLiteral("read every tensor's values too: adds the content-health section"));
-    const QCommandLineOption compare(QStringLiteral("compare"),
-                                     QStringLiteral("compare the tensors with checkpoint B too (as diff): adds the "
-                                                    "comparison section"),
-                                     QStringLiteral("B"));
-    parser.addOptions({format, out, profile, stages, microbatches, schedule, virtualStages, partition, fast, expect,
-                       content, compare});
+    parser.addOptions({
+        {QStringLiteral("format"), QStringLiteral("json, md or html"), QStringLiteral("FMT")},
+        {QStringLiteral("out"), QStringLiteral("file to write"), QStringLiteral("FILE")},
+        {QStringLiteral("profile"), QStringLiteral("layer-cost profile: adds the pipeline plan"),
+         QStringLiteral("FILE")},
+        {QStringLiteral("stages"), QStringLiteral("pipeline stages (default 4)"), QStringLiteral("N"),
+         QStringLiteral("4")},
+        {QStringLiteral("microbatches"), QStringLiteral("microbatches (default 8)"), QStringLiteral("M"),
+         QStringLiteral("8")},
+        {QStringLiteral("schedule"), QStringLiteral("gpipe, 1f1b, interleaved or zb-h1"), QStringLiteral("KIND"),
+         QStringLiteral("1f1b")},
+        {QStringLiteral("virtual"), QStringLiteral("chunks per stage for interleaved"), QStringLiteral("V"),
+         QStringLiteral("2")},
+        {QStringLiteral("partition"), QStringLiteral("uniform, params, compute or manual:B1,B2,..."),
+         QStringLiteral("SPEC"), QStringLiteral("compute")},
+        {QStringLiteral("fast"), QStringLiteral("compare XXH3 instead of SHA-256")},
+        {QStringLiteral("expect-world-size"), QStringLiteral("expected world size"), QStringLiteral("N")},
+        {QStringLiteral("content"), QStringLiteral("read every tensor's values too: adds the content-health section")},
+        {QStringLiteral("compare"),
+         QStringLiteral("compare the tensors with checkpoint B too (as diff): adds the comparison section"),
+         QStringLiteral("B")},
+    });
     if (!parse(parser, arguments, 1, QStringLiteral("report")))
         return kUsage;
-    const QString kind = parser.value(format);
+    const QString kind = parser.value(QStringLiteral("format"));
     if (kind != QLatin1String("json") && kind != QLatin1String("md") && kind != QLatin1String("html"))
         return fail(kUsage, "--format must be json, md or html, not '" + local(kind) + "'");
-    if (!parser.isSet(out))
+    if (!parser.isSet(QStringLiteral("out")))
         return fail(kUsage, "--out FILE is required (see shardctl report --help)");
+    const QString out = parser.value(QStringLiteral("out"));
 
     shardscope::VerifyOptions verify;
-    verify.fast = parser.isSet(fast);
-    if (parser.isSet(expect)) {
+    verify.fast = parser.isSet(QStringLiteral("fast"));
+    if (parser.isSet(QStringLiteral("expect-world-size"))) {
         const auto n = int_option(parser, QStringLiteral("expect-world-size"), 1, shardscope::kMaxWorldSize);
         if (!n)
             return kUsage;
@@ -68,7 +62,7 @@ int run_report(const QStringList& arguments)
     input.generator = "shardctl " SHARDSCOPE_VERSION;
     input.checkpoint_path = local(parser.positionalArguments().first());
     input.verify = shardscope::verify_checkpoint(input.checkpoint_path, verify);
-    if (parser.isSet(content)) {
+    if (parser.isSet(QStringLiteral("content"))) {
         // A checkpoint whose tensors cannot be read at all still gets its report, saying so.
         auto read = std::make_shared<shardscope::ContentReport>();
         try {
@@ -79,34 +73,35 @@ int run_report(const QStringList& arguments)
         }
         input.content = std::move(read);
     }
-    if (parser.isSet(compare)) // a B that cannot be opened at all is a usage error (Error: main)
+    if (parser.isSet(QStringLiteral("compare"))) // a B that cannot be opened at all is a usage error (Error: main)
         input.diff = std::make_shared<const shardscope::DiffReport>(
-            shardscope::diff_checkpoints(input.checkpoint_path, local(parser.value(compare))));
+            shardscope::diff_checkpoints(input.checkpoint_path, local(parser.value(QStringLiteral("compare")))));
 
-    if (parser.isSet(profile)) {
+    if (parser.isSet(QStringLiteral("profile"))) {
         namespace pl = shardscope::pipeline;
         const auto n = int_option(parser, QStringLiteral("stages"), 1, 4096);
         const auto m = int_option(parser, QStringLiteral("microbatches"), 1, 1 << 20);
         const auto v = int_option(parser, QStringLiteral("virtual"), 1, 64);
         if (!n || !m || !v)
             return kUsage;
-        const auto scheduleKind = pl::parse_schedule_kind(local(parser.value(schedule)));
-        if (!scheduleKind)
+        const auto schedule_kind = pl::parse_schedule_kind(local(parser.value(QStringLiteral("schedule"))));
+        if (!schedule_kind)
             return fail(kUsage,
-                        "--schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" + local(parser.value(schedule)) +
-                            "'");
-        const pl::Profile loaded = pl::load_profile(local(parser.value(profile)));
+                        "--schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" +
+                            local(parser.value(QStringLiteral("schedule"))) + "'");
+        const pl::Profile loaded = pl::load_profile(local(parser.value(QStringLiteral("profile"))));
         pl::ScheduleSpec spec;
-        spec.kind = *scheduleKind;
+        spec.kind = *schedule_kind;
         spec.stages = int(*n);
         spec.microbatches = int(*m);
         spec.virtual_stages = spec.kind == pl::ScheduleKind::interleaved ? int(*v) : 1;
-        const pl::PartitionSpec partitionSpec = pl::parse_partition_spec(local(parser.value(partition)));
+        const pl::PartitionSpec partition_spec =
+            pl::parse_partition_spec(local(parser.value(QStringLiteral("partition"))));
         shardscope::PipelineSection section;
         section.profile_name = loaded.name;
-        section.partition = pl::to_string(partitionSpec);
+        section.partition = pl::to_string(partition_spec);
         section.plan =
-            pl::make_plan(loaded, spec, pl::partition(loaded, spec.stages * spec.virtual_stages, partitionSpec));
+            pl::make_plan(loaded, spec, pl::partition(loaded, spec.stages * spec.virtual_stages, partition_spec));
         input.pipeline = std::move(section);
     }
 
@@ -118,22 +113,22 @@ int run_report(const QStringList& arguments)
     else
         text = shardscope::report_html(input);
 
-    QSaveFile file(parser.value(out));
+    QSaveFile file(out);
     if (!file.open(QIODevice::WriteOnly) || file.write(text.data(), qint64(text.size())) != qint64(text.size()) ||
         !file.commit())
-        return fail(kUsage, "cannot write " + local(parser.value(out)) + ": " + local(file.errorString()));
+        return fail(kUsage, "cannot write " + local(out) + ": " + local(file.errorString()));
 
     const int code = shardscope::report_exit_code(input);
     if (code != kOk && input.verify && !input.verify->ok())
         fail(code,
              local(parser.positionalArguments().first()) + ": " + shardscope::classify_failure(*input.verify).title +
-                 " (report written to " + local(parser.value(out)) + ")");
+                 " (report written to " + local(out) + ")");
     else if (code != kOk && input.content)
         fail(code,
              local(parser.positionalArguments().first()) + ": " +
                  (input.content->problems.empty() ? std::string("reading the tensors was cancelled")
                                                   : input.content->problems.front().message) +
-                 " (report written to " + local(parser.value(out)) + ")");
+                 " (report written to " + local(out) + ")");
     return code;
 }
 

@@ -14,15 +14,8 @@ namespace shardctl {
 
 namespace fs = std::filesystem;
 using namespace shardscope;
-using nlohmann::json;
 
 namespace {
-
-// One shape for the CLI and the GUI's report: core builds it.
-json plan_json(const ReshardPlan& plan)
-{
-    return reshard_plan_json(plan);
-}
 
 void print_plan(const ReshardPlan& plan)
 {
@@ -58,7 +51,7 @@ int run_plan_reshard(const QStringList& arguments)
     const fs::path dir = resolve_checkpoint_dir(local(parser.positionalArguments().at(0)));
     const ReshardPlan plan = plan_reshard(read_manifest(dir), *to);
     if (parser.isSet(QStringLiteral("json")))
-        print_json(plan_json(plan));
+        print_json(reshard_plan_json(plan)); // also the GUI report's and reshard --json's `plan`
     else
         print_plan(plan);
     return kOk;
@@ -88,7 +81,7 @@ int run_reshard(const QStringList& arguments)
     } else {
         print_plan(result.plan);
         print_line("wrote " + out.string() + ": " + std::to_string(result.manifest.world_size) + " shards in " +
-                   std::to_string(seconds).substr(0, 5) + " s");
+                   format_seconds(seconds) + " s");
     }
     return kOk;
 }

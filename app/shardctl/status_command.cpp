@@ -25,13 +25,6 @@ std::string size_text(uint64_t bytes)
     return text;
 }
 
-std::string format_seconds(double seconds)
-{
-    char text[32];
-    std::snprintf(text, sizeof text, "%.3f s", seconds);
-    return text;
-}
-
 void print_text(const json& st)
 {
     print_line(printable(st["root"].get<std::string>(), 4096) + ": latest " +
@@ -62,7 +55,7 @@ void print_text(const json& st)
             line += std::string("  local: ") + (local["complete"].get<bool>() ? "complete" : "leftover") +
                 (local["latest"].get<bool>() ? " (latest)" : "") + ", " + size_text(local["bytes"].get<uint64_t>()) +
                 (local["complete"].get<bool>()
-                     ? ", wall clock " + format_seconds(local["wall_clock_seconds"].get<double>())
+                     ? ", wall clock " + format_seconds(local["wall_clock_seconds"].get<double>()) + " s"
                      : std::string());
         if (s.contains("upload"))
             line += "  mirror: " + s["upload"].get<std::string>();

@@ -79,10 +79,7 @@ int run_train(const QStringList& arguments)
         LoadedCheckpoint loaded = manager.load_latest(-1, &used_mirror);
         const int saved_world = loaded.manifest.world_size;
         wall_clock_base = loaded.manifest.wall_clock_seconds;
-        resumed = {{"step", loaded.manifest.step},
-                   {"path", loaded.dir.string()},
-                   {"world_size", saved_world},
-                   {"from_mirror", used_mirror}};
+        resumed = resumed_from_json(loaded.dir, loaded.manifest, used_mirror);
         if (saved_world != config.world_size) // the job restarts on a different number of ranks
             loaded.ranks = reshard_in_memory(loaded.ranks, config.world_size);
         trainer.emplace(Trainer::resume(config, std::move(loaded)));

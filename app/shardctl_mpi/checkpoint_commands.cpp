@@ -157,21 +157,16 @@ int run_demo_save(MpiJob& job, const QStringList& arguments)
     if (!job.coordinator())
         return kOk;
     const double mb_per_s = seconds > 0 ? static_cast<double>(m.total_bytes()) / 1e6 / seconds : 0;
-    if (parser.isSet(QStringLiteral("json")))
-        print_json({{"ok", true},
-                    {"path", out.string()},
-                    {"world_size", m.world_size},
-                    {"step", m.step},
-                    {"param_numel_total", m.param_numel_total},
-                    {"bytes", m.total_bytes()},
-                    {"seconds", seconds},
-                    {"processes", job.size()},
-                    {"mb_per_s", mb_per_s}});
-    else
+    if (parser.isSet(QStringLiteral("json"))) {
+        json result = demo_save_json(out, m, seconds);
+        result.update({{"processes", job.size()}, {"mb_per_s", mb_per_s}});
+        print_json(result);
+    } else {
         print_line("wrote " + out.string() + ": " + std::to_string(m.world_size) + " shards from " +
                    std::to_string(job.size()) + " processes, " + std::to_string(m.total_bytes()) + " bytes in " +
-                   std::to_string(seconds).substr(0, 5) + " s (" + std::to_string(static_cast<long long>(mb_per_s)) +
+                   format_seconds(seconds) + " s (" + std::to_string(static_cast<long long>(mb_per_s)) +
                    " MB/s aggregate)");
+    }
     return kOk;
 }
 
@@ -239,25 +234,16 @@ int run_verify(MpiJob& job, const QStringList& arguments)
     const auto agreed = job.agree(first);
     const double seconds = job.max_over_processes(static_cast<double>(timer.nsecsElapsed()) / 1e9);
     if (job.coordinator()) {
-        std::vector<ShardCheck> by_rank(static_cast<std::size_t>(m.world_size));
-        for (const auto& text : gathered) {
-            ShardCheck check = shard_check_from_json(json::parse(text));
-            const auto rank = static_cast<std::size_t>(check.rank);
-            by_rank.at(rank) = std::move(check);
-        }
-        VerifyReport report{.dir = dir, .manifest = m, .fast = fast, .seconds = seconds};
-        for (const auto& s : m.shards) // manifest order, like shardctl verify
-            report.shards.push_back(by_rank[static_cast<std::size_t>(s.rank)]);
-        report.leftover_tmp_files = leftover_tmp_files(fsutil::list_directory(fsutil::open_directory(dir).get()));
-        if (agreed)
-            report.problems.push_back(*agreed);
+        std::vector<ShardCheck> checks;
+        for (const auto& text : gathered)
+            checks.push_back(shard_check_from_json(json::parse(text)));
         if (parser.isSet(QStringLiteral("json"))) {
-            json out = verify_report_json(report);
+            json out = verify_report_json(gathered_verify_report(dir, m, std::move(checks), agreed, fast, seconds));
             out["processes"] = job.size();
             print_json(out);
         } else if (!agreed) {
             print_line("OK: " + std::to_string(m.shards.size()) + " shards verified by " + std::to_string(job.size()) +
-                       " processes in " + std::to_string(seconds).substr(0, 5) + " s");
+                       " processes in " + format_seconds(seconds) + " s");
         }
     }
     if (agreed)
@@ -307,22 +293,18 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
     const auto gathered = write_owned(job, out, plan.target_world_size, args->threads, [&](int r) {
         return read_reshard_target(dir, m, plan.targets[static_cast<std::size_t>(r)]);
     });
-    const Manifest result = commit_on_coordinator(job, out, gathered, resharded_meta(m, plan.target_world_size));
+    const Manifest written = commit_on_coordinator(job, out, gathered, resharded_meta(m, plan.target_world_size));
     const double seconds = static_cast<double>(timer.nsecsElapsed()) / 1e9;
     if (!job.coordinator())
         return kOk;
-    if (parser.isSet(QStringLiteral("json")))
-        print_json({{"ok", true},
-                    {"path", out.string()},
-                    {"world_size", result.world_size},
-                    {"step", result.step},
-                    {"bytes", result.total_bytes()},
-                    {"seconds", seconds},
-                    {"processes", job.size()},
-                    {"plan", reshard_plan_json(plan)}});
-    else
-        print_line("wrote " + out.string() + ": " + std::to_string(result.world_size) + " shards from " +
-                   std::to_string(job.size()) + " processes in " + std::to_string(seconds).substr(0, 5) + " s");
+    if (parser.isSet(QStringLiteral("json"))) {
+        json object = reshard_result_json({.plan = std::move(plan), .manifest = written}, out, seconds);
+        object["processes"] = job.size();
+        print_json(object);
+    } else {
+        print_line("wrote " + out.string() + ": " + std::to_string(written.world_size) + " shards from " +
+                   std::to_string(job.size()) + " processes in " + format_seconds(seconds) + " s");
+    }
     return kOk;
 }
 

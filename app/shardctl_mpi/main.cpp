@@ -74,12 +74,12 @@ int main(int argc, char** argv)
         arguments.removeFirst();
         try {
             const int code = command.run(job, arguments);
-            return job.coordinator() ? shardctl::finish_json_command(arguments, code) : code;
+            return job.coordinator() ? shardctl::finish_json_command(code) : code;
         } catch (const shardctl_mpi::AgreedError& error) { // every process is here with the same error
             const int code = report(job, shardscope::exit_code_for(error.kind()), error.what());
             if (job.coordinator()) {
                 const shardscope::Problem problem = error.problem();
-                shardctl::finish_json_command(arguments, code, &problem);
+                shardctl::finish_json_command(code, &problem);
             }
             // mpirun tears the job down when the first process exits non-zero: wait until every
             // process has reported, so each one's message reaches the user.

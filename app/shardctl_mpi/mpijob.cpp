@@ -1,5 +1,6 @@
 #include "app/shardctl_mpi/mpijob.h"
 
+#include "core/checkpoint/manifest.h"
 #include "core/checkpoint/verify_json.h"
 #include "core/util/hashing.h"
 
@@ -166,14 +167,7 @@ StateDigests MpiJob::flat_digests(const std::vector<RankState>& mine, int world)
 
 std::string record_to_json(const ShardRecord& r)
 {
-    return nlohmann::json{{"rank", r.rank},
-                          {"path", r.path},
-                          {"sha256", r.sha256},
-                          {"xxh3", r.xxh3},
-                          {"bytes", r.bytes},
-                          {"param_shard_offset", r.param_shard_offset},
-                          {"param_shard_numel", r.param_shard_numel}}
-        .dump();
+    return shard_record_json(r).dump(); // the manifest's own entry: no second spelling of its keys
 }
 
 ShardRecord record_from_json(const std::string& text)
@@ -183,7 +177,7 @@ ShardRecord record_from_json(const std::string& text)
     r.rank = j.at("rank").get<int>();
     r.path = j.at("path").get<std::string>();
     r.sha256 = j.at("sha256").get<std::string>();
-    r.xxh3 = j.at("xxh3").get<std::string>();
+    r.xxh3 = j.value("xxh3", std::string()); // shard_record_json leaves out an empty one
     r.bytes = j.at("bytes").get<uint64_t>();
     r.param_shard_offset = j.at("param_shard_offset").get<uint64_t>();
     r.param_shard_numel = j.at("param_shard_numel").get<uint64_t>();

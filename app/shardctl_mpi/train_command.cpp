@@ -116,10 +116,7 @@ int run_train(MpiJob& job, const QStringList& arguments)
             loaded.ranks = {std::move(ranks[static_cast<std::size_t>(job.rank())])};
         }
         wall_clock_base = loaded.manifest.wall_clock_seconds;
-        resumed = {{"step", loaded.manifest.step},
-                   {"path", dir.string()},
-                   {"world_size", saved_world},
-                   {"from_mirror", false}};
+        resumed = resumed_from_json(dir, loaded.manifest, false);
         trainer.emplace(Trainer::resume(config, std::move(loaded)));
     }));
     if (job.coordinator() && !resumed.is_null() && !parser.isSet(QStringLiteral("json")))

@@ -12,20 +12,54 @@
 #include <QCommandLineParser>
 #include <QIcon>
 #include <QMessageBox>
-#include <cstring>
 #include <iostream>
+
+namespace {
+
+// The options, declared once: read before the QApplication exists, only to choose the platform,
+// and again after it, when Qt has taken its own options (-platform, -style, ...) out of the
+// arguments.
+void addOptions(QCommandLineParser& parser)
+{
+    parser.setApplicationDescription(
+        QStringLiteral("Inspect and verify sharded training checkpoints; plan pipeline-parallel schedules."));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("checkpoint folder or root (optional)"),
+                                 QStringLiteral("[PATH]"));
+    parser.addOptions({
+        {QStringLiteral("profile"), QStringLiteral("layer-cost profile (JSON or CSV)"), QStringLiteral("FILE")},
+        {QStringLiteral("export"), QStringLiteral("write the report (.pdf .html .md .json .png .svg) and exit"),
+         QStringLiteral("FILE")},
+        {QStringLiteral("demo"), QStringLiteral("open the bundled demo checkpoint")},
+        {QStringLiteral("reshard-to"),
+         QStringLiteral("target world size of the reshard preview (default: twice the checkpoint's)"),
+         QStringLiteral("M")},
+        {QStringLiteral("compare"),
+         QStringLiteral("compare PATH with checkpoint B on the Compare page (and in the report)"), QStringLiteral("B")},
+        {QStringLiteral("export-view"),
+         QStringLiteral("what a .png/.svg --export pictures: %1 (default: timeline)")
+             .arg(headlessExportViews().join(QStringLiteral(", "))),
+         QStringLiteral("VIEW")},
+    });
+}
+
+} // namespace
 
 int main(int argc, char** argv)
 {
     // --export renders offscreen: it must work over ssh and in CI where there is no display. So
     // do --help and --version; anything else without a display gets a sentence, not Qt's abort.
-    bool headless = false, window_needed = true;
-    for (int i = 1; i < argc; ++i) {
-        headless = headless || std::strncmp(argv[i], "--export", 8) == 0;
-        if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--version") ||
-            !std::strcmp(argv[i], "-v"))
-            window_needed = false;
-    }
+    QStringList rawArguments;
+    for (int i = 0; i < argc; ++i)
+        rawArguments << QString::fromLocal8Bit(argv[i]);
+    QCommandLineParser early;
+    // Qt's single-dash words (-reverse) must not read as short options (-v among them).
+    early.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
+    addOptions(early);
+    early.parse(rawArguments); // errors are reported below, against the arguments Qt leaves
+    const bool headless = early.isSet(QStringLiteral("export")) || early.isSet(QStringLiteral("export-view"));
+    const bool window_needed = !early.isSet(QStringLiteral("help")) && !early.isSet(QStringLiteral("version"));
     const bool no_display = qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY");
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && (headless || (no_display && !window_needed)))
         qputenv("QT_QPA_PLATFORM", "offscreen");
@@ -44,30 +78,7 @@ int main(int argc, char** argv)
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/shardscope.svg")));
 
     QCommandLineParser parser;
-    parser.setApplicationDescription(
-        QStringLiteral("Inspect and verify sharded training checkpoints; plan pipeline-parallel schedules."));
-    parser.addHelpOption();
-    parser.addVersionOption();
-    parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("checkpoint folder or root (optional)"),
-                                 QStringLiteral("[PATH]"));
-    const QCommandLineOption profile(QStringLiteral("profile"), QStringLiteral("layer-cost profile (JSON or CSV)"),
-                                     QStringLiteral("FILE"));
-    const QCommandLineOption exportTo(QStringLiteral("export"),
-                                      QStringLiteral("write the report (.pdf .html .md .json .png .svg) and exit"),
-                                      QStringLiteral("FILE"));
-    const QCommandLineOption demo(QStringLiteral("demo"), QStringLiteral("open the bundled demo checkpoint"));
-    const QCommandLineOption reshardTo(
-        QStringLiteral("reshard-to"),
-        QStringLiteral("target world size of the reshard preview (default: twice the checkpoint's)"),
-        QStringLiteral("M"));
-    const QCommandLineOption compare(
-        QStringLiteral("compare"),
-        QStringLiteral("compare PATH with checkpoint B on the Compare page (and in the report)"), QStringLiteral("B"));
-    const QCommandLineOption exportView(QStringLiteral("export-view"),
-                                        QStringLiteral("what a .png/.svg --export pictures: %1 (default: timeline)")
-                                            .arg(headlessExportViews().join(QStringLiteral(", "))),
-                                        QStringLiteral("VIEW"));
-    parser.addOptions({profile, exportTo, demo, reshardTo, compare, exportView});
+    addOptions(parser);
     if (!parser.parse(QApplication::arguments())) {
         std::cerr << "shardscope: " << shardwidgets::printableText(parser.errorText()).toStdString()
                   << " (see shardscope --help)\n";
@@ -89,49 +100,50 @@ int main(int argc, char** argv)
     const QString path = positional.value(0);
 
     int reshardTarget = 0;
-    if (parser.isSet(reshardTo)) {
+    if (parser.isSet(QStringLiteral("reshard-to"))) {
+        const QString text = parser.value(QStringLiteral("reshard-to"));
         bool ok = false;
-        reshardTarget = parser.value(reshardTo).toInt(&ok);
+        reshardTarget = text.toInt(&ok);
         if (!ok || reshardTarget < 1 || reshardTarget > shardscope::kMaxWorldSize) {
             std::cerr << "shardscope: --reshard-to expects a world size from 1 to " << shardscope::kMaxWorldSize
-                      << ", not '" << shardwidgets::printableText(parser.value(reshardTo)).toStdString() << "'\n";
+                      << ", not '" << shardwidgets::printableText(text).toStdString() << "'\n";
             return 2;
         }
     }
 
-    if (parser.isSet(compare) && path.isEmpty()) {
+    if (parser.isSet(QStringLiteral("compare")) && path.isEmpty()) {
         std::cerr << "shardscope: --compare B needs a PATH to compare it with\n";
         return 2;
     }
-    if (parser.isSet(exportView) && !parser.isSet(exportTo)) {
+    if (parser.isSet(QStringLiteral("export-view")) && !parser.isSet(QStringLiteral("export"))) {
         std::cerr << "shardscope: --export-view VIEW needs --export FILE.png or FILE.svg\n";
         return 2;
     }
-    if (parser.isSet(exportTo))
+    if (parser.isSet(QStringLiteral("export")))
         return runHeadlessExport({.path = path,
-                                  .profile = parser.value(profile),
-                                  .file = parser.value(exportTo),
+                                  .profile = parser.value(QStringLiteral("profile")),
+                                  .file = parser.value(QStringLiteral("export")),
                                   .reshardTo = reshardTarget,
-                                  .compare = parser.value(compare),
-                                  .view = parser.value(exportView)});
+                                  .compare = parser.value(QStringLiteral("compare")),
+                                  .view = parser.value(QStringLiteral("export-view"))});
 
     shardwidgets::Settings settings;
     MainWindow window(&settings, true);
     window.show();
-    if (parser.isSet(profile)) {
+    if (parser.isSet(QStringLiteral("profile"))) {
         QString error;
-        if (window.plannerPanel()->openProfile(parser.value(profile), &error))
+        if (window.plannerPanel()->openProfile(parser.value(QStringLiteral("profile")), &error))
             window.showPlanner();
         else
             QMessageBox::warning(&window, QStringLiteral("Cannot load profile"), error);
     }
     if (reshardTarget > 0)
         window.reshardPanel()->setTargetWorldSize(reshardTarget);
-    if (!path.isEmpty() && parser.isSet(compare))
-        window.openAndCompare(path, parser.value(compare));
+    if (!path.isEmpty() && parser.isSet(QStringLiteral("compare")))
+        window.openAndCompare(path, parser.value(QStringLiteral("compare")));
     else if (!path.isEmpty())
         window.openPath(path);
-    else if (parser.isSet(demo))
+    else if (parser.isSet(QStringLiteral("demo")))
         window.openDemo();
     return app.exec();
 }

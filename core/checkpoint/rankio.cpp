@@ -1,6 +1,9 @@
 #include "core/checkpoint/rankio.h"
 
+#include "core/checkpoint/directory.h"
 #include "core/checkpoint/internal/shardfile.h"
+
+#include <map>
 
 namespace shardscope {
 
@@ -27,6 +30,25 @@ ShardCheck check_rank_shard(const fs::path& dir, const Manifest& m, const ShardR
                             std::optional<Problem>& problem)
 {
     return check_shard(fsutil::open_directory(dir).get(), dir, m, record, fast, problem);
+}
+
+VerifyReport gathered_verify_report(const fs::path& dir, const Manifest& m, std::vector<ShardCheck> checks,
+                                    const std::optional<Problem>& problem, bool fast, double seconds)
+{
+    std::map<int, ShardCheck> by_rank;
+    for (ShardCheck& check : checks)
+        by_rank.emplace(check.rank, std::move(check));
+    VerifyReport report{.dir = dir, .manifest = m, .fast = fast, .seconds = seconds};
+    for (const ShardRecord& s : m.shards) {
+        const auto found = by_rank.find(s.rank);
+        report.shards.push_back(found != by_rank.end()
+                                    ? found->second
+                                    : ShardCheck{.rank = s.rank, .path = s.path, .expected_bytes = s.bytes});
+    }
+    report.leftover_tmp_files = leftover_tmp_files(fsutil::list_directory(fsutil::open_directory(dir).get()));
+    if (problem)
+        report.problems.push_back(*problem);
+    return report;
 }
 
 RankState read_reshard_target(const fs::path& source_dir, const Manifest& source, const TargetPlan& target)

@@ -19,6 +19,14 @@ RankState load_rank_shard(const std::filesystem::path& dir, const Manifest& mani
 ShardCheck check_rank_shard(const std::filesystem::path& dir, const Manifest& manifest, const ShardRecord& record,
                             bool fast, std::optional<Problem>& problem);
 
+// The report verify_native gives, put together from the checks of the processes that each
+// verified some ranks (check_rank_shard): `checks` in any order, at most one per rank; `problem`
+// the one they agreed on. Shards come in manifest order, and the directory is listed again for
+// leftover .tmp files.
+VerifyReport gathered_verify_report(const std::filesystem::path& dir, const Manifest& manifest,
+                                    std::vector<ShardCheck> checks, const std::optional<Problem>& problem, bool fast,
+                                    double seconds);
+
 // Materialises one reshard target by reading exactly its copy runs from the source shards (whose
 // hashes the caller has verified). The result is written like any rank's state.
 RankState read_reshard_target(const std::filesystem::path& source_dir, const Manifest& source,
