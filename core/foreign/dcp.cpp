@@ -345,14 +345,128 @@ ForeignLayout ownership_layout(const DcpMetadata& meta)
     return layout;
 }
 
+// What the metadata says is stored where: every file's byte ranges (indexed like meta.files, the
+// files of the storage entries that chunks and bytes items have), and what the metadata alone
+// shows to be wrong (chunks without storage, chunks that do not tile their tensor).
+struct StoredLayout {
+    std::vector<std::vector<StoredRange>> ranges;
+    uint64_t chunks = 0, data_bytes = 0;
+    std::vector<Problem> problems;
+    std::size_t missing_storage = 0; // problems beyond the first 100 are counted, not listed
+};
+
+std::size_t file_index(const DcpMetadata& meta, const std::string& file)
+{
+    return std::size_t(std::lower_bound(meta.files.begin(), meta.files.end(), file) - meta.files.begin());
+}
+
+StoredLayout collect_stored_ranges(const DcpMetadata& meta, const std::string& meta_path)
+{
+    StoredLayout out;
+    out.ranges.resize(meta.files.size());
+    auto no_storage = [&](std::string message) {
+        if (out.missing_storage++ < 100)
+            out.problems.push_back(
+                {.kind = ProblemKind::missing_tensor, .message = std::move(message), .path = ".metadata"});
+    };
+    for (const auto& t : meta.tensors) {
+        const uint64_t element = torch_dtype_size(t.dtype);
+        for (const auto& c : meta.chunks_of(t)) {
+            const auto index = static_cast<uint32_t>(&c - meta.chunks.data());
+            ++out.chunks;
+            if (c.file < 0) {
+                no_storage(meta_path + ": the chunk of '" + t.fqn + "' at " + join_dims(meta.offsets(c)) +
+                           " has no storage entry");
+                continue;
+            }
+            StoredRange range{
+                .offset = c.offset, .length = c.length, .index = index, .tensor = true, .transformed = c.transformed};
+            if (uint64_t volume = 0; !element || !checked_volume(meta.sizes(c), volume) ||
+                __builtin_mul_overflow(volume, element, &range.element_bytes))
+                range.element_bytes = 0; // unknown: the content check does not compare sizes
+            out.ranges[c.file].push_back(range);
+            out.data_bytes += c.length;
+        }
+        check_tiling(meta, t, meta_path, out.problems);
+    }
+    for (uint32_t i = 0; i < meta.bytes.size(); ++i) {
+        const auto& b = meta.bytes[i];
+        if (!b.storage.present) {
+            no_storage(meta_path + ": item '" + b.fqn + "' has no storage entry");
+            continue;
+        }
+        if (const std::size_t f = file_index(meta, b.storage.file);
+            f < meta.files.size() && meta.files[f] == b.storage.file)
+            out.ranges[f].push_back({.offset = b.storage.offset,
+                                     .length = b.storage.length,
+                                     .index = i,
+                                     .tensor = false,
+                                     .transformed = b.storage.transformed});
+        out.data_bytes += b.storage.length;
+    }
+    for (auto& list : out.ranges)
+        std::sort(list.begin(), list.end(),
+                  [](const StoredRange& x, const StoredRange& y) { return x.offset < y.offset; });
+    return out;
+}
+
+// One data file: every range inside the file and none overlapping another; with `check_data`,
+// each range's content (check_stored_range).
+void check_data_file(const std::vector<StoredRange>& list, const RangeNames& names, const std::string& shown,
+                     fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems,
+                     const VerifyOptions& options, bool check_data)
+{
+    for (const auto& r : list) {
+        uint64_t end = 0;
+        if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
+            problems.push_back({.kind = ProblemKind::range_outside_file,
+                                .message = shown + ": " + names.what(r) + " at bytes [" + std::to_string(r.offset) +
+                                    ", +" + std::to_string(r.length) + ") runs past the end of the " +
+                                    std::to_string(file.size) + "-byte file (truncated?)",
+                                .path = check.path,
+                                .rank = check.rank});
+            return;
+        }
+    }
+    for (std::size_t i = 1; i < list.size(); ++i)
+        if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
+            problems.push_back({.kind = ProblemKind::layout_overlap,
+                                .message = shown + ": the bytes of " + names.what(list[i - 1]) + " and " +
+                                    names.what(list[i]) + " overlap",
+                                .path = check.path,
+                                .rank = check.rank});
+            return;
+        }
+    uint64_t stored = 0;
+    for (const auto& r : list)
+        stored += r.length;
+    check.detail = std::to_string(list.size()) + (list.size() == 1 ? " stored item (" : " stored items (") +
+        human_bytes(stored) + ")" + (check_data ? ", contents checked" : "");
+    if (!check_data)
+        return;
+    const ZipReadAt read = zip_read_fd(file.fd.get());
+    std::size_t reported = 0;
+    ProblemKind first_dropped = ProblemKind::crc_mismatch;
+    for (const auto& r : list) {
+        if (foreign::cancelled(options))
+            return;
+        check_stored_range(read, r, names, shown, check, problems, reported, first_dropped, options);
+        foreign::current_progress().advance(r.offset + r.length);
+    }
+    if (reported > kMaxContentProblems)
+        problems.push_back({.kind = first_dropped,
+                            .message = shown + ": " + std::to_string(reported - kMaxContentProblems) +
+                                " more problems with stored items, not listed",
+                            .path = check.path,
+                            .rank = check.rank});
+}
+
 } // namespace
 
 VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
 {
     const fs::path& dir = listed.path;
     VerifyReport report = foreign::new_report("torch-dcp", dir, "torch-dcp (torch.distributed.checkpoint)");
-    ForeignSummary& summary = *report.foreign;
-    const int dirfd = listed.fd.get();
     const std::string meta_path = (dir / ".metadata").string();
     DcpMetadata meta;
     try {
@@ -363,7 +477,7 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
                 list_tensors(first, first_summary);
                 options.callbacks.first_tensors(first_summary);
             };
-        meta = decode_dcp_metadata_file(dirfd, ".metadata", meta_path, std::move(first_tensors));
+        meta = decode_dcp_metadata_file(listed.fd.get(), ".metadata", meta_path, std::move(first_tensors));
     } catch (const Error& e) {
         Problem p = e.problem();
         p.path = ".metadata";
@@ -371,143 +485,47 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
         return report;
     }
 
-    // Byte ranges per file, indexed like meta.files (the files of the storage entries that chunks
-    // and bytes items have), from tensor chunks and bytes items.
-    const std::vector<std::string>& files = meta.files;
-    std::vector<std::vector<StoredRange>> ranges(files.size());
-    auto file_index = [&](const std::string& file) {
-        return std::size_t(std::lower_bound(files.begin(), files.end(), file) - files.begin());
-    };
-    const RangeNames names(meta);
-    uint64_t chunks = 0, data_bytes = 0;
-    std::vector<Problem> meta_problems;
-    std::size_t missing_storage = 0;
-    for (const auto& t : meta.tensors) {
-        const uint64_t element = torch_dtype_size(t.dtype);
-        for (const auto& c : meta.chunks_of(t)) {
-            const auto index = static_cast<uint32_t>(&c - meta.chunks.data());
-            ++chunks;
-            if (c.file < 0) {
-                if (missing_storage++ < 100)
-                    meta_problems.push_back({.kind = ProblemKind::missing_tensor,
-                                             .message = meta_path + ": the chunk of '" + t.fqn + "' at " +
-                                                 join_dims(meta.offsets(c)) + " has no storage entry",
-                                             .path = ".metadata"});
-                continue;
-            }
-            StoredRange range{
-                .offset = c.offset, .length = c.length, .index = index, .tensor = true, .transformed = c.transformed};
-            if (uint64_t volume = 0; !element || !checked_volume(meta.sizes(c), volume) ||
-                __builtin_mul_overflow(volume, element, &range.element_bytes))
-                range.element_bytes = 0; // unknown: the content check does not compare sizes
-            ranges[c.file].push_back(range);
-            data_bytes += c.length;
-        }
-        check_tiling(meta, t, meta_path, meta_problems);
-    }
-    for (uint32_t i = 0; i < meta.bytes.size(); ++i) {
-        const auto& b = meta.bytes[i];
-        if (!b.storage.present) {
-            if (missing_storage++ < 100)
-                meta_problems.push_back({.kind = ProblemKind::missing_tensor,
-                                         .message = meta_path + ": item '" + b.fqn + "' has no storage entry",
-                                         .path = ".metadata"});
-            continue;
-        }
-        if (const std::size_t f = file_index(b.storage.file); f < files.size() && files[f] == b.storage.file)
-            ranges[f].push_back({.offset = b.storage.offset,
-                                 .length = b.storage.length,
-                                 .index = i,
-                                 .tensor = false,
-                                 .transformed = b.storage.transformed});
-        data_bytes += b.storage.length;
-    }
-
+    // Collect: the stored ranges, and the data files that hold some, in rank order like native shards.
+    const StoredLayout stored = collect_stored_ranges(meta, meta_path);
     std::set<int> ranks;
-    std::vector<std::string> unreferenced;
-    std::size_t files_with_ranges = 0;
-    for (const auto& name : listed.names)
-        if (name.ends_with(".distcp")) {
-            const std::size_t f = file_index(name);
-            if (f == files.size() || files[f] != name || ranges[f].empty())
-                unreferenced.push_back(name);
-        }
-    for (std::size_t f = 0; f < files.size(); ++f) {
-        if (ranges[f].empty())
+    for (std::size_t f = 0; f < meta.files.size(); ++f) {
+        if (stored.ranges[f].empty())
             continue;
-        ++files_with_ranges;
-        std::sort(ranges[f].begin(), ranges[f].end(),
-                  [](const StoredRange& a, const StoredRange& b) { return a.offset < b.offset; });
-        report.shards.push_back(ShardCheck{.rank = dcp_rank_of(files[f]), .path = files[f]});
-        if (dcp_rank_of(files[f]) >= 0)
-            ranks.insert(dcp_rank_of(files[f]));
+        const int rank = dcp_rank_of(meta.files[f]);
+        report.shards.push_back(ShardCheck{.rank = rank, .path = meta.files[f]});
+        if (rank >= 0)
+            ranks.insert(rank);
     }
-    // Files are listed in rank order, like native shards.
     std::stable_sort(report.shards.begin(), report.shards.end(),
                      [](const ShardCheck& a, const ShardCheck& b) { return a.rank < b.rank; });
+    std::vector<std::string> unreferenced; // .distcp files nothing in the metadata points into
+    for (const auto& name : listed.names)
+        if (name.ends_with(".distcp")) {
+            const std::size_t f = file_index(meta, name);
+            if (f == meta.files.size() || meta.files[f] != name || stored.ranges[f].empty())
+                unreferenced.push_back(name);
+        }
 
-    describe_metadata(meta, chunks, files_with_ranges, ranks.size(), data_bytes, unreferenced, summary);
+    // Describe what the metadata holds before the files are read, so that a viewer shows it.
+    describe_metadata(meta, stored.chunks, report.shards.size(), ranks.size(), stored.data_bytes, unreferenced,
+                      *report.foreign);
     if (ForeignLayout layout = ownership_layout(meta); layout.total > 0)
-        summary.layout = std::move(layout);
+        report.foreign->layout = std::move(layout);
 
-    foreign::check_files(
-        dirfd, report, options,
-        [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
-            const auto& list = ranges[file_index(check.path)];
-            const std::string shown = foreign::shown_file(dir, check);
-            for (const auto& r : list) {
-                uint64_t end = 0;
-                if (__builtin_add_overflow(r.offset, r.length, &end) || end > file.size) {
-                    problems.push_back({.kind = ProblemKind::range_outside_file,
-                                        .message = shown + ": " + names.what(r) + " at bytes [" +
-                                            std::to_string(r.offset) + ", +" + std::to_string(r.length) +
-                                            ") runs past the end of the " + std::to_string(file.size) +
-                                            "-byte file (truncated?)",
-                                        .path = check.path,
-                                        .rank = check.rank});
-                    return;
-                }
-            }
-            for (std::size_t i = 1; i < list.size(); ++i)
-                if (list[i - 1].offset + list[i - 1].length > list[i].offset) {
-                    problems.push_back({.kind = ProblemKind::layout_overlap,
-                                        .message = shown + ": the bytes of " + names.what(list[i - 1]) + " and " +
-                                            names.what(list[i]) + " overlap",
-                                        .path = check.path,
-                                        .rank = check.rank});
-                    return;
-                }
-            uint64_t stored = 0;
-            for (const auto& r : list)
-                stored += r.length;
-            check.detail = std::to_string(list.size()) + (list.size() == 1 ? " stored item (" : " stored items (") +
-                human_bytes(stored) + ")" + (check_data ? ", contents checked" : "");
-            if (!check_data)
-                return;
-            const ZipReadAt read = zip_read_fd(file.fd.get());
-            std::size_t reported = 0;
-            ProblemKind first_dropped = ProblemKind::crc_mismatch;
-            for (const auto& r : list) {
-                if (foreign::cancelled(options))
-                    return;
-                check_stored_range(read, r, names, shown, check, problems, reported, first_dropped, options);
-                foreign::current_progress().advance(r.offset + r.length);
-            }
-            if (reported > kMaxContentProblems)
-                problems.push_back({.kind = first_dropped,
-                                    .message = shown + ": " + std::to_string(reported - kMaxContentProblems) +
-                                        " more problems with stored items, not listed",
-                                    .path = check.path,
-                                    .rank = check.rank});
-        });
-    for (auto& p : meta_problems)
-        report.problems.push_back(std::move(p));
-    if (missing_storage > 100)
-        report.problems.push_back(
-            {.kind = ProblemKind::missing_tensor,
-             .message = meta_path + ": " + std::to_string(missing_storage - 100) + " more chunks without storage",
-             .path = ".metadata"});
-
+    // Check every data file, then add what the metadata alone showed.
+    const RangeNames names(meta);
+    foreign::check_files(listed.fd.get(), report, options,
+                         [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
+                             check_data_file(stored.ranges[file_index(meta, check.path)], names,
+                                             foreign::shown_file(dir, check), file, check, problems, options,
+                                             check_data);
+                         });
+    report.problems.insert(report.problems.end(), stored.problems.begin(), stored.problems.end());
+    if (stored.missing_storage > 100)
+        report.problems.push_back({.kind = ProblemKind::missing_tensor,
+                                   .message = meta_path + ": " + std::to_string(stored.missing_storage - 100) +
+                                       " more chunks without storage",
+                                   .path = ".metadata"});
     return report;
 }
 

@@ -70,134 +70,147 @@ std::optional<DeepSpeedName> parse_deepspeed_name(std::string_view name)
     return std::nullopt;
 }
 
+// What the file names of a tag folder say: which ranks wrote which kind of file.
+struct DeepSpeedFiles {
+    std::set<std::pair<int, int>> optim, zero_model; // (data-parallel, model-parallel) rank
+    std::set<int> model; // model-parallel ranks with mp_rank_XX_model_states.pt
+    std::map<int, std::set<int>> layers; // pipeline layer index -> model-parallel ranks with a file
+    std::vector<std::pair<std::string, int>> present; // name, rank for messages
+    // mp counts the model-parallel ranks of mp_rank_XX / zero_..._mp_rank_XX names (with pipeline
+    // parallelism: stage x tensor slice); layer_mp the tensor slices of layer_NN-model_YY names.
+    int dp = 0, mp = 0, layer_mp = 0;
+    bool bf16 = false, tagged_layers = false;
+
+    int layer_ranks() const { return tagged_layers ? layer_mp : 1; }
+};
+
+DeepSpeedFiles collect_files(const std::vector<std::string>& names)
+{
+    DeepSpeedFiles out;
+    for (const auto& n : names) {
+        const auto parsed = parse_deepspeed_name(n);
+        if (!parsed)
+            continue;
+        const bool zero = parsed->kind == DeepSpeedName::zero_optim || parsed->kind == DeepSpeedName::zero_model;
+        out.present.push_back({n, zero ? parsed->dp : parsed->mp});
+        if (parsed->kind == DeepSpeedName::layer)
+            out.layer_mp = std::max(out.layer_mp, parsed->mp + 1);
+        else
+            out.mp = std::max(out.mp, parsed->mp + 1);
+        if (zero)
+            out.dp = std::max(out.dp, parsed->dp + 1);
+        if (parsed->kind == DeepSpeedName::zero_optim) {
+            out.optim.insert({parsed->dp, parsed->mp});
+            out.bf16 = out.bf16 || parsed->bf16;
+        } else if (parsed->kind == DeepSpeedName::zero_model) {
+            out.zero_model.insert({parsed->dp, parsed->mp});
+        } else if (parsed->kind == DeepSpeedName::model) {
+            out.model.insert(parsed->mp);
+        } else {
+            out.layers[parsed->layer_index].insert(parsed->mp);
+            out.tagged_layers = out.tagged_layers || parsed->tagged_layer;
+        }
+    }
+    return out;
+}
+
+// The files the naming sequence implies but that are absent: a rank whose save never finished.
+// Every model-parallel rank saves its slice of each layer, so a layer file present for one rank
+// and absent for another is one; layer indices themselves may skip (DeepSpeed saves no file for a
+// layer without a state_dict), and those gaps are shown, not reported.
+std::vector<std::pair<std::string, int>> absent_files(const DeepSpeedFiles& f)
+{
+    std::vector<std::pair<std::string, int>> out;
+    const std::string optim_prefix = f.bf16 ? "bf16_zero_pp_rank_" : "zero_pp_rank_";
+    for (int d = 0; d < f.dp; ++d)
+        for (int m = 0; m < f.mp; ++m) {
+            if (!f.optim.empty() && !f.optim.count({d, m}))
+                out.push_back({optim_prefix + std::to_string(d) + "_mp_rank_" + two_digits(m) + "_optim_states.pt", d});
+            if (!f.zero_model.empty() && !f.zero_model.count({d, m}))
+                out.push_back(
+                    {"zero_pp_rank_" + std::to_string(d) + "_mp_rank_" + two_digits(m) + "_model_states.pt", d});
+        }
+    if (!f.model.empty())
+        for (int m = 0; m < f.mp; ++m)
+            if (!f.model.count(m))
+                out.push_back({"mp_rank_" + two_digits(m) + "_model_states.pt", m});
+    for (const auto& [index, ranks] : f.layers)
+        for (int m = 0; m < f.layer_ranks(); ++m)
+            if (!ranks.count(m))
+                out.push_back({"layer_" + two_digits(index) +
+                                   (f.tagged_layers ? "-model_" + two_digits(m) : std::string()) + "-model_states.pt",
+                               m});
+    return out;
+}
+
+void describe_files(const DeepSpeedFiles& f, std::size_t absent, ForeignSummary& summary)
+{
+    add_row(summary, "data-parallel size", f.dp ? std::to_string(f.dp) : std::string("- (no ZeRO files)"));
+    if (f.dp)
+        summary.world_size = int64_t(f.dp);
+    add_row(summary, "model-parallel size", std::to_string(f.mp));
+    if (!f.layers.empty()) {
+        std::size_t layer_files = 0;
+        for (const auto& [index, ranks] : f.layers)
+            layer_files += ranks.size();
+        add_row(summary, "pipeline layers",
+                std::to_string(f.layers.size()) + " (" + std::to_string(f.layers.begin()->first) + " to " +
+                    std::to_string(f.layers.rbegin()->first) + "), " + std::to_string(layer_files) + " layer files" +
+                    (f.tagged_layers ? ", " + std::to_string(f.layer_mp) + " tensor slices each" : std::string()));
+        std::string gaps;
+        int gap_count = 0;
+        for (auto it = f.layers.begin(); it != f.layers.end(); ++it)
+            if (const auto next = std::next(it); next != f.layers.end() && next->first > it->first + 1) {
+                gap_count += next->first - it->first - 1;
+                if (gaps.size() < 200)
+                    gaps += (gaps.empty() ? "" : ", ") + std::to_string(it->first + 1) +
+                        (next->first > it->first + 2 ? "-" + std::to_string(next->first - 1) : std::string());
+            }
+        if (gap_count)
+            add_row(summary, "layer indices without a file",
+                    gaps + " (" + std::to_string(gap_count) +
+                        "; DeepSpeed writes none for a layer without parameters)");
+    }
+    add_row(summary, "files",
+            std::to_string(f.present.size()) + " present, " + std::to_string(absent) +
+                " missing from the rank sequence");
+}
+
 } // namespace
 
 VerifyReport verify_deepspeed(const fsutil::ListedDirectory& dir, const VerifyOptions& options, bool check_data)
 {
     VerifyReport report = foreign::new_report("deepspeed", dir.path, "deepspeed");
-    ForeignSummary& summary = *report.foreign;
-    const std::vector<std::string>& names = dir.names;
-
-    std::set<std::pair<int, int>> optim, zero_model;
-    std::set<int> model;
-    std::set<std::string> present;
-    std::map<int, std::set<int>> layers; // pipeline layer index -> model-parallel ranks with a file
-    // mp counts the model-parallel ranks of mp_rank_XX / zero_..._mp_rank_XX names (with pipeline
-    // parallelism: stage x tensor slice); layer_mp the tensor slices of layer_NN-model_YY names.
-    int dp = 0, mp = 0, layer_mp = 0;
-    bool bf16 = false, tagged_layers = false;
-    for (const auto& n : names) {
-        const auto parsed = parse_deepspeed_name(n);
-        if (!parsed)
-            continue;
-        present.insert(n);
-        if (parsed->kind == DeepSpeedName::layer)
-            layer_mp = std::max(layer_mp, parsed->mp + 1);
-        else
-            mp = std::max(mp, parsed->mp + 1);
-        if (parsed->kind == DeepSpeedName::zero_optim) {
-            optim.insert({parsed->dp, parsed->mp});
-            dp = std::max(dp, parsed->dp + 1);
-            bf16 = bf16 || parsed->bf16;
-        } else if (parsed->kind == DeepSpeedName::zero_model) {
-            zero_model.insert({parsed->dp, parsed->mp});
-            dp = std::max(dp, parsed->dp + 1);
-        } else if (parsed->kind == DeepSpeedName::model) {
-            model.insert(parsed->mp);
-        } else {
-            layers[parsed->layer_index].insert(parsed->mp);
-            tagged_layers = tagged_layers || parsed->tagged_layer;
-        }
-    }
-    // Every file present is checked; every file the naming sequence implies but is absent is
-    // reported missing (a rank whose save never finished).
-    std::vector<std::pair<std::string, int>> files; // name, rank for messages
-    for (const auto& n : present) {
-        const auto parsed = parse_deepspeed_name(n);
-        files.push_back({n,
-                         parsed->kind == DeepSpeedName::zero_optim || parsed->kind == DeepSpeedName::zero_model
-                             ? parsed->dp
-                             : parsed->mp});
-    }
+    const DeepSpeedFiles found = collect_files(dir.names);
     // Rank numbers come from file names, which anyone can write: the sequence they imply is
     // enumerated only up to a sane size, else reported as one problem.
-    const int layer_ranks = tagged_layers ? layer_mp : 1;
-    const uint64_t implied = static_cast<uint64_t>(dp) * static_cast<uint64_t>(mp) * 2 + static_cast<uint64_t>(mp) +
-        layers.size() * static_cast<uint64_t>(layer_ranks);
+    const uint64_t implied = static_cast<uint64_t>(found.dp) * static_cast<uint64_t>(found.mp) * 2 +
+        static_cast<uint64_t>(found.mp) + found.layers.size() * static_cast<uint64_t>(found.layer_ranks());
     if (implied > static_cast<uint64_t>(kMaxWorldSize)) {
         report.problems.push_back({.kind = ProblemKind::missing_shard,
                                    .message = report.dir.string() + ": the file names imply " +
-                                       std::to_string(implied) + " files (data-parallel size " + std::to_string(dp) +
-                                       ", model-parallel size " + std::to_string(mp) + "), more than the " +
-                                       std::to_string(kMaxWorldSize) +
+                                       std::to_string(implied) + " files (data-parallel size " +
+                                       std::to_string(found.dp) + ", model-parallel size " + std::to_string(found.mp) +
+                                       "), more than the " + std::to_string(kMaxWorldSize) +
                                        " ranks ShardScope checks: a file name carries an implausible rank number"});
         return report;
     }
-    const std::string optim_prefix = bf16 ? "bf16_zero_pp_rank_" : "zero_pp_rank_";
-    for (int d = 0; d < dp; ++d)
-        for (int m = 0; m < mp; ++m) {
-            if (!optim.empty() && !optim.count({d, m}))
-                files.push_back(
-                    {optim_prefix + std::to_string(d) + "_mp_rank_" + two_digits(m) + "_optim_states.pt", d});
-            if (!zero_model.empty() && !zero_model.count({d, m}))
-                files.push_back(
-                    {"zero_pp_rank_" + std::to_string(d) + "_mp_rank_" + two_digits(m) + "_model_states.pt", d});
-        }
-    if (!model.empty())
-        for (int m = 0; m < mp; ++m)
-            if (!model.count(m))
-                files.push_back({"mp_rank_" + two_digits(m) + "_model_states.pt", m});
-    // Every model-parallel rank saves its slice of each layer: a layer file present for one rank
-    // and absent for another is a rank whose save never finished. Layer indices themselves may
-    // skip (DeepSpeed saves no file for a layer without a state_dict), so those gaps are shown,
-    // not reported.
-    std::string absent_layers;
-    int absent_count = 0;
-    for (auto it = layers.begin(); it != layers.end(); ++it) {
-        for (int m = 0; m < layer_ranks; ++m)
-            if (!it->second.count(m))
-                files.push_back({"layer_" + two_digits(it->first) +
-                                     (tagged_layers ? "-model_" + two_digits(m) : std::string()) + "-model_states.pt",
-                                 m});
-        const auto next = std::next(it);
-        if (next != layers.end() && next->first > it->first + 1) {
-            absent_count += next->first - it->first - 1;
-            if (absent_layers.size() < 200)
-                absent_layers += (absent_layers.empty() ? "" : ", ") + std::to_string(it->first + 1) +
-                    (next->first > it->first + 2 ? "-" + std::to_string(next->first - 1) : std::string());
-        }
-    }
-    for (const auto& [name, rank] : files)
+    // Every file present is checked; every file the sequence implies but is absent is missing.
+    const auto absent = absent_files(found);
+    for (const auto& [name, rank] : found.present)
+        report.shards.push_back(ShardCheck{.rank = rank, .path = name});
+    for (const auto& [name, rank] : absent)
         report.shards.push_back(ShardCheck{.rank = rank, .path = name});
     std::stable_sort(report.shards.begin(), report.shards.end(),
                      [](const ShardCheck& a, const ShardCheck& b) { return a.path < b.path; });
-    add_row(summary, "data-parallel size", dp ? std::to_string(dp) : std::string("- (no ZeRO files)"));
-    if (dp)
-        summary.world_size = int64_t(dp);
-    add_row(summary, "model-parallel size", std::to_string(mp));
-    if (!layers.empty()) {
-        std::size_t layer_files = 0;
-        for (const auto& [index, ranks] : layers)
-            layer_files += ranks.size();
-        add_row(summary, "pipeline layers",
-                std::to_string(layers.size()) + " (" + std::to_string(layers.begin()->first) + " to " +
-                    std::to_string(layers.rbegin()->first) + "), " + std::to_string(layer_files) + " layer files" +
-                    (tagged_layers ? ", " + std::to_string(layer_mp) + " tensor slices each" : std::string()));
-        if (absent_count)
-            add_row(summary, "layer indices without a file",
-                    absent_layers + " (" + std::to_string(absent_count) +
-                        "; DeepSpeed writes none for a layer without parameters)");
-    }
-    add_row(summary, "files",
-            std::to_string(present.size()) + " present, " + std::to_string(files.size() - present.size()) +
-                " missing from the rank sequence");
-    if (files.empty()) {
+    describe_files(found, absent.size(), *report.foreign);
+    if (report.shards.empty()) {
         report.problems.push_back({.kind = ProblemKind::missing_shard,
                                    .message = report.dir.string() + ": no DeepSpeed model or optimizer state files"});
         return report;
     }
     check_archives(dir.fd.get(), report, options, ProblemKind::missing_shard, check_data);
-    add_row(summary, "tensors", std::to_string(summary.tensors_total));
+    add_row(*report.foreign, "tensors", std::to_string(report.foreign->tensors_total));
     return report;
 }
 

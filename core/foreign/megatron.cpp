@@ -10,12 +10,67 @@
 
 #include <cstdio>
 #include <map>
-#include <set>
 
 namespace shardscope {
 
 namespace fs = std::filesystem;
 using namespace foreign; // the helpers shared by the torch-archive formats (internal/torch_files.h)
+
+namespace {
+
+// The per-rank layout: mp_rank_XX (tensor-parallel rank) or mp_rank_XX_PPP (and pipeline stage)
+// folders, each with model_optim_rng.pt and, with Megatron's distributed optimizer, distrib_optim.pt.
+struct RankFolders {
+    std::map<std::pair<int, int>, std::string> folder; // (tp, pp) -> its name
+    int tp = 0, pp = 0;
+    bool has_pp = false;
+
+    // Every file the ranks 0..tp-1 x 0..pp-1 should have, with its rank: a folder that is absent
+    // is named as Megatron would have named it, so that it is reported missing.
+    std::vector<std::pair<int, std::string>> files(int dirfd) const
+    {
+        std::vector<std::pair<int, std::string>> out;
+        for (int t = 0; t < tp; ++t)
+            for (int s = 0; s < pp; ++s) {
+                const auto found = folder.find({t, s});
+                std::string name = found != folder.end() ? found->second : "mp_rank_" + two_digits(t);
+                if (found == folder.end() && has_pp) {
+                    char buffer[16];
+                    std::snprintf(buffer, sizeof buffer, "_%03d", s);
+                    name += buffer;
+                }
+                out.push_back({t * pp + s, name + "/model_optim_rng.pt"});
+                if (found != folder.end() && fsutil::exists_at(dirfd, name + "/distrib_optim.pt"))
+                    out.push_back({t * pp + s, name + "/distrib_optim.pt"});
+            }
+        return out;
+    }
+};
+
+RankFolders collect_rank_folders(const std::vector<std::string>& names)
+{
+    RankFolders out;
+    for (const auto& n : names) {
+        std::size_t p = 0;
+        if (!eat(n, p, "mp_rank_"))
+            continue;
+        const int t = digits(n, p);
+        int s = 0;
+        if (p < n.size()) {
+            if (!eat(n, p, "_") || (s = digits(n, p)) < 0)
+                continue;
+            out.has_pp = true;
+        }
+        if (t < 0 || p != n.size())
+            continue;
+        out.folder[{t, s}] = n;
+        out.tp = std::max(out.tp, t + 1);
+        out.pp = std::max(out.pp, s + 1);
+    }
+    return out;
+}
+
+} // namespace
 
 VerifyReport verify_megatron(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
 {
@@ -62,40 +117,10 @@ VerifyReport verify_megatron(const fsutil::ListedDirectory& listed, const Verify
         rows.push_back({"layout", "per-rank mp_rank_XX[_PPP]/model_optim_rng.pt"});
         report.dir = dir;
         report.foreign.emplace();
-        std::set<std::pair<int, int>> present; // (tp, pp)
-        std::map<std::pair<int, int>, std::string> folder;
-        int tp = 0, pp = 0;
-        bool has_pp = false;
-        for (const auto& n : names) {
-            std::size_t p = 0;
-            if (!eat(n, p, "mp_rank_"))
-                continue;
-            const int t = digits(n, p);
-            int s = 0;
-            if (p < n.size()) {
-                if (!eat(n, p, "_") || (s = digits(n, p)) < 0)
-                    continue;
-                has_pp = true;
-            }
-            if (t < 0 || p != n.size())
-                continue;
-            present.insert({t, s});
-            folder[{t, s}] = n;
-            tp = std::max(tp, t + 1);
-            pp = std::max(pp, s + 1);
-        }
-        for (int t = 0; t < tp; ++t)
-            for (int s = 0; s < pp; ++s) {
-                std::string name = folder.count({t, s}) ? folder[{t, s}] : "mp_rank_" + two_digits(t);
-                if (!folder.count({t, s}) && has_pp) {
-                    char buffer[16];
-                    std::snprintf(buffer, sizeof buffer, "_%03d", s);
-                    name += buffer;
-                }
-                report.shards.push_back(ShardCheck{.rank = t * pp + s, .path = name + "/model_optim_rng.pt"});
-                if (folder.count({t, s}) && fsutil::exists_at(dirfd, name + "/distrib_optim.pt"))
-                    report.shards.push_back(ShardCheck{.rank = t * pp + s, .path = name + "/distrib_optim.pt"});
-            }
+        const RankFolders ranks = collect_rank_folders(names);
+        for (const auto& [rank, file] : ranks.files(dirfd))
+            report.shards.push_back(ShardCheck{.rank = rank, .path = file});
+        const int tp = ranks.tp, pp = ranks.pp;
         rows.push_back({"tensor-parallel size", std::to_string(tp)});
         rows.push_back({"pipeline-parallel size", std::to_string(pp)});
         report.foreign->world_size = int64_t(tp) * int64_t(pp);

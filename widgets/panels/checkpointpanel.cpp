@@ -43,6 +43,22 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
       m_reverify(new QPushButton(tr("Re-verify"), this)), m_expected(new QSpinBox(this)), m_filter(new QLineEdit(this)),
       m_reshard(new QSpinBox(this)), m_tabs(new QTabWidget(this)), m_tensorList(new TensorListPane(this))
 {
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(buildHeader());
+    layout->addWidget(m_banner);
+    auto* splitter = new QSplitter(Qt::Horizontal, this);
+    splitter->addWidget(buildSummaryPane());
+    splitter->addWidget(buildFileTabs());
+    splitter->setStretchFactor(0, 2);
+    splitter->setStretchFactor(1, 5);
+    splitter->setChildrenCollapsible(false); // a pane dragged to nothing hides the summary's values
+    layout->addWidget(splitter, 1);
+    layout->addWidget(buildMapBox());
+    connectJob();
+}
+
+QWidget* CheckpointPanel::buildHeader()
+{
     m_expected->setObjectName(QStringLiteral("expectedWorldSize"));
     m_expected->setRange(0, shardscope::kMaxWorldSize);
     m_expected->setSpecialValueText(tr("expect any world size")); // the prefix is not shown with it
@@ -51,15 +67,12 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     m_expected->setToolTip(tr("The world size your job runs at: a checkpoint saved at another one is reported as a "
                               "world size change (shardctl --expect-world-size). Remembered per folder."));
     m_expected->setKeyboardTracking(false); // verify once the number is typed, not per digit
-    auto* layout = new QVBoxLayout(this);
-
     QFont bold = m_pathLabel->font();
     bold.setBold(true);
     m_pathLabel->setFont(bold);
     m_pathLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_pathLabel->setTextFormat(Qt::PlainText); // a folder name is never markup
     m_pathLabel->setMinimumWidth(40); // a long path is cut, rather than making the window that wide
-    m_stepsPane->hide(); // only a root has steps to list
     m_progress->setRange(0, 1000);
     m_progress->setTextVisible(true);
     m_progress->setMinimumWidth(180);
@@ -78,10 +91,13 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     flow->addWidget(m_pathLabel);
     flow->addSpacing(12);
     flow->addWidget(controls);
-    layout->addWidget(header);
-    layout->addWidget(m_banner);
+    return header;
+}
 
-    // Left: summary and problems. Right: the shard table with its filter.
+// Left of the files: a root's steps above the summary of the open one, and its problems.
+QWidget* CheckpointPanel::buildSummaryPane()
+{
+    m_stepsPane->hide(); // only a root has steps to list
     m_summaryView->setModel(m_summary);
     m_summaryView->verticalHeader()->hide();
     fitKeyColumn(m_summaryView); // the values stay in sight in a narrow window
@@ -93,13 +109,17 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     auto* left = new QWidget(this);
     auto* leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
-    leftLayout->addWidget(m_stepsPane, 2); // a root's steps above the summary of the open one
+    leftLayout->addWidget(m_stepsPane, 2);
     leftLayout->addWidget(m_summaryView, 3);
     m_problems->setWordWrap(true);
     m_problems->setAlternatingRowColors(true);
     m_problems->hide();
     leftLayout->addWidget(m_problems, 1);
+    return left;
+}
 
+QWidget* CheckpointPanel::buildFileTabs()
+{
     m_proxy->setSourceModel(m_shards);
     m_proxy->setSortRole(ShardTableModel::SortRole);
     m_proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
@@ -140,24 +160,19 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     m_tabs->addTab(files, tr("Files"));
     m_tabs->addTab(m_tensorList, tr("Tensor list"));
     m_tabs->setTabVisible(kTensorsTab, false);
-    QWidget* right = m_tabs;
+    return m_tabs;
+}
 
-    auto* splitter = new QSplitter(Qt::Horizontal, this);
-    splitter->addWidget(left);
-    splitter->addWidget(right);
-    splitter->setStretchFactor(0, 2);
-    splitter->setStretchFactor(1, 5);
-    splitter->setChildrenCollapsible(false); // a pane dragged to nothing hides the summary's values
-    layout->addWidget(splitter, 1);
-
-    // The map's title and its preview control share one line: a small window's height goes to
-    // the tables, not to a frame.
+// The map's title and its preview control share one line: a small window's height goes to the
+// tables, not to a frame.
+QWidget* CheckpointPanel::buildMapBox()
+{
     m_mapBox = new QWidget(this);
     auto* mapLayout = new QVBoxLayout(m_mapBox);
     mapLayout->setContentsMargins(0, 0, 0, 0);
     auto* reshardRow = new QHBoxLayout;
     m_mapTitle = new QLabel(tr("Ownership of the flat parameter space"), m_mapBox);
-    m_mapTitle->setFont(bold);
+    m_mapTitle->setFont(m_pathLabel->font());
     m_mapTitle->setMinimumWidth(40); // cut rather than widen the window
     m_reshard->setRange(0, shardscope::kMaxWorldSize);
     m_reshard->setSpecialValueText(tr("off"));
@@ -170,8 +185,11 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     connect(m_reshard, &QSpinBox::valueChanged, m_map, &OwnershipMap::setReshardTarget);
     mapLayout->addLayout(reshardRow);
     mapLayout->addWidget(m_map);
-    layout->addWidget(m_mapBox);
+    return m_mapBox;
+}
 
+void CheckpointPanel::connectJob()
+{
     connect(m_cancel, &QPushButton::clicked, this, &CheckpointPanel::cancel);
     connect(m_reverify, &QPushButton::clicked, this, &CheckpointPanel::reverify);
     connect(m_stepsPane, &StepsPane::openRequested, this, [this](const QString& dir) {
@@ -185,6 +203,7 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
     connect(m_controller, &VerifyController::shardFinished, m_shards, &ShardTableModel::setShardResult);
     connect(m_controller, &VerifyController::progressChanged, this, &CheckpointPanel::onProgress);
     connect(m_controller, &VerifyController::finished, this, &CheckpointPanel::onFinished);
+    connect(m_controller, &VerifyController::failed, this, &CheckpointPanel::onFailed);
     connect(m_expected, &QSpinBox::valueChanged, this, [this](int value) {
         m_options.expectedWorldSize = value > 0 ? value : -1;
         if (m_path.isEmpty())
@@ -192,7 +211,6 @@ CheckpointPanel::CheckpointPanel(QWidget* parent)
         emit expectedWorldSizeChanged(value);
         reverify();
     });
-    connect(m_controller, &VerifyController::failed, this, &CheckpointPanel::onFailed);
 }
 
 void CheckpointPanel::open(const QString& path)

@@ -72,6 +72,14 @@ signals:
     void statusMessage(const QString& text);
 
 private:
+    // The constructor's parts, top to bottom: the folder and the job's controls, the summary with a
+    // root's steps and the problems, the files and tensor list, the ownership map; then the signals.
+    QWidget* buildHeader();
+    QWidget* buildSummaryPane();
+    QWidget* buildFileTabs();
+    QWidget* buildMapBox();
+    void connectJob();
+
     void onManifestReady();
     void onFirstTensorsListed();
     void onFilesListed();
