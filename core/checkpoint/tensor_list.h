@@ -1,5 +1,5 @@
 #pragma once
-// The tensors a foreign checkpoint lists, stored compactly (issue 20): a mixture-of-experts index
+// The tensors a foreign checkpoint lists, stored compactly: a mixture-of-experts index
 // names 10^5 tensors and a large FSDP job's DCP metadata as many chunks, and a vector of
 // ForeignTensor (four strings and two vectors per tensor, each with its own heap block) took
 // ~370 bytes a tensor. Here every name and detail text lives in one arena, dtype and file names
