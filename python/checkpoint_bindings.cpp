@@ -12,6 +12,7 @@
 #include "core/open/verify.h"
 #include "core/checkpoint/verify_json.h"
 #include "core/report/report.h"
+#include "core/report/verdict.h"
 
 #include <algorithm>
 #include <chrono>
@@ -31,7 +32,7 @@ std::vector<RankStateView> views(const std::vector<HeldRank>& held)
     return out;
 }
 
-py::object verify(py::object path, bool fast, py::object expected_world_size, int threads)
+py::object verify(py::object path, bool fast, py::object expected_world_size, int threads, bool content)
 {
     VerifyOptions options;
     options.fast = fast;
@@ -40,8 +41,17 @@ py::object verify(py::object path, bool fast, py::object expected_world_size, in
     const fs::path dir = to_path(path);
     json report;
     {
-        py::gil_scoped_release unlocked; // hashing runs on the core's threads
-        report = verify_report_json(verify_checkpoint(dir, options));
+        py::gil_scoped_release unlocked; // hashing and reading run on the core's threads
+        const VerifyReport verified = verify_checkpoint(dir, options);
+        std::optional<ContentReport> values;
+        if (content && !verified.cancelled) {
+            ContentOptions read;
+            read.threads = threads;
+            values = read_values(dir, verified, read);
+        }
+        report = verify_report_json(verified);
+        report["verdict"] =
+            verdict_json(resume_verdict(verified, values ? &*values : nullptr, options.expected_world_size));
     }
     return to_python(report);
 }
@@ -217,10 +227,11 @@ void bind_checkpoint(py::module_& m)
 {
     using namespace pybind11::literals;
     m.def("verify", &verify, "path"_a, py::kw_only(), "fast"_a = false, "expected_world_size"_a = py::none(),
-          "threads"_a = 0,
+          "threads"_a = 0, "content"_a = false,
           "Checks every invariant and every shard's hash (SHA-256, or XXH3 with fast=True) of a checkpoint\n"
           "directory, a root with `latest`, or a foreign format. Returns the `shardctl verify --json` dict;\n"
-          "a bad checkpoint is reported there (ok=False, problems), not raised.");
+          "a bad checkpoint is reported there (ok=False, problems), not raised. content=True reads every\n"
+          "tensor's values too (verify --content): result['verdict']['state'] is 'safe' only then.");
     m.def("load", &load, "path"_a, "expected_world_size"_a, py::kw_only(), "threads"_a = 0,
           "Loads every rank (all invariants and SHA-256 checked while the bytes land) and returns a list of\n"
           "rank dicts: rank, offset, dtype, param (uint16 raw bits), master, exp_avg, exp_avg_sq (float32),\n"

@@ -11,6 +11,7 @@
 #include "core/checkpoint/verify_json.h"
 #include "core/run/demo.h"
 #include "core/open/verify.h"
+#include "core/report/verdict.h"
 #include "core/open/detect.h"
 #include "core/foreign/summary_json.h"
 #include "core/util/parallel.h"
@@ -266,7 +267,11 @@ int run_verify(const QStringList& arguments)
         QStringLiteral("Check every invariant of a checkpoint and every shard's hash. PATH may be a checkpoint "
                        "directory or a root with a `latest` file."));
     add_verify_options(parser);
-    parser.addOptions({json_option(), threads_option()});
+    parser.addOptions({json_option(),
+                       threads_option(),
+                       {QStringLiteral("content"),
+                        QStringLiteral("Read every tensor's values too and give the resume verdict (exit 0 only when "
+                                       "safe).")}});
     if (!parse(parser, arguments, 1, QStringLiteral("verify")))
         return kUsage;
     VerifyOptions options;
@@ -280,12 +285,22 @@ int run_verify(const QStringList& arguments)
                         path.string() + ": verify takes a checkpoint directory (or a .safetensors file), not a file");
     }
     const VerifyReport report = verify_checkpoint(path, options);
+    const bool with_content = parser.isSet(QStringLiteral("content"));
+    std::optional<ContentReport> content;
+    if (with_content && !report.cancelled) {
+        ContentOptions values;
+        values.threads = options.threads;
+        content = read_values(path, report, values);
+    }
+    const ResumeVerdict verdict = resume_verdict(report, content ? &*content : nullptr, options.expected_world_size);
 
     uint64_t hashed = 0;
     for (const auto& s : report.shards)
         hashed += s.actual_bytes;
     if (parser.isSet(QStringLiteral("json"))) {
-        print_json(verify_report_json(report));
+        json out = verify_report_json(report);
+        out["verdict"] = verdict_json(verdict);
+        print_json(out);
     } else {
         if (report.manifest)
             print_line(report.dir.string() + ": world_size " + std::to_string(report.manifest->world_size) + ", step " +
@@ -300,6 +315,19 @@ int run_verify(const QStringList& arguments)
         if (report.ok())
             print_line("OK: " + std::to_string(report.shards.size()) + " shards verified (" + human_bytes(hashed) +
                        " in " + format_seconds(report.seconds) + " s)");
+        if (with_content) {
+            print_line("verdict: " + std::string(to_string(verdict.state)) + ": " + printable(verdict.title));
+            print_line("  " + printable(verdict.meaning));
+        }
+    }
+    if (with_content) { // the verdict decides: safe or not
+        if (verdict.safe())
+            return kOk;
+        for (const auto& p : verdict.reasons)
+            fail(kCheckFailed, p.message);
+        if (verdict.reasons.empty())
+            fail(kCheckFailed, report.dir.string() + ": " + verdict.title);
+        return kCheckFailed;
     }
     if (report.ok())
         return kOk;

@@ -62,16 +62,11 @@ int run_report(const QStringList& arguments)
     input.generator = "shardctl " SHARDSCOPE_VERSION;
     input.checkpoint_path = local(parser.positionalArguments().first());
     input.verify = shardscope::verify_checkpoint(input.checkpoint_path, verify);
+    input.expected_world_size = verify.expected_world_size;
     if (parser.isSet(QStringLiteral("content"))) {
         // A checkpoint whose tensors cannot be read at all still gets its report, saying so.
-        auto read = std::make_shared<shardscope::ContentReport>();
-        try {
-            *read = shardscope::inspect_content(input.checkpoint_path);
-        } catch (const shardscope::Error& e) {
-            read->format = input.verify->format;
-            read->problems.push_back(e.problem());
-        }
-        input.content = std::move(read);
+        input.content = std::make_shared<const shardscope::ContentReport>(
+            shardscope::read_values(input.checkpoint_path, *input.verify));
     }
     if (parser.isSet(QStringLiteral("compare"))) // a B that cannot be opened at all is a usage error (Error: main)
         input.diff = std::make_shared<const shardscope::DiffReport>(
@@ -119,15 +114,9 @@ int run_report(const QStringList& arguments)
         return fail(kUsage, "cannot write " + local(out) + ": " + local(file.errorString()));
 
     const int code = shardscope::report_exit_code(input);
-    if (code != kOk && input.verify && !input.verify->ok())
+    if (code != kOk)
         fail(code,
-             local(parser.positionalArguments().first()) + ": " + shardscope::classify_failure(*input.verify).title +
-                 " (report written to " + local(out) + ")");
-    else if (code != kOk && input.content)
-        fail(code,
-             local(parser.positionalArguments().first()) + ": " +
-                 (input.content->problems.empty() ? std::string("reading the tensors was cancelled")
-                                                  : input.content->problems.front().message) +
+             local(parser.positionalArguments().first()) + ": " + shardscope::report_verdict(input).title +
                  " (report written to " + local(out) + ")");
     return code;
 }

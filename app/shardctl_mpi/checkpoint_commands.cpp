@@ -13,6 +13,7 @@
 #include "core/checkpoint/verify_json.h"
 #include "core/checkpoint/directory.h"
 #include "core/report/report.h"
+#include "core/report/verdict.h"
 #include "core/checkpoint/reshard.h"
 
 #include <QElapsedTimer>
@@ -238,7 +239,9 @@ int run_verify(MpiJob& job, const QStringList& arguments)
         for (const auto& text : gathered)
             checks.push_back(shard_check_from_json(json::parse(text)));
         if (parser.isSet(QStringLiteral("json"))) {
-            json out = verify_report_json(gathered_verify_report(dir, m, std::move(checks), agreed, fast, seconds));
+            const VerifyReport report = gathered_verify_report(dir, m, std::move(checks), agreed, fast, seconds);
+            json out = verify_report_json(report);
+            out["verdict"] = verdict_json(resume_verdict(report, nullptr, expected_world)); // values: stats
             out["processes"] = job.size();
             print_json(out);
         } else if (!agreed) {

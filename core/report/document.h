@@ -29,7 +29,8 @@ struct ReportBlock {
     int level = 1; // heading: 1 (title), 2 (section), 3 (subsection)
     std::string text; // heading, note, verdict title, image alt text
     std::string detail; // verdict: what it means for resuming
-    bool good = true; // verdict: no failure
+    bool good = true; // verdict: safe to resume
+    bool unknown = false; // verdict: not known yet (the values were not read): neither good nor bad
     ReportTable table;
     std::vector<std::pair<std::string, std::string>> items; // problems: kind, message
     std::string source; // image: file name or data: URI

@@ -61,8 +61,8 @@ ReportBlock content_verdict(const ContentReport& content)
 void content_section(const ContentReport& content, std::vector<ReportBlock>& doc)
 {
     doc.push_back({.kind = ReportBlock::Kind::heading, .level = 2, .text = "Tensor content"});
-    if (content.ok()) // a failure is already the report's second verdict
-        doc.push_back(content_verdict(content));
+    if (content.ok()) // what the values showed; the verdict at the top says what it means for resuming
+        doc.push_back({.kind = ReportBlock::Kind::note, .text = content_verdict(content).text + "."});
     if (!content.problems.empty() || !content.warnings.empty()) {
         ReportBlock problems = problems_block(content.problems);
         for (const Problem& p : content.warnings)

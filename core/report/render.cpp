@@ -103,7 +103,7 @@ std::string report_markdown(const ReportInput& input)
             break;
         case ReportBlock::Kind::note: out << '_' << block.text << "_\n\n"; break;
         case ReportBlock::Kind::verdict:
-            out << "**" << (block.good ? "✓ " : "✗ ") << block.text << "**\n\n";
+            out << "**" << (block.good ? "✓ " : block.unknown ? "? " : "✗ ") << block.text << "**\n\n";
             if (!block.detail.empty())
                 out << block.detail << "\n\n";
             break;
@@ -130,6 +130,7 @@ std::string report_html(const ReportInput& input)
            "code{font-family:monospace;font-size:9pt}"
            ".bad{background:#fde7e9;border-left:4px solid #c01c28;padding:8px 12px}"
            ".good{background:#e6f4ea;border-left:4px solid #1a7f37;padding:8px 12px}"
+           ".unknown{background:#fff4d6;border-left:4px solid #9a6700;padding:8px 12px}"
            "img{max-width:100%}</style></head><body>\n";
     for (const ReportBlock& block : report_document(input)) {
         switch (block.kind) {
@@ -138,9 +139,19 @@ std::string report_html(const ReportInput& input)
             break;
         case ReportBlock::Kind::note: out << "<p><i>" << html_escape(block.text) << "</i></p>\n"; break;
         case ReportBlock::Kind::verdict:
-            out << "<table class=\"" << (block.good ? "good" : "bad")
-                << "\" width=\"100%\" cellpadding=\"8\" bgcolor=\"" << (block.good ? "#e6f4ea" : "#fde7e9")
-                << "\"><tr><td><b>" << (block.good ? "✓ " : "✗ ") << html_escape(block.text) << "</b>";
+            out << "<table class=\""
+                << (block.good          ? "good"
+                        : block.unknown ? "unknown"
+                                        : "bad")
+                << "\" width=\"100%\" cellpadding=\"8\" bgcolor=\""
+                << (block.good          ? "#e6f4ea"
+                        : block.unknown ? "#fff4d6"
+                                        : "#fde7e9")
+                << "\"><tr><td><b>"
+                << (block.good          ? "✓ "
+                        : block.unknown ? "? "
+                                        : "✗ ")
+                << html_escape(block.text) << "</b>";
             if (!block.detail.empty())
                 out << "<br>" << html_escape(block.detail);
             out << "</td></tr></table>\n";

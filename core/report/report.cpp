@@ -175,6 +175,7 @@ nlohmann::json report_json(const ReportInput& input)
         nlohmann::json checkpoint;
         checkpoint["path"] = input.checkpoint_path;
         checkpoint["verify"] = verify_report_json(*input.verify);
+        out["verdict"] = verdict_json(report_verdict(input));
         checkpoint["failure_mode"] = {{"mode", std::string(to_string(failure.mode))},
                                       {"title", failure.title},
                                       {"meaning", failure.meaning},
@@ -205,10 +206,21 @@ nlohmann::json report_json(const ReportInput& input)
     return out;
 }
 
+ResumeVerdict report_verdict(const ReportInput& input)
+{
+    return resume_verdict(*input.verify, input.content.get(), input.expected_world_size);
+}
+
 int report_exit_code(const ReportInput& input)
 {
-    if (input.verify && !input.verify->ok())
-        return input.verify->cancelled && input.verify->problems.empty() ? 2 : 1;
+    if (input.verify) {
+        const ResumeVerdict verdict = report_verdict(input);
+        if (verdict.safe())
+            return 0;
+        if (verdict.state != ResumeState::unchecked)
+            return 1;
+        return input.verify->cancelled || input.content ? 2 : 0;
+    }
     if (input.content && !input.content->ok())
         return input.content->cancelled && input.content->problems.empty() ? 2 : 1;
     return 0;

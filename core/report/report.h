@@ -11,6 +11,7 @@
 #include "core/checkpoint/reshard.h"
 #include "core/inspect/content.h"
 #include "core/inspect/diff.h"
+#include "core/report/verdict.h"
 
 #include <nlohmann/json.hpp>
 #include <memory>
@@ -58,6 +59,7 @@ struct ReportInput {
     std::string generator; // "shardscope 0.1.0"
     std::string checkpoint_path; // as the user gave it
     std::optional<VerifyReport> verify; // absent: no checkpoint in the report
+    int expected_world_size = -1; // what verify compared against (the verdict's reshard target)
     std::optional<PipelineSection> pipeline;
     // The reshard preview the user looked at (the plan to the target world size they chose).
     std::optional<ReshardPlan> reshard;
@@ -88,8 +90,12 @@ std::string report_markdown(const ReportInput& input);
 // to the page: see core/report/layout.h.)
 std::string report_html(const ReportInput& input);
 
-// 0 when the report is good, 1 when the checkpoint check or a content health check failed
-// (shardctl's exit codes).
+// The resume verdict of the report's checkpoint (verdict.h): its verification and, when they were
+// read, its values. Every form of the report shows this one verdict first.
+ResumeVerdict report_verdict(const ReportInput& input);
+
+// shardctl's exit codes from the verdict: 0 when safe, or when the bytes are intact and the values
+// were not asked for; 2 when verification or reading was cancelled; 1 otherwise.
 int report_exit_code(const ReportInput& input);
 
 } // namespace shardscope

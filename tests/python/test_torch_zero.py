@@ -149,7 +149,7 @@ class TorchZero(pyutil.TempDirTest):
             self.assertEqual(done.returncode, 0, done.stderr)
             with open(report, encoding="utf-8") as text:
                 exported = text.read()
-            self.assertIn("shards verified: the checkpoint is complete and consistent", exported)
+            self.assertIn("Safe to resume: all 3 shards verified", exported)
             self.assertIn("tensors are finite", exported)
         training_state = shardscope.manifest(root)["training_state"]
         self.assertEqual(sorted(training_state), ["dataloader", "lr_scheduler", "optimizer", "rng", "trainer"])

@@ -172,14 +172,18 @@ private:
         const double pad = pt(7), bar = pt(3.5);
         const QFont title = font(10.5, true), detail = font(9);
         const double inner = width() - 2 * pad - bar;
-        const auto titleLines = wrap((block.good ? "✓ " : "✗ ") + block.text, title, inner);
+        const auto titleLines = wrap((block.good ? "✓ " : block.unknown ? "? " : "✗ ") + block.text, title, inner);
         const auto detailLines = block.detail.empty() ? std::vector<std::string>() : wrap(block.detail, detail, inner);
         const double height = 2 * pad + double(titleLines.size()) * metrics(title).lineSpacing() +
             (detailLines.empty() ? 0 : pt(3) + double(detailLines.size()) * metrics(detail).lineSpacing());
         ensure(height);
         if (m_painter) {
-            const QColor fill = block.good ? QColor(0xe6, 0xf4, 0xea) : QColor(0xfd, 0xe7, 0xe9);
-            const QColor edge = block.good ? QColor(0x1a, 0x7f, 0x37) : QColor(0xc0, 0x1c, 0x28);
+            const QColor fill = block.good ? QColor(0xe6, 0xf4, 0xea)
+                : block.unknown            ? QColor(0xff, 0xf4, 0xd6)
+                                           : QColor(0xfd, 0xe7, 0xe9);
+            const QColor edge = block.good ? QColor(0x1a, 0x7f, 0x37)
+                : block.unknown            ? QColor(0x9a, 0x67, 0x00)
+                                           : QColor(0xc0, 0x1c, 0x28);
             m_painter->fillRect(QRectF(0, m_y, width(), height), fill);
             m_painter->fillRect(QRectF(0, m_y, bar, height), edge);
             double y = m_y + pad;

@@ -15,7 +15,7 @@ inline constexpr std::size_t kRowsShown = 64;
 
 // The problems as one block: kind, then the sentence.
 ReportBlock problems_block(const std::vector<Problem>& problems);
-// The content-health verdict (also the report's second verdict when it fails).
+// The content-health verdict of a report about values alone (no verification in it).
 ReportBlock content_verdict(const ContentReport& content);
 // "Tensor content": the verdict when good, problems and warnings, the tensors holding NaN/Inf.
 void content_section(const ContentReport& content, std::vector<ReportBlock>& doc);

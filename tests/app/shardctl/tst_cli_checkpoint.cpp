@@ -1,10 +1,13 @@
 // shardctl's contract as a user's script sees it: flags, JSON fields, exit codes, stderr.
 
+#include "core/checkpoint/save.h"
+#include "core/run/demo.h"
 #include "testutil.h"
 
 #include <QTemporaryDir>
 #include <QTest>
 #include <fstream>
+#include <limits>
 
 using testutil::qs;
 using testutil::shardctl;
@@ -78,6 +81,46 @@ private slots:
         }
         QVERIFY(out["problems"].is_array() && out["problems"].empty());
         QCOMPARE(shardctl({QStringLiteral("verify"), qs(dir), QStringLiteral("--fast")}).exit_code, 0);
+    }
+
+    // verify --content answers "can I resume?" from the bytes and the values together: exit 0 only
+    // for safe; plain verify says the values were not read instead of calling a diverged run good.
+    void contentVerdict()
+    {
+        const fs::path good = save("verdict-good", 2, 3, "bf16", 5'001);
+        auto run =
+            shardctl({QStringLiteral("verify"), qs(good), QStringLiteral("--content"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 0);
+        QCOMPARE(run.json()["verdict"]["state"].get<std::string>(), std::string("safe"));
+
+        auto states = shardscope::make_demo_state(3, 5'001, 2, shardscope::ParamDtype::BF16);
+        states[1].master[40] = std::numeric_limits<float>::quiet_NaN();
+        states[1].param[40] = 0x7fc0; // bf16 NaN: the parameter is its master rounded
+        const fs::path nan = m_root / "verdict-nan";
+        shardscope::save_sharded(states, nan, 99);
+
+        run = shardctl({QStringLiteral("verify"), qs(nan), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 0); // every byte is what was written
+        QCOMPARE(run.json()["verdict"]["state"].get<std::string>(), std::string("unchecked"));
+
+        run = shardctl({QStringLiteral("verify"), qs(nan), QStringLiteral("--content"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        const auto verdict = run.json()["verdict"];
+        QCOMPARE(verdict["state"].get<std::string>(), std::string("diverged"));
+        QCOMPARE(verdict["reasons"][0]["kind"].get<std::string>(), std::string("nonfinite_values"));
+        QCOMPARE(verdict["reasons"][0]["rank"].get<int>(), 1);
+        QVERIFY2(run.err.contains("NaN"), run.err.constData());
+
+        run = shardctl({QStringLiteral("verify"), qs(nan), QStringLiteral("--content")});
+        QCOMPARE(run.exit_code, 1);
+        QVERIFY2(run.out.contains("verdict: diverged: Diverged: 2 of "), run.out.constData());
+
+        // A world-size change of intact, finite shards leads to the cure.
+        run = shardctl({QStringLiteral("verify"), qs(good), QStringLiteral("--content"), QStringLiteral("--json"),
+                        QStringLiteral("--expect-world-size"), QStringLiteral("4")});
+        QCOMPARE(run.exit_code, 1);
+        QCOMPARE(run.json()["verdict"]["state"].get<std::string>(), std::string("needs_reshard"));
+        QCOMPARE(run.json()["verdict"]["reshard_to"].get<int>(), 4);
     }
 
     void corruptionExitsOneAndNamesTheRank()

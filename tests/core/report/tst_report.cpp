@@ -169,7 +169,12 @@ private slots:
         QCOMPARE(json["ok"].get<bool>(), false);
         const QString md = QString::fromStdString(report_markdown(input));
         QVERIFY(md.contains(QStringLiteral("## Tensor content")));
-        QVERIFY(md.contains(QStringLiteral("**✗ 'layers.7.mlp.up_proj.weight' (exp_avg_sq) has 1 NaN")));
+        // One verdict, first: diverged, naming the tensor; the section below holds the details.
+        QVERIFY2(md.contains(QStringLiteral("**✗ Diverged: 1 of 1 tensors hold NaN or Inf**")), qPrintable(md));
+        QVERIFY(md.indexOf(QStringLiteral("Diverged")) < md.indexOf(QStringLiteral("## Tensor content")));
+        QVERIFY(md.contains(QStringLiteral("'layers.7.mlp.up_proj.weight' (exp_avg_sq) has 1 NaN")));
+        QCOMPARE(md.count(QStringLiteral("**✓")) + md.count(QStringLiteral("**✗")), 1);
+        QCOMPARE(json["verdict"]["state"].get<std::string>(), std::string("diverged"));
         QVERIFY(md.contains(QStringLiteral("| layers.7.mlp.up_proj.weight | exp_avg_sq | F32 | 3 | 1 | 0 | 0 |")));
         const QString html = QString::fromStdString(report_html(input));
         QVERIFY(html.contains(QStringLiteral("<h2>Tensor content</h2>")));
@@ -182,8 +187,10 @@ private slots:
         content->problems.clear();
         content->tensors.clear();
         QCOMPARE(report_exit_code(input), 0);
-        QVERIFY(
-            QString::fromStdString(report_markdown(input)).contains(QStringLiteral("**✓ All 0 tensors are finite")));
+        const QString safe = QString::fromStdString(report_markdown(input));
+        QVERIFY2(safe.contains(QStringLiteral("**✓ Safe to resume: all 2 shards verified, all 0 tensors finite**")),
+                 qPrintable(safe));
+        QVERIFY(safe.contains(QStringLiteral("_All 0 tensors are finite"))); // the section's finding, not a verdict
     }
 
     // The comparison section: what differs, in model order, with its figures; differences do not
@@ -236,11 +243,23 @@ private slots:
         QCOMPARE(doc[1].kind, ReportBlock::Kind::verdict);
         QVERIFY(QString::fromStdString(doc[1].text).startsWith(QStringLiteral("Corruption")));
         QVERIFY(!doc[1].detail.empty());
+        // Intact bytes without the values read: not known yet, neither good nor bad, and said so.
         input.verify = report({});
         doc = report_document(input);
         QCOMPARE(doc[1].kind, ReportBlock::Kind::verdict);
+        QVERIFY(!doc[1].good);
+        QVERIFY(doc[1].unknown);
+        QVERIFY(QString::fromStdString(doc[1].detail).contains(QStringLiteral("before resuming")));
+        QCOMPARE(report_exit_code(input), 0); // the values were not asked for
+        QVERIFY(report_markdown(input).find("**? Values not read") != std::string::npos);
+        // With every value read and finite: safe.
+        auto finite = std::make_shared<ContentReport>();
+        finite->format = "shardscope";
+        input.content = finite;
+        doc = report_document(input);
         QVERIFY(doc[1].good);
-        QVERIFY(QString::fromStdString(doc[1].detail).contains(QStringLiteral("resume")));
+        QVERIFY2(doc[1].text.starts_with("Safe to resume"), doc[1].text.c_str());
+        QCOMPARE(report_json(input)["verdict"]["state"].get<std::string>(), std::string("safe"));
     }
 
     void trainingStateAsRows()

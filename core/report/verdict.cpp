@@ -1,0 +1,228 @@
+#include "core/report/verdict.h"
+
+#include "core/checkpoint/verify_json.h"
+#include "core/report/report.h"
+#include "core/util/printable.h"
+
+#include <algorithm>
+
+namespace shardscope {
+
+std::string_view to_string(ResumeState state)
+{
+    return enum_name(state, kResumeStateNames, "unchecked");
+}
+
+namespace {
+
+// What the bytes say, problem by problem.
+ResumeState state_of(const Problem& p)
+{
+    switch (p.kind) {
+    case ProblemKind::world_size_mismatch: return ResumeState::needs_reshard;
+    case ProblemKind::partial_write:
+    case ProblemKind::missing_shard:
+    case ProblemKind::size_mismatch:
+    case ProblemKind::missing_file:
+    case ProblemKind::shard_count_mismatch: return ResumeState::incomplete;
+    case ProblemKind::nonfinite_values: return ResumeState::diverged;
+    default: return ResumeState::corrupt; // other bytes, an inconsistent state, or data that cannot be read
+    }
+}
+
+// What was checked, in this format's terms: a format that records no digest cannot tell bytes
+// that were wrong when written from right ones, and says so.
+void describe_checks(const VerifyReport& verify, ResumeVerdict& verdict)
+{
+    const std::string& f = verify.format;
+    const std::string files = std::to_string(verify.shards.size()) + (verify.shards.size() == 1 ? " file" : " files");
+    if (f == "shardscope") {
+        verdict.checked.push_back("the manifest's invariants: world size, one shard per rank, a layout that tiles "
+                                  "the parameters");
+        verdict.checked.push_back("every shard's size and " + std::string(verify.fast ? "XXH3" : "SHA-256") +
+                                  " against the manifest (" + std::to_string(verify.shards.size()) + " shards)");
+        return;
+    }
+    if (f == "safetensors" || f == "safetensors-index") {
+        if (f == "safetensors-index")
+            verdict.checked.push_back("the index: every mapped tensor in its file, no unmapped tensor, total_size");
+        verdict.checked.push_back("every header and tensor byte range, as strictly as the reference reader (" + files +
+                                  ")");
+        verdict.not_checked.push_back("safetensors records no digest: the bytes were read, but bytes that were wrong "
+                                      "when written cannot be told from right ones");
+        return;
+    }
+    if (f == "torch-dcp") {
+        verdict.checked.push_back("the metadata: every chunk's tiling of its tensor and its byte range (" + files +
+                                  ")");
+        verdict.checked.push_back("every stored item's torch.save archive: its CRC-32s and size");
+        verdict.not_checked.push_back("DCP records no digest of the data: a chunk written wrong with a matching CRC "
+                                      "cannot be detected");
+        return;
+    }
+    if (f == "deepspeed" || f == "megatron") {
+        verdict.checked.push_back("the rank files the file names imply, and the CRC-32 of every entry of every .pt "
+                                  "archive (" +
+                                  files + ")");
+        verdict.not_checked.push_back(f +
+                                      " writes no manifest: a rank missing from the naming sequence is found, "
+                                      "one never named is not");
+        return;
+    }
+    verdict.checked.push_back(files + " checked as " + f);
+}
+
+std::string content_checks(const ContentReport& content)
+{
+    return "every tensor's values (" + std::to_string(content.tensors.size()) + " tensors): no NaN or Inf" +
+        (content.format == "shardscope" ? ", no negative second moment, every parameter its master rounded" : "");
+}
+
+void set_bytes_failure(const VerifyReport& verify, ResumeVerdict& verdict)
+{
+    const FailureSummary failure = classify_failure(verify);
+    verdict.title = failure.title;
+    verdict.meaning = failure.meaning;
+    if (verdict.state == ResumeState::needs_reshard)
+        verdict.meaning = "The shards are intact and laid out for the world size they were saved with. Reshard the "
+                          "checkpoint to the world size the job runs at (shardctl reshard PATH --to M, or Reshard… "
+                          "in the app) before resuming; loading it as is would give ranks the wrong slices.";
+}
+
+void set_content_failure(const ContentReport& content, ResumeVerdict& verdict)
+{
+    if (verdict.state == ResumeState::diverged) {
+        std::size_t nonfinite = 0;
+        for (const TensorContent& t : content.tensors)
+            nonfinite += t.stats.nonfinite() > 0;
+        verdict.title = "Diverged: " + std::to_string(nonfinite) + " of " + std::to_string(content.tensors.size()) +
+            " tensors hold NaN or Inf";
+        verdict.meaning = "The run had diverged when this step was saved: do not resume from it; resume from an "
+                          "earlier step whose tensors are finite. First: " +
+            content.problems.front().message;
+        return;
+    }
+    verdict.title = "Inconsistent state: " + content.problems.front().message;
+    verdict.meaning = "The saved values break what training produces (a negative Adam second moment, parameters "
+                      "that are not their master weights, or data that cannot be read): do not resume from this "
+                      "step; resume from an earlier one.";
+}
+
+} // namespace
+
+ContentReport read_values(const std::filesystem::path& path, const VerifyReport& verify,
+                          const ContentOptions& options)
+{
+    std::error_code ec;
+    const std::filesystem::path what = std::filesystem::is_directory(path, ec) ? verify.dir : path;
+    try {
+        return inspect_content(what, options);
+    } catch (const Error& e) {
+        ContentReport failed;
+        failed.format = verify.format;
+        failed.dir = verify.dir;
+        failed.problems.push_back(e.problem());
+        return failed;
+    }
+}
+
+std::vector<std::string> failed_files(const VerifyReport& verify)
+{
+    std::vector<std::string> out;
+    for (const ShardCheck& s : verify.shards)
+        if (s.status != ShardStatus::ok && s.status != ShardStatus::pending && s.status != ShardStatus::hashing)
+            out.push_back(s.path);
+    return out;
+}
+
+ResumeVerdict resume_verdict(const VerifyReport& verify, const ContentReport* content, int expected_world_size)
+{
+    ResumeVerdict verdict;
+    verdict.expected_world_size = expected_world_size;
+    describe_checks(verify, verdict);
+
+    ResumeState bytes = ResumeState::safe;
+    for (const Problem& p : verify.problems) {
+        bytes = std::min(bytes, state_of(p));
+        verdict.reasons.push_back(p);
+    }
+    if (verify.cancelled && bytes == ResumeState::safe) {
+        verdict.state = ResumeState::unchecked;
+        verdict.title = "Verification cancelled";
+        verdict.meaning = "Not every file was checked; verify again before resuming.";
+        verdict.not_checked.push_back("the files verification did not reach");
+        return verdict;
+    }
+
+    ResumeState values = ResumeState::unchecked;
+    if (content && !content->cancelled) {
+        values = ResumeState::safe;
+        for (const Problem& p : content->problems) {
+            values =
+                std::min(values, state_of(p) == ResumeState::diverged ? ResumeState::diverged : ResumeState::corrupt);
+            verdict.reasons.push_back(p);
+        }
+        verdict.checked.push_back(content_checks(*content));
+        if (const auto failed = failed_files(verify); !failed.empty() && !content->tensors.empty()) {
+            std::string names;
+            for (std::size_t i = 0; i < failed.size() && i < 4; ++i)
+                names += (i ? ", " : "") + printable(failed[i]);
+            verdict.not_checked.push_back("the values read from " + names + (failed.size() > 4 ? ", ..." : "") +
+                                          ", which failed verification, are not the saved values");
+        }
+    } else {
+        verdict.not_checked.push_back(content ? "the tensors' values: reading them was cancelled"
+                                              : "the tensors' values were not read");
+    }
+
+    verdict.state = std::min(bytes, values);
+    if (verdict.state == bytes && bytes != ResumeState::safe) {
+        set_bytes_failure(verify, verdict);
+        if (bytes == ResumeState::needs_reshard && values == ResumeState::unchecked)
+            verdict.not_checked.push_back("read the values too before resharding: a diverged run reshards just as "
+                                          "well");
+        return verdict;
+    }
+    if (verdict.state != ResumeState::safe && verdict.state != ResumeState::unchecked) {
+        set_content_failure(*content, verdict);
+        return verdict;
+    }
+    const std::string files = verify.format == "shardscope"
+        ? (verify.shards.size() == 1 ? std::string("the shard is verified")
+                                     : "all " + std::to_string(verify.shards.size()) + " shards verified")
+        : (verify.shards.size() == 1 ? std::string("its file is intact")
+                                     : "all " + std::to_string(verify.shards.size()) + " files intact");
+    if (verdict.state == ResumeState::unchecked) {
+        verdict.title = "Values not read: " + files;
+        verdict.meaning = "The files are intact, but a run that had diverged would look the same: read the tensors' "
+                          "values (shardctl verify --content, or the app's Tensors tab) before resuming.";
+        return verdict;
+    }
+    verdict.title = "Safe to resume: " + files + ", all " + std::to_string(content->tensors.size()) + " tensors finite";
+    verdict.meaning = verdict.not_checked.empty()
+        ? "The bytes are what was written and the values are what training produces: resume from this step."
+        : "The files are intact as far as the format can tell and every value is finite: resume from this step. Not "
+          "checked: " + verdict.not_checked.front() + ".";
+    if (!verify.leftover_tmp_files.empty())
+        verdict.meaning += " " + std::to_string(verify.leftover_tmp_files.size()) +
+            " leftover .tmp file(s) from an interrupted save can be deleted.";
+    return verdict;
+}
+
+nlohmann::json verdict_json(const ResumeVerdict& verdict)
+{
+    nlohmann::json reasons = nlohmann::json::array();
+    for (const Problem& p : verdict.reasons)
+        reasons.push_back(problem_json(p));
+    nlohmann::json out = {{"state", std::string(to_string(verdict.state))},
+                          {"title", verdict.title},
+                          {"meaning", verdict.meaning},
+                          {"reasons", std::move(reasons)},
+                          {"checked", verdict.checked},
+                          {"not_checked", verdict.not_checked}};
+    if (verdict.state == ResumeState::needs_reshard && verdict.expected_world_size > 0)
+        out["reshard_to"] = verdict.expected_world_size;
+    return out;
+}
+
+} // namespace shardscope
