@@ -1,5 +1,7 @@
 #include "app/shardscope/headlessexport.h"
 
+#include "core/report/verdict.h"
+
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/export/exporter.h"
 #include "app/shardscope/mainwindow.h"
@@ -108,8 +110,14 @@ int runHeadlessExport(const HeadlessExport& request)
         loop.exec();
         if (status != 0)
             return status;
-        const auto* content = window.tensorsPanel()->report();
-        status = panel->report() && panel->report()->ok() && (!content || content->ok()) ? 0 : 1;
+        // shardctl verify --content's rule: 0 only when the one verdict of the bytes and the values
+        // (read by the Tensors page for every export) is safe.
+        status = panel->report() &&
+                shardscope::resume_verdict(*panel->report(), window.tensorsPanel()->report(),
+                                           panel->expectedWorldSize() > 0 ? panel->expectedWorldSize() : -1)
+                    .safe()
+            ? 0
+            : 1;
     } else {
         window.showPlanner();
     }
@@ -136,8 +144,11 @@ int runHeadlessExport(const HeadlessExport& request)
     } else if (!window.exportReport(request.file, &error)) {
         return fail(2, error);
     }
-    if (status == 1 && window.checkpointPanel()->report())
-        std::cerr << "shardscope: " << window.checkpointPanel()->report()->problems.size() << " problem(s) found; see "
-                  << shardwidgets::printableText(request.file).toStdString() << std::endl;
+    if (status == 1 && window.checkpointPanel()->report()) {
+        const auto verdict =
+            shardscope::resume_verdict(*window.checkpointPanel()->report(), window.tensorsPanel()->report());
+        std::cerr << "shardscope: " << shardwidgets::printableText(QString::fromStdString(verdict.title)).toStdString()
+                  << "; see " << shardwidgets::printableText(request.file).toStdString() << std::endl;
+    }
     return status;
 }

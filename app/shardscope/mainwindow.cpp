@@ -4,6 +4,7 @@
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/jobs/democheckpoint.h"
 #include "core/report/report.h"
+#include "core/report/verdict.h"
 #include "widgets/export/exporter.h"
 #include "widgets/views/failurebanner.h"
 #include "widgets/views/ganttview.h"
@@ -81,6 +82,14 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
         m_verdict->setText(tr("⏳ verifying"));
     });
     connect(m_checkpoint, &CheckpointPanel::verificationFinished, this, &MainWindow::onVerificationFinished);
+    // One verdict from the bytes and the values: whichever finishes last decides it.
+    connect(m_tensors, &TensorsPanel::scanFinished, this, &MainWindow::updateVerdict);
+    for (FailureBanner* banner : {m_checkpoint->banner(), m_tensors->banner()})
+        connect(banner, &FailureBanner::reshardRequested, this, [this](int worldSize) {
+            m_reshard->setTargetWorldSize(worldSize);
+            showReshard();
+            m_reshard->chooseDestinationAndReshard();
+        });
     connect(m_checkpoint, &CheckpointPanel::expectedWorldSizeChanged, this, [this](int worldSize) {
         if (!m_openedFolder.isEmpty())
             m_settings->setExpectedWorldSize(m_openedFolder, worldSize);
@@ -404,19 +413,56 @@ void MainWindow::onVerificationFinished()
     // A manifest only the verifier could read (the first read raced a writer): preview it now.
     if (!m_reshard->plan() && report->manifest)
         m_reshard->setCheckpoint(m_checkpoint->controller()->directory(), *report->manifest);
-    if (report->cancelled)
-        m_verdict->setText(tr("◌ cancelled"));
-    else if (report->ok())
-        m_verdict->setText(tr("✓ verified"));
-    else
-        m_verdict->setText(tr("✗ %n problem(s)", nullptr, int(report->problems.size())));
-    // Reshard verifies every source shard: after a failure it would only stop, so say so up front.
-    m_reshard->setSourceProblem(
-        report->cancelled || report->ok() ? QString() : printableText(shardscope::classify_failure(*report).title));
-    const Severity severity = report->cancelled ? Severity::neutral : report->ok() ? Severity::good : Severity::bad;
+    updateVerdict();
+}
+
+void MainWindow::updateVerdict()
+{
+    const auto& report = m_checkpoint->report();
+    if (!report)
+        return; // verification has not finished: the banner says it is verifying
+    const bool reading = m_tensors->isReading();
+    const auto& content = m_tensors->sharedReport(); // of the checkpoint that is open (cleared on open)
+    const int expected = m_checkpoint->expectedWorldSize();
+    const shardscope::ResumeVerdict verdict =
+        shardscope::resume_verdict(*report, reading ? nullptr : content.get(), expected > 0 ? expected : -1);
+    m_checkpoint->showVerdict(verdict, reading);
+    m_tensors->showVerdict(verdict, reading);
+
+    using shardscope::ResumeState;
+    Severity severity = Severity::bad;
+    switch (verdict.state) {
+    case ResumeState::safe:
+        m_verdict->setText(tr("✓ safe to resume"));
+        severity = Severity::good;
+        break;
+    case ResumeState::unchecked:
+        m_verdict->setText(report->cancelled ? tr("◌ cancelled")
+                               : reading     ? tr("⏳ reading values")
+                                             : tr("? values not read"));
+        severity = reading ? Severity::busy : Severity::neutral;
+        break;
+    case ResumeState::needs_reshard: m_verdict->setText(tr("✗ needs reshard")); break;
+    case ResumeState::diverged: m_verdict->setText(tr("✗ diverged")); break;
+    case ResumeState::incomplete: m_verdict->setText(tr("✗ incomplete")); break;
+    case ResumeState::corrupt: m_verdict->setText(tr("✗ corrupt")); break;
+    }
+    m_verdict->setToolTip(printableText(verdict.title));
     QPalette pal = m_verdict->palette();
     pal.setColor(QPalette::WindowText, severityColor(severity, palette()));
     m_verdict->setPalette(pal);
+
+    // Reshard reads every source shard and stops at the first that fails its check: a failure of
+    // the bytes blocks it, but a world-size change of intact shards is exactly what it cures, and
+    // the preview goes to the job's world size.
+    const bool only_world_size =
+        std::all_of(report->problems.begin(), report->problems.end(), [](const shardscope::Problem& p) {
+            return p.kind == shardscope::ProblemKind::world_size_mismatch;
+        });
+    m_reshard->setSourceProblem(
+        report->cancelled || only_world_size ? QString() : printableText(shardscope::classify_failure(*report).title));
+    if (verdict.state == ResumeState::needs_reshard && expected > 0)
+        m_reshard->setTargetWorldSize(expected);
 }
 
 void MainWindow::closeEvent(QCloseEvent* event)

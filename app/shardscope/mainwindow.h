@@ -83,6 +83,9 @@ private:
     void showAbout();
     void showError(const QString& title, const QString& text);
     void onVerificationFinished();
+    // The one resume verdict from the verification and the values read, in both banners and the
+    // status bar; Reshard follows it.
+    void updateVerdict();
     // A page's news ("Reshard failed: ...") in the status bar for as long as that page is shown;
     // from a page in the background, only for a few seconds.
     void showPageMessage(QWidget* page, const QString& text);

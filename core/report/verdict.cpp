@@ -102,16 +102,22 @@ void set_content_failure(const ContentReport& content, ResumeVerdict& verdict)
             content.problems.front().message;
         return;
     }
-    verdict.title = "Inconsistent state: " + content.problems.front().message;
-    verdict.meaning = "The saved values break what training produces (a negative Adam second moment, parameters "
-                      "that are not their master weights, or data that cannot be read): do not resume from this "
-                      "step; resume from an earlier one.";
+    const Problem& first = content.problems.front();
+    if (first.kind == ProblemKind::negative_second_moment || first.kind == ProblemKind::param_master_mismatch) {
+        verdict.title = "Inconsistent state: " + first.message;
+        verdict.meaning = "The saved values break what training produces (a negative Adam second moment, or "
+                          "parameters that are not their master weights): do not resume from this step; resume "
+                          "from an earlier one.";
+        return;
+    }
+    verdict.title = "Values unreadable: " + first.message;
+    verdict.meaning = "Some tensor data could not be read, so this step cannot be loaded as saved: check the file "
+                      "named, or resume from an earlier step.";
 }
 
 } // namespace
 
-ContentReport read_values(const std::filesystem::path& path, const VerifyReport& verify,
-                          const ContentOptions& options)
+ContentReport read_values(const std::filesystem::path& path, const VerifyReport& verify, const ContentOptions& options)
 {
     std::error_code ec;
     const std::filesystem::path what = std::filesystem::is_directory(path, ec) ? verify.dir : path;
@@ -202,7 +208,8 @@ ResumeVerdict resume_verdict(const VerifyReport& verify, const ContentReport* co
     verdict.meaning = verdict.not_checked.empty()
         ? "The bytes are what was written and the values are what training produces: resume from this step."
         : "The files are intact as far as the format can tell and every value is finite: resume from this step. Not "
-          "checked: " + verdict.not_checked.front() + ".";
+          "checked: " +
+            verdict.not_checked.front() + ".";
     if (!verify.leftover_tmp_files.empty())
         verdict.meaning += " " + std::to_string(verify.leftover_tmp_files.size()) +
             " leftover .tmp file(s) from an interrupted save can be deleted.";

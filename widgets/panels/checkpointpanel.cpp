@@ -400,6 +400,11 @@ void CheckpointPanel::onFinished()
     emit verificationFinished();
 }
 
+void CheckpointPanel::showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues)
+{
+    m_banner->showVerdict(verdict, readingValues);
+}
+
 void CheckpointPanel::showProblems(const shardscope::VerifyReport& report)
 {
     m_problems->clear();

@@ -4,6 +4,7 @@
 // reshard preview. Opening a folder starts a background verification; opening another one
 // cancels it (the newest wins).
 
+#include "core/report/verdict.h"
 #include "widgets/jobs/verifycontroller.h"
 
 #include <QWidget>
@@ -54,6 +55,9 @@ public:
     ShardTableModel* shardModel() const { return m_shards; }
     SummaryModel* summaryModel() const { return m_summary; }
     FailureBanner* banner() const { return m_banner; }
+    // The one resume verdict (the main window's, from the bytes and the values together) replaces
+    // what the bytes alone said.
+    void showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues);
     OwnershipMap* ownershipMap() const { return m_map; }
     QTableView* shardView() const { return m_table; }
     StepsPane* stepsPane() const { return m_stepsPane; } // shown for a checkpoint root

@@ -158,6 +158,11 @@ void TensorsPanel::onFinished()
         m_rate->clear();
         m_status->setText(tr("Tensors not read"));
         m_banner->showError(tr("The tensors cannot be read"), printableText(outcome.error->message));
+        // Kept as a finding, as shardctl verify --content does: values that cannot be read are
+        // part of the resume verdict, not a gap in it.
+        auto unread = std::make_shared<shardscope::ContentReport>();
+        unread->problems.push_back(*outcome.error);
+        m_report = std::move(unread);
         emit scanFinished(false);
         return;
     }
@@ -170,7 +175,7 @@ void TensorsPanel::onFinished()
                        : r.ok() ? Severity::good
                                 : Severity::bad,
                    r.cancelled  ? tr("cancelled")
-                       : r.ok() ? tr("healthy")
+                       : r.ok() ? tr("read")
                                 : tr("problems"));
     m_status->setText(tr("%1 tensors (%2) read in %3")
                           .arg(formatCount(r.tensors.size()), printableText(r.format), formatDuration(r.seconds)));
@@ -202,6 +207,16 @@ void TensorsPanel::onFinished()
         m_table->scrollTo(m_proxy->index(first, 0));
     }
     emit scanFinished(r.ok());
+}
+
+bool TensorsPanel::isReading() const
+{
+    return m_controller->isRunning();
+}
+
+void TensorsPanel::showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues)
+{
+    m_banner->showVerdict(verdict, readingValues);
 }
 
 void TensorsPanel::showSelected()

@@ -2,8 +2,10 @@
 // The Tensors page: what the values of the open checkpoint look like. Core's inspect_content
 // runs in the background (ContentController) as soon as a checkpoint opens, with progress and
 // Cancel; then a sortable, filterable table of every tensor (NaN/Inf in red), the selected
-// tensor's log2|x| histogram and its parts (rank, file or chunk), and a banner naming the first
-// health problem and what it means for resuming.
+// tensor's log2|x| histogram and its parts (rank, file or chunk), and a banner: the first health
+// problem on its own, and in the app the one resume verdict of the bytes and the values together.
+
+#include "core/report/verdict.h"
 
 #include <QString>
 #include <QWidget>
@@ -36,6 +38,11 @@ public:
     void open(const QString& path); // starts the scan (the newest open wins)
     void cancel();
     void clear();
+    bool isReading() const; // the scan is running
+    // The one resume verdict (the main window's, from the bytes and these values together)
+    // replaces what the values alone said.
+    void showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues);
+    FailureBanner* banner() const { return m_banner; }
 
     const shardscope::ContentReport* report() const { return m_report.get(); }
     const std::shared_ptr<const shardscope::ContentReport>& sharedReport() const { return m_report; }

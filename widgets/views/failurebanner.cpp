@@ -7,12 +7,14 @@
 
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
 #include <QVBoxLayout>
 
 namespace shardwidgets {
 
 FailureBanner::FailureBanner(QWidget* parent)
-    : QFrame(parent), m_icon(new QLabel(this)), m_title(new QLabel(this)), m_meaning(new QLabel(this))
+    : QFrame(parent), m_icon(new QLabel(this)), m_title(new QLabel(this)), m_meaning(new QLabel(this)),
+      m_reshard(new QPushButton(this))
 {
     setObjectName(QStringLiteral("failureBanner"));
     setFrameShape(QFrame::StyledPanel);
@@ -35,6 +37,10 @@ FailureBanner::FailureBanner(QWidget* parent)
     text->addWidget(m_title);
     text->addWidget(m_meaning);
     layout->addLayout(text, 1);
+    m_reshard->setObjectName(QStringLiteral("bannerReshard"));
+    m_reshard->hide();
+    layout->addWidget(m_reshard, 0, Qt::AlignVCenter);
+    connect(m_reshard, &QPushButton::clicked, this, [this] { emit reshardRequested(m_reshardTo); });
     hide();
 }
 
@@ -48,6 +54,10 @@ void FailureBanner::apply(State state, const QString& title, const QString& mean
         : state == State::Bad                      ? Severity::bad
         : state == State::Verifying                ? Severity::busy
                                                    : Severity::neutral;
+    if (state != State::Bad) {
+        m_reshardTo = 0;
+        m_reshard->hide();
+    }
     m_icon->setPixmap(severityIcon(severity).pixmap(QSize(24, 24), devicePixelRatioF()));
     // A tint of the status colour over the window colour: readable in light and dark palettes.
     QPalette pal = palette();
@@ -69,24 +79,34 @@ void FailureBanner::showVerifying(const QString& directory)
 
 void FailureBanner::showReport(const shardscope::VerifyReport& report)
 {
-    const shardscope::FailureSummary summary = shardscope::classify_failure(report);
-    switch (summary.mode) {
-    case shardscope::FailureMode::none: {
-        QString meaning = tr("Every shard has its recorded size and hash and the manifest is consistent: "
-                             "safe to resume from this step.");
-        if (!report.leftover_tmp_files.empty())
-            meaning += tr(" (%n leftover .tmp file(s) from an interrupted save can be deleted.)", nullptr,
-                          int(report.leftover_tmp_files.size()));
-        apply(State::Good,
-              report.shards.size() == 1 ? tr("The shard is verified")
-                                        : tr("All %1 shards verified").arg(report.shards.size()),
-              meaning);
-        return;
-    }
-    case shardscope::FailureMode::cancelled:
-        apply(State::Cancelled, printableText(summary.title), printableText(summary.meaning));
-        return;
-    default: apply(State::Bad, printableText(summary.title), printableText(summary.meaning));
+    showVerdict(shardscope::resume_verdict(report, nullptr));
+}
+
+void FailureBanner::showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues)
+{
+    using shardscope::ResumeState;
+    QString meaning = printableText(verdict.meaning);
+    switch (verdict.state) {
+    case ResumeState::safe: apply(State::Good, printableText(verdict.title), meaning); break;
+    case ResumeState::unchecked:
+        if (verdict.reasons.empty() && readingValues)
+            apply(State::Verifying, printableText(verdict.title),
+                  tr("The files are intact; the tensors' values are being read (Tensors tab) before this can be "
+                     "called safe to resume."));
+        else
+            apply(verdict.reasons.empty() && verdict.title.starts_with("Values") ? State::Unchecked : State::Cancelled,
+                  printableText(verdict.title), meaning);
+        break;
+    default:
+        for (const auto& line : verdict.not_checked)
+            if (line.find("failed verification") != std::string::npos)
+                meaning += QLatin1Char(' ') + printableText(line) + QLatin1Char('.');
+        apply(State::Bad, printableText(verdict.title), meaning);
+        if (verdict.state == ResumeState::needs_reshard && verdict.expected_world_size > 0) {
+            m_reshardTo = verdict.expected_world_size;
+            m_reshard->setText(tr("Reshard to %1 ranks…").arg(m_reshardTo));
+            m_reshard->show();
+        }
     }
 }
 

@@ -1,25 +1,32 @@
 #pragma once
-// The banner over the shard table: which failure mode a verification found (world size change,
-// shard count mismatch, partial write, corruption, ...) and what it means for resuming, with an
-// icon and a tinted background, so the verdict never depends on colour alone.
+// The banner over the shard table and the tensor table: the resume verdict (core's
+// resume_verdict, from the bytes and the values together) and what it means for resuming, with
+// an icon and a tinted background, so the verdict never depends on colour alone. For a world-size
+// change of intact shards it offers the cure: Reshard to the job's world size.
 
 #include "core/checkpoint/verify.h"
+#include "core/report/verdict.h"
 
 #include <QFrame>
 
 class QLabel;
+class QPushButton;
 
 namespace shardwidgets {
 
 class FailureBanner : public QFrame {
     Q_OBJECT
 public:
-    enum class State { Hidden, Verifying, Good, Bad, Cancelled };
+    // Unchecked: the bytes pass but the values are not read (yet): neither good nor bad.
+    enum class State { Hidden, Verifying, Good, Bad, Cancelled, Unchecked };
 
     explicit FailureBanner(QWidget* parent = nullptr);
 
     void showVerifying(const QString& directory);
+    // The verdict of a verification alone (the values not read): what the bytes say.
     void showReport(const shardscope::VerifyReport& report);
+    // `readingValues`: the values are being read, so an unchecked verdict is still in progress.
+    void showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues = false);
     void showError(const QString& title, const QString& detail);
     // Any other verdict (the Tensors page's content health, for one).
     void showResult(bool good, const QString& title, const QString& meaning)
@@ -29,8 +36,12 @@ public:
     void hideBanner();
 
     State state() const { return m_state; }
+    int reshardOffered() const { return m_reshardTo; } // 0: no Reshard button shown
     QString title() const;
     QString text() const; // title and meaning together
+
+signals:
+    void reshardRequested(int worldSize);
 
 private:
     void apply(State state, const QString& title, const QString& meaning);
@@ -39,6 +50,8 @@ private:
     QLabel* m_icon;
     QLabel* m_title;
     QLabel* m_meaning;
+    QPushButton* m_reshard;
+    int m_reshardTo = 0;
 };
 
 } // namespace shardwidgets

@@ -9,14 +9,19 @@
 #include "widgets/panels/planpanel.h"
 #include "widgets/jobs/pipelineplanner.h"
 #include "widgets/panels/reshardpanel.h"
+#include "widgets/panels/tensorspanel.h"
 #include "widgets/views/failurebanner.h"
 #include "widgets/views/reshardview.h"
 #include "widgets/settings/settings.h"
 #include "widgettestutil.h"
 
+#include "core/checkpoint/save.h"
+#include "core/run/demo.h"
+
 #include <QAction>
 #include <QDir>
 #include <QFile>
+#include <QLabel>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
@@ -26,6 +31,7 @@
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <limits>
 
 class TestMainWindow : public QObject {
     Q_OBJECT
@@ -38,7 +44,84 @@ class TestMainWindow : public QObject {
         return nullptr;
     }
 
+    // The status bar's verdict word.
+    static QString statusVerdict(const MainWindow& window)
+    {
+        for (const QLabel* label : window.statusBar()->findChildren<QLabel*>())
+            if (label->text().startsWith(QChar(0x2713)) || label->text().startsWith(QChar(0x2717)) ||
+                label->text().startsWith(QLatin1Char('?')) || label->text().startsWith(QChar(0x23f3)))
+                return label->text();
+        return {};
+    }
+
+    // Opens `dir` and waits until both the verification and the reading of the values are done.
+    static bool openAndRead(MainWindow& window, const QString& dir)
+    {
+        QSignalSpy verified(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
+        QSignalSpy read(window.tensorsPanel(), &shardwidgets::TensorsPanel::scanFinished);
+        window.openPath(dir);
+        return (verified.count() || verified.wait(30000)) && (read.count() || read.wait(30000));
+    }
+
 private slots:
+    // One verdict from the bytes and the values, the same in both banners and the status bar:
+    // intact and finite is safe; intact with NaN is diverged, never "safe to resume"; a world-size
+    // change of intact shards keeps Reshard enabled, aimed at the job's world size.
+    void oneVerdictFromBytesAndValues()
+    {
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.show();
+        auto* checkpointBanner = window.checkpointPanel()->banner();
+        auto* tensorsBanner = window.tensorsPanel()->banner();
+
+        const QString good = tmp.filePath(QStringLiteral("good"));
+        widgettest::makeCheckpoint(good, 2, 20'000);
+        QVERIFY(openAndRead(window, good));
+        QCOMPARE(checkpointBanner->state(), shardwidgets::FailureBanner::State::Good);
+        QVERIFY2(checkpointBanner->title().startsWith(QStringLiteral("Safe to resume")),
+                 qPrintable(checkpointBanner->title()));
+        QCOMPARE(tensorsBanner->text(), checkpointBanner->text());
+        QCOMPARE(statusVerdict(window), QStringLiteral("✓ safe to resume"));
+
+        auto states = shardscope::make_demo_state(5, 20'000, 2, shardscope::ParamDtype::BF16);
+        states[0].exp_avg[11] = std::numeric_limits<float>::quiet_NaN();
+        const QString nan = tmp.filePath(QStringLiteral("diverged"));
+        shardscope::save_sharded(states, nan.toStdString(), 7);
+        QVERIFY(openAndRead(window, nan));
+        QCOMPARE(checkpointBanner->state(), shardwidgets::FailureBanner::State::Bad);
+        QVERIFY2(checkpointBanner->title().startsWith(QStringLiteral("Diverged: 1 of")),
+                 qPrintable(checkpointBanner->title()));
+        QVERIFY(!checkpointBanner->text().contains(QStringLiteral("safe to resume"), Qt::CaseInsensitive));
+        QCOMPARE(tensorsBanner->text(), checkpointBanner->text());
+        QCOMPARE(statusVerdict(window), QStringLiteral("✗ diverged"));
+
+        // The job runs at 4 ranks: the 2-rank checkpoint needs a reshard, which stays possible.
+        QVERIFY(openAndRead(window, good));
+        QSignalSpy verified(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
+        window.checkpointPanel()->expectedWorldSizeBox()->setValue(4);
+        QVERIFY(verified.wait(30000));
+        QCOMPARE(checkpointBanner->state(), shardwidgets::FailureBanner::State::Bad);
+        QVERIFY2(checkpointBanner->title().startsWith(QStringLiteral("World size change")),
+                 qPrintable(checkpointBanner->title()));
+        QCOMPARE(checkpointBanner->reshardOffered(), 4);
+        QCOMPARE(statusVerdict(window), QStringLiteral("✗ needs reshard"));
+        QCOMPARE(window.reshardPanel()->targetWorldSize(), 4);
+        QVERIFY(window.reshardPanel()->reshardButton()->isEnabled());
+        // Damaged bytes block it.
+        {
+            QFile shard(good + QStringLiteral("/rank1.safetensors"));
+            QVERIFY(shard.open(QIODevice::ReadWrite));
+            shard.seek(shard.size() - 3);
+            shard.write("zzz");
+        }
+        window.checkpointPanel()->expectedWorldSizeBox()->setValue(0);
+        QVERIFY(verified.wait(30000));
+        QCOMPARE(statusVerdict(window), QStringLiteral("✗ corrupt"));
+        QVERIFY(!window.reshardPanel()->reshardButton()->isEnabled());
+    }
+
     // What the user set in the planner's training row and the plan search is there again in the
     // next session (an interactive window saves it on close).
     void plannerInputsSurviveARestart()
