@@ -155,6 +155,8 @@ int run_info(const QStringList& arguments)
         return kUsage;
     const fs::path path = local(parser.positionalArguments().at(0));
     const DetectedFormat detected = detect_format(path);
+    if (detected.problem) // a root whose `latest` is bad: that, not a missing manifest, is what is wrong
+        throw Error(*detected.problem);
     const bool as_json = parser.isSet(QStringLiteral("json"));
     json out = {{"format", std::string(to_string(detected.format))},
                 {"path", detected.path.string()},

@@ -419,8 +419,11 @@ void MainWindow::onVerificationFinished()
 void MainWindow::updateVerdict()
 {
     const auto& report = m_checkpoint->report();
-    if (!report)
-        return; // verification has not finished: the banner says it is verifying
+    if (!report) { // the values were read first: no verdict until the bytes are verified too
+        if (m_checkpoint->isVerifying())
+            m_tensors->banner()->showVerifying(m_checkpoint->currentPath());
+        return;
+    }
     const bool reading = m_tensors->isReading();
     const auto& content = m_tensors->sharedReport(); // of the checkpoint that is open (cleared on open)
     const int expected = m_checkpoint->expectedWorldSize();

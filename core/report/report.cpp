@@ -219,7 +219,9 @@ int report_exit_code(const ReportInput& input)
             return 0;
         if (verdict.state != ResumeState::unchecked)
             return 1;
-        return input.verify->cancelled || input.content ? 2 : 0;
+        if (input.verify->cancelled || (input.content && input.content->cancelled))
+            return 2;
+        return input.content ? 1 : 0; // values asked for and not read: not shown to be safe
     }
     if (input.content && !input.content->ok())
         return input.content->cancelled && input.content->problems.empty() ? 2 : 1;

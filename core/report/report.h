@@ -95,7 +95,8 @@ std::string report_html(const ReportInput& input);
 ResumeVerdict report_verdict(const ReportInput& input);
 
 // shardctl's exit codes from the verdict: 0 when safe, or when the bytes are intact and the values
-// were not asked for; 2 when verification or reading was cancelled; 1 otherwise.
+// were not asked for; 2 when verification or reading was cancelled; 1 otherwise (values asked for
+// and not read included).
 int report_exit_code(const ReportInput& input);
 
 } // namespace shardscope

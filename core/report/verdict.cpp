@@ -80,7 +80,15 @@ std::string content_checks(const ContentReport& content)
 
 void set_bytes_failure(const VerifyReport& verify, ResumeVerdict& verdict)
 {
-    const FailureSummary failure = classify_failure(verify);
+    // The title names what decided the state: classify_failure ranks a world-size change first,
+    // which must not headline a checkpoint that is also corrupt.
+    VerifyReport deciding;
+    deciding.dir = verify.dir;
+    deciding.manifest = verify.manifest;
+    for (const Problem& p : verify.problems)
+        if (state_of(p) == verdict.state)
+            deciding.problems.push_back(p);
+    const FailureSummary failure = classify_failure(deciding);
     verdict.title = failure.title;
     verdict.meaning = failure.meaning;
     if (verdict.state == ResumeState::needs_reshard)
@@ -141,6 +149,67 @@ std::vector<std::string> failed_files(const VerifyReport& verify)
     return out;
 }
 
+namespace {
+
+// Statistics read from files that failed verification are not the saved values: named, so that
+// nobody takes them for what the step holds.
+std::string failed_files_note(const VerifyReport& verify)
+{
+    const auto failed = failed_files(verify);
+    if (failed.empty())
+        return {};
+    std::string names;
+    for (std::size_t i = 0; i < failed.size() && i < 4; ++i)
+        names += (i ? ", " : "") + printable(failed[i]);
+    return "the values read from " + names + (failed.size() > 4 ? ", ..." : "") +
+        ", which failed verification, are not the saved values";
+}
+
+// A reading that could not start or go on (the format is not one stats reads, the step is gone,
+// an I/O error) says nothing about the values: they stay unchecked rather than "corrupt".
+bool is_reading_failure(const Problem& p)
+{
+    return p.kind == ProblemKind::invalid_argument || p.kind == ProblemKind::cannot_open ||
+        p.kind == ProblemKind::io_error || p.kind == ProblemKind::cancelled;
+}
+
+// What the values say; their findings join the reasons, a reading failure joins not_checked.
+ResumeState judge_values(const VerifyReport& verify, const ContentReport* content, ResumeVerdict& verdict)
+{
+    if (!content) {
+        verdict.not_checked.push_back("the tensors' values were not read");
+        return ResumeState::unchecked;
+    }
+    ResumeState values = ResumeState::safe;
+    for (const Problem& p : content->problems) {
+        if (is_reading_failure(p)) {
+            verdict.not_checked.push_back("the tensors' values: " + p.message);
+            values = std::min(values, ResumeState::unchecked);
+            continue;
+        }
+        // NaN found before a cancel still counts: cancelling only keeps a step from being safe.
+        values = std::min(values, state_of(p) == ResumeState::diverged ? ResumeState::diverged : ResumeState::corrupt);
+        verdict.reasons.push_back(p);
+    }
+    for (const Problem& w : content->warnings)
+        if (w.kind != ProblemKind::all_zero_tensor && verdict.not_checked.size() < 8)
+            verdict.not_checked.push_back(w.message);
+    if (content->cancelled) {
+        verdict.not_checked.push_back("the tensors' values: reading them was cancelled");
+        values = std::min(values, ResumeState::unchecked);
+    }
+    if (content->tensors.empty()) {
+        verdict.not_checked.push_back("the tensors' values: no tensor could be read");
+        return std::min(values, ResumeState::unchecked);
+    }
+    verdict.checked.push_back(content_checks(*content));
+    if (const std::string note = failed_files_note(verify); !note.empty())
+        verdict.not_checked.push_back(note);
+    return values;
+}
+
+} // namespace
+
 ResumeVerdict resume_verdict(const VerifyReport& verify, const ContentReport* content, int expected_world_size)
 {
     ResumeVerdict verdict;
@@ -152,7 +221,16 @@ ResumeVerdict resume_verdict(const VerifyReport& verify, const ContentReport* co
         bytes = std::min(bytes, state_of(p));
         verdict.reasons.push_back(p);
     }
-    if (verify.cancelled && bytes == ResumeState::safe) {
+    // Files that do not hold what was written decide on their own: values read from them are not
+    // the saved ones, and a value that cannot be read from a short file is that same short file.
+    if (bytes <= ResumeState::incomplete) {
+        verdict.state = bytes;
+        set_bytes_failure(verify, verdict);
+        if (const std::string note = failed_files_note(verify); content && !content->tensors.empty() && !note.empty())
+            verdict.not_checked.push_back(note);
+        return verdict;
+    }
+    if (verify.cancelled) { // an unfinished verification shows nothing intact, whatever it found first
         verdict.state = ResumeState::unchecked;
         verdict.title = "Verification cancelled";
         verdict.meaning = "Not every file was checked; verify again before resuming.";
@@ -160,31 +238,11 @@ ResumeVerdict resume_verdict(const VerifyReport& verify, const ContentReport* co
         return verdict;
     }
 
-    ResumeState values = ResumeState::unchecked;
-    if (content && !content->cancelled) {
-        values = ResumeState::safe;
-        for (const Problem& p : content->problems) {
-            values =
-                std::min(values, state_of(p) == ResumeState::diverged ? ResumeState::diverged : ResumeState::corrupt);
-            verdict.reasons.push_back(p);
-        }
-        verdict.checked.push_back(content_checks(*content));
-        if (const auto failed = failed_files(verify); !failed.empty() && !content->tensors.empty()) {
-            std::string names;
-            for (std::size_t i = 0; i < failed.size() && i < 4; ++i)
-                names += (i ? ", " : "") + printable(failed[i]);
-            verdict.not_checked.push_back("the values read from " + names + (failed.size() > 4 ? ", ..." : "") +
-                                          ", which failed verification, are not the saved values");
-        }
-    } else {
-        verdict.not_checked.push_back(content ? "the tensors' values: reading them was cancelled"
-                                              : "the tensors' values were not read");
-    }
-
+    const ResumeState values = judge_values(verify, content, verdict);
     verdict.state = std::min(bytes, values);
-    if (verdict.state == bytes && bytes != ResumeState::safe) {
+    if (verdict.state == bytes && bytes != ResumeState::safe) { // needs_reshard, the values no worse
         set_bytes_failure(verify, verdict);
-        if (bytes == ResumeState::needs_reshard && values == ResumeState::unchecked)
+        if (values == ResumeState::unchecked)
             verdict.not_checked.push_back("read the values too before resharding: a diverged run reshards just as "
                                           "well");
         return verdict;

@@ -41,7 +41,10 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
         // Detection lists the folder and follows a root's `latest` once; verification below reads
         // the same step directory through the same descriptor.
         detected = shardscope::detect_format(path);
-        dir = detected->dir.fd ? detected->dir.path : path;
+        // The folder whose step was chosen; one file opened on its own stays that file (its
+        // folder was listed only to open it).
+        std::error_code ec;
+        dir = detected->dir.fd && fs::is_directory(path, ec) ? detected->dir.path : path;
         const std::string format(shardscope::to_string(detected->format));
         std::optional<shardscope::Manifest> manifest;
         if (detected->dir.has("manifest.json")) {

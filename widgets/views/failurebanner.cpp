@@ -54,10 +54,8 @@ void FailureBanner::apply(State state, const QString& title, const QString& mean
         : state == State::Bad                      ? Severity::bad
         : state == State::Verifying                ? Severity::busy
                                                    : Severity::neutral;
-    if (state != State::Bad) {
-        m_reshardTo = 0;
-        m_reshard->hide();
-    }
+    m_reshardTo = 0; // offered again by showVerdict, for a verdict that still calls for it
+    m_reshard->hide();
     m_icon->setPixmap(severityIcon(severity).pixmap(QSize(24, 24), devicePixelRatioF()));
     // A tint of the status colour over the window colour: readable in light and dark palettes.
     QPalette pal = palette();

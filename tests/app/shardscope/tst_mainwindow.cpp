@@ -119,7 +119,16 @@ private slots:
         window.checkpointPanel()->expectedWorldSizeBox()->setValue(0);
         QVERIFY(verified.wait(30000));
         QCOMPARE(statusVerdict(window), QStringLiteral("✗ corrupt"));
+        QCOMPARE(checkpointBanner->reshardOffered(), 0); // the cure of a world-size change is gone
         QVERIFY(!window.reshardPanel()->reshardButton()->isEnabled());
+
+        // One file opened on its own is that file, for the bytes and for the values alike.
+        QVERIFY(openAndRead(window, nan + QStringLiteral("/rank1.safetensors")));
+        QVERIFY(window.tensorsPanel()->report());
+        QCOMPARE(window.tensorsPanel()->report()->format, std::string("safetensors"));
+        QCOMPARE(window.tensorsPanel()->report()->tensors.size(), std::size_t(4)); // its four states
+        QCOMPARE(checkpointBanner->state(), shardwidgets::FailureBanner::State::Good); // rank 1 is finite
+        QCOMPARE(tensorsBanner->text(), checkpointBanner->text());
     }
 
     // What the user set in the planner's training row and the plan search is there again in the

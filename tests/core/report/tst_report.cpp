@@ -186,11 +186,17 @@ private slots:
 
         content->problems.clear();
         content->tensors.clear();
-        QCOMPARE(report_exit_code(input), 0);
+        QCOMPARE(report_exit_code(input), 1);
+        // No tensor read is not "safe": the values are unchecked.
+        QVERIFY(QString::fromStdString(report_markdown(input)).contains(QStringLiteral("**? Values not read")));
+        content->tensors.push_back({.name = "layers.0.weight"});
+        const double finite[] = {1.0, 2.0};
+        content->tensors.back().stats.add(finite, 2);
         const QString safe = QString::fromStdString(report_markdown(input));
-        QVERIFY2(safe.contains(QStringLiteral("**✓ Safe to resume: all 2 shards verified, all 0 tensors finite**")),
+        QCOMPARE(report_exit_code(input), 0);
+        QVERIFY2(safe.contains(QStringLiteral("**✓ Safe to resume: all 2 shards verified, all 1 tensors finite**")),
                  qPrintable(safe));
-        QVERIFY(safe.contains(QStringLiteral("_All 0 tensors are finite"))); // the section's finding, not a verdict
+        QVERIFY(safe.contains(QStringLiteral("_All 1 tensors are finite"))); // the section's finding, not a verdict
     }
 
     // The comparison section: what differs, in model order, with its figures; differences do not
@@ -255,6 +261,7 @@ private slots:
         // With every value read and finite: safe.
         auto finite = std::make_shared<ContentReport>();
         finite->format = "shardscope";
+        finite->tensors.push_back({.name = "w"});
         input.content = finite;
         doc = report_document(input);
         QVERIFY(doc[1].good);

@@ -116,10 +116,49 @@ private slots:
         const fs::path dir = save("missing");
         fs::remove(dir / "rank1.safetensors");
         QCOMPARE(judge(dir, false).state, ResumeState::incomplete);
+        // Reading the values of a missing file fails too; that is the same missing file, not more.
+        const ResumeVerdict read = judge(dir, true);
+        QCOMPARE(read.state, ResumeState::incomplete);
+        QVERIFY2(read.title.starts_with("Partial write: rank 1's shard"), read.title.c_str());
+        for (const Problem& p : read.reasons)
+            QVERIFY2(p.kind == ProblemKind::missing_shard, p.message.c_str()); // the bytes' finding, once
         fs::remove(dir / "manifest.json");
         const ResumeVerdict v = judge(dir, false);
         QCOMPARE(v.state, ResumeState::incomplete);
         QVERIFY2(v.title.starts_with("Missing manifest"), v.title.c_str());
+    }
+
+    void titleNamesWhatDecided()
+    {
+        // Damaged bytes at another world size: corrupt, and headlined as corruption, not as a
+        // world-size change to be resharded.
+        const fs::path dir = save("flipped-eight");
+        {
+            std::fstream f(dir / "rank1.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(-5, std::ios::end);
+            f.put('\x13');
+        }
+        const ResumeVerdict v = judge(dir, true, 4);
+        QCOMPARE(v.state, ResumeState::corrupt);
+        QVERIFY2(v.title.starts_with("Corruption: rank 1's shard"), v.title.c_str());
+        QVERIFY(v.meaning.find("Reshard") == std::string::npos);
+        QVERIFY(!verdict_json(v).contains("reshard_to"));
+    }
+
+    void valuesNotReallyReadAreNotSafe()
+    {
+        const fs::path dir = save("nothing-read");
+        const VerifyReport verified = verify_checkpoint(dir);
+        ContentReport empty; // a format stats reads nothing of: no tensor, no problem
+        empty.format = "shardscope";
+        QCOMPARE(resume_verdict(verified, &empty).state, ResumeState::unchecked);
+        // A reading that could not start (the step rotated away, say) leaves the values unchecked.
+        ContentReport failed;
+        failed.problems.push_back({.kind = ProblemKind::cannot_open, .message = "step-9: no such file or directory"});
+        const ResumeVerdict v = resume_verdict(verified, &failed);
+        QCOMPARE(v.state, ResumeState::unchecked);
+        QVERIFY(mentions(v.not_checked, "no such file"));
+        QVERIFY(v.reasons.empty());
     }
 
     void worldSizeChangeNeedsReshardUnlessDiverged()
@@ -139,11 +178,19 @@ private slots:
         std::atomic<bool> cancel{true};
         ContentOptions options;
         options.cancel = &cancel;
-        const ContentReport content = inspect_content(dir, options);
+        ContentReport content = inspect_content(dir, options);
         QVERIFY(content.cancelled);
         const ResumeVerdict v = resume_verdict(verify_checkpoint(dir), &content);
         QCOMPARE(v.state, ResumeState::unchecked);
         QVERIFY(mentions(v.not_checked, "cancelled"));
+        // NaN found before the cancel still counts: cancelling only keeps a step from being safe.
+        content.problems.push_back({.kind = ProblemKind::nonfinite_values, .message = "'x' has 1 NaN", .rank = 0});
+        content.tensors.push_back({.name = "x"});
+        QCOMPARE(resume_verdict(verify_checkpoint(dir), &content).state, ResumeState::diverged);
+        // A verification cancelled after the manifest's checks shows nothing intact.
+        VerifyReport stopped = verify_checkpoint(dir, VerifyOptions{.expected_world_size = 4});
+        stopped.cancelled = true;
+        QCOMPARE(resume_verdict(stopped, nullptr, 4).state, ResumeState::unchecked);
     }
 
     void formatWithoutDigestsSaysSo()
