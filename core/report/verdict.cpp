@@ -36,6 +36,10 @@ void describe_checks(const VerifyReport& verify, ResumeVerdict& verdict)
 {
     const std::string& f = verify.format;
     const std::string files = std::to_string(verify.shards.size()) + (verify.shards.size() == 1 ? " file" : " files");
+    if (f == "shardscope" && !verify.manifest) {
+        verdict.not_checked.push_back("no manifest could be read, so no shard could be checked against it");
+        return;
+    }
     if (f == "shardscope") {
         verdict.checked.push_back("the manifest's invariants: world size, one shard per rank, a layout that tiles "
                                   "the parameters");

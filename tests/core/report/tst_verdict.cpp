@@ -126,6 +126,8 @@ private slots:
         const ResumeVerdict v = judge(dir, false);
         QCOMPARE(v.state, ResumeState::incomplete);
         QVERIFY2(v.title.starts_with("Missing manifest"), v.title.c_str());
+        QVERIFY(v.checked.empty()); // nothing was checked against a manifest that is not there
+        QVERIFY(mentions(v.not_checked, "no manifest could be read"));
     }
 
     void titleNamesWhatDecided()
