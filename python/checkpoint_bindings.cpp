@@ -42,16 +42,9 @@ py::object verify(py::object path, bool fast, py::object expected_world_size, in
     json report;
     {
         py::gil_scoped_release unlocked; // hashing and reading run on the core's threads
-        const VerifyReport verified = verify_checkpoint(dir, options);
-        std::optional<ContentReport> values;
-        if (content && !verified.cancelled) {
-            ContentOptions read;
-            read.threads = threads;
-            values = read_values(dir, verified, read);
-        }
-        report = verify_report_json(verified);
-        report["verdict"] =
-            verdict_json(resume_verdict(verified, values ? &*values : nullptr, options.expected_world_size));
+        const ResumeCheck checked = check_resume(dir, options, content);
+        report = verify_report_json(checked.verify);
+        report["verdict"] = verdict_json(checked.verdict);
     }
     return to_python(report);
 }

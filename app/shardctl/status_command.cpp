@@ -5,6 +5,7 @@
 #include "app/shardctl/commands.h"
 #include "app/cli_common/cli.h"
 
+#include "core/report/verdict.h"
 #include "core/run/root_status.h"
 #include "core/util/printable.h"
 
@@ -59,12 +60,34 @@ void print_text(const json& st)
                      : std::string());
         if (s.contains("upload"))
             line += "  mirror: " + s["upload"].get<std::string>();
+        if (s.contains("health"))
+            line += "  health: " + s["health"].get<std::string>();
         if (!s["next_rotation_deletes"].empty())
             line += "  next rotation deletes it";
         print_line(line);
     }
     if (!st["next_rotation"]["held_for_mirror"].empty())
         print_line("held locally until the mirror has them: " + st["next_rotation"]["held_for_mirror"].dump());
+    if (st.contains("newest_healthy"))
+        print_line("newest healthy step: " +
+                   (st["newest_healthy"].is_null() ? std::string("(none)") : st["newest_healthy"].get<std::string>()));
+}
+
+// Every complete local step checked as verify --content checks it: its verdict's state as the
+// step's `health`, and the newest step that is safe to resume from.
+void add_health(const fs::path& root, json& st)
+{
+    st["newest_healthy"] = nullptr;
+    for (json& s : st["steps"]) {
+        const json& local = s["local"];
+        if (local.is_null() || !local["complete"].get<bool>())
+            continue;
+        const ResumeCheck checked = check_resume(root / s["name"].get<std::string>(), VerifyOptions{}, true);
+        s["health"] = std::string(to_string(checked.verdict.state));
+        s["health_title"] = checked.verdict.title;
+        if (checked.verdict.safe())
+            st["newest_healthy"] = s["name"]; // steps are in ascending order
+    }
 }
 
 } // namespace
@@ -82,6 +105,9 @@ int run_status(const QStringList& arguments)
          QStringLiteral("K2"), QStringLiteral("3")},
         {QStringLiteral("mirror-keep"), QStringLiteral("The run's --mirror-keep (default 10)."), QStringLiteral("K3"),
          QStringLiteral("10")},
+        {QStringLiteral("content"),
+         QStringLiteral("Verify every complete local step and read its values: each step's health and the newest "
+                        "healthy one.")},
         json_option(),
     });
     if (!parse(parser, arguments, 1, QStringLiteral("status")))
@@ -93,8 +119,10 @@ int run_status(const QStringList& arguments)
     std::optional<fs::path> mirror;
     if (parser.isSet(QStringLiteral("mirror")))
         mirror = fs::path(local(parser.value(QStringLiteral("mirror"))));
-    const json st = to_json(root_status(local(parser.positionalArguments().at(0)), mirror, static_cast<int>(*keep),
-                                        static_cast<int>(*mirror_keep)));
+    const fs::path root = local(parser.positionalArguments().at(0));
+    json st = to_json(root_status(root, mirror, static_cast<int>(*keep), static_cast<int>(*mirror_keep)));
+    if (parser.isSet(QStringLiteral("content")))
+        add_health(root, st);
     if (parser.isSet(QStringLiteral("json")))
         print_json(st);
     else

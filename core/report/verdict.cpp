@@ -1,6 +1,7 @@
 #include "core/report/verdict.h"
 
 #include "core/checkpoint/verify_json.h"
+#include "core/open/verify.h"
 #include "core/report/report.h"
 #include "core/util/printable.h"
 
@@ -142,6 +143,19 @@ ContentReport read_values(const std::filesystem::path& path, const VerifyReport&
         failed.problems.push_back(e.problem());
         return failed;
     }
+}
+
+ResumeCheck check_resume(const std::filesystem::path& path, const VerifyOptions& options, bool read_values_too)
+{
+    ResumeCheck out{.verify = verify_checkpoint(path, options)};
+    if (read_values_too && !out.verify.cancelled) {
+        ContentOptions values;
+        values.threads = options.threads;
+        values.cancel = options.cancel;
+        out.content = read_values(path, out.verify, values);
+    }
+    out.verdict = resume_verdict(out.verify, out.content ? &*out.content : nullptr, options.expected_world_size);
+    return out;
 }
 
 std::vector<std::string> failed_files(const VerifyReport& verify)

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,15 @@ nlohmann::json verdict_json(const ResumeVerdict& verdict);
 // for the verdict: inspect_content, or a report holding the error when they cannot be read at all.
 ContentReport read_values(const std::filesystem::path& path, const VerifyReport& verify,
                           const ContentOptions& options = {});
+
+// Verification, then (with `read_values_too`, unless it was cancelled) the values of what it read,
+// then the verdict: what verify --content, status --content and the Python module run.
+struct ResumeCheck {
+    VerifyReport verify;
+    std::optional<ContentReport> content; // when the values were read
+    ResumeVerdict verdict;
+};
+ResumeCheck check_resume(const std::filesystem::path& path, const VerifyOptions& options, bool read_values_too);
 
 // The files that failed verification (their relative paths): statistics read from them are not
 // the saved values and are shown as such.

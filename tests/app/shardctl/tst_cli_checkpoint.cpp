@@ -6,6 +6,7 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 
@@ -121,6 +122,37 @@ private slots:
         QCOMPARE(run.exit_code, 1);
         QCOMPARE(run.json()["verdict"]["state"].get<std::string>(), std::string("needs_reshard"));
         QCOMPARE(run.json()["verdict"]["reshard_to"].get<int>(), 4);
+    }
+
+    // status --content: each complete step's health from the same verdict, and the newest step that
+    // is safe to resume from when the newest one (the one `latest` names) diverged.
+    void statusNamesTheNewestHealthyStep()
+    {
+        const fs::path root = m_root / "health-root";
+        for (int step = 1; step <= 3; ++step) {
+            auto states = shardscope::make_demo_state(9, 3'001, 2, shardscope::ParamDtype::F16);
+            if (step == 3)
+                states[0].exp_avg[2] = std::numeric_limits<float>::infinity();
+            char name[32];
+            std::snprintf(name, sizeof name, "step-%08d", step);
+            shardscope::save_sharded(states, root / name, std::uint64_t(step));
+        }
+        std::ofstream(root / "latest") << "step-00000003\n";
+        auto run =
+            shardctl({QStringLiteral("status"), qs(root), QStringLiteral("--content"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 0);
+        const auto st = run.json();
+        QCOMPARE(st["steps"].size(), std::size_t(3));
+        QCOMPARE(st["steps"][0]["health"].get<std::string>(), std::string("safe"));
+        QCOMPARE(st["steps"][1]["health"].get<std::string>(), std::string("safe"));
+        QCOMPARE(st["steps"][2]["health"].get<std::string>(), std::string("diverged"));
+        QCOMPARE(st["newest_healthy"].get<std::string>(), std::string("step-00000002"));
+        run = shardctl({QStringLiteral("status"), qs(root), QStringLiteral("--content")});
+        QVERIFY2(run.out.contains("newest healthy step: step-00000002"), run.out.constData());
+        // Without --content nothing is read: no health claimed.
+        run = shardctl({QStringLiteral("status"), qs(root), QStringLiteral("--json")});
+        QVERIFY(!run.json().contains("newest_healthy"));
+        QVERIFY(!run.json()["steps"][0].contains("health"));
     }
 
     void corruptionExitsOneAndNamesTheRank()
