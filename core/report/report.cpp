@@ -62,9 +62,9 @@ FailureSummary classify_failure(const VerifyReport& report)
     if (ranks_of({ProblemKind::world_size_mismatch})) {
         summary.mode = FailureMode::world_size_change;
         summary.title = "World size change: " + first_message({ProblemKind::world_size_mismatch});
-        summary.meaning = "The shards are laid out for the world size they were saved with. Reshard "
-                          "the checkpoint to the new world size (shardctl reshard PATH --to M) "
-                          "before resuming; loading it as is would give ranks the wrong slices.";
+        summary.meaning = "The shards are laid out for the world size they were saved with. Reshard the "
+                          "checkpoint to the world size the job runs at (shardctl reshard PATH --to M, or Reshard… "
+                          "in the app) before resuming; loading it as is would give ranks the wrong slices.";
     } else if (ranks_of({ProblemKind::shard_count_mismatch, ProblemKind::duplicate_rank})) {
         summary.mode = FailureMode::shard_count_mismatch;
         summary.title =

@@ -96,14 +96,18 @@ void set_bytes_failure(const VerifyReport& verify, ResumeVerdict& verdict)
     const FailureSummary failure = classify_failure(deciding);
     verdict.title = failure.title;
     verdict.meaning = failure.meaning;
-    if (verdict.state == ResumeState::needs_reshard)
-        verdict.meaning = "The shards are intact and laid out for the world size they were saved with. Reshard the "
-                          "checkpoint to the world size the job runs at (shardctl reshard PATH --to M, or Reshard… "
-                          "in the app) before resuming; loading it as is would give ranks the wrong slices.";
 }
+
+bool is_reading_failure(const Problem& p);
 
 void set_content_failure(const ContentReport& content, ResumeVerdict& verdict)
 {
+    // The finding that decided: the first NaN/Inf for a diverged step, else the first that is not
+    // a reading failure (those are in not_checked, not in the reasons).
+    const Problem& first = *std::find_if(content.problems.begin(), content.problems.end(), [&](const Problem& p) {
+        return verdict.state == ResumeState::diverged ? p.kind == ProblemKind::nonfinite_values
+                                                      : !is_reading_failure(p);
+    });
     if (verdict.state == ResumeState::diverged) {
         std::size_t nonfinite = 0;
         for (const TensorContent& t : content.tensors)
@@ -112,10 +116,9 @@ void set_content_failure(const ContentReport& content, ResumeVerdict& verdict)
             " tensors hold NaN or Inf";
         verdict.meaning = "The run had diverged when this step was saved: do not resume from it; resume from an "
                           "earlier step whose tensors are finite. First: " +
-            content.problems.front().message;
+            first.message;
         return;
     }
-    const Problem& first = content.problems.front();
     if (first.kind == ProblemKind::negative_second_moment || first.kind == ProblemKind::param_master_mismatch) {
         verdict.title = "Inconsistent state: " + first.message;
         verdict.meaning = "The saved values break what training produces (a negative Adam second moment, or "

@@ -161,6 +161,14 @@ private slots:
         QCOMPARE(v.state, ResumeState::unchecked);
         QVERIFY(mentions(v.not_checked, "no such file"));
         QVERIFY(v.reasons.empty());
+        // Beside a finding, a reading failure is set aside: the verdict quotes the finding.
+        failed.tensors.push_back({.name = "w"});
+        failed.problems.push_back(
+            {.kind = ProblemKind::nonfinite_values, .message = "'w' (exp_avg) has 3 NaN", .rank = 1});
+        const ResumeVerdict nan = resume_verdict(verified, &failed);
+        QCOMPARE(nan.state, ResumeState::diverged);
+        QVERIFY2(nan.meaning.find("'w' (exp_avg) has 3 NaN") != std::string::npos, nan.meaning.c_str());
+        QVERIFY(nan.meaning.find("no such file") == std::string::npos);
     }
 
     void worldSizeChangeNeedsReshardUnlessDiverged()
