@@ -174,16 +174,17 @@ namespace {
 
 // Statistics read from files that failed verification are not the saved values: named, so that
 // nobody takes them for what the step holds.
-std::string failed_files_note(const VerifyReport& verify)
+void note_failed_files(const VerifyReport& verify, ResumeVerdict& verdict)
 {
-    const auto failed = failed_files(verify);
+    verdict.failed_files = failed_files(verify);
+    const auto& failed = verdict.failed_files;
     if (failed.empty())
-        return {};
+        return;
     std::string names;
     for (std::size_t i = 0; i < failed.size() && i < 4; ++i)
         names += (i ? ", " : "") + printable(failed[i]);
-    return "the values read from " + names + (failed.size() > 4 ? ", ..." : "") +
-        ", which failed verification, are not the saved values";
+    verdict.not_checked.push_back("the values read from " + names + (failed.size() > 4 ? ", ..." : "") +
+                                  ", which failed verification, are not the saved values");
 }
 
 // A reading that could not start or go on (the format is not one stats reads, the step is gone,
@@ -216,6 +217,7 @@ ResumeState judge_values(const VerifyReport& verify, const ContentReport* conten
         if (w.kind != ProblemKind::all_zero_tensor && verdict.not_checked.size() < 8)
             verdict.not_checked.push_back(w.message);
     if (content->cancelled) {
+        verdict.cancelled = true;
         verdict.not_checked.push_back("the tensors' values: reading them was cancelled");
         values = std::min(values, ResumeState::unchecked);
     }
@@ -224,8 +226,7 @@ ResumeState judge_values(const VerifyReport& verify, const ContentReport* conten
         return std::min(values, ResumeState::unchecked);
     }
     verdict.checked.push_back(content_checks(*content));
-    if (const std::string note = failed_files_note(verify); !note.empty())
-        verdict.not_checked.push_back(note);
+    note_failed_files(verify, verdict);
     return values;
 }
 
@@ -247,11 +248,12 @@ ResumeVerdict resume_verdict(const VerifyReport& verify, const ContentReport* co
     if (bytes <= ResumeState::incomplete) {
         verdict.state = bytes;
         set_bytes_failure(verify, verdict);
-        if (const std::string note = failed_files_note(verify); content && !content->tensors.empty() && !note.empty())
-            verdict.not_checked.push_back(note);
+        if (content && !content->tensors.empty())
+            note_failed_files(verify, verdict);
         return verdict;
     }
     if (verify.cancelled) { // an unfinished verification shows nothing intact, whatever it found first
+        verdict.cancelled = true;
         verdict.state = ResumeState::unchecked;
         verdict.title = "Verification cancelled";
         verdict.meaning = "Not every file was checked; verify again before resuming.";

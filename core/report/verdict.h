@@ -37,6 +37,8 @@ struct ResumeVerdict {
     std::vector<std::string> checked; // what was looked at, in words for this format
     std::vector<std::string> not_checked; // what was not, and why (a format without digests says so)
     int expected_world_size = -1; // needs_reshard: the world size to reshard to
+    bool cancelled = false; // verification or the reading of the values stopped before the end
+    std::vector<std::string> failed_files; // values were read from these, which failed verification
 
     bool safe() const { return state == ResumeState::safe; }
 };

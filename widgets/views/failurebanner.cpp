@@ -87,18 +87,19 @@ void FailureBanner::showVerdict(const shardscope::ResumeVerdict& verdict, bool r
     switch (verdict.state) {
     case ResumeState::safe: apply(State::Good, printableText(verdict.title), meaning); break;
     case ResumeState::unchecked:
-        if (verdict.reasons.empty() && readingValues)
+        if (verdict.cancelled)
+            apply(State::Cancelled, printableText(verdict.title), meaning);
+        else if (readingValues)
             apply(State::Verifying, printableText(verdict.title),
                   tr("The files are intact; the tensors' values are being read (Tensors tab) before this can be "
                      "called safe to resume."));
         else
-            apply(verdict.reasons.empty() && verdict.title.starts_with("Values") ? State::Unchecked : State::Cancelled,
-                  printableText(verdict.title), meaning);
+            apply(State::Unchecked, printableText(verdict.title), meaning);
         break;
     default:
-        for (const auto& line : verdict.not_checked)
-            if (line.find("failed verification") != std::string::npos)
-                meaning += QLatin1Char(' ') + printableText(line) + QLatin1Char('.');
+        if (!verdict.failed_files.empty())
+            meaning += tr(" The values shown for %1 are not the saved ones: it failed verification.")
+                           .arg(printableText(QString::fromStdString(verdict.failed_files.front())));
         apply(State::Bad, printableText(verdict.title), meaning);
         if (verdict.state == ResumeState::needs_reshard && verdict.expected_world_size > 0) {
             m_reshardTo = verdict.expected_world_size;

@@ -109,6 +109,8 @@ private slots:
         QCOMPARE(v.reasons.front().kind, ProblemKind::hash_mismatch);
         // the values were read from a file that failed verification: said so
         QVERIFY(mentions(v.not_checked, "rank0.safetensors, which failed verification"));
+        QCOMPARE(v.failed_files, std::vector<std::string>{"rank0.safetensors"});
+        QVERIFY(judge(dir, false).failed_files.empty()); // no values read from it, nothing to disown
     }
 
     void missingShardIsIncomplete()
@@ -192,6 +194,7 @@ private slots:
         QVERIFY(content.cancelled);
         const ResumeVerdict v = resume_verdict(verify_checkpoint(dir), &content);
         QCOMPARE(v.state, ResumeState::unchecked);
+        QVERIFY(v.cancelled);
         QVERIFY(mentions(v.not_checked, "cancelled"));
         // NaN found before the cancel still counts: cancelling only keeps a step from being safe.
         content.problems.push_back({.kind = ProblemKind::nonfinite_values, .message = "'x' has 1 NaN", .rank = 0});
@@ -201,6 +204,8 @@ private slots:
         VerifyReport stopped = verify_checkpoint(dir, VerifyOptions{.expected_world_size = 4});
         stopped.cancelled = true;
         QCOMPARE(resume_verdict(stopped, nullptr, 4).state, ResumeState::unchecked);
+        QVERIFY(resume_verdict(stopped, nullptr, 4).cancelled);
+        QVERIFY(!judge(dir, false).cancelled);
     }
 
     void formatWithoutDigestsSaysSo()
