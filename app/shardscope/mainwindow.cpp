@@ -430,7 +430,7 @@ void MainWindow::updateVerdict()
     const shardscope::ResumeVerdict verdict =
         shardscope::resume_verdict(*report, reading ? nullptr : content.get(), expected > 0 ? expected : -1);
     m_checkpoint->showVerdict(verdict, reading);
-    m_tensors->showVerdict(verdict, reading);
+    m_tensors->showVerdict(verdict, reading, &*report); // marks the tensors read from its failed files
 
     using shardscope::ResumeState;
     Severity severity = Severity::bad;

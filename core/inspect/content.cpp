@@ -8,6 +8,7 @@
 #include "core/util/mapped.h"
 #include "core/util/parallel.h"
 #include "core/util/printable.h"
+#include "core/util/volume.h"
 
 #include <algorithm>
 #include <bit>
@@ -480,6 +481,45 @@ json content_report_json(const ContentReport& report)
             {"warnings", problems(report.warnings)},
             {"cancelled", report.cancelled},
             {"seconds", report.seconds}};
+}
+
+std::vector<TensorFromFiles> tensors_read_from(const ContentReport& report, const std::vector<std::string>& files)
+{
+    std::vector<TensorFromFiles> out;
+    if (files.empty())
+        return out;
+    // Compared as normalised relative paths ("./rank3.safetensors" is rank3.safetensors), each
+    // distinct part file once: a DCP checkpoint has 10^5 parts in a few hundred files.
+    auto normal = [](const std::string& path) { return fs::path(path).lexically_normal().generic_string(); };
+    std::map<std::string, std::size_t, std::less<>> index;
+    for (std::size_t f = 0; f < files.size(); ++f)
+        index.try_emplace(normal(files[f]), f);
+    std::map<std::string_view, std::optional<std::size_t>, std::less<>> file_of;
+    for (std::size_t t = 0; t < report.tensors.size(); ++t) {
+        TensorFromFiles from{.tensor = t};
+        for (const TensorPart& part : report.tensors[t].parts) {
+            auto [known, inserted] = file_of.try_emplace(part.file);
+            if (inserted)
+                if (const auto it = index.find(normal(part.file)); it != index.end())
+                    known->second = it->second;
+            if (!known->second)
+                continue;
+            from.numel += part.numel;
+            if (std::find(from.files.begin(), from.files.end(), *known->second) == from.files.end())
+                from.files.push_back(*known->second);
+        }
+        uint64_t whole = 0, held = 0;
+        if (!checked_volume(report.tensors[t].shape, whole))
+            whole = 0; // a shape no file can hold: nothing to count as missing
+        for (const TensorPart& part : report.tensors[t].parts)
+            held += part.numel;
+        from.unread = whole > held ? whole - held : 0;
+        if (from.files.empty() && from.unread == 0)
+            continue;
+        std::sort(from.files.begin(), from.files.end());
+        out.push_back(std::move(from));
+    }
+    return out;
 }
 
 } // namespace shardscope

@@ -111,4 +111,21 @@ ContentReport inspect_content(const std::filesystem::path& path, const ContentOp
 // The stats --json object: ok, format, path, tensors[], problems[], warnings[], cancelled, seconds.
 nlohmann::json content_report_json(const ContentReport& report);
 
+// A tensor whose values were read, in whole or in part, from some of a given set of files.
+struct TensorFromFiles {
+    std::size_t tensor = 0; // its index in ContentReport::tensors
+    std::vector<std::size_t> files; // the files its parts were read from: indices into the set, ascending
+    uint64_t numel = 0; // how many of its elements those parts hold
+    // Elements no part holds at all: their file could not even be laid out (a truncated or invalid
+    // header drops the file's parts), so its figures cover the rest only.
+    uint64_t unread = 0;
+};
+
+// The tensors of `report` read from any of `files` (paths relative to the checkpoint directory, as
+// TensorPart::file and verify's ShardCheck::path) and, when `files` is not empty, those with
+// elements no part holds; in tensor order. Given the files that failed verification (failed_files
+// in core/report/verdict.h), these are the tensors whose statistics are not the saved values, so
+// that the app, the CLI and the reports mark the same ones. Reads nothing.
+std::vector<TensorFromFiles> tensors_read_from(const ContentReport& report, const std::vector<std::string>& files);
+
 } // namespace shardscope

@@ -297,7 +297,7 @@ std::vector<ReportBlock> report_document(const ReportInput& input)
         table(stage_table(input.pipeline->plan));
     }
     if (input.content)
-        report::content_section(*input.content, doc);
+        report::content_section(*input.content, input.verify ? &*input.verify : nullptr, doc);
     if (input.diff)
         report::diff_section(*input.diff, doc);
     if (input.reshard) {

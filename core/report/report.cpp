@@ -198,8 +198,18 @@ nlohmann::json report_json(const ReportInput& input)
     }
     if (input.reshard)
         out["reshard"] = reshard_plan_json(*input.reshard);
-    if (input.content)
+    if (input.content) {
         out["content"] = content_report_json(*input.content);
+        // With a verification: which tensors' values came from files that failed it (as the app
+        // and the Markdown mark them); stats --json, which verifies nothing, has no such key.
+        if (input.verify) {
+            nlohmann::json& tensors = out["content"]["tensors"];
+            for (nlohmann::json& t : tensors)
+                t["from_failed_file"] = false;
+            for (const TensorFromFiles& mark : tensors_read_from(*input.content, failed_files(*input.verify)))
+                tensors[mark.tensor]["from_failed_file"] = true;
+        }
+    }
     if (input.diff)
         out["diff"] = diff_report_json(*input.diff);
     out["ok"] = report_exit_code(input) == 0;

@@ -3,8 +3,10 @@
 #include "widgets/style/format.h"
 #include "widgets/style/statusstyle.h"
 
+#include <QBrush>
 #include <QColor>
 #include <QPalette>
+#include <algorithm>
 
 namespace shardwidgets {
 
@@ -36,6 +38,22 @@ QVariant badForeground(const ValueStats& s)
     return s.nonfinite() > 0 ? QVariant(severityColor(Severity::bad, QPalette())) : QVariant();
 }
 
+// The banner's tint (the status colour over the base colour): a marked row stands out in light and
+// dark palettes, its text keeps its contrast, and its red NaN counts stay readable.
+QBrush failedTint()
+{
+    const QPalette palette;
+    const QColor base = palette.color(QPalette::Base);
+    const QColor tone = severityColor(Severity::bad, palette);
+    return QColor::fromRgbF(base.redF() * 0.85f + tone.redF() * 0.15f, base.greenF() * 0.85f + tone.greenF() * 0.15f,
+                            base.blueF() * 0.85f + tone.blueF() * 0.15f);
+}
+
+QString failedFileText(const FailedFile& f)
+{
+    return QObject::tr("%1, which failed verification (%2)").arg(printableText(f.path), statusText(f.status));
+}
+
 } // namespace
 
 TensorStatsModel::TensorStatsModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -44,7 +62,83 @@ void TensorStatsModel::setReport(std::shared_ptr<const shardscope::ContentReport
 {
     beginResetModel();
     m_report = std::move(report);
+    m_failed.clear(); // of the verification of whatever was open before
+    m_from.clear();
+    m_markOfRow.clear();
     endResetModel();
+}
+
+void TensorStatsModel::setFailedFiles(std::vector<FailedFile> files)
+{
+    m_failed = std::move(files);
+    m_from.clear();
+    m_markOfRow.clear();
+    if (m_report && !m_failed.empty()) {
+        std::vector<std::string> paths;
+        for (const FailedFile& f : m_failed)
+            paths.push_back(f.path);
+        m_from = shardscope::tensors_read_from(*m_report, paths);
+        m_markOfRow.assign(m_report->tensors.size(), -1);
+        for (std::size_t i = 0; i < m_from.size(); ++i)
+            m_markOfRow[m_from[i].tensor] = int(i);
+    }
+    if (rowCount() > 0)
+        emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1),
+                         {Qt::DecorationRole, Qt::BackgroundRole, Qt::ToolTipRole});
+}
+
+int TensorStatsModel::readFromFailedFileCount() const
+{
+    return int(std::count_if(m_from.begin(), m_from.end(), [](const auto& m) { return !m.files.empty(); }));
+}
+
+int TensorStatsModel::unreadFromFailedFileCount() const
+{
+    return int(std::count_if(m_from.begin(), m_from.end(), [](const auto& m) { return m.unread > 0; }));
+}
+
+const shardscope::TensorFromFiles* TensorStatsModel::markOf(int row) const
+{
+    if (row < 0 || std::size_t(row) >= m_markOfRow.size() || m_markOfRow[std::size_t(row)] < 0)
+        return nullptr;
+    return &m_from[std::size_t(m_markOfRow[std::size_t(row)])];
+}
+
+QString TensorStatsModel::failedFileNote(int row) const
+{
+    const shardscope::TensorFromFiles* mark = markOf(row);
+    if (!mark)
+        return {};
+    QStringList files;
+    for (std::size_t f : mark->files)
+        files << failedFileText(m_failed[f]);
+    const uint64_t numel = tensorAt(row)->stats.numel + mark->unread;
+    QStringList said;
+    if (!files.isEmpty())
+        said << (mark->numel < numel ? tr("%1 of its %2 elements were read from %3")
+                                           .arg(formatCount(mark->numel), formatCount(numel), files.join(tr("; ")))
+                                     : tr("Read from %1").arg(files.join(tr("; "))));
+    if (mark->unread > 0) {
+        // The file's parts were dropped with its header, so which file held them is not in the
+        // report: with one failed file it is that one.
+        const QString where =
+            m_failed.size() == 1 ? failedFileText(m_failed.front()) : tr("a file that failed verification");
+        said << (mark->unread < numel
+                     ? tr("%1 of its %2 elements were not read: they are in %3")
+                           .arg(formatCount(mark->unread), formatCount(numel), where)
+                     : tr("None of its %1 elements were read: they are in %2").arg(formatCount(numel), where));
+    }
+    return said.join(tr("; ")) + tr(": these figures are not the saved values.");
+}
+
+QIcon TensorStatsModel::failedFileIcon(int row) const
+{
+    const shardscope::TensorFromFiles* mark = markOf(row);
+    if (!mark)
+        return {};
+    if (!mark->files.empty())
+        return statusIcon(m_failed[mark->files.front()].status);
+    return m_failed.size() == 1 ? statusIcon(m_failed.front().status) : severityIcon(Severity::bad);
 }
 
 void TensorStatsModel::clear()
@@ -103,11 +197,21 @@ QVariant TensorStatsModel::data(const QModelIndex& index, int role) const
         return badForeground(s);
     } else if (role == Qt::TextAlignmentRole && index.column() >= Min) {
         return int(Qt::AlignRight | Qt::AlignVCenter);
-    } else if (role == Qt::ToolTipRole && index.column() == Name) {
-        return tr("%1 elements in %2 part(s); |x| ≤ %3, L2 %4")
-            .arg(formatCount(s.numel))
-            .arg(t.parts.size())
-            .arg(figure(s, s.abs_max), figure(s, s.l2()));
+    } else if (role == Qt::DecorationRole && index.column() == Name) {
+        if (markOf(index.row()))
+            return failedFileIcon(index.row());
+    } else if (role == Qt::BackgroundRole) {
+        if (markOf(index.row()))
+            return failedTint();
+    } else if (role == Qt::ToolTipRole) {
+        const QString note = failedFileNote(index.row());
+        if (index.column() != Name)
+            return note.isEmpty() ? QVariant() : QVariant(note);
+        const QString figures = tr("%1 elements in %2 part(s); |x| ≤ %3, L2 %4")
+                                    .arg(formatCount(s.numel))
+                                    .arg(t.parts.size())
+                                    .arg(figure(s, s.abs_max), figure(s, s.l2()));
+        return note.isEmpty() ? figures : note + QLatin1Char('\n') + figures;
     }
     return {};
 }
@@ -128,6 +232,21 @@ void TensorPartsModel::setTensor(const shardscope::TensorContent* tensor)
     beginResetModel();
     m_tensor = tensor;
     endResetModel();
+}
+
+void TensorPartsModel::setFailedFiles(std::vector<FailedFile> files)
+{
+    m_failed = std::move(files);
+    if (rowCount() > 0)
+        emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1),
+                         {Qt::DecorationRole, Qt::BackgroundRole, Qt::ToolTipRole});
+}
+
+const FailedFile* TensorPartsModel::failedFileOf(int row) const
+{
+    const std::string& file = m_tensor->parts[std::size_t(row)].file;
+    const auto it = std::find_if(m_failed.begin(), m_failed.end(), [&](const FailedFile& f) { return f.path == file; });
+    return it == m_failed.end() ? nullptr : &*it;
 }
 
 int TensorPartsModel::rowCount(const QModelIndex& parent) const
@@ -160,6 +279,15 @@ QVariant TensorPartsModel::data(const QModelIndex& index, int role) const
         return badForeground(s);
     } else if (role == Qt::TextAlignmentRole && index.column() >= Elements) {
         return int(Qt::AlignRight | Qt::AlignVCenter);
+    } else if (role == Qt::DecorationRole && index.column() == File) {
+        if (const FailedFile* failed = failedFileOf(index.row()))
+            return statusIcon(failed->status);
+    } else if (role == Qt::BackgroundRole) {
+        if (failedFileOf(index.row()))
+            return failedTint();
+    } else if (role == Qt::ToolTipRole) {
+        if (const FailedFile* failed = failedFileOf(index.row()))
+            return tr("Read from %1: these figures are not the saved values.").arg(failedFileText(*failed));
     }
     return {};
 }

@@ -41,6 +41,14 @@ QString meaningOf(shardscope::ProblemKind kind)
     }
 }
 
+// The summary line back to plain text (it is red while it names failed files).
+void resetStatus(QLabel* status, const QString& text)
+{
+    status->setPalette(QPalette());
+    status->setToolTip({});
+    status->setText(text);
+}
+
 } // namespace
 
 TensorsPanel::TensorsPanel(QWidget* parent)
@@ -50,6 +58,7 @@ TensorsPanel::TensorsPanel(QWidget* parent)
       m_proxy(new QSortFilterProxyModel(this)), m_table(new QTableView(this)), m_histogram(new HistogramView(this)),
       m_parts(new TensorPartsModel(this)), m_partsView(new QTableView(this))
 {
+    m_status->setObjectName(QStringLiteral("tensorSummary"));
     m_table->setObjectName(QStringLiteral("tensorTable"));
     m_filter->setObjectName(QStringLiteral("tensorFilter"));
     m_partsView->setObjectName(QStringLiteral("partsTable"));
@@ -117,7 +126,7 @@ void TensorsPanel::open(const QString& path)
     m_parts->setTensor(nullptr);
     m_histogram->clear();
     m_banner->hideBanner();
-    m_status->setText(tr("Reading the tensors of %1").arg(printableText(path)));
+    resetStatus(m_status, tr("Reading the tensors of %1").arg(printableText(path)));
     m_progress->setValue(0);
     m_progress->setFormat(tr("reading"));
     m_rate->clear();
@@ -137,7 +146,7 @@ void TensorsPanel::clear()
     m_parts->setTensor(nullptr);
     m_histogram->clear();
     m_banner->hideBanner();
-    m_status->setText(tr("Open a checkpoint to look inside its tensors"));
+    resetStatus(m_status, tr("Open a checkpoint to look inside its tensors"));
     m_progress->setValue(0);
     m_progress->setFormat(tr("no checkpoint"));
     m_rate->clear();
@@ -156,7 +165,7 @@ void TensorsPanel::onFinished()
     if (outcome.error) {
         showJobOutcome(m_progress, Severity::bad, tr("not read"));
         m_rate->clear();
-        m_status->setText(tr("Tensors not read"));
+        resetStatus(m_status, tr("Tensors not read"));
         m_banner->showError(tr("The tensors cannot be read"), printableText(outcome.error->message));
         // Kept as a finding, as shardctl verify --content does: values that cannot be read are
         // part of the resume verdict, not a gap in it.
@@ -177,8 +186,9 @@ void TensorsPanel::onFinished()
                    r.cancelled  ? tr("cancelled")
                        : r.ok() ? tr("read")
                                 : tr("problems"));
-    m_status->setText(tr("%1 tensors (%2) read in %3")
-                          .arg(formatCount(r.tensors.size()), printableText(r.format), formatDuration(r.seconds)));
+    m_readSummary = tr("%1 tensors (%2) read in %3")
+                        .arg(formatCount(r.tensors.size()), printableText(r.format), formatDuration(r.seconds));
+    showSummary();
     if (r.cancelled)
         m_banner->showResult(false, tr("Cancelled"), tr("Not every tensor was read; the table shows partial figures."));
     else if (!r.problems.empty())
@@ -205,8 +215,36 @@ void TensorsPanel::onFinished()
     if (m_proxy->rowCount() > 0) {
         m_table->selectRow(first);
         m_table->scrollTo(m_proxy->index(first, 0));
+        m_autoSelected = true;
     }
     emit scanFinished(r.ok());
+}
+
+void TensorsPanel::showSummary()
+{
+    const int marked = m_model->fromFailedFileCount();
+    const auto& failed = m_model->failedFiles();
+    if (marked == 0) {
+        resetStatus(m_status, m_readSummary);
+        return;
+    }
+    QPalette pal = m_status->palette();
+    pal.setColor(QPalette::WindowText, severityColor(Severity::bad, pal));
+    m_status->setPalette(pal);
+    QStringList names;
+    for (const FailedFile& f : failed)
+        names << printableText(f.path);
+    const QString which = failed.size() == 1 ? names.front() : tr("%1 files").arg(failed.size());
+    // Not "finite" or "read" alone: these figures are not what the step holds. A truncated file
+    // gave no values at all: its tensors lack them rather than hold them.
+    const bool read = m_model->readFromFailedFileCount() > 0, unread = m_model->unreadFromFailedFileCount() > 0;
+    const QString how = read && unread ? tr("hold values from, or lack values in,")
+        : read                         ? tr("hold values from")
+                                       : tr("lack the values in");
+    m_status->setText(tr("%1 · %2 of them %3 %4, which failed verification")
+                          .arg(m_readSummary, formatCount(uint64_t(marked)), how, which));
+    m_status->setToolTip(tr("Failed verification: %1. The marked rows' statistics are not the saved values.")
+                             .arg(names.join(QStringLiteral(", "))));
 }
 
 bool TensorsPanel::isReading() const
@@ -214,13 +252,57 @@ bool TensorsPanel::isReading() const
     return m_controller->isRunning();
 }
 
-void TensorsPanel::showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues)
+void TensorsPanel::showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues,
+                               const shardscope::VerifyReport* verify)
 {
     m_banner->showVerdict(verdict, readingValues);
+    std::vector<FailedFile> failed;
+    for (const std::string& path : verdict.failed_files) {
+        FailedFile f{.path = path};
+        if (verify)
+            for (const shardscope::ShardCheck& shard : verify->shards)
+                if (shard.path == path)
+                    f.status = shard.status;
+        failed.push_back(std::move(f));
+    }
+    const bool wasMarked = m_model->fromFailedFileCount() > 0;
+    m_model->setFailedFiles(failed);
+    m_parts->setFailedFiles(std::move(failed));
+    if (!m_report || m_model->rowCount() == 0)
+        return;
+    if (!wasMarked && m_model->fromFailedFileCount() > 0) { // the names make room for the mark's icon
+        m_table->resizeColumnToContents(TensorStatsModel::Name);
+        m_table->setColumnWidth(TensorStatsModel::Name, std::min(m_table->columnWidth(TensorStatsModel::Name), 360));
+        m_partsView->resizeColumnsToContents();
+    }
+    showSummary();
+    showJobOutcome(m_progress,
+                   m_model->fromFailedFileCount() > 0 ? Severity::bad
+                       : m_report->cancelled          ? Severity::neutral
+                       : m_report->ok()               ? Severity::good
+                                                      : Severity::bad,
+                   m_model->fromFailedFileCount() > 0 ? tr("not the saved values")
+                       : m_report->cancelled          ? tr("cancelled")
+                       : m_report->ok()               ? tr("read")
+                                                      : tr("problems"));
+    // The page chose the row (no NaN to show): show the first marked tensor and its failed part.
+    const QModelIndex current = m_proxy->mapToSource(m_table->currentIndex());
+    if (!m_autoSelected || m_model->fromFailedFileCount() == 0 ||
+        (current.isValid() &&
+         (m_model->isFromFailedFile(current.row()) || m_model->tensorAt(current.row())->stats.nonfinite() > 0)))
+        return;
+    for (int row = 0; row < m_proxy->rowCount(); ++row)
+        if (m_model->isFromFailedFile(m_proxy->mapToSource(m_proxy->index(row, 0)).row())) {
+            m_table->selectRow(row);
+            m_table->scrollTo(m_proxy->index(row, 0), QAbstractItemView::PositionAtCenter);
+            m_autoSelected = true;
+            break;
+        }
 }
 
 void TensorsPanel::showSelected()
 {
+    m_autoSelected = false; // set again by whoever selected on the user's behalf
     const QModelIndex current = m_proxy->mapToSource(m_table->currentIndex());
     const shardscope::TensorContent* tensor = current.isValid() ? m_model->tensorAt(current.row()) : nullptr;
     m_parts->setTensor(tensor);

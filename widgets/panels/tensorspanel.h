@@ -40,14 +40,16 @@ public:
     void clear();
     bool isReading() const; // the scan is running
     // The one resume verdict (the main window's, from the bytes and these values together)
-    // replaces what the values alone said.
-    void showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues);
+    // replaces what the values alone said. The tensors read from its failed_files are marked, with
+    // each file's status from `verify` (the verification the verdict was made from).
+    void showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues,
+                     const shardscope::VerifyReport* verify = nullptr);
     FailureBanner* banner() const { return m_banner; }
 
     const shardscope::ContentReport* report() const { return m_report.get(); }
     const std::shared_ptr<const shardscope::ContentReport>& sharedReport() const { return m_report; }
-    // The parts, for tests and the main window: each child also has an objectName ("tensorTable",
-    // "tensorFilter", "partsTable", "histogram", "banner") for QObject::findChild.
+    // The parts, for tests and the main window: each child also has an objectName ("tensorSummary",
+    // "tensorTable", "tensorFilter", "partsTable", "histogram", "banner") for QObject::findChild.
     TensorStatsModel* model() const { return m_model; }
     TensorPartsModel* partsModel() const { return m_parts; }
 
@@ -58,6 +60,7 @@ private:
     void onProgress(quint64 done, quint64 total, double rate, double eta);
     void onFinished();
     void showSelected();
+    void showSummary(); // the line above the table: what was read, and how much of it from failed files
 
     ContentController* m_controller;
     std::shared_ptr<const shardscope::ContentReport> m_report;
@@ -73,6 +76,8 @@ private:
     HistogramView* m_histogram;
     TensorPartsModel* m_parts;
     QTableView* m_partsView;
+    QString m_readSummary; // "72 tensors (shardscope) read in 2 s"
+    bool m_autoSelected = false; // the selected row is the page's choice, not the user's
 };
 
 } // namespace shardwidgets

@@ -17,8 +17,9 @@ inline constexpr std::size_t kRowsShown = 64;
 ReportBlock problems_block(const std::vector<Problem>& problems);
 // The content-health verdict of a report about values alone (no verification in it).
 ReportBlock content_verdict(const ContentReport& content);
-// "Tensor content": the verdict when good, problems and warnings, the tensors holding NaN/Inf.
-void content_section(const ContentReport& content, std::vector<ReportBlock>& doc);
+// "Tensor content": the verdict when good, problems and warnings, the tensors holding NaN/Inf and,
+// given the verification (may be null), those whose values came from files that failed it.
+void content_section(const ContentReport& content, const VerifyReport* verify, std::vector<ReportBlock>& doc);
 // "Comparison": with what, the verdict, problems, and the tensors that differ.
 void diff_section(const DiffReport& diff, std::vector<ReportBlock>& doc);
 

@@ -8,6 +8,7 @@
 #include "core/inspect/content.h"
 #include "core/inspect/internal/halves.h"
 #include "core/run/demo.h"
+#include "core/util/volume.h"
 #include "foreign_fixtures.h"
 #include "content_fixtures.h"
 
@@ -394,6 +395,74 @@ private slots:
                 for (std::size_t p = 0; p < t.parts.size(); ++p)
                     QCOMPARE(t.part_stats[p].nonfinite(), t.parts[p].rank == 2 ? uint64_t(2) : uint64_t(0));
             }
+    }
+
+    // Which tensors hold values from given files (those that failed verification): exactly the
+    // tensors with a part in one of them, however the path is spelled, and nothing for no file.
+    void tensorsReadFromFiles()
+    {
+        QTemporaryDir tmp;
+        const uint64_t numel = 100'000;
+        const fs::path dir = tmp.filePath(QStringLiteral("w4")).toStdString();
+        SaveOptions options;
+        options.tensors = demo_tensor_layout(numel);
+        save_sharded(make_demo_state(3, numel, 4, ParamDtype::BF16), dir, 10, options);
+        const ContentReport r = inspect_content(dir);
+        QVERIFY(r.ok());
+
+        const std::vector<std::string> failed = {"missing.safetensors", "./rank3.safetensors", "rank1.safetensors"};
+        const std::vector<TensorFromFiles> from = tensors_read_from(r, failed);
+        std::size_t next = 0, partly = 0;
+        for (std::size_t t = 0; t < r.tensors.size(); ++t) {
+            std::vector<std::size_t> files;
+            uint64_t elements = 0;
+            for (const TensorPart& p : r.tensors[t].parts)
+                if (p.rank == 3 || p.rank == 1) {
+                    const std::size_t f = p.rank == 3 ? 1 : 2;
+                    if (std::find(files.begin(), files.end(), f) == files.end())
+                        files.push_back(f);
+                    elements += p.numel;
+                }
+            std::sort(files.begin(), files.end());
+            if (files.empty())
+                continue;
+            QVERIFY(next < from.size());
+            QCOMPARE(from[next].tensor, t);
+            QCOMPARE(from[next].files, files);
+            QCOMPARE(from[next].numel, elements);
+            partly += elements < r.tensors[t].stats.numel;
+            ++next;
+        }
+        QCOMPARE(next, from.size());
+        QVERIFY(next > 0 && next < r.tensors.size()); // some tensors, not all
+        QVERIFY(partly > 0); // a tensor straddling rank 0 and 1 (or 2 and 3) is read in part from them
+        QVERIFY(tensors_read_from(r, {}).empty());
+        QVERIFY(tensors_read_from(r, {"rank7.safetensors"}).empty());
+
+        // A truncated rank 0: its header no longer fits the file, so its parts are not listed and
+        // the tensors it held report elements no part holds.
+        fs::resize_file(dir / "rank0.safetensors", fs::file_size(dir / "rank0.safetensors") / 2);
+        const ContentReport cut = inspect_content(dir);
+        QVERIFY(!cut.ok());
+        const std::vector<TensorFromFiles> unread = tensors_read_from(cut, {"rank0.safetensors"});
+        const uint64_t slice = numel / 4; // rank 0 holds [0, slice) of the flat vector
+        std::size_t at = 0;
+        for (std::size_t t = 0; t < cut.tensors.size(); ++t) {
+            const TensorContent& tc = cut.tensors[t];
+            uint64_t n = 0;
+            QVERIFY(checked_volume(tc.shape, n));
+            const uint64_t lost = tc.flat_offset < slice ? std::min(slice, tc.flat_offset + n) - tc.flat_offset : 0;
+            if (lost == 0)
+                continue;
+            QVERIFY(at < unread.size());
+            QCOMPARE(unread[at].tensor, t);
+            QVERIFY(unread[at].files.empty());
+            QCOMPARE(unread[at].unread, lost);
+            ++at;
+        }
+        QCOMPARE(at, unread.size());
+        QVERIFY(at > 0);
+        QVERIFY(tensors_read_from(cut, {}).empty()); // nothing failed: nothing to blame
     }
 
     void safetensorsFileAndIndex()

@@ -199,6 +199,74 @@ private slots:
         QVERIFY(safe.contains(QStringLiteral("_All 1 tensors are finite"))); // the section's finding, not a verdict
     }
 
+    // Statistics read from a file that failed verification are marked as such, in every form: the
+    // section says how many tensors' values came from such files instead of "all finite", its table
+    // lists them with the file and how much of each came from it, and the JSON flags each tensor.
+    void tensorsFromFailedFilesAreMarked()
+    {
+        ReportInput input;
+        input.checkpoint_path = "/ck";
+        input.verify = report({{.kind = ProblemKind::hash_mismatch,
+                                .message = "rank 1: digest differs",
+                                .path = "rank1.safetensors",
+                                .rank = 1}});
+        input.verify->shards[1].status = ShardStatus::hash_mismatch;
+        auto content = std::make_shared<ContentReport>();
+        content->format = "shardscope";
+        const double five[] = {1, 2, 3, 4, 5};
+        auto tensor = [&](std::string name, std::vector<int> ranks) {
+            TensorContent t{.name = std::move(name), .state = "param", .shape = {5 * ranks.size()}};
+            for (int r : ranks) {
+                t.parts.push_back({.rank = r, .file = "rank" + std::to_string(r) + ".safetensors", .numel = 5});
+                t.part_stats.emplace_back().add(five, 5);
+                t.stats.add(five, 5);
+            }
+            return t;
+        };
+        content->tensors = {tensor("a", {0}), tensor("b", {0, 1}), tensor("c", {1})};
+        input.content = content;
+
+        const auto json = report_json(input);
+        QCOMPARE(json["content"]["tensors"][0]["from_failed_file"].get<bool>(), false);
+        QCOMPARE(json["content"]["tensors"][1]["from_failed_file"].get<bool>(), true);
+        QCOMPARE(json["content"]["tensors"][2]["from_failed_file"].get<bool>(), true);
+        QCOMPARE(json["verdict"]["state"].get<std::string>(), std::string("corrupt"));
+
+        const QString md = QString::fromStdString(report_markdown(input));
+        QVERIFY2(md.contains(QStringLiteral("The values of 2 of 3 tensors come, in whole or in part, from files that "
+                                            "failed verification (rank1.safetensors)")),
+                 qPrintable(md));
+        QVERIFY(!md.contains(QStringLiteral("tensors are finite")));
+        QVERIFY(md.contains(QStringLiteral("| From a file that failed verification |")));
+        QVERIFY2(md.contains(QStringLiteral("| b | param | F32 | 10 | 0 | 0 | 0 | ✗ rank1.safetensors (hash mismatch): "
+                                            "5 of 10 elements |")),
+                 qPrintable(md));
+        QVERIFY(
+            md.contains(QStringLiteral("| c | param | F32 | 5 | 0 | 0 | 0 | ✗ rank1.safetensors (hash mismatch) |")));
+        QVERIFY(!md.contains(QStringLiteral("| a |"))); // finite and read from an intact file: not worth a row
+        QVERIFY(
+            QString::fromStdString(report_html(input)).contains(QStringLiteral("✗ rank1.safetensors (hash mismatch)")));
+
+        // A truncated file whose parts could not even be listed: what is missing is counted.
+        content->tensors = {tensor("a", {0}), tensor("b", {0})};
+        content->tensors[1].shape = {10}; // its rank 1 half was in the failed file
+        input.verify->shards[1].status = ShardStatus::size_mismatch;
+        const QString cut = QString::fromStdString(report_markdown(input));
+        QVERIFY2(cut.contains(QStringLiteral("| b | param | F32 | 5 | 0 | 0 | 0 | ✗ 5 of 10 elements not read "
+                                             "(rank1.safetensors, size mismatch) |")),
+                 qPrintable(cut));
+        QCOMPARE(report_json(input)["content"]["tensors"][1]["from_failed_file"].get<bool>(), true);
+
+        // Intact files: nothing is marked, and the section says what the values showed.
+        input.verify = report({});
+        const auto intact = report_json(input);
+        for (const auto& t : intact["content"]["tensors"])
+            QCOMPARE(t["from_failed_file"].get<bool>(), false);
+        const QString good = QString::fromStdString(report_markdown(input));
+        QVERIFY(!good.contains(QStringLiteral("failed verification")));
+        QVERIFY(good.contains(QStringLiteral("_All 2 tensors are finite")));
+    }
+
     // The comparison section: what differs, in model order, with its figures; differences do not
     // fail the report (the checkpoint is not broken because it differs from another).
     void comparisonSection()

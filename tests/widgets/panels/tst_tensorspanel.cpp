@@ -3,6 +3,8 @@
 // in the banner, and in the selected tensor's parts, all read off the GUI thread.
 
 #include "core/inspect/content.h"
+#include "core/open/verify.h"
+#include "core/report/verdict.h"
 #include "core/run/demo.h"
 #include "widgets/jobs/contentcontroller.h"
 #include "widgets/models/tensorstatsmodel.h"
@@ -10,8 +12,11 @@
 #include "widgets/views/failurebanner.h"
 #include "widgets/views/histogramgeometry.h"
 #include "widgets/views/histogramview.h"
+#include "widgets/style/statusstyle.h"
+#include "widgettestutil.h"
 
 #include <QAbstractItemModelTester>
+#include <QLabel>
 #include <QLineEdit>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
@@ -134,6 +139,107 @@ private slots:
         QVERIFY(finished.wait(30000));
         QCOMPARE(finished.at(0).at(0).toBool(), true);
         QCOMPARE(banner(panel)->state(), FailureBanner::State::Good);
+    }
+
+    // A shard that fails verification (a flipped byte, a truncated file): the one verdict names it,
+    // and every tensor with values from it — and only those — is marked in the table and in its
+    // parts, and the summary line counts them instead of reading as a plain success.
+    void tensorsFromAFailedFileAreMarked_data()
+    {
+        QTest::addColumn<bool>("truncate");
+        QTest::addColumn<int>("rank");
+        QTest::newRow("hash mismatch") << false << 3;
+        QTest::newRow("truncated") << true << 0;
+    }
+    void tensorsFromAFailedFileAreMarked()
+    {
+        QFETCH(bool, truncate);
+        QFETCH(int, rank);
+        QTemporaryDir tmp;
+        const QString dir = writeCheckpoint(tmp, false);
+        const std::string file = "rank" + std::to_string(rank) + ".safetensors";
+        const std::filesystem::path path = std::filesystem::path(dir.toStdString()) / file;
+        if (truncate)
+            std::filesystem::resize_file(path, std::filesystem::file_size(path) * 2 / 3);
+        else
+            widgettest::flipByte(path);
+        TensorsPanel panel;
+        QAbstractItemModelTester tester(panel.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester partsTester(panel.partsModel(),
+                                             QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QSignalSpy finished(&panel, &TensorsPanel::scanFinished);
+        panel.open(dir);
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(panel.model()->fromFailedFileCount(), 0); // nothing is known about the bytes yet
+
+        // What the main window does once the bytes are verified too.
+        const shardscope::VerifyReport verify = shardscope::verify_checkpoint(std::filesystem::path(dir.toStdString()));
+        const shardscope::ResumeVerdict verdict = shardscope::resume_verdict(verify, panel.report());
+        QCOMPARE(verdict.failed_files, std::vector<std::string>{file});
+        const auto shard = std::find_if(verify.shards.begin(), verify.shards.end(),
+                                        [&](const shardscope::ShardCheck& s) { return s.path == file; });
+        QVERIFY(shard != verify.shards.end());
+        panel.showVerdict(verdict, false, &verify);
+        QCOMPARE(banner(panel)->state(), FailureBanner::State::Bad);
+
+        const TensorStatsModel& model = *panel.model();
+        const QString why = QStringLiteral("%1, which failed verification (%2)")
+                                .arg(QString::fromStdString(file), statusText(shard->status));
+        int marked = 0, partly = 0;
+        for (int row = 0; row < model.rowCount(); ++row) {
+            const shardscope::TensorContent& t = *model.tensorAt(row);
+            uint64_t fromFile = 0, held = 0, whole = 1;
+            for (const auto& part : t.parts) {
+                fromFile += part.rank == rank ? part.numel : 0;
+                held += part.numel;
+            }
+            for (uint64_t d : t.shape)
+                whole *= d;
+            // A truncated file's header is invalid: its parts are not even listed, its elements unread.
+            const bool expected = fromFile > 0 || held < whole;
+            QCOMPARE(model.isFromFailedFile(row), expected);
+            QCOMPARE(model.index(row, TensorStatsModel::Name).data(Qt::DecorationRole).isValid(), expected);
+            QCOMPARE(model.index(row, TensorStatsModel::Mean).data(Qt::BackgroundRole).isValid(), expected);
+            const QString tip = model.index(row, TensorStatsModel::Mean).data(Qt::ToolTipRole).toString();
+            QCOMPARE(tip.contains(why), expected);
+            QVERIFY2(!expected || tip.contains(QStringLiteral("not the saved values")), qPrintable(tip));
+            if (expected && fromFile < whole) { // in part from it, or in part unread: says how much
+                QVERIFY2(tip.contains(QStringLiteral("of its")), qPrintable(tip));
+                ++partly;
+            }
+            marked += expected;
+        }
+        QVERIFY(marked > 0 && marked < model.rowCount());
+        QVERIFY(partly > 0);
+        QCOMPARE(model.fromFailedFileCount(), marked);
+
+        // The summary line counts them and names the file; it does not read as a plain success.
+        const QString summary = panel.findChild<QLabel*>(QStringLiteral("tensorSummary"))->text();
+        QVERIFY2(summary.contains(
+                     QStringLiteral("%1 of them %2 %3, which failed verification")
+                         .arg(marked)
+                         .arg(truncate ? QStringLiteral("lack the values in") : QStringLiteral("hold values from"))
+                         .arg(QString::fromStdString(file))),
+                 qPrintable(summary));
+        QVERIFY(!banner(panel)->text().contains(QStringLiteral("finite")));
+
+        // The page selects a marked tensor, whose failed part is marked in the parts table too.
+        const QModelIndex current = proxy(panel)->mapToSource(table(panel)->currentIndex());
+        QVERIFY(model.isFromFailedFile(current.row()));
+        const TensorPartsModel& parts = *panel.partsModel();
+        bool sawFailed = false;
+        for (int row = 0; row < parts.rowCount(); ++row) {
+            const bool failed = parts.index(row, TensorPartsModel::Rank).data().toInt() == rank;
+            QCOMPARE(parts.index(row, TensorPartsModel::File).data(Qt::DecorationRole).isValid(), failed);
+            sawFailed = sawFailed || failed;
+        }
+        QCOMPARE(sawFailed, !truncate); // a truncated file's parts are not listed at all
+
+        // A verdict without failed files (the shard restored and verified again) takes the marks away.
+        panel.showVerdict(shardscope::ResumeVerdict{}, false, nullptr);
+        QCOMPARE(model.fromFailedFileCount(), 0);
+        QVERIFY(!model.index(current.row(), TensorStatsModel::Name).data(Qt::DecorationRole).isValid());
+        QVERIFY(!panel.findChild<QLabel*>(QStringLiteral("tensorSummary"))->text().contains(QStringLiteral("failed")));
     }
 
     void tensorNamesAreEscaped()
