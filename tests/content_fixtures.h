@@ -54,4 +54,35 @@ std::string float_archive(const std::string& prefix, const std::string& name, co
     return zip.finish();
 }
 
+// A torch DCP checkpoint of one float32 tensor `fqn` holding `values`, stored as the chunk's raw
+// bytes in __0_0.distcp (a range DCP reads as the chunk itself).
+inline void write_dcp_checkpoint(const std::filesystem::path& dir, const std::string& fqn,
+                                 const std::vector<float>& values)
+{
+    const uint64_t n = values.size();
+    const std::vector<fixtures::DcpTensorSpec> tensors = {
+        {.fqn = fqn, .size = {n}, .chunks = {{.offsets = {0}, .sizes = {n}, .file = "__0_0.distcp", .length = n * 4}}}};
+    fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
+    fixtures::write_file(dir / "__0_0.distcp", bytes_of(values));
+}
+
+// A DeepSpeed global_step folder: the model file and one ZeRO rank's optimizer file, whose
+// exp_avg_sq holds `exp_avg_sq`.
+inline void write_deepspeed_step(const std::filesystem::path& dir, const std::vector<float>& exp_avg_sq)
+{
+    fixtures::write_file(dir / "mp_rank_00_model_states.pt",
+                         float_archive("mp_rank_00_model_states", "module.w", {1, 2, 3, 4}));
+    const std::string optimizer = "zero_pp_rank_0_mp_rank_00_optim_states";
+    fixtures::write_file(dir / (optimizer + ".pt"),
+                         float_archive(optimizer, "optimizer_state_dict.exp_avg_sq", exp_avg_sq));
+}
+
+// A Megatron iteration folder of one tensor-parallel rank: mp_rank_00/model_optim_rng.pt holding
+// one tensor of `values`.
+inline void write_megatron_iteration(const std::filesystem::path& dir, const std::vector<float>& values)
+{
+    fixtures::write_file(dir / "mp_rank_00" / "model_optim_rng.pt",
+                         float_archive("model_optim_rng", "model.language_model.embedding.weight", values));
+}
+
 } // namespace

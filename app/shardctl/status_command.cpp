@@ -1,10 +1,13 @@
 // status: what a checkpoint root holds and where it stands, read without the writer lock, so it
 // can watch a running job: every step of each tier, uploads, the lock holder, free space, and
-// what the next rotation would delete.
+// what the next rotation would delete. A root another tool wrote (DeepSpeed, Megatron, torch DCP
+// checkpoints side by side) shows its step folders and, with --content, where to resume.
 
 #include "app/shardctl/commands.h"
 #include "app/cli_common/cli.h"
 
+#include "core/checkpoint/verify_json.h"
+#include "core/open/root_steps.h"
 #include "core/report/verdict.h"
 #include "core/run/root_status.h"
 #include "core/util/printable.h"
@@ -73,8 +76,17 @@ void print_text(const json& st)
                    (st["newest_healthy"].is_null() ? std::string("(none)") : st["newest_healthy"].get<std::string>()));
 }
 
-// Every complete local step checked as verify --content checks it: its verdict's state as the
-// step's `health`, and the newest step that is safe to resume from.
+// One step checked as verify --content checks it: its verdict's state as the step's `health`, its
+// title as `health_title`. Whether it is safe to resume from.
+bool add_step_health(const fs::path& dir, json& step)
+{
+    const ResumeVerdict verdict = check_resume(dir, VerifyOptions{}, true).verdict;
+    step["health"] = std::string(to_string(verdict.state));
+    step["health_title"] = verdict.title;
+    return verdict.safe();
+}
+
+// Every complete local step's health, and the newest step that is safe to resume from.
 void add_health(const fs::path& root, json& st)
 {
     st["newest_healthy"] = nullptr;
@@ -82,12 +94,56 @@ void add_health(const fs::path& root, json& st)
         const json& local = s["local"];
         if (local.is_null() || !local["complete"].get<bool>())
             continue;
-        const ResumeCheck checked = check_resume(root / s["name"].get<std::string>(), VerifyOptions{}, true);
-        s["health"] = std::string(to_string(checked.verdict.state));
-        s["health_title"] = checked.verdict.title;
-        if (checked.verdict.safe())
+        if (add_step_health(root / s["name"].get<std::string>(), s))
             st["newest_healthy"] = s["name"]; // steps are in ascending order
     }
+}
+
+// A root another tool wrote: its format, what its tag file names, every step folder (newest last)
+// and, with `content`, each one's health and the newest healthy one. Nothing of ShardScope's own
+// (lock, tiers, rotation) applies to it.
+json foreign_status(const RootSteps& listed, bool content)
+{
+    json st = {{"ok", true},
+               {"root", listed.root.string()},
+               {"format", std::string(to_string(listed.format))},
+               {"latest", listed.tag ? json(*listed.tag) : json(nullptr)}};
+    if (listed.tag_problem)
+        st["latest_problem"] = problem_json(*listed.tag_problem);
+    json steps = json::array();
+    for (const RootStep& s : listed.steps)
+        steps.push_back({{"step", s.step}, {"name", s.name}, {"latest", s.tagged}});
+    if (content) {
+        st["newest_healthy"] = nullptr;
+        for (std::size_t i = 0; i < listed.steps.size(); ++i)
+            if (add_step_health(listed.steps[i].path, steps[i]))
+                st["newest_healthy"] = listed.steps[i].name; // newest last
+    }
+    st["steps"] = std::move(steps);
+    return st;
+}
+
+void print_foreign_text(const json& st)
+{
+    print_line(printable(st["root"].get<std::string>(), 4096) + ": " + st["format"].get<std::string>() +
+               " root, latest " + (st["latest"].is_null() ? std::string("(none)") : st["latest"].get<std::string>()));
+    if (st.contains("latest_problem"))
+        print_line("latest: " + printable(st["latest_problem"]["message"].get<std::string>(), 4096));
+    if (st["steps"].empty())
+        print_line("  no step folders");
+    for (const auto& s : st["steps"]) {
+        std::string line = "  " + s["name"].get<std::string>() + "  step " + std::to_string(s["step"].get<uint64_t>()) +
+            (s["latest"].get<bool>() ? " (latest)" : "");
+        if (s.contains("health"))
+            line += "  health: " + s["health"].get<std::string>() + " (" +
+                printable(s["health_title"].get<std::string>(), 4096) + ")";
+        print_line(line);
+    }
+    if (st.contains("newest_healthy"))
+        print_line("newest healthy step: " +
+                   (st["newest_healthy"].is_null() ? std::string("(none)") : st["newest_healthy"].get<std::string>()));
+    else if (!st["steps"].empty())
+        print_line("health not read: --content verifies each step and reads its values");
 }
 
 } // namespace
@@ -97,7 +153,8 @@ int run_status(const QStringList& arguments)
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral(
         "Show a checkpoint root as a job writing it sees it: every step with its copies and upload state, "
-        "the writer lock's holder, free space on each tier and what the next rotation would delete. Takes no lock."));
+        "the writer lock's holder, free space on each tier and what the next rotation would delete. Takes no lock. "
+        "A DeepSpeed, Megatron or torch DCP root: its step folders (with --content, each one's health)."));
     parser.addPositionalArgument(QStringLiteral("ROOT"), QStringLiteral("Checkpoint root."));
     parser.addOptions({
         {QStringLiteral("mirror"), QStringLiteral("The run's second tier."), QStringLiteral("DIR2")},
@@ -120,10 +177,29 @@ int run_status(const QStringList& arguments)
     if (parser.isSet(QStringLiteral("mirror")))
         mirror = fs::path(local(parser.value(QStringLiteral("mirror"))));
     const fs::path root = local(parser.positionalArguments().at(0));
+    const bool content = parser.isSet(QStringLiteral("content"));
+    const bool as_json = parser.isSet(QStringLiteral("json"));
+    // ShardScope's own roots, and folders that are no root of a known format (an empty one a
+    // job is about to fill), keep the native status; DeepSpeed, Megatron and DCP roots list their
+    // step folders.
+    const RootSteps listed = list_root_steps(root);
+    if (listed.format != CheckpointFormat::shardscope && listed.format != CheckpointFormat::unknown) {
+        if (mirror)
+            throw Error(ProblemKind::invalid_argument,
+                        root.string() + " is a " + std::string(to_string(listed.format)) +
+                            " root: --mirror is the second tier of a root ShardScope writes",
+                        root.string());
+        const json st = foreign_status(listed, content);
+        if (as_json)
+            print_json(st);
+        else
+            print_foreign_text(st);
+        return kOk;
+    }
     json st = to_json(root_status(root, mirror, static_cast<int>(*keep), static_cast<int>(*mirror_keep)));
-    if (parser.isSet(QStringLiteral("content")))
+    if (content)
         add_health(root, st);
-    if (parser.isSet(QStringLiteral("json")))
+    if (as_json)
         print_json(st);
     else
         print_text(st);

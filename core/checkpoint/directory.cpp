@@ -98,22 +98,28 @@ Manifest read_manifest(const fs::path& dir)
     return parse_manifest(fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, display), display);
 }
 
+std::optional<uint64_t> number_after(std::string_view name, std::string_view prefix)
+{
+    if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 19)
+        return std::nullopt;
+    uint64_t value = 0; // 19 digits fit: 10^19 - 1 < 2^64
+    for (const char c : name.substr(prefix.size())) {
+        if (c < '0' || c > '9')
+            return std::nullopt;
+        value = value * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return value;
+}
+
 std::string highest_numbered(const std::vector<std::string>& names, std::string_view prefix)
 {
     std::string best;
-    long long best_value = -1;
-    for (const auto& n : names) {
-        if (!n.starts_with(prefix))
-            continue;
-        std::size_t p = prefix.size();
-        long long v = 0;
-        while (p < n.size() && n[p] >= '0' && n[p] <= '9' && v < (1ll << 50))
-            v = v * 10 + (n[p++] - '0');
-        if (p == n.size() && p > prefix.size() && v > best_value) {
-            best_value = v;
+    std::optional<uint64_t> best_value;
+    for (const auto& n : names)
+        if (const auto value = number_after(n, prefix); value && (!best_value || *value > *best_value)) {
+            best_value = value;
             best = n;
         }
-    }
     return best;
 }
 

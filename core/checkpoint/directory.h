@@ -3,7 +3,9 @@
 
 #include "core/checkpoint/manifest.h"
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +27,11 @@ std::string read_tag_file(int dirfd, const std::string& name, const std::string&
 // not there) and a directory (invalid_manifest). Errors name `display_path`.
 std::filesystem::path confined_subdir(int root_fd, const std::filesystem::path& root, const std::string& name,
                                       const std::string& display_path);
+
+// The number a step folder's name gives: `prefix` followed by 1 to 19 decimal digits and nothing
+// else (ShardScope's step-00000120, DeepSpeed's global_step120, Megatron's iter_0000120), the rule
+// of format.md 6.1; nullopt for any other name. No sign, no space: "global_step-1" is no step.
+std::optional<uint64_t> number_after(std::string_view name, std::string_view prefix);
 
 // The highest-numbered `prefix<N>` name (DeepSpeed's global_stepN, Megatron's iter_N), or "": the
 // step a root without a tag file resumes from.

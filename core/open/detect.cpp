@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
+#include <cstdio>
 
 namespace shardscope {
 
@@ -21,17 +23,12 @@ bool has_prefix(const std::string& s, std::string_view prefix)
     return s.rfind(prefix, 0) == 0;
 }
 
-// The number after `prefix` in a folder name such as global_step120 or iter_0000120.
-std::optional<int64_t> number_after(std::string_view name, std::string_view prefix)
+// A training step as DetectedFormat keeps it (signed: a step of 2^63 or more is none).
+std::optional<int64_t> step_of(std::optional<uint64_t> number)
 {
-    if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 18)
+    if (!number || *number > uint64_t(INT64_MAX))
         return std::nullopt;
-    int64_t value = 0;
-    const char* end = name.data() + name.size();
-    const auto [at, error] = std::from_chars(name.data() + prefix.size(), end, value);
-    if (error != std::errc() || at != end)
-        return std::nullopt;
-    return value;
+    return static_cast<int64_t>(*number);
 }
 
 // Decides the format from the names in the folder (and, for a few, whether a name is a directory).
@@ -111,18 +108,16 @@ struct ChosenStep {
 };
 std::optional<ChosenStep> choose_step(DetectedFormat& result, const fsutil::ListedDirectory& root)
 {
-    const int fd = root.fd.get();
+    const std::optional<RootTag> tag = read_root_tag(result.format, root);
     switch (result.format) {
     case CheckpointFormat::shardscope:
-        if (root.has("manifest.json") || !root.has("latest"))
+        if (!tag)
             return std::nullopt;
-        return ChosenStep{.name = read_tag_file(fd, "latest", (root.path / "latest").string()),
-                          .display = (root.path / "latest").string()};
+        return ChosenStep{.name = tag->name, .display = tag->display};
     case CheckpointFormat::deepspeed: {
         ChosenStep chosen;
-        if (root.has("latest")) {
-            chosen.display = (root.path / "latest").string();
-            chosen.name = read_tag_file(fd, "latest", chosen.display);
+        if (tag) {
+            chosen = {.name = tag->name, .display = tag->display};
             result.origin.push_back({"tag", chosen.name + " (from `latest`)"});
         } else if (chosen.name = highest_numbered(root.names, "global_step"); !chosen.name.empty()) {
             chosen.display = root.path.string();
@@ -130,33 +125,19 @@ std::optional<ChosenStep> choose_step(DetectedFormat& result, const fsutil::List
         } else {
             return std::nullopt;
         }
-        result.step = number_after(chosen.name, "global_step");
+        result.step = step_of(number_after(chosen.name, "global_step"));
         return chosen;
     }
     case CheckpointFormat::megatron: {
         ChosenStep chosen;
-        if (root.has("latest_checkpointed_iteration.txt")) {
-            chosen.display = (root.path / "latest_checkpointed_iteration.txt").string();
-            const std::string text = read_tag_file(fd, "latest_checkpointed_iteration.txt", chosen.display);
-            chosen.name = text;
-            if (text != "release") {
-                int64_t iteration = 0;
-                const auto [at, error] = std::from_chars(text.data(), text.data() + text.size(), iteration);
-                if (error != std::errc() || at != text.data() + text.size() || iteration < 0 || iteration > INT32_MAX)
-                    throw Error(ProblemKind::invalid_manifest,
-                                chosen.display + ": '" + text.substr(0, 100) +
-                                    "' is neither an iteration number nor 'release'",
-                                chosen.display);
-                char buffer[32];
-                std::snprintf(buffer, sizeof buffer, "iter_%07d", int(iteration));
-                chosen.name = buffer;
-                result.step = iteration;
-            }
-            result.origin.push_back({"iteration", text + " (from latest_checkpointed_iteration.txt)"});
+        if (tag) {
+            chosen = {.name = tag->name, .display = tag->display};
+            result.origin.push_back({"iteration", tag->text + " (from latest_checkpointed_iteration.txt)"});
+            result.step = step_of(tag->step);
         } else if (chosen.name = highest_numbered(root.names, "iter_"); !chosen.name.empty()) {
             chosen.display = root.path.string();
             result.origin.push_back({"iteration", chosen.name + " (no tracker file: the highest iter_ folder)"});
-            result.step = number_after(chosen.name, "iter_");
+            result.step = step_of(number_after(chosen.name, "iter_"));
         } else {
             return std::nullopt;
         }
@@ -191,6 +172,46 @@ bool is_foreign(const DetectedFormat& detected)
                          [](const std::string& n) { return looks_native(n); });
     default: return true;
     }
+}
+
+CheckpointFormat classify_listing(const fsutil::ListedDirectory& listed)
+{
+    DetectedFormat result;
+    classify(result, listed);
+    return result.format;
+}
+
+std::optional<RootTag> read_root_tag(CheckpointFormat format, const fsutil::ListedDirectory& root)
+{
+    const bool megatron = format == CheckpointFormat::megatron;
+    if (!megatron && format != CheckpointFormat::deepspeed && format != CheckpointFormat::shardscope)
+        return std::nullopt;
+    // A ShardScope directory with both manifest.json and `latest` is a step (format.md, 6.2).
+    if (format == CheckpointFormat::shardscope && root.has("manifest.json"))
+        return std::nullopt;
+    const std::string file = megatron ? "latest_checkpointed_iteration.txt" : "latest";
+    if (!root.has(file))
+        return std::nullopt;
+    RootTag tag{.display = (root.path / file).string()};
+    tag.text = read_tag_file(root.fd.get(), file, tag.display);
+    tag.name = tag.text;
+    if (!megatron) {
+        tag.step = number_after(tag.name, format == CheckpointFormat::deepspeed ? "global_step" : "step-");
+        return tag;
+    }
+    if (tag.text == "release")
+        return tag;
+    int64_t iteration = 0;
+    const auto [at, error] = std::from_chars(tag.text.data(), tag.text.data() + tag.text.size(), iteration);
+    if (error != std::errc() || at != tag.text.data() + tag.text.size() || iteration < 0 || iteration > INT32_MAX)
+        throw Error(ProblemKind::invalid_manifest,
+                    tag.display + ": '" + tag.text.substr(0, 100) + "' is neither an iteration number nor 'release'",
+                    tag.display);
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "iter_%07d", int(iteration));
+    tag.name = buffer;
+    tag.step = static_cast<uint64_t>(iteration);
+    return tag;
 }
 
 DetectedFormat detect_format(const fs::path& path)

@@ -49,4 +49,22 @@ DetectedFormat detect_format(const std::filesystem::path& path);
 // not finish, reported as a partial write rather than listed as safetensors files.
 bool is_foreign(const DetectedFormat& detected);
 
+// What detect_format decides from a folder's names (format.md, 7), without choosing a step: for a
+// caller that lists the folder itself (list_root_steps).
+CheckpointFormat classify_listing(const fsutil::ListedDirectory& listed);
+
+// The step folder a root's tag file names: `latest` (ShardScope, DeepSpeed) or Megatron's
+// latest_checkpointed_iteration.txt, whose iteration number names iter_<7 digits> ("release" is
+// kept as is). Nullopt for other formats, for a root without its tag file and for a ShardScope
+// directory with a manifest (a step, not a root). Throws Error naming the file when it is
+// unreadable, empty or, for Megatron, neither a number nor `release` (invalid_manifest); what it
+// names is not checked here (confined_subdir does that).
+struct RootTag {
+    std::string name; // the folder: global_step5, iter_0000120, step-00000300
+    std::string text; // what the file says: "120" for Megatron, else the name
+    std::string display; // the file's path, for errors
+    std::optional<uint64_t> step; // the step the name gives, when it has one
+};
+std::optional<RootTag> read_root_tag(CheckpointFormat format, const fsutil::ListedDirectory& root);
+
 } // namespace shardscope
