@@ -13,6 +13,7 @@
 #include "core/checkpoint/verify_json.h"
 #include "core/report/report.h"
 #include "core/report/verdict.h"
+#include "core/run/lifecycle.h"
 
 #include <algorithm>
 #include <chrono>
@@ -49,18 +50,27 @@ py::object verify(py::object path, bool fast, py::object expected_world_size, in
     return to_python(report);
 }
 
-py::list load(py::object path, py::object expected_world_size, int threads)
+py::list load(py::object path, py::object expected_world_size, int threads, bool allow_unhealthy,
+              bool allow_partial_state)
 {
-    const int expected = int_or(expected_world_size, -1, "expected_world_size");
+    ResumeOptions options;
+    options.expected_world_size = int_or(expected_world_size, -1, "expected_world_size");
+    options.load.threads = threads;
+    options.allow_unhealthy = allow_unhealthy;
+    options.load.allow_unread_state = allow_partial_state;
     const fs::path dir = to_path(path);
-    LoadOptions options;
-    options.threads = threads;
-    LoadedCheckpoint loaded;
+    ResumePoint point;
     {
         py::gil_scoped_release unlocked;
-        loaded = load_sharded(dir, expected, options);
+        point = load_step_or_root(dir, options);
     }
-    return ranks_to_python(std::move(loaded.ranks));
+    // What was passed over or left unread is said, as shardctl load says it on stderr.
+    const py::object warn = py::module_::import("warnings").attr("warn");
+    for (const auto& s : point.skipped)
+        warn("shardscope: passed over " + s);
+    for (const auto& u : point.checkpoint.unread)
+        warn("shardscope: not restored: " + u);
+    return ranks_to_python(std::move(point.checkpoint.ranks));
 }
 
 py::object manifest(py::object path)
@@ -225,11 +235,15 @@ void bind_checkpoint(py::module_& m)
           "directory, a root with `latest`, or a foreign format. Returns the `shardctl verify --json` dict;\n"
           "a bad checkpoint is reported there (ok=False, problems), not raised. content=True reads every\n"
           "tensor's values too (verify --content): result['verdict']['state'] is 'safe' only then.");
-    m.def("load", &load, "path"_a, "expected_world_size"_a, py::kw_only(), "threads"_a = 0,
+    m.def("load", &load, "path"_a, "expected_world_size"_a, py::kw_only(), "threads"_a = 0, "allow_unhealthy"_a = false,
+          "allow_partial_state"_a = false,
           "Loads every rank (all invariants and SHA-256 checked while the bytes land) and returns a list of\n"
           "rank dicts: rank, offset, dtype, param (uint16 raw bits), master, exp_avg, exp_avg_sq (float32),\n"
           "as numpy arrays that own the loaded memory. expected_world_size=None accepts any world size;\n"
-          "otherwise a different one raises CheckpointError(kind='world_size_mismatch').");
+          "otherwise a different one raises CheckpointError(kind='world_size_mismatch'). A root loads its\n"
+          "newest healthy step, warning about each newer one passed over (allow_unhealthy=True: the newest);\n"
+          "a shard tensor besides the four raises CheckpointError(kind='unread_state') unless\n"
+          "allow_partial_state=True, which warns and drops it.");
     m.def("manifest", &manifest, "path"_a,
           "The manifest.json of a step directory (or of the step a root's `latest` names), as a dict.");
     m.def("save_sharded", &save, "path"_a, "step"_a, "ranks"_a, py::kw_only(), "dtype"_a = "bf16",

@@ -104,14 +104,14 @@ public:
     }
 
     // None when neither the root nor the mirror has a `latest` (a fresh run), else the loaded step.
-    py::object resume(py::object world_size)
+    py::object resume(py::object world_size, bool allow_unhealthy, bool allow_partial_state)
     {
         const int wanted = int_or(world_size, -1, "world_size");
         if (!world_size.is_none() && wanted < 1)
             throw Error(ProblemKind::invalid_argument,
                         "world_size must be at least 1 (or None for the saved one), not " + std::to_string(wanted));
-        LoadedCheckpoint loaded;
-        bool used_mirror = false;
+        ResumePoint point;
+        LoadedCheckpoint& loaded = point.checkpoint;
         bool fresh = false;
         int saved_world = 0;
         {
@@ -119,8 +119,11 @@ public:
             std::lock_guard lock(m_mutex);
             const ManagerOptions& o = m_manager->options();
             fresh = !read_latest(o.root) && !(o.mirror && read_latest(*o.mirror));
+            ResumeOptions options;
+            options.allow_unhealthy = allow_unhealthy;
+            options.load.allow_unread_state = allow_partial_state;
             if (!fresh)
-                loaded = m_manager->load_latest(-1, &used_mirror);
+                point = m_manager->load_resume_point(options);
             saved_world = loaded.manifest.world_size;
             // A job restarting on another number of ranks: the even split, as shardctl train does.
             if (!fresh && wanted > 0 && wanted != saved_world) {
@@ -134,7 +137,14 @@ public:
             return py::none();
         py::dict out = py::reinterpret_borrow<py::dict>(manifest_to_python(loaded.manifest));
         out["path"] = loaded.dir.string();
-        out["from_mirror"] = used_mirror;
+        out["from_mirror"] = point.used_mirror;
+        py::list skipped, unread;
+        for (const auto& s : point.skipped)
+            skipped.append(py::str(s));
+        for (const auto& u : loaded.unread)
+            unread.append(py::str(u));
+        out["skipped_unhealthy"] = skipped;
+        out["unread_state"] = unread;
         out["saved_world_size"] = saved_world;
         out["ranks"] = ranks_to_python(std::move(loaded.ranks));
         return out;
@@ -211,10 +221,15 @@ void bind_manager(py::module_& m)
              "be changed as soon as it returns. An error of the write is raised by the next call.")
         .def("wait", &PyCheckpointManager::wait, "Waits for the pending write and mirror uploads; raises their error.")
         .def("latest", &PyCheckpointManager::latest, "The step directory name `latest` holds, or None.")
-        .def("resume", &PyCheckpointManager::resume, "world_size"_a = py::none(),
-             "Loads the step `latest` names (the mirror's copy if the local one does not verify) and returns\n"
-             "its manifest dict plus path, from_mirror, saved_world_size and ranks (rank dicts, resharded\n"
-             "evenly to world_size when given and different); None when there is nothing to resume.")
+        .def("resume", &PyCheckpointManager::resume, "world_size"_a = py::none(), py::kw_only(),
+             "allow_unhealthy"_a = false, "allow_partial_state"_a = false,
+             "Loads the newest healthy step at or before `latest` (the mirror's copy if the local one does not\n"
+             "verify; the newest whatever its health with allow_unhealthy=True) and returns its manifest dict\n"
+             "plus path, from_mirror, saved_world_size, skipped_unhealthy (the newer steps passed over, why),\n"
+             "unread_state (shard tensors dropped, only with allow_partial_state=True; otherwise they raise\n"
+             "CheckpointError(kind='unread_state')) and ranks (rank dicts, resharded evenly to world_size when\n"
+             "given and different); None when there is nothing to resume. Raises ContentError when no step\n"
+             "is healthy.")
         .def_property_readonly("options", &PyCheckpointManager::options)
         .def("__enter__", [](py::object self) { return self; })
         .def("__exit__", [](PyCheckpointManager& self, py::object, py::object, py::object) { self.close(); });

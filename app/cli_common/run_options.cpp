@@ -1,6 +1,9 @@
 #include "app/cli_common/run_options.h"
 
+#include "core/util/printable.h"
+
 #include <cstdio>
+#include <iostream>
 
 namespace shardctl {
 
@@ -159,6 +162,35 @@ void print_load_result(bool as_json, const fs::path& dir, const Manifest& m, con
     print_line(dir.string() + ": loaded " + std::to_string(m.world_size) + " ranks" + where + ", step " +
                std::to_string(m.step));
     print_digests(digests);
+}
+
+QList<QCommandLineOption> resume_options()
+{
+    return {
+        {QStringLiteral("allow-unhealthy"),
+         QStringLiteral("From a root, load its newest step even when its values are not healthy (default: the "
+                        "newest healthy step, naming the ones passed over).")},
+        {QStringLiteral("allow-partial-state"),
+         QStringLiteral("Go on when the checkpoint holds state this command does not restore (named on stderr "
+                        "and in the JSON) instead of refusing.")},
+    };
+}
+
+void read_resume_options(const QCommandLineParser& parser, ResumeOptions& options)
+{
+    options.allow_unhealthy = parser.isSet(QStringLiteral("allow-unhealthy"));
+    options.load.allow_unread_state = parser.isSet(QStringLiteral("allow-partial-state"));
+}
+
+json report_resume_choice(const std::vector<std::string>& skipped, const std::vector<std::string>& unread, bool quiet)
+{
+    if (!quiet) {
+        for (const auto& s : skipped)
+            std::cerr << "shardctl: passed over " << printable(s, 4096) << '\n';
+        for (const auto& u : unread)
+            std::cerr << "shardctl: not restored: " << printable(u, 4096) << '\n';
+    }
+    return {{"skipped_unhealthy", skipped}, {"unread_state", unread}};
 }
 
 void add_train_options(QCommandLineParser& parser)

@@ -8,6 +8,7 @@
 
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/verify.h"
+#include "core/run/lifecycle.h"
 #include "core/run/training.h"
 
 #include <filesystem>
@@ -51,6 +52,16 @@ std::optional<LoadArgs> read_load_options(const QCommandLineParser& parser);
 void print_load_result(bool as_json, const std::filesystem::path& dir, const shardscope::Manifest& manifest,
                        const shardscope::StateDigests& digests, const std::string& where = {},
                        const nlohmann::json& extra = nlohmann::json::object());
+
+// ---- where a root resumes: --allow-unhealthy, --allow-partial-state (shardctl load and train) --
+QList<QCommandLineOption> resume_options();
+// Into `options`: allow_unhealthy and load.allow_unread_state.
+void read_resume_options(const QCommandLineParser& parser, shardscope::ResumeOptions& options);
+// The steps a resume passed over and the state it left unread, on stderr ("shardctl: passed over
+// step-00000030: rank 0: 1 non-finite exp_avg_sq values"), and the JSON fields `skipped_unhealthy`
+// and `unread_state` for the command's object.
+nlohmann::json report_resume_choice(const std::vector<std::string>& skipped, const std::vector<std::string>& unread,
+                                    bool quiet);
 
 // ---- train: --root, --steps, --save-every, --keep, --numel, --seed, --dtype, --batch,
 // --lr-decay-steps, --resume, --no-fsync -------------------------------------------------------

@@ -10,6 +10,7 @@
 #include "core/checkpoint/verify.h"
 #include "core/checkpoint/verify_json.h"
 #include "core/run/demo.h"
+#include "core/run/lifecycle.h"
 #include "core/open/verify.h"
 #include "core/report/verdict.h"
 #include "core/open/detect.h"
@@ -343,21 +344,27 @@ int run_verify(const QStringList& arguments)
 int run_load(const QStringList& arguments)
 {
     QCommandLineParser parser;
-    parser.setApplicationDescription(
-        QStringLiteral("Load every rank through the library's load path (all invariants and hashes checked) and "
-                       "print SHA-256 digests of the reassembled flat param, master, exp_avg and exp_avg_sq."));
+    parser.setApplicationDescription(QStringLiteral(
+        "Load every rank through the library's load path (all invariants and hashes checked) and "
+        "print SHA-256 digests of the reassembled flat param, master, exp_avg and exp_avg_sq. A root loads its "
+        "newest healthy step."));
     add_load_options(parser);
+    parser.addOptions(resume_options());
     parser.addOptions({threads_option(), json_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("load")))
         return kUsage;
     const auto args = read_load_options(parser);
     if (!args)
         return kUsage;
-    LoadOptions options;
-    options.threads = args->threads;
-    const LoadedCheckpoint loaded = load_sharded(args->path, args->expected_world_size, options);
-    print_load_result(parser.isSet(QStringLiteral("json")), loaded.dir, loaded.manifest,
-                      flat_state_digests(loaded.ranks));
+    ResumeOptions options;
+    options.expected_world_size = args->expected_world_size;
+    options.load.threads = args->threads;
+    read_resume_options(parser, options);
+    const bool as_json = parser.isSet(QStringLiteral("json"));
+    const ResumePoint point = load_step_or_root(args->path, options);
+    const LoadedCheckpoint& loaded = point.checkpoint;
+    print_load_result(as_json, loaded.dir, loaded.manifest, flat_state_digests(loaded.ranks), {},
+                      report_resume_choice(point.skipped, loaded.unread, as_json));
     return kOk;
 }
 

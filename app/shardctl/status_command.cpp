@@ -60,7 +60,10 @@ void print_text(const json& st)
                 (local["latest"].get<bool>() ? " (latest)" : "") + ", " + size_text(local["bytes"].get<uint64_t>()) +
                 (local["complete"].get<bool>()
                      ? ", wall clock " + format_seconds(local["wall_clock_seconds"].get<double>()) + " s"
-                     : std::string());
+                     : std::string()) +
+                (local["recorded_health"] == "unhealthy" ? ", recorded unhealthy (" +
+                         printable(local["recorded_health_detail"].get<std::string>(), 300) + ")"
+                                                         : std::string());
         if (s.contains("upload"))
             line += "  mirror: " + s["upload"].get<std::string>();
         if (s.contains("health"))
@@ -69,6 +72,8 @@ void print_text(const json& st)
             line += "  next rotation deletes it";
         print_line(line);
     }
+    if (const json& kept = st["next_rotation"]["kept_as_newest_healthy"]; !kept.is_null())
+        print_line("kept beyond --keep as the newest healthy step: " + kept.get<std::string>());
     if (!st["next_rotation"]["held_for_mirror"].empty())
         print_line("held locally until the mirror has them: " + st["next_rotation"]["held_for_mirror"].dump());
     if (st.contains("newest_healthy"))

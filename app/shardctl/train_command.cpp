@@ -38,8 +38,17 @@ int run_train(const QStringList& arguments)
          QStringLiteral("DIR2")},
         {QStringLiteral("mirror-keep"), QStringLiteral("Steps the mirror keeps (default 10)."), QStringLiteral("K3"),
          QStringLiteral("10")},
+        {QStringLiteral("inject-nan-at-step"),
+         QStringLiteral("Test option: from step K on, plant a NaN in --inject-nan-state after every optimizer step, "
+                        "as a diverging run would hold one."),
+         QStringLiteral("K")},
+        {QStringLiteral("inject-nan-state"),
+         QStringLiteral("Where --inject-nan-at-step plants it: param, master, exp_avg or exp_avg_sq (default "
+                        "master)."),
+         QStringLiteral("STATE"), QStringLiteral("master")},
         json_option(),
     });
+    parser.addOptions(resume_options());
     if (!parse(parser, arguments, 0, QStringLiteral("train")))
         return kUsage;
     auto args = read_train_options(parser);
@@ -49,6 +58,21 @@ int run_train(const QStringList& arguments)
         return kUsage;
     TrainConfig& config = args->config;
     config.world_size = static_cast<int>(*world);
+    std::optional<uint64_t> inject_at;
+    if (parser.isSet(QStringLiteral("inject-nan-at-step"))) {
+        const auto step = int_option(parser, QStringLiteral("inject-nan-at-step"), 1, INT64_MAX);
+        if (!step)
+            return kUsage;
+        inject_at = static_cast<uint64_t>(*step);
+    }
+    const auto inject_state = state_vector_from_string(local(parser.value(QStringLiteral("inject-nan-state"))));
+    if (!inject_state)
+        return fail(kUsage,
+                    "--inject-nan-state must be param, master, exp_avg or exp_avg_sq, not '" +
+                        printable(local(parser.value(QStringLiteral("inject-nan-state"))), 100) + "'");
+    ResumeOptions resume_with;
+    read_resume_options(parser, resume_with);
+    const bool as_json = parser.isSet(QStringLiteral("json"));
 
     ManagerOptions options;
     options.root = args->root;
@@ -73,17 +97,22 @@ int run_train(const QStringList& arguments)
                         "or choose an empty --root");
     std::optional<Trainer> trainer;
     json resumed = nullptr;
+    json resume_choice = json::object();
     double wall_clock_base = 0;
     if (has_checkpoint) {
-        bool used_mirror = false;
-        LoadedCheckpoint loaded = manager.load_latest(-1, &used_mirror);
+        ResumePoint point = manager.load_resume_point(resume_with);
+        const bool used_mirror = point.used_mirror;
+        LoadedCheckpoint& loaded = point.checkpoint;
         const int saved_world = loaded.manifest.world_size;
         wall_clock_base = loaded.manifest.wall_clock_seconds;
         resumed = resumed_from_json(loaded.dir, loaded.manifest, used_mirror);
         if (saved_world != config.world_size) // the job restarts on a different number of ranks
             loaded.ranks = reshard_in_memory(loaded.ranks, config.world_size);
-        trainer.emplace(Trainer::resume(config, std::move(loaded)));
-        if (!parser.isSet(QStringLiteral("json")))
+        std::vector<std::string> unread;
+        trainer.emplace(
+            Trainer::resume(config, std::move(loaded), resume_with.load.allow_unread_state ? &unread : nullptr));
+        resume_choice = report_resume_choice(point.skipped, unread, as_json);
+        if (!as_json)
             std::cerr << "shardctl: resuming at step " << trainer->steps_done() << " from "
                       << resumed["path"].get<std::string>()
                       << (used_mirror ? " (the mirror's copy: the local one did not verify)" : "")
@@ -103,6 +132,8 @@ int run_train(const QStringList& arguments)
     while (trainer->steps_done() < args->steps) {
         trainer->step();
         const uint64_t done = trainer->steps_done();
+        if (inject_at && done >= *inject_at)
+            trainer->plant_nan(*inject_state);
         if (done % args->save_every != 0 && done != args->steps)
             continue;
         SaveOptions meta;
@@ -137,9 +168,11 @@ int run_train(const QStringList& arguments)
         }
         mirror = {{"path", options.mirror->string()}, {"complete", mirror_complete}, {"steps", steps}};
     }
-    print_train_result(parser.isSet(QStringLiteral("json")), *trainer, flat_state_digests(trainer->ranks()),
-                       config.world_size, read_latest(options.root), resumed, saves, stall_ms, {},
-                       options.mirror ? json{{"mirror", mirror}} : json::object());
+    json extra = resume_choice;
+    if (options.mirror)
+        extra["mirror"] = mirror;
+    print_train_result(as_json, *trainer, flat_state_digests(trainer->ranks()), config.world_size,
+                       read_latest(options.root), resumed, saves, stall_ms, {}, extra);
     return mirror_complete ? kOk : kMirrorIncomplete;
 }
 

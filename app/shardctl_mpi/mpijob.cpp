@@ -181,6 +181,8 @@ ShardRecord record_from_json(const std::string& text)
     r.bytes = j.at("bytes").get<uint64_t>();
     r.param_shard_offset = j.at("param_shard_offset").get<uint64_t>();
     r.param_shard_numel = j.at("param_shard_numel").get<uint64_t>();
+    if (j.contains("health"))
+        r.health = parse_health(j["health"], "rank record", r.rank);
     return r;
 }
 

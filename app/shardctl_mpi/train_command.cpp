@@ -53,6 +53,7 @@ int run_train(MpiJob& job, const QStringList& arguments)
          QStringLiteral("N")},
         json_option(QStringLiteral("Print one JSON object on stdout (process 0).")),
     });
+    parser.addOptions(resume_options());
     if (!parse(parser, arguments, 0, QStringLiteral("train")))
         return kUsage;
     auto args = read_train_options(parser);
@@ -74,13 +75,21 @@ int run_train(MpiJob& job, const QStringList& arguments)
     const fs::path& root = args->root;
     const bool durable = args->durable;
 
-    // Process 0 decides what `latest` is; everyone follows that decision.
+    // Process 0 decides where to resume (the newest step recorded healthy, format.md 6.4: each
+    // process loads only its own shard, so unrecorded values are not counted here); everyone
+    // follows that decision.
     std::string latest_name;
+    std::vector<std::string> skipped;
+    const bool allow_unhealthy = parser.isSet(QStringLiteral("allow-unhealthy"));
     job.agree_or_throw(job.coordinator() ? attempt([&] {
         fsutil::make_directories(root, durable);
-        if (auto latest = read_latest(root))
-            latest_name = *latest;
-        if (!latest_name.empty() && !args->resume)
+        const bool has_checkpoint = read_latest(root).has_value();
+        if (has_checkpoint && args->resume) {
+            const auto chosen = choose_resume_step(root, allow_unhealthy);
+            latest_name = chosen->name;
+            skipped = chosen->skipped;
+        }
+        if (has_checkpoint && !args->resume)
             throw Error(
                 ProblemKind::invalid_argument,
                 root.string() +
@@ -90,6 +99,7 @@ int run_train(MpiJob& job, const QStringList& arguments)
     latest_name = job.broadcast(latest_name);
 
     std::optional<Trainer> trainer;
+    std::vector<std::string> unread; // training-state items left unrestored (--allow-partial-state)
     json resumed = nullptr;
     double wall_clock_base = 0;
     job.agree_or_throw(attempt([&] {
@@ -117,7 +127,8 @@ int run_train(MpiJob& job, const QStringList& arguments)
         }
         wall_clock_base = loaded.manifest.wall_clock_seconds;
         resumed = resumed_from_json(dir, loaded.manifest, false);
-        trainer.emplace(Trainer::resume(config, std::move(loaded)));
+        trainer.emplace(Trainer::resume(config, std::move(loaded),
+                                        parser.isSet(QStringLiteral("allow-partial-state")) ? &unread : nullptr));
     }));
     if (job.coordinator() && !resumed.is_null() && !parser.isSet(QStringLiteral("json")))
         std::cerr << "shardctl-mpi: resuming at step " << trainer->steps_done() << " from "
@@ -181,9 +192,12 @@ int run_train(MpiJob& job, const QStringList& arguments)
     const StateDigests d = job.flat_digests(trainer->ranks(), job.size());
     if (!job.coordinator())
         return kOk;
-    print_train_result(parser.isSet(QStringLiteral("json")), *trainer, d, config.world_size, read_latest(root), resumed,
-                       saves, stall_ms, " on " + std::to_string(job.size()) + " processes",
-                       {{"processes", job.size()}});
+    const bool as_json = parser.isSet(QStringLiteral("json"));
+    json extra = {{"processes", job.size()}};
+    if (!resumed.is_null())
+        extra.update(report_resume_choice(skipped, unread, as_json));
+    print_train_result(as_json, *trainer, d, config.world_size, read_latest(root), resumed, saves, stall_ms,
+                       " on " + std::to_string(job.size()) + " processes", extra);
     return kOk;
 }
 

@@ -4,8 +4,8 @@
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/directory.h"
 #include "core/util/hashing.h"
-#include "core/util/hashing.h"
 #include "core/util/parallel.h"
+#include "core/util/printable.h"
 #include "core/checkpoint/internal/shardfile.h"
 
 #include <fcntl.h>
@@ -16,7 +16,7 @@ namespace shardscope {
 namespace fs = std::filesystem;
 
 RankState read_rank_state(int dirfd, const fs::path& dir, const Manifest& m, const ShardRecord& record,
-                          const ReadStep& step)
+                          const ReadStep& step, std::vector<std::string>* unread)
 {
     ShardOpenResult opened = open_shard(dirfd, dir, m, record);
     if (!opened.shard)
@@ -48,14 +48,30 @@ RankState read_rank_state(int dirfd, const fs::path& dir, const Manifest& m, con
     };
     // The header's tensors are sorted by offset and tile the data, so reading the header and then
     // the tensors in order hashes the whole file in order. A tensor some other writer added is
-    // hashed and not kept.
+    // hashed and not kept, and said so.
     read(0, nullptr, shard.header.data_start());
-    for (const SafetensorsTensor& t : shard.header.tensors)
+    std::vector<std::string> dropped;
+    for (const SafetensorsTensor& t : shard.header.tensors) {
+        if (!state_vector_from_string(t.name))
+            dropped.push_back(t.name);
         read(shard.header.data_start() + t.begin, tensor_destination(state, t.name), t.bytes());
+    }
     const std::string actual = sha.hex_digest();
     if (actual != record.sha256)
         throw Error(ProblemKind::hash_mismatch, digest_mismatch(dir, record, "sha256", actual, record.sha256),
                     record.path, record.rank);
+    if (!dropped.empty() && !unread) {
+        std::string names;
+        for (const auto& name : dropped)
+            names += (names.empty() ? "'" : ", '") + printable(name, 200) + "'";
+        throw Error(ProblemKind::unread_state,
+                    (dir / record.path).string() + " (rank " + std::to_string(record.rank) + ") holds " + names +
+                        " besides param, master, exp_avg and exp_avg_sq; a load keeps only those four, so it would "
+                        "drop this state (allow a partial load to go on without it)",
+                    record.path, record.rank);
+    }
+    for (const auto& name : dropped)
+        unread->push_back("rank " + std::to_string(record.rank) + ": tensor '" + printable(name, 200) + "'");
     return state;
 }
 
@@ -81,6 +97,7 @@ LoadedCheckpoint load_sharded(const fs::path& path, int expected_world_size, con
 
     loaded.ranks.resize(m.shards.size());
     std::vector<std::optional<Error>> errors(m.shards.size());
+    std::vector<std::vector<std::string>> unread(m.shards.size()); // by rank
     parallel_for(m.shards.size(), options.threads, [&](std::size_t i) {
         const ShardRecord& record = m.shards[i];
         uint64_t reported = 0;
@@ -92,7 +109,8 @@ LoadedCheckpoint load_sharded(const fs::path& path, int expected_world_size, con
             return !(options.cancel && options.cancel->load(std::memory_order_relaxed));
         };
         try {
-            loaded.ranks[static_cast<std::size_t>(record.rank)] = read_rank_state(dirfd.get(), dir, m, record, step);
+            loaded.ranks[static_cast<std::size_t>(record.rank)] = read_rank_state(
+                dirfd.get(), dir, m, record, step, options.allow_unread_state ? &unread[record.rank] : nullptr);
         } catch (const Error& e) {
             errors[static_cast<std::size_t>(record.rank)] = e;
         }
@@ -100,6 +118,8 @@ LoadedCheckpoint load_sharded(const fs::path& path, int expected_world_size, con
     for (auto& e : errors) // the lowest failing rank speaks for the checkpoint
         if (e)
             throw *e;
+    for (auto& names : unread)
+        loaded.unread.insert(loaded.unread.end(), names.begin(), names.end());
     return loaded;
 }
 

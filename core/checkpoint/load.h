@@ -15,17 +15,22 @@ struct LoadOptions {
     int threads = 0;
     ProgressFn progress;
     const std::atomic<bool>* cancel = nullptr;
+    // A shard tensor besides the four of a RankState (another writer's) is dropped and named in
+    // LoadedCheckpoint::unread instead of refusing the load (Error unread_state).
+    bool allow_unread_state = false;
 };
 
 struct LoadedCheckpoint {
     std::filesystem::path dir;
     Manifest manifest;
     std::vector<RankState> ranks; // index = rank
+    std::vector<std::string> unread; // with allow_unread_state: "rank 3: tensor 'ema'", by rank
 };
 
 // Loads every rank's state after checking every invariant and hash (each shard file is read once:
 // its bytes are hashed as they land in the returned vectors). Throws Error with the first
-// problem's kind: world_size_mismatch, shard_count_mismatch, partial_write, hash_mismatch, ...
+// problem's kind: world_size_mismatch, shard_count_mismatch, partial_write, hash_mismatch, ...,
+// unread_state for a shard tensor it would drop (see allow_unread_state).
 LoadedCheckpoint load_sharded(const std::filesystem::path& path, int expected_world_size,
                               const LoadOptions& options = {});
 

@@ -21,6 +21,27 @@ uint64_t Manifest::total_bytes() const
     return total;
 }
 
+std::optional<StateHealth> Manifest::health() const
+{
+    StateHealth sum;
+    for (const auto& shard : shards) {
+        if (!shard.health)
+            return std::nullopt;
+        sum += *shard.health;
+    }
+    return sum;
+}
+
+std::string Manifest::describe_health() const
+{
+    std::string text;
+    for (const auto& shard : shards)
+        if (shard.health && !shard.health->healthy())
+            text += (text.empty() ? "" : "; ") + ("rank " + std::to_string(shard.rank) + ": ") +
+                shardscope::describe(*shard.health);
+    return text;
+}
+
 const ShardRecord* Manifest::shard_for_rank(int rank) const
 {
     for (const auto& shard : shards)
@@ -191,6 +212,8 @@ Manifest parse_manifest(std::string_view text, const std::string& display_path)
         s.bytes = ranked.u64("bytes", kMaxNumel, s.rank);
         s.param_shard_offset = ranked.u64("param_shard_offset", kMaxNumel, s.rank);
         s.param_shard_numel = ranked.u64("param_shard_numel", kMaxNumel, s.rank);
+        if (field.has("health"))
+            s.health = parse_health(entry["health"], display_path, s.rank);
         m.shards.push_back(std::move(s));
     }
 
@@ -249,6 +272,8 @@ nlohmann::ordered_json shard_record_json(const ShardRecord& s)
     entry["bytes"] = s.bytes;
     entry["param_shard_offset"] = s.param_shard_offset;
     entry["param_shard_numel"] = s.param_shard_numel;
+    if (s.health)
+        entry["health"] = health_json(*s.health);
     return entry;
 }
 

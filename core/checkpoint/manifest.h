@@ -3,6 +3,7 @@
 // malformed with a sentence naming the file, and the invariant checks every loader runs.
 
 #include "core/checkpoint/dtype.h"
+#include "core/checkpoint/health.h"
 #include "core/util/error.h"
 
 #include <cstdint>
@@ -32,6 +33,9 @@ struct ShardRecord {
     uint64_t bytes = 0;
     uint64_t param_shard_offset = 0;
     uint64_t param_shard_numel = 0;
+    // What the writer counted in the values it wrote; absent in manifests written before health
+    // was recorded (and by writers that do not count it).
+    std::optional<StateHealth> health;
 };
 
 // Where one model tensor lives inside the flat parameter vector.
@@ -55,6 +59,11 @@ struct Manifest {
     nlohmann::json extra; // unknown top-level fields, preserved on rewrite
 
     uint64_t total_bytes() const;
+    // The step's health: its shards' summed, or nullopt when a shard has none recorded.
+    std::optional<StateHealth> health() const;
+    // "rank 2: 3 non-finite exp_avg_sq values; rank 5: ...": the ranks whose recorded health is
+    // not clean, for the sentences that say why a step is skipped or kept.
+    std::string describe_health() const;
     const ShardRecord* shard_for_rank(int rank) const;
 };
 

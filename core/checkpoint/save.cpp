@@ -31,20 +31,24 @@ void check_cancel(const std::atomic<bool>* cancel, const std::string& what)
 
 // The four tensors of a rank shard, in file order.
 struct TensorBytes {
-    const char* name;
-    const char* dtype;
+    StateVector vector;
     std::span<const std::byte> bytes;
 };
 
 std::vector<TensorBytes> tensor_bytes(const RankStateView& s)
 {
     return {
-        {"param", s.dtype == ParamDtype::F16 ? "F16" : "BF16", std::as_bytes(s.param)},
-        {"master", "F32", std::as_bytes(s.master)},
-        {"exp_avg", "F32", std::as_bytes(s.exp_avg)},
-        {"exp_avg_sq", "F32", std::as_bytes(s.exp_avg_sq)},
+        {StateVector::param, std::as_bytes(s.param)},
+        {StateVector::master, std::as_bytes(s.master)},
+        {StateVector::exp_avg, std::as_bytes(s.exp_avg)},
+        {StateVector::exp_avg_sq, std::as_bytes(s.exp_avg_sq)},
     };
 }
+
+// Elements written (and counted) at a time: 256 KiB of fp32 is still in L2 when it is counted,
+// after the writer hashed it and copied it out, so counting costs compute, not another pass over
+// memory: under 5 % of a save (bench_lifecycle, docs/benchmarks.md), where 1 MiB pieces cost 8 %.
+constexpr std::size_t kPieceElements = 64 * 1024;
 
 } // namespace
 
@@ -90,9 +94,20 @@ ShardRecord write_rank_shard(const fs::path& dir, const RankStateView& state, in
     ShardFileWriter writer(dirfd.get(), dir, state.rank, options);
     const std::string header = rank_shard_header(state.rank, world_size, state.dtype, state.param_shard_offset, n);
     writer.write(header.data(), header.size());
-    for (const auto& t : tensor_bytes(state))
-        writer.write(t.bytes.data(), t.bytes.size());
-    return writer.finish(state.param_shard_offset, n);
+    StateHealth health;
+    for (const auto& t : tensor_bytes(state)) {
+        const std::size_t width = t.vector == StateVector::param ? 2 : 4;
+        for (std::size_t at = 0; at < n; at += kPieceElements) {
+            const std::size_t count = std::min<std::size_t>(kPieceElements, n - at);
+            writer.write(t.bytes.data() + at * width, count * width);
+            if (options.count_health)
+                count_health(t.vector, state, at, count, health);
+        }
+    }
+    ShardRecord record = writer.finish(state.param_shard_offset, n);
+    if (options.count_health)
+        record.health = health;
+    return record;
 }
 
 Manifest commit(const fs::path& dir, std::vector<ShardRecord> records, const CheckpointMeta& meta, bool durable)
@@ -199,6 +214,7 @@ Manifest save_sharded(const std::vector<RankStateView>& states, const fs::path& 
         WriteOptions write;
         write.durable = options.durable;
         write.cancel = options.cancel;
+        write.count_health = options.count_health;
         if (options.progress)
             write.progress = [&, i](uint64_t bytes) {
                 const uint64_t delta = bytes - done[i].exchange(bytes);

@@ -19,13 +19,17 @@ struct WriteOptions {
     bool durable = true; // fsync files and the directory
     const std::atomic<bool>* cancel = nullptr; // checked between chunks
     std::function<void(uint64_t bytes_written)> progress; // bytes of this shard so far
+    // Count the values' health as they go out (health.h) into the record. Off only to measure
+    // what counting costs (bench_lifecycle): a step without a record is judged by its values.
+    bool count_health = true;
 };
 
 // Name of rank r's shard file: "rank<r>.safetensors".
 std::string shard_file_name(int rank);
 
 // Writes rank `state.rank`'s shard as `<name>.tmp`, hashing (SHA-256 and XXH3) in the same pass,
-// fsyncs it and renames it into place. `world_size` goes into the file's metadata.
+// fsyncs it and renames it into place. `world_size` goes into the file's metadata. The record
+// carries the values' health (scan_health), which commit publishes with the step.
 ShardRecord write_rank_shard(const std::filesystem::path& dir, const RankStateView& state, int world_size,
                              const WriteOptions& options = {});
 inline ShardRecord write_rank_shard(const std::filesystem::path& dir, const RankState& state, int world_size,
@@ -71,6 +75,7 @@ struct SaveOptions {
     nlohmann::json training_state;
     ProgressFn progress;
     const std::atomic<bool>* cancel = nullptr;
+    bool count_health = true; // WriteOptions::count_health
 };
 
 // What save_sharded refuses before it writes anything (Error): no ranks, mixed dtypes, a rank

@@ -5,10 +5,27 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace shardscope {
+
+// The four vectors of a rank's state, by the names they have in a shard file.
+enum class StateVector { param, master, exp_avg, exp_avg_sq };
+inline std::optional<StateVector> state_vector_from_string(std::string_view name)
+{
+    if (name == "param")
+        return StateVector::param;
+    if (name == "master")
+        return StateVector::master;
+    if (name == "exp_avg")
+        return StateVector::exp_avg;
+    if (name == "exp_avg_sq")
+        return StateVector::exp_avg_sq;
+    return std::nullopt;
+}
 
 // One rank's slice of the training state: fp16/bf16 parameters (raw bits) and the ZeRO optimizer
 // state of the same slice. All four vectors have param_shard_numel elements.
@@ -58,6 +75,18 @@ inline std::vector<RankStateView> views_of(const std::vector<RankState>& states)
     for (const RankState& s : states)
         views.push_back(view_of(s));
     return views;
+}
+
+// What a rank's values say about its health (health.h): counted by write_rank_shard into the
+// shard's record, and by a loader over what it loaded.
+StateHealth scan_health(const RankStateView& state);
+// The same for elements [begin, begin + count) of one vector, added to `health`: what a writer
+// counts piece by piece as the piece goes out. The parameter/master check runs with `master`.
+void count_health(StateVector vector, const RankStateView& state, std::size_t begin, std::size_t count,
+                  StateHealth& health);
+inline StateHealth scan_health(const RankState& state)
+{
+    return scan_health(view_of(state));
 }
 
 // Called from worker threads: implementations must be thread-safe and quick.

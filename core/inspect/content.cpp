@@ -1,5 +1,6 @@
 #include "core/inspect/content.h"
 #include "core/inspect/internal/halves.h"
+#include "core/checkpoint/rounding.h"
 #include "core/inspect/internal/layout.h"
 
 #include "core/checkpoint/dtype.h"
@@ -78,7 +79,8 @@ std::optional<fsutil::OpenedFile> open_part(int dirfd, const fs::path& dir, cons
 void check_against_master(ElementType param_type, const std::byte* param_bytes, const std::byte* master_bytes,
                           std::size_t n, uint64_t at, MasterCheck& check)
 {
-    const uint64_t found = inspect::count_unrounded(param_type, param_bytes, master_bytes, n);
+    const uint64_t found = count_unrounded(param_type == ElementType::F16 ? ParamDtype::F16 : ParamDtype::BF16,
+                                           param_bytes, master_bytes, n);
     if (check.mismatches == 0 && found > 0) // the block that holds the first one: find it
         for (std::size_t i = 0; i < n; ++i) {
             float master;

@@ -1,5 +1,5 @@
 #include "core/inspect/stats.h"
-#include "core/inspect/internal/lanes.h"
+#include "core/util/internal/lanes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,11 +11,10 @@ namespace shardscope {
 
 namespace {
 
-// The binary32 kernel works on W elements at a time (internal/lanes.h): the build has no
+// The binary32 kernel works on W elements at a time (util/internal/lanes.h): the build has no
 // -ffast-math, so the compiler may not vectorise (reorder) double sums on its own; here the order
 // is ours, several independent accumulators summed at the end. The 4-lane copy is for SSE2 (wider
 // vectors there spill).
-using inspect::Lanes;
 
 // Elements per fused block: 64 KiB of F32 stays in L2 between the passes, and folding the key
 // counts once per block costs little next to 16384 elements.
@@ -238,7 +237,7 @@ template <class E>
 BlockKernel block_kernel()
 {
 #if defined(__x86_64__)
-    if (inspect::has_avx2_fma())
+    if (has_avx2_fma())
         return avx2_block<E>;
 #endif
     return sse2_block<E>;

@@ -8,6 +8,7 @@
 #include "core/checkpoint/internal/shardfile.h"
 
 #include <algorithm>
+#include <map>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -102,6 +103,7 @@ void CheckpointManager::rotate(StepTier which)
     if (complete.size() <= static_cast<std::size_t>(keep))
         return;
     std::vector<std::string> held; // local steps kept beyond keep_last for the mirror
+    std::optional<std::string> kept_healthy;
     {
         std::lock_guard lock(m_mutex);
         const auto busy = [&](const StepInfo& s) {
@@ -117,6 +119,29 @@ void CheckpointManager::rotate(StepTier which)
         for (const auto& name : plan.remove)
             remove_step_dir(root, name, m_options.durable);
         held = std::move(plan.held);
+        kept_healthy = std::move(plan.kept_healthy);
+    }
+    bool tell_healthy = false;
+    if (kept_healthy) {
+        std::lock_guard lock(m_mutex); // the mirror's rotation runs on the upload thread
+        std::string& told = m_kept_healthy_warned[local ? 0 : 1];
+        tell_healthy = *kept_healthy != told; // once each time it moves
+        told = *kept_healthy;
+    }
+    if (tell_healthy) {
+        std::string newer;
+        int listed = 0, more = 0;
+        for (auto it = complete.rbegin(); it != complete.rend() && it->name != *kept_healthy; ++it) {
+            if (it->maybe_healthy())
+                continue;
+            if (listed++ < 3)
+                newer += (newer.empty() ? "" : "; ") + it->name + " (" + it->health + ")";
+            else
+                ++more;
+        }
+        warn("keeping " + *kept_healthy + " beyond keep_last " + std::to_string(keep) + " on the " +
+             std::string(to_string(which)) + " tier: it is the newest healthy step, and the newer ones are not: " +
+             newer + (more ? "; and " + std::to_string(more) + " more" : std::string()));
     }
     if (!local)
         return;
@@ -289,37 +314,154 @@ void CheckpointManager::wait()
         std::rethrow_exception(std::exchange(m_error, nullptr));
 }
 
-LoadedCheckpoint CheckpointManager::load_latest(int expected_world_size, bool* used_mirror)
+ResumePoint CheckpointManager::load_resume_point(const ResumeOptions& options)
 {
     wait();
-    if (used_mirror)
-        *used_mirror = false;
-    const std::optional<std::string> local = read_latest(m_options.root);
-    std::optional<Error> local_error;
-    if (local) {
-        try {
-            return load_sharded(m_options.root / *local, expected_world_size);
-        } catch (const Error& e) {
-            local_error = e;
-        }
+    return shardscope::load_resume_point(m_options.root, m_options.mirror, options);
+}
+
+namespace {
+
+// The kind a step's recorded or counted health is refused with: its first finding's.
+ProblemKind health_kind(const StateHealth& h)
+{
+    if (h.nonfinite_param + h.nonfinite_master + h.nonfinite_exp_avg + h.nonfinite_exp_avg_sq > 0)
+        return ProblemKind::nonfinite_values;
+    return h.negative_exp_avg_sq > 0 ? ProblemKind::negative_second_moment : ProblemKind::param_master_mismatch;
+}
+
+// Health of loaded ranks, counted as a writer counts it, with the same wording as a record.
+std::string loaded_health(const LoadedCheckpoint& loaded, StateHealth& sum)
+{
+    std::string text;
+    for (const RankState& r : loaded.ranks) {
+        const StateHealth h = scan_health(r);
+        sum += h;
+        if (!h.healthy())
+            text += (text.empty() ? "" : "; ") + ("rank " + std::to_string(r.rank) + ": ") + describe(h);
     }
-    if (m_options.mirror) {
-        // Prefer the mirror's copy of the same step; without one, the mirror's newest.
-        std::optional<std::string> name = local;
-        if (!name || !describe_step(*m_options.mirror, *name, 0, StepTier::mirror).complete)
-            name = read_latest(*m_options.mirror);
-        if (name && describe_step(*m_options.mirror, *name, 0, StepTier::mirror).complete) {
-            LoadedCheckpoint loaded = load_sharded(*m_options.mirror / *name, expected_world_size);
-            if (used_mirror)
-                *used_mirror = true;
-            return loaded;
+    return text;
+}
+
+Error no_healthy_step(const fs::path& root, const std::vector<std::string>& skipped,
+                      const std::optional<StateHealth>& newest)
+{
+    std::string all;
+    for (const auto& s : skipped)
+        all += (all.empty() ? "" : "; ") + s;
+    return Error(newest ? health_kind(*newest) : ProblemKind::cannot_open,
+                 root.string() + ": no healthy step to resume from: " + all +
+                     " (--allow-unhealthy resumes from the newest step anyway)",
+                 root.string());
+}
+
+} // namespace
+
+std::optional<ResumeStep> choose_resume_step(const fs::path& root, bool allow_unhealthy)
+{
+    const std::optional<std::string> latest = read_latest(root);
+    if (!latest)
+        return std::nullopt;
+    const uint64_t bound = parse_step_dir_name(*latest).value_or(UINT64_MAX);
+    std::vector<StepInfo> steps = scan(root, StepTier::local);
+    ResumeStep chosen;
+    std::optional<StateHealth> newest;
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+        if (!it->complete || it->step > bound)
+            continue;
+        if (allow_unhealthy || it->maybe_healthy()) {
+            chosen.name = it->name;
+            return chosen;
         }
+        chosen.skipped.push_back(it->name + ": " + it->health);
+        if (!newest)
+            newest = it->recorded_health;
+    }
+    if (chosen.skipped.empty()) // `latest` names no complete step: let the load say why
+        return ResumeStep{.name = *latest};
+    throw no_healthy_step(root, chosen.skipped, newest);
+}
+
+ResumePoint load_step_or_root(const fs::path& path, const ResumeOptions& options)
+{
+    std::error_code ec;
+    if (fs::is_directory(path, ec) && !fs::exists(path / "manifest.json", ec) && fs::exists(path / "latest", ec))
+        return load_resume_point(path, std::nullopt, options);
+    ResumePoint point;
+    point.checkpoint = load_sharded(path, options.expected_world_size, options.load);
+    return point;
+}
+
+ResumePoint load_resume_point(const fs::path& root, const std::optional<fs::path>& mirror, const ResumeOptions& options)
+{
+    // The newest `latest` bounds the search: a step committed after it was never published.
+    const std::optional<std::string> local_latest = read_latest(root);
+    std::optional<std::string> latest = local_latest;
+    if (!latest && mirror)
+        latest = read_latest(*mirror);
+    if (!latest)
+        throw Error(ProblemKind::cannot_open, root.string() + ": no complete checkpoint to resume from (no `latest`)",
+                    root.string());
+    const uint64_t bound = parse_step_dir_name(*latest).value_or(UINT64_MAX);
+
+    // Each complete step at or before it, newest first, with its copy on each tier.
+    struct Copies {
+        std::optional<StepInfo> local, mirror;
+    };
+    std::map<uint64_t, Copies, std::greater<>> steps;
+    for (StepInfo& s : scan(root, StepTier::local))
+        if (s.complete && s.step <= bound)
+            steps[s.step].local = std::move(s);
+    if (mirror)
+        for (StepInfo& s : scan(*mirror, StepTier::mirror))
+            if (s.complete && s.step <= bound)
+                steps[s.step].mirror = std::move(s);
+
+    ResumePoint point;
+    std::optional<Error> local_error; // the first local step that did not verify
+    std::optional<StateHealth> first_unhealthy;
+    for (auto& [number, copies] : steps) {
+        const StepInfo& any = copies.local ? *copies.local : *copies.mirror;
+        if (!options.allow_unhealthy && !any.maybe_healthy()) {
+            point.skipped.push_back(any.name + ": " + any.health);
+            if (!first_unhealthy)
+                first_unhealthy = any.recorded_health;
+            continue;
+        }
+        // After a local step failed to verify, only the mirror's copies are trusted.
+        std::optional<LoadedCheckpoint> loaded;
+        if (copies.local && !local_error) {
+            try {
+                loaded = load_sharded(root / copies.local->name, options.expected_world_size, options.load);
+            } catch (const Error& e) {
+                if (!mirror)
+                    throw;
+                local_error = e;
+            }
+        }
+        if (!loaded && copies.mirror) {
+            loaded = load_sharded(*mirror / copies.mirror->name, options.expected_world_size, options.load);
+            point.used_mirror = true;
+        }
+        if (!loaded)
+            continue;
+        StateHealth health;
+        const std::string why = loaded_health(*loaded, health);
+        if (!options.allow_unhealthy && !health.healthy()) {
+            point.skipped.push_back(any.name + ": " + why);
+            if (!first_unhealthy)
+                first_unhealthy = health;
+            point.used_mirror = false;
+            continue;
+        }
+        point.checkpoint = std::move(*loaded);
+        return point;
     }
     if (local_error)
         throw *local_error;
-    throw Error(ProblemKind::cannot_open,
-                m_options.root.string() + ": no complete checkpoint to resume from (no `latest`)",
-                m_options.root.string());
+    if (point.skipped.empty()) // `latest` names no complete step: the load says why
+        load_sharded(root / *latest, options.expected_world_size, options.load);
+    throw no_healthy_step(root, point.skipped, first_unhealthy);
 }
 
 } // namespace shardscope

@@ -6,8 +6,10 @@
 // storage) with its own, longer retention.
 //
 // Invariants: `latest` never names a step that is not fully committed; rotation never removes
-// the step `latest` names, a step still being written, or a step whose upload to the mirror has
-// not finished; a crash at any instant leaves `latest` naming a complete, loadable step.
+// the step `latest` names, the newest step not recorded as unhealthy, a step still being written,
+// or a step whose upload to the mirror has not finished; a crash at any instant leaves `latest`
+// naming a complete, loadable step. `latest` names the newest committed step whatever its health:
+// resume goes to the newest healthy one (load_resume_point).
 //
 // Under pressure: a failed mirror upload never fails a save — the local step stays
 // committed, the upload is retried on later saves, and the local tier keeps the steps the mirror
@@ -49,6 +51,13 @@ struct StepInfo {
     std::vector<std::string> leftover_tmp_files; // from an interrupted write
     bool uploaded = false; // local tier: the mirror holds a verified copy
     std::string problem; // why it is not complete, when it is not
+    // The health its writer recorded in the commit (health.h): nullopt when the manifest has
+    // none (written before health was recorded, or by a writer that does not count it).
+    std::optional<StateHealth> recorded_health; // summed over its ranks
+    std::string health; // which ranks are not healthy and why, when it is not
+
+    // Not known to be unhealthy: what retention protects and resume considers.
+    bool maybe_healthy() const { return !recorded_health || recorded_health->healthy(); }
 };
 
 // The step directories of a root, sorted by step, without hashing anything; with a mirror, the
@@ -103,6 +112,46 @@ struct UploadStatus {
 // `shardctl train --json` and `shardctl status --json` (docs/shardctl.md).
 nlohmann::json to_json(const UploadStatus& status);
 
+struct ResumeOptions {
+    int expected_world_size = -1; // < 0: any
+    bool allow_unhealthy = false; // resume from the newest step even when it is not healthy
+    LoadOptions load;
+};
+
+struct ResumePoint {
+    LoadedCheckpoint checkpoint;
+    bool used_mirror = false; // the mirror's copy: the local one was lost or did not verify
+    // One sentence per newer step passed over because it is not healthy ("step-00000012: rank 0:
+    // 4 non-finite exp_avg_sq values"), newest first.
+    std::vector<std::string> skipped;
+};
+
+// Where a run resumes: the newest complete step at or before the one `latest` names (a step
+// committed after it was never published) whose values are healthy — its recorded health first,
+// then the loaded values themselves (scan_health), so a step without a record is judged too.
+// Unhealthy steps are passed over and named in `skipped`; with allow_unhealthy the newest step is
+// loaded whatever its health. A local step that does not verify is replaced by the mirror's copy
+// of the same step, or else the mirror's newest healthy one; without one that error is thrown
+// (a damaged step is never passed over silently). Throws Error(cannot_open) when there is no
+// `latest`, and the health's kind (nonfinite_values, ...) naming every step when none is healthy.
+ResumePoint load_resume_point(const std::filesystem::path& root, const std::optional<std::filesystem::path>& mirror,
+                              const ResumeOptions& options = {});
+
+// The step load_resume_point starts from, chosen by the recorded health alone, without loading
+// anything: for processes that each load only their own shard (shardctl-mpi train), which cannot
+// count the values of the whole step. nullopt when the root has no `latest`; the same Error when
+// no step is recorded healthy (an unrecorded step counts as healthy here).
+struct ResumeStep {
+    std::string name;
+    std::vector<std::string> skipped; // as ResumePoint::skipped
+};
+std::optional<ResumeStep> choose_resume_step(const std::filesystem::path& root, bool allow_unhealthy);
+
+// What a load of a path a user names does (`shardctl load`, the Python module's load): a root (a
+// `latest` file and no manifest.json) goes to its newest healthy step by load_resume_point; any
+// other path is loaded as it is, whatever its health (the user chose that step).
+ResumePoint load_step_or_root(const std::filesystem::path& path, const ResumeOptions& options = {});
+
 // What a save of `states` will take on disk, about (shards, headers, manifest).
 uint64_t expected_step_bytes(const std::vector<RankStateView>& states, const SaveOptions& meta);
 
@@ -139,9 +188,9 @@ public:
     // is not an error here: it stays in upload_status() and is retried by later saves.
     void wait();
 
-    // Loads the step `latest` names; if it does not verify and a mirror holds the same step,
-    // loads the mirror's copy instead. Throws the local error when no fallback works.
-    LoadedCheckpoint load_latest(int expected_world_size, bool* used_mirror = nullptr);
+    // The newest healthy step at or before `latest` (load_resume_point), after waiting for
+    // pending work.
+    ResumePoint load_resume_point(const ResumeOptions& options = {});
 
     // Takes the root's writer lock now (save and save_async take it on their first call, so a
     // manager used only to resume never does). Throws Error(root_locked) naming the holder.
@@ -196,6 +245,8 @@ private:
     std::map<std::string, UploadRecord> m_upload_records; // by step directory name
     uint64_t m_saves = 0; // steps this manager committed
     std::size_t m_held_warned = 0; // local steps held for the mirror at the last warning
+    std::string m_kept_healthy_warned[2]; // per tier (local, mirror): the step last said to be kept
+        // as the newest healthy one
     RootLock m_lock;
 };
 

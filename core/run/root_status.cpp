@@ -51,6 +51,13 @@ nlohmann::json copy_json(const StepInfo& s)
         {"bytes", s.bytes},       {"world_size", s.world_size}, {"leftover_tmp_files", s.leftover_tmp_files}};
     if (!s.complete)
         j["problem"] = s.problem;
+    // What its writer counted in the commit: "healthy", "unhealthy" (with which ranks and why),
+    // or null when the manifest records none.
+    j["recorded_health"] = !s.recorded_health ? nlohmann::json(nullptr)
+        : s.recorded_health->healthy()        ? nlohmann::json("healthy")
+                                              : nlohmann::json("unhealthy");
+    if (s.recorded_health && !s.recorded_health->healthy())
+        j["recorded_health_detail"] = s.health;
     return j;
 }
 
@@ -111,6 +118,7 @@ RootStatus root_status(const fs::path& root, const std::optional<fs::path>& mirr
                                        mirror ? std::optional<int>(mirror_keep_last) : std::nullopt, none, uploaded);
     st.rotation_local = std::move(local.remove);
     st.held_for_mirror = std::move(local.held);
+    st.kept_healthy = std::move(local.kept_healthy);
     if (mirror)
         st.uploads = upload_states_on_disk(st.steps, st.lock, mirror_keep_last);
     if (mirror)
@@ -188,7 +196,10 @@ nlohmann::json to_json(const RootStatus& st)
             {"space", space},
             {"steps", steps},
             {"next_rotation",
-             {{"local", st.rotation_local}, {"mirror", st.rotation_mirror}, {"held_for_mirror", st.held_for_mirror}}}};
+             {{"local", st.rotation_local},
+              {"mirror", st.rotation_mirror},
+              {"held_for_mirror", st.held_for_mirror},
+              {"kept_as_newest_healthy", st.kept_healthy ? json(*st.kept_healthy) : json(nullptr)}}}};
 }
 
 } // namespace shardscope

@@ -30,6 +30,8 @@ struct RootStatus {
     std::vector<TierSpace> space;
     // The next rotation's forecast, with no save or upload running (format.md, 6.3).
     std::vector<std::string> rotation_local, rotation_mirror, held_for_mirror;
+    // The local step kept beyond keep_last as the newest healthy one (RotationPlan::kept_healthy).
+    std::optional<std::string> kept_healthy;
     // With a mirror: upload_states_on_disk(steps, lock, mirror_keep_last).
     std::map<std::string, UploadState> uploads;
 };

@@ -39,8 +39,9 @@ void CheckpointManager::make_room(uint64_t need, const std::string& name)
     const TierSpace space = tier_space(StepTier::local, m_options.root);
     if (!space.free_bytes || *space.free_bytes >= need)
         return; // statvfs unavailable: the write itself will say whether it fits
-    // What may go: complete steps, oldest first, except `latest`, one being uploaded and, with a
-    // mirror, the newest step the mirror lacks (the one a restart would want if `latest` rots).
+    // What may go: complete steps, oldest first, except `latest`, one being uploaded, the newest
+    // step not recorded as unhealthy and, with a mirror, the newest step the mirror lacks (the one
+    // a restart would want if `latest` rots).
     std::vector<StepInfo> complete;
     for (auto& s : scan(m_options.root, StepTier::local))
         if (s.complete)
@@ -50,13 +51,17 @@ void CheckpointManager::make_room(uint64_t need, const std::string& name)
         for (auto it = complete.rbegin(); it != complete.rend() && !newest_unmirrored; ++it)
             if (!describe_step(*m_options.mirror, it->name, it->step, StepTier::mirror).complete)
                 newest_unmirrored = it->name;
+    std::optional<std::string> newest_healthy; // what a resume would go back to
+    for (auto it = complete.rbegin(); it != complete.rend() && !newest_healthy; ++it)
+        if (it->maybe_healthy())
+            newest_healthy = it->name;
     std::vector<const StepInfo*> candidates;
     uint64_t freeable = 0;
     {
         std::lock_guard lock(m_mutex);
         for (const StepInfo& s : complete) {
             const bool uploading = std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end();
-            if (s.is_latest || uploading || s.name == newest_unmirrored)
+            if (s.is_latest || uploading || s.name == newest_unmirrored || s.name == newest_healthy)
                 continue;
             candidates.push_back(&s);
             freeable += s.bytes;

@@ -79,6 +79,8 @@ StepInfo describe_step(const fs::path& root, const std::string& name, uint64_t s
         info.world_size = m.world_size;
         info.wall_clock_seconds = m.wall_clock_seconds;
         info.bytes = m.total_bytes();
+        info.recorded_health = m.health();
+        info.health = m.describe_health();
         if (tier == StepTier::mirror && !fsutil::exists_at(fd.get(), kUploadManifest)) {
             info.complete = false;
             info.problem = "the upload has not finished (no upload.json)";
@@ -143,10 +145,20 @@ RotationPlan plan_rotation(const std::vector<StepInfo>& complete, int keep, std:
                            const std::function<bool(const StepInfo&)>& on_mirror)
 {
     RotationPlan plan;
+    // When a run diverges every later save is unhealthy, and keep_last alone would rotate the last
+    // good step away within K saves: the one a resume needs.
+    const StepInfo* newest_healthy = nullptr;
+    for (auto it = complete.rbegin(); it != complete.rend() && !newest_healthy; ++it)
+        if (it->maybe_healthy())
+            newest_healthy = &*it;
     for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < complete.size(); ++i) {
         const StepInfo& s = complete[i];
         if (s.is_latest || busy(s))
             continue;
+        if (&s == newest_healthy) {
+            plan.kept_healthy = s.name;
+            continue;
+        }
         // Never delete the only copy of a step the mirror lacks and is meant to hold: one of
         // the newest mirror_keep_last. An older one its rotation would delete anyway, so
         // while the mirror lags the local tier grows by at most mirror_keep_last - keep_last.

@@ -2,8 +2,13 @@
 
 #include "core/run/demo.h"
 
+#include "core/util/printable.h"
+
 #include <cmath>
+#include <limits>
+#include <map>
 #include <numbers>
+#include <set>
 
 namespace shardscope {
 
@@ -81,7 +86,42 @@ Trainer::Trainer(const TrainConfig& config) : m_config(config)
     m_order = shuffled_order(config.dataset_size, config.seed, 0);
 }
 
-Trainer Trainer::resume(const TrainConfig& config, LoadedCheckpoint checkpoint)
+namespace {
+
+// What training_state() writes, section by section: everything resume restores or checks.
+const std::map<std::string, std::set<std::string>> kStateItems = {
+    {"optimizer", {"name", "step", "lr", "betas", "eps", "weight_decay"}},
+    {"lr_schedule", {"name", "base_lr", "min_lr", "warmup_steps", "total_steps"}},
+    {"dataloader", {"epoch", "offset", "shuffle_seed", "batch_size"}},
+    {"rng", {"algorithm", "xoshiro256"}},
+    {"trainer", {"seed", "batch_size", "dataset_size", "last_loss"}},
+};
+
+// The checkpoint's items a resume would not restore: unknown training_state entries, manifest
+// fields nobody reads, tensors the load passed over.
+std::vector<std::string> unrestored_items(const LoadedCheckpoint& checkpoint)
+{
+    std::vector<std::string> items = checkpoint.unread;
+    for (const auto& [section, value] : checkpoint.manifest.training_state.items()) {
+        const auto known = kStateItems.find(section);
+        if (known == kStateItems.end()) {
+            items.push_back("training_state." + section);
+            continue;
+        }
+        if (value.is_object())
+            for (const auto& [key, ignored] : value.items())
+                if (!known->second.count(key))
+                    items.push_back("training_state." + section + "." + key);
+    }
+    if (checkpoint.manifest.extra.is_object())
+        for (const auto& [key, ignored] : checkpoint.manifest.extra.items())
+            items.push_back("manifest field '" + key + "'");
+    return items;
+}
+
+} // namespace
+
+Trainer Trainer::resume(const TrainConfig& config, LoadedCheckpoint checkpoint, std::vector<std::string>* unread)
 {
     const nlohmann::json& ts = checkpoint.manifest.training_state;
     const std::string where = (checkpoint.dir / "manifest.json").string();
@@ -103,12 +143,29 @@ Trainer Trainer::resume(const TrainConfig& config, LoadedCheckpoint checkpoint)
         if (tr.at("batch_size").get<int>() != config.batch_size ||
             tr.at("dataset_size").get<uint64_t>() != config.dataset_size)
             throw bad("batch or dataset size differ from this run's");
+        const auto& optimizer = ts.at("optimizer");
+        if (optimizer.at("name").get<std::string>() != "adamw" ||
+            optimizer.at("betas").at(0).get<double>() != config.beta1 ||
+            optimizer.at("betas").at(1).get<double>() != config.beta2 ||
+            optimizer.at("eps").get<double>() != config.eps ||
+            optimizer.at("weight_decay").get<double>() != config.weight_decay)
+            throw bad("its optimizer (" + optimizer.dump() + ") differs from this run's");
+        const auto& loader = ts.at("dataloader");
+        if (loader.at("shuffle_seed").get<uint64_t>() != config.seed ||
+            loader.at("batch_size").get<int>() != config.batch_size)
+            throw bad("its dataloader (" + loader.dump() + ") differs from this run's");
+        if (ts.at("rng").at("algorithm").get<std::string>() != "xoshiro256**")
+            throw bad("its random number generator is " + ts.at("rng").at("algorithm").dump());
         const auto& schedule = ts.at("lr_schedule");
-        if (schedule.at("total_steps").get<uint64_t>() != config.total_steps ||
+        if (schedule.at("name").get<std::string>() != "warmup_cosine" ||
+            schedule.at("total_steps").get<uint64_t>() != config.total_steps ||
             schedule.at("warmup_steps").get<uint64_t>() != config.warmup_steps ||
             schedule.at("base_lr").get<double>() != config.lr || schedule.at("min_lr").get<double>() != config.min_lr)
             throw bad("its learning-rate schedule (" + schedule.dump() + ") differs from this run's");
-        t.m_step = ts.at("optimizer").at("step").get<uint64_t>();
+        t.m_step = optimizer.at("step").get<uint64_t>();
+        if (t.learning_rate(t.m_step) != optimizer.at("lr").get<double>())
+            throw bad("its optimizer's lr " + optimizer.at("lr").dump() + " is not its schedule's at step " +
+                      std::to_string(t.m_step));
         t.m_epoch = ts.at("dataloader").at("epoch").get<uint64_t>();
         t.m_offset = ts.at("dataloader").at("offset").get<uint64_t>();
         const auto& rng = ts.at("rng").at("xoshiro256");
@@ -120,6 +177,18 @@ Trainer Trainer::resume(const TrainConfig& config, LoadedCheckpoint checkpoint)
     }
     if (t.m_offset >= config.dataset_size)
         throw bad("dataloader offset is past the end of the epoch");
+    if (std::vector<std::string> items = unrestored_items(checkpoint); !items.empty()) {
+        if (!unread) {
+            std::string names;
+            for (const auto& item : items)
+                names += (names.empty() ? "" : ", ") + item;
+            throw Error(ProblemKind::unread_state,
+                        where + ": cannot resume without dropping state this trainer does not restore: " +
+                            printable(names, 2000) + " (allow a partial resume to go on without it)",
+                        where);
+        }
+        unread->insert(unread->end(), items.begin(), items.end());
+    }
     t.m_order = shuffled_order(config.dataset_size, config.seed, t.m_epoch);
     if (config.local_rank >= 0) { // the caller passes only this process's slice
         if (checkpoint.ranks.size() != 1 || checkpoint.ranks[0].rank != config.local_rank)
@@ -216,10 +285,15 @@ double Trainer::step()
     std::vector<int64_t> prediction_fixed(batch, 0);
     std::vector<int64_t> target_fixed(batch, 0);
     auto fixed = [](double value) { return static_cast<int64_t>(std::nearbyint(value * kFixedScale)); };
+    bool diverged = false;
     for (const RankState& r : m_ranks) {
         for (std::size_t k = 0; k < r.param.size(); ++k) {
             const uint64_t j = r.param_shard_offset + k;
             const double p = r.dtype == ParamDtype::F16 ? f16_to_float(r.param[k]) : bf16_to_float(r.param[k]);
+            if (!std::isfinite(p)) { // no fixed-point value: the loss is NaN, the other terms go on
+                diverged = true;
+                continue;
+            }
             const double w = teacher(c.seed, j);
             for (std::size_t i = 0; i < batch; ++i) {
                 const double x = feature(c.seed, samples[i], j);
@@ -242,6 +316,8 @@ double Trainer::step()
         loss += 0.5 * error[i] * error[i];
     }
     loss /= static_cast<double>(batch);
+    if (diverged)
+        loss = std::numeric_limits<double>::quiet_NaN();
 
     // Backward + AdamW on each rank's ZeRO slice: every rank updates only what it owns.
     ++m_step;
@@ -266,6 +342,22 @@ double Trainer::step()
     }
     m_last_loss = loss;
     return loss;
+}
+
+void Trainer::plant_nan(StateVector which)
+{
+    for (RankState& r : m_ranks) {
+        if (r.param.empty())
+            continue;
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        switch (which) {
+        case StateVector::param: r.param[0] = float_to_param(nan, r.dtype); break;
+        case StateVector::master: r.master[0] = nan; break;
+        case StateVector::exp_avg: r.exp_avg[0] = nan; break;
+        case StateVector::exp_avg_sq: r.exp_avg_sq[0] = nan; break;
+        }
+        return;
+    }
 }
 
 } // namespace shardscope

@@ -41,11 +41,21 @@ public:
     explicit Trainer(const TrainConfig& config); // fresh initialisation from config.seed
 
     // Continues from a loaded checkpoint. Throws Error(invalid_argument) naming the field when
-    // the checkpoint was made with a different seed, numel or dtype, or lacks training_state.
-    static Trainer resume(const TrainConfig& config, LoadedCheckpoint checkpoint);
+    // the checkpoint was made with a different seed, numel, dtype, optimizer or schedule, or lacks
+    // training_state. Every item of the checkpoint is restored or checked against `config`; one it
+    // holds that this trainer would not restore (an unknown training_state entry or manifest
+    // field, a tensor the load passed over) is named in `unread` when given, and otherwise refused
+    // with Error(unread_state): a resume never drops state silently.
+    static Trainer resume(const TrainConfig& config, LoadedCheckpoint checkpoint,
+                          std::vector<std::string>* unread = nullptr);
 
-    // One optimizer step over the next global batch; returns that batch's loss.
+    // One optimizer step over the next global batch; returns that batch's loss (NaN once a
+    // non-finite parameter reaches the forward pass, as in a diverged run).
     double step();
+
+    // Test support (shardctl train --inject-nan-at-step): a NaN in the first element this
+    // trainer holds of `which`, as a diverging run would leave one. Training goes on with it.
+    void plant_nan(StateVector which);
 
     uint64_t steps_done() const { return m_step; }
     double last_loss() const { return m_last_loss; }

@@ -214,8 +214,11 @@ class RoundTrip(TempDirTest):
             t.start()
         for t in threads:
             t.join()
-        self.assertEqual(sorted(records[2]), ["bytes", "param_shard_numel", "param_shard_offset", "path", "rank",
-                                              "sha256", "xxh3"])
+        self.assertEqual(sorted(records[2]), ["bytes", "health", "param_shard_numel", "param_shard_offset", "path",
+                                              "rank", "sha256", "xxh3"])
+        # Each writer counts its own rank's health; the commit publishes it in the manifest.
+        self.assertEqual(records[2]["health"], {"nonfinite": {"param": 0, "master": 0, "exp_avg": 0, "exp_avg_sq": 0},
+                                                "negative_exp_avg_sq": 0, "param_master_mismatch": 0})
         self.assertFalse(os.path.exists(self.path("c", "manifest.json")))
         meta = {"world_size": 4, "step": 9, "dtype": "bf16", "training_state": TRAINING_STATE}
         with self.assertRaises(shardscope.CheckpointError) as caught:  # one record short
@@ -230,6 +233,7 @@ class RoundTrip(TempDirTest):
         manifest = shardscope.commit(self.path("c"), records[::-1], meta)
         self.assertEqual([s["rank"] for s in manifest["shards"]], [0, 1, 2, 3])
         self.assertEqual(manifest["param_numel_total"], 5000)
+        self.assertEqual(manifest["shards"][2]["health"], records[2]["health"])
         self.assertTrue(shardscope.verify(self.path("c"))["ok"])
         self.assertEqual(shardscope.digests(shardscope.load(self.path("c"), 4)), shardscope.digests(ranks))
         with self.assertRaises(shardscope.StorageError) as caught:

@@ -48,6 +48,32 @@ class Manager(TempDirTest):
         self.assertEqual(three["saved_world_size"], 4)
         self.assertBitsEqual(np.concatenate([r["master"] for r in three["ranks"]]), flats[40]["master"])
 
+    def test_a_diverged_run_resumes_from_its_last_healthy_step(self):
+        root = self.path("run")
+        manager = shardscope.CheckpointManager(root, keep=2)
+        flats = {}
+        for step in (10, 20, 30, 40):
+            flats[step] = flat_state(3001, step)
+            if step >= 30:  # the run diverged: Adam's second moment holds NaN
+                flats[step]["exp_avg_sq"][7] = np.nan
+            manifest = manager.save(step, split(flats[step], 4), training_state=dict(STATE, step=step))
+            health = [s["health"] for s in manifest["shards"]]
+            self.assertEqual(sum(h["nonfinite"]["exp_avg_sq"] for h in health), 1 if step >= 30 else 0)
+        # keep=2 alone would keep 30 and 40; the newest healthy step stays too
+        self.assertEqual(steps_on_disk(root), ["step-00000020", "step-00000030", "step-00000040"])
+        resumed = manager.resume()
+        self.assertEqual(resumed["step"], 20)
+        self.assertEqual([s.split(":")[0] for s in resumed["skipped_unhealthy"]], ["step-00000040", "step-00000030"])
+        self.assertIn("1 non-finite exp_avg_sq values", resumed["skipped_unhealthy"][0])
+        self.assertBitsEqual(np.concatenate([r["master"] for r in resumed["ranks"]]), flats[20]["master"])
+        self.assertEqual(manager.resume(allow_unhealthy=True)["step"], 40)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ranks = shardscope.load(root, 4)
+        self.assertBitsEqual(np.concatenate([r["master"] for r in ranks]), flats[20]["master"])
+        self.assertEqual(len(caught), 2)
+        self.assertIn("passed over step-00000040", str(caught[0].message))
+
     def test_save_async_returns_while_the_write_proceeds(self):
         root = self.path("run")
         flat = flat_state(8_000_000, 1)  # 112 MB of state, written with fsync

@@ -38,8 +38,11 @@ using ReadStep = std::function<bool(uint64_t done, uint64_t size)>;
 
 // Reads the shard into a RankState, hashing every byte as it lands. Throws Error (unreadable,
 // hash_mismatch, cancelled when `step` stops it, or the open_shard problem) naming rank and file.
+// A tensor other than the four a RankState holds is hashed and not kept: named in `unread` when
+// given, otherwise Error(unread_state) once the shard has verified.
 RankState read_rank_state(int dirfd, const std::filesystem::path& dir, const Manifest& manifest,
-                          const ShardRecord& record, const ReadStep& step = {});
+                          const ShardRecord& record, const ReadStep& step = {},
+                          std::vector<std::string>* unread = nullptr);
 
 // Hashes the shard (SHA-256, or XXH3 with `fast` when the manifest records one) against the
 // manifest. Never throws for a bad shard: the status says what is wrong and `problem` is set.

@@ -14,11 +14,14 @@ StepInfo describe_step(const std::filesystem::path& root, const std::string& nam
 std::vector<StepInfo> scan(const std::filesystem::path& root, StepTier tier);
 
 // What one rotation of a tier does with its complete steps (oldest first): `remove` the names it
-// deletes; `held` the local steps kept beyond keep_last only because the mirror lacks them. The
-// one rule, for CheckpointManager and for `shardctl status`'s forecast (format.md, 6.3).
+// deletes; `held` the local steps kept beyond keep_last only because the mirror lacks them;
+// `kept_healthy` the newest step not recorded as unhealthy, when it is older than the newest
+// keep_last and kept for that reason alone. The one rule, for CheckpointManager and for
+// `shardctl status`'s forecast (format.md, 6.3).
 struct RotationPlan {
     std::vector<std::string> remove;
     std::vector<std::string> held;
+    std::optional<std::string> kept_healthy;
 };
 // `mirror_keep`: for the local tier with a mirror, the mirror's retention; `busy`: being written or
 // uploaded; `on_mirror`: the mirror holds a verified copy.

@@ -78,6 +78,63 @@ private slots:
                  m_reference["digests"]["master"].get<std::string>());
     }
 
+    void divergedRunKeepsAndResumesFromItsLastHealthyStep()
+    {
+        // Saves at 3, 6, ..., 18; from step 10 on every step holds a NaN in exp_avg_sq. Keep-last-2
+        // alone would leave 15 and 18, both diverged.
+        const fs::path poisoned = root("poisoned");
+        const auto run = shardctl(
+            train_args(poisoned, 18, 2,
+                       {QStringLiteral("--keep"), QStringLiteral("2"), QStringLiteral("--inject-nan-at-step"),
+                        QStringLiteral("10"), QStringLiteral("--inject-nan-state"), QStringLiteral("exp_avg_sq")}));
+        QCOMPARE(run.exit_code, 0);
+        QVERIFY2(run.err.contains("keeping step-00000009 beyond keep_last 2 on the local tier: it is the newest "
+                                  "healthy step"),
+                 run.err.constData());
+        std::vector<std::string> left;
+        for (const auto& entry : fs::directory_iterator(poisoned))
+            if (entry.path().filename().string().starts_with("step-"))
+                left.push_back(entry.path().filename().string());
+        std::sort(left.begin(), left.end());
+        QCOMPARE(left, (std::vector<std::string>{"step-00000009", "step-00000015", "step-00000018"}));
+
+        // status reads the records without reading a value, and says why step 9 is still there.
+        const auto status = shardctl({QStringLiteral("status"), qs(poisoned), QStringLiteral("--keep"),
+                                      QStringLiteral("2"), QStringLiteral("--json")});
+        QCOMPARE(status.exit_code, 0);
+        const auto st = status.json();
+        QCOMPARE(st["next_rotation"]["kept_as_newest_healthy"].get<std::string>(), std::string("step-00000009"));
+        QCOMPARE(st["steps"][0]["local"]["recorded_health"].get<std::string>(), std::string("healthy"));
+        QCOMPARE(st["steps"][2]["local"]["recorded_health"].get<std::string>(), std::string("unhealthy"));
+        QVERIFY(st["steps"][2]["local"]["recorded_health_detail"].get<std::string>().starts_with("rank 0: "));
+
+        // load of the root goes to it, naming what it passed over; --allow-unhealthy does not.
+        const QStringList load = {QStringLiteral("load"), qs(poisoned), QStringLiteral("--expect-world-size"),
+                                  QStringLiteral("2"), QStringLiteral("--json")};
+        const auto loaded = shardctl(load);
+        QCOMPARE(loaded.exit_code, 0);
+        QCOMPARE(loaded.json()["step"].get<int>(), 9);
+        QCOMPARE(loaded.json()["skipped_unhealthy"].size(), std::size_t(2));
+        // The planted NaN spreads through the update into master and param, as divergence does.
+        QCOMPARE(loaded.json()["skipped_unhealthy"][0].get<std::string>(),
+                 std::string("step-00000018: rank 0: 1 non-finite param values, 1 non-finite master values, 1 "
+                             "non-finite exp_avg_sq values"));
+        QCOMPARE(shardctl(load + QStringList{QStringLiteral("--allow-unhealthy")}).json()["step"].get<int>(), 18);
+
+        // Resumed without the fault, the run ends bit-exactly where an uninterrupted one does.
+        const auto rest = shardctl(train_args(poisoned, 30, 2, {QStringLiteral("--resume")}));
+        QCOMPARE(rest.exit_code, 0);
+        QCOMPARE(rest.json()["resumed_from"]["step"].get<int>(), 9);
+        QCOMPARE(rest.json()["skipped_unhealthy"].size(), std::size_t(2));
+        compare_to(rest.json(), m_reference);
+
+        const auto bad = shardctl(train_args(root("bad-flag"), 3, 1,
+                                             {QStringLiteral("--inject-nan-at-step"), QStringLiteral("1"),
+                                              QStringLiteral("--inject-nan-state"), QStringLiteral("adam")}));
+        QCOMPARE(bad.exit_code, 2);
+        QCOMPARE(bad.json()["ok"].get<bool>(), false);
+    }
+
     void resultsDoNotDependOnWorldSize()
     {
         const auto four = shardctl(train_args(root("four"), 30, 4));

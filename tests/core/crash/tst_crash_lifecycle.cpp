@@ -1,6 +1,6 @@
 // Power cuts over a run's lifetime: CheckpointManager's save and save_async with keep-last-K
 // rotation and every `latest` update, and the mirror tier's upload and retention. Each crash
-// state is reopened as a restarted job does (load_latest, with the mirror fallback), then saved
+// state is reopened as a restarted job does (load_resume_point, with the mirror fallback), then saved
 // to once more.
 
 #include "crash_check.h"
@@ -115,7 +115,7 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
 
     CheckpointManager manager(o);
     if (latest || !committed.empty()) { // the restarted job resumes
-        const LoadedCheckpoint loaded = manager.load_latest(kWorld);
+        const LoadedCheckpoint loaded = manager.load_resume_point({.expected_world_size = kWorld}).checkpoint;
         const uint64_t step = loaded.manifest.step;
         if (!committed.empty() && step < committed.back())
             return "resumed from step " + std::to_string(step) + ", older than committed step " +
@@ -123,6 +123,13 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
         const auto it = run.saved.find(step);
         if (it == run.saved.end() || loaded.ranks != it->second)
             return "resumed from step " + std::to_string(step) + " with bytes that were not saved as that step";
+        // The health record is part of the commit: present whenever the step is, and the count
+        // of the values it commits.
+        StateHealth counted;
+        for (const RankState& r : it->second)
+            counted += scan_health(r);
+        if (loaded.manifest.health() != counted)
+            return "step " + std::to_string(step) + " was committed without the health of its values";
         // The mirror fallback: with the local copy of that step damaged, its mirror copy (when
         // the upload had finished) is what the job resumes from, with the same bytes.
         if (o.mirror && fs::exists(*o.mirror / step_dir_name(step) / kUploadManifest)) {
@@ -133,9 +140,8 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
             f.seekp(-1, std::ios::end);
             f.put(static_cast<char>(last ^ 0x5a));
             f.close();
-            bool used_mirror = false;
-            const LoadedCheckpoint fallback = manager.load_latest(kWorld, &used_mirror);
-            if (!used_mirror || fallback.ranks != it->second)
+            const ResumePoint fallback = manager.load_resume_point({.expected_world_size = kWorld});
+            if (!fallback.used_mirror || fallback.checkpoint.ranks != it->second)
                 return "with the local copy of step " + std::to_string(step) +
                     " damaged, the job did not resume from the mirror's copy";
         }

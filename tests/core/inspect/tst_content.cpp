@@ -5,6 +5,7 @@
 #include "core/checkpoint/dtype.h"
 #include "core/checkpoint/safetensors.h"
 #include "core/checkpoint/save.h"
+#include "core/checkpoint/rounding.h"
 #include "core/inspect/content.h"
 #include "core/inspect/internal/halves.h"
 #include "core/run/demo.h"
@@ -271,6 +272,9 @@ private slots:
             masters.push_back(rng());
         const std::size_t n = masters.size() - 3; // not a whole number of vectors
         for (const ElementType type : {ElementType::F16, ElementType::BF16}) {
+            const auto dtype_of = [](ElementType t) {
+                return t == ElementType::F16 ? ParamDtype::F16 : ParamDtype::BF16;
+            };
             const auto convert = [type](float m) {
                 return type == ElementType::F16 ? float_to_f16(m) : float_to_bf16(m);
             };
@@ -278,7 +282,7 @@ private slots:
             for (std::size_t i = 0; i < masters.size(); ++i)
                 params[i] = convert(std::bit_cast<float>(masters[i]));
             const auto* m = reinterpret_cast<const std::byte*>(masters.data());
-            QCOMPARE(inspect::count_unrounded(type, reinterpret_cast<const std::byte*>(params.data()), m, n),
+            QCOMPARE(count_unrounded(dtype_of(type), reinterpret_cast<const std::byte*>(params.data()), m, n),
                      uint64_t(0));
             uint64_t expected = 0;
             for (std::size_t i = 0; i < n; ++i) {
@@ -288,7 +292,8 @@ private slots:
                 expected += !std::isnan(master) && convert(master) != params[i];
             }
             QVERIFY(expected > n / 4);
-            QCOMPARE(inspect::count_unrounded(type, reinterpret_cast<const std::byte*>(params.data()), m, n), expected);
+            QCOMPARE(count_unrounded(dtype_of(type), reinterpret_cast<const std::byte*>(params.data()), m, n),
+                     expected);
         }
     }
 

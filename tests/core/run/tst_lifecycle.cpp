@@ -250,9 +250,9 @@ private slots:
         // The local copy of the latest step rots: resume falls back to the mirror's copy.
         testutil::flip_byte(root / step_dir_name(6) / "rank1.safetensors", 3000);
         CheckpointManager manager(options(root, 1, mirror));
-        bool used_mirror = false;
-        const LoadedCheckpoint loaded = manager.load_latest(2, &used_mirror);
-        QVERIFY(used_mirror);
+        const ResumePoint point = manager.load_resume_point({.expected_world_size = 2});
+        const LoadedCheckpoint& loaded = point.checkpoint;
+        QVERIFY(point.used_mirror);
         QCOMPARE(loaded.manifest.step, uint64_t(6));
         QCOMPARE(flat_state_digests(loaded.ranks), flat_state_digests(state(6)));
     }

@@ -279,7 +279,8 @@ private slots:
             QCOMPARE(e.kind(), ProblemKind::root_locked);
             QVERIFY2(std::string(e.what()).find("pid " + std::to_string(::getpid())) != std::string::npos, e.what());
         }
-        QCOMPARE(second.load_latest(2).manifest.step, uint64_t(1)); // readers need no lock
+        QCOMPARE(second.load_resume_point({.expected_world_size = 2}).checkpoint.manifest.step,
+                 uint64_t(1)); // readers need no lock
         first.save(state(2), 2); // the holder is unaffected
         QVERIFY(latest_problem(root).isEmpty());
     }

@@ -1,5 +1,6 @@
 #pragma once
-// Internal to core/inspect: the vector types of the scan's kernels (stats.cpp, rounding.cpp).
+// Private to core: the vector types of the value kernels (inspect's stats.cpp and halves.cpp,
+// checkpoint's rounding.cpp).
 // The build targets baseline x86-64; each kernel has two copies, chosen at run time: W = 8 lanes
 // for AVX2 + FMA, W = 4 for the SSE2 every x86-64 has. GCC vector types spell the lanes (they
 // lower to NEON elsewhere); vectors go through references, never across the copies' ABI.
@@ -8,7 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
-namespace shardscope::inspect {
+namespace shardscope {
 
 template <std::size_t W>
 struct Lanes; // W floats; f64 holds half of them widened (spelled out: GCC drops a dependent size)
@@ -46,4 +47,4 @@ inline bool has_avx2_fma()
 #endif
 }
 
-} // namespace shardscope::inspect
+} // namespace shardscope
