@@ -91,16 +91,19 @@ bool add_step_health(const fs::path& dir, json& step)
     return verdict.safe();
 }
 
-// Every complete local step's health, and the newest step that is safe to resume from.
+// Every complete local step's health, and the newest step that is safe to resume from: at or
+// before the one `latest` names, where a resume looks (format.md, 6.4).
 void add_health(const fs::path& root, json& st)
 {
     st["newest_healthy"] = nullptr;
+    bool past_latest = false;
     for (json& s : st["steps"]) {
         const json& local = s["local"];
         if (local.is_null() || !local["complete"].get<bool>())
             continue;
-        if (add_step_health(root / s["name"].get<std::string>(), s))
+        if (add_step_health(root / s["name"].get<std::string>(), s) && !past_latest)
             st["newest_healthy"] = s["name"]; // steps are in ascending order
+        past_latest = past_latest || local["latest"].get<bool>();
     }
 }
 
@@ -119,10 +122,14 @@ json foreign_status(const RootSteps& listed, bool content)
     for (const RootStep& s : listed.steps)
         steps.push_back({{"step", s.step}, {"name", s.name}, {"latest", s.tagged}});
     if (content) {
+        // At or before the tagged step, where a resume looks; any step without a tag file.
         st["newest_healthy"] = nullptr;
-        for (std::size_t i = 0; i < listed.steps.size(); ++i)
-            if (add_step_health(listed.steps[i].path, steps[i]))
+        bool past_tag = false;
+        for (std::size_t i = 0; i < listed.steps.size(); ++i) {
+            if (add_step_health(listed.steps[i].path, steps[i]) && !past_tag)
                 st["newest_healthy"] = listed.steps[i].name; // newest last
+            past_tag = past_tag || listed.steps[i].tagged;
+        }
     }
     st["steps"] = std::move(steps);
     return st;

@@ -24,22 +24,6 @@ using namespace shardscope;
 using namespace shardctl;
 using nlohmann::json;
 
-namespace {
-
-// Process 0 after a commit: drop the oldest complete steps beyond `keep` (never `latest`).
-void rotate(const fs::path& root, int keep, const std::string& latest, bool durable)
-{
-    std::vector<StepInfo> complete;
-    for (const auto& s : list_steps(root))
-        if (s.tier == StepTier::local && s.complete)
-            complete.push_back(s);
-    for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < complete.size(); ++i)
-        if (complete[i].name != latest)
-            remove_step_dir(root, complete[i].name, durable);
-}
-
-} // namespace
-
 int run_train(MpiJob& job, const QStringList& arguments)
 {
     QCommandLineParser parser;
@@ -139,6 +123,7 @@ int run_train(MpiJob& job, const QStringList& arguments)
     timer.start();
     double stall_ms = 0;
     int saves = 0;
+    std::string kept_told; // the step last said to be kept as the newest healthy one
     while (trainer->steps_done() < args->steps) {
         trainer->step();
         const uint64_t done = trainer->steps_done();
@@ -182,7 +167,12 @@ int run_train(MpiJob& job, const QStringList& arguments)
                 parsed.push_back(record_from_json(text));
             commit(dir, std::move(parsed), meta, durable);
             write_latest(root, name, durable); // only after the commit: `latest` is always complete
-            rotate(root, args->keep, name, durable);
+            // The manager's rule, the newest healthy step included (format.md 6.3).
+            if (const auto kept = rotate_steps(root, args->keep, durable); kept && *kept != kept_told) {
+                std::cerr << "shardctl-mpi: warning: keeping " << *kept << " beyond --keep " << args->keep
+                          << ": it is the newest healthy step\n";
+                kept_told = *kept;
+            }
         })
                                              : std::nullopt);
         stall_ms += static_cast<double>(stall.nsecsElapsed()) / 1e6;

@@ -30,7 +30,7 @@ namespace {
 // finding (a true compare is -1), folded before it could wrap: a writer counts every value it
 // writes, and must cost little next to hashing and writing them (docs/benchmarks.md).
 template <std::size_t W>
-[[gnu::always_inline]] inline void count_f32(const float* values, std::size_t n, uint64_t& nonfinite,
+[[gnu::always_inline]] inline void count_f32(const std::byte* values, std::size_t n, uint64_t& nonfinite,
                                              uint64_t* negative)
 {
     using U = typename Lanes<W>::u32;
@@ -40,7 +40,7 @@ template <std::size_t W>
         I bad{}, below{};
         for (std::size_t end = std::min(n, i + (std::size_t(1) << 30)); i + W <= end; i += W) {
             U bits;
-            std::memcpy(&bits, values + i, sizeof bits);
+            std::memcpy(&bits, values + 4 * i, sizeof bits);
             const U magnitude = bits & 0x7fffffffu;
             bad += (I)(magnitude >= 0x7f800000u);
             below += (I)(bits > 0x80000000u) & (I)(magnitude <= 0x7f800000u); // < 0: not -0, not NaN
@@ -52,15 +52,17 @@ template <std::size_t W>
         }
     }
     for (; i < n; ++i) {
-        nonfinite += !std::isfinite(values[i]);
+        float v;
+        std::memcpy(&v, values + 4 * i, 4);
+        nonfinite += !std::isfinite(v);
         if (negative)
-            *negative += values[i] < 0.0f;
+            *negative += v < 0.0f;
     }
 }
 
 // 16-bit parameters whose exponent is all ones (Inf or NaN): `exponent` is that field's mask.
 template <std::size_t W>
-[[gnu::always_inline]] inline uint64_t count_half_nonfinite(const uint16_t* values, std::size_t n, uint32_t exponent)
+[[gnu::always_inline]] inline uint64_t count_half_nonfinite(const std::byte* values, std::size_t n, uint32_t exponent)
 {
     using U = typename Lanes<W>::u32;
     using I = typename Lanes<W>::i32;
@@ -71,42 +73,46 @@ template <std::size_t W>
         I bad{};
         for (std::size_t end = std::min(n, i + (std::size_t(1) << 30)); i + W <= end; i += W) {
             H h16;
-            std::memcpy(&h16, values + i, sizeof h16);
+            std::memcpy(&h16, values + 2 * i, sizeof h16);
             const U h = __builtin_convertvector(h16, U);
             bad += (I)((h & exponent) == exponent);
         }
         for (std::size_t lane = 0; lane < W; ++lane)
             count += uint64_t(-int64_t(bad[lane]));
     }
-    for (; i < n; ++i)
-        count += (values[i] & exponent) == exponent;
+    for (; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, values + 2 * i, 2);
+        count += (h & exponent) == exponent;
+    }
     return count;
 }
 
-void count_f32_sse2(const float* values, std::size_t n, uint64_t& nonfinite, uint64_t* negative)
+void count_f32_sse2(const std::byte* values, std::size_t n, uint64_t& nonfinite, uint64_t* negative)
 {
     count_f32<4>(values, n, nonfinite, negative);
 }
 
-uint64_t count_half_nonfinite_sse2(const uint16_t* values, std::size_t n, uint32_t exponent)
+uint64_t count_half_nonfinite_sse2(const std::byte* values, std::size_t n, uint32_t exponent)
 {
     return count_half_nonfinite<4>(values, n, exponent);
 }
 
 #if defined(__x86_64__)
-[[gnu::target("avx2,fma")]] void count_f32_avx2(const float* values, std::size_t n, uint64_t& nonfinite,
+[[gnu::target("avx2,fma")]] void count_f32_avx2(const std::byte* values, std::size_t n, uint64_t& nonfinite,
                                                 uint64_t* negative)
 {
     count_f32<8>(values, n, nonfinite, negative);
 }
 
-[[gnu::target("avx2,fma")]] uint64_t count_half_nonfinite_avx2(const uint16_t* values, std::size_t n, uint32_t exponent)
+[[gnu::target("avx2,fma")]] uint64_t count_half_nonfinite_avx2(const std::byte* values, std::size_t n,
+                                                               uint32_t exponent)
 {
     return count_half_nonfinite<8>(values, n, exponent);
 }
 #endif
 
-void count_floats(const float* values, std::size_t n, uint64_t& nonfinite, uint64_t* negative = nullptr)
+void count_floats(const std::byte* values, std::size_t n, uint64_t& nonfinite, uint64_t* negative = nullptr)
 {
 #if defined(__x86_64__)
     if (has_avx2_fma())
@@ -115,7 +121,7 @@ void count_floats(const float* values, std::size_t n, uint64_t& nonfinite, uint6
     count_f32_sse2(values, n, nonfinite, negative);
 }
 
-uint64_t count_halves(const uint16_t* values, std::size_t n, ParamDtype dtype)
+uint64_t count_halves(const std::byte* values, std::size_t n, ParamDtype dtype)
 {
     // An all-ones exponent is Inf or NaN in either 16-bit format.
     const uint32_t exponent = dtype == ParamDtype::F16 ? 0x7c00u : 0x7f80u;
@@ -128,21 +134,31 @@ uint64_t count_halves(const uint16_t* values, std::size_t n, ParamDtype dtype)
 
 } // namespace
 
-void count_health(StateVector vector, const RankStateView& s, std::size_t begin, std::size_t n, StateHealth& h)
+void count_health(StateVector vector, ParamDtype dtype, const std::byte* values, std::size_t n, const std::byte* param,
+                  StateHealth& h)
 {
     switch (vector) {
-    case StateVector::param: h.nonfinite_param += count_halves(s.param.data() + begin, n, s.dtype); break;
+    case StateVector::param: h.nonfinite_param += count_halves(values, n, dtype); break;
     case StateVector::master:
         // The pair is counted with the master, which comes after the parameters in a shard file.
-        h.param_master_mismatch +=
-            count_unrounded(s.dtype, reinterpret_cast<const std::byte*>(s.param.data() + begin),
-                            reinterpret_cast<const std::byte*>(s.master.data() + begin), n, &h.nonfinite_master);
+        h.param_master_mismatch += count_unrounded(dtype, param, values, n, &h.nonfinite_master);
         break;
-    case StateVector::exp_avg: count_floats(s.exp_avg.data() + begin, n, h.nonfinite_exp_avg); break;
-    case StateVector::exp_avg_sq:
-        count_floats(s.exp_avg_sq.data() + begin, n, h.nonfinite_exp_avg_sq, &h.negative_exp_avg_sq);
-        break;
+    case StateVector::exp_avg: count_floats(values, n, h.nonfinite_exp_avg); break;
+    case StateVector::exp_avg_sq: count_floats(values, n, h.nonfinite_exp_avg_sq, &h.negative_exp_avg_sq); break;
     }
+}
+
+void count_health(StateVector vector, const RankStateView& s, std::size_t begin, std::size_t n, StateHealth& h)
+{
+    const auto* param = reinterpret_cast<const std::byte*>(s.param.data() + begin);
+    const std::byte* values = param;
+    switch (vector) {
+    case StateVector::param: break;
+    case StateVector::master: values = reinterpret_cast<const std::byte*>(s.master.data() + begin); break;
+    case StateVector::exp_avg: values = reinterpret_cast<const std::byte*>(s.exp_avg.data() + begin); break;
+    case StateVector::exp_avg_sq: values = reinterpret_cast<const std::byte*>(s.exp_avg_sq.data() + begin); break;
+    }
+    count_health(vector, s.dtype, values, n, param, h);
 }
 
 StateHealth scan_health(const RankStateView& s)

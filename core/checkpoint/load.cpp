@@ -67,7 +67,8 @@ RankState read_rank_state(int dirfd, const fs::path& dir, const Manifest& m, con
         throw Error(ProblemKind::unread_state,
                     (dir / record.path).string() + " (rank " + std::to_string(record.rank) + ") holds " + names +
                         " besides param, master, exp_avg and exp_avg_sq; a load keeps only those four, so it would "
-                        "drop this state (allow a partial load to go on without it)",
+                        "drop this state (--allow-partial-state, allow_partial_state=True in Python, goes on "
+                        "without it)",
                     record.path, record.rank);
     }
     for (const auto& name : dropped)

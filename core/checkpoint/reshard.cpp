@@ -215,22 +215,35 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
                 rank_shard_header(target.rank, target_world_size, plan.dtype, target.offset, target.numel);
             writer.write(header.data(), header.size());
             constexpr std::size_t kBuffer = 4u << 20; // per thread: peak memory does not grow with the checkpoint
-            std::vector<char> buffer(kBuffer);
+            std::vector<std::byte> buffer(kBuffer);
+            std::vector<std::byte> param(kBuffer / 2); // the parameters of a master piece, for their pairing
+            StateHealth health; // counted as the bytes go out, as write_rank_shard does
+            const auto read = [&](const SourceFile& f, const CopyRun& run, std::byte* into, std::size_t n,
+                                  uint64_t at) {
+                if (!fsutil::read_exact(f.fd.get(), into, n, at))
+                    throw Error(ProblemKind::unreadable,
+                                "rank " + std::to_string(run.source_rank) + ": " +
+                                    (src_dir / m.shard_for_rank(run.source_rank)->path).string() +
+                                    ": read failed at byte " + std::to_string(at) + ": " +
+                                    (errno ? std::strerror(errno) : "the file shrank"),
+                                m.shard_for_rank(run.source_rank)->path, run.source_rank);
+            };
             for (int t = 0; t < 4; ++t) {
+                const auto vector = static_cast<StateVector>(t); // kTensors' order
                 for (const CopyRun& run : target.runs) {
                     const SourceFile& f = files[static_cast<std::size_t>(run.source_rank)];
                     uint64_t at = f.tensor_start[t] + run.source_offset * element_size[t];
                     uint64_t left = run.numel * element_size[t];
+                    uint64_t element = run.source_offset; // of the piece in `buffer`
                     while (left > 0) {
                         const auto n = static_cast<std::size_t>(std::min<uint64_t>(left, kBuffer));
-                        if (!fsutil::read_exact(f.fd.get(), buffer.data(), n, at))
-                            throw Error(ProblemKind::unreadable,
-                                        "rank " + std::to_string(run.source_rank) + ": " +
-                                            (src_dir / m.shard_for_rank(run.source_rank)->path).string() +
-                                            ": read failed at byte " + std::to_string(at) + ": " +
-                                            (errno ? std::strerror(errno) : "the file shrank"),
-                                        m.shard_for_rank(run.source_rank)->path, run.source_rank);
+                        const std::size_t count = n / element_size[t];
+                        read(f, run, buffer.data(), n, at);
                         writer.write(buffer.data(), n);
+                        if (vector == StateVector::master)
+                            read(f, run, param.data(), count * 2, f.tensor_start[0] + element * 2);
+                        count_health(vector, plan.dtype, buffer.data(), count, param.data(), health);
+                        element += count;
                         at += n;
                         left -= n;
                         const uint64_t done = copied += n;
@@ -240,6 +253,7 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
                 }
             }
             records[i] = writer.finish(target.offset, target.numel);
+            records[i].health = health;
         });
         if (options.cancel && options.cancel->load())
             throw Error(ProblemKind::cancelled, destination.string() + ": reshard cancelled");

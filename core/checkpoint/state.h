@@ -84,6 +84,10 @@ StateHealth scan_health(const RankStateView& state);
 // counts piece by piece as the piece goes out. The parameter/master check runs with `master`.
 void count_health(StateVector vector, const RankStateView& state, std::size_t begin, std::size_t count,
                   StateHealth& health);
+// The same over raw little-endian bytes of `count` elements of one vector, as they stream past a
+// writer that holds no RankState (reshard); `param` is needed, the same elements', with `master`.
+void count_health(StateVector vector, ParamDtype dtype, const std::byte* values, std::size_t count,
+                  const std::byte* param, StateHealth& health);
 inline StateHealth scan_health(const RankState& state)
 {
     return scan_health(view_of(state));

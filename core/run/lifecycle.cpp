@@ -69,7 +69,10 @@ void CheckpointManager::clean_leftovers()
         for (const StepInfo& s : scan(root, mirror ? StepTier::mirror : StepTier::local)) {
             const bool busy = (m_writing && *m_writing == s.name) ||
                 std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end();
-            if (s.complete || s.is_latest || busy)
+            // A local step whose manifest does not parse is not a crash's leftover (the manifest is
+            // renamed into place whole): it stays for verify to explain. On the mirror it is an
+            // interrupted upload's copy.
+            if (s.complete || (s.bad_manifest && !mirror) || s.is_latest || busy)
                 continue;
             remove_step_dir(root, s.name, m_options.durable);
         }
@@ -351,7 +354,7 @@ Error no_healthy_step(const fs::path& root, const std::vector<std::string>& skip
         all += (all.empty() ? "" : "; ") + s;
     return Error(newest ? health_kind(*newest) : ProblemKind::cannot_open,
                  root.string() + ": no healthy step to resume from: " + all +
-                     " (--allow-unhealthy resumes from the newest step anyway)",
+                     " (--allow-unhealthy, allow_unhealthy=True in Python, resumes from the newest step anyway)",
                  root.string());
 }
 
@@ -364,6 +367,9 @@ std::optional<ResumeStep> choose_resume_step(const fs::path& root, bool allow_un
         return std::nullopt;
     const uint64_t bound = parse_step_dir_name(*latest).value_or(UINT64_MAX);
     std::vector<StepInfo> steps = scan(root, StepTier::local);
+    const auto named = std::find_if(steps.begin(), steps.end(), [&](const StepInfo& s) { return s.name == *latest; });
+    if (named == steps.end() || !named->complete) // a damaged step is never passed over: its load says why
+        return ResumeStep{.name = *latest};
     ResumeStep chosen;
     std::optional<StateHealth> newest;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
@@ -377,8 +383,6 @@ std::optional<ResumeStep> choose_resume_step(const fs::path& root, bool allow_un
         if (!newest)
             newest = it->recorded_health;
     }
-    if (chosen.skipped.empty()) // `latest` names no complete step: let the load say why
-        return ResumeStep{.name = *latest};
     throw no_healthy_step(root, chosen.skipped, newest);
 }
 
@@ -420,6 +424,26 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<fs::path
     ResumePoint point;
     std::optional<Error> local_error; // the first local step that did not verify
     std::optional<StateHealth> first_unhealthy;
+    if (local_latest && !(steps.count(bound) && steps[bound].local && steps[bound].local->name == *local_latest)) {
+        // `latest` names a step that is not complete here (or one outside the step-N naming):
+        // loaded as named, so that a damaged step is never passed over silently.
+        try {
+            LoadedCheckpoint loaded = load_sharded(root / *local_latest, options.expected_world_size, options.load);
+            StateHealth health;
+            const std::string why = loaded_health(loaded, health);
+            if (options.allow_unhealthy || health.healthy()) {
+                point.checkpoint = std::move(loaded);
+                return point;
+            }
+            point.skipped.push_back(*local_latest + ": " + why);
+            first_unhealthy = health;
+        } catch (const Error& e) {
+            if (!mirror)
+                throw;
+            local_error = e;
+            point.skipped.push_back(*local_latest + ": the local copy did not verify: " + e.what());
+        }
+    }
     for (auto& [number, copies] : steps) {
         const StepInfo& any = copies.local ? *copies.local : *copies.mirror;
         if (!options.allow_unhealthy && !any.maybe_healthy()) {
@@ -430,6 +454,7 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<fs::path
         }
         // After a local step failed to verify, only the mirror's copies are trusted.
         std::optional<LoadedCheckpoint> loaded;
+        bool failed_here = false;
         if (copies.local && !local_error) {
             try {
                 loaded = load_sharded(root / copies.local->name, options.expected_world_size, options.load);
@@ -437,14 +462,19 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<fs::path
                 if (!mirror)
                     throw;
                 local_error = e;
+                failed_here = true;
             }
         }
         if (!loaded && copies.mirror) {
             loaded = load_sharded(*mirror / copies.mirror->name, options.expected_world_size, options.load);
             point.used_mirror = true;
         }
-        if (!loaded)
+        if (!loaded) {
+            if (failed_here) // said, so that a resume from an older mirror step names the one it lost
+                point.skipped.push_back(
+                    any.name + ": the local copy did not verify and the mirror has none: " + local_error->what());
             continue;
+        }
         StateHealth health;
         const std::string why = loaded_health(*loaded, health);
         if (!options.allow_unhealthy && !health.healthy()) {
@@ -459,8 +489,8 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<fs::path
     }
     if (local_error)
         throw *local_error;
-    if (point.skipped.empty()) // `latest` names no complete step: the load says why
-        load_sharded(root / *latest, options.expected_world_size, options.load);
+    if (!first_unhealthy) // `latest` (the mirror's) names no complete step: its load says why
+        load_sharded((local_latest ? root : *mirror) / *latest, options.expected_world_size, options.load);
     throw no_healthy_step(root, point.skipped, first_unhealthy);
 }
 

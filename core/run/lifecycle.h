@@ -44,6 +44,7 @@ struct StepInfo {
     uint64_t step = 0;
     StepTier tier = StepTier::local;
     bool complete = false; // manifest.json present (and parsable)
+    bool bad_manifest = false; // manifest.json exists but does not parse
     bool is_latest = false; // the root's `latest` names it
     double wall_clock_seconds = 0;
     int world_size = 0;
@@ -70,6 +71,12 @@ std::vector<StepInfo> list_steps(const std::filesystem::path& root,
 // `durable`, its removal is fsync'd before any shard is unlinked. Best effort: what cannot be
 // removed now stays for the next clean-up.
 void remove_step_dir(const std::filesystem::path& root, const std::string& name, bool durable = true);
+
+// One rotation of `root`'s complete steps by the manager's rule (format.md 6.3: keep_last, never
+// `latest`, never the newest healthy step), for a writer without a CheckpointManager
+// (shardctl-mpi train's process 0, after each commit and `latest` update). Returns the step kept
+// beyond keep_last as the newest healthy one, if any.
+std::optional<std::string> rotate_steps(const std::filesystem::path& root, int keep_last, bool durable = true);
 
 // Name of the upload manifest a mirror step gets once its copy is verified.
 inline constexpr const char* kUploadManifest = "upload.json";

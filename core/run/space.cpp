@@ -51,10 +51,8 @@ void CheckpointManager::make_room(uint64_t need, const std::string& name)
         for (auto it = complete.rbegin(); it != complete.rend() && !newest_unmirrored; ++it)
             if (!describe_step(*m_options.mirror, it->name, it->step, StepTier::mirror).complete)
                 newest_unmirrored = it->name;
-    std::optional<std::string> newest_healthy; // what a resume would go back to
-    for (auto it = complete.rbegin(); it != complete.rend() && !newest_healthy; ++it)
-        if (it->maybe_healthy())
-            newest_healthy = it->name;
+    const StepInfo* healthy = newest_maybe_healthy(complete); // what a resume would go back to
+    const std::string newest_healthy = healthy ? healthy->name : std::string();
     std::vector<const StepInfo*> candidates;
     uint64_t freeable = 0;
     {

@@ -74,7 +74,9 @@ StepInfo describe_step(const fs::path& root, const std::string& name, uint64_t s
             info.problem = "no manifest.json: the save did not finish";
             return info;
         }
+        info.bad_manifest = true; // until it parses
         const Manifest m = read_manifest(dir);
+        info.bad_manifest = false;
         info.complete = true;
         info.world_size = m.world_size;
         info.wall_clock_seconds = m.wall_clock_seconds;
@@ -140,18 +142,31 @@ std::vector<StepInfo> scan(const fs::path& root, StepTier tier)
     return steps;
 }
 
+const StepInfo* newest_maybe_healthy(std::span<const StepInfo> complete)
+{
+    for (auto it = complete.rbegin(); it != complete.rend(); ++it)
+        if (it->maybe_healthy())
+            return &*it;
+    return nullptr;
+}
+
 RotationPlan plan_rotation(const std::vector<StepInfo>& complete, int keep, std::optional<int> mirror_keep,
                            const std::function<bool(const StepInfo&)>& busy,
                            const std::function<bool(const StepInfo&)>& on_mirror)
 {
     RotationPlan plan;
+    // Steps newer than the one `latest` names were never published — a run rolled back to an
+    // older healthy step leaves the diverged ones it passed over — and do not count towards
+    // keep_last: the run's own steps would otherwise make way for them. They stay until the run
+    // writes those steps again (the old copy is set aside then, format.md 6.5).
+    std::size_t counted = complete.size();
+    for (std::size_t i = 0; i < complete.size(); ++i)
+        if (complete[i].is_latest)
+            counted = i + 1;
     // When a run diverges every later save is unhealthy, and keep_last alone would rotate the last
     // good step away within K saves: the one a resume needs.
-    const StepInfo* newest_healthy = nullptr;
-    for (auto it = complete.rbegin(); it != complete.rend() && !newest_healthy; ++it)
-        if (it->maybe_healthy())
-            newest_healthy = &*it;
-    for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < complete.size(); ++i) {
+    const StepInfo* newest_healthy = newest_maybe_healthy(std::span(complete).first(counted));
+    for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < counted; ++i) {
         const StepInfo& s = complete[i];
         if (s.is_latest || busy(s))
             continue;
@@ -162,13 +177,26 @@ RotationPlan plan_rotation(const std::vector<StepInfo>& complete, int keep, std:
         // Never delete the only copy of a step the mirror lacks and is meant to hold: one of
         // the newest mirror_keep_last. An older one its rotation would delete anyway, so
         // while the mirror lags the local tier grows by at most mirror_keep_last - keep_last.
-        if (mirror_keep && complete.size() - i <= static_cast<std::size_t>(*mirror_keep) && !on_mirror(s)) {
+        if (mirror_keep && counted - i <= static_cast<std::size_t>(*mirror_keep) && !on_mirror(s)) {
             plan.held.push_back(s.name);
             continue;
         }
         plan.remove.push_back(s.name);
     }
     return plan;
+}
+
+std::optional<std::string> rotate_steps(const fs::path& root, int keep_last, bool durable)
+{
+    std::vector<StepInfo> complete;
+    for (StepInfo& s : scan(root, StepTier::local))
+        if (s.complete)
+            complete.push_back(std::move(s));
+    const auto never = [](const StepInfo&) { return false; };
+    RotationPlan plan = plan_rotation(complete, keep_last, std::nullopt, never, never);
+    for (const auto& name : plan.remove)
+        remove_step_dir(root, name, durable);
+    return plan.kept_healthy;
 }
 
 std::vector<StepInfo> list_steps(const fs::path& root, const std::optional<fs::path>& mirror)

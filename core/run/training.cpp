@@ -171,7 +171,9 @@ Trainer Trainer::resume(const TrainConfig& config, LoadedCheckpoint checkpoint, 
         const auto& rng = ts.at("rng").at("xoshiro256");
         for (std::size_t i = 0; i < 4; ++i)
             t.m_rng[i] = std::stoull(rng.at(i).get<std::string>(), nullptr, 16);
-        t.m_last_loss = tr.at("last_loss").get<double>();
+        // A diverged run's NaN loss is saved as null (JSON has no NaN).
+        t.m_last_loss =
+            tr.at("last_loss").is_null() ? std::numeric_limits<double>::quiet_NaN() : tr.at("last_loss").get<double>();
     } catch (const nlohmann::json::exception& e) {
         throw bad(std::string("training_state is malformed: ") + e.what());
     }
@@ -184,7 +186,7 @@ Trainer Trainer::resume(const TrainConfig& config, LoadedCheckpoint checkpoint, 
                 names += (names.empty() ? "" : ", ") + item;
             throw Error(ProblemKind::unread_state,
                         where + ": cannot resume without dropping state this trainer does not restore: " +
-                            printable(names, 2000) + " (allow a partial resume to go on without it)",
+                            printable(names, 2000) + " (--allow-partial-state goes on without it)",
                         where);
         }
         unread->insert(unread->end(), items.begin(), items.end());

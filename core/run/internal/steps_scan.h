@@ -4,6 +4,7 @@
 #include "core/run/lifecycle.h"
 
 #include <functional>
+#include <span>
 
 namespace shardscope {
 
@@ -12,6 +13,10 @@ namespace shardscope {
 StepInfo describe_step(const std::filesystem::path& root, const std::string& name, uint64_t step, StepTier tier);
 // Every step directory of `root` (none when it is not a directory), sorted by step, `latest` marked.
 std::vector<StepInfo> scan(const std::filesystem::path& root, StepTier tier);
+
+// The newest of `complete` (sorted by step) not recorded as unhealthy: the step a resume would go
+// back to, which rotation and make_room never remove. Null when every one is recorded unhealthy.
+const StepInfo* newest_maybe_healthy(std::span<const StepInfo> complete);
 
 // What one rotation of a tier does with its complete steps (oldest first): `remove` the names it
 // deletes; `held` the local steps kept beyond keep_last only because the mirror lacks them;

@@ -121,6 +121,16 @@ private slots:
                              "non-finite exp_avg_sq values"));
         QCOMPARE(shardctl(load + QStringList{QStringLiteral("--allow-unhealthy")}).json()["step"].get<int>(), 18);
 
+        // Told to, a run resumes from the diverged step itself (its loss was NaN: saved as null).
+        const fs::path copy = root("poisoned-copy");
+        fs::copy(poisoned, copy, fs::copy_options::recursive);
+        fs::remove(copy / "writer.lock");
+        const auto onward =
+            shardctl(train_args(copy, 21, 2, {QStringLiteral("--resume"), QStringLiteral("--allow-unhealthy")}));
+        QVERIFY2(onward.exit_code == 0, onward.err.constData());
+        QCOMPARE(onward.json()["resumed_from"]["step"].get<int>(), 18);
+        QVERIFY(onward.json()["final_loss"].is_null()); // NaN: the run is still diverged
+
         // Resumed without the fault, the run ends bit-exactly where an uninterrupted one does.
         const auto rest = shardctl(train_args(poisoned, 30, 2, {QStringLiteral("--resume")}));
         QCOMPARE(rest.exit_code, 0);

@@ -2,6 +2,7 @@
 // retention when it is the last healthy one, chosen by resume over newer diverged steps — and a
 // load or resume that would drop state refuses, or names what it dropped.
 
+#include "core/checkpoint/reshard.h"
 #include "core/checkpoint/save.h"
 #include "core/run/demo.h"
 #include "core/run/lifecycle.h"
@@ -134,6 +135,41 @@ private slots:
                              "their master weight rounded"));
     }
 
+    void writersCountEveryPiece()
+    {
+        // Large enough for several of the writer's pieces per vector, with findings either side of
+        // a piece boundary: what write_rank_shard and reshard record equals the count over the
+        // whole state.
+        std::vector<RankState> ranks = make_demo_state(8, 2 * 200'000, 2, ParamDtype::BF16);
+        for (RankState& r : ranks)
+            for (const std::size_t k : {std::size_t(65535), std::size_t(65536), std::size_t(131072)}) {
+                r.param[k] = float_to_param(kNaN, r.dtype);
+                r.master[k + 1] = std::numeric_limits<float>::infinity();
+                r.exp_avg[k] = kNaN;
+                r.exp_avg_sq[k] = -2.0f;
+                r.exp_avg_sq[k + 2] = kNaN;
+            }
+        const fs::path dir = fresh("pieces");
+        const Manifest m = save_sharded(ranks, dir, 1, {.durable = false});
+        for (std::size_t i = 0; i < ranks.size(); ++i)
+            QCOMPARE(*m.shards[i].health, scan_health(ranks[i]));
+        QCOMPARE(m.shards[0].health->nonfinite_exp_avg_sq, uint64_t(3));
+        QCOMPARE(m.shards[0].health->negative_exp_avg_sq, uint64_t(3));
+        // NaN params at 65535, 65536, 131072 and Inf masters at 65536, 65537, 131073: 5 elements.
+        QCOMPARE(m.shards[0].health->param_master_mismatch, uint64_t(5));
+
+        // A reshard streams the same bytes into other slices and counts them as they pass.
+        const fs::path three = fresh("pieces-3");
+        const ReshardResult resharded = reshard(dir, 3, three, {.durable = false});
+        const LoadedCheckpoint loaded = load_sharded(three, 3);
+        StateHealth sum;
+        for (std::size_t i = 0; i < loaded.ranks.size(); ++i) {
+            QCOMPARE(*resharded.manifest.shards[i].health, scan_health(loaded.ranks[i]));
+            sum += *resharded.manifest.shards[i].health;
+        }
+        QCOMPARE(sum, *m.health());
+    }
+
     void healthIsRecordedInTheCommit()
     {
         const fs::path root = fresh("record");
@@ -220,6 +256,25 @@ private slots:
                          what.find("--allow-unhealthy") != std::string::npos,
                      what.c_str());
         }
+    }
+
+    void aDamagedLatestIsNeverPassedOver()
+    {
+        const fs::path root = fresh("damaged");
+        CheckpointManager manager(options(root, 3));
+        manager.save(state(1), 1);
+        manager.save(state(2), 2);
+        testutil::write_text(root / step_dir_name(2) / "manifest.json", "{ torn");
+        try {
+            load_resume_point(root, std::nullopt);
+            QFAIL("resumed from an older step past a damaged latest");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_manifest);
+        }
+        QCOMPARE(choose_resume_step(root, false)->name, step_dir_name(2)); // its load will say why
+        // The next save's clean-up keeps it for verify to explain: no crash leaves a torn manifest.
+        manager.save(state(3), 3);
+        QVERIFY(fs::exists(root / step_dir_name(2) / "manifest.json"));
     }
 
     void aStepWithoutARecordIsJudgedByItsValues()
