@@ -18,7 +18,10 @@
 #include "widgets/style/format.h"
 #include "widgets/style/statusstyle.h"
 
+#include <algorithm>
+
 #include <QAction>
+#include <QScreen>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDir>
@@ -132,8 +135,20 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     if (const auto search = m_settings->planSearch())
         m_planner->planPanel()->setSearchInputs(*search);
 
-    resize(1440, 900);
-    restoreGeometry(m_settings->windowGeometry());
+    // The first window fits its screen: 1440×900 where there is room, else 90 % of what the screen
+    // offers (a 1280×720 laptop would otherwise lose the SHA-256 column, the end of the timeline
+    // and the status bar off its edges). A geometry saved on a larger screen is restored only if
+    // it still fits.
+    const QRect available = screen()->availableGeometry();
+    const QSize fitted = QSize(std::min(1440, available.width() * 9 / 10), std::min(900, available.height() * 9 / 10))
+                             .expandedTo(minimumSize());
+    resize(fitted);
+    move(available.center() - rect().center());
+    if (restoreGeometry(m_settings->windowGeometry()) && !available.contains(frameGeometry())) {
+        setWindowState(windowState() & ~Qt::WindowMaximized);
+        resize(fitted);
+        move(available.center() - rect().center());
+    }
     restoreState(m_settings->windowState(), Settings::kWindowStateVersion);
 }
 

@@ -229,17 +229,13 @@ void MainWindow::createActions()
     QAction* fit = planner->addAction(tr("&Fit Timeline"), m_planner->gantt(), &GanttView::fitToWindow);
     fit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
 
+    // One entry per tab, in the tabs' order, Ctrl+N selecting the Nth: built from the tabs, so the
+    // menu, the shortcuts and the tab bar cannot disagree.
     QMenu* view = menuBar()->addMenu(tr("V&iew"));
-    QAction* showCheck = view->addAction(tr("&Checkpoint"), this, &MainWindow::showCheckpoint);
-    showCheck->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
-    QAction* showReshard = view->addAction(tr("&Reshard Preview"), this, &MainWindow::showReshard);
-    showReshard->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_3));
-    QAction* showPlan = view->addAction(tr("&Pipeline Planner"), this, &MainWindow::showPlanner);
-    showPlan->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
-    QAction* showTensors = view->addAction(tr("&Tensors"), this, [this] { showPage(m_tensors); });
-    showTensors->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_4));
-    QAction* showCompare = view->addAction(tr("Co&mpare"), this, [this] { showPage(m_compare); });
-    showCompare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_5));
+    for (int i = 0; i < m_tabs->count() && i < 9; ++i) {
+        QAction* show = view->addAction(m_tabs->tabText(i), this, [this, i] { m_tabs->setCurrentIndex(i); });
+        show->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
+    }
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About ShardScope"), this, &MainWindow::showAbout);

@@ -116,7 +116,8 @@ int ShardTableModel::columnCount(const QModelIndex& parent) const
 QVariant ShardTableModel::display(const Row& row, int column) const
 {
     switch (column) {
-    case Rank: return row.record.rank;
+    case Rank: // formats without ranks (safetensors, an HF index) have none to show
+        return row.record.rank >= 0 ? QVariant(row.record.rank) : QVariant(QStringLiteral("–"));
     case Status:
         if (row.check.status == ShardStatus::hashing)
             return tr("hashing %1%").arg(row.percent);

@@ -22,7 +22,10 @@
 #include <QDir>
 #include <QFile>
 #include <QLabel>
+#include <QMenu>
+#include <QMenuBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSpinBox>
@@ -67,6 +70,55 @@ class TestMainWindow : public QObject {
     }
 
 private slots:
+    // Ctrl+N selects the Nth tab and the View menu lists the tabs in their order.
+    void viewMenuFollowsTheTabs()
+    {
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        auto* tabs = window.findChild<QTabWidget*>();
+        QVERIFY(tabs && tabs->count() == 5);
+        QMenu* view = nullptr;
+        for (QAction* a : window.menuBar()->actions())
+            if (a->text() == QStringLiteral("V&iew"))
+                view = a->menu();
+        QVERIFY(view);
+        const QList<QAction*> entries = view->actions();
+        QCOMPARE(entries.size(), tabs->count());
+        for (int i = tabs->count() - 1; i >= 0; --i) {
+            QCOMPARE(entries[i]->text(), tabs->tabText(i));
+            QCOMPARE(entries[i]->shortcut(), QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
+            entries[i]->trigger();
+            QCOMPARE(tabs->currentIndex(), i);
+        }
+    }
+
+    // The first window fits the screen, and a geometry saved on a larger screen is not restored
+    // off its edges.
+    void firstWindowFitsItsScreen()
+    {
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        {
+            MainWindow window(&settings, false);
+            const QRect available = window.screen()->availableGeometry();
+            QVERIFY2(available.contains(window.frameGeometry()) || window.size() == window.minimumSize(),
+                     qPrintable(QStringLiteral("%1x%2 on %3x%4")
+                                    .arg(window.width())
+                                    .arg(window.height())
+                                    .arg(available.width())
+                                    .arg(available.height())));
+            window.resize(available.width() * 3, available.height() * 3); // as on a larger monitor
+            window.move(available.topLeft() + QPoint(available.width(), 0));
+            settings.setWindowGeometry(window.saveGeometry());
+        }
+        MainWindow window(&settings, false);
+        const QRect available = window.screen()->availableGeometry();
+        QVERIFY(window.width() <= std::max(available.width(), window.minimumWidth()));
+        QVERIFY(window.height() <= std::max(available.height(), window.minimumHeight()));
+        QVERIFY(available.intersects(window.frameGeometry()));
+    }
+
     // One verdict from the bytes and the values, the same in both banners and the status bar:
     // intact and finite is safe; intact with NaN is diverged, never "safe to resume"; a world-size
     // change of intact shards keeps Reshard enabled, aimed at the job's world size.

@@ -69,6 +69,8 @@ private slots:
         QCOMPARE(model.headerData(ShardTableModel::Sha256, Qt::Horizontal).toString(), QStringLiteral("Detail"));
         QCOMPARE(model.index(1, ShardTableModel::Sha256).data().toString(), QStringLiteral("missing"));
         QVERIFY(!model.index(0, ShardTableModel::Offset).data().isValid());
+        // A format without ranks shows none: the internal -1 never reaches the screen.
+        QCOMPARE(model.index(0, ShardTableModel::Rank).data().toString(), QStringLiteral("–"));
         model.setManifest(manifest(2));
         QVERIFY(model.hasManifest());
         QCOMPARE(model.headerData(ShardTableModel::Sha256, Qt::Horizontal).toString(), QStringLiteral("SHA-256"));
