@@ -11,6 +11,7 @@
 #include "core/checkpoint/verify_json.h"
 #include "core/run/demo.h"
 #include "core/run/lifecycle.h"
+#include "core/open/nearby.h"
 #include "core/open/verify.h"
 #include "core/report/verdict.h"
 #include "core/open/detect.h"
@@ -33,6 +34,16 @@ namespace {
 std::string file_label(const ShardCheck& s)
 {
     return s.rank >= 0 ? "rank " + std::to_string(s.rank) + "  " + s.path : s.path;
+}
+
+// After "no checkpoint found": what would have opened, and the checkpoint next to PATH when there
+// is one (the GUI offers the same).
+void explain_no_checkpoint(const fs::path& path)
+{
+    std::cerr << "shardctl: " << kWhatShardScopeOpens << "\n";
+    if (const auto nearby = nearby_checkpoint(path))
+        std::cerr << "shardctl: did you mean " << printable(describe_nearby(*nearby)) << "? shardctl verify "
+                  << printable(nearby->path.string()) << "\n";
 }
 
 } // namespace
@@ -330,12 +341,16 @@ int run_verify(const QStringList& arguments)
             fail(kCheckFailed, p.message);
         if (verdict.reasons.empty())
             fail(kCheckFailed, report.dir.string() + ": " + verdict.title);
+        if (verdict.no_checkpoint)
+            explain_no_checkpoint(path);
         return kCheckFailed;
     }
     if (report.ok())
         return kOk;
     for (const auto& p : report.problems)
         fail(kCheckFailed, p.message);
+    if (no_checkpoint_found(report))
+        explain_no_checkpoint(path);
     if (report.cancelled)
         std::cerr << "shardctl: verification was cancelled\n";
     return kCheckFailed;

@@ -10,7 +10,7 @@
 
 struct HeadlessExport {
     QString path; // checkpoint; empty: a pipeline-only report
-    QString profile; // layer-cost profile; empty: the first bundled one
+    QString profile; // layer-cost profile; empty: no pipeline section (a pipeline-only report: the demo's)
     QString file; // .pdf .html .md .json .png .svg
     int reshardTo = 0; // reshard preview's target world size; 0: twice the checkpoint's
     QString compare; // a second checkpoint to compare the first with; empty: no comparison

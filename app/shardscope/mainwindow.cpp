@@ -314,8 +314,13 @@ ReportSources MainWindow::reportSources()
     sources.checkpointPath = m_checkpoint->currentPath();
     if (m_checkpoint->report())
         sources.report = &*m_checkpoint->report();
-    sources.planner = m_planner->planner();
-    sources.gantt = m_planner->gantt();
+    // The plan goes into a checkpoint's report only when its profile was chosen (PlannerPanel::
+    // profileChosen); without a checkpoint the plan is the whole report, so the demo's may be it.
+    const bool aboutACheckpoint = sources.report || !sources.checkpointPath.isEmpty();
+    if (!aboutACheckpoint || m_planner->profileChosen()) {
+        sources.planner = m_planner->planner();
+        sources.gantt = m_planner->gantt();
+    }
     sources.ownership = m_checkpoint->ownershipMap();
     // The preview belongs to the checkpoint in the report, not to whatever was open before it.
     if (sources.report && m_reshard->plan()) {
@@ -449,21 +454,26 @@ void MainWindow::updateVerdict()
 
     using shardscope::ResumeState;
     Severity severity = Severity::bad;
-    switch (verdict.state) {
-    case ResumeState::safe:
-        m_verdict->setText(tr("✓ safe to resume"));
-        severity = Severity::good;
-        break;
-    case ResumeState::unchecked:
-        m_verdict->setText(report->cancelled ? tr("◌ cancelled")
-                               : reading     ? tr("⏳ reading values")
-                                             : tr("? values not read"));
-        severity = reading ? Severity::busy : Severity::neutral;
-        break;
-    case ResumeState::needs_reshard: m_verdict->setText(tr("✗ needs reshard")); break;
-    case ResumeState::diverged: m_verdict->setText(tr("✗ diverged")); break;
-    case ResumeState::incomplete: m_verdict->setText(tr("✗ incomplete")); break;
-    case ResumeState::corrupt: m_verdict->setText(tr("✗ corrupt")); break;
+    if (verdict.no_checkpoint) { // a folder to pick again, not a damaged checkpoint
+        m_verdict->setText(tr("no checkpoint"));
+        severity = Severity::neutral;
+    } else {
+        switch (verdict.state) {
+        case ResumeState::safe:
+            m_verdict->setText(tr("✓ safe to resume"));
+            severity = Severity::good;
+            break;
+        case ResumeState::unchecked:
+            m_verdict->setText(report->cancelled ? tr("◌ cancelled")
+                                   : reading     ? tr("⏳ reading values")
+                                                 : tr("? values not read"));
+            severity = reading ? Severity::busy : Severity::neutral;
+            break;
+        case ResumeState::needs_reshard: m_verdict->setText(tr("✗ needs reshard")); break;
+        case ResumeState::diverged: m_verdict->setText(tr("✗ diverged")); break;
+        case ResumeState::incomplete: m_verdict->setText(tr("✗ incomplete")); break;
+        case ResumeState::corrupt: m_verdict->setText(tr("✗ corrupt")); break;
+        }
     }
     m_verdict->setToolTip(printableText(verdict.title));
     QPalette pal = m_verdict->palette();

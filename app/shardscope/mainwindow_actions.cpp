@@ -142,6 +142,7 @@ void MainWindow::createActions()
     QMenu* check = menuBar()->addMenu(tr("&Verify"));
     QAction* reverify = check->addAction(style()->standardIcon(QStyle::SP_BrowserReload), tr("&Re-verify"),
                                          m_checkpoint, &CheckpointPanel::reverify);
+    reverify->setObjectName(QStringLiteral("reverifyAction"));
     reverify->setShortcut(QKeySequence::Refresh);
     QAction* cancel = check->addAction(style()->standardIcon(QStyle::SP_BrowserStop), tr("&Cancel Verification"),
                                        m_checkpoint, &CheckpointPanel::cancel);
@@ -163,7 +164,8 @@ void MainWindow::createActions()
     auto updateActions = [this, reverify, cancel, report] {
         const bool verifying = m_checkpoint->isVerifying();
         const bool checkpoint = !m_checkpoint->currentPath().isEmpty();
-        reverify->setEnabled(checkpoint && !verifying);
+        // A folder without a checkpoint has nothing to verify again.
+        reverify->setEnabled(checkpoint && !verifying && m_checkpoint->canReverify());
         cancel->setEnabled(verifying);
         report->setEnabled(checkpoint || currentPage() == m_planner);
     };

@@ -5,6 +5,7 @@
 #include "core/foreign/megatron.h"
 #include "core/foreign/safetensors_index.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace shardscope {
@@ -44,13 +45,31 @@ void add_origin(const DetectedFormat& detected, VerifyReport& report)
         report.foreign->step = detected.step;
 }
 
+// A folder detection did not recognise goes to the native verifier, which tells an interrupted
+// ShardScope save (shard or .tmp files without a manifest: partial_write) from a folder holding no
+// checkpoint at all. The latter is said as such: "manifest.json does not exist" reads as a save
+// that never committed.
+VerifyReport verify_unknown(const DetectedFormat& detected, const VerifyOptions& options)
+{
+    VerifyReport report = verify_native(detected.dir, options);
+    const bool interrupted = std::any_of(report.problems.begin(), report.problems.end(),
+                                         [](const Problem& p) { return p.kind != ProblemKind::invalid_manifest; });
+    if (report.manifest || interrupted || !report.leftover_tmp_files.empty())
+        return report;
+    report.format = std::string(to_string(CheckpointFormat::unknown));
+    report.problems = {Problem{.kind = ProblemKind::invalid_manifest,
+                               .message = detected.path.string() + ": no checkpoint found (" + detected.reason + ")"}};
+    return report;
+}
+
 VerifyReport verify_detected(const DetectedFormat& detected, const VerifyOptions& options, bool check_data)
 {
     if (!is_foreign(detected)) {
         if (!detected.dir.fd) // not a directory: the native verifier says why it cannot be opened
             return verify_native(detected.path, options);
         if (!detected.problem)
-            return verify_native(detected.dir, options);
+            return detected.format == CheckpointFormat::unknown ? verify_unknown(detected, options)
+                                                                : verify_native(detected.dir, options);
         VerifyReport report;
         report.dir = detected.path;
         report.problems.push_back(*detected.problem);

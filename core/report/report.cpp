@@ -2,6 +2,7 @@
 #include "core/report/document.h"
 
 #include "core/checkpoint/verify_json.h"
+#include "core/open/nearby.h"
 
 #include "core/util/printable.h"
 
@@ -59,7 +60,14 @@ FailureSummary classify_failure(const VerifyReport& report)
             (summary.ranks.size() == 1 ? "" : "s");
     };
 
-    if (ranks_of({ProblemKind::world_size_mismatch})) {
+    if (no_checkpoint_found(report)) {
+        // Nothing here was ever a checkpoint: no save was interrupted, there is no step to resume
+        // from instead, only a folder to pick again.
+        const std::filesystem::path dir = report.dir.has_filename() ? report.dir : report.dir.parent_path();
+        summary.mode = FailureMode::invalid_manifest;
+        summary.title = "No checkpoint found in " + printable(dir.string());
+        summary.meaning = std::string(kWhatShardScopeOpens);
+    } else if (ranks_of({ProblemKind::world_size_mismatch})) {
         summary.mode = FailureMode::world_size_change;
         summary.title = "World size change: " + first_message({ProblemKind::world_size_mismatch});
         summary.meaning = "The shards are laid out for the world size they were saved with. Reshard the "

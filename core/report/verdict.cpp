@@ -1,6 +1,7 @@
 #include "core/report/verdict.h"
 
 #include "core/checkpoint/verify_json.h"
+#include "core/open/nearby.h"
 #include "core/open/verify.h"
 #include "core/report/report.h"
 #include "core/util/printable.h"
@@ -37,6 +38,10 @@ void describe_checks(const VerifyReport& verify, ResumeVerdict& verdict)
 {
     const std::string& f = verify.format;
     const std::string files = std::to_string(verify.shards.size()) + (verify.shards.size() == 1 ? " file" : " files");
+    if (no_checkpoint_found(verify)) {
+        verdict.not_checked.push_back("nothing: no checkpoint ShardScope opens was found there");
+        return;
+    }
     if (f == "shardscope" && !verify.manifest) {
         verdict.not_checked.push_back("no manifest could be read, so no shard could be checked against it");
         return;
@@ -89,6 +94,7 @@ void set_bytes_failure(const VerifyReport& verify, ResumeVerdict& verdict)
     // which must not headline a checkpoint that is also corrupt.
     VerifyReport deciding;
     deciding.dir = verify.dir;
+    deciding.format = verify.format;
     deciding.manifest = verify.manifest;
     for (const Problem& p : verify.problems)
         if (state_of(p) == verdict.state)
@@ -236,6 +242,7 @@ ResumeVerdict resume_verdict(const VerifyReport& verify, const ContentReport* co
 {
     ResumeVerdict verdict;
     verdict.expected_world_size = expected_world_size;
+    verdict.no_checkpoint = no_checkpoint_found(verify);
     describe_checks(verify, verdict);
 
     ResumeState bytes = ResumeState::safe;

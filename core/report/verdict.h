@@ -38,6 +38,10 @@ struct ResumeVerdict {
     std::vector<std::string> not_checked; // what was not, and why (a format without digests says so)
     int expected_world_size = -1; // needs_reshard: the world size to reshard to
     bool cancelled = false; // verification or the reading of the values stopped before the end
+    // Nothing ShardScope opens was found (no_checkpoint_found): the state stays that of an
+    // unreadable manifest for the exit status and the JSON, but a viewer shows it as neither good
+    // nor bad — a folder to pick again, not a damaged checkpoint.
+    bool no_checkpoint = false;
     std::vector<std::string> failed_files; // values were read from these, which failed verification
 
     bool safe() const { return state == ResumeState::safe; }

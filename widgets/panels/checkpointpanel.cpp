@@ -11,12 +11,15 @@
 #include "widgets/models/summarymodel.h"
 #include "widgets/panels/tensorlistpane.h"
 
+#include "core/open/nearby.h"
+
 #include <QAction>
 #include <QApplication>
 #include <QClipboard>
 #include <QComboBox>
 #include <QDir>
 #include <QFileInfo>
+#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -31,6 +34,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 
 namespace shardwidgets {
 
@@ -79,6 +83,7 @@ QWidget* CheckpointPanel::buildHeader()
     m_rate->setMinimumWidth(170);
     m_cancel->setEnabled(false);
     m_reverify->setEnabled(false);
+    m_reverify->setObjectName(QStringLiteral("reverify"));
     // The folder, then the job's controls; in a narrow window the controls go to a second line
     // rather than cutting the folder's name to "/tmp/g/ck102".
     auto* header = new QWidget(this);
@@ -192,6 +197,7 @@ void CheckpointPanel::connectJob()
 {
     connect(m_cancel, &QPushButton::clicked, this, &CheckpointPanel::cancel);
     connect(m_reverify, &QPushButton::clicked, this, &CheckpointPanel::reverify);
+    connect(m_banner, &FailureBanner::openRequested, this, &CheckpointPanel::open);
     connect(m_stepsPane, &StepsPane::openRequested, this, [this](const QString& dir) {
         m_path = dir;
         reverify(); // keeps the root's step list
@@ -217,6 +223,8 @@ void CheckpointPanel::open(const QString& path)
 {
     m_path = QDir::cleanPath(path);
     m_rootPath.clear();
+    m_suggestedPath.clear();
+    m_suggestedText.clear();
     m_tensorList->clear(); // it points into the report and the controller's listing
     m_report.reset();
     m_stepsPane->hide();
@@ -243,12 +251,19 @@ int CheckpointPanel::expectedWorldSize() const
     return std::max(0, m_options.expectedWorldSize);
 }
 
+bool CheckpointPanel::canReverify() const
+{
+    return !m_path.isEmpty() && !isVerifying() && !(m_report && shardscope::no_checkpoint_found(*m_report));
+}
+
 void CheckpointPanel::reverify()
 {
     if (m_path.isEmpty())
         return;
     const QString root = m_rootPath;
     const QString path = m_path;
+    m_suggestedPath.clear();
+    m_suggestedText.clear();
     m_tensorList->clear();
     m_report.reset();
     m_controller->start(path, m_options);
@@ -385,6 +400,19 @@ void CheckpointPanel::onFinished()
     m_map->setFailedRanks(std::move(failed));
     showProblems(report);
     m_cancel->setEnabled(false);
+    m_rate->clear();
+    if (shardscope::no_checkpoint_found(report)) {
+        // Not a failure of anything: verifying the same folder again would find the same nothing.
+        m_reverify->setEnabled(false);
+        m_problems->hide(); // the banner says it, and what would open
+        m_mapBox->hide();
+        showJobOutcome(m_progress, Severity::neutral, tr("no checkpoint"));
+        m_progress->setValue(m_progress->minimum()); // a full bar reads as work done
+        emit statusMessage(tr("No checkpoint found in %1").arg(printableText(m_path)));
+        findNearbyCheckpoint();
+        emit verificationFinished();
+        return;
+    }
     m_reverify->setEnabled(true);
     showJobOutcome(m_progress,
                    report.cancelled  ? Severity::neutral
@@ -393,7 +421,6 @@ void CheckpointPanel::onFinished()
                    report.cancelled  ? tr("cancelled")
                        : report.ok() ? tr("verified")
                                      : tr("failed"));
-    m_rate->clear();
     emit statusMessage(report.cancelled  ? tr("Verification cancelled")
                            : report.ok() ? tr("All %1 shards verified").arg(report.shards.size())
                                          : tr("%n problem(s) found", nullptr, int(report.problems.size())));
@@ -403,6 +430,28 @@ void CheckpointPanel::onFinished()
 void CheckpointPanel::showVerdict(const shardscope::ResumeVerdict& verdict, bool readingValues)
 {
     m_banner->showVerdict(verdict, readingValues);
+    if (verdict.no_checkpoint && !m_suggestedPath.isEmpty())
+        m_banner->suggestCheckpoint(m_suggestedPath, m_suggestedText);
+}
+
+void CheckpointPanel::findNearbyCheckpoint()
+{
+    using Nearby = std::optional<shardscope::NearbyCheckpoint>;
+    const QString path = m_path;
+    auto* watcher = new QFutureWatcher<Nearby>(this);
+    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, path] {
+        const Nearby nearby = watcher->result();
+        watcher->deleteLater();
+        // Another folder was opened (or this one verified again) meanwhile: its own search follows.
+        if (!nearby || path != m_path || m_controller->isRunning())
+            return;
+        m_suggestedPath = QString::fromStdString(nearby->path.string());
+        m_suggestedText =
+            tr("A checkpoint is next to it: %1.").arg(printableText(QString::fromStdString(describe_nearby(*nearby))));
+        m_banner->suggestCheckpoint(m_suggestedPath, m_suggestedText);
+    });
+    // Detection lists the parent and up to kMaxNearbyFolders sub-folders: never on the GUI thread.
+    watcher->setFuture(QtConcurrent::run([dir = path.toStdString()] { return shardscope::nearby_checkpoint(dir); }));
 }
 
 void CheckpointPanel::showProblems(const shardscope::VerifyReport& report)

@@ -48,6 +48,9 @@ public:
 
     QString currentPath() const { return m_path; }
     bool isVerifying() const { return m_controller->isRunning(); }
+    // A folder is open, no verification runs, and it held a checkpoint (a folder holding none
+    // would only find the same nothing again): what the Re-verify button and action follow.
+    bool canReverify() const;
     // The finished verification of the current folder, if any.
     const std::optional<shardscope::VerifyReport>& report() const { return m_report; }
 
@@ -94,6 +97,7 @@ private:
     void onProgress(quint64 done, quint64 total, double rate, double eta);
     void copySelection() const;
     void showProblems(const shardscope::VerifyReport& report);
+    void findNearbyCheckpoint();
 
     VerifyController* m_controller;
     VerifyController::Options m_options;
@@ -122,6 +126,10 @@ private:
     QString m_path; // what the user opened (a root or a step)
     QString m_rootPath; // the root whose steps the steps pane lists
     std::optional<shardscope::VerifyReport> m_report;
+    // For a folder holding no checkpoint: the one next to it (nearby_checkpoint, read off the GUI
+    // thread), offered under every verdict shown for that folder.
+    QString m_suggestedPath;
+    QString m_suggestedText;
 };
 
 } // namespace shardwidgets

@@ -102,6 +102,8 @@ PlannerPanel::PlannerPanel(QWidget* parent)
 
     connect(m_planner, &PipelinePlanner::planChanged, this, &PlannerPanel::onPlanChanged);
     connect(m_planner, &PipelinePlanner::profileChanged, this, &PlannerPanel::syncControls);
+    // Connected after the default load above: every later profile was put there on purpose.
+    connect(m_planner, &PipelinePlanner::profileChanged, this, [this] { m_profileChosen = true; });
     syncControls();
     onPlanChanged();
 }

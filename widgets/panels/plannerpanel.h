@@ -50,6 +50,13 @@ public:
     // Loads a profile file and selects it; shows nothing itself: the caller reports the error.
     bool openProfile(const QString& path, QString* error);
 
+    // Whether the profile shown is one somebody chose: loaded from a file (--profile, Load…),
+    // picked in the profile box (a bundled one too), derived from a checkpoint or imported from a
+    // trace. The bundled demo the page starts with is not: a checkpoint's report must not carry
+    // its plan, or a reader takes a 7B demo's stages for the checkpoint's. Editing the schedule
+    // or the stages of that demo does not choose it either; picking it in the box does.
+    bool profileChosen() const { return m_profileChosen; }
+
 signals:
     void profileError(const QString& message);
 
@@ -87,6 +94,7 @@ private:
     QDoubleSpinBox* m_gpuMemory = nullptr;
     QDoubleSpinBox* m_link = nullptr;
     QCheckBox* m_overlap = nullptr;
+    bool m_profileChosen = false;
 };
 
 } // namespace shardwidgets

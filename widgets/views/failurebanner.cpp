@@ -5,6 +5,7 @@
 
 #include "core/report/report.h"
 
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
@@ -14,7 +15,7 @@ namespace shardwidgets {
 
 FailureBanner::FailureBanner(QWidget* parent)
     : QFrame(parent), m_icon(new QLabel(this)), m_title(new QLabel(this)), m_meaning(new QLabel(this)),
-      m_reshard(new QPushButton(this))
+      m_reshard(new QPushButton(this)), m_open(new QPushButton(this))
 {
     setObjectName(QStringLiteral("failureBanner"));
     setFrameShape(QFrame::StyledPanel);
@@ -41,6 +42,10 @@ FailureBanner::FailureBanner(QWidget* parent)
     m_reshard->hide();
     layout->addWidget(m_reshard, 0, Qt::AlignVCenter);
     connect(m_reshard, &QPushButton::clicked, this, [this] { emit reshardRequested(m_reshardTo); });
+    m_open->setObjectName(QStringLiteral("bannerOpenSuggested"));
+    m_open->hide();
+    layout->addWidget(m_open, 0, Qt::AlignVCenter);
+    connect(m_open, &QPushButton::clicked, this, [this] { emit openRequested(m_suggested); });
     hide();
 }
 
@@ -56,6 +61,8 @@ void FailureBanner::apply(State state, const QString& title, const QString& mean
                                                    : Severity::neutral;
     m_reshardTo = 0; // offered again by showVerdict, for a verdict that still calls for it
     m_reshard->hide();
+    m_suggested.clear();
+    m_open->hide();
     m_icon->setPixmap(severityIcon(severity).pixmap(QSize(24, 24), devicePixelRatioF()));
     // A tint of the status colour over the window colour: readable in light and dark palettes.
     QPalette pal = palette();
@@ -84,6 +91,10 @@ void FailureBanner::showVerdict(const shardscope::ResumeVerdict& verdict, bool r
 {
     using shardscope::ResumeState;
     QString meaning = printableText(verdict.meaning);
+    if (verdict.no_checkpoint) {
+        apply(State::NoCheckpoint, printableText(verdict.title), meaning);
+        return;
+    }
     switch (verdict.state) {
     case ResumeState::safe: apply(State::Good, printableText(verdict.title), meaning); break;
     case ResumeState::unchecked:
@@ -112,6 +123,17 @@ void FailureBanner::showVerdict(const shardscope::ResumeVerdict& verdict, bool r
 void FailureBanner::showError(const QString& title, const QString& detail)
 {
     apply(State::Bad, title, detail);
+}
+
+void FailureBanner::suggestCheckpoint(const QString& path, const QString& text)
+{
+    if (m_state != State::NoCheckpoint)
+        return;
+    m_suggested = path;
+    m_meaning->setText(m_meaning->text() + QLatin1Char('\n') + text);
+    m_open->setText(tr("Open %1").arg(printableText(QFileInfo(path).fileName())));
+    m_open->setToolTip(printableText(path));
+    m_open->show();
 }
 
 void FailureBanner::hideBanner()

@@ -2,7 +2,8 @@
 // The banner over the shard table and the tensor table: the resume verdict (core's
 // resume_verdict, from the bytes and the values together) and what it means for resuming, with
 // an icon and a tinted background, so the verdict never depends on colour alone. For a world-size
-// change of intact shards it offers the cure: Reshard to the job's world size.
+// change of intact shards it offers the cure: Reshard to the job's world size; for a folder that holds
+// no checkpoint, the one next to it.
 
 #include "core/checkpoint/verify.h"
 #include "core/report/verdict.h"
@@ -18,7 +19,8 @@ class FailureBanner : public QFrame {
     Q_OBJECT
 public:
     // Unchecked: the bytes pass but the values are not read (yet): neither good nor bad.
-    enum class State { Hidden, Verifying, Good, Bad, Cancelled, Unchecked };
+    // NoCheckpoint: the folder holds nothing ShardScope opens: neither good nor bad either.
+    enum class State { Hidden, Verifying, Good, Bad, Cancelled, Unchecked, NoCheckpoint };
 
     explicit FailureBanner(QWidget* parent = nullptr);
 
@@ -34,6 +36,10 @@ public:
         apply(good ? State::Good : State::Bad, title, meaning);
     }
     void hideBanner();
+    // Under a NoCheckpoint verdict: a button that opens the checkpoint next to the folder
+    // (openRequested). Cleared by the next verdict.
+    void suggestCheckpoint(const QString& path, const QString& text);
+    QString suggestedPath() const { return m_suggested; } // empty: none offered
 
     State state() const { return m_state; }
     int reshardOffered() const { return m_reshardTo; } // 0: no Reshard button shown
@@ -42,6 +48,7 @@ public:
 
 signals:
     void reshardRequested(int worldSize);
+    void openRequested(const QString& path);
 
 private:
     void apply(State state, const QString& title, const QString& meaning);
@@ -52,6 +59,8 @@ private:
     QLabel* m_meaning;
     QPushButton* m_reshard;
     int m_reshardTo = 0;
+    QPushButton* m_open; // the suggested checkpoint
+    QString m_suggested;
 };
 
 } // namespace shardwidgets

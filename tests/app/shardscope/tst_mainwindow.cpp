@@ -19,6 +19,7 @@
 #include "core/run/demo.h"
 
 #include <QAction>
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QLabel>
@@ -184,6 +185,59 @@ private slots:
         QCOMPARE(window.tensorsPanel()->report()->tensors.size(), std::size_t(4)); // its four states
         QCOMPARE(checkpointBanner->state(), shardwidgets::FailureBanner::State::Good); // rank 1 is finite
         QCOMPARE(tensorsBanner->text(), checkpointBanner->text());
+    }
+
+    // File › Export Report: the planner's bundled demo stays out of a checkpoint's report, even
+    // after its stages were changed; picking a profile in the planner's box puts its plan in.
+    // Without a checkpoint the plan is the report, the demo's included.
+    void reportCarriesOnlyAChosenProfile()
+    {
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.show();
+        auto exported = [&](const QString& name) {
+            const QString file = tmp.filePath(name);
+            QString error;
+            if (!window.exportReport(file, &error))
+                qWarning() << error;
+            QFile in(file);
+            return in.open(QIODevice::ReadOnly) ? in.readAll() : QByteArray();
+        };
+        auto* planner = window.plannerPanel();
+        QVERIFY(!planner->profileChosen());
+        QVERIFY(planner->planner()->plan()); // the demo is on the planner's page
+        QVERIFY(exported(QStringLiteral("plan-only.md")).contains("## Pipeline plan"));
+
+        const QString good = tmp.filePath(QStringLiteral("good"));
+        widgettest::makeCheckpoint(good, 2, 20'000);
+        QVERIFY(openAndRead(window, good));
+        QByteArray md = exported(QStringLiteral("demo.md"));
+        QVERIFY(md.contains("Shards"));
+        QVERIFY2(!md.contains("Pipeline"), md.constData());
+        QVERIFY(!QFile::exists(tmp.filePath(QStringLiteral("demo-timeline.png"))));
+        QVERIFY(!exported(QStringLiteral("demo.json")).contains("\"pipeline\""));
+
+        planner->planner()->setStages(2); // an edit of the demo does not choose it
+        QVERIFY(planner->planner()->plan());
+        QVERIFY(!exported(QStringLiteral("edited.md")).contains("Pipeline"));
+
+        auto* box = [&]() -> QComboBox* {
+            for (QComboBox* b : planner->findChildren<QComboBox*>())
+                if (b->toolTip() == QStringLiteral("Layer-cost profile"))
+                    return b;
+            return nullptr;
+        }();
+        QVERIFY(box && box->count() > 1);
+        box->setFocus();
+        QTest::keyClick(box, box->currentIndex() + 1 < box->count() ? Qt::Key_Down : Qt::Key_Up);
+        QVERIFY(planner->profileChosen());
+        const QString name = QString::fromStdString(planner->planner()->profile().name);
+        md = exported(QStringLiteral("chosen.md"));
+        QVERIFY(md.contains("## Pipeline plan"));
+        QVERIFY(md.contains(name.toUtf8()));
+        QVERIFY(QFile::exists(tmp.filePath(QStringLiteral("chosen-timeline.png"))));
+        QVERIFY(exported(QStringLiteral("chosen.json")).contains("\"pipeline\""));
     }
 
     // What the user set in the planner's training row and the plan search is there again in the
@@ -354,6 +408,39 @@ private slots:
         const QString placeholder = window.reshardPanel()->view()->placeholder();
         QVERIFY2(!placeholder.contains(QStringLiteral("Open a checkpoint")), qPrintable(placeholder));
         QVERIFY(!window.reshardPanel()->reshardButton()->isEnabled());
+    }
+
+    void folderWithoutACheckpoint()
+    {
+        // A folder of notes: "no checkpoint found", neutral in the banner and the status bar,
+        // nothing to verify again; the checkpoint one level down is offered.
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.show();
+        const QString dir = tmp.filePath(QStringLiteral("notckpt"));
+        QVERIFY(QDir().mkpath(dir + QStringLiteral("/sub")));
+        QFile notes(dir + QStringLiteral("/notes.txt"));
+        QVERIFY(notes.open(QIODevice::WriteOnly));
+        notes.write("hi\n");
+        notes.close();
+        widgettest::makeCheckpoint(dir + QStringLiteral("/ckpt"), 2, 1000, 3);
+        QSignalSpy finished(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
+        window.openPath(dir);
+        QVERIFY(finished.wait(30000));
+        shardwidgets::FailureBanner* banner = window.checkpointPanel()->banner();
+        QTRY_COMPARE(banner->suggestedPath(), dir + QStringLiteral("/ckpt"));
+        QCOMPARE(banner->state(), shardwidgets::FailureBanner::State::NoCheckpoint);
+        QVERIFY2(banner->title().startsWith(QStringLiteral("No checkpoint found in")), qPrintable(banner->title()));
+        QVERIFY(!window.checkpointPanel()->findChild<QPushButton*>(QStringLiteral("reverify"))->isEnabled());
+        QVERIFY(!window.findChild<QAction*>(QStringLiteral("reverifyAction"))->isEnabled()); // toolbar, menu
+        QStringList shown{window.statusBar()->currentMessage()};
+        for (const QLabel* label : window.statusBar()->findChildren<QLabel*>())
+            shown << label->text();
+        const QString bar = shown.join(QLatin1Char('|'));
+        QVERIFY2(bar.contains(QStringLiteral("no checkpoint"), Qt::CaseInsensitive), qPrintable(bar));
+        for (const char* word : {"corrupt", "failed", "✗"})
+            QVERIFY2(!bar.contains(QString::fromUtf8(word), Qt::CaseInsensitive), qPrintable(bar));
     }
 };
 

@@ -82,6 +82,7 @@ private slots:
         QSignalSpy failed(&window, &MainWindow::profileImportFailed);
         window.profileFromCheckpoint(32, 1); // nothing open yet
         QCOMPARE(failed.count(), 1);
+        QVERIFY(!window.plannerPanel()->profileChosen()); // still the bundled demo
 
         const fs::path dir = fs::path(tmp.path().toStdString()) / "model";
         write_model(dir);
@@ -96,6 +97,7 @@ private slots:
         QCOMPARE(profile.layers[1].params, std::int64_t(16 * 16 + 16));
         QCOMPARE(profile.layers[3].params, std::int64_t(16 + 50 * 16));
         QCOMPARE(profile.micro_batch_size, std::optional<int>(2));
+        QVERIFY(window.plannerPanel()->profileChosen()); // so is a profile derived from the checkpoint
     }
 
     void importTraceAndNewestWins()
@@ -117,6 +119,7 @@ private slots:
         const auto& profile = window.plannerPanel()->planner()->profile();
         QCOMPARE(profile.layers.size(), std::size_t(5));
         QCOMPARE(profile.layers[4].fwd_ms, 0.2);
+        QVERIFY(window.plannerPanel()->profileChosen()); // an imported trace goes into the report
 
         QSignalSpy failed(&window, &MainWindow::profileImportFailed);
         const QString bad = tmp.filePath(QStringLiteral("bad.json"));

@@ -165,6 +165,47 @@ private slots:
         QVERIFY(r.err.contains("/nonexistent/dir/x.json"));
     }
 
+    // The planner starts on a bundled demo profile; without --profile a checkpoint's report must not
+    // carry that demo's plan (no `pipeline` key, no Pipeline section, no timeline picture beside
+    // the Markdown). With --profile the plan is there, named after the profile given.
+    void checkpointReportHasAPipelineOnlyWithAProfile()
+    {
+        const QString checkpoint = m_tmp.filePath(QStringLiteral("good"));
+        auto readAll = [](const QString& path) {
+            QFile file(path);
+            return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+        };
+
+        const QString json = m_tmp.filePath(QStringLiteral("noprofile.json"));
+        const QString md = m_tmp.filePath(QStringLiteral("noprofile.md"));
+        QCOMPARE(run({checkpoint, QStringLiteral("--export"), json}, true).code, 0);
+        QCOMPARE(run({checkpoint, QStringLiteral("--export"), md}, true).code, 0);
+        const QJsonObject bare = QJsonDocument::fromJson(readAll(json)).object();
+        QVERIFY(bare.contains(QStringLiteral("checkpoint")));
+        QVERIFY(!bare.contains(QStringLiteral("pipeline")));
+        const QByteArray bareMd = readAll(md);
+        QVERIFY(bareMd.contains("Shards"));
+        QVERIFY2(!bareMd.contains("Pipeline"), bareMd.constData());
+        QVERIFY(!QFile::exists(m_tmp.filePath(QStringLiteral("noprofile-timeline.png"))));
+
+        const QString profile = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/profiles/uniform-16.json");
+        if (!QFile::exists(profile))
+            QSKIP("bundled profile uniform-16.json not present");
+        const QString withJson = m_tmp.filePath(QStringLiteral("profile.json"));
+        const QString withMd = m_tmp.filePath(QStringLiteral("profile.md"));
+        QCOMPARE(
+            run({checkpoint, QStringLiteral("--profile"), profile, QStringLiteral("--export"), withJson}, true).code,
+            0);
+        QCOMPARE(run({checkpoint, QStringLiteral("--profile"), profile, QStringLiteral("--export"), withMd}, true).code,
+                 0);
+        const QJsonObject root = QJsonDocument::fromJson(readAll(withJson)).object();
+        QVERIFY(root.contains(QStringLiteral("checkpoint")));
+        QCOMPARE(root.value(QStringLiteral("pipeline")).toObject().value(QStringLiteral("profile")).toString(),
+                 QStringLiteral("uniform-16"));
+        QVERIFY(readAll(withMd).contains("## Pipeline plan"));
+        QVERIFY(QFile::exists(m_tmp.filePath(QStringLiteral("profile-timeline.png"))));
+    }
+
     void profileAndPipelineOnlyReport()
     {
         const QString out = m_tmp.filePath(QStringLiteral("plan.json"));

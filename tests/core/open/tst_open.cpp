@@ -2,7 +2,9 @@
 // that same step through the same descriptor, whatever a running job does to the root meanwhile.
 
 #include "core/checkpoint/save.h"
+#include "core/open/nearby.h"
 #include "core/open/verify.h"
+#include "core/report/report.h"
 #include "core/run/demo.h"
 #include "testutil.h"
 
@@ -118,6 +120,7 @@ private slots:
         QCOMPARE(report.format, std::string("shardscope"));
         QCOMPARE(report.problems.size(), std::size_t(1));
         QCOMPARE(report.problems[0].kind, ProblemKind::partial_write);
+        QVERIFY(!no_checkpoint_found(report)); // an interrupted save, not "no checkpoint"
 
         // One rank file on its own is an ordinary safetensors file.
         const DetectedFormat single = detect_format(dir / "rank0.safetensors");
@@ -128,6 +131,80 @@ private slots:
         QVERIFY2(file.ok(), problems_text(file).c_str());
         QCOMPARE(file.format, std::string("safetensors"));
         QCOMPARE(file.shards.size(), std::size_t(1));
+    }
+
+    void noCheckpointIsSaidAsSuch()
+    {
+        // A folder of notes: not a save that never committed, but no checkpoint at all.
+        const fs::path dir = root() / "nothing" / "here";
+        fs::create_directories(dir / "sub");
+        write_text(dir / "notes.txt", "hi\n");
+        const VerifyReport report = verify_checkpoint(dir);
+        QVERIFY(no_checkpoint_found(report));
+        QCOMPARE(report.format, std::string("unknown"));
+        QCOMPARE(report.problems.size(), std::size_t(1));
+        QCOMPARE(report.problems[0].kind, ProblemKind::invalid_manifest); // the exit status stays 1
+        QVERIFY2(report.problems[0].message.find("no checkpoint found") != std::string::npos,
+                 report.problems[0].message.c_str());
+        const FailureSummary failure = classify_failure(report);
+        QCOMPARE(failure.title, "No checkpoint found in " + dir.string());
+        QCOMPARE(failure.meaning, std::string(kWhatShardScopeOpens));
+        const ResumeVerdict verdict = resume_verdict(report, nullptr);
+        QVERIFY(verdict.no_checkpoint);
+        QCOMPARE(verdict.title, failure.title);
+        QVERIFY(!nearby_checkpoint(dir)); // neither "nothing" nor "sub" is one
+
+        // Leftover .tmp files are an interrupted ShardScope save: still a partial write.
+        const fs::path tmp = root() / "tmp-only";
+        fs::create_directories(tmp);
+        write_text(tmp / "rank0.safetensors.tmp", "partial");
+        const VerifyReport interrupted = verify_checkpoint(tmp);
+        QVERIFY(!no_checkpoint_found(interrupted));
+        QCOMPARE(interrupted.format, std::string("shardscope"));
+        QCOMPARE(classify_failure(interrupted).mode, FailureMode::partial_write);
+        QVERIFY(!resume_verdict(interrupted, nullptr).no_checkpoint);
+    }
+
+    void nearbyCheckpointIsFound()
+    {
+        // The run's folder opened instead of its step: the step inside it.
+        const fs::path run = root() / "near" / "run";
+        save_step(run / "step-00000001", 1, 5);
+        fs::create_directories(run / "logs");
+        write_text(run / "notes.txt", "hi\n");
+        QVERIFY(no_checkpoint_found(verify_checkpoint(run)));
+        auto nearby = nearby_checkpoint(run);
+        QVERIFY(nearby);
+        QCOMPARE(nearby->path, run / "step-00000001");
+        QCOMPARE(nearby->format, CheckpointFormat::shardscope);
+        QVERIFY(!nearby->parent);
+        QVERIFY(describe_nearby(*nearby).find("inside it") != std::string::npos);
+
+        // A folder inside a step: the step above it.
+        const fs::path extra = run / "step-00000001" / "extra";
+        fs::create_directories(extra);
+        nearby = nearby_checkpoint(extra);
+        QVERIFY(nearby);
+        QCOMPARE(nearby->path, run / "step-00000001");
+        QVERIFY(nearby->parent);
+        QVERIFY(describe_nearby(*nearby).starts_with("its parent folder "));
+        // "extra/" names the same folder.
+        nearby = nearby_checkpoint(extra.string() + "/");
+        QVERIFY(nearby && nearby->parent);
+        QCOMPARE(nearby->path, run / "step-00000001");
+
+        // A root whose `latest` names this very (empty) folder only leads back here: not offered.
+        const fs::path back = root() / "leads-back";
+        fs::create_directories(back / "step-00000002");
+        write_text(back / "latest", "step-00000002\n");
+        QCOMPARE(detect_format(back).format, CheckpointFormat::shardscope);
+        QVERIFY(!nearby_checkpoint(back / "step-00000002"));
+
+        // A symlinked sub-folder is not followed.
+        const fs::path linked = root() / "linked" / "here";
+        fs::create_directories(linked);
+        fs::create_directory_symlink(run / "step-00000001", linked / "step");
+        QVERIFY(!nearby_checkpoint(linked));
     }
 };
 

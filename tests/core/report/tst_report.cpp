@@ -485,6 +485,48 @@ private slots:
         QCOMPARE(md_order, html_order);
         QVERIFY(md_order.indexOf(QStringLiteral("ownership.png")) < md_order.indexOf(QStringLiteral("Shards")));
     }
+
+    // No profile, no pipeline: a checkpoint's report has no pipeline section in any form, not even
+    // when a timeline picture was handed in (the GUI always has one); with a profile, every form has it.
+    void pipelineOnlyWithAProfile()
+    {
+        ReportInput input;
+        input.checkpoint_path = "/ck";
+        input.verify = report({});
+        input.gantt_image = "gantt.png";
+        auto headings = [](const ReportInput& in) {
+            QStringList out;
+            for (const ReportBlock& block : report_document(in))
+                if (block.kind == ReportBlock::Kind::heading || block.kind == ReportBlock::Kind::image)
+                    out << QString::fromStdString(block.text);
+            return out;
+        };
+
+        QVERIFY(!report_json(input).contains("pipeline"));
+        QVERIFY(report_json(input).contains("checkpoint"));
+        const QString md = QString::fromStdString(report_markdown(input));
+        QVERIFY(md.contains(QStringLiteral("## Shards")) || md.contains(QStringLiteral("### Shards")));
+        QVERIFY2(!md.contains(QStringLiteral("Pipeline")), qPrintable(md));
+        QVERIFY(!md.contains(QStringLiteral("gantt.png")));
+        const QString html = QString::fromStdString(report_html(input));
+        QVERIFY(!html.contains(QStringLiteral("Pipeline")));
+        QVERIFY(!html.contains(QStringLiteral("gantt.png")));
+        QVERIFY(!headings(input).contains(QStringLiteral("Pipeline plan")));
+        QVERIFY(!headings(input).contains(QStringLiteral("pipeline timeline")));
+
+        PipelineSection section;
+        section.profile_name = "uniform-4";
+        section.partition = "uniform";
+        const pipeline::ScheduleSpec spec{
+            .kind = pipeline::ScheduleKind::one_f_one_b, .stages = 2, .microbatches = 4, .virtual_stages = 1};
+        section.plan = pipeline::make_plan(pipeline::uniform_profile(4), spec, {2});
+        input.pipeline = section;
+        QCOMPARE(report_json(input)["pipeline"]["profile"].get<std::string>(), std::string("uniform-4"));
+        QVERIFY(QString::fromStdString(report_markdown(input)).contains(QStringLiteral("## Pipeline plan")));
+        QVERIFY(QString::fromStdString(report_markdown(input)).contains(QStringLiteral("gantt.png")));
+        QVERIFY(QString::fromStdString(report_html(input)).contains(QStringLiteral("Pipeline plan")));
+        QVERIFY(headings(input).contains(QStringLiteral("Pipeline plan")));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestReport)

@@ -10,10 +10,13 @@
 
 #include "foreign_fixtures.h"
 
+#include "core/report/report.h"
+
 #include <QAbstractItemModelTester>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <QDir>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
@@ -333,8 +336,75 @@ private slots:
         QSignalSpy finished2(&panel, &CheckpointPanel::verificationFinished);
         panel.open(empty.path());
         QVERIFY(finished2.wait(10000));
-        QCOMPARE(panel.banner()->state(), FailureBanner::State::Bad);
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::NoCheckpoint);
         QVERIFY(!panel.report()->ok());
+    }
+
+    void folderWithoutACheckpointIsNeutral()
+    {
+        // The run's folder opened instead of its step: no checkpoint here, neither good nor bad,
+        // and the step inside it offered.
+        QTemporaryDir tmp;
+        const QString run = tmp.filePath(QStringLiteral("run"));
+        QVERIFY(QDir().mkpath(run + QStringLiteral("/sub")));
+        QFile notes(run + QStringLiteral("/notes.txt"));
+        QVERIFY(notes.open(QIODevice::WriteOnly));
+        notes.write("hi\n");
+        notes.close();
+        const QString step = run + QStringLiteral("/step-000007");
+        widgettest::makeCheckpoint(step, 2, 1000, 7);
+
+        CheckpointPanel panel;
+        auto* reverify = panel.findChild<QPushButton*>(QStringLiteral("reverify"));
+        QVERIFY(reverify);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        QSignalSpy status(&panel, &CheckpointPanel::statusMessage);
+        panel.open(run);
+        QVERIFY(finished.wait(10000));
+        FailureBanner* banner = panel.banner();
+        QCOMPARE(banner->state(), FailureBanner::State::NoCheckpoint);
+        QCOMPARE(banner->title(), QStringLiteral("No checkpoint found in %1").arg(run));
+        for (const char* kind : {"safetensors", "index", "DCP", ".metadata", "DeepSpeed", "Megatron", "latest"})
+            QVERIFY2(banner->text().contains(QLatin1String(kind)), kind);
+        QVERIFY2(!banner->text().contains(QStringLiteral("interrupted")), qPrintable(banner->text()));
+        QVERIFY(!reverify->isEnabled());
+        QVERIFY(!panel.canReverify());
+        QVERIFY(!status.isEmpty());
+        QCOMPARE(status.last().at(0).toString(), QStringLiteral("No checkpoint found in %1").arg(run));
+
+        // The step inside it, found off the GUI thread, offered with a button that opens it.
+        QTRY_COMPARE_WITH_TIMEOUT(banner->suggestedPath(), step, 10000);
+        QVERIFY2(banner->text().contains(QStringLiteral("step-000007")), qPrintable(banner->text()));
+        auto* open = banner->findChild<QPushButton*>(QStringLiteral("bannerOpenSuggested"));
+        QVERIFY(open);
+        QVERIFY(open->isVisibleTo(&panel));
+        finished.clear();
+        QTest::mouseClick(open, Qt::LeftButton);
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(panel.currentPath(), step);
+        QVERIFY(panel.report()->ok());
+        QCOMPARE(banner->state(), FailureBanner::State::Unchecked); // the bytes pass, the values unread
+        QVERIFY(banner->suggestedPath().isEmpty());
+        QVERIFY(reverify->isEnabled());
+        QVERIFY(panel.canReverify());
+    }
+
+    void interruptedSaveStaysRed()
+    {
+        // rank<N>.safetensors without manifest.json: a ShardScope save that never committed.
+        QTemporaryDir tmp;
+        const QString dir = tmp.filePath(QStringLiteral("step-000009"));
+        widgettest::makeCheckpoint(dir, 2, 1000, 9);
+        QVERIFY(QFile::remove(dir + QStringLiteral("/manifest.json")));
+        CheckpointPanel panel;
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(dir);
+        QVERIFY(finished.wait(10000));
+        QCOMPARE(panel.banner()->state(), FailureBanner::State::Bad);
+        QVERIFY2(panel.banner()->title().startsWith(QStringLiteral("Missing manifest")),
+                 qPrintable(panel.banner()->title()));
+        QCOMPARE(shardscope::classify_failure(*panel.report()).mode, shardscope::FailureMode::partial_write);
+        QVERIFY(panel.findChild<QPushButton*>(QStringLiteral("reverify"))->isEnabled());
     }
 
     void newestJobWins()
