@@ -185,6 +185,12 @@ std::string describe(const StateHealth& h)
     return text.empty() ? "healthy" : text;
 }
 
+void add_rank_findings(std::string& text, int rank, const StateHealth& health)
+{
+    if (!health.healthy())
+        text += (text.empty() ? "" : "; ") + ("rank " + std::to_string(rank) + ": ") + describe(health);
+}
+
 nlohmann::ordered_json health_json(const StateHealth& h)
 {
     nlohmann::ordered_json j;

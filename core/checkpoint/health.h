@@ -35,6 +35,9 @@ struct StateHealth {
 
 // "3 non-finite values in exp_avg_sq, 2 negative exp_avg_sq values"; "healthy" when there is nothing.
 std::string describe(const StateHealth& health);
+// Adds "rank 3: <describe>" to `text` ("; " between ranks) when the rank is not healthy: the one
+// wording of a step's findings, from its record or from loaded values.
+void add_rank_findings(std::string& text, int rank, const StateHealth& health);
 
 // {"nonfinite": {"param", "master", "exp_avg", "exp_avg_sq"}, "negative_exp_avg_sq",
 // "param_master_mismatch"}: a shard record's "health" (docs/format.md).

@@ -36,9 +36,8 @@ std::string Manifest::describe_health() const
 {
     std::string text;
     for (const auto& shard : shards)
-        if (shard.health && !shard.health->healthy())
-            text += (text.empty() ? "" : "; ") + ("rank " + std::to_string(shard.rank) + ": ") +
-                shardscope::describe(*shard.health);
+        if (shard.health)
+            add_rank_findings(text, shard.rank, *shard.health);
     return text;
 }
 

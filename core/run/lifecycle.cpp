@@ -340,8 +340,7 @@ std::string loaded_health(const LoadedCheckpoint& loaded, StateHealth& sum)
     for (const RankState& r : loaded.ranks) {
         const StateHealth h = scan_health(r);
         sum += h;
-        if (!h.healthy())
-            text += (text.empty() ? "" : "; ") + ("rank " + std::to_string(r.rank) + ": ") + describe(h);
+        add_rank_findings(text, r.rank, h);
     }
     return text;
 }

@@ -4,6 +4,7 @@
 #include "core/run/lifecycle.h"
 #include "core/run/internal/steps_scan.h"
 
+#include "core/checkpoint/directory.h"
 #include "core/util/fsutil.h"
 
 #include <algorithm>
@@ -25,15 +26,7 @@ std::string step_dir_name(uint64_t step)
 
 std::optional<uint64_t> parse_step_dir_name(std::string_view name)
 {
-    if (!name.starts_with("step-") || name.size() == 5 || name.size() > 5 + 19)
-        return std::nullopt;
-    uint64_t step = 0;
-    for (char c : name.substr(5)) {
-        if (c < '0' || c > '9')
-            return std::nullopt;
-        step = step * 10 + static_cast<uint64_t>(c - '0');
-    }
-    return step;
+    return number_after(name, "step-"); // the one rule for a step folder's number
 }
 
 std::string_view to_string(StepTier tier)
