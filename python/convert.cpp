@@ -1,7 +1,9 @@
 #include "python/convert.h"
 
 #include "core/checkpoint/manifest.h"
+#include "core/storage/location.h"
 #include "core/util/error.h"
+#include "core/util/printable.h"
 
 #include <cmath>
 #include <limits>
@@ -154,7 +156,16 @@ std::filesystem::path to_path(py::handle value)
                     "a path must be a str, bytes or os.PathLike, not " +
                         std::string(py::str(value.get_type().attr("__name__"))));
     }
-    return std::filesystem::path(std::string(py::reinterpret_borrow<py::bytes>(encoded)));
+    const std::string text(py::reinterpret_borrow<py::bytes>(encoded));
+    // A URL taken as a path would be a relative folder named "s3:", created and written.
+    if (storage::is_url(text)) {
+        (void)storage::parse_location(text); // an unknown scheme, a bad bucket: its own sentence
+        throw Error(ProblemKind::invalid_argument,
+                    printable(text) +
+                        ": a local path is needed here; s3:// and http(s):// locations are not read "
+                        "or written by this function");
+    }
+    return std::filesystem::path(text);
 }
 
 int int_or(py::handle value, int fallback, const std::string& where)

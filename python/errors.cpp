@@ -53,6 +53,7 @@ Family family_of(ProblemKind kind)
     case ProblemKind::cannot_open:
     case ProblemKind::already_exists:
     case ProblemKind::io_error:
+    case ProblemKind::remote_error:
     case ProblemKind::root_locked: // another job writes the root: an environment problem, like io_error
         return storage;
     case ProblemKind::invalid_argument: return argument;

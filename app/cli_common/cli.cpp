@@ -1,6 +1,7 @@
 #include "app/cli_common/cli.h"
 
 #include "core/checkpoint/verify_json.h"
+#include "core/storage/location.h"
 #include "core/util/printable.h"
 
 #include <cstdio>
@@ -16,6 +17,29 @@ bool g_json_printed = false;
 // known also when the rest of its options did not parse.
 bool g_json_requested = false;
 nlohmann::json g_failure; // the first failure said on stderr, as problem_json
+
+// Options whose value is a URL by design, not a path.
+const QStringList kUrlOptions = {QStringLiteral("endpoint")};
+
+// A URL where a command takes a local path is refused before anything runs: `s3://ckpt/run`
+// taken as a path would be the relative folder `s3:/ckpt/run`, created and written while the
+// user believes the bucket holds the data.
+bool refuse_url(const QString& value, const QString& where, const QString& usage_name)
+{
+    const std::string text = local(value);
+    if (!shardscope::storage::is_url(text))
+        return false;
+    try {
+        (void)shardscope::storage::parse_location(text);
+    } catch (const shardscope::Error& e) {
+        fail(e);
+        return true;
+    }
+    fail(kUsage,
+         shardscope::printable(text) + ": " + local(where) + " of 'shardctl " + local(usage_name) +
+             "' is a local path; s3:// and http(s):// locations are not read or written there");
+    return true;
+}
 
 } // namespace
 
@@ -80,11 +104,19 @@ bool parse_options(QCommandLineParser& parser, const QStringList& arguments, con
         std::cout << local(parser.helpText());
         std::exit(0);
     }
+    for (const QString& name : parser.optionNames())
+        if (!kUrlOptions.contains(name))
+            for (const QString& value : parser.values(name))
+                if (refuse_url(value, QStringLiteral("--") + name, usage_name))
+                    return false;
     return true;
 }
 
 bool check_positional(const QCommandLineParser& parser, int positional, const QString& usage_name)
 {
+    for (const QString& value : parser.positionalArguments())
+        if (refuse_url(value, QStringLiteral("the path argument"), usage_name))
+            return false;
     const auto count = parser.positionalArguments().size();
     if (count != positional) {
         fail(kUsage,

@@ -3,6 +3,8 @@
 #include "app/shardscope/headlessexport.h"
 #include "app/shardscope/mainwindow.h"
 #include "core/checkpoint/manifest.h"
+#include "core/storage/location.h"
+#include "core/util/error.h"
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/panels/reshardpanel.h"
 #include "widgets/settings/settings.h"
@@ -98,6 +100,20 @@ int main(int argc, char** argv)
         return 2;
     }
     const QString path = positional.value(0);
+    // The app opens local folders; a URL taken as a path would be looked up as a relative folder.
+    for (const QString& given : {path, parser.value(QStringLiteral("compare"))}) {
+        const std::string text = given.toStdString();
+        if (!shardscope::storage::is_url(text))
+            continue;
+        try {
+            (void)shardscope::storage::parse_location(text); // says what is wrong, without credentials
+            std::cerr << "shardscope: " << shardwidgets::printableText(given).toStdString()
+                      << ": the app opens local folders and files; s3:// and http(s):// locations are not opened yet\n";
+        } catch (const shardscope::Error& e) {
+            std::cerr << "shardscope: " << e.what() << '\n';
+        }
+        return 2;
+    }
 
     int reshardTarget = 0;
     if (parser.isSet(QStringLiteral("reshard-to"))) {

@@ -35,6 +35,7 @@ std::string_view to_string(ProblemKind kind)
     case ProblemKind::cannot_open: return "cannot_open";
     case ProblemKind::already_exists: return "already_exists";
     case ProblemKind::io_error: return "io_error";
+    case ProblemKind::remote_error: return "remote_error";
     case ProblemKind::cancelled: return "cancelled";
     case ProblemKind::root_locked: return "root_locked";
     case ProblemKind::invalid_argument: return "invalid_argument";
@@ -56,6 +57,7 @@ int exit_code_for(ProblemKind kind)
     switch (kind) {
     case ProblemKind::cannot_open:
     case ProblemKind::io_error:
+    case ProblemKind::remote_error:
     case ProblemKind::invalid_argument:
     case ProblemKind::already_exists:
     case ProblemKind::cancelled:

@@ -44,6 +44,7 @@ enum class ProblemKind {
     cannot_open, // the path given by the user does not exist or cannot be read
     already_exists,
     io_error,
+    remote_error, // an object store or web server refused, failed or answered what S3/HTTP does not allow
     cancelled,
     root_locked, // another job holds the checkpoint root's writer lock
     invalid_argument,

@@ -21,6 +21,21 @@ def steps_on_disk(root):
 
 
 class Manager(TempDirTest):
+    def test_a_url_is_never_taken_for_a_local_path(self):
+        # s3://ckpt/run as a path would be the folder "s3:/ckpt/run" in the working directory.
+        cwd = os.getcwd()
+        os.chdir(self.tmp)
+        try:
+            with self.assertRaises(shardscope.InvalidArgumentError) as caught:
+                shardscope.CheckpointManager(os.path.join(self.tmp, "root"), keep=2, mirror="s3://ckpt/run")
+            self.assertIn("s3://ckpt/run: a local path is needed here", str(caught.exception))
+            with self.assertRaises(shardscope.InvalidArgumentError) as caught:
+                shardscope.load("https://user:hunter2@host/run", None)
+            self.assertNotIn("hunter2", str(caught.exception))
+            self.assertEqual(os.listdir(self.tmp), [])
+        finally:
+            os.chdir(cwd)
+
     def test_latest_rotation_and_resume(self):
         root = self.path("run")
         manager = shardscope.CheckpointManager(root, keep=2)

@@ -6,10 +6,12 @@
 #include "hostile_corpus.h"
 #include "testutil.h"
 
+#include <QDir>
 #include <QElapsedTimer>
-#include <fstream>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
+#include <fstream>
 
 namespace fs = std::filesystem;
 
@@ -151,6 +153,44 @@ private slots:
             }
             QVERIFY(run.err.contains("\\xcd"));
         }
+    }
+
+    void aUrlIsNeverTakenForALocalPath()
+    {
+        // `s3://ckpt/run` as a path would be the relative folder `s3:/ckpt/run`: created and
+        // written while the user believes the bucket holds the run.
+        QTemporaryDir cwd;
+        const QString before = QDir::currentPath();
+        QVERIFY(QDir::setCurrent(cwd.path()));
+        const auto back = qScopeGuard([&] { QDir::setCurrent(before); });
+        struct Case {
+            std::vector<const char*> args;
+            const char* said;
+        };
+        const Case cases[] = {
+            {{"train", "--root", "run", "--mirror", "s3://ckpt/run", "--steps", "2"},
+             "s3://ckpt/run: --mirror of 'shardctl train' is a local path"},
+            {{"demo-save", "--out", "s3://ckpt/demo", "--world-size", "2", "--numel", "100"},
+             "s3://ckpt/demo: --out of 'shardctl demo-save' is a local path"},
+            {{"verify", "https://models.example/org/m", "--json"}, "the path argument of 'shardctl verify'"},
+            {{"info", "gs://bucket/x"}, "unknown URL scheme \"gs\""},
+            {{"info", "s3://Not_A_Bucket/x"}, "not a valid S3 bucket name"},
+            {{"stats", "https://user:hunter2@host/x"}, "credentials in it"},
+        };
+        for (const Case& c : cases) {
+            QStringList args;
+            for (const char* a : c.args)
+                args << QString::fromUtf8(a);
+            const testutil::Run run = testutil::shardctl(args);
+            QCOMPARE(run.exit_code, 2);
+            QVERIFY2(run.err.contains(c.said), run.err.constData());
+            QCOMPARE(run.err.count('\n'), 1);
+            QVERIFY(!run.err.contains("hunter2") && !run.out.contains("hunter2"));
+            if (args.contains(QStringLiteral("--json")))
+                QCOMPARE(run.json()["error"]["kind"].get<std::string>(), "usage");
+        }
+        QVERIFY2(QDir(cwd.path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden).isEmpty(),
+                 "a URL was taken for a local path: something was created in the working directory");
     }
 
     void nothingOutsideWasTouched()

@@ -1,0 +1,161 @@
+#include "core/storage/internal/http.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+namespace shardscope::storage {
+
+namespace {
+
+constexpr std::size_t kMaxErrorBody = 64 * 1024; // an S3 error document is a few hundred bytes
+
+struct CurlDeleter {
+    void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
+};
+
+CURL* thread_handle()
+{
+    static std::once_flag once;
+    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    thread_local std::unique_ptr<CURL, CurlDeleter> handle(curl_easy_init());
+    curl_easy_reset(handle.get()); // options of the previous request must not leak into this one
+    return handle.get();
+}
+
+struct Exchange {
+    const HttpRequest* request = nullptr;
+    HttpResponse* response = nullptr;
+    std::size_t sent = 0;
+};
+
+std::size_t on_body(char* data, std::size_t, std::size_t n, void* user)
+{
+    auto& x = *static_cast<Exchange*>(user);
+    HttpResponse& r = *x.response;
+    // Only a successful answer goes into the caller's buffer; an error's body is kept as text.
+    const bool success = r.status >= 200 && r.status < 300;
+    const bool into = !x.request->into.empty() && success;
+    const std::size_t limit = into ? x.request->into.size() : success ? x.request->max_body : kMaxErrorBody;
+    if (r.received + n > limit) {
+        r.body_overflow = true;
+        return 0; // aborts the transfer: an endless or overlong body is not read further
+    }
+    if (into)
+        std::memcpy(x.request->into.data() + r.received, data, n);
+    else
+        r.text.append(data, n);
+    r.received += n;
+    return n;
+}
+
+std::size_t on_header(char* data, std::size_t, std::size_t n, void* user)
+{
+    auto& x = *static_cast<Exchange*>(user);
+    std::string_view line(data, n);
+    if (line.starts_with("HTTP/")) { // a new response (after a 100 Continue): start over
+        x.response->headers.clear();
+        long status = 0;
+        if (const auto space = line.find(' '); space != std::string_view::npos)
+            status = std::strtol(std::string(line.substr(space + 1, 3)).c_str(), nullptr, 10);
+        x.response->status = status;
+        return n;
+    }
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos || x.response->headers.size() > 200)
+        return n;
+    std::string name(line.substr(0, colon));
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+        value.remove_prefix(1);
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' '))
+        value.remove_suffix(1);
+    x.response->headers[std::move(name)] = std::string(value.substr(0, 4096));
+    return n;
+}
+
+std::size_t on_send(char* buffer, std::size_t size, std::size_t n, void* user)
+{
+    auto& x = *static_cast<Exchange*>(user);
+    const auto body = x.request->body;
+    const std::size_t count = std::min(size * n, body.size() - x.sent);
+    std::memcpy(buffer, body.data() + x.sent, count);
+    x.sent += count;
+    return count;
+}
+
+int on_seek(void* user, curl_off_t offset, int origin)
+{
+    auto& x = *static_cast<Exchange*>(user);
+    if (origin != SEEK_SET || offset < 0 || static_cast<std::size_t>(offset) > x.request->body.size())
+        return CURL_SEEKFUNC_FAIL;
+    x.sent = static_cast<std::size_t>(offset);
+    return CURL_SEEKFUNC_OK;
+}
+
+} // namespace
+
+HttpResponse http_exchange(const HttpRequest& request)
+{
+    HttpResponse response;
+    Exchange x{.request = &request, .response = &response};
+    CURL* curl = thread_handle();
+    if (!curl) {
+        response.transport_error = "cannot create an HTTP client";
+        return response;
+    }
+    curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, static_cast<long>(request.connect_timeout_s));
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(request.stall_timeout_s));
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, request.verify_tls ? 1L : 0L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, request.verify_tls ? 2L : 0L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &x);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &x);
+    if (request.method == "HEAD") {
+        curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    } else if (request.method == "PUT" || request.method == "POST") {
+        if (request.method == "PUT")
+            curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+        else
+            curl_easy_setopt(curl, CURLOPT_POST, 1L);
+        curl_easy_setopt(curl, CURLOPT_READFUNCTION, on_send);
+        curl_easy_setopt(curl, CURLOPT_READDATA, &x);
+        curl_easy_setopt(curl, CURLOPT_SEEKFUNCTION, on_seek); // a retried send after a 401/redirect
+        curl_easy_setopt(curl, CURLOPT_SEEKDATA, &x);
+        if (request.method == "PUT")
+            curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+        else
+            curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+    } else if (request.method != "GET") {
+        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    }
+    curl_slist* headers = nullptr;
+    for (const auto& [name, value] : request.headers)
+        headers = curl_slist_append(headers, (name + ": " + value).c_str());
+    // curl would add "Expect: 100-continue" to large bodies and wait a second for the answer.
+    headers = curl_slist_append(headers, "Expect:");
+    headers = curl_slist_append(headers, "Accept:");
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    char error[CURL_ERROR_SIZE] = {};
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    const CURLcode code = curl_easy_perform(curl);
+    curl_slist_free_all(headers);
+    if (code != CURLE_OK && !(code == CURLE_WRITE_ERROR && response.body_overflow)) {
+        response.transport_error = error[0] ? error : curl_easy_strerror(code);
+        response.status = 0; // a half-received answer is no answer
+    }
+    return response;
+}
+
+} // namespace shardscope::storage

@@ -1,0 +1,45 @@
+#pragma once
+// One HTTP exchange over libcurl, with the limits a hostile or broken server needs: no redirect
+// is followed, a body can neither exceed what the caller allows nor differ from its announced
+// length, a stalled transfer times out, and only http and https are spoken. Each thread keeps one
+// curl handle, so that consecutive requests reuse the connection (keep-alive).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardscope::storage {
+
+struct HttpRequest {
+    std::string method = "GET";
+    std::string url;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::span<const std::byte> body; // sent as is, with its Content-Length
+    bool verify_tls = true;
+    int connect_timeout_s = 10;
+    int stall_timeout_s = 30; // below 1 byte/s for this long: the transfer is abandoned
+    // Where a successful response's body goes: `into` when given (exactly into.size() bytes
+    // expected), otherwise `text`, refused past `max_body` bytes. An error's body always goes to
+    // `text`, refused past 64 KiB.
+    std::span<std::byte> into;
+    std::size_t max_body = 1 << 20;
+};
+
+struct HttpResponse {
+    long status = 0; // 0: no response (the transport failed, see `transport_error`)
+    std::string transport_error; // curl's sentence when the exchange itself failed
+    bool body_overflow = false; // the server sent more than the request allowed
+    std::map<std::string, std::string> headers; // lower-case names
+    std::string text; // the body, unless it went `into` the caller's buffer
+    std::size_t received = 0; // body bytes received
+};
+
+// Never throws for what the server does; throws std::bad_alloc and the like only.
+HttpResponse http_exchange(const HttpRequest& request);
+
+} // namespace shardscope::storage

@@ -1,0 +1,148 @@
+#include "core/storage/location.h"
+
+#include "core/util/error.h"
+#include "core/util/printable.h"
+
+#include <cctype>
+
+namespace shardscope::storage {
+
+namespace {
+
+std::string_view scheme_of(std::string_view text)
+{
+    if (text.empty() || !std::isalpha(static_cast<unsigned char>(text[0])))
+        return {};
+    for (std::size_t i = 1; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c == ':')
+            return text.substr(i + 1, 2) == "//" ? text.substr(0, i) : std::string_view{};
+        if (!std::isalnum(c) && c != '+' && c != '-' && c != '.')
+            return {};
+    }
+    return {};
+}
+
+// The text with any user:password@ part replaced, so that an error never echoes a secret.
+std::string redacted(std::string_view text)
+{
+    const std::size_t start = text.find("://");
+    if (start == std::string_view::npos)
+        return printable(text);
+    const std::size_t end = text.find('/', start + 3);
+    const std::size_t at = text.substr(0, end).rfind('@');
+    if (at == std::string_view::npos || at < start)
+        return printable(text);
+    return printable(std::string(text.substr(0, start + 3)) + "***" + std::string(text.substr(at)));
+}
+
+[[noreturn]] void refuse(std::string_view text, const std::string& why)
+{
+    throw Error(ProblemKind::invalid_argument, redacted(text) + ": " + why);
+}
+
+// S3's bucket naming rules: 3 to 63 lower-case letters, digits, '.' and '-', starting and ending
+// with a letter or digit.
+bool valid_bucket(std::string_view b)
+{
+    if (b.size() < 3 || b.size() > 63)
+        return false;
+    for (const char ch : b) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (!(std::islower(c) || std::isdigit(c) || c == '.' || c == '-'))
+            return false;
+    }
+    return std::isalnum(static_cast<unsigned char>(b.front())) && std::isalnum(static_cast<unsigned char>(b.back()));
+}
+
+// A key prefix is joined to names a manifest gives: each component must be a plain name, so
+// that nothing read or written can leave the prefix the user named.
+std::string checked_prefix(std::string_view text, std::string_view prefix)
+{
+    while (!prefix.empty() && prefix.back() == '/')
+        prefix.remove_suffix(1);
+    std::size_t start = 0;
+    while (start < prefix.size()) {
+        std::size_t end = prefix.find('/', start);
+        if (end == std::string_view::npos)
+            end = prefix.size();
+        const std::string_view part = prefix.substr(start, end - start);
+        if (part.empty() || part == "." || part == "..")
+            refuse(text, "the key prefix has an empty, \".\" or \"..\" component");
+        for (const char c : part)
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+                refuse(text, "the key prefix has a control character");
+        start = end + 1;
+    }
+    return std::string(prefix);
+}
+
+} // namespace
+
+bool is_url(std::string_view text)
+{
+    return !scheme_of(text).empty();
+}
+
+Location parse_location(std::string_view text)
+{
+    Location out{.text = std::string(text)};
+    const std::string_view scheme = scheme_of(text);
+    if (scheme.empty()) {
+        out.path = std::filesystem::path(text);
+        return out;
+    }
+    const std::string_view rest = text.substr(scheme.size() + 3);
+    const std::size_t slash = rest.find('/');
+    const std::string_view host = rest.substr(0, slash);
+    const std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+    if (scheme == "s3") {
+        if (!valid_bucket(host))
+            refuse(text, "not a valid S3 bucket name (3 to 63 lower-case letters, digits, '.' and '-')");
+        out.scheme = Scheme::s3;
+        out.bucket = std::string(host);
+        out.prefix = checked_prefix(text, path);
+        return out;
+    }
+    if (scheme == "https" || scheme == "http") {
+        if (host.empty() || host.find_first_of("@ \t") != std::string_view::npos)
+            refuse(text, "the URL has no host, or has credentials in it (pass them in the environment)");
+        if (path.find_first_of("?#") != std::string_view::npos)
+            refuse(text, "a query or fragment is not part of a checkpoint's location");
+        out.scheme = scheme == "https" ? Scheme::https : Scheme::http;
+        out.authority = std::string(host);
+        out.prefix = checked_prefix(text, path);
+        return out;
+    }
+    refuse(text,
+           "unknown URL scheme \"" + printable(scheme) +
+               "\": ShardScope knows local paths, s3://bucket/prefix and http(s):// URLs");
+}
+
+Location Location::child(std::string_view name) const
+{
+    Location out = *this;
+    if (scheme == Scheme::local) {
+        out.path = path / name;
+        out.text = out.path.string();
+        return out;
+    }
+    out.prefix = prefix.empty() ? std::string(name) : prefix + '/' + std::string(name);
+    out.text = to_string(out);
+    return out;
+}
+
+std::string to_string(const Location& location)
+{
+    switch (location.scheme) {
+    case Scheme::local: return location.path.string();
+    case Scheme::s3: return "s3://" + location.bucket + (location.prefix.empty() ? "" : "/" + location.prefix);
+    case Scheme::http:
+    case Scheme::https:
+        return std::string(location.scheme == Scheme::https ? "https://" : "http://") + location.authority +
+            (location.prefix.empty() ? "" : "/" + location.prefix);
+    }
+    return location.text;
+}
+
+} // namespace shardscope::storage

@@ -1,0 +1,38 @@
+#pragma once
+// Where a checkpoint lives: a local path, an S3 bucket and prefix, or an HTTP(S) URL. Every path
+// a user gives goes through parse_location first, so that `s3://ckpt/run` can never be taken for
+// the relative folder `s3:/ckpt/run` (which a plain std::filesystem::path would happily create).
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace shardscope::storage {
+
+enum class Scheme { local, s3, http, https };
+
+struct Location {
+    Scheme scheme = Scheme::local;
+    std::string text; // as the user wrote it, for messages
+    std::filesystem::path path; // local
+    std::string bucket; // s3
+    std::string prefix; // s3: the key prefix, without leading or trailing '/'; http(s): the path
+    std::string authority; // http(s): host[:port]
+
+    bool is_local() const { return scheme == Scheme::local; }
+    // The location of `name` beneath this one ("run" + "step-1" -> "run/step-1").
+    Location child(std::string_view name) const;
+};
+
+// True when `text` starts with a URL scheme ("s3://", "https://", "gs://", ...): such a text
+// is never a local path, whether or not ShardScope can open it.
+bool is_url(std::string_view text);
+
+// Throws Error(invalid_argument) naming the text for an unknown scheme, an invalid bucket name,
+// or a key prefix with an empty, "." or ".." component or a control character.
+Location parse_location(std::string_view text);
+
+// The text a user would type for `location` ("s3://bucket/prefix").
+std::string to_string(const Location& location);
+
+} // namespace shardscope::storage

@@ -1,0 +1,490 @@
+#include "core/storage/s3.h"
+
+#include "core/storage/internal/http.h"
+#include "core/storage/internal/xml.h"
+#include "core/util/error.h"
+#include "core/util/hashing.h"
+#include "core/util/printable.h"
+
+#include <openssl/evp.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <random>
+#include <thread>
+
+namespace shardscope::storage {
+
+struct S3Client::Call {
+    std::string method;
+    std::string bucket;
+    std::string key;
+    std::vector<std::pair<std::string, std::string>> query;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::span<const std::byte> body;
+    std::span<std::byte> into;
+    std::size_t max_body = 1 << 20;
+};
+
+struct S3Client::Answer {
+    long status = 0;
+    std::map<std::string, std::string> headers;
+    std::string text;
+    std::size_t received = 0;
+};
+
+namespace {
+
+constexpr const char* kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+constexpr std::size_t kMaxListingPage = 16 << 20; // 1000 keys of 1 KiB each, with room to spare
+
+std::string amz_now()
+{
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char text[17];
+    std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &tm);
+    return text;
+}
+
+std::string base64_md5(std::span<const std::byte> body)
+{
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    EVP_Digest(body.data(), body.size(), digest, &length, EVP_md5(), nullptr);
+    unsigned char out[32] = {};
+    EVP_EncodeBlock(out, digest, static_cast<int>(length));
+    return reinterpret_cast<const char*>(out);
+}
+
+std::string getenv_or(const char* name, std::string fallback = {})
+{
+    const char* value = std::getenv(name);
+    return value && *value ? std::string(value) : fallback;
+}
+
+// key = value lines of one [section] of an AWS-style INI file; empty when the file or the
+// section is missing.
+std::map<std::string, std::string> ini_section(const std::string& file, const std::string& section)
+{
+    std::map<std::string, std::string> out;
+    FILE* f = std::fopen(file.c_str(), "re");
+    if (!f)
+        return out;
+    char line[4096];
+    bool in_section = false;
+    const auto trim = [](std::string_view s) {
+        while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+            s.remove_prefix(1);
+        while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
+            s.remove_suffix(1);
+        return s;
+    };
+    for (int lines = 0; lines < 10000 && std::fgets(line, sizeof line, f); ++lines) {
+        const std::string_view text = trim(line);
+        if (text.empty() || text[0] == '#' || text[0] == ';')
+            continue;
+        if (text.front() == '[') {
+            in_section = text.back() == ']' && trim(text.substr(1, text.size() - 2)) == section;
+            continue;
+        }
+        const std::size_t eq = text.find('=');
+        if (in_section && eq != std::string_view::npos)
+            out[std::string(trim(text.substr(0, eq)))] = std::string(trim(text.substr(eq + 1)));
+    }
+    std::fclose(f);
+    return out;
+}
+
+std::string home_file(const char* env, const char* relative)
+{
+    if (std::string path = getenv_or(env); !path.empty())
+        return path;
+    return getenv_or("HOME", "/root") + "/" + relative;
+}
+
+// "http://host:port" -> scheme and authority; refuses a path, credentials or another scheme.
+std::pair<std::string, std::string> split_endpoint(const std::string& endpoint)
+{
+    std::string scheme, rest;
+    if (endpoint.starts_with("https://"))
+        scheme = "https", rest = endpoint.substr(8);
+    else if (endpoint.starts_with("http://"))
+        scheme = "http", rest = endpoint.substr(7);
+    else
+        throw Error(ProblemKind::invalid_argument,
+                    "the S3 endpoint " + printable(endpoint) + " is not an http:// or https:// URL");
+    while (!rest.empty() && rest.back() == '/')
+        rest.pop_back();
+    if (rest.empty() || rest.find_first_of("/@?# ") != std::string::npos)
+        throw Error(ProblemKind::invalid_argument,
+                    "the S3 endpoint " + printable(endpoint.substr(0, endpoint.find('@'))) +
+                        " must be scheme://host[:port], without a path or credentials");
+    return {scheme, rest};
+}
+
+bool retryable(long status)
+{
+    return status == 0 || status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
+        status == 504;
+}
+
+// What the server said, for a sentence: its S3 error code and message, or the HTTP status.
+std::string server_said(long status, const std::string& body)
+{
+    std::string out = "HTTP " + std::to_string(status);
+    if (xml_acceptable(body)) {
+        if (auto code = xml_text(body, "Code"))
+            out += " " + printable(*code, 64);
+        if (auto message = xml_text(body, "Message"); message && !message->empty())
+            out += " (" + printable(*message, 160) + ")";
+    }
+    return out;
+}
+
+uint64_t parse_u64(std::string_view text, bool& ok)
+{
+    uint64_t value = 0;
+    const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    ok = ec == std::errc() && p == text.data() + text.size() && !text.empty();
+    return value;
+}
+
+std::string unquoted(std::string etag)
+{
+    if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"')
+        etag = etag.substr(1, etag.size() - 2);
+    return etag;
+}
+
+} // namespace
+
+std::string object_url(const std::string& bucket, const std::string& key)
+{
+    return "s3://" + bucket + "/" + printable(key);
+}
+
+S3Config s3_config_from_environment(const std::string& endpoint)
+{
+    S3Config config;
+    const std::string profile = getenv_or("AWS_PROFILE", "default");
+    const auto settings = ini_section(home_file("AWS_CONFIG_FILE", ".aws/config"),
+                                      profile == "default" ? "default" : "profile " + profile);
+    config.region = getenv_or("AWS_REGION", getenv_or("AWS_DEFAULT_REGION", ""));
+    if (config.region.empty())
+        config.region = settings.contains("region") ? settings.at("region") : "us-east-1";
+    config.endpoint = endpoint.empty() ? getenv_or("AWS_ENDPOINT_URL_S3", getenv_or("AWS_ENDPOINT_URL")) : endpoint;
+    if (config.endpoint.empty()) {
+        config.endpoint = "https://s3." + config.region + ".amazonaws.com";
+        config.path_style = false;
+    }
+    (void)split_endpoint(config.endpoint);
+    if (const std::string style = getenv_or("SHARDSCOPE_S3_ADDRESSING"); style == "virtual")
+        config.path_style = false;
+    else if (style == "path")
+        config.path_style = true;
+    config.credentials.access_key_id = getenv_or("AWS_ACCESS_KEY_ID");
+    config.credentials.secret_access_key = getenv_or("AWS_SECRET_ACCESS_KEY");
+    config.credentials.session_token = getenv_or("AWS_SESSION_TOKEN");
+    if (config.credentials.access_key_id.empty() || config.credentials.secret_access_key.empty()) {
+        const auto file = ini_section(home_file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials"), profile);
+        const auto value = [&](const char* k) { return file.contains(k) ? file.at(k) : std::string(); };
+        config.credentials = {.access_key_id = value("aws_access_key_id"),
+                              .secret_access_key = value("aws_secret_access_key"),
+                              .session_token = value("aws_session_token")};
+    }
+    if (config.credentials.access_key_id.empty() || config.credentials.secret_access_key.empty())
+        throw Error(ProblemKind::invalid_argument,
+                    "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with a "
+                    "profile in ~/.aws/credentials (profile \"" +
+                        printable(profile, 64) + "\" has none)");
+    return config;
+}
+
+S3Client::S3Client(S3Config config) : m_config(std::move(config))
+{
+    std::tie(m_scheme, m_host) = split_endpoint(m_config.endpoint);
+}
+
+S3Client::Answer S3Client::send(const Call& call) const
+{
+    const std::string host = m_config.path_style || call.bucket.empty() ? m_host : call.bucket + "." + m_host;
+    std::string path = "/";
+    if (m_config.path_style && !call.bucket.empty())
+        path += call.bucket + (call.key.empty() ? "" : "/");
+    path += uri_encode(call.key, true);
+    const std::string query = encoded_query(call.query);
+    const std::string url = m_scheme + "://" + host + path + (query.empty() ? "" : "?" + query);
+    const std::string payload_hash =
+        call.body.empty() ? kEmptySha256 : sha256_hex(std::as_bytes(call.body)); // signed: the server checks it
+    const std::string what = call.method + " " + object_url(call.bucket, call.key);
+
+    std::minstd_rand jitter(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+    std::string last;
+    int delay = m_config.retry.first_delay_ms;
+    for (int attempt = 1;; ++attempt) {
+        SigningRequest signing{.method = call.method,
+                               .path = path,
+                               .query = call.query,
+                               .headers = call.headers,
+                               .payload_sha256 = payload_hash};
+        const std::string date = amz_now();
+        signing.headers.emplace_back("host", host);
+        signing.headers.emplace_back("x-amz-date", date);
+        signing.headers.emplace_back("x-amz-content-sha256", payload_hash);
+        if (!m_config.credentials.session_token.empty())
+            signing.headers.emplace_back("x-amz-security-token", m_config.credentials.session_token);
+        HttpRequest request{.method = call.method,
+                            .url = url,
+                            .headers = signing.headers,
+                            .body = call.body,
+                            .verify_tls = m_config.verify_tls,
+                            .connect_timeout_s = m_config.connect_timeout_s,
+                            .stall_timeout_s = m_config.stall_timeout_s,
+                            .into = call.into,
+                            .max_body = call.max_body};
+        std::erase_if(request.headers, [](const auto& h) { return h.first == "host"; }); // curl sets it from the URL
+        request.headers.emplace_back("Authorization",
+                                     authorization(signing, m_config.credentials, date, m_config.region));
+        HttpResponse response = http_exchange(request);
+        const bool got = response.status >= 200 && response.status < 300;
+        if (response.body_overflow)
+            throw Error(ProblemKind::remote_error,
+                        what + ": the server sent more than the " +
+                            std::to_string(!got                    ? 65536
+                                               : call.into.empty() ? call.max_body
+                                                                   : call.into.size()) +
+                            (got ? " bytes expected" : " bytes an error message may have"));
+        if (got && !call.into.empty() && response.received != call.into.size() && call.method != "HEAD") {
+            // A body shorter than asked for with the transfer itself complete: the object is
+            // shorter than the caller believes (a retry would get the same).
+            throw Error(ProblemKind::remote_error,
+                        what + ": the server sent " + std::to_string(response.received) + " bytes where " +
+                            std::to_string(call.into.size()) + " were asked for");
+        }
+        if (!retryable(response.status) || attempt >= m_config.retry.attempts) {
+            if (response.status == 0)
+                throw Error(ProblemKind::remote_error,
+                            what + ": no answer from " + m_scheme + "://" + host + " after " + std::to_string(attempt) +
+                                " attempts: " + printable(response.transport_error, 200));
+            if (retryable(response.status))
+                throw Error(ProblemKind::remote_error,
+                            what + ": the server still answers " + server_said(response.status, response.text) +
+                                " after " + std::to_string(attempt) + " attempts");
+            return Answer{.status = response.status,
+                          .headers = std::move(response.headers),
+                          .text = std::move(response.text),
+                          .received = response.received};
+        }
+        last = response.status ? server_said(response.status, response.text) : response.transport_error;
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(delay / 2 + static_cast<int>(jitter() % (delay / 2 + 1))));
+        delay = std::min(delay * 2, m_config.retry.max_delay_ms);
+    }
+}
+
+namespace {
+
+[[noreturn]] void refused(const std::string& what, long status, const std::string& body)
+{
+    std::string why = server_said(status, body);
+    if (status >= 300 && status < 400)
+        why += ": a redirect, which is not followed (check the endpoint and the bucket's region)";
+    else if (status == 403)
+        why += ": the credentials were refused or lack the permission";
+    throw Error(ProblemKind::remote_error, what + ": " + why);
+}
+
+} // namespace
+
+std::optional<ObjectInfo> S3Client::head(const std::string& bucket, const std::string& key) const
+{
+    const Answer a = send({.method = "HEAD", .bucket = bucket, .key = key});
+    if (a.status == 404)
+        return std::nullopt;
+    if (a.status != 200)
+        refused("HEAD " + object_url(bucket, key), a.status, a.text);
+    bool ok = false;
+    const auto length = a.headers.find("content-length");
+    ObjectInfo info{.key = key, .size = length == a.headers.end() ? 0 : parse_u64(length->second, ok)};
+    if (!ok)
+        throw Error(ProblemKind::remote_error,
+                    "HEAD " + object_url(bucket, key) + ": the answer has no valid Content-Length");
+    if (const auto etag = a.headers.find("etag"); etag != a.headers.end())
+        info.etag = unquoted(etag->second);
+    return info;
+}
+
+void S3Client::read(const std::string& bucket, const std::string& key, uint64_t offset, std::span<std::byte> out) const
+{
+    if (out.empty())
+        return;
+    const std::string range = "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + out.size() - 1);
+    const Answer a = send({.method = "GET", .bucket = bucket, .key = key, .headers = {{"range", range}}, .into = out});
+    const std::string what = "GET " + object_url(bucket, key) + " (" + range + ")";
+    if (a.status == 404)
+        throw Error(ProblemKind::missing_file, object_url(bucket, key) + ": no such object");
+    if (a.status == 416)
+        throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
+    if (a.status != 206 && !(a.status == 200 && offset == 0))
+        refused(what, a.status, a.text);
+}
+
+std::optional<std::string> S3Client::get(const std::string& bucket, const std::string& key, std::size_t max_bytes) const
+{
+    const Answer a = send({.method = "GET", .bucket = bucket, .key = key, .max_body = max_bytes});
+    if (a.status == 404)
+        return std::nullopt;
+    if (a.status != 200)
+        refused("GET " + object_url(bucket, key), a.status, a.text);
+    return a.text;
+}
+
+std::vector<ObjectInfo> S3Client::list(const std::string& bucket, const std::string& prefix, std::size_t max_keys) const
+{
+    std::vector<ObjectInfo> out;
+    std::string token;
+    const std::string what = "LIST " + object_url(bucket, prefix);
+    for (;;) {
+        Call call{.method = "GET",
+                  .bucket = bucket,
+                  .query = {{"list-type", "2"}, {"prefix", prefix}},
+                  .max_body = kMaxListingPage};
+        if (!token.empty())
+            call.query.emplace_back("continuation-token", token);
+        const Answer a = send(call);
+        if (a.status != 200)
+            refused(what, a.status, a.text);
+        if (!xml_acceptable(a.text))
+            throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused");
+        for (const std::string_view entry : xml_elements(a.text, "Contents")) {
+            const auto key = xml_text(entry, "Key");
+            const auto size = xml_text(entry, "Size");
+            bool ok = false;
+            const uint64_t bytes = size ? parse_u64(*size, ok) : 0;
+            if (!key || !ok)
+                throw Error(ProblemKind::remote_error, what + ": a listed object has no valid key or size");
+            if (!key->starts_with(prefix))
+                throw Error(ProblemKind::remote_error,
+                            what + ": the listing names " + printable(*key) + ", which is not under the prefix");
+            if (out.size() >= max_keys)
+                throw Error(ProblemKind::remote_error,
+                            what + ": more than " + std::to_string(max_keys) + " objects under the prefix");
+            out.push_back({.key = *key, .size = bytes, .etag = unquoted(xml_text(entry, "ETag").value_or(""))});
+        }
+        if (xml_text(a.text, "IsTruncated").value_or("false") != "true")
+            break;
+        token = xml_text(a.text, "NextContinuationToken").value_or("");
+        if (token.empty())
+            throw Error(ProblemKind::remote_error, what + ": a truncated listing without a continuation token");
+    }
+    std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    return out;
+}
+
+void S3Client::put(const std::string& bucket, const std::string& key, std::span<const std::byte> body) const
+{
+    const Answer a = send(
+        {.method = "PUT", .bucket = bucket, .key = key, .headers = {{"content-md5", base64_md5(body)}}, .body = body});
+    if (a.status != 200)
+        refused("PUT " + object_url(bucket, key), a.status, a.text);
+}
+
+std::string S3Client::create_multipart(const std::string& bucket, const std::string& key) const
+{
+    const Answer a = send({.method = "POST", .bucket = bucket, .key = key, .query = {{"uploads", ""}}});
+    const std::string what = "POST " + object_url(bucket, key) + "?uploads";
+    if (a.status != 200)
+        refused(what, a.status, a.text);
+    auto id = xml_acceptable(a.text) ? xml_text(a.text, "UploadId") : std::nullopt;
+    if (!id || id->empty() || id->size() > 1024)
+        throw Error(ProblemKind::remote_error, what + ": the answer has no upload id");
+    return *id;
+}
+
+std::string S3Client::upload_part(const std::string& bucket, const std::string& key, const std::string& upload_id,
+                                  int part, std::span<const std::byte> body) const
+{
+    const Answer a = send({.method = "PUT",
+                           .bucket = bucket,
+                           .key = key,
+                           .query = {{"partNumber", std::to_string(part)}, {"uploadId", upload_id}},
+                           .headers = {{"content-md5", base64_md5(body)}},
+                           .body = body});
+    const std::string what = "PUT " + object_url(bucket, key) + " part " + std::to_string(part);
+    if (a.status != 200)
+        refused(what, a.status, a.text);
+    const auto etag = a.headers.find("etag");
+    if (etag == a.headers.end() || unquoted(etag->second).empty())
+        throw Error(ProblemKind::remote_error, what + ": the answer has no ETag");
+    return etag->second;
+}
+
+void S3Client::complete_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id,
+                                  const std::vector<std::string>& part_etags) const
+{
+    std::string xml = "<CompleteMultipartUpload>";
+    for (std::size_t i = 0; i < part_etags.size(); ++i)
+        xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + part_etags[i] + "</ETag></Part>";
+    xml += "</CompleteMultipartUpload>";
+    const Answer a = send({.method = "POST",
+                           .bucket = bucket,
+                           .key = key,
+                           .query = {{"uploadId", upload_id}},
+                           .body = std::as_bytes(std::span(xml.data(), xml.size()))});
+    const std::string what = "POST " + object_url(bucket, key) + "?uploadId";
+    // S3 may answer 200 and still report an error in the body of a long-running completion.
+    if (a.status != 200 || (xml_acceptable(a.text) && !xml_elements(a.text, "Error").empty()))
+        refused(what, a.status == 200 ? 500 : a.status, a.text);
+}
+
+void S3Client::abort_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id) const
+{
+    const Answer a = send({.method = "DELETE", .bucket = bucket, .key = key, .query = {{"uploadId", upload_id}}});
+    if (a.status != 204 && a.status != 200 && a.status != 404)
+        refused("DELETE " + object_url(bucket, key) + "?uploadId", a.status, a.text);
+}
+
+std::vector<MultipartUpload> S3Client::list_multipart_uploads(const std::string& bucket,
+                                                              const std::string& prefix) const
+{
+    const std::string what = "LIST uploads " + object_url(bucket, prefix);
+    const Answer a = send({.method = "GET",
+                           .bucket = bucket,
+                           .query = {{"uploads", ""}, {"prefix", prefix}},
+                           .max_body = kMaxListingPage});
+    if (a.status != 200)
+        refused(what, a.status, a.text);
+    if (!xml_acceptable(a.text))
+        throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused");
+    std::vector<MultipartUpload> out;
+    for (const std::string_view entry : xml_elements(a.text, "Upload")) {
+        auto key = xml_text(entry, "Key");
+        auto id = xml_text(entry, "UploadId");
+        if (key && id && key->starts_with(prefix))
+            out.push_back({.key = std::move(*key), .upload_id = std::move(*id)});
+    }
+    return out;
+}
+
+void S3Client::remove(const std::string& bucket, const std::string& key) const
+{
+    const Answer a = send({.method = "DELETE", .bucket = bucket, .key = key});
+    if (a.status != 204 && a.status != 200 && a.status != 404)
+        refused("DELETE " + object_url(bucket, key), a.status, a.text);
+}
+
+void S3Client::create_bucket(const std::string& bucket) const
+{
+    const Answer a = send({.method = "PUT", .bucket = bucket});
+    if (a.status == 200)
+        return;
+    if (a.status == 409 && xml_text(a.text, "Code").value_or("") == "BucketAlreadyOwnedByYou")
+        return;
+    refused("PUT s3://" + bucket, a.status, a.text);
+}
+
+} // namespace shardscope::storage

@@ -1,0 +1,100 @@
+#pragma once
+// An S3 client for what checkpoints need: ranged reads, listings, single and multipart uploads
+// and deletes, against AWS S3 or an S3-compatible store (Ceph RGW, MinIO). Requests are signed
+// here (sigv4.h) and sent with libcurl (internal/http.h). Failures a store is known for (503
+// SlowDown, 500, a timeout, a reset connection) are retried with bounded exponential backoff;
+// what is still failing after that becomes one Error(remote_error) naming the URL and the
+// server's answer, never a credential.
+
+#include "core/storage/location.h"
+#include "core/storage/sigv4.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace shardscope::storage {
+
+struct RetryPolicy {
+    int attempts = 6; // in all, the first included
+    int first_delay_ms = 100; // doubled after each failure, with jitter
+    int max_delay_ms = 4000;
+};
+
+struct S3Config {
+    std::string endpoint; // "https://s3.us-east-1.amazonaws.com", "http://127.0.0.1:7480"
+    std::string region = "us-east-1";
+    bool path_style = true; // https://host/bucket/key; otherwise https://bucket.host/key
+    bool verify_tls = true;
+    Credentials credentials;
+    RetryPolicy retry;
+    int connect_timeout_s = 10;
+    int stall_timeout_s = 30;
+};
+
+// The configuration the AWS tools would use: the endpoint `endpoint` if not empty, else
+// AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL (path-style addressing), else AWS's regional endpoint
+// (virtual-hosted); the region from AWS_REGION, AWS_DEFAULT_REGION or the profile's config;
+// credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else the
+// profile (AWS_PROFILE, default "default") of AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials.
+// SHARDSCOPE_S3_ADDRESSING=path|virtual overrides the addressing style. Throws
+// Error(invalid_argument) for a malformed endpoint or when no credentials are found.
+S3Config s3_config_from_environment(const std::string& endpoint = {});
+
+struct ObjectInfo {
+    std::string key;
+    uint64_t size = 0;
+    std::string etag;
+};
+
+struct MultipartUpload {
+    std::string key;
+    std::string upload_id;
+};
+
+class S3Client {
+public:
+    explicit S3Client(S3Config config);
+    const S3Config& config() const { return m_config; }
+
+    // nullopt when there is no such object.
+    std::optional<ObjectInfo> head(const std::string& bucket, const std::string& key) const;
+    // Exactly out.size() bytes from `offset`; a shorter or longer answer is an error.
+    void read(const std::string& bucket, const std::string& key, uint64_t offset, std::span<std::byte> out) const;
+    // The whole object, refused past `max_bytes`; nullopt when there is no such object.
+    std::optional<std::string> get(const std::string& bucket, const std::string& key, std::size_t max_bytes) const;
+    // Every object under `prefix` (a "dir/" prefix lists what is beneath it), at most
+    // `max_keys` of them (more is an error naming the prefix), sorted by key.
+    std::vector<ObjectInfo> list(const std::string& bucket, const std::string& prefix, std::size_t max_keys) const;
+
+    // A single PUT; the body's SHA-256 is signed and its MD5 sent, so the server checks both.
+    void put(const std::string& bucket, const std::string& key, std::span<const std::byte> body) const;
+    std::string create_multipart(const std::string& bucket, const std::string& key) const;
+    // The part's ETag. Parts are numbered from 1; all but the last at least 5 MiB (S3's rule).
+    std::string upload_part(const std::string& bucket, const std::string& key, const std::string& upload_id, int part,
+                            std::span<const std::byte> body) const;
+    void complete_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id,
+                            const std::vector<std::string>& part_etags) const;
+    void abort_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id) const;
+    std::vector<MultipartUpload> list_multipart_uploads(const std::string& bucket, const std::string& prefix) const;
+    // Deleting a missing object is not an error (S3's own rule).
+    void remove(const std::string& bucket, const std::string& key) const;
+    // Creating a bucket this account already owns is not an error.
+    void create_bucket(const std::string& bucket) const;
+
+private:
+    struct Call;
+    struct Answer;
+    Answer send(const Call& call) const;
+    S3Config m_config;
+    std::string m_scheme; // "http" or "https"
+    std::string m_host; // host[:port] of the endpoint
+};
+
+// The "s3://bucket/key" a message names an object by.
+std::string object_url(const std::string& bucket, const std::string& key);
+
+} // namespace shardscope::storage

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""A hostile "S3" server on loopback for tst_s3: each object path answers one way a broken or
+malicious server could. Prints its port on stdout, then serves until --lifetime seconds pass."""
+
+import argparse
+import http.server
+import sys
+import threading
+
+
+class Hostile(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        if not any(k.lower() == "content-length" for k, _ in headers):
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        query = self.path.partition("?")[2]
+        if "list-type=2" in query and path == "/b/" or path == "/b" and "list-type=2" in query:
+            if "prefix=bomb" in query:
+                body = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]>'
+                        b"<ListBucketResult><Contents><Key>&lol2;</Key><Size>1</Size></Contents></ListBucketResult>")
+            else:  # a key outside the prefix asked for
+                body = (b"<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>run/../../etc/passwd"
+                        b"</Key><Size>1</Size></Contents><Contents><Key>other/x</Key><Size>1</Size></Contents>"
+                        b"</ListBucketResult>")
+            return self.reply(200, body)
+        if path == "/b/redirect":
+            return self.reply(301, b"", [("Location", "http://elsewhere.invalid/b/redirect")])
+        if path == "/b/longer":  # a range of 10 bytes answered with 20
+            return self.reply(206, b"x" * 20, [("Content-Range", "bytes 0-19/100")])
+        if path == "/b/endless":  # chunked, never ending
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"y" * 65536
+            try:
+                while True:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            except (BrokenPipeError, ConnectionResetError):
+                return
+        if path == "/b/shortlength":  # announces 100 bytes, sends 10 and closes
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b"z" * 10)
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        return self.reply(404, b"<Error><Code>NoSuchKey</Code><Message>\x1b[31mno\x1b[0m</Message></Error>")
+
+    def do_HEAD(self):
+        self.reply(404)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lifetime", type=float, default=120)
+    args = parser.parse_args()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    threading.Timer(args.lifetime, server.shutdown).start()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,323 @@
+// The S3 client against a real server: Ceph's RADOS Gateway started for this test run
+// (scripts/s3-test-server.sh). Every request here is signed by sigv4.cpp and checked by the
+// server, payload hashes and Content-MD5 included.
+
+#include "s3_server.h"
+
+#include "core/storage/s3.h"
+#include "core/util/error.h"
+
+#include <QElapsedTimer>
+#include <QFile>
+#include <QProcess>
+#include <QScopeGuard>
+#include <QTemporaryDir>
+#include <QTest>
+#include <cstring>
+#include <atomic>
+#include <random>
+#include <thread>
+
+using namespace shardscope;
+using namespace shardscope::storage;
+
+namespace {
+
+std::vector<std::byte> pattern(std::size_t n, uint32_t seed)
+{
+    std::vector<std::byte> out(n);
+    std::mt19937 rng(seed);
+    for (auto& b : out)
+        b = static_cast<std::byte>(rng());
+    return out;
+}
+
+std::span<const std::byte> bytes_of(const std::string& s)
+{
+    return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+} // namespace
+
+class TestS3 : public QObject {
+    Q_OBJECT
+    S3Config m_config;
+    std::string m_bucket;
+
+private slots:
+    void initTestCase()
+    {
+        m_config = s3test::server_config();
+        QVERIFY2(!m_config.endpoint.empty(), "no S3 server: SHARDSCOPE_S3_ENV names no env.sh with an endpoint");
+        m_bucket = s3test::fresh_bucket("tst-s3");
+        S3Client(m_config).create_bucket(m_bucket);
+        S3Client(m_config).create_bucket(m_bucket); // owning it already is not an error
+    }
+
+    void objectsRoundTrip()
+    {
+        const S3Client s3(m_config);
+        const auto body = pattern(100000, 1);
+        s3.put(m_bucket, "run/step 1/rank-0000.safetensors", body); // a space: encoded and signed
+        const auto info = s3.head(m_bucket, "run/step 1/rank-0000.safetensors");
+        QVERIFY(info);
+        QCOMPARE(info->size, uint64_t(body.size()));
+        std::vector<std::byte> part(1000);
+        s3.read(m_bucket, "run/step 1/rank-0000.safetensors", 54321, part);
+        QVERIFY(std::equal(part.begin(), part.end(), body.begin() + 54321));
+        const auto whole = s3.get(m_bucket, "run/step 1/rank-0000.safetensors", 1 << 20);
+        QVERIFY(whole && whole->size() == body.size() && std::memcmp(whole->data(), body.data(), body.size()) == 0);
+        QVERIFY(!s3.head(m_bucket, "run/none"));
+        QVERIFY(!s3.get(m_bucket, "run/none", 100));
+        try { // a range past the end, and an object larger than the caller allows
+            std::vector<std::byte> past(10);
+            s3.read(m_bucket, "run/step 1/rank-0000.safetensors", 100000, past);
+            QFAIL("a range past the end was read");
+        } catch (const Error& e) {
+            QCOMPARE(int(e.kind()), int(ProblemKind::range_outside_file));
+        }
+        try {
+            (void)s3.get(m_bucket, "run/step 1/rank-0000.safetensors", 1000);
+            QFAIL("an object larger than allowed was read");
+        } catch (const Error& e) {
+            QCOMPARE(int(e.kind()), int(ProblemKind::remote_error));
+            QVERIFY(QString::fromStdString(e.what()).contains(QStringLiteral("more than the 1000 bytes")));
+        }
+        s3.remove(m_bucket, "run/step 1/rank-0000.safetensors");
+        s3.remove(m_bucket, "run/step 1/rank-0000.safetensors"); // gone already: not an error
+        QVERIFY(!s3.head(m_bucket, "run/step 1/rank-0000.safetensors"));
+    }
+
+    void listingsPageThroughAThousandKeys()
+    {
+        // S3 answers at most 1000 keys a page: 1003 keys need the continuation token.
+        const S3Client s3(m_config);
+        std::atomic<int> next{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 8; ++t)
+            threads.emplace_back([&] {
+                for (int i = next++; i < 1003; i = next++)
+                    s3.put(m_bucket, "many/k" + std::to_string(100000 + i), bytes_of(std::to_string(i)));
+            });
+        for (auto& t : threads)
+            t.join();
+        s3.put(m_bucket, "manyother", bytes_of("x"));
+        const auto listed = s3.list(m_bucket, "many/", 5000);
+        QCOMPARE(listed.size(), std::size_t(1003));
+        QCOMPARE(listed.front().key, "many/k100000");
+        QCOMPARE(listed.back().key, "many/k101002");
+        QCOMPARE(listed.back().size, uint64_t(4));
+        try {
+            (void)s3.list(m_bucket, "many/", 1002);
+            QFAIL("a listing above the limit was accepted");
+        } catch (const Error& e) {
+            QVERIFY(QString::fromStdString(e.what()).contains(QStringLiteral("more than 1002 objects")));
+        }
+    }
+
+    void multipartUploadCompletesAndLeavesNothingBehind()
+    {
+        const S3Client s3(m_config);
+        const std::size_t first = 5 << 20, second = 700000;
+        const auto body = pattern(first + second, 2);
+        const std::string key = "mp/rank-0001.safetensors";
+        const std::string id = s3.create_multipart(m_bucket, key);
+        std::vector<std::string> etags;
+        etags.push_back(s3.upload_part(m_bucket, key, id, 1, std::span(body).subspan(0, first)));
+        etags.push_back(s3.upload_part(m_bucket, key, id, 2, std::span(body).subspan(first)));
+        QCOMPARE(s3.list_multipart_uploads(m_bucket, "mp/").size(), std::size_t(1));
+        s3.complete_multipart(m_bucket, key, id, etags);
+        QCOMPARE(s3.head(m_bucket, key)->size, uint64_t(body.size()));
+        std::vector<std::byte> across(4096); // across the part boundary
+        s3.read(m_bucket, key, first - 2048, across);
+        QVERIFY(std::equal(across.begin(), across.end(), body.begin() + (first - 2048)));
+        // An upload that is given up is aborted: ListMultipartUploads is empty after it.
+        const std::string dropped = s3.create_multipart(m_bucket, "mp/dropped");
+        (void)s3.upload_part(m_bucket, "mp/dropped", dropped, 1, std::span(body).subspan(0, 1000));
+        s3.abort_multipart(m_bucket, "mp/dropped", dropped);
+        QVERIFY(s3.list_multipart_uploads(m_bucket, "mp/").empty());
+        QVERIFY(!s3.head(m_bucket, "mp/dropped"));
+    }
+
+    void refusedCredentialsAreSaidWithoutTheSecret()
+    {
+        S3Config wrong = m_config;
+        wrong.credentials.secret_access_key = "not-the-secret-7f3a9c";
+        try {
+            (void)S3Client(wrong).head(m_bucket, "anything");
+            QFAIL("a request with a wrong secret was answered");
+        } catch (const Error& e) {
+            const QString what = QString::fromStdString(e.what());
+            QCOMPARE(int(e.kind()), int(ProblemKind::remote_error));
+            QVERIFY2(what.contains(QStringLiteral("HTTP 403")), qPrintable(what));
+            QVERIFY(!what.contains(QStringLiteral("not-the-secret")));
+            QVERIFY(!what.contains(QString::fromStdString(m_config.credentials.secret_access_key)));
+        }
+    }
+
+    void anUnreachableServerIsRetriedThenNamed()
+    {
+        S3Config down = m_config;
+        down.endpoint = "http://127.0.0.1:9"; // discard port: nothing listens
+        down.retry = {.attempts = 3, .first_delay_ms = 20, .max_delay_ms = 40};
+        QElapsedTimer timer;
+        timer.start();
+        try {
+            (void)S3Client(down).head(m_bucket, "x");
+            QFAIL("an unreachable server answered");
+        } catch (const Error& e) {
+            const QString what = QString::fromStdString(e.what());
+            QVERIFY2(what.contains(QStringLiteral("no answer from http://127.0.0.1:9 after 3 attempts")),
+                     qPrintable(what));
+        }
+        QVERIFY(timer.elapsed() < 5000);
+    }
+
+    void credentialsComeFromTheProfileFile()
+    {
+        const QByteArray keep_id = qgetenv("AWS_ACCESS_KEY_ID"), keep_secret = qgetenv("AWS_SECRET_ACCESS_KEY");
+        qunsetenv("AWS_ACCESS_KEY_ID");
+        qunsetenv("AWS_SECRET_ACCESS_KEY");
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("credentials"));
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(("[default]\naws_access_key_id = nobody\naws_secret_access_key = nothing\n\n[ckpt]\n"
+                 "aws_access_key_id = " +
+                 m_config.credentials.access_key_id +
+                 "\naws_secret_access_key = " + m_config.credentials.secret_access_key + "\n")
+                    .c_str());
+        f.close();
+        qputenv("AWS_SHARED_CREDENTIALS_FILE", file.toUtf8());
+        qputenv("AWS_PROFILE", "ckpt");
+        qputenv("AWS_REGION", QByteArray::fromStdString(m_config.region));
+        const S3Config from_profile = s3_config_from_environment(m_config.endpoint);
+        QCOMPARE(from_profile.credentials.access_key_id, m_config.credentials.access_key_id);
+        QVERIFY(from_profile.path_style); // an explicit endpoint: path-style, as Ceph and MinIO want
+        S3Client(from_profile).put(m_bucket, "from-profile", bytes_of("ok"));
+        qputenv("AWS_PROFILE", "missing");
+        try {
+            (void)s3_config_from_environment(m_config.endpoint);
+            QFAIL("a profile without credentials was accepted");
+        } catch (const Error& e) {
+            QVERIFY(QString::fromStdString(e.what()).contains(QStringLiteral("profile \"missing\" has none")));
+        }
+        qunsetenv("AWS_SHARED_CREDENTIALS_FILE");
+        qunsetenv("AWS_PROFILE");
+        qunsetenv("AWS_REGION");
+        if (!keep_id.isEmpty())
+            qputenv("AWS_ACCESS_KEY_ID", keep_id);
+        if (!keep_secret.isEmpty())
+            qputenv("AWS_SECRET_ACCESS_KEY", keep_secret);
+    }
+
+    void faultsAreRetriedWithBoundedBackoff()
+    {
+        // scripts/s3-fault-proxy.py between the client and the gateway: 503 SlowDown, a reset
+        // connection, a truncated body and a stalled answer are each retried until they pass;
+        // an outage that lasts is named after the last attempt.
+        QTemporaryDir dir;
+        const QString port_file = dir.filePath(QStringLiteral("port"));
+        QProcess proxy;
+        proxy.start(QStringLiteral("python3"),
+                    {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/s3-fault-proxy.py"), QStringLiteral("--upstream"),
+                     QString::fromStdString(m_config.endpoint), QStringLiteral("--port"), QStringLiteral("0"),
+                     QStringLiteral("--port-file"), port_file, QStringLiteral("--lifetime"), QStringLiteral("120")});
+        QVERIFY(proxy.waitForStarted());
+        const auto stop = qScopeGuard([&] {
+            proxy.terminate();
+            proxy.waitForFinished(5000);
+        });
+        QTRY_VERIFY_WITH_TIMEOUT(QFile(port_file).size() > 0, 10000);
+        QFile f(port_file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QString endpoint = QStringLiteral("http://127.0.0.1:") + QString::fromUtf8(f.readAll()).trimmed();
+        const auto fault = [&](const QString& query) {
+            QProcess curl;
+            curl.start(QStringLiteral("curl"),
+                       {QStringLiteral("-sf"), QStringLiteral("-X"), QStringLiteral("POST"),
+                        endpoint + QStringLiteral("/__fault__?") + query});
+            return curl.waitForFinished(10000) && curl.exitCode() == 0;
+        };
+        S3Config via = m_config;
+        via.endpoint = endpoint.toStdString();
+        via.stall_timeout_s = 1;
+        via.retry = {.attempts = 4, .first_delay_ms = 20, .max_delay_ms = 80};
+        const S3Client s3(via);
+        const auto body = pattern(300000, 3);
+        s3.put(m_bucket, "faults/object", body);
+        std::vector<std::byte> got(body.size());
+        for (const char* query : {"mode=503&count=3", "mode=reset&count=2&method=GET",
+                                  "mode=truncate&count=2&method=GET", "mode=slow&seconds=3&count=1&method=GET"}) {
+            QVERIFY(fault(QString::fromLatin1(query)));
+            std::fill(got.begin(), got.end(), std::byte{0});
+            s3.read(m_bucket, "faults/object", 0, got);
+            QVERIFY2(std::equal(got.begin(), got.end(), body.begin()), query);
+        }
+        QVERIFY(fault(QStringLiteral("mode=503&count=-1")));
+        try {
+            s3.read(m_bucket, "faults/object", 0, got);
+            QFAIL("a lasting 503 was not reported");
+        } catch (const Error& e) {
+            const QString what = QString::fromStdString(e.what());
+            QVERIFY2(what.contains(QStringLiteral("still answers HTTP 503 SlowDown")) &&
+                         what.contains(QStringLiteral("after 4 attempts")),
+                     qPrintable(what));
+        }
+        QVERIFY(fault(QStringLiteral("mode=none")));
+        QVERIFY(s3.head(m_bucket, "faults/object"));
+    }
+
+    void aHostileServerGetsOneSentenceEach()
+    {
+        QProcess server;
+        server.start(QStringLiteral("python3"),
+                     {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/core/storage/hostile_s3_server.py")});
+        QVERIFY(server.waitForStarted());
+        const auto stop = qScopeGuard([&] {
+            server.kill();
+            server.waitForFinished(5000);
+        });
+        QTRY_VERIFY_WITH_TIMEOUT(server.canReadLine(), 10000);
+        S3Config hostile = m_config;
+        hostile.endpoint = "http://127.0.0.1:" + server.readLine().trimmed().toStdString();
+        hostile.retry = {.attempts = 2, .first_delay_ms = 10, .max_delay_ms = 20};
+        hostile.stall_timeout_s = 2;
+        const S3Client s3(hostile);
+        const auto said = [&](const std::function<void()>& call) -> QString {
+            try {
+                call();
+            } catch (const Error& e) {
+                return e.kind() == ProblemKind::remote_error || e.kind() == ProblemKind::missing_file
+                    ? QString::fromStdString(e.what())
+                    : QStringLiteral("wrong kind");
+            }
+            return QStringLiteral("accepted");
+        };
+        std::vector<std::byte> ten(10);
+        const QString redirect = said([&] { (void)s3.get("b", "redirect", 1000); });
+        QVERIFY2(redirect.contains(QStringLiteral("GET s3://b/redirect: HTTP 301")) &&
+                     redirect.contains(QStringLiteral("not followed")) && !redirect.contains(QStringLiteral("invalid")),
+                 qPrintable(redirect));
+        QVERIFY(said([&] { s3.read("b", "longer", 0, ten); }).contains(QStringLiteral("more than the 10 bytes")));
+        QVERIFY(said([&] { (void)s3.get("b", "endless", 1 << 20); }).contains(QStringLiteral("more than the 1048576")));
+        QVERIFY(said([&] { (void)s3.get("b", "shortlength", 1000); }).contains(QStringLiteral("no answer")));
+        const QString bomb = said([&] { (void)s3.list("b", "bomb", 100); });
+        QVERIFY2(bomb.contains(QStringLiteral("document type")), qPrintable(bomb));
+        const QString escape = said([&] { (void)s3.list("b", "run/", 100); });
+        QVERIFY2(escape.contains(QStringLiteral("not under the prefix")), qPrintable(escape));
+        const QString missing = said([&] { s3.read("b", "none", 0, ten); });
+        QVERIFY2(missing.contains(QStringLiteral("s3://b/none: no such object")), qPrintable(missing));
+        QVERIFY(!missing.contains(QChar(0x1b)));
+    }
+
+    void cleanupTestCase()
+    {
+        const S3Client s3(m_config);
+        for (const auto& o : s3.list(m_bucket, "", 10000))
+            s3.remove(m_bucket, o.key);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestS3)
+#include "tst_s3.moc"

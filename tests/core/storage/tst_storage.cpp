@@ -1,0 +1,176 @@
+// Locations, SigV4 and the XML reader without a server: the signatures are those AWS publishes
+// as worked examples in the S3 API reference ("Signature Calculations for the Authorization
+// Header: Transferring Payload in a Single Chunk"), for its example credentials.
+
+#include "core/storage/internal/xml.h"
+#include "core/storage/location.h"
+#include "core/storage/sigv4.h"
+#include "core/util/error.h"
+
+#include <QTest>
+
+using namespace shardscope;
+using namespace shardscope::storage;
+
+namespace {
+
+const Credentials kExample{.access_key_id = "AKIAIOSFODNN7EXAMPLE",
+                           .secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"};
+const std::string kEmpty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+const std::string kDate = "20130524T000000Z";
+
+std::string signature_of(const std::string& authorization)
+{
+    return authorization.substr(authorization.rfind('=') + 1);
+}
+
+QString refusal(const std::string& text)
+{
+    try {
+        (void)parse_location(text);
+    } catch (const Error& e) {
+        if (e.kind() != ProblemKind::invalid_argument)
+            return QStringLiteral("wrong kind");
+        return QString::fromStdString(e.what());
+    }
+    return {};
+}
+
+} // namespace
+
+class TestStorage : public QObject {
+    Q_OBJECT
+private slots:
+    void getObjectWithRange()
+    {
+        const SigningRequest r{.method = "GET",
+                               .path = "/test.txt",
+                               .headers = {{"Host", "examplebucket.s3.amazonaws.com"},
+                                           {"Range", "bytes=0-9"},
+                                           {"x-amz-content-sha256", kEmpty},
+                                           {"x-amz-date", kDate}},
+                               .payload_sha256 = kEmpty};
+        QCOMPARE(canonical_request(r),
+                 "GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\n"
+                 "x-amz-content-sha256:" +
+                     kEmpty + "\nx-amz-date:" + kDate + "\n\nhost;range;x-amz-content-sha256;x-amz-date\n" + kEmpty);
+        const std::string auth = authorization(r, kExample, kDate, "us-east-1");
+        QVERIFY(auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
+                                 "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, Signature="));
+        QCOMPARE(signature_of(auth), "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
+    }
+
+    void putObjectWithAnEncodedKey()
+    {
+        const std::string body_hash = "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072";
+        const SigningRequest r{.method = "PUT",
+                               .path = "/" + uri_encode("test$file.text", true),
+                               .headers = {{"Date", "Fri, 24 May 2013 00:00:00 GMT"},
+                                           {"Host", "examplebucket.s3.amazonaws.com"},
+                                           {"x-amz-date", kDate},
+                                           {"x-amz-storage-class", "REDUCED_REDUNDANCY"},
+                                           {"x-amz-content-sha256", body_hash}},
+                               .payload_sha256 = body_hash};
+        QCOMPARE(r.path, "/test%24file.text");
+        QCOMPARE(signature_of(authorization(r, kExample, kDate, "us-east-1")),
+                 "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd");
+    }
+
+    void aBareSubresourceIsSignedWithItsEqualsSign()
+    {
+        // `?lifecycle` (like `?uploads`) has no value; it is signed as "lifecycle=".
+        const SigningRequest r{.method = "GET",
+                               .path = "/",
+                               .query = {{"lifecycle", ""}},
+                               .headers = {{"Host", "examplebucket.s3.amazonaws.com"},
+                                           {"x-amz-date", kDate},
+                                           {"x-amz-content-sha256", kEmpty}},
+                               .payload_sha256 = kEmpty};
+        QVERIFY(canonical_request(r).starts_with("GET\n/\nlifecycle=\n"));
+        QCOMPARE(signature_of(authorization(r, kExample, kDate, "us-east-1")),
+                 "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543");
+    }
+
+    void theQueryIsSortedBeforeSigning()
+    {
+        const SigningRequest r{.method = "GET",
+                               .path = "/",
+                               .query = {{"prefix", "J"}, {"max-keys", "2"}},
+                               .headers = {{"Host", "examplebucket.s3.amazonaws.com"},
+                                           {"x-amz-date", kDate},
+                                           {"x-amz-content-sha256", kEmpty}},
+                               .payload_sha256 = kEmpty};
+        QVERIFY(canonical_request(r).starts_with("GET\n/\nmax-keys=2&prefix=J\n"));
+        QCOMPARE(signature_of(authorization(r, kExample, kDate, "us-east-1")),
+                 "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7");
+    }
+
+    void uriEncoding()
+    {
+        QCOMPARE(uri_encode("a b/c~d_e-f.g", true), "a%20b/c~d_e-f.g");
+        QCOMPARE(uri_encode("a b/c", false), "a%20b%2Fc");
+        QCOMPARE(uri_encode("\xc3\xa9+=", false), "%C3%A9%2B%3D");
+        QCOMPARE(encoded_query({{"uploadId", "x/y+z"}, {"partNumber", "3"}}), "partNumber=3&uploadId=x%2Fy%2Bz");
+        // Values with the same name sort by value; header values are trimmed and runs of blanks collapsed.
+        const SigningRequest r{.method = "GET",
+                               .path = "/",
+                               .headers = {{"X-B", "  two   words "}, {"x-a", "1"}},
+                               .payload_sha256 = kEmpty};
+        QCOMPARE(canonical_request(r), "GET\n/\n\nx-a:1\nx-b:two words\n\nx-a;x-b\n" + kEmpty);
+    }
+
+    void locations()
+    {
+        const Location s3 = parse_location("s3://ckpt-bucket/runs/llama/");
+        QCOMPARE(int(s3.scheme), int(Scheme::s3));
+        QCOMPARE(s3.bucket, "ckpt-bucket");
+        QCOMPARE(s3.prefix, "runs/llama");
+        QCOMPARE(to_string(s3.child("step-00000010")), "s3://ckpt-bucket/runs/llama/step-00000010");
+        QCOMPARE(parse_location("s3://ckpt-bucket").prefix, "");
+        const Location web = parse_location("https://models.example.org:8443/org/model");
+        QCOMPARE(int(web.scheme), int(Scheme::https));
+        QCOMPARE(web.authority, "models.example.org:8443");
+        QCOMPARE(web.prefix, "org/model");
+        const Location local = parse_location("s3:/ckpt/run"); // one slash: a (strange) local path
+        QVERIFY(local.is_local());
+        QCOMPARE(local.path, std::filesystem::path("s3:/ckpt/run"));
+        QVERIFY(is_url("s3://x") && is_url("gs://bucket/x") && is_url("file:///tmp") && !is_url("/tmp/s3://x"));
+        QVERIFY(!is_url("C:/x") && !is_url("run:1") && !is_url(""));
+    }
+
+    void badLocationsAreRefusedWithASentence()
+    {
+        QVERIFY(refusal("gs://bucket/run").contains(QStringLiteral("unknown URL scheme \"gs\"")));
+        QVERIFY(refusal("s3://Bad_Bucket/run").contains(QStringLiteral("not a valid S3 bucket name")));
+        QVERIFY(refusal("s3://ab/run").contains(QStringLiteral("not a valid S3 bucket name")));
+        QVERIFY(refusal("s3://bucket/run/../other").contains(QStringLiteral("\"..\" component")));
+        QVERIFY(refusal("s3://bucket/a//b").contains(QStringLiteral("empty")));
+        QVERIFY(refusal("s3://bucket/a\x1b[2Jb").contains(QStringLiteral("\\x1b")));
+        QVERIFY(refusal("https://host/x?token=1").contains(QStringLiteral("query")));
+        const QString secret = refusal("https://user:hunter2@host/x");
+        QVERIFY(secret.contains(QStringLiteral("credentials")));
+        QVERIFY2(!secret.contains(QStringLiteral("hunter2")), qPrintable(secret));
+    }
+
+    void xmlElementsAndText()
+    {
+        const std::string doc = "<?xml version=\"1.0\"?><ListBucketResult><KeyCount>2</KeyCount>"
+                                "<Contents><Key>a&amp;b &#x263A;</Key><Size>10</Size></Contents>"
+                                "<Contents><Key>c&lt;d</Key><Size>0</Size><ETag/></Contents>"
+                                "<IsTruncated>false</IsTruncated></ListBucketResult>";
+        QVERIFY(xml_acceptable(doc));
+        const auto contents = xml_elements(doc, "Contents");
+        QCOMPARE(contents.size(), std::size_t(2));
+        QCOMPARE(xml_text(contents[0], "Key").value(), "a&b \xe2\x98\xba");
+        QCOMPARE(xml_text(contents[1], "Key").value(), "c<d");
+        QCOMPARE(xml_text(contents[1], "ETag").value(), "");
+        QCOMPARE(xml_text(doc, "KeyCount").value(), "2");
+        QVERIFY(!xml_text(doc, "NextContinuationToken"));
+        QVERIFY(!xml_text("<Key>&bogus;</Key>", "Key"));
+        QVERIFY(!xml_text("<Key>&#0;</Key>", "Key"));
+        QVERIFY(!xml_acceptable("<!DOCTYPE lolz [<!ENTITY lol \"lol\">]><Key>&lol;</Key>"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestStorage)
+#include "tst_storage.moc"
