@@ -12,6 +12,7 @@
 set -euo pipefail
 
 readonly CURRENT=/tmp/shardscope-s3.current
+readonly MARKER=.shardscope-s3-state # stop removes only directories that carry it
 readonly READY_TIMEOUT=60 # seconds; a healthy start takes a few
 readonly STOP_TIMEOUT=15  # seconds per daemon before SIGKILL
 
@@ -76,8 +77,8 @@ cmd_stop() {
         dir=$(cat "$CURRENT")
     fi
     if [ -d "$dir" ]; then
-        # Refuse to delete a directory this script did not make.
-        [ -f "$dir/ceph.conf" ] || [ ! -e "$dir/run" ] || die "$dir has no ceph.conf; not removing it"
+        # Never delete a directory this script did not make.
+        [ -f "$dir/$MARKER" ] || die "$dir was not made by s3-test-server.sh start; not removing it"
         stop_all "$dir"
         rm -rf "$dir"
     fi
@@ -185,6 +186,7 @@ cmd_start() {
         mkdir -p "$dir"
         dir=$(cd "$dir" && pwd)
     fi
+    : >"$dir/$MARKER"
     mkdir -p "$dir"/{run,log,crash,mon,osd,rgw}
     trap 'fail_start "$dir" "start failed (line $LINENO)"' ERR
 
