@@ -6,6 +6,8 @@
 // chunk labels on interleaved forwards, and exported PNG/SVG pictures carry a caption.
 #include "widgets/export/exporter.h"
 #include "widgets/jobs/pipelineplanner.h"
+#include "widgets/models/plancandidatemodel.h"
+#include "widgets/panels/planpanel.h"
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/views/bubblechart.h"
 #include "widgets/views/bubblereadout.h"
@@ -22,6 +24,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QAbstractItemView>
 #include <QTest>
@@ -180,6 +183,35 @@ private slots:
         QVERIFY(!planner->stepPlan()->fits);
         QVERIFY2(panel.readout()->detailText().contains(QStringLiteral("does NOT fit in 20.0 GiB")),
                  qPrintable(panel.readout()->detailText()));
+    }
+
+    // The user's path: search, click the best row; the readout's terms are the candidate's.
+    void aChosenSearchResultAddsUpInTheReadout()
+    {
+        PlannerPanel panel;
+        showPanel(panel);
+        panel.tabs()->setCurrentWidget(panel.planPanel());
+        PlanPanel* plan = panel.planPanel();
+        type(plan->gpusBox(), QStringLiteral("8"));
+        type(plan->memoryBox(), QStringLiteral("80"));
+        type(plan->globalBatchBox(), QStringLiteral("32"));
+        type(plan->linkBox(), QStringLiteral("100"));
+        QTest::mouseClick(plan->searchButton(), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!plan->isSearching(), 60000);
+        QVERIFY(plan->model()->rowCount() > 0);
+        const QRect rect = plan->table()->visualRect(plan->model()->index(0, 1));
+        QTest::mouseClick(plan->table()->viewport(), Qt::LeftButton, {}, rect.center());
+        const pl::Candidate* c = plan->model()->candidate(0);
+        QVERIFY(c);
+        QCOMPARE(panel.planner()->stepPlan()->step_time, c->step_time);
+        const QString text = panel.readout()->detailText();
+        const QString sum = QStringLiteral("Step time: %1\n  = makespan %2\n  + exposed all-reduce %3")
+                                .arg(BubbleReadout::ms(c->step_time), BubbleReadout::ms(c->makespan),
+                                     BubbleReadout::ms(c->exposed_allreduce_ms));
+        QVERIFY2(text.contains(sum), qPrintable(text));
+        QVERIFY2(text.contains(c->fits ? QStringLiteral("  fits in 80.0 GiB") : QStringLiteral("does NOT fit")),
+                 qPrintable(text));
+        QVERIFY(qAbs(c->makespan + c->exposed_allreduce_ms - c->step_time) < 1e-6 * c->step_time);
     }
 
     void theSweepReachesTheCurrentMicrobatches()
