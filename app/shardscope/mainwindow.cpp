@@ -343,12 +343,8 @@ bool MainWindow::exportReport(const QString& file, QString* error)
 
 bool MainWindow::exportTimeline(const QString& file, QString* error)
 {
-    const auto& spec = m_planner->planner()->spec();
-    const QString title = tr("%1, %2 stages, %3 microbatches")
-                              .arg(QString::fromUtf8(shardscope::pipeline::to_string(spec.kind)))
-                              .arg(spec.stages)
-                              .arg(spec.microbatches);
-    return Exporter::exportTimeline(file, m_planner->gantt(), title, error);
+    // The picture's own caption (schedule, stages, M, bubble, step time, profile) as its title too.
+    return Exporter::exportTimeline(file, m_planner->gantt(), m_planner->gantt()->caption(), error);
 }
 
 void MainWindow::chooseReportFile()

@@ -97,7 +97,7 @@ private:
 };
 
 bool writeSvg(const QString& file, const QSize& size, const QString& title, const std::function<void(QPainter&)>& paint,
-              QString* error)
+              QString* error, const QString& description = {})
 {
     const QString temp = file + QStringLiteral(".part");
     {
@@ -107,7 +107,9 @@ bool writeSvg(const QString& file, const QSize& size, const QString& title, cons
         generator.setViewBox(QRect(QPoint(0, 0), size));
         generator.setResolution(96); // so that viewers show it at its pixel size
         generator.setTitle(title);
-        generator.setDescription(QStringLiteral("ShardScope " SHARDSCOPE_VERSION));
+        generator.setDescription(description.isEmpty()
+                                     ? QStringLiteral("ShardScope " SHARDSCOPE_VERSION)
+                                     : description + QStringLiteral(" (ShardScope " SHARDSCOPE_VERSION ")"));
         QPainter painter;
         if (!painter.begin(&generator))
             return fail(error, QObject::tr("Cannot write %1: the SVG generator could not open it").arg(file));
@@ -144,7 +146,7 @@ QString Exporter::timelineFilter()
 QImage Exporter::timelineImage(GanttView* gantt, int width, qreal devicePixelRatio)
 {
     LightPalette light(gantt);
-    return gantt->renderFitted(QSize(width, gantt->preferredHeight()), devicePixelRatio);
+    return gantt->renderFitted(QSize(width, gantt->preferredHeight(width)), devicePixelRatio);
 }
 
 namespace {
@@ -347,12 +349,21 @@ bool Exporter::exportTimeline(const QString& file, GanttView* gantt, const QStri
         const auto trace = shardscope::pipeline::to_trace_json(gantt->timeline(), title.toStdString());
         return writeBytes(file, QByteArray::fromStdString(trace.dump() + "\n"), error);
     }
-    const QSize size(1600, gantt->preferredHeight());
-    if (suffix == QLatin1String("png"))
-        return writeImage(file, gantt->renderFitted(size, 1.0), error);
+    // The picture says what it shows: the view's caption line above the timeline and its legend.
+    const QSize size = gantt->exportSize(1600);
+    if (suffix == QLatin1String("png")) {
+        QImage image(size, QImage::Format_ARGB32_Premultiplied);
+        image.fill(Qt::white);
+        QPainter painter(&image);
+        gantt->paintExport(painter, size);
+        painter.end();
+        image.setText(QStringLiteral("Description"), gantt->caption());
+        return writeImage(file, image, error);
+    }
     if (suffix == QLatin1String("svg"))
         return writeSvg(
-            file, size, title, [gantt, size](QPainter& painter) { gantt->paintFitted(painter, size); }, error);
+            file, size, title.isEmpty() ? gantt->caption() : title,
+            [gantt, size](QPainter& painter) { gantt->paintExport(painter, size); }, error, gantt->caption());
     return fail(error, QObject::tr("Cannot export %1: unknown format “.%2” (use png, svg or json)").arg(file, suffix));
 }
 

@@ -6,9 +6,21 @@ namespace shardwidgets {
 
 namespace pl = shardscope::pipeline;
 
-int sweepMicrobatches(int stages)
+std::vector<int> sweepMicrobatches(int stages, int current)
 {
-    return std::clamp(4 * stages, 8, 64);
+    const int dense = std::clamp(4 * stages, 8, 64);
+    std::vector<int> counts;
+    for (int m = 1; m <= dense; ++m)
+        counts.push_back(m);
+    if (current > dense) {
+        const int n = std::max(1, stages);
+        constexpr int kSparsePoints = 32;
+        const int step = n * std::max(1, (current - dense + kSparsePoints * n - 1) / (kSparsePoints * n));
+        for (int m = (dense / n + 1) * n; m < current; m += step)
+            counts.push_back(m);
+        counts.push_back(current);
+    }
+    return counts;
 }
 
 std::vector<BubbleLine> sweepBubbles(const BubbleSweepInput& input, const std::atomic<bool>* cancel)
@@ -16,7 +28,7 @@ std::vector<BubbleLine> sweepBubbles(const BubbleSweepInput& input, const std::a
     const int stages = input.spec.stages;
     const int layers = int(input.profile.layers.size());
     const int currentPieces = int(input.boundaries.size()) + 1;
-    const int maxM = sweepMicrobatches(stages);
+    const std::vector<int> counts = sweepMicrobatches(stages, input.spec.microbatches);
     const pl::Profile adjusted = pl::with_recompute(input.profile, input.options.recompute);
     const pl::ScheduleKind kinds[] = {pl::ScheduleKind::gpipe, pl::ScheduleKind::one_f_one_b,
                                       pl::ScheduleKind::interleaved, pl::ScheduleKind::zb_h1};
@@ -39,7 +51,7 @@ std::vector<BubbleLine> sweepBubbles(const BubbleSweepInput& input, const std::a
             lines.push_back(std::move(line));
             continue;
         }
-        for (int m = 1; m <= maxM; ++m) {
+        for (int m : counts) {
             if (cancel && cancel->load(std::memory_order_relaxed))
                 return {};
             if (kind == pl::ScheduleKind::interleaved && m % stages != 0)

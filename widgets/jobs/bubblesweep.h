@@ -1,7 +1,7 @@
 #pragma once
 // "Bubble against microbatches": for the four schedules at the planner's current stages,
 // partition and training options, core's make_step_plan at M = 1 .. maxMicrobatches, each
-// point the simulated bubble fraction. Up to 4 x 64 simulations of up to N x M x v ops is more
+// point the simulated bubble fraction. Up to 4 x ~100 simulations of up to N x M x v ops is more
 // than a GUI frame, so BubbleSweep runs it on the thread pool (JobRunner: the newest request
 // wins) and the sweep itself stops between simulations when cancelled.
 
@@ -24,13 +24,16 @@ struct BubbleLine {
 
 struct BubbleSweepInput {
     shardscope::pipeline::Profile profile;
-    shardscope::pipeline::ScheduleSpec spec; // the current one: stages, v, latency
+    shardscope::pipeline::ScheduleSpec spec; // the current one: stages, M, v, latency
     std::vector<int> boundaries; // the current cut, used where the piece count matches
     shardscope::pipeline::TrainingOptions options;
 };
 
-// The largest M the chart sweeps for N stages: 4N, at least 8, at most 64.
-int sweepMicrobatches(int stages);
+// The M the chart sweeps for N stages and the current M, ascending: every M up to 4N (at least
+// 8, at most 64) where the curves bend, then, when the current M lies beyond, about 32 evenly
+// spaced multiples of N (interleaved runs only those) and the current M itself, so that every
+// curve reaches the M the planner shows without simulating every M up to 512.
+std::vector<int> sweepMicrobatches(int stages, int current);
 
 // The sweep itself, plain and synchronous (tests call it; BubbleSweep runs it off the GUI
 // thread). A schedule whose piece count differs from the current cut's (interleaved against

@@ -34,6 +34,7 @@ QStringList PipelinePlanner::bundledProfiles()
 
 void PipelinePlanner::setProfile(pl::Profile profile)
 {
+    forgetReset();
     m_profile = std::move(profile);
     if (m_method == pl::PartitionMethod::manual)
         m_method = pl::PartitionMethod::compute;
@@ -81,11 +82,24 @@ void PipelinePlanner::setSpec(pl::ScheduleSpec spec)
     spec.virtual_stages =
         spec.kind == pl::ScheduleKind::interleaved ? std::clamp(spec.virtual_stages, 2, kMaxVirtualStages) : 1;
     const bool piecesChanged = spec.stages * spec.virtual_stages != m_spec.stages * m_spec.virtual_stages;
+    forgetReset();
+    const Cut previous{.spec = m_spec, .boundaries = m_boundaries};
     m_spec = spec;
     if (piecesChanged) {
-        if (m_method == pl::PartitionMethod::manual)
+        const bool dropsManualCut = m_method == pl::PartitionMethod::manual;
+        if (dropsManualCut)
             m_method = pl::PartitionMethod::compute;
         repartition();
+        if (dropsManualCut) {
+            // Piece p = chunk * N + stage: a cut of N pieces says nothing about where N * v (or
+            // another N's) pieces should end, so it cannot be carried over; it can be put back.
+            m_undo = previous;
+            m_resetNotice = tr("Your dragged partition (%1 pieces) does not apply to %2 pieces; re-balanced by "
+                               "compute.")
+                                .arg(int(previous.boundaries.size()) + 1)
+                                .arg(spec.stages * spec.virtual_stages);
+            emit manualCutReset(m_resetNotice);
+        }
     } else {
         m_schedule.reset();
         replan();
@@ -122,8 +136,29 @@ void PipelinePlanner::setVirtualStages(int chunks)
     setSpec(spec);
 }
 
+bool PipelinePlanner::undoReset()
+{
+    if (!m_undo)
+        return false;
+    const Cut cut = std::move(*m_undo);
+    forgetReset();
+    m_spec = cut.spec;
+    m_method = pl::PartitionMethod::manual;
+    m_boundaries = cut.boundaries;
+    m_schedule.reset();
+    replan();
+    return m_step.has_value();
+}
+
+void PipelinePlanner::forgetReset()
+{
+    m_undo.reset();
+    m_resetNotice.clear();
+}
+
 void PipelinePlanner::rebalance(pl::PartitionMethod method)
 {
+    forgetReset();
     m_method = method;
     repartition();
 }
@@ -136,6 +171,7 @@ bool PipelinePlanner::setBoundaries(const std::vector<int>& boundaries)
         m_error = printableText(e.what());
         return false;
     }
+    forgetReset();
     m_method = pl::PartitionMethod::manual;
     m_boundaries = boundaries;
     replan();
@@ -161,6 +197,7 @@ bool PipelinePlanner::moveBoundary(int index, int edge)
 void PipelinePlanner::setTrainingOptions(const pl::TrainingOptions& options)
 {
     const bool recut = options.recompute != m_options.recompute && m_method != pl::PartitionMethod::manual;
+    forgetReset();
     m_options = options;
     if (recut)
         repartition();
@@ -182,6 +219,7 @@ bool PipelinePlanner::applyCandidate(const pl::Candidate& candidate, const pl::S
                       .arg(kMaxVirtualStages);
         return false;
     }
+    forgetReset();
     const pl::ScheduleSpec spec{.kind = candidate.schedule,
                                 .stages = candidate.pp,
                                 .microbatches = candidate.microbatches,

@@ -45,6 +45,15 @@ public:
     bool applyCandidate(const shardscope::pipeline::Candidate& candidate,
                         const shardscope::pipeline::SearchSpec& search);
 
+    // A schedule, stage or chunk change that alters the piece count cannot keep a dragged
+    // (manual) cut: the planner re-balances by compute, says so (manualCutReset, resetNotice)
+    // and keeps what was there so undoReset() can put the previous schedule and cut back. The
+    // next change of any other kind forgets it. A change that keeps the piece count (GPipe,
+    // 1F1B and ZB-H1 on the same stages) keeps the dragged cut.
+    bool canUndoReset() const { return m_undo.has_value(); }
+    QString resetNotice() const { return m_resetNotice; }
+    bool undoReset();
+
     // Balanced partitions computed by core; any later drag makes the partition manual.
     void rebalance(shardscope::pipeline::PartitionMethod method);
     bool setBoundaries(const std::vector<int>& boundaries);
@@ -63,10 +72,17 @@ public:
 signals:
     void planChanged();
     void profileChanged();
+    void manualCutReset(const QString& notice); // after the planChanged of the reset
 
 private:
     void repartition();
     void replan();
+    void forgetReset();
+
+    struct Cut {
+        shardscope::pipeline::ScheduleSpec spec;
+        std::vector<int> boundaries;
+    };
 
     shardscope::pipeline::Profile m_profile;
     shardscope::pipeline::ScheduleSpec m_spec;
@@ -77,6 +93,8 @@ private:
     std::optional<shardscope::pipeline::StepPlan> m_step;
     shardscope::pipeline::TrainingOptions m_options;
     QString m_error;
+    std::optional<Cut> m_undo; // the manual cut a piece-count change replaced
+    QString m_resetNotice;
 };
 
 } // namespace shardwidgets

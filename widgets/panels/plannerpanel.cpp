@@ -10,6 +10,7 @@
 #include "widgets/panels/planpanel.h"
 #include "widgets/views/bubblechart.h"
 #include "widgets/settings/settings.h"
+#include "widgets/style/format.h"
 
 #include <QCheckBox>
 #include <QDoubleSpinBox>
@@ -24,8 +25,10 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QShortcut>
 #include <QSignalBlocker>
 #include <QSpinBox>
+#include <QStyle>
 #include <QSplitter>
 #include <QTableView>
 #include <QToolButton>
@@ -55,6 +58,7 @@ PlannerPanel::PlannerPanel(QWidget* parent)
     m_error->setObjectName(QStringLiteral("plannerError"));
     m_error->hide();
     layout->addWidget(m_error);
+    layout->addWidget(buildResetBar());
     layout->addWidget(m_stageBar);
 
     m_table = new QTableView(this);
@@ -106,6 +110,43 @@ PlannerPanel::PlannerPanel(QWidget* parent)
     connect(m_planner, &PipelinePlanner::profileChanged, this, [this] { m_profileChosen = true; });
     syncControls();
     onPlanChanged();
+}
+
+QWidget* PlannerPanel::buildResetBar()
+{
+    m_resetBar = new QFrame(this);
+    m_resetBar->setObjectName(QStringLiteral("plannerResetBar"));
+    m_resetBar->setFrameShape(QFrame::StyledPanel);
+    auto* row = new QHBoxLayout(m_resetBar);
+    row->setContentsMargins(4, 0, 4, 0);
+    // A notice, not an error: the style's information icon (a glyph may be missing from the font).
+    auto* icon = new QLabel(m_resetBar);
+    const int side = fontMetrics().height();
+    icon->setPixmap(style()->standardIcon(QStyle::SP_MessageBoxInformation).pixmap(side, side));
+    m_resetText = new QLabel(m_resetBar);
+    m_resetText->setWordWrap(true);
+    m_undo = new QPushButton(tr("Undo"), m_resetBar);
+    m_undo->setToolTip(tr("Put the previous schedule and the dragged partition back (Ctrl+Z)"));
+    auto* dismiss = new QToolButton(m_resetBar);
+    dismiss->setText(QStringLiteral("✕"));
+    dismiss->setAutoRaise(true);
+    dismiss->setToolTip(tr("Keep the re-balanced partition"));
+    row->addWidget(icon);
+    row->addWidget(m_resetText, 1);
+    row->addWidget(m_undo);
+    row->addWidget(dismiss);
+    m_resetBar->hide();
+    connect(m_undo, &QPushButton::clicked, m_planner, &PipelinePlanner::undoReset);
+    connect(dismiss, &QToolButton::clicked, m_resetBar, &QWidget::hide);
+    // The page's own Ctrl+Z: only while there is a reset to undo, so it steals nothing otherwise.
+    auto* shortcut = new QShortcut(QKeySequence::Undo, this);
+    shortcut->setContext(Qt::WidgetWithChildrenShortcut);
+    connect(shortcut, &QShortcut::activated, m_planner, &PipelinePlanner::undoReset);
+    connect(m_planner, &PipelinePlanner::manualCutReset, this, [this](const QString& notice) {
+        m_resetText->setText(notice);
+        m_resetBar->show();
+    });
+    return m_resetBar;
 }
 
 QWidget* PlannerPanel::buildToolbar()
@@ -278,7 +319,8 @@ void PlannerPanel::showSweep()
 {
     std::vector<ChartLine> lines;
     for (const BubbleLine& line : m_sweep->lines()) {
-        ChartLine chart{.name = QString::fromUtf8(pl::to_string(line.kind)),
+        ChartLine chart{.name =
+                            m_schedule->itemText(m_schedule->findData(int(line.kind))).section(QLatin1Char(' '), 0, 0),
                         .current = line.kind == m_planner->spec().kind};
         if (line.kind == pl::ScheduleKind::interleaved)
             chart.name += tr(" v=%1").arg(line.virtualStages);
@@ -286,7 +328,7 @@ void PlannerPanel::showSweep()
             chart.points.push_back({.x = double(line.microbatches[i]), .y = line.bubble[i]});
         lines.push_back(std::move(chart));
     }
-    m_bubbleChart->setLines(std::move(lines), sweepMicrobatches(m_planner->spec().stages));
+    m_bubbleChart->setLines(std::move(lines));
 }
 
 bool PlannerPanel::openProfile(const QString& path, QString* error)
@@ -324,8 +366,11 @@ void PlannerPanel::syncControls()
 void PlannerPanel::onPlanChanged()
 {
     syncControls();
+    if (!m_planner->canUndoReset())
+        m_resetBar->hide();
     const auto& step = m_planner->stepPlan();
     if (step) {
+        m_gantt->setProfileName(printableText(m_planner->profile().name));
         m_gantt->setStepPlan(*step);
         m_stats->setStepPlan(*step);
         m_bubbleChart->setCurrentMicrobatches(m_planner->spec().microbatches);

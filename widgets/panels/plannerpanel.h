@@ -13,7 +13,9 @@ class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QSpinBox;
+class QFrame;
 class QLabel;
+class QPushButton;
 class QTabWidget;
 class QTableView;
 class QTimer;
@@ -46,6 +48,15 @@ public:
     QTableView* statsTable() const { return m_table; }
     QTabWidget* tabs() const { return m_tabs; }
     QDoubleSpinBox* gpuMemoryBox() const { return m_gpuMemory; }
+    QComboBox* scheduleBox() const { return m_schedule; }
+    QSpinBox* stagesBox() const { return m_stages; }
+    QSpinBox* microbatchesBox() const { return m_microbatches; }
+    QSpinBox* dpBox() const { return m_dp; }
+    QDoubleSpinBox* linkBox() const { return m_link; }
+    // Shown when a schedule or stage change re-balanced a dragged cut: what happened, and Undo
+    // (also Ctrl+Z on the page) to put the previous schedule and cut back.
+    QLabel* resetNotice() const { return m_resetText; }
+    QPushButton* undoButton() const { return m_undo; }
 
     // Loads a profile file and selects it; shows nothing itself: the caller reports the error.
     bool openProfile(const QString& path, QString* error);
@@ -70,6 +81,7 @@ private:
     void showSweep();
     void syncControls();
     void onPlanChanged();
+    QWidget* buildResetBar();
 
     PipelinePlanner* m_planner;
     StageStatsModel* m_stats;
@@ -82,6 +94,9 @@ private:
     QSpinBox* m_microbatches = nullptr;
     QSpinBox* m_virtual = nullptr;
     QLabel* m_error = nullptr;
+    QFrame* m_resetBar = nullptr;
+    QLabel* m_resetText = nullptr;
+    QPushButton* m_undo = nullptr;
     QTableView* m_table = nullptr;
     QTabWidget* m_tabs = nullptr;
     PlanPanel* m_plan = nullptr;

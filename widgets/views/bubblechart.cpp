@@ -1,6 +1,7 @@
 #include "widgets/views/bubblechart.h"
 
 #include "widgets/style/chartcolors.h"
+#include "widgets/views/bubblechartlayout.h"
 #include "widgets/views/chartaxes.h"
 
 #include <QMouseEvent>
@@ -16,10 +17,21 @@ BubbleChart::BubbleChart(QWidget* parent) : QWidget(parent)
     setMouseTracking(true);
 }
 
-void BubbleChart::setLines(std::vector<ChartLine> lines, int maxMicrobatches)
+namespace {
+
+std::vector<std::vector<ChartPoint>> pointsOf(const std::vector<ChartLine>& lines)
+{
+    std::vector<std::vector<ChartPoint>> points;
+    for (const ChartLine& line : lines)
+        points.push_back(line.points);
+    return points;
+}
+
+} // namespace
+
+void BubbleChart::setLines(std::vector<ChartLine> lines)
 {
     m_lines = std::move(lines);
-    m_maxM = std::max(2, maxMicrobatches);
     m_busy = false;
     update();
 }
@@ -53,7 +65,7 @@ ChartGeometry BubbleChart::geometry() const
                     .top = 12,
                     .bottom = 40};
     g.xMin = 1;
-    g.xMax = std::max(m_maxM, m_current);
+    g.xMax = BubbleChartLayout::xEnd(pointsOf(m_lines), m_current);
     double top = 0;
     for (const ChartLine& line : m_lines)
         for (const ChartPoint& p : line.points)
@@ -73,6 +85,28 @@ QString BubbleChart::describeAt(double x) const
             if (int(p.x) == m)
                 rows << tr("%1: bubble %2 %").arg(line.name).arg(p.y * 100.0, 0, 'f', 1);
     return rows.size() > 1 ? rows.join(QLatin1Char('\n')) : QString();
+}
+
+std::vector<int> BubbleChart::coinciding() const
+{
+    // Three pixels: closer than that, a 3-pixel current line and a 1.6-pixel one read as one.
+    const ChartGeometry g = geometry();
+    return BubbleChartLayout::sameAs(
+        pointsOf(m_lines), BubbleChartLayout::pixelTolerance(3.0, g.plotBottom() - g.plotTop(), g.yMin, g.yMax));
+}
+
+QString BubbleChart::legendName(int line) const
+{
+    if (line < 0 || line >= int(m_lines.size()))
+        return {};
+    const ChartLine& l = m_lines[std::size_t(line)];
+    if (l.points.empty())
+        return tr("%1 (n/a)").arg(l.name);
+    const int under = coinciding()[std::size_t(line)];
+    if (under < 0)
+        return l.name;
+    const bool equal = BubbleChartLayout::sameAs({m_lines[std::size_t(under)].points, l.points})[1] == 0;
+    return (equal ? tr("%1 (= %2 here)") : tr("%1 (≈ %2 here)")).arg(l.name, m_lines[std::size_t(under)].name);
 }
 
 void BubbleChart::paintEvent(QPaintEvent*)
@@ -97,24 +131,36 @@ void BubbleChart::paintEvent(QPaintEvent*)
         painter.setPen(QPen(palette().color(QPalette::Text), 1, Qt::DashLine));
         painter.drawLine(QPointF(x, g.plotTop()), QPointF(x, g.plotBottom()));
     }
-    // Each line its categorical hue and its own marker shape, so lines stay apart without colour.
+    // Each line its categorical hue; a line on top of an earlier equal one dashed, so both show.
+    const std::vector<int> same = coinciding();
+    auto pen = [&](int i) {
+        QPen pen(categoryColor(i, palette()), m_lines[std::size_t(i)].current ? 3.0 : 1.6);
+        const std::vector<double> dashes = BubbleChartLayout::dashPattern(BubbleChartLayout::stackRank(same, i));
+        if (!dashes.empty())
+            pen.setDashPattern(QList<qreal>(dashes.begin(), dashes.end()));
+        pen.setCapStyle(Qt::FlatCap);
+        return pen;
+    };
     for (std::size_t i = 0; i < m_lines.size(); ++i) {
         const ChartLine& line = m_lines[i];
-        const QColor colour = categoryColor(int(i), palette());
         QPainterPath path;
         for (std::size_t k = 0; k < line.points.size(); ++k) {
             const QPointF p(g.xForValue(line.points[k].x), g.yForValue(line.points[k].y));
             k == 0 ? path.moveTo(p) : path.lineTo(p);
         }
-        painter.setPen(QPen(colour, line.current ? 3.0 : 1.6));
+        painter.setPen(pen(int(i)));
         painter.setBrush(Qt::NoBrush);
         painter.drawPath(path);
-        painter.setBrush(colour);
-        for (const ChartPoint& point : line.points)
-            if (int(point.x) == m_current) // the current M marked on every line
-                painter.drawEllipse(QPointF(g.xForValue(point.x), g.yForValue(point.y)), 4.5, 4.5);
     }
     painter.restore();
+    // The current M marked on every line, unclipped: at the axis' end half a dot would be lost.
+    for (std::size_t i = 0; i < m_lines.size(); ++i) {
+        painter.setPen(Qt::NoPen);
+        painter.setBrush(categoryColor(int(i), palette()));
+        for (const ChartPoint& point : m_lines[i].points)
+            if (int(point.x) == m_current)
+                painter.drawEllipse(QPointF(g.xForValue(point.x), g.yForValue(point.y)), 4.5, 4.5);
+    }
     if (m_current >= 1) {
         painter.setPen(palette().color(QPalette::Text));
         const double x = g.xForValue(m_current);
@@ -128,15 +174,17 @@ void BubbleChart::paintEvent(QPaintEvent*)
     const double lineHeight = painter.fontMetrics().height() + 4;
     double y = g.plotTop() + 4;
     for (std::size_t i = 0; i < m_lines.size(); ++i) {
-        const QColor colour = categoryColor(int(i), palette());
         const double x = g.plotRight() + 10;
-        painter.setPen(QPen(colour, m_lines[i].current ? 3.0 : 1.6));
+        painter.setPen(pen(int(i)));
         painter.drawLine(QPointF(x, y + lineHeight / 2), QPointF(x + 18, y + lineHeight / 2));
         painter.setPen(palette().color(QPalette::Text));
-        const QString name = m_lines[i].points.empty() ? tr("%1 (n/a)").arg(m_lines[i].name) : m_lines[i].name;
-        painter.drawText(QRectF(x + 24, y, g.width - x - 26, lineHeight), Qt::AlignLeft | Qt::AlignVCenter,
-                         painter.fontMetrics().elidedText(name, Qt::ElideRight, int(g.width - x - 26)));
-        y += lineHeight;
+        const QString name = legendName(int(i));
+        // Two lines of legend when the note does not fit beside the swatch.
+        const QRectF box(x + 24, y, g.width - x - 26, lineHeight * 2);
+        const bool wraps = painter.fontMetrics().horizontalAdvance(name) > box.width();
+        painter.drawText(wraps ? box : QRectF(x + 24, y, box.width(), lineHeight),
+                         Qt::AlignLeft | (wraps ? Qt::AlignTop | Qt::TextWordWrap : Qt::AlignVCenter), name);
+        y += wraps ? lineHeight * 2 : lineHeight;
     }
 }
 

@@ -2,7 +2,8 @@
 // "Bubble against microbatches": one line per schedule (gpipe, 1f1b, interleaved, zb-h1) of the
 // simulated bubble fraction as M grows, at the current stages and partition, with a legend and
 // the current M as a vertical line. Hovering reads every line at that M. The lines come from
-// BubbleSweep (core's simulator, off the GUI thread); layout is ChartGeometry's.
+// BubbleSweep (core's simulator, off the GUI thread); layout is ChartGeometry's, the axis end and
+// which curves coincide (drawn dashed, "= GPipe here" in the legend) BubbleChartLayout's.
 
 #include "widgets/views/chartgeometry.h"
 
@@ -22,7 +23,7 @@ class BubbleChart : public QWidget {
 public:
     explicit BubbleChart(QWidget* parent = nullptr);
 
-    void setLines(std::vector<ChartLine> lines, int maxMicrobatches);
+    void setLines(std::vector<ChartLine> lines); // the axis runs to the largest M of any line
     void setCurrentMicrobatches(int microbatches);
     void setBusy(bool busy); // a sweep is running: say so instead of stale lines
     void clear();
@@ -30,6 +31,9 @@ public:
     int currentMicrobatches() const { return m_current; }
     ChartGeometry geometry() const; // x = M, y = bubble fraction
     QString describeAt(double x) const; // every line's bubble at the M under x
+    // BubbleChartLayout::sameAs of the lines, to within 3 pixels at the current size.
+    std::vector<int> coinciding() const;
+    QString legendName(int line) const; // "1F1B (= GPipe here)", "≈" where only the pixels agree
 
     QSize sizeHint() const override { return {520, 260}; }
     QSize minimumSizeHint() const override { return {280, 120}; }
@@ -40,7 +44,6 @@ protected:
 
 private:
     std::vector<ChartLine> m_lines;
-    int m_maxM = 8;
     int m_current = 0;
     bool m_busy = false;
 };

@@ -4,9 +4,31 @@
 #include "widgets/jobs/pipelineplanner.h"
 
 #include <QLabel>
+#include <QHBoxLayout>
 #include <QVBoxLayout>
 
 namespace shardwidgets {
+
+namespace pl = shardscope::pipeline;
+
+namespace {
+
+// The stage holding the most per GPU: the one the fit verdict is about.
+int peakStage(const pl::StepPlan& step)
+{
+    int stage = 0;
+    for (std::size_t s = 0; s < step.memory.size(); ++s)
+        if (step.memory[s].total > step.memory[std::size_t(stage)].total)
+            stage = int(s);
+    return stage;
+}
+
+QString bytes(std::int64_t value)
+{
+    return formatBytes(uint64_t(std::max<std::int64_t>(0, value)));
+}
+
+} // namespace
 
 BubbleReadout::BubbleReadout(PipelinePlanner* planner, QWidget* parent)
     : QFrame(parent), m_planner(planner), m_caption(new QLabel(this)), m_bubble(new QLabel(this)),
@@ -14,6 +36,8 @@ BubbleReadout::BubbleReadout(PipelinePlanner* planner, QWidget* parent)
 {
     setFrameShape(QFrame::StyledPanel);
     auto* layout = new QVBoxLayout(this);
+    layout->setSpacing(2);
+    layout->setContentsMargins(8, 4, 8, 4);
     m_caption->setText(tr("Pipeline bubble"));
     QFont big = m_bubble->font();
     big.setPointSizeF(big.pointSizeF() * 2.4);
@@ -21,14 +45,24 @@ BubbleReadout::BubbleReadout(PipelinePlanner* planner, QWidget* parent)
     m_bubble->setFont(big);
     m_bubble->setObjectName(QStringLiteral("bubbleFigure"));
     m_detail->setWordWrap(true);
+    m_detail->setTextFormat(Qt::PlainText);
     m_detail->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    layout->addWidget(m_caption);
-    layout->addWidget(m_bubble);
+    // The caption beside the big figure: the step's lines below need the height more.
+    auto* head = new QHBoxLayout;
+    head->setSpacing(8);
+    head->addWidget(m_bubble);
+    head->addWidget(m_caption, 1, Qt::AlignBottom | Qt::AlignLeft);
+    layout->addLayout(head);
     layout->addWidget(m_detail);
     layout->addStretch(1);
-    setMinimumWidth(270);
+    setMinimumWidth(300);
     connect(m_planner, &PipelinePlanner::planChanged, this, &BubbleReadout::refresh);
     refresh();
+}
+
+QString BubbleReadout::ms(double value)
+{
+    return QStringLiteral("%1 ms").arg(value, 0, 'f', 2);
 }
 
 QString BubbleReadout::bubbleText() const
@@ -41,24 +75,46 @@ QString BubbleReadout::bubbleText() const
 
 QString BubbleReadout::detailText() const
 {
-    const auto& plan = m_planner->plan();
-    if (!plan)
+    const auto& step = m_planner->stepPlan();
+    if (!step)
         return m_planner->error();
-    const auto& t = plan->timeline;
-    int64_t peakBytes = 0;
-    int peakStage = 0;
-    for (const auto& s : t.stage_stats)
-        if (s.peak_activation_bytes > peakBytes) {
-            peakBytes = s.peak_activation_bytes;
-            peakStage = s.stage;
-        }
-    return tr("Closed form for uniform stages: %1\u00a0%\nMakespan: %2 ms\nPeak activation memory: %3 "
-              "(stage %4)\nPartition: %5")
-        .arg(t.closed_form_bubble * 100.0, 0, 'f', 1)
-        .arg(t.makespan, 0, 'f', 3)
-        .arg(formatBytes(uint64_t(std::max<int64_t>(0, peakBytes))))
-        .arg(peakStage)
-        .arg(m_planner->partitionName());
+    const pl::Timeline& t = step->plan.timeline;
+    const pl::TrainingOptions& o = step->options;
+    QStringList lines;
+    lines << tr("Closed form for uniform stages: %1\u00a0%").arg(t.closed_form_bubble * 100.0, 0, 'f', 1);
+    // The sum the search table's step time is made of, as shardctl schedule computes it: the
+    // end of the last all-reduce = makespan + the part of the all-reduce nothing hid.
+    lines << tr("Step time: %1").arg(ms(step->step_time));
+    lines << tr("  = makespan %1").arg(ms(t.makespan));
+    lines << tr("  + exposed all-reduce %1").arg(ms(step->exposed_allreduce_ms));
+    // What the purple bands on the timeline are, and why it runs past the last op.
+    if (o.dp > 1) {
+        QString line = tr("Purple bands: all-reduce over dp %1, %2").arg(o.dp).arg(ms(step->allreduce_ms));
+        if (o.overlap_allreduce)
+            line += tr(", %1 hidden").arg(ms(std::max(0.0, step->allreduce_ms - step->exposed_allreduce_ms)));
+        lines << line;
+    } else {
+        lines << tr("dp 1: no all-reduce, no purple bands");
+    }
+
+    const int stage = peakStage(*step);
+    lines << tr("Peak memory: %1 per GPU (stage %2)").arg(bytes(step->peak_memory_bytes)).arg(stage);
+    if (!o.gpu_memory_bytes) {
+        lines << tr("  no GPU memory set: no fit verdict");
+    } else if (step->fits) {
+        lines << tr("  fits in %1 (%2 to spare)")
+                     .arg(bytes(*o.gpu_memory_bytes), bytes(*o.gpu_memory_bytes - step->peak_memory_bytes));
+    } else {
+        int over = 0;
+        for (const pl::StageMemory& m : step->memory)
+            over += !m.fits;
+        lines << tr("  does NOT fit in %1: %2 over, %3/%4 stages")
+                     .arg(bytes(*o.gpu_memory_bytes), bytes(step->peak_memory_bytes - *o.gpu_memory_bytes))
+                     .arg(over)
+                     .arg(int(step->memory.size()));
+    }
+    lines << tr("Partition: %1").arg(m_planner->partitionName());
+    return lines.join(QLatin1Char('\n'));
 }
 
 void BubbleReadout::refresh()

@@ -1,6 +1,9 @@
 #pragma once
-// The bubble readout: measured bubble (big), the closed-form prediction beside it, makespan and
-// the largest per-stage activation peak. Per-stage figures are in the StageStatsModel table.
+// The bubble readout: measured bubble (big), the closed-form prediction beside it, then the
+// training step as `shardctl schedule` prints it — step time = makespan + exposed all-reduce
+// (each term), the peak stage memory against the GPU's with the fit verdict — and what the
+// timeline draws after the makespan. Every figure is core's StepPlan (make_step_plan), the very
+// numbers of `shardctl schedule`; per-stage figures are in the StageStatsModel table.
 
 #include <QFrame>
 
@@ -16,7 +19,11 @@ public:
     explicit BubbleReadout(PipelinePlanner* planner, QWidget* parent = nullptr);
 
     QString bubbleText() const; // "18.8 %" (what the big figure shows), empty without a plan
-    QString detailText() const;
+    QString detailText() const; // every line below the big figure, plain text
+
+    // The readout's way of writing milliseconds ("12472.89 ms"): tests compare core's figures
+    // through it, so the text and the check cannot disagree on rounding.
+    static QString ms(double value);
 
 private:
     void refresh();

@@ -92,4 +92,21 @@ bool GanttGeometry::visibleSpan(double& from, double& to) const
     return from > 1e-9 || to < 1 - 1e-9;
 }
 
+std::vector<LegendSlot> GanttGeometry::flowLegend(const std::vector<double>& widths, double left, double right,
+                                                  double gap)
+{
+    std::vector<LegendSlot> places;
+    double x = left;
+    int line = 0;
+    for (double w : widths) {
+        if (x > left && x + w > right) {
+            ++line;
+            x = left;
+        }
+        places.push_back({.x = x, .line = line});
+        x += w + gap;
+    }
+    return places;
+}
+
 } // namespace shardwidgets

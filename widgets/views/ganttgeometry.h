@@ -13,6 +13,12 @@ struct GanttBlock {
     int op = 0; // index into the timeline's op list
 };
 
+// Where one legend entry goes: its left edge and its line (0 = the first).
+struct LegendSlot {
+    double x = 0;
+    int line = 0;
+};
+
 struct GanttGeometry {
     double labelWidth = 72; // the stage names' column
     double rulerHeight = 26;
@@ -50,6 +56,11 @@ struct GanttGeometry {
     static int blockAt(const std::vector<GanttBlock>& row, double t);
     // First block of `row` whose end is after t: where painting of a visible window begins.
     static std::size_t firstVisible(const std::vector<GanttBlock>& row, double t);
+
+    // The legend under the rows: entries of `widths` left to right from `left`, `gap` apart,
+    // wrapping to a new line before one would pass `right` (an entry wider than the whole line
+    // gets a line of its own). Lines used = the last slot's line + 1.
+    static std::vector<LegendSlot> flowLegend(const std::vector<double>& widths, double left, double right, double gap);
 };
 
 } // namespace shardwidgets

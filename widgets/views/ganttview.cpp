@@ -77,7 +77,7 @@ void GanttView::showTimeline(const pl::Timeline& timeline)
             row.push_back({timeline.ops[i].start, timeline.ops[i].end, int(i)});
     }
     m_geometry.duration = extent();
-    layoutRows(m_geometry, height());
+    layoutRows(m_geometry, size());
     if (m_autoFit || !sameShape) {
         m_autoFit = true;
         m_geometry.fit(extent(), width());
@@ -99,8 +99,9 @@ void GanttView::clear()
     update();
 }
 
-void GanttView::layoutRows(GanttGeometry& geometry, int height) const
+void GanttView::layoutRows(GanttGeometry& geometry, const QSize& size) const
 {
+    const int height = size.height() - legendHeight(size.width());
     const int rows = std::max<std::size_t>(1, m_rows.size());
     // Narrow gaps when rows are many or the view is low, so that every stage keeps a row.
     geometry.rowGap = rows > 16 || height < geometry.rulerHeight + rows * 20 ? 2 : 6;
@@ -125,14 +126,14 @@ void GanttView::zoomBy(double factor)
     emit viewChanged();
 }
 
-int GanttView::preferredHeight() const
+int GanttView::preferredHeight(int width) const
 {
-    return int(GanttGeometry{}.contentHeight(int(std::max<std::size_t>(1, m_rows.size())))) + 4;
+    return int(GanttGeometry{}.contentHeight(int(std::max<std::size_t>(1, m_rows.size())))) + 4 + legendHeight(width);
 }
 
 QSize GanttView::sizeHint() const
 {
-    return {900, std::clamp(preferredHeight() + 60, 160, 560)};
+    return {900, std::clamp(preferredHeight(900) + 60, 160, 600)};
 }
 
 QSize GanttView::minimumSizeHint() const
@@ -141,7 +142,9 @@ QSize GanttView::minimumSizeHint() const
     GanttGeometry least;
     least.rowHeight = 6;
     least.rowGap = 2;
-    return {300, std::max(120, int(least.contentHeight(int(std::max<std::size_t>(1, m_rows.size())))) + 4)};
+    return {
+        300,
+        std::max(120, int(least.contentHeight(int(std::max<std::size_t>(1, m_rows.size())))) + 4 + legendHeight(900))};
 }
 
 int GanttView::opAt(const QPointF& position) const
@@ -170,7 +173,7 @@ QString GanttView::describeOp(int op) const
 void GanttView::paintFitted(QPainter& painter, const QSize& size) const
 {
     GanttGeometry geometry = m_geometry;
-    layoutRows(geometry, size.height());
+    layoutRows(geometry, size);
     geometry.fit(extent(), size.width());
     paintTimeline(painter, geometry, QRect(QPoint(0, 0), size));
 }
@@ -199,6 +202,7 @@ void GanttView::paintTimeline(QPainter& painter, const GanttGeometry& geometry, 
         painter.drawText(rect, Qt::AlignCenter, tr("No schedule to show"));
         return;
     }
+    painter.save();
     paintRuler(painter, geometry, rect);
     const double plotRight = rect.right() + 1;
     for (int row = 0; row < int(m_rows.size()); ++row)
@@ -213,6 +217,11 @@ void GanttView::paintTimeline(QPainter& painter, const GanttGeometry& geometry, 
         painter.drawLine(QPointF(endX, geometry.rulerHeight - 4),
                          QPointF(endX, geometry.contentHeight(int(m_rows.size()))));
     }
+    painter.restore();
+    // Right under the rows (a tall window leaves air below them, not between rows and legend).
+    const double legendTop = std::min<double>(geometry.contentHeight(int(m_rows.size())) + 2,
+                                              rect.bottom() + 1 - legendHeight(rect.width()));
+    paintLegend(painter, legendTop, rect.width());
 }
 
 void GanttView::paintRuler(QPainter& painter, const GanttGeometry& geometry, const QRect& rect) const
@@ -324,9 +333,15 @@ void GanttView::paintRow(QPainter& painter, const GanttGeometry& geometry, int r
             painter.setPen(fill.darker(135));
             painter.drawRect(box.adjusted(0, 0, -1, -1));
         }
-        QString label = QStringLiteral("%1%2").arg(QChar::fromLatin1(pl::to_char(op.kind))).arg(op.microbatch);
-        if (m_timeline.spec.virtual_stages > 1 && box.width() > metrics.horizontalAdvance(label) + 24)
-            label += QStringLiteral("·%1").arg(op.chunk);
+        // With chunks "F0" alone would name two different ops: the chunk is always said, in
+        // "F0·1" or, in a narrow block, "0·1" (the shade tells F from B); else no label at all.
+        const QChar kind = QChar::fromLatin1(pl::to_char(op.kind));
+        QString label = QStringLiteral("%1%2").arg(kind).arg(op.microbatch);
+        if (m_timeline.spec.virtual_stages > 1) {
+            label = QStringLiteral("%1%2·%3").arg(kind).arg(op.microbatch).arg(op.chunk);
+            if (box.width() <= metrics.horizontalAdvance(label) + 4)
+                label = QStringLiteral("%1·%2").arg(op.microbatch).arg(op.chunk);
+        }
         if (box.width() > metrics.horizontalAdvance(label) + 4 && h >= metrics.height()) {
             painter.setPen(textOn(fill));
             painter.drawText(box, Qt::AlignCenter, label);
@@ -338,7 +353,7 @@ void GanttView::paintRow(QPainter& painter, const GanttGeometry& geometry, int r
 
 void GanttView::resizeEvent(QResizeEvent*)
 {
-    layoutRows(m_geometry, height());
+    layoutRows(m_geometry, size());
     if (m_autoFit)
         m_geometry.fit(extent(), width());
     else {

@@ -1,7 +1,9 @@
 #pragma once
 // The per-stage Gantt timeline: one row per stage, blocks coloured by microbatch (forward light,
 // backward dark, weight greyish) and labelled when wide enough, idle time hatched, a time ruler,
-// Ctrl+wheel zoom about the cursor, drag or wheel to pan, fit-to-window, a tooltip per block.
+// Ctrl+wheel zoom about the cursor, drag or wheel to pan, fit-to-window, a tooltip per block,
+// and under the rows a legend of every mark it draws (ganttlegend.cpp), in the window and in
+// exports; exported pictures also carry a one-line caption (schedule, stages, M, bubble, profile).
 // Painting walks only the visible blocks of each row (binary search for the first one) and
 // merges runs of sub-pixel blocks into one rectangle, so 100k ops repaint within a frame.
 
@@ -33,6 +35,22 @@ public:
     const GanttGeometry& geometry() const { return m_geometry; }
     bool hasTimeline() const { return !m_timeline.ops.empty(); }
 
+    // What each mark on the timeline means, as the legend lists it (only marks the plan shows).
+    enum class Mark { forward, backward, weight, idle, overMemory, allReduce, send, gradientSend, stepEnd, note };
+    struct LegendEntry {
+        Mark mark = Mark::note;
+        QString text;
+    };
+    std::vector<LegendEntry> legend() const;
+    int legendHeight(double width) const; // the strip under the rows at that width
+    // The profile the timeline was planned on, for the caption.
+    void setProfileName(const QString& name) { m_profileName = name; }
+    // "1F1B · 4 stages · 32 microbatches · bubble 29.0 % · step time 3961.40 ms · profile x".
+    QString caption() const;
+    // A picture for export: the caption line above the fitted timeline and its legend.
+    QSize exportSize(int width) const;
+    void paintExport(QPainter& painter, const QSize& size) const;
+
     void fitToWindow();
     void zoomBy(double factor); // about the centre of the plot
     int opAt(const QPointF& position) const; // -1 when none
@@ -41,7 +59,7 @@ public:
     // The whole timeline fitted into `size`, for export (PNG/SVG/report) without a window.
     void paintFitted(QPainter& painter, const QSize& size) const;
     QImage renderFitted(const QSize& size, qreal devicePixelRatio = 1.0) const;
-    int preferredHeight() const; // rows at full height plus the ruler
+    int preferredHeight(int width = 1600) const; // rows at full height, the ruler and the legend
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
@@ -64,7 +82,9 @@ private:
     void paintTimeline(QPainter& painter, const GanttGeometry& geometry, const QRect& rect) const;
     void paintRow(QPainter& painter, const GanttGeometry& geometry, int row, double plotRight) const;
     void paintRuler(QPainter& painter, const GanttGeometry& geometry, const QRect& rect) const;
-    void layoutRows(GanttGeometry& geometry, int height) const;
+    void layoutRows(GanttGeometry& geometry, const QSize& size) const; // rows above the legend
+    void paintLegend(QPainter& painter, double top, double width) const;
+    QFont legendFont() const;
     void showTimeline(const shardscope::pipeline::Timeline& timeline);
     // ganttstep.cpp: what the training step adds over the op blocks.
     void paintStep(QPainter& painter, const GanttGeometry& geometry, double plotRight) const;
@@ -77,6 +97,7 @@ private:
     std::vector<shardscope::pipeline::Transfer> m_transfers;
     std::vector<shardscope::pipeline::AllReduce> m_allreduce;
     double m_stepTime = 0;
+    QString m_profileName;
     GanttGeometry m_geometry;
     bool m_autoFit = true; // until the user zooms or pans, follow the window and the data
     bool m_panning = false;

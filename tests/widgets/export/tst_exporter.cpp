@@ -149,7 +149,9 @@ private slots:
         QVERIFY2(Exporter::exportTimeline(file, m_planner->gantt(), QStringLiteral("t"), &error), qPrintable(error));
         const QImage image(file);
         QCOMPARE(image.width(), 1600);
-        QCOMPARE(image.height(), m_planner->gantt()->preferredHeight());
+        // The timeline with its legend, and the caption line above it.
+        QCOMPARE(image.height(), m_planner->gantt()->exportSize(1600).height());
+        QVERIFY(image.height() > m_planner->gantt()->preferredHeight(1600));
     }
 
     void timelineSvgIsValid()
@@ -160,6 +162,7 @@ private slots:
         QSvgRenderer renderer(file);
         QVERIFY(renderer.isValid());
         QCOMPARE(renderer.viewBox().width(), 1600);
+        QVERIFY(read(file).contains(m_planner->gantt()->caption().toUtf8())); // the caption, as text
     }
 
     void traceHasOneTrackPerStage()
@@ -221,7 +224,7 @@ private slots:
         QString error;
         const QString timeline = m_tmp.filePath(QStringLiteral("v-timeline.png"));
         QVERIFY2(Exporter::exportView(timeline, Exporter::View::timeline, sources(), &error), qPrintable(error));
-        QCOMPARE(QImage(timeline).size(), QSize(1600, m_planner->gantt()->preferredHeight()));
+        QCOMPARE(QImage(timeline).size(), m_planner->gantt()->exportSize(1600));
         const QString map = m_tmp.filePath(QStringLiteral("v-map.svg"));
         QVERIFY2(Exporter::exportView(map, Exporter::View::ownership, sources(), &error), qPrintable(error));
         QVERIFY(QSvgRenderer(map).isValid());

@@ -211,7 +211,7 @@ private slots:
         QCOMPARE(int(lines.size()), 4);
         const BubbleLine& ofob = lines[1];
         QCOMPARE(ofob.kind, pl::ScheduleKind::one_f_one_b);
-        QCOMPARE(int(ofob.microbatches.size()), sweepMicrobatches(4));
+        QCOMPARE(ofob.microbatches, sweepMicrobatches(4, 8));
         for (std::size_t i = 0; i < ofob.microbatches.size(); ++i) {
             const double m = ofob.microbatches[i];
             QVERIFY(qAbs(ofob.bubble[i] - 3.0 / (m + 3.0)) < 1e-9);

@@ -7,6 +7,22 @@ using namespace shardwidgets;
 class TestGanttGeometry : public QObject {
     Q_OBJECT
 private slots:
+    void legendFlowsAndWraps()
+    {
+        // 100 + 50 + 100 from x = 8 with gaps of 10: the third passes 250 and starts line 1.
+        const auto places = GanttGeometry::flowLegend({100, 50, 100, 300}, 8, 250, 10);
+        QCOMPARE(int(places.size()), 4);
+        QCOMPARE(places[0].x, 8.0);
+        QCOMPARE(places[1].x, 118.0);
+        QCOMPARE(places[1].line, 0);
+        QCOMPARE(places[2].x, 8.0);
+        QCOMPARE(places[2].line, 1);
+        // Wider than a line: a line of its own, never an empty line before it.
+        QCOMPARE(places[3].line, 2);
+        QCOMPARE(places[3].x, 8.0);
+        QCOMPARE(GanttGeometry::flowLegend({300}, 8, 250, 10)[0].line, 0);
+    }
+
     void timeAndPixelRoundTrip()
     {
         GanttGeometry g;
