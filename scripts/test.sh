@@ -3,7 +3,7 @@
 # build's whole ctest suite (GUI tests offscreen), then the core and CLI suites again under
 # AddressSanitizer + UBSan.
 source "$(dirname "$0")/setup.sh"
-shardscope_setup xvfb xauth python3-torch clang-format # real torch.save fixtures for stats; the layout check
+shardscope_setup xvfb xauth python3-torch clang-format curl radosgw ceph-mon ceph-osd ceph-common # torch.save fixtures for stats; the layout check; the S3 server (scripts/s3-test-server.sh)
 cd "$SHARDSCOPE_ROOT"
 
 echo "==> layout (clang-format, .clang-format)"
