@@ -3,6 +3,7 @@
 // reads options and prints.
 #include "app/shardctl/commands.h"
 #include "app/cli_common/cli.h"
+#include "app/shardctl/model_options.h"
 #include "app/shardctl/training_options.h"
 
 #include "core/pipeline/export.h"
@@ -43,9 +44,26 @@ std::string shell_word(const std::string& text)
     return quoted + "'";
 }
 
+// " --model CONFIG --seq-len S ...": what schedule needs to build the same profile from a shape,
+// with the rate as a number so that a cluster's fraction is not applied twice.
+std::string model_arguments(const ModelSource& source)
+{
+    if (source.model_path.empty())
+        return {};
+    std::string text = " --model " + shell_word(source.model_path) + " --seq-len " +
+        std::to_string(source.work.seq_len) + " --micro-batch-size " + std::to_string(source.work.micro_batch_size);
+    if (source.parallel.tp > 1)
+        text += " --tp " + std::to_string(source.parallel.tp);
+    if (source.parallel.sequence_parallel)
+        text += " --sp";
+    return text + " --tflops " + number_text(source.work.device_tflops * source.work.mfu);
+}
+
 // "shardctl schedule --stages ... --json": the command that reproduces `c`, for a shell. CLI
-// text, so it lives here and not in core; candidate_json takes it as a string.
-std::string schedule_command(const pl::Candidate& c, const pl::SearchSpec& spec, const std::string& profile_path)
+// text, so it lives here and not in core; candidate_json takes it as a string. `model` is
+// model_arguments' text, which replaces the profile.
+std::string schedule_command(const pl::Candidate& c, const pl::SearchSpec& spec, const std::string& profile_path,
+                             const std::string& model)
 {
     std::string text = "shardctl schedule --stages " + std::to_string(c.pp) + " --microbatches " +
         std::to_string(c.microbatches) + " --schedule " + std::string(pl::to_string(c.schedule));
@@ -53,7 +71,9 @@ std::string schedule_command(const pl::Candidate& c, const pl::SearchSpec& spec,
         text += " --virtual " + std::to_string(c.virtual_stages);
     text += " --dp " + std::to_string(c.dp) + " --zero " + std::to_string(spec.zero) + " --recompute " +
         std::string(pl::to_string(c.recompute)) + " --partition " + shell_word(c.partition);
-    if (!profile_path.empty())
+    if (!model.empty())
+        text += model;
+    else if (!profile_path.empty())
         text += " --profile " + shell_word(profile_path);
     text += " --gpu-memory " + number_text(static_cast<double>(spec.gpu_memory_bytes) / 1073741824.0);
     if (spec.link_gbps > 0.0)
@@ -85,7 +105,7 @@ bool read_list(const QCommandLineParser& parser, const QString& name, Parse pars
 }
 
 void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec, const std::string& profile_name,
-                const std::string& profile_path, std::size_t top)
+                const std::string& profile_path, const std::string& model, std::size_t top)
 {
     print_line("plan: " + std::to_string(spec.gpus) + (spec.gpus == 1 ? " GPU of " : " GPUs of ") +
                bytes_text(spec.gpu_memory_bytes) + ", global batch " + std::to_string(spec.global_batch) +
@@ -113,7 +133,7 @@ void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec, cons
             print_line("  #" + std::to_string(i + 1) + " " +
                        pl::why_slower(result.candidates[i], result.candidates[0]));
     }
-    print_line("run #1: " + schedule_command(result.candidates[0], spec, profile_path));
+    print_line("run #1: " + schedule_command(result.candidates[0], spec, profile_path, model));
 }
 
 } // namespace
@@ -126,7 +146,7 @@ int run_plan(const QStringList& arguments)
                        "recomputation and the partition for the fastest training step that fits in GPU memory. "
                        "Every candidate is what 'shardctl schedule' prints for the same options."));
     parser.addOptions({
-        {QStringLiteral("profile"), QStringLiteral("Layer-cost profile, JSON or CSV (required)."),
+        {QStringLiteral("profile"), QStringLiteral("Layer-cost profile, JSON or CSV (or --model)."),
          QStringLiteral("FILE")},
         {QStringLiteral("gpus"), QStringLiteral("GPUs to use, pp x dp (required)."), QStringLiteral("G")},
         {QStringLiteral("global-batch"), QStringLiteral("Samples per step (required)."), QStringLiteral("N")},
@@ -143,11 +163,16 @@ int run_plan(const QStringList& arguments)
         json_option(),
     });
     parser.addOptions(training_options());
+    parser.addOptions(model_options(true));
     if (!parse(parser, arguments, 0, QStringLiteral("plan")))
         return kUsage;
-    for (const char* required : {"profile", "gpus", "global-batch", "micro-batch-size", "gpu-memory"})
+    if (parser.isSet(QStringLiteral("profile")) == parser.isSet(QStringLiteral("model")))
+        return fail(kUsage, "plan needs --profile or --model, one of them (see shardctl plan --help)");
+    for (const char* required : {"gpus", "global-batch", "micro-batch-size"})
         if (!parser.isSet(QString::fromLatin1(required)))
             return fail(kUsage, std::string("plan needs --") + required + " (see shardctl plan --help)");
+    if (!parser.isSet(QStringLiteral("gpu-memory")) && !parser.isSet(QStringLiteral("cluster")))
+        return fail(kUsage, "plan needs --gpu-memory or --cluster (see shardctl plan --help)");
 
     pl::SearchSpec spec;
     const auto gpus = int_option(parser, QStringLiteral("gpus"), 1, 1 << 20);
@@ -175,6 +200,14 @@ int run_plan(const QStringList& arguments)
     pl::TrainingOptions training;
     if (!read_training_options(parser, training, spec.p2p_latency_ms))
         return kUsage;
+    ModelSource source;
+    try {
+        if (!read_model_source(parser, static_cast<int>(*micro), false, true, source))
+            return kUsage;
+    } catch (const shardscope::Error& error) {
+        return fail(error);
+    }
+    apply_cluster(parser, source, training, spec.p2p_latency_ms);
     spec.gpus = static_cast<int>(*gpus);
     spec.global_batch = static_cast<int>(*global);
     spec.micro_batch_size = static_cast<int>(*micro);
@@ -189,13 +222,14 @@ int run_plan(const QStringList& arguments)
 
     try {
         const std::string path = local(parser.value(QStringLiteral("profile")));
-        const pl::Profile profile = pl::load_profile(path);
+        const std::string model = model_arguments(source);
+        const pl::Profile profile = model.empty() ? pl::load_profile(path) : model_source_profile(source).profile;
         const pl::SearchResult result = pl::search_plans(profile, spec);
         if (parser.isSet(QStringLiteral("json")))
             print_json(pl::search_json(result, spec, profile.name, top,
-                                       [&](const pl::Candidate& c) { return schedule_command(c, spec, path); }));
+                                       [&](const pl::Candidate& c) { return schedule_command(c, spec, path, model); }));
         else
-            print_text(result, spec, profile.name, path, top);
+            print_text(result, spec, profile.name, path, model, top);
         if (result.fitting > 0)
             return kOk;
         // (search_plans throws, exit 2, when nothing at all could be simulated.)

@@ -1,9 +1,10 @@
 // shardctl profile: a layer-cost profile (docs/shardctl.md section 4) from the user's own model,
-// either computed from a checkpoint's tensors and its config.json or measured in a PyTorch
-// profiler trace (contract in docs/shardctl.md, "profile"). The output is what schedule and plan
+// computed from a checkpoint's tensors and its config.json, or from a config.json alone (--model),
+// or measured in a PyTorch profiler trace (contract in docs/shardctl.md, "profile"). The output is what schedule and plan
 // read with --profile.
 #include "app/shardctl/commands.h"
 #include "app/cli_common/cli.h"
+#include "app/shardctl/model_options.h"
 #include "app/shardctl/training_options.h"
 
 #include "core/inspect/layer_profile.h"
@@ -64,7 +65,7 @@ int run_profile(const QStringList& arguments)
                        "FLOPs and activations from the config.json beside it), or from a PyTorch profiler "
                        "trace with --from-trace (record_function ranges named after layers)."));
     parser.addOptions({
-        {QStringLiteral("seq-len"), QStringLiteral("Tokens per sample, s (checkpoint only; required)."),
+        {QStringLiteral("seq-len"), QStringLiteral("Tokens per sample, s (checkpoint or --model; required)."),
          QStringLiteral("S")},
         {QStringLiteral("micro-batch-size"),
          QStringLiteral("Samples per microbatch, b (required for a checkpoint; recorded for a trace)."),
@@ -85,11 +86,15 @@ int run_profile(const QStringList& arguments)
         {QStringLiteral("out"), QStringLiteral("Write the profile JSON to FILE (atomically) and print a summary."),
          QStringLiteral("FILE")},
     });
-    // A trace replaces the checkpoint PATH: how many positional arguments are due depends on it.
+    parser.addOptions(model_options(false));
+    // A trace or a config replaces the checkpoint PATH: how many positional arguments are due depends on it.
     if (!parse_options(parser, arguments, QStringLiteral("profile")))
         return kUsage;
     const bool from_trace = parser.isSet(QStringLiteral("from-trace"));
-    if (!check_positional(parser, from_trace ? 0 : 1, QStringLiteral("profile")))
+    const bool from_model = parser.isSet(QStringLiteral("model"));
+    if (from_trace && from_model)
+        return fail(kUsage, "give --from-trace or --model, not both");
+    if (!check_positional(parser, from_trace || from_model ? 0 : 1, QStringLiteral("profile")))
         return kUsage;
     const bool json = parser.isSet(QStringLiteral("json"));
     if (json && parser.isSet(QStringLiteral("out")))
@@ -108,7 +113,8 @@ int run_profile(const QStringList& arguments)
     std::string head;
     try {
         if (from_trace) {
-            for (const char* only : {"seq-len", "device-tflops", "mfu", "config", "no-config"})
+            for (const char* only :
+                 {"seq-len", "device-tflops", "mfu", "config", "no-config", "cluster", "tp", "sp", "tflops"})
                 if (parser.isSet(QString::fromLatin1(only)))
                     return fail(kUsage,
                                 std::string("--") + only +
@@ -122,14 +128,34 @@ int run_profile(const QStringList& arguments)
             object["source"] = local(parser.value(QStringLiteral("from-trace")));
             head = ", from " + std::to_string(trace.steps) + " profiler step(s)";
         } else {
+            const char* what = from_model ? "profile --model" : "profile PATH";
             for (const char* required : {"seq-len", "micro-batch-size"})
                 if (!parser.isSet(QString::fromLatin1(required)))
-                    return fail(kUsage,
-                                std::string("profile PATH needs --") + required + " (see shardctl profile --help)");
-            const auto seq_len = int_option(parser, QStringLiteral("seq-len"), 1, 1 << 24);
-            if (!seq_len)
+                    return fail(kUsage, std::string(what) + " needs --" + required + " (see shardctl profile --help)");
+            if (parser.isSet(QStringLiteral("tflops")) &&
+                (parser.isSet(QStringLiteral("device-tflops")) || parser.isSet(QStringLiteral("mfu"))))
+                return fail(kUsage, "give --tflops (achieved) or --device-tflops and --mfu (peak and share), not both");
+            if (from_model && (parser.isSet(QStringLiteral("config")) || parser.isSet(QStringLiteral("no-config"))))
+                return fail(kUsage, "--config and --no-config apply to a checkpoint PATH, not to --model");
+            ModelSource source;
+            if (!read_model_source(parser, *micro_batch, true, false, source))
                 return kUsage;
-            pl::Workload work{.seq_len = static_cast<int>(*seq_len), .micro_batch_size = *micro_batch};
+            pl::Workload work = source.work;
+            if (!from_model) {
+                const auto seq_len = int_option(parser, QStringLiteral("seq-len"), 1, 1 << 24);
+                if (!seq_len)
+                    return kUsage;
+                work.seq_len = static_cast<int>(*seq_len);
+                work.micro_batch_size = *micro_batch;
+                if (source.cluster) {
+                    work.device_tflops = source.cluster->achieved_tflops();
+                    work.mfu = 1.0;
+                    if (!source.cluster->measured_tflops) {
+                        work.device_tflops = source.cluster->peak_tflops;
+                        work.mfu = source.cluster->matmul_fraction;
+                    }
+                }
+            }
             if (parser.isSet(QStringLiteral("device-tflops"))) {
                 const auto value = number_option(parser, QStringLiteral("device-tflops"), 0.0, true, 1e9, "TFLOP/s");
                 if (!value)
@@ -144,9 +170,13 @@ int run_profile(const QStringList& arguments)
             }
             if (parser.isSet(QStringLiteral("config")) && parser.isSet(QStringLiteral("no-config")))
                 return fail(kUsage, "give --config or --no-config, not both");
-            const std::string path = local(parser.positionalArguments().at(0));
-            const pl::ModelProfile model = shardscope::profile_checkpoint(
-                path, work, local(parser.value(QStringLiteral("config"))), !parser.isSet(QStringLiteral("no-config")));
+            const std::string path = from_model ? source.model_path : local(parser.positionalArguments().at(0));
+            if (from_model)
+                source.work = work;
+            const pl::ModelProfile model = from_model
+                ? model_source_profile(source)
+                : shardscope::profile_checkpoint(path, work, local(parser.value(QStringLiteral("config"))),
+                                                 !parser.isSet(QStringLiteral("no-config")));
             profile = model.profile;
             notes = model.notes;
             object = pl::model_profile_json(model);
@@ -157,6 +187,10 @@ int run_profile(const QStringList& arguments)
             head = text +
                 (model.config ? "; config " + shardscope::printable(model.config->source, 4096)
                               : std::string("; no config.json"));
+            if (model.from_shape)
+                head += "; " + std::to_string(model.total_params) + " parameters in all, " +
+                    std::to_string(model.active_params) + " active; tp " + std::to_string(model.parallel.tp) +
+                    (model.parallel.sequence_parallel ? " with sequence parallelism" : "");
         }
     } catch (const shardscope::Error& error) {
         return fail(error);

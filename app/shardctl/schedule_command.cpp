@@ -1,6 +1,7 @@
 // shardctl schedule: simulates one pipeline-parallel training step (contract in docs/shardctl.md, "schedule").
 #include "app/shardctl/commands.h"
 #include "app/cli_common/cli.h"
+#include "app/shardctl/model_options.h"
 #include "app/shardctl/training_options.h"
 
 #include "core/pipeline/export.h"
@@ -82,6 +83,8 @@ int run_schedule(const QStringList& arguments)
                         "of N)."),
          QStringLiteral("V")},
         {QStringLiteral("profile"), QStringLiteral("Layer-cost profile, JSON or CSV."), QStringLiteral("FILE")},
+        {QStringLiteral("micro-batch-size"), QStringLiteral("Samples per microbatch with --model (default 1)."),
+         QStringLiteral("B")},
         {QStringLiteral("partition"),
          QStringLiteral("uniform (default), params, compute or manual:B1,B2,... (first layer of "
                         "each next stage)."),
@@ -97,8 +100,13 @@ int run_schedule(const QStringList& arguments)
          QStringLiteral("FILE")},
     });
     parser.addOptions(training_options());
+    parser.addOptions(model_options(true));
     if (!parse(parser, arguments, 0, QStringLiteral("schedule")))
         return kUsage;
+    if (parser.isSet(QStringLiteral("profile")) && parser.isSet(QStringLiteral("model")))
+        return fail(kUsage, "give --profile or --model, not both");
+    if (parser.isSet(QStringLiteral("micro-batch-size")) && !parser.isSet(QStringLiteral("model")))
+        return fail(kUsage, "--micro-batch-size applies to --model (a profile states its own)");
     for (const char* required : {"stages", "microbatches", "schedule"})
         if (!parser.isSet(QString::fromLatin1(required)))
             return fail(kUsage, std::string("schedule needs --") + required + " (see shardctl schedule --help)");
@@ -140,6 +148,22 @@ int run_schedule(const QStringList& arguments)
         training.recompute = *mode;
     }
 
+    int micro_batch = 1;
+    if (parser.isSet(QStringLiteral("micro-batch-size"))) {
+        const auto value = int_option(parser, QStringLiteral("micro-batch-size"), 1, 1 << 20);
+        if (!value)
+            return kUsage;
+        micro_batch = static_cast<int>(*value);
+    }
+    ModelSource source;
+    try {
+        if (!read_model_source(parser, micro_batch, false, true, source))
+            return kUsage;
+    } catch (const shardscope::Error& error) {
+        return fail(error);
+    }
+    apply_cluster(parser, source, training, latency);
+
     const pl::ScheduleSpec spec{.kind = *kind,
                                 .stages = static_cast<int>(*stages),
                                 .microbatches = static_cast<int>(*microbatches),
@@ -151,9 +175,9 @@ int run_schedule(const QStringList& arguments)
                                                       : std::string("uniform"));
         pl::check_spec(spec);
         const int pieces = spec.stages * spec.virtual_stages;
-        const pl::Profile profile = parser.isSet(QStringLiteral("profile"))
-            ? pl::load_profile(local(parser.value(QStringLiteral("profile"))))
-            : pl::uniform_profile(pieces);
+        const pl::Profile profile = !source.model_path.empty() ? model_source_profile(source).profile
+            : parser.isSet(QStringLiteral("profile")) ? pl::load_profile(local(parser.value(QStringLiteral("profile"))))
+                                                      : pl::uniform_profile(pieces);
         const pl::StepPlan step = pl::make_step_plan(profile, spec, partition_spec, training);
 
         if (parser.isSet(QStringLiteral("trace"))) {

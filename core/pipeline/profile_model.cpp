@@ -2,107 +2,15 @@
 
 #include "core/pipeline/profile_model.h"
 
+#include "core/pipeline/model_shape.h"
+
 #include "core/util/error.h"
-#include "core/util/internal/json_limits.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <initializer_list>
 
 namespace shardscope::pipeline {
-
-namespace {
-
-[[noreturn]] void config_fail(const std::string& origin, const std::string& what)
-{
-    throw Error(ProblemKind::invalid_argument, "config " + origin + " " + what, origin);
-}
-
-// A positive whole number under one of `keys` (the first present wins; HF names first, then the
-// GPT-2 / OPT aliases). nullopt when none is present; throws when one is present but malformed.
-std::optional<std::int64_t> config_number(const nlohmann::json& document, std::initializer_list<const char*> keys,
-                                          const std::string& origin, std::int64_t max_value)
-{
-    for (const char* key : keys) {
-        const auto it = document.find(key);
-        if (it == document.end() || it->is_null())
-            continue;
-        const bool whole = it->is_number_integer() ||
-            (it->is_number_float() && std::isfinite(it->get<double>()) &&
-             it->get<double>() == std::floor(it->get<double>()));
-        if (!whole || it->get<double>() < 1 || it->get<double>() > static_cast<double>(max_value))
-            config_fail(origin,
-                        "has '" + std::string(key) + "' = " + it->dump().substr(0, 64) +
-                            "; it must be a whole number from 1 to " + std::to_string(max_value));
-        return it->get<std::int64_t>();
-    }
-    return std::nullopt;
-}
-
-std::int64_t required(const std::optional<std::int64_t>& value, std::string_view key, std::string_view why,
-                      const std::string& origin)
-{
-    if (!value)
-        config_fail(origin, "has no '" + std::string(key) + "' (" + std::string(why) + "), which the profile needs");
-    return *value;
-}
-
-} // namespace
-
-ModelConfig parse_model_config(std::string_view text, const std::string& origin)
-{
-    JsonLimits limits;
-    limits.max_depth = 64;
-    if (const JsonScan scan = scan_json_limits(text, limits); !scan.violation.empty())
-        config_fail(origin, scan.violation);
-    nlohmann::json document;
-    try {
-        document = nlohmann::json::parse(text.begin(), text.end());
-    } catch (const nlohmann::json::exception&) {
-        config_fail(origin, "is not valid JSON");
-    }
-    if (!document.is_object())
-        config_fail(origin, "is not a JSON object");
-    constexpr std::int64_t kMaxDim = 1 << 30;
-    ModelConfig config{.source = origin};
-    config.hidden_size =
-        static_cast<int>(required(config_number(document, {"hidden_size", "n_embd", "d_model"}, origin, kMaxDim),
-                                  "hidden_size", "the hidden size", origin));
-    config.attention_heads = static_cast<int>(
-        required(config_number(document, {"num_attention_heads", "n_head", "num_heads"}, origin, kMaxDim),
-                 "num_attention_heads", "the attention heads", origin));
-    config.kv_heads = static_cast<int>(
-        config_number(document, {"num_key_value_heads"}, origin, kMaxDim).value_or(config.attention_heads));
-    if (config.kv_heads > config.attention_heads)
-        config_fail(origin,
-                    "has more key/value heads (" + std::to_string(config.kv_heads) + ") than attention heads (" +
-                        std::to_string(config.attention_heads) + ")");
-    // GPT-2 writes "n_inner": null for the default MLP width of 4h.
-    const auto inner = config_number(document, {"intermediate_size", "n_inner", "ffn_dim"}, origin, kMaxDim);
-    if (!inner && document.contains("n_inner") && document["n_inner"].is_null())
-        config.intermediate_size = 4 * config.hidden_size;
-    else
-        config.intermediate_size = static_cast<int>(required(inner, "intermediate_size", "the MLP width", origin));
-    config.vocab_size = required(config_number(document, {"vocab_size"}, origin, std::int64_t{1} << 40), "vocab_size",
-                                 "the vocabulary size", origin);
-    config.layers = static_cast<int>(
-        required(config_number(document, {"num_hidden_layers", "n_layer", "num_layers"}, origin, kMaxDim),
-                 "num_hidden_layers", "the number of blocks", origin));
-    const auto experts =
-        config_number(document, {"num_local_experts", "n_routed_experts", "num_experts"}, origin, kMaxDim);
-    const auto per_token = config_number(document, {"num_experts_per_tok"}, origin, kMaxDim);
-    if (experts && *experts > 1) {
-        config.experts = static_cast<int>(*experts);
-        config.experts_per_token =
-            static_cast<int>(required(per_token, "num_experts_per_tok", "the experts each token is routed to", origin));
-        if (config.experts_per_token > config.experts)
-            config_fail(origin,
-                        "routes each token to more experts (" + std::to_string(config.experts_per_token) +
-                            ") than it has (" + std::to_string(config.experts) + ")");
-    }
-    return config;
-}
 
 double layer_fwd_flops(const LayerParams& layer, const ModelConfig* config, const InferredShape& shape,
                        const Workload& work)
@@ -160,15 +68,12 @@ std::int64_t layer_activation_bytes(LayerRole role, const ModelConfig* config, c
     }
     if (!config)
         return to_bytes(34.0 * sbh);
-    // Korthikanti's 34 is 4 (two norms) + 11 (attention: 7 + Q's 2 + K's and V's 2 + 2) + 19
-    // (MLP: 3 + 16 = 4 * 4h/h); K and V shrink with the KV heads, the MLP with its width.
-    const double g = static_cast<double>(config->kv_heads) / config->attention_heads;
-    const double per_sbh = 14.0 + 4.0 * g + 4.0 * config->intermediate_size / h;
-    return to_bytes(per_sbh * sbh + attention_bytes(*config, work));
+    // Korthikanti's count with K and V shrunk by the KV heads and the MLP by its width and gating.
+    const BlockActivation parts = block_activation(*config, work, config->experts > 1);
+    return block_activation_bytes(parts, sbh, Parallelism{}, false);
 }
 
-ModelProfile model_profile(const std::vector<LayerParams>& layers, const std::optional<ModelConfig>& config,
-                           const InferredShape& shape, const Workload& work, const std::string& origin)
+void check_workload(const Workload& work)
 {
     if (work.seq_len < 1 || work.seq_len > (1 << 24) || work.micro_batch_size < 1 || work.micro_batch_size > (1 << 20))
         throw Error(ProblemKind::invalid_argument,
@@ -176,6 +81,12 @@ ModelProfile model_profile(const std::vector<LayerParams>& layers, const std::op
     if (!std::isfinite(work.device_tflops) || !(work.device_tflops > 0) || !std::isfinite(work.mfu) ||
         !(work.mfu > 0) || work.mfu > 1)
         throw Error(ProblemKind::invalid_argument, "the device TFLOP/s must be > 0 and the MFU in (0, 1]");
+}
+
+ModelProfile model_profile(const std::vector<LayerParams>& layers, const std::optional<ModelConfig>& config,
+                           const InferredShape& shape, const Workload& work, const std::string& origin)
+{
+    check_workload(work);
     const bool blocks =
         std::any_of(layers.begin(), layers.end(), [](const LayerParams& l) { return l.role == LayerRole::block; });
     if (!blocks)
@@ -245,7 +156,7 @@ ModelProfile model_profile(const std::vector<LayerParams>& layers, const std::op
     } else if (c->experts > 1) {
         result.notes.push_back("MoE: expert parameters count k/E = " + std::to_string(c->experts_per_token) + "/" +
                                std::to_string(c->experts) +
-                               " in the FLOPs; activations count one expert's MLP per token");
+                               " in the FLOPs; activations count k experts' MLPs per token");
     }
     validate_profile(profile);
     return result;
@@ -290,6 +201,12 @@ nlohmann::json model_profile_json(const ModelProfile& model)
     out["tokens"] = static_cast<std::int64_t>(model.workload.seq_len) * model.workload.micro_batch_size;
     out["fwd_flops"] = model.fwd_flops;
     out["notes"] = model.notes;
+    if (model.from_shape) {
+        out["tensor_parallel"] = model.parallel.tp;
+        out["sequence_parallel"] = model.parallel.sequence_parallel;
+        out["total_params"] = model.total_params;
+        out["active_params"] = model.active_params;
+    }
     if (model.config) {
         const ModelConfig& c = *model.config;
         out["config"] = {{"source", c.source},
@@ -300,7 +217,15 @@ nlohmann::json model_profile_json(const ModelProfile& model)
                          {"vocab_size", c.vocab_size},
                          {"num_hidden_layers", c.layers},
                          {"num_experts", c.experts},
-                         {"num_experts_per_tok", c.experts_per_token}};
+                         {"num_experts_per_tok", c.experts_per_token},
+                         {"head_dim", c.head_dim},
+                         {"gated_mlp", c.gated_mlp},
+                         {"tie_word_embeddings", c.tied_embeddings},
+                         {"max_position_embeddings", c.max_positions},
+                         {"moe_intermediate_size", c.moe_intermediate_size},
+                         {"n_shared_experts", c.shared_experts},
+                         {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
+                         {"first_k_dense_replace", c.first_dense_layers}};
     } else {
         out["config"] = nullptr;
     }

@@ -8,9 +8,9 @@
 // Per microbatch of b samples of s tokens (T = b*s), h hidden, a heads, g = kv_heads / a,
 // I the MLP width, V the vocabulary (Korthikanti et al. 2022 for the bytes, in 16-bit):
 //   block      fwd FLOPs 2*P*T + 4*b*s^2*h   (P: the block's parameters; MoE experts at k/E)
-//              activation s*b*h*(14 + 4g + 4I/h) + 5*a*s^2*b  (= s*b*h*(34 + 5as/h) for g = 1,
-//              I = 4h: the paper's count); selective keeps it without 5*a*s^2*b; input = output
-//              = 2*s*b*h
+//              activation block_activation (model_shape.h) at t = 1: s*b*h*(14 + 4g + 4I/h) +
+//              5*a*s^2*b for a GELU MLP, 6I/h for SwiGLU (= s*b*h*(34 + 5as/h) for g = 1, I = 4h:
+//              the paper's count); selective keeps it without 5*a*s^2*b; input = output = 2*s*b*h
 //   embedding  fwd FLOPs 0 (a lookup); activation s*b*h (its dropout mask); output 2*s*b*h;
 //              input 8*s*b (the int64 token ids)
 //   head       fwd FLOPs 2*(P + tied)*T, tied = V*h when it holds no V x h projection of its
@@ -20,6 +20,7 @@
 // Without a config only 2*P*T is counted and the block activation is 34*s*b*h (no attention
 // term, h read from the embedding): the estimate says so in its notes.
 
+#include "core/pipeline/model_config.h"
 #include "core/pipeline/profile.h"
 
 #include <cstdint>
@@ -30,25 +31,6 @@
 #include <vector>
 
 namespace shardscope::pipeline {
-
-inline constexpr std::uint64_t kMaxModelConfigBytes = 16ull << 20; // a config.json read at most
-
-// What the profile needs from a Hugging Face config.json.
-struct ModelConfig {
-    std::string source; // the file it was read from
-    int hidden_size = 0; // h: hidden_size (GPT-2: n_embd)
-    int attention_heads = 0; // a: num_attention_heads (n_head)
-    int kv_heads = 0; // num_key_value_heads, default a (GQA / MQA when smaller)
-    int intermediate_size = 0; // I: intermediate_size (n_inner, null = 4h; ffn_dim)
-    std::int64_t vocab_size = 0;
-    int layers = 0; // num_hidden_layers (n_layer)
-    int experts = 0; // MoE: num_local_experts / n_routed_experts / num_experts, 0 = dense
-    int experts_per_token = 0; // MoE: num_experts_per_tok (k)
-};
-
-// Parses config.json text. A missing or malformed field throws
-// Error(ProblemKind::invalid_argument) naming `origin` and the field.
-ModelConfig parse_model_config(std::string_view text, const std::string& origin);
 
 enum class LayerRole { embedding, block, head };
 
@@ -74,12 +56,24 @@ struct InferredShape {
     std::int64_t vocab_size = 0; // 0: unknown
 };
 
+// How one pipeline stage's layers are spread over GPUs (shapes only: model_shape.h).
+struct Parallelism {
+    int tp = 1; // tensor-parallel degree t: matmuls and the vocabulary split over t GPUs
+    bool sequence_parallel = false; // Korthikanti et al.: the norms and dropouts split over t too
+};
+
 struct ModelProfile {
     Profile profile;
     std::vector<double> fwd_flops; // per layer, as counted
     std::vector<std::string> notes; // what was estimated, and why
     Workload workload;
     std::optional<ModelConfig> config;
+    // From a config alone (shape_profile): layers' params, FLOPs and bytes are per GPU of the
+    // tensor-parallel group, and these are the whole model's counts.
+    bool from_shape = false;
+    Parallelism parallel;
+    std::int64_t total_params = 0;
+    std::int64_t active_params = 0; // a token's share: k of the E experts
 };
 
 // The closed forms above, exposed for tests and the GUI.
@@ -87,6 +81,10 @@ double layer_fwd_flops(const LayerParams& layer, const ModelConfig* config, cons
                        const Workload& work);
 std::int64_t layer_activation_bytes(LayerRole role, const ModelConfig* config, const InferredShape& shape,
                                     const Workload& work);
+
+// Refuses (invalid_argument) a sequence length outside 1..2^24, a micro batch outside 1..2^20, a
+// TFLOP/s that is not > 0 or an MFU outside (0, 1].
+void check_workload(const Workload& work);
 
 // Builds the profile; `origin` names the checkpoint in errors and in the profile's name. Throws
 // invalid_argument for a workload out of range, no block, or no way to know h without a config.

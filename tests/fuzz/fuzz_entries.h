@@ -8,6 +8,8 @@
 
 #include "core/util/error.h"
 #include "core/checkpoint/manifest.h"
+#include "core/pipeline/cluster.h"
+#include "core/pipeline/model_shape.h"
 #include "core/pipeline/profile.h"
 #include "core/checkpoint/safetensors.h"
 #include "core/foreign/safetensors_listing.h"
@@ -121,12 +123,41 @@ inline void safetensors_one(const uint8_t* data, std::size_t size)
 }
 
 // A layer profile; the first byte picks CSV (odd) or JSON (even), the rest is the text.
+// A config.json and a cluster file are JSON objects too: the profile corpus feeds their readers,
+// and a config they accept must give a profile that passes validate_profile (or be refused for
+// its size or its heads, as invalid_argument), never anything else.
+inline void model_shape_one(std::string_view text)
+{
+    try {
+        (void)pipeline::parse_cluster(text, "fuzz-cluster.json");
+    } catch (const Error& e) {
+        require(std::strlen(e.what()) <= kMaxMessageBytes, "error sentences stay short");
+    }
+    pipeline::ModelConfig config;
+    try {
+        config = pipeline::parse_model_config(text, "fuzz-config.json");
+    } catch (const Error& e) {
+        require(std::strlen(e.what()) <= kMaxMessageBytes, "error sentences stay short");
+        return;
+    }
+    if (config.layers > 256) // a deep model is the same arithmetic, only slower to fuzz
+        return;
+    try {
+        const pipeline::ModelProfile m = pipeline::shape_profile(config, {.seq_len = 64, .micro_batch_size = 2}, {});
+        require(m.total_params >= m.active_params && m.active_params > 0, "active parameters within the total");
+    } catch (const Error& e) {
+        require(e.kind() == ProblemKind::invalid_argument, "a config's profile is refused only as invalid_argument");
+    }
+}
+
 inline void profile_one(const uint8_t* data, std::size_t size)
 {
     if (size == 0)
         return;
     const bool csv = data[0] & 1;
     const std::string_view text = as_text(data + 1, size - 1);
+    if (!csv)
+        model_shape_one(text);
     pipeline::Profile profile;
     try {
         profile = csv ? pipeline::parse_profile_csv(text, "fuzz.csv") : pipeline::parse_profile_json(text, "fuzz.json");

@@ -149,9 +149,10 @@ private slots:
         const auto& layers = m.profile.layers;
         const double tokens = s * b;
         const double ms_per_flop = 1.0 / (T * 1e12 * F) * 1e3;
-        // block: 2 P T + 4 b s^2 h; activation s b h (14 + 4 kv/a + 4 I/h) + 5 a s^2 b
+        // block: 2 P T + 4 b s^2 h; activation s b h (14 + 4 kv/a + 6 I/h) + 5 a s^2 b (SwiGLU keeps
+        // gate, up and their product, 3 x 2 I bytes per token, where GELU keeps 2 x 2 I)
         const double block_flops = 2.0 * kBlockParams * tokens + 4.0 * b * s * s * H;
-        const double block_bytes = s * b * H * (14.0 + 4.0 * KV / A + 4.0 * I / H) + 5.0 * A * s * s * b;
+        const double block_bytes = s * b * H * (14.0 + 4.0 * KV / A + 6.0 * I / H) + 5.0 * A * s * s * b;
         for (int i = 1; i <= L; ++i) {
             QVERIFY2(near(m.fwd_flops[i], block_flops), std::to_string(m.fwd_flops[i]).c_str());
             QVERIFY(near(layers[i].fwd_ms, block_flops * ms_per_flop));

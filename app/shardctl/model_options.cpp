@@ -1,0 +1,110 @@
+// --model and --cluster for schedule, plan and profile.
+#include "app/shardctl/model_options.h"
+
+#include "app/cli_common/cli.h"
+#include "app/shardctl/training_options.h"
+
+#include "core/pipeline/model_shape.h"
+#include "core/pipeline/profile.h"
+
+#include <cmath>
+#include <string_view>
+
+namespace shardctl {
+
+namespace pl = shardscope::pipeline;
+
+QList<QCommandLineOption> model_options(bool seq_len)
+{
+    QList<QCommandLineOption> options = {
+        {QStringLiteral("model"),
+         QStringLiteral("A Hugging Face config.json: the layers' costs computed from the model's shape."),
+         QStringLiteral("CONFIG")},
+        {QStringLiteral("tp"), QStringLiteral("Tensor-parallel degree t of each layer with --model (default 1)."),
+         QStringLiteral("T")},
+        {QStringLiteral("sp"), QStringLiteral("Sequence parallelism with --model (Korthikanti et al. 2022).")},
+        {QStringLiteral("tflops"),
+         QStringLiteral("TFLOP/s one GPU achieves with --model (default: the cluster's, else 156)."),
+         QStringLiteral("R")},
+        {QStringLiteral("cluster"),
+         QStringLiteral("a100-80gb, h100-sxm-80gb, h200-sxm-141gb or a cluster JSON file: GPU memory, links, rate."),
+         QStringLiteral("NAME|FILE")},
+    };
+    if (seq_len)
+        options.append(
+            {QStringLiteral("seq-len"), QStringLiteral("Tokens per sample with --model."), QStringLiteral("S")});
+    return options;
+}
+
+bool read_model_source(const QCommandLineParser& parser, int micro_batch, bool keep_peak, bool seq_len_for_model,
+                       ModelSource& out)
+{
+    if (parser.isSet(QStringLiteral("cluster")))
+        out.cluster = pl::load_cluster(local(parser.value(QStringLiteral("cluster"))));
+    const bool model = parser.isSet(QStringLiteral("model"));
+    if (!model) {
+        for (const char* only : {"seq-len", "tp", "sp", "tflops"})
+            if (parser.isSet(QString::fromLatin1(only)) && (seq_len_for_model || std::string_view(only) != "seq-len")) {
+                fail(kUsage, std::string("--") + only + " applies to --model CONFIG.json");
+                return false;
+            }
+        return true;
+    }
+    out.model_path = local(parser.value(QStringLiteral("model")));
+    if (!parser.isSet(QStringLiteral("seq-len"))) {
+        fail(kUsage, "--model needs --seq-len, the tokens per sample");
+        return false;
+    }
+    const auto seq_len = int_option(parser, QStringLiteral("seq-len"), 1, 1 << 24);
+    if (!seq_len)
+        return false;
+    out.work.seq_len = static_cast<int>(*seq_len);
+    out.work.micro_batch_size = micro_batch;
+    if (parser.isSet(QStringLiteral("tp"))) {
+        const auto tp = int_option(parser, QStringLiteral("tp"), 1, 4096);
+        if (!tp)
+            return false;
+        out.parallel.tp = static_cast<int>(*tp);
+    }
+    out.parallel.sequence_parallel = parser.isSet(QStringLiteral("sp"));
+    if (parser.isSet(QStringLiteral("tflops"))) {
+        const auto rate = number_option(parser, QStringLiteral("tflops"), 0.0, true, 1e9, "TFLOP/s");
+        if (!rate)
+            return false;
+        out.work.device_tflops = *rate;
+        out.work.mfu = 1.0;
+    } else if (out.cluster && keep_peak && !out.cluster->measured_tflops) {
+        out.work.device_tflops = out.cluster->peak_tflops;
+        out.work.mfu = out.cluster->matmul_fraction;
+    } else if (out.cluster) {
+        out.work.device_tflops = out.cluster->achieved_tflops();
+        out.work.mfu = 1.0;
+    } else if (!keep_peak) {
+        out.work.device_tflops *= out.work.mfu; // Workload's default, 312 x 0.5
+        out.work.mfu = 1.0;
+    }
+    return true;
+}
+
+pl::ModelProfile model_source_profile(const ModelSource& source)
+{
+    const pl::ModelConfig config = pl::parse_model_config(
+        pl::read_input_file(source.model_path, pl::kMaxModelConfigBytes, "config"), source.model_path);
+    return pl::shape_profile(config, source.work, source.parallel);
+}
+
+void apply_cluster(const QCommandLineParser& parser, const ModelSource& source, pl::TrainingOptions& options,
+                   double& latency_ms)
+{
+    if (!source.cluster)
+        return;
+    const pl::Cluster& c = *source.cluster;
+    if (!parser.isSet(QStringLiteral("gpu-memory")))
+        options.gpu_memory_bytes = static_cast<std::int64_t>(std::llround(c.hbm_gib * 1073741824.0));
+    if (!parser.isSet(QStringLiteral("link-gbps")))
+        options.link_gbps = c.inter_node_gbits_per_s;
+    if (!parser.isSet(QStringLiteral("p2p-latency")))
+        latency_ms = c.inter_node_latency_us / 1000.0;
+}
+
+} // namespace shardctl
