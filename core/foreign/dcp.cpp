@@ -1,6 +1,8 @@
 #include "core/foreign/dcp.h"
 
+#include "core/foreign/dcp_hf.h"
 #include "core/foreign/internal/common.h"
+#include "core/foreign/internal/dcp_layout.h"
 #include "core/foreign/torch_archive.h"
 #include "core/foreign/io/zip_reader.h"
 #include "core/checkpoint/internal/shardfile.h"
@@ -14,8 +16,12 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 using foreign::add_row;
-int dcp_rank_of(const std::string& name)
+int dcp_rank_of(const std::string& path)
 {
+    // A relative_path may lead through folders (S3 prefix strategies): the file's own name counts.
+    const std::string_view name = std::string_view(path).substr(path.rfind('/') + 1);
+    if (name.starts_with("shard-"))
+        return dcp_hf_shard_rank(name);
     // __<rank>_<n>.distcp
     if (!name.starts_with("__"))
         return -1;
@@ -75,13 +81,13 @@ uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& sto
 namespace {
 
 // Chunks must lie inside the tensor and cover it exactly once.
-void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string& meta_path, std::vector<Problem>& out)
+void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const DcpSource& src, std::vector<Problem>& out)
 {
     uint64_t volume = 0;
     if (!checked_volume(t.size, volume)) {
         out.push_back({.kind = ProblemKind::invalid_manifest,
-                       .message = meta_path + ": tensor '" + t.fqn + "' has a size whose element count overflows",
-                       .path = ".metadata"});
+                       .message = src.described + ": tensor '" + t.fqn + "' has a size whose element count overflows",
+                       .path = src.path});
         return;
     }
     const auto chunks = meta.chunks_of(t);
@@ -94,9 +100,10 @@ void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string
         uint64_t v = 0;
         if (!inside || !checked_volume(sizes, v)) {
             out.push_back({.kind = ProblemKind::layout_overlap,
-                           .message = meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has a chunk at " +
-                               join_dims(offsets) + " of size " + join_dims(sizes) + " outside its bounds",
-                           .path = ".metadata"});
+                           .message = src.described + ": tensor '" + t.fqn + "' " + join_dims(t.size) +
+                               " has a chunk at " + join_dims(offsets) + " of size " + join_dims(sizes) +
+                               " outside its bounds",
+                           .path = src.path});
             return;
         }
         covered += v; // bounded by chunks x volume, each <= volume: cannot overflow for sane counts
@@ -112,22 +119,22 @@ void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string
                     overlap = xs[d] > 0 && ys[d] > 0 && xo[d] < yo[d] + ys[d] && yo[d] < xo[d] + xs[d];
                 if (overlap) {
                     out.push_back({.kind = ProblemKind::layout_overlap,
-                                   .message = meta_path + ": tensor '" + t.fqn + "': chunks at " + join_dims(xo) +
+                                   .message = src.described + ": tensor '" + t.fqn + "': chunks at " + join_dims(xo) +
                                        " and " + join_dims(yo) + " overlap",
-                                   .path = ".metadata"});
+                                   .path = src.path});
                     return;
                 }
             }
     if (covered < volume)
         out.push_back({.kind = ProblemKind::layout_gap,
-                       .message = meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " +
+                       .message = src.described + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " +
                            std::to_string(volume) + " elements but its chunks cover only " + std::to_string(covered),
-                       .path = ".metadata"});
+                       .path = src.path});
     else if (covered > volume)
         out.push_back({.kind = ProblemKind::layout_overlap,
-                       .message = meta_path + ": tensor '" + t.fqn + "' has " + std::to_string(volume) +
+                       .message = src.described + ": tensor '" + t.fqn + "' has " + std::to_string(volume) +
                            " elements but its chunks cover " + std::to_string(covered),
-                       .path = ".metadata"});
+                       .path = src.path});
 }
 
 // One byte range of a .distcp file and what it must hold (32 bytes: one per chunk). What it is
@@ -287,7 +294,8 @@ void list_tensors(const DcpMetadata& meta, ForeignSummary& summary)
 void describe_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t files, std::size_t ranks,
                        uint64_t data_bytes, const std::vector<std::string>& unreferenced, ForeignSummary& summary)
 {
-    add_row(summary, "pickle protocol", std::to_string(meta.pickle_protocol));
+    if (meta.pickle_protocol > 0) // 0: the layout was assembled from headers, not unpickled
+        add_row(summary, "pickle protocol", std::to_string(meta.pickle_protocol));
     add_row(summary, "tensors", std::to_string(meta.tensors.size()));
     add_row(summary, "non-tensor items", std::to_string(meta.bytes.size()));
     add_row(summary, "chunks", std::to_string(chunks));
@@ -360,14 +368,14 @@ std::size_t file_index(const DcpMetadata& meta, const std::string& file)
     return std::size_t(std::lower_bound(meta.files.begin(), meta.files.end(), file) - meta.files.begin());
 }
 
-StoredLayout collect_stored_ranges(const DcpMetadata& meta, const std::string& meta_path)
+StoredLayout collect_stored_ranges(const DcpMetadata& meta, const DcpSource& src)
 {
     StoredLayout out;
     out.ranges.resize(meta.files.size());
     auto no_storage = [&](std::string message) {
         if (out.missing_storage++ < 100)
             out.problems.push_back(
-                {.kind = ProblemKind::missing_tensor, .message = std::move(message), .path = ".metadata"});
+                {.kind = ProblemKind::missing_tensor, .message = std::move(message), .path = src.path});
     };
     for (const auto& t : meta.tensors) {
         const uint64_t element = torch_dtype_size(t.dtype);
@@ -375,7 +383,7 @@ StoredLayout collect_stored_ranges(const DcpMetadata& meta, const std::string& m
             const auto index = static_cast<uint32_t>(&c - meta.chunks.data());
             ++out.chunks;
             if (c.file < 0) {
-                no_storage(meta_path + ": the chunk of '" + t.fqn + "' at " + join_dims(meta.offsets(c)) +
+                no_storage(src.described + ": the chunk of '" + t.fqn + "' at " + join_dims(meta.offsets(c)) +
                            " has no storage entry");
                 continue;
             }
@@ -387,12 +395,12 @@ StoredLayout collect_stored_ranges(const DcpMetadata& meta, const std::string& m
             out.ranges[c.file].push_back(range);
             out.data_bytes += c.length;
         }
-        check_tiling(meta, t, meta_path, out.problems);
+        check_tiling(meta, t, src, out.problems);
     }
     for (uint32_t i = 0; i < meta.bytes.size(); ++i) {
         const auto& b = meta.bytes[i];
         if (!b.storage.present) {
-            no_storage(meta_path + ": item '" + b.fqn + "' has no storage entry");
+            no_storage(src.described + ": item '" + b.fqn + "' has no storage entry");
             continue;
         }
         if (const std::size_t f = file_index(meta, b.storage.file);
@@ -463,30 +471,12 @@ void check_data_file(const std::vector<StoredRange>& list, const RangeNames& nam
 
 } // namespace
 
-VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
+void verify_dcp_layout(const fsutil::ListedDirectory& listed, const DcpMetadata& meta, const DcpSource& src,
+                       VerifyReport& report, const VerifyOptions& options, bool check_data)
 {
     const fs::path& dir = listed.path;
-    VerifyReport report = foreign::new_report("torch-dcp", dir, "torch-dcp (torch.distributed.checkpoint)");
-    const std::string meta_path = (dir / ".metadata").string();
-    DcpMetadata meta;
-    try {
-        DcpFirstTensors first_tensors;
-        if (options.callbacks.first_tensors)
-            first_tensors = [&](const DcpMetadata& first) {
-                ForeignSummary first_summary;
-                list_tensors(first, first_summary);
-                options.callbacks.first_tensors(first_summary);
-            };
-        meta = decode_dcp_metadata_file(listed.fd.get(), ".metadata", meta_path, std::move(first_tensors));
-    } catch (const Error& e) {
-        Problem p = e.problem();
-        p.path = ".metadata";
-        report.problems.push_back(std::move(p));
-        return report;
-    }
-
     // Collect: the stored ranges, and the data files that hold some, in rank order like native shards.
-    const StoredLayout stored = collect_stored_ranges(meta, meta_path);
+    const StoredLayout stored = collect_stored_ranges(meta, src);
     std::set<int> ranks;
     for (std::size_t f = 0; f < meta.files.size(); ++f) {
         if (stored.ranges[f].empty())
@@ -498,9 +488,9 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
     }
     std::stable_sort(report.shards.begin(), report.shards.end(),
                      [](const ShardCheck& a, const ShardCheck& b) { return a.rank < b.rank; });
-    std::vector<std::string> unreferenced; // .distcp files nothing in the metadata points into
+    std::vector<std::string> unreferenced; // data files nothing in the metadata points into
     for (const auto& name : listed.names)
-        if (name.ends_with(".distcp")) {
+        if (src.is_data_file(name)) {
             const std::size_t f = file_index(meta, name);
             if (f == meta.files.size() || meta.files[f] != name || stored.ranges[f].empty())
                 unreferenced.push_back(name);
@@ -523,9 +513,40 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
     report.problems.insert(report.problems.end(), stored.problems.begin(), stored.problems.end());
     if (stored.missing_storage > 100)
         report.problems.push_back({.kind = ProblemKind::missing_tensor,
-                                   .message = meta_path + ": " + std::to_string(stored.missing_storage - 100) +
+                                   .message = src.described + ": " + std::to_string(stored.missing_storage - 100) +
                                        " more chunks without storage",
-                                   .path = ".metadata"});
+                                   .path = src.path});
+}
+
+void list_dcp_tensors(const DcpMetadata& meta, ForeignSummary& summary)
+{
+    list_tensors(meta, summary);
+}
+
+VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
+{
+    const fs::path& dir = listed.path;
+    VerifyReport report = foreign::new_report("torch-dcp", dir, "torch-dcp (torch.distributed.checkpoint)");
+    const DcpSource src{.described = (dir / ".metadata").string(),
+                        .path = ".metadata",
+                        .is_data_file = [](const std::string& n) { return n.ends_with(".distcp"); }};
+    DcpMetadata meta;
+    try {
+        DcpFirstTensors first_tensors;
+        if (options.callbacks.first_tensors)
+            first_tensors = [&](const DcpMetadata& first) {
+                ForeignSummary first_summary;
+                list_tensors(first, first_summary);
+                options.callbacks.first_tensors(first_summary);
+            };
+        meta = decode_dcp_metadata_file(listed.fd.get(), ".metadata", src.described, std::move(first_tensors));
+    } catch (const Error& e) {
+        Problem p = e.problem();
+        p.path = ".metadata";
+        report.problems.push_back(std::move(p));
+        return report;
+    }
+    verify_dcp_layout(listed, meta, src, report, options, check_data);
     return report;
 }
 

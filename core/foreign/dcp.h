@@ -120,7 +120,8 @@ inline DcpMetadata decode_dcp_metadata(const uint8_t* data, std::size_t size,
 // Element size of a torch dtype name ("float32" -> 4), 0 when unknown.
 uint64_t torch_dtype_size(std::string_view dtype);
 
-// The rank a DCP data file belongs to (`__<rank>_<n>.distcp`), or -1.
+// The rank a DCP data file belongs to (`__<rank>_<n>.distcp`, or Hugging Face storage's
+// `shard-<S>-model-<I>-of-<N>.safetensors`: dcp_hf_shard_rank), by its name after any folders, or -1.
 int dcp_rank_of(const std::string& file_name);
 
 // Where the `element_bytes` bytes of a chunk's elements start in its data file: inside the

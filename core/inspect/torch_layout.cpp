@@ -245,7 +245,12 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
 void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report)
 {
     const std::string meta_path = (dir / ".metadata").string();
-    const DcpMetadata meta = decode_dcp_metadata_file(dirfd, ".metadata", meta_path);
+    plan_dcp_layout(dir, dirfd, decode_dcp_metadata_file(dirfd, ".metadata", meta_path), meta_path, options, report);
+}
+
+void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, const std::string& meta_path,
+                     const ContentOptions& options, ContentReport& report)
+{
     std::map<std::string, fsutil::OpenedFile> files;
     for (const DcpTensor& t : meta.tensors) {
         if (!selected(options, t.fqn))
@@ -255,7 +260,7 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
             report.warnings.push_back({.kind = ProblemKind::unreadable,
                                        .message = meta_path + ": tensor '" + printable(t.fqn) + "' has dtype '" +
                                            printable(t.dtype) + "', which stats does not read",
-                                       .path = ".metadata"});
+                                       .path = meta.pickle_protocol > 0 ? ".metadata" : ""});
             continue;
         }
         TensorContent content{.name = t.fqn, .type = *type, .shape = t.size};
