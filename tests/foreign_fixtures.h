@@ -543,4 +543,26 @@ inline std::string dcp_hf_shard_name(int rank)
         "-model-00001-of-00001.safetensors";
 }
 
+// ---- zstd frames (RFC 8878) of raw blocks, written by hand --------------------------------------
+// `content` as one frame of raw (stored) blocks; with `declared`, a Frame_Content_Size field saying
+// so (8 bytes), true or not.
+inline std::string zstd_raw_frame(const std::string& content, std::optional<uint64_t> declared = {})
+{
+    std::string out;
+    put_le(out, 0xFD2FB528, 4);
+    out += static_cast<char>(declared ? 0xC0 : 0x00); // FCS field 8 bytes or none; not single-segment
+    out += static_cast<char>(7 << 3); // window 2^17: a raw block's maximum
+    if (declared)
+        put_le(out, *declared, 8);
+    std::size_t at = 0;
+    do {
+        const std::size_t n = std::min<std::size_t>(content.size() - at, 1u << 17);
+        const bool last = at + n == content.size();
+        put_le(out, (uint64_t(n) << 3) | (last ? 1 : 0), 3);
+        out += content.substr(at, n);
+        at += n;
+    } while (at < content.size());
+    return out;
+}
+
 } // namespace fixtures

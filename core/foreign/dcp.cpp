@@ -1,6 +1,7 @@
 #include "core/foreign/dcp.h"
 
 #include "core/foreign/dcp_hf.h"
+#include "core/foreign/dcp_transform.h"
 #include "core/foreign/internal/common.h"
 #include "core/foreign/internal/dcp_layout.h"
 #include "core/foreign/torch_archive.h"
@@ -9,6 +10,7 @@
 #include "core/util/volume.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <set>
 
@@ -144,7 +146,8 @@ struct StoredRange {
     uint64_t element_bytes = 0; // chunk volume x element size; 0 when the dtype is unknown
     uint32_t index = 0; // the chunk's in meta.chunks, or the bytes item's when !tensor
     bool tensor = false;
-    bool transformed = false; // a storage extension (compression) rewrote it: not looked into
+    bool transformed = false; // a storage extension (compression) rewrote it
+    uint16_t transform = 0; // which (DcpMetadata::transforms)
 };
 
 // The words for a range in messages: "'fqn' chunk [0, 0]" or "item 'fqn'", "12 float32 elements".
@@ -171,6 +174,8 @@ public:
         return std::to_string(volume) + " " + t.dtype + " elements";
     }
 
+    const DcpMetadata& meta() const { return m_meta; }
+
 private:
     const DcpMetadata& m_meta;
     std::vector<uint32_t> m_tensor_of; // chunk -> tensor
@@ -191,8 +196,32 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
         else if (reported == kMaxContentProblems + 1)
             first_dropped = kind;
     };
-    if (r.transformed)
-        return;
+    if (r.transformed) {
+        const auto& transforms = names.meta().transforms;
+        if (r.transform == 0 || r.transform >= transforms.size() || !dcp_transform_known(transforms[r.transform]))
+            return; // said once for the checkpoint (unknown_transforms)
+        const std::string what = shown + ": " + names.what(r) + " (zstd-compressed, " + std::to_string(r.length) +
+            " bytes at offset " + std::to_string(r.offset) + ")";
+        std::vector<std::byte> inflated;
+        try {
+            inflated = inflate_dcp_zstd(file_read, r.offset, r.length, dcp_inflated_limit(r.element_bytes), what);
+        } catch (const Error& e) {
+            return add(e.kind(), e.what());
+        }
+        // What torch wrote before compressing: checked as an item stored as is.
+        const ZipReadAt memory = [&](void* buffer, std::size_t size, uint64_t offset) {
+            if (offset > inflated.size() || size > inflated.size() - offset)
+                return false;
+            std::memcpy(buffer, inflated.data() + offset, size);
+            return true;
+        };
+        StoredRange plain = r;
+        plain.offset = 0;
+        plain.length = inflated.size();
+        plain.transformed = false;
+        return check_stored_range(memory, plain, names, shown + " (decompressed)", check, problems, reported,
+                                  first_dropped, options);
+    }
     unsigned char magic[4] = {0, 0, 0, 0};
     const bool archive = r.length >= 4 && file_read(magic, 4, r.offset) && magic[0] == 'P' && magic[1] == 'K' &&
         magic[2] == 3 && magic[3] == 4;
@@ -368,6 +397,45 @@ std::size_t file_index(const DcpMetadata& meta, const std::string& file)
     return std::size_t(std::lower_bound(meta.files.begin(), meta.files.end(), file) - meta.files.begin());
 }
 
+uint16_t transform_index(const DcpMetadata& meta, const std::string& transform)
+{
+    const auto at = std::find(meta.transforms.begin(), meta.transforms.end(), transform);
+    return at == meta.transforms.end() ? 0 : uint16_t(at - meta.transforms.begin());
+}
+
+// The storage extensions of a layout's items: the summary row, and one problem for the checkpoint
+// (not one per item) naming those ShardScope cannot undo, whose items' contents go unread.
+void describe_transforms(const StoredLayout& stored, const DcpMetadata& meta, const DcpSource& src, bool check_data,
+                         VerifyReport& report)
+{
+    std::vector<uint64_t> items(meta.transforms.size() + 1);
+    for (const auto& list : stored.ranges)
+        for (const auto& r : list)
+            if (r.transformed)
+                ++items[r.transform < meta.transforms.size() && r.transform > 0 ? r.transform : meta.transforms.size()];
+    std::string row, unknown;
+    uint64_t unread = 0;
+    for (std::size_t i = 1; i < items.size(); ++i) {
+        if (!items[i])
+            continue;
+        const std::string name = i < meta.transforms.size() ? meta.transforms[i] : std::string("?");
+        row += (row.empty() ? "" : "; ") + name + " (" + std::to_string(items[i]) + " items)";
+        if (i == meta.transforms.size() || !dcp_transform_known(name)) {
+            unknown += (unknown.empty() ? "'" : ", '") + name + "'";
+            unread += items[i];
+        }
+    }
+    if (!row.empty())
+        foreign::add_row(*report.foreign, "storage extensions", row);
+    if (unread && check_data)
+        report.problems.push_back({.kind = ProblemKind::unreadable,
+                                   .message = src.described + ": " + std::to_string(unread) +
+                                       " stored items are written through storage extension " + unknown +
+                                       " (transform_descriptors), which ShardScope cannot undo: their contents "
+                                       "were not checked",
+                                   .path = src.path});
+}
+
 StoredLayout collect_stored_ranges(const DcpMetadata& meta, const DcpSource& src)
 {
     StoredLayout out;
@@ -387,8 +455,12 @@ StoredLayout collect_stored_ranges(const DcpMetadata& meta, const DcpSource& src
                            " has no storage entry");
                 continue;
             }
-            StoredRange range{
-                .offset = c.offset, .length = c.length, .index = index, .tensor = true, .transformed = c.transformed};
+            StoredRange range{.offset = c.offset,
+                              .length = c.length,
+                              .index = index,
+                              .tensor = true,
+                              .transformed = c.transformed,
+                              .transform = c.transform};
             if (uint64_t volume = 0; !element || !checked_volume(meta.sizes(c), volume) ||
                 __builtin_mul_overflow(volume, element, &range.element_bytes))
                 range.element_bytes = 0; // unknown: the content check does not compare sizes
@@ -409,7 +481,8 @@ StoredLayout collect_stored_ranges(const DcpMetadata& meta, const DcpSource& src
                                      .length = b.storage.length,
                                      .index = i,
                                      .tensor = false,
-                                     .transformed = b.storage.transformed});
+                                     .transformed = b.storage.transformed,
+                                     .transform = transform_index(meta, b.storage.transform)});
         out.data_bytes += b.storage.length;
     }
     for (auto& list : out.ranges)
@@ -511,6 +584,7 @@ void verify_dcp_layout(const fsutil::ListedDirectory& listed, const DcpMetadata&
                                              check_data);
                          });
     report.problems.insert(report.problems.end(), stored.problems.begin(), stored.problems.end());
+    describe_transforms(stored, meta, src, check_data, report);
     if (stored.missing_storage > 100)
         report.problems.push_back({.kind = ProblemKind::missing_tensor,
                                    .message = src.described + ": " + std::to_string(stored.missing_storage - 100) +

@@ -5,6 +5,7 @@
 #include "core/inspect/internal/layout.h"
 
 #include "core/foreign/dcp.h"
+#include "core/foreign/dcp_transform.h"
 #include "core/foreign/io/zip_reader.h"
 #include "core/foreign/torch_archive.h"
 #include "core/util/fsutil.h"
@@ -12,6 +13,7 @@
 #include "core/util/volume.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -252,6 +254,7 @@ void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, co
                      const ContentOptions& options, ContentReport& report)
 {
     std::map<std::string, fsutil::OpenedFile> files;
+    std::map<std::string, uint64_t> unknown_transforms; // chunks each unknown extension keeps from being read
     for (const DcpTensor& t : meta.tensors) {
         if (!selected(options, t.fqn))
             continue;
@@ -272,13 +275,16 @@ void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, co
             uint64_t numel = 0, bytes = 0;
             const bool overflow =
                 !checked_volume(sizes, numel) || __builtin_mul_overflow(numel, element_size(*type), &bytes);
-            if (!c.present || c.transformed || overflow) {
+            const bool zstd = c.transformed && dcp_transform_known(c.transform);
+            if (c.transformed && !zstd && !overflow) { // said once for the checkpoint, below
+                ++unknown_transforms[c.transform.empty() ? "?" : c.transform];
+                continue;
+            }
+            if (!c.present || overflow) {
                 report.problems.push_back(
                     {.kind = overflow ? ProblemKind::invalid_manifest : ProblemKind::missing_tensor,
-                     .message = meta_path + ": " + what +
-                         (overflow            ? ": its element count overflows"
-                              : c.transformed ? " is stored through a storage extension (transform), not read"
-                                              : " has no storage"),
+                     .message =
+                         meta_path + ": " + what + (overflow ? ": its element count overflows" : " has no storage"),
                      .path = c.file});
                 continue;
             }
@@ -308,15 +314,34 @@ void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, co
                 continue;
             }
             try {
-                const uint64_t at =
-                    locate_dcp_chunk_data(zip_read_fd(it->second.fd.get()), c, bytes, shown + ": " + what);
-                content.parts.push_back({.rank = rank,
-                                         .file = c.file,
-                                         .byte_offset = at,
-                                         .numel = numel,
-                                         .first_element = first,
-                                         .box_offsets = {offsets.begin(), offsets.end()},
-                                         .box_sizes = {sizes.begin(), sizes.end()}});
+                TensorPart part{.rank = rank,
+                                .file = c.file,
+                                .numel = numel,
+                                .first_element = first,
+                                .box_offsets = {offsets.begin(), offsets.end()},
+                                .box_sizes = {sizes.begin(), sizes.end()}};
+                if (zstd) { // where the elements are in the decompressed archive (read again to scan)
+                    const std::vector<std::byte> item =
+                        inflate_dcp_zstd(zip_read_fd(it->second.fd.get()), c.offset, c.length,
+                                         dcp_inflated_limit(bytes), shown + ": " + what + " (zstd-compressed)");
+                    const ZipReadAt memory = [&](void* buffer, std::size_t size, uint64_t offset) {
+                        if (offset > item.size() || size > item.size() - offset)
+                            return false;
+                        std::memcpy(buffer, item.data() + offset, size);
+                        return true;
+                    };
+                    DcpStorage inner = c;
+                    inner.offset = 0;
+                    inner.length = item.size();
+                    part.byte_offset =
+                        locate_dcp_chunk_data(memory, inner, bytes, shown + ": " + what + " (decompressed)");
+                    part.zstd_offset = c.offset;
+                    part.zstd_length = c.length;
+                } else {
+                    part.byte_offset =
+                        locate_dcp_chunk_data(zip_read_fd(it->second.fd.get()), c, bytes, shown + ": " + what);
+                }
+                content.parts.push_back(std::move(part));
                 first += numel;
             } catch (const Error& e) {
                 report.problems.push_back({.kind = e.kind(), .message = e.what(), .path = c.file, .rank = rank});
@@ -324,6 +349,13 @@ void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, co
         }
         report.tensors.push_back(std::move(content));
     }
+    for (const auto& [transform, chunks] : unknown_transforms)
+        report.problems.push_back({.kind = ProblemKind::missing_tensor,
+                                   .message = meta_path + ": " + std::to_string(chunks) +
+                                       (chunks == 1 ? " chunk is" : " chunks are") +
+                                       " written through storage extension '" + printable(transform) +
+                                       "' (transform_descriptors), which ShardScope cannot undo: not read",
+                                   .path = meta.pickle_protocol > 0 ? ".metadata" : ""});
 }
 
 // The .pt files a DeepSpeed or Megatron checkpoint consists of, with their ranks, as the
