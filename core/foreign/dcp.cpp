@@ -18,13 +18,13 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 using foreign::add_row;
-int dcp_rank_of(const std::string& path)
+namespace {
+
+// The rank one component of a data file's path names: shard-<S>-..., or __<rank>_<n>[.distcp].
+int rank_of_component(std::string_view name)
 {
-    // A relative_path may lead through folders (S3 prefix strategies): the file's own name counts.
-    const std::string_view name = std::string_view(path).substr(path.rfind('/') + 1);
     if (name.starts_with("shard-"))
         return dcp_hf_shard_rank(name);
-    // __<rank>_<n>.distcp
     if (!name.starts_with("__"))
         return -1;
     std::size_t i = 2;
@@ -32,6 +32,22 @@ int dcp_rank_of(const std::string& path)
     while (i < name.size() && name[i] >= '0' && name[i] <= '9' && rank < 10'000'000)
         rank = rank * 10 + (name[i++] - '0');
     return i > 2 && i < name.size() && name[i] == '_' ? rank : -1;
+}
+
+} // namespace
+
+int dcp_rank_of(const std::string& path)
+{
+    // A relative_path may lead through folders (S3 prefix strategies write __0_0/0.distcp and
+    // the like): the innermost component that names a rank gives it.
+    std::string_view rest(path);
+    while (true) {
+        const std::size_t slash = rest.rfind('/');
+        if (const int rank = rank_of_component(rest.substr(slash == std::string_view::npos ? 0 : slash + 1));
+            rank >= 0 || slash == std::string_view::npos)
+            return rank;
+        rest = rest.substr(0, slash);
+    }
 }
 
 uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& storage, uint64_t element_bytes,

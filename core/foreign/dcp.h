@@ -125,7 +125,8 @@ inline DcpMetadata decode_dcp_metadata(const uint8_t* data, std::size_t size,
 uint64_t torch_dtype_size(std::string_view dtype);
 
 // The rank a DCP data file belongs to (`__<rank>_<n>.distcp`, or Hugging Face storage's
-// `shard-<S>-model-<I>-of-<N>.safetensors`: dcp_hf_shard_rank), by its name after any folders, or -1.
+// `shard-<S>-model-<I>-of-<N>.safetensors`: dcp_hf_shard_rank), or -1. For a relative_path through
+// folders (`__0_0/0.distcp`), the innermost component that names one.
 int dcp_rank_of(const std::string& file_name);
 
 // Where the `element_bytes` bytes of a chunk's elements start in its data file: inside the

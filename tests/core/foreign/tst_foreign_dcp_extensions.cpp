@@ -1,6 +1,7 @@
 // DCP written by torch 2.x's newer paths: items compressed through the ZStandard storage
 // extension (transform_descriptors "stream.zstd/1") read, checked and refused like items stored
-// as is; unknown extensions said once per checkpoint.
+// as is; unknown extensions said once per checkpoint; relative_paths through sub-folders (S3
+// prefix strategies) read under the same confinement as flat ones, never outside the checkpoint.
 
 #include "foreign_fixtures.h"
 #include "problemcheck.h"
@@ -272,6 +273,63 @@ private slots:
         QVERIFY(w);
         QCOMPARE(w->sums.changed, uint64_t(1));
         QCOMPARE(*w->sums.first_changed, uint64_t(23)); // row 3, column 5: rank 1's chunk's last element
+    }
+
+    void nestedRelativePaths()
+    {
+        QCOMPARE(dcp_rank_of("__0_0/0.distcp"), 0);
+        QCOMPARE(dcp_rank_of("a/b/__3_0.distcp"), 3);
+        QCOMPARE(dcp_rank_of("__2_0/sub/0.distcp"), 2);
+        QCOMPARE(dcp_rank_of("x/y.distcp"), -1);
+        auto nested = [](const std::string& rank0, const std::string& rank1) {
+            return std::vector<DcpTensorSpec>{
+                {"model.weight", {4, 6}, {{{0, 0}, {2, 6}, rank0}, {{2, 0}, {2, 6}, rank1}}},
+                {"model.bias", {6}, {{{0}, {6}, rank0}}},
+            };
+        };
+        // Writes the files inside the folder, all but rank 1's when it is meant to be outside.
+        auto write = [](const fs::path& dir, std::vector<DcpTensorSpec> tensors, bool rank1_inside = true) {
+            const std::string rank1 = tensors[0].chunks[1].file;
+            const auto files = dcp_layout(tensors);
+            write_file(dir / ".metadata", dcp_metadata(tensors));
+            for (const auto& [name, content] : files)
+                if (rank1_inside || name != rank1)
+                    write_file(dir / name, content);
+            return files;
+        };
+        const fs::path ok = root() / "nested";
+        write(ok, nested("__0_0/0.distcp", "__1_0/0.distcp"));
+        const VerifyReport r = verify_checkpoint(ok);
+        QVERIFY2(r.ok(), problems_text(r).c_str());
+        QCOMPARE(r.shards.size(), std::size_t(2));
+        QCOMPARE(r.shards[1].path, std::string("__1_0/0.distcp"));
+        QCOMPARE(r.shards[1].rank, 1);
+        QCOMPARE(r.foreign->world_size, int64_t(2));
+        const ContentReport c = inspect_content(ok);
+        QVERIFY2(c.problems.empty(), c.problems.empty() ? "" : c.problems[0].message.c_str());
+        QCOMPARE(c.tensors[0].parts[1].rank, 1);
+        QCOMPARE(c.tensors[0].stats.numel, uint64_t(24));
+
+        // Outside the checkpoint, by '..', by an absolute path, through a symlinked folder: never
+        // read, though a file with the right bytes waits there.
+        const fs::path bait = root() / "bait";
+        write(bait, nested("__0_0/0.distcp", "__1_0/0.distcp"));
+        for (const std::string& escape :
+             {std::string("__1_0/../../bait/__1_0/0.distcp"), (bait / "__1_0/0.distcp").string(),
+              std::string("link/0.distcp"), std::string("__1_0//0.distcp")}) {
+            const fs::path dir = root() / ("escape" + std::to_string(std::hash<std::string>()(escape) % 1000));
+            write(dir, nested("__0_0/0.distcp", escape), false);
+            if (escape.starts_with("link"))
+                fs::create_directory_symlink(bait / "__1_0", dir / "link");
+            const VerifyReport v = verify_checkpoint(dir);
+            QVERIFY2(v.problems.size() == 1 && v.problems[0].kind == ProblemKind::path_outside_checkpoint,
+                     (escape + ": " + problems_text(v)).c_str());
+            QCOMPARE(v.problems[0].path, escape);
+            const ContentReport s = inspect_content(dir);
+            QVERIFY2(s.problems.size() == 1 && s.problems[0].message.find(escape) != std::string::npos,
+                     s.problems.empty() ? escape.c_str() : s.problems[0].message.c_str());
+            QCOMPARE(s.tensors[0].parts.size(), std::size_t(1)); // rank 1's chunk not read
+        }
     }
 };
 
