@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace shardscope {
 
@@ -26,7 +27,17 @@ struct DcpSource {
 void verify_dcp_layout(const fsutil::ListedDirectory& listed, const DcpMetadata& meta, const DcpSource& src,
                        VerifyReport& report, const VerifyOptions& options, bool check_data);
 
-// The summary's tensor list of a layout.
+// The summary's tensor list of a layout: the tensors and the non-tensor items, in metadata order
+// (up to foreign::kMaxListedTensors).
 void list_dcp_tensors(const DcpMetadata& meta, ForeignSummary& summary);
+
+// dcp_describe.cpp: what the metadata alone says.
+// The chunks of `t` lie inside it and cover it exactly once; else a problem into `out`.
+void check_dcp_tiling(const DcpMetadata& meta, const DcpTensor& t, const DcpSource& src, std::vector<Problem>& out);
+// The summary rows and the tensor list.
+void describe_dcp_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t files, std::size_t ranks,
+                           uint64_t data_bytes, const std::vector<std::string>& unreferenced, ForeignSummary& summary);
+// The ownership layout: chunks end to end, by rank (see ForeignLayout).
+ForeignLayout dcp_ownership_layout(const DcpMetadata& meta);
 
 } // namespace shardscope

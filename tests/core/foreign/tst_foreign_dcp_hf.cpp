@@ -7,6 +7,7 @@
 
 #include "core/foreign/dcp_hf.h"
 #include "core/open/detect.h"
+#include "core/open/root_steps.h"
 #include "core/open/verify.h"
 
 #include <QTemporaryDir>
@@ -125,6 +126,14 @@ private slots:
             QCOMPARE(r.foreign->layout->holders.back().id, 3);
         }
         QCOMPARE(detect_format(step).step, std::optional<int64_t>(40));
+
+        // torchtitan's root: step-<N> folders, each with its sharded/ folder.
+        write_shards(root() / "step-80" / "sharded", by_rows(2));
+        const RootSteps steps = list_root_steps(root());
+        QCOMPARE(steps.format, CheckpointFormat::torch_dcp_hf);
+        QCOMPARE(steps.steps.size(), std::size_t(2));
+        QCOMPARE(steps.steps[1].name, std::string("step-80"));
+        QCOMPARE(steps.steps[1].step, uint64_t(80));
     }
 
     // A shard without DCP_SHARDING_INFO is the whole tensor at offset 0 (as torch reads it).
