@@ -17,7 +17,9 @@ export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 SHARDSCOPE_PACKAGES=(
     cmake ninja-build g++ pkg-config ccache
     qt6-base-dev qt6-svg-dev libgl-dev
-    nlohmann-json3-dev libssl-dev libxxhash-dev zlib1g-dev libcurl4-openssl-dev
+    nlohmann-json3-dev libssl-dev libxxhash-dev zlib1g-dev
+    libcurl4-openssl-dev # S3 and HTTP(S) (core/storage)
+    libzstd-dev # DCP items written through torch's ZStandard storage extension
     libopenmpi-dev openmpi-bin # shardctl-mpi and its tests
     pybind11-dev python3-dev python3-numpy python3-torch # the Python module, its tests, the ZeRO example
 )

@@ -4,6 +4,7 @@
 // layout). They share no code with the readers under test, so a reader bug cannot hide behind
 // a matching writer bug. Fixtures are generated at test time; nothing binary is committed.
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -482,6 +483,86 @@ inline std::map<std::string, std::string> dcp_layout(std::vector<DcpTensorSpec>&
             content += archive;
         }
     return files;
+}
+
+// ---- torch Hugging Face storage, per rank (HuggingFaceStorageWriter with save_distributed) ------
+// One entry of a shard file: a chunk of `fqn` at `offsets` holding `bytes` (row-major).
+struct DcpHfChunkSpec {
+    std::string fqn;
+    std::vector<uint64_t> offsets, sizes;
+    std::string bytes;
+    std::string dtype = "F32";
+};
+
+inline std::string json_text(const std::string& s)
+{
+    std::string out = "\"";
+    for (char c : s)
+        out += c == '"' ? std::string("\\\"") : c == '\\' ? std::string("\\\\") : std::string(1, c);
+    return out + "\"";
+}
+inline std::string json_dims(const std::vector<uint64_t>& dims)
+{
+    std::string out = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i)
+        out += (i ? "," : "") + std::to_string(dims[i]);
+    return out + "]";
+}
+
+// The file as torch writes it: a safetensors file whose __metadata__ holds DCP_SHARDING_INFO
+// (`info` when given, else each chunk's saved_offsets), DCP_VERSION "1.0" and format "pt".
+inline std::string dcp_hf_shard(const std::vector<DcpHfChunkSpec>& chunks, const std::optional<std::string>& info = {})
+{
+    std::string sharding = "{";
+    std::string header = "{";
+    uint64_t at = 0;
+    std::string data;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+        const auto& c = chunks[i];
+        sharding += (i ? ", " : "") + json_text(c.fqn) + ": {\"saved_offsets\": " + json_dims(c.offsets) + "}";
+        header += json_text(c.fqn) + ":{\"dtype\":\"" + c.dtype + "\",\"shape\":" + json_dims(c.sizes) +
+            ",\"data_offsets\":[" + std::to_string(at) + "," + std::to_string(at + c.bytes.size()) + "]},";
+        at += c.bytes.size();
+        data += c.bytes;
+    }
+    sharding += "}";
+    header += "\"__metadata__\":{\"DCP_SHARDING_INFO\":" + json_text(info ? *info : sharding) +
+        ",\"DCP_VERSION\":\"1.0\",\"format\":\"pt\"}}";
+    while (header.size() % 8)
+        header += ' ';
+    std::string out;
+    put_le(out, header.size(), 8);
+    return out + header + data;
+}
+
+// shard-<S>-model-00001-of-00001.safetensors, S counted from 1 as the writer does (rank S - 1).
+inline std::string dcp_hf_shard_name(int rank)
+{
+    std::string s = std::to_string(rank + 1);
+    return "shard-" + std::string(5 - std::min<std::size_t>(5, s.size()), '0') + s +
+        "-model-00001-of-00001.safetensors";
+}
+
+// ---- zstd frames (RFC 8878) of raw blocks, written by hand --------------------------------------
+// `content` as one frame of raw (stored) blocks; with `declared`, a Frame_Content_Size field saying
+// so (8 bytes), true or not.
+inline std::string zstd_raw_frame(const std::string& content, std::optional<uint64_t> declared = {})
+{
+    std::string out;
+    put_le(out, 0xFD2FB528, 4);
+    out += static_cast<char>(declared ? 0xC0 : 0x00); // FCS field 8 bytes or none; not single-segment
+    out += static_cast<char>(7 << 3); // window 2^17: a raw block's maximum
+    if (declared)
+        put_le(out, *declared, 8);
+    std::size_t at = 0;
+    do {
+        const std::size_t n = std::min<std::size_t>(content.size() - at, 1u << 17);
+        const bool last = at + n == content.size();
+        put_le(out, (uint64_t(n) << 3) | (last ? 1 : 0), 3);
+        out += content.substr(at, n);
+        at += n;
+    } while (at < content.size());
+    return out;
 }
 
 } // namespace fixtures

@@ -1,12 +1,16 @@
 #include "core/foreign/dcp.h"
 
+#include "core/foreign/dcp_hf.h"
+#include "core/foreign/dcp_transform.h"
 #include "core/foreign/internal/common.h"
+#include "core/foreign/internal/dcp_layout.h"
 #include "core/foreign/torch_archive.h"
 #include "core/foreign/io/zip_reader.h"
 #include "core/checkpoint/internal/shardfile.h"
 #include "core/util/volume.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <set>
 
@@ -14,9 +18,13 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 using foreign::add_row;
-int dcp_rank_of(const std::string& name)
+namespace {
+
+// The rank one component of a data file's path names: shard-<S>-..., or __<rank>_<n>[.distcp].
+int rank_of_component(std::string_view name)
 {
-    // __<rank>_<n>.distcp
+    if (name.starts_with("shard-"))
+        return dcp_hf_shard_rank(name);
     if (!name.starts_with("__"))
         return -1;
     std::size_t i = 2;
@@ -24,6 +32,22 @@ int dcp_rank_of(const std::string& name)
     while (i < name.size() && name[i] >= '0' && name[i] <= '9' && rank < 10'000'000)
         rank = rank * 10 + (name[i++] - '0');
     return i > 2 && i < name.size() && name[i] == '_' ? rank : -1;
+}
+
+} // namespace
+
+int dcp_rank_of(const std::string& path)
+{
+    // A relative_path may lead through folders (S3 prefix strategies write __0_0/0.distcp and
+    // the like): the innermost component that names a rank gives it.
+    std::string_view rest(path);
+    while (true) {
+        const std::size_t slash = rest.rfind('/');
+        if (const int rank = rank_of_component(rest.substr(slash == std::string_view::npos ? 0 : slash + 1));
+            rank >= 0 || slash == std::string_view::npos)
+            return rank;
+        rest = rest.substr(0, slash);
+    }
 }
 
 uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& storage, uint64_t element_bytes,
@@ -74,62 +98,6 @@ uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& sto
 
 namespace {
 
-// Chunks must lie inside the tensor and cover it exactly once.
-void check_tiling(const DcpMetadata& meta, const DcpTensor& t, const std::string& meta_path, std::vector<Problem>& out)
-{
-    uint64_t volume = 0;
-    if (!checked_volume(t.size, volume)) {
-        out.push_back({.kind = ProblemKind::invalid_manifest,
-                       .message = meta_path + ": tensor '" + t.fqn + "' has a size whose element count overflows",
-                       .path = ".metadata"});
-        return;
-    }
-    const auto chunks = meta.chunks_of(t);
-    uint64_t covered = 0;
-    for (const auto& c : chunks) {
-        const auto offsets = meta.offsets(c), sizes = meta.sizes(c);
-        bool inside = offsets.size() == t.size.size() && sizes.size() == t.size.size();
-        for (std::size_t d = 0; inside && d < t.size.size(); ++d)
-            inside = offsets[d] <= t.size[d] && sizes[d] <= t.size[d] - offsets[d];
-        uint64_t v = 0;
-        if (!inside || !checked_volume(sizes, v)) {
-            out.push_back({.kind = ProblemKind::layout_overlap,
-                           .message = meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has a chunk at " +
-                               join_dims(offsets) + " of size " + join_dims(sizes) + " outside its bounds",
-                           .path = ".metadata"});
-            return;
-        }
-        covered += v; // bounded by chunks x volume, each <= volume: cannot overflow for sane counts
-    }
-    constexpr std::size_t kMaxPairwise = 2048;
-    if (chunks.size() <= kMaxPairwise)
-        for (std::size_t a = 0; a < chunks.size(); ++a)
-            for (std::size_t b = a + 1; b < chunks.size(); ++b) {
-                const auto xo = meta.offsets(chunks[a]), xs = meta.sizes(chunks[a]);
-                const auto yo = meta.offsets(chunks[b]), ys = meta.sizes(chunks[b]);
-                bool overlap = true;
-                for (std::size_t d = 0; overlap && d < t.size.size(); ++d)
-                    overlap = xs[d] > 0 && ys[d] > 0 && xo[d] < yo[d] + ys[d] && yo[d] < xo[d] + xs[d];
-                if (overlap) {
-                    out.push_back({.kind = ProblemKind::layout_overlap,
-                                   .message = meta_path + ": tensor '" + t.fqn + "': chunks at " + join_dims(xo) +
-                                       " and " + join_dims(yo) + " overlap",
-                                   .path = ".metadata"});
-                    return;
-                }
-            }
-    if (covered < volume)
-        out.push_back({.kind = ProblemKind::layout_gap,
-                       .message = meta_path + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " +
-                           std::to_string(volume) + " elements but its chunks cover only " + std::to_string(covered),
-                       .path = ".metadata"});
-    else if (covered > volume)
-        out.push_back({.kind = ProblemKind::layout_overlap,
-                       .message = meta_path + ": tensor '" + t.fqn + "' has " + std::to_string(volume) +
-                           " elements but its chunks cover " + std::to_string(covered),
-                       .path = ".metadata"});
-}
-
 // One byte range of a .distcp file and what it must hold (32 bytes: one per chunk). What it is
 // called in a message is worked out only for a message (RangeNames).
 struct StoredRange {
@@ -137,7 +105,8 @@ struct StoredRange {
     uint64_t element_bytes = 0; // chunk volume x element size; 0 when the dtype is unknown
     uint32_t index = 0; // the chunk's in meta.chunks, or the bytes item's when !tensor
     bool tensor = false;
-    bool transformed = false; // a storage extension (compression) rewrote it: not looked into
+    bool transformed = false; // a storage extension (compression) rewrote it
+    uint16_t transform = 0; // which (DcpMetadata::transforms)
 };
 
 // The words for a range in messages: "'fqn' chunk [0, 0]" or "item 'fqn'", "12 float32 elements".
@@ -164,6 +133,8 @@ public:
         return std::to_string(volume) + " " + t.dtype + " elements";
     }
 
+    const DcpMetadata& meta() const { return m_meta; }
+
 private:
     const DcpMetadata& m_meta;
     std::vector<uint32_t> m_tensor_of; // chunk -> tensor
@@ -184,8 +155,32 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
         else if (reported == kMaxContentProblems + 1)
             first_dropped = kind;
     };
-    if (r.transformed)
-        return;
+    if (r.transformed) {
+        const auto& transforms = names.meta().transforms;
+        if (r.transform == 0 || r.transform >= transforms.size() || !dcp_transform_known(transforms[r.transform]))
+            return; // said once for the checkpoint (unknown_transforms)
+        const std::string what = shown + ": " + names.what(r) + " (zstd-compressed, " + std::to_string(r.length) +
+            " bytes at offset " + std::to_string(r.offset) + ")";
+        std::vector<std::byte> inflated;
+        try {
+            inflated = inflate_dcp_zstd(file_read, r.offset, r.length, dcp_inflated_limit(r.element_bytes), what);
+        } catch (const Error& e) {
+            return add(e.kind(), e.what());
+        }
+        // What torch wrote before compressing: checked as an item stored as is.
+        const ZipReadAt memory = [&](void* buffer, std::size_t size, uint64_t offset) {
+            if (offset > inflated.size() || size > inflated.size() - offset)
+                return false;
+            std::memcpy(buffer, inflated.data() + offset, size);
+            return true;
+        };
+        StoredRange plain = r;
+        plain.offset = 0;
+        plain.length = inflated.size();
+        plain.transformed = false;
+        return check_stored_range(memory, plain, names, shown + " (decompressed)", check, problems, reported,
+                                  first_dropped, options);
+    }
     unsigned char magic[4] = {0, 0, 0, 0};
     const bool archive = r.length >= 4 && file_read(magic, 4, r.offset) && magic[0] == 'P' && magic[1] == 'K' &&
         magic[2] == 3 && magic[3] == 4;
@@ -241,110 +236,6 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
                 " of the chunk need " + std::to_string(r.element_bytes));
 }
 
-// The tensors and the non-tensor items, in metadata order (up to kMaxListedTensors).
-void list_tensors(const DcpMetadata& meta, ForeignSummary& summary)
-{
-    summary.tensors_total = meta.tensors.size() + meta.bytes.size();
-    summary.tensors.reserve(std::min<std::size_t>(summary.tensors_total, foreign::kMaxListedTensors), 0,
-                            meta.numbers.size() + 4 * meta.tensors.size(), meta.chunks.size());
-    for (const auto& t : meta.tensors) {
-        if (summary.tensors.size() >= foreign::kMaxListedTensors)
-            break;
-        uint64_t volume = 0;
-        checked_volume(t.size, volume);
-        const auto chunks = meta.chunks_of(t);
-        const std::string detail = std::to_string(chunks.size()) + (chunks.size() == 1 ? " chunk" : " chunks");
-        ForeignTensorFields row{.name = t.fqn,
-                                .dtype = t.dtype,
-                                .shape = t.size,
-                                .bytes = volume * torch_dtype_size(t.dtype),
-                                .detail = detail};
-        if (!chunks.empty() && chunks[0].file >= 0) {
-            row.file = meta.file(chunks[0]);
-            row.offset = chunks[0].offset;
-        }
-        for (const auto& c : chunks)
-            summary.tensors.add_chunk({.offsets = meta.offsets(c),
-                                       .sizes = meta.sizes(c),
-                                       .file = meta.file(c),
-                                       .offset = c.offset,
-                                       .length = c.length});
-        summary.tensors.add(row, chunks.size());
-    }
-    for (const auto& b : meta.bytes) {
-        if (summary.tensors.size() >= foreign::kMaxListedTensors)
-            break;
-        summary.tensors.add({.name = b.fqn,
-                             .dtype = "bytes",
-                             .file = b.storage.file,
-                             .offset = b.storage.offset,
-                             .bytes = b.storage.length,
-                             .detail = "pickled object"});
-    }
-}
-
-// The summary rows and the tensor list, from the metadata alone.
-void describe_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t files, std::size_t ranks,
-                       uint64_t data_bytes, const std::vector<std::string>& unreferenced, ForeignSummary& summary)
-{
-    add_row(summary, "pickle protocol", std::to_string(meta.pickle_protocol));
-    add_row(summary, "tensors", std::to_string(meta.tensors.size()));
-    add_row(summary, "non-tensor items", std::to_string(meta.bytes.size()));
-    add_row(summary, "chunks", std::to_string(chunks));
-    add_row(summary, "files", std::to_string(files));
-    add_row(summary, "ranks", std::to_string(ranks));
-    summary.world_size = int64_t(ranks);
-    add_row(summary, "stored bytes", human_bytes(data_bytes) + " (" + std::to_string(data_bytes) + ")");
-    for (const auto& [key, value] : meta.info)
-        add_row(summary, key, value);
-    if (!unreferenced.empty()) {
-        std::string list;
-        for (const auto& n : unreferenced)
-            list += (list.empty() ? "" : ", ") + n;
-        add_row(summary, "files not referenced by .metadata", list);
-    }
-    list_tensors(meta, summary);
-}
-
-// The ownership layout: chunks end to end (see ForeignLayout).
-ForeignLayout ownership_layout(const DcpMetadata& meta)
-{
-    ForeignLayout layout;
-    std::vector<int> file_ranks;
-    for (const auto& f : meta.files)
-        file_ranks.push_back(dcp_rank_of(f));
-    for (std::size_t ti = 0; ti < meta.tensors.size(); ++ti) {
-        const DcpTensor& t = meta.tensors[ti];
-        std::vector<const DcpChunk*> order;
-        for (const auto& c : meta.chunks_of(t))
-            order.push_back(&c);
-        std::sort(order.begin(), order.end(), [&](const DcpChunk* x, const DcpChunk* y) {
-            const auto a = meta.offsets(*x), b = meta.offsets(*y);
-            return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
-        });
-        const uint64_t start = layout.total;
-        for (const DcpChunk* c : order) {
-            uint64_t volume = 0;
-            if (!checked_volume(meta.sizes(*c), volume) || __builtin_add_overflow(layout.total, volume, &volume))
-                break; // check_tiling reports the overflow
-            volume -= layout.total;
-            const int rank = c->file >= 0 ? file_ranks[c->file] : -1;
-            if (!layout.holders.empty() && layout.holders.back().id == rank &&
-                layout.holders.back().offset + layout.holders.back().numel == layout.total)
-                layout.holders.back().numel += volume;
-            else if (volume > 0)
-                layout.holders.push_back({layout.total, volume, rank});
-            layout.total += volume;
-        }
-        if (layout.total > start) {
-            layout.tensors.push_back({start, layout.total - start, int(layout.tensor_names.size())});
-            layout.tensor_names.push_back(t.fqn);
-            layout.tensor_shapes.push_back(t.size);
-        }
-    }
-    return layout;
-}
-
 // What the metadata says is stored where: every file's byte ranges (indexed like meta.files, the
 // files of the storage entries that chunks and bytes items have), and what the metadata alone
 // shows to be wrong (chunks without storage, chunks that do not tile their tensor).
@@ -360,14 +251,53 @@ std::size_t file_index(const DcpMetadata& meta, const std::string& file)
     return std::size_t(std::lower_bound(meta.files.begin(), meta.files.end(), file) - meta.files.begin());
 }
 
-StoredLayout collect_stored_ranges(const DcpMetadata& meta, const std::string& meta_path)
+uint16_t transform_index(const DcpMetadata& meta, const std::string& transform)
+{
+    const auto at = std::find(meta.transforms.begin(), meta.transforms.end(), transform);
+    return at == meta.transforms.end() ? 0 : uint16_t(at - meta.transforms.begin());
+}
+
+// The storage extensions of a layout's items: the summary row, and one problem for the checkpoint
+// (not one per item) naming those ShardScope cannot undo, whose items' contents go unread.
+void describe_transforms(const StoredLayout& stored, const DcpMetadata& meta, const DcpSource& src, bool check_data,
+                         VerifyReport& report)
+{
+    std::vector<uint64_t> items(meta.transforms.size() + 1);
+    for (const auto& list : stored.ranges)
+        for (const auto& r : list)
+            if (r.transformed)
+                ++items[r.transform < meta.transforms.size() && r.transform > 0 ? r.transform : meta.transforms.size()];
+    std::string row, unknown;
+    uint64_t unread = 0;
+    for (std::size_t i = 1; i < items.size(); ++i) {
+        if (!items[i])
+            continue;
+        const std::string name = i < meta.transforms.size() ? meta.transforms[i] : std::string("?");
+        row += (row.empty() ? "" : "; ") + name + " (" + std::to_string(items[i]) + " items)";
+        if (i == meta.transforms.size() || !dcp_transform_known(name)) {
+            unknown += (unknown.empty() ? "'" : ", '") + name + "'";
+            unread += items[i];
+        }
+    }
+    if (!row.empty())
+        foreign::add_row(*report.foreign, "storage extensions", row);
+    if (unread && check_data)
+        report.problems.push_back({.kind = ProblemKind::unreadable,
+                                   .message = src.described + ": " + std::to_string(unread) +
+                                       " stored items are written through storage extension " + unknown +
+                                       " (transform_descriptors), which ShardScope cannot undo: their contents "
+                                       "were not checked",
+                                   .path = src.path});
+}
+
+StoredLayout collect_stored_ranges(const DcpMetadata& meta, const DcpSource& src)
 {
     StoredLayout out;
     out.ranges.resize(meta.files.size());
     auto no_storage = [&](std::string message) {
         if (out.missing_storage++ < 100)
             out.problems.push_back(
-                {.kind = ProblemKind::missing_tensor, .message = std::move(message), .path = ".metadata"});
+                {.kind = ProblemKind::missing_tensor, .message = std::move(message), .path = src.path});
     };
     for (const auto& t : meta.tensors) {
         const uint64_t element = torch_dtype_size(t.dtype);
@@ -375,24 +305,28 @@ StoredLayout collect_stored_ranges(const DcpMetadata& meta, const std::string& m
             const auto index = static_cast<uint32_t>(&c - meta.chunks.data());
             ++out.chunks;
             if (c.file < 0) {
-                no_storage(meta_path + ": the chunk of '" + t.fqn + "' at " + join_dims(meta.offsets(c)) +
+                no_storage(src.described + ": the chunk of '" + t.fqn + "' at " + join_dims(meta.offsets(c)) +
                            " has no storage entry");
                 continue;
             }
-            StoredRange range{
-                .offset = c.offset, .length = c.length, .index = index, .tensor = true, .transformed = c.transformed};
+            StoredRange range{.offset = c.offset,
+                              .length = c.length,
+                              .index = index,
+                              .tensor = true,
+                              .transformed = c.transformed,
+                              .transform = c.transform};
             if (uint64_t volume = 0; !element || !checked_volume(meta.sizes(c), volume) ||
                 __builtin_mul_overflow(volume, element, &range.element_bytes))
                 range.element_bytes = 0; // unknown: the content check does not compare sizes
             out.ranges[c.file].push_back(range);
             out.data_bytes += c.length;
         }
-        check_tiling(meta, t, meta_path, out.problems);
+        check_dcp_tiling(meta, t, src, out.problems);
     }
     for (uint32_t i = 0; i < meta.bytes.size(); ++i) {
         const auto& b = meta.bytes[i];
         if (!b.storage.present) {
-            no_storage(meta_path + ": item '" + b.fqn + "' has no storage entry");
+            no_storage(src.described + ": item '" + b.fqn + "' has no storage entry");
             continue;
         }
         if (const std::size_t f = file_index(meta, b.storage.file);
@@ -401,7 +335,8 @@ StoredLayout collect_stored_ranges(const DcpMetadata& meta, const std::string& m
                                      .length = b.storage.length,
                                      .index = i,
                                      .tensor = false,
-                                     .transformed = b.storage.transformed});
+                                     .transformed = b.storage.transformed,
+                                     .transform = transform_index(meta, b.storage.transform)});
         out.data_bytes += b.storage.length;
     }
     for (auto& list : out.ranges)
@@ -463,30 +398,12 @@ void check_data_file(const std::vector<StoredRange>& list, const RangeNames& nam
 
 } // namespace
 
-VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
+void verify_dcp_layout(const fsutil::ListedDirectory& listed, const DcpMetadata& meta, const DcpSource& src,
+                       VerifyReport& report, const VerifyOptions& options, bool check_data)
 {
     const fs::path& dir = listed.path;
-    VerifyReport report = foreign::new_report("torch-dcp", dir, "torch-dcp (torch.distributed.checkpoint)");
-    const std::string meta_path = (dir / ".metadata").string();
-    DcpMetadata meta;
-    try {
-        DcpFirstTensors first_tensors;
-        if (options.callbacks.first_tensors)
-            first_tensors = [&](const DcpMetadata& first) {
-                ForeignSummary first_summary;
-                list_tensors(first, first_summary);
-                options.callbacks.first_tensors(first_summary);
-            };
-        meta = decode_dcp_metadata_file(listed.fd.get(), ".metadata", meta_path, std::move(first_tensors));
-    } catch (const Error& e) {
-        Problem p = e.problem();
-        p.path = ".metadata";
-        report.problems.push_back(std::move(p));
-        return report;
-    }
-
     // Collect: the stored ranges, and the data files that hold some, in rank order like native shards.
-    const StoredLayout stored = collect_stored_ranges(meta, meta_path);
+    const StoredLayout stored = collect_stored_ranges(meta, src);
     std::set<int> ranks;
     for (std::size_t f = 0; f < meta.files.size(); ++f) {
         if (stored.ranges[f].empty())
@@ -498,18 +415,18 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
     }
     std::stable_sort(report.shards.begin(), report.shards.end(),
                      [](const ShardCheck& a, const ShardCheck& b) { return a.rank < b.rank; });
-    std::vector<std::string> unreferenced; // .distcp files nothing in the metadata points into
+    std::vector<std::string> unreferenced; // data files nothing in the metadata points into
     for (const auto& name : listed.names)
-        if (name.ends_with(".distcp")) {
+        if (src.is_data_file(name)) {
             const std::size_t f = file_index(meta, name);
             if (f == meta.files.size() || meta.files[f] != name || stored.ranges[f].empty())
                 unreferenced.push_back(name);
         }
 
     // Describe what the metadata holds before the files are read, so that a viewer shows it.
-    describe_metadata(meta, stored.chunks, report.shards.size(), ranks.size(), stored.data_bytes, unreferenced,
-                      *report.foreign);
-    if (ForeignLayout layout = ownership_layout(meta); layout.total > 0)
+    describe_dcp_metadata(meta, stored.chunks, report.shards.size(), ranks.size(), stored.data_bytes, unreferenced,
+                          *report.foreign);
+    if (ForeignLayout layout = dcp_ownership_layout(meta); layout.total > 0)
         report.foreign->layout = std::move(layout);
 
     // Check every data file, then add what the metadata alone showed.
@@ -521,11 +438,38 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
                                              check_data);
                          });
     report.problems.insert(report.problems.end(), stored.problems.begin(), stored.problems.end());
+    describe_transforms(stored, meta, src, check_data, report);
     if (stored.missing_storage > 100)
         report.problems.push_back({.kind = ProblemKind::missing_tensor,
-                                   .message = meta_path + ": " + std::to_string(stored.missing_storage - 100) +
+                                   .message = src.described + ": " + std::to_string(stored.missing_storage - 100) +
                                        " more chunks without storage",
-                                   .path = ".metadata"});
+                                   .path = src.path});
+}
+
+VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
+{
+    const fs::path& dir = listed.path;
+    VerifyReport report = foreign::new_report("torch-dcp", dir, "torch-dcp (torch.distributed.checkpoint)");
+    const DcpSource src{.described = (dir / ".metadata").string(),
+                        .path = ".metadata",
+                        .is_data_file = [](const std::string& n) { return n.ends_with(".distcp"); }};
+    DcpMetadata meta;
+    try {
+        DcpFirstTensors first_tensors;
+        if (options.callbacks.first_tensors)
+            first_tensors = [&](const DcpMetadata& first) {
+                ForeignSummary first_summary;
+                list_dcp_tensors(first, first_summary);
+                options.callbacks.first_tensors(first_summary);
+            };
+        meta = decode_dcp_metadata_file(listed.fd.get(), ".metadata", src.described, std::move(first_tensors));
+    } catch (const Error& e) {
+        Problem p = e.problem();
+        p.path = ".metadata";
+        report.problems.push_back(std::move(p));
+        return report;
+    }
+    verify_dcp_layout(listed, meta, src, report, options, check_data);
     return report;
 }
 

@@ -30,6 +30,7 @@ struct DcpStorage {
     uint64_t offset = 0;
     uint64_t length = 0;
     bool transformed = false; // _StorageInfo.transform_descriptors (e.g. compression) is not empty
+    std::string transform; // those descriptors, joined by ',' ("stream.zstd/1"); "?" when not strs
 };
 
 // One chunk, 40 bytes: a DCP checkpoint of a large job has 10^5 of them. Its offsets and sizes
@@ -39,6 +40,7 @@ struct DcpChunk {
     uint16_t offsets_rank = 0, sizes_rank = 0;
     int32_t file = -1; // index into DcpMetadata::files; -1: no storage_data entry
     bool transformed = false;
+    uint16_t transform = 0; // index into DcpMetadata::transforms (0: none)
     uint64_t offset = 0, length = 0;
 };
 
@@ -61,6 +63,7 @@ struct DcpMetadata {
     std::vector<uint64_t> numbers; // the chunks' offsets and sizes
     std::vector<DcpBytesItem> bytes; // non-tensor items (pickled objects in the data files)
     std::vector<std::string> files; // distinct relative_path values, sorted
+    std::vector<std::string> transforms{std::string()}; // distinct transform_descriptors lists (0: none)
     std::map<std::string, std::string> info; // version, storage_meta fields, planner data summary
 
     std::span<const DcpChunk> chunks_of(const DcpTensor& t) const
@@ -87,7 +90,8 @@ struct DcpMetadata {
                 .file = files[c.file],
                 .offset = c.offset,
                 .length = c.length,
-                .transformed = c.transformed};
+                .transformed = c.transformed,
+                .transform = c.transform < transforms.size() ? transforms[c.transform] : std::string("?")};
     }
 };
 
@@ -120,7 +124,9 @@ inline DcpMetadata decode_dcp_metadata(const uint8_t* data, std::size_t size,
 // Element size of a torch dtype name ("float32" -> 4), 0 when unknown.
 uint64_t torch_dtype_size(std::string_view dtype);
 
-// The rank a DCP data file belongs to (`__<rank>_<n>.distcp`), or -1.
+// The rank a DCP data file belongs to (`__<rank>_<n>.distcp`, or Hugging Face storage's
+// `shard-<S>-model-<I>-of-<N>.safetensors`: dcp_hf_shard_rank), or -1. For a relative_path through
+// folders (`__0_0/0.distcp`), the innermost component that names one.
 int dcp_rank_of(const std::string& file_name);
 
 // Where the `element_bytes` bytes of a chunk's elements start in its data file: inside the

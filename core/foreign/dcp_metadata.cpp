@@ -290,7 +290,8 @@ public:
                                     .file = std::string(text_of(value(r.file))),
                                     .offset = r.offset,
                                     .length = r.length,
-                                    .transformed = r.transformed};
+                                    .transformed = r.transformed,
+                                    .transform = m_transforms[r.transform]};
                 }
                 out.bytes.push_back(std::move(item));
                 continue;
@@ -319,6 +320,7 @@ public:
                     chunk.offset = r.offset;
                     chunk.length = r.length;
                     chunk.transformed = r.transformed;
+                    chunk.transform = r.transform;
                 }
             });
             if (!added)
@@ -333,6 +335,7 @@ public:
                 out.info[std::string("storage_meta.") + f] = describe(x, 1);
         if (const uint32_t pd = attribute(root, "planner_data"); pd != kNoPickleValue && kind(pd) != PickleKind::none)
             out.info["planner_data"] = describe(pd, 1);
+        out.transforms = m_transforms;
         return out;
     }
 

@@ -120,6 +120,23 @@ Folded DcpStore::fold(uint32_t object, bool explain)
             s.transformed = dv.kind == PickleKind::list || dv.kind == PickleKind::tuple
                 ? (dv.fold == Fold::dims ? dv.a : range_of(dv).size) > 0
                 : false;
+            if (s.transformed) {
+                // The descriptors, outermost last, as the reader must undo them: "stream.zstd/1".
+                std::string joined;
+                const auto list = dv.fold == Fold::dims ? std::span<const uint32_t>() : items(d);
+                for (const uint32_t item : list) {
+                    std::string_view text;
+                    if (!string_of(item, text))
+                        return no(is_not(".transform_descriptors", d, "not a list of str"));
+                    joined += (joined.empty() ? "" : ",") + std::string(text.substr(0, 200));
+                }
+                if (joined.empty())
+                    joined = "?"; // descriptors that are not strs: no reader knows them
+                auto at = std::find(m_transforms.begin(), m_transforms.end(), joined);
+                if (at == m_transforms.end() && m_transforms.size() < 1000)
+                    at = m_transforms.insert(m_transforms.end(), std::move(joined));
+                s.transform = at == m_transforms.end() ? 0 : uint16_t(at - m_transforms.begin());
+            }
         }
         m_storages.push_back(s);
         out.value = {

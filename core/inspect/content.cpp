@@ -2,6 +2,7 @@
 #include "core/inspect/internal/halves.h"
 #include "core/checkpoint/rounding.h"
 #include "core/inspect/internal/layout.h"
+#include "core/inspect/internal/tensor_reader.h"
 
 #include "core/checkpoint/dtype.h"
 #include "core/checkpoint/verify_json.h"
@@ -48,6 +49,13 @@ std::string tensor_name(const TensorContent& t)
     return name;
 }
 
+// How a part is named in a message: "rank R: <file>: 'name' chunk".
+std::string shown_part(const fs::path& dir, const TensorContent& tensor, const TensorPart& part)
+{
+    return (part.rank >= 0 ? "rank " + std::to_string(part.rank) + ": " : std::string()) + (dir / part.file).string() +
+        ": " + tensor_name(tensor) + " chunk " + join_dims(part.box_offsets);
+}
+
 // A part's file, opened, when the part lies inside it; nullopt with `problem` set when not.
 std::optional<fsutil::OpenedFile> open_part(int dirfd, const fs::path& dir, const TensorContent& tensor,
                                             const TensorPart& part, std::optional<Problem>& problem)
@@ -62,8 +70,11 @@ std::optional<fsutil::OpenedFile> open_part(int dirfd, const fs::path& dir, cons
         return std::nullopt;
     }
     uint64_t end = 0;
-    if (__builtin_mul_overflow(part.numel, element_size(tensor.type), &end) ||
-        __builtin_add_overflow(end, part.byte_offset, &end) || end > file.size) {
+    const bool outside = part.zstd_length
+        ? __builtin_add_overflow(part.zstd_offset, part.zstd_length, &end) || end > file.size
+        : __builtin_mul_overflow(part.numel, element_size(tensor.type), &end) ||
+            __builtin_add_overflow(end, part.byte_offset, &end) || end > file.size;
+    if (outside) {
         problem = Problem{.kind = ProblemKind::range_outside_file,
                           .message = shown + ": " + tensor_name(tensor) + " runs past the end of the " +
                               std::to_string(file.size) + "-byte file",
@@ -111,9 +122,24 @@ class PartSource {
 public:
     PartSource(int fd, const TensorPart& part, std::size_t element_size) : fd_(fd), part_(part), size_(element_size) {}
 
+    // A compressed part is decompressed whole first; why it cannot be, or nullopt.
+    std::optional<std::string> prepare(const std::string& shown)
+    {
+        if (!part_.zstd_length)
+            return std::nullopt;
+        try {
+            inflated_ = inspect::inflate_dcp_part(fd_, part_, size_, shown);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::nullopt;
+    }
+
     // Elements [at, at + n) of the part (within one block); nullptr with errno set when unreadable.
     const std::byte* elements(uint64_t at, std::size_t n)
     {
+        if (part_.zstd_length) // prepare() checked that the part's elements are all there
+            return inflated_.data() + part_.byte_offset + at * size_;
         if (mapped_ && at >= window_ && at + n <= window_ + window_numel_)
             return window_bytes_.data() + (at - window_) * size_;
         window_numel_ = std::min<uint64_t>(kWindowElements, part_.numel - at);
@@ -135,6 +161,7 @@ private:
     bool mapped_ = false;
     uint64_t window_ = 0, window_numel_ = 0;
     std::vector<std::byte> buffer_;
+    std::vector<std::byte> inflated_;
 };
 
 // Reads one part block by block into `stats` (and its master, when given, into the master's
@@ -154,6 +181,15 @@ bool scan_part(int dirfd, const fs::path& dir, const TensorContent& tensor, cons
     std::optional<PartSource> master_source;
     if (master)
         master_source.emplace(master_file->fd.get(), master->part, 4);
+    const auto not_inflated = [&](const TensorPart& where, const std::string& why) {
+        problem = Problem{.kind = ProblemKind::invalid_archive, .message = why, .path = where.file, .rank = where.rank};
+        return false;
+    };
+    if (auto why = source.prepare(shown_part(dir, tensor, part)))
+        return not_inflated(part, *why);
+    if (master)
+        if (auto why = master_source->prepare(shown_part(dir, master->tensor, master->part)))
+            return not_inflated(master->part, *why);
     const auto cannot_read = [&](const TensorContent& t, const TensorPart& where, const std::string& why) {
         problem = Problem{.kind = ProblemKind::unreadable,
                           .message = (dir / where.file).string() + ": cannot read " + tensor_name(t) + ": " + why,

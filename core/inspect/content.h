@@ -35,6 +35,10 @@ struct TensorPart {
     // sum(ik * stride k).
     std::vector<uint64_t> view_shape;
     std::vector<int64_t> view_strides;
+    // A DCP item written through torch's ZStandard extension: the file holds zstd frames at
+    // [zstd_offset, + zstd_length), and byte_offset counts from the start of what they decompress
+    // to (the chunk's torch.save archive), which is read whole into memory.
+    uint64_t zstd_offset = 0, zstd_length = 0;
 };
 
 // A param part checked against its master part: how many of its parameters are not their master

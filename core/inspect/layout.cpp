@@ -5,6 +5,7 @@
 
 #include "core/checkpoint/directory.h"
 #include "core/checkpoint/safetensors.h"
+#include "core/foreign/dcp_hf.h"
 #include "core/foreign/deepspeed.h"
 #include "core/open/detect.h"
 #include "core/foreign/megatron.h"
@@ -212,6 +213,12 @@ fs::path lay_out_tensors(const fs::path& path, const ContentOptions& options, Co
             break;
         }
         case CheckpointFormat::torch_dcp: plan_dcp(dir, dirfd.get(), options, report); break;
+        case CheckpointFormat::torch_dcp_hf: {
+            DcpHfLayout layout = read_dcp_hf(detected.dir);
+            report.problems = std::move(layout.problems);
+            plan_dcp_layout(dir, dirfd.get(), layout.meta, dir.string(), options, report);
+            break;
+        }
         case CheckpointFormat::deepspeed:
         case CheckpointFormat::megatron: {
             const VerifyReport listed = detected.format == CheckpointFormat::deepspeed

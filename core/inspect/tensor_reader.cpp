@@ -1,5 +1,7 @@
 #include "core/inspect/internal/tensor_reader.h"
 
+#include "core/foreign/dcp_transform.h"
+#include "core/foreign/io/zip_reader.h"
 #include "core/util/printable.h"
 #include "core/util/volume.h"
 
@@ -122,6 +124,22 @@ std::optional<Problem> TensorReader::open_part(const TensorPart& part)
     return std::nullopt;
 }
 
+std::vector<std::byte> inflate_dcp_part(int fd, const TensorPart& part, std::size_t element_size,
+                                        const std::string& shown)
+{
+    uint64_t bytes = 0, end = 0;
+    const bool overflow = __builtin_mul_overflow(part.numel, element_size, &bytes) ||
+        __builtin_add_overflow(bytes, part.byte_offset, &end);
+    std::vector<std::byte> item = inflate_dcp_zstd(zip_read_fd(fd), part.zstd_offset, part.zstd_length,
+                                                   dcp_inflated_limit(overflow ? 0 : bytes), shown);
+    if (overflow || end > item.size())
+        throw Error(ProblemKind::size_mismatch,
+                    shown + ": its decompressed " + std::to_string(item.size()) + " bytes do not hold the chunk's " +
+                        std::to_string(bytes) + " at byte " + std::to_string(part.byte_offset),
+                    part.file, part.rank);
+    return item;
+}
+
 // `count` elements stored consecutively from the part's `stored_element`-th.
 std::optional<Problem> TensorReader::pread_part(const TensorPart& part, uint64_t stored_element, uint64_t count,
                                                 std::byte* out)
@@ -129,6 +147,25 @@ std::optional<Problem> TensorReader::pread_part(const TensorPart& part, uint64_t
     if (auto failed = open_part(part))
         return failed;
     const fsutil::OpenedFile& file = m_files.at(part.file);
+    if (part.zstd_length) { // one compressed part at a time in memory: reads go forward
+        if (m_inflated_part != &part) {
+            m_inflated_part = nullptr;
+            try {
+                m_inflated = inflate_dcp_part(file.fd.get(), part, m_size,
+                                              problem(ProblemKind::invalid_archive, &part, "its chunk").message);
+            } catch (const Error& e) {
+                return Problem{.kind = e.kind(), .message = e.what(), .path = part.file, .rank = part.rank};
+            }
+            m_inflated_part = &part;
+        }
+        uint64_t at = 0, bytes = 0, end = 0;
+        if (__builtin_mul_overflow(stored_element, m_size, &at) || __builtin_add_overflow(at, part.byte_offset, &at) ||
+            __builtin_mul_overflow(count, m_size, &bytes) || __builtin_add_overflow(at, bytes, &end) ||
+            end > m_inflated.size())
+            return problem(ProblemKind::range_outside_file, &part, "its elements run past its decompressed item");
+        std::memcpy(out, m_inflated.data() + at, bytes);
+        return std::nullopt;
+    }
     uint64_t at = 0, bytes = 0, end = 0;
     if (__builtin_mul_overflow(stored_element, m_size, &at) || __builtin_add_overflow(at, part.byte_offset, &at) ||
         __builtin_mul_overflow(count, m_size, &bytes) || __builtin_add_overflow(at, bytes, &end) || end > file.size)

@@ -5,6 +5,7 @@
 #include "core/inspect/internal/layout.h"
 
 #include "core/foreign/dcp.h"
+#include "core/foreign/dcp_transform.h"
 #include "core/foreign/io/zip_reader.h"
 #include "core/foreign/torch_archive.h"
 #include "core/util/fsutil.h"
@@ -12,6 +13,7 @@
 #include "core/util/volume.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -245,8 +247,14 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
 void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report)
 {
     const std::string meta_path = (dir / ".metadata").string();
-    const DcpMetadata meta = decode_dcp_metadata_file(dirfd, ".metadata", meta_path);
+    plan_dcp_layout(dir, dirfd, decode_dcp_metadata_file(dirfd, ".metadata", meta_path), meta_path, options, report);
+}
+
+void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, const std::string& meta_path,
+                     const ContentOptions& options, ContentReport& report)
+{
     std::map<std::string, fsutil::OpenedFile> files;
+    std::map<std::string, uint64_t> unknown_transforms; // chunks each unknown extension keeps from being read
     for (const DcpTensor& t : meta.tensors) {
         if (!selected(options, t.fqn))
             continue;
@@ -255,7 +263,7 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
             report.warnings.push_back({.kind = ProblemKind::unreadable,
                                        .message = meta_path + ": tensor '" + printable(t.fqn) + "' has dtype '" +
                                            printable(t.dtype) + "', which stats does not read",
-                                       .path = ".metadata"});
+                                       .path = meta.pickle_protocol > 0 ? ".metadata" : ""});
             continue;
         }
         TensorContent content{.name = t.fqn, .type = *type, .shape = t.size};
@@ -267,13 +275,16 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
             uint64_t numel = 0, bytes = 0;
             const bool overflow =
                 !checked_volume(sizes, numel) || __builtin_mul_overflow(numel, element_size(*type), &bytes);
-            if (!c.present || c.transformed || overflow) {
+            const bool zstd = c.transformed && dcp_transform_known(c.transform);
+            if (c.transformed && !zstd && !overflow) { // said once for the checkpoint, below
+                ++unknown_transforms[c.transform.empty() ? "?" : c.transform];
+                continue;
+            }
+            if (!c.present || overflow) {
                 report.problems.push_back(
                     {.kind = overflow ? ProblemKind::invalid_manifest : ProblemKind::missing_tensor,
-                     .message = meta_path + ": " + what +
-                         (overflow            ? ": its element count overflows"
-                              : c.transformed ? " is stored through a storage extension (transform), not read"
-                                              : " has no storage"),
+                     .message =
+                         meta_path + ": " + what + (overflow ? ": its element count overflows" : " has no storage"),
                      .path = c.file});
                 continue;
             }
@@ -303,15 +314,34 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
                 continue;
             }
             try {
-                const uint64_t at =
-                    locate_dcp_chunk_data(zip_read_fd(it->second.fd.get()), c, bytes, shown + ": " + what);
-                content.parts.push_back({.rank = rank,
-                                         .file = c.file,
-                                         .byte_offset = at,
-                                         .numel = numel,
-                                         .first_element = first,
-                                         .box_offsets = {offsets.begin(), offsets.end()},
-                                         .box_sizes = {sizes.begin(), sizes.end()}});
+                TensorPart part{.rank = rank,
+                                .file = c.file,
+                                .numel = numel,
+                                .first_element = first,
+                                .box_offsets = {offsets.begin(), offsets.end()},
+                                .box_sizes = {sizes.begin(), sizes.end()}};
+                if (zstd) { // where the elements are in the decompressed archive (read again to scan)
+                    const std::vector<std::byte> item =
+                        inflate_dcp_zstd(zip_read_fd(it->second.fd.get()), c.offset, c.length,
+                                         dcp_inflated_limit(bytes), shown + ": " + what + " (zstd-compressed)");
+                    const ZipReadAt memory = [&](void* buffer, std::size_t size, uint64_t offset) {
+                        if (offset > item.size() || size > item.size() - offset)
+                            return false;
+                        std::memcpy(buffer, item.data() + offset, size);
+                        return true;
+                    };
+                    DcpStorage inner = c;
+                    inner.offset = 0;
+                    inner.length = item.size();
+                    part.byte_offset =
+                        locate_dcp_chunk_data(memory, inner, bytes, shown + ": " + what + " (decompressed)");
+                    part.zstd_offset = c.offset;
+                    part.zstd_length = c.length;
+                } else {
+                    part.byte_offset =
+                        locate_dcp_chunk_data(zip_read_fd(it->second.fd.get()), c, bytes, shown + ": " + what);
+                }
+                content.parts.push_back(std::move(part));
                 first += numel;
             } catch (const Error& e) {
                 report.problems.push_back({.kind = e.kind(), .message = e.what(), .path = c.file, .rank = rank});
@@ -319,6 +349,13 @@ void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, Con
         }
         report.tensors.push_back(std::move(content));
     }
+    for (const auto& [transform, chunks] : unknown_transforms)
+        report.problems.push_back({.kind = ProblemKind::missing_tensor,
+                                   .message = meta_path + ": " + std::to_string(chunks) +
+                                       (chunks == 1 ? " chunk is" : " chunks are") +
+                                       " written through storage extension '" + printable(transform) +
+                                       "' (transform_descriptors), which ShardScope cannot undo: not read",
+                                   .path = meta.pickle_protocol > 0 ? ".metadata" : ""});
 }
 
 // The .pt files a DeepSpeed or Megatron checkpoint consists of, with their ranks, as the

@@ -1,6 +1,7 @@
 #include "core/open/detect.h"
 
 #include "core/checkpoint/directory.h"
+#include "core/foreign/dcp_hf.h"
 
 #include <algorithm>
 #include <charconv>
@@ -29,6 +30,18 @@ std::optional<int64_t> step_of(std::optional<uint64_t> number)
     if (!number || *number > uint64_t(INT64_MAX))
         return std::nullopt;
     return static_cast<int64_t>(*number);
+}
+
+constexpr std::string_view kDcpHfShardedDir = "sharded";
+
+// True when the folder (a real directory, checked by the caller) holds a Hugging Face shard file.
+bool holds_hf_shards(const fs::path& folder)
+{
+    std::error_code ec;
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
+        if (is_dcp_hf_shard_name(it->path().filename().string()))
+            return true;
+    return false;
 }
 
 // Decides the format from the names in the folder (and, for a few, whether a name is a directory).
@@ -94,9 +107,17 @@ void classify(DetectedFormat& result, const fsutil::ListedDirectory& listed)
         });
         !zero_files.empty())
         return found(CheckpointFormat::deepspeed, std::move(zero_files), "mp_rank_* / zero_pp_rank_* / layer_* files");
+    // torch's Hugging Face storage, saved per rank: one checkpoint, not loose safetensors files.
+    if (auto shards = matching([](const std::string& n) { return is_dcp_hf_shard_name(n); }); !shards.empty())
+        return found(CheckpointFormat::torch_dcp_hf, std::move(shards),
+                     "shard-<S>-model-<I>-of-<N>.safetensors files (torch Hugging Face storage, per rank)");
     if (auto single = matching([](const std::string& n) { return n.ends_with(".safetensors"); }); !single.empty())
         return found(CheckpointFormat::safetensors, std::move(single),
                      ".safetensors files without a manifest or an index");
+    // A step folder holding only its per-rank Hugging Face shards in sharded/ (torchtitan's layout).
+    if (!directories(kDcpHfShardedDir).empty() && holds_hf_shards(path / kDcpHfShardedDir))
+        return found(CheckpointFormat::torch_dcp_hf, {std::string(kDcpHfShardedDir)},
+                     "a sharded/ folder of shard-<S>-model-<I>-of-<N>.safetensors files");
     result.reason = "no manifest.json, index, .metadata or known checkpoint files";
 }
 
@@ -143,6 +164,14 @@ std::optional<ChosenStep> choose_step(DetectedFormat& result, const fsutil::List
         }
         return chosen;
     }
+    case CheckpointFormat::torch_dcp_hf:
+        // The step folder itself when it holds the shards; else its sharded/ folder.
+        if (std::any_of(root.names.begin(), root.names.end(),
+                        [](const std::string& n) { return is_dcp_hf_shard_name(n); }))
+            return std::nullopt;
+        result.origin.push_back({"folder", std::string(kDcpHfShardedDir) + "/ (the per-rank shards)"});
+        result.step = step_of(number_after(root.path.filename().string(), "step-"));
+        return ChosenStep{.name = std::string(kDcpHfShardedDir), .display = root.path.string()};
     default: return std::nullopt;
     }
 }

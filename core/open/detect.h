@@ -17,9 +17,18 @@
 
 namespace shardscope {
 
-enum class CheckpointFormat { shardscope, safetensors, safetensors_index, torch_dcp, deepspeed, megatron, unknown };
+enum class CheckpointFormat {
+    shardscope,
+    safetensors,
+    safetensors_index,
+    torch_dcp,
+    torch_dcp_hf,
+    deepspeed,
+    megatron,
+    unknown
+};
 inline constexpr std::string_view kCheckpointFormatNames[] = {
-    "shardscope", "safetensors", "safetensors-index", "torch-dcp", "deepspeed", "megatron", "unknown"};
+    "shardscope", "safetensors", "safetensors-index", "torch-dcp", "torch-dcp-hf", "deepspeed", "megatron", "unknown"};
 static_assert(std::size(kCheckpointFormatNames) == std::size_t(CheckpointFormat::unknown) + 1);
 std::string_view to_string(CheckpointFormat format);
 

@@ -22,6 +22,7 @@ struct Folder {
     std::string name;
     bool manifest = false; // manifest.json: a committed ShardScope step
     bool dcp = false; // .metadata: a torch DCP checkpoint
+    bool dcp_hf = false; // a sharded/ folder: torch's Hugging Face storage per rank (torchtitan)
 };
 
 // A name status may show and hand on as it is: one path component, valid UTF-8 without control
@@ -54,6 +55,9 @@ std::vector<Folder> numbered_folders(const fsutil::ListedDirectory& root)
         if (fd) {
             folder.manifest = regular_file_at(fd.get(), "manifest.json");
             folder.dcp = regular_file_at(fd.get(), ".metadata");
+            struct stat sharded {};
+            folder.dcp_hf =
+                ::fstatat(fd.get(), "sharded", &sharded, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sharded.st_mode);
         }
         out.push_back(std::move(folder));
     }
@@ -115,6 +119,9 @@ RootSteps list_root_steps(const fs::path& root)
         } else if (out.steps = steps_of(root, folders, trailing_step_number, [](const Folder& f) { return f.dcp; });
                    !out.steps.empty()) {
             out.format = CheckpointFormat::torch_dcp;
+        } else if (out.steps = steps_of(root, folders, trailing_step_number, [](const Folder& f) { return f.dcp_hf; });
+                   !out.steps.empty()) {
+            out.format = CheckpointFormat::torch_dcp_hf;
         } else {
             out.format = CheckpointFormat::unknown;
         }

@@ -1,6 +1,7 @@
 #include "core/open/verify.h"
 
 #include "core/foreign/dcp.h"
+#include "core/foreign/dcp_hf.h"
 #include "core/foreign/deepspeed.h"
 #include "core/foreign/megatron.h"
 #include "core/foreign/safetensors_index.h"
@@ -22,6 +23,7 @@ VerifyReport verify_foreign(const DetectedFormat& detected, const VerifyOptions&
     case CheckpointFormat::safetensors: return verify_safetensors_files(dir, options);
     case CheckpointFormat::safetensors_index: return verify_safetensors_index(dir, options);
     case CheckpointFormat::torch_dcp: return verify_dcp(dir, options, check_data);
+    case CheckpointFormat::torch_dcp_hf: return verify_dcp_hf(dir, options, check_data);
     case CheckpointFormat::deepspeed: return verify_deepspeed(dir, options, check_data);
     case CheckpointFormat::megatron: return verify_megatron(dir, options, check_data);
     default: break;

@@ -12,6 +12,7 @@
 #include "core/pipeline/model_shape.h"
 #include "core/pipeline/profile.h"
 #include "core/checkpoint/safetensors.h"
+#include "core/foreign/dcp_hf.h"
 #include "core/foreign/safetensors_listing.h"
 
 #include <cstdint>
@@ -120,6 +121,20 @@ inline void safetensors_one(const uint8_t* data, std::size_t size)
         require(bytes == t.bytes(), "shape x dtype size equals the byte range");
     }
     require(expected == size - header.data_start(), "tensors end at the end of the file");
+
+    // As one of torch's per-rank Hugging Face shards: DCP_SHARDING_INFO places each entry, or the
+    // file is refused in one sentence.
+    std::vector<Problem> problems;
+    const DcpMetadata meta = assemble_dcp_hf(
+        {{.file = "shard-00001-model-00001-of-00001.safetensors", .listing = listing}}, "fuzz", problems);
+    for (const auto& p : problems)
+        require(p.message.size() <= kMaxMessageBytes, "error sentences stay short");
+    require(problems.empty() ? meta.tensors.size() == header.tensors.size() : meta.tensors.empty(),
+            "a shard is taken whole or not at all");
+    for (const auto& t : meta.tensors)
+        for (const auto& c : meta.chunks_of(t))
+            for (std::size_t d = 0; d < t.size.size(); ++d)
+                require(meta.offsets(c)[d] + meta.sizes(c)[d] <= t.size[d], "every chunk inside its tensor");
 }
 
 // A layer profile; the first byte picks CSV (odd) or JSON (even), the rest is the text.

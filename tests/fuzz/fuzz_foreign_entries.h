@@ -7,6 +7,7 @@
 #include "core/foreign/torch_archive.h"
 #include "core/util/fsutil.h"
 #include "core/foreign/dcp.h"
+#include "core/foreign/dcp_transform.h"
 #include "core/foreign/io/pickle_reader.h"
 #include "core/foreign/io/zip_reader.h"
 #include "fuzz_entries.h"
@@ -94,6 +95,14 @@ inline void zip_one(const uint8_t* data, std::size_t size)
 {
     const std::string_view file(reinterpret_cast<const char*>(data), size);
     const ZipReadAt read = zip_read_memory(file);
+    // As a DCP item compressed by torch's ZStandard extension: decoded within its limit, or
+    // refused in a sentence.
+    try {
+        const auto inflated = inflate_dcp_zstd(read, 0, size, 1u << 20, "fuzz/__0_0.distcp: item");
+        require(inflated.size() <= (1u << 20), "decompressed within the limit");
+    } catch (const Error& e) {
+        require(std::strlen(e.what()) <= kMaxMessageBytes, "error sentences stay short");
+    }
     ZipDirectory directory;
     try {
         directory = read_zip_directory(read, size, "fuzz/archive.pt");

@@ -158,6 +158,7 @@ enum ObjectField : uint32_t {
 struct StorageRecord {
     uint32_t file = kNoPickleValue; // a str handle
     bool transformed = false;
+    uint16_t transform = 0; // index into DcpStore::m_transforms (0: none)
     uint64_t offset = 0, length = 0;
 };
 struct TensorRecord {

@@ -446,6 +446,7 @@ protected:
 
     std::vector<Value> m_kept;
     std::vector<StorageRecord> m_storages;
+    std::vector<std::string> m_transforms{std::string()}; // distinct descriptor lists, joined by ','
     std::vector<TensorRecord> m_tensors;
     std::vector<uint32_t> m_tensor_chunks;
     std::vector<int64_t> m_numbers;

@@ -3,6 +3,7 @@
 // content.cpp to read.
 
 #include "core/checkpoint/verify.h"
+#include "core/foreign/dcp.h"
 #include "core/inspect/content.h"
 
 #include <filesystem>
@@ -26,6 +27,10 @@ bool selected(const ContentOptions& options, const std::string& name);
 void plan_torch(const std::filesystem::path& dir, int dirfd, const std::vector<TorchFile>& files,
                 const ContentOptions& options, ContentReport& report);
 void plan_dcp(const std::filesystem::path& dir, int dirfd, const ContentOptions& options, ContentReport& report);
+// The same for a layout already read (`described` starts messages about it): .metadata's, or the
+// one torch's Hugging Face storage shards describe.
+void plan_dcp_layout(const std::filesystem::path& dir, int dirfd, const DcpMetadata& meta, const std::string& described,
+                     const ContentOptions& options, ContentReport& report);
 std::vector<TorchFile> torch_files_of(const VerifyReport& listed, std::filesystem::path& dir);
 bool is_torch_file(const std::filesystem::path& path);
 

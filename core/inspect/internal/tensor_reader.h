@@ -11,10 +11,16 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <vector>
 #include <string>
 #include <vector>
 
 namespace shardscope::inspect {
+
+// A compressed part's (TensorPart::zstd_length) decompressed item, checked to hold its elements
+// at byte_offset. Throws Error naming `shown` when it cannot be read or does not.
+std::vector<std::byte> inflate_dcp_part(int fd, const TensorPart& part, std::size_t element_size,
+                                        const std::string& shown);
 
 class TensorReader {
 public:
@@ -43,6 +49,8 @@ private:
     bool m_boxes = false;
     std::optional<std::string> m_invalid; // why the layout cannot be read, found up front
     std::map<std::string, fsutil::OpenedFile> m_files;
+    const TensorPart* m_inflated_part = nullptr; // the compressed part whose item is in m_inflated
+    std::vector<std::byte> m_inflated;
     std::size_t m_hint = 0; // the part the last read ended in: reads go forward
 };
 

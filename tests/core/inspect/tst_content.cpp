@@ -720,6 +720,64 @@ private slots:
         QVERIFY(traced);
     }
 
+    // torch's Hugging Face storage per rank, 4 ranks: each tensor is one tensor of 4 chunks (not
+    // one per file), its statistics those of a float64 reference over the same values, the NaN
+    // traced to the rank that holds it.
+    void dcpHfShardsAsOneCheckpoint()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = fs::path(tmp.path().toStdString()) / "step-3";
+        std::vector<float> w(16 * 5);
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] = std::sin(float(i) * 0.7f) * (1.0f + float(i % 7));
+        w[47] = std::numeric_limits<float>::quiet_NaN(); // row 9: rank 2's
+        std::vector<double> finite;
+        for (float v : w)
+            if (!std::isnan(v))
+                finite.push_back(v);
+        for (int r = 0; r < 4; ++r) {
+            const std::vector<float> rows(w.begin() + r * 20, w.begin() + (r + 1) * 20);
+            const std::vector<float> bias = {float(r), -float(r)};
+            fixtures::write_file(
+                dir / "sharded" / fixtures::dcp_hf_shard_name(r),
+                fixtures::dcp_hf_shard(
+                    {{.fqn = "bias", .offsets = {uint64_t(2 * r)}, .sizes = {2}, .bytes = bytes_of(bias)},
+                     {.fqn = "w", .offsets = {uint64_t(4 * r), 0}, .sizes = {4, 5}, .bytes = bytes_of(rows)}}));
+        }
+        const ContentReport r = inspect_content(dir);
+        QCOMPARE(r.format, std::string("torch-dcp-hf"));
+        QCOMPARE(r.tensors.size(), std::size_t(2));
+        const TensorContent* t = find(r, "w");
+        QVERIFY(t);
+        QCOMPARE(t->shape, (std::vector<uint64_t>{16, 5}));
+        QCOMPARE(t->parts.size(), std::size_t(4));
+        for (int k = 0; k < 4; ++k)
+            QCOMPARE(t->parts[std::size_t(k)].rank, k);
+        // The float64 reference, by hand: mean and population std of the finite values.
+        double sum = 0, m2 = 0;
+        for (double v : finite)
+            sum += v;
+        const double mean = sum / double(finite.size());
+        for (double v : finite)
+            m2 += (v - mean) * (v - mean);
+        QCOMPARE(t->stats.numel, uint64_t(80));
+        QCOMPARE(t->stats.nan, uint64_t(1));
+        QCOMPARE(t->stats.min, *std::min_element(finite.begin(), finite.end()));
+        QCOMPARE(t->stats.max, *std::max_element(finite.begin(), finite.end()));
+        QVERIFY(close(t->stats.mean, mean, 1e-12));
+        QVERIFY(close(t->stats.std_dev(), std::sqrt(m2 / double(finite.size())), 1e-12));
+        QCOMPARE(t->part_stats[2].nan, uint64_t(1));
+        bool traced = false;
+        for (const auto& p : r.problems)
+            traced =
+                traced || (p.kind == ProblemKind::nonfinite_values && p.message.find("rank 2") != std::string::npos);
+        QVERIFY(traced);
+        const TensorContent* b = find(r, "bias");
+        QVERIFY(b);
+        QCOMPARE(b->shape, (std::vector<uint64_t>{8}));
+        QCOMPARE(b->stats.mean, 0.0);
+    }
+
     void unknownFolderSaysSo()
     {
         QTemporaryDir tmp;

@@ -161,6 +161,45 @@ private slots:
 
     // torch.save keeps a transpose as a strided view of its storage: read in the view's order it
     // equals the contiguous transpose in a safetensors file.
+    // The same 4x6 tensor saved by torch's Hugging Face storage per rank, split along its columns
+    // (each rank's entry a 4x3 chunk placed by DCP_SHARDING_INFO): one tensor, identical to the
+    // .distcp layout of the same values; an element changed on rank 1 is found at its flat index.
+    void hfShardsAgainstDcp()
+    {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        const auto m = matrix();
+        write_dcp_columns(root / "dcp", m);
+        auto write_hf = [&](const fs::path& dir, float changed) {
+            for (int c = 0; c < 2; ++c) {
+                std::vector<float> box;
+                for (int r = 0; r < 4; ++r)
+                    for (int k = 0; k < 3; ++k)
+                        box.push_back(m[std::size_t(r * 6 + c * 3 + k)]);
+                if (c == 1 && !std::isnan(changed))
+                    box.back() = changed;
+                fixtures::write_file(
+                    dir / "sharded" / fixtures::dcp_hf_shard_name(c),
+                    fixtures::dcp_hf_shard(
+                        {{.fqn = "w", .offsets = {0, uint64_t(3 * c)}, .sizes = {4, 3}, .bytes = bytes_of(box)}}));
+            }
+        };
+        write_hf(root / "step-7", NAN);
+        const DiffReport same = diff_checkpoints(root / "step-7", root / "dcp");
+        QVERIFY2(same.problems.empty(), same.problems.empty() ? "" : same.problems[0].message.c_str());
+        QCOMPARE(same.a.format, std::string("torch-dcp-hf"));
+        QCOMPARE(same.tensors.size(), std::size_t(1));
+        QVERIFY(same.identical());
+        write_hf(root / "step-8", 100.0f);
+        const DiffReport d = diff_checkpoints(root / "step-7", root / "step-8");
+        const TensorDiff* t = find(d, "w");
+        QVERIFY(t);
+        QCOMPARE(t->status, DiffStatus::changed);
+        QCOMPARE(t->sums.changed, uint64_t(1));
+        QCOMPARE(*t->sums.first_changed, uint64_t(23));
+        QCOMPARE(t->sums.max_abs_diff, double(100.0f - m[23]));
+    }
+
     void transposedTorchViewAgainstSafetensors()
     {
         QTemporaryDir tmp;
