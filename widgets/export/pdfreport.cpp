@@ -473,7 +473,8 @@ private:
         if (found == m_pictures.end() || found->second.isNull())
             return 0;
         const QSizeF size = found->second.deviceIndependentSize();
-        return std::min(width() * size.height() / size.width(), bottom());
+        // Never a whole page: a heading above it must fit on the page with it (place_heading).
+        return std::min(width() * size.height() / size.width(), bottom() * 0.85);
     }
 
     void picture(const shardscope::ReportBlock& block)
