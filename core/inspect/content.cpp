@@ -271,7 +271,8 @@ void check_health(ContentReport& report)
 {
     for (const TensorContent& t : report.tensors) {
         const ValueStats& s = t.stats;
-        if (s.nonfinite() > 0) {
+        const TensorHealth health = tensor_health(t);
+        if (health.nonfinite) {
             std::string where;
             int rank = -1;
             std::string path;
@@ -295,7 +296,7 @@ void check_health(ContentReport& report)
                                        .path = path,
                                        .rank = holders == 1 ? rank : -1});
         }
-        if (t.state == "exp_avg_sq" && s.negatives > 0) {
+        if (health.negative_second_moment) {
             std::string where;
             for (std::size_t p = 0; p < t.parts.size(); ++p)
                 if (t.part_stats[p].negatives > 0) {
@@ -307,7 +308,7 @@ void check_health(ContentReport& report)
                                            " negative values (first in " + where +
                                            "): Adam's second moment is a running mean of squares"});
         }
-        if (s.numel > 0 && s.zeros == s.numel)
+        if (health.all_zero)
             report.warnings.push_back(
                 {.kind = ProblemKind::all_zero_tensor,
                  .message = tensor_name(t) + ": all " + std::to_string(s.numel) + " values are zero",
@@ -519,6 +520,17 @@ json content_report_json(const ContentReport& report)
             {"warnings", problems(report.warnings)},
             {"cancelled", report.cancelled},
             {"seconds", report.seconds}};
+}
+
+TensorHealth tensor_health(const TensorContent& tensor)
+{
+    const ValueStats& s = tensor.stats;
+    return {.nonfinite = s.nonfinite() > 0,
+            .negative_second_moment = tensor.state == "exp_avg_sq" && s.negatives > 0,
+            .param_master_mismatch = tensor.master >= 0 &&
+                std::any_of(tensor.part_checks.begin(), tensor.part_checks.end(),
+                            [](const MasterCheck& c) { return c.mismatches > 0; }),
+            .all_zero = s.numel > 0 && s.zeros == s.numel};
 }
 
 std::vector<TensorFromFiles> tensors_read_from(const ContentReport& report, const std::vector<std::string>& files)

@@ -115,6 +115,18 @@ ContentReport inspect_content(const std::filesystem::path& path, const ContentOp
 // The stats --json object: ok, format, path, tensors[], problems[], warnings[], cancelled, seconds.
 nlohmann::json content_report_json(const ContentReport& report);
 
+// What the health checks found in one tensor, once read: the first three are problems of the
+// report (a failed check), all_zero a warning. One definition for the report's findings and the
+// app's "only tensors with problems".
+struct TensorHealth {
+    bool nonfinite = false; // NaN or ±Inf
+    bool negative_second_moment = false; // an exp_avg_sq tensor holds a negative value
+    bool param_master_mismatch = false; // a param that is not its master weight rounded
+    bool all_zero = false; // every value is zero
+    bool problem() const { return nonfinite || negative_second_moment || param_master_mismatch; }
+};
+TensorHealth tensor_health(const TensorContent& tensor);
+
 // A tensor whose values were read, in whole or in part, from some of a given set of files.
 struct TensorFromFiles {
     std::size_t tensor = 0; // its index in ContentReport::tensors

@@ -192,4 +192,30 @@ std::vector<std::string> wrap_text(std::string_view text, double width, bool bre
     return lines;
 }
 
+HeadingPlace place_heading(const std::vector<ReportBlock>& blocks, std::size_t index, double y, double bottom,
+                           bool on_landscape, const BlockRoomMeasure& room)
+{
+    HeadingPlace place{.landscape = on_landscape, .headed = index};
+    double needed = 0;
+    needed += room(blocks[place.headed++]).whole;
+    // Its notes and subsections' headings lead on to the first block of substance; the next
+    // section's heading ends it (a section of notes only keeps its notes).
+    auto leads_on = [&](const ReportBlock& b) {
+        return b.kind == ReportBlock::Kind::note ||
+            (b.kind == ReportBlock::Kind::heading && b.level > blocks[index].level);
+    };
+    while (place.headed < blocks.size() && leads_on(blocks[place.headed]))
+        needed += room(blocks[place.headed++]).whole;
+    if (place.headed < blocks.size() && blocks[place.headed].kind != ReportBlock::Kind::heading) {
+        const BlockRoom headed = room(blocks[place.headed]);
+        needed += headed.first;
+        place.landscape = headed.landscape;
+    } else {
+        place.landscape = false; // trailing notes go where the text goes
+    }
+    // At the top of a page a break gains nothing: what does not fit there fits nowhere.
+    place.new_page = place.landscape != on_landscape || (y > 0 && y + needed > bottom);
+    return place;
+}
+
 } // namespace shardscope

@@ -2,7 +2,7 @@
 // Fitting the report's tables to a page, for the renderer that has one (the PDF). Plain geometry
 // over a text-measuring callback, so it is tested without fonts or a window: a column is never
 // narrower than its longest word, a full SHA-256 goes on its own line before the type gets
-// smaller, and the page turns to landscape before a word is broken.
+// smaller, the page turns to landscape before a word is broken, and a heading never ends a page.
 
 #include "core/report/document.h"
 
@@ -36,5 +36,28 @@ std::vector<std::string> break_pieces(std::string_view text);
 // on its own is broken between characters only when `break_words` (the last resort).
 std::vector<std::string> wrap_text(std::string_view text, double width, bool break_words,
                                    const std::function<double(std::string_view)>& measure);
+
+// How much room a block takes, as the renderer measures it on the current page.
+struct BlockRoom {
+    double whole = 0; // the block and the space after it
+    // Its top that the renderer never splits from the rest: the whole of a picture, a verdict or a
+    // short table; a long table's header and first row; a problem list's first item.
+    double first = 0;
+    bool landscape = false; // it is drawn on a landscape page of its own
+};
+using BlockRoomMeasure = std::function<BlockRoom(const ReportBlock& block)>;
+
+// Where heading `index` of `blocks` goes. It stays with what it heads: itself, the notes and
+// subsection headings right after it and the first part of the block they lead to (unless that
+// is the next section's heading) must fit below `y` on a page whose text ends at `bottom`, else
+// the heading starts the next page. A heading of a landscape table starts the table's landscape
+// page.
+struct HeadingPlace {
+    bool new_page = false; // break before the heading
+    bool landscape = false; // the page it is on is landscape (the headed block's)
+    std::size_t headed = 0; // the block it leads to: the first after it that is not a note or a subheading
+};
+HeadingPlace place_heading(const std::vector<ReportBlock>& blocks, std::size_t index, double y, double bottom,
+                           bool on_landscape, const BlockRoomMeasure& room);
 
 } // namespace shardscope

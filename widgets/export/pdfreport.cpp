@@ -42,20 +42,28 @@ public:
         m_page = 1;
         m_landscapePage = false;
         m_y = 0;
+        std::size_t headedUntil = 0; // blocks before it lead, with their heading, to a landscape table
         for (std::size_t i = 0; i < blocks.size(); ++i) {
             const auto& block = blocks[i];
-            // A landscape page holds only its table: what follows goes back to portrait.
-            const bool wantsLandscape =
-                block.kind == shardscope::ReportBlock::Kind::table && fit(block.table).landscape;
-            if (m_landscapePage && !wantsLandscape)
-                newPage(false);
+            if (block.kind == shardscope::ReportBlock::Kind::heading) {
+                const shardscope::HeadingPlace place =
+                    shardscope::place_heading(blocks, i, m_y, bottom(), m_landscapePage,
+                                              [this](const shardscope::ReportBlock& b) { return room(b); });
+                if (place.new_page)
+                    newPage(place.landscape);
+                headedUntil = place.landscape ? place.headed : 0;
+            } else {
+                // A landscape page holds only its table and what heads it: what follows goes back to portrait.
+                const bool wantsLandscape = i < headedUntil ||
+                    (block.kind == shardscope::ReportBlock::Kind::table && fit(block.table).landscape);
+                if (m_landscapePage && !wantsLandscape)
+                    newPage(false);
+            }
             switch (block.kind) {
-            case shardscope::ReportBlock::Kind::heading:
-                heading(block, i + 1 < blocks.size() ? &blocks[i + 1] : nullptr);
-                break;
+            case shardscope::ReportBlock::Kind::heading: heading(block); break;
             case shardscope::ReportBlock::Kind::note:
-                paragraph(QString::fromStdString(block.text), font(8.5, false, true), QColor(0x57, 0x60, 0x6a), 0);
-                m_y += pt(6);
+                paragraph(QString::fromStdString(block.text), noteFont(), noteColour(), 0);
+                m_y += kNoteAfter;
                 break;
             case shardscope::ReportBlock::Kind::verdict: verdict(block); break;
             case shardscope::ReportBlock::Kind::table: table(block.table); break;
@@ -151,31 +159,92 @@ private:
         return height;
     }
 
-    void heading(const shardscope::ReportBlock& block, const shardscope::ReportBlock* next)
+    QFont headingFont(int level) const { return font(level == 1 ? 17 : level == 2 ? 13 : 10.5, true); }
+    static double headingBefore(int level) { return level == 2 ? pt(14) : pt(8); }
+    static constexpr double kHeadingAfter = 5 * kResolution / 72.0;
+    QFont noteFont() const { return font(8.5, false, true); }
+    static QColor noteColour() { return QColor(0x57, 0x60, 0x6a); }
+    static constexpr double kNoteAfter = 6 * kResolution / 72.0;
+
+    // Where the heading goes is place_heading's decision (run): here it is only painted.
+    void heading(const shardscope::ReportBlock& block)
     {
-        const double size = block.level == 1 ? 17 : block.level == 2 ? 13 : 10.5;
-        const double before = m_y == 0 ? 0 : block.level == 2 ? pt(14) : pt(8);
-        const QFont f = font(size, true);
-        // Keep the heading with the start of what it heads (a picture whole, else a few lines).
-        double keep = pt(60);
-        if (next && next->kind == shardscope::ReportBlock::Kind::image)
-            keep = std::min(imageHeight(*next), bottom() * 0.8);
-        ensure(before + paragraph(QString::fromStdString(block.text), f, Qt::black, 0, true) + keep);
         if (m_y > 0)
-            m_y += before;
-        paragraph(QString::fromStdString(block.text), f, QColor(0x1f, 0x23, 0x28), 0);
-        m_y += pt(5);
+            m_y += headingBefore(block.level);
+        paragraph(QString::fromStdString(block.text), headingFont(block.level), QColor(0x1f, 0x23, 0x28), 0);
+        m_y += kHeadingAfter;
     }
+
+    // What a block needs on the current page, as the painting below takes it (place_heading).
+    shardscope::BlockRoom room(const shardscope::ReportBlock& block)
+    {
+        switch (block.kind) {
+        case shardscope::ReportBlock::Kind::heading: {
+            const double h = headingBefore(block.level) +
+                paragraph(QString::fromStdString(block.text), headingFont(block.level), Qt::black, 0, true) +
+                kHeadingAfter;
+            return {.whole = h, .first = h};
+        }
+        case shardscope::ReportBlock::Kind::note: {
+            const double h =
+                paragraph(QString::fromStdString(block.text), noteFont(), noteColour(), 0, true) + kNoteAfter;
+            return {.whole = h, .first = h};
+        }
+        case shardscope::ReportBlock::Kind::verdict: {
+            const double h = verdictHeight(block);
+            return {.whole = h + pt(8), .first = h};
+        }
+        case shardscope::ReportBlock::Kind::table: {
+            const TableLayout t = layoutTable(block.table);
+            return {.whole = t.whole + pt(10), .first = tableStart(t), .landscape = t.fit.landscape};
+        }
+        case shardscope::ReportBlock::Kind::problems: {
+            double whole = 0, first = 0;
+            for (const auto& [name, text] : block.items) {
+                whole += problemHeight(name, text) + pt(4);
+                if (first == 0)
+                    first = whole - pt(4);
+            }
+            return {.whole = whole + pt(6), .first = first};
+        }
+        case shardscope::ReportBlock::Kind::image: {
+            const double h = imageHeight(block);
+            return {.whole = h > 0 ? h + pt(8) : 0, .first = h};
+        }
+        }
+        return {};
+    }
+
+    struct VerdictLayout {
+        std::vector<std::string> titleLines, detailLines;
+        double height = 0;
+    };
+    static constexpr double kVerdictPad = 7 * kResolution / 72.0, kVerdictBar = 3.5 * kResolution / 72.0;
+    QFont verdictTitleFont() const { return font(10.5, true); }
+    QFont verdictDetailFont() const { return font(9); }
+
+    VerdictLayout layoutVerdict(const shardscope::ReportBlock& block) const
+    {
+        const QFont title = verdictTitleFont(), detail = verdictDetailFont();
+        const double inner = width() - 2 * kVerdictPad - kVerdictBar;
+        VerdictLayout v;
+        v.titleLines = wrap((block.good ? "✓ " : block.unknown ? "? " : "✗ ") + block.text, title, inner);
+        if (!block.detail.empty())
+            v.detailLines = wrap(block.detail, detail, inner);
+        v.height = 2 * kVerdictPad + double(v.titleLines.size()) * metrics(title).lineSpacing() +
+            (v.detailLines.empty() ? 0 : pt(3) + double(v.detailLines.size()) * metrics(detail).lineSpacing());
+        return v;
+    }
+    double verdictHeight(const shardscope::ReportBlock& block) const { return layoutVerdict(block).height; }
 
     void verdict(const shardscope::ReportBlock& block)
     {
-        const double pad = pt(7), bar = pt(3.5);
-        const QFont title = font(10.5, true), detail = font(9);
-        const double inner = width() - 2 * pad - bar;
-        const auto titleLines = wrap((block.good ? "✓ " : block.unknown ? "? " : "✗ ") + block.text, title, inner);
-        const auto detailLines = block.detail.empty() ? std::vector<std::string>() : wrap(block.detail, detail, inner);
-        const double height = 2 * pad + double(titleLines.size()) * metrics(title).lineSpacing() +
-            (detailLines.empty() ? 0 : pt(3) + double(detailLines.size()) * metrics(detail).lineSpacing());
+        const double pad = kVerdictPad, bar = kVerdictBar;
+        const QFont title = verdictTitleFont(), detail = verdictDetailFont();
+        const VerdictLayout v = layoutVerdict(block);
+        const auto& titleLines = v.titleLines;
+        const auto& detailLines = v.detailLines;
+        const double height = v.height;
         ensure(height);
         if (m_painter) {
             const QColor fill = block.good ? QColor(0xe6, 0xf4, 0xea)
@@ -327,39 +396,65 @@ private:
         Q_UNUSED(fm);
     }
 
+    struct TableLayout {
+        shardscope::TableFit fit;
+        RowLayout header;
+        std::vector<RowLayout> rows;
+        double whole = 0; // header and every row
+    };
+
+    TableLayout layoutTable(const shardscope::ReportTable& table) const
+    {
+        TableLayout t{.fit = fit(table)};
+        t.header = layoutRow(table.header, table, t.fit, true);
+        t.rows.reserve(table.rows.size());
+        for (const auto& row : table.rows)
+            t.rows.push_back(layoutRow(row.cells, table, t.fit, false));
+        t.whole = t.header.height;
+        for (const RowLayout& row : t.rows)
+            t.whole += row.height + row.ownLineHeight;
+        return t;
+    }
+
+    // The header never ends a page alone, and a short table is not split at all.
+    double tableStart(const TableLayout& t) const
+    {
+        return t.whole < bottom() / 3
+            ? t.whole
+            : t.header.height + (t.rows.empty() ? 0 : t.rows.front().height + t.rows.front().ownLineHeight);
+    }
+
     void table(const shardscope::ReportTable& table)
     {
-        const shardscope::TableFit fitted = fit(table);
-        if (fitted.landscape && !m_landscapePage)
+        const TableLayout t = layoutTable(table);
+        if (t.fit.landscape && !m_landscapePage)
             newPage(true);
-        const RowLayout header = layoutRow(table.header, table, fitted, true);
-        std::vector<RowLayout> rows;
-        rows.reserve(table.rows.size());
-        for (const auto& row : table.rows)
-            rows.push_back(layoutRow(row.cells, table, fitted, false));
-        // The header never ends a page alone, and a short table is not split at all.
-        double whole = header.height;
-        for (const RowLayout& row : rows)
-            whole += row.height + row.ownLineHeight;
-        ensure(whole < bottom() / 3
-                   ? whole
-                   : header.height + (rows.empty() ? 0 : rows.front().height + rows.front().ownLineHeight));
-        paintRow(header, table, fitted, true);
-        for (const RowLayout& row : rows) {
+        ensure(tableStart(t));
+        paintRow(t.header, table, t.fit, true);
+        for (const RowLayout& row : t.rows) {
             if (m_y + row.height + row.ownLineHeight > bottom()) {
                 newPage(m_landscapePage);
-                paintRow(header, table, fitted, true); // repeated after the break
+                paintRow(t.header, table, t.fit, true); // repeated after the break
             }
-            paintRow(row, table, fitted, false);
+            paintRow(row, table, t.fit, false);
         }
         m_y += pt(10);
     }
 
+    QFont problemKindFont() const { return font(8, true, false, true); }
+    QFont problemFont() const { return font(9); }
+
+    double problemHeight(const std::string& name, const std::string& text)
+    {
+        return paragraph(QString::fromStdString(name), problemKindFont(), Qt::black, pt(12), true) +
+            paragraph(QString::fromStdString(text), problemFont(), Qt::black, pt(12), true);
+    }
+
     void problems(const shardscope::ReportBlock& block)
     {
-        const QFont kind = font(8, true, false, true), message = font(9);
+        const QFont kind = problemKindFont(), message = problemFont();
         for (const auto& [name, text] : block.items) {
-            ensure(metrics(kind).lineSpacing() + metrics(message).lineSpacing());
+            ensure(problemHeight(name, text)); // a kind is never parted from its message
             if (m_painter) {
                 m_painter->setFont(message);
                 m_painter->setPen(QColor(0x1f, 0x23, 0x28));
@@ -378,7 +473,8 @@ private:
         if (found == m_pictures.end() || found->second.isNull())
             return 0;
         const QSizeF size = found->second.deviceIndependentSize();
-        return std::min(width() * size.height() / size.width(), bottom());
+        // Never a whole page: a heading above it must fit on the page with it (place_heading).
+        return std::min(width() * size.height() / size.width(), bottom() * 0.85);
     }
 
     void picture(const shardscope::ReportBlock& block)

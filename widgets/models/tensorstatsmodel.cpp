@@ -49,6 +49,19 @@ QBrush failedTint()
                             base.blueF() * 0.85f + tone.blueF() * 0.15f);
 }
 
+// Min, max, mean and std leave NaN and ±Inf out (core's ValueStats): a plain "Min" would claim
+// more than the figure is.
+QString finiteHeader(const char* name)
+{
+    return QObject::tr("%1 (finite)").arg(QObject::tr(name));
+}
+
+QString finiteTip(const char* what)
+{
+    return QObject::tr("%1 of the finite values: NaN and ±Inf are left out (their count is under NaN / Inf).")
+        .arg(QObject::tr(what));
+}
+
 QString failedFileText(const FailedFile& f)
 {
     return QObject::tr("%1, which failed verification (%2)").arg(printableText(f.path), statusText(f.status));
@@ -153,6 +166,20 @@ const shardscope::TensorContent* TensorStatsModel::tensorAt(int row) const
     return &m_report->tensors[std::size_t(row)];
 }
 
+bool TensorStatsModel::hasProblem(int row) const
+{
+    const shardscope::TensorContent* t = tensorAt(row);
+    return t && shardscope::tensor_health(*t).problem();
+}
+
+int TensorStatsModel::problemCount() const
+{
+    int count = 0;
+    for (int row = 0; row < rowCount(); ++row)
+        count += hasProblem(row);
+    return count;
+}
+
 int TensorStatsModel::rowCount(const QModelIndex& parent) const
 {
     return parent.isValid() || !m_report ? 0 : int(m_report->tensors.size());
@@ -195,7 +222,8 @@ QVariant TensorStatsModel::data(const QModelIndex& index, int role) const
         }
     } else if (role == Qt::ForegroundRole && index.column() == NonFinite) {
         return badForeground(s);
-    } else if (role == Qt::TextAlignmentRole && index.column() >= Min) {
+    } else if (role == Qt::TextAlignmentRole && index.column() != Name && index.column() != State &&
+               index.column() != Dtype && index.column() != Shape) {
         return int(Qt::AlignRight | Qt::AlignVCenter);
     } else if (role == Qt::DecorationRole && index.column() == Name) {
         if (markOf(index.row()))
@@ -207,22 +235,50 @@ QVariant TensorStatsModel::data(const QModelIndex& index, int role) const
         const QString note = failedFileNote(index.row());
         if (index.column() != Name)
             return note.isEmpty() ? QVariant() : QVariant(note);
-        const QString figures = tr("%1 elements in %2 part(s); |x| ≤ %3, L2 %4")
+        // The view elides long names in the middle: the whole name is here.
+        QString name = printableText(t.name);
+        if (!t.state.empty())
+            name += QStringLiteral(" [%1]").arg(printableText(t.state));
+        const QString figures = tr("%1 elements in %2 part(s); finite values: |x| ≤ %3, L2 %4")
                                     .arg(formatCount(s.numel))
                                     .arg(t.parts.size())
                                     .arg(figure(s, s.abs_max), figure(s, s.l2()));
-        return note.isEmpty() ? figures : note + QLatin1Char('\n') + figures;
+        return name + QLatin1Char('\n') + (note.isEmpty() ? figures : note + QLatin1Char('\n') + figures);
     }
     return {};
 }
 
 QVariant TensorStatsModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+    if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount)
         return QAbstractTableModel::headerData(section, orientation, role);
-    static const char* const names[] = {"Tensor", "State", "Dtype", "Shape",     "Min",
-                                        "Max",    "Mean",  "Std",   "NaN / Inf", "Zeros"};
-    return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
+    if (role == Qt::DisplayRole) {
+        switch (section) {
+        case Name: return tr("Tensor");
+        case NonFinite: return tr("NaN / Inf");
+        case Zeros: return tr("Zeros");
+        case State: return tr("State");
+        case Dtype: return tr("Dtype");
+        case Shape: return tr("Shape");
+        case Min: return finiteHeader("Min");
+        case Max: return finiteHeader("Max");
+        case Mean: return finiteHeader("Mean");
+        case Std: return finiteHeader("Std");
+        }
+    } else if (role == Qt::ToolTipRole) {
+        switch (section) {
+        case NonFinite: return tr("NaN, +Inf and −Inf values; the first click sorts the most first.");
+        case Zeros: return tr("Values equal to zero; the first click sorts the most first.");
+        case Min: return finiteTip("The smallest");
+        case Max: return finiteTip("The largest");
+        case Mean: return finiteTip("The mean");
+        case Std: return finiteTip("The population standard deviation");
+        default: break;
+        }
+    } else if (role == Qt::InitialSortOrderRole && (section == NonFinite || section == Zeros)) {
+        return int(Qt::DescendingOrder); // problems first: nobody sorts to see the healthy tensors
+    }
+    return QAbstractTableModel::headerData(section, orientation, role);
 }
 
 TensorPartsModel::TensorPartsModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -277,7 +333,7 @@ QVariant TensorPartsModel::data(const QModelIndex& index, int role) const
         }
     } else if (role == Qt::ForegroundRole && index.column() == NonFinite) {
         return badForeground(s);
-    } else if (role == Qt::TextAlignmentRole && index.column() >= Elements) {
+    } else if (role == Qt::TextAlignmentRole && index.column() >= NonFinite) {
         return int(Qt::AlignRight | Qt::AlignVCenter);
     } else if (role == Qt::DecorationRole && index.column() == File) {
         if (const FailedFile* failed = failedFileOf(index.row()))
@@ -288,16 +344,37 @@ QVariant TensorPartsModel::data(const QModelIndex& index, int role) const
     } else if (role == Qt::ToolTipRole) {
         if (const FailedFile* failed = failedFileOf(index.row()))
             return tr("Read from %1: these figures are not the saved values.").arg(failedFileText(*failed));
+        if (index.column() == File) // the view elides it
+            return printableText(part.file);
     }
     return {};
 }
 
 QVariant TensorPartsModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+    if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount)
         return QAbstractTableModel::headerData(section, orientation, role);
-    static const char* const names[] = {"Rank", "File", "Elements", "Min", "Max", "Mean", "NaN / Inf"};
-    return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
+    if (role == Qt::DisplayRole) {
+        switch (section) {
+        case Rank: return tr("Rank");
+        case File: return tr("File");
+        case NonFinite: return tr("NaN / Inf");
+        case Elements: return tr("Elements");
+        case Min: return finiteHeader("Min");
+        case Max: return finiteHeader("Max");
+        case Mean: return finiteHeader("Mean");
+        }
+    } else if (role == Qt::ToolTipRole) {
+        switch (section) {
+        case Min: return finiteTip("The smallest");
+        case Max: return finiteTip("The largest");
+        case Mean: return finiteTip("The mean");
+        default: break;
+        }
+    } else if (role == Qt::InitialSortOrderRole && section == NonFinite) {
+        return int(Qt::DescendingOrder);
+    }
+    return QAbstractTableModel::headerData(section, orientation, role);
 }
 
 } // namespace shardwidgets

@@ -1,8 +1,10 @@
 #pragma once
-// One row per tensor of core's ContentReport (name, state, dtype, shape and its statistics), for
-// the Tensors page. Non-finite counts are red; Qt::UserRole gives raw numbers for sorting. A tensor
-// whose values were read from a file that failed verification is marked (icon, tint, tooltip):
-// its figures are not the saved values.
+// One row per tensor of core's ContentReport (name, its health counts, state, dtype, shape and its
+// statistics), for the Tensors page. The health columns come right after the name and sort
+// problems first on their first click (Qt::InitialSortOrderRole); non-finite counts are red;
+// Qt::UserRole gives raw numbers for sorting. Min, max, mean and std are over the finite values
+// and their headers say so. A tensor whose values were read from a file that failed verification
+// is marked (icon, tint, tooltip): its figures are not the saved values.
 
 #include "core/checkpoint/verify.h"
 #include "core/inspect/content.h"
@@ -25,7 +27,7 @@ struct FailedFile {
 class TensorStatsModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Name, State, Dtype, Shape, Min, Max, Mean, Std, NonFinite, Zeros, ColumnCount };
+    enum Column { Name, NonFinite, Zeros, State, Dtype, Shape, Min, Max, Mean, Std, ColumnCount };
 
     explicit TensorStatsModel(QObject* parent = nullptr);
 
@@ -33,6 +35,10 @@ public:
     void setReport(std::shared_ptr<const shardscope::ContentReport> report);
     void clear();
     const shardscope::TensorContent* tensorAt(int row) const;
+    // Core's health checks (tensor_health) failed for it: NaN/Inf, a negative second moment, a
+    // param that is not its master weight rounded. An all-zero tensor is a warning, not a problem.
+    bool hasProblem(int row) const;
+    int problemCount() const;
     // Marks the tensors read, in whole or in part, from these files (core's tensors_read_from).
     void setFailedFiles(std::vector<FailedFile> files);
     const std::vector<FailedFile>& failedFiles() const { return m_failed; }
@@ -65,7 +71,7 @@ private:
 class TensorPartsModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Rank, File, Elements, Min, Max, Mean, NonFinite, ColumnCount };
+    enum Column { Rank, File, NonFinite, Elements, Min, Max, Mean, ColumnCount };
 
     explicit TensorPartsModel(QObject* parent = nullptr);
 

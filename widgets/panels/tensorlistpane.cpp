@@ -35,6 +35,8 @@ TensorListPane::TensorListPane(QWidget* parent)
 
     m_table->setModel(m_model);
     setUpDataTable(m_table);
+    // Names that differ at the end (exp_avg, exp_avg_sq) stay told apart; the tooltip has it all.
+    m_table->setTextElideMode(Qt::ElideMiddle);
     // Fixed heights and widths: a view of 10^5 rows never measures its rows' contents.
     m_table->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
     m_table->horizontalHeader()->setStretchLastSection(true);

@@ -8,6 +8,7 @@
 #include "widgets/views/failurebanner.h"
 #include "widgets/views/histogramview.h"
 
+#include <QCheckBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -21,6 +22,29 @@
 #include <algorithm>
 
 namespace shardwidgets {
+
+// Names by the filter text and, when asked, only the tensors core's health checks fail for (as
+// the Compare page's "only tensors that differ").
+class TensorFilter : public QSortFilterProxyModel {
+public:
+    using QSortFilterProxyModel::QSortFilterProxyModel;
+    void setOnlyProblems(bool only)
+    {
+        m_only = only;
+        invalidateFilter();
+    }
+
+protected:
+    bool filterAcceptsRow(int row, const QModelIndex& parent) const override
+    {
+        if (m_only && !static_cast<const TensorStatsModel*>(sourceModel())->hasProblem(row))
+            return false;
+        return QSortFilterProxyModel::filterAcceptsRow(row, parent);
+    }
+
+private:
+    bool m_only = false;
+};
 
 namespace {
 
@@ -54,13 +78,16 @@ void resetStatus(QLabel* status, const QString& text)
 TensorsPanel::TensorsPanel(QWidget* parent)
     : QWidget(parent), m_controller(new ContentController(this)), m_status(new QLabel(this)),
       m_progress(new QProgressBar(this)), m_rate(new QLabel(this)), m_cancel(new QPushButton(tr("Cancel"), this)),
-      m_banner(new FailureBanner(this)), m_filter(new QLineEdit(this)), m_model(new TensorStatsModel(this)),
-      m_proxy(new QSortFilterProxyModel(this)), m_table(new QTableView(this)), m_histogram(new HistogramView(this)),
-      m_parts(new TensorPartsModel(this)), m_partsView(new QTableView(this))
+      m_banner(new FailureBanner(this)), m_filter(new QLineEdit(this)),
+      m_onlyProblems(new QCheckBox(tr("Only tensors with problems"), this)), m_count(new QLabel(this)),
+      m_model(new TensorStatsModel(this)), m_proxy(new TensorFilter(this)), m_table(new QTableView(this)),
+      m_histogram(new HistogramView(this)), m_parts(new TensorPartsModel(this)), m_partsView(new QTableView(this))
 {
     m_status->setObjectName(QStringLiteral("tensorSummary"));
     m_table->setObjectName(QStringLiteral("tensorTable"));
     m_filter->setObjectName(QStringLiteral("tensorFilter"));
+    m_onlyProblems->setObjectName(QStringLiteral("onlyProblems"));
+    m_count->setObjectName(QStringLiteral("tensorCount"));
     m_partsView->setObjectName(QStringLiteral("partsTable"));
     m_histogram->setObjectName(QStringLiteral("histogram"));
     m_banner->setObjectName(QStringLiteral("banner"));
@@ -82,6 +109,8 @@ TensorsPanel::TensorsPanel(QWidget* parent)
 
     m_filter->setPlaceholderText(tr("Filter tensors by name"));
     m_filter->setClearButtonEnabled(true);
+    m_onlyProblems->setToolTip(tr("The tensors the health checks fail for: NaN or Inf, a negative Adam second "
+                                  "moment, parameters that are not their master weights rounded."));
     m_proxy->setSourceModel(m_model);
     m_proxy->setSortRole(Qt::UserRole);
     m_proxy->setFilterKeyColumn(TensorStatsModel::Name); // names only: no figure is formatted per keystroke
@@ -89,16 +118,28 @@ TensorsPanel::TensorsPanel(QWidget* parent)
     m_table->setModel(m_proxy);
     m_table->setSortingEnabled(true);
     m_table->sortByColumn(-1, Qt::AscendingOrder); // model order (the checkpoint's) until the user sorts
+    // A sort keeps the scroll position, which would leave the rows now first (the problems, for
+    // the health columns) out of sight.
+    connect(m_table->horizontalHeader(), &QHeaderView::sortIndicatorChanged, m_table, &QTableView::scrollToTop);
     setUpDataTable(m_table);
+    // exp_avg and exp_avg_sq differ at the end: the middle of a long name is what can go.
+    m_table->setTextElideMode(Qt::ElideMiddle);
     auto* left = new QWidget(this);
     auto* leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
-    leftLayout->addWidget(m_filter);
+    auto* filters = new QHBoxLayout;
+    filters->addWidget(m_filter, 1);
+    filters->addWidget(m_onlyProblems);
+    filters->addWidget(m_count);
+    leftLayout->addLayout(filters);
     leftLayout->addWidget(m_table);
 
     m_partsView->setModel(m_parts);
     setUpDataTable(m_partsView);
-    m_partsView->horizontalHeader()->setSectionResizeMode(TensorPartsModel::File, QHeaderView::Stretch);
+    m_partsView->setTextElideMode(Qt::ElideMiddle); // a file's name and its suffix both say something
+    // The file that holds a NaN is the point of this table: its name is shown whole (with the
+    // health count beside it), the finite figures scroll if the page is narrow.
+    m_partsView->horizontalHeader()->setStretchLastSection(true);
     auto* right = new QSplitter(Qt::Vertical, this);
     right->addWidget(m_histogram);
     right->addWidget(m_partsView);
@@ -111,7 +152,15 @@ TensorsPanel::TensorsPanel(QWidget* parent)
     split->setSizes({1000, 600});
     layout->addWidget(split, 1);
 
-    connect(m_filter, &QLineEdit::textChanged, m_proxy, &QSortFilterProxyModel::setFilterFixedString);
+    connect(m_filter, &QLineEdit::textChanged, this, [this](const QString& text) {
+        m_proxy->setFilterFixedString(text);
+        showCount();
+    });
+    connect(m_onlyProblems, &QCheckBox::toggled, this, [this](bool only) {
+        m_proxy->setOnlyProblems(only);
+        showCount();
+    });
+    connect(m_model, &QAbstractItemModel::modelReset, this, &TensorsPanel::showCount);
     connect(m_cancel, &QPushButton::clicked, this, &TensorsPanel::cancel);
     connect(m_controller, &ContentController::progressChanged, this, &TensorsPanel::onProgress);
     connect(m_controller, &ContentController::finished, this, &TensorsPanel::onFinished);
@@ -245,6 +294,17 @@ void TensorsPanel::showSummary()
                           .arg(m_readSummary, formatCount(uint64_t(marked)), how, which));
     m_status->setToolTip(tr("Failed verification: %1. The marked rows' statistics are not the saved values.")
                              .arg(names.join(QStringLiteral(", "))));
+}
+
+void TensorsPanel::showCount()
+{
+    const int all = m_model->rowCount(), shown = m_proxy->rowCount();
+    if (all == 0)
+        m_count->clear();
+    else if (shown == all)
+        m_count->setText(tr("%1 tensors").arg(formatCount(uint64_t(all))));
+    else
+        m_count->setText(tr("%1 of %2 tensors").arg(formatCount(uint64_t(shown)), formatCount(uint64_t(all))));
 }
 
 bool TensorsPanel::isReading() const

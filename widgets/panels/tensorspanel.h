@@ -1,9 +1,11 @@
 #pragma once
 // The Tensors page: what the values of the open checkpoint look like. Core's inspect_content
 // runs in the background (ContentController) as soon as a checkpoint opens, with progress and
-// Cancel; then a sortable, filterable table of every tensor (NaN/Inf in red), the selected
-// tensor's log2|x| histogram and its parts (rank, file or chunk), and a banner: the first health
-// problem on its own, and in the app the one resume verdict of the bytes and the values together.
+// Cancel; then a sortable table of every tensor (its health counts beside its name, NaN/Inf in
+// red, long names elided in the middle), filtered by name and, when asked, to the tensors with
+// problems (core's tensor_health), the selected tensor's log2|x| histogram and its parts (rank,
+// file or chunk), and a banner: the first health problem on its own, and in the app the one resume
+// verdict of the bytes and the values together.
 
 #include "core/report/verdict.h"
 
@@ -11,11 +13,11 @@
 #include <QWidget>
 #include <memory>
 
+class QCheckBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
 class QPushButton;
-class QSortFilterProxyModel;
 class QTableView;
 
 namespace shardscope {
@@ -27,6 +29,7 @@ namespace shardwidgets {
 class ContentController;
 class FailureBanner;
 class HistogramView;
+class TensorFilter;
 class TensorPartsModel;
 class TensorStatsModel;
 
@@ -49,7 +52,8 @@ public:
     const shardscope::ContentReport* report() const { return m_report.get(); }
     const std::shared_ptr<const shardscope::ContentReport>& sharedReport() const { return m_report; }
     // The parts, for tests and the main window: each child also has an objectName ("tensorSummary",
-    // "tensorTable", "tensorFilter", "partsTable", "histogram", "banner") for QObject::findChild.
+    // "tensorTable", "tensorFilter", "onlyProblems", "tensorCount", "partsTable", "histogram",
+    // "banner") for QObject::findChild.
     TensorStatsModel* model() const { return m_model; }
     TensorPartsModel* partsModel() const { return m_parts; }
 
@@ -61,6 +65,7 @@ private:
     void onFinished();
     void showSelected();
     void showSummary(); // the line above the table: what was read, and how much of it from failed files
+    void showCount(); // beside the filters: how many tensors they leave
 
     ContentController* m_controller;
     std::shared_ptr<const shardscope::ContentReport> m_report;
@@ -70,8 +75,10 @@ private:
     QPushButton* m_cancel;
     FailureBanner* m_banner;
     QLineEdit* m_filter;
+    QCheckBox* m_onlyProblems;
+    QLabel* m_count;
     TensorStatsModel* m_model;
-    QSortFilterProxyModel* m_proxy;
+    TensorFilter* m_proxy;
     QTableView* m_table;
     HistogramView* m_histogram;
     TensorPartsModel* m_parts;

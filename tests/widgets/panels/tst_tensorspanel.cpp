@@ -1,6 +1,7 @@
 // widgets/panels/tensorspanel with its models (TensorStatsModel, TensorPartsModel, each under
 // QAbstractItemModelTester) and the histogram's geometry: a NaN planted on one rank shows up red,
-// in the banner, and in the selected tensor's parts, all read off the GUI thread.
+// in the banner, and in the selected tensor's parts, all read off the GUI thread; it sorts first
+// and stands alone behind "Only tensors with problems".
 
 #include "core/inspect/content.h"
 #include "core/open/verify.h"
@@ -16,6 +17,8 @@
 #include "widgettestutil.h"
 
 #include <QAbstractItemModelTester>
+#include <QCheckBox>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QSignalSpy>
@@ -127,6 +130,72 @@ private slots:
         // Typing in the filter narrows the table live.
         QTest::keyClicks(panel.findChild<QLineEdit*>(QStringLiteral("tensorFilter")), QStringLiteral("head.weight"));
         QCOMPARE(proxy(panel)->rowCount(), 4);
+    }
+
+    // As a person would: the first click on "NaN / Inf" puts the NaN first, the check box leaves
+    // only the tensors with problems (and says how many), long names are elided in the middle.
+    void problemsComeFirstAndCanBeAlone()
+    {
+        QTemporaryDir tmp;
+        const QString dir = writeCheckpoint(tmp, true);
+        TensorsPanel panel;
+        QAbstractItemModelTester tester(panel.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QSignalSpy finished(&panel, &TensorsPanel::scanFinished);
+        panel.resize(1400, 700);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        panel.open(dir);
+        QVERIFY(finished.wait(30000));
+        QTableView* view = table(panel);
+        const int all = panel.model()->rowCount();
+        QCOMPARE(panel.model()->problemCount(), 1);
+
+        QCOMPARE(view->textElideMode(), Qt::ElideMiddle);
+        QHeaderView* header = view->horizontalHeader();
+        QCOMPARE(proxy(panel)->headerData(1, Qt::Horizontal).toString(), QStringLiteral("NaN / Inf"));
+        QCOMPARE(proxy(panel)->headerData(2, Qt::Horizontal).toString(), QStringLiteral("Zeros"));
+        QCOMPARE(proxy(panel)->headerData(TensorStatsModel::Min, Qt::Horizontal).toString(),
+                 QStringLiteral("Min (finite)"));
+        // The health columns are in sight without scrolling.
+        QVERIFY(header->sectionViewportPosition(TensorStatsModel::Zeros) +
+                    header->sectionSize(TensorStatsModel::Zeros) <=
+                view->viewport()->width());
+
+        auto clickHeader = [&](int section) {
+            const QPoint at(header->sectionViewportPosition(section) + header->sectionSize(section) / 2,
+                            header->height() / 2);
+            QTest::mouseClick(header->viewport(), Qt::LeftButton, {}, at);
+        };
+        clickHeader(TensorStatsModel::NonFinite);
+        QCOMPARE(header->sortIndicatorSection(), int(TensorStatsModel::NonFinite));
+        QCOMPARE(header->sortIndicatorOrder(), Qt::DescendingOrder);
+        const auto* first = panel.model()->tensorAt(proxy(panel)->mapToSource(proxy(panel)->index(0, 0)).row());
+        QCOMPARE(first->stats.nan, uint64_t(1));
+        clickHeader(TensorStatsModel::NonFinite); // the second click turns it round
+        QCOMPARE(header->sortIndicatorOrder(), Qt::AscendingOrder);
+        clickHeader(TensorStatsModel::Zeros);
+        QCOMPARE(header->sortIndicatorOrder(), Qt::DescendingOrder);
+        clickHeader(TensorStatsModel::Name); // names as Qt sorts them: A first
+        QCOMPARE(header->sortIndicatorOrder(), Qt::AscendingOrder);
+
+        auto* count = panel.findChild<QLabel*>(QStringLiteral("tensorCount"));
+        QCOMPARE(count->text(), QStringLiteral("%1 tensors").arg(all));
+        auto* only = panel.findChild<QCheckBox*>(QStringLiteral("onlyProblems"));
+        QCOMPARE(only->text(), QStringLiteral("Only tensors with problems"));
+        QTest::mouseClick(only, Qt::LeftButton, {}, QPoint(8, only->height() / 2));
+        QVERIFY(only->isChecked());
+        QCOMPARE(proxy(panel)->rowCount(), 1);
+        QCOMPARE(panel.model()->tensorAt(proxy(panel)->mapToSource(proxy(panel)->index(0, 0)).row())->state,
+                 std::string("exp_avg_sq"));
+        QCOMPARE(count->text(), QStringLiteral("1 of %1 tensors").arg(all));
+        // With a name that none of them has: none.
+        QTest::keyClicks(panel.findChild<QLineEdit*>(QStringLiteral("tensorFilter")), QStringLiteral("head.weight"));
+        QCOMPARE(proxy(panel)->rowCount(), 0);
+        QCOMPARE(count->text(), QStringLiteral("0 of %1 tensors").arg(all));
+        panel.findChild<QLineEdit*>(QStringLiteral("tensorFilter"))->clear();
+        QTest::mouseClick(only, Qt::LeftButton, {}, QPoint(8, only->height() / 2));
+        QCOMPARE(proxy(panel)->rowCount(), all);
+        QCOMPARE(count->text(), QStringLiteral("%1 tensors").arg(all));
     }
 
     void healthyCheckpointIsGood()
