@@ -168,6 +168,16 @@ std::filesystem::path to_path(py::handle value)
     return std::filesystem::path(text);
 }
 
+storage::Location to_location(py::handle value)
+{
+    if (py::isinstance<py::str>(value)) {
+        const std::string text = value.cast<std::string>();
+        if (storage::is_url(text))
+            return storage::parse_location(text);
+    }
+    return storage::Location(to_path(value));
+}
+
 int int_or(py::handle value, int fallback, const std::string& where)
 {
     if (value.is_none())

@@ -3,6 +3,8 @@
 // core *_json object converted here, so Python sees exactly what `shardctl --json` prints) and
 // paths. Bad input from Python becomes Error(invalid_argument) naming what was wrong.
 
+#include "core/storage/location.h"
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <pybind11/pybind11.h>
@@ -23,6 +25,8 @@ nlohmann::json from_python(py::handle value, const std::string& where);
 
 // str, bytes or os.PathLike, encoded as the OS encodes file names (os.fsencode).
 std::filesystem::path to_path(py::handle value);
+// A mirror's location: a path as to_path takes it, or an s3:// URL (a str).
+storage::Location to_location(py::handle value);
 
 // Optional keyword values: None -> `fallback`.
 int int_or(py::handle value, int fallback, const std::string& where);

@@ -5,6 +5,7 @@
 #include "python/bindings.h"
 #include "python/convert.h"
 
+#include "core/run/mirror_tier.h"
 #include "core/checkpoint/reshard.h"
 #include "core/run/lifecycle.h"
 
@@ -24,7 +25,7 @@ public:
         options.root = to_path(root);
         options.keep_last = keep;
         if (!mirror.is_none())
-            options.mirror = to_path(mirror);
+            options.mirror = to_location(mirror);
         options.mirror_keep_last = mirror_keep;
         options.durable = durable;
         options.threads = threads;
@@ -118,7 +119,7 @@ public:
             py::gil_scoped_release unlocked;
             std::lock_guard lock(m_mutex);
             const ManagerOptions& o = m_manager->options();
-            fresh = !read_latest(o.root) && !(o.mirror && read_latest(*o.mirror));
+            fresh = !read_latest(o.root) && !(o.mirror && MirrorTier(*o.mirror).read_latest());
             ResumeOptions options;
             options.allow_unhealthy = allow_unhealthy;
             options.load.allow_unread_state = allow_partial_state;
@@ -156,7 +157,7 @@ public:
         py::dict out;
         out["root"] = o.root.string();
         out["keep"] = o.keep_last;
-        out["mirror"] = o.mirror ? py::object(py::str(o.mirror->string())) : py::object(py::none());
+        out["mirror"] = o.mirror ? py::object(py::str(storage::to_string(*o.mirror))) : py::object(py::none());
         out["mirror_keep"] = o.mirror_keep_last;
         out["durable"] = o.durable;
         return out;

@@ -10,6 +10,7 @@
 #include "core/open/root_steps.h"
 #include "core/report/verdict.h"
 #include "core/run/root_status.h"
+#include "core/storage/location.h"
 #include "core/util/printable.h"
 
 #include <cstdio>
@@ -169,7 +170,8 @@ int run_status(const QStringList& arguments)
         "A DeepSpeed, Megatron or torch DCP root: its step folders (with --content, each one's health)."));
     parser.addPositionalArgument(QStringLiteral("ROOT"), QStringLiteral("Checkpoint root."));
     parser.addOptions({
-        {QStringLiteral("mirror"), QStringLiteral("The run's second tier."), QStringLiteral("DIR2")},
+        {QStringLiteral("mirror"), QStringLiteral("The run's second tier: a directory or s3://bucket/prefix."),
+         QStringLiteral("DIR2")},
         {QStringLiteral("keep"), QStringLiteral("The run's --keep (default 3), for the rotation forecast."),
          QStringLiteral("K2"), QStringLiteral("3")},
         {QStringLiteral("mirror-keep"), QStringLiteral("The run's --mirror-keep (default 10)."), QStringLiteral("K3"),
@@ -185,9 +187,9 @@ int run_status(const QStringList& arguments)
     const auto mirror_keep = keep ? int_option(parser, QStringLiteral("mirror-keep"), 1, 1 << 20) : std::nullopt;
     if (!mirror_keep)
         return kUsage;
-    std::optional<fs::path> mirror;
+    std::optional<storage::Location> mirror;
     if (parser.isSet(QStringLiteral("mirror")))
-        mirror = fs::path(local(parser.value(QStringLiteral("mirror"))));
+        mirror = storage::parse_location(local(parser.value(QStringLiteral("mirror"))));
     const fs::path root = local(parser.positionalArguments().at(0));
     const bool content = parser.isSet(QStringLiteral("content"));
     const bool as_json = parser.isSet(QStringLiteral("json"));

@@ -4,9 +4,11 @@
 #include "app/cli_common/cli.h"
 #include "app/cli_common/run_options.h"
 
+#include "core/run/mirror_tier.h"
 #include "core/run/lifecycle.h"
 #include "core/checkpoint/reshard.h"
 #include "core/run/training.h"
+#include "core/storage/location.h"
 
 #include "core/util/printable.h"
 
@@ -33,8 +35,8 @@ int run_train(const QStringList& arguments)
          QStringLiteral("1")},
         {QStringLiteral("async"), QStringLiteral("Save in the background (the loop stalls only for a snapshot).")},
         {QStringLiteral("mirror"),
-         QStringLiteral("Second tier: copy each committed step there and verify it (resume falls "
-                        "back to it)."),
+         QStringLiteral("Second tier, a directory or s3://bucket/prefix: copy each committed step there "
+                        "and read it back (resume falls back to it)."),
          QStringLiteral("DIR2")},
         {QStringLiteral("mirror-keep"), QStringLiteral("Steps the mirror keeps (default 10)."), QStringLiteral("K3"),
          QStringLiteral("10")},
@@ -80,7 +82,7 @@ int run_train(const QStringList& arguments)
     options.mirror_keep_last = static_cast<int>(*mirror_keep);
     options.durable = args->durable;
     if (parser.isSet(QStringLiteral("mirror")))
-        options.mirror = fs::path(local(parser.value(QStringLiteral("mirror"))));
+        options.mirror = storage::parse_location(local(parser.value(QStringLiteral("mirror"))));
     options.on_warning = [](const std::string& message) { // from upload threads too: one line at once
         std::fflush(stdout);
         std::cerr << ("shardctl: warning: " + printable(message, 4096) + "\n") << std::flush;
@@ -89,7 +91,7 @@ int run_train(const QStringList& arguments)
     manager.lock_root(); // a second job on this root is refused now, not at its first save
 
     const bool has_checkpoint =
-        read_latest(options.root).has_value() || (options.mirror && read_latest(*options.mirror).has_value());
+        read_latest(options.root).has_value() || (options.mirror && MirrorTier(*options.mirror).read_latest());
     if (has_checkpoint && !args->resume)
         return fail(kUsage,
                     options.root.string() +
@@ -166,7 +168,7 @@ int run_train(const QStringList& arguments)
                           << (u.error.empty() ? std::string() : ": " + printable(u.error, 4096)) << '\n';
             }
         }
-        mirror = {{"path", options.mirror->string()}, {"complete", mirror_complete}, {"steps", steps}};
+        mirror = {{"path", storage::to_string(*options.mirror)}, {"complete", mirror_complete}, {"steps", steps}};
     }
     json extra = resume_choice;
     if (options.mirror)

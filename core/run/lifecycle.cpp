@@ -3,6 +3,7 @@
 
 #include "core/run/lifecycle.h"
 #include "core/run/internal/steps_scan.h"
+#include "core/run/mirror_tier.h"
 
 #include "core/util/fsutil.h"
 #include "core/checkpoint/internal/shardfile.h"
@@ -26,9 +27,11 @@ CheckpointManager::CheckpointManager(ManagerOptions options) : m_options(std::mo
 {
     if (m_options.keep_last < 1 || m_options.mirror_keep_last < 1)
         throw Error(ProblemKind::invalid_argument, "keep_last must be at least 1");
+    if (m_options.mirror) // before anything is created: a mirror without credentials is refused first
+        m_mirror = std::make_unique<MirrorTier>(*m_options.mirror);
     fsutil::make_directories(m_options.root, m_options.durable);
-    if (m_options.mirror)
-        fsutil::make_directories(*m_options.mirror, m_options.durable);
+    if (m_mirror)
+        m_mirror->prepare(m_options.durable);
 }
 
 CheckpointManager::~CheckpointManager()
@@ -66,7 +69,7 @@ void CheckpointManager::clean_leftovers()
     // and never named by `latest`, so removing it loses nothing.
     std::lock_guard lock(m_mutex);
     auto sweep = [&](const fs::path& root, bool mirror) {
-        for (const StepInfo& s : scan(root, mirror ? StepTier::mirror : StepTier::local)) {
+        for (const StepInfo& s : mirror ? m_mirror->scan() : scan(root, StepTier::local)) {
             const bool busy = (m_writing && *m_writing == s.name) ||
                 std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end();
             // A local step whose manifest does not parse is not a crash's leftover (the manifest is
@@ -74,7 +77,10 @@ void CheckpointManager::clean_leftovers()
             // interrupted upload's copy.
             if (s.complete || (s.bad_manifest && !mirror) || s.is_latest || busy)
                 continue;
-            remove_step_dir(root, s.name, m_options.durable);
+            if (mirror)
+                m_mirror->remove_step(s.name, m_options.durable);
+            else
+                remove_step_dir(root, s.name, m_options.durable);
         }
         // A crash while `latest` was replaced leaves latest.tmp. Only the local root's: an upload
         // thread may be replacing the mirror's `latest` right now (and it removes stale ones itself).
@@ -85,7 +91,7 @@ void CheckpointManager::clean_leftovers()
     sweep(m_options.root, false);
     if (m_options.mirror) {
         try {
-            sweep(*m_options.mirror, true);
+            sweep({}, true);
         } catch (const Error&) {
             // an unreachable mirror is the uploads' problem, never the save's
         }
@@ -97,10 +103,9 @@ void CheckpointManager::rotate(StepTier which)
     const bool local = which == StepTier::local;
     if (!local && !m_options.mirror)
         return;
-    const fs::path& root = local ? m_options.root : *m_options.mirror;
     const int keep = local ? m_options.keep_last : m_options.mirror_keep_last;
     std::vector<StepInfo> complete;
-    for (auto& s : scan(root, which))
+    for (auto& s : local ? scan(m_options.root, which) : m_mirror->scan())
         if (s.complete)
             complete.push_back(std::move(s));
     if (complete.size() <= static_cast<std::size_t>(keep))
@@ -113,14 +118,16 @@ void CheckpointManager::rotate(StepTier which)
             return (m_writing && *m_writing == s.name) ||
                 (local && std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end());
         };
-        const auto on_mirror = [&](const StepInfo& s) {
-            return describe_step(*m_options.mirror, s.name, s.step, StepTier::mirror).complete;
-        };
+        const auto on_mirror = [&](const StepInfo& s) { return m_mirror->describe(s.name, s.step).complete; };
         RotationPlan plan = plan_rotation(
             complete, keep, local && m_options.mirror ? std::optional<int>(m_options.mirror_keep_last) : std::nullopt,
             busy, on_mirror);
-        for (const auto& name : plan.remove)
-            remove_step_dir(root, name, m_options.durable);
+        for (const auto& name : plan.remove) {
+            if (local)
+                remove_step_dir(m_options.root, name, m_options.durable);
+            else
+                m_mirror->remove_step(name, m_options.durable);
+        }
         held = std::move(plan.held);
         kept_healthy = std::move(plan.kept_healthy);
     }
@@ -395,13 +402,30 @@ ResumePoint load_step_or_root(const fs::path& path, const ResumeOptions& options
     return point;
 }
 
-ResumePoint load_resume_point(const fs::path& root, const std::optional<fs::path>& mirror, const ResumeOptions& options)
+ResumePoint load_resume_point(const fs::path& root, const std::optional<storage::Location>& mirror_location,
+                              const ResumeOptions& options)
 {
+    std::optional<MirrorTier> mirror;
+    if (mirror_location)
+        mirror.emplace(*mirror_location);
+    // An S3 mirror's step is fetched into the root to be loaded, and removed after.
+    const fs::path scratch = root / ".mirror-fetch";
+    struct Scratch {
+        const fs::path& dir;
+        ~Scratch()
+        {
+            std::error_code ec;
+            fs::remove_all(dir, ec);
+        }
+    } remove_scratch{scratch};
+    const auto load_from_mirror = [&](const std::string& name) {
+        return load_sharded(mirror->fetch(name, scratch), options.expected_world_size, options.load);
+    };
     // The newest `latest` bounds the search: a step committed after it was never published.
     const std::optional<std::string> local_latest = read_latest(root);
     std::optional<std::string> latest = local_latest;
     if (!latest && mirror)
-        latest = read_latest(*mirror);
+        latest = mirror->read_latest();
     if (!latest)
         throw Error(ProblemKind::cannot_open, root.string() + ": no complete checkpoint to resume from (no `latest`)",
                     root.string());
@@ -416,7 +440,7 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<fs::path
         if (s.complete && s.step <= bound)
             steps[s.step].local = std::move(s);
     if (mirror)
-        for (StepInfo& s : scan(*mirror, StepTier::mirror))
+        for (StepInfo& s : mirror->scan())
             if (s.complete && s.step <= bound)
                 steps[s.step].mirror = std::move(s);
 
@@ -465,7 +489,8 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<fs::path
             }
         }
         if (!loaded && copies.mirror) {
-            loaded = load_sharded(*mirror / copies.mirror->name, options.expected_world_size, options.load);
+            loaded = load_from_mirror(copies.mirror->name);
+            loaded->dir = mirror->display(copies.mirror->name); // where it came from, not the scratch copy
             point.used_mirror = true;
         }
         if (!loaded) {
@@ -488,8 +513,10 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<fs::path
     }
     if (local_error)
         throw *local_error;
-    if (!first_unhealthy) // `latest` (the mirror's) names no complete step: its load says why
-        load_sharded((local_latest ? root : *mirror) / *latest, options.expected_world_size, options.load);
+    if (!first_unhealthy && local_latest) // `latest` names no complete step: its load says why
+        load_sharded(root / *latest, options.expected_world_size, options.load);
+    else if (!first_unhealthy)
+        load_from_mirror(*latest);
     throw no_healthy_step(root, point.skipped, first_unhealthy);
 }
 

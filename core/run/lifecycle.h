@@ -2,8 +2,8 @@
 // A checkpoint root over a training run's lifetime: one directory per step, a `latest` file that
 // names the newest complete step (replaced atomically, only after that step is committed),
 // rotation that keeps the last K complete steps, asynchronous saves that stall the training loop
-// only for a snapshot, and an optional second tier (a mirror directory standing in for object
-// storage) with its own, longer retention.
+// only for a snapshot, and an optional second tier (a mirror: another directory, or an S3 bucket
+// and prefix, mirror_tier.h) with its own, longer retention.
 //
 // Invariants: `latest` never names a step that is not fully committed; rotation never removes
 // the step `latest` names, the newest step not recorded as unhealthy, a step still being written,
@@ -19,6 +19,7 @@
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
 #include "core/run/root_lock.h"
+#include "core/storage/location.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -30,6 +31,8 @@
 #include <thread>
 
 namespace shardscope {
+
+class MirrorTier;
 
 // "step-00001234": zero-padded so that directory listings sort by step.
 std::string step_dir_name(uint64_t step);
@@ -64,7 +67,7 @@ struct StepInfo {
 // The step directories of a root, sorted by step, without hashing anything; with a mirror, the
 // mirror's steps follow (tier mirror) and each local step says whether its upload finished.
 std::vector<StepInfo> list_steps(const std::filesystem::path& root,
-                                 const std::optional<std::filesystem::path>& mirror = std::nullopt);
+                                 const std::optional<storage::Location>& mirror = std::nullopt);
 
 // Removes the step directory `name` of `root` so that a power cut part-way leaves an incomplete
 // step (a leftover), never a manifest over missing shards: manifest.json goes first and, with
@@ -90,7 +93,7 @@ void write_latest(const std::filesystem::path& root, const std::string& step_dir
 struct ManagerOptions {
     std::filesystem::path root;
     int keep_last = 3; // complete local steps to keep (>= 1)
-    std::optional<std::filesystem::path> mirror; // second tier
+    std::optional<storage::Location> mirror; // second tier: a directory or s3://bucket/prefix
     int mirror_keep_last = 10;
     bool durable = true;
     int threads = 0;
@@ -141,7 +144,7 @@ struct ResumePoint {
 // of the same step, or else the mirror's newest healthy one; without one that error is thrown
 // (a damaged step is never passed over silently). Throws Error(cannot_open) when there is no
 // `latest`, and the health's kind (nonfinite_values, ...) naming every step when none is healthy.
-ResumePoint load_resume_point(const std::filesystem::path& root, const std::optional<std::filesystem::path>& mirror,
+ResumePoint load_resume_point(const std::filesystem::path& root, const std::optional<storage::Location>& mirror,
                               const ResumeOptions& options = {});
 
 // The step load_resume_point starts from, chosen by the recorded health alone, without loading
@@ -235,6 +238,7 @@ private:
     void finish_previous_write();
 
     ManagerOptions m_options;
+    std::unique_ptr<MirrorTier> m_mirror; // the tier m_options.mirror names
     std::mutex m_mutex;
     std::mutex m_upload_mutex;
     std::thread m_writer; // the pending async save, if any

@@ -4,9 +4,10 @@
 
 #include "core/run/lifecycle.h"
 #include "core/run/internal/steps_scan.h"
+#include "core/run/mirror_tier.h"
 #include "core/run/root_status.h"
 
-#include "core/checkpoint/internal/shardfile.h"
+#include "core/checkpoint/directory.h"
 #include "core/util/fsutil.h"
 
 #include <algorithm>
@@ -44,75 +45,30 @@ void CheckpointManager::upload(const std::string& name)
     // One upload at a time, so the mirror's `latest` only ever moves forward.
     std::lock_guard serial(m_upload_mutex);
     const fs::path src = m_options.root / name;
-    const fs::path dst = *m_options.mirror / name;
-    // The mirror root must still be there: recreating a vanished one would upload into whatever
-    // lies beneath it. (A mount that left its empty mount point behind is not caught; format.md 6.7.)
-    (void)fsutil::open_directory(*m_options.mirror);
-    remove_step_dir(*m_options.mirror, name, m_options.durable); // an earlier, interrupted upload of it
+    m_mirror->remove_step(name, m_options.durable); // an earlier, interrupted upload of it
     const Manifest m = read_manifest(src);
     // A copy that cannot fit is not started: a half-written one would only fill the mirror more.
     const uint64_t need = m.total_bytes() + 64 * 1024;
-    if (const TierSpace space = tier_space(StepTier::mirror, *m_options.mirror);
-        space.free_bytes && *space.free_bytes < need)
-        throw Error(ProblemKind::io_error,
-                    (*m_options.mirror / name).string() + ": not uploaded: the step needs about " +
-                        std::to_string(need / 1024) + " KiB but only " + std::to_string(*space.free_bytes / 1024) +
-                        " KiB are free on the mirror",
-                    m_options.mirror->string());
-    fsutil::make_directories(dst, m_options.durable); // only now: a refused upload leaves nothing
+    if (m_mirror->is_local())
+        if (const TierSpace space = tier_space(StepTier::mirror, m_mirror->location().path);
+            space.free_bytes && *space.free_bytes < need)
+            throw Error(ProblemKind::io_error,
+                        m_mirror->display(name) + ": not uploaded: the step needs about " +
+                            std::to_string(need / 1024) + " KiB but only " + std::to_string(*space.free_bytes / 1024) +
+                            " KiB are free on the mirror",
+                        m_mirror->display());
     fsutil::UniqueFd src_fd = fsutil::open_directory(src);
-    fsutil::UniqueFd dst_fd = fsutil::open_directory(dst);
-    nlohmann::json files = nlohmann::json::array();
-    std::vector<char> buffer(kReadChunk);
-    for (const ShardRecord& record : m.shards) {
-        fsutil::OpenedFile in = fsutil::open_beneath_for_read(src_fd.get(), record.path);
-        if (in.status != fsutil::OpenStatus::ok)
-            throw Error(ProblemKind::unreadable, (src / record.path).string() + ": cannot upload it: " + in.reason,
-                        record.path, record.rank);
-        WriteOptions write;
-        write.durable = m_options.durable;
-        ShardFileWriter out(dst_fd.get(), dst, record.rank, write, record.path);
-        for (uint64_t at = 0; at < in.size; at += buffer.size()) {
-            const auto n = static_cast<std::size_t>(std::min<uint64_t>(buffer.size(), in.size - at));
-            if (!fsutil::read_exact(in.fd.get(), buffer.data(), n, at))
-                throw Error(ProblemKind::unreadable, (src / record.path).string() + ": read failed during upload",
-                            record.path, record.rank);
-            out.write(buffer.data(), n);
-        }
-        const ShardRecord copied = out.finish(record.param_shard_offset, record.param_shard_numel);
-        if (copied.sha256 != record.sha256) // what was sent is not what the manifest promised
-            throw Error(ProblemKind::hash_mismatch,
-                        (src / record.path).string() + " (rank " + std::to_string(record.rank) +
-                            "): changed or corrupt while uploading; the mirror copy is not kept",
-                        record.path, record.rank);
-        files.push_back({{"path", record.path},
-                         {"remote_path", (dst / record.path).string()},
-                         {"sha256", copied.sha256},
-                         {"bytes", copied.bytes}});
-    }
     const std::string manifest =
         fsutil::read_small_file(src_fd.get(), "manifest.json", kMaxManifestBytes, (src / "manifest.json").string());
-    // The copies' names must be durable before a manifest points at them (as in commit()).
-    if (m_options.durable)
-        fsutil::fsync_or_throw(dst_fd.get(), dst.string());
-    fsutil::write_file_atomic(dst_fd.get(), "manifest.json", manifest, dst.string(), m_options.durable);
-    // Read the copy back as a remote client would, before declaring the upload done.
-    const VerifyReport check = verify_native(dst);
-    if (!check.ok())
-        throw Error(check.problems.front());
-    const nlohmann::json record = {{"source", src.string()},
-                                   {"step", m.step},
-                                   {"uploaded_at", static_cast<int64_t>(std::time(nullptr))},
-                                   {"files", files}};
-    fsutil::write_file_atomic(dst_fd.get(), kUploadManifest, record.dump(2) + "\n", dst.string(), m_options.durable);
+    m_mirror->upload(src, name, m, manifest, m_options.durable);
     std::optional<std::string> current;
     try {
-        current = read_latest(*m_options.mirror);
+        current = m_mirror->read_latest();
     } catch (const Error&) {
         // a broken mirror `latest` is simply replaced
     }
     if (!current || parse_step_dir_name(*current).value_or(0) <= m.step)
-        write_latest(*m_options.mirror, name, m_options.durable);
+        m_mirror->write_latest(name, m_options.durable);
 }
 
 namespace {
@@ -244,7 +200,7 @@ std::vector<std::string> CheckpointManager::due_uploads(const std::string& commi
             if (!all && it != m_upload_records.end() && it->second.failures > 0 && m_saves < it->second.retry_at_save)
                 continue; // backing off
         }
-        if (!describe_step(*m_options.mirror, s.name, s.step, StepTier::mirror).complete)
+        if (!m_mirror->describe(s.name, s.step).complete)
             due.push_back(s.name);
     }
     return due;
@@ -257,7 +213,7 @@ std::vector<UploadStatus> CheckpointManager::upload_status()
         return out;
     for (const StepInfo& s : mirror_window(m_options.root, m_options.mirror_keep_last)) {
         UploadStatus u{.name = s.name, .step = s.step};
-        const bool on_mirror = describe_step(*m_options.mirror, s.name, s.step, StepTier::mirror).complete;
+        const bool on_mirror = m_mirror->describe(s.name, s.step).complete;
         std::lock_guard lock(m_mutex);
         const auto it = m_upload_records.find(s.name);
         if (it != m_upload_records.end())

@@ -1,4 +1,5 @@
 #include "core/run/root_status.h"
+#include "core/run/mirror_tier.h"
 #include "core/run/internal/steps_scan.h"
 
 #include <algorithm>
@@ -100,17 +101,31 @@ std::map<std::string, UploadState> upload_states_on_disk(const std::vector<StepI
     return out;
 }
 
-RootStatus root_status(const fs::path& root, const std::optional<fs::path>& mirror, int keep_last, int mirror_keep_last)
+RootStatus root_status(const fs::path& root, const std::optional<storage::Location>& mirror, int keep_last,
+                       int mirror_keep_last)
 {
     RootStatus st{.root = root, .mirror = mirror, .keep_last = keep_last, .mirror_keep_last = mirror_keep_last};
     (void)fsutil::open_directory(root); // a root that cannot be opened is an error, not an empty root
     st.latest = latest_or_none(root);
-    st.steps = list_steps(root, mirror);
     st.lock = read_lock_holder(root);
     st.space.push_back(tier_space(StepTier::local, root));
     if (mirror) {
-        st.mirror_latest = latest_or_none(*mirror);
-        st.space.push_back(tier_space(StepTier::mirror, *mirror));
+        const MirrorTier tier(*mirror);
+        std::vector<StepInfo> remote = tier.scan();
+        st.steps = list_steps(root);
+        for (auto& s : st.steps)
+            for (const auto& r : remote)
+                s.uploaded = s.uploaded || (r.name == s.name && r.complete);
+        st.steps.insert(st.steps.end(), remote.begin(), remote.end());
+        try {
+            st.mirror_latest = tier.read_latest();
+        } catch (const Error&) {
+            // a broken `latest` names no step; verify says why
+        }
+        if (tier.is_local())
+            st.space.push_back(tier_space(StepTier::mirror, mirror->path));
+    } else {
+        st.steps = list_steps(root);
     }
     const auto none = [](const StepInfo&) { return false; };
     const auto uploaded = [](const StepInfo& s) { return s.uploaded; };
@@ -187,7 +202,7 @@ nlohmann::json to_json(const RootStatus& st)
             {"root", st.root.string()},
             {"latest", st.latest ? json(*st.latest) : json(nullptr)},
             {"mirror",
-             st.mirror ? json{{"path", st.mirror->string()},
+             st.mirror ? json{{"path", storage::to_string(*st.mirror)},
                               {"latest", st.mirror_latest ? json(*st.mirror_latest) : json(nullptr)}}
                        : json(nullptr)},
             {"keep", st.keep_last},

@@ -22,7 +22,7 @@ TierSpace tier_space(StepTier tier, const std::filesystem::path& path);
 
 struct RootStatus {
     std::filesystem::path root;
-    std::optional<std::filesystem::path> mirror;
+    std::optional<storage::Location> mirror;
     int keep_last = 3, mirror_keep_last = 10;
     std::optional<std::string> latest, mirror_latest;
     std::vector<StepInfo> steps; // list_steps: the local tier, then the mirror's
@@ -49,8 +49,9 @@ bool writer_running(const std::optional<LockHolder>& lock);
 std::map<std::string, UploadState> upload_states_on_disk(const std::vector<StepInfo>& steps,
                                                          const std::optional<LockHolder>& lock, int mirror_keep_last);
 
-RootStatus root_status(const std::filesystem::path& root, const std::optional<std::filesystem::path>& mirror,
-                       int keep_last, int mirror_keep_last);
+// A bucket's free space is not known: `space` lists the local tier alone then.
+RootStatus root_status(const std::filesystem::path& root, const std::optional<storage::Location>& mirror, int keep_last,
+                       int mirror_keep_last);
 
 // The `shardctl status --json` object (docs/shardctl.md, 2.13).
 nlohmann::json to_json(const RootStatus& status);

@@ -3,6 +3,7 @@
 
 #include "core/run/lifecycle.h"
 #include "core/run/internal/steps_scan.h"
+#include "core/run/mirror_tier.h"
 
 #include "core/checkpoint/directory.h"
 #include "core/util/fsutil.h"
@@ -192,11 +193,11 @@ std::optional<std::string> rotate_steps(const fs::path& root, int keep_last, boo
     return plan.kept_healthy;
 }
 
-std::vector<StepInfo> list_steps(const fs::path& root, const std::optional<fs::path>& mirror)
+std::vector<StepInfo> list_steps(const fs::path& root, const std::optional<storage::Location>& mirror)
 {
     std::vector<StepInfo> steps = scan(root, StepTier::local);
     if (mirror) {
-        std::vector<StepInfo> remote = scan(*mirror, StepTier::mirror);
+        std::vector<StepInfo> remote = MirrorTier(*mirror).scan();
         for (auto& s : steps)
             for (const auto& r : remote)
                 s.uploaded = s.uploaded || (r.name == s.name && r.complete);

@@ -86,12 +86,11 @@ bool is_url(std::string_view text)
 
 Location parse_location(std::string_view text)
 {
-    Location out{.text = std::string(text)};
     const std::string_view scheme = scheme_of(text);
-    if (scheme.empty()) {
-        out.path = std::filesystem::path(text);
-        return out;
-    }
+    if (scheme.empty())
+        return Location(std::filesystem::path(text));
+    Location out;
+    out.text = std::string(text);
     const std::string_view rest = text.substr(scheme.size() + 3);
     const std::size_t slash = rest.find('/');
     const std::string_view host = rest.substr(0, slash);

@@ -12,6 +12,10 @@ namespace shardscope::storage {
 enum class Scheme { local, s3, http, https };
 
 struct Location {
+    Location() = default;
+    // A local path, as every API that took a std::filesystem::path before S3 did.
+    Location(std::filesystem::path local) : text(local.string()), path(std::move(local)) {}
+
     Scheme scheme = Scheme::local;
     std::string text; // as the user wrote it, for messages
     std::filesystem::path path; // local

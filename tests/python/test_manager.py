@@ -27,7 +27,10 @@ class Manager(TempDirTest):
         os.chdir(self.tmp)
         try:
             with self.assertRaises(shardscope.InvalidArgumentError) as caught:
-                shardscope.CheckpointManager(os.path.join(self.tmp, "root"), keep=2, mirror="s3://ckpt/run")
+                shardscope.CheckpointManager(os.path.join(self.tmp, "root"), keep=2, mirror="gs://ckpt/run")
+            self.assertIn('unknown URL scheme "gs"', str(caught.exception))
+            with self.assertRaises(shardscope.InvalidArgumentError) as caught:
+                shardscope.load("s3://ckpt/run", None)
             self.assertIn("s3://ckpt/run: a local path is needed here", str(caught.exception))
             with self.assertRaises(shardscope.InvalidArgumentError) as caught:
                 shardscope.load("https://user:hunter2@host/run", None)

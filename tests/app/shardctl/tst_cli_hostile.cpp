@@ -162,14 +162,25 @@ private slots:
         QTemporaryDir cwd;
         const QString before = QDir::currentPath();
         QVERIFY(QDir::setCurrent(cwd.path()));
+        // No credentials anywhere: a bucket mirror is refused before anything is created.
+        const QByteArray id = qgetenv("AWS_ACCESS_KEY_ID");
+        qunsetenv("AWS_ACCESS_KEY_ID");
+        qputenv("AWS_SHARED_CREDENTIALS_FILE", cwd.filePath(QStringLiteral("none")).toUtf8());
+        const auto restore = qScopeGuard([&] {
+            qunsetenv("AWS_SHARED_CREDENTIALS_FILE");
+            if (!id.isEmpty())
+                qputenv("AWS_ACCESS_KEY_ID", id);
+        });
         const auto back = qScopeGuard([&] { QDir::setCurrent(before); });
         struct Case {
             std::vector<const char*> args;
             const char* said;
         };
         const Case cases[] = {
-            {{"train", "--root", "run", "--mirror", "s3://ckpt/run", "--steps", "2"},
-             "s3://ckpt/run: --mirror of 'shardctl train' is a local path"},
+            {{"train", "--root", "s3://ckpt/run", "--steps", "2"},
+             "s3://ckpt/run: --root of 'shardctl train' is a local path"},
+            {{"train", "--root", "run", "--mirror", "s3://ckpt/run", "--steps", "2"}, "no S3 credentials"},
+            {{"status", "run", "--mirror", "gs://ckpt/run"}, "unknown URL scheme \"gs\""},
             {{"demo-save", "--out", "s3://ckpt/demo", "--world-size", "2", "--numel", "100"},
              "s3://ckpt/demo: --out of 'shardctl demo-save' is a local path"},
             {{"verify", "https://models.example/org/m", "--json"}, "the path argument of 'shardctl verify'"},

@@ -75,7 +75,7 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
     if (auto why = manifest_without_shards(o.root); !why.empty())
         return why;
     if (o.mirror)
-        if (auto why = manifest_without_shards(*o.mirror); !why.empty())
+        if (auto why = manifest_without_shards(o.mirror->path); !why.empty())
             return "mirror: " + why;
     std::optional<std::string> latest;
     try {
@@ -94,8 +94,8 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
     if (o.mirror) {
         std::optional<std::string> mirror_latest;
         try {
-            if (fs::is_directory(*o.mirror))
-                mirror_latest = read_latest(*o.mirror);
+            if (fs::is_directory(o.mirror->path))
+                mirror_latest = read_latest(o.mirror->path);
         } catch (const Error& e) {
             return std::string("the mirror's `latest` is unreadable: ") + e.what();
         }
@@ -103,14 +103,14 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
             return "step " + std::to_string(uploaded.back()) + " had been uploaded, but the mirror's `latest` names " +
                 (mirror_latest ? *mirror_latest : std::string("nothing"));
         if (mirror_latest &&
-            !(fs::exists(*o.mirror / *mirror_latest / "manifest.json") &&
-              fs::exists(*o.mirror / *mirror_latest / kUploadManifest)))
+            !(fs::exists(o.mirror->path / *mirror_latest / "manifest.json") &&
+              fs::exists(o.mirror->path / *mirror_latest / kUploadManifest)))
             return "the mirror's `latest` names " + *mirror_latest + ", which is not a finished upload";
     }
     if (auto why = retained(o.root, committed, run.keep, false); !why.empty())
         return why;
     if (o.mirror)
-        if (auto why = retained(*o.mirror, uploaded, *run.mirror_keep, true); !why.empty())
+        if (auto why = retained(o.mirror->path, uploaded, *run.mirror_keep, true); !why.empty())
             return "mirror: " + why;
 
     CheckpointManager manager(o);
@@ -132,7 +132,7 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
             return "step " + std::to_string(step) + " was committed without the health of its values";
         // The mirror fallback: with the local copy of that step damaged, its mirror copy (when
         // the upload had finished) is what the job resumes from, with the same bytes.
-        if (o.mirror && fs::exists(*o.mirror / step_dir_name(step) / kUploadManifest)) {
+        if (o.mirror && fs::exists(o.mirror->path / step_dir_name(step) / kUploadManifest)) {
             const fs::path shard = loaded.dir / loaded.manifest.shards.front().path;
             std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
             f.seekg(-1, std::ios::end);
@@ -154,9 +154,9 @@ std::string check_restart(const Run& run, const fs::path& out, const std::vector
     if (read_latest(o.root) != step_dir_name(next))
         return "after the next save, `latest` does not name it";
     if (o.mirror) {
-        if (auto why = leftovers(*o.mirror); !why.empty())
+        if (auto why = leftovers(o.mirror->path); !why.empty())
             return "after the next save: mirror: " + why;
-        if (read_latest(*o.mirror) != step_dir_name(next))
+        if (read_latest(o.mirror->path) != step_dir_name(next))
             return "after the next save, the mirror's `latest` does not name it";
     }
     return {};

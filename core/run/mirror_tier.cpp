@@ -1,0 +1,350 @@
+#include "core/run/mirror_tier.h"
+#include "core/run/internal/steps_scan.h"
+
+#include "core/checkpoint/directory.h"
+#include "core/checkpoint/internal/shardfile.h"
+#include "core/checkpoint/verify.h"
+#include "core/storage/s3.h"
+#include "core/util/fsutil.h"
+#include "core/util/hashing.h"
+#include "core/util/parallel.h"
+#include "core/util/printable.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <ctime>
+#include <map>
+
+namespace shardscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Parts of a multipart upload and pieces of a read-back: large enough that per-request costs
+// vanish, small enough that four transfers in flight hold 32 MiB.
+constexpr std::size_t kPart = 8 << 20;
+constexpr int kTransfers = 4;
+constexpr std::size_t kMaxMirrorObjects = 1'000'000;
+
+std::span<const std::byte> bytes_of(const std::string& text)
+{
+    return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+} // namespace
+
+MirrorTier::MirrorTier(storage::Location where) : m_where(std::move(where))
+{
+    if (m_where.scheme == storage::Scheme::s3)
+        m_s3 = std::make_unique<storage::S3Client>(storage::s3_config_from_environment());
+    else if (!m_where.is_local())
+        throw Error(ProblemKind::invalid_argument,
+                    m_where.text + ": a mirror is a local directory or an s3:// location, not a web server");
+}
+
+MirrorTier::~MirrorTier() = default;
+MirrorTier::MirrorTier(MirrorTier&&) noexcept = default;
+MirrorTier& MirrorTier::operator=(MirrorTier&&) noexcept = default;
+
+std::string MirrorTier::key(const std::string& name) const
+{
+    return m_where.prefix.empty() ? name : m_where.prefix + "/" + name;
+}
+
+std::string MirrorTier::display(const std::string& name) const
+{
+    if (is_local())
+        return (name.empty() ? m_where.path : m_where.path / name).string();
+    return storage::to_string(name.empty() ? m_where : m_where.child(name));
+}
+
+void MirrorTier::prepare(bool durable) const
+{
+    if (is_local())
+        fsutil::make_directories(m_where.path, durable);
+}
+
+std::optional<std::string> MirrorTier::read_latest() const
+{
+    if (is_local())
+        return shardscope::read_latest(m_where.path);
+    const auto text = m_s3->get(m_where.bucket, key("latest"), 4096);
+    if (!text)
+        return std::nullopt;
+    std::string name = *text;
+    while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' '))
+        name.pop_back();
+    if (!parse_step_dir_name(name))
+        throw Error(ProblemKind::invalid_manifest,
+                    display("latest") + ": does not name a step (" + printable(name, 80) + ")");
+    return name;
+}
+
+void MirrorTier::write_latest(const std::string& name, bool durable) const
+{
+    if (is_local())
+        return shardscope::write_latest(m_where.path, name, durable);
+    m_s3->put(m_where.bucket, key("latest"), bytes_of(name + "\n"));
+}
+
+StepInfo MirrorTier::describe(const std::string& name, uint64_t step) const
+{
+    if (is_local())
+        return describe_step(m_where.path, name, step, StepTier::mirror);
+    StepInfo info{.name = name, .step = step, .tier = StepTier::mirror};
+    try {
+        const auto objects = m_s3->list(m_where.bucket, key(name) + "/", kMaxMirrorObjects);
+        const auto has = [&](const char* file) {
+            return std::any_of(objects.begin(), objects.end(),
+                               [&](const storage::ObjectInfo& o) { return o.key == key(name) + "/" + file; });
+        };
+        if (!has("manifest.json")) {
+            info.problem = "no manifest.json: the upload did not finish";
+            return info;
+        }
+        info.bad_manifest = true;
+        const auto text = m_s3->get(m_where.bucket, key(name) + "/manifest.json", kMaxManifestBytes);
+        if (!text)
+            throw Error(ProblemKind::missing_file, display(name) + "/manifest.json: gone while listed");
+        const Manifest m = parse_manifest(*text, display(name) + "/manifest.json");
+        info.bad_manifest = false;
+        info.complete = has(kUploadManifest);
+        info.world_size = m.world_size;
+        info.wall_clock_seconds = m.wall_clock_seconds;
+        info.bytes = m.total_bytes();
+        info.recorded_health = m.health();
+        info.health = m.describe_health();
+        if (!info.complete)
+            info.problem = "the upload has not finished (no upload.json)";
+    } catch (const Error& e) {
+        info.complete = false;
+        info.problem = e.what();
+    }
+    return info;
+}
+
+std::vector<StepInfo> MirrorTier::scan() const
+{
+    if (is_local())
+        return shardscope::scan(m_where.path, StepTier::mirror);
+    const std::string root = m_where.prefix.empty() ? "" : m_where.prefix + "/";
+    std::map<uint64_t, std::string> names;
+    for (const auto& o : m_s3->list(m_where.bucket, root, kMaxMirrorObjects)) {
+        const std::string rest = o.key.substr(root.size());
+        const std::size_t slash = rest.find('/');
+        if (slash == std::string::npos)
+            continue;
+        if (const auto step = parse_step_dir_name(rest.substr(0, slash)))
+            names.emplace(*step, rest.substr(0, slash));
+    }
+    std::vector<StepInfo> steps;
+    for (const auto& [step, name] : names)
+        steps.push_back(describe(name, step));
+    std::optional<std::string> latest;
+    try {
+        latest = read_latest();
+    } catch (const Error&) {
+        // a broken `latest` marks no step
+    }
+    for (auto& s : steps)
+        s.is_latest = latest && *latest == s.name;
+    return steps;
+}
+
+void MirrorTier::remove_step(const std::string& name, bool durable) const
+{
+    if (is_local())
+        return remove_step_dir(m_where.path, name, durable);
+    try {
+        const std::string dir = key(name) + "/";
+        for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, dir))
+            m_s3->abort_multipart(m_where.bucket, u.key, u.upload_id);
+        m_s3->remove(m_where.bucket, dir + kUploadManifest);
+        m_s3->remove(m_where.bucket, dir + "manifest.json");
+        for (const auto& o : m_s3->list(m_where.bucket, dir, kMaxMirrorObjects))
+            m_s3->remove(m_where.bucket, o.key);
+    } catch (const Error&) {
+        // unreachable now: the next sweep tries again
+    }
+}
+
+namespace {
+
+// The local shard `path` of `src` sent as `key`: one PUT up to a part's size, else a multipart
+// upload whose parts each carry their MD5 and SHA-256 (checked by the server), aborted on any
+// failure so that no upload is left behind. Returns the SHA-256 of what was read and sent.
+std::string send_shard(const storage::S3Client& s3, const std::string& bucket, const std::string& key, int dirfd,
+                       const fs::path& src, const ShardRecord& record)
+{
+    fsutil::OpenedFile in = fsutil::open_beneath_for_read(dirfd, record.path);
+    if (in.status != fsutil::OpenStatus::ok)
+        throw Error(ProblemKind::unreadable, (src / record.path).string() + ": cannot upload it: " + in.reason,
+                    record.path, record.rank);
+    Sha256 sha;
+    std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<uint64_t>(in.size, kPart)));
+    const auto read_piece = [&](uint64_t at, std::size_t n) {
+        if (!fsutil::read_exact(in.fd.get(), buffer.data(), n, at))
+            throw Error(ProblemKind::unreadable, (src / record.path).string() + ": read failed during upload",
+                        record.path, record.rank);
+        sha.update(buffer.data(), n);
+        return std::span<const std::byte>(buffer.data(), n);
+    };
+    if (in.size <= kPart) {
+        s3.put(bucket, key, read_piece(0, static_cast<std::size_t>(in.size)));
+        return sha.hex_digest();
+    }
+    const std::string id = s3.create_multipart(bucket, key);
+    try {
+        std::vector<std::string> etags;
+        int part = 1;
+        for (uint64_t at = 0; at < in.size; at += kPart, ++part) {
+            const auto n = static_cast<std::size_t>(std::min<uint64_t>(kPart, in.size - at));
+            etags.push_back(s3.upload_part(bucket, key, id, part, read_piece(at, n)));
+        }
+        s3.complete_multipart(bucket, key, id, etags);
+    } catch (...) {
+        try {
+            s3.abort_multipart(bucket, key, id);
+        } catch (const Error&) {
+            // the next upload of this step aborts what is left under it
+        }
+        throw;
+    }
+    return sha.hex_digest();
+}
+
+// The object read back in pieces: its SHA-256, as a reader elsewhere would see it.
+std::string read_back(const storage::S3Client& s3, const std::string& bucket, const std::string& key, uint64_t size)
+{
+    Sha256 sha;
+    std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<uint64_t>(size, kPart)));
+    for (uint64_t at = 0; at < size; at += kPart) {
+        const auto n = static_cast<std::size_t>(std::min<uint64_t>(kPart, size - at));
+        s3.read(bucket, key, at, std::span(buffer.data(), n));
+        sha.update(buffer.data(), n);
+    }
+    return sha.hex_digest();
+}
+
+} // namespace
+
+void MirrorTier::upload(const fs::path& src, const std::string& name, const Manifest& m,
+                        const std::string& manifest_text, bool durable) const
+{
+    nlohmann::json files = nlohmann::json::array();
+    if (is_local()) {
+        // The mirror root must still be there: recreating a vanished one would upload into
+        // whatever lies beneath it (format.md 6.7).
+        (void)fsutil::open_directory(m_where.path);
+        const fs::path dst = m_where.path / name;
+        fsutil::make_directories(dst, durable);
+        fsutil::UniqueFd src_fd = fsutil::open_directory(src);
+        fsutil::UniqueFd dst_fd = fsutil::open_directory(dst);
+        std::vector<char> buffer(kReadChunk);
+        for (const ShardRecord& record : m.shards) {
+            fsutil::OpenedFile in = fsutil::open_beneath_for_read(src_fd.get(), record.path);
+            if (in.status != fsutil::OpenStatus::ok)
+                throw Error(ProblemKind::unreadable, (src / record.path).string() + ": cannot upload it: " + in.reason,
+                            record.path, record.rank);
+            ShardFileWriter out(dst_fd.get(), dst, record.rank, WriteOptions{.durable = durable}, record.path);
+            for (uint64_t at = 0; at < in.size; at += buffer.size()) {
+                const auto n = static_cast<std::size_t>(std::min<uint64_t>(buffer.size(), in.size - at));
+                if (!fsutil::read_exact(in.fd.get(), buffer.data(), n, at))
+                    throw Error(ProblemKind::unreadable, (src / record.path).string() + ": read failed during upload",
+                                record.path, record.rank);
+                out.write(buffer.data(), n);
+            }
+            const ShardRecord copied = out.finish(record.param_shard_offset, record.param_shard_numel);
+            if (copied.sha256 != record.sha256)
+                throw Error(ProblemKind::hash_mismatch,
+                            (src / record.path).string() + " (rank " + std::to_string(record.rank) +
+                                "): changed or corrupt while uploading; the mirror copy is not kept",
+                            record.path, record.rank);
+            files.push_back({{"path", record.path},
+                             {"remote_path", (dst / record.path).string()},
+                             {"sha256", copied.sha256},
+                             {"bytes", copied.bytes}});
+        }
+        // The copies' names must be durable before a manifest points at them (as in commit()).
+        if (durable)
+            fsutil::fsync_or_throw(dst_fd.get(), dst.string());
+        fsutil::write_file_atomic(dst_fd.get(), "manifest.json", manifest_text, dst.string(), durable);
+        // Read the copy back as a remote client would, before declaring the upload done.
+        const VerifyReport check = verify_native(dst);
+        if (!check.ok())
+            throw Error(check.problems.front());
+        const nlohmann::json record = {{"source", src.string()},
+                                       {"step", m.step},
+                                       {"uploaded_at", static_cast<int64_t>(std::time(nullptr))},
+                                       {"files", files}};
+        fsutil::write_file_atomic(dst_fd.get(), kUploadManifest, record.dump(2) + "\n", dst.string(), durable);
+        return;
+    }
+
+    const std::string dir = key(name) + "/";
+    fsutil::UniqueFd src_fd = fsutil::open_directory(src);
+    std::vector<nlohmann::json> sent(m.shards.size());
+    parallel_for(m.shards.size(), kTransfers, [&](std::size_t i) {
+        const ShardRecord& record = m.shards[i];
+        const std::string object = dir + record.path;
+        const std::string digest = send_shard(*m_s3, m_where.bucket, object, src_fd.get(), src, record);
+        if (digest != record.sha256)
+            throw Error(ProblemKind::hash_mismatch,
+                        (src / record.path).string() + " (rank " + std::to_string(record.rank) +
+                            "): changed or corrupt while uploading; the mirror copy is not kept",
+                        record.path, record.rank);
+        // Read back as a remote client would, before the manifest may point at it.
+        const auto info = m_s3->head(m_where.bucket, object);
+        if (!info || info->size != record.bytes || read_back(*m_s3, m_where.bucket, object, record.bytes) != digest)
+            throw Error(ProblemKind::hash_mismatch,
+                        display(name) + "/" + record.path + " (rank " + std::to_string(record.rank) +
+                            "): the uploaded copy does not read back as sent",
+                        record.path, record.rank);
+        sent[i] = {{"path", record.path},
+                   {"remote_path", storage::object_url(m_where.bucket, object)},
+                   {"sha256", digest},
+                   {"bytes", record.bytes}};
+    });
+    for (auto& f : sent)
+        files.push_back(std::move(f));
+    m_s3->put(m_where.bucket, dir + "manifest.json", bytes_of(manifest_text));
+    const nlohmann::json record = {{"source", src.string()},
+                                   {"step", m.step},
+                                   {"uploaded_at", static_cast<int64_t>(std::time(nullptr))},
+                                   {"files", files}};
+    m_s3->put(m_where.bucket, dir + kUploadManifest, bytes_of(record.dump(2) + "\n"));
+}
+
+fs::path MirrorTier::fetch(const std::string& name, const fs::path& scratch) const
+{
+    if (is_local())
+        return m_where.path / name;
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+    fsutil::make_directories(scratch, false); // a scratch copy: loaded, then removed
+    fsutil::UniqueFd out_dir = fsutil::open_directory(scratch);
+    const std::string dir = key(name) + "/";
+    const auto objects = m_s3->list(m_where.bucket, dir, kMaxMirrorObjects);
+    parallel_for(objects.size(), kTransfers, [&](std::size_t i) {
+        const std::string file = objects[i].key.substr(dir.size());
+        // Only what a step holds: its manifest, upload record and flat rank files.
+        if (fsutil::unsafe_name_reason(file) || file.find('/') != std::string::npos)
+            throw Error(ProblemKind::path_outside_checkpoint,
+                        storage::object_url(m_where.bucket, objects[i].key) + ": not a file a step holds");
+        fsutil::UniqueFd fd = fsutil::create_exclusive(out_dir.get(), file);
+        if (!fd)
+            throw Error(ProblemKind::io_error, (scratch / file).string() + ": cannot create the fetched copy");
+        std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<uint64_t>(objects[i].size, kPart)));
+        for (uint64_t at = 0; at < objects[i].size; at += kPart) {
+            const auto n = static_cast<std::size_t>(std::min<uint64_t>(kPart, objects[i].size - at));
+            m_s3->read(m_where.bucket, objects[i].key, at, std::span(buffer.data(), n));
+            if (!fsutil::write_all(fd.get(), buffer.data(), n))
+                throw Error(ProblemKind::io_error, (scratch / file).string() + ": write failed");
+        }
+    });
+    return scratch;
+}
+
+} // namespace shardscope

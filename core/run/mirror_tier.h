@@ -1,0 +1,61 @@
+#pragma once
+// The second tier of a checkpoint root: a directory (another disk, a network mount) or an S3
+// bucket and prefix. One interface for both, so that the manager, `status` and resume say the
+// same about either: a step on the tier is complete when its manifest and its upload record are
+// there, and those are written only after every rank's copy is in place and read back (format.md
+// 6.6). On S3 nothing is renamed: rank objects go first (multipart for large ones, each part's
+// MD5 and SHA-256 checked by the server), then manifest.json, then upload.json, then `latest`.
+
+#include "core/run/lifecycle.h"
+#include "core/storage/location.h"
+
+#include <memory>
+
+namespace shardscope {
+
+namespace storage {
+class S3Client;
+}
+
+class MirrorTier {
+public:
+    // An S3 location takes its endpoint, region and credentials from the environment
+    // (s3_config_from_environment); throws Error(invalid_argument) when there are none.
+    explicit MirrorTier(storage::Location where);
+    ~MirrorTier();
+    MirrorTier(MirrorTier&&) noexcept;
+    MirrorTier& operator=(MirrorTier&&) noexcept;
+
+    const storage::Location& location() const { return m_where; }
+    bool is_local() const { return m_where.is_local(); }
+    // "s3://bucket/run/step-00000010" or "/mnt/mirror/step-00000010", for messages.
+    std::string display(const std::string& name = {}) const;
+
+    // A local mirror's directory is created; a bucket is left as it is (an unreachable store is
+    // the uploads' problem, never the run's).
+    void prepare(bool durable) const;
+    // Every step on the tier, sorted, `latest` marked, described without hashing.
+    std::vector<StepInfo> scan() const;
+    StepInfo describe(const std::string& name, uint64_t step) const;
+    std::optional<std::string> read_latest() const;
+    void write_latest(const std::string& name, bool durable) const;
+    // The upload record first, then the manifest, then the rest: a removal cut short leaves an
+    // incomplete step, never a manifest over missing ranks. On S3, unfinished multipart uploads
+    // under the step are aborted too.
+    void remove_step(const std::string& name, bool durable) const;
+    // Copies the committed local step `src` (whose manifest is `manifest`) as step `name`, reads
+    // every copy back against the manifest's SHA-256, then writes the manifest and upload.json.
+    // Throws on any failure, with nothing on the tier that claims to be complete.
+    void upload(const std::filesystem::path& src, const std::string& name, const Manifest& manifest,
+                const std::string& manifest_text, bool durable) const;
+    // A local directory holding the step: a local mirror's own, or for S3 a copy downloaded into
+    // `scratch` (created, replaced if present; the caller removes it).
+    std::filesystem::path fetch(const std::string& name, const std::filesystem::path& scratch) const;
+
+private:
+    storage::Location m_where;
+    std::unique_ptr<storage::S3Client> m_s3;
+    std::string key(const std::string& name) const; // prefix-relative name -> object key
+};
+
+} // namespace shardscope

@@ -1,0 +1,222 @@
+// The mirror tier on a real S3 server (Ceph's RADOS Gateway, scripts/s3-test-server.sh): uploads
+// of every step as multipart objects read back before its manifest, the bucket's own retention,
+// resume from the bucket when the local copy is lost or rots, and an outage (503 SlowDown from a
+// fault proxy) that never stops the run and leaves no multipart upload behind.
+
+#include "../storage/s3_server.h"
+
+#include "core/run/demo.h"
+#include "core/run/lifecycle.h"
+#include "core/run/mirror_tier.h"
+#include "core/run/root_status.h"
+#include "core/storage/s3.h"
+#include "testutil.h"
+
+#include <QFile>
+#include <QProcess>
+#include <QScopeGuard>
+#include <QTemporaryDir>
+#include <QTest>
+#include <nlohmann/json.hpp>
+
+using namespace shardscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+// 700,000 elements a rank: about 9.8 MB per rank file, above the 8 MiB part size, so every rank
+// goes up as a multipart upload of two parts.
+std::vector<RankState> state(uint64_t seed, uint64_t numel = 1'400'000)
+{
+    return make_demo_state(seed, numel, 2, ParamDtype::BF16);
+}
+
+} // namespace
+
+class TestMirrorS3 : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_tmp;
+    storage::S3Config m_config;
+    std::string m_bucket;
+    int m_counter = 0;
+
+    fs::path fresh(const char* name)
+    {
+        return fs::path(m_tmp.path().toStdString()) / (std::string(name) + "-" + std::to_string(++m_counter));
+    }
+    ManagerOptions options(const fs::path& root, const std::string& prefix)
+    {
+        ManagerOptions o;
+        o.root = root;
+        o.keep_last = 1;
+        o.mirror = storage::parse_location("s3://" + m_bucket + "/" + prefix);
+        o.mirror_keep_last = 2;
+        o.durable = false;
+        return o;
+    }
+    std::vector<std::string> keys(const std::string& prefix)
+    {
+        std::vector<std::string> out;
+        for (const auto& o : storage::S3Client(m_config).list(m_bucket, prefix, 10000))
+            out.push_back(o.key);
+        return out;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        m_config = s3test::server_config();
+        QVERIFY2(!m_config.endpoint.empty(), "no S3 server: SHARDSCOPE_S3_ENV names no env.sh with an endpoint");
+        // The manager reads its store from the environment, as a training job would.
+        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint));
+        qputenv("AWS_REGION", QByteArray::fromStdString(m_config.region));
+        qputenv("AWS_ACCESS_KEY_ID", QByteArray::fromStdString(m_config.credentials.access_key_id));
+        qputenv("AWS_SECRET_ACCESS_KEY", QByteArray::fromStdString(m_config.credentials.secret_access_key));
+        m_bucket = s3test::fresh_bucket("tst-mirror");
+        storage::S3Client(m_config).create_bucket(m_bucket);
+    }
+
+    void stepsAreUploadedReadBackAndRotatedOnTheBucket()
+    {
+        const fs::path root = fresh("local");
+        {
+            CheckpointManager manager(options(root, "runs/a"));
+            for (uint64_t step = 1; step <= 3; ++step) {
+                manager.save(state(step), step);
+                manager.wait();
+            }
+            manager.save(state(4), 4); // rotation now also sees the finished uploads
+            manager.wait();
+            for (const UploadStatus& u : manager.upload_status())
+                QVERIFY2(u.state == UploadState::uploaded, u.error.c_str());
+        }
+        const MirrorTier bucket(storage::parse_location("s3://" + m_bucket + "/runs/a"));
+        std::vector<uint64_t> remote;
+        for (const StepInfo& s : bucket.scan())
+            if (s.complete)
+                remote.push_back(s.step);
+        QCOMPARE(remote, (std::vector<uint64_t>{3, 4})); // the mirror's own retention, on the bucket
+        QCOMPARE(bucket.read_latest(), std::optional<std::string>(step_dir_name(4)));
+        QVERIFY(keys("runs/a/" + step_dir_name(1) + "/").empty());
+        // The upload record names every rank object with the SHA-256 the manifest promised.
+        const storage::S3Client s3(m_config);
+        const auto record = nlohmann::json::parse(*s3.get(m_bucket, "runs/a/step-00000004/upload.json", 1 << 20));
+        const auto manifest = nlohmann::json::parse(*s3.get(m_bucket, "runs/a/step-00000004/manifest.json", 1 << 20));
+        QCOMPARE(record["files"].size(), std::size_t(2));
+        for (std::size_t i = 0; i < 2; ++i) {
+            QCOMPARE(record["files"][i]["sha256"].get<std::string>(),
+                     manifest["shards"][i]["sha256"].get<std::string>());
+            const auto head =
+                s3.head(m_bucket, "runs/a/step-00000004/" + record["files"][i]["path"].get<std::string>());
+            QVERIFY(head && head->size > (8u << 20));
+            QVERIFY2(head->etag.ends_with("-2"), head->etag.c_str()); // two parts: a multipart upload
+        }
+        QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/a/").empty());
+        // status reads the same from the bucket.
+        const RootStatus st = root_status(root, storage::parse_location("s3://" + m_bucket + "/runs/a"), 1, 2);
+        QCOMPARE(st.mirror_latest, std::optional<std::string>(step_dir_name(4)));
+
+        // The local copy is lost: resume fetches the bucket's, verifies it and loads it.
+        fs::remove_all(root / step_dir_name(4));
+        fs::remove(root / "latest");
+        const ResumePoint lost = load_resume_point(root, options(root, "runs/a").mirror, {.expected_world_size = 2});
+        QVERIFY(lost.used_mirror);
+        QCOMPARE(lost.checkpoint.manifest.step, uint64_t(4));
+        QCOMPARE(flat_state_digests(lost.checkpoint.ranks), flat_state_digests(state(4)));
+        QCOMPARE(lost.checkpoint.dir.string(), "s3://" + m_bucket + "/runs/a/step-00000004");
+        QVERIFY(!fs::exists(root / ".mirror-fetch")); // the scratch copy is gone
+    }
+
+    void aRottenLocalCopyFallsBackToTheBucket()
+    {
+        const fs::path root = fresh("rot");
+        {
+            CheckpointManager manager(options(root, "runs/rot"));
+            manager.save(state(7, 20'000), 7);
+            manager.wait();
+        }
+        testutil::flip_byte(root / step_dir_name(7) / "rank1.safetensors", 3000);
+        const ResumePoint point = load_resume_point(root, options(root, "runs/rot").mirror, {.expected_world_size = 2});
+        QVERIFY(point.used_mirror);
+        QCOMPARE(flat_state_digests(point.checkpoint.ranks), flat_state_digests(state(7, 20'000)));
+        // The bucket's copy rots too (a rank object replaced): the load refuses it by its hash.
+        const storage::S3Client s3(m_config);
+        auto bytes = *s3.get(m_bucket, "runs/rot/step-00000007/rank1.safetensors", 64 << 20);
+        bytes[3000] ^= 1;
+        s3.put(m_bucket, "runs/rot/step-00000007/rank1.safetensors",
+               std::as_bytes(std::span(bytes.data(), bytes.size())));
+        try {
+            (void)load_resume_point(root, options(root, "runs/rot").mirror, {.expected_world_size = 2});
+            QFAIL("a rotten bucket copy was loaded");
+        } catch (const Error& e) {
+            QVERIFY2(e.kind() == ProblemKind::hash_mismatch, e.what());
+        }
+    }
+
+    void anOutageNeverStopsTheRunAndLeavesNoUploadBehind()
+    {
+        QTemporaryDir dir;
+        const QString port_file = dir.filePath(QStringLiteral("port"));
+        QProcess proxy;
+        proxy.start(QStringLiteral("python3"),
+                    {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/s3-fault-proxy.py"), QStringLiteral("--upstream"),
+                     QString::fromStdString(m_config.endpoint), QStringLiteral("--port"), QStringLiteral("0"),
+                     QStringLiteral("--port-file"), port_file, QStringLiteral("--lifetime"), QStringLiteral("300")});
+        QVERIFY(proxy.waitForStarted());
+        const auto stop = qScopeGuard([&] {
+            proxy.terminate();
+            proxy.waitForFinished(5000);
+            qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint));
+        });
+        QTRY_VERIFY_WITH_TIMEOUT(QFile(port_file).size() > 0, 10000);
+        QFile f(port_file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QString endpoint = QStringLiteral("http://127.0.0.1:") + QString::fromUtf8(f.readAll()).trimmed();
+        const auto fault = [&](const QString& query) {
+            QProcess curl;
+            curl.start(QStringLiteral("curl"),
+                       {QStringLiteral("-sf"), QStringLiteral("-X"), QStringLiteral("POST"),
+                        endpoint + QStringLiteral("/__fault__?") + query});
+            return curl.waitForFinished(10000) && curl.exitCode() == 0;
+        };
+        qputenv("AWS_ENDPOINT_URL", endpoint.toUtf8());
+
+        const fs::path root = fresh("outage");
+        std::vector<std::string> warnings;
+        ManagerOptions o = options(root, "runs/outage");
+        o.on_warning = [&](const std::string& w) { warnings.push_back(w); };
+        CheckpointManager manager(o);
+        // The store fails every part upload: the step commits locally, the upload fails and is
+        // aborted, and training goes on.
+        QVERIFY(fault(QStringLiteral("mode=503&count=-1&path=partNumber")));
+        manager.save(state(1), 1);
+        manager.wait();
+        QCOMPARE(read_latest(root), std::optional<std::string>(step_dir_name(1)));
+        const auto failed = manager.upload_status();
+        QCOMPARE(failed.size(), std::size_t(1));
+        QCOMPARE(int(failed[0].state), int(UploadState::failed));
+        QVERIFY2(failed[0].error.find("503") != std::string::npos, failed[0].error.c_str());
+        QVERIFY(!warnings.empty());
+        const storage::S3Client s3(m_config);
+        QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/outage/").empty());
+        QVERIFY(keys("runs/outage/step-00000001/manifest.json").empty()); // nothing claims to be complete
+        // The store is back: the retry uploads it.
+        QVERIFY(fault(QStringLiteral("mode=none")));
+        manager.retry_uploads();
+        manager.wait();
+        QCOMPARE(int(manager.upload_status()[0].state), int(UploadState::uploaded));
+        QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/outage/").empty());
+    }
+
+    void cleanupTestCase()
+    {
+        const storage::S3Client s3(m_config);
+        for (const auto& u : s3.list_multipart_uploads(m_bucket, ""))
+            s3.abort_multipart(m_bucket, u.key, u.upload_id);
+        for (const auto& o : s3.list(m_bucket, "", 100000))
+            s3.remove(m_bucket, o.key);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestMirrorS3)
+#include "tst_mirror_s3.moc"
