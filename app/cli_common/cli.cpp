@@ -19,7 +19,7 @@ bool g_json_requested = false;
 nlohmann::json g_failure; // the first failure said on stderr, as problem_json
 
 // Options that take a location: a path or a URL (train's and status's --mirror: a bucket).
-const QStringList kUrlOptions = {QStringLiteral("endpoint"), QStringLiteral("mirror")};
+const QStringList kUrlOptions = {QStringLiteral("mirror")};
 
 // A URL where a command takes a local path is refused before anything runs: `s3://ckpt/run`
 // taken as a path would be the relative folder `s3:/ckpt/run`, created and written while the

@@ -51,6 +51,8 @@ void print_text(const json& st)
                    (t["free_bytes"].is_null() ? t.value("error", std::string("unknown"))
                                               : size_text(t["free_bytes"].get<uint64_t>()) + " of " +
                             size_text(t["total_bytes"].get<uint64_t>())));
+    if (const json& m = st["mirror"]; m.is_object() && m["error"].is_string())
+        print_line("mirror not read: " + printable(m["error"].get<std::string>(), 4096));
     for (const auto& s : st["steps"]) {
         std::string line = "  " + s["name"].get<std::string>();
         const json& local = s["local"];

@@ -9,7 +9,11 @@
 #include "core/checkpoint/internal/shardfile.h"
 
 #include <algorithm>
+#include <unistd.h>
+#include <csignal>
+#include <atomic>
 #include <map>
+#include <set>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +24,34 @@
 namespace shardscope {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view kMirrorFetch = ".mirror-fetch-";
+
+// ".mirror-fetch-<pid>-<n>": a scratch folder of this process, told apart from another's.
+std::string mirror_fetch_name()
+{
+    static std::atomic<uint64_t> counter{0};
+    return std::string(kMirrorFetch) + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+// Scratch folders of processes that are gone (killed mid-resume): a whole step each, on disk.
+void remove_dead_fetches(const fs::path& root)
+{
+    fsutil::UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd)
+        return;
+    for (const std::string& name : fsutil::list_directory(fd.get())) {
+        if (!name.starts_with(kMirrorFetch))
+            continue;
+        const long pid = std::strtol(name.c_str() + kMirrorFetch.size(), nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+            fsutil::remove_tree_at(fd.get(), name);
+    }
+}
+
+} // namespace
 
 // ---- CheckpointManager ------------------------------------------------------------------------
 
@@ -89,12 +121,33 @@ void CheckpointManager::clean_leftovers()
                 fsutil::unlink_at(fd.get(), "latest.tmp");
     };
     sweep(m_options.root, false);
-    if (m_options.mirror) {
+    remove_dead_fetches(m_options.root);
+    // A bucket is swept by the upload thread (sweep_mirror): a save never waits for a store.
+    if (m_mirror && m_mirror->is_local()) {
         try {
             sweep({}, true);
         } catch (const Error&) {
             // an unreachable mirror is the uploads' problem, never the save's
         }
+    }
+}
+
+void CheckpointManager::sweep_mirror(const std::string& uploading)
+{
+    std::vector<std::string> leftovers;
+    for (const StepInfo& s : m_mirror->scan())
+        if (!s.complete && !s.is_latest && s.name != uploading)
+            leftovers.push_back(s.name);
+    for (const auto& name : leftovers)
+        m_mirror->remove_step(name, m_options.durable);
+}
+
+bool CheckpointManager::on_mirror(const StepInfo& step) const
+{
+    try {
+        return m_mirror->describe(step.name, step.step).complete;
+    } catch (const Error&) {
+        return false; // not known to be there: whatever depends on it keeps its local copy
     }
 }
 
@@ -110,7 +163,15 @@ void CheckpointManager::rotate(StepTier which)
             complete.push_back(std::move(s));
     if (complete.size() <= static_cast<std::size_t>(keep))
         return;
+    // Which local steps the mirror holds, asked before the lock is taken: a slow store must
+    // not hold up a save waiting for the lock.
+    std::set<std::string> mirrored;
+    if (local && m_mirror)
+        for (const StepInfo& s : complete)
+            if (on_mirror(s))
+                mirrored.insert(s.name);
     std::vector<std::string> held; // local steps kept beyond keep_last for the mirror
+    std::vector<std::string> remote_removals;
     std::optional<std::string> kept_healthy;
     {
         std::lock_guard lock(m_mutex);
@@ -118,7 +179,7 @@ void CheckpointManager::rotate(StepTier which)
             return (m_writing && *m_writing == s.name) ||
                 (local && std::find(m_uploading.begin(), m_uploading.end(), s.name) != m_uploading.end());
         };
-        const auto on_mirror = [&](const StepInfo& s) { return m_mirror->describe(s.name, s.step).complete; };
+        const auto on_mirror = [&](const StepInfo& s) { return mirrored.count(s.name) > 0; };
         RotationPlan plan = plan_rotation(
             complete, keep, local && m_options.mirror ? std::optional<int>(m_options.mirror_keep_last) : std::nullopt,
             busy, on_mirror);
@@ -126,10 +187,17 @@ void CheckpointManager::rotate(StepTier which)
             if (local)
                 remove_step_dir(m_options.root, name, m_options.durable);
             else
-                m_mirror->remove_step(name, m_options.durable);
+                remote_removals.push_back(name); // after the lock: a store may be slow
         }
         held = std::move(plan.held);
         kept_healthy = std::move(plan.kept_healthy);
+    }
+    for (const auto& name : remote_removals) {
+        try {
+            m_mirror->remove_step(name, m_options.durable);
+        } catch (const Error&) {
+            // the mirror's next rotation tries again
+        }
     }
     bool tell_healthy = false;
     if (kept_healthy) {
@@ -406,10 +474,16 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
                               const ResumeOptions& options)
 {
     std::optional<MirrorTier> mirror;
-    if (mirror_location)
-        mirror.emplace(*mirror_location);
-    // An S3 mirror's step is fetched into the root to be loaded, and removed after.
-    const fs::path scratch = root / ".mirror-fetch";
+    std::string mirror_error; // why the mirror could not be read: the local tier alone is used
+    try {
+        if (mirror_location)
+            mirror.emplace(*mirror_location);
+    } catch (const Error& e) {
+        mirror_error = e.what();
+    }
+    // An S3 mirror's step is fetched into the root to be loaded, and removed after; one folder
+    // per process, so that two resumes of one root never share it.
+    const fs::path scratch = root / mirror_fetch_name();
     struct Scratch {
         const fs::path& dir;
         ~Scratch()
@@ -424,10 +498,21 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
     // The newest `latest` bounds the search: a step committed after it was never published.
     const std::optional<std::string> local_latest = read_latest(root);
     std::optional<std::string> latest = local_latest;
-    if (!latest && mirror)
-        latest = mirror->read_latest();
+    std::vector<StepInfo> mirror_steps;
+    if (mirror) {
+        try {
+            if (!latest)
+                latest = mirror->read_latest();
+            mirror_steps = mirror->scan();
+        } catch (const Error& e) {
+            mirror_error = e.what();
+            mirror.reset();
+        }
+    }
     if (!latest)
-        throw Error(ProblemKind::cannot_open, root.string() + ": no complete checkpoint to resume from (no `latest`)",
+        throw Error(ProblemKind::cannot_open,
+                    root.string() + ": no complete checkpoint to resume from (no `latest`)" +
+                        (mirror_error.empty() ? std::string() : "; the mirror could not be read: " + mirror_error),
                     root.string());
     const uint64_t bound = parse_step_dir_name(*latest).value_or(UINT64_MAX);
 
@@ -440,7 +525,7 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
         if (s.complete && s.step <= bound)
             steps[s.step].local = std::move(s);
     if (mirror)
-        for (StepInfo& s : mirror->scan())
+        for (StepInfo& s : mirror_steps)
             if (s.complete && s.step <= bound)
                 steps[s.step].mirror = std::move(s);
 

@@ -231,6 +231,10 @@ private:
     std::vector<std::string> due_uploads(const std::string& committed, bool all);
     void warn(const std::string& message);
     void clean_leftovers();
+    // Removes incomplete steps of an S3 mirror (not `uploading`); on the upload thread.
+    void sweep_mirror(const std::string& uploading);
+    // Whether the mirror holds a verified copy; false when the store does not answer.
+    bool on_mirror(const StepInfo& step) const;
     // Before a save: frees room for `need` bytes by removing the oldest steps that may go, or
     // refuses (io_error, naming the sizes) before anything is written (format.md, 6.3).
     void make_room(uint64_t need, const std::string& name);

@@ -119,6 +119,10 @@ StepInfo MirrorTier::describe(const std::string& name, uint64_t step) const
         if (!info.complete)
             info.problem = "the upload has not finished (no upload.json)";
     } catch (const Error& e) {
+        // A store that did not answer proves nothing about the step: the caller must not take it
+        // for incomplete (and delete it).
+        if (e.kind() == ProblemKind::remote_error)
+            throw;
         info.complete = false;
         info.problem = e.what();
     }
@@ -145,7 +149,9 @@ std::vector<StepInfo> MirrorTier::scan() const
     std::optional<std::string> latest;
     try {
         latest = read_latest();
-    } catch (const Error&) {
+    } catch (const Error& e) {
+        if (e.kind() == ProblemKind::remote_error)
+            throw;
         // a broken `latest` marks no step
     }
     for (auto& s : steps)
@@ -157,43 +163,42 @@ void MirrorTier::remove_step(const std::string& name, bool durable) const
 {
     if (is_local())
         return remove_step_dir(m_where.path, name, durable);
-    try {
-        const std::string dir = key(name) + "/";
-        for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, dir))
-            m_s3->abort_multipart(m_where.bucket, u.key, u.upload_id);
-        m_s3->remove(m_where.bucket, dir + kUploadManifest);
-        m_s3->remove(m_where.bucket, dir + "manifest.json");
-        for (const auto& o : m_s3->list(m_where.bucket, dir, kMaxMirrorObjects))
-            m_s3->remove(m_where.bucket, o.key);
-    } catch (const Error&) {
-        // unreachable now: the next sweep tries again
-    }
+    const std::string dir = key(name) + "/";
+    for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, dir))
+        m_s3->abort_multipart(m_where.bucket, u.key, u.upload_id);
+    m_s3->remove(m_where.bucket, dir + kUploadManifest);
+    m_s3->remove(m_where.bucket, dir + "manifest.json");
+    for (const auto& o : m_s3->list(m_where.bucket, dir, kMaxMirrorObjects))
+        m_s3->remove(m_where.bucket, o.key);
 }
 
 namespace {
 
 // The local shard `path` of `src` sent as `key`: one PUT up to a part's size, else a multipart
-// upload whose parts each carry their MD5 and SHA-256 (checked by the server), aborted on any
-// failure so that no upload is left behind. Returns the SHA-256 of what was read and sent.
-std::string send_shard(const storage::S3Client& s3, const std::string& bucket, const std::string& key, int dirfd,
-                       const fs::path& src, const ShardRecord& record)
+// upload whose parts each carry their MD5 (checked by the server), aborted on any failure so that
+// no upload is left behind. What was sent is proven by reading it back (read_back).
+void send_shard(const storage::S3Client& s3, const std::string& bucket, const std::string& key, int dirfd,
+                const fs::path& src, const ShardRecord& record)
 {
     fsutil::OpenedFile in = fsutil::open_beneath_for_read(dirfd, record.path);
     if (in.status != fsutil::OpenStatus::ok)
         throw Error(ProblemKind::unreadable, (src / record.path).string() + ": cannot upload it: " + in.reason,
                     record.path, record.rank);
-    Sha256 sha;
     std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<uint64_t>(in.size, kPart)));
     const auto read_piece = [&](uint64_t at, std::size_t n) {
         if (!fsutil::read_exact(in.fd.get(), buffer.data(), n, at))
             throw Error(ProblemKind::unreadable, (src / record.path).string() + ": read failed during upload",
                         record.path, record.rank);
-        sha.update(buffer.data(), n);
         return std::span<const std::byte>(buffer.data(), n);
     };
+    if (in.size != record.bytes)
+        throw Error(ProblemKind::size_mismatch,
+                    (src / record.path).string() + " (rank " + std::to_string(record.rank) + "): " +
+                        std::to_string(in.size) + " bytes where the manifest says " + std::to_string(record.bytes),
+                    record.path, record.rank);
     if (in.size <= kPart) {
         s3.put(bucket, key, read_piece(0, static_cast<std::size_t>(in.size)));
-        return sha.hex_digest();
+        return;
     }
     const std::string id = s3.create_multipart(bucket, key);
     try {
@@ -212,7 +217,6 @@ std::string send_shard(const storage::S3Client& s3, const std::string& bucket, c
         }
         throw;
     }
-    return sha.hex_digest();
 }
 
 // The object read back in pieces: its SHA-256, as a reader elsewhere would see it.
@@ -289,22 +293,19 @@ void MirrorTier::upload(const fs::path& src, const std::string& name, const Mani
     parallel_for(m.shards.size(), kTransfers, [&](std::size_t i) {
         const ShardRecord& record = m.shards[i];
         const std::string object = dir + record.path;
-        const std::string digest = send_shard(*m_s3, m_where.bucket, object, src_fd.get(), src, record);
-        if (digest != record.sha256)
-            throw Error(ProblemKind::hash_mismatch,
-                        (src / record.path).string() + " (rank " + std::to_string(record.rank) +
-                            "): changed or corrupt while uploading; the mirror copy is not kept",
-                        record.path, record.rank);
-        // Read back as a remote client would, before the manifest may point at it.
+        send_shard(*m_s3, m_where.bucket, object, src_fd.get(), src, record);
+        // Read back as a remote client would, before the manifest may point at it: a local file
+        // that changed while it was sent, or a copy the store mangled, differs from the manifest.
         const auto info = m_s3->head(m_where.bucket, object);
-        if (!info || info->size != record.bytes || read_back(*m_s3, m_where.bucket, object, record.bytes) != digest)
+        if (!info || info->size != record.bytes ||
+            read_back(*m_s3, m_where.bucket, object, record.bytes) != record.sha256)
             throw Error(ProblemKind::hash_mismatch,
                         display(name) + "/" + record.path + " (rank " + std::to_string(record.rank) +
-                            "): the uploaded copy does not read back as sent",
+                            "): the uploaded copy does not read back as the manifest's SHA-256; it is not kept",
                         record.path, record.rank);
         sent[i] = {{"path", record.path},
                    {"remote_path", storage::object_url(m_where.bucket, object)},
-                   {"sha256", digest},
+                   {"sha256", record.sha256},
                    {"bytes", record.bytes}};
     });
     for (auto& f : sent)
@@ -325,23 +326,41 @@ fs::path MirrorTier::fetch(const std::string& name, const fs::path& scratch) con
     fs::remove_all(scratch, ec);
     fsutil::make_directories(scratch, false); // a scratch copy: loaded, then removed
     fsutil::UniqueFd out_dir = fsutil::open_directory(scratch);
+    // The manifest first, then exactly the rank files it names at the sizes it gives: nothing else
+    // a bucket holds under the step is written to disk.
     const std::string dir = key(name) + "/";
-    const auto objects = m_s3->list(m_where.bucket, dir, kMaxMirrorObjects);
-    parallel_for(objects.size(), kTransfers, [&](std::size_t i) {
-        const std::string file = objects[i].key.substr(dir.size());
-        // Only what a step holds: its manifest, upload record and flat rank files.
-        if (fsutil::unsafe_name_reason(file) || file.find('/') != std::string::npos)
+    const auto text = m_s3->get(m_where.bucket, dir + "manifest.json", kMaxManifestBytes);
+    if (!text)
+        throw Error(ProblemKind::missing_file, display(name) + "/manifest.json: no such object");
+    const Manifest m = parse_manifest(*text, display(name) + "/manifest.json");
+    fsutil::write_file_atomic(out_dir.get(), "manifest.json", *text, scratch.string(), false);
+    parallel_for(m.shards.size(), kTransfers, [&](std::size_t i) {
+        const ShardRecord& record = m.shards[i];
+        if (fsutil::unsafe_name_reason(record.path) || record.path.find('/') != std::string::npos)
             throw Error(ProblemKind::path_outside_checkpoint,
-                        storage::object_url(m_where.bucket, objects[i].key) + ": not a file a step holds");
-        fsutil::UniqueFd fd = fsutil::create_exclusive(out_dir.get(), file);
+                        display(name) + "/manifest.json: rank " + std::to_string(record.rank) + "'s path '" +
+                            printable(record.path) + "' is not a file name in the step",
+                        record.path, record.rank);
+        const std::string object = dir + record.path;
+        const auto info = m_s3->head(m_where.bucket, object);
+        if (!info)
+            throw Error(ProblemKind::missing_shard, storage::object_url(m_where.bucket, object) + ": no such object",
+                        record.path, record.rank);
+        if (info->size != record.bytes)
+            throw Error(ProblemKind::size_mismatch,
+                        storage::object_url(m_where.bucket, object) + " (rank " + std::to_string(record.rank) +
+                            "): " + std::to_string(info->size) + " bytes where the manifest says " +
+                            std::to_string(record.bytes),
+                        record.path, record.rank);
+        fsutil::UniqueFd fd = fsutil::create_exclusive(out_dir.get(), record.path);
         if (!fd)
-            throw Error(ProblemKind::io_error, (scratch / file).string() + ": cannot create the fetched copy");
-        std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<uint64_t>(objects[i].size, kPart)));
-        for (uint64_t at = 0; at < objects[i].size; at += kPart) {
-            const auto n = static_cast<std::size_t>(std::min<uint64_t>(kPart, objects[i].size - at));
-            m_s3->read(m_where.bucket, objects[i].key, at, std::span(buffer.data(), n));
+            throw Error(ProblemKind::io_error, (scratch / record.path).string() + ": cannot create the fetched copy");
+        std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<uint64_t>(record.bytes, kPart)));
+        for (uint64_t at = 0; at < record.bytes; at += kPart) {
+            const auto n = static_cast<std::size_t>(std::min<uint64_t>(kPart, record.bytes - at));
+            m_s3->read(m_where.bucket, object, at, std::span(buffer.data(), n));
             if (!fsutil::write_all(fd.get(), buffer.data(), n))
-                throw Error(ProblemKind::io_error, (scratch / file).string() + ": write failed");
+                throw Error(ProblemKind::io_error, (scratch / record.path).string() + ": write failed");
         }
     });
     return scratch;

@@ -34,14 +34,17 @@ public:
     // A local mirror's directory is created; a bucket is left as it is (an unreachable store is
     // the uploads' problem, never the run's).
     void prepare(bool durable) const;
-    // Every step on the tier, sorted, `latest` marked, described without hashing.
+    // Every step on the tier, sorted, `latest` marked, described without hashing. A store that
+    // does not answer throws Error(remote_error): no step is ever taken for incomplete (and so
+    // deleted) because a request failed.
     std::vector<StepInfo> scan() const;
     StepInfo describe(const std::string& name, uint64_t step) const;
     std::optional<std::string> read_latest() const;
     void write_latest(const std::string& name, bool durable) const;
     // The upload record first, then the manifest, then the rest: a removal cut short leaves an
     // incomplete step, never a manifest over missing ranks. On S3, unfinished multipart uploads
-    // under the step are aborted too.
+    // under the step are aborted too, and a store that fails throws (remote_error): an upload
+    // must not go on over a step whose old record may still be there.
     void remove_step(const std::string& name, bool durable) const;
     // Copies the committed local step `src` (whose manifest is `manifest`) as step `name`, reads
     // every copy back against the manifest's SHA-256, then writes the manifest and upload.json.
@@ -49,7 +52,8 @@ public:
     void upload(const std::filesystem::path& src, const std::string& name, const Manifest& manifest,
                 const std::string& manifest_text, bool durable) const;
     // A local directory holding the step: a local mirror's own, or for S3 a copy downloaded into
-    // `scratch` (created, replaced if present; the caller removes it).
+    // `scratch` (created, replaced if present; the caller removes it): the manifest, then the rank
+    // files it names, each checked against its size first.
     std::filesystem::path fetch(const std::string& name, const std::filesystem::path& scratch) const;
 
 private:

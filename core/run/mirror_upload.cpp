@@ -45,7 +45,16 @@ void CheckpointManager::upload(const std::string& name)
     // One upload at a time, so the mirror's `latest` only ever moves forward.
     std::lock_guard serial(m_upload_mutex);
     const fs::path src = m_options.root / name;
-    m_mirror->remove_step(name, m_options.durable); // an earlier, interrupted upload of it
+    if (!m_mirror->is_local()) {
+        try {
+            sweep_mirror(name);
+        } catch (const Error&) {
+            // the store's leftovers wait for the next upload; this one may still go through
+        }
+    }
+    // An earlier, interrupted upload of it. On S3 a failure here fails the upload: its old
+    // manifest and record must be gone before any rank object is replaced.
+    m_mirror->remove_step(name, m_options.durable);
     const Manifest m = read_manifest(src);
     // A copy that cannot fit is not started: a half-written one would only fill the mirror more.
     const uint64_t need = m.total_bytes() + 64 * 1024;
@@ -200,7 +209,7 @@ std::vector<std::string> CheckpointManager::due_uploads(const std::string& commi
             if (!all && it != m_upload_records.end() && it->second.failures > 0 && m_saves < it->second.retry_at_save)
                 continue; // backing off
         }
-        if (!m_mirror->describe(s.name, s.step).complete)
+        if (!on_mirror(s))
             due.push_back(s.name);
     }
     return due;
@@ -213,7 +222,7 @@ std::vector<UploadStatus> CheckpointManager::upload_status()
         return out;
     for (const StepInfo& s : mirror_window(m_options.root, m_options.mirror_keep_last)) {
         UploadStatus u{.name = s.name, .step = s.step};
-        const bool on_mirror = m_mirror->describe(s.name, s.step).complete;
+        const bool uploaded = on_mirror(s);
         std::lock_guard lock(m_mutex);
         const auto it = m_upload_records.find(s.name);
         if (it != m_upload_records.end())
@@ -222,7 +231,7 @@ std::vector<UploadStatus> CheckpointManager::upload_status()
             // Queued behind another upload: not started yet.
             const bool queued = std::find(m_upload_queue.begin(), m_upload_queue.end(), s.name) != m_upload_queue.end();
             u.state = queued ? UploadState::pending : UploadState::uploading;
-        } else if (on_mirror) {
+        } else if (uploaded) {
             u.state = UploadState::uploaded;
         } else if (it != m_upload_records.end() && it->second.failures > 0) {
             u.state = UploadState::failed;

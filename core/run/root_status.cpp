@@ -109,23 +109,28 @@ RootStatus root_status(const fs::path& root, const std::optional<storage::Locati
     st.latest = latest_or_none(root);
     st.lock = read_lock_holder(root);
     st.space.push_back(tier_space(StepTier::local, root));
+    st.steps = list_steps(root);
     if (mirror) {
-        const MirrorTier tier(*mirror);
-        std::vector<StepInfo> remote = tier.scan();
-        st.steps = list_steps(root);
-        for (auto& s : st.steps)
-            for (const auto& r : remote)
-                s.uploaded = s.uploaded || (r.name == s.name && r.complete);
-        st.steps.insert(st.steps.end(), remote.begin(), remote.end());
+        // A store that cannot be reached (or no credentials) still leaves the local tier to show.
         try {
-            st.mirror_latest = tier.read_latest();
-        } catch (const Error&) {
-            // a broken `latest` names no step; verify says why
+            const MirrorTier tier(*mirror);
+            std::vector<StepInfo> remote = tier.scan();
+            for (auto& s : st.steps)
+                for (const auto& r : remote)
+                    s.uploaded = s.uploaded || (r.name == s.name && r.complete);
+            st.steps.insert(st.steps.end(), remote.begin(), remote.end());
+            try {
+                st.mirror_latest = tier.read_latest();
+            } catch (const Error& e) {
+                if (e.kind() == ProblemKind::remote_error)
+                    throw;
+                // a broken `latest` names no step; verify says why
+            }
+            if (tier.is_local())
+                st.space.push_back(tier_space(StepTier::mirror, mirror->path));
+        } catch (const Error& e) {
+            st.mirror_error = e.what();
         }
-        if (tier.is_local())
-            st.space.push_back(tier_space(StepTier::mirror, mirror->path));
-    } else {
-        st.steps = list_steps(root);
     }
     const auto none = [](const StepInfo&) { return false; };
     const auto uploaded = [](const StepInfo& s) { return s.uploaded; };
@@ -203,7 +208,8 @@ nlohmann::json to_json(const RootStatus& st)
             {"latest", st.latest ? json(*st.latest) : json(nullptr)},
             {"mirror",
              st.mirror ? json{{"path", storage::to_string(*st.mirror)},
-                              {"latest", st.mirror_latest ? json(*st.mirror_latest) : json(nullptr)}}
+                              {"latest", st.mirror_latest ? json(*st.mirror_latest) : json(nullptr)},
+                              {"error", st.mirror_error.empty() ? json(nullptr) : json(st.mirror_error)}}
                        : json(nullptr)},
             {"keep", st.keep_last},
             {"mirror_keep", st.mirror ? json(st.mirror_keep_last) : json(nullptr)},

@@ -25,6 +25,7 @@ struct RootStatus {
     std::optional<storage::Location> mirror;
     int keep_last = 3, mirror_keep_last = 10;
     std::optional<std::string> latest, mirror_latest;
+    std::string mirror_error; // why the mirror could not be read (its steps are then not listed)
     std::vector<StepInfo> steps; // list_steps: the local tier, then the mirror's
     std::optional<LockHolder> lock;
     std::vector<TierSpace> space;

@@ -1,7 +1,9 @@
 #pragma once
-// Where a checkpoint lives: a local path, an S3 bucket and prefix, or an HTTP(S) URL. Every path
-// a user gives goes through parse_location first, so that `s3://ckpt/run` can never be taken for
-// the relative folder `s3:/ckpt/run` (which a plain std::filesystem::path would happily create).
+// Where a checkpoint lives: a local path, an S3 bucket and prefix, or an HTTP(S) URL. Every text
+// a user gives goes through parse_location (or is refused by is_url where only a path will do), so
+// that `s3://ckpt/run` can never be taken for the relative folder `s3:/ckpt/run` (which a plain
+// std::filesystem::path would happily create). Code that already holds a path converts it with
+// the Location(path) constructor.
 
 #include <filesystem>
 #include <string>

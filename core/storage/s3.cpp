@@ -39,6 +39,7 @@ namespace {
 
 constexpr const char* kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 constexpr std::size_t kMaxListingPage = 16 << 20; // 1000 keys of 1 KiB each, with room to spare
+constexpr std::size_t kSignedBodyLimit = 1 << 20;
 
 std::string amz_now()
 {
@@ -115,14 +116,17 @@ std::pair<std::string, std::string> split_endpoint(const std::string& endpoint)
     else if (endpoint.starts_with("http://"))
         scheme = "http", rest = endpoint.substr(7);
     else
-        throw Error(ProblemKind::invalid_argument,
-                    "the S3 endpoint " + printable(endpoint) + " is not an http:// or https:// URL");
+        throw Error(ProblemKind::invalid_argument, "the S3 endpoint is not an http:// or https:// URL");
     while (!rest.empty() && rest.back() == '/')
         rest.pop_back();
+    // Never echoed: an endpoint with user:password@ in it would put a secret on the terminal.
     if (rest.empty() || rest.find_first_of("/@?# ") != std::string::npos)
         throw Error(ProblemKind::invalid_argument,
-                    "the S3 endpoint " + printable(endpoint.substr(0, endpoint.find('@'))) +
-                        " must be scheme://host[:port], without a path or credentials");
+                    "the S3 endpoint must be scheme://host[:port], without a path or credentials");
+    // curl leaves a default port out of the Host header it sends; the signed host must match.
+    const std::string default_port = scheme == "https" ? ":443" : ":80";
+    if (rest.ends_with(default_port))
+        rest.resize(rest.size() - default_port.size());
     return {scheme, rest};
 }
 
@@ -151,6 +155,23 @@ uint64_t parse_u64(std::string_view text, bool& ok)
     const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     ok = ec == std::errc() && p == text.data() + text.size() && !text.empty();
     return value;
+}
+
+// A key whose part below the prefix has an empty, "." or ".." component: a name no reader may
+// join to a path, and one that HTTP clients would rewrite.
+bool escapes(std::string_view rest)
+{
+    std::size_t start = 0;
+    while (start <= rest.size()) {
+        std::size_t end = rest.find('/', start);
+        if (end == std::string_view::npos)
+            end = rest.size();
+        const std::string_view part = rest.substr(start, end - start);
+        if (part == "." || part == ".." || (part.empty() && end != rest.size()))
+            return true;
+        start = end + 1;
+    }
+    return false;
 }
 
 std::string unquoted(std::string etag)
@@ -206,6 +227,11 @@ S3Config s3_config_from_environment(const std::string& endpoint)
 
 S3Client::S3Client(S3Config config) : m_config(std::move(config))
 {
+    RetryPolicy& r = m_config.retry;
+    if (r.attempts < 1 || r.first_delay_ms < 1 || r.max_delay_ms < r.first_delay_ms || r.max_delay_ms > 600'000)
+        throw Error(ProblemKind::invalid_argument,
+                    "an S3 retry policy needs at least 1 attempt and delays of 1 ms "
+                    "to 10 minutes, the first no longer than the last");
     std::tie(m_scheme, m_host) = split_endpoint(m_config.endpoint);
 }
 
@@ -218,12 +244,15 @@ S3Client::Answer S3Client::send(const Call& call) const
     path += uri_encode(call.key, true);
     const std::string query = encoded_query(call.query);
     const std::string url = m_scheme + "://" + host + path + (query.empty() ? "" : "?" + query);
-    const std::string payload_hash =
-        call.body.empty() ? kEmptySha256 : sha256_hex(std::as_bytes(call.body)); // signed: the server checks it
+    // A small body's SHA-256 is signed (and checked by the server). A large one's is not: on a
+    // loaded host the server hashing every byte again costs more than the transfer; its MD5
+    // (Content-MD5) is checked instead, and the mirror reads every object back by SHA-256.
+    const std::string payload_hash = call.body.empty() ? kEmptySha256
+        : call.body.size() > kSignedBodyLimit          ? "UNSIGNED-PAYLOAD"
+                                                       : sha256_hex(std::as_bytes(call.body));
     const std::string what = call.method + " " + object_url(call.bucket, call.key);
 
     std::minstd_rand jitter(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-    std::string last;
     int delay = m_config.retry.first_delay_ms;
     for (int attempt = 1;; ++attempt) {
         SigningRequest signing{.method = call.method,
@@ -279,7 +308,6 @@ S3Client::Answer S3Client::send(const Call& call) const
                           .text = std::move(response.text),
                           .received = response.received};
         }
-        last = response.status ? server_said(response.status, response.text) : response.transport_error;
         std::this_thread::sleep_for(
             std::chrono::milliseconds(delay / 2 + static_cast<int>(jitter() % (delay / 2 + 1))));
         delay = std::min(delay * 2, m_config.retry.max_delay_ms);
@@ -348,7 +376,13 @@ std::vector<ObjectInfo> S3Client::list(const std::string& bucket, const std::str
     std::vector<ObjectInfo> out;
     std::string token;
     const std::string what = "LIST " + object_url(bucket, prefix);
-    for (;;) {
+    // A page holds up to 1000 keys: a server that keeps answering "truncated" with fewer, or
+    // with the same token again, is not followed for ever.
+    for (std::size_t page = 0;; ++page) {
+        if (page > max_keys / 100 + 10)
+            throw Error(ProblemKind::remote_error,
+                        what + ": the listing does not end (" + std::to_string(page) + " pages for " +
+                            std::to_string(out.size()) + " keys)");
         Call call{.method = "GET",
                   .bucket = bucket,
                   .query = {{"list-type", "2"}, {"prefix", prefix}},
@@ -367,9 +401,10 @@ std::vector<ObjectInfo> S3Client::list(const std::string& bucket, const std::str
             const uint64_t bytes = size ? parse_u64(*size, ok) : 0;
             if (!key || !ok)
                 throw Error(ProblemKind::remote_error, what + ": a listed object has no valid key or size");
-            if (!key->starts_with(prefix))
+            if (!key->starts_with(prefix) || escapes(key->substr(prefix.size())))
                 throw Error(ProblemKind::remote_error,
-                            what + ": the listing names " + printable(*key) + ", which is not under the prefix");
+                            what + ": the listing names " + printable(*key) +
+                                ", which is not a plain name under the prefix");
             if (out.size() >= max_keys)
                 throw Error(ProblemKind::remote_error,
                             what + ": more than " + std::to_string(max_keys) + " objects under the prefix");
@@ -377,9 +412,10 @@ std::vector<ObjectInfo> S3Client::list(const std::string& bucket, const std::str
         }
         if (xml_text(a.text, "IsTruncated").value_or("false") != "true")
             break;
-        token = xml_text(a.text, "NextContinuationToken").value_or("");
-        if (token.empty())
-            throw Error(ProblemKind::remote_error, what + ": a truncated listing without a continuation token");
+        std::string next = xml_text(a.text, "NextContinuationToken").value_or("");
+        if (next.empty() || next == token)
+            throw Error(ProblemKind::remote_error, what + ": a truncated listing without a new continuation token");
+        token = std::move(next);
     }
     std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
     return out;
@@ -436,6 +472,11 @@ void S3Client::complete_multipart(const std::string& bucket, const std::string& 
                            .query = {{"uploadId", upload_id}},
                            .body = std::as_bytes(std::span(xml.data(), xml.size()))});
     const std::string what = "POST " + object_url(bucket, key) + "?uploadId";
+    // A completion whose answer was lost is retried and then finds no such upload: the object
+    // it made (an ETag "...-N" for N parts) says the first attempt succeeded.
+    if (a.status == 404 && xml_text(a.text, "Code").value_or("") == "NoSuchUpload")
+        if (const auto made = head(bucket, key); made && made->etag.ends_with("-" + std::to_string(part_etags.size())))
+            return;
     // S3 may answer 200 and still report an error in the body of a long-running completion.
     if (a.status != 200 || (xml_acceptable(a.text) && !xml_elements(a.text, "Error").empty()))
         refused(what, a.status == 200 ? 500 : a.status, a.text);

@@ -70,7 +70,8 @@ public:
     // `max_keys` of them (more is an error naming the prefix), sorted by key.
     std::vector<ObjectInfo> list(const std::string& bucket, const std::string& prefix, std::size_t max_keys) const;
 
-    // A single PUT; the body's SHA-256 is signed and its MD5 sent, so the server checks both.
+    // A single PUT with the body's MD5, which the server checks; up to 1 MiB its SHA-256 is signed
+    // (and checked) too.
     void put(const std::string& bucket, const std::string& key, std::span<const std::byte> body) const;
     std::string create_multipart(const std::string& bucket, const std::string& key) const;
     // The part's ETag. Parts are numbered from 1; all but the last at least 5 MiB (S3's rule).

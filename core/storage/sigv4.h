@@ -14,7 +14,7 @@ namespace shardscope::storage {
 
 struct Credentials {
     std::string access_key_id;
-    std::string secret_access_key; // never printed: see redact() in s3.h
+    std::string secret_access_key; // never printed: no message of storage/ includes it
     std::string session_token; // empty unless temporary credentials
 };
 

@@ -23,7 +23,8 @@ CURL* thread_handle()
     static std::once_flag once;
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
     thread_local std::unique_ptr<CURL, CurlDeleter> handle(curl_easy_init());
-    curl_easy_reset(handle.get()); // options of the previous request must not leak into this one
+    if (handle)
+        curl_easy_reset(handle.get()); // options of the previous request must not leak into this one
     return handle.get();
 }
 
@@ -111,10 +112,12 @@ HttpResponse http_exchange(const HttpRequest& request)
     }
     curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    // The path is sent exactly as it was signed: curl would otherwise squash "/./" and "/../".
+    curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, static_cast<long>(request.connect_timeout_s));
-    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L); // a trickle is a stall too
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(request.stall_timeout_s));
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, request.verify_tls ? 1L : 0L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, request.verify_tls ? 2L : 0L);

@@ -22,7 +22,7 @@ struct HttpRequest {
     std::span<const std::byte> body; // sent as is, with its Content-Length
     bool verify_tls = true;
     int connect_timeout_s = 10;
-    int stall_timeout_s = 30; // below 1 byte/s for this long: the transfer is abandoned
+    int stall_timeout_s = 30; // below 1 KiB/s for this long: the transfer is abandoned
     // Where a successful response's body goes: `into` when given (exactly into.size() bytes
     // expected), otherwise `text`, refused past `max_body` bytes. An error's body always goes to
     // `text`, refused past 64 KiB.

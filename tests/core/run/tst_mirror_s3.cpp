@@ -124,7 +124,8 @@ private slots:
         QCOMPARE(lost.checkpoint.manifest.step, uint64_t(4));
         QCOMPARE(flat_state_digests(lost.checkpoint.ranks), flat_state_digests(state(4)));
         QCOMPARE(lost.checkpoint.dir.string(), "s3://" + m_bucket + "/runs/a/step-00000004");
-        QVERIFY(!fs::exists(root / ".mirror-fetch")); // the scratch copy is gone
+        for (const auto& entry : fs::directory_iterator(root)) // the scratch copy is gone
+            QVERIFY2(!entry.path().filename().string().starts_with(".mirror-fetch"), entry.path().c_str());
     }
 
     void aRottenLocalCopyFallsBackToTheBucket()
@@ -206,6 +207,57 @@ private slots:
         manager.wait();
         QCOMPARE(int(manager.upload_status()[0].state), int(UploadState::uploaded));
         QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/outage/").empty());
+    }
+
+    void aStoreThatDoesNotAnswerDeletesNothing()
+    {
+        // A complete step on the bucket, then a store whose GETs of manifests fail: the next
+        // upload's sweep and the mirror's rotation must not take the step for a leftover.
+        const fs::path root = fresh("flaky");
+        {
+            CheckpointManager manager(options(root, "runs/flaky"));
+            manager.save(state(1, 20'000), 1);
+            manager.wait();
+        }
+        QTemporaryDir dir;
+        const QString port_file = dir.filePath(QStringLiteral("port"));
+        QProcess proxy;
+        proxy.start(QStringLiteral("python3"),
+                    {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/s3-fault-proxy.py"), QStringLiteral("--upstream"),
+                     QString::fromStdString(m_config.endpoint), QStringLiteral("--port"), QStringLiteral("0"),
+                     QStringLiteral("--port-file"), port_file, QStringLiteral("--lifetime"), QStringLiteral("300")});
+        QVERIFY(proxy.waitForStarted());
+        const auto stop = qScopeGuard([&] {
+            proxy.terminate();
+            proxy.waitForFinished(5000);
+            qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint));
+        });
+        QTRY_VERIFY_WITH_TIMEOUT(QFile(port_file).size() > 0, 10000);
+        QFile f(port_file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QString endpoint = QStringLiteral("http://127.0.0.1:") + QString::fromUtf8(f.readAll()).trimmed();
+        QProcess curl;
+        curl.start(QStringLiteral("curl"),
+                   {QStringLiteral("-sf"), QStringLiteral("-X"), QStringLiteral("POST"),
+                    endpoint + QStringLiteral("/__fault__?mode=503&count=-1&method=GET&path=manifest.json")});
+        QVERIFY(curl.waitForFinished(10000) && curl.exitCode() == 0);
+        qputenv("AWS_ENDPOINT_URL", endpoint.toUtf8());
+        {
+            ManagerOptions o = options(root, "runs/flaky");
+            o.mirror_keep_last = 1; // the next rotation would remove step 1 if it could read the bucket
+            o.on_warning = [](const std::string&) {};
+            CheckpointManager manager(o);
+            // Step 2's upload moves the bucket's `latest` on, so step 1 is protected by nothing but
+            // the rule that an unanswered request proves nothing; step 3's sweep then meets it.
+            for (uint64_t step = 2; step <= 3; ++step) {
+                manager.save(state(step, 20'000), step);
+                manager.wait();
+            }
+            QCOMPARE(read_latest(root), std::optional<std::string>(step_dir_name(3)));
+        }
+        QVERIFY(!keys("runs/flaky/step-00000001/manifest.json").empty());
+        QVERIFY(!keys("runs/flaky/step-00000001/upload.json").empty());
+        QVERIFY(!keys("runs/flaky/step-00000001/rank0.safetensors").empty());
     }
 
     void cleanupTestCase()

@@ -4,6 +4,7 @@
 
 #include "core/storage/internal/xml.h"
 #include "core/storage/location.h"
+#include "core/storage/s3.h"
 #include "core/storage/sigv4.h"
 #include "core/util/error.h"
 
@@ -150,6 +151,23 @@ private slots:
         const QString secret = refusal("https://user:hunter2@host/x");
         QVERIFY(secret.contains(QStringLiteral("credentials")));
         QVERIFY2(!secret.contains(QStringLiteral("hunter2")), qPrintable(secret));
+    }
+
+    void anEndpointWithCredentialsIsRefusedWithoutThem()
+    {
+        try {
+            (void)S3Client(S3Config{.endpoint = "https://AKID:hunter2@store.example"});
+            QFAIL("an endpoint with credentials was accepted");
+        } catch (const Error& e) {
+            QVERIFY(!QString::fromStdString(e.what()).contains(QStringLiteral("hunter2")));
+            QVERIFY(QString::fromStdString(e.what()).contains(QStringLiteral("without a path or credentials")));
+        }
+        try {
+            (void)S3Client(S3Config{.endpoint = "ftp://x", .retry = {.attempts = 0}});
+            QFAIL("a bad endpoint was accepted");
+        } catch (const Error& e) {
+            QCOMPARE(int(e.kind()), int(ProblemKind::invalid_argument));
+        }
     }
 
     void xmlElementsAndText()
