@@ -140,13 +140,17 @@ private slots:
     {
         QTest::addColumn<int>("experts");
         QTest::addColumn<double>("memory_mib");
-        QTest::newRow("dense") << 0 << 48.0;
-        QTest::newRow("moe") << 8 << 64.0;
+        QTest::addColumn<bool>("overlap");
+        QTest::newRow("dense") << 0 << 48.0 << false;
+        QTest::newRow("dense, overlapped all-reduce") << 0 << 48.0 << true;
+        QTest::newRow("moe") << 8 << 64.0 << false;
+        QTest::newRow("moe, overlapped all-reduce") << 8 << 64.0 << true;
     }
     void prunedSearchMatchesBruteForce()
     {
         QFETCH(int, experts);
         QFETCH(double, memory_mib);
+        QFETCH(bool, overlap);
         const pl::ModelConfig model = small_model(experts);
         pl::ModelSearchSpec spec{.gpus = 16,
                                  .global_batch = 32,
@@ -155,6 +159,7 @@ private slots:
                                  .peak_tflops = 100,
                                  .gpu_memory_bytes = static_cast<std::int64_t>(memory_mib * 1048576),
                                  .links = {.cluster = small_cluster()},
+                                 .overlap_allreduce = overlap,
                                  .micro_batch_sizes = {1, 2},
                                  .max_virtual_stages = 3,
                                  .top = 3};
