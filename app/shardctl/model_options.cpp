@@ -23,6 +23,12 @@ QList<QCommandLineOption> model_options(bool seq_len)
         {QStringLiteral("tp"), QStringLiteral("Tensor-parallel degree t of each layer with --model (default 1)."),
          QStringLiteral("T")},
         {QStringLiteral("sp"), QStringLiteral("Sequence parallelism with --model (Korthikanti et al. 2022).")},
+        {QStringLiteral("cp"),
+         QStringLiteral("Context-parallel degree with --model: each GPU holds 1/cp of every sequence (default 1)."),
+         QStringLiteral("C")},
+        {QStringLiteral("ep"),
+         QStringLiteral("Expert-parallel degree with --model: each GPU holds 1/ep of the experts (default 1)."),
+         QStringLiteral("E")},
         {QStringLiteral("tflops"),
          QStringLiteral("TFLOP/s one GPU achieves with --model (default: the cluster's, else 156)."),
          QStringLiteral("R")},
@@ -39,11 +45,13 @@ QList<QCommandLineOption> model_options(bool seq_len)
 bool read_model_source(const QCommandLineParser& parser, int micro_batch, bool keep_peak, bool seq_len_for_model,
                        ModelSource& out)
 {
-    if (parser.isSet(QStringLiteral("cluster")))
-        out.cluster = pl::load_cluster(local(parser.value(QStringLiteral("cluster"))));
+    if (parser.isSet(QStringLiteral("cluster"))) {
+        out.cluster_argument = local(parser.value(QStringLiteral("cluster")));
+        out.cluster = pl::load_cluster(out.cluster_argument);
+    }
     const bool model = parser.isSet(QStringLiteral("model"));
     if (!model) {
-        for (const char* only : {"seq-len", "tp", "sp", "tflops"})
+        for (const char* only : {"seq-len", "tp", "sp", "cp", "ep", "tflops"})
             if (parser.isSet(QString::fromLatin1(only)) && (seq_len_for_model || std::string_view(only) != "seq-len")) {
                 fail(kUsage, std::string("--") + only + " applies to --model CONFIG.json");
                 return false;
@@ -67,6 +75,15 @@ bool read_model_source(const QCommandLineParser& parser, int micro_batch, bool k
         out.parallel.tp = static_cast<int>(*tp);
     }
     out.parallel.sequence_parallel = parser.isSet(QStringLiteral("sp"));
+    for (const char* name : {"cp", "ep"}) {
+        const QString option = QString::fromLatin1(name);
+        if (!parser.isSet(option))
+            continue;
+        const auto degree = int_option(parser, option, 1, 4096);
+        if (!degree)
+            return false;
+        (std::string_view(name) == "cp" ? out.parallel.cp : out.parallel.ep) = static_cast<int>(*degree);
+    }
     if (parser.isSet(QStringLiteral("tflops"))) {
         const auto rate = number_option(parser, QStringLiteral("tflops"), 0.0, true, 1e9, "TFLOP/s");
         if (!rate)
@@ -86,11 +103,37 @@ bool read_model_source(const QCommandLineParser& parser, int micro_batch, bool k
     return true;
 }
 
+pl::ModelConfig model_source_config(const ModelSource& source)
+{
+    return pl::parse_model_config(pl::read_input_file(source.model_path, pl::kMaxModelConfigBytes, "config"),
+                                  source.model_path);
+}
+
 pl::ModelProfile model_source_profile(const ModelSource& source)
 {
-    const pl::ModelConfig config = pl::parse_model_config(
-        pl::read_input_file(source.model_path, pl::kMaxModelConfigBytes, "config"), source.model_path);
-    return pl::shape_profile(config, source.work, source.parallel);
+    return pl::shape_profile(model_source_config(source), source.work, source.parallel);
+}
+
+pl::LinkChoice link_choice(const QCommandLineParser& parser, const ModelSource& source,
+                           const pl::TrainingOptions& options, double latency_ms)
+{
+    pl::LinkChoice choice{.cluster = source.cluster};
+    if (parser.isSet(QStringLiteral("link-gbps")) || !source.cluster)
+        choice.gbps = options.link_gbps;
+    if (parser.isSet(QStringLiteral("p2p-latency")) || !source.cluster)
+        choice.latency_ms = latency_ms;
+    return choice;
+}
+
+pl::ModelProfile model_mesh_profile(const ModelSource& source, const pl::LinkChoice& choice, const pl::Mesh& mesh,
+                                    pl::TrainingOptions& options, double& latency_ms)
+{
+    const pl::GroupLinks links = pl::mesh_links(choice, mesh);
+    options.link_gbps = links.pp.gbps;
+    options.dp_link_gbps = links.dp.gbps;
+    options.ep = mesh.ep;
+    latency_ms = links.pp.latency_ms;
+    return pl::parallel_profile(model_source_config(source), source.work, source.parallel, links);
 }
 
 void apply_cluster(const QCommandLineParser& parser, const ModelSource& source, pl::TrainingOptions& options,

@@ -4,6 +4,7 @@
 // read in one place so the three commands mean the same by them.
 
 #include "core/pipeline/cluster.h"
+#include "core/pipeline/parallel_cost.h"
 #include "core/pipeline/profile_model.h"
 #include "core/pipeline/training.h"
 
@@ -15,12 +16,14 @@
 
 namespace shardctl {
 
-// --model, --tp, --sp, --tflops, --cluster; with `seq_len` also --seq-len (profile has its own).
+// --model, --tp, --sp, --cp, --ep, --tflops, --cluster; with `seq_len` also --seq-len (profile
+// has its own).
 QList<QCommandLineOption> model_options(bool seq_len);
 
 struct ModelSource {
     std::string model_path; // --model, "" without it
     std::optional<shardscope::pipeline::Cluster> cluster;
+    std::string cluster_argument; // --cluster as given: a preset's name or a file
     shardscope::pipeline::Workload work; // with --model: s, b and the rate
     shardscope::pipeline::Parallelism parallel;
 };
@@ -36,6 +39,20 @@ bool read_model_source(const QCommandLineParser& parser, int micro_batch, bool k
 
 // The profile of --model (throws shardscope::Error for a bad config).
 shardscope::pipeline::ModelProfile model_source_profile(const ModelSource& source);
+shardscope::pipeline::ModelConfig model_source_config(const ModelSource& source);
+
+// The cluster and, where given, --link-gbps and --p2p-latency: where every group's link comes from.
+shardscope::pipeline::LinkChoice link_choice(const QCommandLineParser& parser, const ModelSource& source,
+                                             const shardscope::pipeline::TrainingOptions& options, double latency_ms);
+
+// schedule --model: the profile with the collectives of `mesh` (its tp, cp, ep are the source's),
+// and the pipeline's and the data-parallel link of the rank layout set into `options` and
+// `latency_ms` (parallel_cost.h), as plan --model computes them.
+shardscope::pipeline::ModelProfile model_mesh_profile(const ModelSource& source,
+                                                      const shardscope::pipeline::LinkChoice& choice,
+                                                      const shardscope::pipeline::Mesh& mesh,
+                                                      shardscope::pipeline::TrainingOptions& options,
+                                                      double& latency_ms);
 
 // What --cluster sets where --gpu-memory, --link-gbps or --p2p-latency are not given: HBM, the
 // inter-node bandwidth per GPU and its latency (a pipeline's stages and its data-parallel

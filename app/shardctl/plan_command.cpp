@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -42,21 +43,6 @@ std::string shell_word(const std::string& text)
     for (char c : text)
         quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return quoted + "'";
-}
-
-// " --model CONFIG --seq-len S ...": what schedule needs to build the same profile from a shape,
-// with the rate as a number so that a cluster's fraction is not applied twice.
-std::string model_arguments(const ModelSource& source)
-{
-    if (source.model_path.empty())
-        return {};
-    std::string text = " --model " + shell_word(source.model_path) + " --seq-len " +
-        std::to_string(source.work.seq_len) + " --micro-batch-size " + std::to_string(source.work.micro_batch_size);
-    if (source.parallel.tp > 1)
-        text += " --tp " + std::to_string(source.parallel.tp);
-    if (source.parallel.sequence_parallel)
-        text += " --sp";
-    return text + " --tflops " + number_text(source.work.device_tflops * source.work.mfu);
 }
 
 // "shardctl schedule --stages ... --json": the command that reproduces `c`, for a shell. CLI
@@ -104,6 +90,75 @@ bool read_list(const QCommandLineParser& parser, const QString& name, Parse pars
     return true;
 }
 
+// The `schedule` line of a candidate from the model search: every choice as a flag, the cluster
+// by the name or file given (schedule derives each group's link from it the same way).
+std::string model_schedule_command(const pl::Candidate& c, const pl::ModelSearchSpec& spec, const ModelSource& source)
+{
+    std::string text = "shardctl schedule --model " + shell_word(source.model_path) + " --seq-len " +
+        std::to_string(spec.seq_len) + " --micro-batch-size " + std::to_string(c.micro_batch_size) + " --tp " +
+        std::to_string(c.tp) + (c.sp ? " --sp" : "") + " --cp " + std::to_string(c.cp) + " --ep " +
+        std::to_string(c.ep) + " --stages " + std::to_string(c.pp) + " --dp " + std::to_string(c.dp) +
+        " --microbatches " + std::to_string(c.microbatches) + " --schedule " + std::string(pl::to_string(c.schedule));
+    if (c.virtual_stages > 1)
+        text += " --virtual " + std::to_string(c.virtual_stages);
+    text += " --zero " + std::to_string(c.zero) + " --recompute " + std::string(pl::to_string(c.recompute)) +
+        " --partition " + shell_word(c.partition) + " --tflops " + number_text(spec.device_tflops);
+    if (!source.cluster_argument.empty())
+        text += " --cluster " + shell_word(source.cluster_argument);
+    text += " --gpu-memory " + number_text(static_cast<double>(spec.gpu_memory_bytes) / 1073741824.0);
+    if (spec.links.cluster ? spec.links.gbps.has_value() : spec.links.gbps.value_or(0.0) > 0.0)
+        text += " --link-gbps " + number_text(*spec.links.gbps);
+    if (spec.links.cluster ? spec.links.latency_ms.has_value() : spec.links.latency_ms.value_or(0.0) > 0.0)
+        text += " --p2p-latency " + number_text(*spec.links.latency_ms);
+    if (spec.overlap_allreduce)
+        text += " --overlap-allreduce";
+    return text;
+}
+
+void print_model_text(const pl::ModelSearchResult& found, const pl::ModelSearchSpec& spec, const ModelSource& source,
+                      const std::string& name)
+{
+    const pl::SearchResult& result = found.search;
+    print_line("plan: " + std::to_string(spec.gpus) + " GPUs of " + bytes_text(spec.gpu_memory_bytes) + ", " + name +
+               ", global batch " + std::to_string(spec.global_batch) + " x " + std::to_string(spec.seq_len) +
+               " tokens; " + std::to_string(found.space) + " configurations, " + std::to_string(found.pruned_memory) +
+               " pruned by memory, " + std::to_string(found.pruned_time) + " by a step-time bound, " +
+               std::to_string(result.candidates.size()) + " simulated, " + std::to_string(result.fitting) + " fit");
+    const std::size_t shown = std::min(spec.top, result.fitting);
+    if (shown == 0)
+        return;
+    print_line("  #  tp cp ep   pp    dp  v     M  b  schedule     zero recompute   step ms  TFLOP/s   MFU  peak mem");
+    for (std::size_t i = 0; i < shown; ++i) {
+        const pl::Candidate& c = result.candidates[i];
+        char line[320];
+        std::snprintf(line, sizeof line, "%3zu %3d %2d %2d %4d %5d %2d %5d %2d  %-11s  %4d %-9s %9.4g %8.4g %5.3f %9s",
+                      i + 1, c.tp, c.cp, c.ep, c.pp, c.dp, c.virtual_stages, c.microbatches, c.micro_batch_size,
+                      std::string(pl::to_string(c.schedule)).c_str(), c.zero,
+                      std::string(pl::to_string(c.recompute)).c_str(), c.step_time, c.tflops_per_gpu, c.mfu,
+                      bytes_text(c.peak_memory_bytes).c_str());
+        print_line(line);
+    }
+    for (std::size_t i = 1; i < shown; ++i)
+        print_line("  #" + std::to_string(i + 1) + " " + pl::why_slower(result.candidates[i], result.candidates[0]));
+    print_line("run #1: " + model_schedule_command(result.candidates[0], spec, source));
+}
+
+// "1,2,4" -> {1, 2, 4}, each 1..2^20; prints the error and returns false otherwise.
+bool read_int_list(const QCommandLineParser& parser, const QString& name, std::vector<int>& out)
+{
+    for (const QString& item : parser.value(name).split(QLatin1Char(','))) {
+        bool ok = false;
+        const int value = item.trimmed().toInt(&ok);
+        if (!ok || value < 1 || value > (1 << 20)) {
+            fail(kUsage, "--" + local(name) + " lists '" + local(item) + "'; give whole numbers 1..1048576");
+            return false;
+        }
+        if (std::find(out.begin(), out.end(), value) == out.end())
+            out.push_back(value);
+    }
+    return true;
+}
+
 void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec, const std::string& profile_name,
                 const std::string& profile_path, const std::string& model, std::size_t top)
 {
@@ -138,6 +193,93 @@ void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec, cons
 
 } // namespace
 
+// plan --model: the search over every parallel degree, ZeRO stage and micro batch size.
+int run_model_plan(const QCommandLineParser& parser)
+{
+    pl::ModelSearchSpec spec;
+    const auto gpus = int_option(parser, QStringLiteral("gpus"), 1, 1 << 20);
+    if (!gpus)
+        return kUsage;
+    const auto global = int_option(parser, QStringLiteral("global-batch"), 1, 1 << 30);
+    if (!global)
+        return kUsage;
+    if (parser.isSet(QStringLiteral("micro-batch-size"))) {
+        const auto micro = int_option(parser, QStringLiteral("micro-batch-size"), 1, 1 << 20);
+        if (!micro)
+            return kUsage;
+        spec.micro_batch_sizes = {static_cast<int>(*micro)};
+    }
+    if (parser.isSet(QStringLiteral("micro-batch-sizes")) &&
+        !read_int_list(parser, QStringLiteral("micro-batch-sizes"), spec.micro_batch_sizes))
+        return kUsage;
+    if (parser.isSet(QStringLiteral("top"))) {
+        const auto k = int_option(parser, QStringLiteral("top"), 1, 1 << 20);
+        if (!k)
+            return kUsage;
+        spec.top = static_cast<std::size_t>(*k);
+    }
+    if (parser.isSet(QStringLiteral("max-virtual"))) {
+        const auto v = int_option(parser, QStringLiteral("max-virtual"), 2, 256);
+        if (!v)
+            return kUsage;
+        spec.max_virtual_stages = static_cast<int>(*v);
+    }
+    pl::TrainingOptions training;
+    double latency = 0.0;
+    if (!read_training_options(parser, training, latency))
+        return kUsage;
+    ModelSource source;
+    try {
+        if (!read_model_source(parser, 1, false, true, source))
+            return kUsage;
+    } catch (const shardscope::Error& error) {
+        return fail(error);
+    }
+    apply_cluster(parser, source, training, latency);
+    spec.gpus = static_cast<int>(*gpus);
+    spec.global_batch = static_cast<int>(*global);
+    spec.seq_len = source.work.seq_len;
+    spec.device_tflops = source.work.device_tflops * source.work.mfu;
+    spec.peak_tflops = source.cluster ? source.cluster->peak_tflops : 0.0;
+    spec.gpu_memory_bytes = *training.gpu_memory_bytes;
+    spec.links = link_choice(parser, source, training, latency);
+    spec.overlap_allreduce = training.overlap_allreduce;
+    if (parser.isSet(QStringLiteral("zero")))
+        spec.zero = {training.zero};
+    if (parser.isSet(QStringLiteral("tp")))
+        spec.tp = {source.parallel.tp};
+    if (parser.isSet(QStringLiteral("cp")))
+        spec.cp = {source.parallel.cp};
+    if (parser.isSet(QStringLiteral("ep")))
+        spec.ep = {source.parallel.ep};
+    if (!read_list(parser, QStringLiteral("schedules"), pl::parse_schedule_kind, "gpipe, 1f1b, interleaved, zb-h1",
+                   spec.schedules) ||
+        !read_list(parser, QStringLiteral("recompute"), pl::parse_recompute, "none, selective, full", spec.recompute))
+        return kUsage;
+    try {
+        const pl::ModelConfig config = model_source_config(source);
+        const pl::ModelSearchResult found = pl::search_model_plans(config, spec);
+        const std::string name = std::filesystem::path(source.model_path).stem().string();
+        const auto command = [&](const pl::Candidate& c) { return model_schedule_command(c, spec, source); };
+        if (parser.isSet(QStringLiteral("json")))
+            print_json(pl::model_search_json(found, spec, name, command));
+        else
+            print_model_text(found, spec, source, name);
+        if (found.search.fitting > 0)
+            return kOk;
+        const pl::Candidate& closest = found.search.candidates.front();
+        return fail(kCheckFailed,
+                    "no configuration fits in " + bytes_text(spec.gpu_memory_bytes) + " per GPU: the closest (tp " +
+                        std::to_string(closest.tp) + ", pp " + std::to_string(closest.pp) + ", dp " +
+                        std::to_string(closest.dp) + ", ZeRO " + std::to_string(closest.zero) + ", recompute " +
+                        std::string(pl::to_string(closest.recompute)) + ") needs " +
+                        bytes_text(closest.peak_memory_bytes) + ", " +
+                        bytes_text(closest.peak_memory_bytes - spec.gpu_memory_bytes) + " too much");
+    } catch (const shardscope::Error& error) {
+        return fail(error);
+    }
+}
+
 int run_plan(const QStringList& arguments)
 {
     QCommandLineParser parser;
@@ -151,7 +293,11 @@ int run_plan(const QStringList& arguments)
         {QStringLiteral("gpus"), QStringLiteral("GPUs to use, pp x dp (required)."), QStringLiteral("G")},
         {QStringLiteral("global-batch"), QStringLiteral("Samples per step (required)."), QStringLiteral("N")},
         {QStringLiteral("micro-batch-size"),
-         QStringLiteral("Samples per microbatch, as the profile was measured (required)."), QStringLiteral("B")},
+         QStringLiteral("Samples per microbatch, as the profile was measured (required with --profile)."),
+         QStringLiteral("B")},
+        {QStringLiteral("micro-batch-sizes"),
+         QStringLiteral("With --model: micro batch sizes to try, comma-separated (default 1,2,4)."),
+         QStringLiteral("LIST")},
         {QStringLiteral("schedules"),
          QStringLiteral("Schedules to try, comma-separated (default gpipe,1f1b,interleaved,zb-h1)."),
          QStringLiteral("LIST")},
@@ -168,11 +314,18 @@ int run_plan(const QStringList& arguments)
         return kUsage;
     if (parser.isSet(QStringLiteral("profile")) == parser.isSet(QStringLiteral("model")))
         return fail(kUsage, "plan needs --profile or --model, one of them (see shardctl plan --help)");
-    for (const char* required : {"gpus", "global-batch", "micro-batch-size"})
+    for (const char* required : {"gpus", "global-batch"})
         if (!parser.isSet(QString::fromLatin1(required)))
             return fail(kUsage, std::string("plan needs --") + required + " (see shardctl plan --help)");
     if (!parser.isSet(QStringLiteral("gpu-memory")) && !parser.isSet(QStringLiteral("cluster")))
         return fail(kUsage, "plan needs --gpu-memory or --cluster (see shardctl plan --help)");
+    if (parser.isSet(QStringLiteral("model")))
+        return run_model_plan(parser);
+    if (!parser.isSet(QStringLiteral("micro-batch-size")))
+        return fail(kUsage, "plan --profile needs --micro-batch-size, the one the profile was measured at");
+    for (const char* only : {"micro-batch-sizes", "cp", "ep"})
+        if (parser.isSet(QString::fromLatin1(only)))
+            return fail(kUsage, std::string("--") + only + " applies to --model CONFIG.json");
 
     pl::SearchSpec spec;
     const auto gpus = int_option(parser, QStringLiteral("gpus"), 1, 1 << 20);
@@ -222,8 +375,8 @@ int run_plan(const QStringList& arguments)
 
     try {
         const std::string path = local(parser.value(QStringLiteral("profile")));
-        const std::string model = model_arguments(source);
-        const pl::Profile profile = model.empty() ? pl::load_profile(path) : model_source_profile(source).profile;
+        const std::string model; // plan --model runs run_model_plan
+        const pl::Profile profile = pl::load_profile(path);
         const pl::SearchResult result = pl::search_plans(profile, spec);
         if (parser.isSet(QStringLiteral("json")))
             print_json(pl::search_json(result, spec, profile.name, top,

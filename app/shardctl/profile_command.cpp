@@ -113,8 +113,8 @@ int run_profile(const QStringList& arguments)
     std::string head;
     try {
         if (from_trace) {
-            for (const char* only :
-                 {"seq-len", "device-tflops", "mfu", "config", "no-config", "cluster", "tp", "sp", "tflops"})
+            for (const char* only : {"seq-len", "device-tflops", "mfu", "config", "no-config", "cluster", "tp", "sp",
+                                     "cp", "ep", "tflops"})
                 if (parser.isSet(QString::fromLatin1(only)))
                     return fail(kUsage,
                                 std::string("--") + only +

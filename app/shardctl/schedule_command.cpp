@@ -175,10 +175,23 @@ int run_schedule(const QStringList& arguments)
                                                       : std::string("uniform"));
         pl::check_spec(spec);
         const int pieces = spec.stages * spec.virtual_stages;
-        const pl::Profile profile = !source.model_path.empty() ? model_source_profile(source).profile
-            : parser.isSet(QStringLiteral("profile")) ? pl::load_profile(local(parser.value(QStringLiteral("profile"))))
-                                                      : pl::uniform_profile(pieces);
-        const pl::StepPlan step = pl::make_step_plan(profile, spec, partition_spec, training);
+        pl::ScheduleSpec run = spec;
+        pl::Profile profile;
+        if (!source.model_path.empty()) {
+            const pl::Mesh mesh{.tp = source.parallel.tp,
+                                .cp = source.parallel.cp,
+                                .ep = source.parallel.ep,
+                                .dp = training.dp,
+                                .pp = spec.stages};
+            profile = model_mesh_profile(source, link_choice(parser, source, training, latency), mesh, training,
+                                         run.p2p_latency_ms)
+                          .profile;
+        } else {
+            profile = parser.isSet(QStringLiteral("profile"))
+                ? pl::load_profile(local(parser.value(QStringLiteral("profile"))))
+                : pl::uniform_profile(pieces);
+        }
+        const pl::StepPlan step = pl::make_step_plan(profile, run, partition_spec, training);
 
         if (parser.isSet(QStringLiteral("trace"))) {
             const QString path = parser.value(QStringLiteral("trace"));

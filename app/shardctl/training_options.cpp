@@ -27,7 +27,7 @@ QList<QCommandLineOption> training_options()
         {QStringLiteral("p2p-latency"), QStringLiteral("Milliseconds added to every cross-stage send (default 0)."),
          QStringLiteral("MS")},
         {QStringLiteral("overlap-allreduce"),
-         QStringLiteral("Start each stage's gradient all-reduce right after its last backward "
+         QStringLiteral("Stream each stage's gradient all-reduce beside its last microbatch's backward "
                         "(default: after the pipeline has flushed).")},
     };
 }

@@ -175,9 +175,19 @@ nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_n
 
 nlohmann::json candidate_json(const Candidate& c, const std::string& command)
 {
-    return {{"pp", c.pp},
+    const auto known = [](double value) { return value > 0.0 ? nlohmann::json(value) : nlohmann::json(nullptr); };
+    return {{"tp", c.tp},
+            {"sp", c.sp},
+            {"cp", c.cp},
+            {"ep", c.ep},
+            {"pp", c.pp},
             {"dp", c.dp},
+            {"virtual", c.virtual_stages},
             {"virtual_stages", c.virtual_stages},
+            {"zero", c.zero},
+            {"micro_batch_size", c.micro_batch_size},
+            {"tflops_per_gpu", known(c.tflops_per_gpu)},
+            {"mfu", known(c.mfu)},
             {"microbatches", c.microbatches},
             {"schedule", std::string(to_string(c.schedule))},
             {"recompute", std::string(to_string(c.recompute))},
@@ -217,6 +227,25 @@ nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec, c
         out["closest"] = candidate_json(closest, command(closest));
         out["closest"]["over_bytes"] = closest.peak_memory_bytes - spec.gpu_memory_bytes;
     }
+    return out;
+}
+
+nlohmann::json model_search_json(const ModelSearchResult& result, const ModelSearchSpec& spec,
+                                 const std::string& profile_name,
+                                 const std::function<std::string(const Candidate&)>& command)
+{
+    const SearchSpec shown{.gpus = spec.gpus,
+                           .global_batch = spec.global_batch,
+                           .gpu_memory_bytes = spec.gpu_memory_bytes,
+                           .link_gbps = spec.links.gbps.value_or(0.0)};
+    nlohmann::json out = search_json(result.search, shown, profile_name, spec.top, command);
+    out["micro_batch_size"] = spec.micro_batch_sizes.empty() ? std::vector<int>{1, 2, 4} : spec.micro_batch_sizes;
+    out["zero"] = spec.zero.empty() ? std::vector<int>{0, 1, 2, 3} : spec.zero;
+    out["link_gbps"] = spec.links.gbps ? nlohmann::json(*spec.links.gbps) : nlohmann::json(nullptr);
+    out["seq_len"] = spec.seq_len;
+    out["space"] = result.space;
+    out["pruned_memory"] = result.pruned_memory;
+    out["pruned_time"] = result.pruned_time;
     return out;
 }
 

@@ -2,6 +2,7 @@
 // Serialising a simulated Timeline: the `shardctl schedule --json` object (contract in
 // docs/shardctl.md) and Chrome Trace Event JSON (opens in Perfetto / chrome://tracing).
 
+#include "core/pipeline/model_search.h"
 #include "core/pipeline/search.h"
 #include "core/pipeline/training.h"
 
@@ -34,8 +35,9 @@ nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, cons
 nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_name, const std::string& partition,
                               bool with_ops = true);
 
-// One plan candidate: pp, dp, virtual_stages, microbatches, schedule, recompute, partition,
-// step_time, peak_memory_bytes, fits, samples_per_second, makespan, bubble_fraction,
+// One plan candidate: tp, sp, cp, ep, pp, dp, virtual (= virtual_stages), zero,
+// micro_batch_size, tflops_per_gpu and mfu (null when unknown), microbatches, schedule,
+// recompute, partition, step_time, peak_memory_bytes, fits, samples_per_second, makespan, bubble_fraction,
 // compute_ms, exposed_allreduce_ms, and `command` (the `shardctl schedule` line reproducing it,
 // which the command line writes: core knows no shell syntax).
 nlohmann::json candidate_json(const Candidate& candidate, const std::string& command);
@@ -45,6 +47,12 @@ nlohmann::json candidate_json(const Candidate& candidate, const std::string& com
 // needing the least memory) with `over_bytes`. `command` gives each listed candidate's command.
 nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec, const std::string& profile_name,
                            std::size_t top, const std::function<std::string(const Candidate&)>& command);
+
+// `shardctl plan --model --json`: search_json's keys (micro_batch_size and zero are the lists
+// tried) plus seq_len, space (configurations enumerated), pruned_memory and pruned_time.
+nlohmann::json model_search_json(const ModelSearchResult& result, const ModelSearchSpec& spec,
+                                 const std::string& profile_name,
+                                 const std::function<std::string(const Candidate&)>& command);
 
 // {"traceEvents": [...], "displayTimeUnit": "ms"}: one ph:"X" event per op with ts/dur in µs,
 // pid 0, tid = stage; ph:"M" process_name and thread_name ("stage s") / thread_sort_index

@@ -32,6 +32,7 @@ double expert_width(const ModelConfig& c)
 // the total is checked against 2^53 before anything becomes an integer.
 struct Counts {
     double params = 0, active = 0, sharded = 0, matmul = 0;
+    double experts = 0; // of `sharded`: the routed experts, split over ep as well
 };
 
 Counts block_counts(const ModelConfig& c, bool moe)
@@ -61,6 +62,7 @@ Counts block_counts(const ModelConfig& c, bool moe)
         shared += mlp_matrices * h * c.shared_expert_intermediate_size;
         shared_gate = h;
     }
+    n.experts = c.experts * expert;
     n.params += c.experts * expert + router + shared + shared_gate;
     n.sharded += c.experts * expert + shared;
     n.matmul += c.experts_per_token * expert + router + shared + shared_gate;
@@ -92,6 +94,7 @@ std::vector<ShapeLayer> model_layers(const ModelConfig& c)
                                     .active_params = whole(n.active),
                                     .sharded_params = whole(n.sharded),
                                     .matmul_weights = whole(n.matmul),
+                                    .expert_params = whole(n.experts),
                                     .moe = moe});
     };
     const double positions = c.gpt2_style ? static_cast<double>(c.max_positions) * h : 0.0;
@@ -143,8 +146,17 @@ ModelProfile shape_profile(const ModelConfig& c, const Workload& work, const Par
 {
     check_workload(work);
     const int t = parallel.tp;
-    if (t < 1 || t > 4096)
-        throw Error(ProblemKind::invalid_argument, "the tensor-parallel degree must be 1..4096");
+    if (t < 1 || t > 4096 || parallel.cp < 1 || parallel.cp > 4096 || parallel.ep < 1 || parallel.ep > 4096)
+        throw Error(ProblemKind::invalid_argument, "the tensor-, context- and expert-parallel degrees must be 1..4096");
+    if (parallel.ep > 1 && (c.experts < 2 || c.experts % parallel.ep != 0))
+        shape_fail(c,
+                   "has " + std::to_string(c.experts) + " experts, which an expert-parallel degree of " +
+                       std::to_string(parallel.ep) + " cannot split evenly");
+    if (work.seq_len % parallel.cp != 0)
+        shape_fail(c,
+                   "is profiled at a sequence of " + std::to_string(work.seq_len) +
+                       " tokens, which a context-parallel degree of " + std::to_string(parallel.cp) +
+                       " cannot split evenly");
     if (c.attention_heads % t != 0 || (c.kv_heads % t != 0 && t % c.kv_heads != 0))
         shape_fail(c,
                    "has " + std::to_string(c.attention_heads) + " attention and " + std::to_string(c.kv_heads) +
@@ -159,24 +171,31 @@ ModelProfile shape_profile(const ModelConfig& c, const Workload& work, const Par
     profile.shape =
         ModelShape{.seq_len = work.seq_len, .hidden_size = c.hidden_size, .attention_heads = c.attention_heads};
     const double s = work.seq_len, b = work.micro_batch_size, h = c.hidden_size, tokens = s * b, sbh = s * b * h;
-    const double split = parallel.sequence_parallel ? 1.0 / t : 1.0; // what SP shards along the sequence
+    // Context parallelism gives each GPU s / cp of every sequence: its FLOPs (its queries
+    // against all keys) and every activation shrink by cp; so does SP's split along s.
+    const double cp = parallel.cp;
+    const double split = (parallel.sequence_parallel ? 1.0 / t : 1.0) / cp;
     const double ms_per_flop = 1.0 / (work.device_tflops * 1e9 * work.mfu);
     for (const ShapeLayer& l : layers) {
         double flops = 0.0;
-        Layer layer{.name = l.name, .params = (l.sharded_params + t - 1) / t + (l.params - l.sharded_params)};
+        const std::int64_t dense_sharded = l.sharded_params - l.expert_params, ept = std::int64_t(t) * parallel.ep;
+        const std::int64_t experts = (l.expert_params + ept - 1) / ept;
+        Layer layer{.name = l.name,
+                    .params = (dense_sharded + t - 1) / t + experts + (l.params - l.sharded_params),
+                    .expert_params = experts};
         switch (l.role) {
         case LayerRole::embedding:
             layer.activation_bytes = whole(sbh * split); // its dropout mask
             layer.selective_activation_bytes = layer.activation_bytes;
-            layer.input_bytes = std::min(layer.activation_bytes, whole(8.0 * tokens)); // int64 token ids
+            layer.input_bytes = std::min(layer.activation_bytes, whole(8.0 * tokens / cp)); // int64 token ids
             layer.output_bytes = whole(2.0 * sbh * split);
             break;
         case LayerRole::block: {
             flops = 2.0 * tokens * static_cast<double>(l.matmul_weights) +
                 4.0 * b * s * s * c.attention_heads * head_dim(c);
             const BlockActivation parts = block_activation(c, work, l.moe);
-            layer.activation_bytes = block_activation_bytes(parts, sbh, parallel, false);
-            layer.selective_activation_bytes = block_activation_bytes(parts, sbh, parallel, true);
+            layer.activation_bytes = whole(block_activation_bytes(parts, sbh, parallel, false) / cp);
+            layer.selective_activation_bytes = whole(block_activation_bytes(parts, sbh, parallel, true) / cp);
             layer.input_bytes = whole(2.0 * sbh * split); // all full recomputation keeps
             layer.output_bytes = layer.input_bytes;
             break;
@@ -184,12 +203,13 @@ ModelProfile shape_profile(const ModelConfig& c, const Workload& work, const Par
         case LayerRole::head:
             flops = 2.0 * tokens * static_cast<double>(l.matmul_weights);
             // The norm's and the projection's 16-bit inputs, and the fp32 logits, split by vocabulary.
-            layer.activation_bytes = whole(4.0 * sbh * split + 4.0 * tokens * static_cast<double>(c.vocab_size) / t);
+            layer.activation_bytes =
+                whole(4.0 * sbh * split + 4.0 * tokens * static_cast<double>(c.vocab_size) / t / cp);
             layer.selective_activation_bytes = layer.activation_bytes;
             layer.input_bytes = std::min(layer.activation_bytes, whole(2.0 * sbh * split));
             break;
         }
-        flops /= t;
+        flops /= t * cp;
         layer.fwd_ms = flops * ms_per_flop;
         layer.bwd_ms = 2.0 * layer.fwd_ms;
         layer.bwd_input_ms = layer.fwd_ms;

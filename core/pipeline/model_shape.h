@@ -13,8 +13,9 @@
 //                 (Q, K and V by their heads, the projection's input, the MLP's inner tensors);
 //                 R/t with sequence parallelism. MHA with a 4h GELU MLP gives the paper's
 //                 34 + 5as/h, 10 + 24/t + 5as/(ht) and 34/t + 5as/(ht).
-// Per GPU, a layer's matmul weights and vocabulary tables count 1/t (rounded up), its norms,
-// biases, position table and router whole; FLOPs count 1/t.
+// Per GPU, a layer's matmul weights and vocabulary tables count 1/t (rounded up), routed experts
+// 1/(t x ep), its norms, biases, position table and router whole; FLOPs count 1/(t x cp) and
+// every activation 1/cp (context parallelism: s / cp tokens of each sequence per GPU).
 
 #include "core/pipeline/model_config.h"
 #include "core/pipeline/profile_model.h"
@@ -33,6 +34,7 @@ struct ShapeLayer {
     std::int64_t active_params = 0; // those a token passes through: k of the E experts
     std::int64_t sharded_params = 0; // of `params`: split over the t ranks
     std::int64_t matmul_weights = 0; // active matmul weights: fwd FLOPs = 2 * tokens * this (+ attention)
+    std::int64_t expert_params = 0; // of `sharded_params`: the routed experts (split over t x ep)
     bool moe = false; // its MLP is routed experts
 };
 

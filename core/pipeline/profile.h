@@ -48,6 +48,9 @@ struct Layer {
     std::optional<std::int64_t> selective_activation_bytes; // held under selective recompute
     std::optional<std::int64_t> input_bytes; // held under full recompute: the layer's input
     std::optional<std::int64_t> output_bytes; // sent to the next stage when a piece ends here
+    // Of `params`: routed-expert weights, replicated over dp / ep ranks instead of dp (expert
+    // parallelism, model_shape.h); 0 in files, which have no field for it.
+    std::int64_t expert_params = 0;
 };
 
 // The transformer shape a profile may state, for the recomputation defaults.

@@ -60,6 +60,8 @@ struct InferredShape {
 struct Parallelism {
     int tp = 1; // tensor-parallel degree t: matmuls and the vocabulary split over t GPUs
     bool sequence_parallel = false; // Korthikanti et al.: the norms and dropouts split over t too
+    int cp = 1; // context-parallel degree: each GPU holds s / cp of every sequence (ring attention)
+    int ep = 1; // expert-parallel degree: each GPU holds E / ep of an MoE layer's experts
 };
 
 struct ModelProfile {

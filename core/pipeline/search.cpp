@@ -22,6 +22,8 @@ Candidate describe(const StepPlan& step, int dp, Recompute recompute, std::strin
     Candidate c;
     c.pp = t.spec.stages;
     c.dp = dp;
+    c.zero = spec.zero;
+    c.micro_batch_size = spec.micro_batch_size;
     c.virtual_stages = t.spec.virtual_stages;
     c.microbatches = t.spec.microbatches;
     c.schedule = t.spec.kind;

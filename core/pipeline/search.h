@@ -39,8 +39,14 @@ struct SearchSpec {
 };
 
 struct Candidate {
+    int tp = 1; // tensor, context and expert parallel degrees (1 for a measured profile)
+    bool sp = false;
+    int cp = 1;
+    int ep = 1;
     int pp = 1;
     int dp = 1;
+    int zero = 0;
+    int micro_batch_size = 1;
     int virtual_stages = 1;
     int microbatches = 1;
     ScheduleKind schedule = ScheduleKind::one_f_one_b;
@@ -54,6 +60,10 @@ struct Candidate {
     std::int64_t peak_memory_bytes = 0;
     bool fits = false;
     double samples_per_second = 0.0;
+    // Model FLOPs (model_search.h) per GPU per second, and their share of the GPU's peak; 0 when
+    // not known (a measured profile has no FLOPs, a rate without a peak no MFU).
+    double tflops_per_gpu = 0.0;
+    double mfu = 0.0;
 };
 
 struct SearchResult {

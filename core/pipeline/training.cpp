@@ -45,9 +45,11 @@ std::vector<StageMemory> stage_memory(const Profile& profile, const Plan& plan, 
     // The recomputed working set: while one layer's backward runs, its full activations exist
     // again for that one microbatch, on top of everything the stage keeps.
     std::vector<std::int64_t> working(static_cast<std::size_t>(n), 0);
+    std::vector<std::int64_t> expert_params(static_cast<std::size_t>(n), 0);
     for (const PieceCost& piece : plan.pieces)
         for (int l = piece.first_layer; l <= piece.last_layer; ++l) {
             const Layer& layer = profile.layers[static_cast<std::size_t>(l)];
+            expert_params[piece.stage] += layer.expert_params;
             const double extra =
                 static_cast<double>(layer.activation_bytes) - layer_held_bytes(profile, layer, options.recompute);
             working[piece.stage] = std::max(working[piece.stage], std::int64_t(std::max(0.0, extra)));
@@ -59,9 +61,11 @@ std::vector<StageMemory> stage_memory(const Profile& profile, const Plan& plan, 
                         "stage " + std::to_string(stage.stage) + " holds " + std::to_string(stage.params) +
                             " parameters, too many to count bytes");
         StageMemory& m = memory[stage.stage];
-        m.weights = held(stage.params, 2, options.zero >= 3, options.dp);
-        m.gradients = held(stage.params, 2, options.zero >= 2, options.dp);
-        m.optimizer = held(stage.params, 12, options.zero >= 1, options.dp);
+        const std::int64_t experts = expert_params[stage.stage], dense = stage.params - experts;
+        const int expert_dp = std::max(1, options.dp / options.ep);
+        m.weights = held(dense, 2, options.zero >= 3, options.dp) + held(experts, 2, options.zero >= 3, expert_dp);
+        m.gradients = held(dense, 2, options.zero >= 2, options.dp) + held(experts, 2, options.zero >= 2, expert_dp);
+        m.optimizer = held(dense, 12, options.zero >= 1, options.dp) + held(experts, 12, options.zero >= 1, expert_dp);
         m.activations = plan.timeline.stage_stats[stage.stage].peak_activation_bytes + working[stage.stage];
         m.total = m.weights + m.gradients + m.optimizer + m.activations;
         m.fits = !options.gpu_memory_bytes || m.total <= *options.gpu_memory_bytes;
@@ -80,6 +84,18 @@ std::vector<double> last_backward_end(const Timeline& timeline)
     return end;
 }
 
+// When each stage's last microbatch starts its backward (its first B or W op): from then on the
+// gradients of the layers that backward has passed are final, and buckets of them can be reduced
+// while it goes on (PyTorch DDP's and Megatron's overlap).
+std::vector<double> last_backward_start(const Timeline& timeline)
+{
+    std::vector<double> start(static_cast<std::size_t>(timeline.spec.stages), std::numeric_limits<double>::infinity());
+    for (const TimedOp& op : timeline.ops)
+        if (op.kind != OpKind::F && op.microbatch == timeline.spec.microbatches - 1)
+            start[op.stage] = std::min(start[op.stage], op.start);
+    return start;
+}
+
 void finish_step(const Profile& profile, StepPlan& step)
 {
     const TrainingOptions& options = step.options;
@@ -95,19 +111,28 @@ void finish_step(const Profile& profile, StepPlan& step)
     step.allreduce_ms = 0.0;
     if (options.dp > 1) {
         const std::vector<double> ready = last_backward_end(timeline);
-        // ZeRO-3 moves 3 parameter volumes instead of the ring's 2 (the weights all-gathered for
-        // the forward and again for the backward, the gradients reduce-scattered: ZeRO section
-        // 7.2); charged here in one block, so the forward gather never delays a forward, and
-        // per-microbatch traffic under ZeRO >= 2 is not modelled (training.h: a lower bound).
-        const double factor = options.zero >= 3 ? 1.5 : 1.0;
+        const std::vector<double> streaming = last_backward_start(timeline);
+        const ZeroTraffic traffic = zero_traffic(options.zero, timeline.spec.microbatches);
+        const double gbps = options.dp_link_gbps.value_or(options.link_gbps);
+        const int expert_dp = std::max(1, options.dp / options.ep);
+        std::vector<std::int64_t> expert_params(step.plan.stages.size(), 0);
+        for (const PieceCost& piece : step.plan.pieces)
+            for (int l = piece.first_layer; l <= piece.last_layer; ++l)
+                expert_params[piece.stage] += profile.layers[static_cast<std::size_t>(l)].expert_params;
         for (const StageCost& stage : step.plan.stages) {
-            const std::int64_t bytes = 2 * stage.params;
-            const double ms = factor * ring_allreduce_ms(bytes, options.dp, options.link_gbps);
-            const double start = options.overlap_allreduce ? ready[stage.stage] : timeline.makespan;
-            step.allreduce.push_back(
-                AllReduce{.stage = stage.stage, .bytes = bytes, .start = start, .end = start + ms});
+            const std::int64_t bytes = 2 * stage.params, experts = 2 * expert_params[stage.stage];
+            // One unit U: half a ring all-reduce of the dense and of the expert gradients.
+            const double unit = 0.5 *
+                (ring_allreduce_ms(bytes - experts, options.dp, gbps) + ring_allreduce_ms(experts, expert_dp, gbps));
+            const double early =
+                std::max(0.0, (traffic.total - traffic.final) * unit - timeline.stage_stats[stage.stage].busy);
+            const double ms = traffic.final * unit + early;
+            const double start = options.overlap_allreduce ? streaming[stage.stage] : timeline.makespan;
+            // Overlapped, the reduction streams beside the last backward but cannot end before it.
+            const double end = options.overlap_allreduce ? std::max(start + ms, ready[stage.stage]) : start + ms;
+            step.allreduce.push_back(AllReduce{.stage = stage.stage, .bytes = bytes, .start = start, .end = end});
             step.allreduce_ms = std::max(step.allreduce_ms, ms);
-            step.step_time = std::max(step.step_time, start + ms);
+            step.step_time = std::max(step.step_time, end);
         }
     }
     step.exposed_allreduce_ms = step.step_time - timeline.makespan;
@@ -136,6 +161,11 @@ void check_options(const TrainingOptions& options)
         bad_option("the data-parallel degree must be at least 1, not " + std::to_string(options.dp));
     if (options.zero < 0 || options.zero > 3)
         bad_option("the ZeRO stage must be 0, 1, 2 or 3, not " + std::to_string(options.zero));
+    if (options.ep < 1 || options.dp % options.ep != 0)
+        bad_option("the expert-parallel degree (" + std::to_string(options.ep) +
+                   ") must divide the data-parallel degree (" + std::to_string(options.dp) + ")");
+    if (options.dp_link_gbps && (!std::isfinite(*options.dp_link_gbps) || *options.dp_link_gbps < 0.0))
+        bad_option("the data-parallel link bandwidth must be a finite number of Gbit/s >= 0");
     if (!std::isfinite(options.link_gbps) || options.link_gbps < 0.0)
         bad_option("the link bandwidth must be a finite number of Gbit/s >= 0");
     if (options.gpu_memory_bytes && *options.gpu_memory_bytes <= 0)
@@ -175,6 +205,16 @@ Profile with_recompute(const Profile& profile, Recompute mode)
         layer.output_bytes = layer_output_bytes(profile, original);
     }
     return out;
+}
+
+ZeroTraffic zero_traffic(int zero, int microbatches)
+{
+    const double m = std::max(1, microbatches);
+    if (zero >= 3)
+        return ZeroTraffic{.total = 3.0 * m, .final = 3.0};
+    if (zero == 2)
+        return ZeroTraffic{.total = m + 1.0, .final = 2.0};
+    return ZeroTraffic{};
 }
 
 double transfer_ms(std::int64_t bytes, double link_gbps)

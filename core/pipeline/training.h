@@ -22,18 +22,23 @@
 // layer) and, back, the gradient of that output each take bytes / bandwidth + the p2p latency;
 // sends overlap compute and contend neither with each other nor with the all-reduce. The
 // gradient all-reduce of a stage over its D ranks is a ring: 2 (D - 1) / D x 2 B x params /
-// bandwidth. ZeRO-3 moves 3 instead of 2 parameter volumes a step (Rajbhandari et al. 2020,
-// section 7.2: an all-gather of the weights before the forward, another before the backward, a
-// reduce-scatter of the gradients), charged as 1.5 rings in one block after the backward: the
-// forward all-gather is counted in volume but never delays a forward. Without overlap the block
-// starts when the pipeline has flushed (every stage waits for the step's end, as a synchronous
-// reduce does); with overlap_allreduce each stage's starts after its own last backward, hiding
-// it behind the other stages' cool-down. step_time = the end of the last all-reduce (= makespan
-// without DP). A LOWER BOUND for ZeRO >= 2 with M > 1 microbatches (so with every pp > 1):
-// sharded gradients cannot accumulate over microbatches, so a real run reduce-scatters after
-// every microbatch's backward (and ZeRO-3 gathers the weights for every microbatch's forward and
-// backward, holding one gathered layer besides its 2/D share); neither that traffic nor that
-// buffer is modelled. make_step_plan throws invalid_argument when a time is not finite.
+// bandwidth; in units of U = (D - 1) / D x 2 B x params / bandwidth a ring all-reduce is 2.
+// ZeRO-1 (and Megatron's distributed optimizer) reduce-scatters the gradients and all-gathers
+// the updated weights: the same 2 U. Sharded gradients cannot accumulate over the M
+// microbatches, so ZeRO-2 reduce-scatters after every microbatch's backward and all-gathers the
+// weights once: (M + 1) U; ZeRO-3 also all-gathers the weights before every microbatch's forward
+// and backward (Rajbhandari et al. 2020, section 7.2): 3 M U (the gathered layer it holds
+// meanwhile is not counted in its memory). The last microbatch's part (2 U; 3 U for ZeRO-3) is a block
+// after the backward; the rest overlaps the stage's own compute and is exposed only where it
+// exceeds the stage's busy time. Without overlap the block starts when the pipeline has flushed
+// (every stage waits for the step's end, as a synchronous reduce does); with overlap_allreduce
+// each stage's starts when its last microbatch's backward does (the gradients of the layers that
+// backward has passed are final: DDP's buckets) and ends no earlier than that backward, hiding
+// it behind that backward and the other stages' cool-down. step_time = the end of the last block
+// (= makespan without DP). Expert weights
+// (Layer::expert_params, expert parallelism over ep of the D ranks) are replicated over D / ep
+// ranks only: their ZeRO shards and their gradient traffic are over D / ep.
+// make_step_plan throws invalid_argument when a time is not finite.
 
 #include "core/pipeline/simulator.h"
 
@@ -54,6 +59,8 @@ struct TrainingOptions {
     int zero = 0; // ZeRO stage 0..3
     Recompute recompute = Recompute::none;
     double link_gbps = 0.0; // 0: links infinitely fast (sends cost the latency, all-reduce free)
+    std::optional<double> dp_link_gbps; // the data-parallel traffic's link, when not link_gbps
+    int ep = 1; // expert-parallel degree, a divisor of dp (see above)
     bool overlap_allreduce = false;
     std::optional<std::int64_t> gpu_memory_bytes; // the limit `fits` is judged against
 };
@@ -78,6 +85,14 @@ Profile with_recompute(const Profile& profile, Recompute mode);
 // What a layer keeps per microbatch under `mode`: activation_bytes, layer_selective_bytes or
 // layer_input_bytes.
 double layer_held_bytes(const Profile& profile, const Layer& layer, Recompute mode);
+
+// Units U (above) of data-parallel traffic a step moves under ZeRO stage `zero` with
+// `microbatches` microbatches, and how many of them follow the last backward.
+struct ZeroTraffic {
+    double total = 2.0;
+    double final = 2.0;
+};
+ZeroTraffic zero_traffic(int zero, int microbatches);
 
 // ms to move `bytes` over a link of `link_gbps` (no latency); 0 when link_gbps is 0.
 double transfer_ms(std::int64_t bytes, double link_gbps);

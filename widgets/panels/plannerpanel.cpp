@@ -282,7 +282,7 @@ void PlannerPanel::addTrainingControls(QWidget* row, FlowLayout* flow)
     group({}, m_recompute, tr("Activation recomputation: keep less, recompute in the backward"));
     group(tr("GPU &memory"), m_gpuMemory, tr("Memory per GPU: stages needing more are shown red"));
     group(tr("&Link"), m_link, tr("Link bandwidth for sends between stages and the all-reduce"));
-    group({}, m_overlap, tr("Start each stage's all-reduce after its own last backward"));
+    group({}, m_overlap, tr("Stream each stage's all-reduce beside its last microbatch's backward"));
     connect(m_dp, &QSpinBox::valueChanged, this, &PlannerPanel::applyTrainingControls);
     connect(m_zero, &QComboBox::activated, this, &PlannerPanel::applyTrainingControls);
     connect(m_recompute, &QComboBox::activated, this, &PlannerPanel::applyTrainingControls);

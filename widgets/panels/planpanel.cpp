@@ -121,7 +121,7 @@ QWidget* PlanPanel::buildInputs()
     group(tr("Micro-batch"), m_microBatch, tr("Samples per microbatch (the profile's, when it names one)"));
     group(tr("Link"), m_link, tr("Link bandwidth between GPUs; 0: infinitely fast"));
     group({}, m_zero, tr("ZeRO stage: how the optimizer state, gradients and weights are sharded over dp"));
-    group({}, m_overlap, tr("Start each stage's gradient all-reduce after its own last backward"));
+    group({}, m_overlap, tr("Stream each stage's gradient all-reduce beside its last microbatch's backward"));
     m_searchButton = new QPushButton(tr("&Search"), box);
     m_searchButton->setDefault(true);
     m_cancelButton = new QPushButton(tr("Cancel"), box);

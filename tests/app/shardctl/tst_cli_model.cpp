@@ -101,7 +101,14 @@ private slots:
             words("--seq-len 4096 --stages 8 --microbatches 16 --schedule 1f1b --cluster h100-sxm-80gb --json");
         const json preset = one_object(shardctl(base));
         QCOMPARE(preset["gpu_memory_bytes"].get<std::int64_t>(), 80ll << 30);
-        QCOMPARE(preset["link_gbps"].get<double>(), 400.0);
+        // 8 stages of one GPU fill one 8-GPU node: the sends are on NVLink, 900 GB/s counted both
+        // ways, 450 GB/s = 3600 Gbit/s a direction; 16 stages span two nodes: InfiniBand's 400.
+        QCOMPARE(preset["link_gbps"].get<double>(), 3600.0);
+        const json two_nodes = one_object(
+            shardctl(QStringList{QStringLiteral("schedule"), QStringLiteral("--model"), model("mixtral-8x7b.json")} +
+                     words("--seq-len 4096 --stages 16 --microbatches 16 --schedule 1f1b "
+                           "--cluster h100-sxm-80gb --json")));
+        QCOMPARE(two_nodes["link_gbps"].get<double>(), 400.0);
         const json flags = one_object(shardctl(base + words("--gpu-memory 40 --link-gbps 100")));
         QCOMPARE(flags["gpu_memory_bytes"].get<std::int64_t>(), 40ll << 30);
         QCOMPARE(flags["link_gbps"].get<double>(), 100.0);

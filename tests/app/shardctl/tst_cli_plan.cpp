@@ -169,6 +169,66 @@ private slots:
             QVERIFY(saw_manual); // the memory-fitted "manual:..." cuts reproduce too
     }
 
+    // plan --model searches every degree, ZeRO stage and micro batch size; each candidate's
+    // `command` (run word by word) prints the same step_time and peak_memory_bytes.
+    void modelPlanIsReproducedBySchedule_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("options");
+        QTest::newRow("llama2-7b, 64 H100")
+            << QStringLiteral("llama2-7b.json") << QStringLiteral("--gpus 64 --global-batch 512 --seq-len 4096");
+        QTest::newRow("mixtral, 32 A100, overlap")
+            << QStringLiteral("mixtral-8x7b.json")
+            << QStringLiteral("--gpus 32 --global-batch 64 --seq-len 2048 --overlap-allreduce --cluster a100-80gb");
+        QTest::newRow("gpt2, hand-set link") << QStringLiteral("gpt2-small.json")
+                                             << QStringLiteral("--gpus 16 --global-batch 64 --seq-len 1024 "
+                                                               "--link-gbps 100 --p2p-latency 0.01 --gpu-memory 8");
+    }
+    void modelPlanIsReproducedBySchedule()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, options);
+        QStringList arguments{QStringLiteral("plan"), QStringLiteral("--model"),
+                              QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/fixtures/models/") + model};
+        arguments << options.split(QLatin1Char(' '));
+        if (!options.contains(QStringLiteral("--cluster")) && !options.contains(QStringLiteral("--gpu-memory")))
+            arguments << QStringLiteral("--cluster") << QStringLiteral("h100-sxm-80gb");
+        const Run run =
+            shardctl(arguments << QStringLiteral("--top") << QStringLiteral("4") << QStringLiteral("--json"));
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        const nlohmann::json j = nlohmann::json::parse(run.out.toStdString());
+        QCOMPARE(j["ok"].get<bool>(), true);
+        QCOMPARE(j["candidates"].size(), std::size_t(4));
+        QVERIFY(j["space"].get<std::size_t>() >= j["searched"].get<std::size_t>());
+        double previous = 0;
+        for (const auto& c : j["candidates"]) {
+            for (const char* key : {"tp", "sp", "cp", "ep", "pp", "dp", "virtual", "schedule", "zero", "recompute",
+                                    "micro_batch_size", "tflops_per_gpu", "mfu", "step_time", "peak_memory_bytes"})
+                QVERIFY2(c.contains(key), key);
+            QCOMPARE(c["tp"].get<int>() * c["cp"].get<int>() * c["pp"].get<int>() * c["dp"].get<int>(),
+                     j["gpus"].get<int>());
+            QCOMPARE(c["microbatches"].get<int>() * c["dp"].get<int>() * c["micro_batch_size"].get<int>(),
+                     j["global_batch"].get<int>());
+            QVERIFY(c["step_time"].get<double>() >= previous);
+            previous = c["step_time"].get<double>();
+            QVERIFY(c["tflops_per_gpu"].get<double>() > 0.0);
+            if (options.contains(QStringLiteral("--gpu-memory")))
+                QVERIFY(c["mfu"].is_null()); // no cluster: no peak
+            else
+                QVERIFY(c["mfu"].get<double>() > 0.0 && c["mfu"].get<double>() < 1.0);
+            const QString command = QString::fromStdString(c["command"].get<std::string>());
+            QStringList words = command.split(QLatin1Char(' '));
+            QCOMPARE(words.takeFirst(), QStringLiteral("shardctl"));
+            for (const char* flag : {"--tp", "--cp", "--ep", "--zero", "--recompute", "--micro-batch-size", "--dp"})
+                QVERIFY2(words.contains(QString::fromLatin1(flag)), flag);
+            const Run again = shardctl(words << QStringLiteral("--json"));
+            QVERIFY2(again.exit_code == 0, again.err.constData());
+            const nlohmann::json s = nlohmann::json::parse(again.out.toStdString());
+            QCOMPARE(s["step_time"].get<double>(), c["step_time"].get<double>());
+            QCOMPARE(s["peak_memory_bytes"].get<std::int64_t>(), c["peak_memory_bytes"].get<std::int64_t>());
+        }
+    }
+
     void textListsTopKWithReasons()
     {
         const Run run = shardctl(plan("--gpus 16 --global-batch 64 --micro-batch-size 1 --gpu-memory 40 "
@@ -273,6 +333,18 @@ private slots:
             << QStringLiteral("no configuration of 1 GPU is small enough to simulate");
         QTest::newRow("bad top") << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --top 0")
                                  << QStringLiteral("--top");
+        const QString llama = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/fixtures/models/llama2-7b.json");
+        QTest::newRow("bad micro batch list")
+            << (QStringList{QStringLiteral("plan"), QStringLiteral("--model"), llama}
+                << args("--gpus 8 --global-batch 8 --seq-len 128 --gpu-memory 80 --micro-batch-sizes 1,0"))
+            << QStringLiteral("--micro-batch-sizes");
+        QTest::newRow("--cp without --model")
+            << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --cp 2")
+            << QStringLiteral("--cp applies to --model");
+        QTest::newRow("no factorisation of the model")
+            << (QStringList{QStringLiteral("plan"), QStringLiteral("--model"), llama}
+                << args("--gpus 37 --global-batch 3 --seq-len 128 --gpu-memory 80 --micro-batch-sizes 1"))
+            << QStringLiteral("no way to split 37 GPUs");
         QTest::newRow("missing profile")
             << (QStringList{QStringLiteral("plan"), QStringLiteral("--profile"), QStringLiteral("/nonexistent/p.json")}
                 << args("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80"))

@@ -1,0 +1,442 @@
+// The search over every parallel degree, ZeRO stage, recomputation and micro batch size of a
+// model given by its shape (model_search.h), pruned by exact bounds.
+#include "core/pipeline/model_search.h"
+
+#include "core/pipeline/model_shape.h"
+
+#include "core/util/error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <string>
+#include <tuple>
+
+namespace shardscope::pipeline {
+namespace {
+
+[[noreturn]] void bad_search(const std::string& sentence)
+{
+    throw Error(ProblemKind::invalid_argument, sentence);
+}
+
+// One (micro batch, t, cp, ep): the profile every pp, dp and schedule shares.
+struct Shape {
+    int mbs = 1, tp = 1, cp = 1, ep = 1;
+    ModelProfile model;
+    std::vector<Profile> adjusted; // per recompute mode
+    std::vector<double> work_ms; // per mode: every layer's forward + backward, one microbatch
+    std::int64_t params = 0; // per GPU, summed over layers
+    std::int64_t expert_params = 0;
+};
+
+struct Config {
+    std::size_t shape = 0;
+    std::size_t mode = 0; // index into the recompute modes
+    int pp = 1, dp = 1, v = 1, zero = 0, microbatches = 1;
+    ScheduleKind kind = ScheduleKind::one_f_one_b;
+    double time_bound = 0.0;
+};
+
+std::vector<int> powers_of_two_dividing(int n, const std::vector<int>& fixed)
+{
+    if (!fixed.empty())
+        return fixed;
+    std::vector<int> out;
+    for (int p = 1; p <= std::min(n, 4096) && n % p == 0; p *= 2) // shape_profile's limit
+        out.push_back(p);
+    return out;
+}
+
+bool splits_heads(const ModelConfig& c, int t)
+{
+    return c.attention_heads % t == 0 && (c.kv_heads % t == 0 || t % c.kv_heads == 0);
+}
+
+// The mean stage's model state in bytes: a lower bound on the peak (model_search.h).
+double state_bound(const Shape& s, int pp, int dp, int zero)
+{
+    const ParamBytes dense = bytes_per_param(zero, dp), expert = bytes_per_param(zero, std::max(1, dp / s.ep));
+    return (static_cast<double>(s.params - s.expert_params) * dense.total() +
+            static_cast<double>(s.expert_params) * expert.total()) /
+        pp;
+}
+
+// The mean stage's data-parallel block after the makespan (training.h's U, times the final part).
+double dp_bound(const Shape& s, int pp, int dp, int zero, int microbatches, double gbps)
+{
+    const double dense = 2.0 * static_cast<double>(s.params - s.expert_params) / pp;
+    const double experts = 2.0 * static_cast<double>(s.expert_params) / pp;
+    const auto ring = [&](double bytes, int ranks) {
+        return ranks > 1 && gbps > 0.0 ? 2.0 * (ranks - 1) / ranks * bytes * 8.0 / (gbps * 1e6) : 0.0;
+    };
+    const double unit = 0.5 * (ring(dense, dp) + ring(experts, std::max(1, dp / s.ep)));
+    return zero_traffic(zero, microbatches).final * unit;
+}
+
+bool before(const Candidate& a, const Candidate& b)
+{
+    if (a.fits != b.fits)
+        return a.fits;
+    if (!a.fits && a.peak_memory_bytes != b.peak_memory_bytes)
+        return a.peak_memory_bytes < b.peak_memory_bytes;
+    if (a.step_time != b.step_time)
+        return a.step_time < b.step_time;
+    if (a.pp != b.pp)
+        return a.pp < b.pp;
+    if (a.peak_memory_bytes != b.peak_memory_bytes)
+        return a.peak_memory_bytes < b.peak_memory_bytes;
+    // A total order, so the pruned and the exhaustive search rank ties alike.
+    return std::tuple(a.tp, a.cp, a.ep, a.dp, a.virtual_stages, static_cast<int>(a.schedule), a.zero,
+                      static_cast<int>(a.recompute), a.micro_batch_size) <
+        std::tuple(b.tp, b.cp, b.ep, b.dp, b.virtual_stages, static_cast<int>(b.schedule), b.zero,
+                   static_cast<int>(b.recompute), b.micro_batch_size);
+}
+
+class Searcher {
+public:
+    Searcher(const ModelConfig& config, const ModelSearchSpec& spec, const std::atomic<bool>* cancel)
+        : m_config(config), m_spec(spec), m_cancel(cancel)
+    {}
+
+    ModelSearchResult run();
+
+private:
+    void enumerate_shapes();
+    void enumerate_configs(std::vector<Config>& configs, std::vector<Config>& too_big);
+    // Simulates `config` unless, with its cut known, a bound shows it cannot beat `limit`.
+    void evaluate(const Config& config, double limit = std::numeric_limits<double>::infinity());
+    double cut_bound(const Config& c, const Shape& s, const std::vector<int>& cut, const GroupLinks& mesh) const;
+    GroupLinks links(const Shape& s, int pp, int dp) const
+    {
+        return mesh_links(m_spec.links, Mesh{.tp = s.tp, .cp = s.cp, .ep = s.ep, .dp = dp, .pp = pp});
+    }
+
+    const ModelConfig& m_config;
+    const ModelSearchSpec& m_spec;
+    const std::atomic<bool>* m_cancel;
+    std::vector<Recompute> m_modes;
+    std::vector<ScheduleKind> m_kinds;
+    std::vector<Shape> m_shapes;
+    double m_flops_per_sample = 0.0;
+    int m_layers = 0;
+    std::map<std::tuple<int, int, int, int, double>, Schedule> m_schedules;
+    std::map<std::tuple<std::size_t, std::size_t, int>, std::vector<int>> m_cuts;
+    ModelSearchResult m_result;
+};
+
+void Searcher::enumerate_shapes()
+{
+    const std::vector<int> sizes =
+        m_spec.micro_batch_sizes.empty() ? std::vector<int>{1, 2, 4} : m_spec.micro_batch_sizes;
+    const int experts = m_config.experts > 1 ? m_config.experts : 1;
+    for (int mbs : sizes) {
+        if (mbs < 1 || m_spec.global_batch % mbs != 0)
+            continue;
+        for (int t : powers_of_two_dividing(m_spec.gpus, m_spec.tp)) {
+            if (t < 1 || m_spec.gpus % t != 0 || !splits_heads(m_config, t))
+                continue;
+            for (int cp : powers_of_two_dividing(m_spec.gpus / t, m_spec.cp)) {
+                if (cp < 1 || (m_spec.gpus / t) % cp != 0 || m_spec.seq_len % cp != 0)
+                    continue;
+                for (int ep : powers_of_two_dividing(experts, m_spec.ep)) {
+                    if (ep < 1 || experts % ep != 0 || (m_spec.gpus / t / cp) % ep != 0)
+                        continue;
+                    Shape s{.mbs = mbs, .tp = t, .cp = cp, .ep = ep};
+                    const Workload work{.seq_len = m_spec.seq_len,
+                                        .micro_batch_size = mbs,
+                                        .device_tflops = m_spec.device_tflops,
+                                        .mfu = 1.0};
+                    const Parallelism parallel{.tp = t, .sequence_parallel = t > 1, .cp = cp, .ep = ep};
+                    s.model = parallel_profile(m_config, work, parallel, links(s, 1, ep));
+                    for (const Layer& layer : s.model.profile.layers) {
+                        s.params += layer.params;
+                        s.expert_params += layer.expert_params;
+                    }
+                    for (Recompute mode : m_modes) {
+                        Profile adjusted = with_recompute(s.model.profile, mode);
+                        double work_ms = 0.0;
+                        for (const Layer& layer : adjusted.layers)
+                            work_ms += layer.fwd_ms + layer.bwd_ms;
+                        s.adjusted.push_back(std::move(adjusted));
+                        s.work_ms.push_back(work_ms);
+                    }
+                    m_shapes.push_back(std::move(s));
+                }
+            }
+        }
+    }
+}
+
+void Searcher::enumerate_configs(std::vector<Config>& configs, std::vector<Config>& too_big)
+{
+    const std::vector<int> stages = m_spec.zero.empty() ? std::vector<int>{0, 1, 2, 3} : m_spec.zero;
+    for (std::size_t i = 0; i < m_shapes.size(); ++i) {
+        const Shape& s = m_shapes[i];
+        const int rest = m_spec.gpus / (s.tp * s.cp);
+        for (int pp = 1; pp <= std::min(rest, m_layers); ++pp) {
+            if (rest % pp != 0)
+                continue;
+            const int dp = rest / pp;
+            const int samples = m_spec.global_batch / s.mbs;
+            if (dp % s.ep != 0 || samples % dp != 0)
+                continue;
+            const int microbatches = samples / dp;
+            const GroupLinks mesh = links(s, pp, dp);
+            for (ScheduleKind kind : m_kinds) {
+                std::vector<int> chunks{1};
+                if (kind == ScheduleKind::interleaved) {
+                    chunks.clear();
+                    if (pp > 1 && microbatches % pp == 0)
+                        for (int v = 2; v <= m_spec.max_virtual_stages && pp * v <= m_layers; ++v)
+                            chunks.push_back(v);
+                }
+                for (int v : chunks)
+                    for (int zero : stages) {
+                        if (dp == 1 && zero > 0 && stages.front() == 0)
+                            continue; // nothing to shard: the same as ZeRO 0
+                        for (std::size_t r = 0; r < m_modes.size(); ++r) {
+                            ++m_result.space;
+                            Config c{.shape = i,
+                                     .mode = r,
+                                     .pp = pp,
+                                     .dp = dp,
+                                     .v = v,
+                                     .zero = zero,
+                                     .microbatches = microbatches,
+                                     .kind = kind};
+                            c.time_bound = microbatches * s.work_ms[r] / pp +
+                                (m_spec.overlap_allreduce ? 0.0
+                                                          : dp_bound(s, pp, dp, zero, microbatches, mesh.dp.gbps));
+                            if (state_bound(s, pp, dp, zero) > static_cast<double>(m_spec.gpu_memory_bytes)) {
+                                ++m_result.pruned_memory;
+                                too_big.push_back(c);
+                            } else {
+                                configs.push_back(c);
+                            }
+                        }
+                    }
+            }
+        }
+    }
+}
+
+// With the cut known: stage s cannot start before the first microbatch's forward has crossed the
+// stages before it (chunk 0, with its sends), runs M x its pieces' forward and backward, and
+// (without a split backward) its last backward still has to travel back to stage 0; the step then
+// waits for the data-parallel block (training.h). A lower bound on what make_step_plan finds.
+double Searcher::cut_bound(const Config& c, const Shape& s, const std::vector<int>& cut, const GroupLinks& mesh) const
+{
+    std::vector<PieceCost> pieces = piece_costs(s.adjusted[c.mode], c.pp, cut);
+    const int n = c.pp;
+    std::vector<double> busy(n, 0.0), forward(n, 0.0), start(n, 0.0), tail(n, std::numeric_limits<double>::infinity());
+    std::vector<std::int64_t> experts(n, 0);
+    for (PieceCost& piece : pieces) {
+        if (n > 1)
+            piece.send_ms = transfer_ms(piece.output_bytes, mesh.pp.gbps);
+        busy[piece.stage] += c.microbatches * (piece.fwd_ms + piece.bwd_ms);
+        forward[piece.stage] += c.microbatches * piece.fwd_ms;
+        for (int l = piece.first_layer; l <= piece.last_layer; ++l)
+            experts[piece.stage] += s.model.profile.layers[static_cast<std::size_t>(l)].expert_params;
+    }
+    for (int stage = 1; stage < n; ++stage) {
+        const PieceCost& before = pieces[static_cast<std::size_t>(stage - 1)];
+        start[stage] = start[stage - 1] + before.fwd_ms + before.send_ms + mesh.pp.latency_ms;
+    }
+    const bool split = c.kind == ScheduleKind::zb_h1;
+    for (int chunk = 0; chunk < c.v; ++chunk) {
+        double back = 0.0;
+        for (int stage = 0; stage < n; ++stage) {
+            tail[stage] = std::min(tail[stage], split ? 0.0 : back);
+            const PieceCost& piece = pieces[static_cast<std::size_t>(chunk * n + stage)];
+            back += piece.bwd_ms + piece.send_ms + mesh.pp.latency_ms;
+        }
+    }
+    double makespan = 0.0;
+    for (int stage = 0; stage < n; ++stage)
+        makespan = std::max(makespan, start[stage] + busy[stage] + tail[stage]);
+    if (c.dp == 1)
+        return makespan;
+    const ZeroTraffic traffic = zero_traffic(c.zero, c.microbatches);
+    const int expert_dp = std::max(1, c.dp / s.ep);
+    double step = makespan;
+    for (int stage = 0; stage < n; ++stage) {
+        std::int64_t params = 0;
+        for (const PieceCost& piece : pieces)
+            if (piece.stage == stage)
+                params += piece.params;
+        const double unit = 0.5 *
+            (ring_allreduce_ms(2 * (params - experts[stage]), c.dp, mesh.dp.gbps) +
+             ring_allreduce_ms(2 * experts[stage], expert_dp, mesh.dp.gbps));
+        const double ms = traffic.final * unit + std::max(0.0, (traffic.total - traffic.final) * unit - busy[stage]);
+        // Overlapped, the block starts with the last microbatch's backward, after every forward
+        // of the stage (they run in microbatch order).
+        step = std::max(step, (m_spec.overlap_allreduce ? start[stage] + forward[stage] : makespan) + ms);
+    }
+    return step;
+}
+
+void Searcher::evaluate(const Config& c, double limit)
+{
+    if (m_cancel && m_cancel->load(std::memory_order_relaxed))
+        throw Error(ProblemKind::cancelled, "the plan search was cancelled");
+    const Shape& s = m_shapes[c.shape];
+    const GroupLinks mesh = links(s, c.pp, c.dp);
+    const auto schedule_key = std::tuple(static_cast<int>(c.kind), c.pp, c.microbatches, c.v, mesh.pp.latency_ms);
+    auto schedule = m_schedules.find(schedule_key);
+    if (schedule == m_schedules.end()) {
+        try {
+            schedule = m_schedules
+                           .emplace(schedule_key,
+                                    build_schedule(ScheduleSpec{.kind = c.kind,
+                                                                .stages = c.pp,
+                                                                .microbatches = c.microbatches,
+                                                                .virtual_stages = c.v,
+                                                                .p2p_latency_ms = mesh.pp.latency_ms}))
+                           .first;
+        } catch (const Error&) {
+            ++m_result.search.skipped; // too large to simulate
+            return;
+        }
+    }
+    const auto cut_key = std::tuple(c.shape, c.mode, c.pp * c.v);
+    auto cut = m_cuts.find(cut_key);
+    if (cut == m_cuts.end())
+        cut = m_cuts
+                  .emplace(cut_key,
+                           partition(s.adjusted[c.mode], c.pp * c.v, PartitionSpec{.method = PartitionMethod::compute}))
+                  .first;
+    if (std::isfinite(limit) && cut_bound(c, s, cut->second, mesh) * (1.0 - 1e-9) > limit) {
+        ++m_result.pruned_time;
+        return;
+    }
+    const TrainingOptions options{.dp = c.dp,
+                                  .zero = c.zero,
+                                  .recompute = m_modes[c.mode],
+                                  .link_gbps = mesh.pp.gbps,
+                                  .dp_link_gbps = mesh.dp.gbps,
+                                  .ep = s.ep,
+                                  .overlap_allreduce = m_spec.overlap_allreduce,
+                                  .gpu_memory_bytes = m_spec.gpu_memory_bytes};
+    const StepPlan step = make_step_plan(s.model.profile, schedule->second, cut->second, options);
+    const Timeline& t = step.plan.timeline;
+    Candidate out{.tp = s.tp,
+                  .sp = s.tp > 1,
+                  .cp = s.cp,
+                  .ep = s.ep,
+                  .pp = c.pp,
+                  .dp = c.dp,
+                  .zero = c.zero,
+                  .micro_batch_size = s.mbs,
+                  .virtual_stages = c.v,
+                  .microbatches = c.microbatches,
+                  .schedule = c.kind,
+                  .recompute = m_modes[c.mode],
+                  .partition = "compute",
+                  .step_time = step.step_time,
+                  .makespan = t.makespan,
+                  .bubble_fraction = t.bubble_fraction,
+                  .exposed_allreduce_ms = step.exposed_allreduce_ms,
+                  .peak_memory_bytes = step.peak_memory_bytes,
+                  .fits = step.fits};
+    for (const StageStats& stage : t.stage_stats)
+        out.compute_ms = std::max(out.compute_ms, stage.busy);
+    if (step.step_time > 0.0) {
+        const double seconds = step.step_time / 1000.0;
+        out.samples_per_second = m_spec.global_batch / seconds;
+        out.tflops_per_gpu = m_flops_per_sample * m_spec.global_batch / (m_spec.gpus * seconds) / 1e12;
+        out.mfu = m_spec.peak_tflops > 0.0 ? out.tflops_per_gpu / m_spec.peak_tflops : 0.0;
+    }
+    m_result.search.candidates.push_back(std::move(out));
+}
+
+ModelSearchResult Searcher::run()
+{
+    if (m_spec.gpus < 1 || m_spec.global_batch < 1)
+        bad_search("the GPU count and the global batch must be at least 1");
+    if (m_spec.gpu_memory_bytes <= 0)
+        bad_search("the GPU memory must be more than 0 bytes");
+    if (m_spec.seq_len < 1 || m_spec.seq_len > (1 << 24))
+        bad_search("the sequence length must be 1..2^24");
+    if (m_spec.top < 1 || m_spec.max_virtual_stages < 2)
+        bad_search("the number of candidates kept must be at least 1 and the most chunks at least 2");
+    for (int zero : m_spec.zero)
+        if (zero < 0 || zero > 3)
+            bad_search("the ZeRO stages tried must be 0..3, not " + std::to_string(zero));
+    m_modes = m_spec.recompute.empty() ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
+                                       : m_spec.recompute;
+    m_kinds = m_spec.schedules.empty() ? std::vector<ScheduleKind>{ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
+                                                                   ScheduleKind::interleaved, ScheduleKind::zb_h1}
+                                       : m_spec.schedules;
+    m_layers = m_config.layers + 2; // embedding and head
+    m_flops_per_sample = model_flops_per_sample(m_config, m_spec.seq_len);
+    enumerate_shapes();
+    if (m_shapes.empty())
+        bad_search("no micro batch size tried divides the global batch of " + std::to_string(m_spec.global_batch) +
+                   ", or no tensor-, context- or expert-parallel degree tried splits " + m_config.source + " over " +
+                   std::to_string(m_spec.gpus) + " GPUs");
+    std::vector<Config> configs, too_big;
+    enumerate_configs(configs, too_big);
+    if (configs.empty() && too_big.empty())
+        bad_search("no way to split " + std::to_string(m_spec.gpus) +
+                   " GPUs into tensor x context x pipeline x data parallel with the data-parallel degree times "
+                   "the micro batch size dividing the global batch of " +
+                   std::to_string(m_spec.global_batch));
+    std::stable_sort(configs.begin(), configs.end(),
+                     [](const Config& a, const Config& b) { return a.time_bound < b.time_bound; });
+    std::vector<double> best; // the fastest `top` fitting step times, ascending
+    for (const Config& c : configs) {
+        // A bound at most a rounding above the true step time: never prunes one that ties.
+        if (!m_spec.exhaustive && best.size() == m_spec.top && c.time_bound * (1.0 - 1e-9) > best.back()) {
+            m_result.pruned_time += configs.size() - static_cast<std::size_t>(&c - configs.data());
+            break;
+        }
+        const std::size_t before_count = m_result.search.candidates.size();
+        evaluate(c,
+                 m_spec.exhaustive || best.size() < m_spec.top ? std::numeric_limits<double>::infinity() : best.back());
+        if (m_result.search.candidates.size() == before_count || !m_result.search.candidates.back().fits)
+            continue;
+        best.insert(std::upper_bound(best.begin(), best.end(), m_result.search.candidates.back().step_time),
+                    m_result.search.candidates.back().step_time);
+        if (best.size() > m_spec.top)
+            best.pop_back();
+    }
+    if (m_spec.exhaustive) {
+        for (const Config& c : too_big)
+            evaluate(c);
+    } else if (best.empty() && !too_big.empty()) {
+        // Nothing fits: simulate those with the least model state, to name the closest.
+        std::stable_sort(too_big.begin(), too_big.end(), [&](const Config& a, const Config& b) {
+            return state_bound(m_shapes[a.shape], a.pp, a.dp, a.zero) <
+                state_bound(m_shapes[b.shape], b.pp, b.dp, b.zero);
+        });
+        for (std::size_t i = 0; i < std::min<std::size_t>(too_big.size(), 16); ++i)
+            evaluate(too_big[i]);
+    }
+    SearchResult& r = m_result.search;
+    if (r.candidates.empty())
+        bad_search("no configuration of " + std::to_string(m_spec.gpus) + " GPUs is small enough to simulate (" +
+                   std::to_string(r.skipped) + " skipped)");
+    std::sort(r.candidates.begin(), r.candidates.end(), before);
+    r.fitting = static_cast<std::size_t>(
+        std::count_if(r.candidates.begin(), r.candidates.end(), [](const Candidate& c) { return c.fits; }));
+    return std::move(m_result);
+}
+
+} // namespace
+
+double model_flops_per_sample(const ModelConfig& config, int seq_len)
+{
+    const ModelProfile one = shape_profile(config, Workload{.seq_len = seq_len, .micro_batch_size = 1}, {});
+    return 3.0 * std::accumulate(one.fwd_flops.begin(), one.fwd_flops.end(), 0.0);
+}
+
+ModelSearchResult search_model_plans(const ModelConfig& config, const ModelSearchSpec& spec,
+                                     const std::atomic<bool>* cancel)
+{
+    return Searcher(config, spec, cancel).run();
+}
+
+} // namespace shardscope::pipeline

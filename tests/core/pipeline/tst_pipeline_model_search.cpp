@@ -1,0 +1,221 @@
+// The search over every parallel degree, ZeRO stage, recomputation and micro batch size: the
+// pruned search against a brute force, ZeRO's model-state bytes against the paper, the
+// collectives' links by rank order, and the memory effects of cp and ep.
+#include "testutil.h"
+
+#include "core/pipeline/model_search.h"
+#include "core/pipeline/model_shape.h"
+#include "core/pipeline/parallel_cost.h"
+#include "core/pipeline/profile.h"
+
+#include <QTest>
+#include <cmath>
+#include <numeric>
+
+namespace pl = shardscope::pipeline;
+
+namespace {
+
+// A small Llama-style model: GQA, SwiGLU; with `experts`, every block is MoE (top 2).
+pl::ModelConfig small_model(int experts)
+{
+    return pl::ModelConfig{.source = "small.json",
+                           .hidden_size = 256,
+                           .attention_heads = 8,
+                           .kv_heads = 4,
+                           .intermediate_size = 688,
+                           .vocab_size = 1000,
+                           .layers = 6,
+                           .experts = experts,
+                           .experts_per_token = experts > 0 ? 2 : 0,
+                           .gated_mlp = true};
+}
+
+// Nodes of 4 GPUs, so that both links appear on 16.
+pl::Cluster small_cluster()
+{
+    return pl::Cluster{.name = "small",
+                       .gpus_per_node = 4,
+                       .peak_tflops = 100,
+                       .matmul_fraction = 0.5,
+                       .hbm_gib = 1,
+                       .intra_node_gbytes_per_s = 100,
+                       .intra_node_latency_us = 2,
+                       .inter_node_gbits_per_s = 100,
+                       .inter_node_latency_us = 5};
+}
+
+bool exact(double a, double b)
+{
+    return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b));
+}
+
+} // namespace
+
+class TestPipelineModelSearch : public QObject {
+    Q_OBJECT
+
+private slots:
+    // Rajbhandari et al. 2019, Figure 1: Psi = 7.5B, K = 12, N_d = 64: 120 GB, 31.4 GB, 16.6 GB,
+    // 1.9 GB of model state per device (GB = 10^9 bytes, one decimal).
+    void zeroModelStateMatchesThePaper()
+    {
+        const double psi = 7.5e9;
+        const double expected[] = {120.0, 31.4, 16.6, 1.9};
+        for (int z = 0; z < 4; ++z) {
+            const double gb = pl::bytes_per_param(z, 64).total() * psi / 1e9;
+            QVERIFY2(std::fabs(gb - expected[z]) <= 0.05, qPrintable(QString::number(gb)));
+            // Whole buffers: the same to the byte, ceil(P / D) elements a shard.
+            QVERIFY(std::fabs(static_cast<double>(pl::param_state_bytes(7'500'000'000, z, 64)) / 1e9 - gb) < 1e-6);
+        }
+    }
+
+    void linksFollowMegatronsRankOrder()
+    {
+        pl::Cluster c = small_cluster();
+        c.gpus_per_node = 8;
+        c.intra_node_gbytes_per_s = 900; // 450 GB/s a direction: 3600 Gbit/s
+        c.inter_node_gbits_per_s = 400;
+        const pl::GroupLinks a = pl::group_links(c, {.tp = 8, .cp = 1, .ep = 1, .dp = 4, .pp = 2});
+        QCOMPARE(a.tp.gbps, 3600.0); // t = 8 fills a node
+        QCOMPARE(a.dp.gbps, 400.0); // the replicas are 8 ranks apart: other nodes
+        QCOMPARE(a.pp.gbps, 400.0);
+        const pl::GroupLinks b = pl::group_links(c, {.tp = 2, .cp = 2, .ep = 2, .dp = 2, .pp = 4});
+        QCOMPARE(b.tp.gbps, 3600.0);
+        QCOMPARE(b.cp.gbps, 3600.0); // ranks 0, 2
+        QCOMPARE(b.dp.gbps, 3600.0); // ranks 0, 4: t * cp * dp = 8 <= 8
+        QCOMPARE(b.ep.gbps, 3600.0);
+        QCOMPARE(b.pp.gbps, 400.0); // 32 ranks: four nodes
+        QCOMPARE(b.pp.latency_ms, 0.005);
+        QCOMPARE(pl::group_links(c, {.tp = 16}).tp.gbps, 400.0); // t > GPUs per node
+        // A ring all-reduce of 1 GB over 8 ranks: 2 x 7/8 x 8 Gbit / 3600 Gbit/s + 14 x 2 us.
+        QVERIFY(exact(pl::allreduce_ms(1e9, 8, a.tp), 2.0 * 7.0 / 8.0 * 8e9 / 3600e9 * 1e3 + 14 * 0.002));
+    }
+
+    // t = 4 on one node: every block's forward and backward grow by two all-reduces of 2bsh,
+    // with or without sequence parallelism; cp = 2 halves the activations, ep = 4 the experts.
+    void collectivesAndMemoryEffects()
+    {
+        const pl::ModelConfig dense = small_model(0);
+        const pl::Workload work{.seq_len = 256, .micro_batch_size = 2, .device_tflops = 50, .mfu = 1};
+        const pl::GroupLinks links = pl::group_links(small_cluster(), {.tp = 4});
+        for (bool sp : {false, true}) {
+            const pl::Parallelism parallel{.tp = 4, .sequence_parallel = sp};
+            const pl::ModelProfile bare = pl::shape_profile(dense, work, parallel);
+            const pl::ModelProfile timed = pl::parallel_profile(dense, work, parallel, links);
+            const double ar = pl::allreduce_ms(2.0 * 2 * 256 * 256, 4, links.tp);
+            QVERIFY(ar > 0.0);
+            const pl::Layer& block = timed.profile.layers[3];
+            QVERIFY(exact(block.fwd_ms, bare.profile.layers[3].fwd_ms + 2 * ar));
+            QVERIFY(exact(block.bwd_ms, bare.profile.layers[3].bwd_ms + 2 * ar));
+            QVERIFY(exact(block.bwd_input_ms + block.bwd_weight_ms, block.bwd_ms));
+            QVERIFY(exact(timed.profile.layers.front().fwd_ms, bare.profile.layers.front().fwd_ms + ar));
+            QVERIFY(exact(timed.profile.layers.back().bwd_ms, bare.profile.layers.back().bwd_ms + ar));
+        }
+        const pl::ModelProfile one = pl::shape_profile(dense, work, {});
+        const pl::ModelProfile halves = pl::shape_profile(dense, work, {.cp = 2});
+        QCOMPARE(halves.profile.layers[2].activation_bytes * 2, one.profile.layers[2].activation_bytes);
+        QVERIFY(exact(halves.fwd_flops[2] * 2, one.fwd_flops[2]));
+        QCOMPARE(halves.profile.layers[2].params, one.profile.layers[2].params);
+
+        const pl::ModelConfig moe = small_model(8);
+        const pl::ModelProfile all = pl::shape_profile(moe, work, {});
+        const pl::ModelProfile quarter = pl::shape_profile(moe, work, {.ep = 4});
+        const std::int64_t experts = 8 * 3 * 256 * 688;
+        QCOMPARE(all.profile.layers[1].expert_params, experts);
+        QCOMPARE(quarter.profile.layers[1].expert_params, experts / 4);
+        QCOMPARE(all.profile.layers[1].params - quarter.profile.layers[1].params, experts - experts / 4);
+        // ep's all-to-alls: dispatch and combine of the k = 2 copies of every token, each way.
+        const pl::GroupLinks ep_links = pl::group_links(small_cluster(), {.ep = 4, .dp = 4});
+        const pl::ModelProfile routed = pl::parallel_profile(moe, work, {.ep = 4}, ep_links);
+        const double a2a = pl::allgather_ms(2.0 * 256 * 2 * 256 * 2, 4, ep_links.ep);
+        QVERIFY(exact(routed.profile.layers[1].fwd_ms, quarter.profile.layers[1].fwd_ms + 2 * a2a));
+        // The ZeRO shards of the experts are over dp / ep ranks: ZeRO-1 over dp 4, ep 4.
+        QVERIFY_THROWS_EXCEPTION(shardscope::Error, pl::shape_profile(moe, work, {.ep = 3}));
+    }
+
+    // Every configuration simulated (exhaustive) and the pruned search agree on the best
+    // `top`, exactly, for a dense and an MoE model; and the bounds did prune.
+    void prunedSearchMatchesBruteForce_data()
+    {
+        QTest::addColumn<int>("experts");
+        QTest::addColumn<double>("memory_mib");
+        QTest::addColumn<bool>("overlap");
+        QTest::newRow("dense") << 0 << 48.0 << false;
+        QTest::newRow("dense, overlapped all-reduce") << 0 << 48.0 << true;
+        QTest::newRow("moe") << 8 << 64.0 << false;
+        QTest::newRow("moe, overlapped all-reduce") << 8 << 64.0 << true;
+    }
+    void prunedSearchMatchesBruteForce()
+    {
+        QFETCH(int, experts);
+        QFETCH(double, memory_mib);
+        QFETCH(bool, overlap);
+        const pl::ModelConfig model = small_model(experts);
+        pl::ModelSearchSpec spec{.gpus = 16,
+                                 .global_batch = 32,
+                                 .seq_len = 256,
+                                 .device_tflops = 50,
+                                 .peak_tflops = 100,
+                                 .gpu_memory_bytes = static_cast<std::int64_t>(memory_mib * 1048576),
+                                 .links = {.cluster = small_cluster()},
+                                 .overlap_allreduce = overlap,
+                                 .micro_batch_sizes = {1, 2},
+                                 .max_virtual_stages = 3,
+                                 .top = 3};
+        const pl::ModelSearchResult pruned = pl::search_model_plans(model, spec);
+        spec.exhaustive = true;
+        const pl::ModelSearchResult brute = pl::search_model_plans(model, spec);
+        qInfo("%zu configurations: %zu simulated by brute force (%zu fit); pruned: %zu by memory, %zu by time, %zu "
+              "simulated",
+              brute.space, brute.search.candidates.size(), brute.search.fitting, pruned.pruned_memory,
+              pruned.pruned_time, pruned.search.candidates.size());
+        QCOMPARE(brute.search.candidates.size() + brute.search.skipped, brute.space);
+        QVERIFY(pruned.pruned_time > 0);
+        QVERIFY(pruned.pruned_memory > 0);
+        QVERIFY(pruned.search.candidates.size() < brute.search.candidates.size());
+        QVERIFY(brute.search.fitting > 3);
+        QVERIFY(brute.search.fitting < brute.search.candidates.size()); // the limit matters
+        for (std::size_t i = 0; i < 3; ++i) {
+            const pl::Candidate& a = pruned.search.candidates[i];
+            const pl::Candidate& b = brute.search.candidates[i];
+            QVERIFY(a.fits && b.fits);
+            QCOMPARE(a.step_time, b.step_time);
+            QCOMPARE(a.peak_memory_bytes, b.peak_memory_bytes);
+            QCOMPARE(std::tuple(a.tp, a.cp, a.ep, a.pp, a.dp, a.virtual_stages, a.zero, a.micro_batch_size),
+                     std::tuple(b.tp, b.cp, b.ep, b.pp, b.dp, b.virtual_stages, b.zero, b.micro_batch_size));
+            QCOMPARE(a.schedule, b.schedule);
+            QCOMPARE(a.recompute, b.recompute);
+            QCOMPARE(a.tp * a.cp * a.pp * a.dp, 16);
+            QVERIFY(a.tflops_per_gpu > 0.0 && a.mfu > 0.0 && a.mfu < 0.5);
+        }
+        // Every GPU count's factorisations appear among those simulated.
+        bool tensor = false, context = false;
+        for (const pl::Candidate& c : brute.search.candidates) {
+            tensor |= c.tp > 1;
+            context |= c.cp > 1;
+        }
+        QVERIFY(tensor && context);
+    }
+
+    // Narayanan et al. 2021 eq. 3 without the recomputation's forward: 72 B s l h^2 (1 + s/(6h) +
+    // V/(12 l h)) for a GPT block (4h GELU MLP, multi-head attention).
+    void modelFlopsAreNarayanans()
+    {
+        const pl::ModelConfig gpt{.source = "gpt.json",
+                                  .hidden_size = 12288,
+                                  .attention_heads = 96,
+                                  .kv_heads = 96,
+                                  .intermediate_size = 4 * 12288,
+                                  .vocab_size = 51200,
+                                  .layers = 96,
+                                  .gpt2_style = true,
+                                  .max_positions = 2048};
+        const double s = 2048, l = 96, h = 12288, v = 51200;
+        const double expected = 72.0 * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h));
+        QVERIFY(exact(pl::model_flops_per_sample(gpt, 2048), expected));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPipelineModelSearch)
+#include "tst_pipeline_model_search.moc"
