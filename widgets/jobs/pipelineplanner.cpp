@@ -79,8 +79,9 @@ void PipelinePlanner::setSpec(pl::ScheduleSpec spec)
 {
     spec.stages = std::clamp(spec.stages, 1, kMaxStages);
     spec.microbatches = std::clamp(spec.microbatches, 1, kMaxMicrobatches);
-    spec.virtual_stages =
-        spec.kind == pl::ScheduleKind::interleaved ? std::clamp(spec.virtual_stages, 2, kMaxVirtualStages) : 1;
+    spec.virtual_stages = spec.kind == pl::ScheduleKind::interleaved
+        ? std::clamp(spec.virtual_stages, 2, kMaxVirtualStages)
+        : pl::default_virtual_stages(spec.kind); // 2 for the V kinds, else 1
     const bool piecesChanged = spec.stages * spec.virtual_stages != m_spec.stages * m_spec.virtual_stages;
     forgetReset();
     const Cut previous{.spec = m_spec, .boundaries = m_boundaries};
@@ -91,7 +92,7 @@ void PipelinePlanner::setSpec(pl::ScheduleSpec spec)
             m_method = pl::PartitionMethod::compute;
         repartition();
         if (dropsManualCut) {
-            // Piece p = chunk * N + stage: a cut of N pieces says nothing about where N * v (or
+            // Pieces are placed by chunk (partition.h): a cut of N pieces says nothing about where N * v (or
             // another N's) pieces should end, so it cannot be carried over; it can be put back.
             m_undo = previous;
             m_resetNotice = tr("Your dragged partition (%1 pieces) does not apply to %2 pieces; re-balanced by "

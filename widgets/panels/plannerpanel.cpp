@@ -177,6 +177,9 @@ QWidget* PlannerPanel::buildToolbar()
     m_schedule->addItem(tr("1F1B"), int(pl::ScheduleKind::one_f_one_b));
     m_schedule->addItem(tr("Interleaved 1F1B"), int(pl::ScheduleKind::interleaved));
     m_schedule->addItem(tr("ZB-H1 (zero bubble)"), int(pl::ScheduleKind::zb_h1));
+    m_schedule->addItem(tr("ZB-H2 (zero bubble, 2N\u22121 in flight)"), int(pl::ScheduleKind::zb_h2));
+    m_schedule->addItem(tr("ZB-V (V-shaped, 2 chunks)"), int(pl::ScheduleKind::zb_v));
+    m_schedule->addItem(tr("DualPipeV (V-shaped, 2 chunks)"), int(pl::ScheduleKind::dualpipe_v));
     connect(m_schedule, &QComboBox::activated, this,
             [this](int index) { m_planner->setScheduleKind(pl::ScheduleKind(m_schedule->itemData(index).toInt())); });
 
