@@ -80,11 +80,12 @@ pl::StepPlan make(int stages, int microbatches, const std::string& kind_name, py
     const auto kind = pl::parse_schedule_kind(kind_name);
     if (!kind)
         throw Error(ProblemKind::invalid_argument,
-                    "schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" + kind_name + "'");
+                    "schedule must be gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or dualpipe-v, not '" + kind_name +
+                        "'");
     if (!std::isfinite(p2p_latency_ms) || p2p_latency_ms < 0)
         throw Error(ProblemKind::invalid_argument, "p2p_latency_ms must be a finite number of milliseconds >= 0");
-    // The CLI's default: two chunks per stage for interleaved, one otherwise.
-    const int chunks = int_or(virtual_stages, *kind == pl::ScheduleKind::interleaved ? 2 : 1, "virtual_stages");
+    // The CLI's default: two chunks per stage for interleaved and the V kinds, one otherwise.
+    const int chunks = int_or(virtual_stages, pl::default_virtual_stages(*kind), "virtual_stages");
     const pl::ScheduleSpec spec{.kind = *kind,
                                 .stages = stages,
                                 .microbatches = microbatches,

@@ -82,14 +82,15 @@ int run_report(const QStringList& arguments)
         const auto schedule_kind = pl::parse_schedule_kind(local(parser.value(QStringLiteral("schedule"))));
         if (!schedule_kind)
             return fail(kUsage,
-                        "--schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" +
+                        "--schedule must be gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or dualpipe-v, not '" +
                             local(parser.value(QStringLiteral("schedule"))) + "'");
         const pl::Profile loaded = pl::load_profile(local(parser.value(QStringLiteral("profile"))));
         pl::ScheduleSpec spec;
         spec.kind = *schedule_kind;
         spec.stages = int(*n);
         spec.microbatches = int(*m);
-        spec.virtual_stages = spec.kind == pl::ScheduleKind::interleaved ? int(*v) : 1;
+        spec.virtual_stages =
+            spec.kind == pl::ScheduleKind::interleaved ? int(*v) : pl::default_virtual_stages(spec.kind);
         const pl::PartitionSpec partition_spec =
             pl::parse_partition_spec(local(parser.value(QStringLiteral("partition"))));
         shardscope::PipelineSection section;

@@ -5,6 +5,7 @@
 #include "app/shardctl/training_options.h"
 
 #include "core/pipeline/export.h"
+#include "core/pipeline/schedule_csv.h"
 #include "core/pipeline/simulator.h"
 #include "core/util/printable.h"
 
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace shardctl {
@@ -26,20 +28,40 @@ std::string format(const char* pattern, double value)
     return buffer;
 }
 
-void print_text(const pl::StepPlan& step, const std::string& profile_name)
+// Writes `text` to `path` atomically, or says why not.
+bool write_file(const QString& path, const std::string& text, const char* what)
+{
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly) ||
+        file.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size()) ||
+        !file.commit()) {
+        fail(kUsage, std::string("cannot write the ") + what + " " + local(path) + ": " + local(file.errorString()));
+        return false;
+    }
+    return true;
+}
+
+void print_text(const pl::StepPlan& step, const std::string& profile_name, const std::string& csv_path)
 {
     const pl::Plan& plan = step.plan;
     const pl::Timeline& t = plan.timeline;
-    std::string head = std::string(pl::to_string(t.spec.kind)) + ": " + std::to_string(t.spec.stages) + " stages, " +
-        std::to_string(t.spec.microbatches) + " microbatches";
+    const bool custom = t.spec.kind == pl::ScheduleKind::custom;
+    std::string head = (custom ? "custom schedule " + csv_path : std::string(pl::to_string(t.spec.kind))) + ": " +
+        std::to_string(t.spec.stages) + " stages, " + std::to_string(t.spec.microbatches) + " microbatches";
     if (t.spec.virtual_stages > 1)
-        head += ", " + std::to_string(t.spec.virtual_stages) + " chunks per stage";
+        head += ", " + std::to_string(t.spec.virtual_stages) + " chunks per stage" +
+            (pl::placement_of(t.spec) == pl::Placement::vshape ? " (V)" : "");
     print_line(
         head + ", profile " + profile_name +
         (t.spec.p2p_latency_ms > 0 ? ", p2p latency " + format("%g", t.spec.p2p_latency_ms) + " ms" : std::string()));
-    print_line("makespan " + format("%.4g", t.makespan) + " ms, bubble " + format("%.2f", 100.0 * t.bubble_fraction) +
-               " % (closed form " + format("%.2f", 100.0 * t.closed_form_bubble) + " % for uniform stages; " +
-               "bubble/compute " + format("%.4g", t.megatron_bubble) + ")");
+    if (custom)
+        print_line("makespan " + format("%.4g", t.makespan) + " ms, bubble " +
+                   format("%.2f", 100.0 * t.bubble_fraction) + " %");
+    else
+        print_line("makespan " + format("%.4g", t.makespan) + " ms, bubble " +
+                   format("%.2f", 100.0 * t.bubble_fraction) + " % (closed form " +
+                   format("%.2f", 100.0 * t.closed_form_bubble) + " % for uniform stages; " + "bubble/compute " +
+                   format("%.4g", t.megatron_bubble) + ")");
     const pl::TrainingOptions& o = step.options;
     std::string training = "step time " + format("%.4g", step.step_time) + " ms";
     if (o.dp > 1)
@@ -73,15 +95,25 @@ int run_schedule(const QStringList& arguments)
         QStringLiteral("Simulates one pipeline-parallel training step: partitions the model into stages, orders "
                        "each stage's forward/backward ops by the schedule and reports the timeline and bubble. "
                        "Without --profile every stage is one uniform layer per chunk (F = 1, B = 2; B = W = 1 "
-                       "for zb-h1), which reproduces the papers' figures."));
+                       "where the backward is split), which reproduces the papers' figures. --from-csv runs a "
+                       "schedule in torch.distributed.pipelining's CSV format instead of a built-in one."));
     parser.addOptions({
         {QStringLiteral("stages"), QStringLiteral("Pipeline stages (ranks), N >= 1."), QStringLiteral("N")},
         {QStringLiteral("microbatches"), QStringLiteral("Microbatches per step, M >= 1."), QStringLiteral("M")},
-        {QStringLiteral("schedule"), QStringLiteral("gpipe, 1f1b, interleaved or zb-h1."), QStringLiteral("KIND")},
+        {QStringLiteral("schedule"), QStringLiteral("gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or dualpipe-v."),
+         QStringLiteral("KIND")},
         {QStringLiteral("virtual"),
          QStringLiteral("Model chunks per stage for interleaved (default 2; M must be a multiple "
-                        "of N)."),
+                        "of N); zb-v and dualpipe-v always run 2."),
          QStringLiteral("V")},
+        {QStringLiteral("from-csv"),
+         QStringLiteral("Run the schedule in this torch.distributed.pipelining CSV file (one line per rank); "
+                        "stages, microbatches and chunks come from it."),
+         QStringLiteral("FILE")},
+        {QStringLiteral("export-csv"),
+         QStringLiteral("Also write the schedule as torch.distributed.pipelining CSV (torchtitan's "
+                        "pipeline_parallel_schedule_csv)."),
+         QStringLiteral("FILE")},
         {QStringLiteral("profile"), QStringLiteral("Layer-cost profile, JSON or CSV."), QStringLiteral("FILE")},
         {QStringLiteral("micro-batch-size"), QStringLiteral("Samples per microbatch with --model (default 1)."),
          QStringLiteral("B")},
@@ -107,27 +139,42 @@ int run_schedule(const QStringList& arguments)
         return fail(kUsage, "give --profile or --model, not both");
     if (parser.isSet(QStringLiteral("micro-batch-size")) && !parser.isSet(QStringLiteral("model")))
         return fail(kUsage, "--micro-batch-size applies to --model (a profile states its own)");
-    for (const char* required : {"stages", "microbatches", "schedule"})
-        if (!parser.isSet(QString::fromLatin1(required)))
-            return fail(kUsage, std::string("schedule needs --") + required + " (see shardctl schedule --help)");
+    const bool from_csv = parser.isSet(QStringLiteral("from-csv"));
+    if (from_csv) {
+        for (const char* taken : {"stages", "microbatches", "schedule", "virtual"})
+            if (parser.isSet(QString::fromLatin1(taken)))
+                return fail(kUsage,
+                            std::string("--from-csv takes the stages, microbatches and chunks from the file; "
+                                        "drop --") +
+                                taken);
+    } else {
+        for (const char* required : {"stages", "microbatches", "schedule"})
+            if (!parser.isSet(QString::fromLatin1(required)))
+                return fail(kUsage, std::string("schedule needs --") + required + " (see shardctl schedule --help)");
+    }
 
-    const auto stages = int_option(parser, QStringLiteral("stages"), 1, 4096);
-    if (!stages)
-        return kUsage;
-    const auto microbatches = int_option(parser, QStringLiteral("microbatches"), 1, 1 << 22);
-    if (!microbatches)
-        return kUsage;
-    const auto kind = pl::parse_schedule_kind(local(parser.value(QStringLiteral("schedule"))));
-    if (!kind)
-        return fail(kUsage,
-                    "--schedule must be gpipe, 1f1b, interleaved or zb-h1, not '" +
-                        local(parser.value(QStringLiteral("schedule"))) + "'");
-    long long chunks = *kind == pl::ScheduleKind::interleaved ? 2 : 1;
-    if (parser.isSet(QStringLiteral("virtual"))) {
-        const auto value = int_option(parser, QStringLiteral("virtual"), 1, 256);
-        if (!value)
+    std::optional<long long> stages = 1, microbatches = 1;
+    std::optional<pl::ScheduleKind> kind = pl::ScheduleKind::custom;
+    long long chunks = 1;
+    if (!from_csv) {
+        stages = int_option(parser, QStringLiteral("stages"), 1, 4096);
+        if (!stages)
             return kUsage;
-        chunks = *value;
+        microbatches = int_option(parser, QStringLiteral("microbatches"), 1, 1 << 22);
+        if (!microbatches)
+            return kUsage;
+        kind = pl::parse_schedule_kind(local(parser.value(QStringLiteral("schedule"))));
+        if (!kind)
+            return fail(kUsage,
+                        "--schedule must be gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or dualpipe-v, not '" +
+                            local(parser.value(QStringLiteral("schedule"))) + "'");
+        chunks = pl::default_virtual_stages(*kind);
+        if (parser.isSet(QStringLiteral("virtual"))) {
+            const auto value = int_option(parser, QStringLiteral("virtual"), 1, 256);
+            if (!value)
+                return kUsage;
+            chunks = *value;
+        }
     }
     pl::TrainingOptions training;
     double latency = 0.0;
@@ -164,18 +211,25 @@ int run_schedule(const QStringList& arguments)
     }
     apply_cluster(parser, source, training, latency);
 
-    const pl::ScheduleSpec spec{.kind = *kind,
-                                .stages = static_cast<int>(*stages),
-                                .microbatches = static_cast<int>(*microbatches),
-                                .virtual_stages = static_cast<int>(chunks),
-                                .p2p_latency_ms = latency};
+    const QString csv_path = parser.value(QStringLiteral("from-csv"));
     try {
+        pl::Schedule schedule;
+        if (from_csv) {
+            schedule = pl::load_schedule_csv(local(csv_path));
+            schedule.spec.p2p_latency_ms = latency;
+        } else {
+            schedule = pl::build_schedule(pl::ScheduleSpec{.kind = *kind,
+                                                           .stages = static_cast<int>(*stages),
+                                                           .microbatches = static_cast<int>(*microbatches),
+                                                           .virtual_stages = static_cast<int>(chunks),
+                                                           .p2p_latency_ms = latency});
+        }
+        const pl::ScheduleSpec& spec = schedule.spec;
+        pl::check_spec(spec);
         const pl::PartitionSpec partition_spec = pl::parse_partition_spec(
             parser.isSet(QStringLiteral("partition")) ? local(parser.value(QStringLiteral("partition")))
                                                       : std::string("uniform"));
-        pl::check_spec(spec);
         const int pieces = spec.stages * spec.virtual_stages;
-        pl::ScheduleSpec run = spec;
         pl::Profile profile;
         if (!source.model_path.empty()) {
             const pl::Mesh mesh{.tp = source.parallel.tp,
@@ -184,30 +238,32 @@ int run_schedule(const QStringList& arguments)
                                 .dp = training.dp,
                                 .pp = spec.stages};
             profile = model_mesh_profile(source, link_choice(parser, source, training, latency), mesh, training,
-                                         run.p2p_latency_ms)
+                                         schedule.spec.p2p_latency_ms)
                           .profile;
         } else {
             profile = parser.isSet(QStringLiteral("profile"))
                 ? pl::load_profile(local(parser.value(QStringLiteral("profile"))))
                 : pl::uniform_profile(pieces);
         }
-        const pl::StepPlan step = pl::make_step_plan(profile, run, partition_spec, training);
+        // Cut the model by the costs it will really run with (recomputation lengthens backwards).
+        const std::vector<int> boundaries =
+            pl::partition(pl::with_recompute(profile, training.recompute), pieces, partition_spec);
+        const pl::StepPlan step = pl::make_step_plan(profile, schedule, boundaries, training);
 
+        if (parser.isSet(QStringLiteral("export-csv")) &&
+            !write_file(parser.value(QStringLiteral("export-csv")), pl::schedule_csv(schedule), "schedule CSV"))
+            return kUsage;
         if (parser.isSet(QStringLiteral("trace"))) {
             const QString path = parser.value(QStringLiteral("trace"));
             const std::string title = "shardctl schedule " + std::string(pl::to_string(spec.kind)) +
                 " N=" + std::to_string(spec.stages) + " M=" + std::to_string(spec.microbatches);
-            const std::string text = pl::to_trace_json(step, title).dump();
-            QSaveFile file(path);
-            if (!file.open(QIODevice::WriteOnly) ||
-                file.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size()) ||
-                !file.commit())
-                return fail(kUsage, "cannot write the trace file " + local(path) + ": " + local(file.errorString()));
+            if (!write_file(path, pl::to_trace_json(step, title).dump(), "trace file"))
+                return kUsage;
         }
         if (parser.isSet(QStringLiteral("json"))) {
             print_json(pl::step_plan_json(step, profile.name, pl::to_string(partition_spec)));
         } else {
-            print_text(step, profile.name);
+            print_text(step, profile.name, local(csv_path));
         }
         return kOk;
     } catch (const shardscope::Error& error) {

@@ -79,6 +79,19 @@ int runHeadlessExport(const HeadlessExport& request)
         if (!window.plannerPanel()->openProfile(request.profile, &error))
             return fail(2, error);
     }
+    if (!request.scheduleCsv.isEmpty()) {
+        QEventLoop loop;
+        bool opened = false;
+        QString error;
+        window.plannerPanel()->openScheduleCsv(request.scheduleCsv, [&](bool ok, const QString& why) {
+            opened = ok;
+            error = why;
+            loop.quit();
+        });
+        loop.exec();
+        if (!opened)
+            return fail(1, error);
+    }
 
     int status = 0;
     if (!request.path.isEmpty()) {

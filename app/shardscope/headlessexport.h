@@ -1,5 +1,5 @@
 #pragma once
-// `shardscope [PATH] [--profile FILE] [--reshard-to M] --export FILE [--export-view V]`: builds the
+// `shardscope [PATH] [--profile FILE] [--schedule-csv FILE] [--reshard-to M] --export FILE [--export-view V]`: builds the
 // same window without showing it, waits for the verification, writes the export and returns
 // shardctl's exit codes (0 all good, 1 the checkpoint failed a check, 2 usage or environment
 // error). A .png/.svg is one view (the pipeline timeline unless --export-view says otherwise), as
@@ -15,6 +15,7 @@ struct HeadlessExport {
     int reshardTo = 0; // reshard preview's target world size; 0: twice the checkpoint's
     QString compare; // a second checkpoint to compare the first with; empty: no comparison
     QString view; // .png/.svg: "timeline" (empty: the same), "ownership" or "reshard"
+    QString scheduleCsv; // a torch.distributed.pipelining CSV schedule for the planner; empty: none
 };
 
 // The names --export-view takes, for its help and its error.

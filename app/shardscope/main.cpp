@@ -1,4 +1,5 @@
-// shardscope: the desktop app. `shardscope [PATH] [--compare B] [--profile FILE] [--export FILE [--export-view V]]`.
+// shardscope: the desktop app. `shardscope [PATH] [--compare B] [--profile FILE] [--schedule-csv FILE]
+// [--export FILE [--export-view V]]`.
 
 #include "app/shardscope/headlessexport.h"
 #include "app/shardscope/mainwindow.h"
@@ -31,6 +32,9 @@ void addOptions(QCommandLineParser& parser)
                                  QStringLiteral("[PATH]"));
     parser.addOptions({
         {QStringLiteral("profile"), QStringLiteral("layer-cost profile (JSON or CSV)"), QStringLiteral("FILE")},
+        {QStringLiteral("schedule-csv"),
+         QStringLiteral("show this torch.distributed.pipelining CSV schedule on the planner's timeline"),
+         QStringLiteral("FILE")},
         {QStringLiteral("export"), QStringLiteral("write the report (.pdf .html .md .json .png .svg) and exit"),
          QStringLiteral("FILE")},
         {QStringLiteral("demo"), QStringLiteral("open the bundled demo checkpoint")},
@@ -141,7 +145,8 @@ int main(int argc, char** argv)
                                   .file = parser.value(QStringLiteral("export")),
                                   .reshardTo = reshardTarget,
                                   .compare = parser.value(QStringLiteral("compare")),
-                                  .view = parser.value(QStringLiteral("export-view"))});
+                                  .view = parser.value(QStringLiteral("export-view")),
+                                  .scheduleCsv = parser.value(QStringLiteral("schedule-csv"))});
 
     shardwidgets::Settings settings;
     MainWindow window(&settings, true);
@@ -152,6 +157,15 @@ int main(int argc, char** argv)
             window.showPlanner();
         else
             QMessageBox::warning(&window, QStringLiteral("Cannot load profile"), error);
+    }
+    if (parser.isSet(QStringLiteral("schedule-csv"))) {
+        const QString csv = parser.value(QStringLiteral("schedule-csv"));
+        window.plannerPanel()->openScheduleCsv(csv, [&window](bool ok, const QString& error) {
+            if (ok)
+                window.showPlanner();
+            else
+                QMessageBox::warning(&window, QStringLiteral("Cannot open the schedule"), error);
+        });
     }
     if (reshardTarget > 0)
         window.reshardPanel()->setTargetWorldSize(reshardTarget);

@@ -79,6 +79,7 @@ private:
     void chooseExportFile(const QString& title, const QString& defaultName, const QString& filter,
                           bool (MainWindow::*write)(const QString&, QString*), const QString& written);
     void chooseProfile();
+    void chooseScheduleCsv(); // File > Open Schedule CSV…: a torchtitan / torch.distributed.pipelining schedule
     void startProfileJob(const QString& what, const QFuture<ProfileJob>& future);
     void showAbout();
     void showError(const QString& title, const QString& text);

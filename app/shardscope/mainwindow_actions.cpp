@@ -112,6 +112,24 @@ void MainWindow::startProfileJob(const QString& what, const QFuture<ProfileJob>&
     watcher->setFuture(future);
 }
 
+void MainWindow::chooseScheduleCsv()
+{
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Open schedule CSV"), QString(), tr("Schedules (*.csv);;All files (*)"));
+    if (path.isEmpty())
+        return;
+    statusBar()->showMessage(tr("Reading the schedule %1…").arg(path));
+    m_planner->openScheduleCsv(path, [this, path](bool ok, const QString& error) {
+        if (!ok) {
+            statusBar()->clearMessage();
+            showError(tr("Cannot open the schedule"), error.toHtmlEscaped());
+            return;
+        }
+        showPlanner();
+        statusBar()->showMessage(tr("Schedule %1 on the timeline").arg(path), 8000);
+    });
+}
+
 void MainWindow::createActions()
 {
     QMenu* file = menuBar()->addMenu(tr("&File"));
@@ -121,6 +139,10 @@ void MainWindow::createActions()
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     updateRecentMenu();
     file->addAction(tr("Open &Demo Checkpoint"), this, &MainWindow::openDemo);
+    QAction* scheduleCsv = file->addAction(tr("Open &Schedule CSV…"), this, &MainWindow::chooseScheduleCsv);
+    scheduleCsv->setObjectName(QStringLiteral("openScheduleCsvAction"));
+    scheduleCsv->setToolTip(tr("Show a torch.distributed.pipelining (torchtitan) CSV schedule on the planner's "
+                               "timeline, timed with the planner's profile"));
     QAction* compare = file->addAction(tr("Compare &With…"), this, [this] {
         showPage(m_compare);
         m_compare->chooseAndCompare();

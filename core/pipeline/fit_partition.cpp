@@ -122,7 +122,7 @@ std::optional<std::vector<int>> min_max_cut(const Ranges& r, int stages, Cost co
 }
 
 // ---- Several chunks per stage (interleaved) ----------------------------------------------
-// A stage holds v pieces that are not adjacent (piece p on stage p % N), so its memory is not a
+// A stage holds v pieces that are not adjacent (partition.h's placement), so its memory is not a
 // function of one range and the DP above does not apply. Its activations peak where its op list
 // holds the most bytes: after some forward, at sum_c held_c * kept(chunk c), with held_c counted
 // from the op order alone. Only the count vectors no other one dominates can be that peak for
@@ -133,6 +133,7 @@ struct Chunked {
     const Ranges& r;
     int stages = 1;
     int chunks = 1;
+    Placement placement = Placement::looped;
     std::vector<std::vector<std::vector<int>>> patterns; // [stage] -> held count per chunk
 
     int pieces() const { return stages * chunks; }
@@ -152,7 +153,7 @@ struct Chunked {
             std::vector<std::int64_t> kept(static_cast<std::size_t>(chunks));
             bool huge = false;
             for (int c = 0; c < chunks; ++c) {
-                const int p = c * stages + s, i = begin_of(cut, p), j = end_of(cut, p);
+                const int p = piece_of(s, c, stages, placement), i = begin_of(cut, p), j = end_of(cut, p);
                 huge |= r.params[j] == kHuge || r.kept[j] == kHuge;
                 params = saturating_add(params, r.params[j] - r.params[i]);
                 kept[static_cast<std::size_t>(c)] = r.kept[j] - r.kept[i];
@@ -343,6 +344,7 @@ MemoryCuts chunked_cuts(const Profile& profile, const Schedule& schedule, const 
     const Chunked chunked{.r = r,
                           .stages = schedule.spec.stages,
                           .chunks = schedule.spec.virtual_stages,
+                          .placement = placement_of(schedule.spec),
                           .patterns = held_patterns(schedule)};
     const int pieces = chunked.pieces();
     struct Best {

@@ -199,7 +199,29 @@ std::vector<int> partition(const Profile& profile, int pieces, const PartitionSp
     return min_max_boundaries(weights, pieces);
 }
 
-std::vector<PieceCost> piece_costs(const Profile& profile, int stages, const std::vector<int>& boundaries)
+int piece_of(int stage, int chunk, int stages, Placement placement)
+{
+    if (placement == Placement::vshape)
+        return chunk == 0 ? stage : 2 * stages - 1 - stage;
+    return chunk * stages + stage;
+}
+
+int stage_of_piece(int piece, int stages, Placement placement)
+{
+    if (placement == Placement::vshape)
+        return piece < stages ? piece : 2 * stages - 1 - piece;
+    return piece % stages;
+}
+
+int chunk_of_piece(int piece, int stages, Placement placement)
+{
+    if (placement == Placement::vshape)
+        return piece < stages ? 0 : 1;
+    return piece / stages;
+}
+
+std::vector<PieceCost> piece_costs(const Profile& profile, int stages, const std::vector<int>& boundaries,
+                                   Placement placement)
 {
     const int layer_count = static_cast<int>(profile.layers.size());
     const int pieces = static_cast<int>(boundaries.size()) + 1;
@@ -207,12 +229,15 @@ std::vector<PieceCost> piece_costs(const Profile& profile, int stages, const std
     if (stages < 1 || pieces % stages != 0)
         bad_partition(std::to_string(pieces) + " pieces cannot be spread evenly over " + std::to_string(stages) +
                       " stages");
+    if (placement == Placement::vshape && pieces != 2 * stages)
+        bad_partition("a V-shaped placement needs 2 pieces per stage, not " + std::to_string(pieces) + " pieces on " +
+                      std::to_string(stages) + " stages");
     std::vector<PieceCost> costs(static_cast<std::size_t>(pieces));
     for (int p = 0; p < pieces; ++p) {
         PieceCost& cost = costs[p];
         cost.piece = p;
-        cost.stage = p % stages;
-        cost.chunk = p / stages;
+        cost.stage = stage_of_piece(p, stages, placement);
+        cost.chunk = chunk_of_piece(p, stages, placement);
         cost.first_layer = p == 0 ? 0 : boundaries[p - 1];
         cost.last_layer = (p + 1 < pieces ? boundaries[p] : layer_count) - 1;
         for (int l = cost.first_layer; l <= cost.last_layer; ++l) {

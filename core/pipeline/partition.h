@@ -9,6 +9,9 @@
 // schedule) the model is cut into P = N * v pieces and stage s runs pieces s, s + N, s + 2N, ...
 // (Megatron's interleaving), i.e. piece p lives on stage p % N as chunk p / N. So an interleaved
 // partition has N * v - 1 boundaries; with v = 1 pieces and stages are the same thing.
+// The V-shaped schedules (zb-v, dualpipe-v) place v = 2 pieces per stage as a V instead: stage s
+// holds piece s (chunk 0) and piece 2N - 1 - s (chunk 1), so the last stage hands piece N - 1's
+// output to piece N without a send and stage 0 computes both the first and the last piece.
 
 #include "core/pipeline/profile.h"
 
@@ -18,6 +21,15 @@
 #include <vector>
 
 namespace shardscope::pipeline {
+
+enum class Placement : std::uint8_t {
+    looped, // piece p on stage p % N as chunk p / N
+    vshape, // v = 2: piece p < N on stage p as chunk 0, piece p >= N on stage 2N - 1 - p as chunk 1
+};
+// The piece that runs as `chunk` on `stage`, and the inverse.
+int piece_of(int stage, int chunk, int stages, Placement placement);
+int stage_of_piece(int piece, int stages, Placement placement);
+int chunk_of_piece(int piece, int stages, Placement placement);
 
 enum class PartitionMethod {
     uniform, // equal layer counts (the first `layers % P` pieces get one more)
@@ -46,7 +58,7 @@ std::vector<int> partition(const Profile& profile, int pieces, const PartitionSp
 // `pieces` pieces (right count, strictly increasing, inside 1 .. layer_count - 1).
 void validate_boundaries(int layer_count, int pieces, const std::vector<int>& boundaries);
 
-// One piece's summed costs. stage/chunk follow the Megatron mapping above.
+// One piece's summed costs. stage/chunk follow the placement above.
 struct PieceCost {
     int piece = 0;
     int stage = 0;
@@ -76,7 +88,8 @@ struct StageCost {
 };
 
 // Costs of each of the boundaries.size() + 1 pieces, indexed by piece. Validates boundaries.
-std::vector<PieceCost> piece_costs(const Profile& profile, int stages, const std::vector<int>& boundaries);
+std::vector<PieceCost> piece_costs(const Profile& profile, int stages, const std::vector<int>& boundaries,
+                                   Placement placement = Placement::looped);
 std::vector<StageCost> stage_costs(const std::vector<PieceCost>& pieces, int stages);
 
 } // namespace shardscope::pipeline

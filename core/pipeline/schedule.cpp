@@ -1,5 +1,6 @@
 #include "core/pipeline/schedule.h"
 
+#include "core/pipeline/internal/schedule_builders.h"
 #include "core/util/error.h"
 
 #include <algorithm>
@@ -113,7 +114,27 @@ std::string_view to_string(ScheduleKind kind)
 
 std::optional<ScheduleKind> parse_schedule_kind(std::string_view text)
 {
-    return enum_from_name<ScheduleKind>(text, kScheduleKindNames);
+    const auto kind = enum_from_name<ScheduleKind>(text, kScheduleKindNames);
+    return kind == ScheduleKind::custom ? std::nullopt : kind;
+}
+
+int default_virtual_stages(ScheduleKind kind)
+{
+    return kind == ScheduleKind::interleaved || kind == ScheduleKind::zb_v || kind == ScheduleKind::dualpipe_v ? 2 : 1;
+}
+
+bool splits_backward(ScheduleKind kind)
+{
+    return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_h2 || kind == ScheduleKind::zb_v ||
+        kind == ScheduleKind::dualpipe_v;
+}
+
+Placement placement_of(const ScheduleSpec& spec)
+{
+    if (spec.kind == ScheduleKind::custom)
+        return spec.custom_placement;
+    return spec.kind == ScheduleKind::zb_v || spec.kind == ScheduleKind::dualpipe_v ? Placement::vshape
+                                                                                    : Placement::looped;
 }
 
 char to_char(OpKind kind)
@@ -134,7 +155,22 @@ void check_spec(const ScheduleSpec& spec)
         bad_spec("a pipeline step needs at least 1 microbatch, not " + std::to_string(spec.microbatches));
     if (!(spec.p2p_latency_ms >= 0.0) || spec.p2p_latency_ms > 1e12)
         bad_spec("the p2p latency must be a finite number of ms >= 0");
-    if (spec.kind == ScheduleKind::interleaved) {
+    const bool vshape = spec.kind == ScheduleKind::zb_v || spec.kind == ScheduleKind::dualpipe_v;
+    if (vshape && spec.virtual_stages != 2)
+        bad_spec(std::string(to_string(spec.kind)) + " places exactly 2 model chunks per stage in a V, not " +
+                 std::to_string(spec.virtual_stages));
+    if (spec.kind == ScheduleKind::dualpipe_v && spec.microbatches < 2 * spec.stages)
+        bad_spec("dualpipe-v needs at least 2N = " + std::to_string(2 * spec.stages) +
+                 " microbatches (one per model "
+                 "chunk in flight), not " +
+                 std::to_string(spec.microbatches));
+    if (spec.kind == ScheduleKind::custom) {
+        if (spec.virtual_stages < 1)
+            bad_spec("a schedule needs at least 1 model chunk per stage, not " + std::to_string(spec.virtual_stages));
+        if (spec.custom_placement == Placement::vshape && spec.virtual_stages != 2)
+            bad_spec("a V-shaped placement holds exactly 2 model chunks per stage, not " +
+                     std::to_string(spec.virtual_stages));
+    } else if (spec.kind == ScheduleKind::interleaved) {
         if (spec.virtual_stages < 2)
             bad_spec("the interleaved schedule needs at least 2 virtual stages (model chunks) per "
                      "stage, not " +
@@ -146,7 +182,7 @@ void check_spec(const ScheduleSpec& spec)
                      std::to_string(spec.stages) +
                      "), as in Megatron-LM: "
                      "microbatches enter each model chunk in groups of one per stage");
-    } else if (spec.virtual_stages != 1) {
+    } else if (!vshape && spec.virtual_stages != 1) {
         bad_spec("virtual stages (" + std::to_string(spec.virtual_stages) +
                  ") need the "
                  "interleaved schedule; " +
@@ -163,7 +199,13 @@ Schedule build_schedule(const ScheduleSpec& spec)
     check_spec(spec);
     Schedule schedule;
     schedule.spec = spec;
-    schedule.split_backward = spec.kind == ScheduleKind::zb_h1;
+    if (spec.kind == ScheduleKind::custom)
+        bad_spec("a custom schedule is read from a file (shardctl schedule --from-csv), not built");
+    schedule.split_backward = splits_backward(spec.kind);
+    if (spec.kind == ScheduleKind::zb_h2) {
+        schedule.stage_ops = internal::zb_h2(spec.stages, spec.microbatches);
+        return schedule;
+    }
     schedule.stage_ops.resize(static_cast<std::size_t>(spec.stages));
     for (int s = 0; s < spec.stages; ++s) {
         auto& ops = schedule.stage_ops[s];
@@ -174,6 +216,10 @@ Schedule build_schedule(const ScheduleSpec& spec)
         case ScheduleKind::interleaved:
             ops = interleaved(spec.stages, s, spec.microbatches, spec.virtual_stages);
             break;
+        case ScheduleKind::zb_v: ops = internal::zb_v(spec.stages, s, spec.microbatches); break;
+        case ScheduleKind::dualpipe_v: ops = internal::dualpipe_v(spec.stages, s, spec.microbatches); break;
+        case ScheduleKind::zb_h2:
+        case ScheduleKind::custom: break; // handled above
         }
     }
     return schedule;

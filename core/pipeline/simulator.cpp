@@ -84,7 +84,14 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
                     std::to_string(n) + " stages x " + std::to_string(v) + " virtual stages need " +
                         std::to_string(piece_count) + " pieces of the model, got " + std::to_string(pieces.size()));
     const bool split = schedule.split_backward;
-    const double latency = n > 1 ? spec.p2p_latency_ms : 0.0; // every dependency crosses stages
+    const Placement placement = placement_of(spec);
+    const auto piece_stage = [&](int p) { return stage_of_piece(p, n, placement); };
+    // Piece p's output (or gradient) reaching p + 1 (or p): looped placements always cross stages
+    // when N > 1, the V's turn at piece N - 1 -> N stays on the last stage. Only a crossing pays
+    // the p2p latency and the boundary's send time.
+    const auto hand_over = [&](int p) {
+        return piece_stage(p) != piece_stage(p + 1) ? spec.p2p_latency_ms + pieces[p].send_ms : 0.0;
+    };
 
     // Completion times of each (piece, microbatch)'s F and B, -1 while not done. Microbatch-major
     // so that the neighbouring pieces an op depends on share its cache line: the pipeline's
@@ -139,56 +146,85 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
             __builtin_prefetch(&out[st.head + kAhead], 1);
         }
 #endif
-        while (st.head < ops.size()) {
-            const Op& op = ops[st.head];
-            const int p = op.chunk * n + s;
-            Done& slot = done[static_cast<std::size_t>(op.microbatch) * piece_count + p];
-            double ready = st.free_at;
-            double duration = 0.0;
-            int wake = -1;
+        // When op `i` can start at the earliest (or -1 while a dependency is missing), its
+        // duration, and the stage its result unblocks.
+        const auto probe = [&](std::size_t i, double& ready, double& duration, int& wake) {
+            const Op& op = ops[i];
+            const int p = piece_of(s, op.chunk, n, placement);
+            const Done& slot = done[static_cast<std::size_t>(op.microbatch) * piece_count + p];
+            wake = -1;
             if (op.kind == OpKind::F) {
                 if (p > 0) {
                     const double t = (&slot - 1)->f;
                     if (t < 0.0)
-                        break;
-                    ready = std::max(ready, t + latency + pieces[p - 1].send_ms);
+                        return false;
+                    ready = std::max(ready, t + hand_over(p - 1));
                 }
                 duration = pieces[p].fwd_ms;
                 if (p + 1 < piece_count)
-                    wake = (p + 1) % n;
+                    wake = piece_stage(p + 1);
             } else if (op.kind == OpKind::B) {
                 if (slot.f < 0.0)
-                    break;
+                    return false;
                 ready = std::max(ready, slot.f);
                 if (p + 1 < piece_count) {
                     const double t = (&slot + 1)->b;
                     if (t < 0.0)
-                        break;
-                    ready = std::max(ready, t + latency + pieces[p].send_ms);
+                        return false;
+                    ready = std::max(ready, t + hand_over(p));
                 }
                 duration = split ? pieces[p].bwd_input_ms : pieces[p].bwd_ms;
                 if (p > 0)
-                    wake = (p - 1) % n;
+                    wake = piece_stage(p - 1);
             } else {
                 if (slot.b < 0.0)
-                    break;
+                    return false;
                 ready = std::max(ready, slot.b);
                 duration = pieces[p].bwd_weight_ms;
             }
-            const double end = ready + duration;
+            return true;
+        };
+        // Records op `i` as run from `start` for `duration`, its result usable from `done_at`.
+        const auto run = [&](std::size_t i, double start, double duration, double done_at, int wake) {
+            const Op& op = ops[i];
+            const int p = piece_of(s, op.chunk, n, placement);
+            Done& slot = done[static_cast<std::size_t>(op.microbatch) * piece_count + p];
             if (op.kind == OpKind::F)
-                slot.f = end;
+                slot.f = done_at;
             else if (op.kind == OpKind::B)
-                slot.b = end;
+                slot.b = done_at;
             st.held.run(op.kind, pieces[p].activation_bytes);
-            out[st.head] = TimedOp{s, op.microbatch, op.chunk, op.kind, ready, end};
+            out[i] = TimedOp{s, op.microbatch, op.chunk, op.kind, start, start + duration};
             st.busy += duration;
-            st.free_at = end;
-            ++st.head;
             if (wake >= 0 && wake != s && !state[wake].queued) {
                 state[wake].queued = true;
                 worklist.push_back(wake);
             }
+        };
+        while (st.head < ops.size()) {
+            const std::size_t i = st.head;
+            double ready = st.free_at, duration = 0.0;
+            int wake = -1;
+            if (!probe(i, ready, duration, wake))
+                break;
+            if (ops[i].overlap_next && i + 1 < ops.size()) {
+                // An overlapped pair (DualPipe's F&B) starts once both halves can and hands both
+                // results on only when the pair ends: each half's communication hides behind
+                // the other's compute, so neither is out earlier.
+                double second_duration = 0.0;
+                int second_wake = -1;
+                if (!probe(i + 1, ready, second_duration, second_wake))
+                    break;
+                const double end = ready + duration + second_duration;
+                run(i, ready, duration, end, wake);
+                run(i + 1, ready + duration, second_duration, end, second_wake);
+                st.free_at = end;
+                st.head += 2;
+                continue;
+            }
+            run(i, ready, duration, ready + duration, wake);
+            st.free_at = ready + duration;
+            ++st.head;
         }
     }
 
@@ -200,15 +236,17 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
         if (++stuck_count > 3)
             continue;
         const Op& op = schedule.stage_ops[s][state[s].head];
-        const int p = op.chunk * n + s;
+        const int p = piece_of(s, op.chunk, n, placement);
         std::string waits;
         const Done& slot = done[static_cast<std::size_t>(op.microbatch) * piece_count + p];
         if (op.kind == OpKind::F)
-            waits = op_text(OpKind::F, op.microbatch, (p - 1) / n, v) + " on stage " + std::to_string((p - 1) % n);
+            waits = op_text(OpKind::F, op.microbatch, chunk_of_piece(p - 1, n, placement), v) + " on stage " +
+                std::to_string(piece_stage(p - 1));
         else if (op.kind == OpKind::B && slot.f < 0.0)
             waits = "its own " + op_text(OpKind::F, op.microbatch, op.chunk, v) + ", which comes later in its list";
         else if (op.kind == OpKind::B)
-            waits = op_text(OpKind::B, op.microbatch, (p + 1) / n, v) + " on stage " + std::to_string((p + 1) % n);
+            waits = op_text(OpKind::B, op.microbatch, chunk_of_piece(p + 1, n, placement), v) + " on stage " +
+                std::to_string(piece_stage(p + 1));
         else
             waits = "its own " + op_text(OpKind::B, op.microbatch, op.chunk, v) + ", which comes later in its list";
         stuck += (stuck.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) + " is stuck at " +
@@ -228,8 +266,8 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
     for (int s = 0; s < n; ++s) {
         StageStats& stats = timeline.stage_stats[s];
         stats.stage = s;
-        stats.first_layer = pieces[s].first_layer;
-        stats.last_layer = pieces[(v - 1) * n + s].last_layer;
+        stats.first_layer = pieces[piece_of(s, 0, n, placement)].first_layer;
+        stats.last_layer = pieces[piece_of(s, v - 1, n, placement)].last_layer;
         stats.busy = state[s].busy;
         stats.peak_activations = state[s].held.peak;
         stats.peak_activation_bytes = state[s].held.peak_bytes;
@@ -242,34 +280,46 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
     timeline.megatron_bubble = megatron_bubble(spec);
 }
 
-double closed_form_bubble(const ScheduleSpec& spec)
+namespace {
+
+// Makespan in units of one piece's F (= B = W) for uniform stages, or 0 without a closed form.
+double uniform_makespan(const ScheduleSpec& spec)
 {
     const double n = spec.stages, m = spec.microbatches, v = spec.virtual_stages;
     switch (spec.kind) {
     case ScheduleKind::gpipe:
-    case ScheduleKind::one_f_one_b: return (n - 1) / (m + n - 1);
-    case ScheduleKind::interleaved: return ((n - 1) / v) / (m + (n - 1) / v);
-    case ScheduleKind::zb_h1: {
+    case ScheduleKind::one_f_one_b: return 3 * (m + n - 1);
+    case ScheduleKind::interleaved: return 3 * (m * v + n - 1);
+    case ScheduleKind::zb_h1:
+    case ScheduleKind::zb_h2:
         // Stage 0 cannot start its first B before the forward and backward chains have crossed
         // the pipeline (2N - 1 op slots); with M < N it then still has 2M ops, which is longer
         // than the textbook 3M + N - 1 that assumes the pipeline fills (M >= N).
-        const double makespan = std::max(3 * m + n - 1, 2 * m + 2 * n - 1);
-        return (makespan - 3 * m) / makespan;
-    }
+        return std::max(3 * m + n - 1, 2 * m + 2 * n - 1);
+    case ScheduleKind::zb_v:
+        // N - 1 slots of warm-up at the last stage once the V fills (M >= 2N - 1); with fewer
+        // microbatches the V's two turns leave 4(N - 1) idle slots, two fewer per microbatch.
+        return 6 * m + std::max(n - 1, 4 * n - 2 * m - 2);
+    case ScheduleKind::dualpipe_v: return 6 * m + n - 1;
+    case ScheduleKind::custom: return 0.0;
     }
     return 0.0;
 }
 
+} // namespace
+
+double closed_form_bubble(const ScheduleSpec& spec)
+{
+    const double makespan = uniform_makespan(spec);
+    const double work = 3.0 * spec.microbatches * spec.virtual_stages;
+    return makespan > 0.0 ? (makespan - work) / makespan : 0.0;
+}
+
 double megatron_bubble(const ScheduleSpec& spec)
 {
-    const double n = spec.stages, m = spec.microbatches, v = spec.virtual_stages;
-    switch (spec.kind) {
-    case ScheduleKind::gpipe:
-    case ScheduleKind::one_f_one_b: return (n - 1) / m;
-    case ScheduleKind::interleaved: return (n - 1) / (m * v);
-    case ScheduleKind::zb_h1: return (std::max(3 * m + n - 1, 2 * m + 2 * n - 1) - 3 * m) / (3 * m);
-    }
-    return 0.0;
+    const double makespan = uniform_makespan(spec);
+    const double work = 3.0 * spec.microbatches * spec.virtual_stages;
+    return makespan > 0.0 ? (makespan - work) / work : 0.0;
 }
 
 std::string stage_layers(const Plan& plan, int stage, bool ascii)
@@ -295,7 +345,7 @@ Plan make_plan(const Profile& profile, const Schedule& schedule, const std::vect
                         std::to_string(boundaries.size()));
     Plan plan;
     plan.boundaries = boundaries;
-    plan.pieces = piece_costs(profile, schedule.spec.stages, boundaries);
+    plan.pieces = piece_costs(profile, schedule.spec.stages, boundaries, placement_of(schedule.spec));
     plan.stages = stage_costs(plan.pieces, schedule.spec.stages);
     plan.timeline = simulate(schedule, plan.pieces);
     return plan;

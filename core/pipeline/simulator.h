@@ -2,12 +2,13 @@
 // One event-driven simulator for any schedule, its results (Timeline), the textbook closed
 // forms, and make_plan(): partition costs + simulation in one cheap call for the GUI's drag loop.
 //
-// Model. Piece p = chunk * N + stage (see partition.h). A stage runs its ops strictly in
+// Model. Piece p = chunk * N + stage, or the V (see partition.h). A stage runs its ops strictly in
 // list order, one at a time; an op starts when the stage is free and its dependencies are done:
 //   F(p, m) after F(p-1, m)                       (the previous piece's output)
 //   B(p, m) after F(p, m) and B(p+1, m)           (the next piece's input gradient)
 //   W(p, m) after B(p, m)
-// A dependency on another stage's op adds p2p_latency_ms plus the sending piece boundary's
+// An overlapped pair (Op::overlap_next) starts when both its ops can and hands both results on
+// when it ends. A dependency on another stage's op adds p2p_latency_ms plus the sending piece boundary's
 // send_ms (PieceCost: piece p's output to p + 1 after F, its gradient back after B). Durations are the piece's fwd_ms,
 // bwd_ms (unsplit B) or bwd_input_ms / bwd_weight_ms (split B / W). An op order that can never
 // complete (e.g. a stage waiting on an op that is queued behind it) throws ProblemKind::deadlock
@@ -102,15 +103,19 @@ Timeline simulate(const Schedule& schedule, const std::vector<PieceCost>& pieces
 // left in an unspecified but valid state.
 void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& pieces, Timeline& out);
 
-// The textbook bubble fraction (idle / (N * makespan)) for uniform stages:
+// The textbook bubble fraction (idle / (N * makespan)) for uniform stages (F = B = W per piece):
 //   gpipe, 1f1b:  (N-1) / (M + N-1)
 //   interleaved:  ((N-1)/v) / (M + (N-1)/v)
-//   zb-h1:        (N-1) / (3M + N-1)          (F = B = W, M >= N: the paper's case)
-//                 1 - 3M / (2M + 2N - 1)      (F = B = W, M < N: the pipeline never fills)
+//   zb-h1, zb-h2: (N-1) / (3M + N-1)          (M >= N: the paper's case; the single step of
+//                 1 - 3M / (2M + 2N - 1)       ZB-H2 ends as ZB-H1's, its gain is with B > F)
+//                                              (M < N: the pipeline never fills)
+//   zb-v:         I / (6M + I), I = max(N - 1, 4N - 2M - 2)   (idle slots of one chunk's F)
+//   dualpipe-v:   (N-1) / (6M + N-1)           (M >= 2N)
+//   custom:       0 (no closed form)
 // The simulator reproduces each exactly for uniform stages (tests/core/tst_pipeline_simulator).
 double closed_form_bubble(const ScheduleSpec& spec);
 // Megatron's form, bubble time / ideal compute time: (N-1)/M, divided by v when interleaved;
-// zb-h1 (F = B = W, M >= N): (N-1) / (3M).
+// zb-h1 (F = B = W, M >= N): (N-1) / (3M); the others from the same makespans.
 double megatron_bubble(const ScheduleSpec& spec);
 
 // Everything the planner view draws for one partition.

@@ -245,7 +245,7 @@ StepPlan make_step_plan(const Profile& profile, const Schedule& schedule, const 
     StepPlan step;
     step.options = options;
     step.plan.boundaries = boundaries;
-    step.plan.pieces = piece_costs(adjusted, schedule.spec.stages, boundaries);
+    step.plan.pieces = piece_costs(adjusted, schedule.spec.stages, boundaries, placement_of(schedule.spec));
     if (schedule.spec.stages > 1) // on one stage the pieces hand over in place
         for (PieceCost& piece : step.plan.pieces)
             piece.send_ms = transfer_ms(piece.output_bytes, options.link_gbps);
@@ -275,19 +275,21 @@ std::vector<Transfer> transfers(const StepPlan& step)
     if (n < 2)
         return out;
     const double latency = t.spec.p2p_latency_ms;
+    const Placement placement = placement_of(t.spec);
     for (const TimedOp& op : t.ops) {
-        const int p = op.chunk * n + op.stage;
+        const int p = piece_of(op.stage, op.chunk, n, placement);
         int to_piece = -1;
         if (op.kind == OpKind::F && p + 1 < piece_count)
             to_piece = p + 1;
         else if (op.kind == OpKind::B && p > 0)
             to_piece = p - 1;
-        if (to_piece < 0)
+        // The V's turn (piece N - 1 to N) stays on the last stage: nothing goes over a link.
+        if (to_piece < 0 || stage_of_piece(to_piece, n, placement) == op.stage)
             continue;
         // Both directions carry a tensor of the boundary's shape: the output, or its gradient.
         const PieceCost& boundary = step.plan.pieces[static_cast<std::size_t>(std::min(p, to_piece))];
         out.push_back(Transfer{.from_stage = op.stage,
-                               .to_stage = to_piece % n,
+                               .to_stage = stage_of_piece(to_piece, n, placement),
                                .microbatch = op.microbatch,
                                .chunk = op.chunk,
                                .after = op.kind,

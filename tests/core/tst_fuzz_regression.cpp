@@ -30,6 +30,7 @@ private:
             {"fuzz_zip", shardscope::fuzz::zip_one},
             {"fuzz_inspect", shardscope::fuzz::inspect_one},
             {"fuzz_trace", shardscope::fuzz::trace_one},
+            {"fuzz_schedule_csv", shardscope::fuzz::schedule_csv_one},
         };
         return all;
     }

@@ -11,6 +11,8 @@
 #include "core/pipeline/cluster.h"
 #include "core/pipeline/model_shape.h"
 #include "core/pipeline/profile.h"
+#include "core/pipeline/schedule_csv.h"
+#include "core/pipeline/simulator.h"
 #include "core/checkpoint/safetensors.h"
 #include "core/foreign/dcp_hf.h"
 #include "core/foreign/safetensors_listing.h"
@@ -184,6 +186,35 @@ inline void profile_one(const uint8_t* data, std::size_t size)
         pipeline::validate_profile(profile);
     } catch (const Error& e) {
         throw std::logic_error(std::string("a loaded profile fails validate_profile: ") + e.what());
+    }
+}
+
+// A torch.distributed.pipelining CSV schedule: an accepted one writes back to a CSV that reads as
+// the same op lists, and (when small) simulates or reports a deadlock, never anything else.
+inline void schedule_csv_one(const uint8_t* data, std::size_t size)
+{
+    const std::string_view text = as_text(data, size);
+    pipeline::Schedule schedule;
+    try {
+        schedule = pipeline::parse_schedule_csv(text, "fuzz.csv");
+    } catch (const Error& e) {
+        require(std::strlen(e.what()) <= kMaxMessageBytes, "a bounded error message");
+        return;
+    }
+    const pipeline::Schedule again = pipeline::parse_schedule_csv(pipeline::schedule_csv(schedule), "again.csv");
+    require(again.stage_ops == schedule.stage_ops && again.split_backward == schedule.split_backward,
+            "an accepted schedule survives its own export");
+    const long long ops = 3LL * schedule.spec.stages * schedule.spec.virtual_stages * schedule.spec.microbatches;
+    if (ops > (1 << 16))
+        return;
+    const int pieces = schedule.spec.stages * schedule.spec.virtual_stages;
+    std::vector<int> boundaries;
+    for (int p = 1; p < pieces; ++p)
+        boundaries.push_back(p);
+    try {
+        pipeline::make_plan(pipeline::uniform_profile(pieces), schedule, boundaries);
+    } catch (const Error& e) {
+        require(e.kind() == ProblemKind::deadlock, "a well-formed schedule either runs or deadlocks");
     }
 }
 

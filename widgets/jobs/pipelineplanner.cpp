@@ -77,10 +77,21 @@ bool PipelinePlanner::loadProfile(const QString& path, QString* error)
 
 void PipelinePlanner::setSpec(pl::ScheduleSpec spec)
 {
+    if (spec.kind == pl::ScheduleKind::custom) {
+        if (!m_custom) { // nothing opened yet: keep what is shown
+            emit planChanged();
+            return;
+        }
+        const double latency = spec.p2p_latency_ms;
+        spec = m_custom->spec; // a file's op lists fix N, M and the chunks
+        spec.p2p_latency_ms = latency;
+    }
     spec.stages = std::clamp(spec.stages, 1, kMaxStages);
     spec.microbatches = std::clamp(spec.microbatches, 1, kMaxMicrobatches);
-    spec.virtual_stages =
-        spec.kind == pl::ScheduleKind::interleaved ? std::clamp(spec.virtual_stages, 2, kMaxVirtualStages) : 1;
+    if (spec.kind != pl::ScheduleKind::custom)
+        spec.virtual_stages = spec.kind == pl::ScheduleKind::interleaved
+            ? std::clamp(spec.virtual_stages, 2, kMaxVirtualStages)
+            : pl::default_virtual_stages(spec.kind); // 2 for the V kinds, else 1
     const bool piecesChanged = spec.stages * spec.virtual_stages != m_spec.stages * m_spec.virtual_stages;
     forgetReset();
     const Cut previous{.spec = m_spec, .boundaries = m_boundaries};
@@ -91,7 +102,7 @@ void PipelinePlanner::setSpec(pl::ScheduleSpec spec)
             m_method = pl::PartitionMethod::compute;
         repartition();
         if (dropsManualCut) {
-            // Piece p = chunk * N + stage: a cut of N pieces says nothing about where N * v (or
+            // Pieces are placed by chunk (partition.h): a cut of N pieces says nothing about where N * v (or
             // another N's) pieces should end, so it cannot be carried over; it can be put back.
             m_undo = previous;
             m_resetNotice = tr("Your dragged partition (%1 pieces) does not apply to %2 pieces; re-balanced by "
@@ -113,6 +124,27 @@ void PipelinePlanner::setScheduleKind(pl::ScheduleKind kind)
     if (kind == pl::ScheduleKind::interleaved && spec.virtual_stages < 2)
         spec.virtual_stages = 2;
     setSpec(spec);
+}
+
+bool PipelinePlanner::setCustomSchedule(pl::Schedule schedule, QString* error)
+{
+    if (schedule.spec.stages > kMaxStages || schedule.spec.microbatches > kMaxMicrobatches) {
+        if (error)
+            *error = tr("The schedule runs %1 stages and %2 microbatches; the planner shows at most %3 and %4 "
+                        "(shardctl schedule --from-csv takes any size).")
+                         .arg(schedule.spec.stages)
+                         .arg(schedule.spec.microbatches)
+                         .arg(kMaxStages)
+                         .arg(kMaxMicrobatches);
+        return false;
+    }
+    m_custom = std::move(schedule);
+    auto spec = m_spec;
+    spec.kind = pl::ScheduleKind::custom;
+    // Same piece count or not, the op lists are new: forget the cached schedule either way.
+    m_schedule.reset();
+    setSpec(spec);
+    return true;
 }
 
 void PipelinePlanner::setStages(int stages)
@@ -280,6 +312,10 @@ void PipelinePlanner::repartition()
 void PipelinePlanner::replan()
 {
     try {
+        if (!m_schedule && m_spec.kind == pl::ScheduleKind::custom && m_custom) {
+            m_schedule = *m_custom;
+            m_schedule->spec.p2p_latency_ms = m_spec.p2p_latency_ms;
+        }
         if (!m_schedule)
             m_schedule = pl::build_schedule(m_spec);
         m_step = pl::make_step_plan(m_profile, *m_schedule, m_boundaries, m_options);

@@ -35,6 +35,12 @@ public:
     void setStages(int stages);
     void setMicrobatches(int microbatches);
     void setVirtualStages(int chunks);
+    // A schedule read from a torch.distributed.pipelining CSV (core's parse_schedule_csv, run off
+    // the GUI thread by the caller): shown as it is, its stages, microbatches and chunks fixed,
+    // until another schedule kind is chosen. Choosing "custom" again brings it back. False (and
+    // `error` says why) when it has more stages or microbatches than the planner's ranges.
+    bool setCustomSchedule(shardscope::pipeline::Schedule schedule, QString* error = nullptr);
+    bool hasCustomSchedule() const { return m_custom.has_value(); }
 
     // Throws nothing: an out-of-range value leaves no plan and error() says why. A change of
     // recomputation re-balances (compute partitions see the recompute-adjusted costs).
@@ -89,6 +95,7 @@ private:
     shardscope::pipeline::PartitionMethod m_method = shardscope::pipeline::PartitionMethod::compute;
     std::vector<int> m_boundaries;
     std::optional<shardscope::pipeline::Schedule> m_schedule;
+    std::optional<shardscope::pipeline::Schedule> m_custom; // the last CSV schedule opened
     std::optional<shardscope::pipeline::Plan> m_plan; // m_step->plan, kept for the plan() views
     std::optional<shardscope::pipeline::StepPlan> m_step;
     shardscope::pipeline::TrainingOptions m_options;

@@ -12,7 +12,11 @@
 #include "widgets/settings/settings.h"
 #include "widgets/style/format.h"
 
+#include "core/pipeline/schedule_csv.h"
+
 #include <QCheckBox>
+#include <QFutureWatcher>
+#include <QtConcurrent/QtConcurrentRun>
 #include <QDoubleSpinBox>
 #include <QTabWidget>
 #include <QTimer>
@@ -177,6 +181,10 @@ QWidget* PlannerPanel::buildToolbar()
     m_schedule->addItem(tr("1F1B"), int(pl::ScheduleKind::one_f_one_b));
     m_schedule->addItem(tr("Interleaved 1F1B"), int(pl::ScheduleKind::interleaved));
     m_schedule->addItem(tr("ZB-H1 (zero bubble)"), int(pl::ScheduleKind::zb_h1));
+    m_schedule->addItem(tr("ZB-H2 (zero bubble, 2N\u22121 in flight)"), int(pl::ScheduleKind::zb_h2));
+    m_schedule->addItem(tr("ZB-V (V-shaped, 2 chunks)"), int(pl::ScheduleKind::zb_v));
+    m_schedule->addItem(tr("DualPipeV (V-shaped, 2 chunks)"), int(pl::ScheduleKind::dualpipe_v));
+    m_schedule->addItem(tr("Custom (opened CSV)"), int(pl::ScheduleKind::custom));
     connect(m_schedule, &QComboBox::activated, this,
             [this](int index) { m_planner->setScheduleKind(pl::ScheduleKind(m_schedule->itemData(index).toInt())); });
 
@@ -331,6 +339,38 @@ void PlannerPanel::showSweep()
     m_bubbleChart->setLines(std::move(lines));
 }
 
+void PlannerPanel::openScheduleCsv(const QString& path, const std::function<void(bool, const QString&)>& done)
+{
+    struct Read {
+        std::optional<pl::Schedule> schedule;
+        QString error;
+    };
+    static int generation = 0;
+    const int mine = ++generation;
+    auto* watcher = new QFutureWatcher<Read>(this);
+    connect(watcher, &QFutureWatcher<Read>::finished, this, [this, watcher, mine, done] {
+        watcher->deleteLater();
+        if (mine != generation)
+            return; // a newer file was asked for
+        Read read = watcher->result();
+        QString error = read.error;
+        if (read.schedule && m_planner->setCustomSchedule(std::move(*read.schedule), &error)) {
+            done(true, QString());
+            return;
+        }
+        done(false, error);
+    });
+    watcher->setFuture(QtConcurrent::run([file = path.toStdString()] {
+        Read read;
+        try {
+            read.schedule = pl::load_schedule_csv(file);
+        } catch (const std::exception& e) { // shardscope::Error, or bad_alloc
+            read.error = printableText(e.what());
+        }
+        return read;
+    }));
+}
+
 bool PlannerPanel::openProfile(const QString& path, QString* error)
 {
     if (!m_planner->loadProfile(path, error))
@@ -349,6 +389,9 @@ void PlannerPanel::syncControls()
     m_microbatches->setValue(spec.microbatches);
     m_virtual->setValue(std::max(2, spec.virtual_stages));
     m_virtual->setEnabled(spec.kind == pl::ScheduleKind::interleaved);
+    // A CSV schedule's op lists fix its stages and microbatches.
+    m_stages->setEnabled(spec.kind != pl::ScheduleKind::custom);
+    m_microbatches->setEnabled(spec.kind != pl::ScheduleKind::custom);
     const QSignalBlocker t1(m_dp), t2(m_zero), t3(m_recompute), t4(m_gpuMemory), t5(m_link), t6(m_overlap);
     const auto& options = m_planner->trainingOptions();
     m_dp->setValue(options.dp);

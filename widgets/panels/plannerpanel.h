@@ -8,6 +8,7 @@
 // swept off the GUI thread by BubbleSweep after each change).
 
 #include <QWidget>
+#include <functional>
 
 class QCheckBox;
 class QComboBox;
@@ -60,6 +61,10 @@ public:
 
     // Loads a profile file and selects it; shows nothing itself: the caller reports the error.
     bool openProfile(const QString& path, QString* error);
+    // Reads a torch.distributed.pipelining CSV schedule (off the GUI thread: a schedule can be
+    // millions of cells) and shows it; done(true) once it is on the timeline, done(false) with
+    // the error's sentence otherwise. The newest request wins.
+    void openScheduleCsv(const QString& path, const std::function<void(bool, const QString&)>& done);
 
     // Whether the profile shown is one somebody chose: loaded from a file (--profile, Load…),
     // picked in the profile box (a bundled one too), derived from a checkpoint or imported from a

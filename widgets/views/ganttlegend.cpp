@@ -30,6 +30,10 @@ QString scheduleName(const pl::ScheduleSpec& spec)
     case pl::ScheduleKind::one_f_one_b: return QStringLiteral("1F1B");
     case pl::ScheduleKind::interleaved: return QStringLiteral("Interleaved 1F1B (v = %1)").arg(spec.virtual_stages);
     case pl::ScheduleKind::zb_h1: return QStringLiteral("ZB-H1");
+    case pl::ScheduleKind::zb_h2: return QStringLiteral("ZB-H2");
+    case pl::ScheduleKind::zb_v: return QStringLiteral("ZB-V (chunk 1 is the V's way back)");
+    case pl::ScheduleKind::dualpipe_v: return QStringLiteral("DualPipeV (chunk 1 is the V's way back)");
+    case pl::ScheduleKind::custom: return QStringLiteral("Custom schedule (CSV)");
     }
     return QString::fromUtf8(pl::to_string(spec.kind));
 }

@@ -74,18 +74,22 @@ QStringList StageBar::captions() const
 {
     const auto all = pieces();
     const int stages = std::max(1, m_planner->spec().stages);
-    const bool chunks = int(all.size()) > stages; // interleaved: several chunks per stage
+    const bool chunks = int(all.size()) > stages; // interleaved or a V: several chunks per stage
+    namespace pl = shardscope::pipeline;
+    const pl::Placement placement = pl::placement_of(m_planner->spec());
     // Longest first: the stage with its layer range, shorter with the range, the stage alone, its
     // bare number.
     std::vector<QStringList> forms(4);
     for (std::size_t i = 0; i < all.size(); ++i) {
         const int piece = int(i), first = all[i].first, last = all[i].last;
-        const QString shortName = chunks ? tr("S%1.%2").arg(piece % stages).arg(piece / stages) : tr("S%1").arg(piece);
+        const int stage = pl::stage_of_piece(piece, stages, placement);
+        const QString shortName =
+            chunks ? tr("S%1.%2").arg(stage).arg(pl::chunk_of_piece(piece, stages, placement)) : tr("S%1").arg(piece);
         const QString range = QStringLiteral("%1–%2").arg(first).arg(last); // as the stage table: "33–33"
         forms[0] << tr("%1 · %2").arg(chunks ? shortName : tr("Stage %1").arg(piece), range);
         forms[1] << tr("%1 · %2").arg(shortName, range);
         forms[2] << shortName;
-        forms[3] << QString::number(piece % stages);
+        forms[3] << QString::number(stage);
     }
     const StageBarGeometry geometry = barGeometry();
     const QFontMetricsF metrics(font());

@@ -67,6 +67,14 @@ private slots:
                                      << QStringLiteral("15.79") << 11;
         QTest::newRow("zb-h1") << QStringLiteral("--stages 4 --microbatches 8 --schedule zb-h1")
                                << QStringLiteral("11.11") << 4;
+        // ZB-H2 ends a single uniform step as ZB-H1 does, holding 2N - 1; the V kinds idle N - 1
+        // chunk slots of 6M (3/51), holding 2N and 2N + 1 chunk activations.
+        QTest::newRow("zb-h2") << QStringLiteral("--stages 4 --microbatches 8 --schedule zb-h2")
+                               << QStringLiteral("11.11") << 7;
+        QTest::newRow("zb-v") << QStringLiteral("--stages 4 --microbatches 8 --schedule zb-v") << QStringLiteral("5.88")
+                              << 8;
+        QTest::newRow("dualpipe-v") << QStringLiteral("--stages 4 --microbatches 8 --schedule dualpipe-v")
+                                    << QStringLiteral("5.88") << 9;
     }
     void jsonHonoursTheContract()
     {
@@ -87,7 +95,7 @@ private slots:
             for (const char* key : {"stage", "layers", "busy", "idle", "bubble_fraction", "peak_activations"})
                 QVERIFY2(s.contains(key), key);
         QCOMPARE(j["stage_stats"][0]["peak_activations"].get<int>(), peak0);
-        const bool split = j["schedule"] == "zb-h1";
+        const bool split = j["schedule"] != "gpipe" && j["schedule"] != "1f1b" && j["schedule"] != "interleaved";
         QCOMPARE(j["ops"].size(), std::size_t(n * m * v * (split ? 3 : 2)));
         std::set<std::string> kinds;
         for (const auto& op : j["ops"]) {
@@ -273,6 +281,14 @@ private slots:
         QTest::newRow("boundaries out of order")
             << args("--stages 3 --microbatches 8 --schedule 1f1b --partition manual:2,1") << 1
             << QStringLiteral("boundary 2");
+        QTest::newRow("from-csv with stages")
+            << args("--from-csv x.csv --stages 4") << 2 << QStringLiteral("--from-csv takes the stages");
+        QTest::newRow("missing csv") << args("--from-csv /nonexistent/s.csv") << 2
+                                     << QStringLiteral("/nonexistent/s.csv");
+        QTest::newRow("V with one chunk") << args("--stages 4 --microbatches 8 --schedule zb-v --virtual 1") << 1
+                                          << QStringLiteral("exactly 2 model chunks");
+        QTest::newRow("dualpipe-v too few") << args("--stages 4 --microbatches 4 --schedule dualpipe-v") << 1
+                                            << QStringLiteral("at least 2N = 8 microbatches");
         QTest::newRow("more stages than layers")
             << (QStringList{QStringLiteral("--stages"), QStringLiteral("13"), QStringLiteral("--microbatches"),
                             QStringLiteral("4"), QStringLiteral("--schedule"), QStringLiteral("gpipe"),
@@ -290,6 +306,53 @@ private slots:
         QVERIFY2(run.err.startsWith("shardctl: "), run.err.constData());
         QVERIFY2(run.err.contains(mentions.toUtf8()), run.err.constData());
         QCOMPARE(run.err.count('\n'), qsizetype(1)); // one sentence, no stack trace
+    }
+
+    void csvExportRunsBackTheSameStep()
+    {
+        QTemporaryDir dir;
+        for (const char* kind : {"zb-v", "dualpipe-v", "interleaved", "zb-h2"}) {
+            const QString csv = dir.filePath(QString::fromLatin1(kind) + QStringLiteral(".csv"));
+            const QStringList common =
+                QStringList{QStringLiteral("--profile"), profile("decoder-7b-32.json"), QStringLiteral("--partition"),
+                            QStringLiteral("compute"),   QStringLiteral("--link-gbps"), QStringLiteral("100"),
+                            QStringLiteral("--json")};
+            const Run built = shardctl(args("--stages 4 --microbatches 8 --schedule")
+                                       << QString::fromLatin1(kind) << QStringLiteral("--export-csv") << csv << common);
+            QVERIFY2(built.exit_code == 0, built.err.constData());
+            QFile file(csv);
+            QVERIFY(file.open(QIODevice::ReadOnly));
+            const QByteArray text = file.readAll();
+            QCOMPARE(text.count('\n'), qsizetype(4)); // one line per rank
+            QVERIFY(text.startsWith("0F0,"));
+            const Run read = shardctl(QStringList{QStringLiteral("--from-csv"), csv} << common);
+            QVERIFY2(read.exit_code == 0, read.err.constData());
+            const nlohmann::json a = json_of(built), b = json_of(read);
+            QCOMPARE(b["schedule"].get<std::string>(), std::string("custom"));
+            QVERIFY(b["virtual_stages"] == a["virtual_stages"]);
+            QCOMPARE(b["makespan"].get<double>(), a["makespan"].get<double>());
+            QVERIFY(b["ops"] == a["ops"]);
+            QVERIFY(b["stage_stats"] == a["stage_stats"]);
+            QVERIFY(b["sends"] == a["sends"]);
+        }
+    }
+
+    void hostileCsvExitsOne()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("bad.csv"));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("0F0,0F1,0B0,0B1\n1F0,1B0,1X1,1B1\n");
+        file.close();
+        const Run run = shardctl(QStringList{QStringLiteral("--from-csv"), path});
+        QCOMPARE(run.exit_code, 1);
+        QVERIFY2(run.err.contains(path.toUtf8()) && run.err.contains("line 2 (rank 1), cell 3: '1X1'"),
+                 run.err.constData());
+        QCOMPARE(run.err.count('\n'), qsizetype(1));
+        const Run json = shardctl(QStringList{QStringLiteral("--from-csv"), path, QStringLiteral("--json")});
+        QCOMPARE(json.exit_code, 1);
+        QVERIFY(json_of(json).contains("error"));
     }
 
     void malformedProfileExitsOne()

@@ -221,6 +221,38 @@ private slots:
         QCOMPARE(root.value(QStringLiteral("pipeline")).toObject().value(QStringLiteral("profile")).toString(),
                  QStringLiteral("uniform-16"));
     }
+
+    void scheduleCsvOnTheTimeline()
+    {
+        const QString csv = m_tmp.filePath(QStringLiteral("schedule.csv"));
+        QFile file(csv);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        // 1F1B on two ranks in torch.distributed.pipelining's format, with a send it skips.
+        file.write("0F0,0SEND_F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+        file.close();
+        const QString profile = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/profiles/decoder-7b-32.json");
+        const QString out = m_tmp.filePath(QStringLiteral("csv-plan.json"));
+        const Run r = run({QStringLiteral("--profile"), profile, QStringLiteral("--schedule-csv"), csv,
+                           QStringLiteral("--export"), out},
+                          true);
+        QVERIFY2(r.code == 0, r.err.constData());
+        QFile report(out);
+        QVERIFY(report.open(QIODevice::ReadOnly));
+        const QJsonObject pipeline =
+            QJsonDocument::fromJson(report.readAll()).object().value(QStringLiteral("pipeline")).toObject();
+        QCOMPARE(pipeline.value(QStringLiteral("schedule")).toString(), QStringLiteral("custom"));
+        QCOMPARE(pipeline.value(QStringLiteral("stages")).toInt(), 2);
+        QCOMPARE(pipeline.value(QStringLiteral("microbatches")).toInt(), 2);
+
+        QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        file.write("0F0,0F1\n1Z0\n");
+        file.close();
+        const Run bad = run({QStringLiteral("--profile"), profile, QStringLiteral("--schedule-csv"), csv,
+                             QStringLiteral("--export"), out},
+                            true);
+        QCOMPARE(bad.code, 1);
+        QVERIFY2(bad.err.contains("line 2 (rank 1), cell 1"), bad.err.constData());
+    }
 };
 
 QTEST_GUILESS_MAIN(TestShardscopeApp)

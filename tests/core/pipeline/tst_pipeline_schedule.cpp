@@ -1,5 +1,5 @@
-// Schedules as op lists: the orders of GPipe, 1F1B, Megatron's interleaving and ZB-H1, and the
-// spec rules (with their messages).
+// Schedules as op lists: the orders of GPipe, 1F1B, Megatron's interleaving, ZB-H1, ZB-H2, ZB-V
+// and DualPipeV, and the spec rules (with their messages).
 #include "problemcheck.h"
 
 #include "core/util/error.h"
@@ -38,9 +38,14 @@ private slots:
     void kindNames()
     {
         for (ScheduleKind kind :
-             {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved, ScheduleKind::zb_h1})
+             {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved, ScheduleKind::zb_h1,
+              ScheduleKind::zb_h2, ScheduleKind::zb_v, ScheduleKind::dualpipe_v})
             QCOMPARE(parse_schedule_kind(to_string(kind)), std::optional<ScheduleKind>(kind));
         QCOMPARE(to_string(ScheduleKind::zb_h1), std::string_view("zb-h1"));
+        QCOMPARE(to_string(ScheduleKind::dualpipe_v), std::string_view("dualpipe-v"));
+        QVERIFY(!parse_schedule_kind("custom").has_value()); // only a file makes one
+        QCOMPARE(default_virtual_stages(ScheduleKind::zb_v), 2);
+        QCOMPARE(default_virtual_stages(ScheduleKind::zb_h2), 1);
         QVERIFY(!parse_schedule_kind("pipedream").has_value());
         QVERIFY(!parse_schedule_kind("1F1B").has_value());
     }
@@ -103,6 +108,58 @@ private slots:
         }
     }
 
+    void zbH2WarmsUpDeeperAndDrainsBFirst()
+    {
+        // Written out by hand from the rule (B if ready, else F within 2N - 1 held, else W) at
+        // F = B = W: stage 0 warms up with 2N - 1 = 5 forwards where ZB-H1 has 3, and in the
+        // cool-down each B runs as soon as it arrives with the W passes after it.
+        const Schedule s = build_schedule({ScheduleKind::zb_h2, 3, 6, 1, 0.0});
+        QVERIFY(s.split_backward);
+        QCOMPARE(render(s.stage_ops[0], false), std::string("F0 F1 F2 F3 F4 B0 W0 B1 F5 B2 W1 B3 W2 B4 W3 W4 B5 W5"));
+        QCOMPARE(render(s.stage_ops[2], false), std::string("F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 W0 F5 B5 W1 W2 W3 W4 W5"));
+    }
+
+    void zbVWalksTheV()
+    {
+        // N = 2, M = 4: stage 0 holds pieces 0 and 3, stage 1 pieces 1 and 2 (chunk 1 = the
+        // V's way back). Stage 0 warms up chunk 0 with 2N - 1 = 3 forwards; stage 1 runs
+        // chunk 1's first backwards with their W at once.
+        const Schedule s = build_schedule({ScheduleKind::zb_v, 2, 4, 2, 0.0});
+        QVERIFY(s.split_backward);
+        QCOMPARE(placement_of(s.spec), Placement::vshape);
+        QCOMPARE(render(s.stage_ops[0], true),
+                 std::string("F0.0 F1.0 F2.0 F0.1 B0.1 W0.1 F1.1 B1.1 W1.1 F3.0 B0.0 W0.0 F2.1 B2.1 W2.1 B1.0 W1.0 "
+                             "F3.1 B3.1 W3.1 B2.0 W2.0 B3.0 W3.0"));
+        QCOMPARE(render(s.stage_ops[1], true),
+                 std::string("F0.0 F0.1 F1.0 F1.1 B0.1 W0.1 F2.0 B0.0 W0.0 F2.1 B1.1 W1.1 F3.0 B1.0 W1.0 F3.1 B2.1 "
+                             "W2.1 B2.0 B3.1 B3.0 W2.0 W3.1 W3.0"));
+    }
+
+    void dualPipeVPairsForwardsWithBackwards()
+    {
+        const Schedule s = build_schedule({ScheduleKind::dualpipe_v, 2, 4, 2, 0.0});
+        QVERIFY(s.split_backward);
+        QCOMPARE(placement_of(s.spec), Placement::vshape);
+        // Every pair is a forward of one chunk with the other chunk's backward.
+        int pairs = 0;
+        for (const auto& ops : s.stage_ops)
+            for (std::size_t i = 0; i + 1 < ops.size(); ++i)
+                if (ops[i].overlap_next) {
+                    ++pairs;
+                    QCOMPARE(ops[i].kind, OpKind::F);
+                    QCOMPARE(ops[i + 1].kind, OpKind::B);
+                    QVERIFY(ops[i].chunk != ops[i + 1].chunk);
+                }
+        QVERIFY(pairs > 0);
+        // Stage 1 (the V's turn), by hand from DeepSeek's phases: F0 F1 of both chunks; the first
+        // steady pair is kept apart at the turn; then F&B pairs; the cool-down's second half splits
+        // the backward and its W passes close the step.
+        QCOMPARE(render(s.stage_ops[1], true),
+                 std::string("F0.0 F0.1 F1.0 F1.1 F2.0 B0.1 W0.1 F2.1 B0.0 W0.0 F3.0 B1.1 W1.1 F3.1 B1.0 W1.0 B2.1 "
+                             "W2.1 B2.0 W2.0 B3.1 B3.0 W3.1 W3.0"));
+        QVERIFY(!s.stage_ops[1][4].overlap_next && s.stage_ops[1][7].overlap_next);
+    }
+
     void specRulesAreExplained()
     {
         struct Case {
@@ -117,6 +174,10 @@ private slots:
             {{ScheduleKind::gpipe, 2, 0, 1, 0.0}, "at least 1 microbatch"},
             {{ScheduleKind::gpipe, 2, 2, 1, -1.0}, "latency"},
             {{ScheduleKind::gpipe, 4096, 1 << 22, 1, 0.0}, "too large"},
+            {{ScheduleKind::zb_v, 4, 8, 1, 0.0}, "exactly 2 model chunks per stage in a V, not 1"},
+            {{ScheduleKind::dualpipe_v, 4, 6, 2, 0.0}, "at least 2N = 8 microbatches"},
+            {{ScheduleKind::zb_h2, 4, 8, 2, 0.0}, "need the interleaved schedule"},
+            {{ScheduleKind::custom, 2, 2, 1, 0.0}, "read from a file"},
         };
         for (const Case& c : cases) {
             const auto problem = error_of([&] { build_schedule(c.spec); });
@@ -137,6 +198,10 @@ private slots:
                 QTest::addRow("gpipe %d %d", n, m) << int(ScheduleKind::gpipe) << n << m << 1;
                 QTest::addRow("1f1b %d %d", n, m) << int(ScheduleKind::one_f_one_b) << n << m << 1;
                 QTest::addRow("zb-h1 %d %d", n, m) << int(ScheduleKind::zb_h1) << n << m << 1;
+                QTest::addRow("zb-h2 %d %d", n, m) << int(ScheduleKind::zb_h2) << n << m << 1;
+                QTest::addRow("zb-v %d %d", n, m) << int(ScheduleKind::zb_v) << n << m << 2;
+                if (m >= 2 * n)
+                    QTest::addRow("dualpipe-v %d %d", n, m) << int(ScheduleKind::dualpipe_v) << n << m << 2;
                 for (int v : {2, 3})
                     if (m % n == 0)
                         QTest::addRow("interleaved %d %d %d", n, m, v) << int(ScheduleKind::interleaved) << n << m << v;

@@ -1,5 +1,7 @@
 #include "widgets/jobs/pipelineplanner.h"
 
+#include "core/pipeline/schedule_csv.h"
+
 #include <QSignalSpy>
 #include <QTest>
 
@@ -26,6 +28,38 @@ private slots:
         QCOMPARE(planner.boundaries(), (std::vector<int>{2, 4, 6}));
         QVERIFY(qAbs(planner.plan()->timeline.bubble_fraction - 3.0 / 11.0) < 1e-9);
         QVERIFY(qAbs(planner.plan()->timeline.closed_form_bubble - 3.0 / 11.0) < 1e-9);
+    }
+
+    void vKindsRunTwoChunksAndCsvSchedulesShowAsRead()
+    {
+        PipelinePlanner planner;
+        planner.setProfile(pl::uniform_profile(16));
+        planner.setSpec({pl::ScheduleKind::one_f_one_b, 4, 8, 1, 0.0});
+        planner.setScheduleKind(pl::ScheduleKind::zb_v);
+        QCOMPARE(planner.spec().virtual_stages, 2); // the V kinds always run two chunks
+        QVERIFY(planner.plan());
+        QCOMPARE(planner.plan()->pieces[7].stage, 0); // the V: stage 0 holds pieces 0 and 7
+        const double zbv = planner.plan()->timeline.makespan;
+
+        // The same op lists read back from their CSV are the same step.
+        const pl::Schedule read = pl::parse_schedule_csv(
+            pl::schedule_csv(pl::build_schedule({pl::ScheduleKind::zb_v, 4, 8, 2, 0.0})), "zbv.csv");
+        QVERIFY(planner.setCustomSchedule(read));
+        QCOMPARE(planner.spec().kind, pl::ScheduleKind::custom);
+        QVERIFY(planner.plan());
+        QCOMPARE(planner.plan()->timeline.makespan, zbv);
+        planner.setStages(2); // a file fixes its stages
+        QCOMPARE(planner.spec().stages, 4);
+        planner.setScheduleKind(pl::ScheduleKind::one_f_one_b);
+        QCOMPARE(planner.spec().virtual_stages, 1);
+        planner.setScheduleKind(pl::ScheduleKind::custom); // comes back
+        QCOMPARE(planner.plan()->timeline.makespan, zbv);
+
+        QString error;
+        pl::Schedule huge = read;
+        huge.spec.microbatches = PipelinePlanner::kMaxMicrobatches + 1;
+        QVERIFY(!planner.setCustomSchedule(huge, &error));
+        QVERIFY2(error.contains(QStringLiteral("shardctl schedule --from-csv")), qPrintable(error));
     }
 
     void movingABoundaryReplansAndGoesManual()
