@@ -17,13 +17,13 @@ std::optional<ConvertOptions> read_options(const QCommandLineParser& parser)
     ConvertOptions options;
     const std::string to = local(parser.value(QStringLiteral("to")));
     if (to.empty()) {
-        fail(kUsage, "convert: --to is required (hf or dcp)");
+        fail(kUsage, "convert: --to is required (hf, dcp or shardscope)");
         return std::nullopt;
     }
     if (auto target = convert_target_from_string(to))
         options.target = *target;
     else {
-        fail(kUsage, "--to must be hf or dcp, not '" + to + "'");
+        fail(kUsage, "--to must be hf, dcp or shardscope, not '" + to + "'");
         return std::nullopt;
     }
     const std::string dtype = local(parser.value(QStringLiteral("dtype")));
@@ -47,6 +47,10 @@ std::optional<ConvertOptions> read_options(const QCommandLineParser& parser)
         fail(kUsage, "--max-shard-size must be a positive size such as 5GB, 500MB or 2GiB, not '" + size + "'");
         return std::nullopt;
     }
+    const auto world = int_option(parser, QStringLiteral("world-size"), 1, 131072);
+    if (!world)
+        return std::nullopt;
+    options.world_size = static_cast<int>(*world);
     const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
     if (!threads)
         return std::nullopt;
@@ -60,11 +64,11 @@ int run_convert(const QStringList& arguments)
 {
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral(
-        "Convert a checkpoint into a Hugging Face folder or a torch DCP. The source is verified and never "
+        "Convert a checkpoint into a Hugging Face folder, a torch DCP or a ShardScope checkpoint. The source is verified and never "
         "modified; the output is written to a temporary folder, verified and renamed into place."));
     parser.addPositionalArgument(QStringLiteral("SRC"), QStringLiteral("Checkpoint folder, root or file."));
     parser.addOptions({
-        {QStringLiteral("to"), QStringLiteral("The output format: hf or dcp."), QStringLiteral("FORMAT")},
+        {QStringLiteral("to"), QStringLiteral("The output format: hf, dcp or shardscope."), QStringLiteral("FORMAT")},
         {QStringLiteral("out"), QStringLiteral("The new folder (must not exist, or be empty)."), QStringLiteral("DIR")},
         {QStringLiteral("dtype"), QStringLiteral("keep, bf16, f16 or f32 (floating tensors only)."),
          QStringLiteral("DTYPE"), QStringLiteral("keep")},
@@ -72,6 +76,8 @@ int run_convert(const QStringList& arguments)
          QStringLiteral("STATES"), QStringLiteral("model")},
         {QStringLiteral("max-shard-size"), QStringLiteral("hf: tensor bytes per file (5GB, 500MB, 2GiB)."),
          QStringLiteral("SIZE"), QStringLiteral("5GB")},
+        {QStringLiteral("world-size"), QStringLiteral("shardscope: the ranks to split the parameters over."),
+         QStringLiteral("N"), QStringLiteral("1")},
         threads_option(),
         json_option(),
     });

@@ -7,6 +7,7 @@
 #include "core/convert/internal/job.h"
 #include "core/open/verify.h"
 #include "core/util/printable.h"
+#include "core/util/volume.h"
 
 #include <cerrno>
 #include <chrono>
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view kTargets[] = {"hf", "dcp"};
+constexpr std::string_view kTargets[] = {"hf", "dcp", "shardscope"};
 constexpr std::string_view kDtypes[] = {"keep", "bf16", "f16", "f32"};
 constexpr std::string_view kStates[] = {"model", "model+optimizer"};
 
@@ -87,6 +88,11 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
             throw Error(ProblemKind::invalid_argument,
                         layout.dir.string() + ": tensor '" + printable(name) + "': its name is not valid UTF-8");
         }
+        uint64_t numel = 0;
+        if (!checked_volume(tensor.shape, numel) || numel > (uint64_t(1) << 58))
+            throw Error(ProblemKind::invalid_manifest,
+                        layout.dir.string() + ": tensor '" + printable(name) +
+                            "': its shape's element count overflows");
         if (!names.insert(name).second)
             throw Error(ProblemKind::invalid_argument,
                         layout.dir.string() + ": two tensors would both be named '" + printable(name) + "'");
@@ -240,9 +246,16 @@ ConvertResult convert_checkpoint(const fs::path& source, const fs::path& out, co
         for (std::size_t i = 0; i < picked.size(); ++i)
             job.copy_total += convert::output_bytes(job, i);
         copy_total = job.copy_total;
-        job.progress = [&](uint64_t copied) { report(source_total + copied); };
+        job.progress = [&](uint64_t copied) {
+            copy_total = job.copy_total; // a writer may count what it writes its own way
+            report(source_total + copied);
+        };
         result.tensor_bytes = job.copy_total;
-        result.files = options.target == ConvertTarget::hf ? convert::write_hf(job) : convert::write_dcp(job);
+        job.step = verified.manifest ? verified.manifest->step : 0;
+        result.files = options.target == ConvertTarget::hf ? convert::write_hf(job)
+            : options.target == ConvertTarget::dcp         ? convert::write_dcp(job)
+                                                           : convert::write_shardscope(job);
+        result.tensor_bytes = job.copy_total;
         if (options.durable)
             fsutil::fsync_or_throw(out_fd.get(), tmp.string());
 
@@ -291,6 +304,8 @@ nlohmann::json convert_result_json(const ConvertResult& result)
                         {"seconds", result.seconds}};
     if (result.options.target == ConvertTarget::hf)
         j["max_shard_size"] = result.options.max_shard_bytes;
+    if (result.options.target == ConvertTarget::shardscope)
+        j["world_size"] = result.options.world_size;
     return j;
 }
 

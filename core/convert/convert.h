@@ -1,9 +1,9 @@
 #pragma once
 // shardctl convert (docs/shardctl.md, "convert"): any checkpoint ShardScope reads, written again as
-// a Hugging Face safetensors folder or a torch Distributed Checkpoint. The source is verified
-// first and never modified; tensors are copied in pieces of kConvertPiece elements (never a whole
-// tensor in memory), into a temporary folder beside the output that is verified, then renamed
-// into place: a cancelled or failed conversion leaves no output.
+// a Hugging Face safetensors folder, a torch Distributed Checkpoint or a ShardScope checkpoint. The
+// source is verified first and never modified; tensors are copied in pieces of kConvertPiece
+// elements (never a whole tensor in memory), into a temporary folder beside the output that is
+// verified, then renamed into place: a cancelled or failed conversion leaves no output.
 
 #include "core/checkpoint/state.h"
 #include "core/checkpoint/verify.h"
@@ -19,7 +19,7 @@
 
 namespace shardscope {
 
-enum class ConvertTarget { hf, dcp };
+enum class ConvertTarget { hf, dcp, shardscope };
 enum class ConvertDtype { keep, bf16, f16, f32 };
 enum class ConvertStates { model, model_optimizer };
 
@@ -42,6 +42,7 @@ struct ConvertOptions {
     ConvertDtype dtype = ConvertDtype::keep;
     ConvertStates states = ConvertStates::model;
     uint64_t max_shard_bytes = 5'000'000'000; // hf: a file's tensor bytes (a larger tensor is alone)
+    int world_size = 1; // shardscope: the ranks the flat vector is split over
     int threads = 0; // for verifying the source and the output
     bool durable = true; // fsync the files and the folder
     const std::atomic<bool>* cancel = nullptr;
@@ -81,8 +82,8 @@ struct ConvertResult {
 ConvertResult convert_checkpoint(const std::filesystem::path& source, const std::filesystem::path& out,
                                  const ConvertOptions& options);
 
-// The convert --json object: ok, source {path, format}, out, to, dtype, states, tensors, files,
-// bytes, seconds.
+// The convert --json object: ok, source {path, format}, out, to, dtype, states, max_shard_size (hf),
+// world_size (shardscope), tensors, tensors_cast, tensor_bytes, files, bytes, verified, seconds.
 nlohmann::json convert_result_json(const ConvertResult& result);
 
 } // namespace shardscope

@@ -61,21 +61,19 @@ uint64_t output_bytes(const ConvertJob& job, std::size_t i)
     return numel * element_size(job.out_types[i]);
 }
 
-void copy_tensor(ConvertJob& job, std::size_t i, const std::function<void(const std::byte*, std::size_t)>& sink)
+void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to, uint64_t first, uint64_t count,
+                   const std::function<void(const std::byte*, std::size_t)>& sink)
 {
-    const TensorContent& tensor = job.source.tensors[job.picked[i]];
     inspect::TensorReader reader(job.source_fd, job.source.dir, tensor);
-    const ElementType to = job.out_types[i];
     const std::size_t in_size = element_size(tensor.type), out_size = element_size(to);
-    const uint64_t numel = reader.numel();
-    const uint64_t piece = std::min<uint64_t>(numel, kConvertPiece);
+    const uint64_t piece = std::min<uint64_t>(count, kConvertPiece);
     std::vector<std::byte> in(static_cast<std::size_t>(piece) * in_size);
     std::vector<std::byte> out(tensor.type == to ? 0 : static_cast<std::size_t>(piece) * out_size);
-    for (uint64_t first = 0; first < numel; first += piece) {
+    for (uint64_t done = 0; done < count; done += piece) {
         if (job.options.cancel && job.options.cancel->load(std::memory_order_relaxed))
             throw Error(ProblemKind::cancelled, job.out_dir.string() + ": conversion cancelled");
-        const auto n = static_cast<std::size_t>(std::min(piece, numel - first));
-        if (auto problem = reader.read(first, n, in.data()))
+        const auto n = static_cast<std::size_t>(std::min(piece, count - done));
+        if (auto problem = reader.read(first + done, n, in.data()))
             throw Error(*problem);
         if (tensor.type == to) {
             sink(in.data(), n * in_size);
@@ -87,6 +85,13 @@ void copy_tensor(ConvertJob& job, std::size_t i, const std::function<void(const 
         if (job.progress)
             job.progress(job.copied);
     }
+}
+
+void copy_tensor(ConvertJob& job, std::size_t i, const std::function<void(const std::byte*, std::size_t)>& sink)
+{
+    const TensorContent& tensor = job.source.tensors[job.picked[i]];
+    const inspect::TensorReader sized(job.source_fd, job.source.dir, tensor);
+    copy_elements(job, tensor, job.out_types[i], 0, sized.numel(), sink);
 }
 
 } // namespace shardscope::convert

@@ -26,6 +26,7 @@ struct ConvertJob {
     std::vector<ElementType> out_types;
     uint64_t copy_total = 0; // bytes to write, for progress
     uint64_t copied = 0;
+    uint64_t step = 0; // the source's training step, where it records one (ShardScope)
     std::function<void(uint64_t copied)> progress;
 };
 
@@ -54,11 +55,17 @@ private:
 // part cannot be read, cancelled when the cancel flag is set.
 void copy_tensor(ConvertJob& job, std::size_t i, const std::function<void(const std::byte*, std::size_t)>& sink);
 
+// Elements [first, first + count) of `tensor` (row-major) as `to`, in pieces, to `sink`.
+void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to, uint64_t first, uint64_t count,
+                   const std::function<void(const std::byte*, std::size_t)>& sink);
+
 // Bytes of output tensor `i`.
 uint64_t output_bytes(const ConvertJob& job, std::size_t i);
 
-// Writes the job as a Hugging Face folder / a torch DCP folder; returns the files written.
+// Writes the job as a Hugging Face folder / a torch DCP folder / a ShardScope checkpoint; returns
+// the files written.
 std::vector<ConvertedFile> write_hf(ConvertJob& job);
 std::vector<ConvertedFile> write_dcp(ConvertJob& job);
+std::vector<ConvertedFile> write_shardscope(ConvertJob& job);
 
 } // namespace shardscope::convert

@@ -82,6 +82,22 @@ private slots:
         QCOMPARE(run.exit_code, 0);
         QVERIFY2(run.out.contains("1 tensors"), run.out.constData());
         QCOMPARE(shardctl({QStringLiteral("diff"), qs(dir / "dcp"), qs(dir / "dcp2")}).exit_code, 0);
+        // And as a ShardScope checkpoint of two ranks: F32 kept needs a 16-bit dtype (exit 2),
+        // bf16 verifies and its params are their masters rounded.
+        run = shardctl(convert_args(dir / "dcp", "shardscope", dir / "native")
+                       << QStringLiteral("--world-size") << QStringLiteral("2"));
+        QCOMPARE(run.exit_code, 2);
+        QCOMPARE(run.json().at("error").at("kind").get<std::string>(), std::string("invalid_argument"));
+        QVERIFY(!fs::exists(dir / "native"));
+        run = shardctl(convert_args(dir / "dcp", "shardscope", dir / "native")
+                       << QStringLiteral("--world-size") << QStringLiteral("2") << QStringLiteral("--dtype")
+                       << QStringLiteral("bf16"));
+        QCOMPARE(run.exit_code, 0);
+        QCOMPARE(run.json().at("world_size").get<int>(), 2);
+        QCOMPARE(run.json().at("tensors_cast").get<int>(), 1);
+        QCOMPARE(run.json().at("tensor_bytes").get<int>(), 40 * 14);
+        QCOMPARE(shardctl({QStringLiteral("verify"), qs(dir / "native")}).exit_code, 0);
+        QCOMPARE(shardctl({QStringLiteral("stats"), qs(dir / "native")}).exit_code, 0);
     }
 
     void shardscopeToHfSplitAndCast()
@@ -171,14 +187,15 @@ private slots:
         // Usage errors: one JSON object, kind usage, exit 2.
         for (const QStringList& extra : {QStringList{QStringLiteral("--max-shard-size"), QStringLiteral("5XB")},
                                          QStringList{QStringLiteral("--dtype"), QStringLiteral("int4")},
-                                         QStringList{QStringLiteral("--states"), QStringLiteral("all")}}) {
+                                         QStringList{QStringLiteral("--states"), QStringLiteral("all")},
+                                         QStringList{QStringLiteral("--world-size"), QStringLiteral("0")}}) {
             run = shardctl(convert_args(dir / "dcp", "hf", dir / "new") + extra);
             QCOMPARE(run.exit_code, 2);
             QCOMPARE(run.json().at("error").at("kind").get<std::string>(), std::string("usage"));
         }
         run = shardctl(convert_args(dir / "dcp", "onnx", dir / "new"));
         QCOMPARE(run.exit_code, 2);
-        QVERIFY(run.err.contains("--to must be hf or dcp"));
+        QVERIFY(run.err.contains("--to must be hf, dcp or shardscope"));
         QVERIFY(!fs::exists(dir / "new"));
     }
 };

@@ -155,6 +155,77 @@ private slots:
         QVERIFY(identical(dir / "native", dir / "dcp"));
     }
 
+    // --to shardscope: a native checkpoint with its optimizer states at another world size is
+    // identical in every state (a reshard through convert); an F16 safetensors file at world size 3
+    // is identical in its param state, its masters the same values in F32 (stats: params match
+    // masters), its moments zero; F32 parameters need --dtype bf16 or f16.
+    void toShardscope()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        const uint64_t numel = 5000;
+        SaveOptions save;
+        save.tensors = demo_tensor_layout(numel);
+        save_sharded(make_demo_state(4, numel, 2, ParamDtype::BF16), dir / "native", 42, save);
+        ConvertOptions options = options_for(ConvertTarget::shardscope);
+        options.states = ConvertStates::model_optimizer;
+        options.world_size = 5;
+        const ConvertResult all = convert_checkpoint(dir / "native", dir / "w5", options);
+        QCOMPARE(all.files.size(), std::size_t(6)); // five ranks and the manifest
+        QCOMPARE(all.tensor_bytes, numel * 14);
+        QCOMPARE(all.output_verify.manifest->step, uint64_t(42));
+        QCOMPARE(all.output_verify.manifest->world_size, 5);
+        const DiffReport report = diff_checkpoints(dir / "native", dir / "w5", DiffOptions{});
+        QCOMPARE(report.tensors.size(), 4 * save.tensors.size());
+        QVERIFY(report.identical());
+
+        fs::create_directories(dir / "st");
+        std::vector<uint16_t> halves;
+        for (int i = 0; i < 300; ++i)
+            halves.push_back(float_to_f16(0.01f * float(i) - 1.0f));
+        write_safetensors(dir / "st" / "model.safetensors",
+                          {{{.name = "w", .dtype = "F16", .shape = {20, 10}},
+                            bytes_of(std::vector(halves.begin(), halves.begin() + 200))},
+                           {{.name = "b", .dtype = "F16", .shape = {100}},
+                            bytes_of(std::vector(halves.begin() + 200, halves.end()))}});
+        options = options_for(ConvertTarget::shardscope);
+        options.world_size = 3;
+        const ConvertResult model = convert_checkpoint(dir / "st" / "model.safetensors", dir / "w3", options);
+        QCOMPARE(model.output_verify.manifest->param_dtype, ParamDtype::F16);
+        QCOMPARE(model.output_verify.manifest->param_numel_total, uint64_t(300));
+        QCOMPARE(model.output_verify.manifest->tensors.at(1).offset, uint64_t(200));
+        QVERIFY(model.output_verify.manifest->health().has_value());
+        QCOMPARE(model.output_verify.manifest->health()->param_master_mismatch, uint64_t(0));
+        const DiffReport params = diff_checkpoints(dir / "st" / "model.safetensors", dir / "w3", DiffOptions{});
+        QVERIFY(params.states_as_param);
+        QVERIFY(params.identical());
+
+        options.world_size = 1;
+        try {
+            ConvertOptions f32 = options;
+            f32.dtype = ConvertDtype::f32;
+            convert_checkpoint(dir / "native", dir / "f32", f32);
+            QFAIL("F32 parameters were written natively");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_argument);
+        }
+        write_boxed_dcp(dir / "dcp");
+        try {
+            convert_checkpoint(dir / "dcp", dir / "from-f32", options);
+            QFAIL("F32 tensors were kept as native parameters");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("'layer.w' is F32") != std::string::npos, e.what());
+        }
+        QVERIFY(!fs::exists(dir / "f32") && !fs::exists(dir / "from-f32"));
+        options.dtype = ConvertDtype::bf16;
+        convert_checkpoint(dir / "dcp", dir / "from-f32", options);
+        DiffOptions close;
+        close.rtol = std::ldexp(1.0, -8);
+        const DiffReport cast = diff_checkpoints(dir / "dcp", dir / "from-f32", close);
+        for (const auto& t : cast.tensors)
+            QCOMPARE(t.sums.changed, uint64_t(0));
+    }
+
     void maxShardSizeSplitsFiles()
     {
         QTemporaryDir tmp;
