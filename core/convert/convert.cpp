@@ -9,6 +9,7 @@
 #include "core/util/printable.h"
 #include "core/util/volume.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -69,19 +70,33 @@ void check_destination(const fs::path& source_dir, const fs::path& out)
     }
 }
 
+// A foreign tensor that is optimizer state, by the names the training frameworks save it under:
+// DeepSpeed's *optim_states.pt files, and keys under optimizer / optimizer_state_dict / optim
+// (Megatron's model_optim_rng.pt, DeepSpeed's optimizer files, torchtitan's DCP).
+bool is_optimizer_tensor(const TensorContent& tensor)
+{
+    const std::string first = tensor.name.substr(0, tensor.name.find('.'));
+    if (first == "optimizer" || first == "optimizer_state_dict" || first == "optim")
+        return true;
+    return !tensor.parts.empty() && std::all_of(tensor.parts.begin(), tensor.parts.end(), [](const TensorPart& p) {
+        return p.file.find("optim_states") != std::string::npos;
+    });
+}
+
 // The tensors to write, in the source's order, and their names: a ShardScope param (and a foreign
 // tensor) keeps its name; with model+optimizer, ShardScope's other states become
-// optim.<state>.<name>.
+// optim.<state>.<name> and a foreign format's optimizer tensors keep theirs.
 void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector<std::size_t>& picked,
                   std::vector<ConvertedTensor>& tensors)
 {
     std::set<std::string> names;
     for (std::size_t t = 0; t < layout.tensors.size(); ++t) {
         const TensorContent& tensor = layout.tensors[t];
-        const bool model = tensor.state.empty() || tensor.state == "param";
+        const bool model = tensor.state.empty() ? !is_optimizer_tensor(tensor) : tensor.state == "param";
         if (!model && states == ConvertStates::model)
             continue;
-        const std::string name = model ? tensor.name : "optim." + tensor.state + "." + tensor.name;
+        const bool native_state = !model && !tensor.state.empty();
+        const std::string name = native_state ? "optim." + tensor.state + "." + tensor.name : tensor.name;
         try {
             (void)nlohmann::json(name).dump(); // safetensors headers and the index are JSON: UTF-8 only
         } catch (const nlohmann::json::exception&) {
@@ -100,6 +115,7 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
         tensors.push_back({.name = name,
                            .source_name = tensor.name,
                            .source_state = tensor.state,
+                           .model = model,
                            .dtype_in = std::string(to_string(tensor.type)),
                            .shape = tensor.shape});
     }
@@ -184,10 +200,18 @@ std::optional<uint64_t> parse_byte_size(std::string_view text)
     return std::nullopt;
 }
 
-ConvertResult convert_checkpoint(const fs::path& source, const fs::path& out, const ConvertOptions& options)
+ConvertResult convert_checkpoint(const fs::path& source, const fs::path& given_out, const ConvertOptions& options)
 {
     const auto started = std::chrono::steady_clock::now();
-    ConvertResult result{.source = source, .out = out, .options = options};
+    ConvertResult result{.source = source, .out = given_out, .options = options};
+    // "out/" names the folder "out"; "." and ".." cannot be renamed onto.
+    const fs::path out = given_out.has_filename() ? given_out : given_out.parent_path();
+    if (out.empty() || out.filename() == "." || out.filename() == "..")
+        throw Error(ProblemKind::invalid_argument,
+                    given_out.string() + ": the output must name a new folder (not '.' or '..')", given_out.string());
+    if (options.world_size < 1)
+        throw Error(ProblemKind::invalid_argument,
+                    "the world size must be at least 1, not " + std::to_string(options.world_size));
 
     // Progress over the three passes: the source's bytes read by verify, the output's written,
     // then read back. The output's size is known once the tensors are laid out.

@@ -54,6 +54,7 @@ struct ConvertOptions {
 struct ConvertedTensor {
     std::string name; // in the output
     std::string source_name, source_state; // in the source ("" state for formats without states)
+    bool model = true; // false: optimizer state (a ShardScope state other than param, or by name)
     std::string dtype_in, dtype_out;
     std::vector<uint64_t> shape;
     std::string file; // the output file holding it

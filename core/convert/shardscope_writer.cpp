@@ -59,10 +59,15 @@ std::vector<FlatTensor> lay_out_flat(const ConvertJob& job, ParamDtype dtype)
     std::vector<std::size_t> model;
     for (std::size_t i = 0; i < job.tensors.size(); ++i) {
         const ConvertedTensor& t = job.tensors[i];
-        if (t.source_state.empty() || t.source_state == "param")
+        if (t.model)
             model.push_back(i);
-        else
+        else if (!t.source_state.empty())
             states[{t.source_name, t.source_state}] = &job.source.tensors[job.picked[i]];
+        else // no rule says which parameter a framework's optimizer tensor belongs to
+            throw Error(ProblemKind::invalid_argument,
+                        job.source.dir.string() + ": tensor '" + printable(t.name) +
+                            "' is optimizer state: --to shardscope carries the optimizer states of ShardScope "
+                            "sources only; give --states model");
     }
     std::vector<FlatTensor> flat;
     uint64_t offset = 0;
@@ -95,7 +100,7 @@ std::vector<ConvertedFile> write_shardscope(ConvertJob& job)
 {
     std::vector<std::size_t> model;
     for (std::size_t i = 0; i < job.tensors.size(); ++i)
-        if (job.tensors[i].source_state.empty() || job.tensors[i].source_state == "param")
+        if (job.tensors[i].model)
             model.push_back(i);
     const ParamDtype dtype = param_dtype_for(job, model);
     const std::vector<FlatTensor> flat = lay_out_flat(job, dtype);
@@ -168,8 +173,7 @@ std::vector<ConvertedFile> write_shardscope(ConvertJob& job)
     commit(job.out_dir, std::move(records), meta, job.options.durable);
     for (ConvertedTensor& t : job.tensors) {
         t.file = world == 1 ? shard_file_name(0) : "rank*.safetensors";
-        const bool param = t.source_state.empty() || t.source_state == "param";
-        t.dtype_out = param ? std::string(to_string(dtype)) : "F32";
+        t.dtype_out = t.model ? std::string(to_string(dtype)) : "F32";
     }
     const uint64_t manifest = std::filesystem::file_size(job.out_dir / "manifest.json");
     files.push_back({.name = "manifest.json", .bytes = manifest});
