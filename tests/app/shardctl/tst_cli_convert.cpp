@@ -4,6 +4,7 @@
 // corrupt source, an existing output, bad flags) one JSON object, with nothing written.
 
 #include "foreign_fixtures.h"
+#include "hostile_corpus.h"
 #include "testutil.h"
 
 #include <QProcess>
@@ -157,6 +158,38 @@ private slots:
         const QByteArray err = python.readAllStandardError();
         QVERIFY2(python.exitCode() == 0, err.constData());
         QCOMPARE(python.readAllStandardOutput().trimmed(), QByteArray("equal 5"));
+    }
+
+    // Every case of the hostile corpus (damaged, forged and escaping checkpoints): convert refuses
+    // it with exit 1 or 2, one JSON object, one sentence per stderr line (the first naming the
+    // case's file), no crash or hang, the corpus unchanged and no output or temporary folder.
+    void hostileCorpusIsRefused()
+    {
+        QTemporaryDir tmp, outputs;
+        const hostile::Corpus corpus = hostile::make_corpus(fs::path(tmp.path().toStdString()));
+        const auto before = hostile::snapshot(corpus.root);
+        const fs::path out_dir = outputs.path().toStdString();
+        int refused = 0;
+        for (const hostile::Case& c : corpus.cases) {
+            if (!c.skipped.empty())
+                continue;
+            const Run run = shardctl(convert_args(c.path, "hf", out_dir / c.name), 30000);
+            QVERIFY2(run.exit_code == 1 || run.exit_code == 2,
+                     qPrintable(QString::fromStdString(c.name) + QStringLiteral(": exit ") +
+                                QString::number(run.exit_code) + QStringLiteral(" ") + QString::fromUtf8(run.err)));
+            QCOMPARE(run.json().at("ok").get<bool>(), false);
+            const QStringList lines = QString::fromUtf8(run.err).trimmed().split(QLatin1Char('\n'));
+            for (const QString& line : lines) {
+                QVERIFY2(line.startsWith(QStringLiteral("shardctl: ")), qPrintable(line));
+                QVERIFY2(!line.contains(QStringLiteral("internal error")), qPrintable(line));
+            }
+            QVERIFY2(lines.first().contains(QString::fromStdString(c.names)),
+                     qPrintable(QString::fromStdString(c.name) + QStringLiteral(": ") + lines.first()));
+            ++refused;
+        }
+        QVERIFY(refused >= 30);
+        QVERIFY(fs::is_empty(out_dir));
+        QVERIFY(hostile::snapshot(corpus.root) == before);
     }
 
     void failuresWriteNothing()
