@@ -93,21 +93,33 @@ std::string tensor_pickle(const TorchType& type, const std::vector<uint64_t>& sh
     return p.finish();
 }
 
+// Sizes and offsets from 4 GiB - 1 on take zip64 records (an embedding of 2^31 BF16 values is
+// 4 GiB): the 32-bit field saturated, the value in the zip64 extra field, as miniz (torch) writes.
+constexpr uint64_t kSaturated = 0xffffffffull;
+
 // A stored (uncompressed) zip entry's local header; CRC-32 patched in once the data is written.
 std::string local_header(const std::string& name, uint32_t crc, uint64_t size)
 {
+    const bool zip64 = size >= kSaturated;
     std::string h;
     put_le(h, 0x04034b50, 4);
-    put_le(h, 20, 2); // version needed
+    put_le(h, zip64 ? 45 : 20, 2); // version needed
     put_le(h, 0, 2); // flags
     put_le(h, 0, 2); // stored
     put_le(h, 0, 4); // time, date
     put_le(h, crc, 4);
-    put_le(h, size, 4);
-    put_le(h, size, 4);
+    put_le(h, zip64 ? kSaturated : size, 4);
+    put_le(h, zip64 ? kSaturated : size, 4);
     put_le(h, name.size(), 2);
-    put_le(h, 0, 2);
-    return h + name;
+    put_le(h, zip64 ? 20 : 0, 2);
+    h += name;
+    if (zip64) {
+        put_le(h, 0x0001, 2);
+        put_le(h, 16, 2);
+        put_le(h, size, 8);
+        put_le(h, size, 8);
+    }
+    return h;
 }
 
 struct ZipEntry {
@@ -120,31 +132,60 @@ std::string central_directory(const std::vector<ZipEntry>& entries, uint64_t cd_
 {
     std::string cd;
     for (const ZipEntry& e : entries) {
+        std::string extra; // only the saturated fields, in the order the format fixes
+        if (e.size >= kSaturated) {
+            put_le(extra, e.size, 8);
+            put_le(extra, e.size, 8);
+        }
+        if (e.offset >= kSaturated)
+            put_le(extra, e.offset, 8);
         put_le(cd, 0x02014b50, 4);
-        put_le(cd, 20, 2); // made by
-        put_le(cd, 20, 2); // needed
+        put_le(cd, extra.empty() ? 20 : 45, 2); // made by
+        put_le(cd, extra.empty() ? 20 : 45, 2); // needed
         put_le(cd, 0, 2);
         put_le(cd, 0, 2);
         put_le(cd, 0, 4);
         put_le(cd, e.crc, 4);
-        put_le(cd, e.size, 4);
-        put_le(cd, e.size, 4);
+        put_le(cd, std::min(e.size, kSaturated), 4);
+        put_le(cd, std::min(e.size, kSaturated), 4);
         put_le(cd, e.name.size(), 2);
-        put_le(cd, 0, 2); // extra
+        put_le(cd, extra.empty() ? 0 : extra.size() + 4, 2);
         put_le(cd, 0, 2); // comment
         put_le(cd, 0, 2); // disk
         put_le(cd, 0, 2); // internal attributes
         put_le(cd, 0, 4); // external attributes
-        put_le(cd, e.offset, 4);
+        put_le(cd, std::min(e.offset, kSaturated), 4);
         cd += e.name;
+        if (!extra.empty()) {
+            put_le(cd, 0x0001, 2);
+            put_le(cd, extra.size(), 2);
+            cd += extra;
+        }
     }
     const uint64_t cd_size = cd.size();
+    if (cd_offset >= kSaturated) { // the zip64 end record and its locator, then the saturated one
+        const uint64_t record_at = cd_offset + cd_size;
+        put_le(cd, 0x06064b50, 4);
+        put_le(cd, 44, 8); // the record's size after this field
+        put_le(cd, 45, 2);
+        put_le(cd, 45, 2);
+        put_le(cd, 0, 4);
+        put_le(cd, 0, 4);
+        put_le(cd, entries.size(), 8);
+        put_le(cd, entries.size(), 8);
+        put_le(cd, cd_size, 8);
+        put_le(cd, cd_offset, 8);
+        put_le(cd, 0x07064b50, 4);
+        put_le(cd, 0, 4);
+        put_le(cd, record_at, 8);
+        put_le(cd, 1, 4);
+    }
     put_le(cd, 0x06054b50, 4);
     put_le(cd, 0, 4); // disks
     put_le(cd, entries.size(), 2);
     put_le(cd, entries.size(), 2);
     put_le(cd, cd_size, 4);
-    put_le(cd, cd_offset, 4);
+    put_le(cd, std::min(cd_offset, kSaturated), 4);
     put_le(cd, 0, 2);
     return cd;
 }
@@ -157,11 +198,6 @@ uint64_t write_item(ConvertJob& job, std::size_t i, const TorchType& type, Outpu
     uint64_t numel = 1;
     for (const uint64_t d : job.tensors[i].shape)
         numel *= d;
-    // Without zip64 records an entry and its offsets stay below 4 GiB.
-    if (bytes >= 0xffffffffull - (1u << 20))
-        throw Error(ProblemKind::invalid_argument,
-                    (job.out_dir / kDataFile).string() + ": tensor '" + printable(job.tensors[i].name) + "': its " +
-                        std::to_string(bytes) + " bytes are more than a DCP item of this version holds (4 GiB)");
     std::vector<ZipEntry> entries;
     const auto small = [&](const std::string& name, const std::string& data) {
         const auto crc = static_cast<uint32_t>(
