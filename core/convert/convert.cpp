@@ -227,14 +227,16 @@ ConvertResult convert_checkpoint(const fs::path& source, const fs::path& given_o
     });
     // A single file's output may sit beside it; a folder's never inside it.
     std::error_code ec;
-    check_destination(fs::is_regular_file(source, ec) ? source : verified.dir, out);
+    const bool single_file = fs::is_regular_file(source, ec);
+    check_destination(single_file ? source : verified.dir, out);
 
+    // The step verify read, not the root again: a training job may move `latest` meanwhile.
     ContentOptions layout_options;
     layout_options.cancel = options.cancel;
-    const ContentReport layout = plan_content(source, layout_options);
+    const ContentReport layout = plan_content(single_file ? source : verified.dir, layout_options);
     if (!layout.problems.empty())
         throw Error(layout.problems.front());
-    if (!fs::is_regular_file(source, ec))
+    if (!single_file)
         result.source = layout.dir; // the step a root names
     result.source_format = layout.format;
 

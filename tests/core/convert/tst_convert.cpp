@@ -361,7 +361,7 @@ private slots:
             const double got = bf16_to_float(bits);
             const double v = values[i];
             // Half a BF16 step (8 significant bits) of the reference, and never the farther neighbour.
-            const double half_step = std::ldexp(1.0, std::ilogb(v) - 8);
+            const double half_step = v == 0 ? 0.0 : std::ldexp(1.0, std::ilogb(v) - 8);
             if (std::abs(got - v) > half_step)
                 QFAIL(qPrintable(QStringLiteral("element %1: %2 became %3").arg(i).arg(v, 0, 'g', 17).arg(got)));
         }
