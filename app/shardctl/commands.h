@@ -20,5 +20,6 @@ int run_profile(const QStringList& arguments);
 int run_report(const QStringList& arguments);
 int run_stats(const QStringList& arguments);
 int run_diff(const QStringList& arguments);
+int run_convert(const QStringList& arguments);
 
 } // namespace shardctl

@@ -31,6 +31,7 @@ const Command kCommands[] = {
     {"report", shardctl::run_report, "write the inspection report (json, md or html)"},
     {"stats", shardctl::run_stats, "statistics and health checks of every tensor's values"},
     {"diff", shardctl::run_diff, "what changed between two checkpoints, tensor by tensor"},
+    {"convert", shardctl::run_convert, "write a checkpoint as a Hugging Face folder, a torch DCP or ShardScope"},
 };
 
 void print_usage(std::ostream& out)

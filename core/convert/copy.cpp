@@ -1,0 +1,97 @@
+// Creating output files and streaming tensors into them (internal/job.h).
+
+#include "core/convert/internal/cast.h"
+#include "core/convert/internal/job.h"
+#include "core/inspect/internal/tensor_reader.h"
+
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
+
+namespace shardscope::convert {
+
+OutputFile::OutputFile(const ConvertJob& job, std::string name)
+    : m_job(job), m_name(std::move(name)), m_display((job.out_dir / m_name).string())
+{
+    m_fd = fsutil::create_exclusive(job.out_fd, m_name);
+    if (!m_fd)
+        failed("cannot create it");
+}
+
+void OutputFile::failed(const std::string& what) const
+{
+    throw Error(ProblemKind::io_error, m_display + ": " + what + ": " + std::strerror(errno), m_name);
+}
+
+void OutputFile::write(const void* data, std::size_t size)
+{
+    if (!fsutil::write_all(m_fd.get(), data, size))
+        failed("write failed at byte " + std::to_string(m_written));
+    m_written += size;
+}
+
+void OutputFile::patch(uint64_t offset, const void* data, std::size_t size)
+{
+    const auto* bytes = static_cast<const char*>(data);
+    while (size > 0) {
+        const ssize_t n = ::pwrite(m_fd.get(), bytes, size, static_cast<off_t>(offset));
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            failed("write failed at byte " + std::to_string(offset));
+        }
+        bytes += n;
+        offset += static_cast<uint64_t>(n);
+        size -= static_cast<std::size_t>(n);
+    }
+}
+
+void OutputFile::finish()
+{
+    if (m_job.options.durable)
+        fsutil::fsync_or_throw(m_fd.get(), m_display);
+}
+
+uint64_t output_bytes(const ConvertJob& job, std::size_t i)
+{
+    const TensorContent& t = job.source.tensors[job.picked[i]];
+    uint64_t numel = 1;
+    for (const uint64_t d : t.shape)
+        numel *= d; // the reader refuses shapes whose count overflows before anything is written
+    return numel * element_size(job.out_types[i]);
+}
+
+void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to, uint64_t first, uint64_t count,
+                   const std::function<void(const std::byte*, std::size_t)>& sink)
+{
+    inspect::TensorReader reader(job.source_fd, job.source.dir, tensor);
+    const std::size_t in_size = element_size(tensor.type), out_size = element_size(to);
+    const uint64_t piece = std::min<uint64_t>(count, kConvertPiece);
+    std::vector<std::byte> in(static_cast<std::size_t>(piece) * in_size);
+    std::vector<std::byte> out(tensor.type == to ? 0 : static_cast<std::size_t>(piece) * out_size);
+    for (uint64_t done = 0; done < count; done += piece) {
+        if (job.options.cancel && job.options.cancel->load(std::memory_order_relaxed))
+            throw Error(ProblemKind::cancelled, job.out_dir.string() + ": conversion cancelled");
+        const auto n = static_cast<std::size_t>(std::min(piece, count - done));
+        if (auto problem = reader.read(first + done, n, in.data()))
+            throw Error(*problem);
+        if (tensor.type == to) {
+            sink(in.data(), n * in_size);
+        } else {
+            cast_elements(tensor.type, in.data(), n, to, out.data());
+            sink(out.data(), n * out_size);
+        }
+        job.copied += n * out_size;
+        if (job.progress)
+            job.progress(job.copied);
+    }
+}
+
+void copy_tensor(ConvertJob& job, std::size_t i, const std::function<void(const std::byte*, std::size_t)>& sink)
+{
+    const TensorContent& tensor = job.source.tensors[job.picked[i]];
+    const inspect::TensorReader sized(job.source_fd, job.source.dir, tensor);
+    copy_elements(job, tensor, job.out_types[i], 0, sized.numel(), sink);
+}
+
+} // namespace shardscope::convert

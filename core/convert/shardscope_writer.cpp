@@ -1,0 +1,183 @@
+// --to shardscope: the model's tensors laid end to end in the flat parameter vector, rank r of M
+// holding [floor(P·r/M), floor(P·(r+1)/M)) as reshard lays it out, each rank file streamed
+// through the shard writer (hashed as written), and the manifest committed last (format.md, 5).
+// The four states: param in the 16-bit dtype; master, exp_avg and exp_avg_sq from a ShardScope
+// source's own states with model+optimizer, otherwise the master is the source's value in F32 and
+// the two moments are zero (a fresh optimizer).
+
+#include "core/checkpoint/internal/shardfile.h"
+#include "core/checkpoint/manifest.h"
+#include "core/checkpoint/save.h"
+#include "core/convert/internal/job.h"
+#include "core/util/printable.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace shardscope::convert {
+
+namespace {
+
+constexpr const char* kStates[4] = {"param", "master", "exp_avg", "exp_avg_sq"};
+
+// Where one state of one flat tensor comes from: a source tensor read as `type`, or zeros.
+struct StateSource {
+    const TensorContent* tensor = nullptr;
+    ElementType type = ElementType::F32;
+};
+
+struct FlatTensor {
+    TensorInfo info;
+    StateSource states[4];
+};
+
+ParamDtype param_dtype_for(const ConvertJob& job, const std::vector<std::size_t>& model)
+{
+    switch (job.options.dtype) {
+    case ConvertDtype::bf16: return ParamDtype::BF16;
+    case ConvertDtype::f16: return ParamDtype::F16;
+    case ConvertDtype::f32:
+        throw Error(ProblemKind::invalid_argument,
+                    "--to shardscope keeps parameters in bf16 or f16: --dtype f32 cannot be written");
+    case ConvertDtype::keep: break;
+    }
+    const ElementType first = model.empty() ? ElementType::BF16 : job.out_types[model.front()];
+    for (const std::size_t i : model)
+        if (job.out_types[i] != first || (first != ElementType::BF16 && first != ElementType::F16))
+            throw Error(ProblemKind::invalid_argument,
+                        job.source.dir.string() + ": tensor '" + printable(job.tensors[i].name) + "' is " +
+                            job.tensors[i].dtype_out +
+                            ": --to shardscope keeps parameters in one 16-bit dtype; give --dtype bf16 or f16");
+    return first == ElementType::F16 ? ParamDtype::F16 : ParamDtype::BF16;
+}
+
+std::vector<FlatTensor> lay_out_flat(const ConvertJob& job, ParamDtype dtype)
+{
+    // A ShardScope source's other states, by tensor name, when they are carried.
+    std::map<std::pair<std::string, std::string>, const TensorContent*> states;
+    std::vector<std::size_t> model;
+    for (std::size_t i = 0; i < job.tensors.size(); ++i) {
+        const ConvertedTensor& t = job.tensors[i];
+        if (t.model)
+            model.push_back(i);
+        else if (!t.source_state.empty())
+            states[{t.source_name, t.source_state}] = &job.source.tensors[job.picked[i]];
+        else // no rule says which parameter a framework's optimizer tensor belongs to
+            throw Error(ProblemKind::invalid_argument,
+                        job.source.dir.string() + ": tensor '" + printable(t.name) +
+                            "' is optimizer state: --to shardscope carries the optimizer states of ShardScope "
+                            "sources only; give --states model");
+    }
+    std::vector<FlatTensor> flat;
+    uint64_t offset = 0;
+    const ElementType param_type = dtype == ParamDtype::BF16 ? ElementType::BF16 : ElementType::F16;
+    for (const std::size_t i : model) {
+        const TensorContent& source = job.source.tensors[job.picked[i]];
+        if (!is_floating(source.type))
+            throw Error(ProblemKind::invalid_argument,
+                        job.source.dir.string() + ": tensor '" + printable(source.name) + "' is " +
+                            std::string(to_string(source.type)) +
+                            ": a ShardScope checkpoint holds floating-point parameters only");
+        uint64_t numel = 1;
+        for (const uint64_t d : source.shape)
+            numel *= d;
+        FlatTensor f{.info = {.name = job.tensors[i].name, .shape = source.shape, .offset = offset, .numel = numel}};
+        f.states[0] = {.tensor = &source, .type = param_type};
+        f.states[1] = {.tensor = &source, .type = ElementType::F32};
+        for (int s = 1; s < 4; ++s)
+            if (auto it = states.find({source.name, kStates[s]}); it != states.end())
+                f.states[s] = {.tensor = it->second, .type = ElementType::F32};
+        flat.push_back(f);
+        offset += numel;
+    }
+    return flat;
+}
+
+} // namespace
+
+std::vector<ConvertedFile> write_shardscope(ConvertJob& job)
+{
+    std::vector<std::size_t> model;
+    for (std::size_t i = 0; i < job.tensors.size(); ++i)
+        if (job.tensors[i].model)
+            model.push_back(i);
+    const ParamDtype dtype = param_dtype_for(job, model);
+    const std::vector<FlatTensor> flat = lay_out_flat(job, dtype);
+    const uint64_t total = flat.empty() ? 0 : flat.back().info.offset + flat.back().info.numel;
+    const int world = job.options.world_size;
+    // What is written: 14 bytes a parameter, whatever the states' sources.
+    job.copy_total = total * 14;
+
+    WriteOptions write;
+    write.durable = job.options.durable;
+    write.cancel = job.options.cancel;
+    std::vector<ShardRecord> records;
+    std::vector<ConvertedFile> files;
+    std::vector<std::byte> zeros(kConvertPiece * 4), param(kConvertPiece * 2);
+    for (int rank = 0; rank < world; ++rank) {
+        const uint64_t begin = even_shard_offset(total, world, rank);
+        const uint64_t end = even_shard_offset(total, world, rank + 1);
+        ShardFileWriter writer(job.out_fd, job.out_dir, rank, write);
+        const std::string header = rank_shard_header(rank, world, dtype, begin, end - begin);
+        writer.write(header.data(), header.size());
+        StateHealth health;
+        for (int s = 0; s < 4; ++s) {
+            const auto vector = static_cast<StateVector>(s);
+            for (const FlatTensor& f : flat) {
+                const uint64_t from = std::max(begin, f.info.offset);
+                const uint64_t to = std::min(end, f.info.offset + f.info.numel);
+                if (from >= to)
+                    continue;
+                const StateSource& source = f.states[s];
+                uint64_t at = from - f.info.offset; // element of the tensor the next piece starts at
+                const auto sink = [&](const std::byte* data, std::size_t bytes) {
+                    const std::size_t count = bytes / element_size(source.type);
+                    if (vector == StateVector::master) { // the same parameters, for their pairing
+                        // Read again, not written: neither counted as copied nor reported.
+                        const uint64_t copied = job.copied;
+                        auto progress = std::move(job.progress);
+                        job.progress = nullptr;
+                        std::size_t filled = 0;
+                        copy_elements(job, *f.states[0].tensor, f.states[0].type, at, count,
+                                      [&](const std::byte* p, std::size_t n) {
+                                          std::memcpy(param.data() + filled, p, n);
+                                          filled += n;
+                                      });
+                        job.copied = copied;
+                        job.progress = std::move(progress);
+                    }
+                    count_health(vector, dtype, data, count, param.data(), health);
+                    writer.write(data, bytes);
+                    at += count;
+                };
+                if (source.tensor) {
+                    copy_elements(job, *source.tensor, source.type, at, to - from, sink);
+                } else {
+                    for (uint64_t left = to - from; left > 0;) {
+                        const uint64_t n = std::min<uint64_t>(left, kConvertPiece);
+                        sink(zeros.data(), n * 4);
+                        job.copied += n * 4;
+                        left -= n;
+                    }
+                }
+            }
+        }
+        records.push_back(writer.finish(begin, end - begin));
+        records.back().health = health;
+        files.push_back({.name = records.back().path, .bytes = records.back().bytes});
+    }
+    CheckpointMeta meta{.world_size = world, .step = job.step, .param_dtype = dtype, .param_numel_total = total};
+    for (const FlatTensor& f : flat)
+        meta.tensors.push_back(f.info);
+    commit(job.out_dir, std::move(records), meta, job.options.durable);
+    for (ConvertedTensor& t : job.tensors) {
+        t.file = world == 1 ? shard_file_name(0) : "rank*.safetensors";
+        t.dtype_out = t.model ? std::string(to_string(dtype)) : "F32";
+    }
+    const uint64_t manifest = std::filesystem::file_size(job.out_dir / "manifest.json");
+    files.push_back({.name = "manifest.json", .bytes = manifest});
+    return files;
+}
+
+} // namespace shardscope::convert

@@ -1,0 +1,463 @@
+// core/convert: a DCP split into boxes, a ShardScope checkpoint and safetensors files written as
+// Hugging Face folders and DCPs that diff bitwise identical to their source; files split at
+// --max-shard-size; a bf16 cast against a float64 reference; and a corrupt source, a cancel and a
+// write that fails half-way (a file size limit) leaving no output and no temporary folder.
+
+#include "core/checkpoint/dtype.h"
+#include "core/checkpoint/save.h"
+#include "core/convert/convert.h"
+#include "core/inspect/diff.h"
+#include "core/run/demo.h"
+#include "content_fixtures.h"
+#include "foreign_fixtures.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <tuple>
+#include <sys/resource.h>
+
+using namespace shardscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A DCP of "w" (6x4 float32, value i at flat index i) split by columns into two chunks in two
+// files, and "b" (5 float32) in one chunk: chunks stored as their raw row-major bytes.
+void write_boxed_dcp(const fs::path& dir)
+{
+    fs::create_directories(dir);
+    std::vector<float> left, right, bias;
+    for (int r = 0; r < 6; ++r)
+        for (int c = 0; c < 4; ++c)
+            (c < 2 ? left : right).push_back(float(r * 4 + c));
+    for (int i = 0; i < 5; ++i)
+        bias.push_back(-1.5f * float(i));
+    const std::vector<fixtures::DcpTensorSpec> tensors = {
+        {.fqn = "layer.w",
+         .size = {6, 4},
+         .chunks = {{.offsets = {0, 0}, .sizes = {6, 2}, .file = "__0_0.distcp", .offset = 0, .length = 48},
+                    {.offsets = {0, 2}, .sizes = {6, 2}, .file = "__1_0.distcp", .offset = 0, .length = 48}}},
+        {.fqn = "layer.b",
+         .size = {5},
+         .chunks = {{.offsets = {0}, .sizes = {5}, .file = "__0_0.distcp", .offset = 48, .length = 20}}},
+    };
+    fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
+    fixtures::write_file(dir / "__0_0.distcp", bytes_of(left) + bytes_of(bias));
+    fixtures::write_file(dir / "__1_0.distcp", bytes_of(right));
+}
+
+ConvertOptions options_for(ConvertTarget target)
+{
+    ConvertOptions options;
+    options.target = target;
+    options.durable = false;
+    return options;
+}
+
+std::string read_all(const fs::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+bool identical(const fs::path& a, const fs::path& b)
+{
+    const DiffReport report = diff_checkpoints(a, b, DiffOptions{});
+    for (const auto& t : report.tensors)
+        if (t.status != DiffStatus::identical)
+            qWarning("%s: %s", t.name.c_str(), std::string(to_string(t.status)).c_str());
+    return report.identical();
+}
+
+// Nothing but the source's own entries in `parent`: no output, no temporary folder.
+std::vector<std::string> entries(const fs::path& parent)
+{
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(parent))
+        names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+} // namespace
+
+class TestConvert : public QObject {
+    Q_OBJECT
+
+private slots:
+    void byteSizes()
+    {
+        QCOMPARE(parse_byte_size("5GB").value(), uint64_t(5'000'000'000));
+        QCOMPARE(parse_byte_size("500MB").value(), uint64_t(500'000'000));
+        QCOMPARE(parse_byte_size("2GiB").value(), uint64_t(2) << 30);
+        QCOMPARE(parse_byte_size("2gib").value(), uint64_t(2) << 30);
+        QCOMPARE(parse_byte_size("4096").value(), uint64_t(4096));
+        QVERIFY(!parse_byte_size("0MB"));
+        QVERIFY(!parse_byte_size("5 GB"));
+        QVERIFY(!parse_byte_size("GB"));
+        QVERIFY(!parse_byte_size("5PB"));
+        QVERIFY(!parse_byte_size("99999999999999999999"));
+        QVERIFY(!parse_byte_size("20000000000TB"));
+    }
+
+    void dcpToHfIsIdentical()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        write_boxed_dcp(dir / "dcp");
+        const ConvertResult result = convert_checkpoint(dir / "dcp", dir / "hf", options_for(ConvertTarget::hf));
+        QCOMPARE(result.source_format, std::string("torch-dcp"));
+        QCOMPARE(result.tensors.size(), std::size_t(2));
+        QCOMPARE(result.tensor_bytes, uint64_t(96 + 20));
+        QVERIFY(result.output_verify.ok());
+        QVERIFY(identical(dir / "dcp", dir / "hf"));
+        const auto index = nlohmann::json::parse(read_all(dir / "hf" / "model.safetensors.index.json"));
+        QCOMPARE(index.at("metadata").at("total_size").get<uint64_t>(), uint64_t(116));
+        QCOMPARE(index.at("weight_map").at("layer.w").get<std::string>(),
+                 std::string("model-00001-of-00001.safetensors"));
+        // Column 2 of row 1 of the tensor, read from the second file's box, lands at flat index 6.
+        const std::string data = read_all(dir / "hf" / "model-00001-of-00001.safetensors");
+        uint64_t header = 0;
+        std::memcpy(&header, data.data(), 8);
+        float w6 = 0;
+        std::memcpy(&w6, data.data() + 8 + header + 6 * 4, 4);
+        QCOMPARE(w6, 6.0f);
+        QCOMPARE(entries(dir), (std::vector<std::string>{"dcp", "hf"}));
+    }
+
+    void shardscopeToHfAndDcp()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        const uint64_t numel = 5000;
+        SaveOptions save;
+        save.tensors = demo_tensor_layout(numel);
+        save_sharded(make_demo_state(3, numel, 3, ParamDtype::BF16), dir / "native", 10, save);
+        const ConvertResult hf = convert_checkpoint(dir / "native", dir / "hf", options_for(ConvertTarget::hf));
+        QCOMPARE(hf.source_format, std::string("shardscope"));
+        QCOMPARE(hf.tensors.size(), save.tensors.size());
+        QCOMPARE(hf.tensors.front().dtype_out, std::string("BF16"));
+        QVERIFY(identical(dir / "native", dir / "hf"));
+        // The optimizer states too, under their own names; the HF folder again as a DCP.
+        ConvertOptions all = options_for(ConvertTarget::hf);
+        all.states = ConvertStates::model_optimizer;
+        const ConvertResult with_states = convert_checkpoint(dir / "native", dir / "hf-all", all);
+        QCOMPARE(with_states.tensors.size(), 4 * save.tensors.size());
+        QVERIFY(std::any_of(with_states.tensors.begin(), with_states.tensors.end(), [&](const ConvertedTensor& t) {
+            return t.name == "optim.exp_avg_sq." + save.tensors[0].name && t.source_state == "exp_avg_sq";
+        }));
+        const ConvertResult dcp = convert_checkpoint(dir / "hf", dir / "dcp", options_for(ConvertTarget::dcp));
+        QCOMPARE(dcp.output_verify.format, std::string("torch-dcp"));
+        QVERIFY(identical(dir / "hf", dir / "dcp"));
+        QVERIFY(identical(dir / "native", dir / "dcp"));
+    }
+
+    // --to shardscope: a native checkpoint with its optimizer states at another world size is
+    // identical in every state (a reshard through convert); an F16 safetensors file at world size 3
+    // is identical in its param state, its masters the same values in F32 (stats: params match
+    // masters), its moments zero; F32 parameters need --dtype bf16 or f16.
+    void toShardscope()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        const uint64_t numel = 5000;
+        SaveOptions save;
+        save.tensors = demo_tensor_layout(numel);
+        save_sharded(make_demo_state(4, numel, 2, ParamDtype::BF16), dir / "native", 42, save);
+        ConvertOptions options = options_for(ConvertTarget::shardscope);
+        options.states = ConvertStates::model_optimizer;
+        options.world_size = 5;
+        const ConvertResult all = convert_checkpoint(dir / "native", dir / "w5", options);
+        QCOMPARE(all.files.size(), std::size_t(6)); // five ranks and the manifest
+        QCOMPARE(all.tensor_bytes, numel * 14);
+        QCOMPARE(all.output_verify.manifest->step, uint64_t(42));
+        QCOMPARE(all.output_verify.manifest->world_size, 5);
+        const DiffReport report = diff_checkpoints(dir / "native", dir / "w5", DiffOptions{});
+        QCOMPARE(report.tensors.size(), 4 * save.tensors.size());
+        QVERIFY(report.identical());
+
+        fs::create_directories(dir / "st");
+        std::vector<uint16_t> halves;
+        for (int i = 0; i < 300; ++i)
+            halves.push_back(float_to_f16(0.01f * float(i) - 1.0f));
+        write_safetensors(dir / "st" / "model.safetensors",
+                          {{{.name = "w", .dtype = "F16", .shape = {20, 10}},
+                            bytes_of(std::vector(halves.begin(), halves.begin() + 200))},
+                           {{.name = "b", .dtype = "F16", .shape = {100}},
+                            bytes_of(std::vector(halves.begin() + 200, halves.end()))}});
+        options = options_for(ConvertTarget::shardscope);
+        options.world_size = 3;
+        const ConvertResult model = convert_checkpoint(dir / "st" / "model.safetensors", dir / "w3", options);
+        QCOMPARE(model.output_verify.manifest->param_dtype, ParamDtype::F16);
+        QCOMPARE(model.output_verify.manifest->param_numel_total, uint64_t(300));
+        QCOMPARE(model.output_verify.manifest->tensors.at(1).offset, uint64_t(200));
+        QVERIFY(model.output_verify.manifest->health().has_value());
+        QCOMPARE(model.output_verify.manifest->health()->param_master_mismatch, uint64_t(0));
+        const DiffReport params = diff_checkpoints(dir / "st" / "model.safetensors", dir / "w3", DiffOptions{});
+        QVERIFY(params.states_as_param);
+        QVERIFY(params.identical());
+
+        options.world_size = 1;
+        try {
+            ConvertOptions f32 = options;
+            f32.dtype = ConvertDtype::f32;
+            convert_checkpoint(dir / "native", dir / "f32", f32);
+            QFAIL("F32 parameters were written natively");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_argument);
+        }
+        write_boxed_dcp(dir / "dcp");
+        try {
+            convert_checkpoint(dir / "dcp", dir / "from-f32", options);
+            QFAIL("F32 tensors were kept as native parameters");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("'layer.w' is F32") != std::string::npos, e.what());
+        }
+        QVERIFY(!fs::exists(dir / "f32") && !fs::exists(dir / "from-f32"));
+        options.dtype = ConvertDtype::bf16;
+        convert_checkpoint(dir / "dcp", dir / "from-f32", options);
+        DiffOptions close;
+        close.rtol = std::ldexp(1.0, -8);
+        const DiffReport cast = diff_checkpoints(dir / "dcp", dir / "from-f32", close);
+        for (const auto& t : cast.tensors)
+            QCOMPARE(t.sums.changed, uint64_t(0));
+    }
+
+    // Every format ShardScope reads converts and diffs identical: a DCP whose items are zstd frames
+    // (torch's ZStandard extension), torch's per-rank Hugging Face storage, DeepSpeed, Megatron.
+    void everySourceFormat()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        std::vector<fixtures::DcpTensorSpec> zstd_tensors = {
+            {"model.weight", {4, 6}, {{{0, 0}, {2, 6}, "__0_0.distcp"}, {{2, 0}, {2, 6}, "__1_0.distcp"}}},
+            {"model.bias", {6}, {{{0}, {6}, "__0_0.distcp"}}},
+        };
+        std::map<std::string, std::string> files;
+        for (auto& t : zstd_tensors)
+            for (auto& c : t.chunks) {
+                const std::string stored = fixtures::zstd_raw_frame(fixtures::torch_tensor_archive(c.sizes));
+                c.offset = files[c.file].size();
+                c.length = stored.size();
+                c.transform = "stream.zstd/1";
+                files[c.file] += stored;
+            }
+        fs::create_directories(dir / "zstd");
+        fixtures::write_file(dir / "zstd" / ".metadata", fixtures::dcp_metadata(zstd_tensors));
+        for (const auto& [name, content] : files)
+            fixtures::write_file(dir / "zstd" / name, content);
+
+        fs::create_directories(dir / "dcp-hf");
+        for (int r = 0; r < 2; ++r) {
+            std::vector<float> rows(24), bias(4);
+            for (int i = 0; i < 24; ++i)
+                rows[i] = float(r * 24 + i) * 0.5f;
+            for (int i = 0; i < 4; ++i)
+                bias[i] = float(r * 4 + i) - 3.0f;
+            fixtures::write_file(
+                dir / "dcp-hf" / fixtures::dcp_hf_shard_name(r),
+                fixtures::dcp_hf_shard(
+                    {{.fqn = "b", .offsets = {uint64_t(r) * 4}, .sizes = {4}, .bytes = bytes_of(bias)},
+                     {.fqn = "w", .offsets = {uint64_t(r) * 4, 0}, .sizes = {4, 6}, .bytes = bytes_of(rows)}}));
+        }
+        write_deepspeed_step(dir / "deepspeed" / "global_step3", {0.5f, 0.25f, 2.f, 8.f});
+        fixtures::write_file(dir / "deepspeed" / "latest", "global_step3");
+        write_megatron_iteration(dir / "megatron" / "iter_0000020", {1, 2, 3, 4, 5});
+        fixtures::write_file(dir / "megatron" / "latest_checkpointed_iteration.txt", "20");
+
+        for (const auto& [name, format, tensors] :
+             {std::tuple{"zstd", "torch-dcp", 2}, std::tuple{"dcp-hf", "torch-dcp-hf", 2},
+              std::tuple{"deepspeed", "deepspeed", 1}, std::tuple{"megatron", "megatron", 1}}) {
+            const fs::path source = dir / name;
+            for (const ConvertTarget target : {ConvertTarget::hf, ConvertTarget::dcp}) {
+                const fs::path out = dir / (std::string(name) + "-" + std::string(to_string(target)));
+                const ConvertResult result = convert_checkpoint(source, out, options_for(target));
+                QCOMPARE(result.source_format, std::string(format));
+                QCOMPARE(int(result.tensors.size()), tensors);
+                if (std::string(name) != "deepspeed")
+                    QVERIFY2(identical(source, out), out.c_str());
+            }
+        }
+        // DeepSpeed's optimizer file holds optimizer state: left out of the model, carried with
+        // model+optimizer under its own name (then the whole checkpoint diffs identical), and
+        // refused by --to shardscope, which has no rule placing it.
+        const ConvertResult ds =
+            convert_checkpoint(dir / "deepspeed", dir / "ds-model", options_for(ConvertTarget::hf));
+        QCOMPARE(ds.tensors.at(0).name, std::string("module.w"));
+        ConvertOptions all = options_for(ConvertTarget::hf);
+        all.states = ConvertStates::model_optimizer;
+        const ConvertResult both = convert_checkpoint(dir / "deepspeed", dir / "ds-all", all);
+        QCOMPARE(both.tensors.size(), std::size_t(2));
+        QCOMPARE(both.tensors.at(1).name, std::string("optimizer_state_dict.exp_avg_sq"));
+        QVERIFY(!both.tensors.at(1).model);
+        QVERIFY(identical(dir / "deepspeed", dir / "ds-all"));
+        all.target = ConvertTarget::shardscope;
+        QVERIFY_THROWS_EXCEPTION(Error, convert_checkpoint(dir / "deepspeed", dir / "ds-native", all));
+        QVERIFY(!fs::exists(dir / "ds-native"));
+    }
+
+    void maxShardSizeSplitsFiles()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        fs::create_directories(dir / "st");
+        // 40, 40, 200 and 24 bytes: at most 100 bytes a file gives [a, b], [big] (alone, over the
+        // limit), [c].
+        write_safetensors(dir / "st" / "model.safetensors",
+                          {{{.name = "a", .dtype = "F32", .shape = {10}}, bytes_of(std::vector<float>(10, 1.f))},
+                           {{.name = "b", .dtype = "F32", .shape = {10}}, bytes_of(std::vector<float>(10, 2.f))},
+                           {{.name = "big", .dtype = "F32", .shape = {50}}, bytes_of(std::vector<float>(50, 3.f))},
+                           {{.name = "c", .dtype = "F64", .shape = {3}}, bytes_of(std::vector<double>(3, 4.0))}});
+        ConvertOptions options = options_for(ConvertTarget::hf);
+        options.max_shard_bytes = *parse_byte_size("100B");
+        const ConvertResult result = convert_checkpoint(dir / "st" / "model.safetensors", dir / "hf", options);
+        QCOMPARE(result.files.size(), std::size_t(4)); // three shards and the index
+        QCOMPARE(result.files[0].name, std::string("model-00001-of-00003.safetensors"));
+        QCOMPARE(result.files[2].name, std::string("model-00003-of-00003.safetensors"));
+        const auto index = nlohmann::json::parse(read_all(dir / "hf" / "model.safetensors.index.json"));
+        QCOMPARE(index.at("metadata").at("total_size").get<uint64_t>(), uint64_t(304));
+        QCOMPARE(index.at("weight_map").at("b").get<std::string>(), std::string("model-00001-of-00003.safetensors"));
+        QCOMPARE(index.at("weight_map").at("big").get<std::string>(), std::string("model-00002-of-00003.safetensors"));
+        QCOMPARE(index.at("weight_map").at("c").get<std::string>(), std::string("model-00003-of-00003.safetensors"));
+        QVERIFY(identical(dir / "st" / "model.safetensors", dir / "hf"));
+    }
+
+    // F64 values cast to BF16 are the nearest BF16 (ties to even) of the exact value: 1 + 2^-8 +
+    // 2^-30 is just above half-way between 1 and 1 + 2^-7, which rounding through F32 first
+    // (to 1 + 2^-8, a tie, then to even: 1) would get wrong.
+    void bf16CastAgainstFloat64()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        fs::create_directories(dir / "st");
+        std::vector<double> values = {1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30),
+                                      1.0 + std::ldexp(1.0, -8),
+                                      -3.14159265358979,
+                                      1e-3,
+                                      65504.0,
+                                      1e30,
+                                      -0.0};
+        for (int i = 0; i < 1000; ++i)
+            values.push_back(std::sin(i * 0.37) * std::pow(10.0, (i % 13) - 6));
+        write_safetensors(dir / "st" / "model.safetensors",
+                          {{{.name = "x", .dtype = "F64", .shape = {values.size()}}, bytes_of(values)},
+                           {{.name = "steps", .dtype = "I64", .shape = {2}}, bytes_of(std::vector<int64_t>{7, -9})}});
+        ConvertOptions options = options_for(ConvertTarget::hf);
+        options.dtype = ConvertDtype::bf16;
+        const ConvertResult result = convert_checkpoint(dir / "st" / "model.safetensors", dir / "hf", options);
+        QCOMPARE(result.tensors[0].dtype_out, std::string("BF16"));
+        QCOMPARE(result.tensors[1].dtype_out, std::string("I64")); // integers are never cast
+        const std::string data = read_all(dir / "hf" / "model-00001-of-00001.safetensors");
+        uint64_t header = 0;
+        std::memcpy(&header, data.data(), 8);
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            uint16_t bits = 0;
+            std::memcpy(&bits, data.data() + 8 + header + 2 * i, 2);
+            const double got = bf16_to_float(bits);
+            const double v = values[i];
+            // Half a BF16 step (8 significant bits) of the reference, and never the farther neighbour.
+            const double half_step = v == 0 ? 0.0 : std::ldexp(1.0, std::ilogb(v) - 8);
+            if (std::abs(got - v) > half_step)
+                QFAIL(qPrintable(QStringLiteral("element %1: %2 became %3").arg(i).arg(v, 0, 'g', 17).arg(got)));
+        }
+        uint16_t first = 0;
+        std::memcpy(&first, data.data() + 8 + header, 2);
+        QCOMPARE(double(bf16_to_float(first)), 1.0 + std::ldexp(1.0, -7));
+        std::memcpy(&first, data.data() + 8 + header + 2, 2);
+        QCOMPARE(double(bf16_to_float(first)), 1.0); // an exact tie goes to even
+        int64_t step = 0;
+        std::memcpy(&step, data.data() + 8 + header + 2 * values.size() + 8, 8);
+        QCOMPARE(step, int64_t(-9));
+        // diff by value agrees: within BF16's rounding everywhere (a dtype change is still reported).
+        DiffOptions close;
+        close.rtol = std::ldexp(1.0, -8);
+        close.atol = 0;
+        const DiffReport report = diff_checkpoints(dir / "st" / "model.safetensors", dir / "hf", close);
+        QCOMPARE(report.tensors.size(), std::size_t(2));
+        QCOMPARE(report.tensors[0].status, DiffStatus::dtype_changed);
+        QCOMPARE(report.tensors[0].sums.changed, uint64_t(0));
+        QCOMPARE(report.tensors[1].status, DiffStatus::identical);
+    }
+
+    void corruptSourceWritesNothing()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        write_boxed_dcp(dir / "dcp");
+        fs::resize_file(dir / "dcp" / "__1_0.distcp", 40); // the second box's 48 bytes cut short
+        try {
+            convert_checkpoint(dir / "dcp", dir / "hf", options_for(ConvertTarget::hf));
+            QFAIL("a truncated source was converted");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("__1_0.distcp") != std::string::npos, e.what());
+        }
+        QCOMPARE(entries(dir), std::vector<std::string>{"dcp"});
+        QCOMPARE(fs::file_size(dir / "dcp" / "__1_0.distcp"), uintmax_t(40)); // untouched
+    }
+
+    void cancelLeavesNothing()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        fs::create_directories(dir / "st");
+        write_safetensors(dir / "st" / "model.safetensors",
+                          {{{.name = "a", .dtype = "F32", .shape = {3u << 20}}, std::string(12u << 20, '\1')},
+                           {{.name = "b", .dtype = "F32", .shape = {3u << 20}}, std::string(12u << 20, '\2')}});
+        std::atomic<bool> cancel{false};
+        ConvertOptions options = options_for(ConvertTarget::dcp);
+        options.cancel = &cancel;
+        uint64_t last_total = 0;
+        options.progress = [&](uint64_t done, uint64_t total) {
+            last_total = total;
+            if (done > total / 2) // half-way: the source verified, the first tensor being copied
+                cancel = true;
+        };
+        try {
+            convert_checkpoint(dir / "st", dir / "out", options);
+            QFAIL("a cancelled conversion finished");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::cancelled);
+        }
+        QVERIFY(last_total >= 3 * (24u << 20)); // the source read, the output written and read back
+        QCOMPARE(entries(dir), std::vector<std::string>{"st"});
+    }
+
+    // The file size limit makes the data file's write fail half-way (EFBIG): an I/O error naming
+    // the file, and the temporary folder removed.
+    void failedWriteLeavesNothing()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        write_boxed_dcp(dir / "dcp");
+        fs::create_directories(dir / "empty");
+        std::signal(SIGXFSZ, SIG_IGN);
+        rlimit saved{};
+        getrlimit(RLIMIT_FSIZE, &saved);
+        rlimit small = saved;
+        small.rlim_cur = 100;
+        setrlimit(RLIMIT_FSIZE, &small);
+        std::string message;
+        try {
+            convert_checkpoint(dir / "dcp", dir / "empty", options_for(ConvertTarget::hf));
+        } catch (const Error& e) {
+            message = e.what();
+            QCOMPARE(e.kind(), ProblemKind::io_error);
+        }
+        setrlimit(RLIMIT_FSIZE, &saved);
+        QVERIFY2(message.find("model-00001-of-00001.safetensors: write failed") != std::string::npos, message.c_str());
+        QCOMPARE(entries(dir), (std::vector<std::string>{"dcp", "empty"}));
+        QVERIFY(fs::is_empty(dir / "empty"));
+        // The output must be new: not inside the source, not a non-empty folder.
+        QVERIFY_THROWS_EXCEPTION(Error,
+                                 convert_checkpoint(dir / "dcp", dir / "dcp" / "x", options_for(ConvertTarget::hf)));
+        QVERIFY_THROWS_EXCEPTION(Error, convert_checkpoint(dir / "dcp", dir, options_for(ConvertTarget::hf)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestConvert)
+#include "tst_convert.moc"
