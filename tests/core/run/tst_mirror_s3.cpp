@@ -156,31 +156,11 @@ private slots:
 
     void anOutageNeverStopsTheRunAndLeavesNoUploadBehind()
     {
-        QTemporaryDir dir;
-        const QString port_file = dir.filePath(QStringLiteral("port"));
-        QProcess proxy;
-        proxy.start(QStringLiteral("python3"),
-                    {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/s3-fault-proxy.py"), QStringLiteral("--upstream"),
-                     QString::fromStdString(m_config.endpoint), QStringLiteral("--port"), QStringLiteral("0"),
-                     QStringLiteral("--port-file"), port_file, QStringLiteral("--lifetime"), QStringLiteral("300")});
-        QVERIFY(proxy.waitForStarted());
-        const auto stop = qScopeGuard([&] {
-            proxy.terminate();
-            proxy.waitForFinished(5000);
-            qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint));
-        });
-        QTRY_VERIFY_WITH_TIMEOUT(QFile(port_file).size() > 0, 10000);
-        QFile f(port_file);
-        QVERIFY(f.open(QIODevice::ReadOnly));
-        const QString endpoint = QStringLiteral("http://127.0.0.1:") + QString::fromUtf8(f.readAll()).trimmed();
-        const auto fault = [&](const QString& query) {
-            QProcess curl;
-            curl.start(QStringLiteral("curl"),
-                       {QStringLiteral("-sf"), QStringLiteral("-X"), QStringLiteral("POST"),
-                        endpoint + QStringLiteral("/__fault__?") + query});
-            return curl.waitForFinished(10000) && curl.exitCode() == 0;
-        };
-        qputenv("AWS_ENDPOINT_URL", endpoint.toUtf8());
+        const s3test::FaultProxy proxy(m_config.endpoint);
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        const auto back =
+            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
+        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
 
         const fs::path root = fresh("outage");
         std::vector<std::string> warnings;
@@ -189,7 +169,7 @@ private slots:
         CheckpointManager manager(o);
         // The store fails every part upload: the step commits locally, the upload fails and is
         // aborted, and training goes on.
-        QVERIFY(fault(QStringLiteral("mode=503&count=-1&path=partNumber")));
+        QVERIFY(proxy.fault("mode=503&count=-1&path=partNumber"));
         manager.save(state(1), 1);
         manager.wait();
         QCOMPARE(read_latest(root), std::optional<std::string>(step_dir_name(1)));
@@ -202,7 +182,7 @@ private slots:
         QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/outage/").empty());
         QVERIFY(keys("runs/outage/step-00000001/manifest.json").empty()); // nothing claims to be complete
         // The store is back: the retry uploads it.
-        QVERIFY(fault(QStringLiteral("mode=none")));
+        QVERIFY(proxy.fault("mode=none"));
         manager.retry_uploads();
         manager.wait();
         QCOMPARE(int(manager.upload_status()[0].state), int(UploadState::uploaded));
@@ -219,29 +199,12 @@ private slots:
             manager.save(state(1, 20'000), 1);
             manager.wait();
         }
-        QTemporaryDir dir;
-        const QString port_file = dir.filePath(QStringLiteral("port"));
-        QProcess proxy;
-        proxy.start(QStringLiteral("python3"),
-                    {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/s3-fault-proxy.py"), QStringLiteral("--upstream"),
-                     QString::fromStdString(m_config.endpoint), QStringLiteral("--port"), QStringLiteral("0"),
-                     QStringLiteral("--port-file"), port_file, QStringLiteral("--lifetime"), QStringLiteral("300")});
-        QVERIFY(proxy.waitForStarted());
-        const auto stop = qScopeGuard([&] {
-            proxy.terminate();
-            proxy.waitForFinished(5000);
-            qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint));
-        });
-        QTRY_VERIFY_WITH_TIMEOUT(QFile(port_file).size() > 0, 10000);
-        QFile f(port_file);
-        QVERIFY(f.open(QIODevice::ReadOnly));
-        const QString endpoint = QStringLiteral("http://127.0.0.1:") + QString::fromUtf8(f.readAll()).trimmed();
-        QProcess curl;
-        curl.start(QStringLiteral("curl"),
-                   {QStringLiteral("-sf"), QStringLiteral("-X"), QStringLiteral("POST"),
-                    endpoint + QStringLiteral("/__fault__?mode=503&count=-1&method=GET&path=manifest.json")});
-        QVERIFY(curl.waitForFinished(10000) && curl.exitCode() == 0);
-        qputenv("AWS_ENDPOINT_URL", endpoint.toUtf8());
+        const s3test::FaultProxy proxy(m_config.endpoint);
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        const auto back =
+            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
+        QVERIFY(proxy.fault("mode=503&count=-1&method=GET&path=manifest.json"));
+        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
         {
             ManagerOptions o = options(root, "runs/flaky");
             o.mirror_keep_last = 1; // the next rotation would remove step 1 if it could read the bucket

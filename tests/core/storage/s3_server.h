@@ -6,6 +6,11 @@
 
 #include <QCoreApplication>
 #include <QDateTime>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QThread>
 #include <QtGlobal>
 #include <fstream>
 #include <map>
@@ -46,5 +51,46 @@ inline std::string fresh_bucket(const std::string& stem)
     return stem + "-" + std::to_string(QCoreApplication::applicationPid()) + "-" +
         std::to_string(QDateTime::currentMSecsSinceEpoch() % 100000000);
 }
+
+// scripts/s3-fault-proxy.py between a client and the server, for as long as the object lives.
+// endpoint() is empty when the proxy did not come up within 10 s.
+class FaultProxy {
+public:
+    explicit FaultProxy(const std::string& upstream)
+    {
+        const QString port_file = m_dir.filePath(QStringLiteral("port"));
+        m_proxy.start(QStringLiteral("python3"),
+                      {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/s3-fault-proxy.py"), QStringLiteral("--upstream"),
+                       QString::fromStdString(upstream), QStringLiteral("--port"), QStringLiteral("0"),
+                       QStringLiteral("--port-file"), port_file, QStringLiteral("--lifetime"), QStringLiteral("300")});
+        QElapsedTimer waited;
+        waited.start();
+        while (m_proxy.state() != QProcess::NotRunning && QFile(port_file).size() == 0 && waited.elapsed() < 10000)
+            QThread::msleep(20);
+        QFile f(port_file);
+        if (f.open(QIODevice::ReadOnly) && f.size() > 0)
+            m_endpoint = "http://127.0.0.1:" + QString::fromUtf8(f.readAll()).trimmed().toStdString();
+    }
+    ~FaultProxy()
+    {
+        m_proxy.terminate();
+        m_proxy.waitForFinished(5000);
+    }
+    const std::string& endpoint() const { return m_endpoint; }
+    // Sets the fault ("mode=503&count=3", "mode=none", ...); false when the proxy refused it.
+    bool fault(const char* query) const
+    {
+        QProcess curl;
+        curl.start(QStringLiteral("curl"),
+                   {QStringLiteral("-sf"), QStringLiteral("-X"), QStringLiteral("POST"),
+                    QString::fromStdString(m_endpoint + "/__fault__?" + query)});
+        return curl.waitForFinished(10000) && curl.exitStatus() == QProcess::NormalExit && curl.exitCode() == 0;
+    }
+
+private:
+    QTemporaryDir m_dir;
+    QProcess m_proxy;
+    std::string m_endpoint;
+};
 
 } // namespace s3test

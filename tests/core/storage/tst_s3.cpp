@@ -234,31 +234,10 @@ private slots:
         // scripts/s3-fault-proxy.py between the client and the gateway: 503 SlowDown, a reset
         // connection, a truncated body and a stalled answer are each retried until they pass;
         // an outage that lasts is named after the last attempt.
-        QTemporaryDir dir;
-        const QString port_file = dir.filePath(QStringLiteral("port"));
-        QProcess proxy;
-        proxy.start(QStringLiteral("python3"),
-                    {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/s3-fault-proxy.py"), QStringLiteral("--upstream"),
-                     QString::fromStdString(m_config.endpoint), QStringLiteral("--port"), QStringLiteral("0"),
-                     QStringLiteral("--port-file"), port_file, QStringLiteral("--lifetime"), QStringLiteral("120")});
-        QVERIFY(proxy.waitForStarted());
-        const auto stop = qScopeGuard([&] {
-            proxy.terminate();
-            proxy.waitForFinished(5000);
-        });
-        QTRY_VERIFY_WITH_TIMEOUT(QFile(port_file).size() > 0, 10000);
-        QFile f(port_file);
-        QVERIFY(f.open(QIODevice::ReadOnly));
-        const QString endpoint = QStringLiteral("http://127.0.0.1:") + QString::fromUtf8(f.readAll()).trimmed();
-        const auto fault = [&](const QString& query) {
-            QProcess curl;
-            curl.start(QStringLiteral("curl"),
-                       {QStringLiteral("-sf"), QStringLiteral("-X"), QStringLiteral("POST"),
-                        endpoint + QStringLiteral("/__fault__?") + query});
-            return curl.waitForFinished(10000) && curl.exitCode() == 0;
-        };
+        const s3test::FaultProxy proxy(m_config.endpoint);
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
         S3Config via = m_config;
-        via.endpoint = endpoint.toStdString();
+        via.endpoint = proxy.endpoint();
         via.stall_timeout_s = 1;
         via.retry = {.attempts = 4, .first_delay_ms = 20, .max_delay_ms = 80};
         const S3Client s3(via);
@@ -267,12 +246,12 @@ private slots:
         std::vector<std::byte> got(body.size());
         for (const char* query : {"mode=503&count=3", "mode=reset&count=2&method=GET",
                                   "mode=truncate&count=2&method=GET", "mode=slow&seconds=3&count=1&method=GET"}) {
-            QVERIFY(fault(QString::fromLatin1(query)));
+            QVERIFY(proxy.fault(query));
             std::fill(got.begin(), got.end(), std::byte{0});
             s3.read(m_bucket, "faults/object", 0, got);
             QVERIFY2(std::equal(got.begin(), got.end(), body.begin()), query);
         }
-        QVERIFY(fault(QStringLiteral("mode=503&count=-1")));
+        QVERIFY(proxy.fault("mode=503&count=-1"));
         try {
             s3.read(m_bucket, "faults/object", 0, got);
             QFAIL("a lasting 503 was not reported");
@@ -282,7 +261,7 @@ private slots:
                          what.contains(QStringLiteral("after 4 attempts")),
                      qPrintable(what));
         }
-        QVERIFY(fault(QStringLiteral("mode=none")));
+        QVERIFY(proxy.fault("mode=none"));
         QVERIFY(s3.head(m_bucket, "faults/object"));
     }
 
