@@ -232,6 +232,16 @@ std::string read_back(const storage::S3Client& s3, const std::string& bucket, co
     return sha.hex_digest();
 }
 
+// upload.json (format.md 6.6), the same on either kind of tier.
+std::string upload_record(const fs::path& src, const Manifest& m, const nlohmann::json& files)
+{
+    const nlohmann::json record = {{"source", src.string()},
+                                   {"step", m.step},
+                                   {"uploaded_at", static_cast<int64_t>(std::time(nullptr))},
+                                   {"files", files}};
+    return record.dump(2) + "\n";
+}
+
 } // namespace
 
 void MirrorTier::upload(const fs::path& src, const std::string& name, const Manifest& m,
@@ -279,11 +289,7 @@ void MirrorTier::upload(const fs::path& src, const std::string& name, const Mani
         const VerifyReport check = verify_native(dst);
         if (!check.ok())
             throw Error(check.problems.front());
-        const nlohmann::json record = {{"source", src.string()},
-                                       {"step", m.step},
-                                       {"uploaded_at", static_cast<int64_t>(std::time(nullptr))},
-                                       {"files", files}};
-        fsutil::write_file_atomic(dst_fd.get(), kUploadManifest, record.dump(2) + "\n", dst.string(), durable);
+        fsutil::write_file_atomic(dst_fd.get(), kUploadManifest, upload_record(src, m, files), dst.string(), durable);
         return;
     }
 
@@ -311,11 +317,7 @@ void MirrorTier::upload(const fs::path& src, const std::string& name, const Mani
     for (auto& f : sent)
         files.push_back(std::move(f));
     m_s3->put(m_where.bucket, dir + "manifest.json", bytes_of(manifest_text));
-    const nlohmann::json record = {{"source", src.string()},
-                                   {"step", m.step},
-                                   {"uploaded_at", static_cast<int64_t>(std::time(nullptr))},
-                                   {"files", files}};
-    m_s3->put(m_where.bucket, dir + kUploadManifest, bytes_of(record.dump(2) + "\n"));
+    m_s3->put(m_where.bucket, dir + kUploadManifest, bytes_of(upload_record(src, m, files)));
 }
 
 fs::path MirrorTier::fetch(const std::string& name, const fs::path& scratch) const
