@@ -193,16 +193,53 @@ void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec, cons
 
 } // namespace
 
+namespace {
+
+// What both searches read the same way: the GPU count, the global batch, how many of the best
+// to show and the deepest interleaving to try. False after printing a usage error.
+struct SearchSize {
+    int gpus = 0;
+    int global_batch = 0;
+    std::size_t top = 5;
+    int max_virtual = 8;
+};
+
+bool read_search_size(const QCommandLineParser& parser, SearchSize& out)
+{
+    const auto gpus = int_option(parser, QStringLiteral("gpus"), 1, 1 << 20);
+    if (!gpus)
+        return false;
+    const auto global = int_option(parser, QStringLiteral("global-batch"), 1, 1 << 30);
+    if (!global)
+        return false;
+    out.gpus = static_cast<int>(*gpus);
+    out.global_batch = static_cast<int>(*global);
+    if (parser.isSet(QStringLiteral("top"))) {
+        const auto k = int_option(parser, QStringLiteral("top"), 1, 1 << 20);
+        if (!k)
+            return false;
+        out.top = static_cast<std::size_t>(*k);
+    }
+    if (parser.isSet(QStringLiteral("max-virtual"))) {
+        const auto v = int_option(parser, QStringLiteral("max-virtual"), 2, 256);
+        if (!v)
+            return false;
+        out.max_virtual = static_cast<int>(*v);
+    }
+    return true;
+}
+
+} // namespace
+
 // plan --model: the search over every parallel degree, ZeRO stage and micro batch size.
 int run_model_plan(const QCommandLineParser& parser)
 {
     pl::ModelSearchSpec spec;
-    const auto gpus = int_option(parser, QStringLiteral("gpus"), 1, 1 << 20);
-    if (!gpus)
+    SearchSize size;
+    if (!read_search_size(parser, size))
         return kUsage;
-    const auto global = int_option(parser, QStringLiteral("global-batch"), 1, 1 << 30);
-    if (!global)
-        return kUsage;
+    spec.top = size.top;
+    spec.max_virtual_stages = size.max_virtual;
     if (parser.isSet(QStringLiteral("micro-batch-size"))) {
         const auto micro = int_option(parser, QStringLiteral("micro-batch-size"), 1, 1 << 20);
         if (!micro)
@@ -212,18 +249,6 @@ int run_model_plan(const QCommandLineParser& parser)
     if (parser.isSet(QStringLiteral("micro-batch-sizes")) &&
         !read_int_list(parser, QStringLiteral("micro-batch-sizes"), spec.micro_batch_sizes))
         return kUsage;
-    if (parser.isSet(QStringLiteral("top"))) {
-        const auto k = int_option(parser, QStringLiteral("top"), 1, 1 << 20);
-        if (!k)
-            return kUsage;
-        spec.top = static_cast<std::size_t>(*k);
-    }
-    if (parser.isSet(QStringLiteral("max-virtual"))) {
-        const auto v = int_option(parser, QStringLiteral("max-virtual"), 2, 256);
-        if (!v)
-            return kUsage;
-        spec.max_virtual_stages = static_cast<int>(*v);
-    }
     pl::TrainingOptions training;
     double latency = 0.0;
     if (!read_training_options(parser, training, latency))
@@ -236,8 +261,8 @@ int run_model_plan(const QCommandLineParser& parser)
         return fail(error);
     }
     apply_cluster(parser, source, training, latency);
-    spec.gpus = static_cast<int>(*gpus);
-    spec.global_batch = static_cast<int>(*global);
+    spec.gpus = size.gpus;
+    spec.global_batch = size.global_batch;
     spec.seq_len = source.work.seq_len;
     spec.device_tflops = source.work.device_tflops * source.work.mfu;
     spec.peak_tflops = source.cluster ? source.cluster->peak_tflops : 0.0;
@@ -328,28 +353,14 @@ int run_plan(const QStringList& arguments)
             return fail(kUsage, std::string("--") + only + " applies to --model CONFIG.json");
 
     pl::SearchSpec spec;
-    const auto gpus = int_option(parser, QStringLiteral("gpus"), 1, 1 << 20);
-    if (!gpus)
-        return kUsage;
-    const auto global = int_option(parser, QStringLiteral("global-batch"), 1, 1 << 30);
-    if (!global)
+    SearchSize size;
+    if (!read_search_size(parser, size))
         return kUsage;
     const auto micro = int_option(parser, QStringLiteral("micro-batch-size"), 1, 1 << 30);
     if (!micro)
         return kUsage;
-    std::size_t top = 5;
-    if (parser.isSet(QStringLiteral("top"))) {
-        const auto k = int_option(parser, QStringLiteral("top"), 1, 1 << 20);
-        if (!k)
-            return kUsage;
-        top = static_cast<std::size_t>(*k);
-    }
-    if (parser.isSet(QStringLiteral("max-virtual"))) {
-        const auto v = int_option(parser, QStringLiteral("max-virtual"), 2, 256);
-        if (!v)
-            return kUsage;
-        spec.max_virtual_stages = static_cast<int>(*v);
-    }
+    const std::size_t top = size.top;
+    spec.max_virtual_stages = size.max_virtual;
     pl::TrainingOptions training;
     if (!read_training_options(parser, training, spec.p2p_latency_ms))
         return kUsage;
@@ -361,8 +372,8 @@ int run_plan(const QStringList& arguments)
         return fail(error);
     }
     apply_cluster(parser, source, training, spec.p2p_latency_ms);
-    spec.gpus = static_cast<int>(*gpus);
-    spec.global_batch = static_cast<int>(*global);
+    spec.gpus = size.gpus;
+    spec.global_batch = size.global_batch;
     spec.micro_batch_size = static_cast<int>(*micro);
     spec.gpu_memory_bytes = *training.gpu_memory_bytes;
     spec.link_gbps = training.link_gbps;
