@@ -4,7 +4,9 @@
 
 #include "core/run/demo.h"
 
+#include <QAbstractSpinBox>
 #include <QString>
+#include <QTest>
 #include <filesystem>
 #include <fstream>
 
@@ -34,6 +36,15 @@ inline void flipByte(const std::filesystem::path& file)
     c = char(c ^ 0x5a);
     f.seekp(offset);
     f.write(&c, 1);
+}
+
+// Types `text` into a spin box as a person would: select its text, type, press Enter.
+inline void typeInto(QAbstractSpinBox* box, const QString& text)
+{
+    box->setFocus();
+    box->selectAll();
+    QTest::keyClicks(box, text);
+    QTest::keyClick(box, Qt::Key_Return);
 }
 
 } // namespace widgettest

@@ -16,6 +16,8 @@
 
 #include "core/pipeline/training.h"
 
+#include "widgettestutil.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -34,14 +36,6 @@ namespace pl = shardscope::pipeline;
 
 class TestPlannerPanel : public QObject {
     Q_OBJECT
-
-    static void type(QAbstractSpinBox* box, const QString& text)
-    {
-        box->setFocus();
-        box->selectAll();
-        QTest::keyClicks(box, text);
-        QTest::keyClick(box, Qt::Key_Return);
-    }
 
     // As with the mouse: open the box's list and click the item (one activation, no stops on the way).
     static void choose(QComboBox* box, const QString& text)
@@ -137,7 +131,7 @@ private slots:
         drag(panel.stageBar(), before[2], before[2] - 2);
         const std::vector<int> dragged = planner->boundaries();
         const int stages = planner->spec().stages;
-        type(panel.stagesBox(), QString::number(stages + 1));
+        widgettest::typeInto(panel.stagesBox(), QString::number(stages + 1));
         QCOMPARE(planner->spec().stages, stages + 1);
         QVERIFY(panel.resetNotice()->isVisible());
         QTest::mouseClick(panel.undoButton(), Qt::LeftButton);
@@ -156,10 +150,10 @@ private slots:
         PlannerPanel panel;
         showPanel(panel);
         PipelinePlanner* planner = panel.planner();
-        type(panel.stagesBox(), QStringLiteral("4"));
-        type(panel.dpBox(), QStringLiteral("8"));
-        type(panel.linkBox(), QStringLiteral("100"));
-        type(panel.gpuMemoryBox(), QStringLiteral("80"));
+        widgettest::typeInto(panel.stagesBox(), QStringLiteral("4"));
+        widgettest::typeInto(panel.dpBox(), QStringLiteral("8"));
+        widgettest::typeInto(panel.linkBox(), QStringLiteral("100"));
+        widgettest::typeInto(panel.gpuMemoryBox(), QStringLiteral("80"));
 
         const pl::TrainingOptions options{.dp = 8, .link_gbps = 100, .gpu_memory_bytes = std::int64_t(80) << 30};
         const pl::StepPlan core = pl::make_step_plan(
@@ -179,7 +173,7 @@ private slots:
             qPrintable(text));
 
         // A limit below the peak: the verdict turns, with what is too much.
-        type(panel.gpuMemoryBox(), QStringLiteral("20"));
+        widgettest::typeInto(panel.gpuMemoryBox(), QStringLiteral("20"));
         QVERIFY(!planner->stepPlan()->fits);
         QVERIFY2(panel.readout()->detailText().contains(QStringLiteral("does NOT fit in 20.0 GiB")),
                  qPrintable(panel.readout()->detailText()));
@@ -192,10 +186,10 @@ private slots:
         showPanel(panel);
         panel.tabs()->setCurrentWidget(panel.planPanel());
         PlanPanel* plan = panel.planPanel();
-        type(plan->gpusBox(), QStringLiteral("8"));
-        type(plan->memoryBox(), QStringLiteral("80"));
-        type(plan->globalBatchBox(), QStringLiteral("32"));
-        type(plan->linkBox(), QStringLiteral("100"));
+        widgettest::typeInto(plan->gpusBox(), QStringLiteral("8"));
+        widgettest::typeInto(plan->memoryBox(), QStringLiteral("80"));
+        widgettest::typeInto(plan->globalBatchBox(), QStringLiteral("32"));
+        widgettest::typeInto(plan->linkBox(), QStringLiteral("100"));
         QTest::mouseClick(plan->searchButton(), Qt::LeftButton);
         QTRY_VERIFY_WITH_TIMEOUT(!plan->isSearching(), 60000);
         QVERIFY(plan->model()->rowCount() > 0);
@@ -219,7 +213,7 @@ private slots:
         PlannerPanel panel;
         showPanel(panel);
         panel.tabs()->setCurrentWidget(panel.bubbleChart());
-        type(panel.microbatchesBox(), QStringLiteral("32"));
+        widgettest::typeInto(panel.microbatchesBox(), QStringLiteral("32"));
         QCOMPARE(panel.planner()->spec().microbatches, 32);
         BubbleChart* chart = panel.bubbleChart();
         QTRY_VERIFY_WITH_TIMEOUT(!chart->lines().empty() && !chart->lines()[1].points.empty() &&
@@ -250,8 +244,8 @@ private slots:
         QVERIFY(legend.contains(QStringLiteral("idle (bubble)")));
         QVERIFY(gantt->legendHeight(1600) > 0);
 
-        type(panel.dpBox(), QStringLiteral("2")); // dp 2: an all-reduce
-        type(panel.gpuMemoryBox(), QStringLiteral("40"));
+        widgettest::typeInto(panel.dpBox(), QStringLiteral("2")); // dp 2: an all-reduce
+        widgettest::typeInto(panel.gpuMemoryBox(), QStringLiteral("40"));
         legend.clear();
         for (const GanttView::LegendEntry& e : gantt->legend())
             legend << e.text;

@@ -15,6 +15,8 @@
 #include "widgets/views/candidatescatter.h"
 #include "widgets/views/ganttview.h"
 
+#include "widgettestutil.h"
+
 #include <QApplication>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -30,15 +32,6 @@ namespace pl = shardscope::pipeline;
 
 class TestPlanPanel : public QObject {
     Q_OBJECT
-
-    // Typed in as a person would: select the box's text, type, press Enter.
-    static void type(QAbstractSpinBox* box, const QString& text)
-    {
-        box->setFocus();
-        box->selectAll();
-        QTest::keyClicks(box, text);
-        QTest::keyClick(box, Qt::Key_Return);
-    }
 
     static void clickRow(QTableView* table, int row)
     {
@@ -62,11 +55,11 @@ private slots:
         QVERIFY(QTest::qWaitForWindowExposed(&panel));
         panel.tabs()->setCurrentWidget(panel.planPanel());
         PlanPanel* plan = panel.planPanel();
-        type(plan->gpusBox(), QStringLiteral("8"));
-        type(plan->memoryBox(), QStringLiteral("80"));
-        type(plan->globalBatchBox(), QStringLiteral("32"));
-        type(plan->microBatchBox(), QStringLiteral("1"));
-        type(plan->linkBox(), QStringLiteral("100"));
+        widgettest::typeInto(plan->gpusBox(), QStringLiteral("8"));
+        widgettest::typeInto(plan->memoryBox(), QStringLiteral("80"));
+        widgettest::typeInto(plan->globalBatchBox(), QStringLiteral("32"));
+        widgettest::typeInto(plan->microBatchBox(), QStringLiteral("1"));
+        widgettest::typeInto(plan->linkBox(), QStringLiteral("100"));
         plan->zeroBox()->setCurrentIndex(1);
         searchAndWait(plan);
 
@@ -127,7 +120,7 @@ private slots:
         QVERIFY(QTest::qWaitForWindowExposed(&panel));
         panel.tabs()->setCurrentWidget(panel.planPanel());
         PlanPanel* plan = panel.planPanel();
-        type(plan->globalBatchBox(), QStringLiteral("32"));
+        widgettest::typeInto(plan->globalBatchBox(), QStringLiteral("32"));
         searchAndWait(plan);
         CandidateScatter* scatter = plan->scatter();
         const ChartGeometry g = scatter->geometry();
@@ -146,8 +139,8 @@ private slots:
         PlannerPanel panel;
         panel.show();
         PlanPanel* plan = panel.planPanel();
-        type(plan->memoryBox(), QStringLiteral("0.25"));
-        type(plan->globalBatchBox(), QStringLiteral("32"));
+        widgettest::typeInto(plan->memoryBox(), QStringLiteral("0.25"));
+        widgettest::typeInto(plan->globalBatchBox(), QStringLiteral("32"));
         searchAndWait(plan);
         const pl::SearchResult expected = pl::search_plans(panel.planner()->profile(), plan->searchSpec());
         QCOMPARE(expected.fitting, std::size_t(0));
@@ -176,7 +169,7 @@ private slots:
         const std::int64_t highest = memory.front().total, lowest = memory.back().total;
         QVERIFY(highest > lowest);
         const double limitGiB = double(lowest + highest) / 2.0 / double(std::int64_t(1) << 30);
-        type(panel.gpuMemoryBox(), QString::number(limitGiB, 'f', 2));
+        widgettest::typeInto(panel.gpuMemoryBox(), QString::number(limitGiB, 'f', 2));
         QVERIFY(planner->trainingOptions().gpu_memory_bytes);
         StageStatsModel* stats = panel.statsModel();
         const QColor red = severityColor(Severity::bad, QApplication::palette());
