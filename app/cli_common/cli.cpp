@@ -20,6 +20,9 @@ nlohmann::json g_failure; // the first failure said on stderr, as problem_json
 
 // Options that take a location: a path or a URL (train's and status's --mirror: a bucket).
 const QStringList kUrlOptions = {QStringLiteral("mirror")};
+// Commands that read a checkpoint wherever it lives: their path arguments may be URLs.
+const QStringList kLocationCommands = {QStringLiteral("info"), QStringLiteral("verify"), QStringLiteral("stats"),
+                                       QStringLiteral("diff")};
 
 // A URL where a command takes a local path is refused before anything runs: `s3://ckpt/run`
 // taken as a path would be the relative folder `s3:/ckpt/run`, created and written while the
@@ -46,6 +49,14 @@ bool refuse_url(const QString& value, const QString& where, const QString& usage
 std::string local(const QString& text)
 {
     return text.toStdString();
+}
+
+shardscope::storage::Location location_argument(const QString& text)
+{
+    const std::string value = local(text);
+    if (shardscope::storage::is_url(value))
+        return shardscope::storage::parse_location(value);
+    return shardscope::storage::Location(std::filesystem::path(value));
 }
 
 int fail(int code, const std::string& sentence)
@@ -114,9 +125,20 @@ bool parse_options(QCommandLineParser& parser, const QStringList& arguments, con
 
 bool check_positional(const QCommandLineParser& parser, int positional, const QString& usage_name)
 {
-    for (const QString& value : parser.positionalArguments())
-        if (refuse_url(value, QStringLiteral("the path argument"), usage_name))
+    const bool locations = kLocationCommands.contains(usage_name);
+    for (const QString& value : parser.positionalArguments()) {
+        if (!locations) {
+            if (refuse_url(value, QStringLiteral("the path argument"), usage_name))
+                return false;
+            continue;
+        }
+        try {
+            (void)location_argument(value);
+        } catch (const shardscope::Error& e) {
+            fail(e);
             return false;
+        }
+    }
     const auto count = parser.positionalArguments().size();
     if (count != positional) {
         fail(kUsage,

@@ -2,6 +2,7 @@
 // What every shardctl and shardctl-mpi command shares: option parsing that maps usage errors to exit status 2,
 // one-sentence errors on stderr, and JSON on stdout.
 
+#include "core/storage/location.h"
 #include "core/util/error.h"
 
 #include <QCommandLineParser>
@@ -58,5 +59,8 @@ void print_json_text(std::string_view text);
 std::ostream& json_output();
 void print_line(const std::string& text);
 std::string local(const QString& text); // QString -> UTF-8 std::string
+// A checkpoint argument of a command that reads anywhere (info, verify, stats, diff): a local path,
+// or an s3:// or http(s):// URL. Throws Error(invalid_argument) for a URL it cannot read.
+shardscope::storage::Location location_argument(const QString& text);
 
 } // namespace shardctl

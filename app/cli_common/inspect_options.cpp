@@ -144,7 +144,7 @@ std::optional<StatsArgs> parse_stats_args(const QStringList& arguments, const QC
     if (!threads)
         return std::nullopt;
     StatsArgs args;
-    args.path = local(parser.positionalArguments().at(0));
+    args.path = location_argument(parser.positionalArguments().at(0));
     args.options.threads = *threads;
     args.options.tensor_globs = globs_of(parser);
     args.json = parser.isSet(QStringLiteral("json"));
@@ -177,8 +177,8 @@ std::optional<DiffArgs> parse_diff_args(const QStringList& arguments, const QCom
         !tolerance(parser, QStringLiteral("rtol"), args.options.rtol))
         return std::nullopt;
     const QStringList paths = parser.positionalArguments();
-    args.a = local(paths.at(0));
-    args.b = local(paths.at(1));
+    args.a = location_argument(paths.at(0));
+    args.b = location_argument(paths.at(1));
     args.options.threads = *threads;
     args.options.tensor_globs = globs_of(parser);
     args.json = parser.isSet(QStringLiteral("json"));

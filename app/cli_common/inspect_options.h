@@ -14,7 +14,7 @@
 namespace shardctl {
 
 struct StatsArgs {
-    std::filesystem::path path;
+    shardscope::storage::Location path;
     shardscope::ContentOptions options;
     bool json = false;
 };
@@ -23,7 +23,7 @@ std::optional<StatsArgs> parse_stats_args(const QStringList& arguments, const QC
                                           const QCommandLineOption& threads);
 
 struct DiffArgs {
-    std::filesystem::path a, b;
+    shardscope::storage::Location a, b;
     shardscope::DiffOptions options;
     bool json = false;
 };

@@ -165,8 +165,9 @@ int run_info(const QStringList& arguments)
     parser.addOption(json_option());
     if (!parse(parser, arguments, 1, QStringLiteral("info")))
         return kUsage;
-    const fs::path path = local(parser.positionalArguments().at(0));
-    const DetectedFormat detected = detect_format(path);
+    const storage::Location where = location_argument(parser.positionalArguments().at(0));
+    const DetectedFormat detected = detect_format(where);
+    const fs::path& path = detected.path;
     if (detected.problem) // a root whose `latest` is bad: that, not a missing manifest, is what is wrong
         throw Error(*detected.problem);
     const bool as_json = parser.isSet(QStringLiteral("json"));
@@ -180,7 +181,7 @@ int run_info(const QStringList& arguments)
         return fail(kCheckFailed, path.string() + ": not a recognised checkpoint (" + detected.reason + ")");
     }
     if (detected.format == CheckpointFormat::shardscope) {
-        const Manifest m = read_manifest(detected.path);
+        const Manifest m = detected.dir.valid() ? read_manifest(detected.dir) : read_manifest(detected.path);
         out["world_size"] = m.world_size;
         out["step"] = m.step;
         out["wall_clock_seconds"] = m.wall_clock_seconds;
@@ -291,20 +292,21 @@ int run_verify(const QStringList& arguments)
     VerifyOptions options;
     if (!read_verify_options(parser, options))
         return kUsage;
-    const fs::path path = local(parser.positionalArguments().at(0));
-    {
+    const storage::Location where = location_argument(parser.positionalArguments().at(0));
+    const fs::path path = where.is_local() ? where.path : fs::path(where.text);
+    if (where.is_local()) {
         std::error_code ec;
         if (fs::exists(path, ec) && !fs::is_directory(path, ec) && path.extension() != ".safetensors")
             return fail(kUsage,
                         path.string() + ": verify takes a checkpoint directory (or a .safetensors file), not a file");
     }
-    const VerifyReport report = verify_checkpoint(path, options);
+    const VerifyReport report = verify_checkpoint(where, options);
     const bool with_content = parser.isSet(QStringLiteral("content"));
     std::optional<ContentReport> content;
     if (with_content && !report.cancelled) {
         ContentOptions values;
         values.threads = options.threads;
-        content = read_values(path, report, values);
+        content = read_values(where, report, values);
     }
     const ResumeVerdict verdict = resume_verdict(report, content ? &*content : nullptr, options.expected_world_size);
 

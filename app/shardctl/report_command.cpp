@@ -61,16 +61,17 @@ int run_report(const QStringList& arguments)
     shardscope::ReportInput input;
     input.generator = "shardctl " SHARDSCOPE_VERSION;
     input.checkpoint_path = local(parser.positionalArguments().first());
-    input.verify = shardscope::verify_checkpoint(input.checkpoint_path, verify);
+    input.verify = shardscope::verify_checkpoint(std::filesystem::path(input.checkpoint_path), verify);
     input.expected_world_size = verify.expected_world_size;
     if (parser.isSet(QStringLiteral("content"))) {
         // A checkpoint whose tensors cannot be read at all still gets its report, saying so.
         input.content = std::make_shared<const shardscope::ContentReport>(
-            shardscope::read_values(input.checkpoint_path, *input.verify));
+            shardscope::read_values(std::filesystem::path(input.checkpoint_path), *input.verify));
     }
     if (parser.isSet(QStringLiteral("compare"))) // a B that cannot be opened at all is a usage error (Error: main)
         input.diff = std::make_shared<const shardscope::DiffReport>(
-            shardscope::diff_checkpoints(input.checkpoint_path, local(parser.value(QStringLiteral("compare")))));
+            shardscope::diff_checkpoints(std::filesystem::path(input.checkpoint_path),
+                                         std::filesystem::path(local(parser.value(QStringLiteral("compare"))))));
 
     if (parser.isSet(QStringLiteral("profile"))) {
         namespace pl = shardscope::pipeline;

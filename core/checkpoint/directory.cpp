@@ -14,9 +14,9 @@ namespace shardscope {
 namespace fs = std::filesystem;
 using fsutil::UniqueFd;
 
-std::string read_tag_file(int dirfd, const std::string& name, const std::string& display_path)
+std::string read_tag_file(const storage::Folder& folder, const std::string& name, const std::string& display_path)
 {
-    std::string text = fsutil::read_small_file(dirfd, name, 4096, display_path);
+    std::string text = folder.read_small(name, 4096, display_path);
     const auto first = text.find_first_not_of(" \t\r\n");
     if (first == std::string::npos)
         throw Error(ProblemKind::invalid_manifest, display_path + " is empty", display_path);
@@ -24,25 +24,34 @@ std::string read_tag_file(int dirfd, const std::string& name, const std::string&
     return text.substr(first, last - first + 1);
 }
 
-fs::path confined_subdir(int root_fd, const fs::path& root, const std::string& name, const std::string& display_path)
+storage::Folder confined_subdir(const storage::Folder& root, const std::string& name, const std::string& display_path)
 {
     if (auto why = fsutil::unsafe_name_reason(name); why || name.find('/') != std::string::npos)
         throw Error(ProblemKind::path_outside_checkpoint,
                     display_path + ": names '" + printable(name) + "', which is not a directory inside " +
-                        root.string() + (why ? ": " + *why : std::string()),
+                        root.path.string() + (why ? ": " + *why : std::string()),
                     display_path);
-    struct stat st {};
-    if (::fstatat(root_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    if (root.is_local()) {
+        struct stat st {};
+        if (::fstatat(root.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+            throw Error(ProblemKind::partial_write, display_path + ": names '" + name + "', which does not exist",
+                        display_path);
+        if (S_ISLNK(st.st_mode))
+            throw Error(ProblemKind::path_outside_checkpoint,
+                        display_path + ": names '" + name + "', which is a symlink; it must be a real directory",
+                        display_path);
+        if (!S_ISDIR(st.st_mode))
+            throw Error(ProblemKind::invalid_manifest,
+                        display_path + ": names '" + name + "', which is not a directory", display_path);
+    } else if (!root.is_folder(name)) {
+        // An object store has no empty folders: a prefix exists when something is beneath it.
+        if (root.exists(name))
+            throw Error(ProblemKind::invalid_manifest,
+                        display_path + ": names '" + name + "', which is an object, not a folder", display_path);
         throw Error(ProblemKind::partial_write, display_path + ": names '" + name + "', which does not exist",
                     display_path);
-    if (S_ISLNK(st.st_mode))
-        throw Error(ProblemKind::path_outside_checkpoint,
-                    display_path + ": names '" + name + "', which is a symlink; it must be a real directory",
-                    display_path);
-    if (!S_ISDIR(st.st_mode))
-        throw Error(ProblemKind::invalid_manifest, display_path + ": names '" + name + "', which is not a directory",
-                    display_path);
-    return root / name;
+    }
+    return root.subfolder(name);
 }
 
 bool is_leftover_tmp(std::string_view name)
@@ -67,11 +76,11 @@ fs::path resolve_checkpoint_dir(const fs::path& path)
         throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
     if (!fs::is_directory(status))
         return path;
-    UniqueFd dirfd = fsutil::open_directory(path);
-    if (fsutil::exists_at(dirfd.get(), "manifest.json") || !fsutil::exists_at(dirfd.get(), "latest"))
+    const storage::Folder root(fsutil::open_listed(path));
+    if (root.has("manifest.json") || !root.has("latest"))
         return path;
     const std::string display = (path / "latest").string();
-    return confined_subdir(dirfd.get(), path, read_tag_file(dirfd.get(), "latest", display), display);
+    return confined_subdir(root, read_tag_file(root, "latest", display), display).path;
 }
 
 Problem missing_manifest_problem(const std::vector<std::string>& names, const fs::path& dir)
@@ -91,11 +100,15 @@ Problem missing_manifest_problem(const std::vector<std::string>& names, const fs
             .path = "manifest.json"};
 }
 
+Manifest read_manifest(const storage::Folder& folder)
+{
+    const std::string display = (folder.path / "manifest.json").string();
+    return parse_manifest(folder.read_small("manifest.json", kMaxManifestBytes, display), display);
+}
+
 Manifest read_manifest(const fs::path& dir)
 {
-    UniqueFd dirfd = fsutil::open_directory(dir);
-    const std::string display = (dir / "manifest.json").string();
-    return parse_manifest(fsutil::read_small_file(dirfd.get(), "manifest.json", kMaxManifestBytes, display), display);
+    return read_manifest(storage::Folder(fsutil::open_listed(dir)));
 }
 
 std::optional<uint64_t> number_after(std::string_view name, std::string_view prefix)

@@ -2,6 +2,7 @@
 // Finding a checkpoint on disk: a root's `latest` file, the manifest of a step directory.
 
 #include "core/checkpoint/manifest.h"
+#include "core/storage/folder.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -19,14 +20,13 @@ std::filesystem::path resolve_checkpoint_dir(const std::filesystem::path& path);
 // A tag file (`latest`, DeepSpeed's `latest`, Megatron's latest_checkpointed_iteration.txt): a
 // small text file naming a directory. Returns its text without surrounding white space; Error
 // naming `display_path` when it is unreadable, larger than 4 KiB or empty (invalid_manifest).
-std::string read_tag_file(int dirfd, const std::string& name, const std::string& display_path);
+std::string read_tag_file(const storage::Folder& folder, const std::string& name, const std::string& display_path);
 
-// `root/name` for a directory name read from a tag file. The one confinement rule for every
+// The folder `root/name`, listed, for a directory name read from a tag file. The one confinement rule for every
 // format: a plain single component (path_outside_checkpoint otherwise), not a symlink
 // (path_outside_checkpoint), existing (partial_write: the tag was written for a directory that is
 // not there) and a directory (invalid_manifest). Errors name `display_path`.
-std::filesystem::path confined_subdir(int root_fd, const std::filesystem::path& root, const std::string& name,
-                                      const std::string& display_path);
+storage::Folder confined_subdir(const storage::Folder& root, const std::string& name, const std::string& display_path);
 
 // The number a step folder's name gives: `prefix` followed by 1 to 19 decimal digits and nothing
 // else (ShardScope's step-00000120, DeepSpeed's global_step120, Megatron's iter_0000120), the rule
@@ -47,6 +47,7 @@ std::vector<std::string> leftover_tmp_files(const std::vector<std::string>& name
 Problem missing_manifest_problem(const std::vector<std::string>& names_in_dir, const std::filesystem::path& dir);
 
 // Reads and parses <dir>/manifest.json (Error on failure, without checking invariants).
+Manifest read_manifest(const storage::Folder& folder);
 Manifest read_manifest(const std::filesystem::path& dir);
 
 } // namespace shardscope

@@ -15,14 +15,16 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 
-RankState read_rank_state(int dirfd, const fs::path& dir, const Manifest& m, const ShardRecord& record,
+RankState read_rank_state(const storage::Folder& folder, const Manifest& m, const ShardRecord& record,
                           const ReadStep& step, std::vector<std::string>* unread)
 {
-    ShardOpenResult opened = open_shard(dirfd, dir, m, record);
+    const fs::path& dir = folder.path;
+    ShardOpenResult opened = open_shard(folder, m, record);
     if (!opened.shard)
         throw Error(opened.problem);
     const OpenedShard& shard = *opened.shard;
-    ::posix_fadvise(shard.fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+    if (shard.file->fd() >= 0)
+        ::posix_fadvise(shard.file->fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
     ensure_state_fits_in_memory(record.param_shard_numel, dir / record.path);
     RankState state = empty_rank_state(m, record.rank, record.param_shard_offset, record.param_shard_numel);
 
@@ -36,7 +38,7 @@ RankState read_rank_state(int dirfd, const fs::path& dir, const Manifest& m, con
             if (!destination && !scratch)
                 scratch = std::make_unique<char[]>(kReadChunk);
             char* into = destination ? destination + at : scratch.get();
-            if (!fsutil::read_exact(shard.fd.get(), into, n, offset + at))
+            if (!shard.file->read(into, n, offset + at))
                 throw read_failure(dir, record, offset + at);
             sha.update(into, n);
             at += n;
@@ -81,9 +83,9 @@ LoadedCheckpoint load_sharded(const fs::path& path, int expected_world_size, con
     LoadedCheckpoint loaded;
     loaded.dir = resolve_checkpoint_dir(path);
     const fs::path& dir = loaded.dir;
-    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
-    if (!fsutil::exists_at(dirfd.get(), "manifest.json"))
-        throw Error(missing_manifest_problem(fsutil::list_directory(dirfd.get()), dir));
+    const storage::Folder folder(fsutil::open_listed(dir));
+    if (!folder.has("manifest.json"))
+        throw Error(missing_manifest_problem(folder.names, dir));
     loaded.manifest = read_manifest(dir);
     const Manifest& m = loaded.manifest;
     const auto problems = check_manifest(m, expected_world_size, (dir / "manifest.json").string());
@@ -110,8 +112,8 @@ LoadedCheckpoint load_sharded(const fs::path& path, int expected_world_size, con
             return !(options.cancel && options.cancel->load(std::memory_order_relaxed));
         };
         try {
-            loaded.ranks[static_cast<std::size_t>(record.rank)] = read_rank_state(
-                dirfd.get(), dir, m, record, step, options.allow_unread_state ? &unread[record.rank] : nullptr);
+            loaded.ranks[static_cast<std::size_t>(record.rank)] =
+                read_rank_state(folder, m, record, step, options.allow_unread_state ? &unread[record.rank] : nullptr);
         } catch (const Error& e) {
             errors[static_cast<std::size_t>(record.rank)] = e;
         }

@@ -11,9 +11,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-OpenedShard open_or_throw(int dirfd, const fs::path& dir, const Manifest& m, const ShardRecord& record)
+OpenedShard open_or_throw(const storage::Folder& folder, const Manifest& m, const ShardRecord& record)
 {
-    ShardOpenResult opened = open_shard(dirfd, dir, m, record);
+    ShardOpenResult opened = open_shard(folder, m, record);
     if (!opened.shard)
         throw Error(opened.problem);
     return std::move(*opened.shard);
@@ -23,13 +23,13 @@ OpenedShard open_or_throw(int dirfd, const fs::path& dir, const Manifest& m, con
 
 RankState load_rank_shard(const fs::path& dir, const Manifest& m, const ShardRecord& record)
 {
-    return read_rank_state(fsutil::open_directory(dir).get(), dir, m, record);
+    return read_rank_state(storage::Folder(fsutil::open_listed(dir)), m, record);
 }
 
 ShardCheck check_rank_shard(const fs::path& dir, const Manifest& m, const ShardRecord& record, bool fast,
                             std::optional<Problem>& problem)
 {
-    return check_shard(fsutil::open_directory(dir).get(), dir, m, record, fast, problem);
+    return check_shard(storage::Folder(fsutil::open_listed(dir)), m, record, fast, problem);
 }
 
 VerifyReport gathered_verify_report(const fs::path& dir, const Manifest& m, std::vector<ShardCheck> checks,
@@ -54,7 +54,7 @@ VerifyReport gathered_verify_report(const fs::path& dir, const Manifest& m, std:
 RankState read_reshard_target(const fs::path& source_dir, const Manifest& source, const TargetPlan& target)
 {
     RankState state = empty_rank_state(source, target.rank, target.offset, target.numel);
-    fsutil::UniqueFd dirfd = fsutil::open_directory(source_dir);
+    const storage::Folder folder(fsutil::open_listed(source_dir));
     std::optional<OpenedShard> shard;
     int open_rank = -1;
     for (const CopyRun& run : target.runs) {
@@ -69,7 +69,7 @@ RankState read_reshard_target(const fs::path& source_dir, const Manifest& source
                         "reshard plan names source rank " + std::to_string(run.source_rank) +
                             ", which the manifest lacks");
         if (open_rank != run.source_rank) {
-            shard = open_or_throw(dirfd.get(), source_dir, source, *record);
+            shard = open_or_throw(folder, source, *record);
             open_rank = run.source_rank;
         }
         for (const SafetensorsTensor& t : shard->header.tensors) {
@@ -78,8 +78,7 @@ RankState read_reshard_target(const fs::path& source_dir, const Manifest& source
                 continue;
             const uint64_t esize = t.name == "param" ? 2 : 4;
             const uint64_t at = shard->header.data_start() + t.begin + run.source_offset * esize;
-            if (!fsutil::read_exact(shard->fd.get(), into + run.target_offset * esize,
-                                    static_cast<std::size_t>(run.numel * esize), at))
+            if (!shard->file->read(into + run.target_offset * esize, static_cast<std::size_t>(run.numel * esize), at))
                 throw read_failure(source_dir, *record, at);
         }
     }

@@ -180,24 +180,24 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
     const ReshardPlan& plan = result.plan;
 
     fsutil::make_directories(destination, options.durable);
-    fsutil::UniqueFd src_fd = fsutil::open_directory(src_dir);
+    const storage::Folder source_folder(fsutil::open_listed(src_dir));
     fsutil::UniqueFd dst_fd = fsutil::open_directory(destination);
 
     // Each source shard's data offset of each tensor, from its (already validated) header.
     struct SourceFile {
-        fsutil::UniqueFd fd;
+        std::unique_ptr<storage::Reader> file;
         uint64_t tensor_start[4] = {};
     };
     std::vector<SourceFile> files(static_cast<std::size_t>(m.world_size));
     static constexpr const char* kTensors[4] = {"param", "master", "exp_avg", "exp_avg_sq"};
     for (const auto& record : m.shards) {
-        ShardOpenResult opened = open_shard(src_fd.get(), src_dir, m, record);
+        ShardOpenResult opened = open_shard(source_folder, m, record);
         if (!opened.shard)
             throw Error(opened.problem);
         SourceFile& f = files[static_cast<std::size_t>(record.rank)];
         for (int t = 0; t < 4; ++t)
             f.tensor_start[t] = opened.shard->header.data_start() + opened.shard->header.find(kTensors[t])->begin;
-        f.fd = std::move(opened.shard->fd);
+        f.file = std::move(opened.shard->file);
     }
     const uint64_t element_size[4] = {2, 4, 4, 4};
 
@@ -220,7 +220,7 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
             StateHealth health; // counted as the bytes go out, as write_rank_shard does
             const auto read = [&](const SourceFile& f, const CopyRun& run, std::byte* into, std::size_t n,
                                   uint64_t at) {
-                if (!fsutil::read_exact(f.fd.get(), into, n, at))
+                if (!f.file->read(into, n, at))
                     throw Error(ProblemKind::unreadable,
                                 "rank " + std::to_string(run.source_rank) + ": " +
                                     (src_dir / m.shard_for_rank(run.source_rank)->path).string() +

@@ -170,24 +170,38 @@ SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_
     return result;
 }
 
-SafetensorsHeader read_safetensors_header(int fd, uint64_t file_size, const std::string& display_path, int rank)
+std::string read_safetensors_header_json(const storage::Reader& file, uint64_t file_size,
+                                         const std::string& display_path, int rank)
 {
-    uint64_t length = 0;
     if (file_size < 8)
         bad(display_path, rank,
             "the file is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
-    if (!fsutil::read_exact(fd, &length, 8, 0))
+    // One read of the first bytes holds the length and, for all but huge headers, the header: a
+    // remote object's header then costs one request instead of two.
+    std::string first(static_cast<std::size_t>(std::min<uint64_t>(file_size, kHeaderProbeBytes)), '\0');
+    if (!file.read(first.data(), first.size(), 0))
         throw Error(ProblemKind::unreadable, display_path + ": cannot read the header length", display_path, rank);
+    uint64_t length = 0;
+    std::memcpy(&length, first.data(), 8);
     if (length > kMaxSafetensorsHeader)
         bad(display_path, rank, "the header length " + std::to_string(length) + " exceeds the 100 MB limit");
     if (length > file_size - 8)
         bad(display_path, rank,
             "the header length " + std::to_string(length) + " runs past the end of the " + std::to_string(file_size) +
                 "-byte file");
+    if (8 + length <= first.size())
+        return first.substr(8, length);
     std::string json(length, '\0');
-    if (!fsutil::read_exact(fd, json.data(), json.size(), 8))
+    if (!file.read(json.data(), json.size(), 8))
         throw Error(ProblemKind::unreadable, display_path + ": cannot read the header", display_path, rank);
-    return parse_safetensors_header(json, file_size, display_path, rank);
+    return json;
+}
+
+SafetensorsHeader read_safetensors_header(const storage::Reader& file, uint64_t file_size,
+                                          const std::string& display_path, int rank)
+{
+    return parse_safetensors_header(read_safetensors_header_json(file, file_size, display_path, rank), file_size,
+                                    display_path, rank);
 }
 
 } // namespace shardscope

@@ -2,6 +2,8 @@
 // The safetensors container (8-byte little-endian header length, JSON header, data): a writer for
 // rank shards and a header reader as strict as the reference implementation.
 
+#include "core/storage/folder.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -12,6 +14,8 @@
 namespace shardscope {
 
 inline constexpr uint64_t kMaxSafetensorsHeader = 100ull << 20; // the reference reader's limit
+// What a header read asks for first: the length and, unless the header is larger, all of it.
+inline constexpr uint64_t kHeaderProbeBytes = 64 << 10;
 inline constexpr uint64_t kMaxSafetensorsHeaderValues = 4ull << 20; // JSON values in one header
 inline constexpr int kMaxSafetensorsHeaderDepth = 16; // legitimate headers nest 3 deep
 
@@ -49,7 +53,13 @@ std::string make_safetensors_header(const std::vector<SafetensorsTensor>& tensor
 SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_size, const std::string& display_path,
                                            int rank = -1);
 
-// Reads and validates the header of the open file `fd` of `file_size` bytes.
-SafetensorsHeader read_safetensors_header(int fd, uint64_t file_size, const std::string& display_path, int rank = -1);
+// The header JSON of `file` (`file_size` bytes): the 8-byte length checked against the 100 MB
+// limit and the file's size. Throws Error(invalid_shard / unreadable) naming `display_path`.
+std::string read_safetensors_header_json(const storage::Reader& file, uint64_t file_size,
+                                         const std::string& display_path, int rank = -1);
+
+// Reads and validates the header of `file` of `file_size` bytes.
+SafetensorsHeader read_safetensors_header(const storage::Reader& file, uint64_t file_size,
+                                          const std::string& display_path, int rank = -1);
 
 } // namespace shardscope

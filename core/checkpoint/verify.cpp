@@ -22,9 +22,10 @@ std::string_view to_string(ShardStatus status)
     return enum_name(status, kShardStatusNames, "invalid");
 }
 
-ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const ShardRecord& record, bool fast,
+ShardCheck check_shard(const storage::Folder& folder, const Manifest& m, const ShardRecord& record, bool fast,
                        std::optional<Problem>& problem, const ReadStep& step)
 {
+    const fs::path& dir = folder.path;
     ShardCheck check{.rank = record.rank, .path = record.path, .expected_bytes = record.bytes};
     if (fsutil::unsafe_name_reason(record.path)) {
         check.status = ShardStatus::invalid;
@@ -36,7 +37,7 @@ ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const 
                           .rank = record.rank};
         return check;
     }
-    ShardOpenResult opened = open_shard(dirfd, dir, m, record);
+    ShardOpenResult opened = open_shard(folder, m, record);
     check.actual_bytes = opened.file_size; // a truncated or grown shard reports what is on disk
     if (!opened.shard) {
         check.status = opened.status;
@@ -49,11 +50,15 @@ ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const 
     fast = fast && !record.xxh3.empty();
     Sha256 sha;
     Xxh3 xxh;
-    auto buffer = std::make_unique<char[]>(kReadChunk);
-    ::posix_fadvise(shard.fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+    // A remote object is read in larger ranges: each is a request, and its latency is paid once.
+    const bool local = shard.file->fd() >= 0;
+    const std::size_t chunk = local ? kReadChunk : kRemoteReadChunk;
+    auto buffer = std::make_unique<char[]>(chunk);
+    if (local)
+        ::posix_fadvise(shard.file->fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
     for (uint64_t done = 0; done < shard.size;) {
-        const auto n = static_cast<std::size_t>(std::min<uint64_t>(kReadChunk, shard.size - done));
-        if (!fsutil::read_exact(shard.fd.get(), buffer.get(), n, done)) {
+        const auto n = static_cast<std::size_t>(std::min<uint64_t>(chunk, shard.size - done));
+        if (!shard.file->read(buffer.get(), n, done)) {
             const Error e = read_failure(dir, record, done);
             check.status = ShardStatus::unreadable;
             check.detail = e.what();
@@ -83,14 +88,13 @@ ShardCheck check_shard(int dirfd, const fs::path& dir, const Manifest& m, const 
 
 namespace {
 
-VerifyReport verify_step(const fsutil::ListedDirectory& step, const VerifyOptions& options)
+VerifyReport verify_step(const storage::Folder& step, const VerifyOptions& options)
 {
     VerifyReport report;
     auto add = [&](Problem p) { report.problems.push_back(std::move(p)); };
     report.dir = step.path;
     const fs::path& dir = report.dir;
     const std::string manifest_path = (dir / "manifest.json").string();
-    const int dirfd = step.fd.get();
     report.leftover_tmp_files = leftover_tmp_files(step.names);
 
     if (!step.has("manifest.json")) {
@@ -98,8 +102,8 @@ VerifyReport verify_step(const fsutil::ListedDirectory& step, const VerifyOption
         return report;
     }
     try {
-        report.manifest = parse_manifest(
-            fsutil::read_small_file(dirfd, "manifest.json", kMaxManifestBytes, manifest_path), manifest_path);
+        report.manifest =
+            parse_manifest(step.read_small("manifest.json", kMaxManifestBytes, manifest_path), manifest_path);
     } catch (const Error& e) {
         add(e.problem());
         return report;
@@ -134,7 +138,7 @@ VerifyReport verify_step(const fsutil::ListedDirectory& step, const VerifyOption
         return cancelled.load();
     };
 
-    parallel_for(m.shards.size(), options.threads, [&](std::size_t i) {
+    parallel_for(m.shards.size(), storage::default_threads(step, options.threads), [&](std::size_t i) {
         const ShardRecord& record = m.shards[i];
         ShardCheck& check = report.shards[i]; // each worker owns its own element
         if (is_cancelled())
@@ -145,16 +149,15 @@ VerifyReport verify_step(const fsutil::ListedDirectory& step, const VerifyOption
             all_done += record.bytes;
         } else {
             uint64_t reported = 0;
-            check =
-                check_shard(dirfd, dir, m, record, options.fast, shard_problems[i], [&](uint64_t done, uint64_t size) {
-                    const uint64_t overall = all_done += done - reported;
-                    reported = done;
-                    if (cb.shard_progress)
-                        cb.shard_progress(i, done, size);
-                    if (cb.progress)
-                        cb.progress(overall, total);
-                    return !is_cancelled();
-                });
+            check = check_shard(step, m, record, options.fast, shard_problems[i], [&](uint64_t done, uint64_t size) {
+                const uint64_t overall = all_done += done - reported;
+                reported = done;
+                if (cb.shard_progress)
+                    cb.shard_progress(i, done, size);
+                if (cb.progress)
+                    cb.progress(overall, total);
+                return !is_cancelled();
+            });
             if (check.status == ShardStatus::pending)
                 return; // cancelled
             if (reported < record.bytes) // a shard that failed early still counts as done
@@ -178,7 +181,7 @@ VerifyReport verify_step(const fsutil::ListedDirectory& step, const VerifyOption
 
 } // namespace
 
-VerifyReport verify_native(const fsutil::ListedDirectory& step, const VerifyOptions& options)
+VerifyReport verify_native(const storage::Folder& step, const VerifyOptions& options)
 {
     const auto start = std::chrono::steady_clock::now();
     VerifyReport report = verify_step(step, options);
@@ -189,7 +192,7 @@ VerifyReport verify_native(const fsutil::ListedDirectory& step, const VerifyOpti
 
 VerifyReport verify_native(const fs::path& step_dir, const VerifyOptions& options)
 {
-    return verify_native(fsutil::open_listed(step_dir), options);
+    return verify_native(storage::Folder(fsutil::open_listed(step_dir)), options);
 }
 
 } // namespace shardscope

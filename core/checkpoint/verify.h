@@ -7,6 +7,7 @@
 #include "core/checkpoint/state.h"
 #include "core/checkpoint/foreign_summary.h"
 #include "core/util/enum_names.h"
+#include "core/storage/folder.h"
 #include "core/util/fsutil.h"
 
 #include <atomic>
@@ -78,7 +79,7 @@ struct VerifyReport {
 // materialising the state: the manifest's invariants, then every shard (existence, size,
 // safetensors header, hash) in parallel with chunked reads. Never throws for a bad checkpoint:
 // findings go into the report.
-VerifyReport verify_native(const fsutil::ListedDirectory& step, const VerifyOptions& options = {});
+VerifyReport verify_native(const storage::Folder& step, const VerifyOptions& options = {});
 // The same for a step directory the caller names (a reshard's source, a mirror's copy). Throws
 // Error(cannot_open) if `step_dir` is unusable.
 VerifyReport verify_native(const std::filesystem::path& step_dir, const VerifyOptions& options = {});

@@ -259,10 +259,8 @@ ConvertResult convert_checkpoint(const fs::path& source, const fs::path& given_o
         throw Error(ProblemKind::io_error,
                     tmp.string() + ": cannot create the temporary output folder: " + std::strerror(errno));
     try {
-        const fsutil::UniqueFd source_fd = fsutil::open_directory(layout.dir);
         const fsutil::UniqueFd out_fd = fsutil::open_directory(tmp);
         convert::ConvertJob job{.source = layout,
-                                .source_fd = source_fd.get(),
                                 .out_fd = out_fd.get(),
                                 .out_dir = tmp,
                                 .options = options,

@@ -64,7 +64,7 @@ uint64_t output_bytes(const ConvertJob& job, std::size_t i)
 void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to, uint64_t first, uint64_t count,
                    const std::function<void(const std::byte*, std::size_t)>& sink)
 {
-    inspect::TensorReader reader(job.source_fd, job.source.dir, tensor);
+    inspect::TensorReader reader(*job.source.folder, tensor);
     const std::size_t in_size = element_size(tensor.type), out_size = element_size(to);
     const uint64_t piece = std::min<uint64_t>(count, kConvertPiece);
     std::vector<std::byte> in(static_cast<std::size_t>(piece) * in_size);
@@ -90,7 +90,7 @@ void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to,
 void copy_tensor(ConvertJob& job, std::size_t i, const std::function<void(const std::byte*, std::size_t)>& sink)
 {
     const TensorContent& tensor = job.source.tensors[job.picked[i]];
-    const inspect::TensorReader sized(job.source_fd, job.source.dir, tensor);
+    const inspect::TensorReader sized(*job.source.folder, tensor);
     copy_elements(job, tensor, job.out_types[i], 0, sized.numel(), sink);
 }
 

@@ -348,7 +348,7 @@ StoredLayout collect_stored_ranges(const DcpMetadata& meta, const DcpSource& src
 // One data file: every range inside the file and none overlapping another; with `check_data`,
 // each range's content (check_stored_range).
 void check_data_file(const std::vector<StoredRange>& list, const RangeNames& names, const std::string& shown,
-                     fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems,
+                     storage::OpenedObject& file, ShardCheck& check, std::vector<Problem>& problems,
                      const VerifyOptions& options, bool check_data)
 {
     for (const auto& r : list) {
@@ -379,7 +379,7 @@ void check_data_file(const std::vector<StoredRange>& list, const RangeNames& nam
         human_bytes(stored) + ")" + (check_data ? ", contents checked" : "");
     if (!check_data)
         return;
-    const ZipReadAt read = zip_read_fd(file.fd.get());
+    const ZipReadAt read = storage::read_function(*file.reader);
     std::size_t reported = 0;
     ProblemKind first_dropped = ProblemKind::crc_mismatch;
     for (const auto& r : list) {
@@ -398,7 +398,7 @@ void check_data_file(const std::vector<StoredRange>& list, const RangeNames& nam
 
 } // namespace
 
-void verify_dcp_layout(const fsutil::ListedDirectory& listed, const DcpMetadata& meta, const DcpSource& src,
+void verify_dcp_layout(const storage::Folder& listed, const DcpMetadata& meta, const DcpSource& src,
                        VerifyReport& report, const VerifyOptions& options, bool check_data)
 {
     const fs::path& dir = listed.path;
@@ -431,12 +431,12 @@ void verify_dcp_layout(const fsutil::ListedDirectory& listed, const DcpMetadata&
 
     // Check every data file, then add what the metadata alone showed.
     const RangeNames names(meta);
-    foreign::check_files(listed.fd.get(), report, options,
-                         [&](std::size_t, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
-                             check_data_file(stored.ranges[file_index(meta, check.path)], names,
-                                             foreign::shown_file(dir, check), file, check, problems, options,
-                                             check_data);
-                         });
+    foreign::check_files(
+        listed, report, options,
+        [&](std::size_t, storage::OpenedObject& file, ShardCheck& check, std::vector<Problem>& problems) {
+            check_data_file(stored.ranges[file_index(meta, check.path)], names, foreign::shown_file(dir, check), file,
+                            check, problems, options, check_data);
+        });
     report.problems.insert(report.problems.end(), stored.problems.begin(), stored.problems.end());
     describe_transforms(stored, meta, src, check_data, report);
     if (stored.missing_storage > 100)
@@ -446,7 +446,7 @@ void verify_dcp_layout(const fsutil::ListedDirectory& listed, const DcpMetadata&
                                    .path = src.path});
 }
 
-VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
+VerifyReport verify_dcp(const storage::Folder& listed, const VerifyOptions& options, bool check_data)
 {
     const fs::path& dir = listed.path;
     VerifyReport report = foreign::new_report("torch-dcp", dir, "torch-dcp (torch.distributed.checkpoint)");
@@ -462,7 +462,7 @@ VerifyReport verify_dcp(const fsutil::ListedDirectory& listed, const VerifyOptio
                 list_dcp_tensors(first, first_summary);
                 options.callbacks.first_tensors(first_summary);
             };
-        meta = decode_dcp_metadata_file(listed.fd.get(), ".metadata", src.described, std::move(first_tensors));
+        meta = decode_dcp_metadata_file(listed, ".metadata", src.described, std::move(first_tensors));
     } catch (const Error& e) {
         Problem p = e.problem();
         p.path = ".metadata";

@@ -109,10 +109,10 @@ using DcpFirstTensors = std::function<void(const DcpMetadata& first)>;
 // as the pickle is read (dcp_metadata.cpp): memory follows the chunks described, not the opcodes.
 DcpMetadata decode_dcp_metadata(std::string_view pickle_bytes, const std::string& display_path = ".metadata",
                                 const PickleLimits& limits = {}, DcpFirstTensors first_tensors = {});
-// The same, from the file `name` beneath `dirfd`, read through a window (twice) rather than held
+// The same, from the object `name` in `folder`, read through a window (twice) rather than held
 // whole. Throws Error as fsutil::read_small_file does for a missing, outside or oversized file.
-DcpMetadata decode_dcp_metadata_file(int dirfd, const std::string& name, const std::string& display_path,
-                                     DcpFirstTensors first_tensors = {});
+DcpMetadata decode_dcp_metadata_file(const storage::Folder& folder, const std::string& name,
+                                     const std::string& display_path, DcpFirstTensors first_tensors = {});
 inline DcpMetadata decode_dcp_metadata(const uint8_t* data, std::size_t size,
                                        const std::string& display_path = ".metadata", const PickleLimits& limits = {},
                                        DcpFirstTensors first_tensors = {})
@@ -142,6 +142,6 @@ uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& sto
 // each range's content too: FileSystemWriter stores every chunk (and every non-tensor item) as a
 // torch.save archive, whose entries must pass their CRC-32 and whose storage must hold exactly
 // the chunk's elements; a range that is not an archive must be the chunk's raw bytes.
-VerifyReport verify_dcp(const fsutil::ListedDirectory& dir, const VerifyOptions& options, bool check_data = true);
+VerifyReport verify_dcp(const storage::Folder& dir, const VerifyOptions& options, bool check_data = true);
 
 } // namespace shardscope

@@ -255,7 +255,7 @@ DcpMetadata assemble_dcp_hf(const std::vector<DcpHfShard>& shards, const fs::pat
     return meta;
 }
 
-DcpHfLayout read_dcp_hf(const fsutil::ListedDirectory& dir)
+DcpHfLayout read_dcp_hf(const storage::Folder& dir)
 {
     DcpHfLayout out;
     std::vector<DcpHfShard> shards;
@@ -266,7 +266,7 @@ DcpHfLayout read_dcp_hf(const fsutil::ListedDirectory& dir)
         const int rank = dcp_rank_of(name);
         const std::string display =
             (rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string()) + (dir.path / name).string();
-        const fsutil::OpenedFile file = fsutil::open_beneath_for_read(dir.fd.get(), name);
+        const storage::OpenedObject file = dir.open(name);
         if (file.status != fsutil::OpenStatus::ok) {
             out.problems.push_back({.kind = file.status == fsutil::OpenStatus::outside
                                         ? ProblemKind::path_outside_checkpoint
@@ -278,7 +278,7 @@ DcpHfLayout read_dcp_hf(const fsutil::ListedDirectory& dir)
         }
         try {
             shards.push_back(
-                {.file = name, .listing = read_safetensors_listing(file.fd.get(), file.size, display, rank)});
+                {.file = name, .listing = read_safetensors_listing(*file.reader, file.size, display, rank)});
             values += shards.back().listing.dims.size();
             if (values > kMaxDcpDimensionValues)
                 throw Error(ProblemKind::invalid_shard,
@@ -297,7 +297,7 @@ DcpHfLayout read_dcp_hf(const fsutil::ListedDirectory& dir)
     return out;
 }
 
-VerifyReport verify_dcp_hf(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
+VerifyReport verify_dcp_hf(const storage::Folder& listed, const VerifyOptions& options, bool check_data)
 {
     VerifyReport report =
         foreign::new_report("torch-dcp-hf", listed.path,

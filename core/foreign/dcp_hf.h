@@ -51,11 +51,11 @@ struct DcpHfLayout {
     DcpMetadata meta;
     std::vector<Problem> problems; // files that cannot be opened or read, or were left out
 };
-DcpHfLayout read_dcp_hf(const fsutil::ListedDirectory& dir);
+DcpHfLayout read_dcp_hf(const storage::Folder& dir);
 
 // Verifies the folder as one DCP checkpoint: every header strictly, the chunks tiling their
 // tensors (no overlap, no hole), every range inside its file; with `check_data`, each chunk's
 // bytes read.
-VerifyReport verify_dcp_hf(const fsutil::ListedDirectory& dir, const VerifyOptions& options, bool check_data = true);
+VerifyReport verify_dcp_hf(const storage::Folder& dir, const VerifyOptions& options, bool check_data = true);
 
 } // namespace shardscope

@@ -397,15 +397,12 @@ DcpMetadata decode_dcp_metadata(std::string_view bytes, const std::string& displ
     return Decoder(PickleInput(bytes), display_path, limits, std::move(use), std::move(first_tensors)).decode();
 }
 
-DcpMetadata decode_dcp_metadata_file(int dirfd, const std::string& name, const std::string& display_path,
-                                     DcpFirstTensors first_tensors)
+DcpMetadata decode_dcp_metadata_file(const storage::Folder& folder, const std::string& name,
+                                     const std::string& display_path, DcpFirstTensors first_tensors)
 {
     using namespace foreign::dcp;
-    fsutil::OpenedFile file = fsutil::open_small_file(dirfd, name, kMaxDcpMetadataBytes, display_path);
-    const int fd = file.fd.get();
-    const PickleInput::ReadAt read = [fd](void* buffer, std::size_t size, uint64_t offset) {
-        return fsutil::read_exact(fd, buffer, size, offset);
-    };
+    const storage::OpenedObject file = folder.open_small(name, kMaxDcpMetadataBytes, display_path);
+    const PickleInput::ReadAt read = storage::read_function(*file.reader);
     // Read twice through a window (pass one, then the fold): the file's bytes are never all resident.
     MemoUse use = scan_memo_use(PickleInput(read, file.size), PickleLimits{});
     return Decoder(PickleInput(read, file.size), display_path, PickleLimits{}, std::move(use), std::move(first_tensors))

@@ -178,7 +178,7 @@ void describe_files(const DeepSpeedFiles& f, std::size_t absent, ForeignSummary&
 
 } // namespace
 
-VerifyReport verify_deepspeed(const fsutil::ListedDirectory& dir, const VerifyOptions& options, bool check_data)
+VerifyReport verify_deepspeed(const storage::Folder& dir, const VerifyOptions& options, bool check_data)
 {
     VerifyReport report = foreign::new_report("deepspeed", dir.path, "deepspeed");
     const DeepSpeedFiles found = collect_files(dir.names);
@@ -209,7 +209,7 @@ VerifyReport verify_deepspeed(const fsutil::ListedDirectory& dir, const VerifyOp
                                    .message = report.dir.string() + ": no DeepSpeed model or optimizer state files"});
         return report;
     }
-    check_archives(dir.fd.get(), report, options, ProblemKind::missing_shard, check_data);
+    check_archives(dir, report, options, ProblemKind::missing_shard, check_data);
     add_row(*report.foreign, "tensors", std::to_string(report.foreign->tensors_total));
     return report;
 }

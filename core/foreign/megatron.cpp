@@ -27,7 +27,7 @@ struct RankFolders {
 
     // Every file the ranks 0..tp-1 x 0..pp-1 should have, with its rank: a folder that is absent
     // is named as Megatron would have named it, so that it is reported missing.
-    std::vector<std::pair<int, std::string>> files(int dirfd) const
+    std::vector<std::pair<int, std::string>> files(const storage::Folder& listed) const
     {
         std::vector<std::pair<int, std::string>> out;
         for (int t = 0; t < tp; ++t)
@@ -40,7 +40,7 @@ struct RankFolders {
                     name += buffer;
                 }
                 out.push_back({t * pp + s, name + "/model_optim_rng.pt"});
-                if (found != folder.end() && fsutil::exists_at(dirfd, name + "/distrib_optim.pt"))
+                if (found != folder.end() && listed.exists(name + "/distrib_optim.pt"))
                     out.push_back({t * pp + s, name + "/distrib_optim.pt"});
             }
         return out;
@@ -72,16 +72,14 @@ RankFolders collect_rank_folders(const std::vector<std::string>& names)
 
 } // namespace
 
-VerifyReport verify_megatron(const fsutil::ListedDirectory& listed, const VerifyOptions& options, bool check_data)
+VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions& options, bool check_data)
 {
     const fs::path& dir = listed.path;
-    const int dirfd = listed.fd.get();
     const std::vector<std::string>& names = listed.names;
     std::vector<std::pair<std::string, std::string>> rows = {{"format", "megatron"}};
     if (listed.has("metadata.json")) {
         try {
-            const std::string text =
-                fsutil::read_small_file(dirfd, "metadata.json", 1 << 20, (dir / "metadata.json").string());
+            const std::string text = listed.read_small("metadata.json", 1 << 20, (dir / "metadata.json").string());
             const auto json = nlohmann::json::parse(text);
             if (json.is_object())
                 for (const auto& [key, value] : json.items())
@@ -118,7 +116,7 @@ VerifyReport verify_megatron(const fsutil::ListedDirectory& listed, const Verify
         report.dir = dir;
         report.foreign.emplace();
         const RankFolders ranks = collect_rank_folders(names);
-        for (const auto& [rank, file] : ranks.files(dirfd))
+        for (const auto& [rank, file] : ranks.files(listed))
             report.shards.push_back(ShardCheck{.rank = rank, .path = file});
         const int tp = ranks.tp, pp = ranks.pp;
         rows.push_back({"tensor-parallel size", std::to_string(tp)});
@@ -128,7 +126,7 @@ VerifyReport verify_megatron(const fsutil::ListedDirectory& listed, const Verify
             report.problems.push_back({.kind = ProblemKind::missing_shard,
                                        .message = dir.string() + ": no .metadata and no mp_rank_XX folders"});
         else
-            check_archives(dirfd, report, inner, ProblemKind::missing_shard, check_data);
+            check_archives(listed, report, inner, ProblemKind::missing_shard, check_data);
         rows.push_back({"tensors", std::to_string(report.foreign->tensors_total)});
     }
     as_megatron(report);

@@ -8,6 +8,6 @@ namespace shardscope {
 
 // Megatron: `dir` is an iteration folder (iter_NNNNNNN/; core/open follows a root's tracker file),
 // listed.
-VerifyReport verify_megatron(const fsutil::ListedDirectory& dir, const VerifyOptions& options, bool check_data = true);
+VerifyReport verify_megatron(const storage::Folder& dir, const VerifyOptions& options, bool check_data = true);
 
 } // namespace shardscope

@@ -84,14 +84,15 @@ void summarise_files(VerifyReport& report, const std::vector<std::optional<Safet
 }
 
 // Reads every file's header in parallel; headers[i] set when file i is valid safetensors.
-std::vector<std::optional<SafetensorsListing>> read_headers(int dirfd, VerifyReport& report,
+std::vector<std::optional<SafetensorsListing>> read_headers(const storage::Folder& folder, VerifyReport& report,
                                                             const VerifyOptions& options)
 {
     std::vector<std::optional<SafetensorsListing>> headers(report.shards.size());
-    foreign::check_files(
-        dirfd, report, options, [&](std::size_t i, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>&) {
-            headers[i] = read_safetensors_listing(file.fd.get(), file.size, (report.dir / check.path).string());
-        });
+    foreign::check_files(folder, report, options,
+                         [&](std::size_t i, storage::OpenedObject& file, ShardCheck& check, std::vector<Problem>&) {
+                             headers[i] =
+                                 read_safetensors_listing(*file.reader, file.size, (report.dir / check.path).string());
+                         });
     return headers;
 }
 
@@ -130,7 +131,7 @@ void flag(VerifyReport& report, std::size_t file, Problem problem)
 
 } // namespace
 
-VerifyReport verify_safetensors_files(const fsutil::ListedDirectory& dir, const VerifyOptions& options)
+VerifyReport verify_safetensors_files(const storage::Folder& dir, const VerifyOptions& options)
 {
     VerifyReport report;
     report.format = "safetensors";
@@ -144,7 +145,7 @@ VerifyReport verify_safetensors_files(const fsutil::ListedDirectory& dir, const 
         report.shards.push_back(ShardCheck{.rank = -1, .path = name});
     add_row(*report.foreign, "format", "safetensors");
     add_row(*report.foreign, "files", std::to_string(names.size()));
-    const auto headers = read_headers(dir.fd.get(), report, options);
+    const auto headers = read_headers(dir, report, options);
     uint64_t bytes = 0;
     summarise_files(report, headers, bytes);
     if (names.empty())
@@ -153,19 +154,17 @@ VerifyReport verify_safetensors_files(const fsutil::ListedDirectory& dir, const 
     return report;
 }
 
-VerifyReport verify_safetensors_index(const fsutil::ListedDirectory& listed, const VerifyOptions& options,
+VerifyReport verify_safetensors_index(const storage::Folder& listed, const VerifyOptions& options,
                                       const std::string& index_name)
 {
     const fs::path& dir = listed.path;
     VerifyReport report = foreign::new_report("safetensors-index", dir, "safetensors-index");
     ForeignSummary& summary = *report.foreign;
     add_row(summary, "index", index_name);
-    const int dirfd = listed.fd.get();
     const std::string index_path = (dir / index_name).string();
     SafetensorsIndex index;
     try {
-        index =
-            parse_safetensors_index(fsutil::read_small_file(dirfd, index_name, kMaxIndexBytes, index_path), index_path);
+        index = parse_safetensors_index(listed.read_small(index_name, kMaxIndexBytes, index_path), index_path);
     } catch (const Error& e) {
         Problem p = e.problem();
         p.path = index_name;
@@ -187,7 +186,7 @@ VerifyReport verify_safetensors_index(const fsutil::ListedDirectory& listed, con
     }
     if (options.callbacks.files_listed) // someone shows the rows as they come (the CLI does not)
         list_from_index(index, report);
-    const auto headers = read_headers(dirfd, report, options);
+    const auto headers = read_headers(listed, report, options);
     if (report.cancelled) { // the rows listed from the index alone are not a result
         report.foreign->tensors.clear();
         report.foreign->tensors_total = 0;

@@ -73,11 +73,11 @@ inline SafetensorsIndex parse_safetensors_index(const uint8_t* data, std::size_t
 // Verifies a folder (listed) holding `index_name` (default model.safetensors.index.json): every file of
 // the weight_map exists and is valid safetensors, every mapped tensor is in its file, no file
 // holds unmapped tensors, metadata.total_size equals the sum of tensor bytes.
-VerifyReport verify_safetensors_index(const fsutil::ListedDirectory& dir, const VerifyOptions& options,
+VerifyReport verify_safetensors_index(const storage::Folder& dir, const VerifyOptions& options,
                                       const std::string& index_name = "model.safetensors.index.json");
 
 // Verifies the .safetensors files among `dir`'s names: a folder without an index, or one file
 // (core/open lists a single file's folder as that file alone).
-VerifyReport verify_safetensors_files(const fsutil::ListedDirectory& dir, const VerifyOptions& options);
+VerifyReport verify_safetensors_files(const storage::Folder& dir, const VerifyOptions& options);
 
 } // namespace shardscope

@@ -328,24 +328,11 @@ SafetensorsListing list_safetensors_header(std::string_view json, uint64_t file_
     return out;
 }
 
-SafetensorsListing read_safetensors_listing(int fd, uint64_t file_size, const std::string& display_path, int rank)
+SafetensorsListing read_safetensors_listing(const storage::Reader& file, uint64_t file_size,
+                                            const std::string& display_path, int rank)
 {
-    const Where where{display_path, rank};
-    uint64_t length = 0;
-    if (file_size < 8)
-        bad(where, "the file is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
-    if (!fsutil::read_exact(fd, &length, 8, 0))
-        throw Error(ProblemKind::unreadable, display_path + ": cannot read the header length", display_path, rank);
-    if (length > kMaxSafetensorsHeader)
-        bad(where, "the header length " + std::to_string(length) + " exceeds the 100 MB limit");
-    if (length > file_size - 8)
-        bad(where,
-            "the header length " + std::to_string(length) + " runs past the end of the " + std::to_string(file_size) +
-                "-byte file");
-    std::string json(length, '\0');
-    if (!fsutil::read_exact(fd, json.data(), json.size(), 8))
-        throw Error(ProblemKind::unreadable, display_path + ": cannot read the header", display_path, rank);
-    return list_safetensors_header(json, file_size, display_path, rank);
+    return list_safetensors_header(read_safetensors_header_json(file, file_size, display_path, rank), file_size,
+                                   display_path, rank);
 }
 
 } // namespace shardscope

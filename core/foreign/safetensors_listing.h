@@ -45,6 +45,7 @@ SafetensorsListing list_safetensors_header(std::string_view json, uint64_t file_
                                            int rank = -1);
 
 // As read_safetensors_header: the 8-byte length, its limits, then list_safetensors_header.
-SafetensorsListing read_safetensors_listing(int fd, uint64_t file_size, const std::string& display_path, int rank = -1);
+SafetensorsListing read_safetensors_listing(const storage::Reader& file, uint64_t file_size,
+                                            const std::string& display_path, int rank = -1);
 
 } // namespace shardscope

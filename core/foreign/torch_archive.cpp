@@ -240,14 +240,14 @@ namespace foreign {
 
 // CRC-checks every entry of one .pt archive and lists its tensors (prefixed with the file name
 // when `tensor_prefix` is set). Problems name the file and rank.
-void check_torch_file(fsutil::OpenedFile& file, const std::string& shown, ShardCheck& check,
+void check_torch_file(storage::OpenedObject& file, const std::string& shown, ShardCheck& check,
                       std::vector<Problem>& problems, std::vector<ForeignTensor>& tensors, uint64_t& tensors_total,
                       const VerifyOptions& options, bool check_data)
 {
     auto add = [&](ProblemKind kind, const std::string& message) {
         problems.push_back({.kind = kind, .message = message, .path = check.path, .rank = check.rank});
     };
-    const ZipReadAt read = zip_read_fd(file.fd.get());
+    const ZipReadAt read = storage::read_function(*file.reader);
     unsigned char magic[2] = {0, 0};
     if (file.size >= 2 && read(magic, 2, 0) && magic[0] == 0x80 && magic[1] == 0x02) {
         check.status = ShardStatus::invalid;
@@ -317,14 +317,14 @@ bool eat(std::string_view s, std::size_t& pos, std::string_view literal)
 }
 
 // Runs the archive checks over report.shards and fills the summary's tensor list.
-void check_archives(int dirfd, VerifyReport& report, const VerifyOptions& options, ProblemKind missing_kind,
-                    bool check_data)
+void check_archives(const storage::Folder& folder, VerifyReport& report, const VerifyOptions& options,
+                    ProblemKind missing_kind, bool check_data)
 {
     std::vector<std::vector<ForeignTensor>> tensors(report.shards.size());
     std::vector<uint64_t> totals(report.shards.size(), 0);
     foreign::check_files(
-        dirfd, report, options,
-        [&](std::size_t i, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems) {
+        folder, report, options,
+        [&](std::size_t i, storage::OpenedObject& file, ShardCheck& check, std::vector<Problem>& problems) {
             check_torch_file(file, foreign::shown_file(report.dir, check), check, problems, tensors[i], totals[i],
                              options, check_data);
         },

@@ -57,10 +57,11 @@ std::string shown_part(const fs::path& dir, const TensorContent& tensor, const T
 }
 
 // A part's file, opened, when the part lies inside it; nullopt with `problem` set when not.
-std::optional<fsutil::OpenedFile> open_part(int dirfd, const fs::path& dir, const TensorContent& tensor,
-                                            const TensorPart& part, std::optional<Problem>& problem)
+std::optional<storage::OpenedObject> open_part(const storage::Folder& folder, const TensorContent& tensor,
+                                               const TensorPart& part, std::optional<Problem>& problem)
 {
-    fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, part.file);
+    const fs::path& dir = folder.path;
+    storage::OpenedObject file = folder.open(part.file);
     const std::string shown = (dir / part.file).string();
     if (file.status != fsutil::OpenStatus::ok) {
         problem = Problem{.kind = ProblemKind::unreadable,
@@ -116,11 +117,13 @@ struct MasterPass {
 };
 
 // Where a part's elements come from, window by window: a mapping of its file (no copy out of
-// the page cache, and a few MiB resident at a time), or reads into a buffer where the file
-// system cannot map.
+// the page cache, and a few MiB resident at a time), or, for a remote object or where the file
+// system cannot map, a window read into a buffer (one ranged GET per window, not per block).
 class PartSource {
 public:
-    PartSource(int fd, const TensorPart& part, std::size_t element_size) : fd_(fd), part_(part), size_(element_size) {}
+    PartSource(const storage::Reader& file, const TensorPart& part, std::size_t element_size)
+        : file_(file), part_(part), size_(element_size)
+    {}
 
     // A compressed part is decompressed whole first; why it cannot be, or nullopt.
     std::optional<std::string> prepare(const std::string& shown)
@@ -128,7 +131,7 @@ public:
         if (!part_.zstd_length)
             return std::nullopt;
         try {
-            inflated_ = inspect::inflate_dcp_part(fd_, part_, size_, shown);
+            inflated_ = inspect::inflate_dcp_part(file_, part_, size_, shown);
         } catch (const Error& e) {
             return std::string(e.what());
         }
@@ -140,25 +143,30 @@ public:
     {
         if (part_.zstd_length) // prepare() checked that the part's elements are all there
             return inflated_.data() + part_.byte_offset + at * size_;
-        if (mapped_ && at >= window_ && at + n <= window_ + window_numel_)
-            return window_bytes_.data() + (at - window_) * size_;
+        if (has_window_ && at >= window_ && at + n <= window_ + window_numel_)
+            return (mapped_ ? window_bytes_.data() : buffer_.data()) + (at - window_) * size_;
+        has_window_ = false;
+        window_ = at;
         window_numel_ = std::min<uint64_t>(kWindowElements, part_.numel - at);
-        if ((mapped_ = window_bytes_.map(fd_, part_.byte_offset + at * size_, window_numel_ * size_))) {
-            window_ = at;
-            return window_bytes_.data();
+        const uint64_t offset = part_.byte_offset + at * size_;
+        const std::size_t bytes = static_cast<std::size_t>(window_numel_ * size_);
+        mapped_ = file_.fd() >= 0 && window_bytes_.map(file_.fd(), offset, bytes);
+        if (!mapped_) {
+            buffer_.resize(bytes);
+            if (!file_.read(buffer_.data(), bytes, offset))
+                return nullptr;
         }
-        buffer_.resize(n * size_);
-        return fsutil::read_exact(fd_, buffer_.data(), n * size_, part_.byte_offset + at * size_) ? buffer_.data()
-                                                                                                  : nullptr;
+        has_window_ = true;
+        return mapped_ ? window_bytes_.data() : buffer_.data();
     }
 
 private:
     static constexpr uint64_t kWindowElements = uint64_t(1) << 21; // 8 MiB of F32
-    int fd_;
+    const storage::Reader& file_;
     const TensorPart& part_;
     std::size_t size_;
     fsutil::MappedWindow window_bytes_;
-    bool mapped_ = false;
+    bool has_window_ = false, mapped_ = false;
     uint64_t window_ = 0, window_numel_ = 0;
     std::vector<std::byte> buffer_;
     std::vector<std::byte> inflated_;
@@ -166,21 +174,22 @@ private:
 
 // Reads one part block by block into `stats` (and its master, when given, into the master's
 // statistics and the check); false with `problem` set when it cannot be read.
-bool scan_part(int dirfd, const fs::path& dir, const TensorContent& tensor, const TensorPart& part,
+bool scan_part(const storage::Folder& folder, const TensorContent& tensor, const TensorPart& part,
                const ContentOptions& options, std::atomic<uint64_t>& done, uint64_t total, ValueStats& stats,
                std::optional<Problem>& problem, const std::optional<MasterPass>& master)
 {
-    const std::optional<fsutil::OpenedFile> file = open_part(dirfd, dir, tensor, part, problem);
+    const fs::path& dir = folder.path;
+    const std::optional<storage::OpenedObject> file = open_part(folder, tensor, part, problem);
     if (!file)
         return false;
-    std::optional<fsutil::OpenedFile> master_file;
-    if (master && !(master_file = open_part(dirfd, dir, master->tensor, master->part, problem)))
+    std::optional<storage::OpenedObject> master_file;
+    if (master && !(master_file = open_part(folder, master->tensor, master->part, problem)))
         return false;
     const uint64_t size = element_size(tensor.type);
-    PartSource source(file->fd.get(), part, size);
+    PartSource source(*file->reader, part, size);
     std::optional<PartSource> master_source;
     if (master)
-        master_source.emplace(master_file->fd.get(), master->part, 4);
+        master_source.emplace(*master_file->reader, master->part, 4);
     const auto not_inflated = [&](const TensorPart& where, const std::string& why) {
         problem = Problem{.kind = ProblemKind::invalid_archive, .message = why, .path = where.file, .rank = where.rank};
         return false;
@@ -338,7 +347,7 @@ json stats_json(const ValueStats& s)
 
 } // namespace
 
-ContentReport plan_content(const fs::path& path, const ContentOptions& options)
+ContentReport plan_content(const storage::Location& path, const ContentOptions& options)
 {
     const auto start = std::chrono::steady_clock::now();
     ContentReport report;
@@ -373,8 +382,9 @@ std::vector<std::optional<Problem>> scan_content(ContentReport& report, const Co
                                                  const ItemFilter& mine)
 {
     const auto start = std::chrono::steady_clock::now();
-    const fs::path& dir = report.dir;
-    fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
+    if (!report.folder) // a report planned elsewhere (shardctl-mpi sends plans): its folder, again
+        report.folder = std::make_shared<const storage::Folder>(fsutil::open_listed(report.dir));
+    const storage::Folder& folder = *report.folder;
     // Every part (a param part with its master part) is one work item, spread over the threads.
     const std::vector<ContentItem> items = content_items(report);
     std::vector<std::size_t> chosen;
@@ -387,7 +397,7 @@ std::vector<std::optional<Problem>> scan_content(ContentReport& report, const Co
         }
     std::atomic<uint64_t> done{0};
     std::vector<std::optional<Problem>> item_problems(items.size());
-    parallel_for(chosen.size(), options.threads, [&](std::size_t c) {
+    parallel_for(chosen.size(), storage::default_threads(folder, options.threads), [&](std::size_t c) {
         const std::size_t i = chosen[c];
         TensorContent& tensor = report.tensors[items[i].tensor];
         const std::size_t p = items[i].part;
@@ -396,8 +406,8 @@ std::vector<std::optional<Problem>> scan_content(ContentReport& report, const Co
             TensorContent& m = report.tensors[static_cast<std::size_t>(tensor.master)];
             master.emplace(MasterPass{m, m.parts[p], m.part_stats[p], tensor.part_checks[p]});
         }
-        scan_part(dirfd.get(), dir, tensor, tensor.parts[p], options, done, total, tensor.part_stats[p],
-                  item_problems[i], master);
+        scan_part(folder, tensor, tensor.parts[p], options, done, total, tensor.part_stats[p], item_problems[i],
+                  master);
     });
     report.cancelled = options.cancel && options.cancel->load();
     report.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -420,7 +430,7 @@ void finish_content(ContentReport& report, std::vector<std::optional<Problem>> i
     }
 }
 
-ContentReport inspect_content(const fs::path& path, const ContentOptions& options)
+ContentReport inspect_content(const storage::Location& path, const ContentOptions& options)
 {
     ContentReport report = plan_content(path, options);
     auto problems = scan_content(report, options);

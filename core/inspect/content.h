@@ -7,11 +7,13 @@
 #include "core/checkpoint/state.h"
 #include "core/inspect/elements.h"
 #include "core/inspect/stats.h"
+#include "core/storage/folder.h"
 #include "core/util/error.h"
 
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -68,6 +70,8 @@ struct TensorContent {
 struct ContentReport {
     std::string format;
     std::filesystem::path dir; // the step directory (or the file's folder) read
+    // That folder, listed when the tensors were laid out: every value is read through it.
+    std::shared_ptr<const storage::Folder> folder;
     std::vector<TensorContent> tensors;
     std::vector<Problem> problems; // health checks that failed and data that could not be read
     std::vector<Problem> warnings; // all_zero_tensor: worth a look, not a failure
@@ -91,7 +95,7 @@ struct ContentOptions {
 // scan_content reads the items `mine` accepts (all when it is empty) into the parts' statistics
 // (and part_checks) and returns the problems found, indexed by item; finish_content merges the
 // parts and runs the health checks.
-ContentReport plan_content(const std::filesystem::path& path, const ContentOptions& options = {});
+ContentReport plan_content(const storage::Location& path, const ContentOptions& options = {});
 struct ContentItem {
     std::size_t tensor = 0, part = 0;
 };
@@ -110,7 +114,7 @@ ValueStats value_stats_from_json(const nlohmann::json& j);
 // file, a folder of them with or without model.safetensors.index.json). Throws Error for a path
 // that cannot be used or a format whose tensor data this version cannot read; findings about the
 // values go into the report.
-ContentReport inspect_content(const std::filesystem::path& path, const ContentOptions& options = {});
+ContentReport inspect_content(const storage::Location& path, const ContentOptions& options = {});
 
 // The stats --json object: ok, format, path, tensors[], problems[], warnings[], cancelled, seconds.
 nlohmann::json content_report_json(const ContentReport& report);

@@ -84,13 +84,12 @@ void compare(const double* a, const double* b, const std::byte* raw_a, const std
     }
 }
 
-DiffSums run_item(int dirfd_a, int dirfd_b, const DiffReport& report, const Item& item, std::atomic<uint64_t>& done,
-                  uint64_t total)
+DiffSums run_item(const DiffReport& report, const Item& item, std::atomic<uint64_t>& done, uint64_t total)
 {
     const TensorDiff& diff = report.tensors[item.tensor];
     const TensorContent& ta = report.a.tensors[*diff.a];
     const TensorContent& tb = report.b.tensors[*diff.b];
-    inspect::TensorReader read_a(dirfd_a, report.a.dir, ta), read_b(dirfd_b, report.b.dir, tb);
+    inspect::TensorReader read_a(*report.a.folder, ta), read_b(*report.b.folder, tb);
     const std::size_t size_a = element_size(ta.type), size_b = element_size(tb.type);
     // Bitwise: the stored bytes decide (a -0 is not a +0, NaN payloads count) when the types agree.
     const bool bytes = report.options.bitwise() && ta.type == tb.type;
@@ -176,13 +175,13 @@ bool DiffReport::identical() const
     });
 }
 
-DiffReport plan_diff(const fs::path& a, const fs::path& b, const DiffOptions& options)
+DiffReport plan_diff(const storage::Location& a, const storage::Location& b, const DiffOptions& options)
 {
     const auto start = std::chrono::steady_clock::now();
     DiffReport report;
     report.options = options;
-    report.path_a = a;
-    report.path_b = b;
+    report.path_a = storage::to_string(a);
+    report.path_b = storage::to_string(b);
     ContentOptions content;
     content.tensor_globs = options.tensor_globs;
     report.a = plan_content(a, content);
@@ -282,11 +281,9 @@ std::vector<DiffSums> run_diff(DiffReport& report, const ItemFilter& mine)
                 (element_size(report.a.tensors[*d.a].type) + element_size(report.b.tensors[*d.b].type));
         }
     std::vector<DiffSums> sums(items.size());
-    fsutil::UniqueFd dir_a = fsutil::open_directory(report.a.dir), dir_b = fsutil::open_directory(report.b.dir);
     std::atomic<uint64_t> done{0};
-    parallel_for(chosen.size(), report.options.threads, [&](std::size_t c) {
-        sums[chosen[c]] = run_item(dir_a.get(), dir_b.get(), report, items[chosen[c]], done, total);
-    });
+    parallel_for(chosen.size(), report.options.threads,
+                 [&](std::size_t c) { sums[chosen[c]] = run_item(report, items[chosen[c]], done, total); });
     report.cancelled = report.options.cancel && report.options.cancel->load();
     report.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return sums;
@@ -310,7 +307,7 @@ void finish_diff(DiffReport& report, const std::vector<DiffSums>& item_sums)
     }
 }
 
-DiffReport diff_checkpoints(const fs::path& a, const fs::path& b, const DiffOptions& options)
+DiffReport diff_checkpoints(const storage::Location& a, const storage::Location& b, const DiffOptions& options)
 {
     DiffReport report = plan_diff(a, b, options);
     const std::vector<DiffSums> sums = run_diff(report);

@@ -73,13 +73,12 @@ struct DiffReport {
 // diff in three steps, as inspect_content (content.h), for shardctl-mpi: plan_diff lays out both
 // sides and pairs their tensors; the work items are aligned stretches of the paired tensors;
 // run_diff compares the items `mine` accepts (all when it is empty); finish_diff merges them.
-DiffReport plan_diff(const std::filesystem::path& a, const std::filesystem::path& b, const DiffOptions& options);
+DiffReport plan_diff(const storage::Location& a, const storage::Location& b, const DiffOptions& options);
 std::size_t diff_work_items(const DiffReport& report);
 std::vector<DiffSums> run_diff(DiffReport& report, const ItemFilter& mine = {});
 void finish_diff(DiffReport& report, const std::vector<DiffSums>& items);
 
-DiffReport diff_checkpoints(const std::filesystem::path& a, const std::filesystem::path& b,
-                            const DiffOptions& options = {});
+DiffReport diff_checkpoints(const storage::Location& a, const storage::Location& b, const DiffOptions& options = {});
 
 // The diff --json object: ok, a, b, atol, rtol, tensors[], summary, problems[], cancelled, seconds.
 nlohmann::json diff_report_json(const DiffReport& report);

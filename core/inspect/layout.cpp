@@ -28,17 +28,17 @@ constexpr const char* kStates[4] = {"param", "master", "exp_avg", "exp_avg_sq"};
 
 // The header of a safetensors file (the file is closed again: a checkpoint may have more ranks
 // than a process has descriptors). Error naming the file and rank when it cannot be used.
-SafetensorsHeader read_header(int dirfd, const fs::path& dir, const std::string& name, int rank)
+SafetensorsHeader read_header(const storage::Folder& folder, const std::string& name, int rank)
 {
-    const std::string display = (dir / name).string();
-    const fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, name);
+    const std::string display = (folder.path / name).string();
+    const storage::OpenedObject file = folder.open(name);
     if (file.status != fsutil::OpenStatus::ok)
         throw Error(file.status == fsutil::OpenStatus::outside       ? ProblemKind::path_outside_checkpoint
                         : file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_shard
                                                                      : ProblemKind::unreadable,
                     (rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string()) + display + ": " + file.reason,
                     name, rank);
-    return read_safetensors_header(file.fd.get(), file.size, display, rank);
+    return read_safetensors_header(*file.reader, file.size, display, rank);
 }
 
 // The param tensor is read with its master when their parts match one for one (they do unless a
@@ -56,9 +56,10 @@ void pair_param_with_master(TensorContent& param, std::size_t master_index, cons
     param.master = static_cast<int>(master_index);
 }
 
-void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report)
+void plan_native(const storage::Folder& folder, const ContentOptions& options, ContentReport& report)
 {
-    const Manifest m = read_manifest(dir);
+    const fs::path& dir = folder.path;
+    const Manifest m = read_manifest(folder);
     // Overlapping or gapped ranks would be counted twice or not at all: verify's findings first.
     if (auto problems = check_manifest(m, -1, (dir / "manifest.json").string()); !problems.empty()) {
         report.problems = std::move(problems);
@@ -71,7 +72,7 @@ void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, 
     std::vector<std::optional<SafetensorsHeader>> headers;
     for (const auto& shard : m.shards) {
         try {
-            headers.push_back(read_header(dirfd, dir, shard.path, shard.rank));
+            headers.push_back(read_header(folder, shard.path, shard.rank));
         } catch (const Error& e) {
             report.problems.push_back(e.problem());
             headers.emplace_back();
@@ -122,13 +123,14 @@ void plan_native(const fs::path& dir, int dirfd, const ContentOptions& options, 
     }
 }
 
-void plan_safetensors(const fs::path& dir, int dirfd, const std::vector<std::string>& files,
+void plan_safetensors(const storage::Folder& folder, const std::vector<std::string>& files,
                       const ContentOptions& options, ContentReport& report)
 {
+    const fs::path& dir = folder.path;
     for (const auto& file : files) {
         SafetensorsHeader header;
         try {
-            header = read_header(dirfd, dir, file, -1);
+            header = read_header(folder, file, -1);
         } catch (const Error& e) {
             report.problems.push_back(e.problem());
             continue;
@@ -164,71 +166,75 @@ bool selected(const ContentOptions& options, const std::string& name)
     return false;
 }
 
-fs::path lay_out_tensors(const fs::path& path, const ContentOptions& options, ContentReport& report)
+fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& options, ContentReport& report)
 {
-    std::error_code ec;
-    if (!fs::exists(path, ec))
-        throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
-    fs::path dir = path;
-    fsutil::UniqueFd dirfd;
-    auto open_dir = [&](const fs::path& d) {
-        report.dir = dir = d;
-        dirfd = fsutil::open_directory(dir);
+    // The folder every later read of this report goes through (scan_content, diff).
+    auto use = [&](storage::Folder folder) -> const storage::Folder& {
+        report.folder = std::make_shared<const storage::Folder>(std::move(folder));
+        report.dir = report.folder->path;
+        return *report.folder;
     };
-    if (!fs::is_directory(path, ec) && is_torch_file(path)) { // one torch.save file
+    const fs::path path = where.is_local() ? where.path : fs::path(storage::to_string(where));
+    std::error_code ec;
+    if (where.is_local() && !fs::exists(path, ec))
+        throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
+    if (where.is_local() && !fs::is_directory(path, ec) && is_torch_file(path)) { // one torch.save file
         report.format = "torch";
-        open_dir(path.parent_path().empty() ? fs::path(".") : path.parent_path());
-        plan_torch(dir, dirfd.get(), {{path.filename().string(), -1}}, options, report);
-    } else if (fs::exists(path / "pytorch_model.bin.index.json", ec) || fs::exists(path / "pytorch_model.bin", ec)) {
+        const storage::Folder& folder =
+            use(storage::Folder(fsutil::open_listed(path.parent_path().empty() ? fs::path(".") : path.parent_path())));
+        plan_torch(folder, {{path.filename().string(), -1}}, options, report);
+    } else if (where.is_local() &&
+               (fs::exists(path / "pytorch_model.bin.index.json", ec) || fs::exists(path / "pytorch_model.bin", ec))) {
         report.format = "torch";
-        open_dir(path);
+        const storage::Folder& folder = use(storage::Folder(fsutil::open_listed(path)));
         std::vector<TorchFile> files = {{"pytorch_model.bin", -1}};
-        if (fsutil::exists_at(dirfd.get(), "pytorch_model.bin.index.json")) {
+        if (folder.has("pytorch_model.bin.index.json")) {
             report.format = "torch-index";
-            const std::string display = (dir / "pytorch_model.bin.index.json").string();
+            const std::string display = (path / "pytorch_model.bin.index.json").string();
             const SafetensorsIndex index = parse_safetensors_index( // the same weight_map JSON
-                fsutil::read_small_file(dirfd.get(), "pytorch_model.bin.index.json", kMaxIndexBytes, display), display);
+                folder.read_small("pytorch_model.bin.index.json", kMaxIndexBytes, display), display);
             files.clear();
             for (const auto& f : index.files)
                 files.push_back({f, -1});
         }
-        plan_torch(dir, dirfd.get(), files, options, report);
+        plan_torch(folder, files, options, report);
     } else {
-        const DetectedFormat detected = detect_format(path);
+        DetectedFormat detected = detect_format(where);
         if (detected.problem)
             throw Error(*detected.problem);
         report.format = std::string(to_string(detected.format));
         const std::vector<std::string>& files = detected.files;
-        if (detected.dir.fd)
-            open_dir(detected.dir.path);
+        if (!detected.dir.valid())
+            throw Error(ProblemKind::invalid_argument,
+                        path.string() + ": not a checkpoint stats can read (" + detected.reason + ")", path.string());
+        const storage::Folder& folder = use(std::move(detected.dir));
+        const fs::path& dir = folder.path;
         switch (detected.format) {
-        case CheckpointFormat::shardscope: plan_native(dir, dirfd.get(), options, report); break;
-        case CheckpointFormat::safetensors: plan_safetensors(dir, dirfd.get(), files, options, report); break;
+        case CheckpointFormat::shardscope: plan_native(folder, options, report); break;
+        case CheckpointFormat::safetensors: plan_safetensors(folder, files, options, report); break;
         case CheckpointFormat::safetensors_index: {
             const std::string index_name = "model.safetensors.index.json"; // what detect_format found
             const std::string display = (dir / index_name).string();
-            const SafetensorsIndex index = parse_safetensors_index(
-                fsutil::read_small_file(dirfd.get(), index_name, kMaxIndexBytes, display), display);
-            plan_safetensors(dir, dirfd.get(), index.files, options, report);
+            const SafetensorsIndex index =
+                parse_safetensors_index(folder.read_small(index_name, kMaxIndexBytes, display), display);
+            plan_safetensors(folder, index.files, options, report);
             break;
         }
-        case CheckpointFormat::torch_dcp: plan_dcp(dir, dirfd.get(), options, report); break;
+        case CheckpointFormat::torch_dcp: plan_dcp(folder, options, report); break;
         case CheckpointFormat::torch_dcp_hf: {
-            DcpHfLayout layout = read_dcp_hf(detected.dir);
+            DcpHfLayout layout = read_dcp_hf(folder);
             report.problems = std::move(layout.problems);
-            plan_dcp_layout(dir, dirfd.get(), layout.meta, dir.string(), options, report);
+            plan_dcp_layout(folder, layout.meta, dir.string(), options, report);
             break;
         }
         case CheckpointFormat::deepspeed:
         case CheckpointFormat::megatron: {
             const VerifyReport listed = detected.format == CheckpointFormat::deepspeed
-                ? verify_deepspeed(detected.dir, VerifyOptions{}, false)
-                : verify_megatron(detected.dir, VerifyOptions{}, false);
-            fs::path step_dir;
-            const std::vector<TorchFile> files_of = torch_files_of(listed, step_dir);
-            if (files_of.empty() && fs::exists(listed.dir / ".metadata", ec)) { // Megatron saved as DCP
-                open_dir(listed.dir);
-                plan_dcp(dir, dirfd.get(), options, report);
+                ? verify_deepspeed(folder, VerifyOptions{}, false)
+                : verify_megatron(folder, VerifyOptions{}, false);
+            const std::vector<TorchFile> files_of = torch_files_of(listed);
+            if (files_of.empty() && folder.has(".metadata")) { // Megatron saved as DCP
+                plan_dcp(folder, options, report);
                 break;
             }
             if (files_of.empty())
@@ -236,8 +242,7 @@ fs::path lay_out_tensors(const fs::path& path, const ContentOptions& options, Co
                             path.string() + ": stats found no torch.save files to read in this " + report.format +
                                 " checkpoint" + (listed.problems.empty() ? "" : ": " + listed.problems[0].message),
                             path.string());
-            open_dir(step_dir);
-            plan_torch(dir, dirfd.get(), files_of, options, report);
+            plan_torch(folder, files_of, options, report);
             break;
         }
         default:
@@ -247,7 +252,7 @@ fs::path lay_out_tensors(const fs::path& path, const ContentOptions& options, Co
                         path.string());
         }
     }
-    return dir;
+    return report.dir;
 }
 
 } // namespace shardscope::inspect

@@ -62,8 +62,8 @@ std::string invalid_part(const TensorPart& p, const std::vector<uint64_t>& shape
 
 } // namespace
 
-TensorReader::TensorReader(int dirfd, fs::path dir, const TensorContent& tensor)
-    : m_dirfd(dirfd), m_dir(std::move(dir)), m_tensor(tensor), m_size(element_size(tensor.type))
+TensorReader::TensorReader(const storage::Folder& folder, const TensorContent& tensor)
+    : m_folder(folder), m_dir(folder.path), m_tensor(tensor), m_size(element_size(tensor.type))
 {
     if (!checked_volume(tensor.shape, m_numel)) {
         m_invalid = "its shape's element count overflows";
@@ -115,7 +115,7 @@ std::optional<Problem> TensorReader::open_part(const TensorPart& part)
                 ++evict;
             m_files.erase(evict);
         }
-        it->second = fsutil::open_beneath_for_read(m_dirfd, part.file);
+        it->second = m_folder.open(part.file);
     }
     if (it->second.status != fsutil::OpenStatus::ok)
         return problem(it->second.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
@@ -124,13 +124,13 @@ std::optional<Problem> TensorReader::open_part(const TensorPart& part)
     return std::nullopt;
 }
 
-std::vector<std::byte> inflate_dcp_part(int fd, const TensorPart& part, std::size_t element_size,
+std::vector<std::byte> inflate_dcp_part(const storage::Reader& file, const TensorPart& part, std::size_t element_size,
                                         const std::string& shown)
 {
     uint64_t bytes = 0, end = 0;
     const bool overflow = __builtin_mul_overflow(part.numel, element_size, &bytes) ||
         __builtin_add_overflow(bytes, part.byte_offset, &end);
-    std::vector<std::byte> item = inflate_dcp_zstd(zip_read_fd(fd), part.zstd_offset, part.zstd_length,
+    std::vector<std::byte> item = inflate_dcp_zstd(storage::read_function(file), part.zstd_offset, part.zstd_length,
                                                    dcp_inflated_limit(overflow ? 0 : bytes), shown);
     if (overflow || end > item.size())
         throw Error(ProblemKind::size_mismatch,
@@ -146,12 +146,12 @@ std::optional<Problem> TensorReader::pread_part(const TensorPart& part, uint64_t
 {
     if (auto failed = open_part(part))
         return failed;
-    const fsutil::OpenedFile& file = m_files.at(part.file);
+    const storage::OpenedObject& file = m_files.at(part.file);
     if (part.zstd_length) { // one compressed part at a time in memory: reads go forward
         if (m_inflated_part != &part) {
             m_inflated_part = nullptr;
             try {
-                m_inflated = inflate_dcp_part(file.fd.get(), part, m_size,
+                m_inflated = inflate_dcp_part(*file.reader, part, m_size,
                                               problem(ProblemKind::invalid_archive, &part, "its chunk").message);
             } catch (const Error& e) {
                 return Problem{.kind = e.kind(), .message = e.what(), .path = part.file, .rank = part.rank};
@@ -171,7 +171,7 @@ std::optional<Problem> TensorReader::pread_part(const TensorPart& part, uint64_t
         __builtin_mul_overflow(count, m_size, &bytes) || __builtin_add_overflow(at, bytes, &end) || end > file.size)
         return problem(ProblemKind::range_outside_file, &part,
                        "its elements run past the end of the " + std::to_string(file.size) + "-byte file");
-    if (!fsutil::read_exact(file.fd.get(), out, bytes, at))
+    if (!file.read(out, bytes, at))
         return problem(ProblemKind::unreadable, &part,
                        errno ? std::string("cannot read: ") + std::strerror(errno)
                              : std::string("the file shrank while it was being read"));

@@ -100,9 +100,10 @@ std::string slice_group(std::string file)
 // Lays out the tensors of torch.save archives (each file's data.pkl through the restricted reader,
 // never unpickled). Tensors of the same name in several files (DeepSpeed's ZeRO partitions,
 // tensor-parallel slices) become one tensor with a part per file.
-void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& files, const ContentOptions& options,
+void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& files, const ContentOptions& options,
                 ContentReport& report)
 {
+    const fs::path& dir = folder.path;
     std::map<std::pair<std::string, std::string>, std::size_t> by_key; // (slice group, name) -> tensor
     std::map<std::string, std::vector<std::size_t>> by_name; // name -> its tensors
     std::vector<std::string> group_of; // per tensor planned here
@@ -110,7 +111,7 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
     for (const TorchFile& tf : files) {
         const std::string shown =
             (tf.rank >= 0 ? "rank " + std::to_string(tf.rank) + ": " : std::string()) + (dir / tf.file).string();
-        fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, tf.file);
+        storage::OpenedObject file = folder.open(tf.file);
         if (file.status != fsutil::OpenStatus::ok) {
             report.problems.push_back({.kind = file.status == fsutil::OpenStatus::missing ? ProblemKind::missing_file
                                                                                           : ProblemKind::unreadable,
@@ -119,7 +120,7 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
                                        .rank = tf.rank});
             continue;
         }
-        const ZipReadAt read = zip_read_fd(file.fd.get());
+        const ZipReadAt read = storage::read_function(*file.reader);
         TorchArchiveListing listing;
         ZipDirectory directory;
         try {
@@ -244,16 +245,18 @@ void plan_torch(const fs::path& dir, int dirfd, const std::vector<TorchFile>& fi
 
 // DCP: every chunk of every tensor is a part (rank from its file name), read inside the
 // torch.save archive FileSystemWriter stores it as, or as raw elements.
-void plan_dcp(const fs::path& dir, int dirfd, const ContentOptions& options, ContentReport& report)
+void plan_dcp(const storage::Folder& folder, const ContentOptions& options, ContentReport& report)
 {
+    const fs::path& dir = folder.path;
     const std::string meta_path = (dir / ".metadata").string();
-    plan_dcp_layout(dir, dirfd, decode_dcp_metadata_file(dirfd, ".metadata", meta_path), meta_path, options, report);
+    plan_dcp_layout(folder, decode_dcp_metadata_file(folder, ".metadata", meta_path), meta_path, options, report);
 }
 
-void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, const std::string& meta_path,
+void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, const std::string& meta_path,
                      const ContentOptions& options, ContentReport& report)
 {
-    std::map<std::string, fsutil::OpenedFile> files;
+    const fs::path& dir = folder.path;
+    std::map<std::string, storage::OpenedObject> files;
     std::map<std::string, uint64_t> unknown_transforms; // chunks each unknown extension keeps from being read
     for (const DcpTensor& t : meta.tensors) {
         if (!selected(options, t.fqn))
@@ -295,7 +298,7 @@ void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, co
                 files.clear();
             auto [it, inserted] = files.try_emplace(c.file);
             if (inserted)
-                it->second = fsutil::open_beneath_for_read(dirfd, c.file);
+                it->second = folder.open(c.file);
             if (it->second.status != fsutil::OpenStatus::ok) {
                 report.problems.push_back({.kind = it->second.status == fsutil::OpenStatus::missing
                                                ? ProblemKind::missing_file
@@ -322,7 +325,7 @@ void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, co
                                 .box_sizes = {sizes.begin(), sizes.end()}};
                 if (zstd) { // where the elements are in the decompressed archive (read again to scan)
                     const std::vector<std::byte> item =
-                        inflate_dcp_zstd(zip_read_fd(it->second.fd.get()), c.offset, c.length,
+                        inflate_dcp_zstd(storage::read_function(*it->second.reader), c.offset, c.length,
                                          dcp_inflated_limit(bytes), shown + ": " + what + " (zstd-compressed)");
                     const ZipReadAt memory = [&](void* buffer, std::size_t size, uint64_t offset) {
                         if (offset > item.size() || size > item.size() - offset)
@@ -338,8 +341,8 @@ void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, co
                     part.zstd_offset = c.offset;
                     part.zstd_length = c.length;
                 } else {
-                    part.byte_offset =
-                        locate_dcp_chunk_data(zip_read_fd(it->second.fd.get()), c, bytes, shown + ": " + what);
+                    part.byte_offset = locate_dcp_chunk_data(storage::read_function(*it->second.reader), c, bytes,
+                                                             shown + ": " + what);
                 }
                 content.parts.push_back(std::move(part));
                 first += numel;
@@ -360,9 +363,8 @@ void plan_dcp_layout(const fs::path& dir, int dirfd, const DcpMetadata& meta, co
 
 // The .pt files a DeepSpeed or Megatron checkpoint consists of, with their ranks, as the
 // structure-only verifier lists them; the directory they are relative to goes into `dir`.
-std::vector<TorchFile> torch_files_of(const VerifyReport& listed, fs::path& dir)
+std::vector<TorchFile> torch_files_of(const VerifyReport& listed)
 {
-    dir = listed.dir;
     std::vector<TorchFile> files;
     for (const ShardCheck& s : listed.shards)
         if (s.path.ends_with(".pt") && s.status != ShardStatus::missing)

@@ -34,20 +34,24 @@ std::optional<int64_t> step_of(std::optional<uint64_t> number)
 
 constexpr std::string_view kDcpHfShardedDir = "sharded";
 
-// True when the folder (a real directory, checked by the caller) holds a Hugging Face shard file.
-bool holds_hf_shards(const fs::path& folder)
+// True when the folder `name` (a real directory, checked by the caller) holds a Hugging Face
+// shard file.
+bool holds_hf_shards(const storage::Folder& parent, std::string_view name)
 {
-    std::error_code ec;
-    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
-        if (is_dcp_hf_shard_name(it->path().filename().string()))
-            return true;
-    return false;
+    try {
+        const storage::Folder folder = parent.subfolder(name);
+        return std::any_of(folder.names.begin(), folder.names.end(),
+                           [](const std::string& n) { return is_dcp_hf_shard_name(n); });
+    } catch (const Error& e) {
+        if (e.kind() == ProblemKind::remote_error)
+            throw;
+        return false;
+    }
 }
 
 // Decides the format from the names in the folder (and, for a few, whether a name is a directory).
-void classify(DetectedFormat& result, const fsutil::ListedDirectory& listed)
+void classify(DetectedFormat& result, const storage::Folder& listed)
 {
-    const fs::path& path = listed.path;
     auto has = [&](std::string_view name) { return listed.has(name); };
     auto matching = [&](auto predicate) {
         std::vector<std::string> out;
@@ -88,10 +92,7 @@ void classify(DetectedFormat& result, const fsutil::ListedDirectory& listed)
                      "latest_checkpointed_iteration.txt / iter_* directories");
     // Real directories (not symlinks) whose names start with `prefix`.
     auto directories = [&](std::string_view prefix) {
-        return matching([&](const std::string& n) {
-            std::error_code inner;
-            return has_prefix(n, prefix) && fs::is_directory(fs::symlink_status(path / n, inner));
-        });
+        return matching([&](const std::string& n) { return has_prefix(n, prefix) && listed.is_folder(n); });
     };
     // A DeepSpeed root whose `latest` was never written (the first save died before it, or the
     // user deleted it): the global_step* directories say what it is.
@@ -115,7 +116,7 @@ void classify(DetectedFormat& result, const fsutil::ListedDirectory& listed)
         return found(CheckpointFormat::safetensors, std::move(single),
                      ".safetensors files without a manifest or an index");
     // A step folder holding only its per-rank Hugging Face shards in sharded/ (torchtitan's layout).
-    if (!directories(kDcpHfShardedDir).empty() && holds_hf_shards(path / kDcpHfShardedDir))
+    if (!directories(kDcpHfShardedDir).empty() && holds_hf_shards(listed, kDcpHfShardedDir))
         return found(CheckpointFormat::torch_dcp_hf, {std::string(kDcpHfShardedDir)},
                      "a sharded/ folder of shard-<S>-model-<I>-of-<N>.safetensors files");
     result.reason = "no manifest.json, index, .metadata or known checkpoint files";
@@ -127,7 +128,7 @@ struct ChosenStep {
     std::string name;
     std::string display; // what named it, for errors
 };
-std::optional<ChosenStep> choose_step(DetectedFormat& result, const fsutil::ListedDirectory& root)
+std::optional<ChosenStep> choose_step(DetectedFormat& result, const storage::Folder& root)
 {
     const std::optional<RootTag> tag = read_root_tag(result.format, root);
     switch (result.format) {
@@ -203,14 +204,14 @@ bool is_foreign(const DetectedFormat& detected)
     }
 }
 
-CheckpointFormat classify_listing(const fsutil::ListedDirectory& listed)
+CheckpointFormat classify_listing(const storage::Folder& listed)
 {
     DetectedFormat result;
     classify(result, listed);
     return result.format;
 }
 
-std::optional<RootTag> read_root_tag(CheckpointFormat format, const fsutil::ListedDirectory& root)
+std::optional<RootTag> read_root_tag(CheckpointFormat format, const storage::Folder& root)
 {
     const bool megatron = format == CheckpointFormat::megatron;
     if (!megatron && format != CheckpointFormat::deepspeed && format != CheckpointFormat::shardscope)
@@ -222,7 +223,7 @@ std::optional<RootTag> read_root_tag(CheckpointFormat format, const fsutil::List
     if (!root.has(file))
         return std::nullopt;
     RootTag tag{.display = (root.path / file).string()};
-    tag.text = read_tag_file(root.fd.get(), file, tag.display);
+    tag.text = read_tag_file(root, file, tag.display);
     tag.name = tag.text;
     if (!megatron) {
         tag.step = number_after(tag.name, format == CheckpointFormat::deepspeed ? "global_step" : "step-");
@@ -243,38 +244,55 @@ std::optional<RootTag> read_root_tag(CheckpointFormat format, const fsutil::List
     return tag;
 }
 
-DetectedFormat detect_format(const fs::path& path)
+DetectedFormat detect_format(const storage::Location& path, const storage::RemoteOptions& remote)
 {
     DetectedFormat result;
-    result.path = path;
-    std::error_code ec;
-    const fs::file_status status = fs::status(path, ec);
-    if (!fs::exists(status))
-        throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
-    if (!fs::is_directory(status)) {
-        if (path.extension() != ".safetensors") {
-            result.reason = "not a directory and not a .safetensors file";
+    result.path = path.is_local() ? path.path : fs::path(storage::to_string(path));
+    if (path.is_local()) {
+        std::error_code ec;
+        const fs::file_status status = fs::status(path.path, ec);
+        if (!fs::exists(status))
+            throw Error(ProblemKind::cannot_open, path.path.string() + ": no such file or directory",
+                        path.path.string());
+        if (!fs::is_directory(status)) {
+            if (path.path.extension() != ".safetensors") {
+                result.reason = "not a directory and not a .safetensors file";
+                return result;
+            }
+            result.format = CheckpointFormat::safetensors;
+            result.files = {path.path.filename().string()};
+            result.reason = "a .safetensors file";
+            const fs::path folder = path.path.has_parent_path() ? path.path.parent_path() : fs::path(".");
+            result.dir = storage::Folder(
+                fsutil::ListedDirectory{.path = folder, .fd = fsutil::open_directory(folder), .names = result.files});
             return result;
         }
-        result.format = CheckpointFormat::safetensors;
-        result.files = {path.filename().string()};
-        result.reason = "a .safetensors file";
-        const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
-        result.dir = {.path = folder, .fd = fsutil::open_directory(folder), .names = result.files};
-        return result;
     }
 
-    fsutil::ListedDirectory root = fsutil::open_listed(path);
+    storage::Folder root = storage::Folder::open(path, remote);
+    if (!path.is_local() && root.path != result.path) {
+        // A URL naming one object: a single .safetensors file, or the file a format is known by
+        // (an index, .metadata), read as its folder.
+        const std::string& name = root.names.front();
+        if (name.ends_with(".safetensors")) {
+            result.format = CheckpointFormat::safetensors;
+            result.files = {name};
+            result.reason = "a .safetensors file";
+            result.dir = std::move(root);
+            return result;
+        }
+        result.path = root.path;
+    }
     classify(result, root);
     try {
         if (const auto chosen = choose_step(result, root)) {
-            result.dir = fsutil::open_listed(confined_subdir(root.fd.get(), root.path, chosen->name, chosen->display));
+            result.dir = confined_subdir(root, chosen->name, chosen->display);
             if (result.format == CheckpointFormat::shardscope)
                 result.path = result.dir.path;
             return result;
         }
     } catch (const Error& e) {
-        if (e.kind() == ProblemKind::cannot_open)
+        if (e.kind() == ProblemKind::cannot_open || e.kind() == ProblemKind::remote_error)
             throw;
         result.problem = e.problem();
         result.origin.clear();

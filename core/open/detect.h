@@ -5,6 +5,7 @@
 
 #include "core/util/enum_names.h"
 #include "core/util/error.h"
+#include "core/storage/folder.h"
 #include "core/util/fsutil.h"
 
 #include <cstdint>
@@ -40,7 +41,7 @@ struct DetectedFormat {
     // The directory the format's reader reads, opened and listed once: the step a root's `latest`,
     // tracker or highest step folder names, the folder itself, or a single file's folder (whose
     // names are then that file alone). No descriptor when the step could not be chosen.
-    fsutil::ListedDirectory dir;
+    storage::Folder dir;
     // How the step was chosen, for the summary ("tag" = "global_step5 (from `latest`)"), and the
     // training step its folder's name gives.
     std::vector<std::pair<std::string, std::string>> origin;
@@ -50,8 +51,10 @@ struct DetectedFormat {
     std::optional<Problem> problem;
 };
 
-// Throws Error(cannot_open) when `path` does not exist or cannot be listed.
-DetectedFormat detect_format(const std::filesystem::path& path);
+// Detects what `path` holds: a local path, an s3:// prefix or an http(s):// URL, listed once
+// (storage::Folder::open). Throws Error(cannot_open) when `path` does not exist or cannot be
+// listed, Error(remote_error) when its server fails.
+DetectedFormat detect_format(const storage::Location& path, const storage::RemoteOptions& remote = {});
 
 // False for ShardScope's own format, for an unrecognised folder (the native verifier says what is
 // missing), and for a folder of rank<N>.safetensors without a manifest: a ShardScope save that did
@@ -60,7 +63,7 @@ bool is_foreign(const DetectedFormat& detected);
 
 // What detect_format decides from a folder's names (format.md, 7), without choosing a step: for a
 // caller that lists the folder itself (list_root_steps).
-CheckpointFormat classify_listing(const fsutil::ListedDirectory& listed);
+CheckpointFormat classify_listing(const storage::Folder& listed);
 
 // The step folder a root's tag file names: `latest` (ShardScope, DeepSpeed) or Megatron's
 // latest_checkpointed_iteration.txt, whose iteration number names iter_<7 digits> ("release" is
@@ -74,6 +77,6 @@ struct RootTag {
     std::string display; // the file's path, for errors
     std::optional<uint64_t> step; // the step the name gives, when it has one
 };
-std::optional<RootTag> read_root_tag(CheckpointFormat format, const fsutil::ListedDirectory& root);
+std::optional<RootTag> read_root_tag(CheckpointFormat format, const storage::Folder& root);
 
 } // namespace shardscope

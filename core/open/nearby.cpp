@@ -33,7 +33,8 @@ std::optional<NearbyCheckpoint> nearby_checkpoint(const fs::path& folder)
         const DetectedFormat parent = detect_quietly(up);
         // A root whose `latest` names this very folder would lead straight back here.
         std::error_code ec;
-        const bool leads_back = parent.dir.fd && fs::equivalent(parent.dir.path, here, ec);
+        const bool leads_back =
+            parent.dir.valid() && parent.dir.is_local() && fs::equivalent(parent.dir.path, here, ec);
         if (parent.format != CheckpointFormat::unknown && !leads_back)
             return NearbyCheckpoint{.path = up, .format = parent.format, .parent = true};
     }

@@ -41,17 +41,16 @@ bool regular_file_at(int dirfd, const char* name)
 
 // The real directories (never a symlink) of `root` whose plain names end in a number: every step
 // folder of every format has one. Each is opened with O_NOFOLLOW to see what it holds.
-std::vector<Folder> numbered_folders(const fsutil::ListedDirectory& root)
+std::vector<Folder> numbered_folders(const storage::Folder& root)
 {
     std::vector<Folder> out;
     for (const auto& name : root.names) {
         struct stat st {};
         if (!trailing_step_number(name) || !plain_name(name) ||
-            ::fstatat(root.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
+            ::fstatat(root.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
             continue;
         Folder folder{.name = name};
-        const fsutil::UniqueFd fd(
-            ::openat(root.fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        const fsutil::UniqueFd fd(::openat(root.fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (fd) {
             folder.manifest = regular_file_at(fd.get(), "manifest.json");
             folder.dcp = regular_file_at(fd.get(), ".metadata");
@@ -88,7 +87,7 @@ std::optional<uint64_t> trailing_step_number(std::string_view name)
 RootSteps list_root_steps(const fs::path& root)
 {
     RootSteps out{.root = root};
-    const fsutil::ListedDirectory listed = fsutil::open_listed(root);
+    const storage::Folder listed(fsutil::open_listed(root));
     const std::vector<Folder> folders = numbered_folders(listed);
     const auto prefixed = [&](std::string_view prefix) {
         return steps_of(
@@ -131,7 +130,7 @@ RootSteps list_root_steps(const fs::path& root)
 
     try {
         if (const std::optional<RootTag> tag = read_root_tag(out.format, listed)) {
-            (void)confined_subdir(listed.fd.get(), listed.path, tag->name, tag->display);
+            (void)confined_subdir(listed, tag->name, tag->display);
             out.tag = tag->name;
         }
     } catch (const Error& e) {

@@ -18,7 +18,7 @@ namespace {
 // What the format's own verifier reports, before the rows saying where its step came from.
 VerifyReport verify_foreign(const DetectedFormat& detected, const VerifyOptions& options, bool check_data)
 {
-    const fsutil::ListedDirectory& dir = detected.dir;
+    const storage::Folder& dir = detected.dir;
     switch (detected.format) {
     case CheckpointFormat::safetensors: return verify_safetensors_files(dir, options);
     case CheckpointFormat::safetensors_index: return verify_safetensors_index(dir, options);
@@ -67,7 +67,7 @@ VerifyReport verify_unknown(const DetectedFormat& detected, const VerifyOptions&
 VerifyReport verify_detected(const DetectedFormat& detected, const VerifyOptions& options, bool check_data)
 {
     if (!is_foreign(detected)) {
-        if (!detected.dir.fd) // not a directory: the native verifier says why it cannot be opened
+        if (!detected.dir.valid()) // not a directory: the native verifier says why it cannot be opened
             return verify_native(detected.path, options);
         if (!detected.problem)
             return detected.format == CheckpointFormat::unknown ? verify_unknown(detected, options)
@@ -111,7 +111,7 @@ VerifyReport verify_checkpoint(const DetectedFormat& detected, const VerifyOptio
     return report;
 }
 
-VerifyReport verify_checkpoint(const fs::path& path, const VerifyOptions& options)
+VerifyReport verify_checkpoint(const storage::Location& path, const VerifyOptions& options)
 {
     return verify_checkpoint(detect_format(path), options);
 }

@@ -16,8 +16,8 @@ namespace shardscope {
 // as the checkpoint's problem.
 VerifyReport verify_checkpoint(const DetectedFormat& detected, const VerifyOptions& options, bool check_data = true);
 
-// detect_format + verify_checkpoint. Throws Error(cannot_open) when `path` is unusable; a bad
-// checkpoint is reported, not thrown.
-VerifyReport verify_checkpoint(const std::filesystem::path& path, const VerifyOptions& options = {});
+// detect_format + verify_checkpoint. Throws Error(cannot_open) when `path` is unusable, and
+// Error(remote_error) when its server fails; a bad checkpoint is reported, not thrown.
+VerifyReport verify_checkpoint(const storage::Location& path, const VerifyOptions& options = {});
 
 } // namespace shardscope

@@ -147,10 +147,17 @@ void set_content_failure(const ContentReport& content, ResumeVerdict& verdict)
 
 } // namespace
 
-ContentReport read_values(const std::filesystem::path& path, const VerifyReport& verify, const ContentOptions& options)
+ContentReport read_values(const storage::Location& path, const VerifyReport& verify, const ContentOptions& options)
 {
+    // The step verify read, not the root again (its `latest` may have moved on); a single file
+    // stays that file.
     std::error_code ec;
-    const std::filesystem::path what = std::filesystem::is_directory(path, ec) ? verify.dir : path;
+    const bool one_file = path.is_local()
+        ? !std::filesystem::is_directory(path.path, ec)
+        : storage::to_string(path) != verify.dir.string() && std::string_view(path.prefix).ends_with(".safetensors");
+    const storage::Location what = one_file ? path
+        : path.is_local()                   ? storage::Location(verify.dir)
+                                            : storage::parse_location(verify.dir.string());
     try {
         return inspect_content(what, options);
     } catch (const Error& e) {
@@ -162,7 +169,7 @@ ContentReport read_values(const std::filesystem::path& path, const VerifyReport&
     }
 }
 
-ResumeCheck check_resume(const std::filesystem::path& path, const VerifyOptions& options, bool read_values_too)
+ResumeCheck check_resume(const storage::Location& path, const VerifyOptions& options, bool read_values_too)
 {
     ResumeCheck out{.verify = verify_checkpoint(path, options)};
     if (read_values_too && !out.verify.cancelled) {

@@ -59,7 +59,7 @@ nlohmann::json verdict_json(const ResumeVerdict& verdict);
 
 // The values of what `verify` read (the step directory it verified, or the one file `path` names),
 // for the verdict: inspect_content, or a report holding the error when they cannot be read at all.
-ContentReport read_values(const std::filesystem::path& path, const VerifyReport& verify,
+ContentReport read_values(const storage::Location& path, const VerifyReport& verify,
                           const ContentOptions& options = {});
 
 // Verification, then (with `read_values_too`, unless it was cancelled) the values of what it read,
@@ -69,7 +69,7 @@ struct ResumeCheck {
     std::optional<ContentReport> content; // when the values were read
     ResumeVerdict verdict;
 };
-ResumeCheck check_resume(const std::filesystem::path& path, const VerifyOptions& options, bool read_values_too);
+ResumeCheck check_resume(const storage::Location& path, const VerifyOptions& options, bool read_values_too);
 
 // The files that failed verification (their relative paths): statistics read from them are not
 // the saved values and are shown as such.

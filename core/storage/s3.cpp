@@ -235,6 +235,11 @@ S3Client::S3Client(S3Config config) : m_config(std::move(config))
     std::tie(m_scheme, m_host) = split_endpoint(m_config.endpoint);
 }
 
+std::string S3Client::object_name(const std::string& bucket, const std::string& key) const
+{
+    return bucket.empty() ? m_scheme + "://" + m_host + "/" + printable(key) : object_url(bucket, key);
+}
+
 S3Client::Answer S3Client::send(const Call& call) const
 {
     const std::string host = m_config.path_style || call.bucket.empty() ? m_host : call.bucket + "." + m_host;
@@ -250,7 +255,7 @@ S3Client::Answer S3Client::send(const Call& call) const
     const std::string payload_hash = call.body.empty() ? kEmptySha256
         : call.body.size() > kSignedBodyLimit          ? "UNSIGNED-PAYLOAD"
                                                        : sha256_hex(std::as_bytes(call.body));
-    const std::string what = call.method + " " + object_url(call.bucket, call.key);
+    const std::string what = call.method + " " + object_name(call.bucket, call.key);
 
     std::minstd_rand jitter(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
     int delay = m_config.retry.first_delay_ms;
@@ -276,8 +281,11 @@ S3Client::Answer S3Client::send(const Call& call) const
                             .into = call.into,
                             .max_body = call.max_body};
         std::erase_if(request.headers, [](const auto& h) { return h.first == "host"; }); // curl sets it from the URL
-        request.headers.emplace_back("Authorization",
-                                     authorization(signing, m_config.credentials, date, m_config.region));
+        if (m_config.anonymous)
+            request.headers = call.headers;
+        else
+            request.headers.emplace_back("Authorization",
+                                         authorization(signing, m_config.credentials, date, m_config.region));
         HttpResponse response = http_exchange(request);
         const bool got = response.status >= 200 && response.status < 300;
         if (response.body_overflow)
@@ -334,13 +342,13 @@ std::optional<ObjectInfo> S3Client::head(const std::string& bucket, const std::s
     if (a.status == 404)
         return std::nullopt;
     if (a.status != 200)
-        refused("HEAD " + object_url(bucket, key), a.status, a.text);
+        refused("HEAD " + object_name(bucket, key), a.status, a.text);
     bool ok = false;
     const auto length = a.headers.find("content-length");
     ObjectInfo info{.key = key, .size = length == a.headers.end() ? 0 : parse_u64(length->second, ok)};
     if (!ok)
         throw Error(ProblemKind::remote_error,
-                    "HEAD " + object_url(bucket, key) + ": the answer has no valid Content-Length");
+                    "HEAD " + object_name(bucket, key) + ": the answer has no valid Content-Length");
     if (const auto etag = a.headers.find("etag"); etag != a.headers.end())
         info.etag = unquoted(etag->second);
     return info;
@@ -352,9 +360,9 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
         return;
     const std::string range = "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + out.size() - 1);
     const Answer a = send({.method = "GET", .bucket = bucket, .key = key, .headers = {{"range", range}}, .into = out});
-    const std::string what = "GET " + object_url(bucket, key) + " (" + range + ")";
+    const std::string what = "GET " + object_name(bucket, key) + " (" + range + ")";
     if (a.status == 404)
-        throw Error(ProblemKind::missing_file, object_url(bucket, key) + ": no such object");
+        throw Error(ProblemKind::missing_file, object_name(bucket, key) + ": no such object");
     if (a.status == 416)
         throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
     if (a.status != 206 && !(a.status == 200 && offset == 0))
@@ -367,7 +375,7 @@ std::optional<std::string> S3Client::get(const std::string& bucket, const std::s
     if (a.status == 404)
         return std::nullopt;
     if (a.status != 200)
-        refused("GET " + object_url(bucket, key), a.status, a.text);
+        refused("GET " + object_name(bucket, key), a.status, a.text);
     return a.text;
 }
 
@@ -375,7 +383,7 @@ std::vector<ObjectInfo> S3Client::list(const std::string& bucket, const std::str
 {
     std::vector<ObjectInfo> out;
     std::string token;
-    const std::string what = "LIST " + object_url(bucket, prefix);
+    const std::string what = "LIST " + object_name(bucket, prefix);
     // A page holds up to 1000 keys: a server that keeps answering "truncated" with fewer, or
     // with the same token again, is not followed for ever.
     for (std::size_t page = 0;; ++page) {
@@ -426,13 +434,13 @@ void S3Client::put(const std::string& bucket, const std::string& key, std::span<
     const Answer a = send(
         {.method = "PUT", .bucket = bucket, .key = key, .headers = {{"content-md5", base64_md5(body)}}, .body = body});
     if (a.status != 200)
-        refused("PUT " + object_url(bucket, key), a.status, a.text);
+        refused("PUT " + object_name(bucket, key), a.status, a.text);
 }
 
 std::string S3Client::create_multipart(const std::string& bucket, const std::string& key) const
 {
     const Answer a = send({.method = "POST", .bucket = bucket, .key = key, .query = {{"uploads", ""}}});
-    const std::string what = "POST " + object_url(bucket, key) + "?uploads";
+    const std::string what = "POST " + object_name(bucket, key) + "?uploads";
     if (a.status != 200)
         refused(what, a.status, a.text);
     auto id = xml_acceptable(a.text) ? xml_text(a.text, "UploadId") : std::nullopt;
@@ -450,7 +458,7 @@ std::string S3Client::upload_part(const std::string& bucket, const std::string& 
                            .query = {{"partNumber", std::to_string(part)}, {"uploadId", upload_id}},
                            .headers = {{"content-md5", base64_md5(body)}},
                            .body = body});
-    const std::string what = "PUT " + object_url(bucket, key) + " part " + std::to_string(part);
+    const std::string what = "PUT " + object_name(bucket, key) + " part " + std::to_string(part);
     if (a.status != 200)
         refused(what, a.status, a.text);
     const auto etag = a.headers.find("etag");
@@ -471,7 +479,7 @@ void S3Client::complete_multipart(const std::string& bucket, const std::string& 
                            .key = key,
                            .query = {{"uploadId", upload_id}},
                            .body = std::as_bytes(std::span(xml.data(), xml.size()))});
-    const std::string what = "POST " + object_url(bucket, key) + "?uploadId";
+    const std::string what = "POST " + object_name(bucket, key) + "?uploadId";
     // A completion whose answer was lost is retried and then finds no such upload: the object
     // it made (an ETag "...-N" for N parts) says the first attempt succeeded.
     if (a.status == 404 && xml_text(a.text, "Code").value_or("") == "NoSuchUpload")
@@ -486,13 +494,13 @@ void S3Client::abort_multipart(const std::string& bucket, const std::string& key
 {
     const Answer a = send({.method = "DELETE", .bucket = bucket, .key = key, .query = {{"uploadId", upload_id}}});
     if (a.status != 204 && a.status != 200 && a.status != 404)
-        refused("DELETE " + object_url(bucket, key) + "?uploadId", a.status, a.text);
+        refused("DELETE " + object_name(bucket, key) + "?uploadId", a.status, a.text);
 }
 
 std::vector<MultipartUpload> S3Client::list_multipart_uploads(const std::string& bucket,
                                                               const std::string& prefix) const
 {
-    const std::string what = "LIST uploads " + object_url(bucket, prefix);
+    const std::string what = "LIST uploads " + object_name(bucket, prefix);
     const Answer a = send({.method = "GET",
                            .bucket = bucket,
                            .query = {{"uploads", ""}, {"prefix", prefix}},
@@ -515,7 +523,7 @@ void S3Client::remove(const std::string& bucket, const std::string& key) const
 {
     const Answer a = send({.method = "DELETE", .bucket = bucket, .key = key});
     if (a.status != 204 && a.status != 200 && a.status != 404)
-        refused("DELETE " + object_url(bucket, key), a.status, a.text);
+        refused("DELETE " + object_name(bucket, key), a.status, a.text);
 }
 
 void S3Client::create_bucket(const std::string& bucket) const

@@ -29,6 +29,9 @@ struct S3Config {
     std::string region = "us-east-1";
     bool path_style = true; // https://host/bucket/key; otherwise https://bucket.host/key
     bool verify_tls = true;
+    // Requests are sent unsigned: a public bucket, or a plain HTTP(S) server answering range
+    // requests (bucket "" and the URL's path as the key).
+    bool anonymous = false;
     Credentials credentials;
     RetryPolicy retry;
     int connect_timeout_s = 10;
@@ -85,6 +88,9 @@ public:
     void remove(const std::string& bucket, const std::string& key) const;
     // Creating a bucket this account already owns is not an error.
     void create_bucket(const std::string& bucket) const;
+
+    // How messages name an object: "s3://bucket/key", or the URL when the bucket is "".
+    std::string object_name(const std::string& bucket, const std::string& key) const;
 
 private:
     struct Call;

@@ -46,7 +46,7 @@ double child_peak_mib(const char* self, const char* mode, const fs::path& dir)
 int main(int argc, char** argv)
 {
     if (argc == 3 && std::strcmp(argv[1], "--child-verify") == 0) {
-        const bool ok = verify_checkpoint(argv[2]).ok();
+        const bool ok = verify_checkpoint(fs::path(argv[2])).ok();
         std::printf("%ld\n", peak_rss_kib());
         return ok ? 0 : 1;
     }

@@ -63,7 +63,7 @@ int main(int argc, char** argv)
 {
     if (argc == 4 && std::strcmp(argv[1], "--child-diff") == 0) {
         const auto start = std::chrono::steady_clock::now();
-        const DiffReport report = diff_checkpoints(argv[2], argv[3]);
+        const DiffReport report = diff_checkpoints(fs::path(argv[2]), fs::path(argv[3]));
         std::printf("%ld %.6f\n", peak_rss_kib(), seconds_since(start));
         return report.problems.empty() ? 0 : 1;
     }

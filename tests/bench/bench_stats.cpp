@@ -137,7 +137,7 @@ int main(int argc, char** argv)
 {
     if (argc == 3 && std::strcmp(argv[1], "--child-stats") == 0) {
         const auto start = std::chrono::steady_clock::now();
-        const ContentReport report = inspect_content(argv[2]);
+        const ContentReport report = inspect_content(fs::path(argv[2]));
         std::printf("%ld %.6f %zu\n", peak_rss_kib(), seconds_since(start), report.tensors.size());
         return report.ok() ? 0 : 1;
     }

@@ -94,13 +94,13 @@ inline void safetensors_one(const uint8_t* data, std::size_t size)
     std::string listing_error;
     SafetensorsListing listing;
     try {
-        listing = read_safetensors_listing(fd, size, "fuzz/rank0.safetensors", 0);
+        listing = read_safetensors_listing(storage::FileReader(fd), size, "fuzz/rank0.safetensors", 0);
     } catch (const Error& e) {
         listing_error = e.what();
     }
     SafetensorsHeader header;
     try {
-        header = read_safetensors_header(fd, size, "fuzz/rank0.safetensors", 0);
+        header = read_safetensors_header(storage::FileReader(fd), size, "fuzz/rank0.safetensors", 0);
     } catch (const Error& e) {
         require(std::strlen(e.what()) <= kMaxMessageBytes, "error sentences stay short");
         require(listing_error == e.what(), "the streaming listing fails with the same sentence");

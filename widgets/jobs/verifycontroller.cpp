@@ -44,16 +44,14 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
         // The folder whose step was chosen; one file opened on its own stays that file (its
         // folder was listed only to open it).
         std::error_code ec;
-        dir = detected->dir.fd && fs::is_directory(path, ec) ? detected->dir.path : path;
+        dir = detected->dir.valid() && fs::is_directory(path, ec) ? detected->dir.path : path;
         const std::string format(shardscope::to_string(detected->format));
         std::optional<shardscope::Manifest> manifest;
         if (detected->dir.has("manifest.json")) {
             const std::string display = (dir / "manifest.json").string();
             try {
                 manifest = shardscope::parse_manifest(
-                    shardscope::fsutil::read_small_file(detected->dir.fd.get(), "manifest.json",
-                                                        shardscope::kMaxManifestBytes, display),
-                    display);
+                    detected->dir.read_small("manifest.json", shardscope::kMaxManifestBytes, display), display);
             } catch (const shardscope::Error&) {
                 // verify_checkpoint reports what is wrong with it, in the report's problems
             }

@@ -13,8 +13,9 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 
-ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, const ShardRecord& record)
+ShardOpenResult open_shard(const storage::Folder& folder, const Manifest& m, const ShardRecord& record)
 {
+    const fs::path& dir = folder.path;
     ShardOpenResult result;
     const std::string display = (dir / record.path).string();
     const std::string who = "rank " + std::to_string(record.rank) + ": " + display;
@@ -24,7 +25,7 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
         return std::move(result);
     };
 
-    fsutil::OpenedFile file = fsutil::open_beneath_for_read(dirfd, record.path);
+    storage::OpenedObject file = folder.open(record.path);
     switch (file.status) {
     case fsutil::OpenStatus::ok: break;
     case fsutil::OpenStatus::missing:
@@ -47,7 +48,7 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
                           std::to_string(record.bytes));
     OpenedShard shard;
     try {
-        shard.header = read_safetensors_header(file.fd.get(), file.size, display, record.rank);
+        shard.header = read_safetensors_header(*file.reader, file.size, display, record.rank);
     } catch (const Error& e) {
         const bool unreadable = e.kind() == ProblemKind::unreadable;
         result.status = unreadable ? ShardStatus::unreadable : ShardStatus::invalid;
@@ -71,7 +72,7 @@ ShardOpenResult open_shard(int dirfd, const fs::path& dir, const Manifest& m, co
                               std::to_string(record.param_shard_numel) + " elements");
     }
     shard.size = file.size;
-    shard.fd = std::move(file.fd);
+    shard.file = std::move(file.reader);
     result.status = ShardStatus::pending;
     result.shard = std::move(shard);
     return result;

@@ -4,6 +4,7 @@
 
 #include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
+#include "core/storage/folder.h"
 #include "core/util/fsutil.h"
 #include "core/checkpoint/safetensors.h"
 
@@ -15,7 +16,7 @@
 namespace shardscope {
 
 struct OpenedShard {
-    fsutil::UniqueFd fd;
+    std::unique_ptr<storage::Reader> file;
     uint64_t size = 0;
     SafetensorsHeader header;
 };
@@ -27,8 +28,7 @@ struct ShardOpenResult {
     uint64_t file_size = 0; // the file's real size, whenever it could be opened
 };
 
-ShardOpenResult open_shard(int dirfd, const std::filesystem::path& dir, const Manifest& manifest,
-                           const ShardRecord& record);
+ShardOpenResult open_shard(const storage::Folder& folder, const Manifest& manifest, const ShardRecord& record);
 
 // ---- reading one committed shard: the single implementation behind load_sharded and
 // verify_checkpoint (every rank in one process) and rankio.h (one rank per MPI process) ----------
@@ -40,15 +40,14 @@ using ReadStep = std::function<bool(uint64_t done, uint64_t size)>;
 // hash_mismatch, cancelled when `step` stops it, or the open_shard problem) naming rank and file.
 // A tensor other than the four a RankState holds is hashed and not kept: named in `unread` when
 // given, otherwise Error(unread_state) once the shard has verified.
-RankState read_rank_state(int dirfd, const std::filesystem::path& dir, const Manifest& manifest,
-                          const ShardRecord& record, const ReadStep& step = {},
-                          std::vector<std::string>* unread = nullptr);
+RankState read_rank_state(const storage::Folder& folder, const Manifest& manifest, const ShardRecord& record,
+                          const ReadStep& step = {}, std::vector<std::string>* unread = nullptr);
 
 // Hashes the shard (SHA-256, or XXH3 with `fast` when the manifest records one) against the
 // manifest. Never throws for a bad shard: the status says what is wrong and `problem` is set.
 // Stopped by `step`, the status stays pending and no problem is set.
-ShardCheck check_shard(int dirfd, const std::filesystem::path& dir, const Manifest& manifest, const ShardRecord& record,
-                       bool fast, std::optional<Problem>& problem, const ReadStep& step = {});
+ShardCheck check_shard(const storage::Folder& folder, const Manifest& manifest, const ShardRecord& record, bool fast,
+                       std::optional<Problem>& problem, const ReadStep& step = {});
 
 // Error(io_error) naming `what` unless `numel` elements of training state (14 bytes each: a 2-byte
 // parameter and three fp32 optimizer values) fit in this machine's physical memory. A manifest
@@ -92,5 +91,7 @@ std::string rank_shard_header(int rank, int world_size, ParamDtype dtype, uint64
 // Shards are read in chunks of this size: large enough for sequential throughput, small enough
 // that progress and cancellation stay responsive and memory stays bounded.
 inline constexpr std::size_t kReadChunk = 4u << 20;
+// A remote object's read: each is a ranged GET, whose latency a larger range pays less often.
+inline constexpr std::size_t kRemoteReadChunk = 8u << 20;
 
 } // namespace shardscope

@@ -16,7 +16,6 @@ namespace shardscope::convert {
 
 struct ConvertJob {
     const ContentReport& source; // the tensors and their parts (no statistics)
-    int source_fd = -1; // the source's step directory
     int out_fd = -1; // the temporary output folder
     std::filesystem::path out_dir; // its path, for messages
     const ConvertOptions& options;

@@ -28,15 +28,15 @@ std::string shown_file(const std::filesystem::path& dir, const ShardCheck& check
         (dir / check.path).string();
 }
 
-void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, const FileBody& body,
-                 ProblemKind missing_kind)
+void check_files(const storage::Folder& folder, VerifyReport& report, const VerifyOptions& options,
+                 const FileBody& body, ProblemKind missing_kind)
 {
     const auto& cb = options.callbacks;
     std::vector<std::vector<Problem>> problems(report.shards.size());
     std::atomic<uint64_t> all_done{0};
     uint64_t total = 0;
     // Sizes first so the overall progress has a denominator.
-    std::vector<fsutil::OpenedFile> opened(report.shards.size());
+    std::vector<storage::OpenedObject> opened(report.shards.size());
     for (std::size_t i = 0; i < report.shards.size(); ++i) {
         ShardCheck& check = report.shards[i];
         if (check.status != ShardStatus::pending) // decided by the caller (e.g. a missing rank)
@@ -50,7 +50,7 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
                                    .rank = check.rank});
             continue;
         }
-        opened[i] = fsutil::open_beneath_for_read(dirfd, check.path);
+        opened[i] = folder.open(check.path);
         if (opened[i].status == fsutil::OpenStatus::ok) {
             check.actual_bytes = opened[i].size;
             if (check.expected_bytes == 0)
@@ -60,7 +60,7 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
     }
     if (cb.files_listed)
         cb.files_listed(report);
-    parallel_for(report.shards.size(), options.threads, [&](std::size_t i) {
+    parallel_for(report.shards.size(), storage::default_threads(folder, options.threads), [&](std::size_t i) {
         ShardCheck& check = report.shards[i];
         auto finish = [&] {
             if (cb.shard_done)
@@ -70,7 +70,7 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
             return finish();
         if (cancelled(options))
             return;
-        fsutil::OpenedFile& file = opened[i];
+        storage::OpenedObject& file = opened[i];
         const std::string shown = shown_file(report.dir, check);
         switch (file.status) {
         case fsutil::OpenStatus::ok: break;
@@ -111,19 +111,21 @@ void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, 
         try {
             body(i, file, check, problems[i]);
         } catch (const Error& e) {
+            if (e.kind() == ProblemKind::remote_error)
+                throw; // the server failed, not the checkpoint: the command cannot answer
             check.status = ShardStatus::invalid;
             check.detail = e.what();
             problems[i].push_back({.kind = e.kind(), .message = e.what(), .path = check.path, .rank = check.rank});
         }
         if (cancelled(options) && problems[i].empty()) { // not checked to the end: not ok either
             t_progress.advance = {};
-            file.fd = {};
+            file.reader.reset();
             check.status = ShardStatus::pending;
             return;
         }
         t_progress.advance(file.size);
         t_progress.advance = {};
-        file.fd = {}; // close early: thousands of files must not exhaust descriptors
+        file.reader.reset(); // close early: thousands of files must not exhaust descriptors
         if (check.status == ShardStatus::hashing && !problems[i].empty()) {
             check.status = ShardStatus::invalid;
             check.detail = problems[i].front().message; // what is wrong says more than what is there

@@ -4,6 +4,7 @@
 // confined beneath the checkpoint directory, and the summary rows.
 
 #include "core/checkpoint/verify.h"
+#include "core/storage/folder.h"
 #include "core/util/fsutil.h"
 #include "core/util/printable.h"
 
@@ -15,15 +16,15 @@ namespace shardscope::foreign {
 
 // The per-file body: `file` is opened (status ok) when the body is called; it sets check.status
 // (ok / invalid / ...) and appends problems naming the file.
-using FileBody =
-    std::function<void(std::size_t index, fsutil::OpenedFile& file, ShardCheck& check, std::vector<Problem>& problems)>;
+using FileBody = std::function<void(std::size_t index, storage::OpenedObject& file, ShardCheck& check,
+                                    std::vector<Problem>& problems)>;
 
-// For every report.shards[i] (path filled in): opens it beneath `dirfd`, records size, runs
+// For every report.shards[i] (path filled in): opens it in `folder`, records size, runs
 // `body`, reports progress (the file's size when done, or the body's own progress through
 // `advance`), and appends problems in file order. Missing / symlinked / non-regular files get
 // their status and a problem of kind `missing_kind` / path_outside_checkpoint / unreadable.
-void check_files(int dirfd, VerifyReport& report, const VerifyOptions& options, const FileBody& body,
-                 ProblemKind missing_kind = ProblemKind::missing_file);
+void check_files(const storage::Folder& folder, VerifyReport& report, const VerifyOptions& options,
+                 const FileBody& body, ProblemKind missing_kind = ProblemKind::missing_file);
 
 // Bytes-done reporting for bodies that read a file in chunks (CRC checks): call from the body.
 struct Progress {

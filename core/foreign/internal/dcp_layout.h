@@ -24,7 +24,7 @@ struct DcpSource {
 // Checks `meta`'s layout against the folder and adds to `report` (whose summary exists): the
 // summary rows and tensor list, the ownership layout, every data file's ranges (and, with
 // `check_data`, their contents), the tiling of every tensor.
-void verify_dcp_layout(const fsutil::ListedDirectory& listed, const DcpMetadata& meta, const DcpSource& src,
+void verify_dcp_layout(const storage::Folder& listed, const DcpMetadata& meta, const DcpSource& src,
                        VerifyReport& report, const VerifyOptions& options, bool check_data);
 
 // The summary's tensor list of a layout: the tensors and the non-tensor items, in metadata order

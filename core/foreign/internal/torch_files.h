@@ -12,8 +12,8 @@ namespace shardscope::foreign {
 
 // Runs the archive checks (CRC-32 of every entry unless `check_data` is false, the tensor listing
 // from data.pkl) over report.shards and fills the summary's tensor list.
-void check_archives(int dirfd, VerifyReport& report, const VerifyOptions& options, ProblemKind missing_kind,
-                    bool check_data);
+void check_archives(const storage::Folder& folder, VerifyReport& report, const VerifyOptions& options,
+                    ProblemKind missing_kind, bool check_data);
 
 // Digits at `pos` of `s` (advancing it), or -1.
 int digits(std::string_view s, std::size_t& pos);

@@ -53,12 +53,6 @@ bool add_ok(uint64_t a, uint64_t b, uint64_t& out)
 
 } // namespace
 
-ZipReadAt zip_read_fd(int fd)
-{
-    return
-        [fd](void* buffer, std::size_t size, uint64_t offset) { return fsutil::read_exact(fd, buffer, size, offset); };
-}
-
 ZipReadAt zip_read_memory(std::string_view data)
 {
     return [data](void* buffer, std::size_t size, uint64_t offset) {

@@ -69,8 +69,7 @@ ZipEntryCheck check_zip_entry(const ZipReadAt& read, uint64_t file_size, const Z
 std::string read_zip_entry(const ZipReadAt& read, uint64_t file_size, const ZipDirectory& directory, std::size_t index,
                            uint64_t max_bytes, const std::string& display_path);
 
-// ZipReadAt over an open file descriptor / over memory.
-ZipReadAt zip_read_fd(int fd);
+// ZipReadAt over memory (a file's is storage::read_function).
 ZipReadAt zip_read_memory(std::string_view data);
 
 } // namespace shardscope

@@ -24,21 +24,21 @@ bool selected(const ContentOptions& options, const std::string& name);
 // The torch-based layouts (torch_layout.cpp): torch.save archives, with tensors of the same name
 // in files that differ only in a data- or tensor-parallel rank merged as parts; DCP chunks; the
 // .pt files of a DeepSpeed or Megatron listing (its directory into `dir`).
-void plan_torch(const std::filesystem::path& dir, int dirfd, const std::vector<TorchFile>& files,
-                const ContentOptions& options, ContentReport& report);
-void plan_dcp(const std::filesystem::path& dir, int dirfd, const ContentOptions& options, ContentReport& report);
+void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& files, const ContentOptions& options,
+                ContentReport& report);
+void plan_dcp(const storage::Folder& folder, const ContentOptions& options, ContentReport& report);
 // The same for a layout already read (`described` starts messages about it): .metadata's, or the
 // one torch's Hugging Face storage shards describe.
-void plan_dcp_layout(const std::filesystem::path& dir, int dirfd, const DcpMetadata& meta, const std::string& described,
+void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, const std::string& described,
                      const ContentOptions& options, ContentReport& report);
-std::vector<TorchFile> torch_files_of(const VerifyReport& listed, std::filesystem::path& dir);
+std::vector<TorchFile> torch_files_of(const VerifyReport& listed);
 bool is_torch_file(const std::filesystem::path& path);
 
 // Detects the format at `path` and fills report.format and report.tensors (with their parts; no
 // values read yet; a native param tensor's master and flat_offset). Returns the directory the
 // parts' files are relative to. Throws Error for a path or format that cannot be read; problems
 // found on the way (a missing file, a bad archive) go into report.problems.
-std::filesystem::path lay_out_tensors(const std::filesystem::path& path, const ContentOptions& options,
+std::filesystem::path lay_out_tensors(const storage::Location& path, const ContentOptions& options,
                                       ContentReport& report);
 
 } // namespace shardscope::inspect

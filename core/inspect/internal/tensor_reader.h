@@ -19,12 +19,12 @@ namespace shardscope::inspect {
 
 // A compressed part's (TensorPart::zstd_length) decompressed item, checked to hold its elements
 // at byte_offset. Throws Error naming `shown` when it cannot be read or does not.
-std::vector<std::byte> inflate_dcp_part(int fd, const TensorPart& part, std::size_t element_size,
+std::vector<std::byte> inflate_dcp_part(const storage::Reader& file, const TensorPart& part, std::size_t element_size,
                                         const std::string& shown);
 
 class TensorReader {
 public:
-    TensorReader(int dirfd, std::filesystem::path dir, const TensorContent& tensor);
+    TensorReader(const storage::Folder& folder, const TensorContent& tensor);
 
     // Elements in the tensor (the product of its shape).
     uint64_t numel() const { return m_numel; }
@@ -41,14 +41,14 @@ private:
     std::optional<Problem> open_part(const TensorPart& part);
     Problem problem(ProblemKind kind, const TensorPart* part, const std::string& what) const;
 
-    int m_dirfd;
+    const storage::Folder& m_folder;
     std::filesystem::path m_dir;
     const TensorContent& m_tensor;
     std::size_t m_size; // bytes per element
     uint64_t m_numel = 0;
     bool m_boxes = false;
     std::optional<std::string> m_invalid; // why the layout cannot be read, found up front
-    std::map<std::string, fsutil::OpenedFile> m_files;
+    std::map<std::string, storage::OpenedObject> m_files;
     const TensorPart* m_inflated_part = nullptr; // the compressed part whose item is in m_inflated
     std::vector<std::byte> m_inflated;
     std::size_t m_hint = 0; // the part the last read ended in: reads go forward

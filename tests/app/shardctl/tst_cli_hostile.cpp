@@ -183,7 +183,11 @@ private slots:
             {{"status", "run", "--mirror", "gs://ckpt/run"}, "unknown URL scheme \"gs\""},
             {{"demo-save", "--out", "s3://ckpt/demo", "--world-size", "2", "--numel", "100"},
              "s3://ckpt/demo: --out of 'shardctl demo-save' is a local path"},
-            {{"verify", "https://models.example/org/m", "--json"}, "the path argument of 'shardctl verify'"},
+            {{"plan-reshard", "https://models.example/org/m", "--to", "2"},
+             "the path argument of 'shardctl plan-reshard'"},
+            // A reading command goes to the server, and says so when there is none.
+            {{"verify", "https://models.example.invalid/org/m", "--json"},
+             "no answer from https://models.example.invalid"},
             {{"info", "gs://bucket/x"}, "unknown URL scheme \"gs\""},
             {{"info", "s3://Not_A_Bucket/x"}, "not a valid S3 bucket name"},
             {{"stats", "https://user:hunter2@host/x"}, "credentials in it"},
@@ -198,7 +202,8 @@ private slots:
             QCOMPARE(run.err.count('\n'), 1);
             QVERIFY(!run.err.contains("hunter2") && !run.out.contains("hunter2"));
             if (args.contains(QStringLiteral("--json")))
-                QCOMPARE(run.json()["error"]["kind"].get<std::string>(), "usage");
+                QCOMPARE(run.json()["error"]["kind"].get<std::string>(),
+                         args.first() == QStringLiteral("verify") ? "remote_error" : "usage");
         }
         QVERIFY2(QDir(cwd.path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden).isEmpty(),
                  "a URL was taken for a local path: something was created in the working directory");

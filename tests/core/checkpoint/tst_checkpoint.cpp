@@ -141,7 +141,8 @@ private slots:
         QCOMPARE(fs::file_size(file), m.shards[1].bytes);
         auto fd = fsutil::open_beneath_for_read(fsutil::open_directory(dir).get(), m.shards[1].path);
         QVERIFY(fd.status == fsutil::OpenStatus::ok);
-        const SafetensorsHeader header = read_safetensors_header(fd.fd.get(), fd.size, file.string());
+        const SafetensorsHeader header =
+            read_safetensors_header(storage::FileReader(fd.fd.get()), fd.size, file.string());
         QCOMPARE(header.data_start() % 8, uint64_t(0)); // data aligned, as the reference writer does
         QCOMPARE(header.tensors.size(), std::size_t(4));
         QCOMPARE(header.find("param")->dtype, std::string("BF16"));

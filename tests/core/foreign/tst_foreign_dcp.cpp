@@ -326,7 +326,7 @@ private slots:
             QVERIFY2(p.message.find("'model.weight' chunk [2, 0]") != std::string::npos, p.message.c_str());
             // shardctl info reads the structure only: the damaged data is not looked at.
             VerifyOptions options;
-            QVERIFY2(verify_dcp(fsutil::open_listed(dir), options, /*check_data=*/false).ok(),
+            QVERIFY2(verify_dcp(storage::Folder(fsutil::open_listed(dir)), options, /*check_data=*/false).ok(),
                      "info must not read the data");
         }
         {
@@ -657,10 +657,11 @@ private slots:
         const fs::path dir = root() / "window";
         fs::create_directories(dir);
         write_file(dir / ".metadata", bytes);
-        const fsutil::UniqueFd dirfd = fsutil::open_directory(dir);
-        compare_to_spec(decode_dcp_metadata_file(dirfd.get(), ".metadata", "w/.metadata"), spec);
+        compare_to_spec(decode_dcp_metadata_file(storage::Folder(fsutil::open_listed(dir)), ".metadata", "w/.metadata"),
+                        spec);
         write_file(dir / ".metadata", bytes.substr(0, bytes.size() - 100));
-        const auto problem = error_of([&] { decode_dcp_metadata_file(dirfd.get(), ".metadata", "w/.metadata"); });
+        const auto problem = error_of(
+            [&] { decode_dcp_metadata_file(storage::Folder(fsutil::open_listed(dir)), ".metadata", "w/.metadata"); });
         QVERIFY(problem);
         QCOMPARE(problem->kind, ProblemKind::invalid_pickle);
         QVERIFY2(problem->message.starts_with("w/.metadata: pickle byte "), problem->message.c_str());

@@ -783,7 +783,7 @@ private slots:
         QTemporaryDir tmp;
         std::ofstream(fs::path(tmp.path().toStdString()) / "notes.txt") << "x";
         try {
-            inspect_content(tmp.path().toStdString());
+            inspect_content(fs::path(tmp.path().toStdString()));
             QFAIL("a folder without a checkpoint must be refused");
         } catch (const Error& e) {
             QCOMPARE(e.kind(), ProblemKind::invalid_argument);

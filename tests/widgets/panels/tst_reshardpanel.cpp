@@ -189,7 +189,8 @@ private slots:
         const auto last = progress.last();
         QCOMPARE(last.at(0).toULongLong(), last.at(1).toULongLong()); // ends at 100 %
 
-        const shardscope::VerifyReport report = shardscope::verify_checkpoint(destination.toStdString());
+        const shardscope::VerifyReport report =
+            shardscope::verify_checkpoint(std::filesystem::path(destination.toStdString()));
         QVERIFY2(report.ok(), report.problems.empty() ? "cancelled" : report.problems.front().message.c_str());
         QCOMPARE(report.manifest->world_size, 3);
         QCOMPARE(report.manifest->param_numel_total, manifest.param_numel_total);
@@ -267,10 +268,10 @@ private slots:
             const QStringList left = QDir(second).entryList(QDir::Files);
             QVERIFY2(left.isEmpty(), qPrintable(left.join(QStringLiteral(", "))));
         } else { // the machine copied everything before the cancel arrived: then it must verify
-            QVERIFY(shardscope::verify_checkpoint(second.toStdString()).ok());
+            QVERIFY(shardscope::verify_checkpoint(std::filesystem::path(second.toStdString())).ok());
         }
         // The source is only read.
-        QVERIFY(shardscope::verify_checkpoint(source.toStdString()).ok());
+        QVERIFY(shardscope::verify_checkpoint(std::filesystem::path(source.toStdString())).ok());
     }
 
     void previewIsInTheReport()
@@ -281,7 +282,8 @@ private slots:
         panel.resize(1200, 600);
         panel.setCheckpoint(tmp.path(), manifest);
         panel.setTargetWorldSize(6);
-        const shardscope::VerifyReport report = shardscope::verify_checkpoint(tmp.path().toStdString());
+        const shardscope::VerifyReport report =
+            shardscope::verify_checkpoint(std::filesystem::path(tmp.path().toStdString()));
         ReportSources sources;
         sources.checkpointPath = tmp.path();
         sources.report = &report;

@@ -1,0 +1,329 @@
+// Reading checkpoints where they live: folders copied byte for byte into a bucket of the real S3
+// server of this test run, then detected, verified, scanned and diffed through storage::Folder,
+// and compared with what the same commands say about the local copy.
+
+#include "s3_server.h"
+
+#include "content_fixtures.h"
+#include "testutil.h"
+
+#include "core/checkpoint/save.h"
+#include "core/inspect/content.h"
+#include "core/inspect/diff.h"
+#include "core/open/detect.h"
+#include "core/open/verify.h"
+#include "core/run/demo.h"
+#include "core/storage/folder.h"
+#include "core/storage/s3.h"
+#include "core/util/error.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <fstream>
+#include <sstream>
+
+using namespace shardscope;
+using namespace shardscope::storage;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_all(const fs::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream out;
+    out << in.rdbuf();
+    return out.str();
+}
+
+std::span<const std::byte> bytes_of(const std::string& s)
+{
+    return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+// Every field of two statistics, which must be equal: the same bytes in the same order.
+bool same_stats(const ValueStats& a, const ValueStats& b)
+{
+    return a.numel == b.numel && a.nan == b.nan && a.posinf == b.posinf && a.neginf == b.neginf && a.zeros == b.zeros &&
+        a.finite == b.finite && a.min == b.min && a.max == b.max && a.mean == b.mean && a.m2 == b.m2 &&
+        a.histogram == b.histogram;
+}
+
+// tests/core/storage/range_http_server.py serving `root` (HTTPS with `cert`), for as long as the
+// object lives; port() is 0 when it did not come up.
+class RangeServer {
+public:
+    explicit RangeServer(const fs::path& root, const QString& cert = {}, const QString& key = {})
+    {
+        QStringList args = {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/core/storage/range_http_server.py"),
+                            QString::fromStdString(root.string())};
+        if (!cert.isEmpty())
+            args << QStringLiteral("--cert") << cert << QStringLiteral("--key") << key;
+        m_process.start(QStringLiteral("python3"), args);
+        if (m_process.waitForReadyRead(10000))
+            m_port = m_process.readLine().trimmed().toInt();
+    }
+    ~RangeServer()
+    {
+        m_process.terminate();
+        m_process.waitForFinished(5000);
+    }
+    int port() const { return m_port; }
+
+private:
+    QProcess m_process;
+    int m_port = 0;
+};
+
+} // namespace
+
+class TestRemoteRead : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir m_tmp;
+    std::optional<S3Client> m_s3;
+    std::string m_bucket;
+
+    fs::path root() const { return fs::path(m_tmp.path().toStdString()); }
+
+    // Copies every file beneath `dir` to s3://bucket/prefix/..., as a trainer's uploader would.
+    void upload(const fs::path& dir, const std::string& prefix)
+    {
+        for (const auto& entry : fs::recursive_directory_iterator(dir))
+            if (entry.is_regular_file())
+                m_s3->put(m_bucket, prefix + "/" + fs::relative(entry.path(), dir).generic_string(),
+                          bytes_of(read_all(entry.path())));
+    }
+    Location url(const std::string& prefix) const { return parse_location("s3://" + m_bucket + "/" + prefix); }
+
+private slots:
+    void initTestCase()
+    {
+        const auto env = s3test::server_env();
+        QVERIFY2(env.contains("SHARDSCOPE_S3_ENDPOINT"), "the test S3 server is not running (SHARDSCOPE_S3_ENV)");
+        // What a user's shell holds: the readers find the server the way the AWS tools do.
+        qputenv("AWS_ENDPOINT_URL", env.at("SHARDSCOPE_S3_ENDPOINT").c_str());
+        qputenv("AWS_ACCESS_KEY_ID", env.at("AWS_ACCESS_KEY_ID").c_str());
+        qputenv("AWS_SECRET_ACCESS_KEY", env.at("AWS_SECRET_ACCESS_KEY").c_str());
+        qputenv("AWS_DEFAULT_REGION", env.at("AWS_DEFAULT_REGION").c_str());
+        m_s3.emplace(s3test::server_config());
+        m_bucket = s3test::fresh_bucket("remote-read");
+        m_s3->create_bucket(m_bucket);
+    }
+
+    void nativeRootVerifiesLikeItsLocalCopy()
+    {
+        const fs::path run = root() / "run";
+        save_sharded(make_demo_state(7, 30001, 3, ParamDtype::BF16), run / "step-00000005", 5);
+        std::ofstream(run / "latest") << "step-00000005\n";
+        upload(run, "run");
+
+        const DetectedFormat detected = detect_format(url("run"));
+        QCOMPARE(detected.format, CheckpointFormat::shardscope);
+        QCOMPARE(detected.dir.path.string(), "s3://" + m_bucket + "/run/step-00000005");
+        QVERIFY(!detected.dir.is_local());
+
+        const VerifyReport local = verify_checkpoint(run);
+        const VerifyReport remote = verify_checkpoint(url("run"));
+        QVERIFY2(remote.ok(), remote.problems.empty() ? "" : remote.problems[0].message.c_str());
+        QCOMPARE(remote.shards.size(), std::size_t(3));
+        for (std::size_t i = 0; i < 3; ++i) {
+            QCOMPARE(remote.shards[i].status, ShardStatus::ok);
+            QCOMPARE(remote.shards[i].actual_digest, local.shards[i].actual_digest);
+            QCOMPARE(remote.shards[i].actual_bytes, local.shards[i].actual_bytes);
+        }
+
+        // The values too: statistics of every tensor equal to the local copy's, and no difference.
+        const ContentReport a = inspect_content(run);
+        const ContentReport b = inspect_content(url("run"));
+        QVERIFY(b.ok());
+        QCOMPARE(b.tensors.size(), a.tensors.size());
+        for (std::size_t t = 0; t < a.tensors.size(); ++t)
+            QVERIFY2(same_stats(a.tensors[t].stats, b.tensors[t].stats), a.tensors[t].name.c_str());
+        const DiffReport diff = diff_checkpoints(run, url("run"));
+        QVERIFY(diff.identical());
+        QCOMPARE(diff.tensors.size(), a.tensors.size());
+    }
+
+    void corruptTruncatedAndMissingObjectsAreNamed()
+    {
+        const fs::path step = root() / "bad";
+        save_sharded(make_demo_state(8, 20000, 2, ParamDtype::BF16), step, 3);
+        upload(step, "bad");
+        std::string rank1 = read_all(step / "rank1.safetensors");
+        rank1[rank1.size() - 3] ^= 0x40;
+        m_s3->put(m_bucket, "bad/rank1.safetensors", bytes_of(rank1));
+        VerifyReport report = verify_checkpoint(url("bad"));
+        QCOMPARE(report.shards[1].status, ShardStatus::hash_mismatch);
+        QCOMPARE(report.problems.size(), std::size_t(1));
+        QVERIFY(report.problems[0].message.find("s3://" + m_bucket + "/bad/rank1.safetensors") != std::string::npos);
+
+        m_s3->put(m_bucket, "bad/rank1.safetensors", bytes_of(rank1.substr(0, rank1.size() / 2)));
+        report = verify_checkpoint(url("bad"));
+        QCOMPARE(report.shards[1].status, ShardStatus::size_mismatch);
+        QCOMPARE(report.problems[0].kind, ProblemKind::partial_write);
+
+        m_s3->remove(m_bucket, "bad/rank1.safetensors");
+        report = verify_checkpoint(url("bad"));
+        QCOMPARE(report.shards[1].status, ShardStatus::missing);
+        QCOMPARE(report.problems[0].kind, ProblemKind::missing_shard);
+
+        // A `latest` naming a step that is not in the bucket: the save did not finish.
+        m_s3->put(m_bucket, "orphan/latest", bytes_of(std::string("step-00000009\n")));
+        m_s3->put(m_bucket, "orphan/step-00000008/manifest.json", bytes_of(std::string("{}")));
+        report = verify_checkpoint(url("orphan"));
+        QVERIFY(!report.problems.empty());
+        QCOMPARE(report.problems[0].kind, ProblemKind::partial_write);
+    }
+
+    void foreignFormatsReadByRanges()
+    {
+        // A safetensors index over two files, and a DCP folder.
+        const fs::path hf = root() / "hf";
+        fs::create_directories(hf);
+        std::vector<float> w(4096), b(100);
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] = float(i) * 0.25f - 3.0f;
+        for (std::size_t i = 0; i < b.size(); ++i)
+            b[i] = float(i % 7);
+        write_safetensors(hf / "model-00001-of-00002.safetensors",
+                          {{{.name = "w", .dtype = "F32", .shape = {64, 64}}, bytes_of(w)}});
+        write_safetensors(hf / "model-00002-of-00002.safetensors",
+                          {{{.name = "b", .dtype = "F32", .shape = {100}}, bytes_of(b)}});
+        std::ofstream(hf / "model.safetensors.index.json")
+            << R"({"metadata":{"total_size":16784},"weight_map":{"w":"model-00001-of-00002.safetensors",)"
+            << R"("b":"model-00002-of-00002.safetensors"}})";
+        const fs::path dcp = root() / "dcp";
+        write_dcp_checkpoint(dcp, "layer.weight", w);
+        upload(hf, "hf");
+        upload(dcp, "dcp");
+
+        for (const auto& [local, prefix, format] :
+             {std::tuple{hf, std::string("hf"), CheckpointFormat::safetensors_index},
+              std::tuple{dcp, std::string("dcp"), CheckpointFormat::torch_dcp}}) {
+            QCOMPARE(detect_format(url(prefix)).format, format);
+            const VerifyReport remote = verify_checkpoint(url(prefix));
+            QVERIFY2(remote.ok(), remote.problems.empty() ? "" : remote.problems[0].message.c_str());
+            QCOMPARE(remote.shards.size(), verify_checkpoint(local).shards.size());
+            const ContentReport a = inspect_content(local), r = inspect_content(url(prefix));
+            QCOMPARE(r.tensors.size(), a.tensors.size());
+            for (std::size_t t = 0; t < a.tensors.size(); ++t)
+                QVERIFY(same_stats(a.tensors[t].stats, r.tensors[t].stats));
+            QVERIFY(diff_checkpoints(local, url(prefix)).identical());
+        }
+
+        // One object named by its URL: a single safetensors file.
+        const DetectedFormat one = detect_format(url("hf/model-00002-of-00002.safetensors"));
+        QCOMPARE(one.format, CheckpointFormat::safetensors);
+        QCOMPARE(one.files, std::vector<std::string>{"model-00002-of-00002.safetensors"});
+        QVERIFY(verify_checkpoint(url("hf/model-00002-of-00002.safetensors")).ok());
+    }
+
+    void nothingThereIsOneSentence()
+    {
+        try {
+            (void)detect_format(url("no-such-prefix"));
+            QFAIL("an empty prefix must be refused");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::cannot_open);
+            QVERIFY(std::string(e.what()).find("s3://" + m_bucket + "/no-such-prefix") != std::string::npos);
+        }
+    }
+
+    void httpServersAnsweringRangesAreRead()
+    {
+        // The folders the tests above wrote, now served as a model host serves files.
+        RangeServer server(root());
+        QVERIFY(server.port() > 0);
+        const std::string base = "http://127.0.0.1:" + std::to_string(server.port()) + "/";
+        const Location index = parse_location(base + "hf/model.safetensors.index.json");
+        QCOMPARE(detect_format(index).format, CheckpointFormat::safetensors_index);
+        const VerifyReport hf = verify_checkpoint(index);
+        QVERIFY2(hf.ok(), hf.problems.empty() ? "" : hf.problems[0].message.c_str());
+        QCOMPARE(hf.shards.size(), std::size_t(2));
+        QVERIFY(diff_checkpoints(root() / "hf", index).identical());
+
+        // A folder URL: found by its entry files; a root's `latest` followed to its step.
+        const VerifyReport run = verify_checkpoint(parse_location(base + "run"));
+        QVERIFY2(run.ok(), run.problems.empty() ? "" : run.problems[0].message.c_str());
+        QCOMPARE(run.dir.string(), base + "run/step-00000005");
+        QCOMPARE(run.shards.size(), std::size_t(3));
+
+        // info reads the index and each file's header: a handful of requests, not the data.
+        RangeServer counted(root());
+        const QString url = QString::fromStdString("http://127.0.0.1:" + std::to_string(counted.port()) +
+                                                   "/hf/model.safetensors.index.json");
+        const testutil::Run info = testutil::shardctl({QStringLiteral("info"), url, QStringLiteral("--json")});
+        QCOMPARE(info.exit_code, 0);
+        QCOMPARE(info.json()["format"].get<std::string>(), std::string("safetensors-index"));
+        QProcess fetch;
+        fetch.start(QStringLiteral("curl"),
+                    {QStringLiteral("-s"),
+                     QString::fromStdString("http://127.0.0.1:" + std::to_string(counted.port()) + "/__requests__")});
+        QVERIFY(fetch.waitForFinished(10000));
+        QList<QByteArray> requests = fetch.readAllStandardOutput().trimmed().split('\n');
+        requests.removeIf([](const QByteArray& r) { return r.contains("__requests__"); });
+        // HEAD + GET of the index, then HEAD + one ranged GET of each data file's header.
+        QVERIFY2(requests.size() <= 6, requests.join('\n').constData());
+        for (const QByteArray& r : requests)
+            QVERIFY2(!r.startsWith("GET") || r.contains("index.json") || r.contains("bytes=0-"), r.constData());
+    }
+
+    void tlsIsCheckedByDefault()
+    {
+        QTemporaryDir keys;
+        const QString cert = keys.filePath(QStringLiteral("cert.pem")), key = keys.filePath(QStringLiteral("key.pem"));
+        QProcess openssl;
+        openssl.start(QStringLiteral("openssl"),
+                      {QStringLiteral("req"), QStringLiteral("-x509"), QStringLiteral("-newkey"),
+                       QStringLiteral("rsa:2048"), QStringLiteral("-nodes"), QStringLiteral("-subj"),
+                       QStringLiteral("/CN=127.0.0.1"), QStringLiteral("-days"), QStringLiteral("1"),
+                       QStringLiteral("-keyout"), key, QStringLiteral("-out"), cert});
+        QVERIFY(openssl.waitForFinished(30000) && openssl.exitCode() == 0);
+        RangeServer server(root(), cert, key);
+        QVERIFY(server.port() > 0);
+        const QString url = QString::fromStdString("https://127.0.0.1:" + std::to_string(server.port()) +
+                                                   "/hf/model.safetensors.index.json");
+        const testutil::Run run = testutil::shardctl({QStringLiteral("verify"), url, QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 2);
+        QVERIFY2(run.err.contains(url.left(url.indexOf(QStringLiteral("/hf"))).toUtf8()), run.err.constData());
+        QVERIFY2(run.err.contains("certificate") || run.err.contains("SSL"), run.err.constData());
+        QCOMPARE(run.err.count('\n'), 1);
+        QCOMPARE(run.json()["ok"].get<bool>(), false);
+    }
+
+    void shardctlReadsBucketsAndKeepsSecrets()
+    {
+        const fs::path step = root() / "cli";
+        save_sharded(make_demo_state(9, 5000, 2, ParamDtype::BF16), step, 11);
+        upload(step, "cli");
+        const QString where = QString::fromStdString("s3://" + m_bucket + "/cli");
+        const testutil::Run info = testutil::shardctl({QStringLiteral("info"), where, QStringLiteral("--json")});
+        QCOMPARE(info.exit_code, 0);
+        QCOMPARE(info.json()["format"].get<std::string>(), std::string("shardscope"));
+        const testutil::Run verify = testutil::shardctl({QStringLiteral("verify"), where, QStringLiteral("--json")});
+        QCOMPARE(verify.exit_code, 0);
+        QCOMPARE(verify.json()["ok"].get<bool>(), true);
+        const testutil::Run stats = testutil::shardctl({QStringLiteral("stats"), where, QStringLiteral("--json")});
+        QCOMPARE(stats.exit_code, 0);
+        const testutil::Run diff =
+            testutil::shardctl({QStringLiteral("diff"), testutil::qs(step), where, QStringLiteral("--json")});
+        QCOMPARE(diff.exit_code, 0);
+        const std::string secret = s3test::server_env().at("AWS_SECRET_ACCESS_KEY");
+        for (const auto* run : {&info, &verify, &stats, &diff})
+            QVERIFY(!run->out.contains(secret.c_str()) && !run->err.contains(secret.c_str()));
+
+        // Wrong credentials: one sentence naming the URL, exit 2, the key not echoed.
+        qputenv("AWS_SECRET_ACCESS_KEY", "not-the-secret-0123456789");
+        const testutil::Run refused = testutil::shardctl({QStringLiteral("verify"), where, QStringLiteral("--json")});
+        qputenv("AWS_SECRET_ACCESS_KEY", secret.c_str());
+        QCOMPARE(refused.exit_code, 2);
+        QVERIFY(refused.err.contains(where.toUtf8()));
+        QVERIFY(!refused.err.contains("not-the-secret") && !refused.out.contains("not-the-secret"));
+        QCOMPARE(refused.json()["ok"].get<bool>(), false);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRemoteRead)
+#include "tst_remote_read.moc"
