@@ -19,6 +19,7 @@ nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& p
                          {"busy", stage.busy},
                          {"idle", stage.idle},
                          {"bubble_fraction", stage.bubble_fraction},
+                         {"span", stage.span},
                          {"peak_activations", stage.peak_activations},
                          {"peak_activation_bytes", stage.peak_activation_bytes}});
     }
@@ -40,6 +41,7 @@ nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& p
             {"bubble_fraction", timeline.bubble_fraction},
             {"closed_form_bubble", timeline.closed_form_bubble},
             {"megatron_bubble", timeline.megatron_bubble},
+            {"span_bubble_fraction", timeline.span_bubble_fraction},
             {"stage_stats", std::move(stats)},
             {"ops", std::move(ops)}};
 }

@@ -261,7 +261,7 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
     timeline.makespan = 0.0;
     for (const StageState& st : state)
         timeline.makespan = std::max(timeline.makespan, st.free_at);
-    double idle_total = 0.0;
+    double idle_total = 0.0, longest_span = 0.0, most_busy = 0.0;
     timeline.stage_stats.assign(static_cast<std::size_t>(n), StageStats{});
     for (int s = 0; s < n; ++s) {
         StageStats& stats = timeline.stage_stats[s];
@@ -273,9 +273,15 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
         stats.peak_activation_bytes = state[s].held.peak_bytes;
         stats.idle = std::max(0.0, timeline.makespan - stats.busy);
         stats.bubble_fraction = timeline.makespan > 0.0 ? stats.idle / timeline.makespan : 0.0;
+        // Ops are in time order per stage, so the first starts first and the last ends last.
+        if (timeline.stage_begin[s + 1] > timeline.stage_begin[s])
+            stats.span = state[s].free_at - timeline.ops[timeline.stage_begin[s]].start;
         idle_total += stats.idle;
+        longest_span = std::max(longest_span, stats.span);
+        most_busy = std::max(most_busy, stats.busy);
     }
     timeline.bubble_fraction = timeline.makespan > 0.0 ? idle_total / (n * timeline.makespan) : 0.0;
+    timeline.span_bubble_fraction = longest_span > 0.0 ? std::max(0.0, longest_span - most_busy) / longest_span : 0.0;
     timeline.closed_form_bubble = closed_form_bubble(spec);
     timeline.megatron_bubble = megatron_bubble(spec);
 }

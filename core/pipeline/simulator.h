@@ -41,6 +41,9 @@ struct StageStats {
     double busy = 0.0; // ms spent running ops
     double idle = 0.0; // makespan - busy
     double bubble_fraction = 0.0; // idle / makespan
+    // From the stage's first op's start to its last op's end: the stage's share of the step when
+    // steps follow each other without a flush between them (span_bubble_fraction below).
+    double span = 0.0;
     // Most (microbatch, chunk) activation sets held at once: counted from the F until the last
     // backward op of that microbatch on that chunk (B, or W where the backward is split).
     // With v = 1 this is "microbatches in flight"; with v > 1 each chunk counts separately.
@@ -59,6 +62,12 @@ struct Timeline {
     double bubble_fraction = 0.0; // total idle / (N * makespan)
     double closed_form_bubble = 0.0; // closed_form_bubble(spec) for comparison
     double megatron_bubble = 0.0; // megatron_bubble(spec)
+    // Qi et al.'s bubble rate ("Zero Bubble Pipeline Parallelism", ICLR 2024, section 5.3):
+    // (cost - work) / cost with cost the longest StageStats::span and work the busiest stage's
+    // busy time (their m (T_F + T_B + T_W) when stages are equal). A stage's wait for its first
+    // input is not counted: with the optimizer step's synchronisation bypassed (their section 4)
+    // it overlaps the previous step's tail, which is why ZB-H2's parallelogram has no bubble.
+    double span_bubble_fraction = 0.0;
     std::vector<StageStats> stage_stats; // one per stage
 };
 
