@@ -14,6 +14,7 @@
 #include "widgets/panels/reshardpanel.h"
 #include "widgets/panels/tensorspanel.h"
 #include "widgets/panels/comparepanel.h"
+#include "widgets/panels/convertdialog.h"
 #include "widgets/settings/settings.h"
 #include "widgets/style/format.h"
 #include "widgets/style/statusstyle.h"
@@ -499,6 +500,8 @@ void MainWindow::closeEvent(QCloseEvent* event)
     }
     m_checkpoint->cancel();
     m_reshard->cancelReshard(); // core removes what it wrote; the controller waits for it
+    if (m_convertDialog)
+        m_convertDialog->cancelConversion(); // the same: no half-written output stays
     event->accept();
 }
 

@@ -18,6 +18,7 @@ struct ProfileJob; // mainwindow_actions.cpp
 namespace shardwidgets {
 class CheckpointPanel;
 class ComparePanel;
+class ConvertDialog;
 class PlannerPanel;
 class ReshardPanel;
 class TensorsPanel;
@@ -41,6 +42,9 @@ public:
     void showPlanner();
     void showCheckpoint();
     void showReshard();
+    // File › Convert…: the conversion dialog (one, kept while the window lives, so a running
+    // conversion survives closing it), its source the checkpoint shown unless it is converting.
+    void showConvertDialog();
     bool exportReport(const QString& file, QString* error);
     bool exportTimeline(const QString& file, QString* error);
     // A layer profile of the open checkpoint (its layers, and the config.json beside it)
@@ -54,6 +58,7 @@ public:
     shardwidgets::ReshardPanel* reshardPanel() const { return m_reshard; }
     shardwidgets::TensorsPanel* tensorsPanel() const { return m_tensors; }
     shardwidgets::ComparePanel* comparePanel() const { return m_compare; }
+    shardwidgets::ConvertDialog* convertDialog() const { return m_convertDialog; } // null until first shown
 
 signals:
     void demoFailed(const QString& message);
@@ -101,6 +106,7 @@ private:
     shardwidgets::ReshardPanel* m_reshard;
     shardwidgets::TensorsPanel* m_tensors;
     shardwidgets::ComparePanel* m_compare;
+    shardwidgets::ConvertDialog* m_convertDialog = nullptr;
     QMenu* m_recentMenu = nullptr;
     QString m_openedFolder; // as the user opened it: the key of its remembered settings
     QLabel* m_verdict;

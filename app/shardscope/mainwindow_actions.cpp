@@ -5,6 +5,7 @@
 
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/panels/comparepanel.h"
+#include "widgets/panels/convertdialog.h"
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/panels/reshardpanel.h"
 #include "widgets/panels/tensorspanel.h"
@@ -130,6 +131,29 @@ void MainWindow::chooseScheduleCsv()
     });
 }
 
+void MainWindow::showConvertDialog()
+{
+    if (!m_convertDialog) {
+        m_convertDialog = new ConvertDialog(this);
+        m_convertDialog->setInteractive(m_interactive);
+        connect(m_convertDialog, &ConvertDialog::openRequested, this, &MainWindow::openPath);
+        connect(m_convertDialog, &ConvertDialog::conversionFinished, this, [this](bool ok) {
+            if (ok)
+                statusBar()->showMessage(m_convertDialog->statusText(), 15000);
+        });
+    }
+    // The step the Checkpoint page shows (a root's newest, or the one picked from its steps), not
+    // the root, whose `latest` a running job may move meanwhile; a step of an earlier folder (this
+    // one failed to open) is not it. Ignored while it converts.
+    const QString path = m_checkpoint->currentPath();
+    const QString shown = m_checkpoint->controller()->directory();
+    const bool inPath = !path.isEmpty() && (shown == path || shown.startsWith(path + QLatin1Char('/')));
+    m_convertDialog->setSource(inPath ? shown : path);
+    m_convertDialog->show();
+    m_convertDialog->raise();
+    m_convertDialog->activateWindow();
+}
+
 void MainWindow::createActions()
 {
     QMenu* file = menuBar()->addMenu(tr("&File"));
@@ -151,6 +175,9 @@ void MainWindow::createActions()
     compare->setEnabled(false);
     connect(m_checkpoint, &CheckpointPanel::opened, compare, [compare] { compare->setEnabled(true); });
     connect(m_checkpoint, &CheckpointPanel::openFailed, compare, [compare] { compare->setEnabled(false); });
+    QAction* convert = file->addAction(tr("Con&vert…"), this, &MainWindow::showConvertDialog);
+    convert->setObjectName(QStringLiteral("convertAction"));
+    convert->setToolTip(tr("Write a checkpoint as a Hugging Face folder, a torch DCP or a ShardScope checkpoint"));
     file->addSeparator();
     QAction* report = file->addAction(style()->standardIcon(QStyle::SP_DialogSaveButton), tr("&Export Report…"), this,
                                       &MainWindow::chooseReportFile);

@@ -214,11 +214,13 @@ ConvertResult convert_checkpoint(const fs::path& source, const fs::path& given_o
                     "the world size must be at least 1, not " + std::to_string(options.world_size));
 
     // Progress over the three passes: the source's bytes read by verify, the output's written,
-    // then read back. The output's size is known once the tensors are laid out.
-    uint64_t source_total = 0, copy_total = 0;
+    // then read back. The output's size is known once the tensors are laid out; reading it back
+    // counts its files' bytes, headers and index too, so that pass's own total replaces the
+    // estimate once its verify gives it (else the bar would end past 100 %).
+    uint64_t source_total = 0, copy_total = 0, readback_total = 0;
     const auto report = [&](uint64_t done) {
         if (options.progress)
-            options.progress(done, source_total + 2 * copy_total);
+            options.progress(done, source_total + copy_total + (readback_total ? readback_total : copy_total));
     };
     const VerifyReport verified = verify_or_throw(source, options, "", [&](uint64_t done, uint64_t total) {
         source_total = total;
@@ -284,7 +286,8 @@ ConvertResult convert_checkpoint(const fs::path& source, const fs::path& given_o
             fsutil::fsync_or_throw(out_fd.get(), tmp.string());
 
         result.output_verify =
-            verify_or_throw(tmp, options, "the converted output does not verify: ", [&](uint64_t done, uint64_t) {
+            verify_or_throw(tmp, options, "the converted output does not verify: ", [&](uint64_t done, uint64_t total) {
+                readback_total = total;
                 report(source_total + copy_total + done);
             });
         if (::renameat(parent_fd.get(), tmp_name.c_str(), parent_fd.get(), out.filename().c_str()) != 0)

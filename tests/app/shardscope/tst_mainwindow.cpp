@@ -5,6 +5,7 @@
 #include "app/shardscope/mainwindow.h"
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/panels/comparepanel.h"
+#include "widgets/panels/convertdialog.h"
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/panels/planpanel.h"
 #include "widgets/jobs/pipelineplanner.h"
@@ -16,6 +17,7 @@
 #include "widgettestutil.h"
 
 #include "core/checkpoint/save.h"
+#include "core/open/verify.h"
 #include "core/run/demo.h"
 
 #include <QAction>
@@ -23,6 +25,7 @@
 #include <QDir>
 #include <QFile>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
 #include <QPushButton>
@@ -321,6 +324,47 @@ private slots:
         QVERIFY(failed.count() == 1 || failed.wait(10000));
         QVERIFY(!cancel->isEnabled());
         QVERIFY(!compare->isEnabled());
+    }
+
+    // File › Convert… starts from the open checkpoint; a finished conversion's "Open Result"
+    // opens the new folder in the window, where it verifies.
+    void convertOpensTheResult()
+    {
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.show();
+        const QString dir = tmp.filePath(QStringLiteral("ckpt"));
+        widgettest::makeCheckpoint(dir, 2, 30'000);
+        QSignalSpy verified(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
+        window.openPath(dir);
+        QVERIFY(verified.wait(30000));
+
+        QAction* convert = action(window, QStringLiteral("Con&vert…"));
+        QVERIFY(convert && convert->isEnabled());
+        QVERIFY(window.menuBar()->actions().first()->menu()->actions().contains(convert)); // in File
+        convert->trigger();
+        shardwidgets::ConvertDialog* dialog = window.convertDialog();
+        QVERIFY(dialog && dialog->isVisible());
+        QCOMPARE(dialog->sourceEdit()->text(), dir);
+        const QString out = tmp.filePath(QStringLiteral("ckpt-hf"));
+        QCOMPARE(dialog->outputEdit()->text(), out);
+
+        QSignalSpy converted(dialog, &shardwidgets::ConvertDialog::conversionFinished);
+        QTest::mouseClick(dialog->convertButton(), Qt::LeftButton);
+        QVERIFY(converted.wait(60000));
+        QVERIFY2(converted.first().at(0).toBool(), qPrintable(dialog->statusText()));
+        QVERIFY(window.statusBar()->currentMessage().startsWith(QStringLiteral("Converted ")));
+
+        verified.clear();
+        QTest::mouseClick(dialog->openResultButton(), Qt::LeftButton);
+        QVERIFY(!dialog->isVisible());
+        QCOMPARE(window.checkpointPanel()->currentPath(), out);
+        QVERIFY(verified.count() == 1 || verified.wait(30000));
+        const auto& report = window.checkpointPanel()->report();
+        QVERIFY(report && report->ok());
+        QCOMPARE(report->format, shardscope::verify_checkpoint(out.toStdString()).format);
+        QVERIFY(report->format != "shardscope");
     }
 
     void everyPageFitsTheMinimumSize()

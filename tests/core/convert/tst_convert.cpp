@@ -110,7 +110,20 @@ private slots:
         QTemporaryDir tmp;
         const fs::path dir = tmp.path().toStdString();
         write_boxed_dcp(dir / "dcp");
-        const ConvertResult result = convert_checkpoint(dir / "dcp", dir / "hf", options_for(ConvertTarget::hf));
+        ConvertOptions options = options_for(ConvertTarget::hf);
+        // Progress never passes its total and ends at it, though reading the output back counts
+        // its headers and index as well as the tensor bytes written.
+        uint64_t last_done = 0, last_total = 0;
+        bool past_total = false;
+        options.progress = [&](uint64_t done, uint64_t total) {
+            past_total = past_total || done > total;
+            last_done = done;
+            last_total = total;
+        };
+        const ConvertResult result = convert_checkpoint(dir / "dcp", dir / "hf", options);
+        QVERIFY(!past_total);
+        QCOMPARE(last_done, last_total);
+        QVERIFY(last_total > 2 * 96 + 2 * 20 + 116); // source files, tensors written, output files
         QCOMPARE(result.source_format, std::string("torch-dcp"));
         QCOMPARE(result.tensors.size(), std::size_t(2));
         QCOMPARE(result.tensor_bytes, uint64_t(96 + 20));
