@@ -363,7 +363,7 @@ private slots:
         QVERIFY(verified.count() == 1 || verified.wait(30000));
         const auto& report = window.checkpointPanel()->report();
         QVERIFY(report && report->ok());
-        QCOMPARE(report->format, shardscope::verify_checkpoint(out.toStdString()).format);
+        QCOMPARE(report->format, shardscope::verify_checkpoint(std::filesystem::path(out.toStdString())).format);
         QVERIFY(report->format != "shardscope");
     }
 

@@ -125,10 +125,12 @@ private slots:
         QCOMPARE(result.options.max_shard_bytes, uint64_t(65536));
         QCOMPARE(result.tensors.size(), std::size_t(2));
         QCOMPARE(result.tensor_bytes, uint64_t(left.size() + right.size() + bias.size()));
-        const shardscope::VerifyReport report = shardscope::verify_checkpoint(out.toStdString());
+        const shardscope::VerifyReport report = shardscope::verify_checkpoint(std::filesystem::path(out.toStdString()));
         QVERIFY2(report.ok(), report.problems.empty() ? "cancelled" : report.problems.front().message.c_str());
         QVERIFY(report.format != "shardscope" && report.format != "dcp");
-        QVERIFY(shardscope::diff_checkpoints(source.toStdString(), out.toStdString(), {}).identical());
+        QVERIFY(shardscope::diff_checkpoints(std::filesystem::path(source.toStdString()),
+                                             std::filesystem::path(out.toStdString()), {})
+                    .identical());
         QVERIFY2(dialog.statusText().startsWith(QStringLiteral("Converted 2 tensors into %1: 3 files").arg(out)),
                  qPrintable(dialog.statusText()));
         QCOMPARE(leftovers(tmp.path(), {QStringLiteral("dcp"), QStringLiteral("dcp-hf")}), QStringList());
@@ -178,13 +180,15 @@ private slots:
         QVERIFY(!dialog.startConversion());
         QVERIFY(finished.wait(60000));
         QVERIFY2(finished.first().at(0).toBool(), qPrintable(dialog.statusText()));
-        const shardscope::VerifyReport report = shardscope::verify_checkpoint(out.toStdString());
+        const shardscope::VerifyReport report = shardscope::verify_checkpoint(std::filesystem::path(out.toStdString()));
         QVERIFY(report.ok());
         QCOMPARE(report.manifest->world_size, 3);
         QCOMPARE(report.manifest->param_numel_total, manifest.param_numel_total);
         QCOMPARE(report.manifest->step, manifest.step);
         // Every state carried: the same values in all four.
-        QVERIFY(shardscope::diff_checkpoints(source.toStdString(), out.toStdString(), {}).identical());
+        QVERIFY(shardscope::diff_checkpoints(std::filesystem::path(source.toStdString()),
+                                             std::filesystem::path(out.toStdString()), {})
+                    .identical());
         QVERIFY(dialog.convertButton()->isEnabled());
     }
 
@@ -238,9 +242,9 @@ private slots:
             QVERIFY(!QFileInfo::exists(out));
             QCOMPARE(leftovers(tmp.path(), {QStringLiteral("src")}), QStringList());
         } else { // written before the click arrived, or before a tick saw it: then it must verify
-            QVERIFY(shardscope::verify_checkpoint(out.toStdString()).ok());
+            QVERIFY(shardscope::verify_checkpoint(std::filesystem::path(out.toStdString())).ok());
         }
-        QVERIFY(shardscope::verify_checkpoint(source.toStdString()).ok()); // only read
+        QVERIFY(shardscope::verify_checkpoint(std::filesystem::path(source.toStdString())).ok()); // only read
         QVERIFY(dialog.isVisible());
         dialog.close();
         QVERIFY(!dialog.isVisible());
