@@ -39,11 +39,11 @@ py::object verify(py::object path, bool fast, py::object expected_world_size, in
     options.fast = fast;
     options.threads = threads;
     options.expected_world_size = int_or(expected_world_size, -1, "expected_world_size");
-    const fs::path dir = to_path(path);
+    const storage::Location where = to_location(path);
     json report;
     {
         py::gil_scoped_release unlocked; // hashing and reading run on the core's threads
-        const ResumeCheck checked = check_resume(dir, options, content);
+        const ResumeCheck checked = check_resume(where, options, content);
         report = verify_report_json(checked.verify);
         report["verdict"] = verdict_json(checked.verdict);
     }

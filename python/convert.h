@@ -25,7 +25,8 @@ nlohmann::json from_python(py::handle value, const std::string& where);
 
 // str, bytes or os.PathLike, encoded as the OS encodes file names (os.fsencode).
 std::filesystem::path to_path(py::handle value);
-// A mirror's location: a path as to_path takes it, or an s3:// URL (a str).
+// A location: a path as to_path takes it, or an s3:// or http(s):// URL (a str): a mirror, or a
+// checkpoint verify, stats and diff read in place.
 storage::Location to_location(py::handle value);
 
 // Optional keyword values: None -> `fallback`.

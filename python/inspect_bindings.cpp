@@ -47,7 +47,7 @@ std::optional<double> tolerance(py::object value, const char* name)
 
 py::object stats(py::object path, py::object tensor, int threads)
 {
-    const fs::path where = to_path(path);
+    const storage::Location where = to_location(path);
     ContentOptions options;
     options.tensor_globs = globs_from_python(tensor);
     options.threads = threads;
@@ -61,8 +61,8 @@ py::object stats(py::object path, py::object tensor, int threads)
 
 py::object diff(py::object a, py::object b, py::object atol, py::object rtol, py::object tensor, int threads)
 {
-    const fs::path path_a = to_path(a);
-    const fs::path path_b = to_path(b);
+    const storage::Location path_a = to_location(a);
+    const storage::Location path_b = to_location(b);
     DiffOptions options;
     options.atol = tolerance(atol, "atol");
     options.rtol = tolerance(rtol, "rtol");

@@ -2,6 +2,7 @@
 
 #include "core/report/verdict.h"
 
+#include "widgets/jobs/checkpointlocation.h"
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/export/exporter.h"
 #include "app/shardscope/mainwindow.h"
@@ -95,7 +96,7 @@ int runHeadlessExport(const HeadlessExport& request)
 
     int status = 0;
     if (!request.path.isEmpty()) {
-        if (!QFileInfo::exists(request.path))
+        if (!shardwidgets::isUrl(request.path) && !QFileInfo::exists(request.path))
             return fail(2, QStringLiteral("%1: no such file or directory").arg(request.path));
         QEventLoop loop;
         auto* panel = window.checkpointPanel();
@@ -114,7 +115,7 @@ int runHeadlessExport(const HeadlessExport& request)
                              status = fail(2, QStringLiteral("%1: %2").arg(path, message));
                              loop.quit();
                          });
-        if (!request.compare.isEmpty() && !QFileInfo::exists(request.compare))
+        if (!request.compare.isEmpty() && !shardwidgets::isUrl(request.compare) && !QFileInfo::exists(request.compare))
             return fail(2, QStringLiteral("--compare %1: no such file or directory").arg(request.compare));
         if (request.compare.isEmpty())
             window.openPath(request.path);

@@ -104,19 +104,17 @@ int main(int argc, char** argv)
         return 2;
     }
     const QString path = positional.value(0);
-    // The app opens local folders; a URL taken as a path would be looked up as a relative folder.
+    // A URL is a location the app reads in place (s3://, http(s)://), never a relative folder:
+    // one it cannot read is refused here, naming it without credentials.
     for (const QString& given : {path, parser.value(QStringLiteral("compare"))}) {
-        const std::string text = given.toStdString();
-        if (!shardscope::storage::is_url(text))
+        if (!shardscope::storage::is_url(given.toStdString()))
             continue;
         try {
-            (void)shardscope::storage::parse_location(text); // says what is wrong, without credentials
-            std::cerr << "shardscope: " << shardwidgets::printableText(given).toStdString()
-                      << ": the app opens local folders and files; s3:// and http(s):// locations are not opened yet\n";
+            (void)shardscope::storage::parse_location(given.toStdString());
         } catch (const shardscope::Error& e) {
             std::cerr << "shardscope: " << e.what() << '\n';
+            return 2;
         }
-        return 2;
     }
 
     int reshardTarget = 0;

@@ -2,6 +2,7 @@
 #include "app/shardscope/pagescrollarea.h"
 
 #include "widgets/panels/checkpointpanel.h"
+#include "widgets/jobs/checkpointlocation.h"
 #include "widgets/jobs/democheckpoint.h"
 #include "core/report/report.h"
 #include "core/report/verdict.h"
@@ -29,6 +30,8 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFutureWatcher>
+#include <QInputDialog>
+#include <QLineEdit>
 #include <QLabel>
 #include <QListWidget>
 #include <QMenuBar>
@@ -256,7 +259,7 @@ void MainWindow::openAndCompare(const QString& path, const QString& other)
 
 void MainWindow::openPath(const QString& path)
 {
-    const QString clean = QDir::cleanPath(QFileInfo(path).absoluteFilePath());
+    const QString clean = shardwidgets::isUrl(path) ? path : QDir::cleanPath(QFileInfo(path).absoluteFilePath());
     m_checkpointStack->setCurrentWidget(m_checkpoint);
     m_tabs->setCurrentIndex(0);
     m_settings->addRecentFolder(clean);
@@ -303,10 +306,43 @@ void MainWindow::showCheckpoint()
 void MainWindow::chooseFolder()
 {
     const QStringList recent = m_settings->recentFolders();
+    const auto folder =
+        std::find_if(recent.begin(), recent.end(), [](const QString& r) { return !shardwidgets::isUrl(r); });
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Open checkpoint folder"),
-                                                          recent.isEmpty() ? QDir::homePath() : recent.first());
+                                                          folder == recent.end() ? QDir::homePath() : *folder);
     if (!dir.isEmpty())
         openPath(dir);
+}
+
+void MainWindow::chooseLocation()
+{
+    const QStringList recent = m_settings->recentFolders();
+    const auto url =
+        std::find_if(recent.begin(), recent.end(), [](const QString& r) { return shardwidgets::isUrl(r); });
+    bool ok = false;
+    const QString text =
+        QInputDialog::getText(this, tr("Open location"),
+                              tr("Read a checkpoint in place, from a bucket or a web server:\n"
+                                 "    s3://bucket/prefix\n"
+                                 "    https://host/path/model.safetensors.index.json\n"
+                                 "S3 credentials and endpoint come from the environment, as for the AWS tools\n"
+                                 "(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_ENDPOINT_URL)."),
+                              QLineEdit::Normal, url != recent.end() ? *url : QStringLiteral("s3://"), &ok)
+            .trimmed();
+    if (!ok || text.isEmpty())
+        return;
+    try {
+        if (!shardwidgets::isUrl(text))
+            throw shardscope::Error(shardscope::ProblemKind::invalid_argument,
+                                    text.toStdString() +
+                                        ": not a URL (s3://, http://, https://); open a local "
+                                        "folder with Open Folder…");
+        (void)shardwidgets::checkpointLocation(text); // an unknown scheme, credentials in it: said now
+    } catch (const shardscope::Error& e) {
+        showError(tr("Cannot open this location"), QString::fromStdString(e.what()).toHtmlEscaped());
+        return;
+    }
+    openPath(text);
 }
 
 ReportSources MainWindow::reportSources()

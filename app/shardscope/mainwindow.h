@@ -78,6 +78,8 @@ private:
     QWidget* createWelcomePage();
     void updateRecentMenu();
     void chooseFolder();
+    // File › Open Location…: s3://bucket/prefix or an http(s):// URL, read in place.
+    void chooseLocation();
     void chooseReportFile();
     void chooseTimelineFile();
     // A save dialog in the last export folder, then `write`; the status bar or an error says how it went.

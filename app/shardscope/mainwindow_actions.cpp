@@ -3,6 +3,7 @@
 
 #include "app/shardscope/mainwindow.h"
 
+#include "widgets/jobs/checkpointlocation.h"
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/panels/comparepanel.h"
 #include "widgets/panels/convertdialog.h"
@@ -66,6 +67,10 @@ void MainWindow::profileFromCheckpoint(int seqLen, int microBatchSize)
     const QString path = m_checkpoint->currentPath();
     if (path.isEmpty()) {
         emit profileImportFailed(tr("Open a checkpoint first: the profile is made from its tensors."));
+        return;
+    }
+    if (const auto remote = shardwidgets::localOnly(path, tr("A layer profile"))) {
+        emit profileImportFailed(*remote);
         return;
     }
     startProfileJob(tr("Profiling %1…").arg(path), QtConcurrent::run([path, seqLen, microBatchSize] {
@@ -160,6 +165,10 @@ void MainWindow::createActions()
     QAction* open = file->addAction(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("&Open Folder…"), this,
                                     &MainWindow::chooseFolder);
     open->setShortcut(QKeySequence::Open);
+    QAction* location = file->addAction(tr("Open &Location…"), this, &MainWindow::chooseLocation);
+    location->setObjectName(QStringLiteral("openLocationAction"));
+    location->setShortcut(QKeySequence(tr("Ctrl+L")));
+    location->setToolTip(tr("Read a checkpoint in place from s3://bucket/prefix or an http(s):// URL"));
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     updateRecentMenu();
     file->addAction(tr("Open &Demo Checkpoint"), this, &MainWindow::openDemo);

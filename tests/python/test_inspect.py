@@ -1,6 +1,10 @@
 """stats and diff from Python: every figure against numpy's float64, the health checks, a planted
 change found where it was planted, and the same objects as `shardctl stats/diff --json`."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 
 import pyutil
@@ -85,6 +89,28 @@ class Stats(TempDirTest):
         with self.assertRaises(shardscope.StorageError) as caught:
             shardscope.stats(self.path("missing"))
         self.assertEqual(caught.exception.kind, "cannot_open")
+
+    def test_a_checkpoint_on_a_web_server_is_read_in_place(self):
+        # The same folder served over HTTP with range requests: the same figures, the same bytes.
+        server = subprocess.Popen(
+            [sys.executable, os.path.join(os.environ["SHARDSCOPE_SOURCE_DIR"], "tests/core/storage/range_http_server.py"),
+             self.path("")], stdout=subprocess.PIPE, text=True)
+        try:
+            url = "http://127.0.0.1:%s/c" % server.stdout.readline().strip()
+            report = shardscope.verify(url)
+            self.assertTrue(report["ok"], report["problems"])
+            self.assertEqual(len(report["shards"]), 3)
+            local = shardscope.stats(self.path("c"))
+            remote = shardscope.stats(url)
+            self.assertEqual(without(remote, "seconds", "path"), without(local, "seconds", "path"))
+            self.assertEqual(remote["path"], url)
+            self.assertTrue(shardscope.diff(self.path("c"), url)["ok"])
+            with self.assertRaises(shardscope.StorageError) as caught:
+                shardscope.stats(url + "-missing")
+            self.assertEqual(caught.exception.kind, "cannot_open")
+        finally:
+            server.terminate()
+            server.wait()
 
 
 class Diff(TempDirTest):

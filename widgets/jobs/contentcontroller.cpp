@@ -1,6 +1,6 @@
 #include "widgets/jobs/contentcontroller.h"
 
-#include <QDir>
+#include "widgets/jobs/checkpointlocation.h"
 
 namespace shardwidgets {
 
@@ -10,14 +10,15 @@ void ContentController::start(const QString& path)
 {
     m_outcome = {};
     auto progress = std::make_shared<JobProgress>();
-    const std::filesystem::path where = QDir::cleanPath(path).toStdString();
-    auto work = [progress, where] {
+    const QString text = cleanCheckpointText(path);
+    auto work = [progress, text] {
         Outcome outcome;
         shardscope::ContentOptions options;
         options.cancel = &progress->cancel;
         options.progress = storeProgress(progress);
-        outcome.error = problemOf(where.string(), [&] {
-            outcome.report = std::make_shared<const shardscope::ContentReport>(inspect_content(where, options));
+        outcome.error = problemOf(text.toStdString(), [&] {
+            outcome.report =
+                std::make_shared<const shardscope::ContentReport>(inspect_content(checkpointLocation(text), options));
         });
         return outcome;
     };

@@ -1,5 +1,7 @@
 #include "widgets/jobs/convertcontroller.h"
 
+#include "widgets/jobs/checkpointlocation.h"
+
 #include <QDir>
 
 namespace shardwidgets {
@@ -13,13 +15,21 @@ bool ConvertController::start(const QString& source, const QString& destination,
     m_destination = QDir::cleanPath(destination);
     m_outcome = {};
     auto progress = std::make_shared<JobProgress>();
-    const std::filesystem::path src = QDir::cleanPath(source).toStdString();
+    // A URL is refused here, in the job, so that the page shows it as it shows any failure.
+    const std::optional<QString> remote = localOnly(source, QObject::tr("Convert"));
+    const std::filesystem::path src =
+        remote ? std::filesystem::path() : std::filesystem::path(QDir::cleanPath(source).toStdString());
     const std::filesystem::path dst = m_destination.toStdString();
     options.durable = m_durable;
     options.cancel = &progress->cancel;
     options.progress = storeProgress(progress);
-    auto work = [src, dst, options = std::move(options)] {
+    auto work = [src, dst, remote, options = std::move(options)] {
         Outcome outcome;
+        if (remote) {
+            outcome.error = shardscope::Problem{.kind = shardscope::ProblemKind::invalid_argument,
+                                                .message = remote->toStdString()};
+            return outcome;
+        }
         outcome.error =
             problemOf(dst.string(), [&] { outcome.result = shardscope::convert_checkpoint(src, dst, options); });
         outcome.cancelled = outcome.error && outcome.error->kind == shardscope::ProblemKind::cancelled;

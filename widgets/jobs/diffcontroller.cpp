@@ -1,6 +1,6 @@
 #include "widgets/jobs/diffcontroller.h"
 
-#include <QDir>
+#include "widgets/jobs/checkpointlocation.h"
 
 namespace shardwidgets {
 
@@ -10,7 +10,7 @@ void DiffController::start(const QString& a, const QString& b, std::optional<dou
 {
     m_outcome = {};
     auto progress = std::make_shared<JobProgress>();
-    const std::filesystem::path first = QDir::cleanPath(a).toStdString(), second = QDir::cleanPath(b).toStdString();
+    const QString first = cleanCheckpointText(a), second = cleanCheckpointText(b);
     auto work = [progress, first, second, atol, rtol] {
         Outcome outcome;
         shardscope::DiffOptions options;
@@ -18,8 +18,9 @@ void DiffController::start(const QString& a, const QString& b, std::optional<dou
         options.rtol = rtol;
         options.cancel = &progress->cancel;
         options.progress = storeProgress(progress);
-        outcome.error = problemOf(second.string(), [&] {
-            outcome.report = std::make_shared<const shardscope::DiffReport>(diff_checkpoints(first, second, options));
+        outcome.error = problemOf(second.toStdString(), [&] {
+            outcome.report = std::make_shared<const shardscope::DiffReport>(
+                diff_checkpoints(checkpointLocation(first), checkpointLocation(second), options));
         });
         return outcome;
     };

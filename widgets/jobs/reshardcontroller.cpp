@@ -1,5 +1,7 @@
 #include "widgets/jobs/reshardcontroller.h"
 
+#include "widgets/jobs/checkpointlocation.h"
+
 #include <QDir>
 
 namespace shardwidgets {
@@ -13,11 +15,19 @@ bool ReshardController::start(const QString& source, int targetWorldSize, const 
     m_destination = QDir::cleanPath(destination);
     m_outcome = {};
     auto progress = std::make_shared<JobProgress>();
-    const std::filesystem::path src = QDir::cleanPath(source).toStdString();
+    // A URL is refused here, in the job, so that the page shows it as it shows any failure.
+    const std::optional<QString> remote = localOnly(source, QObject::tr("Reshard"));
+    const std::filesystem::path src =
+        remote ? std::filesystem::path() : std::filesystem::path(QDir::cleanPath(source).toStdString());
     const std::filesystem::path dst = m_destination.toStdString();
     const bool durable = m_durable;
-    auto work = [progress, src, dst, targetWorldSize, durable] {
+    auto work = [progress, src, dst, targetWorldSize, durable, remote] {
         Outcome outcome;
+        if (remote) {
+            outcome.error = shardscope::Problem{.kind = shardscope::ProblemKind::invalid_argument,
+                                                .message = remote->toStdString()};
+            return outcome;
+        }
         shardscope::ReshardOptions options;
         options.durable = durable;
         options.cancel = &progress->cancel;

@@ -2,6 +2,7 @@
 
 #include "core/open/verify.h"
 #include "core/run/lifecycle.h"
+#include "widgets/jobs/checkpointlocation.h"
 #include "widgets/style/format.h"
 
 #include <QDir>
@@ -31,20 +32,25 @@ struct VerifyJobState : JobProgress {
 
 namespace {
 
-VerifyController::Outcome runJob(const fs::path& path, const VerifyController::Options& options,
+VerifyController::Outcome runJob(const QString& text, const VerifyController::Options& options,
                                  const std::shared_ptr<VerifyJobState>& job)
 {
     VerifyController::Outcome outcome;
     std::optional<shardscope::DetectedFormat> detected;
+    fs::path path = text.toStdString();
     fs::path dir;
     try {
-        // Detection lists the folder and follows a root's `latest` once; verification below reads
-        // the same step directory through the same descriptor.
-        detected = shardscope::detect_format(path);
+        // Detection lists the folder (or the bucket's prefix) and follows a root's `latest` once;
+        // verification below reads the same step directory through the same listing.
+        const shardscope::storage::Location where = checkpointLocation(text);
+        detected = shardscope::detect_format(where);
         // The folder whose step was chosen; one file opened on its own stays that file (its
         // folder was listed only to open it).
         std::error_code ec;
-        dir = detected->dir.valid() && fs::is_directory(path, ec) ? detected->dir.path : path;
+        const bool oneFile = where.is_local()
+            ? !fs::is_directory(path, ec)
+            : detected->format == shardscope::CheckpointFormat::safetensors && detected->path != detected->dir.path;
+        dir = detected->dir.valid() && !oneFile ? detected->dir.path : path;
         const std::string format(shardscope::to_string(detected->format));
         std::optional<shardscope::Manifest> manifest;
         if (detected->dir.has("manifest.json")) {
@@ -58,7 +64,7 @@ VerifyController::Outcome runJob(const fs::path& path, const VerifyController::O
         }
         // A root (`latest` led elsewhere, or no manifest of its own): its steps, listed by core.
         std::vector<shardscope::StepInfo> steps;
-        if (dir != path || !manifest) {
+        if (where.is_local() && (dir != path || !manifest)) {
             try {
                 steps = shardscope::list_steps(path);
             } catch (const shardscope::Error&) {
@@ -142,9 +148,9 @@ void VerifyController::start(const QString& path, const Options& options)
     // Safe: the destructor waits for every job, so `this` outlives the worker.
     m_job->wake = [this] { QMetaObject::invokeMethod(this, &VerifyController::poll, Qt::QueuedConnection); };
     auto job = m_job;
-    const fs::path fsPath = QDir::cleanPath(path).toStdString();
+    const QString text = cleanCheckpointText(path);
     m_runner.start(
-        job, [fsPath, options, job] { return runJob(fsPath, options, job); },
+        job, [text, options, job] { return runJob(text, options, job); },
         [this](Outcome outcome) { onJobFinished(std::move(outcome)); });
     emit started(path);
 }

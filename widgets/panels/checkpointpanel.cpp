@@ -1,5 +1,6 @@
 #include "widgets/panels/checkpointpanel.h"
 
+#include "widgets/jobs/checkpointlocation.h"
 #include "widgets/views/failurebanner.h"
 #include "widgets/style/flowlayout.h"
 #include "widgets/style/format.h"
@@ -221,7 +222,7 @@ void CheckpointPanel::connectJob()
 
 void CheckpointPanel::open(const QString& path)
 {
-    m_path = QDir::cleanPath(path);
+    m_path = cleanCheckpointText(path);
     m_rootPath.clear();
     m_suggestedPath.clear();
     m_suggestedText.clear();
@@ -438,6 +439,8 @@ void CheckpointPanel::findNearbyCheckpoint()
 {
     using Nearby = std::optional<shardscope::NearbyCheckpoint>;
     const QString path = m_path;
+    if (isUrl(path))
+        return; // a bucket's neighbours are not looked through
     auto* watcher = new QFutureWatcher<Nearby>(this);
     connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, path] {
         const Nearby nearby = watcher->result();

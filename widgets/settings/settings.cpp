@@ -1,5 +1,7 @@
 #include "widgets/settings/settings.h"
 
+#include "core/storage/location.h"
+
 #include <QDir>
 #include <QSettings>
 #include <algorithm>
@@ -53,9 +55,20 @@ QStringList Settings::recentFolders() const
     return folders;
 }
 
+namespace {
+
+// A recent entry as it is opened again: a URL as typed (cleaning would turn "s3://b/run" into the
+// relative folder "s3:/b/run"), a folder cleaned.
+QString recentEntry(const QString& path)
+{
+    return shardscope::storage::is_url(path.toStdString()) ? path : QDir::cleanPath(path);
+}
+
+} // namespace
+
 void Settings::addRecentFolder(const QString& path)
 {
-    const QString clean = QDir::cleanPath(path);
+    const QString clean = recentEntry(path);
     if (clean.isEmpty())
         return;
     QStringList folders = recentFolders();
@@ -69,7 +82,7 @@ void Settings::addRecentFolder(const QString& path)
 void Settings::removeRecentFolder(const QString& path)
 {
     QStringList folders = recentFolders();
-    folders.removeAll(QDir::cleanPath(path));
+    folders.removeAll(recentEntry(path));
     m_settings->setValue(key::recentFolders, folders);
 }
 

@@ -2,6 +2,8 @@
 // enabled only when there is something to act on, opening a checkpoint reaches every page, a
 // page's status message leaves with the page, and a step without a manifest is named as such.
 
+#include "core/inspect/content.h"
+#include "range_server.h"
 #include "app/shardscope/mainwindow.h"
 #include "widgets/panels/checkpointpanel.h"
 #include "widgets/panels/comparepanel.h"
@@ -35,6 +37,8 @@
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QSignalSpy>
+#include <QInputDialog>
+#include <QTimer>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
@@ -188,6 +192,50 @@ private slots:
         QCOMPARE(window.tensorsPanel()->report()->tensors.size(), std::size_t(4)); // its four states
         QCOMPARE(checkpointBanner->state(), shardwidgets::FailureBanner::State::Good); // rank 1 is finite
         QCOMPARE(tensorsBanner->text(), checkpointBanner->text());
+    }
+
+    // File › Open Location…: a checkpoint on a web server is read in place, bytes and values, and
+    // remembered among the recent ones as typed (never cleaned into a relative folder).
+    void locationsAreReadInPlace()
+    {
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.show();
+        widgettest::makeCheckpoint(tmp.filePath(QStringLiteral("served")), 2, 20'000);
+        testutil::RangeServer server(tmp.path().toStdString());
+        QVERIFY(server.port() > 0);
+        const QString url = QStringLiteral("http://127.0.0.1:%1/served").arg(server.port());
+
+        QSignalSpy verified(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
+        QTimer::singleShot(100, [&] {
+            auto* dialog = qobject_cast<QInputDialog*>(QApplication::activeModalWidget());
+            QVERIFY(dialog);
+            dialog->setTextValue(url);
+            dialog->accept();
+        });
+        QAction* action = window.findChild<QAction*>(QStringLiteral("openLocationAction"));
+        QVERIFY(action);
+        action->trigger();
+        QVERIFY(verified.count() || verified.wait(30000));
+        QVERIFY(QTest::qWaitFor([&] { return !window.tensorsPanel()->isReading() && window.tensorsPanel()->report(); },
+                                30000));
+        QCOMPARE(window.checkpointPanel()->currentPath(), url);
+        const auto* report = window.checkpointPanel()->report() ? &*window.checkpointPanel()->report() : nullptr;
+        QVERIFY(report && report->ok());
+        QCOMPARE(report->shards.size(), std::size_t(2));
+        QVERIFY2(window.checkpointPanel()->banner()->title().startsWith(QStringLiteral("Safe to resume")),
+                 qPrintable(window.checkpointPanel()->banner()->title()));
+        // The same tensors as the local copy's, values and all.
+        const shardscope::ContentReport local =
+            shardscope::inspect_content(std::filesystem::path(tmp.filePath(QStringLiteral("served")).toStdString()));
+        const auto& remote = window.tensorsPanel()->report()->tensors;
+        QCOMPARE(remote.size(), local.tensors.size());
+        for (std::size_t t = 0; t < remote.size(); ++t)
+            QVERIFY(remote[t].stats.sum_squares == local.tensors[t].stats.sum_squares &&
+                    remote[t].stats.nan == local.tensors[t].stats.nan);
+        QCOMPARE(settings.recentFolders().first(), url);
+        QVERIFY(!QFileInfo::exists(QStringLiteral("http:")));
     }
 
     // File › Export Report: the planner's bundled demo stays out of a checkpoint's report, even

@@ -5,6 +5,7 @@
 #include "s3_server.h"
 
 #include "content_fixtures.h"
+#include "range_server.h"
 #include "testutil.h"
 
 #include "core/checkpoint/save.h"
@@ -49,32 +50,6 @@ bool same_stats(const ValueStats& a, const ValueStats& b)
         a.finite == b.finite && a.min == b.min && a.max == b.max && a.mean == b.mean && a.m2 == b.m2 &&
         a.histogram == b.histogram;
 }
-
-// tests/core/storage/range_http_server.py serving `root` (HTTPS with `cert`), for as long as the
-// object lives; port() is 0 when it did not come up.
-class RangeServer {
-public:
-    explicit RangeServer(const fs::path& root, const QString& cert = {}, const QString& key = {})
-    {
-        QStringList args = {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/core/storage/range_http_server.py"),
-                            QString::fromStdString(root.string())};
-        if (!cert.isEmpty())
-            args << QStringLiteral("--cert") << cert << QStringLiteral("--key") << key;
-        m_process.start(QStringLiteral("python3"), args);
-        if (m_process.waitForReadyRead(10000))
-            m_port = m_process.readLine().trimmed().toInt();
-    }
-    ~RangeServer()
-    {
-        m_process.terminate();
-        m_process.waitForFinished(5000);
-    }
-    int port() const { return m_port; }
-
-private:
-    QProcess m_process;
-    int m_port = 0;
-};
 
 } // namespace
 
@@ -234,7 +209,7 @@ private slots:
     void httpServersAnsweringRangesAreRead()
     {
         // The folders the tests above wrote, now served as a model host serves files.
-        RangeServer server(root());
+        testutil::RangeServer server(root());
         QVERIFY(server.port() > 0);
         const std::string base = "http://127.0.0.1:" + std::to_string(server.port()) + "/";
         const Location index = parse_location(base + "hf/model.safetensors.index.json");
@@ -251,7 +226,7 @@ private slots:
         QCOMPARE(run.shards.size(), std::size_t(3));
 
         // info reads the index and each file's header: a handful of requests, not the data.
-        RangeServer counted(root());
+        testutil::RangeServer counted(root());
         const QString url = QString::fromStdString("http://127.0.0.1:" + std::to_string(counted.port()) +
                                                    "/hf/model.safetensors.index.json");
         const testutil::Run info = testutil::shardctl({QStringLiteral("info"), url, QStringLiteral("--json")});
@@ -281,7 +256,7 @@ private slots:
                        QStringLiteral("/CN=127.0.0.1"), QStringLiteral("-days"), QStringLiteral("1"),
                        QStringLiteral("-keyout"), key, QStringLiteral("-out"), cert});
         QVERIFY(openssl.waitForFinished(30000) && openssl.exitCode() == 0);
-        RangeServer server(root(), cert, key);
+        testutil::RangeServer server(root(), cert, key);
         QVERIFY(server.port() > 0);
         const QString url = QString::fromStdString("https://127.0.0.1:" + std::to_string(server.port()) +
                                                    "/hf/model.safetensors.index.json");

@@ -1,0 +1,26 @@
+#pragma once
+// The one place the app turns the text of a checkpoint it opens into a location: a local path
+// (cleaned, as before) or an s3:// or http(s):// URL kept as typed. QDir::cleanPath would turn
+// "s3://ckpt/run" into the relative folder "s3:/ckpt/run": a URL is never cleaned as a path.
+
+#include "core/storage/location.h"
+
+#include <QString>
+#include <optional>
+
+namespace shardwidgets {
+
+bool isUrl(const QString& text);
+
+// The text as the app keeps it: a URL unchanged, a path through QDir::cleanPath.
+QString cleanCheckpointText(const QString& text);
+
+// Throws shardscope::Error(invalid_argument) for a URL that cannot be read (an unknown scheme,
+// credentials in it), naming it without the credentials.
+shardscope::storage::Location checkpointLocation(const QString& text);
+
+// For the work that reads and writes local files only (reshard, convert, a layer profile): the
+// sentence that refuses a URL there, naming `what`; nullopt for a local path.
+std::optional<QString> localOnly(const QString& text, const QString& what);
+
+} // namespace shardwidgets
