@@ -22,7 +22,7 @@ nlohmann::json g_failure; // the first failure said on stderr, as problem_json
 const QStringList kUrlOptions = {QStringLiteral("mirror")};
 // Commands that read a checkpoint wherever it lives: their path arguments may be URLs.
 const QStringList kLocationCommands = {QStringLiteral("info"), QStringLiteral("verify"), QStringLiteral("stats"),
-                                       QStringLiteral("diff")};
+                                       QStringLiteral("diff"), QStringLiteral("convert")};
 
 // A URL where a command takes a local path is refused before anything runs: `s3://ckpt/run`
 // taken as a path would be the relative folder `s3:/ckpt/run`, created and written while the

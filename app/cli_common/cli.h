@@ -59,7 +59,8 @@ void print_json_text(std::string_view text);
 std::ostream& json_output();
 void print_line(const std::string& text);
 std::string local(const QString& text); // QString -> UTF-8 std::string
-// A checkpoint argument of a command that reads anywhere (info, verify, stats, diff): a local path,
+// A checkpoint argument of a command that reads anywhere (info, verify, stats, diff, convert's
+// source): a local path,
 // or an s3:// or http(s):// URL. Throws Error(invalid_argument) for a URL it cannot read.
 shardscope::storage::Location location_argument(const QString& text);
 

@@ -89,7 +89,8 @@ int run_convert(const QStringList& arguments)
     const std::string out = local(parser.value(QStringLiteral("out")));
     if (out.empty())
         return fail(kUsage, "convert: --out is required");
-    const ConvertResult result = convert_checkpoint(local(parser.positionalArguments().at(0)), out, *options);
+    const ConvertResult result =
+        convert_checkpoint(location_argument(parser.positionalArguments().at(0)), out, *options);
     if (parser.isSet(QStringLiteral("json"))) {
         print_json(convert_result_json(result));
         return kOk;

@@ -54,10 +54,10 @@ ElementType target_type(ConvertDtype dtype, ElementType from)
 void check_destination(const fs::path& source_dir, const fs::path& out)
 {
     std::error_code ec;
-    const fs::path src = fs::weakly_canonical(source_dir, ec);
+    const fs::path src = source_dir.empty() ? fs::path() : fs::weakly_canonical(source_dir, ec);
     const fs::path dst = fs::weakly_canonical(out, ec);
     const auto [s, d] = std::mismatch(src.begin(), src.end(), dst.begin(), dst.end());
-    if (s == src.end())
+    if (!src.empty() && s == src.end())
         throw Error(ProblemKind::invalid_argument,
                     out.string() + ": the output must not be the source checkpoint or inside it (" + src.string() + ")",
                     out.string());
@@ -121,7 +121,7 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
     }
 }
 
-VerifyReport verify_or_throw(const fs::path& path, const ConvertOptions& options, const std::string& what,
+VerifyReport verify_or_throw(const storage::Location& path, const ConvertOptions& options, const std::string& what,
                              const std::function<void(uint64_t, uint64_t)>& progress)
 {
     VerifyOptions verify;
@@ -130,7 +130,7 @@ VerifyReport verify_or_throw(const fs::path& path, const ConvertOptions& options
     verify.callbacks.progress = progress;
     VerifyReport report = verify_checkpoint(path, verify);
     if (report.cancelled)
-        throw Error(ProblemKind::cancelled, path.string() + ": conversion cancelled");
+        throw Error(ProblemKind::cancelled, storage::to_string(path) + ": conversion cancelled");
     if (!report.ok()) {
         Problem first = report.problems.front();
         first.message = what + first.message;
@@ -200,10 +200,11 @@ std::optional<uint64_t> parse_byte_size(std::string_view text)
     return std::nullopt;
 }
 
-ConvertResult convert_checkpoint(const fs::path& source, const fs::path& given_out, const ConvertOptions& options)
+ConvertResult convert_checkpoint(const storage::Location& source, const fs::path& given_out,
+                                 const ConvertOptions& options)
 {
     const auto started = std::chrono::steady_clock::now();
-    ConvertResult result{.source = source, .out = given_out, .options = options};
+    ConvertResult result{.source = storage::to_string(source), .out = given_out, .options = options};
     // "out/" names the folder "out"; "." and ".." cannot be renamed onto.
     const fs::path out = given_out.has_filename() ? given_out : given_out.parent_path();
     if (out.empty() || out.filename() == "." || out.filename() == "..")
@@ -227,19 +228,21 @@ ConvertResult convert_checkpoint(const fs::path& source, const fs::path& given_o
         copy_total = std::max(copy_total, total);
         report(done);
     });
-    // A single file's output may sit beside it; a folder's never inside it.
-    std::error_code ec;
-    const bool single_file = fs::is_regular_file(source, ec);
-    check_destination(single_file ? source : verified.dir, out);
-
     // The step verify read, not the root again: a training job may move `latest` meanwhile.
+    const storage::Location step = verified_location(source, verified);
+    // A single file's output may sit beside it; a folder's never inside it (a bucket's output,
+    // on a local disk, cannot be).
+    if (step.is_local())
+        check_destination(step.path, out);
+    else
+        check_destination({}, out);
+
     ContentOptions layout_options;
     layout_options.cancel = options.cancel;
-    const ContentReport layout = plan_content(single_file ? source : verified.dir, layout_options);
+    const ContentReport layout = plan_content(step, layout_options);
     if (!layout.problems.empty())
         throw Error(layout.problems.front());
-    if (!single_file)
-        result.source = layout.dir; // the step a root names
+    result.source = storage::to_string(step);
     result.source_format = layout.format;
 
     std::vector<std::size_t> picked;

@@ -80,7 +80,7 @@ struct ConvertResult {
 // must not be inside the source). Throws Error: the source's first verification problem, a tensor
 // that cannot be read or cast (naming the file and tensor), io_error writing, cancelled; `out` then
 // does not exist (or is the empty directory it was).
-ConvertResult convert_checkpoint(const std::filesystem::path& source, const std::filesystem::path& out,
+ConvertResult convert_checkpoint(const storage::Location& source, const std::filesystem::path& out,
                                  const ConvertOptions& options);
 
 // The convert --json object: ok, source {path, format}, out, to, dtype, states, max_shard_size (hf),

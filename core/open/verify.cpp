@@ -111,6 +111,16 @@ VerifyReport verify_checkpoint(const DetectedFormat& detected, const VerifyOptio
     return report;
 }
 
+storage::Location verified_location(const storage::Location& given, const VerifyReport& verified)
+{
+    std::error_code ec;
+    const bool one_file =
+        given.is_local() ? !fs::is_directory(given.path, ec) : std::string_view(given.prefix).ends_with(".safetensors");
+    if (one_file)
+        return given;
+    return given.is_local() ? storage::Location(verified.dir) : storage::parse_location(verified.dir.string());
+}
+
 VerifyReport verify_checkpoint(const storage::Location& path, const VerifyOptions& options)
 {
     return verify_checkpoint(detect_format(path), options);

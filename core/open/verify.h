@@ -20,4 +20,9 @@ VerifyReport verify_checkpoint(const DetectedFormat& detected, const VerifyOptio
 // Error(remote_error) when its server fails; a bad checkpoint is reported, not thrown.
 VerifyReport verify_checkpoint(const storage::Location& path, const VerifyOptions& options = {});
 
+// What to read again of a checkpoint verify read (its values, a conversion): the step folder it
+// verified rather than the root again, whose `latest` may have moved meanwhile; or the one file
+// `given` names.
+storage::Location verified_location(const storage::Location& given, const VerifyReport& verified);
+
 } // namespace shardscope

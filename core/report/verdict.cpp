@@ -149,15 +149,7 @@ void set_content_failure(const ContentReport& content, ResumeVerdict& verdict)
 
 ContentReport read_values(const storage::Location& path, const VerifyReport& verify, const ContentOptions& options)
 {
-    // The step verify read, not the root again (its `latest` may have moved on); a single file
-    // stays that file.
-    std::error_code ec;
-    const bool one_file = path.is_local()
-        ? !std::filesystem::is_directory(path.path, ec)
-        : storage::to_string(path) != verify.dir.string() && std::string_view(path.prefix).ends_with(".safetensors");
-    const storage::Location what = one_file ? path
-        : path.is_local()                   ? storage::Location(verify.dir)
-                                            : storage::parse_location(verify.dir.string());
+    const storage::Location what = verified_location(path, verify);
     try {
         return inspect_content(what, options);
     } catch (const Error& e) {

@@ -85,7 +85,7 @@ int main(int argc, char** argv)
     if (argc == 4 && std::strcmp(argv[1], "--child-convert") == 0) {
         const auto start = std::chrono::steady_clock::now();
         ConvertOptions options; // durable: fsync'd like the sync after cp
-        const ConvertResult result = convert_checkpoint(argv[2], argv[3], options);
+        const ConvertResult result = convert_checkpoint(fs::path(argv[2]), argv[3], options);
         std::printf("%ld %.6f %llu\n", bench::peak_rss_kib(), bench::seconds_since(start),
                     static_cast<unsigned long long>(result.tensor_bytes));
         return 0;

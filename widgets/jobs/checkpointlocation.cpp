@@ -25,7 +25,8 @@ std::optional<QString> localOnly(const QString& text, const QString& what)
 {
     if (!isUrl(text))
         return std::nullopt;
-    return QObject::tr("%1 reads and writes local folders; %2 is read in place only (verify, tensors, compare)")
+    return QObject::tr(
+               "%1 reads and writes local folders; %2 is read in place only (verify, tensors, compare, convert)")
         .arg(what, text);
 }
 

@@ -19,7 +19,7 @@ QString cleanCheckpointText(const QString& text);
 // credentials in it), naming it without the credentials.
 shardscope::storage::Location checkpointLocation(const QString& text);
 
-// For the work that reads and writes local files only (reshard, convert, a layer profile): the
+// For the work that reads and writes local files only (reshard, a layer profile): the
 // sentence that refuses a URL there, naming `what`; nullopt for a local path.
 std::optional<QString> localOnly(const QString& text, const QString& what);
 

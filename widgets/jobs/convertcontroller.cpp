@@ -15,23 +15,17 @@ bool ConvertController::start(const QString& source, const QString& destination,
     m_destination = QDir::cleanPath(destination);
     m_outcome = {};
     auto progress = std::make_shared<JobProgress>();
-    // A URL is refused here, in the job, so that the page shows it as it shows any failure.
-    const std::optional<QString> remote = localOnly(source, QObject::tr("Convert"));
-    const std::filesystem::path src =
-        remote ? std::filesystem::path() : std::filesystem::path(QDir::cleanPath(source).toStdString());
+    // The source may be a bucket or a URL (read in place); the output is a local folder.
+    const QString src = cleanCheckpointText(source);
     const std::filesystem::path dst = m_destination.toStdString();
     options.durable = m_durable;
     options.cancel = &progress->cancel;
     options.progress = storeProgress(progress);
-    auto work = [src, dst, remote, options = std::move(options)] {
+    auto work = [src, dst, options = std::move(options)] {
         Outcome outcome;
-        if (remote) {
-            outcome.error = shardscope::Problem{.kind = shardscope::ProblemKind::invalid_argument,
-                                                .message = remote->toStdString()};
-            return outcome;
-        }
-        outcome.error =
-            problemOf(dst.string(), [&] { outcome.result = shardscope::convert_checkpoint(src, dst, options); });
+        outcome.error = problemOf(dst.string(), [&] {
+            outcome.result = shardscope::convert_checkpoint(checkpointLocation(src), dst, options);
+        });
         outcome.cancelled = outcome.error && outcome.error->kind == shardscope::ProblemKind::cancelled;
         return outcome;
     };

@@ -9,6 +9,7 @@
 #include "testutil.h"
 
 #include "core/checkpoint/save.h"
+#include "core/convert/convert.h"
 #include "core/inspect/content.h"
 #include "core/inspect/diff.h"
 #include "core/open/detect.h"
@@ -187,6 +188,14 @@ private slots:
                 QVERIFY(same_stats(a.tensors[t].stats, r.tensors[t].stats));
             QVERIFY(diff_checkpoints(local, url(prefix)).identical());
         }
+
+        // Converted from the bucket to a local Hugging Face folder: the same values, bit for bit.
+        ConvertOptions to_hf;
+        to_hf.durable = false;
+        const ConvertResult converted = convert_checkpoint(url("dcp"), root() / "dcp-as-hf", to_hf);
+        QCOMPARE(converted.source.string(), "s3://" + m_bucket + "/dcp");
+        QVERIFY(verify_checkpoint(root() / "dcp-as-hf").ok());
+        QVERIFY(diff_checkpoints(dcp, root() / "dcp-as-hf").identical());
 
         // One object named by its URL: a single safetensors file.
         const DetectedFormat one = detect_format(url("hf/model-00002-of-00002.safetensors"));
