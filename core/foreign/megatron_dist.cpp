@@ -97,12 +97,22 @@ namespace foreign {
 
 namespace {
 
-// The passes after verify_dcp report nothing live: their rows arrive with the final report
-// (the DCP files' rows were listed and updated already). Cancelling still stops them.
-VerifyOptions quiet(const VerifyOptions& options)
+// The passes after verify_dcp report no rows live: theirs arrive with the final report (the DCP
+// files' rows were listed and updated already). The overall progress goes on past the bytes
+// already checked (`report`'s files), so that a bar does not sit full while integrity.json's
+// files are hashed. Cancelling still stops them.
+VerifyOptions quiet(const VerifyOptions& options, const VerifyReport& report)
 {
     VerifyOptions out = options;
     out.callbacks = {};
+    if (options.callbacks.progress) {
+        uint64_t before = 0;
+        for (const ShardCheck& s : report.shards)
+            before += s.actual_bytes;
+        out.callbacks.progress = [before, progress = options.callbacks.progress](uint64_t done, uint64_t total) {
+            progress(before + done, before + total);
+        };
+    }
     return out;
 }
 
@@ -136,7 +146,7 @@ void check_common_pt(const storage::Folder& listed, VerifyReport& report, const 
     common.dir = report.dir;
     common.foreign.emplace();
     common.shards.push_back(ShardCheck{.path = "common.pt"});
-    check_archives(listed, common, quiet(options), ProblemKind::missing_file, check_data);
+    check_archives(listed, common, quiet(options, report), ProblemKind::missing_file, check_data);
     // Its tensors (if any) are not the sharded ones the summary lists: counted in a row only.
     const ShardCheck& checked = common.shards[0];
     add_row(*report.foreign, "common.pt",
@@ -174,7 +184,7 @@ void check_integrity_json(const storage::Folder& listed, VerifyReport& report, c
     hashed.dir = report.dir;
     for (const auto& [name, digest] : integrity.files)
         hashed.shards.push_back(ShardCheck{.path = name});
-    check_files(listed, hashed, quiet(options),
+    check_files(listed, hashed, quiet(options, report),
                 [&](std::size_t i, storage::OpenedObject& file, ShardCheck& check, std::vector<Problem>& problems) {
                     const std::string shown = shown_file(report.dir, check);
                     check.actual_digest = file_sha256(file, shown, options);

@@ -17,6 +17,7 @@
 #include <QTest>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 using namespace shardscope;
@@ -176,10 +177,23 @@ private slots:
         QCOMPARE(detect_format(root).format, CheckpointFormat::megatron);
         // The iteration folder alone is Megatron too, not plain DCP: its other files get checked.
         QCOMPARE(detect_format(iter).format, CheckpointFormat::megatron);
+        auto size = [&](const char* name) { return uint64_t(fs::file_size(iter / name)); };
+        const uint64_t dcp_bytes = size("__0_0.distcp") + size("__1_0.distcp");
+        const uint64_t hashed_bytes = dcp_bytes + size("common.pt") + size(".metadata") + size("metadata.json");
         for (const fs::path& path : {root, iter}) {
             VerifyOptions options;
             options.threads = 3;
+            // The overall progress runs on through common.pt and the hashing, to all of it.
+            std::mutex mutex;
+            uint64_t most_done = 0, most_total = 0;
+            options.callbacks.progress = [&](uint64_t done, uint64_t total) {
+                std::lock_guard lock(mutex);
+                most_done = std::max(most_done, done);
+                most_total = std::max(most_total, total);
+            };
             const VerifyReport r = verify_checkpoint(path, options);
+            QCOMPARE(most_total, dcp_bytes + size("common.pt") + hashed_bytes);
+            QCOMPARE(most_done, most_total);
             QVERIFY2(r.ok(), problems_text(r).c_str());
             QCOMPARE(r.format, std::string("megatron"));
             QVERIFY2(row(r, "layout").starts_with("torch_dist"), row(r, "layout").c_str());
