@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -377,9 +378,13 @@ struct DcpStorageEntry {
 
 // With `like_cpython`, as CPython's pickler writes it: strs and classes memoized once and
 // fetched after, dict items and list items in batches of 1000 (SETITEMS / APPENDS).
+// `more_fields` writes key/value pairs after the dataclass's own, as an attribute set on the
+// instance after it was made (Megatron's mcore_data) lands last in its __dict__.
+using PickleFields = std::function<void(PickleWriter&)>;
 inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool frame = true,
                                 const std::vector<std::string>& bytes_items = {},
-                                const std::vector<DcpStorageEntry>& extra_storage = {}, bool like_cpython = false)
+                                const std::vector<DcpStorageEntry>& extra_storage = {}, bool like_cpython = false,
+                                const PickleFields& more_fields = {})
 {
     const std::string meta = "torch.distributed.checkpoint.metadata";
     PickleWriter p;
@@ -457,6 +462,8 @@ inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool 
             });
         }
         w.op('u');
+        if (more_fields)
+            more_fields(w);
     });
     p.stop();
     std::string out;

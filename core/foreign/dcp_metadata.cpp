@@ -335,11 +335,41 @@ public:
                 out.info[std::string("storage_meta.") + f] = describe(x, 1);
         if (const uint32_t pd = attribute(root, "planner_data"); pd != kNoPickleValue && kind(pd) != PickleKind::none)
             out.info["planner_data"] = describe(pd, 1);
+        describe_mcore_data(attribute(root, "mcore_data"), out);
         out.transforms = m_transforms;
         return out;
     }
 
 private:
+    // Megatron-LM's torch_dist saves set `mcore_data` on the Metadata instance ({key: {} or
+    // {"nd_reformulated_orig_global_shape": (...)}}): the shapes its loader needs to undo an N-D
+    // tensor flattened to 1-D. DCP ignores it; the summary says it is there and how many
+    // tensors were flattened, since a reader that drops it cannot restore those shapes.
+    void describe_mcore_data(uint32_t data, DcpMetadata& out) const
+    {
+        if (data == kNoPickleValue || kind(data) == PickleKind::none)
+            return;
+        if (kind(data) != PickleKind::dict) {
+            out.info["mcore_data"] = "present (" + describe(data, 1) + ")";
+            return;
+        }
+        const auto kv = items(data);
+        const uint32_t reformulated = shared_text("nd_reformulated_orig_global_shape");
+        std::size_t flattened = 0;
+        for (std::size_t i = 1; i < kv.size(); i += 2)
+            if (reformulated != kNoPickleValue && kind(kv[i]) == PickleKind::dict) {
+                const auto inner = items(kv[i]);
+                // One shared dict under every key must not cost the product of the two sizes.
+                for (std::size_t k = 0; k < inner.size() && inner.size() <= 2 * kMaxFields; k += 2)
+                    if (inner[k] == reformulated) {
+                        ++flattened;
+                        break;
+                    }
+            }
+        out.info["mcore_data"] = std::to_string(kv.size() / 2) + " entries, " + std::to_string(flattened) +
+            " with nd_reformulated_orig_global_shape (Megatron torch_dist)";
+    }
+
     // Why an object is not the record it should be: its fields' fault, or none left when they
     // changed after it was built (a later SETITEMS on its state).
     std::string why_not(uint32_t object)

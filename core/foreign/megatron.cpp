@@ -1,15 +1,18 @@
 // Megatron-LM checkpoints: latest_checkpointed_iteration.txt -> iter_NNNNNNN/ with
-// mp_rank_XX[_PPP]/model_optim_rng.pt (and distrib_optim.pt), or a DCP folder.
+// mp_rank_XX[_PPP]/model_optim_rng.pt (and distrib_optim.pt), or a DCP folder (torch_dist:
+// megatron_dist.cpp checks what it saves beside the DCP files).
 
 #include "core/foreign/megatron.h"
 
 #include "core/foreign/dcp.h"
 #include "core/foreign/internal/common.h"
+#include "core/foreign/internal/megatron_dist.h"
 #include "core/foreign/internal/torch_files.h"
 #include "core/util/fsutil.h"
 
 #include <cstdio>
 #include <map>
+#include <optional>
 
 namespace shardscope {
 
@@ -70,6 +73,17 @@ RankFolders collect_rank_folders(const std::vector<std::string>& names)
     return out;
 }
 
+// --ckpt-format torch_dist writes metadata.json naming its backend; torch_dcp (plain DCP) none.
+std::string dcp_layout_row(const std::optional<MegatronCheckpointConfig>& config, bool has_metadata_json)
+{
+    if (config && config->sharded_backend == "torch_dist")
+        return "torch_dist (DCP .metadata + __<rank>_<n>.distcp, common.pt)";
+    if (config)
+        return "distributed checkpoint (sharded_backend " + config->sharded_backend + ")";
+    return has_metadata_json ? "distributed checkpoint (metadata.json unusable)"
+                             : "distributed checkpoint (DCP, no metadata.json)";
+}
+
 } // namespace
 
 VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions& options, bool check_data)
@@ -77,16 +91,22 @@ VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions&
     const fs::path& dir = listed.path;
     const std::vector<std::string>& names = listed.names;
     std::vector<std::pair<std::string, std::string>> rows = {{"format", "megatron"}};
+    std::vector<Problem> found; // before the layout's checks: metadata.json
+    std::optional<MegatronCheckpointConfig> config;
     if (listed.has("metadata.json")) {
+        const std::string display = (dir / "metadata.json").string();
         try {
-            const std::string text = listed.read_small("metadata.json", 1 << 20, (dir / "metadata.json").string());
-            const auto json = nlohmann::json::parse(text);
-            if (json.is_object())
-                for (const auto& [key, value] : json.items())
-                    rows.push_back(
-                        {"metadata.json " + key, value.is_string() ? value.get<std::string>() : value.dump()});
-        } catch (const std::exception& e) {
-            rows.push_back({"metadata.json", std::string("unreadable: ") + e.what()});
+            config = parse_megatron_metadata_json(listed.read_small("metadata.json", kMaxMegatronJsonBytes, display),
+                                                  display);
+            for (const auto& [key, value] : config->fields)
+                rows.push_back({"metadata.json " + key, value});
+        } catch (const Error& e) {
+            if (e.kind() == ProblemKind::remote_error)
+                throw;
+            Problem p = e.problem();
+            p.path = "metadata.json";
+            found.push_back(std::move(p));
+            rows.push_back({"metadata.json", "unusable"});
         }
     }
     // The summary a viewer gets before the files are checked already says Megatron, with the rows
@@ -109,8 +129,11 @@ VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions&
         };
     VerifyReport report;
     if (listed.has(".metadata")) {
-        rows.push_back({"layout", "distributed checkpoint (torch_dist / DCP)"});
+        rows.push_back({"layout", dcp_layout_row(config, listed.has("metadata.json"))});
         report = verify_dcp(listed, inner, check_data);
+        // Even when .metadata cannot be decoded: integrity.json may then say which file changed.
+        check_common_pt(listed, report, options, check_data, config && config->common_backend == "torch");
+        check_integrity_json(listed, report, options, check_data);
     } else {
         rows.push_back({"layout", "per-rank mp_rank_XX[_PPP]/model_optim_rng.pt"});
         report.dir = dir;
@@ -129,6 +152,7 @@ VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions&
             check_archives(listed, report, inner, ProblemKind::missing_shard, check_data);
         rows.push_back({"tensors", std::to_string(report.foreign->tensors_total)});
     }
+    report.problems.insert(report.problems.begin(), found.begin(), found.end());
     as_megatron(report);
     return report;
 }

@@ -229,14 +229,17 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
         }
         case CheckpointFormat::deepspeed:
         case CheckpointFormat::megatron: {
+            // A step saved as DCP (Megatron's torch_dist or torch_dcp): its tensors are the DCP
+            // layout's (common.pt beside it holds the state that is not sharded; its .pt name
+            // must not send the folder to the torch.save reader).
+            if (folder.has(".metadata")) {
+                plan_dcp(folder, options, report);
+                break;
+            }
             const VerifyReport listed = detected.format == CheckpointFormat::deepspeed
                 ? verify_deepspeed(folder, VerifyOptions{}, false)
                 : verify_megatron(folder, VerifyOptions{}, false);
             const std::vector<TorchFile> files_of = torch_files_of(listed);
-            if (files_of.empty() && folder.has(".metadata")) { // Megatron saved as DCP
-                plan_dcp(folder, options, report);
-                break;
-            }
             if (files_of.empty())
                 throw Error(ProblemKind::invalid_argument,
                             path.string() + ": stats found no torch.save files to read in this " + report.format +

@@ -80,6 +80,13 @@ void classify(DetectedFormat& result, const storage::Folder& listed)
                          return n.ends_with(".safetensors") || n.ends_with(".index.json");
                      }),
                      "model.safetensors.index.json");
+    // Megatron-LM's torch_dist iteration: DCP plus the CheckpointingConfig and the state that is not
+    // sharded, which the DCP reader alone would leave unchecked.
+    if (has(".metadata") && has("metadata.json") && has("common.pt"))
+        return found(CheckpointFormat::megatron, matching([](const std::string& n) {
+                         return n == ".metadata" || n.ends_with(".distcp") || n == "metadata.json" || n == "common.pt";
+                     }),
+                     ".metadata, metadata.json and common.pt (a Megatron torch_dist iteration folder)");
     if (has(".metadata"))
         return found(CheckpointFormat::torch_dcp,
                      matching([](const std::string& n) { return n == ".metadata" || n.ends_with(".distcp"); }),

@@ -3,6 +3,7 @@
 
 #include "core/util/error.h"
 #include "core/foreign/internal/common.h"
+#include "core/foreign/megatron.h"
 #include "core/foreign/safetensors_index.h"
 #include "core/foreign/torch_archive.h"
 #include "core/util/fsutil.h"
@@ -18,9 +19,27 @@
 
 namespace shardscope::fuzz {
 
+// Megatron's integrity.json and metadata.json: the same JSON inputs as the index's corpus.
+inline void megatron_json_one(const uint8_t* data, std::size_t size)
+{
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    try {
+        const MegatronIntegrity integrity = parse_megatron_integrity(text, "fuzz/integrity.json");
+        for (const auto& [name, digest] : integrity.files)
+            require(digest.size() == 64, "every digest is 64 hex digits");
+    } catch (const Error&) {
+    }
+    try {
+        const MegatronCheckpointConfig config = parse_megatron_metadata_json(text, "fuzz/metadata.json");
+        require(!config.fields.empty(), "a config with sharded_backend has fields");
+    } catch (const Error&) {
+    }
+}
+
 // model.safetensors.index.json
 inline void index_one(const uint8_t* data, std::size_t size)
 {
+    megatron_json_one(data, size);
     SafetensorsIndex index;
     try {
         index = parse_safetensors_index(data, size, "fuzz/model.safetensors.index.json");
