@@ -105,6 +105,7 @@ VerifyReport verify_step(const storage::Folder& step, const VerifyOptions& optio
         report.manifest =
             parse_manifest(step.read_small("manifest.json", kMaxManifestBytes, manifest_path), manifest_path);
     } catch (const Error& e) {
+        rethrow_remote(e);
         add(e.problem());
         return report;
     }

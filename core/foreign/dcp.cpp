@@ -82,7 +82,8 @@ uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& sto
                         return base + located.data_offset;
                     }
             }
-        } catch (const Error&) {
+        } catch (const Error& e) {
+            rethrow_remote(e);
             if (length != element_bytes) // raw elements may start with the zip signature too
                 throw;
         }
@@ -165,6 +166,7 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
         try {
             inflated = inflate_dcp_zstd(file_read, r.offset, r.length, dcp_inflated_limit(r.element_bytes), what);
         } catch (const Error& e) {
+            rethrow_remote(e);
             return add(e.kind(), e.what());
         }
         // What torch wrote before compressing: checked as an item stored as is.
@@ -203,6 +205,7 @@ void check_stored_range(const ZipReadAt& file_read, const StoredRange& r, const 
     try {
         directory = read_zip_directory(read, length, where);
     } catch (const Error& e) {
+        rethrow_remote(e);
         // Raw elements that merely start with the zip signature (plausible for 8-bit data).
         if (r.tensor && r.element_bytes && r.length == r.element_bytes)
             return;
@@ -464,6 +467,7 @@ VerifyReport verify_dcp(const storage::Folder& listed, const VerifyOptions& opti
             };
         meta = decode_dcp_metadata_file(listed, ".metadata", src.described, std::move(first_tensors));
     } catch (const Error& e) {
+        rethrow_remote(e);
         Problem p = e.problem();
         p.path = ".metadata";
         report.problems.push_back(std::move(p));

@@ -222,6 +222,7 @@ DcpMetadata assemble_dcp_hf(const std::vector<DcpHfShard>& shards, const fs::pat
                 tensors[it->second].chunks.push_back(std::move(chunks[i].second));
             }
         } catch (const Error& e) {
+            rethrow_remote(e);
             Problem p = e.problem();
             p.path = shard.file;
             p.rank = rank;
@@ -285,6 +286,7 @@ DcpHfLayout read_dcp_hf(const storage::Folder& dir)
                             display + ": the shard files hold more than " + std::to_string(kMaxDcpDimensionValues) +
                                 " tensor dimensions in all (the limit)");
         } catch (const Error& e) {
+            rethrow_remote(e);
             Problem p = e.problem();
             p.path = name;
             p.rank = rank;

@@ -101,6 +101,7 @@ VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions&
             for (const auto& [key, value] : config->fields)
                 rows.push_back({"metadata.json " + key, value});
         } catch (const Error& e) {
+            rethrow_remote(e);
             if (e.kind() == ProblemKind::remote_error)
                 throw;
             Problem p = e.problem();

@@ -167,6 +167,7 @@ void check_integrity_json(const storage::Folder& listed, VerifyReport& report, c
         integrity =
             parse_megatron_integrity(listed.read_small("integrity.json", kMaxMegatronJsonBytes, display), display);
     } catch (const Error& e) {
+        rethrow_remote(e);
         if (e.kind() == ProblemKind::remote_error)
             throw;
         Problem p = e.problem();

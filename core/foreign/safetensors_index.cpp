@@ -166,6 +166,7 @@ VerifyReport verify_safetensors_index(const storage::Folder& listed, const Verif
     try {
         index = parse_safetensors_index(listed.read_small(index_name, kMaxIndexBytes, index_path), index_path);
     } catch (const Error& e) {
+        rethrow_remote(e);
         Problem p = e.problem();
         p.path = index_name;
         report.problems.push_back(std::move(p));

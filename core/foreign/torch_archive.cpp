@@ -222,6 +222,7 @@ TorchArchiveListing list_torch_archive(const ZipReadAt& read, uint64_t file_size
         }
         TensorWalker(doc, out).walk(doc.root(), {}, 0);
     } catch (const Error& e) {
+        rethrow_remote(e);
         out.problems.push_back({.kind = e.kind(), .message = e.what()});
     }
     for (auto& [key, s] : storages)
@@ -259,6 +260,7 @@ void check_torch_file(storage::OpenedObject& file, const std::string& shown, Sha
     try {
         directory = read_zip_directory(read, file.size, shown);
     } catch (const Error& e) {
+        rethrow_remote(e);
         check.status = ShardStatus::invalid;
         check.detail = e.what();
         return add(e.kind(), e.what());

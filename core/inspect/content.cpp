@@ -133,6 +133,7 @@ public:
         try {
             inflated_ = inspect::inflate_dcp_part(file_, part_, size_, shown);
         } catch (const Error& e) {
+            rethrow_remote(e);
             return std::string(e.what());
         }
         return std::nullopt;
@@ -147,7 +148,7 @@ public:
             return (mapped_ ? window_bytes_.data() : buffer_.data()) + (at - window_) * size_;
         has_window_ = false;
         window_ = at;
-        window_numel_ = std::min<uint64_t>(kWindowElements, part_.numel - at);
+        window_numel_ = std::min<uint64_t>(file_.fd() >= 0 ? kWindowElements : kRemoteWindowElements, part_.numel - at);
         const uint64_t offset = part_.byte_offset + at * size_;
         const std::size_t bytes = static_cast<std::size_t>(window_numel_ * size_);
         mapped_ = file_.fd() >= 0 && window_bytes_.map(file_.fd(), offset, bytes);
@@ -162,6 +163,9 @@ public:
 
 private:
     static constexpr uint64_t kWindowElements = uint64_t(1) << 21; // 8 MiB of F32
+    // A remote window is read into memory, not mapped: 8 MiB of F64 at most, with a 4 MiB master
+    // window beside it, on each of storage::default_threads' 8 threads.
+    static constexpr uint64_t kRemoteWindowElements = uint64_t(1) << 20;
     const storage::Reader& file_;
     const TensorPart& part_;
     std::size_t size_;
@@ -383,7 +387,9 @@ std::vector<std::optional<Problem>> scan_content(ContentReport& report, const Co
 {
     const auto start = std::chrono::steady_clock::now();
     if (!report.folder) // a report planned elsewhere (shardctl-mpi sends plans): its folder, again
-        report.folder = std::make_shared<const storage::Folder>(fsutil::open_listed(report.dir));
+        report.folder = std::make_shared<const storage::Folder>(
+            storage::Folder::open(storage::is_url(report.dir.string()) ? storage::parse_location(report.dir.string())
+                                                                       : storage::Location(report.dir)));
     const storage::Folder& folder = *report.folder;
     // Every part (a param part with its master part) is one work item, spread over the threads.
     const std::vector<ContentItem> items = content_items(report);

@@ -74,6 +74,7 @@ void plan_native(const storage::Folder& folder, const ContentOptions& options, C
         try {
             headers.push_back(read_header(folder, shard.path, shard.rank));
         } catch (const Error& e) {
+            rethrow_remote(e);
             report.problems.push_back(e.problem());
             headers.emplace_back();
             continue;
@@ -132,6 +133,7 @@ void plan_safetensors(const storage::Folder& folder, const std::vector<std::stri
         try {
             header = read_header(folder, file, -1);
         } catch (const Error& e) {
+            rethrow_remote(e);
             report.problems.push_back(e.problem());
             continue;
         }

@@ -154,6 +154,7 @@ std::optional<Problem> TensorReader::pread_part(const TensorPart& part, uint64_t
                 m_inflated = inflate_dcp_part(*file.reader, part, m_size,
                                               problem(ProblemKind::invalid_archive, &part, "its chunk").message);
             } catch (const Error& e) {
+                rethrow_remote(e);
                 return Problem{.kind = e.kind(), .message = e.what(), .path = part.file, .rank = part.rank};
             }
             m_inflated_part = &part;

@@ -127,6 +127,7 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             directory = read_zip_directory(read, file.size, shown);
             listing = list_torch_archive(read, file.size, directory, shown);
         } catch (const Error& e) {
+            rethrow_remote(e);
             report.problems.push_back({.kind = e.kind(), .message = e.what(), .path = tf.file, .rank = tf.rank});
             continue;
         }
@@ -347,6 +348,7 @@ void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, con
                 content.parts.push_back(std::move(part));
                 first += numel;
             } catch (const Error& e) {
+                rethrow_remote(e);
                 report.problems.push_back({.kind = e.kind(), .message = e.what(), .path = c.file, .rank = rank});
             }
         }

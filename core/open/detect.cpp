@@ -280,12 +280,13 @@ DetectedFormat detect_format(const storage::Location& path, const storage::Remot
     if (!path.is_local() && root.path != result.path) {
         // A URL naming one object: a single .safetensors file, or the file a format is known by
         // (an index, .metadata), read as its folder.
-        const std::string& name = root.names.front();
+        const std::string name = path.prefix.substr(path.prefix.rfind('/') + 1);
         if (name.ends_with(".safetensors")) {
             result.format = CheckpointFormat::safetensors;
             result.files = {name};
             result.reason = "a .safetensors file";
             result.dir = std::move(root);
+            result.dir.names = result.files; // that file, not its folder's others
             return result;
         }
         result.path = root.path;

@@ -153,6 +153,7 @@ ContentReport read_values(const storage::Location& path, const VerifyReport& ver
     try {
         return inspect_content(what, options);
     } catch (const Error& e) {
+        rethrow_remote(e);
         ContentReport failed;
         failed.format = verify.format;
         failed.dir = verify.dir;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <mutex>
 #include <span>
 #include <sys/stat.h>
 
@@ -51,23 +52,58 @@ bool names_file(std::string_view path)
 } // namespace
 
 struct Folder::Remote {
+    Remote(S3Client c, std::string b) : client(std::move(c)), bucket(std::move(b)) {}
     S3Client client;
     std::string bucket; // "" for an HTTP(S) server
     std::string base; // the key prefix of the folder first opened: "" or "run/step-1/"
     // S3: every object beneath `base` (keys relative to it) and its size, from one listing.
-    // HTTP(S) has no listing: objects are asked for one by one (HEAD); the map holds only the file
-    // a URL named, whose size the first HEAD gave.
     bool listed = false;
     std::map<std::string, uint64_t, std::less<>> sizes;
+    // HTTP(S) has no listing: objects are asked for one by one (HEAD), each once; the answers are
+    // kept (readers on several threads ask for the same files).
+    mutable std::mutex asked_mutex;
+    mutable std::map<std::string, std::optional<uint64_t>, std::less<>> asked;
 
     std::optional<uint64_t> size_of(const std::string& relative) const
     {
-        if (listed || sizes.contains(relative)) {
+        if (listed) {
             const auto it = sizes.find(relative);
             return it == sizes.end() ? std::nullopt : std::optional<uint64_t>(it->second);
         }
+        {
+            std::lock_guard lock(asked_mutex);
+            if (const auto it = asked.find(relative); it != asked.end())
+                return it->second;
+        }
         const auto info = client.head(bucket, base + relative);
-        return info ? std::optional<uint64_t>(info->size) : std::nullopt;
+        const std::optional<uint64_t> size = info ? std::optional<uint64_t>(info->size) : std::nullopt;
+        std::lock_guard lock(asked_mutex);
+        asked.emplace(relative, size);
+        return size;
+    }
+
+    // The entries directly beneath `prefix` ("" or "a/b/"), sorted, from the listing.
+    std::vector<std::string> names_beneath(const std::string& prefix) const
+    {
+        std::vector<std::string> out;
+        for (auto it = sizes.lower_bound(prefix); it != sizes.end() && it->first.starts_with(prefix); ++it) {
+            const std::string rest = it->first.substr(prefix.size());
+            out.push_back(rest.substr(0, rest.find('/')));
+        }
+        std::sort(out.begin(), out.end()); // "a.b" sorts before "a/x"
+        out.erase(std::unique(out.begin(), out.end()), out.end());
+        return out;
+    }
+
+    // The entry files of kEntryNames that answer a HEAD beneath `prefix`: what a folder URL holds.
+    std::vector<std::string> probe(const std::string& prefix) const
+    {
+        std::vector<std::string> out;
+        for (const std::string_view entry : kEntryNames)
+            if (size_of(prefix + std::string(entry)))
+                out.emplace_back(entry);
+        std::sort(out.begin(), out.end());
+        return out;
     }
 };
 
@@ -119,63 +155,61 @@ Folder Folder::open(const Location& location, const RemoteOptions& options)
         config.anonymous = true;
     }
     config.verify_tls = options.verify_tls;
-    auto remote = std::make_shared<Remote>(Remote{.client = S3Client(std::move(config)), .bucket = location.bucket});
+    auto remote = std::make_shared<Remote>(S3Client(std::move(config)), location.bucket);
     const std::string text = to_string(location);
     Folder folder;
     folder.m_location = location;
     folder.path = text;
 
+    // A URL naming one object is read as its folder: `base` becomes the folder's prefix.
+    const std::size_t slash = location.prefix.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : location.prefix.substr(0, slash + 1);
+    const auto as_parent = [&] {
+        remote->base = parent;
+        folder.path = fs::path(text).parent_path();
+        folder.m_location.prefix = parent.empty() ? "" : parent.substr(0, parent.size() - 1);
+        folder.m_location.text = to_string(folder.m_location);
+    };
+    const auto list = [&](const std::string& prefix) {
+        remote->sizes.clear();
+        for (ObjectInfo& object : remote->client.list(remote->bucket, prefix, kMaxListedObjects))
+            remote->sizes.emplace(object.key.substr(prefix.size()), object.size);
+    };
     if (s3) {
-        remote->base = location.prefix.empty() ? "" : location.prefix + "/";
         remote->listed = true;
-        for (ObjectInfo& object : remote->client.list(remote->bucket, remote->base, kMaxListedObjects))
-            remote->sizes.emplace(object.key.substr(remote->base.size()), object.size);
-        if (remote->sizes.empty() && !location.prefix.empty()) {
-            // Not a prefix: perhaps one object (s3://bucket/model.safetensors), read as its folder.
-            if (const auto one = remote->client.head(remote->bucket, location.prefix)) {
-                const std::size_t slash = location.prefix.rfind('/');
-                const std::string name =
-                    slash == std::string::npos ? location.prefix : location.prefix.substr(slash + 1);
-                remote->base = slash == std::string::npos ? "" : location.prefix.substr(0, slash + 1);
-                remote->sizes.emplace(name, one->size);
-                folder.path = fs::path(text).parent_path();
-                folder.m_location = location;
-                folder.m_location.prefix = remote->base.empty() ? "" : remote->base.substr(0, remote->base.size() - 1);
-                folder.m_location.text = to_string(folder.m_location);
-            }
+        remote->base = location.prefix.empty() ? "" : location.prefix + "/";
+        list(remote->base);
+        // Not a prefix: perhaps one object (s3://bucket/run/model.safetensors.index.json), read
+        // with the rest of its folder, which the index or metadata names files in.
+        if (remote->sizes.empty() && !location.prefix.empty() && remote->client.head(remote->bucket, location.prefix)) {
+            as_parent();
+            list(remote->base);
         }
         if (remote->sizes.empty())
             throw Error(ProblemKind::cannot_open, text + ": no such object and no objects beneath it", text);
-        for (const auto& [key, size] : remote->sizes) {
-            const std::string first = key.substr(0, key.find('/'));
-            if (folder.names.empty() || folder.names.back() != first)
-                folder.names.push_back(first);
-        }
-        std::sort(folder.names.begin(), folder.names.end()); // "a.b" sorts before "a/x"
-        folder.names.erase(std::unique(folder.names.begin(), folder.names.end()), folder.names.end());
-    } else if (names_file(location.prefix)) {
-        const std::size_t slash = location.prefix.rfind('/');
-        const std::string name = slash == std::string::npos ? location.prefix : location.prefix.substr(slash + 1);
-        remote->base = slash == std::string::npos ? "" : location.prefix.substr(0, slash + 1);
-        const auto file = remote->client.head("", location.prefix);
-        if (!file)
-            throw Error(ProblemKind::cannot_open, text + ": the server has no such file (HTTP 404)", text);
-        remote->sizes.emplace(name, file->size);
-        folder.names = {name};
-        folder.path = fs::path(text).parent_path();
-        folder.m_location.prefix = remote->base.empty() ? "" : remote->base.substr(0, remote->base.size() - 1);
-        folder.m_location.text = to_string(folder.m_location);
+        folder.names = remote->names_beneath("");
     } else {
-        remote->base = location.prefix.empty() ? "" : location.prefix + "/";
-        for (const std::string_view entry : kEntryNames)
-            if (remote->client.head("", remote->base + std::string(entry)))
-                folder.names.emplace_back(entry);
-        std::sort(folder.names.begin(), folder.names.end());
+        // HTTP cannot list: a URL whose last part answers a HEAD is a file; otherwise it names a
+        // folder (even with a dot in its name, as "Llama-3.1-8B"), found by its entry files.
+        if (names_file(location.prefix)) {
+            remote->base = "";
+            if (remote->size_of(location.prefix)) {
+                as_parent();
+                auto answer = remote->asked.extract(location.prefix); // its HEAD, now beneath the new base
+                answer.key() = location.prefix.substr(parent.size());
+                remote->asked.insert(std::move(answer));
+                folder.names = {location.prefix.substr(parent.size())};
+            }
+        }
+        if (folder.names.empty()) {
+            remote->base = location.prefix.empty() ? "" : location.prefix + "/";
+            folder.names = remote->probe("");
+        }
         if (folder.names.empty())
             throw Error(ProblemKind::cannot_open,
                         text +
-                            ": the server has none of the files a checkpoint folder is recognised by "
-                            "(manifest.json, an index, .metadata, ...); give the URL of a file",
+                            ": the server has no such file, nor any of the files a checkpoint folder is recognised "
+                            "by (manifest.json, an index, .metadata, ...)",
                         text);
     }
     folder.m_remote = std::move(remote);
@@ -264,9 +298,7 @@ bool Folder::is_folder(std::string_view name) const
         return false;
     const std::string beneath = m_prefix + std::string(name) + "/";
     if (!m_remote->listed) // HTTP cannot list: a folder is where a checkpoint's entry file answers
-        return std::any_of(std::begin(kEntryNames), std::end(kEntryNames), [&](std::string_view entry) {
-            return m_remote->size_of(beneath + std::string(entry)).has_value();
-        });
+        return !m_remote->probe(beneath).empty();
     const auto it = m_remote->sizes.lower_bound(beneath);
     return it != m_remote->sizes.end() && it->first.starts_with(beneath);
 }
@@ -301,28 +333,11 @@ Folder Folder::subfolder(std::string_view name) const
     sub.m_prefix = m_prefix + std::string(name) + "/";
     sub.m_location = m_location.child(name);
     sub.path = display;
-    if (m_remote->listed) {
-        for (auto it = m_remote->sizes.lower_bound(sub.m_prefix);
-             it != m_remote->sizes.end() && it->first.starts_with(sub.m_prefix); ++it) {
-            const std::string rest = it->first.substr(sub.m_prefix.size());
-            const std::string first = rest.substr(0, rest.find('/'));
-            if (sub.names.empty() || sub.names.back() != first)
-                sub.names.push_back(first);
-        }
-        std::sort(sub.names.begin(), sub.names.end());
-        sub.names.erase(std::unique(sub.names.begin(), sub.names.end()), sub.names.end());
-        if (sub.names.empty())
-            throw Error(m_remote->size_of(m_prefix + std::string(name)) ? ProblemKind::invalid_manifest
-                                                                        : ProblemKind::cannot_open,
-                        display +
-                            (m_remote->size_of(m_prefix + std::string(name)) ? ": an object, not a folder"
-                                                                             : ": no objects beneath it"),
-                        display);
-    } else {
-        for (const std::string_view entry : kEntryNames)
-            if (m_remote->size_of(sub.m_prefix + std::string(entry)))
-                sub.names.emplace_back(entry);
-        std::sort(sub.names.begin(), sub.names.end());
+    sub.names = m_remote->listed ? m_remote->names_beneath(sub.m_prefix) : m_remote->probe(sub.m_prefix);
+    if (sub.names.empty()) {
+        const bool object = m_remote->size_of(m_prefix + std::string(name)).has_value();
+        throw Error(object ? ProblemKind::invalid_manifest : ProblemKind::cannot_open,
+                    display + (object ? ": an object, not a folder" : ": no objects beneath it"), display);
     }
     return sub;
 }

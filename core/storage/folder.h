@@ -78,10 +78,11 @@ public:
     Folder& operator=(Folder&&) noexcept;
     ~Folder();
 
-    // Lists `location`. A local path: the directory (or, for a file, its directory with that one
-    // name). An S3 prefix: everything beneath it, in one listing. An HTTP(S) URL, which has no
-    // listing: a URL naming a file is its folder holding that file; a URL naming a folder holds
-    // those of the files checkpoint formats are recognised by that answer a HEAD. Throws
+    // Lists `location`. A local path: the directory. An S3 prefix: everything beneath it, in one
+    // listing; a key that is one object is read with the rest of its folder. An HTTP(S) URL, which
+    // has no listing: a URL whose last part answers a HEAD is its folder holding that file (and
+    // whatever the file names, asked for when opened); any other names a folder holding those of
+    // the files checkpoint formats are recognised by that answer a HEAD. Throws
     // Error(cannot_open) when there is nothing there, Error(remote_error) when the server fails.
     static Folder open(const Location& location, const RemoteOptions& remote = {});
 
@@ -122,7 +123,8 @@ private:
 
 // How many objects a command reads at once by default: the cores for a local folder (0: the
 // hardware's), more for a remote one, whose reads wait on the network rather than on a core.
-// Each remote read holds at most 8 MiB, so eight stay far below the 128 MiB a command may use.
+// A remote read holds at most 8 MiB (verify) or 12 MiB (stats: a window and its master's), so
+// eight stay below the 128 MiB a command may use.
 inline int default_threads(const Folder& folder, int requested)
 {
     return requested > 0 || folder.is_local() ? requested : 8;

@@ -1,5 +1,7 @@
 #include "core/storage/location.h"
 
+#include "core/storage/sigv4.h"
+
 #include "core/util/error.h"
 #include "core/util/printable.h"
 
@@ -77,6 +79,31 @@ std::string checked_prefix(std::string_view text, std::string_view prefix)
     return std::string(prefix);
 }
 
+// An HTTP URL's path as the server names it: %XX escapes decoded (the request encodes every byte
+// again, once), so that "my%20model" is the folder "my model" and an escaped ".." is seen as one.
+std::string percent_decoded(std::string_view text, std::string_view path)
+{
+    std::string out;
+    for (std::size_t i = 0; i < path.size(); ++i) {
+        if (path[i] != '%') {
+            out += path[i];
+            continue;
+        }
+        const auto hex = [](char c) {
+            return c >= '0' && c <= '9' ? c - '0'
+                : c >= 'a' && c <= 'f'  ? c - 'a' + 10
+                : c >= 'A' && c <= 'F'  ? c - 'A' + 10
+                                        : -1;
+        };
+        const int hi = i + 2 < path.size() ? hex(path[i + 1]) : -1, lo = hi >= 0 ? hex(path[i + 2]) : -1;
+        if (hi < 0 || lo < 0)
+            refuse(text, "a '%' in the path is not followed by two hexadecimal digits");
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+    }
+    return out;
+}
+
 } // namespace
 
 bool is_url(std::string_view text)
@@ -110,7 +137,7 @@ Location parse_location(std::string_view text)
             refuse(text, "a query or fragment is not part of a checkpoint's location");
         out.scheme = scheme == "https" ? Scheme::https : Scheme::http;
         out.authority = std::string(host);
-        out.prefix = checked_prefix(text, path);
+        out.prefix = checked_prefix(text, percent_decoded(text, path));
         return out;
     }
     refuse(text,
@@ -139,7 +166,7 @@ std::string to_string(const Location& location)
     case Scheme::http:
     case Scheme::https:
         return std::string(location.scheme == Scheme::https ? "https://" : "http://") + location.authority +
-            (location.prefix.empty() ? "" : "/" + location.prefix);
+            (location.prefix.empty() ? "" : "/" + uri_encode(location.prefix, true));
     }
     return location.text;
 }

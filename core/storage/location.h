@@ -22,7 +22,7 @@ struct Location {
     std::string text; // as the user wrote it, for messages
     std::filesystem::path path; // local
     std::string bucket; // s3
-    std::string prefix; // s3: the key prefix, without leading or trailing '/'; http(s): the path
+    std::string prefix; // s3: the key prefix, without leading or trailing '/'; http(s): the path, decoded
     std::string authority; // http(s): host[:port]
 
     bool is_local() const { return scheme == Scheme::local; }

@@ -78,6 +78,15 @@ private:
     Problem m_problem;
 };
 
+// Called first in a handler of Error where a problem is kept as the checkpoint's: rethrows the
+// error when a server failed (remote_error), which says nothing about the checkpoint and stops
+// the command instead (exit 2), rather than become one of its findings.
+inline void rethrow_remote(const Error& e)
+{
+    if (e.kind() == ProblemKind::remote_error)
+        throw;
+}
+
 // The exit status shardctl uses for a failure of this kind: 2 for usage and environment errors,
 // 1 for everything that says the checkpoint or schedule itself is bad.
 int exit_code_for(ProblemKind kind);

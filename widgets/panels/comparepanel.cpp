@@ -1,6 +1,7 @@
 #include "widgets/panels/comparepanel.h"
 
 #include "core/inspect/diff.h"
+#include "widgets/jobs/checkpointlocation.h"
 #include "widgets/jobs/diffcontroller.h"
 #include "widgets/models/diffmodel.h"
 #include "widgets/style/format.h"
@@ -169,7 +170,9 @@ void ComparePanel::setBase(const QString& path)
 
 void ComparePanel::chooseAndCompare()
 {
-    const QString start = m_other->text().isEmpty() ? QFileInfo(m_base).absolutePath() : m_other->text();
+    const QString start = !m_other->text().isEmpty() && !isUrl(m_other->text()) ? m_other->text()
+        : isUrl(m_base)                                                         ? QDir::homePath()
+                                                                                : QFileInfo(m_base).absolutePath();
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Compare with checkpoint folder"), start);
     if (!dir.isEmpty())
         compareWith(dir);

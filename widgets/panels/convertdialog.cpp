@@ -1,6 +1,7 @@
 #include "widgets/panels/convertdialog.h"
 
 #include "core/checkpoint/manifest.h"
+#include "widgets/jobs/checkpointlocation.h"
 #include "widgets/jobs/convertcontroller.h"
 #include "widgets/style/format.h"
 #include "widgets/style/widgetstyle.h"
@@ -179,12 +180,16 @@ void ConvertDialog::suggestOutput()
 {
     if (!m_output->text().isEmpty() && m_output->text() != m_suggestedOutput)
         return; // the user's own choice stays
-    const QString source = QDir::cleanPath(m_source->text().trimmed());
+    const QString source = cleanCheckpointText(m_source->text().trimmed());
     if (m_source->text().trimmed().isEmpty()) {
         m_suggestedOutput.clear();
     } else {
-        const QFileInfo info(source);
-        const QString base = info.isFile() ? info.completeBaseName() : info.fileName();
+        // A bucket's or a URL's conversion goes to the home folder, named after its last part.
+        const bool remote = isUrl(source);
+        const QFileInfo info(remote ? QDir::home().filePath(source.section(QLatin1Char('/'), -1)) : source);
+        const QString base = info.isFile() || (remote && info.fileName().contains(QLatin1Char('.')))
+            ? info.completeBaseName()
+            : info.fileName();
         const QString name = QStringLiteral("%1-%2").arg(base, m_target->currentData().toString());
         // An earlier conversion's folder is not offered again: "-2", "-3", … after it.
         m_suggestedOutput = info.dir().filePath(name);
@@ -227,7 +232,7 @@ bool ConvertDialog::startConversion()
     const auto options = this->options(&error);
     if (source.isEmpty())
         error = tr("Choose the checkpoint to convert.");
-    else if (!QFileInfo::exists(source))
+    else if (!isUrl(source) && !QFileInfo::exists(source))
         error = tr("%1 does not exist.").arg(source);
     else if (output.isEmpty())
         error = tr("Choose the new folder to write the conversion into.");

@@ -4,6 +4,7 @@
 #include "widgets/style/flowlayout.h"
 #include "widgets/style/format.h"
 #include "widgets/style/widgetstyle.h"
+#include "widgets/jobs/checkpointlocation.h"
 #include "widgets/jobs/reshardcontroller.h"
 #include "widgets/models/reshardplanmodel.h"
 #include "widgets/views/reshardview.h"
@@ -204,9 +205,13 @@ void ReshardPanel::replan()
 void ReshardPanel::updateButtons()
 {
     const bool running = m_controller->isRunning();
+    // A checkpoint read in place from a bucket or a URL is previewed, not resharded (a reshard
+    // writes beside its source).
+    const std::optional<QString> remote = localOnly(m_directory, tr("Reshard"));
     m_reshard->setEnabled(!running && m_model->plan().has_value() && !m_directory.isEmpty() &&
-                          m_sourceProblem.isEmpty());
-    m_reshard->setToolTip(m_sourceProblem.isEmpty()
+                          m_sourceProblem.isEmpty() && !remote);
+    m_reshard->setToolTip(remote ? *remote
+                              : m_sourceProblem.isEmpty()
                               ? tr("Write the checkpoint at the target world size into a new folder")
                               : tr("The source failed verification (%1): a reshard verifies every source shard "
                                    "and would stop. Fix or replace the checkpoint first.")

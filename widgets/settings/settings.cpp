@@ -57,11 +57,19 @@ QStringList Settings::recentFolders() const
 
 namespace {
 
-// A recent entry as it is opened again: a URL as typed (cleaning would turn "s3://b/run" into the
-// relative folder "s3:/b/run"), a folder cleaned.
+// A recent entry as it is opened again: a URL in its one spelling ("s3://b/run/" is
+// "s3://b/run"; cleaning it as a path would make the relative folder "s3:/b/run"), a folder
+// cleaned.
 QString recentEntry(const QString& path)
 {
-    return shardscope::storage::is_url(path.toStdString()) ? path : QDir::cleanPath(path);
+    if (!shardscope::storage::is_url(path.toStdString()))
+        return QDir::cleanPath(path);
+    try {
+        return QString::fromStdString(
+            shardscope::storage::to_string(shardscope::storage::parse_location(path.toStdString())));
+    } catch (const std::exception&) {
+        return path; // kept as given: opening it says what is wrong
+    }
 }
 
 } // namespace

@@ -50,6 +50,7 @@ ShardOpenResult open_shard(const storage::Folder& folder, const Manifest& m, con
     try {
         shard.header = read_safetensors_header(*file.reader, file.size, display, record.rank);
     } catch (const Error& e) {
+        rethrow_remote(e);
         const bool unreadable = e.kind() == ProblemKind::unreadable;
         result.status = unreadable ? ShardStatus::unreadable : ShardStatus::invalid;
         result.problem = e.problem(); // its message already names the file and the rank

@@ -10,6 +10,7 @@ import re
 import ssl
 import sys
 import threading
+import urllib.parse
 
 
 def make_handler(root, log):
@@ -20,7 +21,7 @@ def make_handler(root, log):
             pass
 
         def target(self):
-            path = self.path.split("?")[0]
+            path = urllib.parse.unquote(self.path.split("?")[0])
             parts = [p for p in path.split("/") if p]
             if any(p in (".", "..") for p in parts):
                 return None

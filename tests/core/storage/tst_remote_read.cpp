@@ -20,6 +20,7 @@
 #include "core/util/error.h"
 
 #include <QProcess>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 #include <fstream>
@@ -204,6 +205,49 @@ private slots:
         QVERIFY(verify_checkpoint(url("hf/model-00002-of-00002.safetensors")).ok());
     }
 
+    void objectUrlsAreReadWithTheirFolder()
+    {
+        // An index or DCP metadata object named by its URL: the files it names are beside it.
+        const Location index = url("hf/model.safetensors.index.json");
+        QCOMPARE(detect_format(index).format, CheckpointFormat::safetensors_index);
+        const VerifyReport hf = verify_checkpoint(index);
+        QVERIFY2(hf.ok(), hf.problems.empty() ? "" : hf.problems[0].message.c_str());
+        QCOMPARE(hf.shards.size(), std::size_t(2));
+        const VerifyReport dcp = verify_checkpoint(url("dcp/.metadata"));
+        QVERIFY2(dcp.ok(), dcp.problems.empty() ? "" : dcp.problems[0].message.c_str());
+    }
+
+    void anOutageIsNotAFinding()
+    {
+        // Every read of one rank's object answers 503 SlowDown: after the client's retries the
+        // command stops, exit 2, naming the object; it does not call the checkpoint broken.
+        const auto env = s3test::server_env();
+        s3test::FaultProxy proxy(env.at("SHARDSCOPE_S3_ENDPOINT"));
+        QVERIFY(!proxy.endpoint().empty());
+        const fs::path step = root() / "outage";
+        save_sharded(make_demo_state(10, 4000, 2, ParamDtype::BF16), step, 2);
+        upload(step, "outage");
+        QVERIFY(proxy.fault("mode=503&count=-1&method=GET&path=outage/rank1"));
+        qputenv("AWS_ENDPOINT_URL", proxy.endpoint().c_str());
+        const auto restore =
+            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", env.at("SHARDSCOPE_S3_ENDPOINT").c_str()); });
+        try {
+            (void)verify_checkpoint(url("outage"));
+            QFAIL("a server that keeps failing must stop verify");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::remote_error);
+            QVERIFY2(std::string(e.what()).find("outage/rank1.safetensors") != std::string::npos, e.what());
+        }
+        const QString where = QString::fromStdString("s3://" + m_bucket + "/outage");
+        for (const char* command : {"verify", "stats"}) {
+            const testutil::Run run =
+                testutil::shardctl({QString::fromLatin1(command), where, QStringLiteral("--json")});
+            QCOMPARE(run.exit_code, 2);
+            QCOMPARE(run.json()["error"]["kind"].get<std::string>(), std::string("remote_error"));
+            QCOMPARE(run.err.count('\n'), 1);
+        }
+    }
+
     void nothingThereIsOneSentence()
     {
         try {
@@ -252,6 +296,22 @@ private slots:
         QVERIFY2(requests.size() <= 6, requests.join('\n').constData());
         for (const QByteArray& r : requests)
             QVERIFY2(!r.startsWith("GET") || r.contains("index.json") || r.contains("bytes=0-"), r.constData());
+    }
+
+    void folderUrlsWithDotsAndEscapes()
+    {
+        // A folder whose name has a dot, and one whose name needs escaping in a URL.
+        fs::copy(root() / "hf", root() / "Model-3.1-8B", fs::copy_options::recursive);
+        fs::copy(root() / "hf", root() / "my model", fs::copy_options::recursive);
+        testutil::RangeServer server(root());
+        QVERIFY(server.port() > 0);
+        const std::string base = "http://127.0.0.1:" + std::to_string(server.port()) + "/";
+        for (const std::string& folder : {base + "Model-3.1-8B", base + "my%20model/model.safetensors.index.json"}) {
+            const VerifyReport report = verify_checkpoint(parse_location(folder));
+            QVERIFY2(report.ok(),
+                     (folder + ": " + (report.problems.empty() ? "" : report.problems[0].message)).c_str());
+            QCOMPARE(report.shards.size(), std::size_t(2));
+        }
     }
 
     void tlsIsCheckedByDefault()
