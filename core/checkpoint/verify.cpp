@@ -142,9 +142,13 @@ VerifyReport verify_step(const storage::Folder& step, const VerifyOptions& optio
         return cancelled.load();
     };
 
-    const int threads = storage::default_threads(step, options.threads);
-    // Fewer remote shards than reads allowed in flight: each reads ahead on the connections the
-    // others would have used, so as many ranges are in flight (a single big shard: all of them).
+    // From a server, hashing threads beyond the cores do not help; the ranges in flight do. So a
+    // remote step is hashed on at most one thread a core, and with fewer shards at once than
+    // reads allowed in flight, each reads ahead on the connections the others would have used (a
+    // single big shard: all of them).
+    const int threads = step.is_local() || options.threads > 0
+        ? storage::default_threads(step, options.threads)
+        : std::min(storage::kRemoteReadsAtOnce, resolve_thread_count(0, m.shards.size()));
     const int read_depth = storage::remote_read_depth(resolve_thread_count(threads, m.shards.size()));
     parallel_for(m.shards.size(), threads, [&](std::size_t i) {
         const ShardRecord& record = m.shards[i];
