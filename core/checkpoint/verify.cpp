@@ -2,6 +2,7 @@
 
 #include "core/checkpoint/verify.h"
 #include "core/checkpoint/directory.h"
+#include "core/storage/sequential_read.h"
 #include "core/util/hashing.h"
 #include "core/util/parallel.h"
 #include "core/checkpoint/internal/shardfile.h"
@@ -23,7 +24,7 @@ std::string_view to_string(ShardStatus status)
 }
 
 ShardCheck check_shard(const storage::Folder& folder, const Manifest& m, const ShardRecord& record, bool fast,
-                       std::optional<Problem>& problem, const ReadStep& step)
+                       std::optional<Problem>& problem, const ReadStep& step, int read_depth)
 {
     const fs::path& dir = folder.path;
     ShardCheck check{.rank = record.rank, .path = record.path, .expected_bytes = record.bytes};
@@ -50,29 +51,32 @@ ShardCheck check_shard(const storage::Folder& folder, const Manifest& m, const S
     fast = fast && !record.xxh3.empty();
     Sha256 sha;
     Xxh3 xxh;
-    // A remote object is read in larger ranges: each is a request, and its latency is paid once.
+    uint64_t done = 0;
+    bool stopped = false;
+    // A remote object is read in larger ranges (each is a request, and its latency is paid once),
+    // `read_depth` of them at a time; a local file one chunk after another, the kernel reading ahead.
     const bool local = shard.file->fd() >= 0;
-    const std::size_t chunk = local ? kReadChunk : kRemoteReadChunk;
-    auto buffer = std::make_unique<char[]>(chunk);
     if (local)
         ::posix_fadvise(shard.file->fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
-    for (uint64_t done = 0; done < shard.size;) {
-        const auto n = static_cast<std::size_t>(std::min<uint64_t>(chunk, shard.size - done));
-        if (!shard.file->read(buffer.get(), n, done)) {
-            const Error e = read_failure(dir, record, done);
-            check.status = ShardStatus::unreadable;
-            check.detail = e.what();
-            problem = e.problem();
-            return check;
-        }
-        if (fast)
-            xxh.update(buffer.get(), n);
-        else
-            sha.update(buffer.get(), n);
-        done += n;
-        if (step && !step(done, shard.size))
-            return check; // stopped: still pending
+    const storage::SequentialRead how{.chunk = local ? kReadChunk : kRemoteReadChunk, .depth = local ? 1 : read_depth};
+    const storage::SequentialReadEnd end =
+        storage::read_in_order(*shard.file, shard.size, how, [&](const char* bytes, std::size_t n) {
+            if (fast)
+                xxh.update(bytes, n);
+            else
+                sha.update(bytes, n);
+            stopped = step && !step(done += n, shard.size);
+            return !stopped;
+        });
+    if (end.failed) {
+        const Error e = read_failure(dir, record, end.done);
+        check.status = ShardStatus::unreadable;
+        check.detail = e.what();
+        problem = e.problem();
+        return check;
     }
+    if (stopped)
+        return check; // still pending, even when the last chunk was read
     check.actual_digest = fast ? xxh.hex_digest() : sha.hex_digest();
     const std::string& expected = fast ? record.xxh3 : record.sha256;
     if (check.actual_digest != expected) {
@@ -139,7 +143,15 @@ VerifyReport verify_step(const storage::Folder& step, const VerifyOptions& optio
         return cancelled.load();
     };
 
-    parallel_for(m.shards.size(), storage::default_threads(step, options.threads), [&](std::size_t i) {
+    // From a server, hashing threads beyond the cores do not help; the ranges in flight do. So a
+    // remote step is hashed on at most one thread a core, and with fewer shards at once than
+    // reads allowed in flight, each reads ahead on the connections the others would have used (a
+    // single big shard: all of them).
+    const int threads = step.is_local() || options.threads > 0
+        ? storage::default_threads(step, options.threads)
+        : std::min(storage::kRemoteReadsAtOnce, resolve_thread_count(0, m.shards.size()));
+    const int read_depth = storage::remote_read_depth(resolve_thread_count(threads, m.shards.size()));
+    parallel_for(m.shards.size(), threads, [&](std::size_t i) {
         const ShardRecord& record = m.shards[i];
         ShardCheck& check = report.shards[i]; // each worker owns its own element
         if (is_cancelled())
@@ -150,15 +162,18 @@ VerifyReport verify_step(const storage::Folder& step, const VerifyOptions& optio
             all_done += record.bytes;
         } else {
             uint64_t reported = 0;
-            check = check_shard(step, m, record, options.fast, shard_problems[i], [&](uint64_t done, uint64_t size) {
-                const uint64_t overall = all_done += done - reported;
-                reported = done;
-                if (cb.shard_progress)
-                    cb.shard_progress(i, done, size);
-                if (cb.progress)
-                    cb.progress(overall, total);
-                return !is_cancelled();
-            });
+            check = check_shard(
+                step, m, record, options.fast, shard_problems[i],
+                [&](uint64_t done, uint64_t size) {
+                    const uint64_t overall = all_done += done - reported;
+                    reported = done;
+                    if (cb.shard_progress)
+                        cb.shard_progress(i, done, size);
+                    if (cb.progress)
+                        cb.progress(overall, total);
+                    return !is_cancelled();
+                },
+                read_depth);
             if (check.status == ShardStatus::pending)
                 return; // cancelled
             if (reported < record.bytes) // a shard that failed early still counts as done

@@ -121,13 +121,15 @@ private:
     Location m_location;
 };
 
+// How many remote reads a command has in flight by default: each holds at most 8 MiB (verify) or
+// 12 MiB (stats: a window and its master's), so eight stay below the 128 MiB a command may use.
+inline constexpr int kRemoteReadsAtOnce = 8;
+
 // How many objects a command reads at once by default: the cores for a local folder (0: the
 // hardware's), more for a remote one, whose reads wait on the network rather than on a core.
-// A remote read holds at most 8 MiB (verify) or 12 MiB (stats: a window and its master's), so
-// eight stay below the 128 MiB a command may use.
 inline int default_threads(const Folder& folder, int requested)
 {
-    return requested > 0 || folder.is_local() ? requested : 8;
+    return requested > 0 || folder.is_local() ? requested : kRemoteReadsAtOnce;
 }
 
 // A reader's bytes as a function, for parsers that take one (zip, pickle).

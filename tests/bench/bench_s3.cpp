@@ -1,9 +1,19 @@
-// The mirror tier's upload to S3 against curl on the same files and the same server, same run:
-// MirrorTier::upload (multipart, SHA-256 and MD5 of every part, then every object read back)
-// against four parallel `curl -T` uploads followed by four parallel `curl | sha256sum` reads of
-// the same files (the same work: ours hashes what it reads back). Run by hand against the test
+// S3 against curl on the same files and the same server, same run. Run by hand against the test
 // server:
 //   eval "$(scripts/s3-test-server.sh start)"; build/bin/bench_s3 --mib 512; scripts/s3-test-server.sh stop
+//
+// Default: the mirror tier's upload. MirrorTier::upload (multipart, SHA-256 and MD5 of every
+// part, then every object read back) against four parallel `curl -T` uploads followed by four
+// parallel `curl | sha256sum` reads of the same files (the same work: ours hashes what it reads
+// back).
+//
+// --mode verify --ranks N [--shardctl PATH]: `shardctl verify s3://…` of a step of N rank files
+// (uploaded with curl -T) against `curl | openssl dgst -sha256` and `curl | sha256sum` of the
+// same objects, as many at once as verify reads objects (storage::kRemoteReadsAtOnce, at most
+// one per object), and the same GETs into /dev/null, the transfer alone; best of three each,
+// alternating; the peak RSS of the shardctl process from wait4. The peers' SHA-256 digests are
+// compared with the manifest's, so they did the same work.
+//   build/bin/bench_s3 --mode verify --mib 1024 --ranks 1
 
 #include "benchutil.h"
 
@@ -13,16 +23,190 @@
 #include "core/run/mirror_tier.h"
 #include "core/storage/s3.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <fstream>
+#include <string>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace shardscope;
 namespace fs = std::filesystem;
 
+namespace {
+
+// A command in a child (no shell): wall seconds and its peak RSS in KiB (ru_maxrss of wait4).
+// The child starts as a copy of this process, whose resident size at the fork is therefore a
+// floor of the figure: the caller keeps it small.
+double run_child(const std::vector<std::string>& command, long& kib)
+{
+    std::vector<char*> argv;
+    for (const std::string& a : command)
+        argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const auto start = std::chrono::steady_clock::now();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::dup2(::open("/dev/null", O_WRONLY), STDOUT_FILENO); // its report; the exit status says ok
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+    int status = 0;
+    rusage usage{};
+    ::wait4(pid, &status, 0, &usage);
+    const double seconds = bench::seconds_since(start);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        std::fprintf(stderr, "bench: %s failed (status %d)\n", command[0].c_str(), status);
+        std::exit(2);
+    }
+    kib = usage.ru_maxrss;
+    return seconds;
+}
+
+double children_cpu_seconds()
+{
+    rusage usage{};
+    ::getrusage(RUSAGE_CHILDREN, &usage);
+    return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+        double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+// The current resident size of this process, KiB.
+long rss_kib()
+{
+    FILE* status = std::fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (status && std::fgets(line, sizeof line, status))
+        if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    if (status)
+        std::fclose(status);
+    return kib;
+}
+
+int bench_verify(const bench::Args& args, int ranks, const std::string& shardctl, const std::string& endpoint,
+                 const std::string& sign, const storage::S3Client& s3)
+{
+    const std::string bucket = "bench-verify";
+    s3.create_bucket(bucket);
+    const fs::path dir = args.base / "bench-s3-verify-step";
+    fs::remove_all(dir);
+    Manifest m;
+    { // the state is freed before shardctl is forked, whose peak RSS starts from ours
+        const uint64_t numel = args.mib * 1024 * 1024 / 14;
+        m = save_sharded(make_demo_state(1, numel, ranks, ParamDtype::BF16), dir, 1);
+    }
+    const double mib = double(m.total_bytes()) / (1 << 20);
+    std::printf("step: %d rank file(s), %.1f MiB\n", m.world_size, mib);
+
+    std::vector<std::string> names{"manifest.json"};
+    for (const ShardRecord& r : m.shards)
+        names.push_back(r.path);
+    std::string put;
+    for (const std::string& name : names)
+        put += "curl " + sign + " -T '" + (dir / name).string() + "' " + endpoint + "/" + bucket + "/step/" + name +
+            " >/dev/null &\n";
+    const fs::path put_script = args.base / "bench-s3-put.sh";
+    std::ofstream(put_script) << put << "wait\n";
+    bench::time_shell("bash '" + put_script.string() + "'");
+
+    // The peers: one `curl | HASHER` per object, as many at once as verify reads objects.
+    // `bash get.sh raw` makes the same transfers into /dev/null: what server and loopback carry.
+    const int parallel = std::min<int>(storage::kRemoteReadsAtOnce, m.world_size);
+    const fs::path sums = args.base / "bench-s3-sums";
+    fs::remove_all(sums);
+    fs::create_directories(sums);
+    const fs::path get_script = args.base / "bench-s3-get.sh";
+    {
+        std::ofstream script(get_script);
+        const std::string get = "curl " + sign + " " + endpoint + "/" + bucket + "/step/$1";
+        script << "get() { if [ \"$HASHER\" = raw ]; then " << get << " -o /dev/null; else " << get << " | $HASHER > \""
+               << sums.string() << "/$1\"; fi; }\nexport -f get\nexport HASHER=\"$1\"\n"
+               << "printf '%s\\n'";
+        for (const ShardRecord& r : m.shards)
+            script << " " << r.path;
+        script << " | xargs -P " << parallel << " -I{} bash -c 'get {}'\n";
+    }
+    // The digest each peer computed is the manifest's: the peers did the work verify does.
+    auto same_digests = [&] {
+        for (const ShardRecord& r : m.shards) {
+            std::ifstream in(sums / r.path);
+            std::string digest;
+            in >> digest;
+            if (digest != r.sha256) {
+                std::fprintf(stderr, "bench: curl read %s with sha256 %s, the manifest says %s\n", r.path.c_str(),
+                             digest.c_str(), r.sha256.c_str());
+                return false;
+            }
+        }
+        return true;
+    };
+
+    struct Peer {
+        std::string hasher, label;
+        double seconds = 1e9, cpu = 0;
+    };
+    // coreutils' sha256sum (Debian 12) does not use the CPU's SHA instructions and is slower than
+    // one connection; OpenSSL's digest, like verify's, does: the peer a reader has to match.
+    std::vector<Peer> peers = {{.hasher = "openssl dgst -sha256 -r", .label = "curl | openssl dgst -sha256"},
+                               {.hasher = "sha256sum", .label = "curl | sha256sum"},
+                               {.hasher = "raw", .label = "curl -o /dev/null (no digest)"}};
+    const std::string url = "s3://" + bucket + "/step";
+    double ours = 1e9, ours_cpu = 0;
+    long kib = 0, peak_kib = 0;
+    const long parent_kib = rss_kib();
+    for (int round = 0; round < 3; ++round) {
+        // CPU seconds of every process of each, from the waited-for children's totals.
+        for (Peer& peer : peers) {
+            const double cpu = children_cpu_seconds();
+            peer.seconds =
+                std::min(peer.seconds, bench::time_shell("bash '" + get_script.string() + "' '" + peer.hasher + "'"));
+            peer.cpu += children_cpu_seconds() - cpu;
+            if (peer.hasher != "raw" && !same_digests())
+                return 1;
+        }
+        const double cpu = children_cpu_seconds();
+        ours = std::min(ours, run_child({shardctl, "verify", url}, kib));
+        ours_cpu += children_cpu_seconds() - cpu;
+        peak_kib = std::max(peak_kib, kib);
+    }
+    std::printf("shardctl verify: %.2f s (%.0f MiB/s; %.2f CPU s a run), peak RSS %.1f MiB (forked at %.1f MiB)\n",
+                ours, mib / ours, ours_cpu / 3, double(peak_kib) / 1024, double(parent_kib) / 1024);
+    for (const Peer& peer : peers)
+        std::printf("%d x %s at once: %.2f s (%.0f MiB/s; %.2f CPU s a run); ratio (its time / ours) %.2f\n", parallel,
+                    peer.label.c_str(), peer.seconds, mib / peer.seconds, peer.cpu / 3, peer.seconds / ours);
+    std::printf("goal: ratio >= 0.8 against the first\n");
+    for (const auto& o : s3.list(bucket, "", 100000))
+        s3.remove(bucket, o.key);
+    fs::remove_all(dir);
+    fs::remove_all(sums);
+    fs::remove(put_script);
+    if (!std::getenv("BENCH_KEEP_SCRIPTS"))
+        fs::remove(get_script);
+    return 0;
+}
+
+} // namespace
+
 int main(int argc, char** argv)
 {
     const bench::Args args = bench::parse_args(argc, argv, 512);
+    std::string mode = "upload";
+    int ranks = 4;
+    std::string shardctl = (fs::path(argv[0]).parent_path() / "shardctl").string(); // or another build's
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (std::strcmp(argv[i], "--mode") == 0)
+            mode = argv[i + 1];
+        else if (std::strcmp(argv[i], "--ranks") == 0)
+            ranks = std::atoi(argv[i + 1]);
+        else if (std::strcmp(argv[i], "--shardctl") == 0)
+            shardctl = argv[i + 1];
+    }
     const char* endpoint = std::getenv("SHARDSCOPE_S3_ENDPOINT");
     if (!endpoint || !std::getenv("AWS_ACCESS_KEY_ID")) {
         std::fprintf(stderr, "bench_s3: start the server first: eval \"$(scripts/s3-test-server.sh start)\"\n");
@@ -32,6 +216,11 @@ int main(int argc, char** argv)
     const std::string region = std::getenv("AWS_DEFAULT_REGION") ? std::getenv("AWS_DEFAULT_REGION") : "default";
     setenv("AWS_REGION", region.c_str(), 1);
     const storage::S3Client s3(storage::s3_config_from_environment());
+    const std::string sign = "--aws-sigv4 'aws:amz:" + region +
+        ":s3' --user \"$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY\" "
+        "-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -sf";
+    if (mode == "verify")
+        return bench_verify(args, ranks, shardctl, endpoint, sign, s3);
     const std::string bucket = "bench-s3";
     s3.create_bucket(bucket);
 
@@ -49,9 +238,6 @@ int main(int argc, char** argv)
     tier.upload(dir, "step-00000001", m, text, false);
     const double ours = bench::seconds_since(start);
 
-    const std::string sign = "--aws-sigv4 'aws:amz:" + region +
-        ":s3' --user \"$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY\" "
-        "-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -sf";
     std::string put, get;
     for (const ShardRecord& r : m.shards) {
         const std::string url = std::string(endpoint) + "/" + bucket + "/curl/" + r.path;

@@ -45,9 +45,10 @@ RankState read_rank_state(const storage::Folder& folder, const Manifest& manifes
 
 // Hashes the shard (SHA-256, or XXH3 with `fast` when the manifest records one) against the
 // manifest. Never throws for a bad shard: the status says what is wrong and `problem` is set.
-// Stopped by `step`, the status stays pending and no problem is set.
+// Stopped by `step`, the status stays pending and no problem is set. A remote shard is read
+// `read_depth` ranges at a time (storage::read_in_order); a local one chunk after another.
 ShardCheck check_shard(const storage::Folder& folder, const Manifest& manifest, const ShardRecord& record, bool fast,
-                       std::optional<Problem>& problem, const ReadStep& step = {});
+                       std::optional<Problem>& problem, const ReadStep& step = {}, int read_depth = 1);
 
 // Error(io_error) naming `what` unless `numel` elements of training state (14 bytes each: a 2-byte
 // parameter and three fp32 optimizer values) fit in this machine's physical memory. A manifest

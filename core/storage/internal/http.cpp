@@ -13,6 +13,7 @@ namespace shardscope::storage {
 namespace {
 
 constexpr std::size_t kMaxErrorBody = 64 * 1024; // an S3 error document is a few hundred bytes
+constexpr long kReceiveBuffer = 256 * 1024; // a connection's; eight of them are 2 MiB
 
 struct CurlDeleter {
     void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
@@ -121,6 +122,9 @@ HttpResponse http_exchange(const HttpRequest& request)
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(request.stall_timeout_s));
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, request.verify_tls ? 1L : 0L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, request.verify_tls ? 2L : 0L);
+    // Fewer, larger receives than curl's 16 KiB default: verifying 1 GiB from a loopback gateway
+    // took 0.22 system CPU seconds instead of 0.33, CPU its hashing shares.
+    curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, kReceiveBuffer);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &x);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);

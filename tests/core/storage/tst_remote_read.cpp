@@ -17,12 +17,14 @@
 #include "core/run/demo.h"
 #include "core/storage/folder.h"
 #include "core/storage/s3.h"
+#include "core/storage/sequential_read.h"
 #include "core/util/error.h"
 
 #include <QProcess>
 #include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
+#include <atomic>
 #include <fstream>
 #include <sstream>
 
@@ -152,6 +154,57 @@ private slots:
         report = verify_checkpoint(url("orphan"));
         QVERIFY(!report.problems.empty());
         QCOMPARE(report.problems[0].kind, ProblemKind::partial_write);
+    }
+
+    // One shard of several remote ranges, read alone: its ranges are fetched ahead on several
+    // connections and hashed in order, so the digest is the local file's; a flipped byte in a
+    // later range is found; progress counts every byte once, in order; a cancel stops it; and an
+    // object gone after the listing is an Error raised on the reading thread, not on a helper.
+    void oneBigShardIsReadAheadInOrder()
+    {
+        const fs::path step = root() / "big";
+        // 14 bytes an element: about 3.3 remote ranges of 8 MiB, so the reads overlap.
+        save_sharded(make_demo_state(12, 2'000'000, 1, ParamDtype::BF16), step, 2);
+        upload(step, "big");
+        const VerifyReport local = verify_checkpoint(step);
+        std::vector<uint64_t> progress;
+        VerifyOptions options;
+        options.callbacks.progress = [&](uint64_t done, uint64_t) { progress.push_back(done); };
+        VerifyReport remote = verify_checkpoint(url("big"), options);
+        QVERIFY2(remote.ok(), remote.problems.empty() ? "" : remote.problems[0].message.c_str());
+        QCOMPARE(remote.shards[0].actual_digest, local.shards[0].actual_digest);
+        const uint64_t size = local.shards[0].actual_bytes;
+        QVERIFY(size > 3 * (uint64_t(8) << 20));
+        QCOMPARE(progress.size(), std::size_t((size + (8u << 20) - 1) / (8u << 20)));
+        for (std::size_t i = 0; i + 1 < progress.size(); ++i)
+            QCOMPARE(progress[i], uint64_t(i + 1) * (8u << 20));
+        QCOMPARE(progress.back(), size);
+
+        std::atomic<bool> cancel{false};
+        VerifyOptions cancelling;
+        cancelling.cancel = &cancel;
+        cancelling.callbacks.progress = [&](uint64_t, uint64_t) { cancel = true; };
+        const VerifyReport cancelled = verify_checkpoint(url("big"), cancelling);
+        QVERIFY(cancelled.cancelled);
+        QCOMPARE(cancelled.shards[0].status, ShardStatus::pending);
+
+        std::string rank0 = read_all(step / "rank0.safetensors");
+        rank0[(uint64_t(8) << 20) * 2 + 12345] ^= 0x01; // in the third range
+        m_s3->put(m_bucket, "big/rank0.safetensors", bytes_of(rank0));
+        const VerifyReport flipped = verify_checkpoint(url("big"));
+        QCOMPARE(flipped.shards[0].status, ShardStatus::hash_mismatch);
+
+        const Folder folder = Folder::open(url("big"));
+        const OpenedObject object = folder.open("rank0.safetensors");
+        m_s3->remove(m_bucket, "big/rank0.safetensors");
+        try {
+            (void)read_in_order(*object.reader, object.size, {.chunk = 8u << 20, .depth = 4},
+                                [](const char*, std::size_t) { return true; });
+            QFAIL("reading an object deleted after the listing succeeded");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::missing_file);
+            QVERIFY2(std::string(e.what()).find("rank0.safetensors") != std::string::npos, e.what());
+        }
     }
 
     void foreignFormatsReadByRanges()

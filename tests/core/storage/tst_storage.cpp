@@ -1,14 +1,19 @@
-// Locations, SigV4 and the XML reader without a server: the signatures are those AWS publishes
-// as worked examples in the S3 API reference ("Signature Calculations for the Authorization
-// Header: Transferring Payload in a Single Chunk"), for its example credentials.
+// Locations, SigV4, the XML reader and ordered reads ahead without a server: the signatures are
+// those AWS publishes as worked examples in the S3 API reference ("Signature Calculations for the
+// Authorization Header: Transferring Payload in a Single Chunk"), for its example credentials.
 
 #include "core/storage/internal/xml.h"
 #include "core/storage/location.h"
 #include "core/storage/s3.h"
+#include "core/storage/sequential_read.h"
 #include "core/storage/sigv4.h"
 #include "core/util/error.h"
 
+#include <QTemporaryDir>
 #include <QTest>
+#include <fcntl.h>
+#include <fstream>
+#include <thread>
 
 using namespace shardscope;
 using namespace shardscope::storage;
@@ -187,6 +192,63 @@ private slots:
         QVERIFY(!xml_text("<Key>&bogus;</Key>", "Key"));
         QVERIFY(!xml_text("<Key>&#0;</Key>", "Key"));
         QVERIFY(!xml_acceptable("<!DOCTYPE lolz [<!ENTITY lol \"lol\">]><Key>&lol;</Key>"));
+    }
+
+    // Ahead or not, the consumer sees every byte once and in order, a stop ends the read where it
+    // was asked to, and a read that fails is reported at its own offset, never at a later one.
+    void readInOrderReadsAheadInOrder()
+    {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath(QStringLiteral("object")).toStdString();
+        std::string contents(100'003, '\0');
+        for (std::size_t i = 0; i < contents.size(); ++i)
+            contents[i] = static_cast<char>((i * 7919) >> 3);
+        std::ofstream(path, std::ios::binary).write(contents.data(), static_cast<std::streamsize>(contents.size()));
+        const FileReader reader(fsutil::UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)));
+        for (const int depth : {1, 2, 5, 40}) {
+            std::string seen;
+            std::vector<std::thread::id> consumers;
+            const SequentialReadEnd end = read_in_order(reader, contents.size(), {.chunk = 4096, .depth = depth},
+                                                        [&](const char* p, std::size_t n) {
+                                                            seen.append(p, n);
+                                                            consumers.push_back(std::this_thread::get_id());
+                                                            return true;
+                                                        });
+            QVERIFY(!end.failed);
+            QCOMPARE(end.done, contents.size());
+            QVERIFY2(seen == contents, qPrintable(QStringLiteral("depth %1").arg(depth)));
+            QCOMPARE(consumers.size(), std::size_t(25)); // 24 full chunks and 1699 bytes
+            for (const auto& id : consumers)
+                QCOMPARE(id, std::this_thread::get_id()); // the consumer never runs on a helper
+
+            int calls = 0;
+            const SequentialReadEnd stopped = read_in_order(reader, contents.size(), {.chunk = 4096, .depth = depth},
+                                                            [&](const char*, std::size_t) { return ++calls < 3; });
+            QCOMPARE(calls, 3);
+            QCOMPARE(stopped.done, uint64_t(3 * 4096));
+            QVERIFY(!stopped.failed);
+
+            // Told the file is longer than it is: the chunk past its end fails, after every byte before it.
+            uint64_t consumed = 0;
+            const SequentialReadEnd short_file =
+                read_in_order(reader, 120'000, {.chunk = 4096, .depth = depth}, [&](const char*, std::size_t n) {
+                    consumed += n;
+                    return true;
+                });
+            QVERIFY(short_file.failed);
+            QCOMPARE(short_file.done, uint64_t(24 * 4096));
+            QCOMPARE(consumed, short_file.done);
+        }
+    }
+
+    void remoteReadDepthKeepsTheReadsInFlight()
+    {
+        QCOMPARE(remote_read_depth(1), kRemoteReadsAtOnce);
+        QCOMPARE(remote_read_depth(2), kRemoteReadsAtOnce / 2);
+        QCOMPARE(remote_read_depth(kRemoteReadsAtOnce), 1);
+        QCOMPARE(remote_read_depth(64), 1);
+        for (int workers = 1; workers <= 16; ++workers)
+            QVERIFY(workers * remote_read_depth(workers) <= std::max(workers, kRemoteReadsAtOnce));
     }
 };
 
