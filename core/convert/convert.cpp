@@ -235,6 +235,7 @@ ConvertResult convert_checkpoint(const fs::path& source, const fs::path& given_o
     // The step verify read, not the root again: a training job may move `latest` meanwhile.
     ContentOptions layout_options;
     layout_options.cancel = options.cancel;
+    layout_options.raw_fp8 = true; // tensors are converted as stored: an FP8 weight's scales are a tensor of their own
     const ContentReport layout = plan_content(single_file ? source : verified.dir, layout_options);
     if (!layout.problems.empty())
         throw Error(layout.problems.front());
