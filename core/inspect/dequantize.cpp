@@ -41,7 +41,7 @@ std::string read_scales(const ContentReport& report, const TensorContent& weight
                         std::vector<float>& out)
 {
     if (weight.shape.size() != 2)
-        return "the weight has " + std::to_string(weight.shape.size()) + " dimensions, and its 128x128 blocks need 2";
+        return "the weight's shape is " + join_dims(weight.shape) + ", and 128x128 blocks need two dimensions";
     // Every element the scan will scale must lie inside the tensor: the layout the reader accepts.
     if (const TensorReader layout(*report.folder, weight); layout.invalid())
         return "the weight's layout cannot be read (" + *layout.invalid() + ")";
@@ -73,6 +73,8 @@ std::string read_scales(const ContentReport& report, const TensorContent& weight
 
 void pair_fp8_scales(ContentReport& report)
 {
+    if (!report.folder)
+        return; // nothing was laid out to read the scales through
     std::map<std::string, std::size_t, std::less<>> by_name; // the first of a name: as diff pairs
     bool any_scale = false;
     for (std::size_t i = 0; i < report.tensors.size(); ++i) {

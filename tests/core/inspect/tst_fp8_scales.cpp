@@ -297,6 +297,24 @@ private slots:
         QVERIFY(inspect_content(file, raw).ok());
     }
 
+    // Blocks of 128x128 need a matrix: a 1-D FP8 weight with a partner is read raw, with a problem.
+    void oneDimensionalWeightStaysRaw()
+    {
+        QTemporaryDir tmp;
+        const fs::path file = fs::path(tmp.path().toStdString()) / "v.safetensors";
+        const Fp8Weight w = make_fp8_weight(1, 300, 9);
+        write_safetensors(file,
+                          {{{.name = "v.weight", .dtype = "F8_E4M3", .shape = {300}}, w.codes},
+                           {{.name = "v.weight_scale_inv", .dtype = "F32", .shape = {3}}, bytes_of(w.scales)}});
+        const ContentReport r = inspect_content(file);
+        const auto found = of_kind(r.problems, ProblemKind::invalid_fp8_scale);
+        QCOMPARE(found.size(), std::size_t(1));
+        QVERIFY2(contains(found[0]->message, "'v.weight'") &&
+                     contains(found[0]->message, "shape is [300], and 128x128 blocks need two dimensions"),
+                 found[0]->message.c_str());
+        QVERIFY_STATS(find(r, "v.weight")->stats, w.values(true));
+    }
+
     // Among weights that have their scales, one without is a problem; an FP8 checkpoint with no
     // block scales at all (per-tensor scaling, or none) is read raw as always.
     void missingPartner()
