@@ -49,7 +49,8 @@ Family family_of(ProblemKind kind)
     case ProblemKind::nonfinite_values:
     case ProblemKind::negative_second_moment:
     case ProblemKind::param_master_mismatch:
-    case ProblemKind::all_zero_tensor: return content;
+    case ProblemKind::all_zero_tensor:
+    case ProblemKind::invalid_fp8_scale: return content;
     case ProblemKind::cannot_open:
     case ProblemKind::already_exists:
     case ProblemKind::io_error:

@@ -5,8 +5,12 @@
 #include "core/checkpoint/safetensors.h"
 #include "foreign_fixtures.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,6 +87,89 @@ inline void write_megatron_iteration(const std::filesystem::path& dir, const std
 {
     fixtures::write_file(dir / "mp_rank_00" / "model_optim_rng.pt",
                          float_archive("model_optim_rng", "model.language_model.embedding.weight", values));
+}
+
+// ---- FP8 weights with 128x128 block scales (DeepSeek-V3's *_scale_inv) -------------------------
+// OCP E4M3 ("fn") decoded here from its definition, independently of core/inspect/elements.cpp:
+// sign, 4 exponent bits with bias 7, 3 mantissa bits; exponent 0 is subnormal (m/8 * 2^-6);
+// S.1111.111 is NaN; there are no infinities.
+inline double e4m3_reference(uint8_t bits)
+{
+    const int sign = bits >> 7, exponent = (bits >> 3) & 0xF, mantissa = bits & 0x7;
+    if (exponent == 0xF && mantissa == 0x7)
+        return std::numeric_limits<double>::quiet_NaN();
+    const double magnitude =
+        exponent == 0 ? std::ldexp(mantissa / 8.0, 1 - 7) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
+    return sign ? -magnitude : magnitude;
+}
+
+// A block-quantized weight of shape [rows, cols]: random FP8 codes (no NaN except the one planted
+// at `nan_at`, when given) and one F32 scale per 128x128 block, of magnitudes 2^-12 .. 2^3.
+struct Fp8Weight {
+    uint64_t rows = 0, cols = 0;
+    std::string codes; // rows * cols bytes, row-major
+    std::vector<float> scales; // [ceil(rows/128), ceil(cols/128)], row-major
+
+    uint64_t scale_cols() const { return (cols + 127) / 128; }
+    std::vector<uint64_t> scale_shape() const { return {(rows + 127) / 128, scale_cols()}; }
+    // The float64 reference: every element decoded by e4m3_reference, times its block's scale
+    // (or alone, `raw`).
+    std::vector<double> values(bool raw = false) const
+    {
+        std::vector<double> out(codes.size());
+        for (uint64_t r = 0; r < rows; ++r)
+            for (uint64_t c = 0; c < cols; ++c) {
+                const double stored = e4m3_reference(uint8_t(codes[r * cols + c]));
+                out[r * cols + c] = raw ? stored : stored * double(scales[(r / 128) * scale_cols() + c / 128]);
+            }
+        return out;
+    }
+};
+
+inline Fp8Weight make_fp8_weight(uint64_t rows, uint64_t cols, uint32_t seed, std::optional<uint64_t> nan_at = {})
+{
+    Fp8Weight w{.rows = rows, .cols = cols};
+    std::mt19937 random(seed);
+    w.codes.resize(rows * cols);
+    for (char& code : w.codes) {
+        uint8_t bits = uint8_t(random() & 0xFF);
+        if ((bits & 0x7F) == 0x7F)
+            bits ^= 0x01; // not NaN: the largest finite magnitude, 448
+        code = char(bits);
+    }
+    if (nan_at)
+        w.codes[*nan_at] = char(0xFF);
+    const std::vector<uint64_t> shape = w.scale_shape();
+    for (uint64_t i = 0; i < shape[0] * shape[1]; ++i)
+        w.scales.push_back(std::ldexp(1.0f + float(random() % 1000) / 1000.0f, int(random() % 16) - 12));
+    return w;
+}
+
+// The safetensors entries of `name` (F8_E4M3) and, unless `scale_dtype` is empty, its partner
+// `name`_scale_inv of `scale_shape` (the right one when empty) stored as `scale_dtype`: F32 holds
+// the scales, any other dtype zeros of its size.
+inline std::vector<std::pair<shardscope::SafetensorsTensor, std::string>> fp8_entries(
+    const std::string& name, const Fp8Weight& w, const std::string& scale_dtype = "F32",
+    std::vector<uint64_t> scale_shape = {})
+{
+    std::vector<std::pair<shardscope::SafetensorsTensor, std::string>> out = {
+        {{.name = name, .dtype = "F8_E4M3", .shape = {w.rows, w.cols}}, w.codes}};
+    if (scale_dtype.empty())
+        return out;
+    if (scale_shape.empty())
+        scale_shape = w.scale_shape();
+    uint64_t numel = 1;
+    for (uint64_t d : scale_shape)
+        numel *= d;
+    std::string bytes = scale_dtype == "F32" && numel == w.scales.size()
+        ? bytes_of(w.scales)
+        : std::string(numel *
+                          (scale_dtype == "F32"                                ? 4
+                               : scale_dtype == "BF16" || scale_dtype == "F16" ? 2
+                                                                               : 1),
+                      '\0');
+    out.push_back({{.name = name + "_scale_inv", .dtype = scale_dtype, .shape = scale_shape}, bytes});
+    return out;
 }
 
 } // namespace

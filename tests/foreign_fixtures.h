@@ -364,6 +364,7 @@ struct DcpTensorSpec {
     std::string fqn;
     std::vector<uint64_t> size;
     std::vector<DcpChunkSpec> chunks;
+    std::string dtype = "float32"; // torch's name: float8_e4m3fn, bfloat16, ...
 };
 
 // A storage_data entry written as given, after the tensors' own: a repeated key, a key no
@@ -403,7 +404,7 @@ inline std::string dcp_metadata(const std::vector<DcpTensorSpec>& tensors, bool 
                 f.str("properties");
                 // TensorProperties.__getstate__: (dtype, layout, requires_grad, memory format, pin_memory)
                 f.stack_global(meta, "TensorProperties").op(')').op(0x81).memoize();
-                f.mark().stack_global("torch", "float32").stack_global("torch", "strided").boolean(false);
+                f.mark().stack_global("torch", t.dtype).stack_global("torch", "strided").boolean(false);
                 f.stack_global(meta, "_MEM_FORMAT_ENCODING").mark().integer(1).op('t').op('R').memoize();
                 f.boolean(false).op('t').memoize().op('b');
                 f.str("size").torch_size(t.size);

@@ -41,6 +41,8 @@ void print_stats_text(const ContentReport& report)
         if (s.nonfinite() > 0)
             line += "  NaN " + std::to_string(s.nan) + "  +Inf " + std::to_string(s.posinf) + "  -Inf " +
                 std::to_string(s.neginf);
+        if (t.scale >= 0)
+            line += "  (dequantized by " + printable(report.tensors[std::size_t(t.scale)].name) + ")";
         if (t.parts.size() > 1)
             line += "  (" + std::to_string(t.parts.size()) + " parts)";
         print_line(line);
@@ -118,6 +120,13 @@ QCommandLineOption tensor_option()
             QStringLiteral("GLOB")};
 }
 
+QCommandLineOption raw_fp8_option()
+{
+    return {QStringLiteral("raw-fp8"),
+            QStringLiteral("Read FP8 weights' stored values; by default a weight with a *_scale_inv partner is "
+                           "dequantized by its 128x128 block scales.")};
+}
+
 std::vector<std::string> globs_of(const QCommandLineParser& parser)
 {
     std::vector<std::string> globs;
@@ -137,7 +146,7 @@ std::optional<StatsArgs> parse_stats_args(const QStringList& arguments, const QC
         QStringLiteral("Statistics of every tensor's values (NaN/Inf, zeros, min, max, mean, std, L2, log2 histogram), "
                        "whole and per rank or file, and health checks: non-finite values, negative Adam second "
                        "moments, parameters that are not their rounded master weights."));
-    parser.addOptions({json_flag, threads_flag, tensor_option()});
+    parser.addOptions({json_flag, threads_flag, tensor_option(), raw_fp8_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("stats")))
         return std::nullopt;
     const auto threads = threads_of(parser);
@@ -147,6 +156,7 @@ std::optional<StatsArgs> parse_stats_args(const QStringList& arguments, const QC
     args.path = location_argument(parser.positionalArguments().at(0));
     args.options.threads = *threads;
     args.options.tensor_globs = globs_of(parser);
+    args.options.raw_fp8 = parser.isSet(QStringLiteral("raw-fp8"));
     args.json = parser.isSet(QStringLiteral("json"));
     return args;
 }
@@ -166,6 +176,7 @@ std::optional<DiffArgs> parse_diff_args(const QStringList& arguments, const QCom
         {json_flag,
          threads_flag,
          tensor_option(),
+         raw_fp8_option(),
          {QStringLiteral("atol"), QStringLiteral("Absolute tolerance: |a-b| <= atol + rtol*|b| counts as equal."),
           QStringLiteral("X")},
          {QStringLiteral("rtol"), QStringLiteral("Relative tolerance."), QStringLiteral("Y")}});
@@ -181,6 +192,7 @@ std::optional<DiffArgs> parse_diff_args(const QStringList& arguments, const QCom
     args.b = location_argument(paths.at(1));
     args.options.threads = *threads;
     args.options.tensor_globs = globs_of(parser);
+    args.options.raw_fp8 = parser.isSet(QStringLiteral("raw-fp8"));
     args.json = parser.isSet(QStringLiteral("json"));
     return args;
 }

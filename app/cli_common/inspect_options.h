@@ -18,7 +18,7 @@ struct StatsArgs {
     shardscope::ContentOptions options;
     bool json = false;
 };
-// stats PATH [--json] [--tensor GLOB]... [--threads T]; nullopt after a usage error was printed.
+// stats PATH [--json] [--tensor GLOB]... [--threads T] [--raw-fp8]; nullopt after a usage error was printed.
 std::optional<StatsArgs> parse_stats_args(const QStringList& arguments, const QCommandLineOption& json,
                                           const QCommandLineOption& threads);
 
@@ -27,7 +27,7 @@ struct DiffArgs {
     shardscope::DiffOptions options;
     bool json = false;
 };
-// diff A B [--json] [--atol X] [--rtol Y] [--tensor GLOB]... [--threads T]
+// diff A B [--json] [--atol X] [--rtol Y] [--tensor GLOB]... [--threads T] [--raw-fp8]
 std::optional<DiffArgs> parse_diff_args(const QStringList& arguments, const QCommandLineOption& json,
                                         const QCommandLineOption& threads);
 

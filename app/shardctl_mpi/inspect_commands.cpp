@@ -34,7 +34,7 @@ void digest_parts(const ContentReport& report, uint64_t& hash)
     };
     for (const TensorContent& t : report.tensors) {
         mix(t.name);
-        mix(t.state + ":" + std::to_string(t.master));
+        mix(t.state + ":" + std::to_string(t.master) + ":" + std::to_string(t.scale));
         for (const TensorPart& p : t.parts)
             mix(p.file + ":" + std::to_string(p.byte_offset) + ":" + std::to_string(p.numel));
     }

@@ -239,6 +239,7 @@ ConvertResult convert_checkpoint(const storage::Location& source, const fs::path
 
     ContentOptions layout_options;
     layout_options.cancel = options.cancel;
+    layout_options.raw_fp8 = true; // tensors are converted as stored: an FP8 weight's scales are a tensor of their own
     const ContentReport layout = plan_content(step, layout_options);
     if (!layout.problems.empty())
         throw Error(layout.problems.front());

@@ -1,6 +1,7 @@
 #include "core/inspect/content.h"
 #include "core/inspect/internal/halves.h"
 #include "core/checkpoint/rounding.h"
+#include "core/inspect/internal/dequantize.h"
 #include "core/inspect/internal/layout.h"
 #include "core/inspect/internal/tensor_reader.h"
 
@@ -210,6 +211,7 @@ bool scan_part(const storage::Folder& folder, const TensorContent& tensor, const
                           .rank = where.rank};
         return false;
     };
+    std::vector<double> dequantized(tensor.scale >= 0 ? kBlockElements : 0);
     for (uint64_t at = 0; at < part.numel; at += kBlockElements) {
         if (options.cancel && options.cancel->load(std::memory_order_relaxed))
             return true;
@@ -225,7 +227,13 @@ bool scan_part(const storage::Folder& folder, const TensorContent& tensor, const
         // The kernels below are the only code that touches the mapping, and keep nothing that a
         // SIGBUS (the file truncated meanwhile) would leak when guarded_access abandons them.
         const bool read = fsutil::guarded_access([&] {
-            accumulate_elements(tensor.type, bytes, n, stats);
+            if (tensor.scale >= 0) { // a block-quantized FP8 weight: its values are stored times scale
+                decode_elements(tensor.type, bytes, n, dequantized.data());
+                inspect::dequantize_stored(tensor, part, at, dequantized.data(), n);
+                stats.add(dequantized.data(), n);
+            } else {
+                accumulate_elements(tensor.type, bytes, n, stats);
+            }
             if (master) {
                 accumulate_elements(ElementType::F32, master_bytes, n, master->stats);
                 check_against_master(tensor.type, bytes, master_bytes, n, at, master->check);
@@ -356,6 +364,8 @@ ContentReport plan_content(const storage::Location& path, const ContentOptions& 
     const auto start = std::chrono::steady_clock::now();
     ContentReport report;
     report.dir = lay_out_tensors(path, options, report);
+    if (!options.raw_fp8)
+        inspect::pair_fp8_scales(report);
     for (TensorContent& tensor : report.tensors) {
         tensor.part_stats.assign(tensor.parts.size(), {});
         tensor.part_checks.assign(tensor.master >= 0 ? tensor.parts.size() : 0, {});
@@ -505,6 +515,8 @@ json content_report_json(const ContentReport& report)
             entry["state"] = t.state;
         entry["dtype"] = std::string(to_string(t.type));
         entry["shape"] = t.shape;
+        if (t.scale >= 0)
+            entry["dequantized_by"] = report.tensors[static_cast<std::size_t>(t.scale)].name;
         entry["histogram"] = {{"low_exponent", kHistogramLowExponent}, {"counts", t.stats.histogram}};
         json parts = json::array();
         for (std::size_t p = 0; p < t.parts.size(); ++p) {

@@ -65,6 +65,12 @@ struct TensorContent {
     int master = -1;
     uint64_t flat_offset = 0; // native: where the tensor starts in the flat vector
     std::vector<MasterCheck> part_checks; // with a master: one per part, after scanning
+    // An FP8 weight stored block-quantized (DeepSeek-V3 style: a partner `<name>_scale_inv`, F32,
+    // one scale per 128x128 block): the index in ContentReport::tensors of that scale tensor and
+    // its values row-major, read when the tensors were laid out. Its statistics (and diff's
+    // values) are then of stored value times scale; -1 when the stored values are read raw.
+    int scale = -1;
+    std::vector<float> scale_inv;
 };
 
 struct ContentReport {
@@ -86,6 +92,9 @@ struct ContentOptions {
     int threads = 0; // 0: hardware threads
     const std::atomic<bool>* cancel = nullptr;
     ProgressFn progress; // bytes read so far, of all
+    // FP8 weights with a `_scale_inv` partner are dequantized by it (and a selected weight brings
+    // its partner along); true keeps the statistics of the stored FP8 values.
+    bool raw_fp8 = false;
 };
 
 // inspect_content in three steps, for shardctl-mpi, whose processes each scan a share of the work

@@ -1,4 +1,5 @@
 #include "core/inspect/diff.h"
+#include "core/inspect/internal/dequantize.h"
 #include "core/inspect/internal/tensor_reader.h"
 
 #include "core/checkpoint/verify_json.h"
@@ -91,8 +92,11 @@ DiffSums run_item(const DiffReport& report, const Item& item, std::atomic<uint64
     const TensorContent& tb = report.b.tensors[*diff.b];
     inspect::TensorReader read_a(*report.a.folder, ta), read_b(*report.b.folder, tb);
     const std::size_t size_a = element_size(ta.type), size_b = element_size(tb.type);
-    // Bitwise: the stored bytes decide (a -0 is not a +0, NaN payloads count) when the types agree.
-    const bool bytes = report.options.bitwise() && ta.type == tb.type;
+    // Bitwise: the stored bytes decide (a -0 is not a +0, NaN payloads count) when the types agree;
+    // a block-quantized FP8 weight's bytes are not its values (the scales may differ), so those
+    // are compared as dequantized values, equal when exactly equal.
+    const bool dequantized = ta.scale >= 0 || tb.scale >= 0;
+    const bool bytes = report.options.bitwise() && ta.type == tb.type && !dequantized;
     std::vector<std::byte> raw_a(kBlockElements * size_a), raw_b(kBlockElements * size_b);
     std::vector<double> va(kBlockElements), vb(kBlockElements);
     DiffSums sums;
@@ -104,10 +108,14 @@ DiffSums run_item(const DiffReport& report, const Item& item, std::atomic<uint64
         if ((sums.problem = read_a.read(at, n, raw_a.data())) || (sums.problem = read_b.read(at, n, raw_b.data())))
             break;
         decode_elements(ta.type, raw_a.data(), n, va.data());
+        if (ta.scale >= 0)
+            inspect::dequantize_row_major(ta, at, va.data(), n);
         if (bytes && std::memcmp(raw_a.data(), raw_b.data(), n * size_a) == 0) {
             sums.a_squares += finite_squares(va.data(), n); // the usual case: nothing else to count
         } else {
             decode_elements(tb.type, raw_b.data(), n, vb.data());
+            if (tb.scale >= 0)
+                inspect::dequantize_row_major(tb, at, vb.data(), n);
             compare(va.data(), vb.data(), raw_a.data(), raw_b.data(), size_a, n, at, report.options, bytes, sums);
         }
         const uint64_t now = done += n * (size_a + size_b);
@@ -184,6 +192,7 @@ DiffReport plan_diff(const storage::Location& a, const storage::Location& b, con
     report.path_b = storage::to_string(b);
     ContentOptions content;
     content.tensor_globs = options.tensor_globs;
+    content.raw_fp8 = options.raw_fp8;
     report.a = plan_content(a, content);
     report.b = plan_content(b, content);
     for (ContentReport* side : {&report.a, &report.b})
@@ -330,6 +339,10 @@ json diff_report_json(const DiffReport& report)
         entry["dtype_b"] = tb ? json(std::string(to_string(tb->type))) : json(nullptr);
         entry["shape_a"] = ta ? json(ta->shape) : json(nullptr);
         entry["shape_b"] = tb ? json(tb->shape) : json(nullptr);
+        if (ta && ta->scale >= 0)
+            entry["dequantized_by_a"] = report.a.tensors[static_cast<std::size_t>(ta->scale)].name;
+        if (tb && tb->scale >= 0)
+            entry["dequantized_by_b"] = report.b.tensors[static_cast<std::size_t>(tb->scale)].name;
         const bool compared = t.status == DiffStatus::identical || t.status == DiffStatus::changed ||
             t.status == DiffStatus::dtype_changed;
         entry["numel"] = t.numel;

@@ -23,6 +23,7 @@ struct DiffOptions {
     int threads = 0;
     const std::atomic<bool>* cancel = nullptr;
     ProgressFn progress; // bytes read so far (both sides), of all
+    bool raw_fp8 = false; // as ContentOptions: compare FP8 weights' stored values, not dequantized
 
     bool bitwise() const { return !atol && !rtol; }
 };

@@ -178,7 +178,7 @@ std::optional<fs::path> find_model_config(const fs::path& path, const fs::path& 
 pl::ModelProfile profile_checkpoint(const fs::path& path, const pl::Workload& work, const fs::path& explicit_config,
                                     bool use_config)
 {
-    const ContentReport listing = plan_content(path);
+    const ContentReport listing = plan_content(path, {.raw_fp8 = true}); // names and shapes only: no scales read
     if (!listing.problems.empty()) {
         Problem first = listing.problems.front();
         first.message = "cannot profile " + path.string() + ": " + first.message;

@@ -10,6 +10,7 @@
 #include "core/open/detect.h"
 #include "core/foreign/megatron.h"
 #include "core/foreign/safetensors_index.h"
+#include "core/inspect/internal/dequantize.h"
 #include "core/util/fsutil.h"
 #include "core/util/printable.h"
 
@@ -165,6 +166,9 @@ bool selected(const ContentOptions& options, const std::string& name)
     for (const auto& glob : options.tensor_globs)
         if (::fnmatch(glob.c_str(), name.c_str(), 0) == 0)
             return true;
+    // A selected FP8 weight is read through its block scales: its partner comes along.
+    if (!options.raw_fp8 && name.ends_with(kScaleSuffix))
+        return selected(options, name.substr(0, name.size() - kScaleSuffix.size()));
     return false;
 }
 

@@ -27,11 +27,20 @@ namespace {
 // statistics do not cover (complex numbers) or an unknown storage.
 std::optional<ElementType> torch_element_type(const std::string& dtype)
 {
+    // The float8 names come from DCP metadata: torch.save storages have no FP8 class this reader knows.
     static const std::map<std::string, ElementType> types = {
-        {"float32", ElementType::F32},   {"float64", ElementType::F64}, {"float16", ElementType::F16},
-        {"bfloat16", ElementType::BF16}, {"int64", ElementType::I64},   {"int32", ElementType::I32},
-        {"int16", ElementType::I16},     {"int8", ElementType::I8},     {"uint8", ElementType::U8},
+        {"float32", ElementType::F32},
+        {"float64", ElementType::F64},
+        {"float16", ElementType::F16},
+        {"bfloat16", ElementType::BF16},
+        {"int64", ElementType::I64},
+        {"int32", ElementType::I32},
+        {"int16", ElementType::I16},
+        {"int8", ElementType::I8},
+        {"uint8", ElementType::U8},
         {"bool", ElementType::BOOL},
+        {"float8_e4m3fn", ElementType::F8_E4M3},
+        {"float8_e5m2", ElementType::F8_E5M2},
     };
     const auto it = types.find(dtype);
     return it == types.end() ? std::nullopt : std::optional(it->second);

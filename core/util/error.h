@@ -38,6 +38,7 @@ enum class ProblemKind {
     negative_second_moment, // exp_avg_sq < 0, which Adam cannot produce
     param_master_mismatch, // a parameter is not its fp32 master weight rounded to the param dtype
     all_zero_tensor, // a warning: every element is zero (exit status unchanged)
+    invalid_fp8_scale, // an FP8 weight's *_scale_inv partner is missing, of the wrong dtype or shape, or unreadable
     // loading and resuming
     unread_state, // the checkpoint holds state (a tensor, a training-state item) the loader would drop
     // operations

@@ -200,7 +200,11 @@ QVariant TensorStatsModel::data(const QModelIndex& index, int role) const
         switch (index.column()) {
         case Name: return printableText(t.name);
         case State: return printableText(t.state);
-        case Dtype: return QString::fromUtf8(to_string(t.type).data(), qsizetype(to_string(t.type).size()));
+        case Dtype: {
+            const QString dtype = QString::fromUtf8(to_string(t.type).data(), qsizetype(to_string(t.type).size()));
+            // The figures of a block-quantized FP8 weight are of its dequantized values: say so where the dtype is.
+            return t.scale >= 0 ? tr("%1 × scale").arg(dtype) : dtype;
+        }
         case Shape: return formatShape(t.shape);
         case Min: return figure(s, s.min);
         case Max: return figure(s, s.max);
@@ -233,6 +237,12 @@ QVariant TensorStatsModel::data(const QModelIndex& index, int role) const
             return failedTint();
     } else if (role == Qt::ToolTipRole) {
         const QString note = failedFileNote(index.row());
+        if (index.column() == Dtype && t.scale >= 0 && m_report) {
+            const QString by =
+                tr("Dequantized by %1: each value is the stored FP8 value times the scale of its 128×128 block")
+                    .arg(printableText(m_report->tensors[std::size_t(t.scale)].name));
+            return note.isEmpty() ? by : note + QLatin1Char('\n') + by;
+        }
         if (index.column() != Name)
             return note.isEmpty() ? QVariant() : QVariant(note);
         // The view elides long names in the middle: the whole name is here.

@@ -28,6 +28,9 @@ public:
 
     // Elements in the tensor (the product of its shape).
     uint64_t numel() const { return m_numel; }
+    // Why the tensor's parts cannot be read as laid out (a chunk outside the tensor, strides that
+    // leave their storage, parts out of order), found up front; nullopt when they can.
+    const std::optional<std::string>& invalid() const { return m_invalid; }
 
     // Reads elements [first, first + count) into `out` (count * element_size bytes), or returns
     // the problem that stopped it, naming the file, rank and tensor.

@@ -3,6 +3,7 @@
 
 #include "core/checkpoint/save.h"
 #include "core/run/demo.h"
+#include "content_fixtures.h"
 #include "testutil.h"
 
 #include <QProcess>
@@ -31,6 +32,34 @@ void plant_nan(const fs::path& file, const std::string& name, uint64_t index)
     const uint32_t nan_bits = 0x7fc00000u;
     f.seekp(static_cast<std::streamoff>(8 + length + begin + index * 4));
     f.write(reinterpret_cast<const char*>(&nan_bits), 4);
+}
+
+// Mean, min and max of the values that are not NaN, the mean in long double.
+struct Summary {
+    long double mean = 0;
+    double min = INFINITY, max = -INFINITY;
+};
+Summary summary(const std::vector<double>& values)
+{
+    Summary out;
+    long double sum = 0;
+    uint64_t n = 0;
+    for (double x : values)
+        if (!std::isnan(x)) {
+            sum += x;
+            ++n;
+            out.min = std::min(out.min, x);
+            out.max = std::max(out.max, x);
+        }
+    out.mean = sum / n;
+    return out;
+}
+
+bool same_figures(const nlohmann::json& tensor, const Summary& expected)
+{
+    const double mean = tensor.at("mean").get<double>();
+    return tensor.at("min").get<double>() == expected.min && tensor.at("max").get<double>() == expected.max &&
+        std::abs((long double)mean - expected.mean) <= 1e-12L * std::abs(expected.mean);
 }
 
 } // namespace
@@ -251,6 +280,57 @@ private slots:
         run = shardctl({QStringLiteral("diff"), qs(dir / "w2"), qs(dir / "w5")});
         QCOMPARE(run.exit_code, 0);
         QVERIFY2(run.out.contains("identical, bitwise"), run.out.constData());
+    }
+
+    // An FP8 weight with DeepSeek-V3 block scales: stats --json reports its dequantized values
+    // (against a reference decoded in the test) and names the scale tensor; --raw-fp8 the stored
+    // ones; scales of the wrong shape are one problem naming the file and tensor, exit 1.
+    void fp8WeightsDequantized()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        const Fp8Weight w = make_fp8_weight(300, 200, 11, 4321);
+        write_safetensors(dir / "fp8.safetensors", fp8_entries("q.weight", w));
+        Run run = shardctl({QStringLiteral("stats"), qs(dir / "fp8.safetensors"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1); // the planted NaN
+        nlohmann::json out = run.json();
+        nlohmann::json tensor = out.at("tensors").at(0);
+        QCOMPARE(tensor.at("name").get<std::string>(), std::string("q.weight"));
+        QCOMPARE(tensor.at("dtype").get<std::string>(), std::string("F8_E4M3"));
+        QCOMPARE(tensor.at("dequantized_by").get<std::string>(), std::string("q.weight_scale_inv"));
+        QCOMPARE(tensor.at("nan").get<uint64_t>(), uint64_t(1));
+        QVERIFY2(same_figures(tensor, summary(w.values())), tensor.dump().c_str());
+        QVERIFY(!out.at("tensors").at(1).contains("dequantized_by"));
+        QCOMPARE(out.at("problems").size(), std::size_t(1));
+        QCOMPARE(out.at("problems").at(0).at("kind").get<std::string>(), std::string("nonfinite_values"));
+
+        run = shardctl({QStringLiteral("stats"), qs(dir / "fp8.safetensors"), QStringLiteral("--json"),
+                        QStringLiteral("--raw-fp8")});
+        tensor = run.json().at("tensors").at(0);
+        QVERIFY(!tensor.contains("dequantized_by"));
+        QVERIFY2(same_figures(tensor, summary(w.values(true))), tensor.dump().c_str());
+
+        run = shardctl({QStringLiteral("stats"), qs(dir / "fp8.safetensors")});
+        QVERIFY2(run.out.contains("q.weight  F8_E4M3 300x200") &&
+                     run.out.contains("(dequantized by q.weight_scale_inv)"),
+                 run.out.constData());
+
+        write_safetensors(dir / "bad.safetensors", fp8_entries("q.weight", w, "F32", {3, 3}));
+        run = shardctl({QStringLiteral("stats"), qs(dir / "bad.safetensors"), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        out = run.json();
+        QCOMPARE(out.at("ok").get<bool>(), false);
+        const nlohmann::json& problem = out.at("problems").at(0);
+        QCOMPARE(problem.at("kind").get<std::string>(), std::string("invalid_fp8_scale"));
+        QCOMPARE(problem.at("path").get<std::string>(), std::string("bad.safetensors"));
+        const std::string message = problem.at("message").get<std::string>();
+        QVERIFY2(message.find((dir / "bad.safetensors").string()) == 0 &&
+                     message.find("'q.weight'") != std::string::npos && message.find("[3, 3]") != std::string::npos,
+                 message.c_str());
+        tensor = out.at("tensors").at(0);
+        QVERIFY(!tensor.contains("dequantized_by"));
+        QVERIFY2(same_figures(tensor, summary(w.values(true))), tensor.dump().c_str());
+        QVERIFY(run.err.contains("'q.weight_scale_inv'"));
     }
 };
 

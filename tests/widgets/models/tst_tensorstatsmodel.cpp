@@ -101,6 +101,29 @@ private slots:
         model.clear();
         QCOMPARE(model.problemCount(), 0);
     }
+
+    // A block-quantized FP8 weight read through its scales says so in its dtype cell, and names
+    // the scale tensor in the tooltip; the same dtype read raw does not.
+    void dequantizedFp8WeightsSaySo()
+    {
+        auto r = std::make_shared<shardscope::ContentReport>();
+        r->tensors.push_back(tensor("q.weight", "", {0.5, -1.0}));
+        r->tensors.back().type = shardscope::ElementType::F8_E4M3;
+        r->tensors.back().scale = 1;
+        r->tensors.push_back(tensor("q.weight_scale_inv", "", {0.25}));
+        r->tensors.push_back(tensor("k.weight", "", {2.0}));
+        r->tensors.back().type = shardscope::ElementType::F8_E4M3;
+        TensorStatsModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setReport(r);
+        auto cell = [&](int row, int role) { return model.index(row, TensorStatsModel::Dtype).data(role).toString(); };
+        QCOMPARE(cell(0, Qt::DisplayRole), QStringLiteral("F8_E4M3 × scale"));
+        QVERIFY2(cell(0, Qt::ToolTipRole).startsWith(QStringLiteral("Dequantized by q.weight_scale_inv")),
+                 qPrintable(cell(0, Qt::ToolTipRole)));
+        QCOMPARE(cell(1, Qt::DisplayRole), QStringLiteral("F32"));
+        QCOMPARE(cell(2, Qt::DisplayRole), QStringLiteral("F8_E4M3"));
+        QVERIFY(cell(2, Qt::ToolTipRole).isEmpty());
+    }
 };
 
 QTEST_MAIN(TestTensorStatsModel)

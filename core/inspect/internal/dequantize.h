@@ -1,0 +1,33 @@
+#pragma once
+// Internal to core/inspect: FP8 weights stored block-quantized, as DeepSeek-V3 ships them
+// (dequantize.cpp). A 2-D FP8 weight W of shape [R, C] comes with a partner W_scale_inv, F32 of
+// shape [ceil(R/128), ceil(C/128)]: one scale per 128x128 block, and the weight's value at (r, c)
+// is its stored FP8 value times scale_inv[r / 128][c / 128]. Statistics of the stored bytes alone
+// describe neither the model nor its NaNs' surroundings, so stats and diff read through this.
+
+#include "core/inspect/content.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace shardscope::inspect {
+
+inline constexpr uint64_t kScaleBlock = 128;
+inline constexpr std::string_view kScaleSuffix = "_scale_inv";
+
+// Pairs every FP8 tensor of a laid-out report with the tensor named like it plus "_scale_inv" and
+// reads that scale tensor's values (one float per 16384 weights: a few KiB per weight) into the
+// weight's `scale` and `scale_inv`. A partner of the wrong dtype or shape, one that cannot be read,
+// or an FP8 "*.weight" without one where the report has other scale tensors, is one problem of the
+// report naming the file and the tensors; that weight stays raw.
+void pair_fp8_scales(ContentReport& report);
+
+// Multiplies `values`, the decoded elements [at, at + n) of `part` in the order the part stores
+// them, by their blocks' scales. `tensor` must be paired (scale >= 0).
+void dequantize_stored(const TensorContent& tensor, const TensorPart& part, uint64_t at, double* values, std::size_t n);
+
+// The same for the tensor's row-major elements [first, first + n), as diff reads them.
+void dequantize_row_major(const TensorContent& tensor, uint64_t first, double* values, std::size_t n);
+
+} // namespace shardscope::inspect
