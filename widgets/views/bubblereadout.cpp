@@ -28,6 +28,11 @@ QString bytes(std::int64_t value)
     return formatBytes(uint64_t(std::max<std::int64_t>(0, value)));
 }
 
+QString mfuText(double mfu)
+{
+    return mfu > 0 ? QStringLiteral("%1\u00a0%").arg(mfu * 100.0, 0, 'f', 1) : BubbleReadout::tr("not known");
+}
+
 } // namespace
 
 BubbleReadout::BubbleReadout(PipelinePlanner* planner, QWidget* parent)
@@ -113,8 +118,40 @@ QString BubbleReadout::detailText() const
                      .arg(over)
                      .arg(int(step->memory.size()));
     }
+    if (m_planner->modelContext()) {
+        // The busiest stage sets the pace; its collectives are inside the makespan, not added.
+        int busiest = 0;
+        for (std::size_t s = 0; s < t.stage_stats.size(); ++s)
+            if (t.stage_stats[s].busy > t.stage_stats[std::size_t(busiest)].busy)
+                busiest = int(s);
+        const std::vector<pl::LayerComm> stages = pl::stage_comm(m_planner->pieceCommunication(), step->plan);
+        if (std::size_t(busiest) < stages.size()) {
+            const pl::LayerComm& c = stages[std::size_t(busiest)];
+            lines << tr("Inside the makespan, stage %1 (busiest) spends").arg(busiest);
+            lines << tr("  %1 in tp/cp collectives, %2 in expert all-to-all")
+                         .arg(ms(c.tp_fwd + c.tp_bwd + c.cp_fwd + c.cp_bwd), ms(c.ep_fwd + c.ep_bwd));
+        }
+        if (const auto rate = m_planner->throughput())
+            lines << tr("%1 TFLOP/s per GPU, MFU %2").arg(rate->tflops_per_gpu, 0, 'f', 1).arg(mfuText(rate->mfu));
+    }
     lines << tr("Partition: %1").arg(m_planner->partitionName());
     return lines.join(QLatin1Char('\n'));
+}
+
+QString BubbleReadout::modelSummary(const PipelinePlanner& planner)
+{
+    const auto& step = planner.stepPlan();
+    if (!step)
+        return {};
+    QString text = tr("step time %1 = makespan %2 + exposed all-reduce %3")
+                       .arg(ms(step->step_time), ms(step->plan.timeline.makespan), ms(step->exposed_allreduce_ms));
+    const auto& limit = step->options.gpu_memory_bytes;
+    if (limit)
+        text += step->fits ? tr(" · fits: %1 of %2").arg(bytes(step->peak_memory_bytes), bytes(*limit))
+                           : tr(" · does NOT fit: %1 of %2").arg(bytes(step->peak_memory_bytes), bytes(*limit));
+    if (const auto rate = planner.throughput())
+        text += tr(" · %1 TFLOP/s per GPU, MFU %2").arg(rate->tflops_per_gpu, 0, 'f', 1).arg(mfuText(rate->mfu));
+    return text;
 }
 
 void BubbleReadout::refresh()
