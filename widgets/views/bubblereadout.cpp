@@ -5,6 +5,7 @@
 
 #include <QLabel>
 #include <QHBoxLayout>
+#include <QScrollArea>
 #include <QVBoxLayout>
 
 namespace shardwidgets {
@@ -58,9 +59,28 @@ BubbleReadout::BubbleReadout(PipelinePlanner* planner, QWidget* parent)
     head->addWidget(m_bubble);
     head->addWidget(m_caption, 1, Qt::AlignBottom | Qt::AlignLeft);
     layout->addLayout(head);
-    layout->addWidget(m_detail);
-    layout->addStretch(1);
-    setMinimumWidth(300);
+    // A model's candidate adds lines: in a short window they scroll rather than being cut off.
+    m_detail->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+    auto* scroll = new QScrollArea(this);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidgetResizable(true);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    // In a layout, so the wrapped label's height for the viewport's width is what the scroll
+    // area sees (a bare label would be squeezed to the viewport and cut instead).
+    auto* page = new QWidget(scroll);
+    auto* pageLayout = new QVBoxLayout(page);
+    pageLayout->setContentsMargins(0, 0, 0, 0);
+    pageLayout->addWidget(m_detail);
+    pageLayout->addStretch(1);
+    scroll->setWidget(page);
+    scroll->viewport()->setAutoFillBackground(false);
+    page->setAutoFillBackground(false);
+    // At least a few lines; the page's tabs below the timeline decide the rest.
+    scroll->setMinimumHeight(m_detail->fontMetrics().lineSpacing() * 5);
+    layout->addWidget(scroll, 1);
+    // The scroll area asks for little: the width the step's longest lines need without wrapping.
+    setMinimumWidth(
+        fontMetrics().horizontalAdvance(QStringLiteral("Purple bands: all-reduce over dp 16, 12345.67 ms")) + 40);
     connect(m_planner, &PipelinePlanner::planChanged, this, &BubbleReadout::refresh);
     refresh();
 }
@@ -92,6 +112,23 @@ QString BubbleReadout::detailText() const
     lines << tr("Step time: %1").arg(ms(step->step_time));
     lines << tr("  = makespan %1").arg(ms(t.makespan));
     lines << tr("  + exposed all-reduce %1").arg(ms(step->exposed_allreduce_ms));
+    if (m_planner->modelContext()) {
+        if (const auto rate = m_planner->throughput())
+            lines << tr("  at %1 TFLOP/s per GPU, MFU %2").arg(rate->tflops_per_gpu, 0, 'f', 1).arg(mfuText(rate->mfu));
+        // The busiest stage sets the pace; its collectives are inside the makespan, not added.
+        int busiest = 0;
+        for (std::size_t s = 0; s < t.stage_stats.size(); ++s)
+            if (t.stage_stats[s].busy > t.stage_stats[std::size_t(busiest)].busy)
+                busiest = int(s);
+        const std::vector<pl::LayerComm> stages = pl::stage_comm(m_planner->pieceCommunication(), step->plan);
+        if (std::size_t(busiest) < stages.size()) {
+            const pl::LayerComm& c = stages[std::size_t(busiest)];
+            lines << tr("Inside the makespan, stage %1 (busiest) spends %2 in tp/cp collectives, %3 in expert "
+                        "all-to-all")
+                         .arg(busiest)
+                         .arg(ms(c.tp_fwd + c.tp_bwd + c.cp_fwd + c.cp_bwd), ms(c.ep_fwd + c.ep_bwd));
+        }
+    }
     // What the purple bands on the timeline are, and why it runs past the last op.
     if (o.dp > 1) {
         QString line = tr("Purple bands: all-reduce over dp %1, %2").arg(o.dp).arg(ms(step->allreduce_ms));
@@ -117,22 +154,6 @@ QString BubbleReadout::detailText() const
                      .arg(bytes(*o.gpu_memory_bytes), bytes(step->peak_memory_bytes - *o.gpu_memory_bytes))
                      .arg(over)
                      .arg(int(step->memory.size()));
-    }
-    if (m_planner->modelContext()) {
-        // The busiest stage sets the pace; its collectives are inside the makespan, not added.
-        int busiest = 0;
-        for (std::size_t s = 0; s < t.stage_stats.size(); ++s)
-            if (t.stage_stats[s].busy > t.stage_stats[std::size_t(busiest)].busy)
-                busiest = int(s);
-        const std::vector<pl::LayerComm> stages = pl::stage_comm(m_planner->pieceCommunication(), step->plan);
-        if (std::size_t(busiest) < stages.size()) {
-            const pl::LayerComm& c = stages[std::size_t(busiest)];
-            lines << tr("Inside the makespan, stage %1 (busiest) spends").arg(busiest);
-            lines << tr("  %1 in tp/cp collectives, %2 in expert all-to-all")
-                         .arg(ms(c.tp_fwd + c.tp_bwd + c.cp_fwd + c.cp_bwd), ms(c.ep_fwd + c.ep_bwd));
-        }
-        if (const auto rate = m_planner->throughput())
-            lines << tr("%1 TFLOP/s per GPU, MFU %2").arg(rate->tflops_per_gpu, 0, 'f', 1).arg(mfuText(rate->mfu));
     }
     lines << tr("Partition: %1").arg(m_planner->partitionName());
     return lines.join(QLatin1Char('\n'));

@@ -217,6 +217,23 @@ private slots:
         const QString tip = gantt->describeOp(op);
         QVERIFY2(tip.contains(QStringLiteral("expert all-to-all %1 ms").arg(blocks * allToAll, 0, 'f', 3)),
                  qPrintable(tip));
+        // The readout's collectives of the busiest stage are core's sum over the step's ops.
+        int busiest = 0;
+        for (std::size_t s = 0; s < t.stage_stats.size(); ++s)
+            if (t.stage_stats[s].busy > t.stage_stats[std::size_t(busiest)].busy)
+                busiest = int(s);
+        const pl::CandidateRun run = pl::candidate_run(readMixtral(), expectedSpec(h100), c);
+        const pl::LayerComm sums =
+            pl::stage_comm(pl::piece_comm(run.comm, shown.pieces, c.recompute), shown)[std::size_t(busiest)];
+        QVERIFY(sums.ep_fwd >= c.microbatches * comm->ep_fwd * 0.999 / c.virtual_stages);
+        const QString readout = panel.readout()->detailText();
+        const QString line =
+            QStringLiteral("Inside the makespan, stage %1 (busiest) spends %2 in tp/cp collectives, %3 "
+                           "in expert all-to-all")
+                .arg(busiest)
+                .arg(BubbleReadout::ms(sums.tp_fwd + sums.tp_bwd + sums.cp_fwd + sums.cp_bwd),
+                     BubbleReadout::ms(sums.ep_fwd + sums.ep_bwd));
+        QVERIFY2(readout.contains(line), qPrintable(readout));
         // Inside the op: the op lasts longer than its collectives.
         QVERIFY(t.ops[std::size_t(op)].end - t.ops[std::size_t(op)].start > comm->fwd());
     }
