@@ -56,7 +56,7 @@ void GanttView::paintCommunication(QPainter& painter, const GanttGeometry& geome
     if (m_comm.empty())
         return;
     // The op's last `comm` ms, patterned so the microbatch's hue still shows through: tp/cp
-    // dense dots, the expert all-to-all cross-hatched (told apart without colour).
+    // dense dots, the expert all-to-all cross-hatched (told apart without colour when wide).
     const QBrush tensor(tensorCommColor(palette()), Qt::Dense4Pattern);
     const QBrush expert(expertCommColor(palette()), Qt::DiagCrossPattern);
     painter.save();
@@ -80,10 +80,15 @@ void GanttView::paintCommunication(QPainter& painter, const GanttGeometry& geome
             const double tpStart = geometry.xForTime(o.end - ep - tp);
             if (end - tpStart < 1.0)
                 continue; // sub-pixel: the legend and the tooltip still say it is there
+            // A pattern a few pixels wide reads as noise: narrow shares are solid edges.
+            const auto fill = [&](double left, double right, const QBrush& brush) {
+                const double w = std::max(1.0, right - left);
+                painter.fillRect(QRectF(left, top, w, h), w < 6 ? QBrush(brush.color()) : brush);
+            };
             if (tp > 0)
-                painter.fillRect(QRectF(tpStart, top, std::max(1.0, epStart - tpStart), h), tensor);
+                fill(tpStart, epStart, tensor);
             if (ep > 0)
-                painter.fillRect(QRectF(epStart, top, std::max(1.0, end - epStart), h), expert);
+                fill(epStart, end, expert);
         }
     }
     painter.restore();
