@@ -176,6 +176,17 @@ void MainWindow::createActions()
     scheduleCsv->setObjectName(QStringLiteral("openScheduleCsvAction"));
     scheduleCsv->setToolTip(tr("Show a torch.distributed.pipelining (torchtitan) CSV schedule on the planner's "
                                "timeline, timed with the planner's profile"));
+    QAction* modelConfig = file->addAction(tr("Open &Model Config…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open model config"), QString(),
+                                                          tr("Hugging Face config (*.json);;All files (*)"));
+        if (path.isEmpty())
+            return;
+        m_planner->openModelConfig(path);
+        showPlanner();
+    });
+    modelConfig->setObjectName(QStringLiteral("openModelConfigAction"));
+    modelConfig->setToolTip(tr("Search every tp, cp, ep, pp, dp, ZeRO stage and micro batch of a Hugging Face "
+                               "config.json on a cluster preset (the planner's Model search tab)"));
     QAction* compare = file->addAction(tr("Compare &With…"), this, [this] {
         showPage(m_compare);
         m_compare->chooseAndCompare();

@@ -76,6 +76,26 @@ double dp_bound(const Shape& s, int pp, int dp, int zero, int microbatches, doub
     return zero_traffic(zero, microbatches).final * unit;
 }
 
+// The training step of one configuration: its data-parallel and pipeline links from the mesh.
+TrainingOptions step_options(const ModelSearchSpec& spec, const GroupLinks& mesh, int dp, int zero, Recompute mode,
+                             int ep)
+{
+    return TrainingOptions{.dp = dp,
+                           .zero = zero,
+                           .recompute = mode,
+                           .link_gbps = mesh.pp.gbps,
+                           .dp_link_gbps = mesh.dp.gbps,
+                           .ep = ep,
+                           .overlap_allreduce = spec.overlap_allreduce,
+                           .gpu_memory_bytes = spec.gpu_memory_bytes};
+}
+
+Workload shape_workload(const ModelSearchSpec& spec, int micro_batch_size)
+{
+    return Workload{
+        .seq_len = spec.seq_len, .micro_batch_size = micro_batch_size, .device_tflops = spec.device_tflops, .mfu = 1.0};
+}
+
 bool before(const Candidate& a, const Candidate& b)
 {
     if (a.fits != b.fits)
@@ -145,10 +165,7 @@ void Searcher::enumerate_shapes()
                     if (ep < 1 || experts % ep != 0 || (m_spec.gpus / t / cp) % ep != 0)
                         continue;
                     Shape s{.mbs = mbs, .tp = t, .cp = cp, .ep = ep};
-                    const Workload work{.seq_len = m_spec.seq_len,
-                                        .micro_batch_size = mbs,
-                                        .device_tflops = m_spec.device_tflops,
-                                        .mfu = 1.0};
+                    const Workload work = shape_workload(m_spec, mbs);
                     const Parallelism parallel{.tp = t, .sequence_parallel = t > 1, .cp = cp, .ep = ep};
                     s.model = parallel_profile(m_config, work, parallel, links(s, 1, ep));
                     for (const Layer& layer : s.model.profile.layers) {
@@ -312,14 +329,7 @@ void Searcher::evaluate(const Config& c, double limit)
         ++m_result.pruned_time;
         return;
     }
-    const TrainingOptions options{.dp = c.dp,
-                                  .zero = c.zero,
-                                  .recompute = m_modes[c.mode],
-                                  .link_gbps = mesh.pp.gbps,
-                                  .dp_link_gbps = mesh.dp.gbps,
-                                  .ep = s.ep,
-                                  .overlap_allreduce = m_spec.overlap_allreduce,
-                                  .gpu_memory_bytes = m_spec.gpu_memory_bytes};
+    const TrainingOptions options = step_options(m_spec, mesh, c.dp, c.zero, m_modes[c.mode], s.ep);
     const StepPlan step = make_step_plan(s.model.profile, schedule->second, cut->second, options);
     const Timeline& t = step.plan.timeline;
     Candidate out{.tp = s.tp,
@@ -343,12 +353,11 @@ void Searcher::evaluate(const Config& c, double limit)
                   .fits = step.fits};
     for (const StageStats& stage : t.stage_stats)
         out.compute_ms = std::max(out.compute_ms, stage.busy);
-    if (step.step_time > 0.0) {
-        const double seconds = step.step_time / 1000.0;
-        out.samples_per_second = m_spec.global_batch / seconds;
-        out.tflops_per_gpu = m_flops_per_sample * m_spec.global_batch / (m_spec.gpus * seconds) / 1e12;
-        out.mfu = m_spec.peak_tflops > 0.0 ? out.tflops_per_gpu / m_spec.peak_tflops : 0.0;
-    }
+    const Throughput rate =
+        throughput(m_flops_per_sample, m_spec.global_batch, m_spec.gpus, m_spec.peak_tflops, step.step_time);
+    out.samples_per_second = rate.samples_per_second;
+    out.tflops_per_gpu = rate.tflops_per_gpu;
+    out.mfu = rate.mfu;
     m_result.search.candidates.push_back(std::move(out));
 }
 
@@ -426,6 +435,38 @@ ModelSearchResult Searcher::run()
 }
 
 } // namespace
+
+Throughput throughput(double flops_per_sample, int global_batch, int gpus, double peak_tflops, double step_ms)
+{
+    Throughput out;
+    if (step_ms <= 0.0 || gpus < 1)
+        return out;
+    const double seconds = step_ms / 1000.0;
+    out.samples_per_second = global_batch / seconds;
+    out.tflops_per_gpu = flops_per_sample * global_batch / (gpus * seconds) / 1e12;
+    out.mfu = peak_tflops > 0.0 ? out.tflops_per_gpu / peak_tflops : 0.0;
+    return out;
+}
+
+CandidateRun candidate_run(const ModelConfig& config, const ModelSearchSpec& spec, const Candidate& c)
+{
+    const Mesh mesh{.tp = c.tp, .cp = c.cp, .ep = c.ep, .dp = c.dp, .pp = c.pp};
+    const GroupLinks links = mesh_links(spec.links, mesh);
+    const Parallelism parallel{.tp = c.tp, .sequence_parallel = c.sp, .cp = c.cp, .ep = c.ep};
+    CandidateRun run{.model = shape_profile(config, shape_workload(spec, c.micro_batch_size), parallel)};
+    // add_parallel_comm adds exactly layer_comm; both kept, so the viewer can draw the share.
+    run.comm = layer_comm(run.model, links);
+    add_parallel_comm(run.model, links);
+    run.schedule = ScheduleSpec{.kind = c.schedule,
+                                .stages = c.pp,
+                                .microbatches = c.microbatches,
+                                .virtual_stages = c.virtual_stages,
+                                .p2p_latency_ms = links.pp.latency_ms};
+    run.boundaries = partition(with_recompute(run.model.profile, c.recompute), c.pp * c.virtual_stages,
+                               parse_partition_spec(c.partition));
+    run.options = step_options(spec, links, c.dp, c.zero, c.recompute, c.ep);
+    return run;
+}
 
 double model_flops_per_sample(const ModelConfig& config, int seq_len)
 {

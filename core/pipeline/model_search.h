@@ -60,6 +60,27 @@ struct ModelSearchResult {
 // useful work; `tflops_per_gpu` and `mfu` of a candidate are computed from it.
 double model_flops_per_sample(const ModelConfig& config, int seq_len);
 
+// Model FLOPs per GPU per second and their share of the peak (0 when `peak_tflops` is 0), and
+// samples per second, for a step of `step_ms` ms over `gpus` GPUs.
+struct Throughput {
+    double samples_per_second = 0.0;
+    double tflops_per_gpu = 0.0;
+    double mfu = 0.0;
+};
+Throughput throughput(double flops_per_sample, int global_batch, int gpus, double peak_tflops, double step_ms);
+
+// What make_step_plan runs for one candidate of search_model_plans (the same spec), so that a
+// viewer can show it exactly: its profile (parallel_profile on its mesh's links) with each
+// layer's collectives, its schedule, its compute cut and its training options.
+struct CandidateRun {
+    ModelProfile model;
+    std::vector<LayerComm> comm; // per layer: the collectives inside its fwd_ms and bwd_ms
+    ScheduleSpec schedule;
+    std::vector<int> boundaries;
+    TrainingOptions options;
+};
+CandidateRun candidate_run(const ModelConfig& config, const ModelSearchSpec& spec, const Candidate& candidate);
+
 // Throws invalid_argument, one sentence: no factorisation of the GPUs, no micro batch size
 // dividing the global batch, a bad option; Error(cancelled) when `cancel` is set.
 ModelSearchResult search_model_plans(const ModelConfig& config, const ModelSearchSpec& spec,

@@ -71,10 +71,11 @@ double allgather_ms(double bytes, int ranks, const Link& link)
     return steps / ranks * transfer(bytes, link) + steps * link.latency_ms;
 }
 
-void add_parallel_comm(ModelProfile& model, const GroupLinks& links)
+std::vector<LayerComm> layer_comm(const ModelProfile& model, const GroupLinks& links)
 {
+    std::vector<LayerComm> out;
     if (!model.config)
-        return;
+        return out;
     const ModelConfig& c = *model.config;
     const Parallelism& par = model.parallel;
     const int t = par.tp, cp = par.cp, ep = par.ep;
@@ -88,26 +89,90 @@ void add_parallel_comm(ModelProfile& model, const GroupLinks& links)
     const double cp_fwd = cp > 1 ? (cp - 1) * ring_step : 0.0;
     const double routed = b * s / t * c.experts_per_token * c.hidden_size * 2.0;
     const double ep_ms = 2.0 * allgather_ms(routed, ep, links.ep); // dispatch and combine
-    const std::size_t last = model.profile.layers.size() - 1;
-    for (std::size_t i = 0; i < model.profile.layers.size(); ++i) {
-        Layer& layer = model.profile.layers[i];
-        double fwd = 0.0, bwd = 0.0;
+    const std::size_t layers = model.profile.layers.size();
+    out.resize(layers);
+    for (std::size_t i = 0; i < layers; ++i) {
+        LayerComm& comm = out[i];
         if (i == 0) {
-            fwd = tp_ms;
-        } else if (i == last) {
-            bwd = tp_ms;
+            comm.tp_fwd = tp_ms;
+        } else if (i + 1 == layers) {
+            comm.tp_bwd = tp_ms;
         } else {
-            fwd = 2.0 * tp_ms + cp_fwd;
-            bwd = 2.0 * tp_ms + 2.0 * cp_fwd;
+            comm.tp_fwd = comm.tp_bwd = 2.0 * tp_ms;
+            comm.cp_fwd = cp_fwd;
+            comm.cp_bwd = 2.0 * cp_fwd;
             // Blocks past first_k_dense_replace route their tokens (model_layers' rule).
-            if (c.experts > 1 && static_cast<int>(i) - 1 >= c.first_dense_layers) {
-                fwd += ep_ms;
-                bwd += ep_ms;
-            }
+            if (c.experts > 1 && static_cast<int>(i) - 1 >= c.first_dense_layers)
+                comm.ep_fwd = comm.ep_bwd = ep_ms;
         }
-        layer.fwd_ms += fwd;
-        layer.bwd_ms += bwd;
-        layer.bwd_input_ms += bwd;
+    }
+    return out;
+}
+
+std::vector<LayerComm> piece_comm(const std::vector<LayerComm>& layers, const std::vector<PieceCost>& pieces,
+                                  Recompute mode)
+{
+    std::vector<LayerComm> out(pieces.size());
+    if (layers.empty())
+        return out;
+    for (std::size_t p = 0; p < pieces.size(); ++p) {
+        LayerComm& sum = out[p];
+        for (int l = pieces[p].first_layer; l <= pieces[p].last_layer; ++l) {
+            const LayerComm& layer = layers.at(static_cast<std::size_t>(l));
+            sum.tp_fwd += layer.tp_fwd;
+            sum.tp_bwd += layer.tp_bwd;
+            sum.cp_fwd += layer.cp_fwd;
+            sum.cp_bwd += layer.cp_bwd;
+            sum.ep_fwd += layer.ep_fwd;
+            sum.ep_bwd += layer.ep_bwd;
+        }
+        if (mode == Recompute::full) {
+            sum.tp_bwd += sum.tp_fwd;
+            sum.cp_bwd += sum.cp_fwd;
+            sum.ep_bwd += sum.ep_fwd;
+        }
+    }
+    return out;
+}
+
+std::vector<LayerComm> stage_comm(const std::vector<LayerComm>& pieces, const Plan& plan)
+{
+    const Timeline& t = plan.timeline;
+    std::vector<LayerComm> out(t.stage_stats.size());
+    if (pieces.size() != plan.pieces.size())
+        return out;
+    for (const TimedOp& op : t.ops) {
+        if (op.kind == OpKind::W || op.stage < 0 || static_cast<std::size_t>(op.stage) >= out.size())
+            continue;
+        for (const PieceCost& piece : plan.pieces) {
+            if (piece.stage != op.stage || piece.chunk != op.chunk)
+                continue;
+            const LayerComm& c = pieces[static_cast<std::size_t>(piece.piece)];
+            LayerComm& sum = out[static_cast<std::size_t>(op.stage)];
+            const bool fwd = op.kind == OpKind::F;
+            sum.tp_fwd += fwd ? c.tp_fwd : 0.0;
+            sum.cp_fwd += fwd ? c.cp_fwd : 0.0;
+            sum.ep_fwd += fwd ? c.ep_fwd : 0.0;
+            sum.tp_bwd += fwd ? 0.0 : c.tp_bwd;
+            sum.cp_bwd += fwd ? 0.0 : c.cp_bwd;
+            sum.ep_bwd += fwd ? 0.0 : c.ep_bwd;
+            break;
+        }
+    }
+    return out;
+}
+
+void add_parallel_comm(ModelProfile& model, const GroupLinks& links)
+{
+    const std::vector<LayerComm> comm = layer_comm(model, links);
+    if (comm.empty())
+        return;
+    const int t = model.parallel.tp, cp = model.parallel.cp, ep = model.parallel.ep;
+    for (std::size_t i = 0; i < comm.size(); ++i) {
+        Layer& layer = model.profile.layers[i];
+        layer.fwd_ms += comm[i].fwd();
+        layer.bwd_ms += comm[i].bwd();
+        layer.bwd_input_ms += comm[i].bwd();
     }
     std::erase_if(model.notes, [](const std::string& note) { return note.rfind("tensor parallel t", 0) == 0; });
     if (t > 1 || cp > 1 || ep > 1)

@@ -25,8 +25,10 @@
 
 #include "core/pipeline/cluster.h"
 #include "core/pipeline/profile_model.h"
+#include "core/pipeline/training.h"
 
 #include <optional>
+#include <vector>
 
 namespace shardscope::pipeline {
 
@@ -70,8 +72,28 @@ GroupLinks mesh_links(const LinkChoice& choice, const Mesh& mesh);
 double allreduce_ms(double bytes, int ranks, const Link& link);
 double allgather_ms(double bytes, int ranks, const Link& link); // also reduce-scatter, all-to-all
 
-// Adds the collectives above to a profile from shape_profile (its config, workload and
-// parallelism), and a note saying what was timed.
+// One layer's (or piece's, or stage's) collectives by group, in ms: what its forward and its
+// input gradient (B) spend in them. They are part of the layer's fwd_ms and bwd_ms, not extra.
+struct LayerComm {
+    double tp_fwd = 0.0, tp_bwd = 0.0; // tensor parallel: all-reduces, or all-gathers + reduce-scatters
+    double cp_fwd = 0.0, cp_bwd = 0.0; // context parallel: the K/V ring
+    double ep_fwd = 0.0, ep_bwd = 0.0; // expert parallel: the all-to-all dispatch and combine
+    double fwd() const { return tp_fwd + cp_fwd + ep_fwd; }
+    double bwd() const { return tp_bwd + cp_bwd + ep_bwd; }
+};
+
+// The collectives above for every layer of a profile from shape_profile; empty without a config.
+std::vector<LayerComm> layer_comm(const ModelProfile& model, const GroupLinks& links);
+// Per piece and microbatch: the sum over its layers; under full recomputation the backward
+// reruns the forward (with_recompute adds it to B), collectives included.
+std::vector<LayerComm> piece_comm(const std::vector<LayerComm>& layers, const std::vector<PieceCost>& pieces,
+                                  Recompute mode);
+// Per stage, over every op of the timeline: each F adds its piece's forward collectives, each B
+// (unsplit or input gradient) its backward ones; W runs none.
+std::vector<LayerComm> stage_comm(const std::vector<LayerComm>& pieces, const Plan& plan);
+
+// Adds layer_comm to a profile from shape_profile (its config, workload and parallelism), and a
+// note saying what was timed.
 void add_parallel_comm(ModelProfile& model, const GroupLinks& links);
 
 // shape_profile + add_parallel_comm: what `schedule --model` and `plan --model` both run.

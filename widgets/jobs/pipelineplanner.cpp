@@ -35,6 +35,7 @@ QStringList PipelinePlanner::bundledProfiles()
 void PipelinePlanner::setProfile(pl::Profile profile)
 {
     forgetReset();
+    m_model.reset(); // its collectives were this profile's
     m_profile = std::move(profile);
     if (m_method == pl::PartitionMethod::manual)
         m_method = pl::PartitionMethod::compute;
@@ -279,6 +280,60 @@ bool PipelinePlanner::applyCandidate(const pl::Candidate& candidate, const pl::S
     m_schedule.reset();
     replan();
     return m_step.has_value();
+}
+
+bool PipelinePlanner::applyModelCandidate(const pl::Candidate& candidate, pl::CandidateRun run, ModelContext context)
+{
+    if (candidate.pp > kMaxStages || candidate.microbatches > kMaxMicrobatches ||
+        candidate.virtual_stages > kMaxVirtualStages) {
+        m_error = tr("pp %1 with %2 microbatches and v %3 is outside the planner's range (at most %4 stages, "
+                     "%5 microbatches, %6 chunks)")
+                      .arg(candidate.pp)
+                      .arg(candidate.microbatches)
+                      .arg(candidate.virtual_stages)
+                      .arg(kMaxStages)
+                      .arg(kMaxMicrobatches)
+                      .arg(kMaxVirtualStages);
+        return false;
+    }
+    forgetReset();
+    context.candidate = candidate;
+    context.comm = std::move(run.comm);
+    m_profile = std::move(run.model.profile);
+    m_profile.name = QStringLiteral("%1 · tp %2%3 · cp %4 · ep %5 · b %6")
+                         .arg(context.name)
+                         .arg(candidate.tp)
+                         .arg(candidate.sp ? QStringLiteral(" sp") : QString())
+                         .arg(candidate.cp)
+                         .arg(candidate.ep)
+                         .arg(candidate.micro_batch_size)
+                         .toStdString();
+    m_spec = run.schedule;
+    m_boundaries = std::move(run.boundaries);
+    m_method = pl::PartitionMethod::compute;
+    m_options = run.options;
+    m_model = std::move(context);
+    m_schedule.reset();
+    emit profileChanged();
+    replan();
+    return m_step.has_value();
+}
+
+std::vector<pl::LayerComm> PipelinePlanner::pieceCommunication() const
+{
+    if (!m_model || !m_step)
+        return {};
+    return pl::piece_comm(m_model->comm, m_step->plan.pieces, m_options.recompute);
+}
+
+std::optional<pl::Throughput> PipelinePlanner::throughput() const
+{
+    if (!m_model || !m_step)
+        return std::nullopt;
+    const pl::Candidate& c = m_model->candidate;
+    const int mbs = m_profile.micro_batch_size.value_or(c.micro_batch_size);
+    return pl::throughput(m_model->flops_per_sample, m_spec.microbatches * m_options.dp * mbs,
+                          c.tp * c.cp * m_spec.stages * m_options.dp, m_model->peak_tflops, m_step->step_time);
 }
 
 QString PipelinePlanner::partitionName() const

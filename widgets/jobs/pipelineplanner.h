@@ -7,6 +7,7 @@
 // GPU memory), so memory per stage, sends and the all-reduce are the very figures `shardctl
 // schedule` prints for the same settings.
 
+#include "core/pipeline/model_search.h"
 #include "core/pipeline/search.h"
 #include "core/pipeline/training.h"
 
@@ -50,6 +51,26 @@ public:
     // outside the planner's ranges.
     bool applyCandidate(const shardscope::pipeline::Candidate& candidate,
                         const shardscope::pipeline::SearchSpec& search);
+
+    // Shows one candidate of the model search (search_model_plans) exactly: core's candidate_run
+    // gives its profile (with each layer's collectives), schedule, cut and training options. The
+    // planner then knows the model (modelContext): the plan's collectives per piece and its
+    // throughput follow every later change until another profile is loaded. False (error() says
+    // why) outside the planner's ranges.
+    struct ModelContext {
+        QString name; // the config's
+        shardscope::pipeline::Candidate candidate; // as the search found it
+        std::vector<shardscope::pipeline::LayerComm> comm; // per layer
+        double flops_per_sample = 0.0;
+        double peak_tflops = 0.0;
+    };
+    bool applyModelCandidate(const shardscope::pipeline::Candidate& candidate, shardscope::pipeline::CandidateRun run,
+                             ModelContext context);
+    const std::optional<ModelContext>& modelContext() const { return m_model; }
+    // Of the plan shown, with a model: each piece's collectives (core's piece_comm) and the
+    // throughput of its step over tp x cp x pp x dp GPUs and M x dp x micro batch samples.
+    std::vector<shardscope::pipeline::LayerComm> pieceCommunication() const;
+    std::optional<shardscope::pipeline::Throughput> throughput() const;
 
     // A schedule, stage or chunk change that alters the piece count cannot keep a dragged
     // (manual) cut: the planner re-balances by compute, says so (manualCutReset, resetNotice)
@@ -100,6 +121,7 @@ private:
     std::optional<shardscope::pipeline::StepPlan> m_step;
     shardscope::pipeline::TrainingOptions m_options;
     QString m_error;
+    std::optional<ModelContext> m_model; // set by applyModelCandidate, dropped with its profile
     std::optional<Cut> m_undo; // the manual cut a piece-count change replaced
     QString m_resetNotice;
 };

@@ -12,6 +12,21 @@ namespace pl = shardscope::pipeline;
 
 PlanCandidateModel::PlanCandidateModel(QObject* parent) : QAbstractTableModel(parent) {}
 
+bool PlanCandidateModel::isModelColumn(int column)
+{
+    switch (column) {
+    case Tp:
+    case Sp:
+    case Cp:
+    case Ep:
+    case Zero:
+    case MicroBatch:
+    case TflopsPerGpu:
+    case Mfu: return true;
+    default: return false;
+    }
+}
+
 void PlanCandidateModel::setResult(pl::SearchResult result, std::int64_t memoryLimit, int limit)
 {
     beginResetModel();
@@ -52,6 +67,12 @@ QVariant PlanCandidateModel::data(const QModelIndex& index, int role) const
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
         case Rank: return index.row() + 1;
+        case Tp: return c.tp;
+        case Sp: return c.sp ? tr("sp") : QStringLiteral("–");
+        case Cp: return c.cp;
+        case Ep: return c.ep;
+        case Zero: return c.zero;
+        case MicroBatch: return c.micro_batch_size;
         case Pp: return c.pp;
         case Dp: return c.dp;
         case Virtual: return c.virtual_stages;
@@ -63,9 +84,14 @@ QVariant PlanCandidateModel::data(const QModelIndex& index, int role) const
         // A word with the mark, never the colour alone.
         case Fits: return c.fits ? tr("✓ fits") : tr("✗ over");
         case SamplesPerSecond: return QString::number(c.samples_per_second, 'f', 1);
+        case TflopsPerGpu: return QString::number(c.tflops_per_gpu, 'f', 1);
+        case Mfu: return c.mfu > 0 ? QStringLiteral("%1 %").arg(c.mfu * 100.0, 0, 'f', 1) : QStringLiteral("–");
         }
     } else if (role == Qt::UserRole) { // raw values, for tests and sorting
         switch (index.column()) {
+        case Sp: return c.sp;
+        case TflopsPerGpu: return c.tflops_per_gpu;
+        case Mfu: return c.mfu;
         case StepTime: return c.step_time;
         case PeakMemory: return qlonglong(c.peak_memory_bytes);
         case Fits: return c.fits;
@@ -75,15 +101,24 @@ QVariant PlanCandidateModel::data(const QModelIndex& index, int role) const
     } else if (role == Qt::ForegroundRole && index.column() == Fits) {
         return severityColor(c.fits ? Severity::good : Severity::bad, QApplication::palette());
     } else if (role == Qt::TextAlignmentRole) {
-        const bool text = index.column() == Schedule || index.column() == Recompute || index.column() == Fits;
+        const bool text =
+            index.column() == Schedule || index.column() == Recompute || index.column() == Fits || index.column() == Sp;
         return QVariant(text ? (Qt::AlignLeft | Qt::AlignVCenter) : (Qt::AlignRight | Qt::AlignVCenter));
     } else if (role == Qt::ToolTipRole) {
-        QString tip = tr("pp %1 × dp %2, %3, %4 microbatches, recompute %5, partition %6")
-                          .arg(c.pp)
-                          .arg(c.dp)
-                          .arg(QString::fromUtf8(pl::to_string(c.schedule)))
-                          .arg(c.microbatches)
-                          .arg(QString::fromUtf8(pl::to_string(c.recompute)), QString::fromStdString(c.partition));
+        QString tip = c.tp * c.cp * c.ep > 1 || c.sp ? tr("tp %1%2 × cp %3 (ep %4), ZeRO %5, micro batch %6\n")
+                                                           .arg(c.tp)
+                                                           .arg(c.sp ? tr(" with sequence parallelism") : QString())
+                                                           .arg(c.cp)
+                                                           .arg(c.ep)
+                                                           .arg(c.zero)
+                                                           .arg(c.micro_batch_size)
+                                                     : QString();
+        tip += tr("pp %1 × dp %2, %3, %4 microbatches, recompute %5, partition %6")
+                   .arg(c.pp)
+                   .arg(c.dp)
+                   .arg(QString::fromUtf8(pl::to_string(c.schedule)))
+                   .arg(c.microbatches)
+                   .arg(QString::fromUtf8(pl::to_string(c.recompute)), QString::fromStdString(c.partition));
         if (!c.fits && m_limit > 0)
             tip += tr("\n%1 over the %2 limit")
                        .arg(formatBytes(uint64_t(c.peak_memory_bytes - m_limit)), formatBytes(uint64_t(m_limit)));
@@ -100,6 +135,12 @@ QVariant PlanCandidateModel::headerData(int section, Qt::Orientation orientation
         return QAbstractTableModel::headerData(section, orientation, role);
     switch (section) {
     case Rank: return tr("#");
+    case Tp: return tr("t");
+    case Sp: return tr("sp");
+    case Cp: return tr("cp");
+    case Ep: return tr("ep");
+    case Zero: return tr("ZeRO");
+    case MicroBatch: return tr("mbs");
     case Pp: return tr("pp");
     case Dp: return tr("dp");
     case Virtual: return tr("v");
@@ -110,6 +151,8 @@ QVariant PlanCandidateModel::headerData(int section, Qt::Orientation orientation
     case PeakMemory: return tr("Peak memory");
     case Fits: return tr("Fits");
     case SamplesPerSecond: return tr("Samples/s");
+    case TflopsPerGpu: return tr("TFLOP/s/GPU");
+    case Mfu: return tr("MFU");
     }
     return {};
 }

@@ -1,7 +1,9 @@
 #pragma once
-// The candidates of core's plan search (`shardctl plan`), best first, as a table: pp, dp, v,
-// microbatches, schedule, recompute, step time, peak memory, fits, samples/s. The model keeps
-// the search result whole and shows its first `limit` rows; it ranks and computes nothing.
+// The candidates of core's plan searches (`shardctl plan`, with --profile or --model), best
+// first, as a table: t, sp, cp, ep, pp, dp, ZeRO, micro batch, schedule, v, microbatches,
+// recompute, step time, peak memory, fits, samples/s, TFLOP/s per GPU and MFU. A profile's search
+// leaves the model-only columns (isModelColumn) to be hidden. The model keeps the search result
+// whole and shows its first `limit` rows; it ranks and computes nothing.
 
 #include "core/pipeline/search.h"
 
@@ -14,18 +16,29 @@ class PlanCandidateModel : public QAbstractTableModel {
 public:
     enum Column {
         Rank,
+        Tp,
+        Sp,
+        Cp,
+        Ep,
         Pp,
         Dp,
+        Zero,
+        MicroBatch,
+        Schedule,
         Virtual,
         Microbatches,
-        Schedule,
         Recompute,
         StepTime,
         PeakMemory,
         Fits,
         SamplesPerSecond,
+        TflopsPerGpu,
+        Mfu,
         ColumnCount
     };
+    // The columns only a search from a model's shape fills (a measured profile has one t, cp,
+    // ep, ZeRO stage and micro batch for every candidate, and no FLOPs).
+    static bool isModelColumn(int column);
 
     explicit PlanCandidateModel(QObject* parent = nullptr);
 

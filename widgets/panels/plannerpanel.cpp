@@ -7,6 +7,7 @@
 #include "widgets/models/stagestatsmodel.h"
 #include "widgets/style/flowlayout.h"
 #include "widgets/jobs/bubblesweep.h"
+#include "widgets/panels/modelplanpanel.h"
 #include "widgets/panels/planpanel.h"
 #include "widgets/views/bubblechart.h"
 #include "widgets/settings/settings.h"
@@ -41,6 +42,11 @@
 namespace shardwidgets {
 
 namespace pl = shardscope::pipeline;
+
+namespace {
+// The profile box's entry for a profile without a file (no path can be this).
+const QString kMadeProfile = QStringLiteral("\x01made-here");
+} // namespace
 
 PlannerPanel::PlannerPanel(QWidget* parent)
     : QWidget(parent), m_planner(new PipelinePlanner(this)), m_stats(new StageStatsModel(this)),
@@ -83,6 +89,7 @@ PlannerPanel::PlannerPanel(QWidget* parent)
     // Below the timeline, one of three: the stages of the plan shown, the search that finds
     // one, and how every schedule's bubble falls with more microbatches.
     m_plan = new PlanPanel(m_planner, this);
+    m_modelPlan = new ModelPlanPanel(m_planner, this);
     m_bubbleChart = new BubbleChart(this);
     m_sweep = new BubbleSweep(this);
     m_sweepTimer = new QTimer(this);
@@ -94,9 +101,11 @@ PlannerPanel::PlannerPanel(QWidget* parent)
     m_tabs->setDocumentMode(true);
     m_tabs->addTab(bottom, tr("Stages"));
     m_tabs->addTab(m_plan, tr("Plan search"));
+    m_tabs->addTab(m_modelPlan, tr("Model search"));
     m_tabs->addTab(m_bubbleChart, tr("Bubble vs microbatches"));
     // The loaded candidate's stages (and any over the limit) are what the user wants next.
     connect(m_plan, &PlanPanel::candidateLoaded, this, [this] { m_stageBar->update(); });
+    connect(m_modelPlan, &ModelPlanPanel::candidateLoaded, this, [this] { m_stageBar->update(); });
 
     auto* splitter = new QSplitter(Qt::Vertical, this);
     splitter->addWidget(m_gantt);
@@ -161,6 +170,8 @@ QWidget* PlannerPanel::buildToolbar()
     for (const QString& path : PipelinePlanner::bundledProfiles())
         m_profile->addItem(QFileInfo(path).completeBaseName(), path);
     connect(m_profile, &QComboBox::activated, this, [this](int index) {
+        if (m_profile->itemData(index) == kMadeProfile)
+            return; // already shown: it has no file to load again
         QString error;
         if (!m_planner->loadProfile(m_profile->itemData(index).toString(), &error))
             emit profileError(error);
@@ -371,6 +382,12 @@ void PlannerPanel::openScheduleCsv(const QString& path, const std::function<void
     }));
 }
 
+void PlannerPanel::openModelConfig(const QString& path)
+{
+    m_modelPlan->setConfigPath(path);
+    m_tabs->setCurrentWidget(m_modelPlan);
+}
+
 bool PlannerPanel::openProfile(const QString& path, QString* error)
 {
     if (!m_planner->loadProfile(path, error))
@@ -401,9 +418,18 @@ void PlannerPanel::syncControls()
                                                    : 0.0);
     m_link->setValue(options.link_gbps);
     m_overlap->setChecked(options.overlap_allreduce);
-    const int index = m_profile->findData(QString::fromStdString(m_planner->profile().source));
-    if (index >= 0)
-        m_profile->setCurrentIndex(index);
+    int index = m_profile->findData(QString::fromStdString(m_planner->profile().source));
+    if (index < 0) {
+        // A profile made in the app (a model search's candidate, a checkpoint's, a trace's) has
+        // no file to list: one entry names it, so the box never shows a profile that is not shown.
+        index = m_profile->findData(kMadeProfile);
+        if (index < 0) {
+            m_profile->addItem(QString(), kMadeProfile);
+            index = m_profile->count() - 1;
+        }
+        m_profile->setItemText(index, printableText(m_planner->profile().name));
+    }
+    m_profile->setCurrentIndex(index);
 }
 
 void PlannerPanel::onPlanChanged()
@@ -415,6 +441,7 @@ void PlannerPanel::onPlanChanged()
     if (step) {
         m_gantt->setProfileName(printableText(m_planner->profile().name));
         m_gantt->setStepPlan(*step);
+        m_gantt->setCommunication(m_planner->pieceCommunication(), step->plan.pieces);
         m_stats->setStepPlan(*step);
         m_bubbleChart->setCurrentMicrobatches(m_planner->spec().microbatches);
         m_sweepTimer->start();

@@ -3,8 +3,9 @@
 // stage bar; the Gantt timeline; the bubble readout and per-stage table. All views observe one
 // PipelinePlanner, so dragging a boundary updates everything at once. A second toolbar row
 // sets the training step (dp, ZeRO, recomputation, GPU memory, link, overlapped all-reduce);
-// below the timeline three tabs: the stage table (memory per stage, red over the limit), the
-// plan search (PlanPanel) and the bubble against microbatches of every schedule (BubbleChart,
+// below the timeline four tabs: the stage table (memory per stage, red over the limit), the
+// plan search over the profile (PlanPanel), the search from a model's config.json on a cluster
+// preset (ModelPlanPanel) and the bubble against microbatches of every schedule (BubbleChart,
 // swept off the GUI thread by BubbleSweep after each change).
 
 #include <QWidget>
@@ -29,6 +30,7 @@ class GanttView;
 class BubbleReadout;
 class StageStatsModel;
 class PlanPanel;
+class ModelPlanPanel;
 class FlowLayout;
 class BubbleChart;
 class BubbleSweep;
@@ -44,6 +46,9 @@ public:
     BubbleReadout* readout() const { return m_readout; }
     StageStatsModel* statsModel() const { return m_stats; }
     PlanPanel* planPanel() const { return m_plan; }
+    ModelPlanPanel* modelPlanPanel() const { return m_modelPlan; }
+    // Puts a config.json into the model search and shows that tab (File › Open Model Config…).
+    void openModelConfig(const QString& path);
     BubbleChart* bubbleChart() const { return m_bubbleChart; }
     BubbleSweep* bubbleSweep() const { return m_sweep; }
     QTableView* statsTable() const { return m_table; }
@@ -105,6 +110,7 @@ private:
     QTableView* m_table = nullptr;
     QTabWidget* m_tabs = nullptr;
     PlanPanel* m_plan = nullptr;
+    ModelPlanPanel* m_modelPlan = nullptr;
     BubbleChart* m_bubbleChart = nullptr;
     BubbleSweep* m_sweep = nullptr;
     QTimer* m_sweepTimer = nullptr; // a drag replans per mouse move; the sweep follows at rest

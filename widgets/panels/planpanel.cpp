@@ -52,6 +52,10 @@ PlanPanel::PlanPanel(PipelinePlanner* planner, QWidget* parent)
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
     m_table->setMinimumHeight(88); // header and three rows: the page fits the window's minimum size
+    // A measured profile fixes t, cp, ep and the micro batch and has no FLOPs (ModelPlanPanel
+    // shows those columns).
+    for (int column = 0; column < PlanCandidateModel::ColumnCount; ++column)
+        m_table->setColumnHidden(column, PlanCandidateModel::isModelColumn(column));
     auto* splitter = new QSplitter(Qt::Horizontal, this);
     splitter->addWidget(m_table);
     splitter->addWidget(m_scatter);

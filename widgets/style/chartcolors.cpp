@@ -59,4 +59,14 @@ bool paintChartBackground(QPainter& painter, const QRect& rect, const QPalette& 
     return false;
 }
 
+QColor tensorCommColor(const QPalette& palette)
+{
+    return isDark(palette) ? QColor(0xf0, 0xf0, 0xf0) : QColor(0x20, 0x20, 0x20);
+}
+
+QColor expertCommColor(const QPalette& palette)
+{
+    return isDark(palette) ? QColor(0xff, 0xb3, 0x47) : QColor(0xb3, 0x50, 0x00);
+}
+
 } // namespace shardwidgets

@@ -18,6 +18,9 @@ QColor categoryColor(int index, const QPalette& palette);
 QColor microbatchColor(int microbatch, shardscope::pipeline::OpKind kind, const QPalette& palette);
 QColor textOn(const QColor& background); // black or white, whichever reads better
 QColor idleHatchColor(const QPalette& palette);
+// The Gantt's communication inside ops: tensor/context-parallel collectives, expert all-to-all.
+QColor tensorCommColor(const QPalette& palette);
+QColor expertCommColor(const QPalette& palette);
 
 // Every chart starts on the window colour; without data it says why in the middle instead.
 // Returns false when it painted that message (nothing else to draw).

@@ -5,6 +5,7 @@
 
 #include <QLabel>
 #include <QHBoxLayout>
+#include <QScrollArea>
 #include <QVBoxLayout>
 
 namespace shardwidgets {
@@ -26,6 +27,11 @@ int peakStage(const pl::StepPlan& step)
 QString bytes(std::int64_t value)
 {
     return formatBytes(uint64_t(std::max<std::int64_t>(0, value)));
+}
+
+QString mfuText(double mfu)
+{
+    return mfu > 0 ? QStringLiteral("%1\u00a0%").arg(mfu * 100.0, 0, 'f', 1) : BubbleReadout::tr("not known");
 }
 
 } // namespace
@@ -53,9 +59,28 @@ BubbleReadout::BubbleReadout(PipelinePlanner* planner, QWidget* parent)
     head->addWidget(m_bubble);
     head->addWidget(m_caption, 1, Qt::AlignBottom | Qt::AlignLeft);
     layout->addLayout(head);
-    layout->addWidget(m_detail);
-    layout->addStretch(1);
-    setMinimumWidth(300);
+    // A model's candidate adds lines: in a short window they scroll rather than being cut off.
+    m_detail->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+    auto* scroll = new QScrollArea(this);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setWidgetResizable(true);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    // In a layout, so the wrapped label's height for the viewport's width is what the scroll
+    // area sees (a bare label would be squeezed to the viewport and cut instead).
+    auto* page = new QWidget(scroll);
+    auto* pageLayout = new QVBoxLayout(page);
+    pageLayout->setContentsMargins(0, 0, 0, 0);
+    pageLayout->addWidget(m_detail);
+    pageLayout->addStretch(1);
+    scroll->setWidget(page);
+    scroll->viewport()->setAutoFillBackground(false);
+    page->setAutoFillBackground(false);
+    // At least a few lines; the page's tabs below the timeline decide the rest.
+    scroll->setMinimumHeight(m_detail->fontMetrics().lineSpacing() * 5);
+    layout->addWidget(scroll, 1);
+    // The scroll area asks for little: the width the step's longest lines need without wrapping.
+    setMinimumWidth(
+        fontMetrics().horizontalAdvance(QStringLiteral("Purple bands: all-reduce over dp 16, 12345.67 ms")) + 40);
     connect(m_planner, &PipelinePlanner::planChanged, this, &BubbleReadout::refresh);
     refresh();
 }
@@ -87,6 +112,23 @@ QString BubbleReadout::detailText() const
     lines << tr("Step time: %1").arg(ms(step->step_time));
     lines << tr("  = makespan %1").arg(ms(t.makespan));
     lines << tr("  + exposed all-reduce %1").arg(ms(step->exposed_allreduce_ms));
+    if (m_planner->modelContext()) {
+        if (const auto rate = m_planner->throughput())
+            lines << tr("  at %1 TFLOP/s per GPU, MFU %2").arg(rate->tflops_per_gpu, 0, 'f', 1).arg(mfuText(rate->mfu));
+        // The busiest stage sets the pace; its collectives are inside the makespan, not added.
+        int busiest = 0;
+        for (std::size_t s = 0; s < t.stage_stats.size(); ++s)
+            if (t.stage_stats[s].busy > t.stage_stats[std::size_t(busiest)].busy)
+                busiest = int(s);
+        const std::vector<pl::LayerComm> stages = pl::stage_comm(m_planner->pieceCommunication(), step->plan);
+        if (std::size_t(busiest) < stages.size()) {
+            const pl::LayerComm& c = stages[std::size_t(busiest)];
+            lines << tr("Inside the makespan, stage %1 (busiest) spends %2 in tp/cp collectives, %3 in expert "
+                        "all-to-all")
+                         .arg(busiest)
+                         .arg(ms(c.tp_fwd + c.tp_bwd + c.cp_fwd + c.cp_bwd), ms(c.ep_fwd + c.ep_bwd));
+        }
+    }
     // What the purple bands on the timeline are, and why it runs past the last op.
     if (o.dp > 1) {
         QString line = tr("Purple bands: all-reduce over dp %1, %2").arg(o.dp).arg(ms(step->allreduce_ms));
@@ -115,6 +157,22 @@ QString BubbleReadout::detailText() const
     }
     lines << tr("Partition: %1").arg(m_planner->partitionName());
     return lines.join(QLatin1Char('\n'));
+}
+
+QString BubbleReadout::modelSummary(const PipelinePlanner& planner)
+{
+    const auto& step = planner.stepPlan();
+    if (!step)
+        return {};
+    QString text = tr("step time %1 = makespan %2 + exposed all-reduce %3")
+                       .arg(ms(step->step_time), ms(step->plan.timeline.makespan), ms(step->exposed_allreduce_ms));
+    const auto& limit = step->options.gpu_memory_bytes;
+    if (limit)
+        text += step->fits ? tr(" · fits: %1 of %2").arg(bytes(step->peak_memory_bytes), bytes(*limit))
+                           : tr(" · does NOT fit: %1 of %2").arg(bytes(step->peak_memory_bytes), bytes(*limit));
+    if (const auto rate = planner.throughput())
+        text += tr(" · %1 TFLOP/s per GPU, MFU %2").arg(rate->tflops_per_gpu, 0, 'f', 1).arg(mfuText(rate->mfu));
+    return text;
 }
 
 void BubbleReadout::refresh()

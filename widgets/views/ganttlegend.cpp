@@ -59,6 +59,15 @@ std::vector<GanttView::LegendEntry> GanttView::legend() const
         entries.push_back({Mark::send, tr("activation send")});
         entries.push_back({Mark::gradientSend, tr("gradient send")});
     }
+    bool tensor = false, expert = false;
+    for (const pl::LayerComm& c : m_comm) {
+        tensor = tensor || c.tp_fwd + c.cp_fwd + c.tp_bwd + c.cp_bwd > 0;
+        expert = expert || c.ep_fwd + c.ep_bwd > 0;
+    }
+    if (tensor)
+        entries.push_back({Mark::tensorComm, tr("tp/cp collectives inside F and B (at the op's end)")});
+    if (expert)
+        entries.push_back({Mark::expertComm, tr("expert all-to-all inside F and B")});
     if (m_memoryLimit)
         entries.push_back({Mark::overMemory, tr("stage over the GPU memory")});
     entries.push_back(
@@ -146,6 +155,13 @@ void GanttView::paintLegend(QPainter& painter, double top, double width) const
             painter.drawLine(swatch.bottomLeft(), swatch.topRight());
             break;
         }
+        case Mark::tensorComm:
+        case Mark::expertComm:
+            painter.fillRect(swatch, microbatchColor(0, pl::OpKind::F, pal));
+            painter.fillRect(swatch,
+                             e.mark == Mark::tensorComm ? QBrush(tensorCommColor(pal), Qt::Dense4Pattern)
+                                                        : QBrush(expertCommColor(pal), Qt::DiagCrossPattern));
+            break;
         case Mark::stepEnd:
             painter.setPen(QPen(pal.color(QPalette::Text), 1, Qt::DashLine));
             painter.drawLine(QPointF(swatch.center().x(), swatch.top()), QPointF(swatch.center().x(), swatch.bottom()));

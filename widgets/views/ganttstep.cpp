@@ -26,6 +26,74 @@ QColor allReduceColor(const QPalette& palette)
 
 } // namespace
 
+void GanttView::setCommunication(const std::vector<pl::LayerComm>& perPiece, const std::vector<pl::PieceCost>& pieces)
+{
+    m_comm.clear();
+    const int v = std::max(1, m_timeline.spec.virtual_stages);
+    bool any = false;
+    for (const pl::LayerComm& c : perPiece)
+        any = any || c.fwd() > 0 || c.bwd() > 0;
+    if (any && perPiece.size() == pieces.size() && pieces.size() == std::size_t(m_timeline.spec.stages * v)) {
+        m_comm.resize(pieces.size());
+        for (std::size_t p = 0; p < pieces.size(); ++p)
+            m_comm[std::size_t(pieces[p].stage * v + pieces[p].chunk)] = perPiece[p];
+    }
+    updateGeometry(); // the legend may have grown
+    update();
+}
+
+const pl::LayerComm* GanttView::opCommunication(int op) const
+{
+    if (m_comm.empty() || op < 0 || op >= int(m_timeline.ops.size()))
+        return nullptr;
+    const pl::TimedOp& o = m_timeline.ops[std::size_t(op)];
+    const std::size_t at = std::size_t(o.stage * std::max(1, m_timeline.spec.virtual_stages) + o.chunk);
+    return at < m_comm.size() ? &m_comm[at] : nullptr;
+}
+
+void GanttView::paintCommunication(QPainter& painter, const GanttGeometry& geometry) const
+{
+    if (m_comm.empty())
+        return;
+    // The op's last `comm` ms, patterned so the microbatch's hue still shows through: tp/cp
+    // dense dots, the expert all-to-all cross-hatched (told apart without colour when wide).
+    const QBrush tensor(tensorCommColor(palette()), Qt::Dense4Pattern);
+    const QBrush expert(expertCommColor(palette()), Qt::DiagCrossPattern);
+    painter.save();
+    painter.setRenderHint(QPainter::Antialiasing, false);
+    painter.setPen(Qt::NoPen);
+    for (std::size_t row = 0; row < m_rows.size(); ++row) {
+        const double top = geometry.rowTop(int(row)) + 1, h = geometry.rowHeight - 2;
+        for (const GanttBlock& block : m_rows[row]) {
+            if (block.end < geometry.viewStart || block.start > geometry.visibleEnd())
+                continue;
+            const pl::TimedOp& o = m_timeline.ops[std::size_t(block.op)];
+            if (o.kind == pl::OpKind::W)
+                continue;
+            const pl::LayerComm* c = opCommunication(block.op);
+            if (!c)
+                continue;
+            const bool fwd = o.kind == pl::OpKind::F;
+            const double ep = fwd ? c->ep_fwd : c->ep_bwd;
+            const double tp = fwd ? c->tp_fwd + c->cp_fwd : c->tp_bwd + c->cp_bwd;
+            const double epStart = geometry.xForTime(o.end - ep), end = geometry.xForTime(o.end);
+            const double tpStart = geometry.xForTime(o.end - ep - tp);
+            if (end - tpStart < 1.0)
+                continue; // sub-pixel: the legend and the tooltip still say it is there
+            // A pattern a few pixels wide reads as noise: narrow shares are solid edges.
+            const auto fill = [&](double left, double right, const QBrush& brush) {
+                const double w = std::max(1.0, right - left);
+                painter.fillRect(QRectF(left, top, w, h), w < 6 ? QBrush(brush.color()) : brush);
+            };
+            if (tp > 0)
+                fill(tpStart, epStart, tensor);
+            if (ep > 0)
+                fill(epStart, end, expert);
+        }
+    }
+    painter.restore();
+}
+
 void GanttView::paintStep(QPainter& painter, const GanttGeometry& geometry, double plotRight) const
 {
     if (m_rows.empty())
@@ -35,6 +103,7 @@ void GanttView::paintStep(QPainter& painter, const GanttGeometry& geometry, doub
     painter.save();
     painter.setClipRect(QRectF(geometry.labelWidth, geometry.rulerHeight, plotRight - geometry.labelWidth,
                                geometry.contentHeight(rows) - geometry.rulerHeight));
+    paintCommunication(painter, geometry);
 
     // All-reduce: a band in the lower half of the stage's row, labelled when it is wide enough.
     const QColor reduce = allReduceColor(pal);

@@ -46,6 +46,7 @@ void GanttView::setStepPlan(const pl::StepPlan& step)
         m_transfers.clear();
     m_allreduce = step.allreduce;
     m_stepTime = step.step_time;
+    m_comm.clear(); // belongs to the plan it was given with
     showTimeline(step.plan.timeline);
 }
 
@@ -95,6 +96,7 @@ void GanttView::clear()
     m_memory.clear();
     m_transfers.clear();
     m_allreduce.clear();
+    m_comm.clear();
     m_stepTime = 0;
     update();
 }
@@ -167,6 +169,15 @@ QString GanttView::describeOp(int op) const
     if (m_timeline.spec.virtual_stages > 1)
         text += tr(" · chunk %1").arg(o.chunk);
     text += tr("\n%1 – %2 ms (%3 ms)").arg(o.start, 0, 'f', 3).arg(o.end, 0, 'f', 3).arg(o.end - o.start, 0, 'f', 3);
+    if (const pl::LayerComm* c = opCommunication(op)) {
+        const bool fwd = o.kind == pl::OpKind::F;
+        const double tensor = fwd ? c->tp_fwd + c->cp_fwd : c->tp_bwd + c->cp_bwd;
+        const double expert = fwd ? c->ep_fwd : c->ep_bwd;
+        if (tensor > 0 || expert > 0)
+            text += tr("\nof which tp/cp collectives %1 ms, expert all-to-all %2 ms")
+                        .arg(tensor, 0, 'f', 3)
+                        .arg(expert, 0, 'f', 3);
+    }
     return text;
 }
 

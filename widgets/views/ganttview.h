@@ -9,6 +9,7 @@
 
 #include "widgets/views/ganttgeometry.h"
 
+#include "core/pipeline/parallel_cost.h"
 #include "core/pipeline/training.h"
 
 #include <QWidget>
@@ -26,6 +27,14 @@ public:
     // and label), the sends between stages as lines from sender to receiver, and each stage's
     // gradient all-reduce as a band after its backwards; the time axis runs to the step time.
     void setStepPlan(const shardscope::pipeline::StepPlan& step);
+    // The tensor/context-parallel collectives and the expert all-to-all inside each F and B (core's
+    // piece_comm, per piece of the plan shown): drawn over the op's end, since they are part of
+    // its time and overlap none of it. Empty: none drawn. Call after setStepPlan.
+    void setCommunication(const std::vector<shardscope::pipeline::LayerComm>& perPiece,
+                          const std::vector<shardscope::pipeline::PieceCost>& pieces);
+    bool hasCommunication() const { return !m_comm.empty(); }
+    // The collectives of one op (of timeline().ops), nullptr when none are known.
+    const shardscope::pipeline::LayerComm* opCommunication(int op) const;
     void clear();
     bool stageOverLimit(int stage) const;
     std::size_t sendCount() const { return m_transfers.size(); }
@@ -36,7 +45,20 @@ public:
     bool hasTimeline() const { return !m_timeline.ops.empty(); }
 
     // What each mark on the timeline means, as the legend lists it (only marks the plan shows).
-    enum class Mark { forward, backward, weight, idle, overMemory, allReduce, send, gradientSend, stepEnd, note };
+    enum class Mark {
+        forward,
+        backward,
+        weight,
+        idle,
+        overMemory,
+        allReduce,
+        send,
+        gradientSend,
+        tensorComm,
+        expertComm,
+        stepEnd,
+        note
+    };
     struct LegendEntry {
         Mark mark = Mark::note;
         QString text;
@@ -89,6 +111,7 @@ private:
     // ganttstep.cpp: what the training step adds over the op blocks.
     void paintStep(QPainter& painter, const GanttGeometry& geometry, double plotRight) const;
     QString describeStep(const QPointF& position) const; // tooltip over a band or a marked label
+    void paintCommunication(QPainter& painter, const GanttGeometry& geometry) const;
 
     shardscope::pipeline::Timeline m_timeline;
     std::vector<std::vector<GanttBlock>> m_rows;
@@ -96,6 +119,7 @@ private:
     std::optional<std::int64_t> m_memoryLimit;
     std::vector<shardscope::pipeline::Transfer> m_transfers;
     std::vector<shardscope::pipeline::AllReduce> m_allreduce;
+    std::vector<shardscope::pipeline::LayerComm> m_comm; // by stage * v + chunk; empty: none
     double m_stepTime = 0;
     QString m_profileName;
     GanttGeometry m_geometry;

@@ -9,6 +9,7 @@
 #include "widgets/panels/comparepanel.h"
 #include "widgets/panels/convertdialog.h"
 #include "widgets/panels/plannerpanel.h"
+#include "widgets/panels/modelplanpanel.h"
 #include "widgets/panels/planpanel.h"
 #include "widgets/jobs/pipelineplanner.h"
 #include "widgets/panels/reshardpanel.h"
@@ -332,6 +333,24 @@ private slots:
         QCOMPARE(search.gpus, 96);
         QCOMPARE(search.global_batch, 384);
         QCOMPARE(search.gpu_memory_bytes, std::int64_t(40) << 30);
+    }
+
+    // Planning from a model needs no checkpoint: the action is there from the start, and the
+    // model search offers the bundled example configs.
+    void modelConfigNeedsNoCheckpoint()
+    {
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.show();
+        QAction* open = window.findChild<QAction*>(QStringLiteral("openModelConfigAction"));
+        QVERIFY(open);
+        QVERIFY(open->isEnabled());
+        QCOMPARE(open->text(), QStringLiteral("Open &Model Config…"));
+        QComboBox* configs = window.plannerPanel()->modelPlanPanel()->configBox();
+        QCOMPARE(configs->count(), 2);
+        QCOMPARE(configs->itemText(0), QStringLiteral("llama-2-7b"));
+        QCOMPARE(configs->itemText(1), QStringLiteral("mixtral-8x7b"));
     }
 
     void actionsFollowWhatIsOpen()

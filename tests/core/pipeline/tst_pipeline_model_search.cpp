@@ -198,6 +198,64 @@ private slots:
         QVERIFY(tensor && context);
     }
 
+    // What the GUI shows for a candidate: candidate_run's profile, schedule, cut and options give
+    // make_step_plan's very step, and the collectives it keeps apart are those inside the ops.
+    void candidateRunReproducesEveryCandidate()
+    {
+        const pl::ModelConfig model = small_model(8);
+        const pl::ModelSearchSpec spec{.gpus = 16,
+                                       .global_batch = 32,
+                                       .seq_len = 256,
+                                       .device_tflops = 50,
+                                       .peak_tflops = 100,
+                                       .gpu_memory_bytes = 64 << 20,
+                                       .links = {.cluster = small_cluster()},
+                                       .micro_batch_sizes = {1, 2},
+                                       .max_virtual_stages = 3,
+                                       .top = 3};
+        const pl::ModelSearchResult found = pl::search_model_plans(model, spec);
+        const double flops = pl::model_flops_per_sample(model, spec.seq_len);
+        bool tensor = false, expert = false;
+        for (const pl::Candidate& c : found.search.candidates) {
+            const pl::CandidateRun run = pl::candidate_run(model, spec, c);
+            const pl::StepPlan step =
+                pl::make_step_plan(run.model.profile, pl::build_schedule(run.schedule), run.boundaries, run.options);
+            QCOMPARE(step.step_time, c.step_time);
+            QCOMPARE(step.peak_memory_bytes, c.peak_memory_bytes);
+            const pl::Throughput rate =
+                pl::throughput(flops, spec.global_batch, spec.gpus, spec.peak_tflops, step.step_time);
+            QCOMPARE(rate.mfu, c.mfu);
+            QCOMPARE(rate.tflops_per_gpu, c.tflops_per_gpu);
+            // The layers' collectives are what parallel_profile added: the shape profile's
+            // times plus layer_comm give the timed profile's.
+            const pl::ModelProfile bare = pl::shape_profile(
+                model, run.model.workload, {.tp = c.tp, .sequence_parallel = c.sp, .cp = c.cp, .ep = c.ep});
+            QCOMPARE(run.comm.size(), bare.profile.layers.size());
+            for (std::size_t l = 0; l < run.comm.size(); ++l) {
+                QVERIFY(exact(bare.profile.layers[l].fwd_ms + run.comm[l].fwd(), run.model.profile.layers[l].fwd_ms));
+                QVERIFY(exact(bare.profile.layers[l].bwd_ms + run.comm[l].bwd(), run.model.profile.layers[l].bwd_ms));
+            }
+            // Per stage: every F and B of the step carries its piece's share, within the stage's
+            // busy time.
+            const std::vector<pl::LayerComm> pieces = pl::piece_comm(run.comm, step.plan.pieces, c.recompute);
+            const std::vector<pl::LayerComm> stages = pl::stage_comm(pieces, step.plan);
+            QCOMPARE(int(stages.size()), c.pp);
+            for (int s = 0; s < c.pp; ++s) {
+                double want_fwd = 0.0;
+                for (const pl::PieceCost& piece : step.plan.pieces)
+                    if (piece.stage == s)
+                        want_fwd += c.microbatches * pieces[std::size_t(piece.piece)].fwd();
+                const pl::LayerComm& got = stages[std::size_t(s)];
+                QVERIFY(exact(got.fwd(), want_fwd));
+                // (A stage of the embedding alone computes nothing: 0 of 0.)
+                QVERIFY(got.fwd() + got.bwd() <= step.plan.timeline.stage_stats[std::size_t(s)].busy);
+                tensor |= got.tp_fwd > 0;
+                expert |= got.ep_fwd > 0;
+            }
+        }
+        QVERIFY(tensor && expert);
+    }
+
     // Narayanan et al. 2021 eq. 3 without the recomputation's forward: 72 B s l h^2 (1 + s/(6h) +
     // V/(12 l h)) for a GPT block (4h GELU MLP, multi-head attention).
     void modelFlopsAreNarayanans()

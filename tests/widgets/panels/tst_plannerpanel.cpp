@@ -193,7 +193,7 @@ private slots:
         QTest::mouseClick(plan->searchButton(), Qt::LeftButton);
         QTRY_VERIFY_WITH_TIMEOUT(!plan->isSearching(), 60000);
         QVERIFY(plan->model()->rowCount() > 0);
-        const QRect rect = plan->table()->visualRect(plan->model()->index(0, 1));
+        const QRect rect = plan->table()->visualRect(plan->model()->index(0, PlanCandidateModel::Pp));
         QTest::mouseClick(plan->table()->viewport(), Qt::LeftButton, {}, rect.center());
         const pl::Candidate* c = plan->model()->candidate(0);
         QVERIFY(c);

@@ -35,7 +35,7 @@ class TestPlanPanel : public QObject {
 
     static void clickRow(QTableView* table, int row)
     {
-        const QRect rect = table->visualRect(table->model()->index(row, 1));
+        const QRect rect = table->visualRect(table->model()->index(row, PlanCandidateModel::Pp));
         QVERIFY(rect.isValid());
         QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, rect.center());
     }

@@ -1,0 +1,258 @@
+// The planner's search from a model's shape as a person uses it (offscreen): open a config.json,
+// pick a cluster preset, type the GPUs, sequence length and global batch, click Search, wait;
+// the table's first row is what core's search_model_plans returns for the same inputs, and
+// clicking it puts exactly that candidate on the timeline: the readout's step time, its terms,
+// the fit and the MFU are core's, and the Gantt draws each op's collectives as the cost model's
+// closed forms give them.
+#include "widgets/jobs/pipelineplanner.h"
+#include "widgets/models/plancandidatemodel.h"
+#include "widgets/panels/modelplanpanel.h"
+#include "widgets/panels/plannerpanel.h"
+#include "widgets/views/bubblereadout.h"
+#include "widgets/views/ganttview.h"
+
+#include "core/pipeline/cluster.h"
+#include "core/pipeline/model_config.h"
+#include "core/pipeline/model_search.h"
+#include "core/pipeline/parallel_cost.h"
+#include "core/pipeline/profile.h"
+
+#include "widgettestutil.h"
+
+#include <QApplication>
+#include <QComboBox>
+#include <QLabel>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTest>
+
+using namespace shardwidgets;
+namespace pl = shardscope::pipeline;
+
+namespace {
+
+const QString kMixtral = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/models/mixtral-8x7b.json");
+constexpr int kGpus = 16, kSeqLen = 2048, kGlobalBatch = 64;
+
+// The search `shardctl plan --model CONFIG --cluster h100-sxm-80gb --gpus 16 --seq-len 2048
+// --global-batch 64` runs, built here from the preset's own fields.
+pl::ModelSearchSpec expectedSpec(const pl::Cluster& c)
+{
+    return pl::ModelSearchSpec{.gpus = kGpus,
+                               .global_batch = kGlobalBatch,
+                               .seq_len = kSeqLen,
+                               .device_tflops = c.peak_tflops * c.matmul_fraction,
+                               .peak_tflops = c.peak_tflops,
+                               .gpu_memory_bytes = std::int64_t(std::llround(c.hbm_gib * 1073741824.0)),
+                               .links = pl::LinkChoice{.cluster = c}};
+}
+
+pl::ModelConfig readMixtral()
+{
+    const std::string path = kMixtral.toStdString();
+    return pl::parse_model_config(pl::read_input_file(path, pl::kMaxModelConfigBytes, "config"), path);
+}
+
+} // namespace
+
+class TestModelPlanPanel : public QObject {
+    Q_OBJECT
+
+    static void showPanel(PlannerPanel& panel)
+    {
+        panel.resize(1400, 900);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    }
+
+    // Config, preset and sizes as a person enters them, then Search and wait.
+    static void searchMixtral(PlannerPanel& panel)
+    {
+        panel.openModelConfig(kMixtral);
+        ModelPlanPanel* plan = panel.modelPlanPanel();
+        QCOMPARE(panel.tabs()->currentWidget(), plan);
+        QCOMPARE(plan->configPath(), kMixtral);
+        QCOMPARE(plan->configBox()->currentText(), QStringLiteral("mixtral-8x7b"));
+        QVERIFY(plan->setCluster(QStringLiteral("h100-sxm-80gb")));
+        widgettest::typeInto(plan->gpusBox(), QString::number(kGpus));
+        widgettest::typeInto(plan->seqLenBox(), QString::number(kSeqLen));
+        widgettest::typeInto(plan->globalBatchBox(), QString::number(kGlobalBatch));
+        QTest::mouseClick(plan->searchButton(), Qt::LeftButton);
+        QVERIFY(plan->isSearching());
+        QTRY_VERIFY_WITH_TIMEOUT(!plan->isSearching(), 120000);
+    }
+
+private slots:
+    void theFirstRowIsCoresBestAndItsTimelineAddsUp()
+    {
+        PlannerPanel panel;
+        showPanel(panel);
+        searchMixtral(panel);
+        ModelPlanPanel* plan = panel.modelPlanPanel();
+
+        const pl::Cluster h100 = *pl::cluster_preset("h100-sxm-80gb");
+        const pl::ModelSearchSpec spec = expectedSpec(h100);
+        const pl::ModelConfig config = readMixtral();
+        const pl::ModelSearchResult expected = pl::search_model_plans(config, spec);
+        QVERIFY(expected.search.fitting > 0);
+        const pl::Candidate& want = expected.search.candidates.front();
+        QVERIFY2(plan->model()->rowCount() > 1, qPrintable(plan->message()->text()));
+        const pl::Candidate* got = plan->model()->candidate(0);
+        QVERIFY(got);
+        const auto cell = [&](PlanCandidateModel::Column column, int role = Qt::DisplayRole) {
+            return plan->model()->index(0, column).data(role);
+        };
+        QCOMPARE(cell(PlanCandidateModel::Tp).toInt(), want.tp);
+        QCOMPARE(cell(PlanCandidateModel::Sp, Qt::UserRole).toBool(), want.sp);
+        QCOMPARE(cell(PlanCandidateModel::Cp).toInt(), want.cp);
+        QCOMPARE(cell(PlanCandidateModel::Ep).toInt(), want.ep);
+        QCOMPARE(cell(PlanCandidateModel::Pp).toInt(), want.pp);
+        QCOMPARE(cell(PlanCandidateModel::Dp).toInt(), want.dp);
+        QCOMPARE(cell(PlanCandidateModel::Zero).toInt(), want.zero);
+        QCOMPARE(cell(PlanCandidateModel::MicroBatch).toInt(), want.micro_batch_size);
+        QCOMPARE(cell(PlanCandidateModel::Schedule).toString(), QString::fromUtf8(pl::to_string(want.schedule)));
+        QCOMPARE(cell(PlanCandidateModel::Virtual).toInt(), want.virtual_stages);
+        QCOMPARE(cell(PlanCandidateModel::StepTime, Qt::UserRole).toDouble(), want.step_time);
+        QCOMPARE(cell(PlanCandidateModel::PeakMemory, Qt::UserRole).toLongLong(), qlonglong(want.peak_memory_bytes));
+        QCOMPARE(cell(PlanCandidateModel::Fits, Qt::UserRole).toBool(), want.fits);
+        QCOMPARE(cell(PlanCandidateModel::TflopsPerGpu, Qt::UserRole).toDouble(), want.tflops_per_gpu);
+        QCOMPARE(cell(PlanCandidateModel::Mfu, Qt::UserRole).toDouble(), want.mfu);
+        QVERIFY(want.mfu > 0.0 && want.mfu < 1.0);
+        // The model-only columns are shown here (hidden on the profile search's table).
+        QVERIFY(!plan->table()->isColumnHidden(PlanCandidateModel::Ep));
+        QVERIFY(!plan->table()->isColumnHidden(PlanCandidateModel::Mfu));
+
+        // Click the best row: the timeline is that candidate's, bit for bit.
+        const QRect rect = plan->table()->visualRect(plan->model()->index(0, PlanCandidateModel::Pp));
+        QTest::mouseClick(plan->table()->viewport(), Qt::LeftButton, {}, rect.center());
+        const auto& step = panel.planner()->stepPlan();
+        QVERIFY(step);
+        QCOMPARE(step->step_time, want.step_time);
+        QCOMPARE(step->plan.timeline.makespan, want.makespan);
+        QCOMPARE(step->exposed_allreduce_ms, want.exposed_allreduce_ms);
+        QCOMPARE(step->peak_memory_bytes, want.peak_memory_bytes);
+        QCOMPARE(step->fits, want.fits);
+        QCOMPARE(panel.planner()->spec().stages, want.pp);
+        QCOMPARE(panel.planner()->trainingOptions().dp, want.dp);
+        QCOMPARE(panel.planner()->trainingOptions().ep, want.ep);
+        const auto rate = panel.planner()->throughput();
+        QVERIFY(rate);
+        QCOMPARE(rate->tflops_per_gpu, want.tflops_per_gpu);
+        QCOMPARE(rate->mfu, want.mfu);
+
+        const QString text = panel.readout()->detailText();
+        const QString sum = QStringLiteral("Step time: %1\n  = makespan %2\n  + exposed all-reduce %3")
+                                .arg(BubbleReadout::ms(want.step_time), BubbleReadout::ms(want.makespan),
+                                     BubbleReadout::ms(want.exposed_allreduce_ms));
+        QVERIFY2(text.contains(sum), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("  fits in 80.0 GiB")), qPrintable(text));
+        const QString mfu = QStringLiteral("MFU %1\u00a0%").arg(want.mfu * 100.0, 0, 'f', 1);
+        QVERIFY2(text.contains(mfu), qPrintable(text));
+        QVERIFY2(plan->message()->text().contains(mfu), qPrintable(plan->message()->text()));
+        QVERIFY2(plan->message()->text().contains(
+                     QStringLiteral("step time %1 = makespan %2")
+                         .arg(BubbleReadout::ms(want.step_time), BubbleReadout::ms(want.makespan))),
+                 qPrintable(plan->message()->text()));
+    }
+
+    // Mixtral's every block routes its tokens: with ep > 1 each block's forward spends the
+    // dispatch and combine all-to-all of docs/cost-model.md, on the link its group spans, and with
+    // t > 1 two all-reduces of the block's activations. The Gantt's op tooltip says both.
+    void theGanttDrawsTheCollectivesInsideTheOps()
+    {
+        PlannerPanel panel;
+        showPanel(panel);
+        searchMixtral(panel);
+        ModelPlanPanel* plan = panel.modelPlanPanel();
+        // The first candidate with both tensor and expert parallelism (the search varies both).
+        int row = -1;
+        for (int r = 0; r < plan->model()->rowCount() && row < 0; ++r)
+            if (plan->model()->candidate(r)->ep > 1 && plan->model()->candidate(r)->tp > 1)
+                row = r;
+        QVERIFY2(row >= 0, "no candidate with tp > 1 and ep > 1 among the listed ones");
+        const pl::Candidate c = *plan->model()->candidate(row);
+        plan->table()->setCurrentIndex(plan->model()->index(row, 0));
+        QCOMPARE(panel.planner()->stepPlan()->step_time, c.step_time);
+
+        GanttView* gantt = panel.gantt();
+        QVERIFY(gantt->hasCommunication());
+        QStringList legend;
+        for (const GanttView::LegendEntry& e : gantt->legend())
+            legend << e.text;
+        QVERIFY2(legend.contains(QStringLiteral("expert all-to-all inside F and B")),
+                 qPrintable(legend.join(QStringLiteral(", "))));
+        QVERIFY2(legend.contains(QStringLiteral("tp/cp collectives inside F and B (at the op's end)")),
+                 qPrintable(legend.join(QStringLiteral(", "))));
+
+        // The closed forms for one block, per microbatch (cp 1 here, or the ring adds to it).
+        const pl::Cluster h100 = *pl::cluster_preset("h100-sxm-80gb");
+        const pl::GroupLinks links =
+            pl::group_links(h100, pl::Mesh{.tp = c.tp, .cp = c.cp, .ep = c.ep, .dp = c.dp, .pp = c.pp});
+        const double tokens = double(c.micro_batch_size) * kSeqLen / c.cp;
+        const double allToAll = 2.0 * pl::allgather_ms(tokens / c.tp * 2 /* k */ * 4096 * 2.0, c.ep, links.ep);
+        const double tensor = 2.0 * pl::allreduce_ms(2.0 * tokens * 4096, c.tp, links.tp);
+        QVERIFY(allToAll > 0 && tensor > 0);
+        // The last stage's first F: its piece's blocks (the head has no forward collective).
+        const pl::Plan& shown = panel.planner()->stepPlan()->plan;
+        const pl::Timeline& t = shown.timeline;
+        const int stage = c.pp - 1;
+        const int op = int(t.stage_begin[std::size_t(stage)]);
+        QCOMPARE(t.ops[std::size_t(op)].kind, pl::OpKind::F);
+        int blocks = 0;
+        bool embedding = false; // its forward all-reduces once (pp 1: the stage holds it too)
+        for (const pl::PieceCost& piece : shown.pieces)
+            if (piece.stage == stage && piece.chunk == t.ops[std::size_t(op)].chunk)
+                for (int l = piece.first_layer; l <= piece.last_layer; ++l) {
+                    blocks += l > 0 && l <= 32; // layers.0 .. layers.31
+                    embedding = embedding || l == 0;
+                }
+        QVERIFY(blocks > 0);
+        const pl::LayerComm* comm = gantt->opCommunication(op);
+        QVERIFY(comm);
+        QVERIFY(qAbs(comm->ep_fwd - blocks * allToAll) <= 1e-12 * blocks * allToAll);
+        const double wantTensor = blocks * tensor + (embedding ? tensor / 2 : 0.0);
+        QVERIFY(qAbs(comm->tp_fwd - wantTensor) <= 1e-12 * std::max(1.0, wantTensor));
+        const QString tip = gantt->describeOp(op);
+        QVERIFY2(tip.contains(QStringLiteral("expert all-to-all %1 ms").arg(blocks * allToAll, 0, 'f', 3)),
+                 qPrintable(tip));
+        // The readout's collectives of the busiest stage are core's sum over the step's ops.
+        int busiest = 0;
+        for (std::size_t s = 0; s < t.stage_stats.size(); ++s)
+            if (t.stage_stats[s].busy > t.stage_stats[std::size_t(busiest)].busy)
+                busiest = int(s);
+        const pl::CandidateRun run = pl::candidate_run(readMixtral(), expectedSpec(h100), c);
+        const pl::LayerComm sums =
+            pl::stage_comm(pl::piece_comm(run.comm, shown.pieces, c.recompute), shown)[std::size_t(busiest)];
+        QVERIFY(sums.ep_fwd >= c.microbatches * comm->ep_fwd * 0.999 / c.virtual_stages);
+        const QString readout = panel.readout()->detailText();
+        const QString line =
+            QStringLiteral("Inside the makespan, stage %1 (busiest) spends %2 in tp/cp collectives, %3 "
+                           "in expert all-to-all")
+                .arg(busiest)
+                .arg(BubbleReadout::ms(sums.tp_fwd + sums.tp_bwd + sums.cp_fwd + sums.cp_bwd),
+                     BubbleReadout::ms(sums.ep_fwd + sums.ep_bwd));
+        QVERIFY2(readout.contains(line), qPrintable(readout));
+        // Inside the op: the op lasts longer than its collectives.
+        QVERIFY(t.ops[std::size_t(op)].end - t.ops[std::size_t(op)].start > comm->fwd());
+    }
+
+    void aConfigThatIsNotOneSaysSoInOneSentence()
+    {
+        PlannerPanel panel;
+        showPanel(panel);
+        const QString bad = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/clusters/h100-sxm-80gb.json");
+        panel.openModelConfig(bad);
+        ModelPlanPanel* plan = panel.modelPlanPanel();
+        QTest::mouseClick(plan->searchButton(), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!plan->isSearching(), 30000);
+        QCOMPARE(plan->model()->rowCount(), 0);
+        const QString text = plan->message()->text();
+        QVERIFY2(text.startsWith(QStringLiteral("⚠ ")) && text.contains(QStringLiteral("h100-sxm-80gb.json")),
+                 qPrintable(text));
+    }
+};
+
+QTEST_MAIN(TestModelPlanPanel)
+#include "tst_modelplanpanel.moc"
