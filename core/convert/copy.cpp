@@ -27,7 +27,23 @@ void OutputFile::write(const void* data, std::size_t size)
 {
     if (!fsutil::write_all(m_fd.get(), data, size))
         failed("write failed at byte " + std::to_string(m_written));
+    if (m_job.options.durable)
+        fsutil::start_writeback(m_fd.get(), m_written, size);
     m_written += size;
+}
+
+bool OutputFile::append_from(int fd, uint64_t offset, uint64_t size)
+{
+    if (!fsutil::append_from_file(m_fd.get(), fd, offset, size)) {
+        // Back to where the file ended, for the caller's copy through memory, which says what failed.
+        if (::lseek(m_fd.get(), static_cast<off_t>(m_written), SEEK_SET) < 0)
+            failed("cannot seek back to byte " + std::to_string(m_written));
+        return false;
+    }
+    if (m_job.options.durable)
+        fsutil::start_writeback(m_fd.get(), m_written, size);
+    m_written += size;
+    return true;
 }
 
 void OutputFile::patch(uint64_t offset, const void* data, std::size_t size)
@@ -62,36 +78,46 @@ uint64_t output_bytes(const ConvertJob& job, std::size_t i)
 }
 
 void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to, uint64_t first, uint64_t count,
-                   const std::function<void(const std::byte*, std::size_t)>& sink)
+                   const std::function<void(const std::byte*, std::size_t)>& sink, OutputFile* file)
 {
     inspect::TensorReader reader(*job.source.folder, tensor);
     const std::size_t in_size = element_size(tensor.type), out_size = element_size(to);
     const uint64_t piece = std::min<uint64_t>(count, kConvertPiece);
     std::vector<std::byte> in(static_cast<std::size_t>(piece) * in_size);
     std::vector<std::byte> out(tensor.type == to ? 0 : static_cast<std::size_t>(piece) * out_size);
-    for (uint64_t done = 0; done < count; done += piece) {
+    for (uint64_t done = 0; done < count;) {
         if (job.options.cancel && job.options.cancel->load(std::memory_order_relaxed))
             throw Error(ProblemKind::cancelled, job.out_dir.string() + ": conversion cancelled");
-        const auto n = static_cast<std::size_t>(std::min(piece, count - done));
-        if (auto problem = reader.read(first + done, n, in.data()))
-            throw Error(*problem);
-        if (tensor.type == to) {
-            sink(in.data(), n * in_size);
-        } else {
-            cast_elements(tensor.type, in.data(), n, to, out.data());
-            sink(out.data(), n * out_size);
+        auto n = static_cast<std::size_t>(std::min(piece, count - done));
+        bool copied = false;
+        if (file && tensor.type == to)
+            if (const auto run = reader.local_run(first + done, n)) {
+                n = static_cast<std::size_t>(run->count);
+                copied = file->append_from(run->fd, run->offset, n * in_size);
+            }
+        if (!copied) {
+            if (auto problem = reader.read(first + done, n, in.data()))
+                throw Error(*problem);
+            if (tensor.type == to) {
+                sink(in.data(), n * in_size);
+            } else {
+                cast_elements(tensor.type, in.data(), n, to, out.data());
+                sink(out.data(), n * out_size);
+            }
         }
+        done += n;
         job.copied += n * out_size;
         if (job.progress)
             job.progress(job.copied);
     }
 }
 
-void copy_tensor(ConvertJob& job, std::size_t i, const std::function<void(const std::byte*, std::size_t)>& sink)
+void copy_tensor(ConvertJob& job, std::size_t i, const std::function<void(const std::byte*, std::size_t)>& sink,
+                 OutputFile* file)
 {
     const TensorContent& tensor = job.source.tensors[job.picked[i]];
     const inspect::TensorReader sized(*job.source.folder, tensor);
-    copy_elements(job, tensor, job.out_types[i], 0, sized.numel(), sink);
+    copy_elements(job, tensor, job.out_types[i], 0, sized.numel(), sink, file);
 }
 
 } // namespace shardscope::convert

@@ -66,7 +66,8 @@ std::vector<ConvertedFile> write_hf(ConvertJob& job)
         const std::string head = make_safetensors_header(header, {{"format", "pt"}});
         file.write(head.data(), head.size());
         for (const std::size_t i : groups[g])
-            copy_tensor(job, i, [&](const std::byte* data, std::size_t n) { file.write(data, n); });
+            copy_tensor(
+                job, i, [&](const std::byte* data, std::size_t n) { file.write(data, n); }, &file);
         file.finish();
         written.push_back({.name = name, .bytes = file.size()});
     }

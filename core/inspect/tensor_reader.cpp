@@ -95,16 +95,6 @@ Problem TensorReader::problem(ProblemKind kind, const TensorPart* part, const st
             .rank = part->rank};
 }
 
-std::optional<Problem> TensorReader::read(uint64_t first, uint64_t count, std::byte* out)
-{
-    if (m_invalid)
-        return problem(ProblemKind::invalid_manifest, nullptr, *m_invalid);
-    uint64_t end = 0;
-    if (__builtin_add_overflow(first, count, &end) || end > m_numel)
-        return problem(ProblemKind::invalid_argument, nullptr, "elements past its end were asked for");
-    return m_boxes ? read_boxes(first, count, out) : read_flat(first, count, out);
-}
-
 std::optional<Problem> TensorReader::open_part(const TensorPart& part)
 {
     auto [it, inserted] = m_files.try_emplace(part.file);
@@ -179,87 +169,115 @@ std::optional<Problem> TensorReader::pread_part(const TensorPart& part, uint64_t
     return std::nullopt;
 }
 
-std::optional<Problem> TensorReader::read_flat(uint64_t first, uint64_t count, std::byte* out)
+std::optional<Problem> TensorReader::read(uint64_t first, uint64_t count, std::byte* out)
 {
-    const auto& parts = m_tensor.parts;
+    if (m_invalid)
+        return problem(ProblemKind::invalid_manifest, nullptr, *m_invalid);
+    uint64_t end = 0;
+    if (__builtin_add_overflow(first, count, &end) || end > m_numel)
+        return problem(ProblemKind::invalid_argument, nullptr, "elements past its end were asked for");
     while (count > 0) {
-        // The part holding `first`: usually the one the last read ended in, or the next.
-        if (m_hint >= parts.size() || parts[m_hint].first_element > first)
-            m_hint = 0;
-        while (m_hint < parts.size() && parts[m_hint].first_element + parts[m_hint].numel <= first)
-            ++m_hint;
-        if (m_hint == parts.size() || parts[m_hint].first_element > first)
-            return problem(ProblemKind::missing_tensor, nullptr,
-                           "element " + std::to_string(first) +
-                               " is in no part that could be read (a rank's slice or file is missing)");
-        const TensorPart& part = parts[m_hint];
-        const uint64_t local = first - part.first_element;
-        const uint64_t n = std::min(count, part.numel - local);
-        auto failed = part.view_shape.empty() ? pread_part(part, local, n, out) : read_view(part, local, n, out);
+        Run run;
+        if (auto failed = locate(first, count, run))
+            return failed;
+        auto failed = run.part->view_shape.empty() ? pread_part(*run.part, run.stored, run.count, out)
+                                                   : read_view(*run.part, run.stored, run.count, out);
         if (failed)
             return failed;
-        first += n;
-        count -= n;
-        out += n * m_size;
+        first += run.count;
+        count -= run.count;
+        out += run.count * m_size;
     }
     return std::nullopt;
 }
 
-// A DCP tensor: walk the elements in row-major order, finding the chunk (box) that holds each
-// run. Within a box the run continues across rows as long as the box spans whole rows.
-std::optional<Problem> TensorReader::read_boxes(uint64_t first, uint64_t count, std::byte* out)
+std::optional<TensorReader::LocalRun> TensorReader::local_run(uint64_t first, uint64_t count)
+{
+    uint64_t end = 0;
+    Run run;
+    if (m_invalid || __builtin_add_overflow(first, count, &end) || end > m_numel || count == 0 ||
+        locate(first, count, run) || !run.part->view_shape.empty() || run.part->zstd_length || open_part(*run.part))
+        return std::nullopt;
+    const storage::OpenedObject& file = m_files.at(run.part->file);
+    uint64_t at = 0, bytes = 0, stop = 0;
+    if (file.fd() < 0 || __builtin_mul_overflow(run.stored, m_size, &at) ||
+        __builtin_add_overflow(at, run.part->byte_offset, &at) || __builtin_mul_overflow(run.count, m_size, &bytes) ||
+        __builtin_add_overflow(at, bytes, &stop) || stop > file.size)
+        return std::nullopt; // read() says what is wrong
+    return LocalRun{.fd = file.fd(), .offset = at, .count = run.count};
+}
+
+std::optional<Problem> TensorReader::locate(uint64_t first, uint64_t count, Run& run)
+{
+    return m_boxes ? locate_in_boxes(first, count, run) : locate_flat(first, count, run);
+}
+
+std::optional<Problem> TensorReader::locate_flat(uint64_t first, uint64_t count, Run& run)
+{
+    const auto& parts = m_tensor.parts;
+    // The part holding `first`: usually the one the last read ended in, or the next.
+    if (m_hint >= parts.size() || parts[m_hint].first_element > first)
+        m_hint = 0;
+    while (m_hint < parts.size() && parts[m_hint].first_element + parts[m_hint].numel <= first)
+        ++m_hint;
+    if (m_hint == parts.size() || parts[m_hint].first_element > first)
+        return problem(ProblemKind::missing_tensor, nullptr,
+                       "element " + std::to_string(first) +
+                           " is in no part that could be read (a rank's slice or file is missing)");
+    const TensorPart& part = parts[m_hint];
+    const uint64_t local = first - part.first_element;
+    run = {.part = &part, .stored = local, .count = std::min(count, part.numel - local)};
+    return std::nullopt;
+}
+
+// A DCP tensor: the elements in row-major order, in the chunk (box) that holds `first`. Within a
+// box the run continues across rows as long as the box spans whole rows.
+std::optional<Problem> TensorReader::locate_in_boxes(uint64_t first, uint64_t count, Run& run)
 {
     const auto& shape = m_tensor.shape;
     const std::size_t dims = shape.size();
     std::vector<uint64_t> index(dims);
-    while (count > 0) {
-        uint64_t rest = first;
-        for (std::size_t d = dims; d-- > 0;) {
-            index[d] = rest % shape[d];
-            rest /= shape[d];
-        }
-        auto holds = [&](const TensorPart& p) {
-            for (std::size_t d = 0; d < dims; ++d)
-                if (index[d] < p.box_offsets[d] || index[d] >= p.box_offsets[d] + p.box_sizes[d])
-                    return false;
-            return true;
-        };
-        // Runs go forward: the chunk of the last run, or the next one, almost always holds this one.
-        const std::size_t count_parts = m_tensor.parts.size();
-        std::size_t found = count_parts;
-        for (const std::size_t guess : {m_hint, m_hint + 1})
-            if (found == count_parts && guess < count_parts && holds(m_tensor.parts[guess]))
-                found = guess;
-        for (std::size_t p = 0; found == count_parts && p < count_parts; ++p)
-            if (holds(m_tensor.parts[p]))
-                found = p;
-        if (found == m_tensor.parts.size())
-            return problem(ProblemKind::missing_tensor, nullptr,
-                           "element " + std::to_string(first) + " is in no chunk that could be read");
-        m_hint = found;
-        const TensorPart& part = m_tensor.parts[found];
-        // k: the outermost dimension from which the box spans the tensor's whole extent inward.
-        std::size_t k = dims == 0 ? 0 : dims - 1;
-        while (k > 0 && part.box_sizes[k] == shape[k])
-            --k;
-        uint64_t inner = 1; // elements in one step of dimension k
-        for (std::size_t d = k + 1; d < dims; ++d)
-            inner *= shape[d];
-        uint64_t run = dims == 0 ? 1 : (part.box_offsets[k] + part.box_sizes[k] - index[k]) * inner;
-        uint64_t into = 0; // elements of the inner block already behind `first`
-        for (std::size_t d = k + 1; d < dims; ++d)
-            into = into * shape[d] + index[d];
-        run -= into;
-        uint64_t stored = 0; // row-major position inside the box
-        for (std::size_t d = 0; d < dims; ++d)
-            stored = stored * part.box_sizes[d] + (index[d] - part.box_offsets[d]);
-        const uint64_t n = std::min(count, run);
-        if (auto failed = pread_part(part, stored, n, out))
-            return failed;
-        first += n;
-        count -= n;
-        out += n * m_size;
+    uint64_t rest = first;
+    for (std::size_t d = dims; d-- > 0;) {
+        index[d] = rest % shape[d];
+        rest /= shape[d];
     }
+    auto holds = [&](const TensorPart& p) {
+        for (std::size_t d = 0; d < dims; ++d)
+            if (index[d] < p.box_offsets[d] || index[d] >= p.box_offsets[d] + p.box_sizes[d])
+                return false;
+        return true;
+    };
+    // Runs go forward: the chunk of the last run, or the next one, almost always holds this one.
+    const std::size_t count_parts = m_tensor.parts.size();
+    std::size_t found = count_parts;
+    for (const std::size_t guess : {m_hint, m_hint + 1})
+        if (found == count_parts && guess < count_parts && holds(m_tensor.parts[guess]))
+            found = guess;
+    for (std::size_t p = 0; found == count_parts && p < count_parts; ++p)
+        if (holds(m_tensor.parts[p]))
+            found = p;
+    if (found == m_tensor.parts.size())
+        return problem(ProblemKind::missing_tensor, nullptr,
+                       "element " + std::to_string(first) + " is in no chunk that could be read");
+    m_hint = found;
+    const TensorPart& part = m_tensor.parts[found];
+    // k: the outermost dimension from which the box spans the tensor's whole extent inward.
+    std::size_t k = dims == 0 ? 0 : dims - 1;
+    while (k > 0 && part.box_sizes[k] == shape[k])
+        --k;
+    uint64_t inner = 1; // elements in one step of dimension k
+    for (std::size_t d = k + 1; d < dims; ++d)
+        inner *= shape[d];
+    uint64_t length = dims == 0 ? 1 : (part.box_offsets[k] + part.box_sizes[k] - index[k]) * inner;
+    uint64_t into = 0; // elements of the inner block already behind `first`
+    for (std::size_t d = k + 1; d < dims; ++d)
+        into = into * shape[d] + index[d];
+    length -= into;
+    uint64_t stored = 0; // row-major position inside the box
+    for (std::size_t d = 0; d < dims; ++d)
+        stored = stored * part.box_sizes[d] + (index[d] - part.box_offsets[d]);
+    run = {.part = &part, .stored = stored, .count = std::min(count, length)};
     return std::nullopt;
 }
 

@@ -314,6 +314,49 @@ bool write_all(int fd, const void* data, std::size_t size)
     return true;
 }
 
+void start_writeback(int fd, uint64_t offset, uint64_t size)
+{
+    ::sync_file_range(fd, static_cast<off_t>(offset), static_cast<off_t>(size), SYNC_FILE_RANGE_WRITE);
+}
+
+bool append_from_file(int out_fd, int in_fd, uint64_t in_offset, uint64_t size)
+{
+    if (const int err = injected(IoOp::write)) {
+        errno = err;
+        return false;
+    }
+    // An observer sees every byte written (crash tests replay them): those go through write_all.
+    bool kernel = g_observer.load() == nullptr;
+    std::vector<char> buffer;
+    while (size > 0) {
+        if (kernel) {
+            auto from = static_cast<off64_t>(in_offset);
+            const ssize_t n = ::copy_file_range(in_fd, &from, out_fd, nullptr, size, 0);
+            if (n > 0) {
+                in_offset += static_cast<uint64_t>(n);
+                size -= static_cast<uint64_t>(n);
+                continue;
+            }
+            if (n == 0) {
+                errno = 0;
+                return false;
+            }
+            if (errno == EINTR)
+                continue;
+            if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
+                return false;
+            kernel = false; // a file system or kernel that cannot: copy through memory
+        }
+        const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(size, 4u << 20));
+        buffer.resize(n);
+        if (!read_exact(in_fd, buffer.data(), n, in_offset) || !write_all(out_fd, buffer.data(), n))
+            return false;
+        in_offset += n;
+        size -= n;
+    }
+    return true;
+}
+
 OpenedFile open_small_file(int dirfd, std::string_view name, uint64_t max_bytes, const std::string& display_path)
 {
     OpenedFile file = open_beneath_for_read(dirfd, name);

@@ -74,6 +74,14 @@ std::string read_small_file(int dirfd, std::string_view name, uint64_t max_bytes
 // Full-length pread/write loops that retry on EINTR; they return false with errno set on error.
 bool read_exact(int fd, void* buffer, std::size_t size, uint64_t offset);
 bool write_all(int fd, const void* data, std::size_t size);
+// Starts writeback of bytes just written that will be fsync'd, so that the disk works while the
+// caller prepares the next ones and the final fsync has little left to flush. A hint only: the
+// fsync is the guarantee.
+void start_writeback(int fd, uint64_t offset, uint64_t size);
+// Appends `size` bytes of `in_fd` from `in_offset` to `out_fd`, file to file in the kernel
+// (copy_file_range) where it can, else through a buffer; false with errno set on error, 0 when
+// `in_fd` ends early.
+bool append_from_file(int out_fd, int in_fd, uint64_t in_offset, uint64_t size);
 
 // fsync, throwing Error(io_error) that names `display_path` on failure.
 void fsync_or_throw(int fd, const std::string& display_path);

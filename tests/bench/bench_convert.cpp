@@ -1,18 +1,18 @@
-// Prints measured `convert` figures: a generated torch DCP of N MiB (float32 tensors of 4096 rows,
-// each split by rows into two boxes in two rank files, stored as raw chunk bytes) converted to a
-// Hugging Face folder in a fresh child process — seconds and peak resident memory — against
-// `cp -r` + `sync` of the same folder in the same run (its peak RSS from wait4), and the ratios.
-// The conversion verifies the source, writes with fsync and verifies its output; cp only copies.
-// usage: bench_convert [--mib N] [--dir DIR]     (default 1536 MiB in /var/tmp)
+// Prints measured `convert` figures on a torch DCP of N MiB written by Debian's PyTorch itself
+// (FileSystemWriter, float32 tensors of 4096 x 4096, one file for the rank): `convert --to hf` in a
+// fresh child process (seconds, peak resident memory) against two peers on the same folder in the
+// same run: `cp -r` + `sync`, and the torch route a user would write (load_state_dict, then
+// torch.save of the state dict, fsync'd; tests/bench/convert_torch_route.py). The three alternate
+// over --rounds rounds and the best time of each is printed, with the ratios. The conversion
+// verifies the source, writes with fsync and verifies its output; cp only copies.
+// usage: bench_convert [--mib N] [--dir DIR] [--rounds R]   (default 2048 MiB in /var/tmp, 3 rounds)
 
 #include "benchutil.h"
 #include "core/convert/convert.h"
-#include "foreign_fixtures.h"
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -22,41 +22,6 @@ using namespace shardscope;
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr uint64_t kRows = 4096, kCols = 4096; // 64 MiB a tensor
-
-void generate_dcp(const fs::path& dir, uint64_t tensors)
-{
-    fs::create_directories(dir);
-    std::ofstream rank0(dir / "__0_0.distcp", std::ios::binary), rank1(dir / "__1_0.distcp", std::ios::binary);
-    std::vector<fixtures::DcpTensorSpec> specs;
-    std::vector<float> rows((kRows / 2) * kCols);
-    uint64_t at0 = 0, at1 = 0;
-    for (uint64_t t = 0; t < tensors; ++t) {
-        const uint64_t half = rows.size() * 4;
-        specs.push_back({.fqn = "layers." + std::to_string(t) + ".weight",
-                         .size = {kRows, kCols},
-                         .chunks = {{.offsets = {0, 0},
-                                     .sizes = {kRows / 2, kCols},
-                                     .file = "__0_0.distcp",
-                                     .offset = at0,
-                                     .length = half},
-                                    {.offsets = {kRows / 2, 0},
-                                     .sizes = {kRows / 2, kCols},
-                                     .file = "__1_0.distcp",
-                                     .offset = at1,
-                                     .length = half}}});
-        for (int side = 0; side < 2; ++side) {
-            for (std::size_t i = 0; i < rows.size(); ++i)
-                rows[i] = static_cast<float>((i * 2654435761u + t * 97 + side) % 100003) * 1e-5f - 0.5f;
-            (side ? rank1 : rank0)
-                .write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(half));
-        }
-        at0 += half;
-        at1 += half;
-    }
-    fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(specs));
-}
 
 // A shell command in a child: wall seconds and that child's peak RSS (KiB, ru_maxrss of wait4).
 double run_peer(const std::string& command, long& kib)
@@ -90,41 +55,76 @@ int main(int argc, char** argv)
                     static_cast<unsigned long long>(result.tensor_bytes));
         return 0;
     }
-    const auto [mib, base] = bench::parse_args(argc, argv, 1536);
-    const uint64_t tensors = std::max<uint64_t>(1, mib / 64);
+    const auto [mib, base] = bench::parse_args(argc, argv, 2048);
+    int rounds = 3;
+    for (int i = 1; i + 1 < argc; ++i)
+        if (std::strcmp(argv[i], "--rounds") == 0)
+            rounds = std::max(1, std::atoi(argv[i + 1]));
     const fs::path work = base / ("shardscope-bench-convert-" + std::to_string(::getpid()));
-    const fs::path dcp = work / "dcp", hf = work / "hf", copy = work / "copy";
-    generate_dcp(dcp, tensors);
-    bench::time_shell("sync");
-    std::printf("source: torch DCP, %llu tensors of %llux%llu float32 (%llu MiB), two boxes each in two rank files\n",
-                static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(kRows),
-                static_cast<unsigned long long>(kCols), static_cast<unsigned long long>(tensors * 64));
-
-    long cp_kib = 0;
-    const double cp_seconds = run_peer("cp -r '" + dcp.string() + "' '" + copy.string() + "' && sync", cp_kib);
-    fs::remove_all(copy);
-    bench::time_shell("sync");
-
-    const std::string child =
-        "'" + std::string(argv[0]) + "' --child-convert '" + dcp.string() + "' '" + hf.string() + "'";
-    FILE* p = ::popen(child.c_str(), "r");
-    long kib = 0;
-    double seconds = 0;
-    unsigned long long bytes = 0;
-    if (!p || std::fscanf(p, "%ld %lf %llu", &kib, &seconds, &bytes) != 3) {
-        std::fprintf(stderr, "bench: the convert child failed\n");
+    const fs::path dcp = work / "dcp", hf = work / "hf", copy = work / "copy", torch_out = work / "torch";
+    const std::string script = SHARDSCOPE_SOURCE_DIR "/tests/bench/convert_torch_route.py";
+    fs::create_directories(work);
+    if (std::system(("/usr/bin/python3 '" + script + "' make '" + dcp.string() + "' " + std::to_string(mib)).c_str()) !=
+        0) {
+        std::fprintf(stderr, "bench: PyTorch could not write the DCP (apt-get install python3-torch)\n");
+        fs::remove_all(work);
         return 2;
     }
-    ::pclose(p);
-    const double gib = static_cast<double>(bytes) / double(1ull << 30);
-    std::printf(
-        "convert --to hf (verify source, copy in pieces, fsync, verify output): %.2f s, %.0f MiB/s, peak RSS %ld MiB\n",
-        seconds, gib * 1024 / seconds, kib / 1024);
-    std::printf(
-        "cp -r + sync of the same folder:                                      %.2f s, %.0f MiB/s, peak RSS %ld MiB\n",
-        cp_seconds, gib * 1024 / cp_seconds, cp_kib / 1024);
-    std::printf("ratio convert / cp: time %.2f, peak RSS %.2f; peak RSS / model size %.3f\n", seconds / cp_seconds,
-                double(kib) / double(std::max(cp_kib, 1L)), double(kib) / 1024.0 / (gib * 1024));
+    bench::time_shell("sync");
+    std::printf("source: torch DCP written by PyTorch's FileSystemWriter, %llu float32 tensors of 4096x4096 "
+                "(%llu MiB) in one file\n",
+                static_cast<unsigned long long>(std::max<uint64_t>(1, mib / 64)),
+                static_cast<unsigned long long>(std::max<uint64_t>(1, mib / 64) * 64));
+
+    struct Best {
+        double seconds = 1e300;
+        long kib = 0;
+        void take(double s, long k)
+        {
+            seconds = std::min(seconds, s);
+            kib = std::max(kib, k);
+        }
+    } cp, convert, torch;
+    unsigned long long bytes = 0;
+    for (int round = 0; round < rounds; ++round) {
+        long kib = 0;
+        double seconds = run_peer("cp -r '" + dcp.string() + "' '" + copy.string() + "' && sync", kib);
+        cp.take(seconds, kib);
+        fs::remove_all(copy);
+        bench::time_shell("sync");
+
+        const std::string child =
+            "'" + std::string(argv[0]) + "' --child-convert '" + dcp.string() + "' '" + hf.string() + "'";
+        FILE* p = ::popen(child.c_str(), "r");
+        if (!p || std::fscanf(p, "%ld %lf %llu", &kib, &seconds, &bytes) != 3) {
+            std::fprintf(stderr, "bench: the convert child failed\n");
+            fs::remove_all(work);
+            return 2;
+        }
+        ::pclose(p);
+        convert.take(seconds, kib);
+        fs::remove_all(hf);
+        bench::time_shell("sync");
+
+        seconds = run_peer(
+            "/usr/bin/python3 '" + script + "' route '" + dcp.string() + "' '" + torch_out.string() + "'", kib);
+        torch.take(seconds, kib);
+        fs::remove_all(torch_out);
+        bench::time_shell("sync");
+    }
+    const double mb = static_cast<double>(bytes) / double(1ull << 20);
+    const auto line = [&](const char* what, const Best& b) {
+        std::printf("%-68s %6.2f s, %5.0f MiB/s, peak RSS %5ld MiB\n", what, b.seconds, mb / b.seconds, b.kib / 1024);
+    };
+    std::printf("best of %d rounds; peak RSS the largest of the rounds\n", rounds);
+    line("convert --to hf (verify source, copy in pieces, fsync, verify output):", convert);
+    line("cp -r + sync of the same folder:", cp);
+    line("torch route (load_state_dict, torch.save, fsync):", torch);
+    std::printf("ratio convert / cp: time %.2f, peak RSS %.2f; convert / torch: time %.2f, peak RSS %.3f; "
+                "convert's peak RSS / model size %.3f\n",
+                convert.seconds / cp.seconds, double(convert.kib) / double(std::max(cp.kib, 1L)),
+                convert.seconds / torch.seconds, double(convert.kib) / double(std::max(torch.kib, 1L)),
+                double(convert.kib) / 1024.0 / mb);
     fs::remove_all(work);
     return 0;
 }

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 namespace shardscope {
@@ -221,10 +220,8 @@ void ShardFileWriter::write(const void* data, std::size_t size)
         d.xxh.update(bytes + at, n);
         if (!fsutil::write_all(d.fd.get(), bytes + at, n))
             d.io_failure("write failed");
-        // Start writeback of this chunk now, so the disk works while the next chunk is hashed and
-        // the final fsync has little left to flush. (A hint only: the fsync is the guarantee.)
-        if (d.options.durable)
-            ::sync_file_range(d.fd.get(), static_cast<off_t>(d.written), static_cast<off_t>(n), SYNC_FILE_RANGE_WRITE);
+        if (d.options.durable) // the disk works while the next chunk is hashed
+            fsutil::start_writeback(d.fd.get(), d.written, n);
         d.written += n;
         if (d.options.progress)
             d.options.progress(d.written);

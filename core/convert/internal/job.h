@@ -37,6 +37,10 @@ public:
     OutputFile(const ConvertJob& job, std::string name);
     void write(const void* data, std::size_t size);
     void patch(uint64_t offset, const void* data, std::size_t size);
+    // Appends `size` bytes of the local file `fd` from `offset`, file to file in the kernel. False
+    // when they could not all be copied (the file is then as before): the caller copies them
+    // through memory instead, which names what failed.
+    bool append_from(int fd, uint64_t offset, uint64_t size);
     uint64_t size() const { return m_written; }
     const std::string& name() const { return m_name; }
     void finish(); // fsync when durable; the file stays open until destroyed
@@ -51,12 +55,15 @@ private:
 
 // Streams output tensor `i` (job.picked[i]) in its output dtype to `sink`, kConvertPiece
 // elements at a time, counting job.copied. Throws Error naming the source file and tensor when a
-// part cannot be read, cancelled when the cancel flag is set.
-void copy_tensor(ConvertJob& job, std::size_t i, const std::function<void(const std::byte*, std::size_t)>& sink);
+// part cannot be read, cancelled when the cancel flag is set. With `file` (the file `sink` writes
+// to), elements stored as they are written, in a local file, are copied file to file instead.
+void copy_tensor(ConvertJob& job, std::size_t i, const std::function<void(const std::byte*, std::size_t)>& sink,
+                 OutputFile* file = nullptr);
 
-// Elements [first, first + count) of `tensor` (row-major) as `to`, in pieces, to `sink`.
+// Elements [first, first + count) of `tensor` (row-major) as `to`, in pieces, to `sink` (or
+// `file`, as copy_tensor).
 void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to, uint64_t first, uint64_t count,
-                   const std::function<void(const std::byte*, std::size_t)>& sink);
+                   const std::function<void(const std::byte*, std::size_t)>& sink, OutputFile* file = nullptr);
 
 // Bytes of output tensor `i`.
 uint64_t output_bytes(const ConvertJob& job, std::size_t i);

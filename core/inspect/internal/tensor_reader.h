@@ -13,7 +13,6 @@
 #include <optional>
 #include <vector>
 #include <string>
-#include <vector>
 
 namespace shardscope::inspect {
 
@@ -36,9 +35,26 @@ public:
     // the problem that stopped it, naming the file, rank and tensor.
     std::optional<Problem> read(uint64_t first, uint64_t count, std::byte* out);
 
+    // Elements from `first` (at most `count` of them) stored as one run of plain bytes in a local
+    // file: its descriptor and byte offset, so that a copy can go file to file without passing
+    // through memory. Nullopt when they are compressed, a view, remote, or cannot be read as laid
+    // out (read() then says why).
+    struct LocalRun {
+        int fd = -1;
+        uint64_t offset = 0; // bytes
+        uint64_t count = 0; // elements
+    };
+    std::optional<LocalRun> local_run(uint64_t first, uint64_t count);
+
 private:
-    std::optional<Problem> read_flat(uint64_t first, uint64_t count, std::byte* out);
-    std::optional<Problem> read_boxes(uint64_t first, uint64_t count, std::byte* out);
+    // Elements from `first` stored consecutively in one part, from its `stored`-th element.
+    struct Run {
+        const TensorPart* part = nullptr;
+        uint64_t stored = 0, count = 0;
+    };
+    std::optional<Problem> locate(uint64_t first, uint64_t count, Run& run);
+    std::optional<Problem> locate_flat(uint64_t first, uint64_t count, Run& run);
+    std::optional<Problem> locate_in_boxes(uint64_t first, uint64_t count, Run& run);
     std::optional<Problem> read_view(const TensorPart& part, uint64_t first, uint64_t count, std::byte* out);
     std::optional<Problem> pread_part(const TensorPart& part, uint64_t stored_element, uint64_t count, std::byte* out);
     std::optional<Problem> open_part(const TensorPart& part);
