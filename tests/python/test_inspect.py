@@ -111,6 +111,7 @@ class Stats(TempDirTest):
         finally:
             server.terminate()
             server.wait()
+            server.stdout.close()
 
     def test_a_self_signed_server_is_read_only_when_told(self):
 #TLS certificates are checked unless verify_tls = False says otherwise.
@@ -135,6 +136,7 @@ class Stats(TempDirTest):
         finally:
             server.terminate()
             server.wait()
+            server.stdout.close()
 
 
 class Diff(TempDirTest):

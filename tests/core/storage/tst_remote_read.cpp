@@ -533,6 +533,24 @@ private slots:
         QCOMPARE(mirrored.exit_code, 2);
         QCOMPARE(mirrored.err.count('\n'), 1);
         QCOMPARE(mirrored.json()["error"]["kind"].get<std::string>(), std::string("invalid_argument"));
+        // A DeepSpeed root in a bucket: its step folders are listed on a local disk only.
+        const fs::path ds = root() / "dsroot";
+        fs::create_directories(ds);
+        write_deepspeed_step(ds / "global_step3", {1, 2, 3});
+        std::ofstream(ds / "latest") << "global_step3";
+        upload(ds, "dsroot");
+        const testutil::Run foreign =
+            testutil::shardctl({QStringLiteral("status"), QString::fromStdString("s3://" + m_bucket + "/dsroot"),
+                                QStringLiteral("--json")});
+        QCOMPARE(foreign.exit_code, 2);
+        QVERIFY2(foreign.err.contains("is a deepspeed root"), foreign.err.constData());
+        QCOMPARE(foreign.json()["error"]["kind"].get<std::string>(), std::string("invalid_argument"));
+        // Nothing beneath the prefix: not an empty root, a location that is not there.
+        const testutil::Run nothing =
+            testutil::shardctl({QStringLiteral("status"), QString::fromStdString("s3://" + m_bucket + "/no-root"),
+                                QStringLiteral("--json")});
+        QCOMPARE(nothing.exit_code, 2);
+        QCOMPARE(nothing.json()["error"]["kind"].get<std::string>(), std::string("cannot_open"));
     }
 
     void shardctlReadsBucketsAndKeepsSecrets()
