@@ -33,13 +33,14 @@ std::vector<RankStateView> views(const std::vector<HeldRank>& held)
     return out;
 }
 
-py::object verify(py::object path, bool fast, py::object expected_world_size, int threads, bool content)
+py::object verify(py::object path, bool fast, py::object expected_world_size, int threads, bool content,
+                  bool verify_tls)
 {
     VerifyOptions options;
     options.fast = fast;
     options.threads = threads;
     options.expected_world_size = int_or(expected_world_size, -1, "expected_world_size");
-    const storage::Location where = to_location(path);
+    const storage::Location where = to_location(path, verify_tls);
     json report;
     {
         py::gil_scoped_release unlocked; // hashing and reading run on the core's threads
@@ -230,11 +231,12 @@ void bind_checkpoint(py::module_& m)
 {
     using namespace pybind11::literals;
     m.def("verify", &verify, "path"_a, py::kw_only(), "fast"_a = false, "expected_world_size"_a = py::none(),
-          "threads"_a = 0, "content"_a = false,
+          "threads"_a = 0, "content"_a = false, "verify_tls"_a = true,
           "Checks every invariant and every shard's hash (SHA-256, or XXH3 with fast=True) of a checkpoint\n"
           "directory, a root with `latest`, or a foreign format. Returns the `shardctl verify --json` dict;\n"
           "a bad checkpoint is reported there (ok=False, problems), not raised. content=True reads every\n"
-          "tensor's values too (verify --content): result['verdict']['state'] is 'safe' only then.");
+          "tensor's values too (verify --content): result['verdict']['state'] is 'safe' only then.\n"
+          "verify_tls=False: an https:// server's certificate is not checked (a test server only).");
     m.def("load", &load, "path"_a, "expected_world_size"_a, py::kw_only(), "threads"_a = 0, "allow_unhealthy"_a = false,
           "allow_partial_state"_a = false,
           "Loads every rank (all invariants and SHA-256 checked while the bytes land) and returns a list of\n"

@@ -168,12 +168,15 @@ std::filesystem::path to_path(py::handle value)
     return std::filesystem::path(text);
 }
 
-storage::Location to_location(py::handle value)
+storage::Location to_location(py::handle value, bool verify_tls)
 {
     if (py::isinstance<py::str>(value)) {
         const std::string text = value.cast<std::string>();
-        if (storage::is_url(text))
-            return storage::parse_location(text);
+        if (storage::is_url(text)) {
+            storage::Location where = storage::parse_location(text);
+            where.verify_tls = verify_tls;
+            return where;
+        }
     }
     return storage::Location(to_path(value));
 }

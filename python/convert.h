@@ -26,8 +26,9 @@ nlohmann::json from_python(py::handle value, const std::string& where);
 // str, bytes or os.PathLike, encoded as the OS encodes file names (os.fsencode).
 std::filesystem::path to_path(py::handle value);
 // A location: a path as to_path takes it, or an s3:// or http(s):// URL (a str): a mirror, or a
-// checkpoint verify, stats and diff read in place.
-storage::Location to_location(py::handle value);
+// checkpoint verify, stats and diff read in place; its server's TLS certificate checked unless
+// the caller passed verify_tls=False.
+storage::Location to_location(py::handle value, bool verify_tls = true);
 
 // Optional keyword values: None -> `fallback`.
 int int_or(py::handle value, int fallback, const std::string& where);

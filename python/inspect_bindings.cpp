@@ -45,9 +45,9 @@ std::optional<double> tolerance(py::object value, const char* name)
     return j.get<double>();
 }
 
-py::object stats(py::object path, py::object tensor, int threads)
+py::object stats(py::object path, py::object tensor, int threads, bool verify_tls)
 {
-    const storage::Location where = to_location(path);
+    const storage::Location where = to_location(path, verify_tls);
     ContentOptions options;
     options.tensor_globs = globs_from_python(tensor);
     options.threads = threads;
@@ -59,10 +59,11 @@ py::object stats(py::object path, py::object tensor, int threads)
     return to_python(out);
 }
 
-py::object diff(py::object a, py::object b, py::object atol, py::object rtol, py::object tensor, int threads)
+py::object diff(py::object a, py::object b, py::object atol, py::object rtol, py::object tensor, int threads,
+                bool verify_tls)
 {
-    const storage::Location path_a = to_location(a);
-    const storage::Location path_b = to_location(b);
+    const storage::Location path_a = to_location(a, verify_tls);
+    const storage::Location path_b = to_location(b, verify_tls);
     DiffOptions options;
     options.atol = tolerance(atol, "atol");
     options.rtol = tolerance(rtol, "rtol");
@@ -81,12 +82,13 @@ py::object diff(py::object a, py::object b, py::object atol, py::object rtol, py
 void bind_inspect(py::module_& m)
 {
     using namespace pybind11::literals;
-    m.def("stats", &stats, "path"_a, py::kw_only(), "tensor"_a = py::none(), "threads"_a = 0,
+    m.def("stats", &stats, "path"_a, py::kw_only(), "tensor"_a = py::none(), "threads"_a = 0, "verify_tls"_a = true,
           "Statistics of every tensor's values, whole and per part (rank or file), and the health checks\n"
           "(nonfinite_values, negative_second_moment, param_master_mismatch): the `shardctl stats --json`\n"
-          "dict. Reads any format stats reads; tensor= takes a glob or a list of globs.");
+          "dict. Reads any format stats reads; tensor= takes a glob or a list of globs. verify_tls=False:\n"
+          "an https:// server's certificate is not checked (a test server only).");
     m.def("diff", &diff, "a"_a, "b"_a, py::kw_only(), "atol"_a = py::none(), "rtol"_a = py::none(),
-          "tensor"_a = py::none(), "threads"_a = 0,
+          "tensor"_a = py::none(), "threads"_a = 0, "verify_tls"_a = true,
           "Pairs the tensors of two checkpoints (any formats and world sizes) and compares them element by\n"
           "element, bitwise unless atol/rtol are given: the `shardctl diff --json` dict.");
 }

@@ -19,13 +19,14 @@ namespace {
 
 class PyCheckpointManager {
 public:
-    PyCheckpointManager(py::object root, int keep, py::object mirror, int mirror_keep, bool durable, int threads)
+    PyCheckpointManager(py::object root, int keep, py::object mirror, int mirror_keep, bool durable, int threads,
+                        bool verify_tls)
     {
         ManagerOptions options;
         options.root = to_path(root);
         options.keep_last = keep;
         if (!mirror.is_none())
-            options.mirror = to_location(mirror);
+            options.mirror = to_location(mirror, verify_tls);
         options.mirror_keep_last = mirror_keep;
         options.durable = durable;
         options.threads = threads;
@@ -210,8 +211,9 @@ void bind_manager(py::module_& m)
                                     "atomically after each commit, the last `keep` complete steps kept, saves in the\n"
                                     "background, an optional mirror directory (a second tier with its own retention)\n"
                                     "that resume falls back to. Use it as a context manager to wait on exit.")
-        .def(py::init<py::object, int, py::object, int, bool, int>(), "root"_a, "keep"_a = 3, "mirror"_a = py::none(),
-             py::kw_only(), "mirror_keep"_a = 10, "durable"_a = true, "threads"_a = 0)
+        .def(py::init<py::object, int, py::object, int, bool, int, bool>(), "root"_a, "keep"_a = 3,
+             "mirror"_a = py::none(), py::kw_only(), "mirror_keep"_a = 10, "durable"_a = true, "threads"_a = 0,
+             "verify_tls"_a = true)
         .def("save", &PyCheckpointManager::save, "step"_a, "ranks"_a, py::kw_only(), "dtype"_a = "bf16",
              "training_state"_a = py::none(), "tensors"_a = py::none(), "wall_clock_seconds"_a = 0.0,
              "Saves the rank dicts as step `step` (straight from their buffers), publishes it in `latest`,\n"

@@ -18,11 +18,15 @@ bool g_json_printed = false;
 bool g_json_requested = false;
 nlohmann::json g_failure; // the first failure said on stderr, as problem_json
 
+// --no-verify-tls as the command's parser read it: what location_argument gives every URL.
+bool g_verify_tls = true;
+
 // Options that take a location: a path or a URL (train's and status's --mirror: a bucket).
 const QStringList kUrlOptions = {QStringLiteral("mirror")};
 // Commands that read a checkpoint wherever it lives: their path arguments may be URLs.
-const QStringList kLocationCommands = {QStringLiteral("info"), QStringLiteral("verify"), QStringLiteral("stats"),
-                                       QStringLiteral("diff"), QStringLiteral("convert")};
+const QStringList kLocationCommands = {
+    QStringLiteral("info"),    QStringLiteral("verify"), QStringLiteral("stats"),       QStringLiteral("diff"),
+    QStringLiteral("convert"), QStringLiteral("status"), QStringLiteral("plan-reshard")};
 
 // A URL where a command takes a local path is refused before anything runs: `s3://ckpt/run`
 // taken as a path would be the relative folder `s3:/ckpt/run`, created and written while the
@@ -54,9 +58,11 @@ std::string local(const QString& text)
 shardscope::storage::Location location_argument(const QString& text)
 {
     const std::string value = local(text);
-    if (shardscope::storage::is_url(value))
-        return shardscope::storage::parse_location(value);
-    return shardscope::storage::Location(std::filesystem::path(value));
+    if (!shardscope::storage::is_url(value))
+        return shardscope::storage::Location(std::filesystem::path(value));
+    shardscope::storage::Location where = shardscope::storage::parse_location(value);
+    where.verify_tls = g_verify_tls;
+    return where;
 }
 
 int fail(int code, const std::string& sentence)
@@ -111,6 +117,7 @@ bool parse_options(QCommandLineParser& parser, const QStringList& arguments, con
         fail(kUsage, local(parser.errorText()) + " (see shardctl " + local(usage_name) + " --help)");
         return false;
     }
+    g_verify_tls = !parser.optionNames().contains(QStringLiteral("no-verify-tls"));
     if (parser.isSet(QStringLiteral("help"))) {
         std::cout << local(parser.helpText());
         std::exit(0);
@@ -167,6 +174,13 @@ std::optional<long long> int_option(const QCommandLineParser& parser, const QStr
 QCommandLineOption json_option(const QString& help)
 {
     return {QStringLiteral("json"), help};
+}
+
+QCommandLineOption no_verify_tls_option()
+{
+    return {QStringLiteral("no-verify-tls"),
+            QStringLiteral("Do not check the TLS certificate of an https:// server or S3 endpoint (a self-signed "
+                           "test server): anyone on the network path could then serve other bytes.")};
 }
 
 QCommandLineOption threads_option(const QString& help, const QString& default_value)

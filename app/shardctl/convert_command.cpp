@@ -80,6 +80,7 @@ int run_convert(const QStringList& arguments)
          QStringLiteral("N"), QStringLiteral("1")},
         threads_option(),
         json_option(),
+        no_verify_tls_option(),
     });
     if (!parse(parser, arguments, 1, QStringLiteral("convert")))
         return kUsage;

@@ -7,6 +7,8 @@
 #include "core/report/report.h"
 #include "core/checkpoint/directory.h"
 #include "core/checkpoint/reshard.h"
+#include "core/open/detect.h"
+#include "core/storage/location.h"
 
 #include <QElapsedTimer>
 
@@ -34,6 +36,19 @@ void print_plan(const ReshardPlan& plan)
                std::to_string(plan.bytes_moving));
 }
 
+// The manifest of the step `where` names (a root: the one its `latest` names). In a bucket or on a
+// web server: the prefix listed once (or the entry files asked for), `latest` and manifest.json
+// read, nothing else.
+Manifest manifest_at(const storage::Location& where)
+{
+    if (where.is_local())
+        return read_manifest(resolve_checkpoint_dir(where.path));
+    const DetectedFormat detected = detect_format(where);
+    if (detected.problem) // a root whose `latest` is bad: that, not a missing manifest, is what is wrong
+        throw Error(*detected.problem);
+    return read_manifest(detected.dir);
+}
+
 } // namespace
 
 int run_plan_reshard(const QStringList& arguments)
@@ -41,15 +56,15 @@ int run_plan_reshard(const QStringList& arguments)
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Preview an N -> M reshard: which byte ranges go where."));
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
-    parser.addOptions(
-        {{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")}, json_option()});
+    parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
+                       json_option(),
+                       no_verify_tls_option()});
     if (!parse(parser, arguments, 1, QStringLiteral("plan-reshard")))
         return kUsage;
     const auto to = target_option(parser);
     if (!to)
         return kUsage;
-    const fs::path dir = resolve_checkpoint_dir(local(parser.positionalArguments().at(0)));
-    const ReshardPlan plan = plan_reshard(read_manifest(dir), *to);
+    const ReshardPlan plan = plan_reshard(manifest_at(location_argument(parser.positionalArguments().at(0))), *to);
     if (parser.isSet(QStringLiteral("json")))
         print_json(reshard_plan_json(plan)); // also the GUI report's and reshard --json's `plan`
     else

@@ -7,6 +7,7 @@
 #include "app/cli_common/cli.h"
 
 #include "core/checkpoint/verify_json.h"
+#include "core/open/detect.h"
 #include "core/open/root_steps.h"
 #include "core/report/verdict.h"
 #include "core/run/root_status.h"
@@ -86,7 +87,7 @@ void print_text(const json& st)
 
 // One step checked as verify --content checks it: its verdict's state as the step's `health`, its
 // title as `health_title`. Whether it is safe to resume from.
-bool add_step_health(const fs::path& dir, json& step)
+bool add_step_health(const storage::Location& dir, json& step)
 {
     const ResumeVerdict verdict = check_resume(dir, VerifyOptions{}, true).verdict;
     step["health"] = std::string(to_string(verdict.state));
@@ -95,8 +96,9 @@ bool add_step_health(const fs::path& dir, json& step)
 }
 
 // Every complete local step's health, and the newest step that is safe to resume from: at or
-// before the one `latest` names, where a resume looks (format.md, 6.4).
-void add_health(const fs::path& root, json& st)
+// before the one `latest` names, where a resume looks (format.md, 6.4). A root in a bucket: its
+// steps read where they are.
+void add_health(const storage::Location& root, json& st)
 {
     st["newest_healthy"] = nullptr;
     bool past_latest = false;
@@ -104,7 +106,7 @@ void add_health(const fs::path& root, json& st)
         const json& local = s["local"];
         if (local.is_null() || !local["complete"].get<bool>())
             continue;
-        if (add_step_health(root / s["name"].get<std::string>(), s) && !past_latest)
+        if (add_step_health(root.child(s["name"].get<std::string>()), s) && !past_latest)
             st["newest_healthy"] = s["name"]; // steps are in ascending order
         past_latest = past_latest || local["latest"].get<bool>();
     }
@@ -129,7 +131,7 @@ json foreign_status(const RootSteps& listed, bool content)
         st["newest_healthy"] = nullptr;
         bool past_tag = false;
         for (std::size_t i = 0; i < listed.steps.size(); ++i) {
-            if (add_step_health(listed.steps[i].path, steps[i]) && !past_tag)
+            if (add_step_health(storage::Location(listed.steps[i].path), steps[i]) && !past_tag)
                 st["newest_healthy"] = listed.steps[i].name; // newest last
             past_tag = past_tag || listed.steps[i].tagged;
         }
@@ -161,6 +163,36 @@ void print_foreign_text(const json& st)
         print_line("health not read: --content verifies each step and reads its values");
 }
 
+// A root in a bucket, read where it lives: its steps and `latest` as the mirror tier reads a bucket
+// (format.md 6.6), the same JSON as a local root's without lock or free space. A root another tool
+// wrote is not listed there yet, nor has a root in a bucket a second tier.
+int bucket_status(const storage::Location& where, bool mirror, int keep, bool content, bool as_json)
+{
+    if (mirror)
+        throw Error(ProblemKind::invalid_argument,
+                    where.text + ": --mirror is the second tier of a root on a local disk, not of one in a bucket",
+                    where.text);
+    RootStatus status = bucket_root_status(where, keep);
+    if (status.steps.empty()) {
+        // No step-<N> folders: perhaps a DeepSpeed, Megatron or DCP root, whose step folders are
+        // listed on a local disk only. (A prefix with nothing beneath it is refused here too.)
+        const DetectedFormat detected = detect_format(where);
+        if (detected.format != CheckpointFormat::shardscope && detected.format != CheckpointFormat::unknown)
+            throw Error(ProblemKind::invalid_argument,
+                        where.text + " is a " + std::string(to_string(detected.format)) +
+                            " root: status lists such a root's step folders on a local disk only",
+                        where.text);
+    }
+    json st = to_json(status);
+    if (content)
+        add_health(where, st);
+    if (as_json)
+        print_json(st);
+    else
+        print_text(st);
+    return kOk;
+}
+
 } // namespace
 
 int run_status(const QStringList& arguments)
@@ -182,6 +214,7 @@ int run_status(const QStringList& arguments)
          QStringLiteral("Verify every complete local step and read its values: each step's health and the newest "
                         "healthy one.")},
         json_option(),
+        no_verify_tls_option(),
     });
     if (!parse(parser, arguments, 1, QStringLiteral("status")))
         return kUsage;
@@ -191,10 +224,13 @@ int run_status(const QStringList& arguments)
         return kUsage;
     std::optional<storage::Location> mirror;
     if (parser.isSet(QStringLiteral("mirror")))
-        mirror = storage::parse_location(local(parser.value(QStringLiteral("mirror"))));
-    const fs::path root = local(parser.positionalArguments().at(0));
+        mirror = location_argument(parser.value(QStringLiteral("mirror")));
+    const storage::Location where = location_argument(parser.positionalArguments().at(0));
     const bool content = parser.isSet(QStringLiteral("content"));
     const bool as_json = parser.isSet(QStringLiteral("json"));
+    if (!where.is_local())
+        return bucket_status(where, mirror.has_value(), static_cast<int>(*keep), content, as_json);
+    const fs::path root = where.path;
     // ShardScope's own roots, and folders that are no root of a known format (an empty one a
     // job is about to fill), keep the native status; DeepSpeed, Megatron and DCP roots list their
     // step folders.
@@ -214,7 +250,7 @@ int run_status(const QStringList& arguments)
     }
     json st = to_json(root_status(root, mirror, static_cast<int>(*keep), static_cast<int>(*mirror_keep)));
     if (content)
-        add_health(root, st);
+        add_health(where, st);
     if (as_json)
         print_json(st);
     else

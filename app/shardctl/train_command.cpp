@@ -51,6 +51,7 @@ int run_train(const QStringList& arguments)
         json_option(),
     });
     parser.addOptions(resume_options());
+    parser.addOption(no_verify_tls_option()); // --mirror in a bucket
     if (!parse(parser, arguments, 0, QStringLiteral("train")))
         return kUsage;
     auto args = read_train_options(parser);
@@ -82,7 +83,7 @@ int run_train(const QStringList& arguments)
     options.mirror_keep_last = static_cast<int>(*mirror_keep);
     options.durable = args->durable;
     if (parser.isSet(QStringLiteral("mirror")))
-        options.mirror = storage::parse_location(local(parser.value(QStringLiteral("mirror"))));
+        options.mirror = location_argument(parser.value(QStringLiteral("mirror")));
     options.on_warning = [](const std::string& message) { // from upload threads too: one line at once
         std::fflush(stdout);
         std::cerr << ("shardctl: warning: " + printable(message, 4096) + "\n") << std::flush;

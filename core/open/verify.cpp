@@ -118,7 +118,11 @@ storage::Location verified_location(const storage::Location& given, const Verify
         given.is_local() ? !fs::is_directory(given.path, ec) : std::string_view(given.prefix).ends_with(".safetensors");
     if (one_file)
         return given;
-    return given.is_local() ? storage::Location(verified.dir) : storage::parse_location(verified.dir.string());
+    if (given.is_local())
+        return storage::Location(verified.dir);
+    storage::Location step = storage::parse_location(verified.dir.string());
+    step.verify_tls = given.verify_tls; // reached as the user asked
+    return step;
 }
 
 VerifyReport verify_checkpoint(const storage::Location& path, const VerifyOptions& options)

@@ -37,9 +37,11 @@ std::span<const std::byte> bytes_of(const std::string& text)
 
 MirrorTier::MirrorTier(storage::Location where) : m_where(std::move(where))
 {
-    if (m_where.scheme == storage::Scheme::s3)
-        m_s3 = std::make_unique<storage::S3Client>(storage::s3_config_from_environment());
-    else if (!m_where.is_local())
+    if (m_where.scheme == storage::Scheme::s3) {
+        storage::S3Config config = storage::s3_config_from_environment();
+        config.verify_tls = m_where.verify_tls;
+        m_s3 = std::make_unique<storage::S3Client>(std::move(config));
+    } else if (!m_where.is_local())
         throw Error(ProblemKind::invalid_argument,
                     m_where.text + ": a mirror is a local directory or an s3:// location, not a web server");
 }
@@ -89,11 +91,11 @@ void MirrorTier::write_latest(const std::string& name, bool durable) const
     m_s3->put(m_where.bucket, key("latest"), bytes_of(name + "\n"));
 }
 
-StepInfo MirrorTier::describe(const std::string& name, uint64_t step) const
+StepInfo MirrorTier::describe(const std::string& name, uint64_t step, StepTier as) const
 {
     if (is_local())
-        return describe_step(m_where.path, name, step, StepTier::mirror);
-    StepInfo info{.name = name, .step = step, .tier = StepTier::mirror};
+        return describe_step(m_where.path, name, step, as);
+    StepInfo info{.name = name, .step = step, .tier = as};
     try {
         const auto objects = m_s3->list(m_where.bucket, key(name) + "/", kMaxMirrorObjects);
         const auto has = [&](const char* file) {
@@ -101,7 +103,8 @@ StepInfo MirrorTier::describe(const std::string& name, uint64_t step) const
                                [&](const storage::ObjectInfo& o) { return o.key == key(name) + "/" + file; });
         };
         if (!has("manifest.json")) {
-            info.problem = "no manifest.json: the upload did not finish";
+            info.problem = as == StepTier::local ? "no manifest.json: the save did not finish"
+                                                 : "no manifest.json: the upload did not finish";
             return info;
         }
         info.bad_manifest = true;
@@ -110,7 +113,7 @@ StepInfo MirrorTier::describe(const std::string& name, uint64_t step) const
             throw Error(ProblemKind::missing_file, display(name) + "/manifest.json: gone while listed");
         const Manifest m = parse_manifest(*text, display(name) + "/manifest.json");
         info.bad_manifest = false;
-        info.complete = has(kUploadManifest);
+        info.complete = as == StepTier::local || has(kUploadManifest);
         info.world_size = m.world_size;
         info.wall_clock_seconds = m.wall_clock_seconds;
         info.bytes = m.total_bytes();
@@ -129,10 +132,10 @@ StepInfo MirrorTier::describe(const std::string& name, uint64_t step) const
     return info;
 }
 
-std::vector<StepInfo> MirrorTier::scan() const
+std::vector<StepInfo> MirrorTier::scan(StepTier as) const
 {
     if (is_local())
-        return shardscope::scan(m_where.path, StepTier::mirror);
+        return shardscope::scan(m_where.path, as);
     const std::string root = m_where.prefix.empty() ? "" : m_where.prefix + "/";
     std::map<uint64_t, std::string> names;
     for (const auto& o : m_s3->list(m_where.bucket, root, kMaxMirrorObjects)) {
@@ -145,7 +148,7 @@ std::vector<StepInfo> MirrorTier::scan() const
     }
     std::vector<StepInfo> steps;
     for (const auto& [step, name] : names)
-        steps.push_back(describe(name, step));
+        steps.push_back(describe(name, step, as));
     std::optional<std::string> latest;
     try {
         latest = read_latest();

@@ -36,9 +36,11 @@ public:
     void prepare(bool durable) const;
     // Every step on the tier, sorted, `latest` marked, described without hashing. A store that
     // does not answer throws Error(remote_error): no step is ever taken for incomplete (and so
-    // deleted) because a request failed.
-    std::vector<StepInfo> scan() const;
-    StepInfo describe(const std::string& name, uint64_t step) const;
+    // deleted) because a request failed. `as`: mirror, where a step is complete once its upload
+    // record is there; local, for a root read where it lives (`status s3://bucket/run`), where its
+    // manifest makes it complete, as on a local disk.
+    std::vector<StepInfo> scan(StepTier as = StepTier::mirror) const;
+    StepInfo describe(const std::string& name, uint64_t step, StepTier as = StepTier::mirror) const;
     std::optional<std::string> read_latest() const;
     void write_latest(const std::string& name, bool durable) const;
     // The upload record first, then the manifest, then the rest: a removal cut short leaves an

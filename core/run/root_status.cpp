@@ -147,6 +147,30 @@ RootStatus root_status(const fs::path& root, const std::optional<storage::Locati
     return st;
 }
 
+RootStatus bucket_root_status(const storage::Location& root, int keep_last)
+{
+    if (root.scheme != storage::Scheme::s3)
+        throw Error(ProblemKind::invalid_argument,
+                    root.text +
+                        ": a checkpoint root is read on a local disk or in a bucket (s3://); a web server "
+                        "cannot list its steps");
+    const MirrorTier tier(root);
+    RootStatus st{.root = storage::to_string(root), .keep_last = keep_last};
+    st.steps = tier.scan(StepTier::local);
+    try {
+        st.latest = tier.read_latest();
+    } catch (const Error& e) {
+        if (e.kind() == ProblemKind::remote_error)
+            throw;
+        // a broken `latest` names no step; verify says why
+    }
+    const auto none = [](const StepInfo&) { return false; };
+    RotationPlan plan = plan_rotation(complete_of(st.steps, StepTier::local), keep_last, std::nullopt, none, none);
+    st.rotation_local = std::move(plan.remove);
+    st.kept_healthy = std::move(plan.kept_healthy);
+    return st;
+}
+
 nlohmann::json to_json(const RootStatus& st)
 {
     using nlohmann::json;

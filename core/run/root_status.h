@@ -54,6 +54,13 @@ std::map<std::string, UploadState> upload_states_on_disk(const std::vector<StepI
 RootStatus root_status(const std::filesystem::path& root, const std::optional<storage::Location>& mirror, int keep_last,
                        int mirror_keep_last);
 
+// A root in a bucket (`s3://bucket/run`), read as the mirror tier reads its own (MirrorTier::scan):
+// its steps, each complete with its manifest as on a local disk, and its `latest`, with the same
+// rotation forecast. `root` is its URL; no lock and no free space (a bucket has neither). Throws
+// Error(invalid_argument) for a location that is not s3:// and Error(remote_error) when the
+// store does not answer.
+RootStatus bucket_root_status(const storage::Location& root, int keep_last);
+
 // The `shardctl status --json` object (docs/shardctl.md, 2.13).
 nlohmann::json to_json(const RootStatus& status);
 

@@ -154,7 +154,7 @@ Folder Folder::open(const Location& location, const RemoteOptions& options)
         config.endpoint = (location.scheme == Scheme::https ? "https://" : "http://") + location.authority;
         config.anonymous = true;
     }
-    config.verify_tls = options.verify_tls;
+    config.verify_tls = location.verify_tls;
     auto remote = std::make_shared<Remote>(S3Client(std::move(config)), location.bucket);
     const std::string text = to_string(location);
     Folder folder;

@@ -63,10 +63,9 @@ struct OpenedObject {
 };
 
 // How a remote folder is reached: the endpoint (empty: the environment's, as the AWS tools
-// read it) and whether TLS certificates are checked.
+// read it). Whether TLS certificates are checked is the location's (Location::verify_tls).
 struct RemoteOptions {
     std::string endpoint;
-    bool verify_tls = true;
 };
 
 class Folder {

@@ -24,6 +24,11 @@ struct Location {
     std::string bucket; // s3
     std::string prefix; // s3: the key prefix, without leading or trailing '/'; http(s): the path, decoded
     std::string authority; // http(s): host[:port]
+    // Whether a server's TLS certificate is checked (https, and s3 over an https endpoint). Off
+    // only when the user said so (shardctl --no-verify-tls, verify_tls=False in Python): it
+    // travels with the location so that every reader of it, and of the locations beneath it,
+    // connects the same way.
+    bool verify_tls = true;
 
     bool is_local() const { return scheme == Scheme::local; }
     // The location of `name` beneath this one ("run" + "step-1" -> "run/step-1").

@@ -183,10 +183,14 @@ private slots:
             {{"status", "run", "--mirror", "gs://ckpt/run"}, "unknown URL scheme \"gs\""},
             {{"demo-save", "--out", "s3://ckpt/demo", "--world-size", "2", "--numel", "100"},
              "s3://ckpt/demo: --out of 'shardctl demo-save' is a local path"},
-            {{"plan-reshard", "https://models.example/org/m", "--to", "2"},
-             "the path argument of 'shardctl plan-reshard'"},
+            {{"reshard", "https://models.example/org/m", "--to", "2", "--out", "out", "--json"},
+             "the path argument of 'shardctl reshard'"},
+            {{"status", "https://models.example/org/run", "--json"}, "a web server cannot list its steps"},
+            {{"status", "s3://ckpt/run"}, "no S3 credentials"},
             // A reading command goes to the server, and says so when there is none.
             {{"verify", "https://models.example.invalid/org/m", "--json"},
+             "no answer from https://models.example.invalid"},
+            {{"plan-reshard", "https://models.example.invalid/org/m", "--to", "2", "--json"},
              "no answer from https://models.example.invalid"},
             {{"info", "gs://bucket/x"}, "unknown URL scheme \"gs\""},
             {{"info", "s3://Not_A_Bucket/x"}, "not a valid S3 bucket name"},
@@ -203,7 +207,10 @@ private slots:
             QVERIFY(!run.err.contains("hunter2") && !run.out.contains("hunter2"));
             if (args.contains(QStringLiteral("--json")))
                 QCOMPARE(run.json()["error"]["kind"].get<std::string>(),
-                         args.first() == QStringLiteral("verify") ? "remote_error" : "usage");
+                         args.first() == QStringLiteral("verify") || args.first() == QStringLiteral("plan-reshard")
+                             ? "remote_error"
+                             : args.first() == QStringLiteral("status") ? "invalid_argument"
+                                                                        : "usage");
         }
         QVERIFY2(QDir(cwd.path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden).isEmpty(),
                  "a URL was taken for a local path: something was created in the working directory");

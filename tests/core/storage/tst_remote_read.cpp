@@ -4,6 +4,7 @@
 
 #include "s3_server.h"
 
+#include "big_foreign.h"
 #include "content_fixtures.h"
 #include "range_server.h"
 #include "testutil.h"
@@ -53,6 +54,18 @@ bool same_stats(const ValueStats& a, const ValueStats& b)
     return a.numel == b.numel && a.nan == b.nan && a.posinf == b.posinf && a.neginf == b.neginf && a.zeros == b.zeros &&
         a.finite == b.finite && a.min == b.min && a.max == b.max && a.mean == b.mean && a.m2 == b.m2 &&
         a.histogram == b.histogram;
+}
+
+// What tests/core/storage/range_http_server.py at `base` was asked so far, one request a line
+// ("GET /hf/model.safetensors.index.json bytes=0-65535").
+QList<QByteArray> requests_of(const std::string& base)
+{
+    QProcess fetch;
+    fetch.start(QStringLiteral("curl"), {QStringLiteral("-s"), QString::fromStdString(base + "/__requests__")});
+    fetch.waitForFinished(10000);
+    QList<QByteArray> requests = fetch.readAllStandardOutput().trimmed().split('\n');
+    requests.removeIf([](const QByteArray& r) { return r.contains("__requests__") || r.isEmpty(); });
+    return requests;
 }
 
 } // namespace
@@ -338,17 +351,39 @@ private slots:
         const testutil::Run info = testutil::shardctl({QStringLiteral("info"), url, QStringLiteral("--json")});
         QCOMPARE(info.exit_code, 0);
         QCOMPARE(info.json()["format"].get<std::string>(), std::string("safetensors-index"));
-        QProcess fetch;
-        fetch.start(QStringLiteral("curl"),
-                    {QStringLiteral("-s"),
-                     QString::fromStdString("http://127.0.0.1:" + std::to_string(counted.port()) + "/__requests__")});
-        QVERIFY(fetch.waitForFinished(10000));
-        QList<QByteArray> requests = fetch.readAllStandardOutput().trimmed().split('\n');
-        requests.removeIf([](const QByteArray& r) { return r.contains("__requests__"); });
+        const QList<QByteArray> requests = requests_of("http://127.0.0.1:" + std::to_string(counted.port()));
         // HEAD + GET of the index, then HEAD + one ranged GET of each data file's header.
         QVERIFY2(requests.size() <= 6, requests.join('\n').constData());
         for (const QByteArray& r : requests)
             QVERIFY2(!r.startsWith("GET") || r.contains("index.json") || r.contains("bytes=0-"), r.constData());
+    }
+
+    void aBigIndexIsReadWithAHandfulOfRequestsAFile()
+    {
+        // 20,000 tensors over 50 files, as a large model's index lists them: info asks for the
+        // index, then each file's size and header, never a tensor's data.
+        constexpr std::size_t kTensors = 20000, kFiles = 50;
+        bigforeign::write_index(root() / "big", kTensors, kFiles);
+        testutil::RangeServer counted(root());
+        QVERIFY(counted.port() > 0);
+        const std::string base = "http://127.0.0.1:" + std::to_string(counted.port());
+        const testutil::Run info = testutil::shardctl(
+            {QStringLiteral("info"), QString::fromStdString(base + "/big/model.safetensors.index.json"),
+             QStringLiteral("--json")});
+        QVERIFY2(info.exit_code == 0, info.err.constData());
+        QCOMPARE(info.json()["tensors"].size(), kTensors);
+        const QList<QByteArray> requests = requests_of(base);
+        // The index: HEAD + GET; each file: HEAD + one ranged GET of its first bytes.
+        QVERIFY2(requests.size() <= 2 + 2 * int(kFiles), QByteArray::number(requests.size()).constData());
+        std::map<QByteArray, int> gets;
+        for (const QByteArray& r : requests)
+            if (r.startsWith("GET ") && r.contains(".safetensors ")) {
+                QVERIFY2(r.contains("bytes=0-"), r.constData());
+                ++gets[r.split(' ').at(1)];
+            }
+        QCOMPARE(gets.size(), kFiles);
+        for (const auto& [file, n] : gets)
+            QVERIFY2(n == 1, file.constData());
     }
 
     void folderUrlsWithDotsAndEscapes()
@@ -388,6 +423,134 @@ private slots:
         QVERIFY2(run.err.contains("certificate") || run.err.contains("SSL"), run.err.constData());
         QCOMPARE(run.err.count('\n'), 1);
         QCOMPARE(run.json()["ok"].get<bool>(), false);
+
+        // Only when told: --no-verify-tls reads the same server, every shard checked.
+        const testutil::Run unchecked = testutil::shardctl(
+            {QStringLiteral("verify"), url, QStringLiteral("--json"), QStringLiteral("--no-verify-tls")});
+        QVERIFY2(unchecked.exit_code == 0, unchecked.err.constData());
+        QCOMPARE(unchecked.json()["ok"].get<bool>(), true);
+        QCOMPARE(unchecked.json()["shards"].size(), std::size_t(2));
+        const testutil::Run info = testutil::shardctl(
+            {QStringLiteral("info"), url, QStringLiteral("--no-verify-tls"), QStringLiteral("--json")});
+        QVERIFY2(info.exit_code == 0, info.err.constData());
+        QCOMPARE(info.json()["format"].get<std::string>(), std::string("safetensors-index"));
+        // The same in core: the location carries the choice to every reader beneath it.
+        Location location = parse_location(url.toStdString());
+        QVERIFY_THROWS_EXCEPTION(Error, (void)verify_checkpoint(location));
+        location.verify_tls = false;
+        const VerifyReport report = verify_checkpoint(location);
+        QVERIFY2(report.ok(), report.problems.empty() ? "" : report.problems[0].message.c_str());
+        QCOMPARE(report.shards.size(), std::size_t(2));
+    }
+
+    void statusAndPlanReshardOfABucketRoot()
+    {
+        // A root as a trainer leaves it: three steps, `latest` rolled back to the second (the
+        // third diverged), and a save cut short (a rank file, no manifest); copied into the bucket.
+        const fs::path run = root() / "statusrun";
+        for (int step : {10, 20, 30})
+            save_sharded(make_demo_state(step, 4001, 3, ParamDtype::BF16), run / ("step-000000" + std::to_string(step)),
+                         step);
+        std::ofstream(run / "latest") << "step-00000020\n";
+        fs::create_directories(run / "step-00000040");
+        std::ofstream(run / "step-00000040" / "rank0.safetensors") << "cut short";
+        upload(run, "statusrun");
+        const QString where = QString::fromStdString("s3://" + m_bucket + "/statusrun");
+
+        for (const QStringList& extra : {QStringList{}, QStringList{QStringLiteral("--content")}}) {
+            const QStringList args =
+                QStringList{QStringLiteral("--keep"), QStringLiteral("1"), QStringLiteral("--json")} + extra;
+            const testutil::Run local =
+                testutil::shardctl(QStringList{QStringLiteral("status"), testutil::qs(run)} + args);
+            const testutil::Run remote = testutil::shardctl(QStringList{QStringLiteral("status"), where} + args);
+            QVERIFY2(local.exit_code == 0, local.err.constData());
+            QVERIFY2(remote.exit_code == 0, remote.err.constData());
+            const nlohmann::json a = local.json(), b = remote.json();
+            QCOMPARE(b["root"].get<std::string>(), where.toStdString());
+            QCOMPARE(b["latest"].get<std::string>(), std::string("step-00000020"));
+            QCOMPARE(b["steps"].size(), std::size_t(4));
+            QCOMPARE(b["steps"][3]["local"]["problem"].get<std::string>(),
+                     std::string("no manifest.json: the save did not finish"));
+            QVERIFY2(b["next_rotation"]["local"] == nlohmann::json::array({"step-00000010"}),
+                     b["next_rotation"].dump().c_str());
+            for (const char* key : {"latest", "steps", "next_rotation", "keep", "mirror"})
+                QVERIFY2(a[key] == b[key], (std::string(key) + ": " + a[key].dump() + " vs " + b[key].dump()).c_str());
+            QVERIFY(b["lock"].is_null());
+            QVERIFY(b["space"].empty()); // a bucket's free space is not known
+            if (!extra.isEmpty()) {
+                QCOMPARE(b["newest_healthy"].get<std::string>(), std::string("step-00000020"));
+                QCOMPARE(b["steps"][0]["health"].get<std::string>(), std::string("safe"));
+                QVERIFY(a["newest_healthy"] == b["newest_healthy"]);
+            }
+        }
+        const testutil::Run text = testutil::shardctl({QStringLiteral("status"), where});
+        QCOMPARE(text.exit_code, 0);
+        QVERIFY2(text.out.contains(": latest step-00000020"), text.out.constData());
+
+        // plan-reshard from the manifest `latest` names, and from a step's own prefix.
+        for (const std::string& step : {std::string(), std::string("/step-00000030")}) {
+            const QStringList args = {QStringLiteral("--to"), QStringLiteral("5"), QStringLiteral("--json")};
+            const testutil::Run local = testutil::shardctl(
+                QStringList{QStringLiteral("plan-reshard"), testutil::qs(run.string() + step)} + args);
+            const testutil::Run remote = testutil::shardctl(
+                QStringList{QStringLiteral("plan-reshard"), where + QString::fromStdString(step)} + args);
+            QVERIFY2(local.exit_code == 0, local.err.constData());
+            QVERIFY2(remote.exit_code == 0, remote.err.constData());
+            QCOMPARE(remote.json()["source_world_size"].get<int>(), 3);
+            QCOMPARE(remote.json()["target_world_size"].get<int>(), 5);
+            QVERIFY(local.json() == remote.json());
+        }
+
+        // On a web server: the entry files asked for, `latest` and the manifest read, no rank file.
+        testutil::RangeServer counted(root());
+        QVERIFY(counted.port() > 0);
+        const std::string base = "http://127.0.0.1:" + std::to_string(counted.port());
+        const testutil::Run web =
+            testutil::shardctl({QStringLiteral("plan-reshard"), QString::fromStdString(base + "/statusrun"),
+                                QStringLiteral("--to"), QStringLiteral("5"), QStringLiteral("--json")});
+        QVERIFY2(web.exit_code == 0, web.err.constData());
+        QCOMPARE(web.json()["target_world_size"].get<int>(), 5);
+        const QList<QByteArray> requests = requests_of(base);
+        QVERIFY2(requests.size() <= 24, requests.join('\n').constData());
+        int gets = 0;
+        for (const QByteArray& r : requests)
+            if (r.startsWith("GET")) {
+                QVERIFY2(r.contains("/statusrun/latest") || r.contains("/step-00000020/manifest.json"), r.constData());
+                ++gets;
+            }
+        QCOMPARE(gets, 2);
+
+        // What stays local: writing a reshard into (or from) a bucket, a mirror of a bucket root.
+        const testutil::Run reshard =
+            testutil::shardctl({QStringLiteral("reshard"), where, QStringLiteral("--to"), QStringLiteral("2"),
+                                QStringLiteral("--out"), testutil::qs(root() / "resharded"), QStringLiteral("--json")});
+        QCOMPARE(reshard.exit_code, 2);
+        QCOMPARE(reshard.err.count('\n'), 1);
+        QCOMPARE(reshard.json()["ok"].get<bool>(), false);
+        QVERIFY(!fs::exists(root() / "resharded"));
+        const testutil::Run mirrored = testutil::shardctl({QStringLiteral("status"), where, QStringLiteral("--mirror"),
+                                                           testutil::qs(root() / "m"), QStringLiteral("--json")});
+        QCOMPARE(mirrored.exit_code, 2);
+        QCOMPARE(mirrored.err.count('\n'), 1);
+        QCOMPARE(mirrored.json()["error"]["kind"].get<std::string>(), std::string("invalid_argument"));
+        // A DeepSpeed root in a bucket: its step folders are listed on a local disk only.
+        const fs::path ds = root() / "dsroot";
+        fs::create_directories(ds);
+        write_deepspeed_step(ds / "global_step3", {1, 2, 3});
+        std::ofstream(ds / "latest") << "global_step3";
+        upload(ds, "dsroot");
+        const testutil::Run foreign =
+            testutil::shardctl({QStringLiteral("status"), QString::fromStdString("s3://" + m_bucket + "/dsroot"),
+                                QStringLiteral("--json")});
+        QCOMPARE(foreign.exit_code, 2);
+        QVERIFY2(foreign.err.contains("is a deepspeed root"), foreign.err.constData());
+        QCOMPARE(foreign.json()["error"]["kind"].get<std::string>(), std::string("invalid_argument"));
+        // Nothing beneath the prefix: not an empty root, a location that is not there.
+        const testutil::Run nothing =
+            testutil::shardctl({QStringLiteral("status"), QString::fromStdString("s3://" + m_bucket + "/no-root"),
+                                QStringLiteral("--json")});
+        QCOMPARE(nothing.exit_code, 2);
+        QCOMPARE(nothing.json()["error"]["kind"].get<std::string>(), std::string("cannot_open"));
     }
 
     void shardctlReadsBucketsAndKeepsSecrets()
