@@ -145,7 +145,7 @@ QWidget* ModelPlanPanel::buildInputs()
         m_cluster->addItem(QString::fromStdString(name), QString::fromStdString(name));
     m_cluster->setCurrentIndex(std::max(0, m_cluster->findData(QStringLiteral("h100-sxm-80gb"))));
     m_gpus = spin(1, plannerrange::kMaxGpus, 64);
-    m_seqLen = spin(1, 1 << 24, 4096);
+    m_seqLen = spin(1, plannerrange::kMaxSeqLen, 4096);
     m_globalBatch = spin(1, plannerrange::kMaxGlobalBatch, 512);
     group(tr("Model"), {m_config, open}, tr("A Hugging Face config.json: the layers' costs from the model's shape"));
     group(tr("Cluster"), {m_cluster},
@@ -212,6 +212,26 @@ pl::ModelSearchSpec ModelPlanPanel::searchSpec() const
                                .peak_tflops = c.peak_tflops,
                                .gpu_memory_bytes = std::int64_t(std::llround(c.hbm_gib * 1073741824.0)),
                                .links = pl::LinkChoice{.cluster = c}};
+}
+
+ModelSearchInputs ModelPlanPanel::inputs() const
+{
+    return ModelSearchInputs{.configPath = configPath(),
+                             .cluster = m_cluster->currentData().toString(),
+                             .gpus = m_gpus->value(),
+                             .seqLen = m_seqLen->value(),
+                             .globalBatch = m_globalBatch->value()};
+}
+
+void ModelPlanPanel::setInputs(const ModelSearchInputs& inputs)
+{
+    // QFileInfo sees the bundled ":/models/..." resources as files too.
+    if (QFileInfo(inputs.configPath).isFile())
+        setConfigPath(inputs.configPath);
+    setCluster(inputs.cluster);
+    m_gpus->setValue(inputs.gpus);
+    m_seqLen->setValue(inputs.seqLen);
+    m_globalBatch->setValue(inputs.globalBatch);
 }
 
 void ModelPlanPanel::search()

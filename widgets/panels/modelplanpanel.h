@@ -26,6 +26,7 @@ namespace shardwidgets {
 class CandidateScatter;
 class PipelinePlanner;
 class PlanCandidateModel;
+struct ModelSearchInputs;
 
 // What one model search hands back to the GUI thread.
 struct ModelSearchOutcome {
@@ -49,6 +50,10 @@ public:
     shardscope::pipeline::Cluster cluster() const;
     // The search the inputs describe (the cluster's memory, rate, peak and links).
     shardscope::pipeline::ModelSearchSpec searchSpec() const;
+    // The inputs as Settings stores them across restarts. Restoring skips a config file that no
+    // longer exists and a preset of an unknown name (those keep what is shown), sets the rest.
+    ModelSearchInputs inputs() const;
+    void setInputs(const ModelSearchInputs& inputs);
 
     void search();
     void cancel();
