@@ -78,13 +78,13 @@ ModelPlanPanel::ModelPlanPanel(PipelinePlanner* planner, QWidget* parent)
     m_table->setMinimumHeight(88);
     // Samples/s says what the step time does; the rest of the row is what the search varies.
     m_table->setColumnHidden(PlanCandidateModel::SamplesPerSecond, true);
-    auto* splitter = new QSplitter(Qt::Horizontal, this);
-    splitter->addWidget(m_table);
-    splitter->addWidget(m_scatter);
-    splitter->setStretchFactor(0, 4);
-    splitter->setStretchFactor(1, 1);
-    splitter->setChildrenCollapsible(false);
-    layout->addWidget(splitter, 1);
+    m_splitter = new QSplitter(Qt::Horizontal, this);
+    m_splitter->addWidget(m_table);
+    m_splitter->addWidget(m_scatter);
+    m_splitter->setStretchFactor(0, 4);
+    m_splitter->setStretchFactor(1, 1);
+    m_splitter->setChildrenCollapsible(false);
+    layout->addWidget(m_splitter, 1);
 
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex& current) {
@@ -310,7 +310,17 @@ void ModelPlanPanel::onFinished(ModelSearchOutcome outcome, const pl::ModelSearc
     m_message->setText(text);
     m_scatter->setCandidates(r.candidates, spec.gpu_memory_bytes);
     m_model->setResult(std::move(outcome.result->search), spec.gpu_memory_bytes, kTableRows);
+    // At 1280 x 720 the table's fixed 4:1 share would scroll TFLOP/s and MFU out of sight.
+    m_table->resizeColumnsToContents();
+    fitTableBesideChart(m_splitter, m_table);
     emit searchFinished();
+}
+
+void ModelPlanPanel::resizeEvent(QResizeEvent* event)
+{
+    QWidget::resizeEvent(event);
+    if (m_model->rowCount() > 0)
+        fitTableBesideChart(m_splitter, m_table);
 }
 
 bool ModelPlanPanel::loadCandidate(int index)

@@ -19,6 +19,7 @@ class QComboBox;
 class QLabel;
 class QPushButton;
 class QSpinBox;
+class QSplitter;
 class QTableView;
 
 namespace shardwidgets {
@@ -74,6 +75,9 @@ signals:
     void searchFinished();
     void candidateLoaded(int index);
 
+protected:
+    void resizeEvent(QResizeEvent* event) override;
+
 private:
     QWidget* buildInputs();
     void chooseConfigFile();
@@ -83,6 +87,7 @@ private:
     PlanCandidateModel* m_model;
     CandidateScatter* m_scatter;
     QTableView* m_table = nullptr;
+    QSplitter* m_splitter = nullptr;
     QLabel* m_message = nullptr;
     QPushButton* m_searchButton = nullptr;
     QPushButton* m_cancelButton = nullptr;

@@ -10,6 +10,7 @@
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/settings/settings.h"
 #include "widgets/views/bubblereadout.h"
+#include "widgets/views/candidatescatter.h"
 #include "widgets/views/ganttview.h"
 
 #include "core/pipeline/cluster.h"
@@ -239,6 +240,36 @@ private slots:
         QVERIFY2(readout.contains(line), qPrintable(readout));
         // Inside the op: the op lasts longer than its collectives.
         QVERIFY(t.ops[std::size_t(op)].end - t.ops[std::size_t(op)].start > comm->fwd());
+    }
+
+    // In the window a 1280 x 720 screen gives (90 %: 1152 x 648), every column of the table,
+    // MFU the last, is in sight beside the scatter after a search, and stays so when resized
+    // (narrower than about 1100 the scatter's minimum width wins and the table scrolls).
+    void everyColumnIsInSightAtLaptopSize()
+    {
+        PlannerPanel panel;
+        panel.resize(1152, 560);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        searchMixtral(panel);
+        ModelPlanPanel* plan = panel.modelPlanPanel();
+        QTableView* table = plan->table();
+        QVERIFY(plan->model()->rowCount() > 0);
+        const auto lastInSight = [&] {
+            const int column = PlanCandidateModel::Mfu;
+            return table->columnViewportPosition(column) + table->columnWidth(column) <= table->viewport()->width();
+        };
+        QVERIFY2(lastInSight(),
+                 qPrintable(QStringLiteral("MFU ends at %1 of %2")
+                                .arg(table->columnViewportPosition(PlanCandidateModel::Mfu) +
+                                     table->columnWidth(PlanCandidateModel::Mfu))
+                                .arg(table->viewport()->width())));
+        QVERIFY(plan->findChild<CandidateScatter*>()->width() >=
+                plan->findChild<CandidateScatter*>()->minimumSizeHint().width());
+        panel.resize(1400, 560);
+        QTRY_VERIFY(lastInSight());
+        panel.resize(1152, 560);
+        QTRY_VERIFY(lastInSight());
     }
 
     void aConfigThatIsNotOneSaysSoInOneSentence()
