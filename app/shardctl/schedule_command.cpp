@@ -41,7 +41,8 @@ bool write_file(const QString& path, const std::string& text, const char* what)
     return true;
 }
 
-void print_text(const pl::StepPlan& step, const std::string& profile_name, const std::string& csv_path)
+void print_text(const pl::StepPlan& step, const std::string& profile_name, const std::string& csv_path,
+                const std::optional<pl::ScheduleRun>& run)
 {
     const pl::Plan& plan = step.plan;
     const pl::Timeline& t = plan.timeline;
@@ -73,6 +74,18 @@ void print_text(const pl::StepPlan& step, const std::string& profile_name, const
         training += step.fits ? " (fits " + bytes_text(*o.gpu_memory_bytes) + ")"
                               : " (does NOT fit " + bytes_text(*o.gpu_memory_bytes) + ")";
     print_line(training);
+    if (run) {
+        // A plan candidate's columns, so that its reproducing command reads the same.
+        const pl::Parallelism& p = run->parallel;
+        std::string line = "tp " + std::to_string(p.tp) + (p.sequence_parallel ? " (sp)" : "") + ", cp " +
+            std::to_string(p.cp) + ", ep " + std::to_string(p.ep) + ", pp " + std::to_string(t.spec.stages) + ", dp " +
+            std::to_string(o.dp) + ": " + std::to_string(run->gpus) + " GPUs, global batch " +
+            std::to_string(run->global_batch) + " (micro batch " + std::to_string(run->micro_batch_size) + "); " +
+            format("%.1f", run->rate.tflops_per_gpu) + " model TFLOP/s per GPU";
+        line += run->rate.mfu > 0.0 ? ", MFU " + format("%.1f", 100.0 * run->rate.mfu) + " %"
+                                    : ", MFU unknown (no --cluster peak)";
+        print_line(line);
+    }
     print_line("stage  layers          busy ms     idle ms  bubble  peak act  act bytes   memory");
     for (const pl::StageStats& s : t.stage_stats) {
         char line[200];
@@ -249,6 +262,17 @@ int run_schedule(const QStringList& arguments)
         const std::vector<int> boundaries =
             pl::partition(pl::with_recompute(profile, training.recompute), pieces, partition_spec);
         const pl::StepPlan step = pl::make_step_plan(profile, schedule, boundaries, training);
+        std::optional<pl::ScheduleRun> run;
+        if (!source.model_path.empty()) {
+            run = pl::ScheduleRun{
+                .parallel = source.parallel,
+                .micro_batch_size = source.work.micro_batch_size,
+                .gpus = std::int64_t(source.parallel.tp) * source.parallel.cp * training.dp * spec.stages,
+                .global_batch = std::int64_t(spec.microbatches) * source.work.micro_batch_size * training.dp};
+            run->rate = pl::throughput(pl::model_flops_per_sample(model_source_config(source), source.work.seq_len),
+                                       run->global_batch, run->gpus, source.cluster ? source.cluster->peak_tflops : 0.0,
+                                       step.step_time);
+        }
 
         if (parser.isSet(QStringLiteral("export-csv")) &&
             !write_file(parser.value(QStringLiteral("export-csv")), pl::schedule_csv(schedule), "schedule CSV"))
@@ -261,9 +285,12 @@ int run_schedule(const QStringList& arguments)
                 return kUsage;
         }
         if (parser.isSet(QStringLiteral("json"))) {
-            print_json(pl::step_plan_json(step, profile.name, pl::to_string(partition_spec)));
+            nlohmann::json out = pl::step_plan_json(step, profile.name, pl::to_string(partition_spec));
+            if (run)
+                pl::add_schedule_run_json(out, *run);
+            print_json(out);
         } else {
-            print_text(step, profile.name, local(csv_path));
+            print_text(step, profile.name, local(csv_path), run);
         }
         return kOk;
     } catch (const shardscope::Error& error) {

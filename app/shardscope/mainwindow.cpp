@@ -10,6 +10,7 @@
 #include "widgets/views/failurebanner.h"
 #include "widgets/views/ganttview.h"
 #include "widgets/jobs/pipelineplanner.h"
+#include "widgets/panels/modelplanpanel.h"
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/panels/planpanel.h"
 #include "widgets/panels/reshardpanel.h"
@@ -138,6 +139,8 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
         m_planner->planner()->setTrainingOptions(*training);
     if (const auto search = m_settings->planSearch())
         m_planner->planPanel()->setSearchInputs(*search);
+    if (const auto modelSearch = m_settings->modelSearch())
+        m_planner->modelPlanPanel()->setInputs(*modelSearch);
 
     // The first window fits its screen: 1440×900 where there is room, else 90 % of what the screen
     // offers (a 1280×720 laptop would otherwise lose the SHA-256 column, the end of the timeline
@@ -533,6 +536,7 @@ void MainWindow::closeEvent(QCloseEvent* event)
         m_settings->setWindowState(saveState(Settings::kWindowStateVersion));
         m_settings->setPlannerTraining(m_planner->planner()->trainingOptions());
         m_settings->setPlanSearch(m_planner->planPanel()->searchSpec());
+        m_settings->setModelSearch(m_planner->modelPlanPanel()->inputs());
     }
     m_checkpoint->cancel();
     m_reshard->cancelReshard(); // core removes what it wrote; the controller waits for it

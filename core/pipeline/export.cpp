@@ -175,6 +175,19 @@ nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_n
     return out;
 }
 
+void add_schedule_run_json(nlohmann::json& out, const ScheduleRun& run)
+{
+    out["tp"] = run.parallel.tp;
+    out["sp"] = run.parallel.sequence_parallel;
+    out["cp"] = run.parallel.cp;
+    out["ep"] = run.parallel.ep;
+    out["micro_batch_size"] = run.micro_batch_size;
+    out["gpus"] = run.gpus;
+    out["global_batch"] = run.global_batch;
+    out["tflops_per_gpu"] = run.rate.tflops_per_gpu > 0.0 ? nlohmann::json(run.rate.tflops_per_gpu) : nullptr;
+    out["mfu"] = run.rate.mfu > 0.0 ? nlohmann::json(run.rate.mfu) : nullptr;
+}
+
 nlohmann::json candidate_json(const Candidate& c, const std::string& command)
 {
     const auto known = [](double value) { return value > 0.0 ? nlohmann::json(value) : nlohmann::json(nullptr); };

@@ -35,6 +35,19 @@ nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, cons
 nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_name, const std::string& partition,
                               bool with_ops = true);
 
+// What `shardctl schedule --model` runs, beside step_plan_json's keys: tp, sp, cp, ep,
+// micro_batch_size, gpus (t·cp·dp·pp: ep is carved out of dp), global_batch (M·b·dp),
+// tflops_per_gpu and mfu (`rate`, throughput() of the model's FLOPs; mfu null without a peak).
+// The same keys and meanings as a plan candidate's, so a candidate and its command compare.
+struct ScheduleRun {
+    Parallelism parallel;
+    int micro_batch_size = 1;
+    std::int64_t gpus = 1;
+    std::int64_t global_batch = 1;
+    Throughput rate;
+};
+void add_schedule_run_json(nlohmann::json& out, const ScheduleRun& run);
+
 // One plan candidate: tp, sp, cp, ep, pp, dp, virtual (= virtual_stages), zero,
 // micro_batch_size, tflops_per_gpu and mfu (null when unknown), microbatches, schedule,
 // recompute, partition, step_time, peak_memory_bytes, fits, samples_per_second, makespan, bubble_fraction,

@@ -436,14 +436,15 @@ ModelSearchResult Searcher::run()
 
 } // namespace
 
-Throughput throughput(double flops_per_sample, int global_batch, int gpus, double peak_tflops, double step_ms)
+Throughput throughput(double flops_per_sample, std::int64_t global_batch, std::int64_t gpus, double peak_tflops,
+                      double step_ms)
 {
     Throughput out;
     if (step_ms <= 0.0 || gpus < 1)
         return out;
     const double seconds = step_ms / 1000.0;
-    out.samples_per_second = global_batch / seconds;
-    out.tflops_per_gpu = flops_per_sample * global_batch / (gpus * seconds) / 1e12;
+    out.samples_per_second = double(global_batch) / seconds;
+    out.tflops_per_gpu = flops_per_sample * double(global_batch) / (double(gpus) * seconds) / 1e12;
     out.mfu = peak_tflops > 0.0 ? out.tflops_per_gpu / peak_tflops : 0.0;
     return out;
 }

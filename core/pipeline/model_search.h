@@ -67,7 +67,8 @@ struct Throughput {
     double tflops_per_gpu = 0.0;
     double mfu = 0.0;
 };
-Throughput throughput(double flops_per_sample, int global_batch, int gpus, double peak_tflops, double step_ms);
+Throughput throughput(double flops_per_sample, std::int64_t global_batch, std::int64_t gpus, double peak_tflops,
+                      double step_ms);
 
 // What make_step_plan runs for one candidate of search_model_plans (the same spec), so that a
 // viewer can show it exactly: its profile (parallel_profile on its mesh's links) with each

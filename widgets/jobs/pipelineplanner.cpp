@@ -332,8 +332,10 @@ std::optional<pl::Throughput> PipelinePlanner::throughput() const
         return std::nullopt;
     const pl::Candidate& c = m_model->candidate;
     const int mbs = m_profile.micro_batch_size.value_or(c.micro_batch_size);
-    return pl::throughput(m_model->flops_per_sample, m_spec.microbatches * m_options.dp * mbs,
-                          c.tp * c.cp * m_spec.stages * m_options.dp, m_model->peak_tflops, m_step->step_time);
+    // In 64 bits: the planner's controls allow products past 2^31.
+    return pl::throughput(m_model->flops_per_sample, std::int64_t(m_spec.microbatches) * m_options.dp * mbs,
+                          std::int64_t(c.tp) * c.cp * m_spec.stages * m_options.dp, m_model->peak_tflops,
+                          m_step->step_time);
 }
 
 QString PipelinePlanner::partitionName() const

@@ -78,13 +78,13 @@ ModelPlanPanel::ModelPlanPanel(PipelinePlanner* planner, QWidget* parent)
     m_table->setMinimumHeight(88);
     // Samples/s says what the step time does; the rest of the row is what the search varies.
     m_table->setColumnHidden(PlanCandidateModel::SamplesPerSecond, true);
-    auto* splitter = new QSplitter(Qt::Horizontal, this);
-    splitter->addWidget(m_table);
-    splitter->addWidget(m_scatter);
-    splitter->setStretchFactor(0, 4);
-    splitter->setStretchFactor(1, 1);
-    splitter->setChildrenCollapsible(false);
-    layout->addWidget(splitter, 1);
+    m_splitter = new QSplitter(Qt::Horizontal, this);
+    m_splitter->addWidget(m_table);
+    m_splitter->addWidget(m_scatter);
+    m_splitter->setStretchFactor(0, 4);
+    m_splitter->setStretchFactor(1, 1);
+    m_splitter->setChildrenCollapsible(false);
+    layout->addWidget(m_splitter, 1);
 
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex& current) {
@@ -145,7 +145,7 @@ QWidget* ModelPlanPanel::buildInputs()
         m_cluster->addItem(QString::fromStdString(name), QString::fromStdString(name));
     m_cluster->setCurrentIndex(std::max(0, m_cluster->findData(QStringLiteral("h100-sxm-80gb"))));
     m_gpus = spin(1, plannerrange::kMaxGpus, 64);
-    m_seqLen = spin(1, 1 << 24, 4096);
+    m_seqLen = spin(1, plannerrange::kMaxSeqLen, 4096);
     m_globalBatch = spin(1, plannerrange::kMaxGlobalBatch, 512);
     group(tr("Model"), {m_config, open}, tr("A Hugging Face config.json: the layers' costs from the model's shape"));
     group(tr("Cluster"), {m_cluster},
@@ -212,6 +212,26 @@ pl::ModelSearchSpec ModelPlanPanel::searchSpec() const
                                .peak_tflops = c.peak_tflops,
                                .gpu_memory_bytes = std::int64_t(std::llround(c.hbm_gib * 1073741824.0)),
                                .links = pl::LinkChoice{.cluster = c}};
+}
+
+ModelSearchInputs ModelPlanPanel::inputs() const
+{
+    return ModelSearchInputs{.configPath = configPath(),
+                             .cluster = m_cluster->currentData().toString(),
+                             .gpus = m_gpus->value(),
+                             .seqLen = m_seqLen->value(),
+                             .globalBatch = m_globalBatch->value()};
+}
+
+void ModelPlanPanel::setInputs(const ModelSearchInputs& inputs)
+{
+    // QFileInfo sees the bundled ":/models/..." resources as files too.
+    if (QFileInfo(inputs.configPath).isFile())
+        setConfigPath(inputs.configPath);
+    setCluster(inputs.cluster);
+    m_gpus->setValue(inputs.gpus);
+    m_seqLen->setValue(inputs.seqLen);
+    m_globalBatch->setValue(inputs.globalBatch);
 }
 
 void ModelPlanPanel::search()
@@ -290,7 +310,17 @@ void ModelPlanPanel::onFinished(ModelSearchOutcome outcome, const pl::ModelSearc
     m_message->setText(text);
     m_scatter->setCandidates(r.candidates, spec.gpu_memory_bytes);
     m_model->setResult(std::move(outcome.result->search), spec.gpu_memory_bytes, kTableRows);
+    // At 1280 x 720 the table's fixed 4:1 share would scroll TFLOP/s and MFU out of sight.
+    m_table->resizeColumnsToContents();
+    fitTableBesideChart(m_splitter, m_table);
     emit searchFinished();
+}
+
+void ModelPlanPanel::resizeEvent(QResizeEvent* event)
+{
+    QWidget::resizeEvent(event);
+    if (m_model->rowCount() > 0)
+        fitTableBesideChart(m_splitter, m_table);
 }
 
 bool ModelPlanPanel::loadCandidate(int index)

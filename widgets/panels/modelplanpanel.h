@@ -19,6 +19,7 @@ class QComboBox;
 class QLabel;
 class QPushButton;
 class QSpinBox;
+class QSplitter;
 class QTableView;
 
 namespace shardwidgets {
@@ -26,6 +27,7 @@ namespace shardwidgets {
 class CandidateScatter;
 class PipelinePlanner;
 class PlanCandidateModel;
+struct ModelSearchInputs;
 
 // What one model search hands back to the GUI thread.
 struct ModelSearchOutcome {
@@ -49,6 +51,10 @@ public:
     shardscope::pipeline::Cluster cluster() const;
     // The search the inputs describe (the cluster's memory, rate, peak and links).
     shardscope::pipeline::ModelSearchSpec searchSpec() const;
+    // The inputs as Settings stores them across restarts. Restoring skips a config file that no
+    // longer exists and a preset of an unknown name (those keep what is shown), sets the rest.
+    ModelSearchInputs inputs() const;
+    void setInputs(const ModelSearchInputs& inputs);
 
     void search();
     void cancel();
@@ -69,6 +75,9 @@ signals:
     void searchFinished();
     void candidateLoaded(int index);
 
+protected:
+    void resizeEvent(QResizeEvent* event) override;
+
 private:
     QWidget* buildInputs();
     void chooseConfigFile();
@@ -78,6 +87,7 @@ private:
     PlanCandidateModel* m_model;
     CandidateScatter* m_scatter;
     QTableView* m_table = nullptr;
+    QSplitter* m_splitter = nullptr;
     QLabel* m_message = nullptr;
     QPushButton* m_searchButton = nullptr;
     QPushButton* m_cancelButton = nullptr;

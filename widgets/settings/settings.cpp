@@ -36,6 +36,11 @@ const QString searchGpuMemory = QStringLiteral("planner/search/gpuMemoryBytes");
 const QString searchLinkGbps = QStringLiteral("planner/search/linkGbps");
 const QString searchZero = QStringLiteral("planner/search/zero");
 const QString searchOverlap = QStringLiteral("planner/search/overlapAllReduce");
+const QString modelConfig = QStringLiteral("planner/modelSearch/config");
+const QString modelCluster = QStringLiteral("planner/modelSearch/cluster");
+const QString modelGpus = QStringLiteral("planner/modelSearch/gpus");
+const QString modelSeqLen = QStringLiteral("planner/modelSearch/seqLen");
+const QString modelGlobalBatch = QStringLiteral("planner/modelSearch/globalBatch");
 } // namespace key
 
 namespace pl = shardscope::pipeline;
@@ -245,6 +250,31 @@ void Settings::setPlanSearch(const pl::SearchSpec& spec)
     m_settings->setValue(key::searchLinkGbps, spec.link_gbps);
     m_settings->setValue(key::searchZero, spec.zero);
     m_settings->setValue(key::searchOverlap, spec.overlap_allreduce);
+}
+
+std::optional<ModelSearchInputs> Settings::modelSearch() const
+{
+    namespace r = plannerrange;
+    if (!m_settings->contains(key::modelGpus))
+        return std::nullopt;
+    const ModelSearchInputs inputs{.configPath = m_settings->value(key::modelConfig).toString(),
+                                   .cluster = m_settings->value(key::modelCluster).toString(),
+                                   .gpus = m_settings->value(key::modelGpus, 0).toInt(),
+                                   .seqLen = m_settings->value(key::modelSeqLen, 0).toInt(),
+                                   .globalBatch = m_settings->value(key::modelGlobalBatch, 0).toInt()};
+    const bool valid = !inputs.configPath.isEmpty() && !inputs.cluster.isEmpty() && inputs.gpus >= 1 &&
+        inputs.gpus <= r::kMaxGpus && inputs.seqLen >= 1 && inputs.seqLen <= r::kMaxSeqLen && inputs.globalBatch >= 1 &&
+        inputs.globalBatch <= r::kMaxGlobalBatch;
+    return valid ? std::optional(inputs) : std::nullopt;
+}
+
+void Settings::setModelSearch(const ModelSearchInputs& inputs)
+{
+    m_settings->setValue(key::modelConfig, inputs.configPath);
+    m_settings->setValue(key::modelCluster, inputs.cluster);
+    m_settings->setValue(key::modelGpus, inputs.gpus);
+    m_settings->setValue(key::modelSeqLen, inputs.seqLen);
+    m_settings->setValue(key::modelGlobalBatch, inputs.globalBatch);
 }
 
 void Settings::sync()

@@ -26,7 +26,20 @@ inline constexpr double kMaxLinkGbps = 1e5;
 inline constexpr int kMaxGpus = 1 << 20;
 inline constexpr int kMaxGlobalBatch = 1 << 24;
 inline constexpr int kMaxMicroBatch = 1 << 16;
+inline constexpr int kMaxSeqLen = 1 << 24; // shardctl's --seq-len
 } // namespace plannerrange
+
+// The Model search tab's inputs (`shardctl plan --model CONFIG --cluster NAME --gpus --seq-len
+// --global-batch`): the config.json as chosen (a bundled ":/models/..." path or a file) and the
+// cluster preset's name, which the panel checks when it shows them (a file since deleted, a
+// preset since renamed keep its defaults), and the three sizes.
+struct ModelSearchInputs {
+    QString configPath;
+    QString cluster;
+    int gpus = 64;
+    int seqLen = 4096;
+    int globalBatch = 512;
+};
 
 class Settings {
 public:
@@ -70,6 +83,9 @@ public:
     void setPlannerTraining(const shardscope::pipeline::TrainingOptions& options);
     std::optional<shardscope::pipeline::SearchSpec> planSearch() const;
     void setPlanSearch(const shardscope::pipeline::SearchSpec& spec);
+    // nullopt when never stored, or a size is out of its control's range or a name is empty.
+    std::optional<ModelSearchInputs> modelSearch() const;
+    void setModelSearch(const ModelSearchInputs& inputs);
 
     void sync();
 

@@ -9,6 +9,8 @@
 #include <QLabel>
 #include <QApplication>
 #include <QProgressBar>
+#include <QScrollBar>
+#include <QSplitter>
 #include <QStyle>
 #include <QTableView>
 #include <algorithm>
@@ -74,6 +76,24 @@ void fitKeyColumn(QTableView* view, double maxShare)
     view->setTextElideMode(Qt::ElideMiddle);
     view->viewport()->installEventFilter(fitter);
     QObject::connect(view->model(), &QAbstractItemModel::modelReset, fitter, [fitter] { fitter->fit(); });
+}
+
+void fitTableBesideChart(QSplitter* splitter, QTableView* table)
+{
+    if (splitter->count() != 2 || splitter->widget(0) != table)
+        return;
+    QHeaderView* header = table->horizontalHeader();
+    int need = 2 * table->frameWidth() + table->style()->pixelMetric(QStyle::PM_ScrollBarExtent) +
+        (table->verticalHeader()->isVisible() ? table->verticalHeader()->width() : 0);
+    for (int column = 0; column < header->count(); ++column)
+        if (!header->isSectionHidden(column))
+            need += header->sectionSize(column);
+    const int total = splitter->width() - splitter->handleWidth();
+    const int chart = splitter->widget(1)->minimumSizeHint().width();
+    if (total <= chart)
+        return;
+    const int width = std::min(need, total - chart);
+    splitter->setSizes({width, total - width});
 }
 
 void showJobProgress(QProgressBar* bar, QLabel* rateLabel, quint64 done, quint64 total, double rate, double eta,

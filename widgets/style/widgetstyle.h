@@ -7,6 +7,7 @@
 
 class QLabel;
 class QProgressBar;
+class QSplitter;
 class QString;
 class QTableView;
 
@@ -25,6 +26,12 @@ void setMinimumRows(QTableView* view, int rows);
 // the values out of a narrow pane; a cut key is elided in the middle, its tooltip whole. Follows
 // the view's resizes and the model's resets.
 void fitKeyColumn(QTableView* view, double maxShare = 0.6);
+
+// A results table beside a chart in a horizontal splitter (table first): the table as wide as its
+// shown columns, so that the last figures are not scrolled out of sight, the chart the rest, but
+// never less than the chart's minimum size hint. Call after the table's contents change and when
+// the splitter is resized.
+void fitTableBesideChart(QSplitter* splitter, QTableView* table);
 
 // A job's progress (bar range 0..1000): "1.2 GiB of 4 GiB" on the bar (`idle` before the total
 // is known), "312 MiB/s · 8 s left" beside it.

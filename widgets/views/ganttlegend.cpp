@@ -40,7 +40,7 @@ QString scheduleName(const pl::ScheduleSpec& spec)
 
 } // namespace
 
-std::vector<GanttView::LegendEntry> GanttView::legend() const
+std::vector<GanttView::LegendEntry> GanttView::legend(double width) const
 {
     std::vector<LegendEntry> entries;
     if (m_rows.empty())
@@ -53,6 +53,10 @@ std::vector<GanttView::LegendEntry> GanttView::legend() const
         entries.push_back({Mark::weight, tr("W backward, weight gradient")});
     entries.push_back({Mark::note, tr("hue = microbatch")});
     entries.push_back({Mark::idle, tr("idle (bubble)")});
+    GanttGeometry fitted = m_geometry;
+    fitted.fit(extent(), width < 0 ? double(this->width()) : width);
+    if (m_shortestOp > 0 && m_shortestOp / fitted.msPerPixel < kMinBlockPixels)
+        entries.push_back({Mark::merged, tr("ops too short to draw apart (Ctrl+wheel zooms in)")});
     if (!m_allreduce.empty())
         entries.push_back({Mark::allReduce, tr("gradient all-reduce")});
     if (!m_transfers.empty()) {
@@ -85,7 +89,7 @@ QFont GanttView::legendFont() const
 
 int GanttView::legendHeight(double width) const
 {
-    const std::vector<LegendEntry> entries = legend();
+    const std::vector<LegendEntry> entries = legend(width);
     if (entries.empty())
         return 0;
     const QFontMetricsF metrics(legendFont());
@@ -99,7 +103,7 @@ int GanttView::legendHeight(double width) const
 
 void GanttView::paintLegend(QPainter& painter, double top, double width) const
 {
-    const std::vector<LegendEntry> entries = legend();
+    const std::vector<LegendEntry> entries = legend(width);
     if (entries.empty())
         return;
     const QPalette& pal = palette();
@@ -142,6 +146,7 @@ void GanttView::paintLegend(QPainter& painter, double top, double width) const
             painter.drawRect(swatch);
             break;
         case Mark::allReduce: painter.fillRect(swatch, allReduceSwatch(pal)); break;
+        case Mark::merged: painter.fillRect(swatch, pal.color(QPalette::Mid)); break; // as paintRow's runs
         case Mark::overMemory:
             painter.setPen(QPen(severityColor(Severity::bad, pal), 2));
             painter.drawRect(swatch.adjusted(1, 1, -1, -1));

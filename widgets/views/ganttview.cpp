@@ -68,6 +68,10 @@ void GanttView::showTimeline(const pl::Timeline& timeline)
     const bool sameShape =
         timeline.spec.stages == m_timeline.spec.stages && previous > 0 && std::abs(next / previous - 1.0) < 0.5;
     m_timeline = timeline;
+    m_shortestOp = 0;
+    for (const pl::TimedOp& op : timeline.ops)
+        if (const double length = op.end - op.start; length > 0 && (m_shortestOp == 0 || length < m_shortestOp))
+            m_shortestOp = length;
     m_rows.assign(std::size_t(std::max(0, timeline.spec.stages)), {});
     for (int s = 0; s + 1 < int(timeline.stage_begin.size()) && s < int(m_rows.size()); ++s) {
         auto& row = m_rows[std::size_t(s)];
@@ -92,6 +96,7 @@ void GanttView::showTimeline(const pl::Timeline& timeline)
 void GanttView::clear()
 {
     m_timeline = {};
+    m_shortestOp = 0;
     m_rows.clear();
     m_memory.clear();
     m_transfers.clear();
@@ -325,7 +330,7 @@ void GanttView::paintRow(QPainter& painter, const GanttGeometry& geometry, int r
          i < blocks.size() && blocks[i].start < tEnd; ++i) {
         const double bx0 = geometry.xForTime(blocks[i].start);
         const double bx1 = geometry.xForTime(blocks[i].end);
-        if (bx1 - bx0 < 2.0) {
+        if (bx1 - bx0 < kMinBlockPixels) {
             if (runStart >= 0 && bx0 - runEnd < 1.0) {
                 runEnd = std::max(runEnd, bx1);
             } else {

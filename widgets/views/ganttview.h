@@ -56,6 +56,7 @@ public:
         gradientSend,
         tensorComm,
         expertComm,
+        merged,
         stepEnd,
         note
     };
@@ -63,7 +64,12 @@ public:
         Mark mark = Mark::note;
         QString text;
     };
-    std::vector<LegendEntry> legend() const;
+    // At `width` pixels, the view's own width when < 0: whether ops are merged into grey runs
+    // depends on the scale the whole step is fitted to (not on the zoom, so the legend does not
+    // reflow while zooming).
+    std::vector<LegendEntry> legend(double width = -1) const;
+    // An op narrower than this is not drawn on its own: consecutive ones merge into a grey run.
+    static constexpr double kMinBlockPixels = 2.0;
     int legendHeight(double width) const; // the strip under the rows at that width
     // The profile the timeline was planned on, for the caption.
     void setProfileName(const QString& name) { m_profileName = name; }
@@ -121,6 +127,7 @@ private:
     std::vector<shardscope::pipeline::AllReduce> m_allreduce;
     std::vector<shardscope::pipeline::LayerComm> m_comm; // by stage * v + chunk; empty: none
     double m_stepTime = 0;
+    double m_shortestOp = 0; // ms, of the ops that take time
     QString m_profileName;
     GanttGeometry m_geometry;
     bool m_autoFit = true; // until the user zooms or pans, follow the window and the data

@@ -143,7 +143,59 @@ private slots:
             const json step = one_object(again);
             QCOMPARE(step["step_time"].get<double>(), c["step_time"].get<double>());
             QVERIFY(step["peak_memory_bytes"] == c["peak_memory_bytes"]);
+            // Every choice and the rate read the same from the command as from the candidate.
+            for (const char* key : {"tp", "sp", "cp", "ep", "dp", "zero", "micro_batch_size", "recompute"})
+                QVERIFY2(step[key] == c[key],
+                         (std::string(key) + ": " + step[key].dump() + " vs " + c[key].dump()).c_str());
+            QCOMPARE(step["gpus"].get<int>(), 4);
+            QCOMPARE(step["global_batch"].get<int>(), 32);
+            QVERIFY(near(step["tflops_per_gpu"].get<double>(), c["tflops_per_gpu"].get<double>()));
+            QVERIFY(near(step["mfu"].get<double>(), c["mfu"].get<double>()));
+            QVERIFY(near(step["mfu"].get<double>(), step["tflops_per_gpu"].get<double>() / 312.0)); // A100's peak
         }
+    }
+
+    // schedule --model's rate by hand: GPT-2 small at s = 1024 does 3 forwards' worth of model
+    // FLOPs per sample (Narayanan et al.'s count without recomputation), 72·s·l·h²·(1 + s/6h +
+    // V/12lh) for its 12 blocks of h = 768 and its V = 50257 head; over t·pp·dp = 2·2·2 GPUs and
+    // M·b·dp = 8·2·2 samples a step. Without --cluster there is no peak: mfu null, and a
+    // profile has no FLOPs: none of these keys.
+    void scheduleReportsTheModelRate()
+    {
+        const auto run =
+            shardctl(QStringList{QStringLiteral("schedule"), QStringLiteral("--model"), model("gpt2-small.json")} +
+                     words("--seq-len 1024 --micro-batch-size 2 --tp 2 --sp --stages 2 --dp 2 --microbatches 8 "
+                           "--schedule 1f1b --json"));
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        const json step = one_object(run);
+        QCOMPARE(step["tp"].get<int>(), 2);
+        QCOMPARE(step["sp"].get<bool>(), true);
+        QCOMPARE(step["cp"].get<int>(), 1);
+        QCOMPARE(step["ep"].get<int>(), 1);
+        QCOMPARE(step["micro_batch_size"].get<int>(), 2);
+        QCOMPARE(step["gpus"].get<int>(), 8);
+        QCOMPARE(step["global_batch"].get<int>(), 32);
+        QVERIFY(step["mfu"].is_null());
+        const double s = 1024, l = 12, h = 768, V = 50257;
+        const double per_sample = 72.0 * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+        const double tflops = per_sample * 32 / (8 * step["step_time"].get<double>() / 1000.0) / 1e12;
+        QVERIFY2(near(step["tflops_per_gpu"].get<double>(), tflops, 1e-9),
+                 (step["tflops_per_gpu"].dump() + " vs " + std::to_string(tflops)).c_str());
+
+        const auto text =
+            shardctl(QStringList{QStringLiteral("schedule"), QStringLiteral("--model"), model("gpt2-small.json")} +
+                     words("--seq-len 1024 --micro-batch-size 2 --tp 2 --sp --stages 2 --dp 2 --microbatches 8 "
+                           "--schedule 1f1b --cluster a100-80gb"));
+        QVERIFY2(text.exit_code == 0, text.err.constData());
+        QVERIFY2(text.out.contains("tp 2 (sp), cp 1, ep 1, pp 2, dp 2: 8 GPUs, global batch 32 (micro batch 2); "),
+                 text.out.constData());
+        QVERIFY2(text.out.contains(" model TFLOP/s per GPU, MFU "), text.out.constData());
+
+        const auto profile = shardctl(words("schedule --stages 2 --microbatches 4 --schedule 1f1b --json"));
+        QVERIFY2(profile.exit_code == 0, profile.err.constData());
+        const json uniform = one_object(profile);
+        for (const char* key : {"tp", "gpus", "global_batch", "tflops_per_gpu", "mfu"})
+            QVERIFY2(!uniform.contains(key), key);
     }
 
     void badInputIsOneSentence_data()

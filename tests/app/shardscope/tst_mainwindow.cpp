@@ -102,6 +102,32 @@ private slots:
         }
     }
 
+    // The Model search tab's inputs as a person left them are there in the next session: the
+    // window stores them when it is closed and restores them when it is built.
+    void modelSearchInputsSurviveARestart()
+    {
+        QTemporaryDir tmp;
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        const QString mixtral = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/models/mixtral-8x7b.json");
+        {
+            MainWindow window(&settings, true); // only an interactive session stores on close
+            shardwidgets::ModelPlanPanel* plan = window.plannerPanel()->modelPlanPanel();
+            plan->setConfigPath(mixtral);
+            QVERIFY(plan->setCluster(QStringLiteral("h200-sxm-141gb")));
+            widgettest::typeInto(plan->gpusBox(), QStringLiteral("1024"));
+            widgettest::typeInto(plan->seqLenBox(), QStringLiteral("32768"));
+            widgettest::typeInto(plan->globalBatchBox(), QStringLiteral("256"));
+            QVERIFY(window.close());
+        }
+        MainWindow window(&settings, false);
+        shardwidgets::ModelPlanPanel* plan = window.plannerPanel()->modelPlanPanel();
+        QCOMPARE(plan->configPath(), mixtral);
+        QCOMPARE(plan->clusterBox()->currentText(), QStringLiteral("h200-sxm-141gb"));
+        QCOMPARE(plan->gpusBox()->value(), 1024);
+        QCOMPARE(plan->seqLenBox()->value(), 32768);
+        QCOMPARE(plan->globalBatchBox()->value(), 256);
+    }
+
     // The first window fits the screen, and a geometry saved on a larger screen is not restored
     // off its edges.
     void firstWindowFitsItsScreen()

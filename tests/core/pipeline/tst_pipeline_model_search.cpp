@@ -8,6 +8,7 @@
 #include "core/pipeline/parallel_cost.h"
 #include "core/pipeline/profile.h"
 
+#include <QStringList>
 #include <QTest>
 #include <cmath>
 #include <numeric>
@@ -67,6 +68,74 @@ private slots:
             QVERIFY2(std::fabs(gb - expected[z]) <= 0.05, qPrintable(QString::number(gb)));
             // Whole buffers: the same to the byte, ceil(P / D) elements a shard.
             QVERIFY(std::fabs(static_cast<double>(pl::param_state_bytes(7'500'000'000, z, 64)) / 1e9 - gb) < 1e-6);
+        }
+    }
+
+    // Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models"
+    // (arXiv 1910.02054, SC '20), Table 1: model-state GB (10^9 bytes) per device of P_os, P_os+g
+    // and P_os+g+p (our ZeRO 1, 2, 3) for 7.5B, 128B and 1T parameters at DP 1 to 1024, as printed.
+    // The paper rounds some cells (21.5625 is 21.6) and truncates others (4187.5 is 4187, 2218.75
+    // is 2218), so a cell matches when it is less than one unit of its last printed digit away.
+    void zeroTableOne_data()
+    {
+        QTest::addColumn<double>("psi");
+        QTest::addColumn<int>("dp");
+        QTest::addColumn<QStringList>("printed"); // P_os, P_os+g, P_os+g+p
+        const struct {
+            const char* model;
+            double psi;
+            const char* cells[6][3];
+        } table[] = {
+            {"7.5B",
+             7.5e9,
+             {{"120", "120", "120"},
+              {"52.5", "41.3", "30"},
+              {"35.6", "21.6", "7.5"},
+              {"31.4", "16.6", "1.88"},
+              {"30.4", "15.4", "0.47"},
+              {"30.1", "15.1", "0.12"}}},
+            {"128B",
+             128e9,
+             {{"2048", "2048", "2048"},
+              {"896", "704", "512"},
+              {"608", "368", "128"},
+              {"536", "284", "32"},
+              {"518", "263", "8"},
+              {"513", "257", "2"}}},
+            {"1T",
+             1e12,
+             {{"16000", "16000", "16000"},
+              {"7000", "5500", "4000"},
+              {"4750", "2875", "1000"},
+              {"4187", "2218", "250"},
+              {"4046", "2054", "62.5"},
+              {"4011", "2013", "15.6"}}},
+        };
+        const int degrees[6] = {1, 4, 16, 64, 256, 1024};
+        for (const auto& model : table)
+            for (int row = 0; row < 6; ++row) {
+                QStringList printed;
+                for (const char* cell : model.cells[row])
+                    printed << QString::fromLatin1(cell);
+                QTest::addRow("%s DP %d", model.model, degrees[row]) << model.psi << degrees[row] << printed;
+            }
+    }
+
+    void zeroTableOne()
+    {
+        QFETCH(double, psi);
+        QFETCH(int, dp);
+        QFETCH(QStringList, printed);
+        for (int z = 1; z <= 3; ++z) {
+            const QString& cell = printed[z - 1];
+            const qsizetype point = cell.indexOf(QLatin1Char('.'));
+            const double unit = std::pow(10.0, point < 0 ? 0.0 : -double(cell.size() - point - 1));
+            const double gb = pl::bytes_per_param(z, dp).total() * psi / 1e9;
+            QVERIFY2(std::fabs(gb - cell.toDouble()) < unit,
+                     qPrintable(QStringLiteral("ZeRO %1: %2 GB against the paper's %3").arg(z).arg(gb).arg(cell)));
+            // The buffers as allocated (ceil(P / D) elements a shard) give the same figure.
+            const auto bytes = pl::param_state_bytes(std::llround(psi), z, dp);
+            QVERIFY(std::fabs(double(bytes) / 1e9 - gb) < 1e-6);
         }
     }
 

@@ -8,7 +8,9 @@
 #include "widgets/models/plancandidatemodel.h"
 #include "widgets/panels/modelplanpanel.h"
 #include "widgets/panels/plannerpanel.h"
+#include "widgets/settings/settings.h"
 #include "widgets/views/bubblereadout.h"
+#include "widgets/views/candidatescatter.h"
 #include "widgets/views/ganttview.h"
 
 #include "core/pipeline/cluster.h"
@@ -21,11 +23,13 @@
 
 #include <QApplication>
 #include <QComboBox>
+#include <QFile>
 #include <QLabel>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTemporaryDir>
 #include <QTest>
 
 using namespace shardwidgets;
@@ -238,6 +242,36 @@ private slots:
         QVERIFY(t.ops[std::size_t(op)].end - t.ops[std::size_t(op)].start > comm->fwd());
     }
 
+    // In the window a 1280 x 720 screen gives (90 %: 1152 x 648), every column of the table,
+    // MFU the last, is in sight beside the scatter after a search, and stays so when resized
+    // (narrower than about 1100 the scatter's minimum width wins and the table scrolls).
+    void everyColumnIsInSightAtLaptopSize()
+    {
+        PlannerPanel panel;
+        panel.resize(1152, 560);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        searchMixtral(panel);
+        ModelPlanPanel* plan = panel.modelPlanPanel();
+        QTableView* table = plan->table();
+        QVERIFY(plan->model()->rowCount() > 0);
+        const auto lastInSight = [&] {
+            const int column = PlanCandidateModel::Mfu;
+            return table->columnViewportPosition(column) + table->columnWidth(column) <= table->viewport()->width();
+        };
+        QVERIFY2(lastInSight(),
+                 qPrintable(QStringLiteral("MFU ends at %1 of %2")
+                                .arg(table->columnViewportPosition(PlanCandidateModel::Mfu) +
+                                     table->columnWidth(PlanCandidateModel::Mfu))
+                                .arg(table->viewport()->width())));
+        QVERIFY(plan->findChild<CandidateScatter*>()->width() >=
+                plan->findChild<CandidateScatter*>()->minimumSizeHint().width());
+        panel.resize(1400, 560);
+        QTRY_VERIFY(lastInSight());
+        panel.resize(1152, 560);
+        QTRY_VERIFY(lastInSight());
+    }
+
     void aConfigThatIsNotOneSaysSoInOneSentence()
     {
         PlannerPanel panel;
@@ -251,6 +285,64 @@ private slots:
         const QString text = plan->message()->text();
         QVERIFY2(text.startsWith(QStringLiteral("⚠ ")) && text.contains(QStringLiteral("h100-sxm-80gb.json")),
                  qPrintable(text));
+    }
+
+    // What a person typed into the tab is there again after a restart (the main window stores
+    // inputs() on close and calls setInputs() with what Settings read back). A config file deleted
+    // since, or a preset name no longer known, leaves that input at what the tab shows.
+    void theInputsSurviveARestart()
+    {
+        QTemporaryDir dir;
+        const QString ini = dir.filePath(QStringLiteral("settings.ini"));
+        const QString config = dir.filePath(QStringLiteral("mixtral-copy.json"));
+        QVERIFY(QFile::copy(kMixtral, config));
+        {
+            PlannerPanel panel;
+            showPanel(panel);
+            panel.openModelConfig(config);
+            ModelPlanPanel* plan = panel.modelPlanPanel();
+            QComboBox* cluster = plan->clusterBox();
+            cluster->setCurrentIndex(cluster->findText(QStringLiteral("a100-80gb")));
+            widgettest::typeInto(plan->gpusBox(), QStringLiteral("3072"));
+            widgettest::typeInto(plan->seqLenBox(), QStringLiteral("8192"));
+            widgettest::typeInto(plan->globalBatchBox(), QStringLiteral("1536"));
+            Settings settings(ini);
+            settings.setModelSearch(plan->inputs());
+            settings.sync();
+        }
+        const auto stored = Settings(ini).modelSearch();
+        QVERIFY(stored);
+        {
+            PlannerPanel panel;
+            ModelPlanPanel* plan = panel.modelPlanPanel();
+            QVERIFY(plan->configPath() != config); // a fresh tab shows its defaults
+            plan->setInputs(*stored);
+            QCOMPARE(plan->configPath(), config);
+            QCOMPARE(plan->configBox()->currentText(), QStringLiteral("mixtral-copy"));
+            QCOMPARE(plan->clusterBox()->currentText(), QStringLiteral("a100-80gb"));
+            QCOMPARE(plan->gpusBox()->value(), 3072);
+            QCOMPARE(plan->seqLenBox()->value(), 8192);
+            QCOMPARE(plan->globalBatchBox()->value(), 1536);
+            // The search the restored tab runs is the preset's, at the restored sizes.
+            const pl::ModelSearchSpec spec = plan->searchSpec();
+            const pl::Cluster a100 = *pl::cluster_preset("a100-80gb");
+            QCOMPARE(spec.gpus, 3072);
+            QCOMPARE(spec.seq_len, 8192);
+            QCOMPARE(spec.global_batch, 1536);
+            QCOMPARE(spec.peak_tflops, a100.peak_tflops);
+            QCOMPARE(spec.gpu_memory_bytes, std::int64_t(std::llround(a100.hbm_gib * 1073741824.0)));
+        }
+        QVERIFY(QFile::remove(config));
+        ModelSearchInputs gone = *stored;
+        gone.cluster = QStringLiteral("no-such-preset");
+        PlannerPanel panel;
+        ModelPlanPanel* plan = panel.modelPlanPanel();
+        const QString defaultConfig = plan->configPath();
+        const QString defaultCluster = plan->clusterBox()->currentText();
+        plan->setInputs(gone);
+        QCOMPARE(plan->configPath(), defaultConfig);
+        QCOMPARE(plan->clusterBox()->currentText(), defaultCluster);
+        QCOMPARE(plan->gpusBox()->value(), 3072);
     }
 };
 

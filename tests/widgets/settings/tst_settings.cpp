@@ -182,6 +182,49 @@ private slots:
         QVERIFY(refused(QStringLiteral("planner/search/microBatchSize"), plannerrange::kMaxMicroBatch + 1, false));
         QVERIFY(refused(QStringLiteral("planner/search/linkGbps"), 2e5, false));
     }
+
+    // The Model search tab's inputs survive a restart; a size its control cannot show or an empty
+    // name gives nullopt, so the tab keeps its defaults.
+    void modelSearchInputsRoundTrip()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("s.ini"));
+        {
+            Settings settings(file);
+            QVERIFY(!settings.modelSearch());
+            settings.setModelSearch({.configPath = QStringLiteral("/data/llama-3.1-405b/config.json"),
+                                     .cluster = QStringLiteral("h200-sxm-141gb"),
+                                     .gpus = 16384,
+                                     .seqLen = 8192,
+                                     .globalBatch = 2048});
+            settings.sync();
+        }
+        const auto m = Settings(file).modelSearch();
+        QVERIFY(m);
+        QCOMPARE(m->configPath, QStringLiteral("/data/llama-3.1-405b/config.json"));
+        QCOMPARE(m->cluster, QStringLiteral("h200-sxm-141gb"));
+        QCOMPARE(m->gpus, 16384);
+        QCOMPARE(m->seqLen, 8192);
+        QCOMPARE(m->globalBatch, 2048);
+        auto refused = [&](const QString& key, const QVariant& value) {
+            QSettings raw(file, QSettings::IniFormat); // hand-edited
+            const QVariant before = raw.value(key);
+            raw.setValue(key, value);
+            raw.sync();
+            const bool gone = !Settings(file).modelSearch();
+            raw.setValue(key, before);
+            raw.sync();
+            return gone;
+        };
+        QVERIFY(refused(QStringLiteral("planner/modelSearch/gpus"), 0));
+        QVERIFY(refused(QStringLiteral("planner/modelSearch/gpus"), plannerrange::kMaxGpus + 1));
+        QVERIFY(refused(QStringLiteral("planner/modelSearch/seqLen"), plannerrange::kMaxSeqLen + 1));
+        QVERIFY(refused(QStringLiteral("planner/modelSearch/globalBatch"), -4));
+        QVERIFY(refused(QStringLiteral("planner/modelSearch/globalBatch"), QStringLiteral("many")));
+        QVERIFY(refused(QStringLiteral("planner/modelSearch/config"), QString()));
+        QVERIFY(refused(QStringLiteral("planner/modelSearch/cluster"), QString()));
+        QVERIFY(Settings(file).modelSearch()); // each case was put back
+    }
 };
 
 QTEST_GUILESS_MAIN(TestSettings)

@@ -1,6 +1,7 @@
 #include "widgets/views/ganttview.h"
 
 #include <QTest>
+#include <algorithm>
 #include <QWheelEvent>
 
 using namespace shardwidgets;
@@ -71,6 +72,37 @@ private slots:
         for (int x = 100; x < 780 && !varied; x += 7)
             varied = image.pixelColor(x, 60) != corner;
         QVERIFY(varied);
+    }
+
+    // GPipe over 4 uniform stages: each op lasts 1 ms (F) or 2 ms (B). With 8 microbatches the
+    // step (33 ms) fitted to 800 px gives an F about 21 px: every op is its own block and the
+    // legend has no grey entry. With 2048 (the step 6153 ms, about 0.12 px a forward) the ops
+    // merge into grey runs: the legend says what the grey is, and the rows are drawn in it.
+    void opsTooShortToDrawApartAreNamedInTheLegend()
+    {
+        const auto merged = [](const std::vector<GanttView::LegendEntry>& entries) {
+            return std::any_of(entries.begin(), entries.end(),
+                               [](const GanttView::LegendEntry& e) { return e.mark == GanttView::Mark::merged; });
+        };
+        GanttView view;
+        view.resize(800, 240);
+        view.setTimeline(timeline(4, 8));
+        QVERIFY(!merged(view.legend()));
+        view.setTimeline(timeline(4, 2048));
+        QVERIFY(merged(view.legend()));
+        QVERIFY(!merged(view.legend(1e6))); // wide enough for a 1 ms op to be 2 px
+        // The legend is about the fitted scale, so zooming in does not change it.
+        view.zoomBy(64);
+        QVERIFY(merged(view.legend()));
+
+        const QImage image = view.renderFitted(QSize(800, 240));
+        const GanttGeometry& g = view.geometry();
+        const QColor grey = view.palette().color(QPalette::Mid);
+        // Stage 0's forwards fill its row from 0 to 2048 ms: at this scale one grey run.
+        GanttGeometry fitted = g;
+        fitted.fit(view.extent(), 800);
+        const int y = int(fitted.rowTop(0) + fitted.rowHeight / 2);
+        QCOMPARE(image.pixelColor(int(fitted.xForTime(1000)), y).rgb(), grey.rgb());
     }
 };
 
