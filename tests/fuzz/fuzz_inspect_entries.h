@@ -4,7 +4,9 @@
 // confined to the folder. Its first byte says which:
 //   0: a .safetensors file (the rest of the input);
 //   1: a torch.save archive, model.pt (the rest);
-//   2: a DCP folder: 4 bytes little-endian L, then L bytes of .metadata, then __0_0.distcp.
+//   2: a DCP folder: 4 bytes little-endian L, then L bytes of .metadata, then __0_0.distcp;
+//   3: torch's Hugging Face storage per rank: sharded/shard-00001-model-00001-of-00001.safetensors
+//      (the rest), its chunks placed by DCP_SHARDING_INFO, FP8 weights paired with their scales.
 // inspect_content and diff_checkpoints of the checkpoint against itself must end in a report or
 // a typed Error; and a checkpoint compared with itself differs nowhere it could be read.
 
@@ -42,7 +44,7 @@ inline void inspect_one(const uint8_t* data, std::size_t size)
         return;
     const std::filesystem::path dir = inspect_scratch();
     std::filesystem::path target;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0:
         target = dir / "model.safetensors";
         write_bytes(target, data + 1, size - 1);
@@ -50,6 +52,11 @@ inline void inspect_one(const uint8_t* data, std::size_t size)
     case 1:
         target = dir / "model.pt";
         write_bytes(target, data + 1, size - 1);
+        break;
+    case 3:
+        target = dir / "step";
+        std::filesystem::create_directories(target / "sharded");
+        write_bytes(target / "sharded" / "shard-00001-model-00001-of-00001.safetensors", data + 1, size - 1);
         break;
     default: {
         if (size < 5)
