@@ -393,9 +393,6 @@ Corpus make_foreign_corpus(const fs::path& root)
                                 .accepted_by = std::move(accepted_by)});
         return corpus.cases.back().path;
     };
-    // An FP8 weight's scales matter only to the commands that read its values (stats, diff):
-    // verify, info and convert take the scale tensor as a tensor of its own.
-    const std::vector<std::string> scales_as_stored = {"info", "verify", "convert"};
     const std::string shard0 = fixtures::dcp_hf_shard_name(0), shard1 = fixtures::dcp_hf_shard_name(1);
 
     // ---- torch's Hugging Face storage, saved per rank
@@ -423,7 +420,7 @@ Corpus make_foreign_corpus(const fs::path& root)
         // An FP8 weight in two row chunks, its block scales beside the first of the wrong shape.
         const Fp8Weight w = make_fp8_weight(200, 130, 7);
         const std::string codes(w.codes);
-        write_hf_shards(add("hf_fp8_scale_wrong_shape", "invalid_fp8_scale", shard0, "m.weight", scales_as_stored),
+        write_hf_shards(add("hf_fp8_scale_wrong_shape", "invalid_fp8_scale", shard0, "m.weight"),
                         {{{.fqn = "m.weight",
                            .offsets = {0, 0},
                            .sizes = {100, 130},
@@ -466,8 +463,7 @@ Corpus make_foreign_corpus(const fs::path& root)
         "stream.zstd/1");
     {
         const Fp8Weight w = make_fp8_weight(200, 130, 8);
-        const fs::path dir =
-            add("dcp_fp8_scale_wrong_shape", "invalid_fp8_scale", "__1_0.distcp", "m.weight", scales_as_stored);
+        const fs::path dir = add("dcp_fp8_scale_wrong_shape", "invalid_fp8_scale", "__1_0.distcp", "m.weight");
         fs::create_directories(dir);
         const std::vector<DcpTensorSpec> tensors = {
             {.fqn = "m.weight",

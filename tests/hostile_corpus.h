@@ -27,8 +27,7 @@ struct Case {
     std::string skipped; // why the case cannot be built here (e.g. running as root)
     std::string tensor; // foreign cases: the error sentence must name this tensor too
     // Foreign cases: the commands that by their contract do not look where the damage is and so
-    // accept the case (info reads no item's data; verify, info and convert take an FP8 scale tensor
-    // as stored). Every other command refuses it.
+    // accept the case (info reads no item's data). Every other command refuses it.
     std::vector<std::string> accepted_by;
 };
 

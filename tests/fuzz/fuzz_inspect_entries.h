@@ -7,11 +7,12 @@
 //   2: a DCP folder: 4 bytes little-endian L, then L bytes of .metadata, then __0_0.distcp;
 //   3: torch's Hugging Face storage per rank: sharded/shard-00001-model-00001-of-00001.safetensors
 //      (the rest), its chunks placed by DCP_SHARDING_INFO, FP8 weights paired with their scales.
-// inspect_content and diff_checkpoints of the checkpoint against itself must end in a report or
-// a typed Error; and a checkpoint compared with itself differs nowhere it could be read.
+// verify_checkpoint, inspect_content and diff_checkpoints of the checkpoint against itself must end
+// in a report or a typed Error; and a checkpoint compared with itself differs nowhere it could be read.
 
 #include "core/inspect/content.h"
 #include "core/inspect/diff.h"
+#include "core/open/verify.h"
 #include "fuzz_entries.h"
 
 #include <filesystem>
@@ -69,6 +70,16 @@ inline void inspect_one(const uint8_t* data, std::size_t size)
         write_bytes(target / ".metadata", data + 5, meta);
         write_bytes(target / "__0_0.distcp", data + 5 + meta, size - 5 - meta);
     }
+    }
+    // verify first (its FP8 partner check over the listed tensors included): a report, or a typed
+    // Error, whose sentences name what they are about and stay short.
+    try {
+        VerifyOptions verify;
+        verify.threads = 1;
+        const VerifyReport report = verify_checkpoint(target, verify);
+        for (const Problem& p : report.problems)
+            require(p.message.size() <= kMaxMessageBytes && !p.message.empty(), "bounded verify sentences");
+    } catch (const Error&) {
     }
     ContentOptions options;
     options.threads = 1;
