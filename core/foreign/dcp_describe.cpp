@@ -101,7 +101,8 @@ void check_dcp_tiling(const DcpMetadata& meta, const DcpTensor& t, const DcpTili
                              ProblemKind::layout_overlap);
                 return;
             }
-    const std::string in_files = src.from_headers ? " in " + chunk_files(meta, t) : std::string();
+    const std::string files = src.from_headers ? chunk_files(meta, t) : std::string();
+    const std::string in_files = files.empty() ? files : " in " + files;
     if (covered < volume && !src.files_left_out)
         out.push_back({.kind = ProblemKind::layout_gap,
                        .message = src.described + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " +
