@@ -45,12 +45,13 @@ std::optional<double> tolerance(py::object value, const char* name)
     return j.get<double>();
 }
 
-py::object stats(py::object path, py::object tensor, int threads, bool verify_tls)
+py::object stats(py::object path, py::object tensor, int threads, bool raw_fp8, bool verify_tls)
 {
     const storage::Location where = to_location(path, verify_tls);
     ContentOptions options;
     options.tensor_globs = globs_from_python(tensor);
     options.threads = threads;
+    options.raw_fp8 = raw_fp8;
     json out;
     {
         py::gil_scoped_release unlocked;
@@ -60,7 +61,7 @@ py::object stats(py::object path, py::object tensor, int threads, bool verify_tl
 }
 
 py::object diff(py::object a, py::object b, py::object atol, py::object rtol, py::object tensor, int threads,
-                bool verify_tls)
+                bool raw_fp8, bool verify_tls)
 {
     const storage::Location path_a = to_location(a, verify_tls);
     const storage::Location path_b = to_location(b, verify_tls);
@@ -69,6 +70,7 @@ py::object diff(py::object a, py::object b, py::object atol, py::object rtol, py
     options.rtol = tolerance(rtol, "rtol");
     options.tensor_globs = globs_from_python(tensor);
     options.threads = threads;
+    options.raw_fp8 = raw_fp8;
     json out;
     {
         py::gil_scoped_release unlocked;
@@ -82,15 +84,18 @@ py::object diff(py::object a, py::object b, py::object atol, py::object rtol, py
 void bind_inspect(py::module_& m)
 {
     using namespace pybind11::literals;
-    m.def("stats", &stats, "path"_a, py::kw_only(), "tensor"_a = py::none(), "threads"_a = 0, "verify_tls"_a = true,
+    m.def("stats", &stats, "path"_a, py::kw_only(), "tensor"_a = py::none(), "threads"_a = 0, "raw_fp8"_a = false,
+          "verify_tls"_a = true,
           "Statistics of every tensor's values, whole and per part (rank or file), and the health checks\n"
           "(nonfinite_values, negative_second_moment, param_master_mismatch): the `shardctl stats --json`\n"
-          "dict. Reads any format stats reads; tensor= takes a glob or a list of globs. verify_tls=False:\n"
-          "an https:// server's certificate is not checked (a test server only).");
+          "dict. Reads any format stats reads; tensor= takes a glob or a list of globs. FP8 weights with\n"
+          "128x128 block scales (`*_scale_inv`) are dequantized unless raw_fp8=True (`--raw-fp8`).\n"
+          "verify_tls=False: an https:// server's certificate is not checked (a test server only).");
     m.def("diff", &diff, "a"_a, "b"_a, py::kw_only(), "atol"_a = py::none(), "rtol"_a = py::none(),
-          "tensor"_a = py::none(), "threads"_a = 0, "verify_tls"_a = true,
+          "tensor"_a = py::none(), "threads"_a = 0, "raw_fp8"_a = false, "verify_tls"_a = true,
           "Pairs the tensors of two checkpoints (any formats and world sizes) and compares them element by\n"
-          "element, bitwise unless atol/rtol are given: the `shardctl diff --json` dict.");
+          "element, bitwise unless atol/rtol are given: the `shardctl diff --json` dict. raw_fp8=True\n"
+          "compares FP8 weights' stored values instead of their dequantized ones (`--raw-fp8`).");
 }
 
 } // namespace shardscope::python

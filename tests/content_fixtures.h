@@ -17,8 +17,8 @@
 
 namespace {
 
-void write_safetensors(const std::filesystem::path& file,
-                       const std::vector<std::pair<shardscope::SafetensorsTensor, std::string>>& tensors)
+inline void write_safetensors(const std::filesystem::path& file,
+                              const std::vector<std::pair<shardscope::SafetensorsTensor, std::string>>& tensors)
 {
     std::vector<shardscope::SafetensorsTensor> layout;
     std::string data;
@@ -39,8 +39,8 @@ std::string bytes_of(const std::vector<T>& values)
 
 // torch.save({name: tensor}) of one float32 tensor over a storage of `values`, as torch writes it:
 // 1-D and contiguous unless a shape and strides are given (a transpose is shape {c, r}, stride {1, c}).
-std::string float_archive(const std::string& prefix, const std::string& name, const std::vector<float>& values,
-                          std::vector<uint64_t> shape = {}, std::vector<int64_t> stride = {1})
+inline std::string float_archive(const std::string& prefix, const std::string& name, const std::vector<float>& values,
+                                 std::vector<uint64_t> shape = {}, std::vector<int64_t> stride = {1})
 {
     if (shape.empty())
         shape = {values.size()};

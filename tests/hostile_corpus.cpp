@@ -1,5 +1,8 @@
 #include "hostile_corpus.h"
 
+#include "content_fixtures.h"
+#include "foreign_fixtures.h"
+
 #include "core/checkpoint/save.h"
 #include "core/run/demo.h"
 #include "core/util/hashing.h"
@@ -297,6 +300,184 @@ Corpus make_corpus(const fs::path& root)
         write_file(dir / "latest", "notadir\n");
     });
     return b.take();
+}
+
+namespace {
+
+using fixtures::DcpHfChunkSpec;
+using fixtures::DcpTensorSpec;
+
+std::string counting_floats(uint64_t n, float first)
+{
+    std::vector<float> values(n);
+    for (uint64_t i = 0; i < n; ++i)
+        values[i] = first + float(i);
+    return bytes_of(values);
+}
+
+// w [8, 6] and b [8] split by rows over `world` ranks, each rank's file as torch writes it.
+std::vector<std::vector<DcpHfChunkSpec>> hf_by_rows(uint64_t world)
+{
+    std::vector<std::vector<DcpHfChunkSpec>> files(world);
+    const uint64_t rows = 8 / world;
+    for (uint64_t r = 0; r < world; ++r) {
+        const uint64_t at = r * rows;
+        files[r].push_back({.fqn = "b", .offsets = {at}, .sizes = {rows}, .bytes = counting_floats(rows, float(at))});
+        files[r].push_back(
+            {.fqn = "w", .offsets = {at, 0}, .sizes = {rows, 6}, .bytes = counting_floats(rows * 6, float(at * 6))});
+    }
+    return files;
+}
+
+// `info`: rank -> the DCP_SHARDING_INFO text written instead of the chunks' own.
+void write_hf_shards(const fs::path& dir, const std::vector<std::vector<DcpHfChunkSpec>>& files,
+                     const std::map<uint64_t, std::string>& info = {})
+{
+    fs::create_directories(dir);
+    for (uint64_t r = 0; r < files.size(); ++r) {
+        const auto it = info.find(r);
+        fixtures::write_file(
+            dir / fixtures::dcp_hf_shard_name(int(r)),
+            fixtures::dcp_hf_shard(files[r], it == info.end() ? std::nullopt : std::optional(it->second)));
+    }
+}
+
+// model.weight [4, 6] over two ranks and model.bias [6] in rank 0's file.
+std::vector<DcpTensorSpec> dcp_two_ranks()
+{
+    return {
+        {.fqn = "model.weight",
+         .size = {4, 6},
+         .chunks = {{.offsets = {0, 0}, .sizes = {2, 6}, .file = "__0_0.distcp"},
+                    {.offsets = {2, 0}, .sizes = {2, 6}, .file = "__1_0.distcp"}}},
+        {.fqn = "model.bias", .size = {6}, .chunks = {{.offsets = {0}, .sizes = {6}, .file = "__0_0.distcp"}}},
+    };
+}
+
+// The folder as FileSystemWriter writes it: each chunk's torch.save archive appended to its file
+// (through `store`, which may compress it; `transform` then names the extension).
+void write_dcp(const fs::path& dir, std::vector<DcpTensorSpec> tensors,
+               const std::function<std::string(const DcpTensorSpec&, std::size_t, const std::string&)>& store = {},
+               const std::string& transform = {})
+{
+    fs::create_directories(dir);
+    std::map<std::string, std::string> files;
+    for (auto& t : tensors)
+        for (std::size_t i = 0; i < t.chunks.size(); ++i) {
+            auto& c = t.chunks[i];
+            const std::string archive = fixtures::torch_tensor_archive(c.sizes);
+            const std::string stored = store ? store(t, i, archive) : archive;
+            c.offset = files[c.file].size();
+            c.length = stored.size();
+            c.transform = transform;
+            files[c.file] += stored;
+        }
+    fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
+    for (const auto& [name, content] : files)
+        fixtures::write_file(dir / name, content);
+}
+
+} // namespace
+
+Corpus make_foreign_corpus(const fs::path& root)
+{
+    Corpus corpus{.root = root, .outside = root / "outside", .cases = {}};
+    fs::create_directories(corpus.outside);
+    auto add = [&](const std::string& name, const std::string& kind, const std::string& file, const std::string& tensor,
+                   std::vector<std::string> accepted_by = {}) -> fs::path {
+        corpus.cases.push_back({.name = name,
+                                .path = root / "cases" / name,
+                                .kind = kind,
+                                .names = file,
+                                .tensor = tensor,
+                                .accepted_by = std::move(accepted_by)});
+        return corpus.cases.back().path;
+    };
+    const std::string shard0 = fixtures::dcp_hf_shard_name(0), shard1 = fixtures::dcp_hf_shard_name(1);
+
+    // ---- torch's Hugging Face storage, saved per rank
+    {
+        auto files = hf_by_rows(2);
+        files[1][1].offsets = {0, 0}; // rank 1 claims rank 0's rows of w
+        write_hf_shards(add("hf_overlap", "layout_overlap", shard1, "w"), files);
+    }
+    {
+        auto files = hf_by_rows(4);
+        files[2].erase(files[2].begin() + 1); // rows 4-5 of w saved nowhere
+        write_hf_shards(add("hf_hole", "layout_gap", shard0, "w"), files);
+    }
+    {
+        auto files = hf_by_rows(2);
+        files[1][0].offsets = {UINT64_MAX - 1}; // no tensor of b's shape reaches that far
+        write_hf_shards(add("hf_chunk_outside", "invalid_shard", shard1, "b"), files);
+    }
+    write_hf_shards(add("hf_info_rank_disagrees", "invalid_shard", shard1, "w"), hf_by_rows(2),
+                    {{1, R"({"b": {"saved_offsets": [4]}, "w": {"saved_offsets": [4]}})"}});
+    write_hf_shards(
+        add("hf_info_names_other_tensor", "invalid_shard", shard0, "v"), hf_by_rows(2),
+        {{0, R"({"b": {"saved_offsets": [0]}, "w": {"saved_offsets": [0, 0]}, "v": {"saved_offsets": [0]}})"}});
+    {
+        // An FP8 weight in two row chunks, its block scales beside the first of the wrong shape.
+        const Fp8Weight w = make_fp8_weight(200, 130, 7);
+        const std::string codes(w.codes);
+        write_hf_shards(add("hf_fp8_scale_wrong_shape", "invalid_fp8_scale", shard0, "m.weight"),
+                        {{{.fqn = "m.weight",
+                           .offsets = {0, 0},
+                           .sizes = {100, 130},
+                           .bytes = codes.substr(0, 13000),
+                           .dtype = "F8_E4M3"},
+                          {.fqn = "m.weight_scale_inv",
+                           .offsets = {0, 0},
+                           .sizes = {1, 1},
+                           .bytes = bytes_of(std::vector<float>{w.scales[0]})}},
+                         {{.fqn = "m.weight",
+                           .offsets = {100, 0},
+                           .sizes = {100, 130},
+                           .bytes = codes.substr(13000),
+                           .dtype = "F8_E4M3"}}});
+    }
+
+    // ---- torch DCP
+    {
+        auto tensors = dcp_two_ranks();
+        tensors[0].chunks[1].offsets = {1, 0}; // rows 1-2 overlap rank 0's rows 0-1
+        write_dcp(add("dcp_overlap", "layout_overlap", ".metadata", "model.weight"), tensors);
+    }
+    {
+        auto tensors = dcp_two_ranks();
+        tensors[0].chunks[1].sizes = {1, 6}; // row 3 is saved by nobody
+        write_dcp(add("dcp_hole", "layout_gap", ".metadata", "model.weight"), tensors);
+    }
+    {
+        auto tensors = dcp_two_ranks();
+        tensors[0].chunks[1].sizes = {3, 6}; // rows 2-4 of a tensor of 4 rows
+        write_dcp(add("dcp_chunk_outside", "layout_overlap", ".metadata", "model.weight"), tensors);
+    }
+    write_dcp(
+        add("dcp_zstd_expands", "invalid_archive", "__1_0.distcp", "model.weight", {"info"}), dcp_two_ranks(),
+        [](const DcpTensorSpec& t, std::size_t chunk, const std::string& archive) {
+            const bool lie = t.fqn == "model.weight" && chunk == 1;
+            return fixtures::zstd_raw_frame(
+                archive, lie ? std::optional<uint64_t>(archive.size() - 1) : std::optional<uint64_t>(archive.size()));
+        },
+        "stream.zstd/1");
+    {
+        const Fp8Weight w = make_fp8_weight(200, 130, 8);
+        const fs::path dir = add("dcp_fp8_scale_wrong_shape", "invalid_fp8_scale", "__1_0.distcp", "m.weight");
+        fs::create_directories(dir);
+        const std::vector<DcpTensorSpec> tensors = {
+            {.fqn = "m.weight",
+             .size = {200, 130},
+             .chunks = {{.offsets = {0, 0}, .sizes = {200, 130}, .file = "__0_0.distcp", .length = 26000}},
+             .dtype = "float8_e4m3fn"},
+            {.fqn = "m.weight_scale_inv",
+             .size = {1, 1},
+             .chunks = {{.offsets = {0, 0}, .sizes = {1, 1}, .file = "__1_0.distcp", .length = 4}}}};
+        fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
+        fixtures::write_file(dir / "__0_0.distcp", w.codes);
+        fixtures::write_file(dir / "__1_0.distcp", bytes_of(std::vector<float>{w.scales[0]}));
+    }
+    return corpus;
 }
 
 std::map<std::string, std::string> snapshot(const fs::path& dir)

@@ -25,6 +25,10 @@ struct Case {
     int load_exit = 1; // shardctl load --expect-world-size 4's exit status
     std::string names; // the first error sentence must name this file
     std::string skipped; // why the case cannot be built here (e.g. running as root)
+    std::string tensor; // foreign cases: the error sentence must name this tensor too
+    // Foreign cases: the commands that by their contract do not look where the damage is and so
+    // accept the case (info reads no item's data). Every other command refuses it.
+    std::vector<std::string> accepted_by;
 };
 
 struct Corpus {
@@ -37,6 +41,13 @@ inline constexpr int kWorldSize = 4; // every well-formed case has 4 ranks
 
 // Writes the corpus below `root` (which must exist and be empty). Takes about a second.
 Corpus make_corpus(const std::filesystem::path& root);
+
+// The foreign corpus: torch DCP folders and torch's Hugging Face storage saved per rank
+// (shard-*.safetensors with DCP_SHARDING_INFO), each damaged one way: chunks that overlap, leave a
+// hole or lie outside their tensor, DCP_SHARDING_INFO that disagrees with the header, a zstd frame
+// that expands past the length it declares, an FP8 weight whose block scales have the wrong shape.
+// Every case names the file and the tensor its one sentence must name (`names`, `tensor`).
+Corpus make_foreign_corpus(const std::filesystem::path& root);
 
 // Relative path -> type, size, mtime and (for regular files) a content hash, for every entry of
 // a tree, never following a symlink or opening anything but a regular file. Comparing two

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 namespace shardscope {
 
@@ -147,8 +148,11 @@ SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_
         result.tensors.push_back(std::move(tensor));
     }
 
-    std::sort(result.tensors.begin(), result.tensors.end(),
-              [](const auto& a, const auto& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+    // Ties (an overlap of equal ranges) broken by name, so the sentence names the same tensor
+    // whatever order the header lists them in (and core/foreign's streaming listing agrees).
+    std::sort(result.tensors.begin(), result.tensors.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+    });
     uint64_t expected = 0;
     for (const auto& tensor : result.tensors) {
         if (tensor.begin != expected)

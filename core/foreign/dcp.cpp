@@ -453,9 +453,10 @@ VerifyReport verify_dcp(const storage::Folder& listed, const VerifyOptions& opti
 {
     const fs::path& dir = listed.path;
     VerifyReport report = foreign::new_report("torch-dcp", dir, "torch-dcp (torch.distributed.checkpoint)");
-    const DcpSource src{.described = (dir / ".metadata").string(),
-                        .path = ".metadata",
-                        .is_data_file = [](const std::string& n) { return n.ends_with(".distcp"); }};
+    DcpSource src;
+    src.described = (dir / ".metadata").string();
+    src.path = ".metadata";
+    src.is_data_file = [](const std::string& n) { return n.ends_with(".distcp"); };
     DcpMetadata meta;
     try {
         DcpFirstTensors first_tensors;

@@ -136,6 +136,24 @@ int dcp_rank_of(const std::string& file_name);
 uint64_t locate_dcp_chunk_data(const ZipReadAt& file_read, const DcpStorage& storage, uint64_t element_bytes,
                                const std::string& shown);
 
+// Where a layout was described, for the sentences about how its chunks tile their tensors.
+struct DcpTilingSource {
+    std::string described; // what those sentences start with: "<dir>/.metadata", "<dir>"
+    std::string path; // their Problem::path: ".metadata", or "" for a layout read from the files' headers
+    // The layout comes from the data files' own headers (torch's Hugging Face storage): a sentence
+    // names the files whose chunks overlap or leave the hole, since no one file describes it.
+    bool from_headers = false;
+    // Files were left out of the layout (each refused in its own sentence): their chunks are
+    // missing, so a hole says nothing new and is not reported again.
+    bool files_left_out = false;
+};
+
+// The chunks of `t` lie inside it and cover it exactly once; else one problem into `out` naming
+// the tensor (layout_overlap for a chunk outside it or two that overlap, layout_gap for a hole).
+// verify and stats both refuse a tensor so laid out.
+void check_dcp_tiling(const DcpMetadata& meta, const DcpTensor& t, const DcpTilingSource& src,
+                      std::vector<Problem>& out);
+
 // Verifies a DCP folder (`dir`, listed): the metadata decodes; every referenced file exists
 // (confined beneath `dir`) and every byte range lies within its file without overlapping another; every chunk has
 // storage; chunks tile their tensor (in bounds, no overlap, full coverage). With `check_data`,

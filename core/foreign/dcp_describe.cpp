@@ -6,13 +6,52 @@
 #include "core/util/volume.h"
 
 #include <algorithm>
+#include <filesystem>
 
 namespace shardscope {
 
+namespace fs = std::filesystem;
 using foreign::add_row;
 
-void check_dcp_tiling(const DcpMetadata& meta, const DcpTensor& t, const DcpSource& src, std::vector<Problem>& out)
+namespace {
+
+// The files holding `t`'s chunks, for a layout read from their headers: "a, b and c" (the first
+// three in name order, then how many more).
+std::string chunk_files(const DcpMetadata& meta, const DcpTensor& t)
 {
+    std::vector<int32_t> files;
+    for (const auto& c : meta.chunks_of(t))
+        if (c.file >= 0)
+            files.push_back(c.file);
+    std::ranges::sort(files);
+    files.erase(std::unique(files.begin(), files.end()), files.end());
+    std::string out;
+    const std::size_t shown = std::min<std::size_t>(files.size(), 3);
+    for (std::size_t i = 0; i < shown; ++i)
+        out += (i == 0 ? "" : i + 1 == shown && files.size() == shown ? " and " : ", ") + meta.files[files[i]];
+    if (files.size() > shown)
+        out += " and " + std::to_string(files.size() - shown) + " more files";
+    return out;
+}
+
+} // namespace
+
+void check_dcp_tiling(const DcpMetadata& meta, const DcpTensor& t, const DcpTilingSource& src,
+                      std::vector<Problem>& out)
+{
+    // Where a chunk's sentence starts: the metadata that describes it, or (from the files' headers)
+    // the file that holds it.
+    auto at_chunk = [&](const DcpChunk& c, std::string message, ProblemKind kind) {
+        if (src.from_headers && c.file >= 0) {
+            const std::string& file = meta.files[c.file];
+            out.push_back({.kind = kind,
+                           .message = (fs::path(src.described) / file).string() + ": " + std::move(message),
+                           .path = file,
+                           .rank = dcp_rank_of(file)});
+        } else {
+            out.push_back({.kind = kind, .message = src.described + ": " + std::move(message), .path = src.path});
+        }
+    };
     uint64_t volume = 0;
     if (!checked_volume(t.size, volume)) {
         out.push_back({.kind = ProblemKind::invalid_manifest,
@@ -29,11 +68,10 @@ void check_dcp_tiling(const DcpMetadata& meta, const DcpTensor& t, const DcpSour
             inside = offsets[d] <= t.size[d] && sizes[d] <= t.size[d] - offsets[d];
         uint64_t v = 0;
         if (!inside || !checked_volume(sizes, v)) {
-            out.push_back({.kind = ProblemKind::layout_overlap,
-                           .message = src.described + ": tensor '" + t.fqn + "' " + join_dims(t.size) +
-                               " has a chunk at " + join_dims(offsets) + " of size " + join_dims(sizes) +
-                               " outside its bounds",
-                           .path = src.path});
+            at_chunk(c,
+                     "tensor '" + t.fqn + "' " + join_dims(t.size) + " has a chunk at " + join_dims(offsets) +
+                         " of size " + join_dims(sizes) + " outside its bounds",
+                     ProblemKind::layout_overlap);
             return;
         }
         covered += v; // bounded by chunks x volume, each <= volume: cannot overflow for sane counts
@@ -47,23 +85,34 @@ void check_dcp_tiling(const DcpMetadata& meta, const DcpTensor& t, const DcpSour
                 bool overlap = true;
                 for (std::size_t d = 0; overlap && d < t.size.size(); ++d)
                     overlap = xs[d] > 0 && ys[d] > 0 && xo[d] < yo[d] + ys[d] && yo[d] < xo[d] + xs[d];
-                if (overlap) {
-                    out.push_back({.kind = ProblemKind::layout_overlap,
-                                   .message = src.described + ": tensor '" + t.fqn + "': chunks at " + join_dims(xo) +
-                                       " and " + join_dims(yo) + " overlap",
-                                   .path = src.path});
-                    return;
-                }
+                if (!overlap)
+                    continue;
+                if (src.from_headers && chunks[a].file >= 0 && chunks[b].file >= 0)
+                    at_chunk(chunks[b],
+                             "tensor '" + t.fqn + "': its chunk at " + join_dims(yo) + " overlaps the chunk at " +
+                                 join_dims(xo) +
+                                 (chunks[a].file == chunks[b].file ? std::string(" in the same file")
+                                                                   : " in " + meta.files[chunks[a].file]),
+                             ProblemKind::layout_overlap);
+                else
+                    at_chunk(chunks[b],
+                             "tensor '" + t.fqn + "': chunks at " + join_dims(xo) + " and " + join_dims(yo) +
+                                 " overlap",
+                             ProblemKind::layout_overlap);
+                return;
             }
-    if (covered < volume)
+    const std::string files = src.from_headers ? chunk_files(meta, t) : std::string();
+    const std::string in_files = files.empty() ? files : " in " + files;
+    if (covered < volume && !src.files_left_out)
         out.push_back({.kind = ProblemKind::layout_gap,
                        .message = src.described + ": tensor '" + t.fqn + "' " + join_dims(t.size) + " has " +
-                           std::to_string(volume) + " elements but its chunks cover only " + std::to_string(covered),
+                           std::to_string(volume) + " elements but its chunks" + in_files + " cover only " +
+                           std::to_string(covered),
                        .path = src.path});
     else if (covered > volume)
         out.push_back({.kind = ProblemKind::layout_overlap,
                        .message = src.described + ": tensor '" + t.fqn + "' has " + std::to_string(volume) +
-                           " elements but its chunks cover " + std::to_string(covered),
+                           " elements but its chunks" + in_files + " cover " + std::to_string(covered),
                        .path = src.path});
 }
 

@@ -309,9 +309,11 @@ VerifyReport verify_dcp_hf(const storage::Folder& listed, const VerifyOptions& o
         layout.problems.push_back(
             {.kind = ProblemKind::missing_file,
              .message = listed.path.string() + ": no shard-<S>-model-<I>-of-<N>.safetensors file to read"});
-    const DcpSource src{.described = listed.path.string(), .path = "", .is_data_file = [](const std::string& n) {
-                            return n.ends_with(".safetensors") && !is_dcp_hf_shard_name(n);
-                        }};
+    DcpSource src;
+    src.described = listed.path.string();
+    src.from_headers = true;
+    src.files_left_out = !layout.problems.empty();
+    src.is_data_file = [](const std::string& n) { return n.ends_with(".safetensors") && !is_dcp_hf_shard_name(n); };
     verify_dcp_layout(listed, layout.meta, src, report, options, check_data);
     report.problems.insert(report.problems.begin(), layout.problems.begin(), layout.problems.end());
     return report;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace shardscope {
 
@@ -305,8 +306,10 @@ SafetensorsListing list_safetensors_header(std::string_view json, uint64_t file_
     if (sax.has_fault)
         bad(where, sax.fault);
 
-    std::sort(out.tensors.begin(), out.tensors.end(),
-              [](const auto& a, const auto& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+    // Ties broken by name as read_safetensors_header breaks them: the same overlap named the same.
+    std::sort(out.tensors.begin(), out.tensors.end(), [&](const auto& a, const auto& b) {
+        return std::tuple(a.begin, a.end, out.name(a)) < std::tuple(b.begin, b.end, out.name(b));
+    });
     uint64_t expected = 0;
     for (const auto& t : out.tensors) {
         if (t.begin != expected)

@@ -41,16 +41,15 @@ std::string read_scales(const ContentReport& report, const TensorContent& weight
                         std::vector<float>& out)
 {
     if (weight.shape.size() != 2)
-        return "the weight's shape is " + join_dims(weight.shape) + ", and 128x128 blocks need two dimensions";
+        return fp8_scale_shape_problem(weight.shape, scale.shape);
     // Every element the scan will scale must lie inside the tensor: the layout the reader accepts.
     if (const TensorReader layout(*report.folder, weight); layout.invalid())
         return "the weight's layout cannot be read (" + *layout.invalid() + ")";
     if (scale.type != ElementType::F32)
         return "the scale tensor's dtype is " + std::string(to_string(scale.type)) + ", not F32";
-    const std::vector<uint64_t> expected = {blocks(weight.shape[0]), blocks(weight.shape[1])};
-    if (scale.shape != expected)
-        return "the scale tensor's shape is " + join_dims(scale.shape) + ", and a weight of shape " +
-            join_dims(weight.shape) + " needs " + join_dims(expected) + " (one scale per 128x128 block)";
+    if (std::string why = fp8_scale_shape_problem(weight.shape, scale.shape); !why.empty())
+        return why;
+    const std::vector<uint64_t>& expected = scale.shape; // one scale per block, as checked
     // Its parts must hold every element before anything is allocated: a forged DCP size is not
     // backed by file bytes, and the reader would otherwise be asked for elements that are nowhere.
     const uint64_t numel = expected[0] * expected[1]; // no overflow: a scale per 16384 weights

@@ -229,8 +229,10 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
         case CheckpointFormat::torch_dcp: plan_dcp(folder, options, report); break;
         case CheckpointFormat::torch_dcp_hf: {
             DcpHfLayout layout = read_dcp_hf(folder);
+            const DcpTilingSource tiling{
+                .described = dir.string(), .from_headers = true, .files_left_out = !layout.problems.empty()};
             report.problems = std::move(layout.problems);
-            plan_dcp_layout(folder, layout.meta, dir.string(), options, report);
+            plan_dcp_layout(folder, layout.meta, tiling, options, report);
             break;
         }
         case CheckpointFormat::deepspeed:

@@ -259,12 +259,14 @@ void plan_dcp(const storage::Folder& folder, const ContentOptions& options, Cont
 {
     const fs::path& dir = folder.path;
     const std::string meta_path = (dir / ".metadata").string();
-    plan_dcp_layout(folder, decode_dcp_metadata_file(folder, ".metadata", meta_path), meta_path, options, report);
+    plan_dcp_layout(folder, decode_dcp_metadata_file(folder, ".metadata", meta_path),
+                    {.described = meta_path, .path = ".metadata"}, options, report);
 }
 
-void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, const std::string& meta_path,
+void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, const DcpTilingSource& tiling,
                      const ContentOptions& options, ContentReport& report)
 {
+    const std::string& meta_path = tiling.described;
     const fs::path& dir = folder.path;
     std::map<std::string, storage::OpenedObject> files;
     std::map<std::string, uint64_t> unknown_transforms; // chunks each unknown extension keeps from being read
@@ -276,10 +278,18 @@ void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, con
             report.warnings.push_back({.kind = ProblemKind::unreadable,
                                        .message = meta_path + ": tensor '" + printable(t.fqn) + "' has dtype '" +
                                            printable(t.dtype) + "', which stats does not read",
-                                       .path = meta.pickle_protocol > 0 ? ".metadata" : ""});
+                                       .path = tiling.path});
             continue;
         }
         TensorContent content{.name = t.fqn, .type = *type, .shape = t.size};
+        // Chunks that overlap, leave a hole or lie outside the tensor: its values cannot be told,
+        // so none is read (the tensor stays listed, as one whose values are missing).
+        const std::size_t before = report.problems.size();
+        check_dcp_tiling(meta, t, tiling, report.problems);
+        if (report.problems.size() > before) {
+            report.tensors.push_back(std::move(content));
+            continue;
+        }
         uint64_t first = 0;
         for (const DcpChunk& chunk : meta.chunks_of(t)) {
             const DcpStorage c = meta.storage(chunk);
@@ -369,7 +379,7 @@ void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, con
                                        (chunks == 1 ? " chunk is" : " chunks are") +
                                        " written through storage extension '" + printable(transform) +
                                        "' (transform_descriptors), which ShardScope cannot undo: not read",
-                                   .path = meta.pickle_protocol > 0 ? ".metadata" : ""});
+                                   .path = tiling.path});
 }
 
 // The .pt files a DeepSpeed or Megatron checkpoint consists of, with their ranks, as the

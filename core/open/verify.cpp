@@ -3,6 +3,7 @@
 #include "core/foreign/dcp.h"
 #include "core/foreign/dcp_hf.h"
 #include "core/foreign/deepspeed.h"
+#include "core/foreign/fp8_scales.h"
 #include "core/foreign/megatron.h"
 #include "core/foreign/safetensors_index.h"
 
@@ -86,8 +87,11 @@ VerifyReport verify_detected(const DetectedFormat& detected, const VerifyOptions
         report.problems.push_back(*detected.problem);
         return report;
     }
-    if (detected.origin.empty() && !detected.step)
-        return verify_foreign(detected, options, check_data);
+    if (detected.origin.empty() && !detected.step) {
+        VerifyReport report = verify_foreign(detected, options, check_data);
+        check_fp8_scale_partners(report);
+        return report;
+    }
     VerifyOptions inner = options;
     if (options.callbacks.files_listed)
         inner.callbacks.files_listed = [&](const VerifyReport& listed) {
@@ -96,6 +100,7 @@ VerifyReport verify_detected(const DetectedFormat& detected, const VerifyOptions
             options.callbacks.files_listed(shown);
         };
     VerifyReport report = verify_foreign(detected, inner, check_data);
+    check_fp8_scale_partners(report);
     add_origin(detected, report);
     return report;
 }

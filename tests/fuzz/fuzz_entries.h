@@ -17,6 +17,7 @@
 #include "core/foreign/dcp_hf.h"
 #include "core/foreign/safetensors_listing.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -137,6 +138,30 @@ inline void safetensors_one(const uint8_t* data, std::size_t size)
         for (const auto& c : meta.chunks_of(t))
             for (std::size_t d = 0; d < t.size.size(); ++d)
                 require(meta.offsets(c)[d] + meta.sizes(c)[d] <= t.size[d], "every chunk inside its tensor");
+
+    // The same shard saved by two ranks: every chunk of a tensor with elements overlaps its copy,
+    // and the sentence names the second rank's file and the tensor (the layout has no .metadata).
+    if (!problems.empty())
+        return;
+    const DcpMetadata twice =
+        assemble_dcp_hf({{.file = "shard-00001-model-00001-of-00001.safetensors", .listing = listing},
+                         {.file = "shard-00002-model-00001-of-00001.safetensors", .listing = listing}},
+                        "fuzz", problems);
+    require(problems.empty() && twice.tensors.size() == meta.tensors.size(), "a shard agrees with its copy");
+    for (const auto& t : twice.tensors) {
+        std::vector<Problem> tiling;
+        check_dcp_tiling(twice, t, {.described = "fuzz", .from_headers = true}, tiling);
+        require(tiling.size() <= 1, "one sentence per tensor");
+        const auto sizes = twice.sizes(twice.chunks_of(t)[0]);
+        if (std::find(sizes.begin(), sizes.end(), uint64_t(0)) != sizes.end())
+            continue; // a chunk without elements overlaps nothing
+
+        require(tiling.size() == 1 && tiling[0].kind == ProblemKind::layout_overlap, "a copied chunk overlaps");
+        require(tiling[0].path == "shard-00002-model-00001-of-00001.safetensors" &&
+                    tiling[0].message.find("'" + t.fqn + "'") != std::string::npos &&
+                    tiling[0].message.size() <= kMaxMessageBytes,
+                "the overlap names the file and the tensor");
+    }
 }
 
 // A layer profile; the first byte picks CSV (odd) or JSON (even), the rest is the text.

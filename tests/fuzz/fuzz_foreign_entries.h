@@ -8,12 +8,14 @@
 #include "core/foreign/torch_archive.h"
 #include "core/util/fsutil.h"
 #include "core/foreign/dcp.h"
+#include "core/foreign/dcp_hf.h"
 #include "core/foreign/dcp_transform.h"
 #include "core/foreign/io/pickle_reader.h"
 #include "core/foreign/io/zip_reader.h"
 #include "fuzz_entries.h"
 
 #include <algorithm>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -36,10 +38,28 @@ inline void megatron_json_one(const uint8_t* data, std::size_t size)
     }
 }
 
-// model.safetensors.index.json
+// DCP_SHARDING_INFO, the JSON text in a Hugging Face storage shard's __metadata__.
+inline void sharding_info_one(const uint8_t* data, std::size_t size)
+{
+    try {
+        const auto info = parse_dcp_sharding_info(as_text(data, size), "fuzz/shard.safetensors");
+        std::set<std::string_view> seen;
+        for (const auto& [fqn, offsets] : info) {
+            require(seen.insert(fqn).second, "every fqn once");
+            require(offsets.size() <= kMaxDcpDims, "offsets within the rank limit");
+        }
+    } catch (const Error& e) {
+        require(std::string_view(e.what()).starts_with("fuzz/shard.safetensors: DCP_SHARDING_INFO"),
+                "a refusal names the file and DCP_SHARDING_INFO");
+        require(std::strlen(e.what()) <= kMaxMessageBytes, "error sentences stay short");
+    }
+}
+
+// model.safetensors.index.json (and, over the same JSON inputs, Megatron's and DCP_SHARDING_INFO)
 inline void index_one(const uint8_t* data, std::size_t size)
 {
     megatron_json_one(data, size);
+    sharding_info_one(data, size);
     SafetensorsIndex index;
     try {
         index = parse_safetensors_index(data, size, "fuzz/model.safetensors.index.json");

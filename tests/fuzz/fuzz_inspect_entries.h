@@ -4,12 +4,15 @@
 // confined to the folder. Its first byte says which:
 //   0: a .safetensors file (the rest of the input);
 //   1: a torch.save archive, model.pt (the rest);
-//   2: a DCP folder: 4 bytes little-endian L, then L bytes of .metadata, then __0_0.distcp.
-// inspect_content and diff_checkpoints of the checkpoint against itself must end in a report or
-// a typed Error; and a checkpoint compared with itself differs nowhere it could be read.
+//   2: a DCP folder: 4 bytes little-endian L, then L bytes of .metadata, then __0_0.distcp;
+//   3: torch's Hugging Face storage per rank: sharded/shard-00001-model-00001-of-00001.safetensors
+//      (the rest), its chunks placed by DCP_SHARDING_INFO, FP8 weights paired with their scales.
+// verify_checkpoint, inspect_content and diff_checkpoints of the checkpoint against itself must end
+// in a report or a typed Error; and a checkpoint compared with itself differs nowhere it could be read.
 
 #include "core/inspect/content.h"
 #include "core/inspect/diff.h"
+#include "core/open/verify.h"
 #include "fuzz_entries.h"
 
 #include <filesystem>
@@ -42,7 +45,7 @@ inline void inspect_one(const uint8_t* data, std::size_t size)
         return;
     const std::filesystem::path dir = inspect_scratch();
     std::filesystem::path target;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0:
         target = dir / "model.safetensors";
         write_bytes(target, data + 1, size - 1);
@@ -50,6 +53,11 @@ inline void inspect_one(const uint8_t* data, std::size_t size)
     case 1:
         target = dir / "model.pt";
         write_bytes(target, data + 1, size - 1);
+        break;
+    case 3:
+        target = dir / "step";
+        std::filesystem::create_directories(target / "sharded");
+        write_bytes(target / "sharded" / "shard-00001-model-00001-of-00001.safetensors", data + 1, size - 1);
         break;
     default: {
         if (size < 5)
@@ -62,6 +70,16 @@ inline void inspect_one(const uint8_t* data, std::size_t size)
         write_bytes(target / ".metadata", data + 5, meta);
         write_bytes(target / "__0_0.distcp", data + 5 + meta, size - 5 - meta);
     }
+    }
+    // verify first (its FP8 partner check over the listed tensors included): a report, or a typed
+    // Error, whose sentences name what they are about and stay short.
+    try {
+        VerifyOptions verify;
+        verify.threads = 1;
+        const VerifyReport report = verify_checkpoint(target, verify);
+        for (const Problem& p : report.problems)
+            require(p.message.size() <= kMaxMessageBytes && !p.message.empty(), "bounded verify sentences");
+    } catch (const Error&) {
     }
     ContentOptions options;
     options.threads = 1;

@@ -1,7 +1,9 @@
 """stats and diff from Python: every figure against numpy's float64, the health checks, a planted
 change found where it was planted, and the same objects as `shardctl stats/diff --json`."""
 
+import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -171,6 +173,79 @@ k: v.copy() for k, v in flat.items()}
         self.assertTrue(shardscope.diff(self.path("a"), self.path("a5"))["ok"])
         with self.assertRaises(shardscope.InvalidArgumentError):
             shardscope.diff(self.path("a"), self.path("b"), rtol=-1)
+
+
+def e4m3(codes):
+    """float64 values of FP8 E4M3 codes (OCP FP8 spec: bias 7, no infinities, S.1111.111 is NaN)."""
+    codes = codes.astype(np.int64)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    exponent, mantissa = (codes >> 3) & 0xF, codes & 0x7
+    normal = (1.0 + mantissa / 8.0) * np.exp2(exponent - 7.0)
+    subnormal = (mantissa / 8.0) * 2.0 ** -6
+    values = sign * np.where(exponent == 0, subnormal, normal)
+    return np.where((codes & 0x7F) == 0x7F, np.nan, values)
+
+
+def write_fp8_safetensors(path, codes, scales):
+    """A DeepSeek-V3-style FP8 weight "q.weight" and its F32 block scales "q.weight_scale_inv"."""
+    header = {"q.weight": {"dtype": "F8_E4M3", "shape": list(codes.shape), "data_offsets": [0, codes.size]},
+              "q.weight_scale_inv": {"dtype": "F32", "shape": list(scales.shape),
+                                     "data_offsets": [codes.size, codes.size + 4 * scales.size]}}
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + codes.tobytes() + scales.astype("<f4").tobytes())
+
+
+class Fp8(TempDirTest):
+    """raw_fp8 is the CLI's --raw-fp8: FP8 weights read as stored instead of times their block scales."""
+
+    def setUp(self):
+        super().setUp()
+        rng = np.random.default_rng(7)
+        codes = rng.integers(0, 256, size=(200, 130), dtype=np.uint8)
+        self.codes = np.where((codes & 0x7F) == 0x7F, codes ^ 1, codes).astype(np.uint8)  # no NaN
+        self.scales = np.array([[0.5, 2.0], [0.125, 8.0]], dtype=np.float32)  # [ceil(200/128), ceil(130/128)]
+        write_fp8_safetensors(self.path("a.safetensors"), self.codes, self.scales)
+        write_fp8_safetensors(self.path("b.safetensors"), self.codes, self.scales * 2)
+
+    def weight(self, report):
+        return next(t for t in report["tensors"] if t["name"] == "q.weight")
+
+    def test_stats_dequantizes_unless_raw_fp8(self):
+        raw = e4m3(self.codes)
+        block = np.repeat(np.repeat(self.scales.astype(np.float64), 128, axis=0), 128, axis=1)[:200, :130]
+        for raw_fp8, values in ((False, raw * block), (True, raw)):
+            report = shardscope.stats(self.path("a.safetensors"), raw_fp8=raw_fp8)
+            self.assertTrue(report["ok"], report["problems"])
+            t = self.weight(report)
+            self.assertEqual(t["dtype"], "F8_E4M3")
+            self.assertEqual("dequantized_by" in t, not raw_fp8)
+            if not raw_fp8:
+                self.assertEqual(t["dequantized_by"], "q.weight_scale_inv")
+            self.assertEqual((t["min"], t["max"]), (values.min(), values.max()))
+            self.assertAlmostEqual(t["l2"], np.sqrt(np.sum(values * values)), delta=1e-12 * t["l2"])
+            flags = ("--raw-fp8",) if raw_fp8 else ()
+            status, cli = shardctl("stats", self.path("a.safetensors"), *flags)
+            self.assertEqual(status, 0)
+            self.assertEqual(without(report, "seconds"), without(cli, "seconds"))
+        self.assertEqual(shardscope.stats(self.path("a.safetensors"))["tensors"],
+                         shardscope.stats(self.path("a.safetensors"), raw_fp8=False)["tensors"])
+
+    def test_diff_compares_dequantized_values_unless_raw_fp8(self):
+        # Same stored codes, every scale doubled: the values differ, the stored bytes do not.
+        a, b = self.path("a.safetensors"), self.path("b.safetensors")
+        changed = shardscope.diff(a, b)
+        self.assertEqual(self.weight(changed)["status"], "changed")
+        self.assertEqual(self.weight(changed)["changed_elements"], int(np.count_nonzero(e4m3(self.codes))))
+        stored = shardscope.diff(a, b, raw_fp8=True)
+        self.assertEqual(self.weight(stored)["status"], "identical")
+        for raw_fp8, report in ((False, changed), (True, stored)):
+            status, cli = shardctl("diff", a, b, *(("--raw-fp8",) if raw_fp8 else ()))
+            self.assertEqual(status, 1)  # the scale tensors differ either way
+            self.assertEqual(without(report, "seconds"), without(cli, "seconds"))
+        with self.assertRaises(TypeError):
+            shardscope.stats(a, True)  # keyword only
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ namespace shardscope {
 
 // Where the layout was described, for the problems the description alone shows (a gap in a
 // tensor's tiling, a chunk without storage).
-struct DcpSource {
-    std::string described; // what those messages start with: "<dir>/.metadata", "<dir>"
-    std::string path; // their Problem::path: ".metadata", or "" for a folder's headers
+struct DcpSource : DcpTilingSource {
     std::function<bool(const std::string& name)> is_data_file; // for "files not referenced"
 };
 
@@ -32,8 +30,6 @@ void verify_dcp_layout(const storage::Folder& listed, const DcpMetadata& meta, c
 void list_dcp_tensors(const DcpMetadata& meta, ForeignSummary& summary);
 
 // dcp_describe.cpp: what the metadata alone says.
-// The chunks of `t` lie inside it and cover it exactly once; else a problem into `out`.
-void check_dcp_tiling(const DcpMetadata& meta, const DcpTensor& t, const DcpSource& src, std::vector<Problem>& out);
 // The summary rows and the tensor list.
 void describe_dcp_metadata(const DcpMetadata& meta, uint64_t chunks, std::size_t files, std::size_t ranks,
                            uint64_t data_bytes, const std::vector<std::string>& unreferenced, ForeignSummary& summary);

@@ -5,6 +5,7 @@
 // is its stored FP8 value times scale_inv[r / 128][c / 128]. Statistics of the stored bytes alone
 // describe neither the model nor its NaNs' surroundings, so stats and diff read through this.
 
+#include "core/foreign/fp8_scales.h"
 #include "core/inspect/content.h"
 
 #include <cstddef>
@@ -13,8 +14,9 @@
 
 namespace shardscope::inspect {
 
-inline constexpr uint64_t kScaleBlock = 128;
-inline constexpr std::string_view kScaleSuffix = "_scale_inv";
+// The block and the partner's name suffix are core/foreign's (fp8_scales.h), which owns the rule.
+inline constexpr uint64_t kScaleBlock = kFp8ScaleBlock;
+inline constexpr std::string_view kScaleSuffix = kFp8ScaleSuffix;
 
 // Pairs every FP8 tensor of a laid-out report with the tensor named like it plus "_scale_inv" and
 // reads that scale tensor's values (one float per 16384 weights: a few KiB per weight) into the

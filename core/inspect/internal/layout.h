@@ -27,9 +27,10 @@ bool selected(const ContentOptions& options, const std::string& name);
 void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& files, const ContentOptions& options,
                 ContentReport& report);
 void plan_dcp(const storage::Folder& folder, const ContentOptions& options, ContentReport& report);
-// The same for a layout already read (`described` starts messages about it): .metadata's, or the
-// one torch's Hugging Face storage shards describe.
-void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, const std::string& described,
+// The same for a layout already read (`tiling` says where, for messages about it): .metadata's,
+// or the one torch's Hugging Face storage shards describe. A tensor whose chunks do not tile it
+// (check_dcp_tiling) is refused in that problem and not read.
+void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, const DcpTilingSource& tiling,
                      const ContentOptions& options, ContentReport& report);
 std::vector<TorchFile> torch_files_of(const VerifyReport& listed);
 bool is_torch_file(const std::filesystem::path& path);

@@ -8,6 +8,7 @@
 
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
@@ -20,6 +21,9 @@ class TestCliHostile : public QObject {
 private:
     QTemporaryDir m_tmp;
     hostile::Corpus m_corpus;
+    QTemporaryDir m_foreignTmp, m_convertTmp;
+    hostile::Corpus m_foreign;
+    std::map<std::string, std::string> m_foreignBefore;
     std::map<std::string, std::string> m_outsideBefore;
     std::map<std::string, std::string> m_rootBefore;
 
@@ -43,6 +47,8 @@ private:
 private slots:
     void initTestCase()
     {
+        m_foreign = hostile::make_foreign_corpus(fs::path(m_foreignTmp.path().toStdString()));
+        m_foreignBefore = hostile::snapshot(m_foreign.root);
         QVERIFY(m_tmp.isValid());
         QElapsedTimer timer;
         timer.start();
@@ -103,6 +109,89 @@ private slots:
         QVERIFY(!failed.contains("digests"));
         QVERIFY(failed.at("error").at("message").get<std::string>().size() > 0);
         checkStderr(load, c);
+    }
+
+    void foreignRefused_data()
+    {
+        QTest::addColumn<int>("index");
+        QTest::addColumn<QStringList>("command");
+        for (std::size_t i = 0; i < m_foreign.cases.size(); ++i)
+            for (const char* command : {"info", "verify", "stats"})
+                for (const bool json : {false, true}) {
+                    QStringList args{QString::fromLatin1(command), testutil::qs(m_foreign.cases[i].path)};
+                    if (json)
+                        args << QStringLiteral("--json");
+                    QTest::addRow("%s %s%s", m_foreign.cases[i].name.c_str(), command, json ? " --json" : "")
+                        << int(i) << args;
+                }
+        for (std::size_t i = 0; i < m_foreign.cases.size(); ++i) {
+            const hostile::Case& c = m_foreign.cases[i];
+            QTest::addRow("%s convert", c.name.c_str())
+                << int(i)
+                << QStringList{QStringLiteral("convert"), testutil::qs(c.path),
+                               QStringLiteral("--to"),    QStringLiteral("hf"),
+                               QStringLiteral("--out"),   m_convertTmp.filePath(QString::fromStdString(c.name)),
+                               QStringLiteral("--json")};
+        }
+    }
+
+    // The foreign corpus: every command refuses each case with a non-zero exit and one sentence
+    // on stderr that names the file and the tensor; with --json, one object saying the same. (A
+    // command that by its contract does not look where the damage is accepts it, saying nothing.)
+    void foreignRefused()
+    {
+        QFETCH(int, index);
+        QFETCH(QStringList, command);
+        const hostile::Case& c = m_foreign.cases[std::size_t(index)];
+        const testutil::Run run = testutil::shardctl(command, kTimeoutMs);
+        QVERIFY2(run.exit_code != -1, "shardctl hung");
+        QVERIFY2(run.exit_code != -2, "shardctl crashed");
+        if (std::ranges::count(c.accepted_by, command.first().toStdString())) {
+            QVERIFY2(run.exit_code == 0 && run.err.isEmpty(), run.err.constData());
+            if (command.contains(QStringLiteral("--json")))
+                QCOMPARE(run.json().value("problems", nlohmann::json::array()).size(), std::size_t(0));
+            return;
+        }
+        QVERIFY2(run.exit_code == 1 || run.exit_code == 2,
+                 qPrintable(QStringLiteral("exit %1: %2").arg(run.exit_code).arg(QString::fromUtf8(run.err))));
+        if (command.first() == QStringLiteral("convert"))
+            QVERIFY2(!QFileInfo::exists(command.at(command.indexOf(QStringLiteral("--out")) + 1)),
+                     "a refused convert left its output behind");
+        const QString err = QString::fromUtf8(run.err).trimmed();
+        QVERIFY2(!err.isEmpty() && !err.contains(QLatin1Char('\n')),
+                 qPrintable(QStringLiteral("not one sentence on stderr: ") + err));
+        QVERIFY2(err.startsWith(QStringLiteral("shardctl: ")) && !err.contains(QStringLiteral("internal error")),
+                 qPrintable(err));
+        QVERIFY2(err.contains(QString::fromStdString(c.names)) &&
+                     err.contains(QStringLiteral("'%1'").arg(QString::fromStdString(c.tensor))),
+                 qPrintable(QStringLiteral("'%1' does not name %2 and '%3'")
+                                .arg(err, QString::fromStdString(c.names), QString::fromStdString(c.tensor))));
+        if (!command.contains(QStringLiteral("--json")))
+            return;
+        nlohmann::json out;
+        try {
+            out = run.json(); // one object: anything after it fails the parse
+        } catch (const std::exception& e) {
+            QFAIL(qPrintable(QStringLiteral("--json printed no single object (%1): %2")
+                                 .arg(QString::fromUtf8(e.what()), QString::fromUtf8(run.out.left(300)))));
+        }
+        QVERIFY(out.is_object());
+        // info's report has no `ok`: its problems say it (docs/shardctl.md, 1.3)
+        if (command.first() != QStringLiteral("info"))
+            QCOMPARE(out.at("ok").get<bool>(), false);
+        std::string said;
+        if (out.contains("problems"))
+            for (const auto& p : out["problems"]) {
+                said += p.at("kind").get<std::string>() + " ";
+                if (p.at("kind") == c.kind)
+                    QVERIFY2(p.at("message").get<std::string>().find("'" + c.tensor + "'") != std::string::npos,
+                             p.dump().c_str());
+            }
+        if (out.contains("error"))
+            said += out["error"].at("kind").get<std::string>();
+        QVERIFY2(said.find(c.kind) != std::string::npos,
+                 qPrintable(QStringLiteral("expected %1 in %2")
+                                .arg(QString::fromStdString(c.kind), QString::fromUtf8(run.out.left(400)))));
     }
 
     // Whatever a file holds, what reaches the terminal is valid UTF-8 without C0 or C1 controls:
@@ -224,6 +313,7 @@ private slots:
         // Reading never writes: the whole temporary tree, cases included, is exactly as
         // generated (no .tmp, no lock, no repaired file, nothing new).
         QCOMPARE(hostile::snapshot(m_corpus.root), m_rootBefore);
+        QCOMPARE(hostile::snapshot(m_foreign.root), m_foreignBefore);
     }
 };
 

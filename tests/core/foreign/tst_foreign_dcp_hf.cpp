@@ -160,7 +160,13 @@ private slots:
             files[1][1].offsets = {0, 0};
             const Problem p = only_problem(verify_checkpoint(write_shards(root() / "overlap", files)));
             QCOMPARE(p.kind, ProblemKind::layout_overlap);
-            QVERIFY2(p.message.find("tensor 'w': chunks at [0, 0] and [0, 0] overlap") != std::string::npos,
+            // Named by the file that holds the later chunk, and the other file: no one file describes it.
+            QCOMPARE(p.path, dcp_hf_shard_name(1));
+            QCOMPARE(p.rank, 1);
+            QVERIFY2(p.message.ends_with(dcp_hf_shard_name(1) +
+                                         ": tensor 'w': its chunk at [0, 0] overlaps the chunk "
+                                         "at [0, 0] in " +
+                                         dcp_hf_shard_name(0)),
                      p.message.c_str());
         }
         { // rows 4-5 of w saved nowhere: the shape reaches row 8, the chunks cover 6 of them
@@ -168,8 +174,9 @@ private slots:
             files[2].erase(files[2].begin() + 1);
             const Problem p = only_problem(verify_checkpoint(write_shards(root() / "hole", files)));
             QCOMPARE(p.kind, ProblemKind::layout_gap);
-            QVERIFY2(p.message.find("tensor 'w' [8, 6] has 48 elements but its chunks cover only 36") !=
-                         std::string::npos,
+            QVERIFY2(p.message.ends_with("tensor 'w' [8, 6] has 48 elements but its chunks in " + dcp_hf_shard_name(0) +
+                                         ", " + dcp_hf_shard_name(1) + " and " + dcp_hf_shard_name(3) +
+                                         " cover only 36"),
                      p.message.c_str());
         }
         { // a chunk placed where no tensor of its shape can reach
@@ -195,7 +202,10 @@ private slots:
             const fs::path dir = write_shards(
                 root() / "extra", by_rows(2),
                 {{0, R"({"b": {"saved_offsets": [0]}, "w": {"saved_offsets": [0, 0]}, "v": {"saved_offsets": [0]}})"}});
-            const Problem p = only_problem(verify_checkpoint(dir));
+            // One problem: the file left out is not also the hole it leaves in 'b' and 'w'.
+            const VerifyReport r = verify_checkpoint(dir);
+            QCOMPARE(r.problems.size(), std::size_t(1));
+            const Problem p = only_problem(r);
             QCOMPARE(p.kind, ProblemKind::invalid_shard);
             QCOMPARE(p.path, dcp_hf_shard_name(0));
             QVERIFY2(p.message.ends_with("DCP_SHARDING_INFO places tensor 'v', which the header does not hold"),
@@ -204,7 +214,9 @@ private slots:
         { // ... or lacks one it holds
             const fs::path dir =
                 write_shards(root() / "lacking", by_rows(2), {{1, R"({"b": {"saved_offsets": [4]}})"}});
-            const Problem p = only_problem(verify_checkpoint(dir));
+            const VerifyReport r = verify_checkpoint(dir);
+            QCOMPARE(r.problems.size(), std::size_t(1));
+            const Problem p = only_problem(r);
             QVERIFY2(p.message.ends_with("DCP_SHARDING_INFO has no saved_offsets for tensor 'w', which the header "
                                          "holds"),
                      p.message.c_str());

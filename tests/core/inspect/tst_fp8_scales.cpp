@@ -5,6 +5,7 @@
 
 #include "core/inspect/content.h"
 #include "core/inspect/diff.h"
+#include "core/open/verify.h"
 #include "content_fixtures.h"
 #include "foreign_fixtures.h"
 
@@ -295,6 +296,20 @@ private slots:
         ContentOptions raw;
         raw.raw_fp8 = true;
         QVERIFY(inspect_content(file, raw).ok());
+        // verify says the same from the header alone (the checkpoint is unusable as shipped).
+        const VerifyReport v = verify_checkpoint(file);
+        QCOMPARE(v.problems.size(), std::size_t(1));
+        QCOMPARE(v.problems[0].kind, ProblemKind::invalid_fp8_scale);
+        QCOMPARE(v.problems[0].path, std::string("bad.safetensors"));
+        QVERIFY2(v.problems[0].message.starts_with(file.string() +
+                                                   ": FP8 weight 'a.weight' cannot be dequantized by "
+                                                   "'a.weight_scale_inv': ") &&
+                     contains(v.problems[0].message, says.toStdString()),
+                 v.problems[0].message.c_str());
+        // ... and nothing about a pair that fits.
+        write_safetensors(file, fp8_entries("a.weight", w));
+        const VerifyReport good = verify_checkpoint(file);
+        QVERIFY2(good.ok(), good.problems.empty() ? "" : good.problems[0].message.c_str());
     }
 
     // Blocks of 128x128 need a matrix: a 1-D FP8 weight with a partner is read raw, with a problem.
