@@ -1,5 +1,7 @@
 #include "app/cli_common/cli.h"
 
+#include <QCoreApplication>
+
 #include "core/checkpoint/verify_json.h"
 #include "core/storage/location.h"
 #include "core/util/printable.h"
@@ -28,6 +30,9 @@ const QStringList kLocationCommands = {
     QStringLiteral("info"),    QStringLiteral("verify"), QStringLiteral("stats"),       QStringLiteral("diff"),
     QStringLiteral("convert"), QStringLiteral("status"), QStringLiteral("plan-reshard")};
 
+// Set by a program whose commands read and write local folders only (shardctl-mpi).
+bool g_local_paths_only = false;
+
 // A URL where a command takes a local path is refused before anything runs: `s3://ckpt/run`
 // taken as a path would be the relative folder `s3:/ckpt/run`, created and written while the
 // user believes the bucket holds the data.
@@ -43,12 +48,18 @@ bool refuse_url(const QString& value, const QString& where, const QString& usage
         return true;
     }
     fail(kUsage,
-         shardscope::printable(text) + ": " + local(where) + " of 'shardctl " + local(usage_name) +
+         shardscope::printable(text) + ": " + local(where) + " of '" + local(QCoreApplication::applicationName()) +
+             " " + local(usage_name) +
              "' is a local path; s3:// and http(s):// locations are not read or written there");
     return true;
 }
 
 } // namespace
+
+void local_paths_only()
+{
+    g_local_paths_only = true;
+}
 
 std::string local(const QString& text)
 {
@@ -132,7 +143,7 @@ bool parse_options(QCommandLineParser& parser, const QStringList& arguments, con
 
 bool check_positional(const QCommandLineParser& parser, int positional, const QString& usage_name)
 {
-    const bool locations = kLocationCommands.contains(usage_name);
+    const bool locations = !g_local_paths_only && kLocationCommands.contains(usage_name);
     for (const QString& value : parser.positionalArguments()) {
         if (!locations) {
             if (refuse_url(value, QStringLiteral("the path argument"), usage_name))

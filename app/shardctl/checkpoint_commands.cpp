@@ -329,9 +329,16 @@ int run_verify(const QStringList& arguments)
                        "  " + human_bytes(s.expected_bytes) + "  " + std::string(to_string(s.status)));
         for (const auto& tmp : report.leftover_tmp_files)
             print_line("  leftover from an interrupted write: " + tmp);
-        if (report.ok())
+        if (report.ok() && verify_read_data(report))
             print_line("OK: " + std::to_string(report.shards.size()) + " shards verified (" + human_bytes(hashed) +
                        " in " + format_seconds(report.seconds) + " s)");
+        else if (report.ok())
+            print_line("OK: " +
+                       (report.shards.size() == 1 ? std::string("1 file's header")
+                                                  : std::to_string(report.shards.size()) + " files' headers") +
+                       " and byte ranges checked (" + human_bytes(hashed) +
+                       "; the tensor data is not read: " + report.format + " records no checksum of it" +
+                       (with_content ? "" : "; --content reads every value") + ")");
         if (with_content) {
             print_line("verdict: " + std::string(to_string(verdict.state)) + ": " + printable(verdict.title));
             print_line("  " + printable(verdict.meaning));

@@ -55,6 +55,7 @@ int main(int argc, char** argv)
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("shardctl-mpi"));
     QCoreApplication::setApplicationVersion(QStringLiteral(SHARDSCOPE_VERSION));
+    shardctl::local_paths_only(); // every process opens its own ranks' files on its own disk
 
     QStringList arguments = QCoreApplication::arguments();
     if (arguments.size() < 2) {

@@ -23,6 +23,11 @@ std::string_view to_string(ShardStatus status)
     return enum_name(status, kShardStatusNames, "invalid");
 }
 
+bool verify_read_data(const VerifyReport& report)
+{
+    return report.format != "safetensors" && report.format != "safetensors-index" && report.format != "torch-dcp-hf";
+}
+
 ShardCheck check_shard(const storage::Folder& folder, const Manifest& m, const ShardRecord& record, bool fast,
                        std::optional<Problem>& problem, const ReadStep& step, int read_depth)
 {

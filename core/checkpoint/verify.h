@@ -75,6 +75,12 @@ struct VerifyReport {
     bool ok() const { return problems.empty() && !cancelled; }
 };
 
+// True when verify read the tensor bytes themselves and checked them against something recorded
+// (SHA-256 or XXH3 digests, CRC-32s); false for a format that records no checksum of its data,
+// whose verify checks headers and byte ranges only (safetensors files, a Hugging Face index,
+// torch's Hugging Face storage layout). A report must not say "verified" of bytes it never read.
+bool verify_read_data(const VerifyReport& report);
+
 // Checks the ShardScope step directory `step` (opened and listed by the caller) without
 // materialising the state: the manifest's invariants, then every shard (existence, size,
 // safetensors header, hash) in parallel with chunked reads. Never throws for a bad checkpoint:

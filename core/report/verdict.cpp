@@ -58,7 +58,7 @@ void describe_checks(const VerifyReport& verify, ResumeVerdict& verdict)
             verdict.checked.push_back("the index: every mapped tensor in its file, no unmapped tensor, total_size");
         verdict.checked.push_back("every header and tensor byte range, as strictly as the reference reader (" + files +
                                   ")");
-        verdict.not_checked.push_back("safetensors records no digest: the bytes were read, but bytes that were wrong "
+        verdict.not_checked.push_back("safetensors records no digest: bytes that were wrong "
                                       "when written cannot be told from right ones");
         return;
     }
@@ -74,7 +74,7 @@ void describe_checks(const VerifyReport& verify, ResumeVerdict& verdict)
         verdict.checked.push_back("every shard's safetensors header and DCP_SHARDING_INFO, and every chunk's tiling "
                                   "of its tensor and byte range (" +
                                   files + ")");
-        verdict.not_checked.push_back("safetensors records no digest: the bytes were read, but bytes that were wrong "
+        verdict.not_checked.push_back("safetensors records no digest: bytes that were wrong "
                                       "when written cannot be told from right ones");
         return;
     }

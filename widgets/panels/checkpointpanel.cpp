@@ -419,12 +419,17 @@ void CheckpointPanel::onFinished()
                    report.cancelled  ? Severity::neutral
                        : report.ok() ? Severity::good
                                      : Severity::bad,
-                   report.cancelled  ? tr("cancelled")
-                       : report.ok() ? tr("verified")
-                                     : tr("failed"));
-    emit statusMessage(report.cancelled  ? tr("Verification cancelled")
-                           : report.ok() ? tr("All %1 shards verified").arg(report.shards.size())
-                                         : tr("%n problem(s) found", nullptr, int(report.problems.size())));
+                   report.cancelled                           ? tr("cancelled")
+                       : !report.ok()                         ? tr("failed")
+                       : shardscope::verify_read_data(report) ? tr("verified")
+                                                              : tr("checked"));
+    // A format without checksums has only its headers and byte ranges checked: never "verified".
+    emit statusMessage(report.cancelled   ? tr("Verification cancelled")
+                           : !report.ok() ? tr("%n problem(s) found", nullptr, int(report.problems.size()))
+                           : shardscope::verify_read_data(report)
+                           ? tr("All %1 shards verified").arg(report.shards.size())
+                           : tr("All %1 files' headers and byte ranges check out (the format has no checksums)")
+                                 .arg(report.shards.size()));
     emit verificationFinished();
 }
 

@@ -122,6 +122,17 @@ private slots:
             QVERIFY2(run.exit_code == 0, (std::string(dir) + ": " + run.err.toStdString()).c_str());
             QVERIFY(run.json()["ok"].get<bool>());
         }
+        // Text: a DeepSpeed folder's CRC-32s were read and checked; a safetensors index's data has no
+        // checksum and is not read, which the summary says instead of "verified".
+        auto text = shardctl({QStringLiteral("verify"), qs(m_root / "ds")});
+        QVERIFY2(text.out.contains("OK: 3 shards verified"), text.out.constData());
+        text = shardctl({QStringLiteral("verify"), qs(m_root / "hf")});
+        QCOMPARE(text.exit_code, 0);
+        QVERIFY2(text.out.contains("OK: 1 file's header and byte ranges checked (") &&
+                     text.out.contains("; the tensor data is not read: safetensors-index records no checksum of it; "
+                                       "--content reads every value)"),
+                 text.out.constData());
+        QVERIFY(!text.out.contains("verified"));
         // Bad CRC in a DeepSpeed archive: exit 1, crc_mismatch, the file's status invalid.
         const fs::path file = m_root / "ds" / "global_step3" / "zero_pp_rank_1_mp_rank_00_optim_states.pt";
         std::string bytes = testutil::read_text(file);

@@ -3,6 +3,8 @@
 
 #include "testutil.h"
 
+#include <QDir>
+#include <QProcess>
 #include <QProcessEnvironment>
 #include <QTemporaryDir>
 #include <QTest>
@@ -80,6 +82,7 @@ private slots:
     void demoSaveLoadVerify_data();
     void demoSaveLoadVerify();
     void corruptShardFailsEveryProcess();
+    void urlsAreRefused();
     void reshardFourToTwo();
     void trainEqualsSingleProcess_data();
     void trainEqualsSingleProcess();
@@ -194,6 +197,30 @@ void TestMpiCheckpoint::corruptShardFailsEveryProcess()
                                 QStringLiteral("--out"), qs(out)});
     QCOMPARE(reshard.exit_code, 1);
     QVERIFY(!fs::exists(out / "manifest.json"));
+}
+
+// Each process opens its own ranks' files on its own disk: a URL is refused in one sentence and
+// never becomes a relative folder.
+void TestMpiCheckpoint::urlsAreRefused()
+{
+    QTemporaryDir tmp;
+    const QString cwd = tmp.path();
+    for (const QStringList& arguments :
+         {QStringList{QStringLiteral("verify"), QStringLiteral("s3://ckpt/run")},
+          QStringList{QStringLiteral("stats"), QStringLiteral("https://example.org/ckpt")},
+          QStringList{QStringLiteral("load"), QStringLiteral("s3://ckpt/run"), QStringLiteral("--json")}}) {
+        QProcess process;
+        process.setProcessEnvironment(mpi_environment());
+        process.setWorkingDirectory(cwd);
+        process.start(QStringLiteral(MPIEXEC_PATH), mpirun_arguments(2, arguments));
+        QVERIFY(process.waitForFinished(120000));
+        const QByteArray err = process.readAllStandardError();
+        QCOMPARE(process.exitCode(), 2);
+        QVERIFY2(err.contains("of 'shardctl-mpi " + arguments.at(0).toUtf8() + "' is a local path"), err.constData());
+        if (arguments.contains(QStringLiteral("--json")))
+            QCOMPARE(nlohmann::json::parse(process.readAllStandardOutput().toStdString()).at("ok").get<bool>(), false);
+        QVERIFY(QDir(cwd).entryList(QDir::AllEntries | QDir::NoDotAndDotDot).isEmpty()); // no s3:/ folder
+    }
 }
 
 void TestMpiCheckpoint::reshardFourToTwo()
