@@ -29,12 +29,12 @@ int fail(const shardscope::Error& error);
 // reported itself). Returns `code`.
 int finish_json_command(int code, const shardscope::Problem* failure = nullptr);
 
-// Parses `arguments` (the command's name first). On a usage error prints it and returns false;
-// the caller returns kUsage. `positional` is how many positional arguments are required.
 // For a program whose commands read and write local folders only (shardctl-mpi): a URL is refused
 // wherever a path goes, as by shardctl's local-only commands.
 void local_paths_only();
 
+// Parses `arguments` (the command's name first). On a usage error prints it and returns false;
+// the caller returns kUsage. `positional` is how many positional arguments are required.
 bool parse(QCommandLineParser& parser, const QStringList& arguments, int positional, const QString& usage_name);
 // parse() in its two steps, for a command whose positional arguments depend on an option it
 // takes (profile: PATH, or none with --from-trace).

@@ -10,6 +10,10 @@
 
 namespace shardscope::convert {
 
+namespace {
+constexpr uint64_t kKernelCopyMin = 1u << 20; // bytes
+} // namespace
+
 OutputFile::OutputFile(const ConvertJob& job, std::string name)
     : m_job(job), m_name(std::move(name)), m_display((job.out_dir / m_name).string())
 {
@@ -35,7 +39,11 @@ void OutputFile::write(const void* data, std::size_t size)
 bool OutputFile::append_from(int fd, uint64_t offset, uint64_t size)
 {
     if (!fsutil::append_from_file(m_fd.get(), fd, offset, size)) {
-        // Back to where the file ended, for the caller's copy through memory, which says what failed.
+        // errno 0: the source ended early, which the caller's read through memory names (file,
+        // rank, tensor). Anything else failed writing here, or reading the source as the kernel
+        // copied: the output is no good either way, and the error is not hidden by a retry.
+        if (errno != 0)
+            failed("cannot copy " + std::to_string(size) + " bytes into it at byte " + std::to_string(m_written));
         if (::lseek(m_fd.get(), static_cast<off_t>(m_written), SEEK_SET) < 0)
             failed("cannot seek back to byte " + std::to_string(m_written));
         return false;
@@ -90,8 +98,10 @@ void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to,
             throw Error(ProblemKind::cancelled, job.out_dir.string() + ": conversion cancelled");
         auto n = static_cast<std::size_t>(std::min(piece, count - done));
         bool copied = false;
+        // File to file only for runs long enough to pay for the system calls: a chunk split by
+        // columns is a run per row.
         if (file && tensor.type == to)
-            if (const auto run = reader.local_run(first + done, n)) {
+            if (const auto run = reader.local_run(first + done, n); run && run->count * in_size >= kKernelCopyMin) {
                 n = static_cast<std::size_t>(run->count);
                 copied = file->append_from(run->fd, run->offset, n * in_size);
             }

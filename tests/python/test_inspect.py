@@ -14,7 +14,7 @@ from pyutil import TempDirTest, flat_state, shardctl, split, without
 
 import shardscope
 
-#Three model tensors in a flat vector of 4000(the last 7 elements belong to none of them).
+# Three model tensors in a flat vector of 4000 (the last 7 elements belong to none of them).
 TENSORS = [{"name": "embed.weight", "offset": 0, "numel": 2000, "shape": [40, 50]},
            {"name": "blocks.0.bias", "offset": 2000, "numel": 333, "shape": [333]},
            {"name": "head.weight", "offset": 2333, "numel": 1660, "shape": [166, 10]}]
@@ -28,7 +28,7 @@ def decoded_param(bits):
 class Stats(TempDirTest):
     def setUp(self):
         super().setUp()
-#A large mean against a small spread : where a one - pass variance would lose digits.
+        # A large mean against a small spread: where a one-pass variance would lose digits.
         self.flat = flat_state(NUMEL, 11, mean=1e3, scale=1e-2)
         self.flat["master"][2000:2010] = 0.0  # zeros in blocks.0.bias
         self.flat["param"] = pyutil.bf16_bits(self.flat["master"])
@@ -60,7 +60,7 @@ class Stats(TempDirTest):
                 nonzero = np.abs(x[x != 0])
                 bins = np.clip(np.floor(np.log2(nonzero)).astype(int) + 56, 0, 63)
                 self.assertEqual(t["histogram"]["counts"], np.bincount(bins, minlength=64).tolist())
-#one part per rank slice the tensor overlaps, in order, covering it
+                # one part per rank slice the tensor overlaps, in order, covering it
                 self.assertEqual(sum(p["numel"] for p in t["parts"]), info["numel"])
                 for part in t["parts"]:
                     first = part["first_element"]
@@ -79,7 +79,7 @@ class Stats(TempDirTest):
         self.assertEqual({p["rank"] for p in nonfinite}, {2})
         master = next(t for t in report["tensors"] if (t["name"], t["state"]) == ("head.weight", "master"))
         self.assertEqual(master["nan"], 1)
-#tensor = selects like-- tensor GLOB
+        # tensor= selects like --tensor GLOB
         only = shardscope.stats(self.path("nan"), tensor="embed.*")
         self.assertEqual({t["name"] for t in only["tensors"]}, {"embed.weight"})
         self.assertTrue(only["ok"])
@@ -93,7 +93,7 @@ class Stats(TempDirTest):
         self.assertEqual(caught.exception.kind, "cannot_open")
 
     def test_a_checkpoint_on_a_web_server_is_read_in_place(self):
-#The same folder served over HTTP with range requests : the same figures, the same bytes.
+        # The same folder served over HTTP with range requests: the same figures, the same bytes.
         server = subprocess.Popen(
             [sys.executable, os.path.join(os.environ["SHARDSCOPE_SOURCE_DIR"], "tests/core/storage/range_http_server.py"),
              self.path("")], stdout=subprocess.PIPE, text=True)
@@ -116,7 +116,7 @@ class Stats(TempDirTest):
             server.stdout.close()
 
     def test_a_self_signed_server_is_read_only_when_told(self):
-#TLS certificates are checked unless verify_tls = False says otherwise.
+        # TLS certificates are checked unless verify_tls=False says otherwise.
         cert, key = self.path("cert.pem"), self.path("key.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
                         "-days", "1", "-keyout", key, "-out", cert], check=True, capture_output=True)
@@ -145,8 +145,7 @@ class Diff(TempDirTest):
     def test_a_planted_change_is_found_where_it_was_planted(self):
         flat = flat_state(NUMEL, 12)
         shardscope.save_sharded(self.path("a"), 1, split(flat, 4), tensors=TENSORS)
-        changed = {
-k: v.copy() for k, v in flat.items()}
+        changed = {k: v.copy() for k, v in flat.items()}
         index = 2333 + 1234  # element 1234 of head.weight
         changed["master"][index] += np.float32(0.5)
         shardscope.save_sharded(self.path("b"), 2, split(changed, 3), tensors=TENSORS)  # another world size
@@ -167,7 +166,7 @@ k: v.copy() for k, v in flat.items()}
         status, cli = shardctl("diff", self.path("a"), self.path("b"))
         self.assertEqual(status, 1)
         self.assertEqual(without(report, "seconds"), without(cli, "seconds"))
-#within a tolerance the change is not one; and the same state at two world sizes is identical
+        # within a tolerance the change is not one; and the same state at two world sizes is identical
         self.assertTrue(shardscope.diff(self.path("a"), self.path("b"), atol=0.6)["ok"])
         shardscope.save_sharded(self.path("a5"), 1, split(flat, 5), tensors=TENSORS)
         self.assertTrue(shardscope.diff(self.path("a"), self.path("a5"))["ok"])

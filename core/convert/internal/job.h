@@ -38,8 +38,8 @@ public:
     void write(const void* data, std::size_t size);
     void patch(uint64_t offset, const void* data, std::size_t size);
     // Appends `size` bytes of the local file `fd` from `offset`, file to file in the kernel. False
-    // when they could not all be copied (the file is then as before): the caller copies them
-    // through memory instead, which names what failed.
+    // when the source ended early (the file is then as before): the caller reads them through
+    // memory, which names the source file and tensor. Throws io_error for any other failure.
     bool append_from(int fd, uint64_t offset, uint64_t size);
     uint64_t size() const { return m_written; }
     const std::string& name() const { return m_name; }

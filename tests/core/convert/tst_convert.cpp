@@ -8,6 +8,7 @@
 #include "core/convert/convert.h"
 #include "core/inspect/diff.h"
 #include "core/run/demo.h"
+#include "core/util/internal/fault_injection.h"
 #include "content_fixtures.h"
 #include "foreign_fixtures.h"
 
@@ -49,6 +50,27 @@ void write_boxed_dcp(const fs::path& dir)
     fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
     fixtures::write_file(dir / "__0_0.distcp", bytes_of(left) + bytes_of(bias));
     fixtures::write_file(dir / "__1_0.distcp", bytes_of(right));
+}
+
+// A DCP of "big" (1024x512 float32, value i at flat index i) split by rows into two chunks of
+// 1 MiB in two files: each chunk is one run long enough to be copied file to file in the kernel.
+void write_row_split_dcp(const fs::path& dir)
+{
+    fs::create_directories(dir);
+    std::vector<float> top, bottom;
+    for (int i = 0; i < 1024 * 512; ++i)
+        (i < 512 * 512 ? top : bottom).push_back(float(i));
+    const uint64_t half = 512 * 512 * 4;
+    fixtures::write_file(
+        dir / ".metadata",
+        fixtures::dcp_metadata(
+            {{.fqn = "big",
+              .size = {1024, 512},
+              .chunks = {
+                  {.offsets = {0, 0}, .sizes = {512, 512}, .file = "__0_0.distcp", .offset = 0, .length = half},
+                  {.offsets = {512, 0}, .sizes = {512, 512}, .file = "__1_0.distcp", .offset = 0, .length = half}}}}));
+    fixtures::write_file(dir / "__0_0.distcp", bytes_of(top));
+    fixtures::write_file(dir / "__1_0.distcp", bytes_of(bottom));
 }
 
 ConvertOptions options_for(ConvertTarget target)
@@ -438,6 +460,60 @@ private slots:
         }
         QVERIFY(last_total >= 3 * (24u << 20)); // the source read, the output written and read back
         QCOMPARE(entries(dir), std::vector<std::string>{"st"});
+    }
+
+    // Chunks long enough to go file to file in the kernel land where they belong, and a write
+    // that fails there — every write of the conversion in turn, and the file size limit half-way
+    // through a chunk — is an I/O error naming the file, with no output and no temporary folder.
+    void kernelCopiedChunksAndTheirFailures()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        write_row_split_dcp(dir / "dcp");
+        fsutil::reset_io_counts();
+        convert_checkpoint(dir / "dcp", dir / "hf", options_for(ConvertTarget::hf));
+        const int writes = fsutil::io_operations(fsutil::IoOp::write);
+        QVERIFY(identical(dir / "dcp", dir / "hf"));
+        const std::string data = read_all(dir / "hf" / "model-00001-of-00001.safetensors");
+        uint64_t header = 0;
+        std::memcpy(&header, data.data(), 8);
+        QCOMPARE(data.size(), std::size_t(8 + header + 1024 * 512 * 4));
+        for (const int i : {0, 262143, 262144, 524287}) { // the ends of both chunks
+            float value = -1;
+            std::memcpy(&value, data.data() + 8 + header + std::size_t(i) * 4, 4);
+            QCOMPARE(value, float(i));
+        }
+        fs::remove_all(dir / "hf");
+        QVERIFY(writes >= 3); // the header, two chunks (and the index)
+        for (int k = 1; k <= writes; ++k) {
+            fsutil::inject_fault(fsutil::IoOp::write, k, ENOSPC);
+            std::string message;
+            try {
+                convert_checkpoint(dir / "dcp", dir / "hf", options_for(ConvertTarget::hf));
+            } catch (const Error& e) {
+                message = e.what();
+                QCOMPARE(e.kind(), ProblemKind::io_error);
+            }
+            fsutil::reset_io_counts();
+            QVERIFY2(message.find(std::strerror(ENOSPC)) != std::string::npos,
+                     ("write " + std::to_string(k) + ": " + message).c_str());
+            QCOMPARE(entries(dir), std::vector<std::string>{"dcp"});
+        }
+        std::signal(SIGXFSZ, SIG_IGN);
+        rlimit saved{};
+        getrlimit(RLIMIT_FSIZE, &saved);
+        rlimit limit = saved;
+        limit.rlim_cur = 1536 * 1024; // half-way through the second chunk
+        setrlimit(RLIMIT_FSIZE, &limit);
+        std::string message;
+        try {
+            convert_checkpoint(dir / "dcp", dir / "hf", options_for(ConvertTarget::hf));
+        } catch (const Error& e) {
+            message = e.what();
+        }
+        setrlimit(RLIMIT_FSIZE, &saved);
+        QVERIFY2(message.find("model-00001-of-00001.safetensors: ") != std::string::npos, message.c_str());
+        QCOMPARE(entries(dir), std::vector<std::string>{"dcp"});
     }
 
     // The file size limit makes the data file's write fail half-way (EFBIG): an I/O error naming
