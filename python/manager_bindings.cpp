@@ -120,7 +120,15 @@ public:
             py::gil_scoped_release unlocked;
             std::lock_guard lock(m_mutex);
             const ManagerOptions& o = m_manager->options();
-            fresh = !read_latest(o.root) && !(o.mirror && MirrorTier(*o.mirror).read_latest());
+            // A `latest` that cannot be read is no fresh start: the resume says what is wrong with it.
+            const auto has_latest = [&] {
+                try {
+                    return read_latest(o.root).has_value();
+                } catch (const Error&) {
+                    return true;
+                }
+            };
+            fresh = !has_latest() && !(o.mirror && MirrorTier(*o.mirror).read_latest());
             ResumeOptions options;
             options.allow_unhealthy = allow_unhealthy;
             options.load.allow_unread_state = allow_partial_state;

@@ -12,6 +12,11 @@ chunked framing, Expect: 100-continue, keep-alive. Faults are set through the pr
     POST /__fault__?mode=slow&seconds=2      the next response is held 2 s before it is sent
     POST /__fault__?mode=truncate&count=1    the next response with a body keeps its Content-Length
                                              but only half the body is sent, then the connection closes
+    POST /__fault__?mode=corrupt&count=1     the next response body (Content-Length framed) arrives
+                                             with its first byte flipped: a bad disk, RAM or NIC on
+                                             the way, which only a checksum of the bytes catches
+    POST /__fault__?mode=corrupt-request     the same to the next request body on its way to the
+                                             server (which a Content-MD5 lets the server refuse)
     POST /__fault__?mode=none                no more faults
     GET  /__fault__                          the current fault and counters, as JSON
 
@@ -40,7 +45,8 @@ import threading
 import time
 import urllib.parse
 
-MODES = ("none", "503", "reset", "slow", "truncate")
+MODES = ("none", "503", "reset", "slow", "truncate", "corrupt", "corrupt-request")
+REQUEST_MODES = ("503", "corrupt-request")  # decided when the request arrives
 MAX_HEAD = 64 * 1024
 
 
@@ -73,12 +79,12 @@ class Fault:
                     "forwarded": self.forwarded, "injected": self.injected}
 
     def take(self, phase, method, target, body_len=-1):
-        """The mode for this request, using up one count if it applies. 503 is decided when the
-        request arrives (the gateway never sees it); the others when the response is known."""
+        """The mode for this request, using up one count if it applies. 503 and corrupt-request are
+        decided when the request arrives; the others when the response is known."""
         with self.lock:
             if self.mode == "none" or self.remaining == 0:
                 return "none"
-            if (self.mode == "503") != (phase == "request"):
+            if (self.mode in REQUEST_MODES) != (phase == "request"):
                 return "none"
             if self.method and method != self.method:
                 return "none"
@@ -86,6 +92,8 @@ class Fault:
                 return "none"
             if self.mode == "truncate" and body_len == 0:
                 return "none"  # nothing to cut short; keep the count for a response with a body
+            if self.mode in ("corrupt", "corrupt-request") and body_len <= 0:
+                return "none"  # no Content-Length framed body to flip; keep the count
             if self.remaining > 0:
                 self.remaining -= 1
             self.injected += 1
@@ -160,6 +168,16 @@ def body_chunks(f, headers, until_close=False):
             if not data:
                 return
             yield data
+
+
+def flipped(chunks):
+    """A Content-Length framed body with its first byte flipped, relayed as it arrives."""
+    first = True
+    for data in chunks:
+        if first and data:
+            data = bytes([data[0] ^ 0x01]) + data[1:]
+            first = False
+        yield data
 
 
 def slow_down(target):
@@ -257,7 +275,9 @@ class Connection:
             self.control(method, target)
             return keep_alive
 
-        if self.fault.take("request", method, target) == "503":
+        request_body_len = int(headers.get("content-length", "0") or 0) if "content-length" in headers else -1
+        request_mode = self.fault.take("request", method, target, request_body_len)
+        if request_mode == "503":
             body = slow_down(target)
             close = expect_continue  # the client is still waiting to send its body; end it cleanly
             if not expect_continue:
@@ -276,20 +296,24 @@ class Connection:
             resp_raw, status_line, resp_headers = read_head(self.uin)
             if status_line.split(" ")[1:2] == ["100"]:
                 self.send(resp_raw)
-                for data in body_chunks(self.cin, headers):
+                for data in self.request_body(headers, request_mode):
                     up.sendall(data)
                 resp = read_head(self.uin)
             else:
                 resp = (resp_raw, status_line, resp_headers)
                 keep_alive = False  # the client may or may not send the body now; do not guess
         else:
-            for data in body_chunks(self.cin, headers):
+            for data in self.request_body(headers, request_mode):
                 up.sendall(data)
             resp = read_head(self.uin)
         while resp[1].split(" ")[1:2] == ["100"]:  # a late or unsolicited 100 Continue
             self.send(resp[0])
             resp = read_head(self.uin)
         return self.relay_response(method, target, resp, keep_alive)
+
+    def request_body(self, headers, mode):
+        chunks = body_chunks(self.cin, headers)
+        return flipped(chunks) if mode == "corrupt-request" else chunks
 
     def relay_response(self, method, target, resp, keep_alive):
         resp_raw, status_line, h = resp
@@ -303,6 +327,8 @@ class Connection:
         if mode == "slow":
             time.sleep(self.fault.seconds)
         chunks = [] if bodiless else body_chunks(self.uin, h, until_close=True)
+        if mode == "corrupt":
+            chunks = flipped(chunks)
         if mode in ("reset", "truncate"):
             body = b"".join(chunks)
             self.close_upstream()

@@ -6,6 +6,10 @@
 #   scripts/s3-test-server.sh start [DIR]   bring it up; print `export` lines (also in DIR/env.sh)
 #   scripts/s3-test-server.sh env   [DIR]   print the export lines of a running server
 #   scripts/s3-test-server.sh stop  [DIR]   stop gateway, OSD, monitor; remove DIR (idempotent)
+#   scripts/s3-test-server.sh gateway DIR [PORT]
+#                                           one more gateway of the same cluster (same buckets and
+#                                           keys), for a test that kills it mid-upload: prints its
+#                                           endpoint and pid; `stop` stops it too
 #
 # Without DIR, start makes /tmp/shardscope-s3.XXXXXX and remembers it in /tmp/shardscope-s3.current
 # so that a later `env` or `stop` without DIR finds it. See docs/s3-testing.md.
@@ -64,8 +68,10 @@ stop_daemon() {
 # Order matters: the gateway holds watches on OSD objects and the OSD reports to the monitor;
 # stopping the monitor first leaves the others retrying for their full timeouts.
 stop_all() {
-    local dir=$1
-    stop_daemon "$dir/run/client.rgw.pid"
+    local dir=$1 pidfile
+    for pidfile in "$dir"/run/client.rgw*.pid; do
+        stop_daemon "$pidfile"
+    done
     stop_daemon "$dir/run/osd.0.pid"
     stop_daemon "$dir/run/mon.a.pid"
 }
@@ -242,12 +248,35 @@ EOF
     echo "s3-test-server: radosgw ready on $endpoint in $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')")s; state in $dir" >&2
 }
 
+# Another radosgw of the cluster in DIR. A gateway keeps no state of its own (buckets, objects and
+# multipart uploads live in RADOS), so killing this one is an outage a client sees while the data
+# stays, as when a production gateway dies; the first gateway keeps serving the other tests.
+cmd_gateway() {
+    local dir=${1:-} port=${2:-} name endpoint i pid
+    [ -n "$dir" ] && [ -f "$dir/$MARKER" ] && [ -f "$dir/env.sh" ] || die "gateway needs the state directory of a started server"
+    [ -n "$port" ] || port=$(free_port)
+    [[ "$port" =~ ^[0-9]+$ ]] || die "gateway: '$port' is not a port number"
+    name=client.rgw-$port
+    rm -f "$dir/run/$name.pid"
+    radosgw -c "$dir/ceph.conf" -n "$name" --rgw-data "$dir/rgw" --rgw-thread-pool-size 32 \
+        --rgw-frontends "beast endpoint=127.0.0.1:$port" >>"$dir/log/setup.out" 2>&1
+    endpoint=http://127.0.0.1:$port
+    for ((i = 0; i < READY_TIMEOUT * 5; i++)); do
+        curl -sf -o /dev/null --max-time 2 "$endpoint/" && break
+        sleep 0.2
+    done
+    curl -sf -o /dev/null --max-time 2 "$endpoint/" || die "the extra gateway did not answer on $endpoint"
+    pid=$(cat "$dir/run/$name.pid")
+    echo "$endpoint $pid"
+}
+
 case "${1:-}" in
 start) cmd_start "${2:-}" ;;
+gateway) cmd_gateway "${2:-}" "${3:-}" ;;
 stop) cmd_stop "${2:-}" ;;
 env) cmd_env "${2:-}" ;;
 *)
-    echo "usage: $0 start|stop|env [DIR]" >&2
+    echo "usage: $0 start|stop|env [DIR] | gateway DIR [PORT]" >&2
     exit 2
     ;;
 esac

@@ -35,4 +35,16 @@ private:
     int m_port = 0;
 };
 
+// A self-signed certificate for 127.0.0.1 (one day), for a RangeServer that speaks HTTPS.
+inline bool self_signed_certificate(const QString& cert, const QString& key)
+{
+    QProcess openssl;
+    openssl.start(QStringLiteral("openssl"),
+                  {QStringLiteral("req"), QStringLiteral("-x509"), QStringLiteral("-newkey"),
+                   QStringLiteral("rsa:2048"), QStringLiteral("-nodes"), QStringLiteral("-subj"),
+                   QStringLiteral("/CN=127.0.0.1"), QStringLiteral("-days"), QStringLiteral("1"),
+                   QStringLiteral("-keyout"), key, QStringLiteral("-out"), cert});
+    return openssl.waitForFinished(30000) && openssl.exitStatus() == QProcess::NormalExit && openssl.exitCode() == 0;
+}
+
 } // namespace testutil

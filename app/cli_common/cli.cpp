@@ -20,11 +20,13 @@ bool g_json_printed = false;
 bool g_json_requested = false;
 nlohmann::json g_failure; // the first failure said on stderr, as problem_json
 
-// --no-verify-tls as the command's parser read it: what location_argument gives every URL.
+// --no-verify-tls and --endpoint as the command's parser read them: what location_argument gives
+// every URL.
 bool g_verify_tls = true;
+std::string g_endpoint;
 
-// Options that take a location: a path or a URL (train's and status's --mirror: a bucket).
-const QStringList kUrlOptions = {QStringLiteral("mirror")};
+// Options that take a URL: a location (train's and status's --mirror: a bucket) or the S3 endpoint.
+const QStringList kUrlOptions = {QStringLiteral("mirror"), QStringLiteral("endpoint")};
 // Commands that read a checkpoint wherever it lives: their path arguments may be URLs.
 const QStringList kLocationCommands = {
     QStringLiteral("info"),    QStringLiteral("verify"), QStringLiteral("stats"),       QStringLiteral("diff"),
@@ -73,6 +75,8 @@ shardscope::storage::Location location_argument(const QString& text)
         return shardscope::storage::Location(std::filesystem::path(value));
     shardscope::storage::Location where = shardscope::storage::parse_location(value);
     where.verify_tls = g_verify_tls;
+    if (where.scheme == shardscope::storage::Scheme::s3)
+        where.endpoint = g_endpoint;
     return where;
 }
 
@@ -129,6 +133,16 @@ bool parse_options(QCommandLineParser& parser, const QStringList& arguments, con
         return false;
     }
     g_verify_tls = !parser.optionNames().contains(QStringLiteral("no-verify-tls"));
+    g_endpoint.clear();
+    if (parser.optionNames().contains(QStringLiteral("endpoint"))) {
+        g_endpoint = local(parser.value(QStringLiteral("endpoint")));
+        if (!g_endpoint.starts_with("http://") && !g_endpoint.starts_with("https://")) {
+            fail(kUsage,
+                 "--endpoint " + shardscope::printable(g_endpoint, 200) +
+                     ": an S3 endpoint is an http:// or https:// URL (https://s3.example.com:9000)");
+            return false;
+        }
+    }
     if (parser.isSet(QStringLiteral("help"))) {
         std::cout << local(parser.helpText());
         std::exit(0);
@@ -187,11 +201,15 @@ QCommandLineOption json_option(const QString& help)
     return {QStringLiteral("json"), help};
 }
 
-QCommandLineOption no_verify_tls_option()
+QList<QCommandLineOption> remote_options()
 {
-    return {QStringLiteral("no-verify-tls"),
-            QStringLiteral("Do not check the TLS certificate of an https:// server or S3 endpoint (a self-signed "
-                           "test server): anyone on the network path could then serve other bytes.")};
+    return {{QStringLiteral("no-verify-tls"),
+             QStringLiteral("Do not check the TLS certificate of an https:// server or S3 endpoint (a self-signed "
+                            "test server): anyone on the network path could then serve other bytes.")},
+            {QStringLiteral("endpoint"),
+             QStringLiteral("The S3 endpoint of s3:// locations (an on-premises gateway, MinIO); default: "
+                            "AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS's endpoint for the region."),
+             QStringLiteral("URL")}};
 }
 
 QCommandLineOption threads_option(const QString& help, const QString& default_value)

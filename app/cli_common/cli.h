@@ -47,9 +47,10 @@ std::optional<long long> int_option(const QCommandLineParser& parser, const QStr
 
 // --json and --threads T, whose help (and default) differ between shardctl and shardctl-mpi.
 QCommandLineOption json_option(const QString& help = QStringLiteral("Print one JSON object on stdout."));
-// --no-verify-tls, for the commands that read a location: location_argument() then leaves a
-// server's TLS certificate unchecked.
-QCommandLineOption no_verify_tls_option();
+// --no-verify-tls and --endpoint URL, for the commands that read a location: location_argument()
+// then leaves a server's TLS certificate unchecked, and reaches s3:// locations at that endpoint
+// instead of the environment's.
+QList<QCommandLineOption> remote_options();
 QCommandLineOption threads_option(const QString& help = QStringLiteral("Worker threads (default: all cores)."),
                                   const QString& default_value = QStringLiteral("0"));
 
@@ -69,7 +70,7 @@ std::string local(const QString& text); // QString -> UTF-8 std::string
 // A checkpoint argument of a command that reads anywhere (info, verify, stats, diff, convert's
 // source, status, plan-reshard; train's and status's --mirror): a local path, or an s3:// or
 // http(s):// URL, its TLS certificates checked unless the command was given --no-verify-tls
-// (no_verify_tls_option). Throws Error(invalid_argument) for a URL it cannot read.
+// (remote_options), at the --endpoint given. Throws Error(invalid_argument) for a URL it cannot read.
 shardscope::storage::Location location_argument(const QString& text);
 
 } // namespace shardctl

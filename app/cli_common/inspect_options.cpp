@@ -146,7 +146,8 @@ std::optional<StatsArgs> parse_stats_args(const QStringList& arguments, const QC
         QStringLiteral("Statistics of every tensor's values (NaN/Inf, zeros, min, max, mean, std, L2, log2 histogram), "
                        "whole and per rank or file, and health checks: non-finite values, negative Adam second "
                        "moments, parameters that are not their rounded master weights."));
-    parser.addOptions({json_flag, threads_flag, tensor_option(), raw_fp8_option(), no_verify_tls_option()});
+    parser.addOptions({json_flag, threads_flag, tensor_option(), raw_fp8_option()});
+    parser.addOptions(remote_options());
     if (!parse(parser, arguments, 1, QStringLiteral("stats")))
         return std::nullopt;
     const auto threads = threads_of(parser);
@@ -177,10 +178,10 @@ std::optional<DiffArgs> parse_diff_args(const QStringList& arguments, const QCom
          threads_flag,
          tensor_option(),
          raw_fp8_option(),
-         no_verify_tls_option(),
          {QStringLiteral("atol"), QStringLiteral("Absolute tolerance: |a-b| <= atol + rtol*|b| counts as equal."),
           QStringLiteral("X")},
          {QStringLiteral("rtol"), QStringLiteral("Relative tolerance."), QStringLiteral("Y")}});
+    parser.addOptions(remote_options());
     if (!parse(parser, arguments, 2, QStringLiteral("diff")))
         return std::nullopt;
     DiffArgs args;

@@ -162,7 +162,8 @@ int run_info(const QStringList& arguments)
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Detect a checkpoint's format and summarize it."));
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory, root or file."));
-    parser.addOptions({json_option(), no_verify_tls_option()});
+    parser.addOptions({json_option()});
+    parser.addOptions(remote_options());
     if (!parse(parser, arguments, 1, QStringLiteral("info")))
         return kUsage;
     const storage::Location where = location_argument(parser.positionalArguments().at(0));
@@ -284,10 +285,10 @@ int run_verify(const QStringList& arguments)
     add_verify_options(parser);
     parser.addOptions({json_option(),
                        threads_option(),
-                       no_verify_tls_option(),
                        {QStringLiteral("content"),
                         QStringLiteral("Read every tensor's values too and give the resume verdict (exit 0 only when "
                                        "safe).")}});
+    parser.addOptions(remote_options());
     if (!parse(parser, arguments, 1, QStringLiteral("verify")))
         return kUsage;
     VerifyOptions options;

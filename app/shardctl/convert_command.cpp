@@ -80,8 +80,8 @@ int run_convert(const QStringList& arguments)
          QStringLiteral("N"), QStringLiteral("1")},
         threads_option(),
         json_option(),
-        no_verify_tls_option(),
     });
+    parser.addOptions(remote_options());
     if (!parse(parser, arguments, 1, QStringLiteral("convert")))
         return kUsage;
     const auto options = read_options(parser);

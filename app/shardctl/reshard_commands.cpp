@@ -56,9 +56,9 @@ int run_plan_reshard(const QStringList& arguments)
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Preview an N -> M reshard: which byte ranges go where."));
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Checkpoint directory or root."));
-    parser.addOptions({{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")},
-                       json_option(),
-                       no_verify_tls_option()});
+    parser.addOptions(
+        {{QStringLiteral("to"), QStringLiteral("The new world size."), QStringLiteral("M")}, json_option()});
+    parser.addOptions(remote_options());
     if (!parse(parser, arguments, 1, QStringLiteral("plan-reshard")))
         return kUsage;
     const auto to = target_option(parser);

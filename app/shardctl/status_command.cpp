@@ -118,7 +118,7 @@ void add_health(const storage::Location& root, json& st)
 json foreign_status(const RootSteps& listed, bool content)
 {
     json st = {{"ok", true},
-               {"root", listed.root.string()},
+               {"root", storage::to_string(listed.root)},
                {"format", std::string(to_string(listed.format))},
                {"latest", listed.tag ? json(*listed.tag) : json(nullptr)}};
     if (listed.tag_problem)
@@ -131,7 +131,7 @@ json foreign_status(const RootSteps& listed, bool content)
         st["newest_healthy"] = nullptr;
         bool past_tag = false;
         for (std::size_t i = 0; i < listed.steps.size(); ++i) {
-            if (add_step_health(storage::Location(listed.steps[i].path), steps[i]) && !past_tag)
+            if (add_step_health(listed.steps[i].location, steps[i]) && !past_tag)
                 st["newest_healthy"] = listed.steps[i].name; // newest last
             past_tag = past_tag || listed.steps[i].tagged;
         }
@@ -163,27 +163,26 @@ void print_foreign_text(const json& st)
         print_line("health not read: --content verifies each step and reads its values");
 }
 
-// A root in a bucket, read where it lives: its steps and `latest` as the mirror tier reads a bucket
-// (format.md 6.6), the same JSON as a local root's without lock or free space. A root another tool
-// wrote is not listed there yet, nor has a root in a bucket a second tier.
+int print_foreign_status(const RootSteps& listed, bool content, bool as_json)
+{
+    const json st = foreign_status(listed, content);
+    if (as_json)
+        print_json(st);
+    else
+        print_foreign_text(st);
+    return kOk;
+}
+
+// A ShardScope root in a bucket, read where it lives: its steps and `latest` as the mirror tier
+// reads a bucket (format.md 6.6), the same JSON as a local root's without lock or free space. A
+// root in a bucket has no second tier.
 int bucket_status(const storage::Location& where, bool mirror, int keep, bool content, bool as_json)
 {
     if (mirror)
         throw Error(ProblemKind::invalid_argument,
                     where.text + ": --mirror is the second tier of a root on a local disk, not of one in a bucket",
                     where.text);
-    RootStatus status = bucket_root_status(where, keep);
-    if (status.steps.empty()) {
-        // No step-<N> folders: perhaps a DeepSpeed, Megatron or DCP root, whose step folders are
-        // listed on a local disk only. (A prefix with nothing beneath it is refused here too.)
-        const DetectedFormat detected = detect_format(where);
-        if (detected.format != CheckpointFormat::shardscope && detected.format != CheckpointFormat::unknown)
-            throw Error(ProblemKind::invalid_argument,
-                        where.text + " is a " + std::string(to_string(detected.format)) +
-                            " root: status lists such a root's step folders on a local disk only",
-                        where.text);
-    }
-    json st = to_json(status);
+    json st = to_json(bucket_root_status(where, keep));
     if (content)
         add_health(where, st);
     if (as_json)
@@ -214,8 +213,8 @@ int run_status(const QStringList& arguments)
          QStringLiteral("Verify every complete local step and read its values: each step's health and the newest "
                         "healthy one.")},
         json_option(),
-        no_verify_tls_option(),
     });
+    parser.addOptions(remote_options());
     if (!parse(parser, arguments, 1, QStringLiteral("status")))
         return kUsage;
     const auto keep = int_option(parser, QStringLiteral("keep"), 1, 1 << 20);
@@ -228,26 +227,24 @@ int run_status(const QStringList& arguments)
     const storage::Location where = location_argument(parser.positionalArguments().at(0));
     const bool content = parser.isSet(QStringLiteral("content"));
     const bool as_json = parser.isSet(QStringLiteral("json"));
-    if (!where.is_local())
-        return bucket_status(where, mirror.has_value(), static_cast<int>(*keep), content, as_json);
-    const fs::path root = where.path;
+    if (where.scheme != storage::Scheme::local && where.scheme != storage::Scheme::s3)
+        return bucket_status(where, mirror.has_value(), static_cast<int>(*keep), content, as_json); // refused there
     // ShardScope's own roots, and folders that are no root of a known format (an empty one a
     // job is about to fill), keep the native status; DeepSpeed, Megatron and DCP roots list their
-    // step folders.
-    const RootSteps listed = list_root_steps(root);
+    // step folders, on a local disk or in a bucket. (A prefix with nothing beneath it is
+    // cannot_open here.)
+    const RootSteps listed = list_root_steps(where);
     if (listed.format != CheckpointFormat::shardscope && listed.format != CheckpointFormat::unknown) {
         if (mirror)
             throw Error(ProblemKind::invalid_argument,
-                        root.string() + " is a " + std::string(to_string(listed.format)) +
+                        where.text + " is a " + std::string(to_string(listed.format)) +
                             " root: --mirror is the second tier of a root ShardScope writes",
-                        root.string());
-        const json st = foreign_status(listed, content);
-        if (as_json)
-            print_json(st);
-        else
-            print_foreign_text(st);
-        return kOk;
+                        where.text);
+        return print_foreign_status(listed, content, as_json);
     }
+    if (!where.is_local())
+        return bucket_status(where, mirror.has_value(), static_cast<int>(*keep), content, as_json);
+    const fs::path root = where.path;
     json st = to_json(root_status(root, mirror, static_cast<int>(*keep), static_cast<int>(*mirror_keep)));
     if (content)
         add_health(where, st);

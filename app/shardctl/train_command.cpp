@@ -51,7 +51,7 @@ int run_train(const QStringList& arguments)
         json_option(),
     });
     parser.addOptions(resume_options());
-    parser.addOption(no_verify_tls_option()); // --mirror in a bucket
+    parser.addOptions(remote_options()); // --mirror in a bucket
     if (!parse(parser, arguments, 0, QStringLiteral("train")))
         return kUsage;
     auto args = read_train_options(parser);

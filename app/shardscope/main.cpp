@@ -1,11 +1,12 @@
 // shardscope: the desktop app. `shardscope [PATH] [--compare B] [--profile FILE] [--schedule-csv FILE]
-// [--export FILE [--export-view V]]`.
+// [--no-verify-tls] [--export FILE [--export-view V]]`.
 
 #include "app/shardscope/headlessexport.h"
 #include "app/shardscope/mainwindow.h"
 #include "core/checkpoint/manifest.h"
 #include "core/storage/location.h"
 #include "core/util/error.h"
+#include "widgets/jobs/checkpointlocation.h"
 #include "widgets/panels/plannerpanel.h"
 #include "widgets/panels/reshardpanel.h"
 #include "widgets/settings/settings.h"
@@ -43,6 +44,9 @@ void addOptions(QCommandLineParser& parser)
          QStringLiteral("M")},
         {QStringLiteral("compare"),
          QStringLiteral("compare PATH with checkpoint B on the Compare page (and in the report)"), QStringLiteral("B")},
+        {QStringLiteral("no-verify-tls"),
+         QStringLiteral("do not check the TLS certificates of https:// servers and S3 endpoints in this run (a "
+                        "self-signed test gateway); never saved")},
         {QStringLiteral("export-view"),
          QStringLiteral("what a .png/.svg --export pictures: %1 (default: timeline)")
              .arg(headlessExportViews().join(QStringLiteral(", "))),
@@ -116,6 +120,8 @@ int main(int argc, char** argv)
             return 2;
         }
     }
+
+    shardwidgets::setTlsVerified(!parser.isSet(QStringLiteral("no-verify-tls")));
 
     int reshardTarget = 0;
     if (parser.isSet(QStringLiteral("reshard-to"))) {

@@ -76,6 +76,14 @@ MainWindow::MainWindow(Settings* settings, bool interactive, QWidget* parent)
     m_tabs->setDocumentMode(true);
     setCentralWidget(m_tabs);
     setMinimumSize(kMinimumSize);
+    if (!tlsVerified()) {
+        // The one opt-out of TLS checks stays in sight for as long as it holds.
+        auto* unchecked = new QLabel(tr("⚠ TLS certificates not checked (--no-verify-tls)"), this);
+        unchecked->setObjectName(QStringLiteral("tlsUncheckedLabel"));
+        unchecked->setToolTip(tr("This run reads https:// servers and S3 endpoints without checking their "
+                                 "certificates: another server could answer in their place"));
+        statusBar()->addPermanentWidget(unchecked);
+    }
     statusBar()->addPermanentWidget(m_verdict);
     createActions();
 
@@ -329,7 +337,10 @@ void MainWindow::chooseLocation()
                                  "    s3://bucket/prefix\n"
                                  "    https://host/path/model.safetensors.index.json\n"
                                  "S3 credentials and endpoint come from the environment, as for the AWS tools\n"
-                                 "(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_ENDPOINT_URL)."),
+                                 "(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_ENDPOINT_URL).%1")
+                                  .arg(tlsVerified() ? QString()
+                                                     : tr("\nTLS certificates are not checked in this run "
+                                                          "(--no-verify-tls).")),
                               QLineEdit::Normal, url != recent.end() ? *url : QStringLiteral("s3://"), &ok)
             .trimmed();
     if (!ok || text.isEmpty())

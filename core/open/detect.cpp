@@ -251,7 +251,7 @@ std::optional<RootTag> read_root_tag(CheckpointFormat format, const storage::Fol
     return tag;
 }
 
-DetectedFormat detect_format(const storage::Location& path, const storage::RemoteOptions& remote)
+DetectedFormat detect_format(const storage::Location& path)
 {
     DetectedFormat result;
     result.path = path.is_local() ? path.path : fs::path(storage::to_string(path));
@@ -276,7 +276,7 @@ DetectedFormat detect_format(const storage::Location& path, const storage::Remot
         }
     }
 
-    storage::Folder root = storage::Folder::open(path, remote);
+    storage::Folder root = storage::Folder::open(path);
     if (!path.is_local() && root.path != result.path) {
         // A URL naming one object: a single .safetensors file, or the file a format is known by
         // (an index, .metadata), read as its folder.

@@ -54,7 +54,7 @@ struct DetectedFormat {
 // Detects what `path` holds: a local path, an s3:// prefix or an http(s):// URL, listed once
 // (storage::Folder::open). Throws Error(cannot_open) when `path` does not exist or cannot be
 // listed, Error(remote_error) when its server fails.
-DetectedFormat detect_format(const storage::Location& path, const storage::RemoteOptions& remote = {});
+DetectedFormat detect_format(const storage::Location& path);
 
 // False for ShardScope's own format, for an unrecognised folder (the native verifier says what is
 // missing), and for a folder of rank<N>.safetensors without a manifest: a ShardScope save that did

@@ -8,12 +8,8 @@
 
 #include <algorithm>
 #include <tuple>
-#include <fcntl.h>
-#include <sys/stat.h>
 
 namespace shardscope {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -33,30 +29,23 @@ bool plain_name(std::string_view name)
     return !fsutil::unsafe_name_reason(name) && printable(name, name.size()) == name;
 }
 
-bool regular_file_at(int dirfd, const char* name)
-{
-    struct stat st {};
-    return ::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
-}
-
-// The real directories (never a symlink) of `root` whose plain names end in a number: every step
-// folder of every format has one. Each is opened with O_NOFOLLOW to see what it holds.
+// The folders of `root` whose plain names end in a number (every step folder of every format has
+// one), and what each holds; a symlink is neither a folder nor a file here.
 std::vector<Folder> numbered_folders(const storage::Folder& root)
 {
     std::vector<Folder> out;
     for (const auto& name : root.names) {
-        struct stat st {};
-        if (!trailing_step_number(name) || !plain_name(name) ||
-            ::fstatat(root.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
+        if (!trailing_step_number(name) || !plain_name(name) || !root.is_folder(name))
             continue;
         Folder folder{.name = name};
-        const fsutil::UniqueFd fd(::openat(root.fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (fd) {
-            folder.manifest = regular_file_at(fd.get(), "manifest.json");
-            folder.dcp = regular_file_at(fd.get(), ".metadata");
-            struct stat sharded {};
-            folder.dcp_hf =
-                ::fstatat(fd.get(), "sharded", &sharded, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sharded.st_mode);
+        try {
+            const storage::Folder step = root.subfolder(name);
+            folder.manifest = step.is_file("manifest.json");
+            folder.dcp = step.is_file(".metadata");
+            folder.dcp_hf = step.is_folder("sharded");
+        } catch (const Error& e) {
+            if (e.kind() == ProblemKind::remote_error)
+                throw; // an outage is not a folder without a checkpoint
         }
         out.push_back(std::move(folder));
     }
@@ -65,12 +54,13 @@ std::vector<Folder> numbered_folders(const storage::Folder& root)
 
 // The steps of `folders` whose names `step_of` gives a number and that `keep` accepts.
 template <class StepOf, class Keep>
-std::vector<RootStep> steps_of(const fs::path& root, const std::vector<Folder>& folders, StepOf step_of, Keep keep)
+std::vector<RootStep> steps_of(const storage::Location& root, const std::vector<Folder>& folders, StepOf step_of,
+                               Keep keep)
 {
     std::vector<RootStep> out;
     for (const Folder& f : folders)
         if (const std::optional<uint64_t> step = step_of(f.name); step && keep(f))
-            out.push_back({.name = f.name, .step = *step, .path = root / f.name});
+            out.push_back({.name = f.name, .step = *step, .location = root.child(f.name)});
     return out;
 }
 
@@ -84,10 +74,10 @@ std::optional<uint64_t> trailing_step_number(std::string_view name)
     return number_after(name, name.substr(0, digits));
 }
 
-RootSteps list_root_steps(const fs::path& root)
+RootSteps list_root_steps(const storage::Location& root)
 {
     RootSteps out{.root = root};
-    const storage::Folder listed(fsutil::open_listed(root));
+    const storage::Folder listed = storage::Folder::open(root);
     const std::vector<Folder> folders = numbered_folders(listed);
     const auto prefixed = [&](std::string_view prefix) {
         return steps_of(

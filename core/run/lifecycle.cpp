@@ -495,8 +495,17 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
     const auto load_from_mirror = [&](const std::string& name) {
         return load_sharded(mirror->fetch(name, scratch), options.expected_world_size, options.load);
     };
-    // The newest `latest` bounds the search: a step committed after it was never published.
-    const std::optional<std::string> local_latest = read_latest(root);
+    // The newest `latest` bounds the search: a step committed after it was never published. One
+    // that names a step no longer here (the local copy was lost) leaves the mirror's to bound it.
+    std::optional<std::string> local_latest;
+    std::optional<Error> lost_latest;
+    try {
+        local_latest = read_latest(root);
+    } catch (const Error& e) {
+        if (!mirror || e.kind() != ProblemKind::partial_write)
+            throw;
+        lost_latest = e;
+    }
     std::optional<std::string> latest = local_latest;
     std::vector<StepInfo> mirror_steps;
     if (mirror) {
@@ -509,6 +518,8 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
             mirror.reset();
         }
     }
+    if (!latest && lost_latest)
+        throw *lost_latest;
     if (!latest)
         throw Error(ProblemKind::cannot_open,
                     root.string() + ": no complete checkpoint to resume from (no `latest`)" +
@@ -530,6 +541,8 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
                 steps[s.step].mirror = std::move(s);
 
     ResumePoint point;
+    if (lost_latest)
+        point.skipped.push_back(lost_latest->what()); // said, never passed over silently
     std::optional<Error> local_error; // the first local step that did not verify
     std::optional<StateHealth> first_unhealthy;
     if (local_latest && !(steps.count(bound) && steps[bound].local && steps[bound].local->name == *local_latest)) {

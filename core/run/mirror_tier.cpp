@@ -38,7 +38,7 @@ std::span<const std::byte> bytes_of(const std::string& text)
 MirrorTier::MirrorTier(storage::Location where) : m_where(std::move(where))
 {
     if (m_where.scheme == storage::Scheme::s3) {
-        storage::S3Config config = storage::s3_config_from_environment();
+        storage::S3Config config = storage::s3_config_from_environment(m_where.endpoint);
         config.verify_tls = m_where.verify_tls;
         m_s3 = std::make_unique<storage::S3Client>(std::move(config));
     } else if (!m_where.is_local())

@@ -4,7 +4,8 @@
 // same about either: a step on the tier is complete when its manifest and its upload record are
 // there, and those are written only after every rank's copy is in place and read back (format.md
 // 6.6). On S3 nothing is renamed: rank objects go first (multipart for large ones, each part's
-// MD5 and SHA-256 checked by the server), then manifest.json, then upload.json, then `latest`.
+// MD5 checked by the server, each object's SHA-256 by reading it back), then manifest.json, then
+// upload.json, then `latest`.
 
 #include "core/run/lifecycle.h"
 #include "core/storage/location.h"
@@ -19,8 +20,9 @@ class S3Client;
 
 class MirrorTier {
 public:
-    // An S3 location takes its endpoint, region and credentials from the environment
-    // (s3_config_from_environment); throws Error(invalid_argument) when there are none.
+    // An S3 location takes its region and credentials from the environment, and its endpoint
+    // from the location (--endpoint) or else the environment (s3_config_from_environment);
+    // throws Error(invalid_argument) when there are no credentials.
     explicit MirrorTier(storage::Location where);
     ~MirrorTier();
     MirrorTier(MirrorTier&&) noexcept;

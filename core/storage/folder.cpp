@@ -141,7 +141,7 @@ Folder::Folder(Folder&&) noexcept = default;
 Folder& Folder::operator=(Folder&&) noexcept = default;
 Folder::~Folder() = default;
 
-Folder Folder::open(const Location& location, const RemoteOptions& options)
+Folder Folder::open(const Location& location)
 {
     if (location.is_local())
         return Folder(fsutil::open_listed(location.path));
@@ -149,7 +149,7 @@ Folder Folder::open(const Location& location, const RemoteOptions& options)
     const bool s3 = location.scheme == Scheme::s3;
     S3Config config;
     if (s3) {
-        config = s3_config_from_environment(options.endpoint);
+        config = s3_config_from_environment(location.endpoint);
     } else {
         config.endpoint = (location.scheme == Scheme::https ? "https://" : "http://") + location.authority;
         config.anonymous = true;
@@ -284,6 +284,18 @@ bool Folder::exists(std::string_view name) const
     if (fsutil::unsafe_name_reason(name))
         return false;
     return m_remote->size_of(m_prefix + std::string(name)).has_value() || is_folder(name);
+}
+
+bool Folder::is_file(std::string_view name) const
+{
+    if (fsutil::unsafe_name_reason(name))
+        return false;
+    if (!m_remote) {
+        struct stat st {};
+        return ::fstatat(m_local.fd.get(), std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode);
+    }
+    return m_remote->size_of(m_prefix + std::string(name)).has_value();
 }
 
 bool Folder::is_folder(std::string_view name) const

@@ -62,12 +62,6 @@ struct OpenedObject {
     int fd() const { return reader ? reader->fd() : -1; }
 };
 
-// How a remote folder is reached: the endpoint (empty: the environment's, as the AWS tools
-// read it). Whether TLS certificates are checked is the location's (Location::verify_tls).
-struct RemoteOptions {
-    std::string endpoint;
-};
-
 class Folder {
 public:
     Folder() = default;
@@ -83,7 +77,7 @@ public:
     // whatever the file names, asked for when opened); any other names a folder holding those of
     // the files checkpoint formats are recognised by that answer a HEAD. Throws
     // Error(cannot_open) when there is nothing there, Error(remote_error) when the server fails.
-    static Folder open(const Location& location, const RemoteOptions& remote = {});
+    static Folder open(const Location& location);
 
     std::filesystem::path path; // for messages: the local path or the URL
     std::vector<std::string> names; // the entries directly beneath, sorted (files and folders)
@@ -104,6 +98,9 @@ public:
     // The whole small object; throws as fsutil::read_small_file does.
     std::string read_small(std::string_view name, uint64_t max_bytes, const std::string& display_path) const;
     bool exists(std::string_view name) const;
+    // True when `name` is a file directly beneath this folder: a regular file on a local disk
+    // (never through a symlink), an object in a bucket or on a web server.
+    bool is_file(std::string_view name) const;
     // True when `name` is a folder beneath this one (never through a symlink).
     bool is_folder(std::string_view name) const;
     // The folder `name` (one component) beneath this one, listed; never reached through a

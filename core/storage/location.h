@@ -29,6 +29,9 @@ struct Location {
     // travels with the location so that every reader of it, and of the locations beneath it,
     // connects the same way.
     bool verify_tls = true;
+    // s3: the endpoint URL the user gave for this location (shardctl --endpoint); empty: the
+    // environment's, as the AWS tools read it (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS).
+    std::string endpoint;
 
     bool is_local() const { return scheme == Scheme::local; }
     // The location of `name` beneath this one ("run" + "step-1" -> "run/step-1").

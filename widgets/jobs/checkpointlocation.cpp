@@ -4,6 +4,20 @@
 
 namespace shardwidgets {
 
+namespace {
+bool g_tlsVerified = true; // set once by main() before any window exists
+} // namespace
+
+bool tlsVerified()
+{
+    return g_tlsVerified;
+}
+
+void setTlsVerified(bool verified)
+{
+    g_tlsVerified = verified;
+}
+
 bool isUrl(const QString& text)
 {
     return shardscope::storage::is_url(text.toStdString());
@@ -16,8 +30,11 @@ QString cleanCheckpointText(const QString& text)
 
 shardscope::storage::Location checkpointLocation(const QString& text)
 {
-    if (isUrl(text))
-        return shardscope::storage::parse_location(text.toStdString());
+    if (isUrl(text)) {
+        shardscope::storage::Location where = shardscope::storage::parse_location(text.toStdString());
+        where.verify_tls = g_tlsVerified;
+        return where;
+    }
     return shardscope::storage::Location(std::filesystem::path(QDir::cleanPath(text).toStdString()));
 }
 

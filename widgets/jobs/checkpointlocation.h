@@ -16,8 +16,15 @@ bool isUrl(const QString& text);
 QString cleanCheckpointText(const QString& text);
 
 // Throws shardscope::Error(invalid_argument) for a URL that cannot be read (an unknown scheme,
-// credentials in it), naming it without the credentials.
+// credentials in it), naming it without the credentials. An https:// server's certificate is
+// checked unless the app was started with --no-verify-tls.
 shardscope::storage::Location checkpointLocation(const QString& text);
+
+// Whether TLS certificates are checked: on, unless the app's command line turned it off for this
+// run (--no-verify-tls, as shardctl's). Never read from or written to the settings, so a run
+// without the flag always checks.
+bool tlsVerified();
+void setTlsVerified(bool verified);
 
 // For the work that reads and writes local files only (reshard, a layer profile): the
 // sentence that refuses a URL there, naming `what`; nullopt for a local path.

@@ -225,7 +225,7 @@ private slots:
         const shardscope::RootSteps listed = shardscope::list_root_steps(root);
         QCOMPARE(listed.format, shardscope::CheckpointFormat::torch_dcp);
         QCOMPARE(listed.steps.size(), std::size_t(1));
-        QCOMPARE(listed.steps[0].path, root / "step-10");
+        QCOMPARE(listed.steps[0].location.path, root / "step-10");
         fs::remove_all(root); // QTemporaryDir cannot remove a name that is not UTF-8
     }
 

@@ -1,6 +1,7 @@
 // The shardscope executable end to end: headless --export with no display, and its exit codes
 // (0 all good, 1 a check failed, 2 usage or environment error), as a script would run it.
 
+#include "range_server.h"
 #include "widgettestutil.h"
 
 #include <QFile>
@@ -83,6 +84,35 @@ private slots:
                 true)
                 .code,
             2);
+    }
+
+    // An https:// server's certificate is checked unless the run says --no-verify-tls: a
+    // self-signed one is refused, naming the server, and read only when told.
+    void tlsIsCheckedUnlessTold()
+    {
+        const QString cert = m_tmp.filePath(QStringLiteral("cert.pem")),
+                      key = m_tmp.filePath(QStringLiteral("key.pem"));
+        QVERIFY(testutil::self_signed_certificate(cert, key));
+        testutil::RangeServer server(m_tmp.path().toStdString(), cert, key);
+        QVERIFY(server.port() > 0);
+        const QString url = QStringLiteral("https://127.0.0.1:%1/good").arg(server.port());
+        const QString out = m_tmp.filePath(QStringLiteral("tls.json"));
+        const Run refused = run({url, QStringLiteral("--export"), out}, true);
+        QCOMPARE(refused.code, 2);
+        QVERIFY2(refused.err.contains("https://127.0.0.1:"), refused.err.constData());
+        QVERIFY2(refused.err.contains("certificate") || refused.err.contains("SSL"), refused.err.constData());
+        QVERIFY(!QFile::exists(out));
+
+        const Run told = run({url, QStringLiteral("--no-verify-tls"), QStringLiteral("--export"), out}, true);
+        QVERIFY2(told.code == 0, told.err.constData());
+        QFile file(out);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QJsonObject root = QJsonDocument::fromJson(file.readAll()).object();
+        QCOMPARE(root.value(QStringLiteral("ok")).toBool(), true);
+        const QJsonObject verify =
+            root.value(QStringLiteral("checkpoint")).toObject().value(QStringLiteral("verify")).toObject();
+        QCOMPARE(verify.value(QStringLiteral("shards")).toArray().size(), 4);
+        QCOMPARE(root.value(QStringLiteral("checkpoint")).toObject().value(QStringLiteral("path")).toString(), url);
     }
 
     void corruptedCheckpointExitsOne()

@@ -1,7 +1,8 @@
 // The mirror tier on a real S3 server (Ceph's RADOS Gateway, scripts/s3-test-server.sh): uploads
 // of every step as multipart objects read back before its manifest, the bucket's own retention,
-// resume from the bucket when the local copy is lost or rots, and an outage (503 SlowDown from a
-// fault proxy) that never stops the run and leaves no multipart upload behind.
+// resume from the bucket when the local copy is lost or rots, and outages (503 SlowDown from a
+// fault proxy, a gateway killed mid-upload) that never stop the run and leave no multipart upload
+// behind.
 
 #include "../storage/s3_server.h"
 
@@ -15,7 +16,9 @@
 #include <QFile>
 #include <QProcess>
 #include <QScopeGuard>
+#include <QElapsedTimer>
 #include <QTemporaryDir>
+#include <QThread>
 #include <QTest>
 #include <nlohmann/json.hpp>
 
@@ -187,6 +190,98 @@ private slots:
         manager.wait();
         QCOMPARE(int(manager.upload_status()[0].state), int(UploadState::uploaded));
         QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/outage/").empty());
+    }
+
+    // Bytes changed on the way, which no status code shows: a part whose body is flipped on its
+    // way up is refused by the server against the part's Content-MD5, an object whose bytes are
+    // flipped on their way back fails the read-back's SHA-256. Either way the step is not published
+    // on the bucket (no manifest), the run goes on, and the retry uploads it whole.
+    void changedBytesAreCaughtByPartChecksumsAndTheReadBack()
+    {
+        const s3test::FaultProxy proxy(m_config.endpoint);
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        const auto back =
+            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
+        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
+        const storage::S3Client s3(m_config);
+        struct Case {
+            const char* fault;
+            const char* prefix;
+            const char* error; // what the failed upload's error says
+        };
+        for (const Case& c :
+             {Case{"mode=corrupt-request&count=1&method=PUT&path=partNumber=2", "runs/flipped-up", "HTTP 400"},
+              Case{"mode=corrupt&count=1&method=GET&path=rank1", "runs/flipped-down", "SHA-256"}}) {
+            const fs::path root = fresh("flipped");
+            ManagerOptions o = options(root, c.prefix);
+            o.on_warning = [](const std::string&) {};
+            CheckpointManager manager(o);
+            QVERIFY(proxy.fault(c.fault));
+            manager.save(state(1), 1);
+            manager.wait();
+            const auto failed = manager.upload_status();
+            QCOMPARE(failed.size(), std::size_t(1));
+            QVERIFY2(failed[0].state == UploadState::failed, c.fault);
+            QVERIFY2(failed[0].error.find(c.error) != std::string::npos, failed[0].error.c_str());
+            const std::string step = std::string(c.prefix) + "/step-00000001/";
+            QVERIFY(keys(step + "manifest.json").empty());
+            QVERIFY(s3.list_multipart_uploads(m_bucket, std::string(c.prefix) + "/").empty());
+            QVERIFY(proxy.fault("mode=none"));
+            manager.retry_uploads();
+            manager.wait();
+            QVERIFY2(manager.upload_status()[0].state == UploadState::uploaded,
+                     manager.upload_status()[0].error.c_str());
+            QVERIFY(!keys(step + "manifest.json").empty());
+        }
+    }
+
+    // The outage as it happens: the gateway the job writes through is killed (SIGKILL) in the middle
+    // of a multipart upload. The step stays committed locally, the run goes on, and once a
+    // gateway answers again the retry leaves the bucket with the whole step and no upload behind.
+    void aGatewayKilledMidUploadLeavesNoUploadBehind()
+    {
+        s3test::ExtraGateway gateway;
+        QVERIFY2(!gateway.endpoint().empty(), "the extra gateway did not start");
+        const auto back =
+            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
+        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(gateway.endpoint()));
+
+        const fs::path root = fresh("killed");
+        std::vector<std::string> warnings;
+        ManagerOptions o = options(root, "runs/killed");
+        o.on_warning = [&](const std::string& w) { warnings.push_back(w); };
+        CheckpointManager manager(o);
+        // Two rank files of about 48 MiB: six parts each, so the kill lands between parts.
+        manager.save(state(1, 7'200'000), 1);
+        const storage::S3Client s3(m_config); // the first gateway: the same cluster, still up
+        QElapsedTimer waited;
+        waited.start();
+        while (s3.list_multipart_uploads(m_bucket, "runs/killed/").empty() && waited.elapsed() < 30000)
+            QThread::msleep(10);
+        QVERIFY2(!s3.list_multipart_uploads(m_bucket, "runs/killed/").empty(), "no upload was seen in progress");
+        gateway.kill();
+        manager.wait();
+        QCOMPARE(read_latest(root), std::optional<std::string>(step_dir_name(1)));
+        const auto failed = manager.upload_status();
+        QCOMPARE(failed.size(), std::size_t(1));
+        QCOMPARE(int(failed[0].state), int(UploadState::failed));
+        QVERIFY2(failed[0].error.find("127.0.0.1") != std::string::npos, failed[0].error.c_str());
+        QVERIFY(!warnings.empty());
+        QVERIFY(keys("runs/killed/step-00000001/manifest.json").empty()); // nothing claims to be complete
+
+        // Training goes on while the store is down.
+        manager.save(state(2, 20'000), 2);
+        QCOMPARE(read_latest(root), std::optional<std::string>(step_dir_name(2)));
+        manager.wait();
+
+        // A gateway answers again: the retry uploads what is missing and aborts what the kill left.
+        QVERIFY2(gateway.restart(), "the gateway did not come back");
+        manager.retry_uploads();
+        manager.wait();
+        for (const UploadStatus& u : manager.upload_status())
+            QVERIFY2(u.state == UploadState::uploaded, (u.name + ": " + u.error).c_str());
+        QVERIFY(!keys("runs/killed/step-00000002/manifest.json").empty());
+        QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/killed/").empty());
     }
 
     void aStoreThatDoesNotAnswerDeletesNothing()

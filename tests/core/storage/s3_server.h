@@ -12,9 +12,11 @@
 #include <QTemporaryDir>
 #include <QThread>
 #include <QtGlobal>
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <string>
+#include <sys/types.h>
 
 namespace s3test {
 
@@ -87,10 +89,82 @@ public:
         return curl.waitForFinished(10000) && curl.exitStatus() == QProcess::NormalExit && curl.exitCode() == 0;
     }
 
+    // How many requests the proxy has passed to the server so far.
+    int forwarded() const
+    {
+        QProcess curl;
+        curl.start(QStringLiteral("curl"), {QStringLiteral("-sf"), QString::fromStdString(m_endpoint + "/__fault__")});
+        if (!curl.waitForFinished(10000) || curl.exitCode() != 0)
+            return -1;
+        const QByteArray state = curl.readAllStandardOutput();
+        const int at = state.indexOf("\"forwarded\": ");
+        return at < 0 ? -1 : state.mid(at + 13).split(',').first().trimmed().toInt();
+    }
+
 private:
     QTemporaryDir m_dir;
     QProcess m_proxy;
     std::string m_endpoint;
+};
+
+// One more gateway of this run's cluster (scripts/s3-test-server.sh gateway): the same buckets
+// and keys on an address of its own, for a test that kills a gateway mid-upload while the first
+// keeps serving the other suites. Stopped when the object goes.
+class ExtraGateway {
+public:
+    ExtraGateway() { start(); }
+    ~ExtraGateway()
+    {
+        if (m_pid > 0)
+            ::kill(m_pid, SIGTERM);
+    }
+    const std::string& endpoint() const { return m_endpoint; } // empty when it did not come up
+    // SIGKILL, as a crashed or power-cut gateway: connections reset, nothing cleaned up.
+    void kill()
+    {
+        if (m_pid <= 0)
+            return;
+        ::kill(m_pid, SIGKILL);
+        QElapsedTimer waited;
+        waited.start();
+        while (::kill(m_pid, 0) == 0 && waited.elapsed() < 10000)
+            QThread::msleep(20);
+        m_pid = 0;
+    }
+    // A gateway again on the same address; false when it did not answer.
+    bool restart()
+    {
+        start();
+        return !m_endpoint.empty();
+    }
+
+private:
+    void start()
+    {
+        const auto env = server_env();
+        const auto state = env.find("SHARDSCOPE_S3_STATE");
+        if (state == env.end())
+            return;
+        QStringList args = {QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/s3-test-server.sh"),
+                            QStringLiteral("gateway"), QString::fromStdString(state->second)};
+        if (m_port > 0)
+            args << QString::number(m_port);
+        QProcess script;
+        script.start(QStringLiteral("bash"), args);
+        m_endpoint.clear();
+        if (!script.waitForFinished(60000) || script.exitCode() != 0)
+            return;
+        const QStringList out = QString::fromUtf8(script.readAllStandardOutput()).trimmed().split(QLatin1Char(' '));
+        if (out.size() != 2)
+            return;
+        m_endpoint = out[0].toStdString();
+        m_pid = out[1].toInt();
+        m_port = out[0].section(QLatin1Char(':'), -1).toInt();
+    }
+
+    std::string m_endpoint;
+    pid_t m_pid = 0;
+    int m_port = 0;
 };
 
 } // namespace s3test

@@ -21,12 +21,14 @@
 #include "core/storage/sequential_read.h"
 #include "core/util/error.h"
 
+#include <QElapsedTimer>
 #include <QProcess>
 #include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 #include <atomic>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 using namespace shardscope;
@@ -386,6 +388,33 @@ private slots:
             QVERIFY2(n == 1, file.constData());
     }
 
+    // 100,000 tensors in a bucket, over 4 files as a large model's index lists them: `info` lists
+    // the prefix, reads the index and each file's header, and nothing else. Requests are counted
+    // by a proxy in front of the gateway.
+    void aHundredThousandTensorIndexInABucketInAHandfulOfRequests()
+    {
+        constexpr std::size_t kTensors = 100000, kFiles = 4;
+        bigforeign::write_index(root() / "big100k", kTensors, kFiles);
+        upload(root() / "big100k", "big100k");
+        const s3test::FaultProxy proxy(s3test::server_config().endpoint);
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        const int before = proxy.forwarded();
+        const QString where = QString::fromStdString("s3://" + m_bucket + "/big100k");
+        QElapsedTimer timer;
+        timer.start();
+        const testutil::Run info =
+            testutil::shardctl({QStringLiteral("info"), where, QStringLiteral("--endpoint"),
+                                QString::fromStdString(proxy.endpoint()), QStringLiteral("--json")});
+        const qint64 ms = timer.elapsed();
+        QVERIFY2(info.exit_code == 0, info.err.constData());
+        QCOMPARE(info.json()["tensor_count"].get<std::size_t>(), kTensors);
+        const int requests = proxy.forwarded() - before;
+        // One listing, the index, and per file at most two ranged GETs of its header (the first
+        // 64 KiB tells the header's length; a 2.6 MB header needs one more).
+        qInfo("info of a %zu-tensor index in a bucket: %d requests, %lld ms", kTensors, requests, ms);
+        QVERIFY2(requests >= 1 + 1 + int(kFiles) && requests <= 2 + 2 * int(kFiles), QByteArray::number(requests));
+    }
+
     void folderUrlsWithDotsAndEscapes()
     {
         // A folder whose name has a dot, and one whose name needs escaping in a URL.
@@ -406,13 +435,7 @@ private slots:
     {
         QTemporaryDir keys;
         const QString cert = keys.filePath(QStringLiteral("cert.pem")), key = keys.filePath(QStringLiteral("key.pem"));
-        QProcess openssl;
-        openssl.start(QStringLiteral("openssl"),
-                      {QStringLiteral("req"), QStringLiteral("-x509"), QStringLiteral("-newkey"),
-                       QStringLiteral("rsa:2048"), QStringLiteral("-nodes"), QStringLiteral("-subj"),
-                       QStringLiteral("/CN=127.0.0.1"), QStringLiteral("-days"), QStringLiteral("1"),
-                       QStringLiteral("-keyout"), key, QStringLiteral("-out"), cert});
-        QVERIFY(openssl.waitForFinished(30000) && openssl.exitCode() == 0);
+        QVERIFY(testutil::self_signed_certificate(cert, key));
         testutil::RangeServer server(root(), cert, key);
         QVERIFY(server.port() > 0);
         const QString url = QString::fromStdString("https://127.0.0.1:" + std::to_string(server.port()) +
@@ -533,18 +556,47 @@ private slots:
         QCOMPARE(mirrored.exit_code, 2);
         QCOMPARE(mirrored.err.count('\n'), 1);
         QCOMPARE(mirrored.json()["error"]["kind"].get<std::string>(), std::string("invalid_argument"));
-        // A DeepSpeed root in a bucket: its step folders are listed on a local disk only.
+        // Other tools' roots in a bucket: their step folders and health, as status says of the local
+        // copy. DeepSpeed (its `latest` names the newer step, whose exp_avg_sq holds an Inf),
+        // Megatron (tracker and iter_ folders) and torchtitan's DCP step-<N>.
         const fs::path ds = root() / "dsroot";
-        fs::create_directories(ds);
         write_deepspeed_step(ds / "global_step3", {1, 2, 3});
-        std::ofstream(ds / "latest") << "global_step3";
-        upload(ds, "dsroot");
-        const testutil::Run foreign =
+        write_deepspeed_step(ds / "global_step6", {1, std::numeric_limits<float>::infinity(), 3});
+        std::ofstream(ds / "latest") << "global_step6";
+        const fs::path mg = root() / "mgroot";
+        write_megatron_iteration(mg / "iter_0000020", {1, 2, 3, 4});
+        std::ofstream(mg / "latest_checkpointed_iteration.txt") << "20";
+        const fs::path titan = root() / "titanroot";
+        write_dcp_checkpoint(titan / "step-10", "model.w", {1, 2, 3});
+        write_dcp_checkpoint(titan / "step-20", "model.w", {4, 5, 6});
+        for (const auto& [dir, format, steps] :
+             {std::tuple{ds, "deepspeed", 2}, std::tuple{mg, "megatron", 1}, std::tuple{titan, "torch-dcp", 2}}) {
+            const std::string prefix = dir.filename().string();
+            upload(dir, prefix);
+            const QString remote_root = QString::fromStdString("s3://" + m_bucket + "/" + prefix);
+            for (const QStringList& extra : {QStringList{}, QStringList{QStringLiteral("--content")}}) {
+                const testutil::Run local = testutil::shardctl(
+                    QStringList{QStringLiteral("status"), testutil::qs(dir), QStringLiteral("--json")} + extra);
+                const testutil::Run remote = testutil::shardctl(
+                    QStringList{QStringLiteral("status"), remote_root, QStringLiteral("--json")} + extra);
+                QVERIFY2(local.exit_code == 0, local.err.constData());
+                QVERIFY2(remote.exit_code == 0, remote.err.constData());
+                nlohmann::json a = local.json(), b = remote.json();
+                QCOMPARE(b["root"].get<std::string>(), remote_root.toStdString());
+                QCOMPARE(b["format"].get<std::string>(), std::string(format));
+                QCOMPARE(b["steps"].size(), std::size_t(steps));
+                a.erase("root");
+                b.erase("root");
+                QVERIFY2(a == b, (a.dump() + " vs " + b.dump()).c_str());
+            }
+        }
+        const testutil::Run deepspeed =
             testutil::shardctl({QStringLiteral("status"), QString::fromStdString("s3://" + m_bucket + "/dsroot"),
-                                QStringLiteral("--json")});
-        QCOMPARE(foreign.exit_code, 2);
-        QVERIFY2(foreign.err.contains("is a deepspeed root"), foreign.err.constData());
-        QCOMPARE(foreign.json()["error"]["kind"].get<std::string>(), std::string("invalid_argument"));
+                                QStringLiteral("--content")});
+        QCOMPARE(deepspeed.exit_code, 0);
+        QVERIFY2(deepspeed.out.contains("deepspeed root, latest global_step6"), deepspeed.out.constData());
+        QVERIFY2(deepspeed.out.contains("global_step6  step 6 (latest)  health: diverged"), deepspeed.out.constData());
+        QVERIFY2(deepspeed.out.contains("newest healthy step: global_step3"), deepspeed.out.constData());
         // Nothing beneath the prefix: not an empty root, a location that is not there.
         const testutil::Run nothing =
             testutil::shardctl({QStringLiteral("status"), QString::fromStdString("s3://" + m_bucket + "/no-root"),
@@ -573,6 +625,24 @@ private slots:
         const std::string secret = s3test::server_env().at("AWS_SECRET_ACCESS_KEY");
         for (const auto* run : {&info, &verify, &stats, &diff})
             QVERIFY(!run->out.contains(secret.c_str()) && !run->err.contains(secret.c_str()));
+
+        // --endpoint wins over the environment's endpoint (here a port where nothing listens).
+        const QByteArray env_endpoint = qgetenv("AWS_ENDPOINT_URL");
+        qputenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9");
+        const testutil::Run given = testutil::shardctl({QStringLiteral("verify"), where, QStringLiteral("--endpoint"),
+                                                        QString::fromUtf8(env_endpoint), QStringLiteral("--json")});
+        const testutil::Run unreachable =
+            testutil::shardctl({QStringLiteral("info"), where, QStringLiteral("--json")}, 60000);
+        const testutil::Run not_http = testutil::shardctl(
+            {QStringLiteral("info"), where, QStringLiteral("--endpoint"), QStringLiteral("ftp://127.0.0.1:21")});
+        qputenv("AWS_ENDPOINT_URL", env_endpoint);
+        QVERIFY2(given.exit_code == 0, given.err.constData());
+        QCOMPARE(given.json()["shards"].size(), std::size_t(2));
+        QCOMPARE(unreachable.exit_code, 2);
+        QVERIFY2(unreachable.err.contains("127.0.0.1:9"), unreachable.err.constData());
+        QCOMPARE(not_http.exit_code, 2);
+        QVERIFY2(not_http.err.contains("--endpoint ftp://127.0.0.1:21: an S3 endpoint is an http:// or https:// URL"),
+                 not_http.err.constData());
 
         // Wrong credentials: one sentence naming the URL, exit 2, the key not echoed.
         qputenv("AWS_SECRET_ACCESS_KEY", "not-the-secret-0123456789");
