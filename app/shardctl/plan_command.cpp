@@ -55,7 +55,7 @@ std::string schedule_command(const pl::Candidate& c, const pl::SearchSpec& spec,
         std::to_string(c.microbatches) + " --schedule " + std::string(pl::to_string(c.schedule));
     if (c.virtual_stages > 1)
         text += " --virtual " + std::to_string(c.virtual_stages);
-    text += " --dp " + std::to_string(c.dp) + " --zero " + std::to_string(spec.zero) + " --recompute " +
+    text += " --dp " + std::to_string(c.dp) + " --zero " + std::to_string(c.zero) + " --recompute " +
         std::string(pl::to_string(c.recompute)) + " --partition " + shell_word(c.partition);
     if (!model.empty())
         text += model;
@@ -71,9 +71,19 @@ std::string schedule_command(const pl::Candidate& c, const pl::SearchSpec& spec,
     return text;
 }
 
+// "gpipe, 1f1b, ..., dualpipe-v": every schedule --schedules takes (all but "custom", which
+// only a file has), from the one list of names so the message cannot fall behind the kinds.
+std::string schedule_names()
+{
+    std::string names;
+    for (pl::ScheduleKind kind : pl::searched_schedules({}))
+        names += (names.empty() ? "" : ", ") + std::string(pl::to_string(kind));
+    return names;
+}
+
 // "1f1b,zb-h1" -> kinds; prints the error and returns false on an unknown name.
 template <class Kind, class Parse>
-bool read_list(const QCommandLineParser& parser, const QString& name, Parse parse, const char* allowed,
+bool read_list(const QCommandLineParser& parser, const QString& name, Parse parse, const std::string& allowed,
                std::vector<Kind>& out)
 {
     if (!parser.isSet(name))
@@ -172,12 +182,12 @@ void print_text(const pl::SearchResult& result, const pl::SearchSpec& spec, cons
     const std::size_t shown = std::min(top, result.fitting);
     if (shown == 0)
         return;
-    print_line("  #    pp    dp   v      M  schedule     recompute   step ms  samples/s   peak mem  partition");
+    print_line("  #    pp    dp   v      M  schedule     zero recompute   step ms  samples/s   peak mem  partition");
     for (std::size_t i = 0; i < shown; ++i) {
         const pl::Candidate& c = result.candidates[i];
         char line[320];
-        std::snprintf(line, sizeof line, "%3zu %5d %5d %3d %6d  %-11s  %-9s %9.4g %10.4g %10s  %s", i + 1, c.pp, c.dp,
-                      c.virtual_stages, c.microbatches, std::string(pl::to_string(c.schedule)).c_str(),
+        std::snprintf(line, sizeof line, "%3zu %5d %5d %3d %6d  %-11s  %4d %-9s %9.4g %10.4g %10s  %s", i + 1, c.pp,
+                      c.dp, c.virtual_stages, c.microbatches, std::string(pl::to_string(c.schedule)).c_str(), c.zero,
                       std::string(pl::to_string(c.recompute)).c_str(), c.step_time, c.samples_per_second,
                       bytes_text(c.peak_memory_bytes).c_str(), c.partition.c_str());
         print_line(line);
@@ -277,8 +287,7 @@ int run_model_plan(const QCommandLineParser& parser)
         spec.cp = {source.parallel.cp};
     if (parser.isSet(QStringLiteral("ep")))
         spec.ep = {source.parallel.ep};
-    if (!read_list(parser, QStringLiteral("schedules"), pl::parse_schedule_kind, "gpipe, 1f1b, interleaved, zb-h1",
-                   spec.schedules) ||
+    if (!read_list(parser, QStringLiteral("schedules"), pl::parse_schedule_kind, schedule_names(), spec.schedules) ||
         !read_list(parser, QStringLiteral("recompute"), pl::parse_recompute, "none, selective, full", spec.recompute))
         return kUsage;
     try {
@@ -324,7 +333,8 @@ int run_plan(const QStringList& arguments)
          QStringLiteral("With --model: micro batch sizes to try, comma-separated (default 1,2,4)."),
          QStringLiteral("LIST")},
         {QStringLiteral("schedules"),
-         QStringLiteral("Schedules to try, comma-separated (default gpipe,1f1b,interleaved,zb-h1)."),
+         QStringLiteral("Schedules to try, comma-separated (default all: gpipe,1f1b,interleaved,zb-h1,zb-h2,zb-v,"
+                        "dualpipe-v)."),
          QStringLiteral("LIST")},
         {QStringLiteral("recompute"), QStringLiteral("Recomputation modes to try (default none,selective,full)."),
          QStringLiteral("LIST")},
@@ -377,10 +387,10 @@ int run_plan(const QStringList& arguments)
     spec.micro_batch_size = static_cast<int>(*micro);
     spec.gpu_memory_bytes = *training.gpu_memory_bytes;
     spec.link_gbps = training.link_gbps;
-    spec.zero = training.zero;
+    if (parser.isSet(QStringLiteral("zero"))) // else every stage is tried
+        spec.zero = {training.zero};
     spec.overlap_allreduce = training.overlap_allreduce;
-    if (!read_list(parser, QStringLiteral("schedules"), pl::parse_schedule_kind, "gpipe, 1f1b, interleaved, zb-h1",
-                   spec.schedules) ||
+    if (!read_list(parser, QStringLiteral("schedules"), pl::parse_schedule_kind, schedule_names(), spec.schedules) ||
         !read_list(parser, QStringLiteral("recompute"), pl::parse_recompute, "none, selective, full", spec.recompute))
         return kUsage;
 
@@ -402,8 +412,8 @@ int run_plan(const QStringList& arguments)
         return fail(kCheckFailed,
                     "no configuration fits in " + bytes_text(spec.gpu_memory_bytes) + " per GPU: the closest (pp " +
                         std::to_string(closest.pp) + ", dp " + std::to_string(closest.dp) + ", " +
-                        std::string(pl::to_string(closest.schedule)) + ", recompute " +
-                        std::string(pl::to_string(closest.recompute)) + ") needs " +
+                        std::string(pl::to_string(closest.schedule)) + ", ZeRO " + std::to_string(closest.zero) +
+                        ", recompute " + std::string(pl::to_string(closest.recompute)) + ") needs " +
                         bytes_text(closest.peak_memory_bytes) + ", " +
                         bytes_text(closest.peak_memory_bytes - spec.gpu_memory_bytes) + " too much");
     } catch (const shardscope::Error& error) {

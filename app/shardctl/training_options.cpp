@@ -15,8 +15,8 @@ QList<QCommandLineOption> training_options()
 {
     return {
         {QStringLiteral("zero"),
-         QStringLiteral("ZeRO stage 0..3 (default 0): 1 shards AdamW's state over the DP ranks, "
-                        "2 also the gradients, 3 also the weights."),
+         QStringLiteral("ZeRO stage 0..3 (default 0; plan tries each unless one is given): 1 shards AdamW's "
+                        "state over the DP ranks, 2 also the gradients, 3 also the weights."),
          QStringLiteral("Z")},
         {QStringLiteral("gpu-memory"),
          QStringLiteral("GPU memory in GiB; the JSON's 'fits' says whether every stage fits."), QStringLiteral("GIB")},

@@ -233,7 +233,7 @@ nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec, c
                           {"global_batch", spec.global_batch},
                           {"micro_batch_size", spec.micro_batch_size},
                           {"gpu_memory_bytes", spec.gpu_memory_bytes},
-                          {"zero", spec.zero},
+                          {"zero", searched_zero_stages(spec.zero)},
                           {"link_gbps", spec.link_gbps},
                           {"profile", profile_name}};
     // Sorted: the first candidate that does not fit is the one closest to fitting.
@@ -252,10 +252,10 @@ nlohmann::json model_search_json(const ModelSearchResult& result, const ModelSea
     const SearchSpec shown{.gpus = spec.gpus,
                            .global_batch = spec.global_batch,
                            .gpu_memory_bytes = spec.gpu_memory_bytes,
-                           .link_gbps = spec.links.gbps.value_or(0.0)};
+                           .link_gbps = spec.links.gbps.value_or(0.0),
+                           .zero = spec.zero};
     nlohmann::json out = search_json(result.search, shown, profile_name, spec.top, command);
     out["micro_batch_size"] = spec.micro_batch_sizes.empty() ? std::vector<int>{1, 2, 4} : spec.micro_batch_sizes;
-    out["zero"] = spec.zero.empty() ? std::vector<int>{0, 1, 2, 3} : spec.zero;
     out["link_gbps"] = spec.links.gbps ? nlohmann::json(*spec.links.gbps) : nlohmann::json(nullptr);
     out["seq_len"] = spec.seq_len;
     out["space"] = result.space;

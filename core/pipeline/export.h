@@ -56,13 +56,12 @@ void add_schedule_run_json(nlohmann::json& out, const ScheduleRun& run);
 nlohmann::json candidate_json(const Candidate& candidate, const std::string& command);
 // The `shardctl plan --json` object: ok (something fits), candidates (the best `top` that fit),
 // searched, fitting, skipped (too large to simulate), gpus, global_batch, micro_batch_size,
-// gpu_memory_bytes, zero, link_gbps, profile, and when nothing fits `closest` (the candidate
+// gpu_memory_bytes, zero (the ZeRO stages tried), link_gbps, profile, and when nothing fits `closest` (the candidate
 // needing the least memory) with `over_bytes`. `command` gives each listed candidate's command.
 nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec, const std::string& profile_name,
                            std::size_t top, const std::function<std::string(const Candidate&)>& command);
 
-// `shardctl plan --model --json`: search_json's keys (micro_batch_size and zero are the lists
-// tried) plus seq_len, space (configurations enumerated), pruned_memory and pruned_time.
+// `shardctl plan --model --json`: search_json's keys (micro_batch_size is the list tried) plus seq_len, space (configurations enumerated), pruned_memory and pruned_time.
 nlohmann::json model_search_json(const ModelSearchResult& result, const ModelSearchSpec& spec,
                                  const std::string& profile_name,
                                  const std::function<std::string(const Candidate&)>& command);

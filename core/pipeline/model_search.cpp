@@ -96,25 +96,6 @@ Workload shape_workload(const ModelSearchSpec& spec, int micro_batch_size)
         .seq_len = spec.seq_len, .micro_batch_size = micro_batch_size, .device_tflops = spec.device_tflops, .mfu = 1.0};
 }
 
-bool before(const Candidate& a, const Candidate& b)
-{
-    if (a.fits != b.fits)
-        return a.fits;
-    if (!a.fits && a.peak_memory_bytes != b.peak_memory_bytes)
-        return a.peak_memory_bytes < b.peak_memory_bytes;
-    if (a.step_time != b.step_time)
-        return a.step_time < b.step_time;
-    if (a.pp != b.pp)
-        return a.pp < b.pp;
-    if (a.peak_memory_bytes != b.peak_memory_bytes)
-        return a.peak_memory_bytes < b.peak_memory_bytes;
-    // A total order, so the pruned and the exhaustive search rank ties alike.
-    return std::tuple(a.tp, a.cp, a.ep, a.dp, a.virtual_stages, static_cast<int>(a.schedule), a.zero,
-                      static_cast<int>(a.recompute), a.micro_batch_size) <
-        std::tuple(b.tp, b.cp, b.ep, b.dp, b.virtual_stages, static_cast<int>(b.schedule), b.zero,
-                   static_cast<int>(b.recompute), b.micro_batch_size);
-}
-
 class Searcher {
 public:
     Searcher(const ModelConfig& config, const ModelSearchSpec& spec, const std::atomic<bool>* cancel)
@@ -139,6 +120,7 @@ private:
     const std::atomic<bool>* m_cancel;
     std::vector<Recompute> m_modes;
     std::vector<ScheduleKind> m_kinds;
+    bool m_factorised = false; // some (pp, dp) split the GPUs and the batch
     std::vector<Shape> m_shapes;
     double m_flops_per_sample = 0.0;
     int m_layers = 0;
@@ -189,7 +171,7 @@ void Searcher::enumerate_shapes()
 
 void Searcher::enumerate_configs(std::vector<Config>& configs, std::vector<Config>& too_big)
 {
-    const std::vector<int> stages = m_spec.zero.empty() ? std::vector<int>{0, 1, 2, 3} : m_spec.zero;
+    const std::vector<int> stages = searched_zero_stages(m_spec.zero);
     for (std::size_t i = 0; i < m_shapes.size(); ++i) {
         const Shape& s = m_shapes[i];
         const int rest = m_spec.gpus / (s.tp * s.cp);
@@ -201,19 +183,15 @@ void Searcher::enumerate_configs(std::vector<Config>& configs, std::vector<Confi
             if (dp % s.ep != 0 || samples % dp != 0)
                 continue;
             const int microbatches = samples / dp;
+            m_factorised = true;
             const GroupLinks mesh = links(s, pp, dp);
             for (ScheduleKind kind : m_kinds) {
-                std::vector<int> chunks{1};
-                if (kind == ScheduleKind::interleaved) {
-                    chunks.clear();
-                    if (pp > 1 && microbatches % pp == 0)
-                        for (int v = 2; v <= m_spec.max_virtual_stages && pp * v <= m_layers; ++v)
-                            chunks.push_back(v);
-                }
+                const std::vector<int> chunks =
+                    searched_virtual_stages(kind, pp, microbatches, m_layers, m_spec.max_virtual_stages);
                 for (int v : chunks)
                     for (int zero : stages) {
-                        if (dp == 1 && zero > 0 && stages.front() == 0)
-                            continue; // nothing to shard: the same as ZeRO 0
+                        if (zero_repeats(zero, dp, stages))
+                            continue; // nothing to shard: the same as the first stage tried
                         for (std::size_t r = 0; r < m_modes.size(); ++r) {
                             ++m_result.space;
                             Config c{.shape = i,
@@ -241,14 +219,18 @@ void Searcher::enumerate_configs(std::vector<Config>& configs, std::vector<Confi
 }
 
 // With the cut known: stage s cannot start before the first microbatch's forward has crossed the
-// stages before it (chunk 0, with its sends), runs M x its pieces' forward and backward, and
-// (without a split backward) its last backward still has to travel back to stage 0; the step then
-// waits for the data-parallel block (training.h). A lower bound on what make_step_plan finds.
+// pieces before its first one (pieces 0 .. s - 1 on stages 0 .. s - 1 in either placement, with
+// their sends), runs M x its pieces' forward and backward, and, where the backward is not split,
+// ends with a B whose gradient still has to travel back through the pieces below it; the step
+// then waits for the data-parallel block (training.h). A lower bound on what make_step_plan finds
+// for every kind: a split backward (zb-h1, zb-h2, zb-v, dualpipe-v) may end a stage on a W that
+// nothing follows (ZB-H2 and the V kinds defer W passes to the very end), so it adds no tail.
 double Searcher::cut_bound(const Config& c, const Shape& s, const std::vector<int>& cut, const GroupLinks& mesh) const
 {
-    std::vector<PieceCost> pieces = piece_costs(s.adjusted[c.mode], c.pp, cut);
+    const ScheduleSpec spec{.kind = c.kind, .stages = c.pp, .virtual_stages = c.v};
+    std::vector<PieceCost> pieces = piece_costs(s.adjusted[c.mode], c.pp, cut, placement_of(spec));
     const int n = c.pp;
-    std::vector<double> busy(n, 0.0), forward(n, 0.0), start(n, 0.0), tail(n, std::numeric_limits<double>::infinity());
+    std::vector<double> busy(n, 0.0), forward(n, 0.0), start(n, 0.0), tail(n, 0.0);
     std::vector<std::int64_t> experts(n, 0);
     for (PieceCost& piece : pieces) {
         if (n > 1)
@@ -262,13 +244,18 @@ double Searcher::cut_bound(const Config& c, const Shape& s, const std::vector<in
         const PieceCost& before = pieces[static_cast<std::size_t>(stage - 1)];
         start[stage] = start[stage - 1] + before.fwd_ms + before.send_ms + mesh.pp.latency_ms;
     }
-    const bool split = c.kind == ScheduleKind::zb_h1;
-    for (int chunk = 0; chunk < c.v; ++chunk) {
-        double back = 0.0;
-        for (int stage = 0; stage < n; ++stage) {
-            tail[stage] = std::min(tail[stage], split ? 0.0 : back);
-            const PieceCost& piece = pieces[static_cast<std::size_t>(chunk * n + stage)];
-            back += piece.bwd_ms + piece.send_ms + mesh.pp.latency_ms;
+    if (!splits_backward(c.kind)) {
+        // Looped (gpipe, 1f1b, interleaved): the last op is a B on some chunk, piece chunk * N + s,
+        // followed at least by the B's of that chunk's pieces on the stages before (the pieces of
+        // lower chunks come later still, so stopping at the chunk's first piece under-counts).
+        std::fill(tail.begin(), tail.end(), std::numeric_limits<double>::infinity());
+        for (int chunk = 0; chunk < c.v; ++chunk) {
+            double back = 0.0;
+            for (int stage = 0; stage < n; ++stage) {
+                tail[stage] = std::min(tail[stage], back);
+                const PieceCost& piece = pieces[static_cast<std::size_t>(chunk * n + stage)];
+                back += piece.bwd_ms + piece.send_ms + mesh.pp.latency_ms;
+            }
         }
     }
     double makespan = 0.0;
@@ -325,12 +312,15 @@ void Searcher::evaluate(const Config& c, double limit)
                   .emplace(cut_key,
                            partition(s.adjusted[c.mode], c.pp * c.v, PartitionSpec{.method = PartitionMethod::compute}))
                   .first;
-    if (std::isfinite(limit) && cut_bound(c, s, cut->second, mesh) * (1.0 - 1e-9) > limit) {
+    const double bound = std::isfinite(limit) || m_spec.exhaustive ? cut_bound(c, s, cut->second, mesh) : 0.0;
+    if (std::isfinite(limit) && bound * (1.0 - 1e-9) > limit) {
         ++m_result.pruned_time;
         return;
     }
     const TrainingOptions options = step_options(m_spec, mesh, c.dp, c.zero, m_modes[c.mode], s.ep);
     const StepPlan step = make_step_plan(s.model.profile, schedule->second, cut->second, options);
+    if (bound * (1.0 - 1e-9) > step.step_time || c.time_bound * (1.0 - 1e-9) > step.step_time)
+        ++m_result.bound_violations;
     const Timeline& t = step.plan.timeline;
     Candidate out{.tp = s.tp,
                   .sp = s.tp > 1,
@@ -376,9 +366,7 @@ ModelSearchResult Searcher::run()
             bad_search("the ZeRO stages tried must be 0..3, not " + std::to_string(zero));
     m_modes = m_spec.recompute.empty() ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
                                        : m_spec.recompute;
-    m_kinds = m_spec.schedules.empty() ? std::vector<ScheduleKind>{ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
-                                                                   ScheduleKind::interleaved, ScheduleKind::zb_h1}
-                                       : m_spec.schedules;
+    m_kinds = searched_schedules(m_spec.schedules);
     m_layers = m_config.layers + 2; // embedding and head
     m_flops_per_sample = model_flops_per_sample(m_config, m_spec.seq_len);
     enumerate_shapes();
@@ -388,6 +376,8 @@ ModelSearchResult Searcher::run()
                    std::to_string(m_spec.gpus) + " GPUs");
     std::vector<Config> configs, too_big;
     enumerate_configs(configs, too_big);
+    if (configs.empty() && too_big.empty() && m_factorised)
+        bad_search(no_schedule_runs(m_spec.gpus, m_kinds));
     if (configs.empty() && too_big.empty())
         bad_search("no way to split " + std::to_string(m_spec.gpus) +
                    " GPUs into tensor x context x pipeline x data parallel with the data-parallel degree times "
@@ -428,7 +418,7 @@ ModelSearchResult Searcher::run()
     if (r.candidates.empty())
         bad_search("no configuration of " + std::to_string(m_spec.gpus) + " GPUs is small enough to simulate (" +
                    std::to_string(r.skipped) + " skipped)");
-    std::sort(r.candidates.begin(), r.candidates.end(), before);
+    std::sort(r.candidates.begin(), r.candidates.end(), ranks_before);
     r.fitting = static_cast<std::size_t>(
         std::count_if(r.candidates.begin(), r.candidates.end(), [](const Candidate& c) { return c.fits; }));
     return std::move(m_result);

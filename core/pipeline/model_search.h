@@ -13,7 +13,9 @@
 // simulated in order of a lower bound on their step time — the busiest stage computes at least
 // the mean, M x (forward + backward of every layer) / pp, and without overlap the last stage's
 // data-parallel block follows the makespan, at least that of the mean stage — until the bound
-// exceeds the step time of the `top`-th fastest that fits. So the `top` best are those an
+// exceeds the step time of the `top`-th fastest that fits. Before simulating, a second bound
+// with the cut known (model_search.cpp's cut_bound: valid for every kind, split backward or not,
+// looped or V-shaped) skips those that cannot enter the top. So the `top` best are those an
 // exhaustive search finds (tested against one). When nothing fits, the configurations with the
 // least model state are simulated so the closest can be named.
 
@@ -39,7 +41,7 @@ struct ModelSearchSpec {
     bool overlap_allreduce = false;
     std::vector<int> micro_batch_sizes; // empty: 1, 2, 4
     std::vector<int> zero; // empty: 0, 1, 2, 3
-    std::vector<ScheduleKind> schedules; // empty: gpipe, 1f1b, interleaved, zb-h1
+    std::vector<ScheduleKind> schedules; // empty: every built-in kind (searched_schedules, search.h)
     std::vector<Recompute> recompute; // empty: none, selective, full
     std::vector<int> tp, cp, ep; // empty: every degree that splits the model (powers of two)
     int max_virtual_stages = 8;
@@ -52,6 +54,10 @@ struct ModelSearchResult {
     std::size_t space = 0; // configurations enumerated
     std::size_t pruned_memory = 0; // not simulated: the model state alone exceeds the memory
     std::size_t pruned_time = 0; // not simulated: the step-time bound exceeds the top-th best
+    // Of those simulated, how many took less than a bound said they must (either bound; checked
+    // for all of them in an exhaustive search, else only where the cut bound was worked out).
+    // Pruning is exact only while this is 0: the tests' check that every bound is one.
+    std::size_t bound_violations = 0;
 };
 
 // Model FLOPs of one sample (sequence of `seq_len`): 3 x the forward FLOPs of every layer, i.e.
@@ -82,7 +88,8 @@ struct CandidateRun {
 };
 CandidateRun candidate_run(const ModelConfig& config, const ModelSearchSpec& spec, const Candidate& candidate);
 
-// Throws invalid_argument, one sentence: no factorisation of the GPUs, no micro batch size
+// Throws invalid_argument, one sentence: no factorisation of the GPUs, none on which a schedule
+// asked for runs (no_schedule_runs, search.h), no micro batch size
 // dividing the global batch, a bad option; Error(cancelled) when `cancel` is set.
 ModelSearchResult search_model_plans(const ModelConfig& config, const ModelSearchSpec& spec,
                                      const std::atomic<bool>* cancel = nullptr);

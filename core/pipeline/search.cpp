@@ -5,8 +5,12 @@
 #include "core/util/error.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <string>
+#include <tuple>
 
 namespace shardscope::pipeline {
 namespace {
@@ -16,18 +20,18 @@ namespace {
     throw Error(ProblemKind::invalid_argument, sentence);
 }
 
-Candidate describe(const StepPlan& step, int dp, Recompute recompute, std::string partition, const SearchSpec& spec)
+Candidate describe(const StepPlan& step, std::string partition, const SearchSpec& spec)
 {
     const Timeline& t = step.plan.timeline;
     Candidate c;
     c.pp = t.spec.stages;
-    c.dp = dp;
-    c.zero = spec.zero;
+    c.dp = step.options.dp;
+    c.zero = step.options.zero;
     c.micro_batch_size = spec.micro_batch_size;
     c.virtual_stages = t.spec.virtual_stages;
     c.microbatches = t.spec.microbatches;
     c.schedule = t.spec.kind;
-    c.recompute = recompute;
+    c.recompute = step.options.recompute;
     c.partition = std::move(partition);
     c.step_time = step.step_time;
     c.makespan = t.makespan;
@@ -68,9 +72,65 @@ void check_search(const Profile& profile, const SearchSpec& spec)
                    std::to_string(spec.micro_batch_size) + " (its costs are per microbatch)");
     if (spec.gpu_memory_bytes <= 0)
         bad_search("the GPU memory must be more than 0 bytes");
+    for (int zero : spec.zero)
+        if (zero < 0 || zero > 3)
+            bad_search("the ZeRO stages tried must be 0..3, not " + std::to_string(zero));
 }
 
 } // namespace
+
+std::vector<ScheduleKind> searched_schedules(const std::vector<ScheduleKind>& asked)
+{
+    if (!asked.empty())
+        return asked;
+    std::vector<ScheduleKind> all;
+    for (int k = 0; k < static_cast<int>(ScheduleKind::custom); ++k)
+        all.push_back(static_cast<ScheduleKind>(k));
+    return all;
+}
+
+std::vector<int> searched_zero_stages(const std::vector<int>& asked)
+{
+    return asked.empty() ? std::vector<int>{0, 1, 2, 3} : asked;
+}
+
+std::vector<int> searched_virtual_stages(ScheduleKind kind, int stages, int microbatches, int layers, int max_virtual)
+{
+    std::vector<int> chunks;
+    switch (kind) {
+    case ScheduleKind::interleaved:
+        if (stages > 1 && microbatches % stages == 0)
+            for (int v = 2; v <= max_virtual && static_cast<long long>(stages) * v <= layers; ++v)
+                chunks.push_back(v);
+        break;
+    case ScheduleKind::zb_v:
+    case ScheduleKind::dualpipe_v:
+        // check_spec's rules: two chunks as a V; DualPipeV needs one microbatch per chunk in flight.
+        if (stages > 1 && 2LL * stages <= layers &&
+            (kind == ScheduleKind::zb_v || static_cast<long long>(microbatches) >= 2LL * stages))
+            chunks.push_back(2);
+        break;
+    case ScheduleKind::custom: break; // read from a file, never searched
+    default: chunks.push_back(1);
+    }
+    return chunks;
+}
+
+std::string no_schedule_runs(int gpus, const std::vector<ScheduleKind>& kinds)
+{
+    std::string names;
+    for (ScheduleKind kind : kinds)
+        names += (names.empty() ? "" : ", ") + std::string(to_string(kind));
+    return "none of the schedules tried (" + names + ") runs on any split of " + std::to_string(gpus) +
+        (gpus == 1 ? " GPU" : " GPUs") +
+        ": interleaved, zb-v and dualpipe-v need at least 2 pipeline stages and a layer a chunk, interleaved "
+        "microbatches a multiple of the stages, dualpipe-v at least 2 a stage";
+}
+
+bool zero_repeats(int zero, int dp, const std::vector<int>& stages)
+{
+    return dp == 1 && !stages.empty() && zero != stages.front();
+}
 
 SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const std::atomic<bool>* cancel)
 {
@@ -78,10 +138,10 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
     check_search(profile, spec);
     const int layers = static_cast<int>(profile.layers.size());
     const int samples_per_replica_unit = spec.global_batch / spec.micro_batch_size;
-    const std::vector<ScheduleKind> schedules = spec.schedules.empty()
-        ? std::vector<ScheduleKind>{ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved,
-                                    ScheduleKind::zb_h1}
-        : spec.schedules;
+    const std::vector<ScheduleKind> schedules = searched_schedules(spec.schedules);
+    const std::vector<int> zero_stages = searched_zero_stages(spec.zero);
+    std::vector<int> by_sharding = zero_stages; // most sharded first: see the memory cuts below
+    std::sort(by_sharding.begin(), by_sharding.end(), std::greater<>());
     const std::vector<Recompute> modes = spec.recompute.empty()
         ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
         : spec.recompute;
@@ -111,14 +171,7 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
         factorised = true;
         const int microbatches = samples_per_replica_unit / dp;
         for (ScheduleKind kind : schedules) {
-            std::vector<int> chunk_options{1};
-            if (kind == ScheduleKind::interleaved) {
-                chunk_options.clear();
-                if (pp > 1 && microbatches % pp == 0)
-                    for (int v = 2; v <= spec.max_virtual_stages && pp * v <= layers; ++v)
-                        chunk_options.push_back(v);
-            }
-            for (int v : chunk_options) {
+            for (int v : searched_virtual_stages(kind, pp, microbatches, layers, spec.max_virtual_stages)) {
                 if (cancel && cancel->load(std::memory_order_relaxed))
                     throw Error(ProblemKind::cancelled, "the plan search was cancelled");
                 const ScheduleSpec schedule_spec{.kind = kind,
@@ -137,26 +190,43 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
                     continue;
                 }
                 for (std::size_t r = 0; r < kept_modes.size(); ++r) {
-                    const TrainingOptions options{.dp = dp,
-                                                  .zero = spec.zero,
-                                                  .recompute = kept_modes[r],
-                                                  .link_gbps = spec.link_gbps,
-                                                  .overlap_allreduce = spec.overlap_allreduce,
-                                                  .gpu_memory_bytes = spec.gpu_memory_bytes};
                     const PartitionSpec compute{.method = PartitionMethod::compute};
-                    const StepPlan fastest =
-                        make_step_plan(profile, schedule, partition(adjusted[r], pp * v, compute), options);
-                    result.candidates.push_back(describe(fastest, dp, kept_modes[r], "compute", spec));
-                    if (fastest.fits)
-                        continue;
-                    // The fastest cut that fits or, when none does, the one needing the least
-                    // memory: "the closest configuration" must not overstate the miss.
-                    MemoryCuts cuts = memory_cuts(profile, schedule, options, spec.gpu_memory_bytes, cancel);
-                    const auto& cut = cuts.fitting ? cuts.fitting : cuts.least_memory;
-                    if (cut && *cut != fastest.plan.boundaries) {
-                        const PartitionSpec manual{.method = PartitionMethod::manual, .manual_boundaries = *cut};
-                        const StepPlan fitted = make_step_plan(profile, schedule, *cut, options);
-                        result.candidates.push_back(describe(fitted, dp, kept_modes[r], to_string(manual), spec));
+                    const std::vector<int> cut = partition(adjusted[r], pp * v, compute);
+                    std::optional<StepPlan> simulated; // the ZeRO stage changes no op: one simulation
+                    bool no_cut_fits = false; // for a stage sharding more than this one
+                    for (int zero : by_sharding) {
+                        if (zero_repeats(zero, dp, zero_stages))
+                            continue;
+                        const TrainingOptions options{.dp = dp,
+                                                      .zero = zero,
+                                                      .recompute = kept_modes[r],
+                                                      .link_gbps = spec.link_gbps,
+                                                      .overlap_allreduce = spec.overlap_allreduce,
+                                                      .gpu_memory_bytes = spec.gpu_memory_bytes};
+                        const StepPlan fastest = simulated ? with_zero(profile, *simulated, zero)
+                                                           : make_step_plan(profile, schedule, cut, options);
+                        if (!simulated)
+                            simulated = fastest;
+                        result.candidates.push_back(describe(fastest, "compute", spec));
+                        // Every cut holds no less under a stage that shards less, so where a more
+                        // sharded stage found no cut that fits, this one cannot (and its least
+                        // memory is above that stage's). ZeRO 0 moves what ZeRO 1 does (2 U) and
+                        // holds more: its fitted cut could only tie ZeRO 1's or lose to it.
+                        const bool dominated = zero == 0 && dp > 1 &&
+                            std::find(zero_stages.begin(), zero_stages.end(), 1) != zero_stages.end();
+                        if (fastest.fits || no_cut_fits || dominated)
+                            continue;
+                        // The fastest cut that fits or, when none does, the one needing the least
+                        // memory: "the closest configuration" must not overstate the miss.
+                        MemoryCuts cuts = memory_cuts(profile, schedule, options, spec.gpu_memory_bytes, cancel);
+                        no_cut_fits = !cuts.fitting;
+                        const auto& fitted_cut = cuts.fitting ? cuts.fitting : cuts.least_memory;
+                        if (fitted_cut && *fitted_cut != fastest.plan.boundaries) {
+                            const PartitionSpec manual{.method = PartitionMethod::manual,
+                                                       .manual_boundaries = *fitted_cut};
+                            const StepPlan fitted = make_step_plan(profile, schedule, *fitted_cut, options);
+                            result.candidates.push_back(describe(fitted, to_string(manual), spec));
+                        }
                     }
                 }
             }
@@ -170,25 +240,43 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
                    " stages (one layer each) and "
                    "the data-parallel degree dividing the " +
                    std::to_string(samples_per_replica_unit) + " microbatches of the global batch");
+    if (result.candidates.empty() && result.skipped == 0)
+        bad_search(no_schedule_runs(spec.gpus, schedules));
     if (result.candidates.empty())
         bad_search("no configuration of " + std::to_string(spec.gpus) + (spec.gpus == 1 ? " GPU" : " GPUs") +
                    " is small enough to simulate (" + std::to_string(result.skipped) +
                    " skipped; the first: " + first_skip + ")");
 
-    std::stable_sort(result.candidates.begin(), result.candidates.end(), [&](const Candidate& a, const Candidate& b) {
-        if (a.fits != b.fits)
-            return a.fits;
-        if (!a.fits)
-            return a.peak_memory_bytes < b.peak_memory_bytes;
-        if (a.step_time != b.step_time)
-            return a.step_time < b.step_time;
-        if (a.pp != b.pp)
-            return a.pp < b.pp;
-        return a.peak_memory_bytes < b.peak_memory_bytes;
-    });
+    std::stable_sort(result.candidates.begin(), result.candidates.end(), ranks_before);
     result.fitting = static_cast<std::size_t>(
         std::count_if(result.candidates.begin(), result.candidates.end(), [](const Candidate& c) { return c.fits; }));
     return result;
+}
+
+double ranked_time(double step_ms)
+{
+    int exponent = 0;
+    const double mantissa = std::frexp(step_ms, &exponent);
+    return std::ldexp(std::round(std::ldexp(mantissa, 40)), exponent - 40);
+}
+
+bool ranks_before(const Candidate& a, const Candidate& b)
+{
+    if (a.fits != b.fits)
+        return a.fits;
+    if (!a.fits && a.peak_memory_bytes != b.peak_memory_bytes)
+        return a.peak_memory_bytes < b.peak_memory_bytes;
+    if (ranked_time(a.step_time) != ranked_time(b.step_time))
+        return ranked_time(a.step_time) < ranked_time(b.step_time);
+    if (a.pp != b.pp)
+        return a.pp < b.pp;
+    if (a.peak_memory_bytes != b.peak_memory_bytes)
+        return a.peak_memory_bytes < b.peak_memory_bytes;
+    // A total order over the choices, so a pruned and an exhaustive search rank ties alike.
+    return std::tuple(a.tp, a.cp, a.ep, a.dp, a.virtual_stages, static_cast<int>(a.schedule), a.zero,
+                      static_cast<int>(a.recompute), a.micro_batch_size) <
+        std::tuple(b.tp, b.cp, b.ep, b.dp, b.virtual_stages, static_cast<int>(b.schedule), b.zero,
+                   static_cast<int>(b.recompute), b.micro_batch_size);
 }
 
 std::string why_slower(const Candidate& r, const Candidate& best)
@@ -197,7 +285,7 @@ std::string why_slower(const Candidate& r, const Candidate& best)
     const double delta = r.step_time - best.step_time;
     std::snprintf(head, sizeof head, "+%.4g ms (+%.3g %%): ", delta,
                   best.step_time > 0.0 ? 100.0 * delta / best.step_time : 0.0);
-    if (delta <= 0.0)
+    if (ranked_time(r.step_time) <= ranked_time(best.step_time))
         return "ties with #1 on step time; ranked after it for " +
             std::string(r.pp != best.pp                                     ? "more pipeline stages"
                             : r.peak_memory_bytes != best.peak_memory_bytes ? "more memory"

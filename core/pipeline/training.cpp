@@ -266,6 +266,14 @@ StepPlan make_step_plan(const Profile& profile, const ScheduleSpec& spec, const 
     return make_step_plan(profile, schedule, boundaries, options);
 }
 
+StepPlan with_zero(const Profile& profile, StepPlan step, int zero)
+{
+    step.options.zero = zero;
+    check_options(step.options);
+    finish_step(profile, step);
+    return step;
+}
+
 std::vector<Transfer> transfers(const StepPlan& step)
 {
     const Timeline& t = step.plan.timeline;

@@ -147,6 +147,12 @@ StepPlan make_step_plan(const Profile& profile, const ScheduleSpec& spec, const 
 StepPlan make_step_plan(const Profile& profile, const Schedule& schedule, const std::vector<int>& boundaries,
                         const TrainingOptions& options);
 
+// `step` under ZeRO stage `zero`: the stage changes what a rank holds and the data-parallel
+// traffic, not one op of the pipeline, so the simulation is kept and only the memory, the
+// all-reduce and the step time are worked out again; the same as make_step_plan with that stage.
+// The planner's way of trying every stage at the cost of one simulation.
+StepPlan with_zero(const Profile& profile, StepPlan step, int zero);
+
 // Every send of the step, in op order; empty with one stage.
 std::vector<Transfer> transfers(const StepPlan& step);
 

@@ -61,9 +61,9 @@ void print(const char* what, const SearchResult& result, double ms)
     if (result.fitting == 0)
         return;
     const Candidate& c = result.candidates.front();
-    std::printf("  best: pp %d x dp %d, %s v=%d, M=%d, recompute %s, %s, step %.1f ms, %.1f samples/s, "
+    std::printf("  best: pp %d x dp %d, %s v=%d, M=%d, ZeRO %d, recompute %s, %s, step %.1f ms, %.1f samples/s, "
                 "peak %.1f GiB\n",
-                c.pp, c.dp, std::string(to_string(c.schedule)).c_str(), c.virtual_stages, c.microbatches,
+                c.pp, c.dp, std::string(to_string(c.schedule)).c_str(), c.virtual_stages, c.microbatches, c.zero,
                 std::string(to_string(c.recompute)).c_str(), c.partition.c_str(), c.step_time, c.samples_per_second,
                 static_cast<double>(c.peak_memory_bytes) / (1 << 30));
 }
@@ -122,8 +122,7 @@ int main()
                     .micro_batch_size = 1,
                     .gpu_memory_bytes = std::int64_t(80) << 30,
                     .link_gbps = 400.0,
-                    .p2p_latency_ms = 0.01,
-                    .zero = 1};
+                    .p2p_latency_ms = 0.01}; // every schedule and ZeRO stage, as plan tries by default
     SearchResult result;
     const double ms = search_ms(profile, spec, result);
     print("plan search, 80 layers, 1024 GPUs, global batch 2048, 80 GiB", result, ms);

@@ -259,7 +259,7 @@ bool PipelinePlanner::applyCandidate(const pl::Candidate& candidate, const pl::S
                                 .virtual_stages = candidate.virtual_stages,
                                 .p2p_latency_ms = search.p2p_latency_ms};
     const pl::TrainingOptions options{.dp = candidate.dp,
-                                      .zero = search.zero,
+                                      .zero = candidate.zero,
                                       .recompute = candidate.recompute,
                                       .link_gbps = search.link_gbps,
                                       .overlap_allreduce = search.overlap_allreduce,

@@ -116,6 +116,7 @@ QWidget* PlanPanel::buildInputs()
     m_link->setValue(100);
     m_link->setSuffix(tr(" Gbps"));
     m_zero = new QComboBox(box);
+    m_zero->addItem(tr("Any ZeRO"), -1); // the search tries 0..3, as shardctl plan does
     for (int z = 0; z <= 3; ++z)
         m_zero->addItem(tr("ZeRO %1").arg(z), z);
     m_overlap = new QCheckBox(tr("Overlap all-reduce"), box);
@@ -124,7 +125,8 @@ QWidget* PlanPanel::buildInputs()
     group(tr("Global batch"), m_globalBatch, tr("Samples per step"));
     group(tr("Micro-batch"), m_microBatch, tr("Samples per microbatch (the profile's, when it names one)"));
     group(tr("Link"), m_link, tr("Link bandwidth between GPUs; 0: infinitely fast"));
-    group({}, m_zero, tr("ZeRO stage: how the optimizer state, gradients and weights are sharded over dp"));
+    group({}, m_zero,
+          tr("ZeRO stage: how the optimizer state, gradients and weights are sharded over dp; Any tries each"));
     group({}, m_overlap, tr("Stream each stage's gradient all-reduce beside its last microbatch's backward"));
     m_searchButton = new QPushButton(tr("&Search"), box);
     m_searchButton->setDefault(true);
@@ -150,7 +152,8 @@ pl::SearchSpec PlanPanel::searchSpec() const
                           .gpu_memory_bytes = std::int64_t(std::llround(m_memory->value() * kGiB)),
                           .link_gbps = m_link->value(),
                           .p2p_latency_ms = m_planner->spec().p2p_latency_ms,
-                          .zero = m_zero->currentData().toInt(),
+                          .zero = m_zero->currentData().toInt() < 0 ? std::vector<int>{}
+                                                                    : std::vector<int>{m_zero->currentData().toInt()},
                           .overlap_allreduce = m_overlap->isChecked()};
 }
 
@@ -161,7 +164,7 @@ void PlanPanel::setSearchInputs(const pl::SearchSpec& spec)
     m_microBatch->setValue(m_planner->profile().micro_batch_size.value_or(spec.micro_batch_size));
     m_memory->setValue(double(spec.gpu_memory_bytes) / kGiB);
     m_link->setValue(spec.link_gbps);
-    m_zero->setCurrentIndex(std::max(0, m_zero->findData(spec.zero)));
+    m_zero->setCurrentIndex(std::max(0, m_zero->findData(spec.zero.size() == 1 ? spec.zero.front() : -1)));
     m_overlap->setChecked(spec.overlap_allreduce);
 }
 

@@ -226,18 +226,21 @@ std::optional<pl::SearchSpec> Settings::planSearch() const
     namespace r = plannerrange;
     if (!m_settings->contains(key::searchGpus))
         return std::nullopt;
-    const pl::SearchSpec spec{.gpus = m_settings->value(key::searchGpus, 1).toInt(),
-                              .global_batch = m_settings->value(key::searchGlobalBatch, 1).toInt(),
-                              .micro_batch_size = m_settings->value(key::searchMicroBatch, 1).toInt(),
-                              .gpu_memory_bytes = m_settings->value(key::searchGpuMemory, 0).toLongLong(),
-                              .link_gbps = m_settings->value(key::searchLinkGbps, 0.0).toDouble(),
-                              .zero = m_settings->value(key::searchZero, 0).toInt(),
-                              .overlap_allreduce = m_settings->value(key::searchOverlap, false).toBool()};
+    // -1: every ZeRO stage is searched (the panel's "Any ZeRO").
+    const int zero = m_settings->value(key::searchZero, -1).toInt();
+    pl::SearchSpec spec{.gpus = m_settings->value(key::searchGpus, 1).toInt(),
+                        .global_batch = m_settings->value(key::searchGlobalBatch, 1).toInt(),
+                        .micro_batch_size = m_settings->value(key::searchMicroBatch, 1).toInt(),
+                        .gpu_memory_bytes = m_settings->value(key::searchGpuMemory, 0).toLongLong(),
+                        .link_gbps = m_settings->value(key::searchLinkGbps, 0.0).toDouble(),
+                        .overlap_allreduce = m_settings->value(key::searchOverlap, false).toBool()};
     const bool valid = spec.gpus >= 1 && spec.gpus <= r::kMaxGpus && spec.global_batch >= 1 &&
         spec.global_batch <= r::kMaxGlobalBatch && spec.micro_batch_size >= 1 &&
         spec.micro_batch_size <= r::kMaxMicroBatch &&
         within(double(spec.gpu_memory_bytes) / kGiB, r::kMinSearchMemoryGiB, r::kMaxGpuMemoryGiB) &&
-        within(spec.link_gbps, 0.0, r::kMaxLinkGbps) && spec.zero >= 0 && spec.zero <= 3;
+        within(spec.link_gbps, 0.0, r::kMaxLinkGbps) && zero >= -1 && zero <= 3;
+    if (zero >= 0)
+        spec.zero = {zero};
     return valid ? std::optional(spec) : std::nullopt;
 }
 
@@ -248,7 +251,7 @@ void Settings::setPlanSearch(const pl::SearchSpec& spec)
     m_settings->setValue(key::searchMicroBatch, spec.micro_batch_size);
     m_settings->setValue(key::searchGpuMemory, qint64(spec.gpu_memory_bytes));
     m_settings->setValue(key::searchLinkGbps, spec.link_gbps);
-    m_settings->setValue(key::searchZero, spec.zero);
+    m_settings->setValue(key::searchZero, spec.zero.size() == 1 ? spec.zero.front() : -1); // -1: every stage
     m_settings->setValue(key::searchOverlap, spec.overlap_allreduce);
 }
 

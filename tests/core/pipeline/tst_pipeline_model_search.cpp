@@ -12,6 +12,7 @@
 #include <QTest>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 namespace pl = shardscope::pipeline;
 
@@ -203,24 +204,135 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(shardscope::Error, pl::shape_profile(moe, work, {.ep = 3}));
     }
 
+    // Ring attention's K/V exchange (cost-model.md, "Parallelism"): cp - 1 steps, each passing one
+    // K and one V chunk of b (s / cp) tokens x the KV heads this rank holds (kv / t, at least 1)
+    // x the head width, 2 bytes an element, over the link the cp group spans; the backward twice
+    // that. Worked from the small model: h 256, 8 heads of 32, 4 KV heads, b 2, s 256.
+    void contextParallelRingMatchesItsClosedForm_data()
+    {
+        QTest::addColumn<int>("tp");
+        QTest::addColumn<int>("cp");
+        QTest::addColumn<int>("kv_heads_here");
+        QTest::addColumn<double>("gbps");
+        QTest::addColumn<double>("latency_ms");
+        // Nodes of 4: t * cp <= 4 stays on NVLink (100 GB/s both ways: 400 Gbit/s a direction, 2 us).
+        QTest::newRow("cp 4 in a node") << 1 << 4 << 4 << 400.0 << 0.002;
+        QTest::newRow("t 2, cp 4 across nodes") << 2 << 4 << 2 << 100.0 << 0.005;
+        QTest::newRow("t 8: one KV head a rank") << 8 << 2 << 1 << 100.0 << 0.005;
+    }
+    void contextParallelRingMatchesItsClosedForm()
+    {
+        QFETCH(int, tp);
+        QFETCH(int, cp);
+        QFETCH(int, kv_heads_here);
+        QFETCH(double, gbps);
+        QFETCH(double, latency_ms);
+        const pl::ModelConfig dense = small_model(0);
+        const pl::Workload work{.seq_len = 256, .micro_batch_size = 2, .device_tflops = 50, .mfu = 1};
+        const pl::Parallelism parallel{.tp = tp, .sequence_parallel = tp > 1, .cp = cp};
+        const pl::GroupLinks links = pl::group_links(small_cluster(), {.tp = tp, .cp = cp});
+        const std::vector<pl::LayerComm> comm = pl::layer_comm(pl::shape_profile(dense, work, parallel), links);
+        const double chunk_bytes = 2.0 /* K, V */ * 2.0 /* bf16 */ * 2 /* b */ * (256.0 / cp) * kv_heads_here * 32;
+        const double step_ms = chunk_bytes * 8.0 / (gbps * 1e9) * 1e3 + latency_ms;
+        const double forward = (cp - 1) * step_ms;
+        QCOMPARE(comm.size(), std::size_t(8)); // embedding, 6 blocks, head
+        for (std::size_t l = 1; l + 1 < comm.size(); ++l) {
+            QVERIFY2(exact(comm[l].cp_fwd, forward),
+                     qPrintable(QStringLiteral("%1 vs %2").arg(comm[l].cp_fwd).arg(forward)));
+            QVERIFY(exact(comm[l].cp_bwd, 2.0 * forward));
+        }
+        // The embedding and the head attend to nothing.
+        QCOMPARE(comm.front().cp_fwd + comm.front().cp_bwd + comm.back().cp_fwd + comm.back().cp_bwd, 0.0);
+    }
+
+    // Expert weights are replicated over dp / ep ranks only (cost-model.md, "Memory"): their ZeRO
+    // shards are ceil(P / (dp / ep)) elements, and their gradient reduction is a ring over dp / ep,
+    // beside the dense part's over dp. Worked for dp 8, ep 4 on one stage (M = 2), 100 Gbit/s.
+    void expertShardsAndGradientsAreOverDpOverEp()
+    {
+        const std::int64_t dense = 2'000'000'001, experts = 3'000'000'000;
+        pl::Profile profile;
+        profile.name = "moe";
+        profile.layers.push_back(pl::Layer{.name = "attention",
+                                           .params = 1'000'000'001,
+                                           .fwd_ms = 0.001,
+                                           .bwd_ms = 0.002,
+                                           .bwd_input_ms = 0.001,
+                                           .bwd_weight_ms = 0.001,
+                                           .activation_bytes = 1000});
+        profile.layers.push_back(pl::Layer{.name = "moe",
+                                           .params = 1'000'000'000 + experts,
+                                           .fwd_ms = 0.001,
+                                           .bwd_ms = 0.002,
+                                           .bwd_input_ms = 0.001,
+                                           .bwd_weight_ms = 0.001,
+                                           .activation_bytes = 1000,
+                                           .expert_params = experts});
+        const double gbps = 100.0;
+        // One unit U of training.h per group: (n - 1) / n x 2 bytes x params / bandwidth, in ms.
+        const auto unit = [&](std::int64_t params, int ranks) {
+            return (ranks - 1.0) / ranks * 2.0 * static_cast<double>(params) * 8.0 / (gbps * 1e9) * 1e3;
+        };
+        const auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+        const pl::ScheduleSpec one_stage{.kind = pl::ScheduleKind::one_f_one_b, .stages = 1, .microbatches = 2};
+        for (int ep : {1, 4}) {
+            const int expert_dp = 8 / ep;
+            const double u = unit(dense, 8) + unit(experts, expert_dp);
+            for (int zero = 0; zero <= 3; ++zero) {
+                const pl::StepPlan step = pl::make_step_plan(
+                    profile, one_stage, {}, pl::TrainingOptions{.dp = 8, .zero = zero, .link_gbps = gbps, .ep = ep});
+                const pl::StageMemory& m = step.memory.front();
+                const auto held = [&](int bytes, bool sharded) {
+                    return sharded ? bytes * (ceil_div(dense, 8) + ceil_div(experts, expert_dp))
+                                   : bytes * (dense + experts);
+                };
+                QCOMPARE(m.weights, held(2, zero >= 3));
+                QCOMPARE(m.gradients, held(2, zero >= 2));
+                QCOMPARE(m.optimizer, held(12, zero >= 1));
+                // The step: 0.012 ms of compute; ZeRO 0/1 then 2 U, ZeRO 2 M + 1 = 3 U, ZeRO 3
+                // 3 M = 6 U, each far longer than the compute it could hide behind.
+                const double busy = 2 * 0.006;
+                const double units = zero <= 1 ? 2.0 : zero == 2 ? 3.0 : 6.0;
+                const double hidden = zero <= 1 ? 0.0 : busy;
+                QVERIFY2(exact(step.step_time, busy + units * u - hidden),
+                         qPrintable(QStringLiteral("ep %1 ZeRO %2: %3 vs %4")
+                                        .arg(ep)
+                                        .arg(zero)
+                                        .arg(step.step_time)
+                                        .arg(busy + units * u - hidden)));
+            }
+        }
+    }
+
     // Every configuration simulated (exhaustive) and the pruned search agree on the best
-    // `top`, exactly, for a dense and an MoE model; and the bounds did prune.
+    // `top`, exactly, for a dense and an MoE model, for every schedule kind (each alone too, so
+    // that a bound too high for one kind cannot hide behind another kind's winners); and the
+    // bounds did prune.
     void prunedSearchMatchesBruteForce_data()
     {
         QTest::addColumn<int>("experts");
         QTest::addColumn<double>("memory_mib");
         QTest::addColumn<bool>("overlap");
-        QTest::newRow("dense") << 0 << 48.0 << false;
-        QTest::newRow("dense, overlapped all-reduce") << 0 << 48.0 << true;
-        QTest::newRow("moe") << 8 << 64.0 << false;
-        QTest::newRow("moe, overlapped all-reduce") << 8 << 64.0 << true;
+        QTest::addColumn<QString>("schedules"); // empty: the default, every kind
+        QTest::newRow("dense") << 0 << 48.0 << false << QString();
+        QTest::newRow("dense, overlapped all-reduce") << 0 << 48.0 << true << QString();
+        QTest::newRow("moe") << 8 << 64.0 << false << QString();
+        QTest::newRow("moe, overlapped all-reduce") << 8 << 64.0 << true << QString();
+        for (const char* kind : {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"}) {
+            QTest::addRow("dense, %s", kind) << 0 << 48.0 << false << QString::fromLatin1(kind);
+            QTest::addRow("moe, overlapped, %s", kind) << 8 << 64.0 << true << QString::fromLatin1(kind);
+        }
     }
     void prunedSearchMatchesBruteForce()
     {
         QFETCH(int, experts);
         QFETCH(double, memory_mib);
         QFETCH(bool, overlap);
+        QFETCH(QString, schedules);
         const pl::ModelConfig model = small_model(experts);
+        std::vector<pl::ScheduleKind> kinds; // empty: the default, every kind
+        if (!schedules.isEmpty())
+            kinds.push_back(*pl::parse_schedule_kind(schedules.toStdString()));
         pl::ModelSearchSpec spec{.gpus = 16,
                                  .global_batch = 32,
                                  .seq_len = 256,
@@ -230,6 +342,7 @@ private slots:
                                  .links = {.cluster = small_cluster()},
                                  .overlap_allreduce = overlap,
                                  .micro_batch_sizes = {1, 2},
+                                 .schedules = kinds,
                                  .max_virtual_stages = 3,
                                  .top = 3};
         const pl::ModelSearchResult pruned = pl::search_model_plans(model, spec);
@@ -240,8 +353,11 @@ private slots:
               brute.space, brute.search.candidates.size(), brute.search.fitting, pruned.pruned_memory,
               pruned.pruned_time, pruned.search.candidates.size());
         QCOMPARE(brute.search.candidates.size() + brute.search.skipped, brute.space);
+        // Both bounds are bounds: no configuration of any kind ran faster than either said.
+        QCOMPARE(brute.bound_violations, std::size_t(0));
+        QCOMPARE(pruned.bound_violations, std::size_t(0));
         QVERIFY(pruned.pruned_time > 0);
-        QVERIFY(pruned.pruned_memory > 0);
+        QVERIFY(pruned.pruned_memory > 0 || !schedules.isEmpty()); // pp > 1 kinds alone may not need it
         QVERIFY(pruned.search.candidates.size() < brute.search.candidates.size());
         QVERIFY(brute.search.fitting > 3);
         QVERIFY(brute.search.fitting < brute.search.candidates.size()); // the limit matters
@@ -258,13 +374,22 @@ private slots:
             QCOMPARE(a.tp * a.cp * a.pp * a.dp, 16);
             QVERIFY(a.tflops_per_gpu > 0.0 && a.mfu > 0.0 && a.mfu < 0.5);
         }
-        // Every GPU count's factorisations appear among those simulated.
+        // Every GPU count's factorisations appear among those simulated, and every kind.
         bool tensor = false, context = false;
+        std::set<pl::ScheduleKind> simulated;
         for (const pl::Candidate& c : brute.search.candidates) {
             tensor |= c.tp > 1;
             context |= c.cp > 1;
+            simulated.insert(c.schedule);
+            // The V kinds run exactly two chunks, interleaved at least two, the rest one.
+            const bool vshape = c.schedule == pl::ScheduleKind::zb_v || c.schedule == pl::ScheduleKind::dualpipe_v;
+            QVERIFY(vshape ? c.virtual_stages == 2
+                           : (c.schedule == pl::ScheduleKind::interleaved) == (c.virtual_stages > 1));
+            QVERIFY(c.schedule != pl::ScheduleKind::dualpipe_v || c.microbatches >= 2 * c.pp);
         }
         QVERIFY(tensor && context);
+        QCOMPARE(simulated.size(), schedules.isEmpty() ? std::size_t(7) : std::size_t(1));
+        QCOMPARE(brute.search.skipped, std::size_t(0)); // none tried with chunks its kind refuses
     }
 
     // What the GUI shows for a candidate: candidate_run's profile, schedule, cut and options give

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <set>
 
 using namespace shardscope;
 using namespace shardscope::pipeline;
@@ -400,9 +401,95 @@ private slots:
         const SearchSpec spec{.gpus = 1, .global_batch = 1 << 30, .micro_batch_size = 1, .gpu_memory_bytes = 80 * GiB};
         const auto problem = error_of([&] { search_plans(decoder(2), spec); });
         QCOMPARE(problem->kind, ProblemKind::invalid_argument);
-        QVERIFY2(problem->message.find("no configuration of 1 GPU is small enough to simulate (3 skipped") == 0,
+        QVERIFY2(problem->message.find("no configuration of 1 GPU is small enough to simulate (4 skipped") == 0,
                  problem->message.c_str());
-        // gpipe, 1f1b and zb-h1 at pp 1 (interleaved needs pp > 1): three schedules skipped.
+        // gpipe, 1f1b, zb-h1 and zb-h2 at pp 1 (interleaved and the V kinds need pp > 1): four
+        // schedules skipped.
+    }
+
+    // Left empty, the lists mean every kind build_schedule knows (each with the chunks it
+    // allows) and every ZeRO stage; each candidate is what make_step_plan gives for its own
+    // options, the ZeRO stages after the first included (with_zero reuses one simulation).
+    void searchTriesEveryKindAndZeroStage()
+    {
+        const Profile profile = decoder(14);
+        SearchSpec spec{.gpus = 8,
+                        .global_batch = 32,
+                        .micro_batch_size = 1,
+                        .gpu_memory_bytes = std::int64_t(8) << 30,
+                        .link_gbps = 100.0,
+                        .p2p_latency_ms = 0.01,
+                        .recompute = {Recompute::none}};
+        const SearchResult result = search_plans(profile, spec);
+        std::set<ScheduleKind> kinds;
+        std::set<int> stages;
+        for (const Candidate& c : result.candidates) {
+            kinds.insert(c.schedule);
+            stages.insert(c.zero);
+            if (c.dp == 1)
+                QCOMPARE(c.zero, 0); // the other stages would repeat it
+            const bool vshape = c.schedule == ScheduleKind::zb_v || c.schedule == ScheduleKind::dualpipe_v;
+            QVERIFY(!vshape || (c.virtual_stages == 2 && c.pp > 1));
+            const StepPlan step = make_step_plan(profile,
+                                                 {.kind = c.schedule,
+                                                  .stages = c.pp,
+                                                  .microbatches = c.microbatches,
+                                                  .virtual_stages = c.virtual_stages,
+                                                  .p2p_latency_ms = 0.01},
+                                                 parse_partition_spec(c.partition),
+                                                 {.dp = c.dp,
+                                                  .zero = c.zero,
+                                                  .recompute = c.recompute,
+                                                  .link_gbps = 100.0,
+                                                  .gpu_memory_bytes = spec.gpu_memory_bytes});
+            QCOMPARE(step.step_time, c.step_time);
+            QCOMPARE(step.peak_memory_bytes, c.peak_memory_bytes);
+        }
+        QCOMPARE(kinds.size(), std::size_t(7));
+        QCOMPARE(stages, (std::set<int>{0, 1, 2, 3}));
+        QCOMPARE(result.skipped, std::size_t(0));
+        // --zero pins the stage.
+        spec.zero = {2};
+        for (const Candidate& c : search_plans(profile, spec).candidates)
+            QCOMPARE(c.zero, 2);
+        // 380 M parameters take 6.1 GB at 16 bytes each: on 8 GPUs of 5 GiB only a ZeRO stage
+        // that shards them fits without a pipeline, and the search finds one.
+        spec.zero.clear();
+        spec.gpu_memory_bytes = 5 * GiB;
+        const SearchResult tight = search_plans(profile, spec);
+        const auto pure_dp = std::find_if(tight.candidates.begin(), tight.candidates.end(),
+                                          [](const Candidate& c) { return c.pp == 1 && c.fits; });
+        QVERIFY(pure_dp != tight.candidates.end());
+        QVERIFY(pure_dp->zero > 0);
+        for (const Candidate& c : tight.candidates)
+            QVERIFY(!(c.pp == 1 && c.zero == 0 && c.fits));
+    }
+
+    // with_zero: the same step as make_step_plan under that stage, for a split-backward V kind
+    // with several stages and experts.
+    void withZeroIsMakeStepPlan()
+    {
+        Profile profile = decoder(6);
+        for (std::size_t l = 1; l + 1 < profile.layers.size(); ++l)
+            profile.layers[l].expert_params = 12'000'000;
+        const Schedule schedule =
+            build_schedule({.kind = ScheduleKind::zb_v, .stages = 2, .microbatches = 6, .virtual_stages = 2});
+        const std::vector<int> cut = partition(profile, 4, {.method = PartitionMethod::compute});
+        const TrainingOptions options{.dp = 4, .link_gbps = 50.0, .ep = 2, .gpu_memory_bytes = GiB};
+        const StepPlan first = make_step_plan(profile, schedule, cut, options);
+        for (int zero = 0; zero <= 3; ++zero) {
+            TrainingOptions staged = options;
+            staged.zero = zero;
+            const StepPlan want = make_step_plan(profile, schedule, cut, staged);
+            const StepPlan got = with_zero(profile, first, zero);
+            QCOMPARE(got.step_time, want.step_time);
+            QCOMPARE(got.exposed_allreduce_ms, want.exposed_allreduce_ms);
+            QCOMPARE(got.peak_memory_bytes, want.peak_memory_bytes);
+            QCOMPARE(got.fits, want.fits);
+            QCOMPARE(got.options.zero, zero);
+            for (std::size_t s = 0; s < want.memory.size(); ++s)
+                QCOMPARE(got.memory[s].total, want.memory[s].total);
+        }
     }
 
     void searchRanksAndCounts()
@@ -417,7 +504,7 @@ private slots:
         QVERIFY(result.fitting > 0);
         QVERIFY(result.candidates.size() >= result.fitting);
         for (std::size_t i = 0; i + 1 < result.fitting; ++i)
-            QVERIFY(result.candidates[i].step_time <= result.candidates[i + 1].step_time);
+            QVERIFY(ranked_time(result.candidates[i].step_time) <= ranked_time(result.candidates[i + 1].step_time));
         for (std::size_t i = 0; i < result.candidates.size(); ++i) {
             const Candidate& c = result.candidates[i];
             QCOMPARE(c.fits, i < result.fitting);

@@ -60,7 +60,9 @@ private slots:
         widgettest::typeInto(plan->globalBatchBox(), QStringLiteral("32"));
         widgettest::typeInto(plan->microBatchBox(), QStringLiteral("1"));
         widgettest::typeInto(plan->linkBox(), QStringLiteral("100"));
-        plan->zeroBox()->setCurrentIndex(1);
+        QCOMPARE(plan->zeroBox()->currentData().toInt(), -1); // every stage, as shardctl plan
+        QVERIFY(plan->searchSpec().zero.empty());
+        plan->zeroBox()->setCurrentIndex(plan->zeroBox()->findData(1));
         searchAndWait(plan);
 
         const pl::SearchSpec spec{.gpus = 8,
@@ -68,7 +70,7 @@ private slots:
                                   .micro_batch_size = 1,
                                   .gpu_memory_bytes = std::int64_t(80) << 30,
                                   .link_gbps = 100,
-                                  .zero = 1};
+                                  .zero = {1}};
         const pl::SearchResult expected = pl::search_plans(panel.planner()->profile(), spec);
         QVERIFY(expected.fitting > 1);
         QVERIFY(plan->model()->rowCount() > 1);

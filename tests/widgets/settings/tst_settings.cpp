@@ -102,7 +102,7 @@ private slots:
                                     .micro_batch_size = 2,
                                     .gpu_memory_bytes = std::int64_t(40) << 30,
                                     .link_gbps = 400,
-                                    .zero = 1,
+                                    .zero = {1},
                                     .overlap_allreduce = true};
         {
             Settings settings(file);
@@ -129,7 +129,7 @@ private slots:
             QCOMPARE(s->micro_batch_size, 2);
             QCOMPARE(s->gpu_memory_bytes, std::int64_t(40) << 30);
             QCOMPARE(s->link_gbps, 400.0);
-            QCOMPARE(s->zero, 1);
+            QCOMPARE(s->zero, std::vector<int>{1});
             QCOMPARE(s->overlap_allreduce, true);
             // No limit is stored as such.
             pl::TrainingOptions unlimited = training;
@@ -181,6 +181,17 @@ private slots:
         QVERIFY(refused(QStringLiteral("planner/search/gpuMemoryBytes"), qint64(1) << 20, false)); // < 0.25 GiB
         QVERIFY(refused(QStringLiteral("planner/search/microBatchSize"), plannerrange::kMaxMicroBatch + 1, false));
         QVERIFY(refused(QStringLiteral("planner/search/linkGbps"), 2e5, false));
+        QVERIFY(refused(QStringLiteral("planner/search/zero"), 4, false));
+        QVERIFY(refused(QStringLiteral("planner/search/zero"), -2, false));
+        // "Any ZeRO" (every stage searched) is stored as -1 and read back as the empty list.
+        {
+            Settings settings(file);
+            pl::SearchSpec any = *settings.planSearch();
+            any.zero.clear();
+            settings.setPlanSearch(any);
+            settings.sync();
+        }
+        QVERIFY(Settings(file).planSearch()->zero.empty());
     }
 
     // The Model search tab's inputs survive a restart; a size its control cannot show or an empty
