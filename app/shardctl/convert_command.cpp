@@ -50,6 +50,10 @@ std::optional<ConvertOptions> read_options(const QCommandLineParser& parser)
     const auto world = int_option(parser, QStringLiteral("world-size"), 1, 131072);
     if (!world)
         return std::nullopt;
+    if (options.target == ConvertTarget::hf && parser.isSet(QStringLiteral("world-size"))) {
+        fail(kUsage, "--world-size applies to --to dcp and shardscope: a Hugging Face folder has no ranks");
+        return std::nullopt;
+    }
     options.world_size = static_cast<int>(*world);
     const auto threads = int_option(parser, QStringLiteral("threads"), 0, 1024);
     if (!threads)
@@ -70,13 +74,19 @@ int run_convert(const QStringList& arguments)
     parser.addOptions({
         {QStringLiteral("to"), QStringLiteral("The output format: hf, dcp or shardscope."), QStringLiteral("FORMAT")},
         {QStringLiteral("out"), QStringLiteral("The new folder (must not exist, or be empty)."), QStringLiteral("DIR")},
-        {QStringLiteral("dtype"), QStringLiteral("keep, bf16, f16 or f32 (floating tensors only)."),
+        {QStringLiteral("dtype"),
+         QStringLiteral("keep, bf16, f16 or f32 (floating tensors only; FP8 weights multiplied by their block "
+                        "scales)."),
          QStringLiteral("DTYPE"), QStringLiteral("keep")},
-        {QStringLiteral("states"), QStringLiteral("model, or model+optimizer (ShardScope's optimizer states)."),
+        {QStringLiteral("states"),
+         QStringLiteral("model, or model+optimizer: also the optimizer state (ShardScope's master weights and Adam "
+                        "moments; a DCP's optimizer.*, DeepSpeed's optimizer files, Megatron's optimizer keys)."),
          QStringLiteral("STATES"), QStringLiteral("model")},
         {QStringLiteral("max-shard-size"), QStringLiteral("hf: tensor bytes per file (5GB, 500MB, 2GiB)."),
          QStringLiteral("SIZE"), QStringLiteral("5GB")},
-        {QStringLiteral("world-size"), QStringLiteral("shardscope: the ranks to split the parameters over."),
+        {QStringLiteral("world-size"),
+         QStringLiteral("dcp: the ranks each tensor's rows are split over; shardscope: the ranks the parameters are "
+                        "split over."),
          QStringLiteral("N"), QStringLiteral("1")},
         threads_option(),
         json_option(),
@@ -96,14 +106,18 @@ int run_convert(const QStringList& arguments)
         print_json(convert_result_json(result));
         return kOk;
     }
-    std::size_t cast = 0;
-    for (const ConvertedTensor& t : result.tensors)
+    std::size_t cast = 0, dequantized = 0;
+    for (const ConvertedTensor& t : result.tensors) {
         cast += t.dtype_in != t.dtype_out;
-    print_line("converted " + result.source.string() + " (" + result.source_format + ") to " +
-               std::string(to_string(options->target)) + ": " + std::to_string(result.tensors.size()) + " tensors" +
-               (cast ? " (" + std::to_string(cast) + " cast to " + std::string(to_string(options->dtype)) + ")" : "") +
-               ", " + std::to_string(result.files.size()) + " files, " + std::to_string(result.tensor_bytes) +
-               " tensor bytes");
+        dequantized += !t.dequantized_by.empty();
+    }
+    const std::string fp8 = dequantized ? ", " + std::to_string(dequantized) + " of them FP8 times their scales" : "";
+    print_line(
+        "converted " + result.source.string() + " (" + result.source_format + ") to " +
+        std::string(to_string(options->target)) + ": " + std::to_string(result.tensors.size()) + " tensors" +
+        (cast ? " (" + std::to_string(cast) + " cast to " + std::string(to_string(options->dtype)) + fp8 + ")" : "") +
+        ", " + std::to_string(result.files.size()) + " files, " + std::to_string(result.tensor_bytes) +
+        " tensor bytes");
     print_line("wrote " + result.out.string() + " in " + format_seconds(result.seconds) + " s (verified)");
     return kOk;
 }

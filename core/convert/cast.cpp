@@ -1,10 +1,12 @@
 #include "core/convert/internal/cast.h"
 
 #include "core/checkpoint/dtype.h"
+#include "core/util/error.h"
 
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace shardscope::convert {
@@ -32,14 +34,8 @@ ElementType cast_type(ElementType from, ElementType to)
     return is_floating(from) ? to : from;
 }
 
-void cast_elements(ElementType from, const std::byte* in, std::size_t count, ElementType to, std::byte* out)
+void encode_elements(const double* values, std::size_t count, ElementType to, std::byte* out)
 {
-    if (from == to) {
-        std::memcpy(out, in, count * element_size(from));
-        return;
-    }
-    std::vector<double> values(count);
-    decode_elements(from, in, count, values.data());
     for (std::size_t i = 0; i < count; ++i) {
         const double v = values[i];
         switch (to) {
@@ -60,10 +56,20 @@ void cast_elements(ElementType from, const std::byte* in, std::size_t count, Ele
             break;
         }
         default: // cast_type never asks for another target
-            std::memcpy(out + element_size(to) * i, in + element_size(from) * i, element_size(to));
-            break;
+            throw Error(ProblemKind::invalid_argument, "values cannot be written as " + std::string(to_string(to)));
         }
     }
+}
+
+void cast_elements(ElementType from, const std::byte* in, std::size_t count, ElementType to, std::byte* out)
+{
+    if (from == to) {
+        std::memcpy(out, in, count * element_size(from));
+        return;
+    }
+    std::vector<double> values(count);
+    decode_elements(from, in, count, values.data());
+    encode_elements(values.data(), count, to, out);
 }
 
 } // namespace shardscope::convert

@@ -5,6 +5,7 @@
 
 #include "core/convert/internal/cast.h"
 #include "core/convert/internal/job.h"
+#include "core/inspect/internal/dequantize.h"
 #include "core/open/verify.h"
 #include "core/util/printable.h"
 #include "core/util/volume.h"
@@ -121,6 +122,55 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
     }
 }
 
+std::string file_of(const ContentReport& layout, const TensorContent& t)
+{
+    return t.parts.empty() ? layout.dir.string() : (layout.dir / t.parts[0].file).string();
+}
+
+// With a cast, FP8 weights are written as the values they stand for: each paired with its
+// `_scale_inv` block scales (core/inspect's pairing, as stats and diff read them) and multiplied
+// piece by piece as it is copied; the scale tensors, which nothing in the output uses then, are left
+// out. An FP8 tensor without usable scales is refused: cast raw, it would silently not be the model.
+void dequantize_fp8_for_cast(ContentReport& layout, ConvertDtype dtype, std::vector<std::size_t>& picked,
+                             std::vector<ConvertedTensor>& tensors)
+{
+    const std::vector<inspect::UnpairedFp8> unpaired = inspect::pair_fp8_weights(layout);
+    const std::set<std::size_t> written(picked.begin(), picked.end());
+    for (const inspect::UnpairedFp8& u : unpaired) {
+        if (!written.contains(u.weight))
+            continue;
+        const TensorContent& weight = layout.tensors[u.weight];
+        const std::string scale_name = weight.name + std::string(inspect::kScaleSuffix);
+        const std::string head =
+            "FP8 tensor '" + printable(weight.name) + "' cannot be cast to " + std::string(to_string(dtype)) + ": ";
+        if (!u.scale)
+            throw Error(ProblemKind::invalid_argument,
+                        file_of(layout, weight) + ": " + head + "it has no scale tensor '" + printable(scale_name) +
+                            "' to dequantize it by (--dtype keep carries it as stored)");
+        const TensorContent& scale = layout.tensors[*u.scale];
+        throw Error(ProblemKind::invalid_fp8_scale,
+                    file_of(layout, scale) + ": " + head + "its scale tensor '" + printable(scale_name) +
+                        "' cannot dequantize it (" + u.why + ")");
+    }
+    std::set<std::size_t> partners;
+    for (std::size_t i = 0; i < picked.size(); ++i)
+        if (const int scale = layout.tensors[picked[i]].scale; scale >= 0) {
+            partners.insert(static_cast<std::size_t>(scale));
+            tensors[i].dequantized_by = layout.tensors[static_cast<std::size_t>(scale)].name;
+        }
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < picked.size(); ++i)
+        if (!partners.contains(picked[i])) {
+            if (kept != i) { // never a self-move, which may empty the strings
+                picked[kept] = picked[i];
+                tensors[kept] = std::move(tensors[i]);
+            }
+            ++kept;
+        }
+    picked.resize(kept);
+    tensors.resize(kept);
+}
+
 VerifyReport verify_or_throw(const storage::Location& path, const ConvertOptions& options, const std::string& what,
                              const std::function<void(uint64_t, uint64_t)>& progress)
 {
@@ -213,6 +263,9 @@ ConvertResult convert_checkpoint(const storage::Location& source, const fs::path
     if (options.world_size < 1)
         throw Error(ProblemKind::invalid_argument,
                     "the world size must be at least 1, not " + std::to_string(options.world_size));
+    if (options.target == ConvertTarget::hf && options.world_size != 1)
+        throw Error(ProblemKind::invalid_argument,
+                    "a Hugging Face folder has no ranks: the world size applies to dcp and shardscope only");
 
     // Progress over the three passes: the source's bytes read by verify, the output's written,
     // then read back. The output's size is known once the tensors are laid out; reading it back
@@ -239,8 +292,10 @@ ConvertResult convert_checkpoint(const storage::Location& source, const fs::path
 
     ContentOptions layout_options;
     layout_options.cancel = options.cancel;
-    layout_options.raw_fp8 = true; // tensors are converted as stored: an FP8 weight's scales are a tensor of their own
-    const ContentReport layout = plan_content(step, layout_options);
+    // Kept, an FP8 weight is carried as stored and its scales are a tensor of their own; cast, it
+    // is paired with them below.
+    layout_options.raw_fp8 = true;
+    ContentReport layout = plan_content(step, layout_options);
     if (!layout.problems.empty())
         throw Error(layout.problems.front());
     result.source = storage::to_string(step);
@@ -248,6 +303,8 @@ ConvertResult convert_checkpoint(const storage::Location& source, const fs::path
 
     std::vector<std::size_t> picked;
     pick_tensors(layout, options.states, picked, result.tensors);
+    if (options.dtype != ConvertDtype::keep)
+        dequantize_fp8_for_cast(layout, options.dtype, picked, result.tensors);
     std::vector<ElementType> out_types;
     for (std::size_t i = 0; i < picked.size(); ++i) {
         out_types.push_back(target_type(options.dtype, layout.tensors[picked[i]].type));
@@ -317,9 +374,11 @@ nlohmann::json convert_result_json(const ConvertResult& result)
         files.push_back({{"name", f.name}, {"bytes", f.bytes}});
         bytes += f.bytes;
     }
-    std::size_t cast = 0;
-    for (const ConvertedTensor& t : result.tensors)
+    std::size_t cast = 0, dequantized = 0;
+    for (const ConvertedTensor& t : result.tensors) {
         cast += t.dtype_in != t.dtype_out;
+        dequantized += !t.dequantized_by.empty();
+    }
     nlohmann::json j = {{"ok", true},
                         {"source", {{"path", result.source.string()}, {"format", result.source_format}}},
                         {"out", result.out.string()},
@@ -328,6 +387,7 @@ nlohmann::json convert_result_json(const ConvertResult& result)
                         {"states", to_string(result.options.states)},
                         {"tensors", result.tensors.size()},
                         {"tensors_cast", cast},
+                        {"fp8_dequantized", dequantized},
                         {"tensor_bytes", result.tensor_bytes},
                         {"files", files},
                         {"bytes", bytes},
@@ -335,7 +395,7 @@ nlohmann::json convert_result_json(const ConvertResult& result)
                         {"seconds", result.seconds}};
     if (result.options.target == ConvertTarget::hf)
         j["max_shard_size"] = result.options.max_shard_bytes;
-    if (result.options.target == ConvertTarget::shardscope)
+    if (result.options.target != ConvertTarget::hf)
         j["world_size"] = result.options.world_size;
     return j;
 }

@@ -42,7 +42,9 @@ struct ConvertOptions {
     ConvertDtype dtype = ConvertDtype::keep;
     ConvertStates states = ConvertStates::model;
     uint64_t max_shard_bytes = 5'000'000'000; // hf: a file's tensor bytes (a larger tensor is alone)
-    int world_size = 1; // shardscope: the ranks the flat vector is split over
+    // shardscope: the ranks the flat vector is split over; dcp: the ranks each tensor's rows are
+    // split over (one __R_0.distcp a rank); hf: must be 1.
+    int world_size = 1;
     int threads = 0; // for verifying the source and the output
     bool durable = true; // fsync the files and the folder
     const std::atomic<bool>* cancel = nullptr;
@@ -56,6 +58,9 @@ struct ConvertedTensor {
     std::string source_name, source_state; // in the source ("" state for formats without states)
     bool model = true; // false: optimizer state (a ShardScope state other than param, or by name)
     std::string dtype_in, dtype_out;
+    // An FP8 weight cast to --dtype: the `_scale_inv` tensor its values were multiplied by (that
+    // tensor itself is not written); "" for every other tensor.
+    std::string dequantized_by;
     std::vector<uint64_t> shape;
     std::string file; // the output file holding it
 };
@@ -84,7 +89,8 @@ ConvertResult convert_checkpoint(const storage::Location& source, const std::fil
                                  const ConvertOptions& options);
 
 // The convert --json object: ok, source {path, format}, out, to, dtype, states, max_shard_size (hf),
-// world_size (shardscope), tensors, tensors_cast, tensor_bytes, files, bytes, verified, seconds.
+// world_size (dcp, shardscope), tensors, tensors_cast, fp8_dequantized, tensor_bytes, files, bytes,
+// verified, seconds.
 nlohmann::json convert_result_json(const ConvertResult& result);
 
 } // namespace shardscope

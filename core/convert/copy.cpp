@@ -2,6 +2,7 @@
 
 #include "core/convert/internal/cast.h"
 #include "core/convert/internal/job.h"
+#include "core/inspect/internal/dequantize.h"
 #include "core/inspect/internal/tensor_reader.h"
 
 #include <cerrno>
@@ -91,8 +92,13 @@ void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to,
     inspect::TensorReader reader(*job.source.folder, tensor);
     const std::size_t in_size = element_size(tensor.type), out_size = element_size(to);
     const uint64_t piece = std::min<uint64_t>(count, kConvertPiece);
+    // A block-quantized FP8 weight (paired only when it is cast) is written as its values: each
+    // stored element times its block's scale, as stats and diff read it, then rounded once.
+    const bool dequantize = tensor.scale >= 0;
+    const bool as_stored = tensor.type == to && !dequantize;
     std::vector<std::byte> in(static_cast<std::size_t>(piece) * in_size);
-    std::vector<std::byte> out(tensor.type == to ? 0 : static_cast<std::size_t>(piece) * out_size);
+    std::vector<std::byte> out(as_stored ? 0 : static_cast<std::size_t>(piece) * out_size);
+    std::vector<double> values(dequantize ? static_cast<std::size_t>(piece) : 0);
     for (uint64_t done = 0; done < count;) {
         if (job.options.cancel && job.options.cancel->load(std::memory_order_relaxed))
             throw Error(ProblemKind::cancelled, job.out_dir.string() + ": conversion cancelled");
@@ -100,7 +106,7 @@ void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to,
         bool copied = false;
         // File to file only for runs long enough to pay for the system calls: a chunk split by
         // columns is a run per row.
-        if (file && tensor.type == to)
+        if (file && as_stored)
             if (const auto run = reader.local_run(first + done, n); run && run->count * in_size >= kKernelCopyMin) {
                 n = static_cast<std::size_t>(run->count);
                 copied = file->append_from(run->fd, run->offset, n * in_size);
@@ -108,8 +114,13 @@ void copy_elements(ConvertJob& job, const TensorContent& tensor, ElementType to,
         if (!copied) {
             if (auto problem = reader.read(first + done, n, in.data()))
                 throw Error(*problem);
-            if (tensor.type == to) {
+            if (as_stored) {
                 sink(in.data(), n * in_size);
+            } else if (dequantize) {
+                decode_elements(tensor.type, in.data(), n, values.data());
+                inspect::dequantize_row_major(tensor, first + done, values.data(), n);
+                encode_elements(values.data(), n, to, out.data());
+                sink(out.data(), n * out_size);
             } else {
                 cast_elements(tensor.type, in.data(), n, to, out.data());
                 sink(out.data(), n * out_size);

@@ -1,7 +1,9 @@
-// --to dcp: torch's FileSystemWriter layout as torch 1.13 reads it back — every tensor one
-// chunk, saved with torch.save (a stored zip: archive/data.pkl, archive/data/0, archive/version)
-// into __0_0.distcp one after another, and .metadata, the pickle of a Metadata whose
-// storage_data says where each chunk's archive lies (docs/shardctl.md, section 2.15).
+// --to dcp: torch's FileSystemWriter layout (single_file_per_rank) as torch 1.13 reads it back —
+// each tensor split by rows over --world-size ranks as torch.chunk splits it (a DTensor's
+// Shard(0), a ShardedTensor's ChunkShardingSpec on dim 0), every chunk saved with torch.save (a
+// stored zip: archive/data.pkl, archive/data/0, archive/version) into its rank's __R_0.distcp one
+// after another, and .metadata, the pickle of a Metadata whose chunks and storage_data say where
+// each chunk's archive lies (docs/shardctl.md, section 2.15).
 
 #include "core/convert/internal/job.h"
 #include "core/convert/internal/pickle_writer.h"
@@ -13,7 +15,10 @@ namespace shardscope::convert {
 
 namespace {
 
-constexpr const char* kDataFile = "__0_0.distcp";
+std::string rank_file(int rank)
+{
+    return "__" + std::to_string(rank) + "_0.distcp";
+}
 constexpr std::string_view kMetadataModule = "torch.distributed._shard.checkpoint.metadata";
 
 struct TorchType {
@@ -190,14 +195,50 @@ std::string central_directory(const std::vector<ZipEntry>& entries, uint64_t cd_
     return cd;
 }
 
-// Output tensor `i` as one torch.save archive appended to `file`; returns its length.
-uint64_t write_item(ConvertJob& job, std::size_t i, const TorchType& type, OutputFile& file)
+// A tensor's rows split over the ranks as torch.chunk(tensor, world, dim=0) splits them: chunks
+// of ceil(rows / world) rows, chunk k on rank k, the last one shorter and ranks past the rows
+// without one. A 0-d tensor or one of no rows is one chunk, on rank 0; so is every tensor at world
+// size 1.
+struct Split {
+    uint64_t step = 0; // rows a chunk (the last may hold fewer)
+    int chunks = 1;
+};
+
+Split split_rows(const std::vector<uint64_t>& shape, int world)
+{
+    if (shape.empty() || shape[0] == 0)
+        return {.step = 0, .chunks = 1};
+    const uint64_t rows = shape[0];
+    const uint64_t step = rows / uint64_t(world) + (rows % uint64_t(world) != 0);
+    return {.step = step, .chunks = static_cast<int>(rows / step + (rows % step != 0))};
+}
+
+struct Chunk {
+    std::vector<uint64_t> offsets, sizes; // the box of the tensor
+    uint64_t first = 0, numel = 0; // its elements in the tensor's row-major order
+};
+
+Chunk chunk_of(const std::vector<uint64_t>& shape, const Split& split, int k)
+{
+    Chunk c{.offsets = std::vector<uint64_t>(shape.size(), 0), .sizes = shape};
+    uint64_t row = 1;
+    for (std::size_t d = 1; d < shape.size(); ++d)
+        row *= shape[d];
+    if (!shape.empty()) {
+        c.offsets[0] = split.step * uint64_t(k);
+        c.sizes[0] = std::min(split.step, shape[0] - c.offsets[0]);
+    }
+    c.first = c.offsets.empty() ? 0 : c.offsets[0] * row;
+    c.numel = c.sizes.empty() ? 1 : c.sizes[0] * row;
+    return c;
+}
+
+// Chunk `c` of output tensor `i` as one torch.save archive appended to `file`; returns its length.
+uint64_t write_item(ConvertJob& job, std::size_t i, const Chunk& c, const TorchType& type, OutputFile& file)
 {
     const uint64_t start = file.size();
-    const uint64_t bytes = output_bytes(job, i);
-    uint64_t numel = 1;
-    for (const uint64_t d : job.tensors[i].shape)
-        numel *= d;
+    const ElementType to = job.out_types[i];
+    const uint64_t bytes = c.numel * element_size(to);
     std::vector<ZipEntry> entries;
     const auto small = [&](const std::string& name, const std::string& data) {
         const auto crc = static_cast<uint32_t>(
@@ -207,17 +248,18 @@ uint64_t write_item(ConvertJob& job, std::size_t i, const TorchType& type, Outpu
         file.write(head.data(), head.size());
         file.write(data.data(), data.size());
     };
-    small("archive/data.pkl", tensor_pickle(type, job.tensors[i].shape, numel));
+    small("archive/data.pkl", tensor_pickle(type, c.sizes, c.numel));
     const std::string storage = "archive/data/0";
     const uint64_t header_at = file.size();
     entries.push_back({.name = storage, .size = bytes, .offset = header_at - start});
     const std::string head = local_header(storage, 0, bytes);
     file.write(head.data(), head.size());
     uLong crc = crc32(0, nullptr, 0);
-    copy_tensor(job, i, [&](const std::byte* data, std::size_t n) {
-        crc = crc32_z(crc, reinterpret_cast<const Bytef*>(data), n);
-        file.write(data, n);
-    });
+    copy_elements(job, job.source.tensors[job.picked[i]], to, c.first, c.numel,
+                  [&](const std::byte* data, std::size_t n) {
+                      crc = crc32_z(crc, reinterpret_cast<const Bytef*>(data), n);
+                      file.write(data, n);
+                  });
     entries.back().crc = static_cast<uint32_t>(crc);
     std::string crc_bytes;
     put_le(crc_bytes, entries.back().crc, 4);
@@ -254,11 +296,13 @@ void tensor_properties(PickleWriter& p, const TorchType& type)
     p.build();
 }
 
+// Where chunk k of a tensor was written: in rank k's file.
 struct Item {
     uint64_t offset = 0, length = 0;
 };
 
-std::string metadata_pickle(const ConvertJob& job, const std::vector<TorchType>& types, const std::vector<Item>& items)
+std::string metadata_pickle(const ConvertJob& job, const std::vector<TorchType>& types,
+                            const std::vector<Split>& splits, const std::vector<std::vector<Item>>& items)
 {
     PickleWriter p;
     p.begin_object(kMetadataModule, "Metadata");
@@ -275,13 +319,16 @@ std::string metadata_pickle(const ConvertJob& job, const std::vector<TorchType>&
         torch_size(p, t.shape);
         p.text("chunks");
         p.empty_list();
-        p.begin_object(kMetadataModule, "ChunkStorageMetadata");
-        p.text("offsets");
-        torch_size(p, std::vector<uint64_t>(t.shape.size(), 0));
-        p.text("sizes");
-        torch_size(p, t.shape);
-        p.end_object();
-        p.append();
+        for (int k = 0; k < splits[i].chunks; ++k) {
+            const Chunk c = chunk_of(t.shape, splits[i], k);
+            p.begin_object(kMetadataModule, "ChunkStorageMetadata");
+            p.text("offsets");
+            torch_size(p, c.offsets);
+            p.text("sizes");
+            torch_size(p, c.sizes);
+            p.end_object();
+            p.append();
+        }
         p.end_object();
     }
     p.set_items();
@@ -290,24 +337,25 @@ std::string metadata_pickle(const ConvertJob& job, const std::vector<TorchType>&
     p.text("storage_data");
     p.empty_dict();
     p.mark();
-    for (std::size_t i = 0; i < job.tensors.size(); ++i) {
-        p.begin_object(kMetadataModule, "MetadataIndex");
-        p.text("fqn");
-        p.text(job.tensors[i].name);
-        p.text("offset");
-        torch_size(p, std::vector<uint64_t>(job.tensors[i].shape.size(), 0));
-        p.text("index");
-        p.integer(0);
-        p.end_object();
-        p.begin_object("torch.distributed._shard.checkpoint.filesystem", "_StorageInfo");
-        p.text("relative_path");
-        p.text(kDataFile);
-        p.text("offset");
-        p.integer(static_cast<int64_t>(items[i].offset));
-        p.text("length");
-        p.integer(static_cast<int64_t>(items[i].length));
-        p.end_object();
-    }
+    for (std::size_t i = 0; i < job.tensors.size(); ++i)
+        for (int k = 0; k < splits[i].chunks; ++k) {
+            p.begin_object(kMetadataModule, "MetadataIndex");
+            p.text("fqn");
+            p.text(job.tensors[i].name);
+            p.text("offset");
+            torch_size(p, chunk_of(job.tensors[i].shape, splits[i], k).offsets);
+            p.text("index");
+            p.integer(k);
+            p.end_object();
+            p.begin_object("torch.distributed._shard.checkpoint.filesystem", "_StorageInfo");
+            p.text("relative_path");
+            p.text(rank_file(k));
+            p.text("offset");
+            p.integer(static_cast<int64_t>(items[i][std::size_t(k)].offset));
+            p.text("length");
+            p.integer(static_cast<int64_t>(items[i][std::size_t(k)].length));
+            p.end_object();
+        }
     p.set_items();
     p.end_object();
     return p.finish();
@@ -318,6 +366,7 @@ std::string metadata_pickle(const ConvertJob& job, const std::vector<TorchType>&
 std::vector<ConvertedFile> write_dcp(ConvertJob& job)
 {
     std::vector<TorchType> types;
+    std::vector<Split> splits;
     for (std::size_t i = 0; i < job.tensors.size(); ++i) {
         const auto type = torch_type(job.out_types[i]);
         if (!type)
@@ -325,20 +374,31 @@ std::vector<ConvertedFile> write_dcp(ConvertJob& job)
                         job.source.dir.string() + ": tensor '" + printable(job.tensors[i].name) + "': its dtype " +
                             job.tensors[i].dtype_out + " has no torch tensor type a DCP can hold");
         types.push_back(*type);
+        splits.push_back(split_rows(job.tensors[i].shape, job.options.world_size));
+        job.tensors[i].file = splits.back().chunks == 1 ? rank_file(0) : "__*_0.distcp";
     }
-    std::vector<Item> items;
-    OutputFile data(job, kDataFile);
-    for (std::size_t i = 0; i < job.tensors.size(); ++i) {
-        const uint64_t offset = data.size();
-        items.push_back({.offset = offset, .length = write_item(job, i, types[i], data)});
-        job.tensors[i].file = kDataFile;
+    // Rank by rank, one file open at a time, as each rank of a save writes its own: a rank whose
+    // chunks are none (more ranks than a tensor's rows) still gets its (empty) file.
+    std::vector<std::vector<Item>> items(job.tensors.size());
+    std::vector<ConvertedFile> written;
+    for (int rank = 0; rank < job.options.world_size; ++rank) {
+        OutputFile data(job, rank_file(rank));
+        for (std::size_t i = 0; i < job.tensors.size(); ++i) {
+            if (rank >= splits[i].chunks)
+                continue;
+            const uint64_t offset = data.size();
+            const Chunk c = chunk_of(job.tensors[i].shape, splits[i], rank);
+            items[i].push_back({.offset = offset, .length = write_item(job, i, c, types[i], data)});
+        }
+        data.finish();
+        written.push_back({.name = data.name(), .bytes = data.size()});
     }
-    data.finish();
-    const std::string metadata = metadata_pickle(job, types, items);
+    const std::string metadata = metadata_pickle(job, types, splits, items);
     OutputFile meta(job, ".metadata");
     meta.write(metadata.data(), metadata.size());
     meta.finish();
-    return {{.name = kDataFile, .bytes = data.size()}, {.name = ".metadata", .bytes = meta.size()}};
+    written.push_back({.name = ".metadata", .bytes = meta.size()});
+    return written;
 }
 
 } // namespace shardscope::convert

@@ -70,28 +70,50 @@ std::string read_scales(const ContentReport& report, const TensorContent& weight
 
 } // namespace
 
-void pair_fp8_scales(ContentReport& report)
+std::vector<UnpairedFp8> pair_fp8_weights(ContentReport& report)
 {
+    std::vector<UnpairedFp8> unpaired;
     if (!report.folder)
-        return; // nothing was laid out to read the scales through
+        return unpaired; // nothing was laid out to read the scales through
     std::map<std::string, std::size_t, std::less<>> by_name; // the first of a name: as diff pairs
-    bool any_scale = false;
-    for (std::size_t i = 0; i < report.tensors.size(); ++i) {
-        const TensorContent& t = report.tensors[i];
-        if (!t.state.empty())
-            continue; // native checkpoints hold no FP8
-        by_name.try_emplace(t.name, i);
-        any_scale = any_scale || t.name.ends_with(kScaleSuffix);
-    }
-    for (TensorContent& weight : report.tensors) {
+    for (std::size_t i = 0; i < report.tensors.size(); ++i)
+        if (report.tensors[i].state.empty()) // native checkpoints hold no FP8
+            by_name.try_emplace(report.tensors[i].name, i);
+    for (std::size_t w = 0; w < report.tensors.size(); ++w) {
+        TensorContent& weight = report.tensors[w];
         if (!weight.state.empty() || !is_fp8(weight.type))
             continue;
-        const std::string scale_name = weight.name + std::string(kScaleSuffix);
-        const auto it = by_name.find(scale_name);
+        const auto it = by_name.find(weight.name + std::string(kScaleSuffix));
         if (it == by_name.end()) {
+            unpaired.push_back({.weight = w});
+            continue;
+        }
+        std::vector<float> values;
+        std::string why = read_scales(report, weight, report.tensors[it->second], values);
+        if (why.empty()) {
+            weight.scale = static_cast<int>(it->second);
+            weight.scale_inv = std::move(values);
+        } else {
+            unpaired.push_back({.weight = w, .scale = it->second, .why = std::move(why)});
+        }
+    }
+    return unpaired;
+}
+
+void pair_fp8_scales(ContentReport& report)
+{
+    const bool any_scale = std::any_of(report.tensors.begin(), report.tensors.end(), [](const TensorContent& t) {
+        return t.state.empty() && t.name.ends_with(kScaleSuffix);
+    });
+    for (const UnpairedFp8& u : pair_fp8_weights(report)) {
+        if (report.problems.size() >= 100)
+            break;
+        const TensorContent& weight = report.tensors[u.weight];
+        const std::string scale_name = weight.name + std::string(kScaleSuffix);
+        if (!u.scale) {
             // An FP8 checkpoint without block scales (per-tensor scales, or none) is read raw as
             // it always was; a missing partner matters only where the others have theirs.
-            if (any_scale && weight.name.ends_with(".weight") && report.problems.size() < 100)
+            if (any_scale && weight.name.ends_with(".weight"))
                 report.problems.push_back({.kind = ProblemKind::invalid_fp8_scale,
                                            .message = file_of(report, weight) + ": FP8 weight " +
                                                in_quotes(weight.name) + " has no scale tensor " +
@@ -101,19 +123,12 @@ void pair_fp8_scales(ContentReport& report)
                                            .path = weight.parts.empty() ? "" : weight.parts[0].file});
             continue;
         }
-        const TensorContent& scale = report.tensors[it->second];
-        std::vector<float> values;
-        const std::string why = read_scales(report, weight, scale, values);
-        if (why.empty()) {
-            weight.scale = static_cast<int>(it->second);
-            weight.scale_inv = std::move(values);
-        } else if (report.problems.size() < 100) {
-            report.problems.push_back({.kind = ProblemKind::invalid_fp8_scale,
-                                       .message = file_of(report, scale) + ": FP8 weight " + in_quotes(weight.name) +
-                                           " cannot be dequantized by " + in_quotes(scale_name) + ": " + why +
-                                           "; its statistics are of the raw FP8 values",
-                                       .path = scale.parts.empty() ? "" : scale.parts[0].file});
-        }
+        const TensorContent& scale = report.tensors[*u.scale];
+        report.problems.push_back({.kind = ProblemKind::invalid_fp8_scale,
+                                   .message = file_of(report, scale) + ": FP8 weight " + in_quotes(weight.name) +
+                                       " cannot be dequantized by " + in_quotes(scale_name) + ": " + u.why +
+                                       "; its statistics are of the raw FP8 values",
+                                   .path = scale.parts.empty() ? "" : scale.parts[0].file});
     }
 }
 

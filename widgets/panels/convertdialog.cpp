@@ -89,7 +89,8 @@ ConvertDialog::ConvertDialog(QWidget* parent)
     const int shortWidth = m_states->sizeHint().width();
     for (QWidget* field : std::initializer_list<QWidget*>{m_dtype, m_states, m_maxShardSize, m_worldSize})
         field->setFixedWidth(shortWidth);
-    m_worldSize->setToolTip(tr("The ranks the flat parameter vector is split over"));
+    m_worldSize->setToolTip(
+        tr("The ranks the output is split over: each tensor's rows (dcp), the flat parameter vector (shardscope)"));
 
     auto* form = new QFormLayout;
     form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
@@ -99,7 +100,7 @@ ConvertDialog::ConvertDialog(QWidget* parent)
     form->addRow(tr("&Dtype:"), m_dtype);
     form->addRow(tr("S&tates:"), m_states);
     form->addRow(tr("&Max shard size (hf):"), m_maxShardSize);
-    form->addRow(tr("&World size (shardscope):"), m_worldSize);
+    form->addRow(tr("&World size (dcp, shardscope):"), m_worldSize);
 
     m_progress->setRange(0, 1000);
     m_progress->setValue(0);
@@ -218,7 +219,7 @@ std::optional<shardscope::ConvertOptions> ConvertDialog::options(QString* error)
         return fail(tr("The max shard size must be a positive size such as 5GB, 500MB or 2GiB, not '%1'.").arg(size));
     if (bytes)
         options.max_shard_bytes = *bytes;
-    options.world_size = m_worldSize->value();
+    options.world_size = options.target == ConvertTarget::hf ? 1 : m_worldSize->value(); // a folder of no ranks
     return options;
 }
 
@@ -322,7 +323,7 @@ void ConvertDialog::updateControls()
             shardscopeTarget ? tr("A ShardScope checkpoint keeps its parameters in bf16 or f16") : QString());
     }
     m_maxShardSize->setEnabled(!running && target() == ConvertTarget::hf);
-    m_worldSize->setEnabled(!running && target() == ConvertTarget::shardscope);
+    m_worldSize->setEnabled(!running && target() != ConvertTarget::hf);
     m_convert->setEnabled(!running);
     m_cancel->setVisible(running);
     m_close->setVisible(!running);

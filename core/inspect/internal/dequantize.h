@@ -10,7 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace shardscope::inspect {
 
@@ -18,11 +21,21 @@ namespace shardscope::inspect {
 inline constexpr uint64_t kScaleBlock = kFp8ScaleBlock;
 inline constexpr std::string_view kScaleSuffix = kFp8ScaleSuffix;
 
-// Pairs every FP8 tensor of a laid-out report with the tensor named like it plus "_scale_inv" and
-// reads that scale tensor's values (one float per 16384 weights: a few KiB per weight) into the
-// weight's `scale` and `scale_inv`. A partner of the wrong dtype or shape, one that cannot be read,
-// or an FP8 "*.weight" without one where the report has other scale tensors, is one problem of the
-// report naming the file and the tensors; that weight stays raw.
+// Pairs every FP8 tensor of a laid-out report with the tensor named like it plus "_scale_inv"
+// (the first of that name) and reads the scale values into the weight's `scale` and `scale_inv`.
+// Returns the FP8 tensors left raw, in report order: without a partner, or with one that cannot
+// dequantize them (and why). convert refuses to cast those; stats reports them (below).
+struct UnpairedFp8 {
+    std::size_t weight = 0; // index in report.tensors
+    std::optional<std::size_t> scale; // its partner, when it has one
+    std::string why; // why the partner cannot be used ("" without one)
+};
+std::vector<UnpairedFp8> pair_fp8_weights(ContentReport& report);
+
+// pair_fp8_weights for stats and diff (one float per 16384 weights read: a few KiB per weight):
+// a partner of the wrong dtype or shape, one that cannot be read, or an FP8 "*.weight" without one
+// where the report has other scale tensors, is one problem of the report naming the file and the
+// tensors; that weight stays raw.
 void pair_fp8_scales(ContentReport& report);
 
 // Multiplies `values`, the decoded elements [at, at + n) of `part` in the order the part stores

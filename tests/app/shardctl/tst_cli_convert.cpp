@@ -1,6 +1,6 @@
 // shardctl convert: a DCP (split into boxes) and a ShardScope checkpoint written as Hugging Face
 // folders that `shardctl diff` finds identical; safetensors written by torch converted to a DCP
-// that torch's own FileSystemReader loads back equal; --max-shard-size; and every failure (a
+// of one rank and of three that torch's own FileSystemReader loads back equal; --max-shard-size; and every failure (a
 // corrupt source, an existing output, bad flags) one JSON object, with nothing written.
 
 #include "foreign_fixtures.h"
@@ -151,15 +151,30 @@ private slots:
                 QSKIP("PyTorch is not installed (apt-get install python3-torch; scripts/setup.sh does)");
             QFAIL("the torch fixture script failed");
         }
-        Run run = shardctl(convert_args(dir / "model.safetensors", "dcp", dir / "dcp"));
-        QCOMPARE(run.exit_code, 0);
-        QCOMPARE(run.json().at("tensors").get<int>(), 5);
-        python.start(QStringLiteral("/usr/bin/python3"),
-                     {script, QStringLiteral("load"), qs(dir / "dcp"), qs(dir / "model.safetensors")});
-        QVERIFY(python.waitForFinished(120000));
-        const QByteArray err = python.readAllStandardError();
-        QVERIFY2(python.exitCode() == 0, err.constData());
-        QCOMPARE(python.readAllStandardOutput().trimmed(), QByteArray("equal 5"));
+        // One rank, and three: each tensor's rows split as torch.chunk splits them (64 rows are
+        // 22, 22, 20; 2 rows leave rank 2 without a chunk of it; the 0-d scalar whole on rank 0).
+        for (const int world : {1, 3}) {
+            const fs::path out = dir / ("dcp" + std::to_string(world));
+            Run run = shardctl(convert_args(dir / "model.safetensors", "dcp", out)
+                               << QStringLiteral("--world-size") << QString::number(world));
+            QCOMPARE(run.exit_code, 0);
+            const nlohmann::json j = run.json();
+            QCOMPARE(j.at("tensors").get<int>(), 6);
+            QCOMPARE(j.at("world_size").get<int>(), world);
+            QCOMPARE(j.at("files").size(), std::size_t(world + 1));
+            for (int r = 0; r < world; ++r)
+                QCOMPARE(j.at("files").at(r).at("name").get<std::string>(), "__" + std::to_string(r) + "_0.distcp");
+            python.start(QStringLiteral("/usr/bin/python3"),
+                         {script, QStringLiteral("load"), qs(out), qs(dir / "model.safetensors")});
+            QVERIFY(python.waitForFinished(120000));
+            const QByteArray err = python.readAllStandardError();
+            QVERIFY2(python.exitCode() == 0, err.constData());
+            QCOMPARE(python.readAllStandardOutput().trimmed(), QByteArray("equal 6"));
+            run = shardctl({QStringLiteral("diff"), qs(dir / "model.safetensors"), qs(out), QStringLiteral("--json")});
+            QCOMPARE(run.exit_code, 0);
+            QCOMPARE(run.json().at("summary").at("identical").get<int>(), 6);
+            QCOMPARE(run.json().at("bitwise").get<bool>(), true);
+        }
     }
 
     // Every case of the hostile corpus (damaged, forged and escaping checkpoints): convert refuses
@@ -228,6 +243,13 @@ private slots:
             QCOMPARE(run.exit_code, 2);
             QCOMPARE(run.json().at("error").at("kind").get<std::string>(), std::string("usage"));
         }
+        // A Hugging Face folder has no ranks: --world-size with --to hf is refused, not ignored.
+        run = shardctl(convert_args(dir / "dcp", "hf", dir / "new")
+                       << QStringLiteral("--world-size") << QStringLiteral("2"));
+        QCOMPARE(run.exit_code, 2);
+        QCOMPARE(run.json().at("error").at("kind").get<std::string>(), std::string("usage"));
+        QVERIFY2(run.err.contains("--world-size applies to --to dcp and shardscope"), run.err.constData());
+        QCOMPARE(run.err.trimmed().count('\n'), 0);
         run = shardctl(convert_args(dir / "dcp", "onnx", dir / "new"));
         QCOMPARE(run.exit_code, 2);
         QVERIFY(run.err.contains("--to must be hf, dcp or shardscope"));

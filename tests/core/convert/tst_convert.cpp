@@ -1,11 +1,13 @@
 // core/convert: a DCP split into boxes, a ShardScope checkpoint and safetensors files written as
 // Hugging Face folders and DCPs that diff bitwise identical to their source; files split at
-// --max-shard-size; a bf16 cast against a float64 reference; and a corrupt source, a cancel and a
+// --max-shard-size; a DCP split over ranks; a DCP's optimizer state; a bf16 cast and an FP8
+// checkpoint's dequantizing cast against float64 references; and a corrupt source, a cancel and a
 // write that fails half-way (a file size limit) leaving no output and no temporary folder.
 
 #include "core/checkpoint/dtype.h"
 #include "core/checkpoint/save.h"
 #include "core/convert/convert.h"
+#include "core/inspect/content.h"
 #include "core/inspect/diff.h"
 #include "core/run/demo.h"
 #include "core/util/internal/fault_injection.h"
@@ -94,6 +96,25 @@ bool identical(const fs::path& a, const fs::path& b)
         if (t.status != DiffStatus::identical)
             qWarning("%s: %s", t.name.c_str(), std::string(to_string(t.status)).c_str());
     return report.identical();
+}
+
+// A safetensors file's header (its JSON) and where its data starts.
+std::pair<nlohmann::json, std::size_t> safetensors_header(const std::string& data)
+{
+    uint64_t length = 0;
+    std::memcpy(&length, data.data(), 8);
+    return {nlohmann::json::parse(data.substr(8, length)), 8 + length};
+}
+
+// `v` rounded to the nearest BF16 (8 significant bits; ties to even), from its definition: a
+// multiple of the step of v's binade, the quotient rounded by nearbyint in the default
+// round-to-nearest-even mode (every value here is a normal BF16).
+double bf16_reference(double v)
+{
+    if (std::isnan(v) || v == 0)
+        return v;
+    const double step = std::ldexp(1.0, std::ilogb(v) - 7);
+    return std::nearbyint(v / step) * step;
 }
 
 // Nothing but the source's own entries in `parent`: no output, no temporary folder.
@@ -417,6 +438,302 @@ private slots:
         QCOMPARE(report.tensors[0].status, DiffStatus::dtype_changed);
         QCOMPARE(report.tensors[0].sums.changed, uint64_t(0));
         QCOMPARE(report.tensors[1].status, DiffStatus::identical);
+    }
+
+    // An FP8 checkpoint (DeepSeek-V3 style: 128x128 block scales in `_scale_inv` partners) cast to
+    // BF16 is its values: every element the float64 reference (the stored E4M3 value decoded
+    // independently, times its block's scale) rounded once to BF16, NaN kept; the scale tensors
+    // are not written. diff by value finds no element changed beyond BF16's rounding and the scales
+    // only in the source. Without --dtype, weight and scales are carried byte for byte.
+    void fp8CastIsDequantized()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        fs::create_directories(dir / "fp8");
+        const Fp8Weight w = make_fp8_weight(300, 200, 11, 129 * 200 + 130); // 3x2 blocks, partial ones
+        auto entries = fp8_entries("layers.0.mlp.weight", w);
+        entries.push_back(
+            {{.name = "layers.0.norm", .dtype = "F32", .shape = {3}}, bytes_of(std::vector<float>{1.f, 0.5f, -2.f})});
+        const fs::path source = dir / "fp8" / "model.safetensors";
+        write_safetensors(source, entries);
+
+        ConvertOptions options = options_for(ConvertTarget::hf);
+        options.dtype = ConvertDtype::bf16;
+        const ConvertResult result = convert_checkpoint(source, dir / "bf16", options);
+        QCOMPARE(result.tensors.size(), std::size_t(2)); // the scales are not written
+        QCOMPARE(result.tensors[0].name, std::string("layers.0.mlp.weight"));
+        QCOMPARE(result.tensors[0].dtype_in, std::string("F8_E4M3"));
+        QCOMPARE(result.tensors[0].dtype_out, std::string("BF16"));
+        QCOMPARE(result.tensors[0].dequantized_by, std::string("layers.0.mlp.weight_scale_inv"));
+        QVERIFY(result.tensors[1].dequantized_by.empty());
+        QCOMPARE(convert_result_json(result).at("fp8_dequantized").get<int>(), 1);
+        const std::string data = read_all(dir / "bf16" / "model-00001-of-00001.safetensors");
+        const auto [header, start] = safetensors_header(data);
+        QVERIFY(!header.contains("layers.0.mlp.weight_scale_inv"));
+        const auto index = nlohmann::json::parse(read_all(dir / "bf16" / "model.safetensors.index.json"));
+        QVERIFY(!index.at("weight_map").contains("layers.0.mlp.weight_scale_inv"));
+        const nlohmann::json& entry = header.at("layers.0.mlp.weight");
+        QCOMPARE(entry.at("dtype").get<std::string>(), std::string("BF16"));
+        const std::size_t at = start + entry.at("data_offsets").at(0).get<std::size_t>();
+        const std::vector<double> reference = w.values();
+        std::size_t nan = 0;
+        for (std::size_t i = 0; i < reference.size(); ++i) {
+            uint16_t bits = 0;
+            std::memcpy(&bits, data.data() + at + 2 * i, 2);
+            const double got = bf16_to_float(bits), want = bf16_reference(reference[i]);
+            if (std::isnan(want)) {
+                nan += std::isnan(got);
+                continue;
+            }
+            if (got != want)
+                QFAIL(qPrintable(QStringLiteral("element %1: %2 should be %3 (%4 rounded)")
+                                     .arg(i)
+                                     .arg(got, 0, 'g', 17)
+                                     .arg(want, 0, 'g', 17)
+                                     .arg(reference[i], 0, 'g', 17)));
+        }
+        QCOMPARE(nan, std::size_t(1));
+
+        DiffOptions close;
+        close.rtol = std::ldexp(1.0, -8);
+        close.atol = 0;
+        const DiffReport report = diff_checkpoints(source, dir / "bf16", close);
+        std::map<std::string, DiffStatus> status;
+        for (const auto& t : report.tensors) {
+            status[t.name] = t.status;
+            QCOMPARE(t.sums.changed, uint64_t(0));
+        }
+        QCOMPARE(status.at("layers.0.mlp.weight"), DiffStatus::dtype_changed);
+        QCOMPARE(status.at("layers.0.mlp.weight_scale_inv"), DiffStatus::only_in_a);
+        QCOMPARE(status.at("layers.0.norm"), DiffStatus::dtype_changed);
+
+        // Kept: the stored codes and the scales, byte for byte, and diff identical.
+        const ConvertResult kept = convert_checkpoint(source, dir / "kept", options_for(ConvertTarget::hf));
+        QCOMPARE(kept.tensors.size(), std::size_t(3));
+        QVERIFY(kept.tensors[0].dequantized_by.empty());
+        QVERIFY(identical(source, dir / "kept"));
+        const std::string copy = read_all(dir / "kept" / "model-00001-of-00001.safetensors");
+        const auto [kept_header, kept_start] = safetensors_header(copy);
+        const auto range = [&](const char* name) {
+            const nlohmann::json& offsets = kept_header.at(name).at("data_offsets");
+            return copy.substr(kept_start + offsets.at(0).get<std::size_t>(),
+                               offsets.at(1).get<std::size_t>() - offsets.at(0).get<std::size_t>());
+        };
+        QVERIFY(range("layers.0.mlp.weight") == w.codes);
+        QVERIFY(range("layers.0.mlp.weight_scale_inv") == bytes_of(w.scales));
+    }
+
+    // A torch DCP whose FP8 weight is split into two column boxes across files, cast to F32 and
+    // written as a DCP: each element the float64 reference (exact: 4 significant bits of FP8 times
+    // 24 of the scale) rounded once to F32, read from the output's chunk archive.
+    void fp8DcpBoxesCastToF32()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString() + "/dcp";
+        fs::create_directories(dir);
+        const Fp8Weight w = make_fp8_weight(260, 200, 5);
+        std::string left, right;
+        for (uint64_t r = 0; r < w.rows; ++r) {
+            left += w.codes.substr(r * w.cols, 100);
+            right += w.codes.substr(r * w.cols + 100, 100);
+        }
+        const std::vector<fixtures::DcpTensorSpec> tensors = {
+            {.fqn = "m.weight",
+             .size = {260, 200},
+             .chunks = {{.offsets = {0, 0}, .sizes = {260, 100}, .file = "__0_0.distcp", .length = 26000},
+                        {.offsets = {0, 100}, .sizes = {260, 100}, .file = "__1_0.distcp", .length = 26000}},
+             .dtype = "float8_e4m3fn"},
+            {.fqn = "m.weight_scale_inv",
+             .size = w.scale_shape(),
+             .chunks = {{.offsets = {0, 0},
+                         .sizes = w.scale_shape(),
+                         .file = "__0_0.distcp",
+                         .offset = 26000,
+                         .length = 24}}}};
+        fixtures::write_file(dir / ".metadata", fixtures::dcp_metadata(tensors));
+        fixtures::write_file(dir / "__0_0.distcp", left + bytes_of(w.scales));
+        fixtures::write_file(dir / "__1_0.distcp", right);
+        ConvertOptions options = options_for(ConvertTarget::dcp);
+        options.dtype = ConvertDtype::f32;
+        const fs::path out = tmp.path().toStdString() + "/out";
+        const ConvertResult result = convert_checkpoint(dir, out, options);
+        QCOMPARE(result.tensors.size(), std::size_t(1));
+        QCOMPARE(result.tensors[0].dtype_out, std::string("F32"));
+        std::vector<double> reference = w.values();
+        for (double& v : reference)
+            v = static_cast<float>(v); // IEEE round to nearest even
+        // And element by element from the output's one chunk archive: raw F32 after the zip header.
+        const std::string data = read_all(out / "__0_0.distcp");
+        const std::string storage = "archive/data/0";
+        const std::size_t name_at = data.find(storage);
+        QVERIFY(name_at != std::string::npos);
+        const std::size_t values_at = name_at + storage.size(); // a stored entry of no extra field
+        for (std::size_t i = 0; i < reference.size(); ++i) {
+            float got = 0;
+            std::memcpy(&got, data.data() + values_at + 4 * i, 4);
+            if (double(got) != reference[i])
+                QFAIL(qPrintable(QStringLiteral("element %1: %2 should be %3").arg(i).arg(got).arg(reference[i])));
+        }
+        // diff by value: within F32's rounding (half a step: 2^-24 relative) everywhere.
+        DiffOptions close;
+        close.atol = 0;
+        close.rtol = std::ldexp(1.0, -24);
+        const DiffReport report = diff_checkpoints(dir, out, close);
+        QCOMPARE(report.tensors.size(), std::size_t(2));
+        QCOMPARE(report.tensors[0].name, std::string("m.weight"));
+        QCOMPARE(report.tensors[0].status, DiffStatus::dtype_changed);
+        QCOMPARE(report.tensors[0].sums.changed, uint64_t(0));
+        QCOMPARE(report.tensors[1].status, DiffStatus::only_in_a);
+    }
+
+    // An FP8 tensor with no scale partner cannot be cast faithfully: refused with a sentence
+    // naming the file and tensor, nothing written; without --dtype it is carried as stored.
+    void fp8WithoutScalesIsNotCast()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        fs::create_directories(dir / "fp8");
+        const Fp8Weight w = make_fp8_weight(64, 32, 3);
+        const fs::path source = dir / "fp8" / "model.safetensors";
+        write_safetensors(source, fp8_entries("proj.weight", w, ""));
+        ConvertOptions options = options_for(ConvertTarget::hf);
+        options.dtype = ConvertDtype::bf16;
+        try {
+            convert_checkpoint(source, dir / "out", options);
+            QFAIL("an FP8 tensor without scales was cast");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_argument);
+            const std::string message = e.what();
+            QVERIFY2(message.starts_with(source.string() + ": FP8 tensor 'proj.weight' cannot be cast to bf16") &&
+                         message.find("'proj.weight_scale_inv'") != std::string::npos &&
+                         message.find('\n') == std::string::npos,
+                     message.c_str());
+        }
+        QCOMPARE(entries(dir), std::vector<std::string>{"fp8"});
+        convert_checkpoint(source, dir / "out", options_for(ConvertTarget::hf));
+        QVERIFY(identical(source, dir / "out"));
+    }
+
+    // --to dcp --world-size 3: every tensor's rows split as torch.chunk splits them (ceil(rows/3)
+    // a rank: 10 rows are 4, 4, 2; 2 rows are 1, 1 and nothing on rank 2), a 0-d tensor whole on
+    // rank 0; three rank files and the .metadata; diff identical. hf has no ranks.
+    void dcpWorldSizeSplitsRows()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        fs::create_directories(dir / "st");
+        std::vector<float> w(40), v(6);
+        for (int i = 0; i < 40; ++i)
+            w[i] = 0.5f * float(i) - 7.f;
+        for (int i = 0; i < 6; ++i)
+            v[i] = float(i * i);
+        write_safetensors(dir / "st" / "model.safetensors",
+                          {{{.name = "w", .dtype = "F32", .shape = {10, 4}}, bytes_of(w)},
+                           {{.name = "v", .dtype = "F32", .shape = {2, 3}}, bytes_of(v)},
+                           {{.name = "s", .dtype = "F64", .shape = {}}, bytes_of(std::vector<double>{0.125})}});
+        ConvertOptions options = options_for(ConvertTarget::dcp);
+        options.world_size = 3;
+        const ConvertResult result = convert_checkpoint(dir / "st" / "model.safetensors", dir / "dcp", options);
+        std::vector<std::string> names;
+        for (const ConvertedFile& f : result.files)
+            names.push_back(f.name);
+        QCOMPARE(names, (std::vector<std::string>{"__0_0.distcp", "__1_0.distcp", "__2_0.distcp", ".metadata"}));
+        QCOMPARE(convert_result_json(result).at("world_size").get<int>(), 3);
+        QVERIFY(identical(dir / "st" / "model.safetensors", dir / "dcp"));
+
+        const ContentReport layout = plan_content(dir / "dcp");
+        std::map<std::string, std::vector<std::tuple<std::string, uint64_t, uint64_t>>> boxes; // file, row, rows
+        for (const TensorContent& t : layout.tensors)
+            for (const TensorPart& p : t.parts)
+                boxes[t.name].emplace_back(p.file, p.box_offsets.empty() ? 0 : p.box_offsets[0],
+                                           p.box_sizes.empty() ? 1 : p.box_sizes[0]);
+        using Box = std::tuple<std::string, uint64_t, uint64_t>;
+        QCOMPARE(boxes.at("w"),
+                 (std::vector<Box>{{"__0_0.distcp", 0, 4}, {"__1_0.distcp", 4, 4}, {"__2_0.distcp", 8, 2}}));
+        QCOMPARE(boxes.at("v"), (std::vector<Box>{{"__0_0.distcp", 0, 1}, {"__1_0.distcp", 1, 1}}));
+        QCOMPARE(boxes.at("s"), (std::vector<Box>{{"__0_0.distcp", 0, 1}}));
+
+        ConvertOptions hf = options_for(ConvertTarget::hf);
+        hf.world_size = 2;
+        try {
+            convert_checkpoint(dir / "st" / "model.safetensors", dir / "hf", hf);
+            QFAIL("a world size was given to a Hugging Face folder");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_argument);
+        }
+        QVERIFY(!fs::exists(dir / "hf"));
+    }
+
+    // A torch DCP holding an optimizer's state as torch.distributed.checkpoint saves it
+    // (optimizer.state.<param>.exp_avg, exp_avg_sq and a 0-d step; param_groups as a bytes item):
+    // --states model writes the model alone; model+optimizer every tensor under its own name, diff
+    // identical to the source, to a Hugging Face folder and to a DCP; --to shardscope refuses it.
+    void dcpOptimizerStates()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        fs::create_directories(dir / "dcp");
+        const auto values = [](float base) {
+            std::vector<float> out(12);
+            for (int i = 0; i < 12; ++i)
+                out[i] = base + 0.25f * float(i);
+            return out;
+        };
+        const std::vector<std::pair<std::string, std::vector<float>>> stored = {
+            {"model.w", values(-1.f)},
+            {"optimizer.state.model.w.exp_avg", values(0.001f)},
+            {"optimizer.state.model.w.exp_avg_sq", values(0.5f)}};
+        std::vector<fixtures::DcpTensorSpec> tensors;
+        std::string file;
+        for (const auto& [name, v] : stored) {
+            tensors.push_back({.fqn = name,
+                               .size = {4, 3},
+                               .chunks = {{.offsets = {0, 0},
+                                           .sizes = {4, 3},
+                                           .file = "__0_0.distcp",
+                                           .offset = file.size(),
+                                           .length = 48}}});
+            file += bytes_of(v);
+        }
+        tensors.push_back({.fqn = "optimizer.state.model.w.step",
+                           .size = {},
+                           .chunks = {{.file = "__0_0.distcp", .offset = file.size(), .length = 4}}});
+        file += bytes_of(std::vector<float>{7.f});
+        const std::string groups = "pickled param_groups";
+        const fixtures::DcpStorageEntry groups_entry{
+            .fqn = "optimizer.param_groups", .file = "__0_0.distcp", .offset = file.size(), .length = groups.size()};
+        file += groups;
+        fixtures::write_file(dir / "dcp" / ".metadata",
+                             fixtures::dcp_metadata(tensors, true, {"optimizer.param_groups"}, {groups_entry}));
+        fixtures::write_file(dir / "dcp" / "__0_0.distcp", file);
+
+        const ConvertResult model = convert_checkpoint(dir / "dcp", dir / "model", options_for(ConvertTarget::hf));
+        QCOMPARE(model.tensors.size(), std::size_t(1));
+        QCOMPARE(model.tensors[0].name, std::string("model.w"));
+        const DiffReport only_model = diff_checkpoints(dir / "dcp", dir / "model", DiffOptions{});
+        for (const auto& t : only_model.tensors)
+            QCOMPARE(t.status, t.name == "model.w" ? DiffStatus::identical : DiffStatus::only_in_a);
+
+        for (const ConvertTarget target : {ConvertTarget::hf, ConvertTarget::dcp}) {
+            ConvertOptions all = options_for(target);
+            all.states = ConvertStates::model_optimizer;
+            const fs::path out = dir / ("all-" + std::string(to_string(target)));
+            const ConvertResult both = convert_checkpoint(dir / "dcp", out, all);
+            std::map<std::string, bool> written;
+            for (const ConvertedTensor& t : both.tensors)
+                written[t.name] = t.model;
+            QCOMPARE(written,
+                     (std::map<std::string, bool>{{"model.w", true},
+                                                  {"optimizer.state.model.w.exp_avg", false},
+                                                  {"optimizer.state.model.w.exp_avg_sq", false},
+                                                  {"optimizer.state.model.w.step", false}}));
+            QVERIFY2(identical(dir / "dcp", out), out.c_str());
+        }
+        ConvertOptions native = options_for(ConvertTarget::shardscope);
+        native.states = ConvertStates::model_optimizer;
+        native.dtype = ConvertDtype::bf16;
+        QVERIFY_THROWS_EXCEPTION(Error, convert_checkpoint(dir / "dcp", dir / "native", native));
+        QVERIFY(!fs::exists(dir / "native"));
     }
 
     void corruptSourceWritesNothing()

@@ -102,7 +102,7 @@ private slots:
         QCOMPARE(dialog.outputEdit()->text(), out); // suggested beside the source, named for the format
         chooseTarget(dialog, QStringLiteral("hf"));
         QVERIFY(dialog.maxShardSizeEdit()->isEnabled());
-        QVERIFY(!dialog.worldSizeBox()->isEnabled()); // shardscope only
+        QVERIFY(!dialog.worldSizeBox()->isEnabled()); // dcp and shardscope only
         typeText(dialog.maxShardSizeEdit(), QStringLiteral("64KiB"));
 
         QSignalSpy finished(&dialog, &ConvertDialog::conversionFinished);
