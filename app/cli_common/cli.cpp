@@ -137,9 +137,8 @@ bool parse_options(QCommandLineParser& parser, const QStringList& arguments, con
     if (parser.optionNames().contains(QStringLiteral("endpoint"))) {
         g_endpoint = local(parser.value(QStringLiteral("endpoint")));
         if (!g_endpoint.starts_with("http://") && !g_endpoint.starts_with("https://")) {
-            fail(kUsage,
-                 "--endpoint " + shardscope::printable(g_endpoint, 200) +
-                     ": an S3 endpoint is an http:// or https:// URL (https://s3.example.com:9000)");
+            // Not echoed: a malformed value may hold credentials.
+            fail(kUsage, "--endpoint: an S3 endpoint is an http:// or https:// URL (https://s3.example.com:9000)");
             return false;
         }
     }

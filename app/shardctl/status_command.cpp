@@ -14,6 +14,7 @@
 #include "core/storage/location.h"
 #include "core/util/printable.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace shardctl {
@@ -173,16 +174,24 @@ int print_foreign_status(const RootSteps& listed, bool content, bool as_json)
     return kOk;
 }
 
-// A ShardScope root in a bucket, read where it lives: its steps and `latest` as the mirror tier
-// reads a bucket (format.md 6.6), the same JSON as a local root's without lock or free space. A
-// root in a bucket has no second tier.
+// A root in a bucket, read where it lives: its steps and `latest` as the mirror tier reads a bucket
+// (format.md 6.6), the same JSON as a local root's without lock or free space. When that listing
+// finds no complete step-<N>, it may be another tool's root (torchtitan's step-<N> folders hold a
+// DCP, not a manifest): listed again as one. A root in a bucket has no second tier.
 int bucket_status(const storage::Location& where, bool mirror, int keep, bool content, bool as_json)
 {
     if (mirror)
         throw Error(ProblemKind::invalid_argument,
                     where.text + ": --mirror is the second tier of a root on a local disk, not of one in a bucket",
                     where.text);
-    json st = to_json(bucket_root_status(where, keep));
+    RootStatus status = bucket_root_status(where, keep);
+    if (std::none_of(status.steps.begin(), status.steps.end(), [](const StepInfo& s) { return s.complete; })) {
+        // (A prefix with nothing beneath it is refused here: cannot_open.)
+        const RootSteps listed = list_root_steps(where);
+        if (listed.format != CheckpointFormat::shardscope && listed.format != CheckpointFormat::unknown)
+            return print_foreign_status(listed, content, as_json);
+    }
+    json st = to_json(status);
     if (content)
         add_health(where, st);
     if (as_json)
@@ -227,12 +236,11 @@ int run_status(const QStringList& arguments)
     const storage::Location where = location_argument(parser.positionalArguments().at(0));
     const bool content = parser.isSet(QStringLiteral("content"));
     const bool as_json = parser.isSet(QStringLiteral("json"));
-    if (where.scheme != storage::Scheme::local && where.scheme != storage::Scheme::s3)
-        return bucket_status(where, mirror.has_value(), static_cast<int>(*keep), content, as_json); // refused there
+    if (!where.is_local())
+        return bucket_status(where, mirror.has_value(), static_cast<int>(*keep), content, as_json);
     // ShardScope's own roots, and folders that are no root of a known format (an empty one a
     // job is about to fill), keep the native status; DeepSpeed, Megatron and DCP roots list their
-    // step folders, on a local disk or in a bucket. (A prefix with nothing beneath it is
-    // cannot_open here.)
+    // step folders.
     const RootSteps listed = list_root_steps(where);
     if (listed.format != CheckpointFormat::shardscope && listed.format != CheckpointFormat::unknown) {
         if (mirror)
@@ -242,8 +250,6 @@ int run_status(const QStringList& arguments)
                         where.text);
         return print_foreign_status(listed, content, as_json);
     }
-    if (!where.is_local())
-        return bucket_status(where, mirror.has_value(), static_cast<int>(*keep), content, as_json);
     const fs::path root = where.path;
     json st = to_json(root_status(root, mirror, static_cast<int>(*keep), static_cast<int>(*mirror_keep)));
     if (content)

@@ -122,11 +122,6 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
     }
 }
 
-std::string file_of(const ContentReport& layout, const TensorContent& t)
-{
-    return t.parts.empty() ? layout.dir.string() : (layout.dir / t.parts[0].file).string();
-}
-
 // With a cast, FP8 weights are written as the values they stand for: each paired with its
 // `_scale_inv` block scales (core/inspect's pairing, as stats and diff read them) and multiplied
 // piece by piece as it is copied; the scale tensors, which nothing in the output uses then, are left
@@ -145,11 +140,11 @@ void dequantize_fp8_for_cast(ContentReport& layout, ConvertDtype dtype, std::vec
             "FP8 tensor '" + printable(weight.name) + "' cannot be cast to " + std::string(to_string(dtype)) + ": ";
         if (!u.scale)
             throw Error(ProblemKind::invalid_argument,
-                        file_of(layout, weight) + ": " + head + "it has no scale tensor '" + printable(scale_name) +
-                            "' to dequantize it by (--dtype keep carries it as stored)");
+                        inspect::file_of(layout, weight) + ": " + head + "it has no scale tensor '" +
+                            printable(scale_name) + "' to dequantize it by (--dtype keep carries it as stored)");
         const TensorContent& scale = layout.tensors[*u.scale];
         throw Error(ProblemKind::invalid_fp8_scale,
-                    file_of(layout, scale) + ": " + head + "its scale tensor '" + printable(scale_name) +
+                    inspect::file_of(layout, scale) + ": " + head + "its scale tensor '" + printable(scale_name) +
                         "' cannot dequantize it (" + u.why + ")");
     }
     std::set<std::size_t> partners;

@@ -31,11 +31,6 @@ std::string in_quotes(const std::string& name)
     return "'" + printable(name) + "'";
 }
 
-std::string file_of(const ContentReport& report, const TensorContent& t)
-{
-    return t.parts.empty() ? report.dir.string() : (report.dir / t.parts[0].file).string();
-}
-
 // The scale values of `weight` read from `scale`, or why they cannot be used ("" when they can).
 std::string read_scales(const ContentReport& report, const TensorContent& weight, const TensorContent& scale,
                         std::vector<float>& out)
@@ -69,6 +64,11 @@ std::string read_scales(const ContentReport& report, const TensorContent& weight
 }
 
 } // namespace
+
+std::string file_of(const ContentReport& report, const TensorContent& t)
+{
+    return t.parts.empty() ? report.dir.string() : (report.dir / t.parts[0].file).string();
+}
 
 std::vector<UnpairedFp8> pair_fp8_weights(ContentReport& report)
 {

@@ -126,7 +126,8 @@ storage::Location verified_location(const storage::Location& given, const Verify
     if (given.is_local())
         return storage::Location(verified.dir);
     storage::Location step = storage::parse_location(verified.dir.string());
-    step.verify_tls = given.verify_tls; // reached as the user asked
+    step.verify_tls = given.verify_tls; // reached as the user asked, at the endpoint they gave
+    step.endpoint = given.endpoint;
     return step;
 }
 

@@ -61,7 +61,8 @@ nlohmann::json candidate_json(const Candidate& candidate, const std::string& com
 nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec, const std::string& profile_name,
                            std::size_t top, const std::function<std::string(const Candidate&)>& command);
 
-// `shardctl plan --model --json`: search_json's keys (micro_batch_size is the list tried) plus seq_len, space (configurations enumerated), pruned_memory and pruned_time.
+// `shardctl plan --model --json`: search_json's keys (micro_batch_size is the list tried) plus
+// seq_len, space (configurations enumerated), pruned_memory and pruned_time.
 nlohmann::json model_search_json(const ModelSearchResult& result, const ModelSearchSpec& spec,
                                  const std::string& profile_name,
                                  const std::function<std::string(const Candidate&)>& command);

@@ -365,7 +365,8 @@ MemoryCuts chunked_cuts(const Profile& profile, const Schedule& schedule, const 
         if (!fastest || busiest < fastest->busiest || (busiest == fastest->busiest && peak < fastest->peak))
             fastest = Best{.cut = cut, .busiest = busiest, .peak = peak};
     };
-    if (cuts_up_to(chunked.layers() - 1, pieces - 1, max_enumerated) <= max_enumerated) {
+    const bool enumerated = cuts_up_to(chunked.layers() - 1, pieces - 1, max_enumerated) <= max_enumerated;
+    if (enumerated) {
         each_cut(chunked.layers(), pieces, consider);
     } else {
         const Profile adjusted = with_recompute(profile, options.recompute);
@@ -373,7 +374,7 @@ MemoryCuts chunked_cuts(const Profile& profile, const Schedule& schedule, const 
         for (PartitionMethod method : {PartitionMethod::compute, PartitionMethod::params, PartitionMethod::uniform})
             consider(descend(chunked, partition(adjusted, pieces, {.method = method}), limit, budget));
     }
-    MemoryCuts out;
+    MemoryCuts out{.exact = enumerated};
     if (fastest)
         out.fitting = std::move(fastest->cut);
     if (leanest)

@@ -37,6 +37,9 @@ namespace shardscope::pipeline {
 struct MemoryCuts {
     std::optional<std::vector<int>> fitting;
     std::optional<std::vector<int>> least_memory; // set when `fitting` is not (may be set anyway)
+    // Every cut was looked at: no `fitting` proves that none fits. False after a local search (an
+    // interleaved or V schedule with more than kEnumeratedCuts cuts), which can miss one.
+    bool exact = true;
 };
 
 // Interleaved cuts up to this many are enumerated (exact); about 10 ms of evaluation.

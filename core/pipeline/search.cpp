@@ -209,9 +209,11 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
                             simulated = fastest;
                         result.candidates.push_back(describe(fastest, "compute", spec));
                         // Every cut holds no less under a stage that shards less, so where a more
-                        // sharded stage found no cut that fits, this one cannot (and its least
-                        // memory is above that stage's). ZeRO 0 moves what ZeRO 1 does (2 U) and
-                        // holds more: its fitted cut could only tie ZeRO 1's or lose to it.
+                        // sharded stage was shown to have no cut that fits (an exhaustive look),
+                        // this one has none either. ZeRO 0 moves what ZeRO 1 does (2 U) and holds
+                        // more, so under the cut search's objective (the busiest piece's compute)
+                        // its fitted cut can only tie ZeRO 1's or lose: a heuristic for the
+                        // simulated step, which is not compared.
                         const bool dominated = zero == 0 && dp > 1 &&
                             std::find(zero_stages.begin(), zero_stages.end(), 1) != zero_stages.end();
                         if (fastest.fits || no_cut_fits || dominated)
@@ -219,7 +221,7 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
                         // The fastest cut that fits or, when none does, the one needing the least
                         // memory: "the closest configuration" must not overstate the miss.
                         MemoryCuts cuts = memory_cuts(profile, schedule, options, spec.gpu_memory_bytes, cancel);
-                        no_cut_fits = !cuts.fitting;
+                        no_cut_fits = !cuts.fitting && cuts.exact;
                         const auto& fitted_cut = cuts.fitting ? cuts.fitting : cuts.least_memory;
                         if (fitted_cut && *fitted_cut != fastest.plan.boundaries) {
                             const PartitionSpec manual{.method = PartitionMethod::manual,

@@ -110,8 +110,9 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
 // stages, then less memory, then the choices in a fixed order; those that do not, by memory.
 // Step times are compared as ranked_time: rounded to 40 significant bits (a relative 1e-12, far
 // below the pruning's 1e-9 slack), so two that differ only by floating-point rounding (the same
-// costs summed in another order, as zb-v and dualpipe-v often give) tie and the memory decides;
-// a rounding grid, unlike a tolerance, keeps the order strict and weak.
+// costs summed in another order, as zb-v and dualpipe-v often give) usually tie and the memory
+// decides (two a hair apart on either side of a grid point still do not); a rounding grid, unlike
+// a tolerance, keeps the order strict and weak.
 double ranked_time(double step_ms);
 bool ranks_before(const Candidate& a, const Candidate& b);
 

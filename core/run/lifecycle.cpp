@@ -5,6 +5,8 @@
 #include "core/run/internal/steps_scan.h"
 #include "core/run/mirror_tier.h"
 
+#include "core/checkpoint/directory.h"
+#include "core/storage/folder.h"
 #include "core/util/fsutil.h"
 #include "core/checkpoint/internal/shardfile.h"
 
@@ -496,15 +498,15 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
         return load_sharded(mirror->fetch(name, scratch), options.expected_world_size, options.load);
     };
     // The newest `latest` bounds the search: a step committed after it was never published. One
-    // that names a step no longer here (the local copy was lost) leaves the mirror's to bound it.
+    // that names a step no longer here (its local copy was lost) bounds it too when a mirror may
+    // hold that step: the step is then tried below like one that does not verify, its loss said.
     std::optional<std::string> local_latest;
-    std::optional<Error> lost_latest;
     try {
         local_latest = read_latest(root);
     } catch (const Error& e) {
         if (!mirror || e.kind() != ProblemKind::partial_write)
             throw;
-        lost_latest = e;
+        local_latest = read_tag_file(storage::Folder(fsutil::open_listed(root)), "latest", (root / "latest").string());
     }
     std::optional<std::string> latest = local_latest;
     std::vector<StepInfo> mirror_steps;
@@ -518,8 +520,6 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
             mirror.reset();
         }
     }
-    if (!latest && lost_latest)
-        throw *lost_latest;
     if (!latest)
         throw Error(ProblemKind::cannot_open,
                     root.string() + ": no complete checkpoint to resume from (no `latest`)" +
@@ -541,8 +541,6 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
                 steps[s.step].mirror = std::move(s);
 
     ResumePoint point;
-    if (lost_latest)
-        point.skipped.push_back(lost_latest->what()); // said, never passed over silently
     std::optional<Error> local_error; // the first local step that did not verify
     std::optional<StateHealth> first_unhealthy;
     if (local_latest && !(steps.count(bound) && steps[bound].local && steps[bound].local->name == *local_latest)) {

@@ -143,8 +143,7 @@ struct ResumePoint {
 // loaded whatever its health. A local step that does not verify is replaced by the mirror's copy
 // of the same step, or else the mirror's newest healthy one; without one that error is thrown
 // (a damaged step is never passed over silently). A local `latest` naming a step that is gone is
-// such a step too: with a mirror, the mirror's `latest` bounds the search and the sentence is the
-// first of `skipped`. Throws Error(cannot_open) when there is no
+// such a step too when there is a mirror: it still bounds the search, and its loss is in `skipped`. Throws Error(cannot_open) when there is no
 // `latest`, and the health's kind (nonfinite_values, ...) naming every step when none is healthy.
 ResumePoint load_resume_point(const std::filesystem::path& root, const std::optional<storage::Location>& mirror,
                               const ResumeOptions& options = {});

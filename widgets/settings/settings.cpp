@@ -34,7 +34,9 @@ const QString searchGlobalBatch = QStringLiteral("planner/search/globalBatch");
 const QString searchMicroBatch = QStringLiteral("planner/search/microBatchSize");
 const QString searchGpuMemory = QStringLiteral("planner/search/gpuMemoryBytes");
 const QString searchLinkGbps = QStringLiteral("planner/search/linkGbps");
-const QString searchZero = QStringLiteral("planner/search/zero");
+// Named anew when the stage became a choice: a ZeRO 0 saved when it was an input (the old
+// "planner/search/zero") does not pin the search to it now.
+const QString searchZero = QStringLiteral("planner/search/zeroStage");
 const QString searchOverlap = QStringLiteral("planner/search/overlapAllReduce");
 const QString modelConfig = QStringLiteral("planner/modelSearch/config");
 const QString modelCluster = QStringLiteral("planner/modelSearch/cluster");

@@ -32,6 +32,9 @@ struct UnpairedFp8 {
 };
 std::vector<UnpairedFp8> pair_fp8_weights(ContentReport& report);
 
+// The file a tensor's sentences name: its first part's, or the checkpoint folder without parts.
+std::string file_of(const ContentReport& report, const TensorContent& t);
+
 // pair_fp8_weights for stats and diff (one float per 16384 weights read: a few KiB per weight):
 // a partner of the wrong dtype or shape, one that cannot be read, or an FP8 "*.weight" without one
 // where the report has other scale tensors, is one problem of the report naming the file and the

@@ -257,6 +257,50 @@ private slots:
         QCOMPARE(flat_state_digests(loaded.ranks), flat_state_digests(state(6)));
     }
 
+    // `latest` names a step whose local folder is gone (a disk swapped, a careless rm): with a
+    // mirror the resume still looks no further back than that step, takes the mirror's copy of it
+    // when there is one and the newest older step when the mirror lags, and says the loss.
+    void aLostLatestStepIsTakenFromTheMirror()
+    {
+        const fs::path root = fresh("lost"), mirror = fresh("lost-mirror");
+        {
+            CheckpointManager manager(options(root, 3, mirror));
+            for (uint64_t step = 1; step <= 3; ++step)
+                manager.save(state(step), step);
+            manager.wait();
+        }
+        fs::remove_all(root / step_dir_name(3));
+        const auto resumed = [&] {
+            return load_resume_point(root, storage::Location(mirror), {.expected_world_size = 2});
+        };
+        const ResumePoint from_mirror = resumed();
+        QVERIFY(from_mirror.used_mirror);
+        QCOMPARE(from_mirror.checkpoint.manifest.step, uint64_t(3));
+        QCOMPARE(flat_state_digests(from_mirror.checkpoint.ranks), flat_state_digests(state(3)));
+        QCOMPARE(from_mirror.skipped.size(), std::size_t(1));
+        QVERIFY2(from_mirror.skipped[0].starts_with(step_dir_name(3) + ": the local copy did not verify"),
+                 from_mirror.skipped[0].c_str());
+
+        // The mirror lags (its step 3 and its `latest` are not there yet): step 2, the newest
+        // before the lost one, not the mirror's older `latest`; from the mirror, as after any
+        // local copy that failed (format.md 6.4).
+        fs::remove_all(mirror / step_dir_name(3));
+        write_latest(mirror, step_dir_name(1));
+        const ResumePoint lagging = resumed();
+        QVERIFY(lagging.used_mirror);
+        QCOMPARE(lagging.checkpoint.manifest.step, uint64_t(2));
+        QVERIFY(!lagging.skipped.empty() && lagging.skipped[0].starts_with(step_dir_name(3) + ":"));
+
+        // Without a mirror, the lost step is the error it always was.
+        try {
+            (void)load_resume_point(root, std::nullopt, {.expected_world_size = 2});
+            QFAIL("a lost latest step was passed over without a mirror");
+        } catch (const Error& e) {
+            QCOMPARE(int(e.kind()), int(ProblemKind::partial_write));
+            QVERIFY2(std::string(e.what()).find("which does not exist") != std::string::npos, e.what());
+        }
+    }
+
     void localStepsWaitForTheirUpload()
     {
         // While the mirror has no verified copy, rotation keeps the local one even beyond K; a

@@ -238,27 +238,32 @@ private slots:
     // The outage as it happens: the gateway the job writes through is killed (SIGKILL) in the middle
     // of a multipart upload. The step stays committed locally, the run goes on, and once a
     // gateway answers again the retry leaves the bucket with the whole step and no upload behind.
+    // The kill lands mid-upload for certain: a proxy holds the answer to the second part for 5 s.
     void aGatewayKilledMidUploadLeavesNoUploadBehind()
     {
         s3test::ExtraGateway gateway;
         QVERIFY2(!gateway.endpoint().empty(), "the extra gateway did not start");
+        const s3test::FaultProxy proxy(gateway.endpoint());
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        QVERIFY(proxy.fault("mode=slow&seconds=5&count=1&method=PUT&path=partNumber=2"));
         const auto back =
             qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
-        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(gateway.endpoint()));
+        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
 
         const fs::path root = fresh("killed");
         std::vector<std::string> warnings;
         ManagerOptions o = options(root, "runs/killed");
         o.on_warning = [&](const std::string& w) { warnings.push_back(w); };
         CheckpointManager manager(o);
-        // Two rank files of about 48 MiB: six parts each, so the kill lands between parts.
+        // Two rank files of about 48 MiB: six parts each.
         manager.save(state(1, 7'200'000), 1);
-        const storage::S3Client s3(m_config); // the first gateway: the same cluster, still up
         QElapsedTimer waited;
         waited.start();
-        while (s3.list_multipart_uploads(m_bucket, "runs/killed/").empty() && waited.elapsed() < 30000)
+        while (proxy.injected() < 1 && waited.elapsed() < 30000)
             QThread::msleep(10);
-        QVERIFY2(!s3.list_multipart_uploads(m_bucket, "runs/killed/").empty(), "no upload was seen in progress");
+        QCOMPARE(proxy.injected(), 1); // a part's answer is held: the upload is in progress
+        const storage::S3Client s3(m_config); // the first gateway: the same cluster, still up
+        QVERIFY(!s3.list_multipart_uploads(m_bucket, "runs/killed/").empty());
         gateway.kill();
         manager.wait();
         QCOMPARE(read_latest(root), std::optional<std::string>(step_dir_name(1)));

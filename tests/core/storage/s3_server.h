@@ -89,19 +89,24 @@ public:
         return curl.waitForFinished(10000) && curl.exitStatus() == QProcess::NormalExit && curl.exitCode() == 0;
     }
 
-    // How many requests the proxy has passed to the server so far.
-    int forwarded() const
+    // How many requests the proxy has passed to the server so far, and how many faults it has
+    // injected (-1 when it cannot be asked).
+    int forwarded() const { return counter("forwarded"); }
+    int injected() const { return counter("injected"); }
+
+private:
+    int counter(const char* name) const
     {
         QProcess curl;
         curl.start(QStringLiteral("curl"), {QStringLiteral("-sf"), QString::fromStdString(m_endpoint + "/__fault__")});
         if (!curl.waitForFinished(10000) || curl.exitCode() != 0)
             return -1;
         const QByteArray state = curl.readAllStandardOutput();
-        const int at = state.indexOf("\"forwarded\": ");
-        return at < 0 ? -1 : state.mid(at + 13).split(',').first().trimmed().toInt();
+        const QByteArray key = QByteArray("\"") + name + "\": ";
+        const int at = state.indexOf(key);
+        return at < 0 ? -1 : state.mid(at + key.size()).split(',').first().split('}').first().trimmed().toInt();
     }
 
-private:
     QTemporaryDir m_dir;
     QProcess m_proxy;
     std::string m_endpoint;

@@ -626,23 +626,35 @@ private slots:
         for (const auto* run : {&info, &verify, &stats, &diff})
             QVERIFY(!run->out.contains(secret.c_str()) && !run->err.contains(secret.c_str()));
 
-        // --endpoint wins over the environment's endpoint (here a port where nothing listens).
+        // --endpoint wins over the environment's endpoint (here a port where nothing listens), in
+        // every read a command makes: the bytes, then the values (verify --content, as status
+        // --content reads them) and the copy (convert).
         const QByteArray env_endpoint = qgetenv("AWS_ENDPOINT_URL");
         qputenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9");
-        const testutil::Run given = testutil::shardctl({QStringLiteral("verify"), where, QStringLiteral("--endpoint"),
-                                                        QString::fromUtf8(env_endpoint), QStringLiteral("--json")});
+        const QStringList at_endpoint = {QStringLiteral("--endpoint"), QString::fromUtf8(env_endpoint),
+                                         QStringLiteral("--json")};
+        const testutil::Run given =
+            testutil::shardctl(QStringList{QStringLiteral("verify"), where, QStringLiteral("--content")} + at_endpoint);
+        const testutil::Run converted = testutil::shardctl(
+            QStringList{QStringLiteral("convert"), where, QStringLiteral("--to"), QStringLiteral("hf"),
+                        QStringLiteral("--out"), testutil::qs(root() / "cli-hf")} +
+            at_endpoint);
         const testutil::Run unreachable =
             testutil::shardctl({QStringLiteral("info"), where, QStringLiteral("--json")}, 60000);
-        const testutil::Run not_http = testutil::shardctl(
-            {QStringLiteral("info"), where, QStringLiteral("--endpoint"), QStringLiteral("ftp://127.0.0.1:21")});
+        const testutil::Run not_http = testutil::shardctl({QStringLiteral("info"), where, QStringLiteral("--endpoint"),
+                                                           QStringLiteral("ftp://user:hunter2@127.0.0.1:21")});
         qputenv("AWS_ENDPOINT_URL", env_endpoint);
         QVERIFY2(given.exit_code == 0, given.err.constData());
         QCOMPARE(given.json()["shards"].size(), std::size_t(2));
+        QVERIFY2(converted.exit_code == 0, converted.err.constData());
+        QVERIFY(fs::exists(root() / "cli-hf" / "model.safetensors.index.json") ||
+                fs::exists(root() / "cli-hf" / "model.safetensors"));
         QCOMPARE(unreachable.exit_code, 2);
         QVERIFY2(unreachable.err.contains("127.0.0.1:9"), unreachable.err.constData());
         QCOMPARE(not_http.exit_code, 2);
-        QVERIFY2(not_http.err.contains("--endpoint ftp://127.0.0.1:21: an S3 endpoint is an http:// or https:// URL"),
+        QVERIFY2(not_http.err.contains("--endpoint: an S3 endpoint is an http:// or https:// URL"),
                  not_http.err.constData());
+        QVERIFY(!not_http.err.contains("hunter2"));
 
         // Wrong credentials: one sentence naming the URL, exit 2, the key not echoed.
         qputenv("AWS_SECRET_ACCESS_KEY", "not-the-secret-0123456789");

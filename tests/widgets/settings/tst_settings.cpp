@@ -181,8 +181,8 @@ private slots:
         QVERIFY(refused(QStringLiteral("planner/search/gpuMemoryBytes"), qint64(1) << 20, false)); // < 0.25 GiB
         QVERIFY(refused(QStringLiteral("planner/search/microBatchSize"), plannerrange::kMaxMicroBatch + 1, false));
         QVERIFY(refused(QStringLiteral("planner/search/linkGbps"), 2e5, false));
-        QVERIFY(refused(QStringLiteral("planner/search/zero"), 4, false));
-        QVERIFY(refused(QStringLiteral("planner/search/zero"), -2, false));
+        QVERIFY(refused(QStringLiteral("planner/search/zeroStage"), 4, false));
+        QVERIFY(refused(QStringLiteral("planner/search/zeroStage"), -2, false));
         // "Any ZeRO" (every stage searched) is stored as -1 and read back as the empty list.
         {
             Settings settings(file);
