@@ -19,7 +19,6 @@ bool PlanCandidateModel::isModelColumn(int column)
     case Sp:
     case Cp:
     case Ep:
-    case Zero:
     case MicroBatch:
     case TflopsPerGpu:
     case Mfu: return true;
@@ -113,9 +112,10 @@ QVariant PlanCandidateModel::data(const QModelIndex& index, int role) const
                                                            .arg(c.zero)
                                                            .arg(c.micro_batch_size)
                                                      : QString();
-        tip += tr("pp %1 × dp %2, %3, %4 microbatches, recompute %5, partition %6")
+        tip += tr("pp %1 × dp %2 (ZeRO %3), %4, %5 microbatches, recompute %6, partition %7")
                    .arg(c.pp)
                    .arg(c.dp)
+                   .arg(c.zero)
                    .arg(QString::fromUtf8(pl::to_string(c.schedule)))
                    .arg(c.microbatches)
                    .arg(QString::fromUtf8(pl::to_string(c.recompute)), QString::fromStdString(c.partition));

@@ -37,7 +37,7 @@ public:
         ColumnCount
     };
     // The columns only a search from a model's shape fills (a measured profile has one t, cp,
-    // ep, ZeRO stage and micro batch for every candidate, and no FLOPs).
+    // ep and micro batch for every candidate, and no FLOPs; its search does try ZeRO stages).
     static bool isModelColumn(int column);
 
     explicit PlanCandidateModel(QObject* parent = nullptr);

@@ -88,6 +88,11 @@ private slots:
         }
         QCOMPARE(int(plan->scatter()->points().size()), int(expected.candidates.size()));
         QVERIFY(plan->message()->text().contains(QStringLiteral("the best takes")));
+        // The ZeRO stage is a choice of this search too: its column is shown, the rest of the
+        // model-only ones are not.
+        QVERIFY(!plan->table()->isColumnHidden(PlanCandidateModel::Zero));
+        QVERIFY(plan->table()->isColumnHidden(PlanCandidateModel::Tp));
+        QCOMPARE(plan->model()->index(0, PlanCandidateModel::Zero).data().toInt(), expected.candidates[0].zero);
 
         // Row 1 first, then row 0: each click must load its own candidate, not the last one.
         for (int row : {1, 0}) {
