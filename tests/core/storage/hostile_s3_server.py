@@ -27,6 +27,18 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         query = self.path.partition("?")[2]
         if "list-type=2" in query and path == "/b/" or path == "/b" and "list-type=2" in query:
+            if "prefix=loop" in query:  # truncated, and the same token again whatever was asked
+                body = (b"<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>same"
+                        b"</NextContinuationToken><Contents><Key>loop/a</Key><Size>1</Size></Contents>"
+                        b"</ListBucketResult>")
+                return self.reply(200, body)
+            if "prefix=endless" in query:  # a new token every page, one key a page, for ever
+                token = query.partition("continuation-token=")[2].partition("&")[0] or "0"
+                following = str(int(token) + 1 if token.isdigit() else 1).encode()
+                body = (b"<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>" + following +
+                        b"</NextContinuationToken><Contents><Key>endless/k" + following + b"</Key><Size>1</Size>"
+                        b"</Contents></ListBucketResult>")
+                return self.reply(200, body)
             if "prefix=bomb" in query:
                 body = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]>'
                         b"<ListBucketResult><Contents><Key>&lol2;</Key><Size>1</Size></Contents></ListBucketResult>")
@@ -37,6 +49,8 @@ class Hostile(http.server.BaseHTTPRequestHandler):
             return self.reply(200, body)
         if path == "/b/redirect":
             return self.reply(301, b"", [("Location", "http://elsewhere.invalid/b/redirect")])
+        if path == "/b/scheme-redirect":  # to another scheme on the same host
+            return self.reply(302, b"", [("Location", "ftp://127.0.0.1/b/scheme-redirect")])
         if path == "/b/longer":  # a range of 10 bytes answered with 20
             return self.reply(206, b"x" * 20, [("Content-Range", "bytes 0-19/100")])
         if path == "/b/endless":  # chunked, never ending
@@ -60,6 +74,11 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         return self.reply(404, b"<Error><Code>NoSuchKey</Code><Message>\x1b[31mno\x1b[0m</Message></Error>")
 
     def do_HEAD(self):
+        if self.path.split("?")[0] == "/b/nolength":  # 200 without the Content-Length a HEAD must give
+            self.send_response(200)
+            self.send_header("ETag", '"x"')
+            self.end_headers()
+            return
         self.reply(404)
 
 

@@ -375,6 +375,18 @@ private slots:
         const QString escape = said([&] { (void)s3.list("b", "run/", 100); });
         QVERIFY2(escape.contains(QStringLiteral("run/../../etc/passwd, which is not a plain name under the prefix")),
                  qPrintable(escape));
+        const QString scheme = said([&] { (void)s3.get("b", "scheme-redirect", 1000); });
+        QVERIFY2(scheme.contains(QStringLiteral("GET s3://b/scheme-redirect: HTTP 302")) &&
+                     scheme.contains(QStringLiteral("not followed")) && !scheme.contains(QStringLiteral("ftp:")),
+                 qPrintable(scheme));
+        const QString no_length = said([&] { (void)s3.head("b", "nolength"); });
+        QVERIFY2(no_length.contains(QStringLiteral("HEAD s3://b/nolength: the answer has no valid Content-Length")),
+                 qPrintable(no_length));
+        const QString loop = said([&] { (void)s3.list("b", "loop/", 100); });
+        QVERIFY2(loop.contains(QStringLiteral("a truncated listing without a new continuation token")),
+                 qPrintable(loop));
+        const QString endless = said([&] { (void)s3.list("b", "endless/", 100); });
+        QVERIFY2(endless.contains(QStringLiteral("the listing does not end")), qPrintable(endless));
         const QString missing = said([&] { s3.read("b", "none", 0, ten); });
         QVERIFY2(missing.contains(QStringLiteral("s3://b/none: no such object")), qPrintable(missing));
         QVERIFY(!missing.contains(QChar(0x1b)));
