@@ -5,6 +5,8 @@
 #include "testutil.h"
 
 #include <QTemporaryDir>
+#include <cmath>
+#include <cstring>
 #include <QTest>
 
 using testutil::qs;
@@ -165,6 +167,90 @@ private slots:
         QCOMPARE(run.json()["format"].get<std::string>(), std::string("safetensors"));
         // A path that does not exist stays a usage/environment error.
         QCOMPARE(shardctl({QStringLiteral("verify"), qs(m_root / "nope")}).exit_code, 2);
+    }
+
+    // torch's Hugging Face storage saved per rank (torchtitan's sharded/ folder): one checkpoint of
+    // whole tensors through every command, not one tensor per file, with statistics equal to a
+    // float64 reference of the same values and a diff that pairs it with the same model split
+    // over 2 ranks.
+    void torchHfStorageThroughTheCommandLine()
+    {
+        // w [8, 6] = 0..47 and b [8] = 100..107, rows split over `world` rank files.
+        const auto append_f32 = [](std::string& out, float v) {
+            char bytes[4];
+            std::memcpy(bytes, &v, 4);
+            out.append(bytes, 4);
+        };
+        const auto write = [&](const fs::path& dir, int world, float nudge) {
+            const uint64_t rows = 8 / uint64_t(world);
+            for (int r = 0; r < world; ++r) {
+                std::vector<DcpHfChunkSpec> chunks(2);
+                const uint64_t at = uint64_t(r) * rows;
+                chunks[0] = {.fqn = "b", .offsets = {at}, .sizes = {rows}};
+                chunks[1] = {.fqn = "w", .offsets = {at, 0}, .sizes = {rows, 6}};
+                for (uint64_t i = 0; i < rows; ++i)
+                    append_f32(chunks[0].bytes, 100.0f + float(at + i));
+                for (uint64_t i = 0; i < rows * 6; ++i)
+                    append_f32(chunks[1].bytes, float(at * 6 + i) + (at * 6 + i == 47 ? nudge : 0.0f));
+                write_file(dir / dcp_hf_shard_name(r), dcp_hf_shard(chunks));
+            }
+        };
+        const fs::path four = m_root / "titan" / "step-10" / "sharded", two = m_root / "titan2" / "sharded",
+                       nudged = m_root / "titan3" / "sharded";
+        write(four, 4, 0.0f);
+        write(two, 2, 0.0f);
+        write(nudged, 2, 0.5f);
+
+        testutil::Run run = shardctl({QStringLiteral("info"), qs(four.parent_path()), QStringLiteral("--json")});
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        nlohmann::json j = run.json();
+        QCOMPARE(j["format"].get<std::string>(), std::string("torch-dcp-hf"));
+        QCOMPARE(j["tensor_count"].get<int>(), 2);
+        run = shardctl({QStringLiteral("verify"), qs(four.parent_path()), QStringLiteral("--json")});
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        QCOMPARE(run.json()["shards"].size(), std::size_t(4));
+
+        run = shardctl({QStringLiteral("stats"), qs(four), QStringLiteral("--json")});
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        j = run.json();
+        QCOMPARE(j["tensors"].size(), std::size_t(2));
+        for (const auto& t : j["tensors"]) {
+            const bool w = t["name"] == "w";
+            // The float64 reference: the values written above.
+            std::vector<double> values;
+            for (int i = 0; i < (w ? 48 : 8); ++i)
+                values.push_back(w ? double(i) : 100.0 + i);
+            double sum = 0, squares = 0;
+            for (double v : values) {
+                sum += v;
+                squares += v * v;
+            }
+            QCOMPARE(t["numel"].get<std::size_t>(), values.size());
+            QVERIFY(t["shape"] == (w ? nlohmann::json::array({8, 6}) : nlohmann::json::array({8})));
+            QCOMPARE(t["min"].get<double>(), values.front());
+            QCOMPARE(t["max"].get<double>(), values.back());
+            QVERIFY(std::abs(t["mean"].get<double>() - sum / double(values.size())) < 1e-12);
+            QVERIFY(std::abs(t["l2"].get<double>() - std::sqrt(squares)) < 1e-9);
+            QCOMPARE(t["parts"].size(), std::size_t(4)); // one per rank file, ranks 0-3
+            QCOMPARE(t["parts"][3]["rank"].get<int>(), 3);
+        }
+
+        run = shardctl({QStringLiteral("diff"), qs(four), qs(two), QStringLiteral("--json")});
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        QCOMPARE(run.json()["summary"]["identical"].get<int>(), 2);
+        run = shardctl({QStringLiteral("diff"), qs(four), qs(nudged), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        bool found = false;
+        const nlohmann::json tensors = run.json()["tensors"]; // not a temporary's member in range-for
+        for (const auto& t : tensors)
+            if (t["status"] == "changed") {
+                QCOMPARE(t["name"].get<std::string>(), std::string("w"));
+                QCOMPARE(t["changed_elements"].get<int>(), 1);
+                QCOMPARE(t["first_changed_element"].get<int>(), 47);
+                QCOMPARE(t["max_abs_diff"].get<double>(), 0.5);
+                found = true;
+            }
+        QVERIFY(found);
     }
 };
 
