@@ -2,6 +2,7 @@
 // status, typed problems and the same exit codes as for native checkpoints.
 
 #include "foreign_fixtures.h"
+#include "megatron_dist_fixture.h"
 #include "testutil.h"
 #include "zstd_dcp_fixture.h"
 
@@ -301,6 +302,48 @@ private slots:
         run = shardctl({QStringLiteral("diff"), qs(zstd_dir), qs(plain), QStringLiteral("--json")});
         QVERIFY2(run.exit_code == 0, run.err.constData());
         QCOMPARE(run.json()["summary"]["identical"].get<int>(), 2);
+    }
+
+    // Megatron's torch_dist (a DCP with mcore_data, metadata.json, common.pt, integrity.json)
+    // through the command line: one checkpoint from the root, integrity.json checked (a changed
+    // byte named by file), statistics equal to a float64 reference, diff finding a rescaled copy.
+    void megatronTorchDistThroughTheCommandLine()
+    {
+        const fs::path root = m_root / "megatron", scaled = m_root / "megatron-scaled";
+        const fs::path iter = write_torch_dist(root);
+        write_torch_dist(scaled, 2.0f);
+        testutil::Run run = shardctl({QStringLiteral("info"), qs(root), QStringLiteral("--json")});
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        QCOMPARE(run.json()["tensor_count"].get<int>(), 2);
+        run = shardctl({QStringLiteral("verify"), qs(root), QStringLiteral("--json")});
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+
+        run = shardctl({QStringLiteral("stats"), qs(root), QStringLiteral("--json")});
+        QVERIFY2(run.exit_code == 0, run.err.constData());
+        const nlohmann::json tensors = run.json()["tensors"];
+        bool weight = false;
+        for (const auto& t : tensors)
+            if (t["name"] == "model.weight") {
+                double sum = 0;
+                for (int i = 0; i < 24; ++i)
+                    sum += i / 4.0;
+                QCOMPARE(t["numel"].get<int>(), 24);
+                QCOMPARE(t["min"].get<double>(), 0.0);
+                QCOMPARE(t["max"].get<double>(), 23 / 4.0);
+                QVERIFY(std::abs(t["mean"].get<double>() - sum / 24) < 1e-12);
+                weight = true;
+            }
+        QVERIFY(weight);
+        run = shardctl({QStringLiteral("diff"), qs(root), qs(scaled), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        QCOMPARE(run.json()["summary"]["identical"].get<int>(), 1); // model.bias is not scaled
+
+        std::string bytes = read_file(iter / "__1_0.distcp");
+        bytes[5] ^= 0x01;
+        write_file(iter / "__1_0.distcp", bytes);
+        run = shardctl({QStringLiteral("verify"), qs(root), QStringLiteral("--json")});
+        QCOMPARE(run.exit_code, 1);
+        QVERIFY2(run.err.contains("__1_0.distcp"), run.err.constData());
     }
 };
 
