@@ -175,6 +175,45 @@ private slots:
         QCOMPARE(panel.shardModel()->status(1), ShardStatus::invalid);
     }
 
+    // torch's Hugging Face storage saved per rank (torchtitan's sharded/ folder) opens as one
+    // checkpoint: one row per rank file with its rank (not -1), every file checked, and the
+    // ownership map laying each rank's chunks out by their DCP_SHARDING_INFO offsets.
+    void torchHfStorageIsOneCheckpoint()
+    {
+        QTemporaryDir tmp;
+        const std::filesystem::path dir = tmp.path().toStdString();
+        for (int r = 0; r < 4; ++r) {
+            const uint64_t at = uint64_t(r) * 2;
+            std::vector<fixtures::DcpHfChunkSpec> chunks = {
+                {.fqn = "w", .offsets = {at, 0}, .sizes = {2, 6}, .bytes = std::string(48, char(r + 1))}};
+            fixtures::write_file(dir / "sharded" / fixtures::dcp_hf_shard_name(r), fixtures::dcp_hf_shard(chunks));
+        }
+        CheckpointPanel panel;
+        panel.resize(1000, 700);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        const ShardTableModel* shards = panel.shardModel();
+        QCOMPARE(shards->rowCount(), 4);
+        for (int row = 0; row < 4; ++row) {
+            QCOMPARE(shards->index(row, ShardTableModel::Rank).data().toString(), QString::number(row));
+            QVERIFY2(shards->index(row, ShardTableModel::File)
+                         .data()
+                         .toString()
+                         .contains(QStringLiteral("shard-0000%1").arg(row + 1)),
+                     qPrintable(shards->index(row, ShardTableModel::File).data().toString()));
+            QCOMPARE(shards->status(row), ShardStatus::ok);
+        }
+        OwnershipMap* map = panel.ownershipMap();
+        QVERIFY(map->hasData());
+        const OwnershipGeometry geometry = map->laneGeometry(map->width());
+        const double y = 6 + 13; // the middle of the first (ranks) lane
+        for (int r = 0; r < 4; ++r) { // w has 48 elements, 12 a rank
+            const QString at = map->describeAt({geometry.xForOffset(12 * r + 5), y});
+            QVERIFY2(at.startsWith(QStringLiteral("Rank %1").arg(r)), qPrintable(at));
+        }
+    }
+
     // Names and strings from a manifest reach the screen escaped: a terminal escape in a tensor
     // name, a C1 control, a byte that is not UTF-8 in a manifest the reader refuses.
     void textFromFilesIsPrintable()
