@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -312,6 +313,18 @@ inline std::string torch_zip(const std::string& prefix, const std::string& pickl
     }
     zip.add(prefix + "/version", "3\n");
     return zip.finish();
+}
+
+// Element `e` of torch_zip's storage "0" as the float32 it holds, decoded from the pattern above
+// (byte k of the storage is (k * 7) & 0xff): the values a reader of the archive must find.
+inline float torch_zip_element(uint64_t e)
+{
+    unsigned char b[4];
+    for (uint64_t k = 0; k < 4; ++k)
+        b[k] = static_cast<unsigned char>(((e * 4 + k) * 7) & 0xff);
+    float f;
+    std::memcpy(&f, b, 4);
+    return f;
 }
 
 // A torch.save-style archive holding an OrderedDict {name: tensor} whose tensors each own a

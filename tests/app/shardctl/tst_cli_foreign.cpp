@@ -276,17 +276,12 @@ private slots:
         for (const auto& t : tensors) {
             if (t["name"] != "model.weight")
                 continue;
-            // torch_tensor_archive's storage: byte k of element e is ((4e + k) * 7) & 0xff, each
-            // 12-element chunk alike.
+            // Each 12-element chunk holds torch_zip's storage pattern.
             double lo = INFINITY, hi = -INFINITY, sum = 0;
             int finite = 0;
             for (int chunk = 0; chunk < 2; ++chunk)
                 for (int e = 0; e < 12; ++e) {
-                    unsigned char b[4];
-                    for (int k = 0; k < 4; ++k)
-                        b[k] = static_cast<unsigned char>(((e * 4 + k) * 7) & 0xff);
-                    float f;
-                    std::memcpy(&f, b, 4);
+                    const float f = torch_zip_element(uint64_t(e));
                     if (!std::isfinite(f))
                         continue;
                     lo = std::min(lo, double(f));

@@ -688,14 +688,8 @@ private slots:
 
         // The archived chunk's elements: torch_zip's storage "0" pattern, decoded here by hand.
         std::vector<double> expected(raw.begin(), raw.end());
-        for (uint64_t e = 0; e < 12; ++e) {
-            unsigned char b[4];
-            for (uint64_t k = 0; k < 4; ++k)
-                b[k] = static_cast<unsigned char>(((e * 4 + k) * 7) & 0xff);
-            float f;
-            std::memcpy(&f, b, 4);
-            expected.push_back(f);
-        }
+        for (uint64_t e = 0; e < 12; ++e)
+            expected.push_back(fixtures::torch_zip_element(e));
         ValueStats want;
         want.add(expected.data(), expected.size());
 
