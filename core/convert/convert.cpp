@@ -90,11 +90,22 @@ bool is_optimizer_tensor(const TensorContent& tensor)
 void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector<std::size_t>& picked,
                   std::vector<ConvertedTensor>& tensors)
 {
+    // A DeepSpeed ZeRO checkpoint's model is the one put together from its flat partitions; the
+    // files' own model tensors (16-bit copies, ZeRO-3's empty placeholders) are not written then.
+    if (!layout.zero_unassembled.empty())
+        throw Error(ProblemKind::invalid_argument,
+                    layout.dir.string() +
+                        ": this DeepSpeed ZeRO checkpoint's model cannot be converted: " + layout.zero_unassembled);
+    const bool assembled =
+        std::any_of(layout.tensors.begin(), layout.tensors.end(), [](const TensorContent& t) { return t.assembled; });
     std::set<std::string> names;
     for (std::size_t t = 0; t < layout.tensors.size(); ++t) {
         const TensorContent& tensor = layout.tensors[t];
-        const bool model = tensor.state.empty() ? !is_optimizer_tensor(tensor) : tensor.state == "param";
+        const bool model =
+            tensor.assembled || (tensor.state.empty() ? !is_optimizer_tensor(tensor) : tensor.state == "param");
         if (!model && states == ConvertStates::model)
+            continue;
+        if (model && assembled && !tensor.assembled)
             continue;
         const bool native_state = !model && !tensor.state.empty();
         const std::string name = native_state ? "optim." + tensor.state + "." + tensor.name : tensor.name;

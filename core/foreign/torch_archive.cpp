@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <span>
 #include <set>
 
 namespace shardscope {
@@ -163,6 +165,100 @@ private:
     std::vector<bool> m_seen;
 };
 
+// The key/value ids of a dict, or of a dict-like object built by pickle (an OrderedDict's SETITEMS).
+std::span<const uint32_t> dict_entries(const PickleDocument& doc, uint32_t id)
+{
+    if (id >= doc.size())
+        return {};
+    const PickleValue v = doc.at(id);
+    return v.kind == PickleKind::dict ? v.items : v.dict_items;
+}
+
+// The ZeRO stage as DeepSpeed saves it: an int, or a member of its ZeroStageEnum, which Python
+// pickles as a call of the class with the value (ZeroStageEnum(2)) or, from Python 3.11, as
+// getattr(ZeroStageEnum, "gradients").
+std::optional<int64_t> zero_stage_value(const PickleDocument& doc, uint32_t id)
+{
+    if (const auto n = doc.as_int(id))
+        return n;
+    if (!doc.is(id, PickleKind::reduce) || doc.at(id).items.size() < 2)
+        return std::nullopt;
+    const auto args = doc.as_sequence(doc.at(id).items[1]);
+    if (!args)
+        return std::nullopt;
+    if (args->size() == 1)
+        return doc.as_int((*args)[0]);
+    const std::string callable = doc.class_name(doc.at(id).items[0]);
+    if (args->size() != 2 || (callable != "builtins.getattr" && callable != "__builtin__.getattr") ||
+        !doc.class_name((*args)[0]).ends_with("ZeroStageEnum"))
+        return std::nullopt;
+    static constexpr std::string_view kMembers[] = {"disabled", "optimizer_states", "gradients", "weights"};
+    const auto member = doc.as_string((*args)[1]);
+    for (std::size_t i = 0; member && i < std::size(kMembers); ++i)
+        if (*member == kMembers[i])
+            return static_cast<int64_t>(i);
+    return std::nullopt;
+}
+
+// name -> torch.Size entries of a dict, in order; entries that are not a str and a shape are left out
+// (the assembly then finds a parameter missing and says so).
+DeepSpeedZeroFields::Shapes shapes_of(const PickleDocument& doc, uint32_t id)
+{
+    DeepSpeedZeroFields::Shapes out;
+    const auto kv = dict_entries(doc, id);
+    for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
+        const auto name = doc.as_string(kv[i]);
+        const auto dims = doc.as_sequence(kv[i + 1]);
+        if (!name || !dims)
+            continue;
+        std::vector<uint64_t> shape;
+        for (const uint32_t d : *dims) {
+            const auto n = doc.as_int(d);
+            if (!n || *n < 0)
+                break;
+            shape.push_back(static_cast<uint64_t>(*n));
+        }
+        if (shape.size() == dims->size())
+            out.push_back({std::string(*name), std::move(shape)});
+    }
+    return out;
+}
+
+DeepSpeedZeroFields zero_fields(const PickleDocument& doc)
+{
+    DeepSpeedZeroFields out;
+    const uint32_t root = doc.root();
+    if (const uint32_t groups = doc.dict_get(root, "param_shapes"); groups != kNoPickleValue) {
+        out.model_file = true;
+        if (const auto list = doc.as_sequence(groups))
+            for (const uint32_t g : *list)
+                out.param_shapes.push_back(shapes_of(doc, g));
+        else // a single dict (older saves)
+            out.param_shapes.push_back(shapes_of(doc, groups));
+    }
+    out.frozen_param_shapes = shapes_of(doc, doc.dict_get(root, "frozen_param_shapes"));
+    if (const auto names = doc.as_sequence(doc.dict_get(root, "buffer_names")))
+        for (const uint32_t n : *names)
+            if (const auto text = doc.as_string(n))
+                out.buffer_names.emplace_back(*text);
+    const auto shared = dict_entries(doc, doc.dict_get(root, "shared_params"));
+    for (std::size_t i = 0; i + 1 < shared.size(); i += 2)
+        if (const auto alias = doc.as_string(shared[i]), source = doc.as_string(shared[i + 1]); alias && source)
+            out.shared_params.push_back({std::string(*alias), std::string(*source)});
+    const uint32_t optimizer = doc.dict_get(root, "optimizer_state_dict");
+    if (const auto stage = zero_stage_value(doc, doc.dict_get(optimizer, "zero_stage")); stage && *stage > 0)
+        out.zero_stage = *stage;
+    else if (doc.dict_get(optimizer, "single_partition_of_fp32_groups") != kNoPickleValue)
+        out.zero_stage = 1; // DeepSpeed's BF16_Optimizer (ZeRO stage 1) saves no zero_stage
+    const uint32_t count = doc.dict_get(optimizer, "partition_count");
+    if (const auto n = doc.as_int(count))
+        out.partition_count = *n;
+    else if (const auto list = doc.as_sequence(count))
+        for (const uint32_t c : *list)
+            out.partition_count = std::max(out.partition_count, doc.as_int(c).value_or(0));
+    return out;
+}
+
 } // namespace
 
 TorchArchiveListing list_torch_archive(const ZipReadAt& read, uint64_t file_size, const ZipDirectory& directory,
@@ -221,6 +317,7 @@ TorchArchiveListing list_torch_archive(const ZipReadAt& read, uint64_t file_size
             }
         }
         TensorWalker(doc, out).walk(doc.root(), {}, 0);
+        out.zero = zero_fields(doc);
     } catch (const Error& e) {
         rethrow_remote(e);
         out.problems.push_back({.kind = e.kind(), .message = e.what()});

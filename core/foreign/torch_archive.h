@@ -34,12 +34,29 @@ struct TorchTensorRef {
     std::vector<int64_t> stride;
 };
 
+// What DeepSpeed saves beside a ZeRO checkpoint's tensors to put its model back together
+// (zero_to_fp32's inputs), read from data.pkl's top-level dict when it has them. A model file
+// (mp_rank_XX_model_states.pt, zero_pp_rank_D_mp_rank_XX_model_states.pt) has param_shapes; an
+// optimizer file (*_optim_states.pt) has optimizer_state_dict.zero_stage (BF16_Optimizer's, stage 1,
+// only single_partition_of_fp32_groups).
+struct DeepSpeedZeroFields {
+    using Shapes = std::vector<std::pair<std::string, std::vector<uint64_t>>>; // name, shape; in order
+    std::vector<Shapes> param_shapes; // one list per optimizer param group
+    Shapes frozen_param_shapes;
+    std::vector<std::string> buffer_names;
+    std::vector<std::pair<std::string, std::string>> shared_params; // alias, the parameter it is
+    int64_t zero_stage = 0; // 1 to 3; 0: no ZeRO optimizer state here
+    int64_t partition_count = 0; // the data-parallel size the groups are split over (largest of a list)
+    bool model_file = false; // param_shapes was there (possibly empty)
+};
+
 struct TorchArchiveListing {
     std::string prefix; // the archive's top folder, with its trailing slash
     std::vector<TorchStorage> storages; // sorted by key
     std::vector<ForeignTensor> tensors; // from data.pkl: dotted path, dtype, shape, storage key
     std::vector<TorchTensorRef> refs; // the same tensors, with offset and strides
     uint64_t tensors_total = 0;
+    DeepSpeedZeroFields zero;
     std::vector<Problem> problems; // data.pkl that cannot be read, storages that disagree
 };
 

@@ -517,6 +517,8 @@ json content_report_json(const ContentReport& report)
         entry["shape"] = t.shape;
         if (t.scale >= 0)
             entry["dequantized_by"] = report.tensors[static_cast<std::size_t>(t.scale)].name;
+        if (t.assembled)
+            entry["assembled"] = true;
         entry["histogram"] = {{"low_exponent", kHistogramLowExponent}, {"counts", t.stats.histogram}};
         json parts = json::array();
         for (std::size_t p = 0; p < t.parts.size(); ++p) {

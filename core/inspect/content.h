@@ -71,6 +71,10 @@ struct TensorContent {
     // values) are then of stored value times scale; -1 when the stored values are read raw.
     int scale = -1;
     std::vector<float> scale_inv;
+    // DeepSpeed ZeRO: a tensor of the model put together as zero_to_fp32 does (a parameter gathered
+    // from the ranks' flat fp32 partitions, a buffer, a frozen or shared parameter), named as the
+    // engine names it. When a layout has such tensors they are its model (convert writes them).
+    bool assembled = false;
 };
 
 struct ContentReport {
@@ -83,6 +87,9 @@ struct ContentReport {
     std::vector<Problem> warnings; // all_zero_tensor: worth a look, not a failure
     bool cancelled = false;
     double seconds = 0;
+    // A DeepSpeed ZeRO checkpoint whose model could not be put together (TensorContent::assembled):
+    // why; empty when it was, or when the checkpoint is no ZeRO checkpoint.
+    std::string zero_unassembled;
 
     bool ok() const { return problems.empty() && !cancelled; }
 };

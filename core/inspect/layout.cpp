@@ -253,7 +253,13 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
                             path.string() + ": stats found no torch.save files to read in this " + report.format +
                                 " checkpoint" + (listed.problems.empty() ? "" : ": " + listed.problems[0].message),
                             path.string());
-            plan_torch(folder, files_of, options, report);
+            if (detected.format == CheckpointFormat::deepspeed) {
+                std::vector<TorchArchive> archives;
+                plan_torch(folder, files_of, options, report, &archives);
+                assemble_zero(archives, options, report);
+            } else {
+                plan_torch(folder, files_of, options, report);
+            }
             break;
         }
         default:

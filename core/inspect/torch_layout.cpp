@@ -110,7 +110,7 @@ std::string slice_group(std::string file)
 // never unpickled). Tensors of the same name in several files (DeepSpeed's ZeRO partitions,
 // tensor-parallel slices) become one tensor with a part per file.
 void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& files, const ContentOptions& options,
-                ContentReport& report)
+                ContentReport& report, std::vector<TorchArchive>* archives)
 {
     const fs::path& dir = folder.path;
     std::map<std::pair<std::string, std::string>, std::size_t> by_key; // (slice group, name) -> tensor
@@ -145,63 +145,89 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
         std::map<std::string, const ZipEntry*> entries;
         for (const ZipEntry& e : directory.entries)
             entries[e.name] = &e;
+        TorchArchive* archive = nullptr;
+        if (archives) {
+            archives->push_back({.file = tf, .zero = std::move(listing.zero)});
+            archive = &archives->back();
+        }
         for (const TorchTensorRef& ref : listing.refs) {
-            if (!selected(options, ref.name))
+            // Tensors the globs leave out are still located for the archive: an assembled ZeRO
+            // parameter the globs select is read from flat groups they do not.
+            const bool wanted = selected(options, ref.name);
+            if (!wanted && !archive)
                 continue;
+            // What is wrong with a tensor is said when it is wanted; else it is only not located.
+            auto problem = [&](Problem p) {
+                if (wanted)
+                    report.problems.push_back(std::move(p));
+            };
+            auto warning = [&](Problem p) {
+                if (wanted)
+                    report.warnings.push_back(std::move(p));
+            };
             const std::string what = shown + ": tensor '" + printable(ref.name) + "'";
             const auto type = torch_element_type(ref.dtype);
             if (!type) {
-                report.warnings.push_back(
-                    {.kind = ProblemKind::unreadable,
-                     .message = what + " has dtype '" + printable(ref.dtype) + "', which stats does not read",
-                     .path = tf.file,
-                     .rank = tf.rank});
+                warning({.kind = ProblemKind::unreadable,
+                         .message = what + " has dtype '" + printable(ref.dtype) + "', which stats does not read",
+                         .path = tf.file,
+                         .rank = tf.rank});
                 continue;
             }
             uint64_t numel = 0;
             const bool overflow = !checked_volume(ref.shape, numel);
             const auto entry = entries.find(listing.prefix + "data/" + ref.storage_key); // prefix ends in /
             if (overflow || entry == entries.end()) {
-                report.problems.push_back(
-                    {.kind = overflow ? ProblemKind::invalid_archive : ProblemKind::missing_tensor,
-                     .message = what +
-                         (overflow ? ": its shape's element count overflows"
-                                   : ": its storage '" + printable(ref.storage_key) + "' is not in the archive"),
-                     .path = tf.file,
-                     .rank = tf.rank});
+                problem({.kind = overflow ? ProblemKind::invalid_archive : ProblemKind::missing_tensor,
+                         .message = what +
+                             (overflow ? ": its shape's element count overflows"
+                                       : ": its storage '" + printable(ref.storage_key) + "' is not in the archive"),
+                         .path = tf.file,
+                         .rank = tf.rank});
                 continue;
             }
             const ZipEntry& stored = *entry->second;
             const ZipEntryCheck located = locate_zip_entry(read, directory, stored);
             if (!located.ok || stored.method != 0) {
-                report.problems.push_back({.kind = ProblemKind::invalid_archive,
-                                           .message = what + ": " +
-                                               (located.ok ? "its storage is compressed, which torch.save "
-                                                             "never does; not read"
-                                                           : located.problem),
-                                           .path = tf.file,
-                                           .rank = tf.rank});
+                problem({.kind = ProblemKind::invalid_archive,
+                         .message = what + ": " +
+                             (located.ok ? "its storage is compressed, which torch.save "
+                                           "never does; not read"
+                                         : located.problem),
+                         .path = tf.file,
+                         .rank = tf.rank});
                 continue;
             }
             if (numel > 0 && !dense_view(ref.shape, ref.stride)) {
-                report.warnings.push_back(
-                    {.kind = ProblemKind::unreadable,
-                     .message = what + " is a strided view with gaps or repeats; stats does not read it",
-                     .path = tf.file,
-                     .rank = tf.rank});
+                warning({.kind = ProblemKind::unreadable,
+                         .message = what + " is a strided view with gaps or repeats; stats does not read it",
+                         .path = tf.file,
+                         .rank = tf.rank});
                 continue;
             }
             const uint64_t size = element_size(*type);
             uint64_t end = 0;
             if (__builtin_add_overflow(ref.storage_offset, numel, &end) || __builtin_mul_overflow(end, size, &end) ||
                 end > stored.uncompressed_size) {
-                report.problems.push_back({.kind = ProblemKind::range_outside_file,
-                                           .message = what + ": its offset and shape reach past the end of its " +
-                                               std::to_string(stored.uncompressed_size) + "-byte storage",
-                                           .path = tf.file,
-                                           .rank = tf.rank});
+                problem({.kind = ProblemKind::range_outside_file,
+                         .message = what + ": its offset and shape reach past the end of its " +
+                             std::to_string(stored.uncompressed_size) + "-byte storage",
+                         .path = tf.file,
+                         .rank = tf.rank});
                 continue;
             }
+            TensorPart located_part{.rank = tf.rank,
+                                    .file = tf.file,
+                                    .byte_offset = located.data_offset + ref.storage_offset * size,
+                                    .numel = numel};
+            if (numel > 0 && !contiguous(ref.shape, ref.stride)) { // a transpose: diff reads it in the view's order
+                located_part.view_shape = ref.shape;
+                located_part.view_strides = ref.stride;
+            }
+            if (archive)
+                archive->tensors.try_emplace(ref.name, TorchArchive::Tensor{*type, ref.shape, located_part});
+            if (!wanted)
+                continue;
             const std::string group = slice_group(tf.file);
             auto [it, inserted] = by_key.try_emplace({group, ref.name}, report.tensors.size());
             if (inserted) {
@@ -221,16 +247,8 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             uint64_t first = 0;
             for (const TensorPart& p : tensor.parts)
                 first += p.numel;
-            TensorPart part{.rank = tf.rank,
-                            .file = tf.file,
-                            .byte_offset = located.data_offset + ref.storage_offset * size,
-                            .numel = numel,
-                            .first_element = first};
-            if (numel > 0 && !contiguous(ref.shape, ref.stride)) { // a transpose: diff reads it in the view's order
-                part.view_shape = ref.shape;
-                part.view_strides = ref.stride;
-            }
-            tensor.parts.push_back(std::move(part));
+            located_part.first_element = first;
+            tensor.parts.push_back(std::move(located_part));
         }
     }
     for (const auto& [name, indices] : by_name) // one name in several layers or stages: say whose

@@ -4,9 +4,11 @@
 
 #include "core/checkpoint/verify.h"
 #include "core/foreign/dcp.h"
+#include "core/foreign/torch_archive.h"
 #include "core/inspect/content.h"
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,8 +26,25 @@ bool selected(const ContentOptions& options, const std::string& name);
 // The torch-based layouts (torch_layout.cpp): torch.save archives, with tensors of the same name
 // in files that differ only in a data- or tensor-parallel rank merged as parts; DCP chunks; the
 // .pt files of a DeepSpeed or Megatron listing (its directory into `dir`).
+// `archives`, when given, receives every file's tensors as read (selected by the globs or not) and
+// what DeepSpeed saved beside them, for assemble_zero.
+struct TorchArchive {
+    TorchFile file;
+    struct Tensor {
+        ElementType type = ElementType::F32;
+        std::vector<uint64_t> shape;
+        TensorPart part; // the whole tensor, a run of its storage
+    };
+    std::map<std::string, Tensor> tensors; // by name in the archive
+    DeepSpeedZeroFields zero;
+};
 void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& files, const ContentOptions& options,
-                ContentReport& report);
+                ContentReport& report, std::vector<TorchArchive>* archives = nullptr);
+// DeepSpeed ZeRO: the model as zero_to_fp32 puts it together, appended to report.tensors (each
+// TensorContent::assembled): buffers and frozen parameters from the model file(s), every trained
+// parameter gathered from the ranks' flat fp32 partitions, aliases of shared parameters. A folder
+// that is no ZeRO checkpoint adds nothing; one that cannot be assembled says why in a warning.
+void assemble_zero(const std::vector<TorchArchive>& archives, const ContentOptions& options, ContentReport& report);
 void plan_dcp(const storage::Folder& folder, const ContentOptions& options, ContentReport& report);
 // The same for a layout already read (`tiling` says where, for messages about it): .metadata's,
 // or the one torch's Hugging Face storage shards describe. A tensor whose chunks do not tile it

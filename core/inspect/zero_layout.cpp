@@ -1,0 +1,376 @@
+// DeepSpeed ZeRO's model put back together as zero_to_fp32 does it, without reading a value: each
+// parameter becomes parts pointing into the ranks' flat fp32 partitions (internal/layout.h).
+//
+// The rules (DeepSpeed's zero_to_fp32): the optimizer files' optimizer_state_dict.zero_stage and
+// partition_count; param_shapes (one name -> shape list per param group) from the model file,
+// mp_rank_00_model_states.pt (stages 1, 2) or rank 0's zero_pp_rank_0_mp_rank_00_model_states.pt
+// (stage 3).
+// - Stages 1 and 2: group g's partitions (`single_partition_of_fp32_groups.g` of every rank, in
+//   rank order, saved without their padding) laid end to end are the group's parameters, flattened
+//   in param_shapes order; the elements left over are the alignment padding, so the count used and
+//   the count held agree once both are rounded up to a multiple of 2 x world size.
+// - Stage 3: every parameter of n elements is split into world size pieces of ceil(n / world)
+//   (the last padded); rank r's flat groups (`fp32_flat_groups.g`, end to end) hold its piece of
+//   each parameter in param_shapes order, and nothing else.
+// Buffers are the model file's `module.<name>` for each of buffer_names (as stored; zero_to_fp32
+// also casts them to float32), frozen parameters its `frozen_param_fragments` (stage 3: every
+// rank's, end to end), and shared_params name aliases of parameters.
+
+#include "core/inspect/internal/layout.h"
+
+#include "core/util/printable.h"
+#include "core/util/volume.h"
+
+#include <algorithm>
+#include <set>
+
+namespace shardscope::inspect {
+
+namespace {
+
+// A flat vector laid end to end from runs in files: a group's partitions over the ranks, or one
+// rank's groups.
+struct Flat {
+    std::vector<TensorPart> runs; // first_element: where each starts in the flat vector
+    uint64_t size = 0;
+
+    void add(TensorPart run)
+    {
+        run.first_element = size;
+        size += run.numel;
+        runs.push_back(std::move(run));
+    }
+
+    // The parts holding [begin, begin + count) of the flat vector, numbered from `first` in the
+    // tensor they go into.
+    void take(uint64_t begin, uint64_t count, uint64_t first, uint64_t element, std::vector<TensorPart>& out) const
+    {
+        const uint64_t end = begin + count;
+        for (const TensorPart& run : runs) {
+            const uint64_t lo = std::max(begin, run.first_element), hi = std::min(end, run.first_element + run.numel);
+            if (lo >= hi)
+                continue;
+            TensorPart part = run;
+            part.byte_offset += (lo - run.first_element) * element;
+            part.numel = hi - lo;
+            part.first_element = first + (lo - begin);
+            out.push_back(std::move(part));
+        }
+    }
+};
+
+// The model-parallel index of a DeepSpeed file name (mp_rank_XX), or -1.
+int model_parallel_rank(const std::string& file)
+{
+    const std::size_t at = file.find("mp_rank_");
+    if (at == std::string::npos)
+        return -1;
+    int rank = 0;
+    std::size_t p = at + 8;
+    if (p >= file.size() || file[p] < '0' || file[p] > '9')
+        return -1;
+    for (; p < file.size() && file[p] >= '0' && file[p] <= '9' && rank < (1 << 20); ++p)
+        rank = rank * 10 + (file[p] - '0');
+    return rank;
+}
+
+class ZeroAssembly {
+public:
+    ZeroAssembly(const std::vector<TorchArchive>& archives, const ContentOptions& options, ContentReport& report)
+        : m_archives(archives), m_options(options), m_report(report)
+    {}
+
+    void run()
+    {
+        std::vector<const TorchArchive*> optim, models;
+        const TorchArchive* parallel = nullptr;
+        for (const TorchArchive& a : m_archives) {
+            if (a.zero.zero_stage > 0)
+                optim.push_back(&a);
+            if (a.zero.model_file)
+                models.push_back(&a);
+            if (a.file.file.starts_with("layer_") || model_parallel_rank(a.file.file) > 0)
+                parallel = &a;
+        }
+        if (optim.empty() || models.empty())
+            return; // no ZeRO checkpoint, or nothing names the parameters
+        if (parallel)
+            return unsupported("it has model- or pipeline-parallel files (" + printable(parallel->file.file) +
+                               "), and zero_to_fp32's rules put together one model-parallel rank's model only");
+        const auto by_rank = [](const TorchArchive* a, const TorchArchive* b) { return a->file.rank < b->file.rank; };
+        std::stable_sort(optim.begin(), optim.end(), by_rank);
+        std::stable_sort(models.begin(), models.end(), by_rank);
+        m_world = optim.size();
+        m_stage = optim.front()->zero.zero_stage;
+        for (std::size_t r = 0; r < optim.size(); ++r) {
+            if (optim[r]->file.rank != static_cast<int>(r))
+                return inconsistent(ProblemKind::missing_shard, *optim[r],
+                                    "is the optimizer file of rank " + std::to_string(r) +
+                                        " in rank order, but its name says rank " +
+                                        std::to_string(optim[r]->file.rank));
+            if (optim[r]->zero.zero_stage != m_stage)
+                return inconsistent(ProblemKind::size_mismatch, *optim[r],
+                                    "says ZeRO stage " + std::to_string(optim[r]->zero.zero_stage) + ", rank 0's " +
+                                        std::to_string(m_stage));
+        }
+        if (m_stage > 3)
+            return unsupported("its optimizer files say ZeRO stage " + std::to_string(m_stage) +
+                               ", which has no known layout");
+        if (const int64_t count = optim.front()->zero.partition_count;
+            count > 0 && static_cast<uint64_t>(count) != m_world)
+            return inconsistent(ProblemKind::missing_shard, *optim.front(),
+                                "says the optimizer state is split over " + std::to_string(count) + " ranks, but " +
+                                    std::to_string(m_world) + " optimizer files are here");
+        // The model file zero_to_fp32 reads: mp_rank_00_model_states.pt, or at stage 3 rank 0's.
+        const TorchArchive* model = models.front();
+        for (const TorchArchive* m : models)
+            if (m_stage <= 2 && m->file.file.find("zero_pp_rank_") == std::string::npos)
+                model = m;
+        m_model = model;
+
+        const std::size_t before = m_report.tensors.size();
+        for (const std::string& name : model->zero.buffer_names) // not every buffer is saved (non-persistent)
+            if (const auto it = model->tensors.find("module." + name); it != model->tensors.end())
+                add(name, it->second.type, it->second.shape, {it->second.part});
+        const bool ok = add_frozen(models) && (m_stage == 3 ? add_stage3(optim) : add_stage12(optim));
+        if (!ok) { // what was added is not the model
+            m_report.tensors.resize(before);
+            return;
+        }
+        std::map<std::string, std::size_t> assembled;
+        for (std::size_t i = before; i < m_report.tensors.size(); ++i)
+            assembled[m_report.tensors[i].name] = i;
+        for (const auto& [alias, source] : model->zero.shared_params)
+            if (const auto it = assembled.find(source); it != assembled.end() && !assembled.contains(alias)) {
+                const TensorContent& s = m_report.tensors[it->second];
+                add(alias, s.type, s.shape, s.parts);
+            }
+        // Only what the globs select stays; the rest was laid out to find where the selected are.
+        std::set<std::string> taken;
+        for (std::size_t i = 0; i < before; ++i)
+            taken.insert(m_report.tensors[i].name);
+        std::size_t kept = before;
+        for (std::size_t i = before; i < m_report.tensors.size(); ++i) {
+            TensorContent& t = m_report.tensors[i];
+            if (!selected(m_options, t.name))
+                continue;
+            if (taken.contains(t.name)) {
+                m_report.warnings.push_back({.kind = ProblemKind::unreadable,
+                                             .message = m_report.dir.string() + ": the assembled parameter '" +
+                                                 printable(t.name) +
+                                                 "' has the name of a tensor in the files: listed once, as stored"});
+                continue;
+            }
+            if (kept != i)
+                m_report.tensors[kept] = std::move(t);
+            ++kept;
+        }
+        m_report.tensors.resize(kept);
+    }
+
+private:
+    void unsupported(const std::string& why)
+    {
+        m_report.zero_unassembled = why;
+        m_report.warnings.push_back(
+            {.kind = ProblemKind::unreadable,
+             .message = m_report.dir.string() + ": the ZeRO model is not put together: " + why});
+    }
+
+    void inconsistent(ProblemKind kind, const TorchArchive& file, const std::string& what)
+    {
+        const std::string shown = (file.file.rank >= 0 ? "rank " + std::to_string(file.file.rank) + ": " : "") +
+            (m_report.dir / file.file.file).string();
+        m_report.zero_unassembled = shown + " " + what;
+        m_report.problems.push_back({.kind = kind,
+                                     .message = shown + " " + what + ": the ZeRO model cannot be put together",
+                                     .path = file.file.file,
+                                     .rank = file.file.rank});
+    }
+
+    void add(const std::string& name, ElementType type, std::vector<uint64_t> shape, std::vector<TensorPart> parts)
+    {
+        m_report.tensors.push_back(
+            {.name = name, .type = type, .shape = std::move(shape), .parts = std::move(parts), .assembled = true});
+    }
+
+    // The flat tensor `key` of every file in `files` (rank order) end to end; false (and a
+    // problem) when one lacks it or holds it as another type.
+    bool flat_of(const std::vector<const TorchArchive*>& files, const std::string& key, Flat& flat, ElementType& type)
+    {
+        for (const TorchArchive* f : files) {
+            const auto it = f->tensors.find(key);
+            if (it == f->tensors.end()) {
+                inconsistent(ProblemKind::missing_tensor, *f, "holds no tensor '" + printable(key) + "'");
+                return false;
+            }
+            if (!it->second.part.view_shape.empty() || (!flat.runs.empty() && it->second.type != type)) {
+                inconsistent(ProblemKind::invalid_archive, *f,
+                             "holds '" + printable(key) + "' as a " + std::string(to_string(it->second.type)) +
+                                 (it->second.part.view_shape.empty() ? " unlike the other ranks" : " strided view"));
+                return false;
+            }
+            type = it->second.type;
+            flat.add(it->second.part);
+        }
+        return true;
+    }
+
+    // How many groups rank 0's file holds under `prefix`.0, .1, ...
+    std::size_t groups(const TorchArchive& file, const std::string& prefix) const
+    {
+        std::size_t g = 0;
+        while (file.tensors.contains(prefix + std::to_string(g)))
+            ++g;
+        return g;
+    }
+
+    bool volume_of(const std::vector<uint64_t>& shape, const std::string& name, uint64_t& n)
+    {
+        if (checked_volume(shape, n) && n <= (uint64_t(1) << 58))
+            return true;
+        inconsistent(ProblemKind::invalid_archive, *m_model,
+                     "gives parameter '" + printable(name) + "' a shape whose element count overflows");
+        return false;
+    }
+
+    bool add_stage12(const std::vector<const TorchArchive*>& optim)
+    {
+        const std::string prefix = "optimizer_state_dict.single_partition_of_fp32_groups.";
+        const auto& shapes = m_model->zero.param_shapes;
+        if (groups(*optim.front(), prefix) != shapes.size()) {
+            inconsistent(ProblemKind::size_mismatch, *optim.front(),
+                         "holds " + std::to_string(groups(*optim.front(), prefix)) +
+                             " flat fp32 groups, but the model file lists " + std::to_string(shapes.size()) +
+                             " parameter groups");
+            return false;
+        }
+        const uint64_t align = 2 * m_world;
+        const auto aligned = [&](uint64_t x) { return (x + align - 1) / align * align; };
+        for (std::size_t g = 0; g < shapes.size(); ++g) {
+            Flat flat;
+            ElementType type = ElementType::F32;
+            if (!flat_of(optim, prefix + std::to_string(g), flat, type))
+                return false;
+            uint64_t offset = 0;
+            for (const auto& [name, shape] : shapes[g]) {
+                uint64_t n = 0;
+                if (!volume_of(shape, name, n))
+                    return false;
+                if (n > flat.size - offset) {
+                    inconsistent(ProblemKind::size_mismatch, *optim.back(),
+                                 "ends flat fp32 group " + std::to_string(g) + " (" + std::to_string(flat.size) +
+                                     " elements over " + std::to_string(m_world) + " ranks) before parameter '" +
+                                     printable(name) + "' of " + printable(m_model->file.file));
+                    return false;
+                }
+                std::vector<TensorPart> parts;
+                flat.take(offset, n, 0, element_size(type), parts);
+                add(name, type, shape, std::move(parts));
+                offset += n;
+            }
+            if (aligned(offset) != aligned(flat.size)) {
+                inconsistent(ProblemKind::size_mismatch, *optim.back(),
+                             "ends flat fp32 group " + std::to_string(g) + ", which holds " +
+                                 std::to_string(flat.size) + " elements over " + std::to_string(m_world) +
+                                 " ranks, but the parameters param_shapes lists in " + printable(m_model->file.file) +
+                                 " take " + std::to_string(offset) + " (more than alignment to " +
+                                 std::to_string(align) + " explains)");
+                return false;
+            }
+        }
+        return true;
+    }
+
+    bool add_stage3(const std::vector<const TorchArchive*>& optim)
+    {
+        const std::string prefix = "optimizer_state_dict.fp32_flat_groups.";
+        const std::size_t group_count = groups(*optim.front(), prefix);
+        if (group_count == 0) {
+            inconsistent(ProblemKind::missing_tensor, *optim.front(), "holds no '" + prefix + "0' tensor");
+            return false;
+        }
+        std::vector<Flat> ranks(optim.size());
+        ElementType type = ElementType::F32;
+        for (std::size_t r = 0; r < optim.size(); ++r)
+            for (std::size_t g = 0; g < group_count; ++g)
+                if (!flat_of({optim[r]}, prefix + std::to_string(g), ranks[r], type))
+                    return false;
+        for (std::size_t r = 1; r < ranks.size(); ++r)
+            if (ranks[r].size != ranks[0].size) {
+                inconsistent(ProblemKind::size_mismatch, *optim[r],
+                             "holds " + std::to_string(ranks[r].size) + " flat fp32 elements, rank 0 " +
+                                 std::to_string(ranks[0].size) +
+                                 " (every rank holds an equal piece of each parameter)");
+                return false;
+            }
+        uint64_t offset = 0;
+        for (const auto& group : m_model->zero.param_shapes)
+            for (const auto& [name, shape] : group) {
+                uint64_t n = 0;
+                if (!volume_of(shape, name, n))
+                    return false;
+                const uint64_t piece = (n + m_world - 1) / m_world;
+                if (piece > ranks[0].size - offset) {
+                    inconsistent(ProblemKind::size_mismatch, *optim.front(),
+                                 "ends its flat fp32 groups (" + std::to_string(ranks[0].size) +
+                                     " elements) before its piece of parameter '" + printable(name) + "'");
+                    return false;
+                }
+                std::vector<TensorPart> parts;
+                for (std::size_t r = 0; r < ranks.size() && r * piece < n; ++r)
+                    ranks[r].take(offset, std::min(piece, n - r * piece), r * piece, element_size(type), parts);
+                add(name, type, shape, std::move(parts));
+                offset += piece;
+            }
+        if (offset != ranks[0].size) {
+            inconsistent(ProblemKind::size_mismatch, *optim.front(),
+                         "holds " + std::to_string(ranks[0].size) +
+                             " flat fp32 elements, but its pieces of the parameters param_shapes lists in " +
+                             printable(m_model->file.file) + " take " + std::to_string(offset));
+            return false;
+        }
+        return true;
+    }
+
+    // Frozen parameters: whole in the model file (stages 1, 2), or a piece in every rank's (stage 3).
+    bool add_frozen(const std::vector<const TorchArchive*>& models)
+    {
+        for (const auto& [name, shape] : m_model->zero.frozen_param_shapes) {
+            uint64_t n = 0;
+            if (!volume_of(shape, name, n))
+                return false;
+            const std::string key = "frozen_param_fragments." + name;
+            Flat flat;
+            ElementType type = ElementType::F32;
+            if (!flat_of(m_stage == 3 ? models : std::vector<const TorchArchive*>{m_model}, key, flat, type))
+                return false;
+            if (flat.size < n) {
+                inconsistent(ProblemKind::size_mismatch, *m_model,
+                             "holds " + std::to_string(flat.size) + " elements of frozen parameter '" +
+                                 printable(name) + "', which has " + std::to_string(n));
+                return false;
+            }
+            std::vector<TensorPart> parts;
+            flat.take(0, n, 0, element_size(type), parts);
+            add(name, type, shape, std::move(parts));
+        }
+        return true;
+    }
+
+    const std::vector<TorchArchive>& m_archives;
+    const ContentOptions& m_options;
+    ContentReport& m_report;
+    const TorchArchive* m_model = nullptr;
+    uint64_t m_world = 1;
+    int64_t m_stage = 0;
+};
+
+} // namespace
+
+void assemble_zero(const std::vector<TorchArchive>& archives, const ContentOptions& options, ContentReport& report)
+{
+    ZeroAssembly(archives, options, report).run();
+}
+
+} // namespace shardscope::inspect

@@ -1,0 +1,135 @@
+"""A DeepSpeed ZeRO checkpoint (stages 1, 2, 3 and the BF16 optimizer; tests/fixtures/deepspeed_zero.py
+writes it with torch as DeepSpeed's engine lays it out) read through shardctl: the model put
+together from the ranks' flat fp32 partitions is the state dict zero_to_fp32 gives, bit for bit,
+in convert's Hugging Face output, in diff, and in stats against a float64 reference."""
+
+import json
+import os
+import struct
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+import pyutil
+from pyutil import shardctl
+
+try:
+    import torch
+except ImportError:
+    print("torch is not installed (apt-get install python3-torch): skipped")
+    sys.exit(pyutil.SKIP)
+
+sys.path.insert(0, os.path.join(os.environ.get("SHARDSCOPE_SOURCE_DIR", "."), "tests", "fixtures"))
+import deepspeed_zero  # noqa: E402
+
+CASES = [(1, 4, False), (2, 3, False), (3, 4, False), (1, 2, True)]  # stage, data-parallel ranks, BF16_Optimizer
+DTYPES = {"F32": np.uint32, "BF16": np.uint16, "I64": np.int64}
+
+
+def read_hf(folder):
+    """name -> (dtype, shape, raw values as unsigned ints) of a Hugging Face folder, parsed by hand."""
+    with open(os.path.join(folder, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    out = {}
+    for file in sorted(set(index["weight_map"].values())):
+        with open(os.path.join(folder, file), "rb") as f:
+            data = f.read()
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + n])
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            lo, hi = entry["data_offsets"]
+            out[name] = (entry["dtype"], entry["shape"],
+                         np.frombuffer(data[8 + n + lo:8 + n + hi], dtype=DTYPES[entry["dtype"]]))
+    return out
+
+
+def bits(t):
+    """A torch tensor's values as (dtype name, raw unsigned ints), to compare bit for bit."""
+    t = t.contiguous().reshape(-1)
+    if t.dtype == torch.bfloat16:
+        return "BF16", t.view(torch.int16).numpy().view(np.uint16)
+    if t.dtype == torch.float32:
+        return "F32", t.numpy().view(np.uint32)
+    return "I64", t.numpy()
+
+
+class DeepSpeedZero(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def case(self, stage, world, bf16, **kw):
+        root = os.path.join(self.tmp.name, f"stage{stage}-{world}{'-bf16' if bf16 else ''}")
+        return root, deepspeed_zero.write(root, stage, world, bf16, **kw)
+
+    def test_convert_gives_zero_to_fp32s_state_dict(self):
+        for stage, world, bf16 in CASES:
+            with self.subTest(stage=stage, world=world, bf16=bf16):
+                root, truth = self.case(stage, world, bf16)
+                out = root + "-hf"
+                status, result = shardctl("convert", root, "--to", "hf", "--out", out)
+                self.assertEqual(status, 0, result)
+                self.assertEqual(result["source"]["format"], "deepspeed")
+                self.assertEqual(result["tensors"], len(truth))
+                written = read_hf(out)
+                self.assertEqual(set(written), set(truth))  # buffers, frozen, trained and tied parameters
+                for name, tensor in truth.items():
+                    dtype, shape, values = written[name]
+                    self.assertEqual((dtype, shape), (bits(tensor)[0], list(tensor.shape)), name)
+                    np.testing.assert_array_equal(values, bits(tensor)[1], err_msg=name)
+                # diff pairs the assembled tensors with the output's: identical; the files' own
+                # tensors (module.*, the flat groups, the moments) are only in the source.
+                status, diff = shardctl("diff", root, out)
+                self.assertEqual(status, 1, diff)  # not everything is in both
+                statuses = {t["name"]: t["status"] for t in diff["tensors"]}
+                for name in truth:
+                    self.assertEqual(statuses.pop(name), "identical", name)
+                self.assertTrue(statuses and all(s == "only_in_a" for s in statuses.values()), statuses)
+
+    def test_stats_of_the_assembled_model_match_float64(self):
+        root, truth = self.case(3, 4, False)  # stage 3's padding holds 1e30: it must not be read
+        status, stats = shardctl("stats", root)
+        self.assertEqual(status, 0, stats)
+        assembled = {t["name"]: t for t in stats["tensors"] if t.get("assembled")}
+        self.assertEqual(set(assembled), set(truth))
+        for name, tensor in truth.items():
+            ref = tensor.double().numpy().reshape(-1)
+            got = assembled[name]
+            self.assertEqual(got["numel"], ref.size, name)
+            self.assertEqual(got["shape"], list(tensor.shape), name)
+            self.assertEqual(got["min"], ref.min(), name)
+            self.assertEqual(got["max"], ref.max(), name)
+            self.assertAlmostEqual(got["mean"], ref.mean(), delta=1e-12 * max(1.0, abs(ref).max()), msg=name)
+            self.assertAlmostEqual(got["l2"], float(np.sqrt((ref * ref).sum())), delta=1e-9, msg=name)
+        # A parameter of 42 elements is split 11, 11, 11, 9 over the four ranks.
+        self.assertEqual([p["rank"] for p in assembled["up.weight"]["parts"]], [0, 1, 2, 3])
+        self.assertEqual([p["numel"] for p in assembled["up.weight"]["parts"]], [11, 11, 11, 9])
+        # Only the selected assembled tensors, though their flat groups are not selected.
+        status, some = shardctl("stats", root, "--tensor", "up.*")
+        self.assertEqual(status, 0, some)
+        self.assertEqual([t["name"] for t in some["tensors"]], ["up.weight", "up.bias"])
+
+    def test_partitions_that_do_not_hold_param_shapes_are_refused(self):
+        for stage, world in [(2, 3), (3, 4)]:
+            with self.subTest(stage=stage):
+                root, _ = self.case(stage, world, False, unlisted="up.weight")
+                status, stats = shardctl("stats", root)
+                self.assertEqual(status, 1, stats)
+                messages = [p["message"] for p in stats["problems"]]
+                self.assertTrue(any("zero_pp_rank_" in m and "cannot be put together" in m for m in messages),
+                                messages)
+                self.assertFalse(any(t.get("assembled") for t in stats["tensors"]))
+                out = root + "-hf"
+                status, result = shardctl("convert", root, "--to", "hf", "--out", out)
+                self.assertEqual(status, 1, result)
+                self.assertFalse(result["ok"])
+                self.assertFalse(os.path.exists(out))
+                self.assertEqual(os.listdir(self.tmp.name).count(os.path.basename(out)), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
