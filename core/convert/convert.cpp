@@ -90,8 +90,9 @@ bool is_optimizer_tensor(const TensorContent& tensor)
 void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector<std::size_t>& picked,
                   std::vector<ConvertedTensor>& tensors)
 {
-    // A DeepSpeed ZeRO checkpoint's model is the one put together from its flat partitions; the
-    // files' own model tensors (16-bit copies, ZeRO-3's empty placeholders) are not written then.
+    // A DeepSpeed ZeRO checkpoint's model (and its Adam moments) is the one put together from its
+    // flat partitions: the files' own tensors (16-bit copies, ZeRO-3's empty placeholders, the flat
+    // groups) are not written then.
     if (!layout.zero_unassembled.empty())
         throw Error(ProblemKind::invalid_argument,
                     layout.dir.string() +
@@ -101,11 +102,12 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
     std::set<std::string> names;
     for (std::size_t t = 0; t < layout.tensors.size(); ++t) {
         const TensorContent& tensor = layout.tensors[t];
-        const bool model =
-            tensor.assembled || (tensor.state.empty() ? !is_optimizer_tensor(tensor) : tensor.state == "param");
-        if (!model && states == ConvertStates::model)
+        if (assembled && !tensor.assembled)
             continue;
-        if (model && assembled && !tensor.assembled)
+        const bool model = tensor.assembled ? tensor.state.empty()
+            : tensor.state.empty()          ? !is_optimizer_tensor(tensor)
+                                            : tensor.state == "param";
+        if (!model && states == ConvertStates::model)
             continue;
         const bool native_state = !model && !tensor.state.empty();
         const std::string name = native_state ? "optim." + tensor.state + "." + tensor.name : tensor.name;
@@ -344,7 +346,12 @@ ConvertResult convert_checkpoint(const storage::Location& source, const fs::path
             report(source_total + copied);
         };
         result.tensor_bytes = job.copy_total;
-        job.step = verified.manifest ? verified.manifest->step : 0;
+        // The training step the source records: a ShardScope manifest's, DeepSpeed's global_stepN,
+        // Megatron's iteration.
+        job.step = verified.manifest ? verified.manifest->step
+            : verified.foreign && verified.foreign->step.value_or(-1) >= 0
+            ? static_cast<uint64_t>(*verified.foreign->step)
+            : 0;
         result.files = options.target == ConvertTarget::hf ? convert::write_hf(job)
             : options.target == ConvertTarget::dcp         ? convert::write_dcp(job)
                                                            : convert::write_shardscope(job);

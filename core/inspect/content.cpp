@@ -552,11 +552,24 @@ json content_report_json(const ContentReport& report)
             {"seconds", report.seconds}};
 }
 
+namespace {
+
+// Adam's second moment: a native exp_avg_sq state, or in other formats a tensor torch's Adam and
+// AdamW saved (optimizer.state.<param>.exp_avg_sq, DeepSpeed's state.<group>.exp_avg_sq).
+bool is_second_moment(const TensorContent& tensor)
+{
+    if (!tensor.state.empty())
+        return tensor.state == "exp_avg_sq";
+    return tensor.name == "exp_avg_sq" || tensor.name.ends_with(".exp_avg_sq");
+}
+
+} // namespace
+
 TensorHealth tensor_health(const TensorContent& tensor)
 {
     const ValueStats& s = tensor.stats;
     return {.nonfinite = s.nonfinite() > 0,
-            .negative_second_moment = tensor.state == "exp_avg_sq" && s.negatives > 0,
+            .negative_second_moment = is_second_moment(tensor) && s.negatives > 0,
             .param_master_mismatch = tensor.master >= 0 &&
                 std::any_of(tensor.part_checks.begin(), tensor.part_checks.end(),
                             [](const MasterCheck& c) { return c.mismatches > 0; }),

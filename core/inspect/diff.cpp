@@ -200,8 +200,10 @@ DiffReport plan_diff(const storage::Location& a, const storage::Location& b, con
             if (report.problems.size() < 100)
                 report.problems.push_back(p);
     // A native checkpoint beside one without optimizer states: the model is its "param" state.
+    // (A DeepSpeed ZeRO checkpoint's assembled moments have states too, but its model has none.)
     auto has_states = [](const ContentReport& r) {
-        return std::any_of(r.tensors.begin(), r.tensors.end(), [](const TensorContent& t) { return !t.state.empty(); });
+        return std::any_of(r.tensors.begin(), r.tensors.end(),
+                           [](const TensorContent& t) { return t.state == "param"; });
     };
     const bool states_a = has_states(report.a), states_b = has_states(report.b);
     report.states_as_param = states_a != states_b;

@@ -12,7 +12,8 @@
 // - Stage 3: every parameter of n elements is split into world size pieces of ceil(n / world)
 //   (the last padded); rank r's flat groups (`fp32_flat_groups.g`, end to end) hold its piece of
 //   each parameter in param_shapes order, and nothing else.
-// Buffers are the model file's `module.<name>` for each of buffer_names (as stored; zero_to_fp32
+// Adam's moments are laid out as the fp32 partitions they belong to, so each parameter gets its
+// exp_avg and exp_avg_sq too. Buffers are the model file's `module.<name>` for each of buffer_names (as stored; zero_to_fp32
 // also casts them to float32), frozen parameters its `frozen_param_fragments` (stage 3: every
 // rank's, end to end), and shared_params name aliases of parameters.
 
@@ -22,6 +23,7 @@
 #include "core/util/volume.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 namespace shardscope::inspect {
@@ -132,7 +134,14 @@ public:
         for (const std::string& name : model->zero.buffer_names) // not every buffer is saved (non-persistent)
             if (const auto it = model->tensors.find("module." + name); it != model->tensors.end())
                 add(name, it->second.type, it->second.shape, {it->second.part});
-        const bool ok = add_frozen(models) && (m_stage == 3 ? add_stage3(optim) : add_stage12(optim));
+        const bool ok = add_frozen(models) &&
+            (m_stage == 3 ? add_stage3(optim,
+                                       [](std::size_t g) {
+                                           return "optimizer_state_dict.fp32_flat_groups." + std::to_string(g);
+                                       })
+                          : add_stage12(optim, [](std::size_t g) {
+                                return "optimizer_state_dict.single_partition_of_fp32_groups." + std::to_string(g);
+                            }));
         if (!ok) { // what was added is not the model
             m_report.tensors.resize(before);
             return;
@@ -145,6 +154,7 @@ public:
                 const TensorContent& s = m_report.tensors[it->second];
                 add(alias, s.type, s.shape, s.parts);
             }
+        add_moments(optim);
         // Only what the globs select stays; the rest was laid out to find where the selected are.
         std::set<std::string> taken;
         for (std::size_t i = 0; i < before; ++i)
@@ -181,6 +191,14 @@ private:
     {
         const std::string shown = (file.file.rank >= 0 ? "rank " + std::to_string(file.file.rank) + ": " : "") +
             (m_report.dir / file.file.file).string();
+        if (!m_state.empty()) { // the model stands; only these moments are not put together
+            m_report.warnings.push_back(
+                {.kind = ProblemKind::unreadable,
+                 .message = shown + " " + what + ": the parameters' " + m_state + " is not put together",
+                 .path = file.file.file,
+                 .rank = file.file.rank});
+            return;
+        }
         m_report.zero_unassembled = shown + " " + what;
         m_report.problems.push_back({.kind = kind,
                                      .message = shown + " " + what + ": the ZeRO model cannot be put together",
@@ -190,8 +208,37 @@ private:
 
     void add(const std::string& name, ElementType type, std::vector<uint64_t> shape, std::vector<TensorPart> parts)
     {
-        m_report.tensors.push_back(
-            {.name = name, .type = type, .shape = std::move(shape), .parts = std::move(parts), .assembled = true});
+        m_report.tensors.push_back({.name = name,
+                                    .state = m_state,
+                                    .type = type,
+                                    .shape = std::move(shape),
+                                    .parts = std::move(parts),
+                                    .assembled = true});
+    }
+
+    // Adam's moments of each trained parameter, laid out as its fp32 master (state exp_avg and
+    // exp_avg_sq, under the parameter's name): the torch optimizer's state of each group's flat
+    // partition, optimizer_state_dict.base_optimizer_state.state.g (stages 1, 2; without `state.`
+    // when saved elastic) or optimizer_state_dict.optimizer_state_dict.state.g (stage 3). Another
+    // optimizer's state is left as the files hold it.
+    void add_moments(const std::vector<const TorchArchive*>& optim)
+    {
+        const std::vector<std::string> roots = m_stage == 3
+            ? std::vector<std::string>{"optimizer_state_dict.optimizer_state_dict.state."}
+            : std::vector<std::string>{"optimizer_state_dict.base_optimizer_state.state.",
+                                       "optimizer_state_dict.base_optimizer_state."};
+        for (const std::string state : {"exp_avg", "exp_avg_sq"})
+            for (const std::string& root : roots) {
+                const auto key = [&](std::size_t g) { return root + std::to_string(g) + "." + state; };
+                if (!optim.front()->tensors.contains(key(0)))
+                    continue;
+                m_state = state;
+                const std::size_t before = m_report.tensors.size();
+                if (!(m_stage == 3 ? add_stage3(optim, key) : add_stage12(optim, key)))
+                    m_report.tensors.resize(before);
+                m_state.clear();
+                break;
+            }
     }
 
     // The flat tensor `key` of every file in `files` (rank order) end to end; false (and a
@@ -216,11 +263,13 @@ private:
         return true;
     }
 
-    // How many groups rank 0's file holds under `prefix`.0, .1, ...
-    std::size_t groups(const TorchArchive& file, const std::string& prefix) const
+    using GroupKey = std::function<std::string(std::size_t group)>;
+
+    // How many groups rank 0's file holds: key(0), key(1), ...
+    static std::size_t groups(const TorchArchive& file, const GroupKey& key)
     {
         std::size_t g = 0;
-        while (file.tensors.contains(prefix + std::to_string(g)))
+        while (file.tensors.contains(key(g)))
             ++g;
         return g;
     }
@@ -234,14 +283,14 @@ private:
         return false;
     }
 
-    bool add_stage12(const std::vector<const TorchArchive*>& optim)
+    // The flat fp32 partitions (or, with m_state, those moments) of each group: `key`.
+    bool add_stage12(const std::vector<const TorchArchive*>& optim, const GroupKey& key)
     {
-        const std::string prefix = "optimizer_state_dict.single_partition_of_fp32_groups.";
         const auto& shapes = m_model->zero.param_shapes;
-        if (groups(*optim.front(), prefix) != shapes.size()) {
+        if (const std::size_t held = groups(*optim.front(), key); held != shapes.size()) {
             inconsistent(ProblemKind::size_mismatch, *optim.front(),
-                         "holds " + std::to_string(groups(*optim.front(), prefix)) +
-                             " flat fp32 groups, but the model file lists " + std::to_string(shapes.size()) +
+                         "holds " + std::to_string(held) + " flat groups ('" + printable(key(0)) + "', ...), but " +
+                             printable(m_model->file.file) + " lists " + std::to_string(shapes.size()) +
                              " parameter groups");
             return false;
         }
@@ -250,7 +299,7 @@ private:
         for (std::size_t g = 0; g < shapes.size(); ++g) {
             Flat flat;
             ElementType type = ElementType::F32;
-            if (!flat_of(optim, prefix + std::to_string(g), flat, type))
+            if (!flat_of(optim, key(g), flat, type))
                 return false;
             uint64_t offset = 0;
             for (const auto& [name, shape] : shapes[g]) {
@@ -269,7 +318,8 @@ private:
                 add(name, type, shape, std::move(parts));
                 offset += n;
             }
-            if (aligned(offset) != aligned(flat.size)) {
+            // The moments keep the padding DeepSpeed's stage 1 and 2 strip from the partitions.
+            if (m_state.empty() && aligned(offset) != aligned(flat.size)) {
                 inconsistent(ProblemKind::size_mismatch, *optim.back(),
                              "ends flat fp32 group " + std::to_string(g) + ", which holds " +
                                  std::to_string(flat.size) + " elements over " + std::to_string(m_world) +
@@ -282,19 +332,18 @@ private:
         return true;
     }
 
-    bool add_stage3(const std::vector<const TorchArchive*>& optim)
+    bool add_stage3(const std::vector<const TorchArchive*>& optim, const GroupKey& key)
     {
-        const std::string prefix = "optimizer_state_dict.fp32_flat_groups.";
-        const std::size_t group_count = groups(*optim.front(), prefix);
+        const std::size_t group_count = groups(*optim.front(), key);
         if (group_count == 0) {
-            inconsistent(ProblemKind::missing_tensor, *optim.front(), "holds no '" + prefix + "0' tensor");
+            inconsistent(ProblemKind::missing_tensor, *optim.front(), "holds no '" + printable(key(0)) + "' tensor");
             return false;
         }
         std::vector<Flat> ranks(optim.size());
         ElementType type = ElementType::F32;
         for (std::size_t r = 0; r < optim.size(); ++r)
             for (std::size_t g = 0; g < group_count; ++g)
-                if (!flat_of({optim[r]}, prefix + std::to_string(g), ranks[r], type))
+                if (!flat_of({optim[r]}, key(g), ranks[r], type))
                     return false;
         for (std::size_t r = 1; r < ranks.size(); ++r)
             if (ranks[r].size != ranks[0].size) {
@@ -364,6 +413,7 @@ private:
     const TorchArchive* m_model = nullptr;
     uint64_t m_world = 1;
     int64_t m_stage = 0;
+    std::string m_state; // what is being put together: "" for the model, else a moment's name
 };
 
 } // namespace

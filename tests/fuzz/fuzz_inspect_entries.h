@@ -6,7 +6,10 @@
 //   1: a torch.save archive, model.pt (the rest);
 //   2: a DCP folder: 4 bytes little-endian L, then L bytes of .metadata, then __0_0.distcp;
 //   3: torch's Hugging Face storage per rank: sharded/shard-00001-model-00001-of-00001.safetensors
-//      (the rest), its chunks placed by DCP_SHARDING_INFO, FP8 weights paired with their scales.
+//      (the rest), its chunks placed by DCP_SHARDING_INFO, FP8 weights paired with their scales;
+//   4: a DeepSpeed ZeRO step of one rank: 4 bytes little-endian L, then L bytes of
+//      mp_rank_00_model_states.pt, then zero_pp_rank_0_mp_rank_00_optim_states.pt (the model put
+//      together from param_shapes and the flat partitions).
 // verify_checkpoint, inspect_content and diff_checkpoints of the checkpoint against itself must end
 // in a report or a typed Error; and a checkpoint compared with itself differs nowhere it could be read.
 
@@ -45,7 +48,7 @@ inline void inspect_one(const uint8_t* data, std::size_t size)
         return;
     const std::filesystem::path dir = inspect_scratch();
     std::filesystem::path target;
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0:
         target = dir / "model.safetensors";
         write_bytes(target, data + 1, size - 1);
@@ -64,11 +67,13 @@ inline void inspect_one(const uint8_t* data, std::size_t size)
             return;
         uint32_t length = 0;
         std::memcpy(&length, data + 1, 4);
-        const std::size_t meta = std::min<std::size_t>(length, size - 5);
-        target = dir / "dcp";
+        const std::size_t first = std::min<std::size_t>(length, size - 5);
+        const bool deepspeed = data[0] % 5 == 4;
+        target = dir / (deepspeed ? "global_step1" : "dcp");
         std::filesystem::create_directory(target);
-        write_bytes(target / ".metadata", data + 5, meta);
-        write_bytes(target / "__0_0.distcp", data + 5 + meta, size - 5 - meta);
+        write_bytes(target / (deepspeed ? "mp_rank_00_model_states.pt" : ".metadata"), data + 5, first);
+        write_bytes(target / (deepspeed ? "zero_pp_rank_0_mp_rank_00_optim_states.pt" : "__0_0.distcp"),
+                    data + 5 + first, size - 5 - first);
     }
     }
     // verify first (its FP8 partner check over the listed tensors included): a report, or a typed

@@ -1,7 +1,8 @@
 """A DeepSpeed ZeRO checkpoint (stages 1, 2, 3 and the BF16 optimizer; tests/fixtures/deepspeed_zero.py
 writes it with torch as DeepSpeed's engine lays it out) read through shardctl: the model put
 together from the ranks' flat fp32 partitions is the state dict zero_to_fp32 gives, bit for bit,
-in convert's Hugging Face output, in diff, and in stats against a float64 reference."""
+in convert's Hugging Face output, in diff, and in stats against a float64 reference; each
+parameter's Adam moments likewise, and a negative second moment is found by parameter."""
 
 import json
 import os
@@ -13,6 +14,7 @@ import unittest
 import numpy as np
 
 import pyutil
+import shardscope
 from pyutil import shardctl
 
 try:
@@ -66,10 +68,15 @@ class DeepSpeedZero(unittest.TestCase):
         root = os.path.join(self.tmp.name, f"stage{stage}-{world}{'-bf16' if bf16 else ''}")
         return root, deepspeed_zero.write(root, stage, world, bf16, **kw)
 
+    def assert_written(self, written, name, tensor):
+        dtype, shape, values = written[name]
+        self.assertEqual((dtype, shape), (bits(tensor)[0], list(tensor.shape)), name)
+        np.testing.assert_array_equal(values, bits(tensor)[1], err_msg=name)
+
     def test_convert_gives_zero_to_fp32s_state_dict(self):
         for stage, world, bf16 in CASES:
             with self.subTest(stage=stage, world=world, bf16=bf16):
-                root, truth = self.case(stage, world, bf16)
+                root, (truth, moments) = self.case(stage, world, bf16)
                 out = root + "-hf"
                 status, result = shardctl("convert", root, "--to", "hf", "--out", out)
                 self.assertEqual(status, 0, result)
@@ -78,27 +85,61 @@ class DeepSpeedZero(unittest.TestCase):
                 written = read_hf(out)
                 self.assertEqual(set(written), set(truth))  # buffers, frozen, trained and tied parameters
                 for name, tensor in truth.items():
-                    dtype, shape, values = written[name]
-                    self.assertEqual((dtype, shape), (bits(tensor)[0], list(tensor.shape)), name)
-                    np.testing.assert_array_equal(values, bits(tensor)[1], err_msg=name)
+                    self.assert_written(written, name, tensor)
+                # With the optimizer: each trained parameter's moments, named as a ShardScope
+                # source's are, and nothing of the flat groups.
+                status, result = shardctl("convert", root, "--to", "hf", "--out", out + "-optim",
+                                          "--states", "model+optimizer")
+                self.assertEqual(status, 0, result)
+                written = read_hf(out + "-optim")
+                expected = set(truth) | {f"optim.{k}.{n}" for n in moments for k in ("exp_avg", "exp_avg_sq")}
+                self.assertEqual(set(written), expected)
+                for name, states in moments.items():
+                    for k, tensor in states.items():
+                        self.assert_written(written, f"optim.{k}.{name}", tensor)
                 # diff pairs the assembled tensors with the output's: identical; the files' own
                 # tensors (module.*, the flat groups, the moments) are only in the source.
                 status, diff = shardctl("diff", root, out)
                 self.assertEqual(status, 1, diff)  # not everything is in both
-                statuses = {t["name"]: t["status"] for t in diff["tensors"]}
+                statuses = {(t["name"], t.get("state", "")): t["status"] for t in diff["tensors"]}
                 for name in truth:
-                    self.assertEqual(statuses.pop(name), "identical", name)
+                    self.assertEqual(statuses.pop((name, "")), "identical", name)
                 self.assertTrue(statuses and all(s == "only_in_a" for s in statuses.values()), statuses)
+                self.assertIn(("up.weight", "exp_avg_sq"), statuses)
+
+    def test_convert_to_shardscope_carries_masters_and_moments(self):
+        # ShardScope holds floating-point parameters only: the model without its int64 buffer
+        root, (truth, moments) = self.case(2, 3, False, batchnorm=False)
+        out = root + "-shardscope"
+        status, result = shardctl("convert", root, "--to", "shardscope", "--dtype", "bf16", "--states",
+                                  "model+optimizer", "--world-size", "2", "--out", out)
+        self.assertEqual(status, 0, result)
+        manifest = shardscope.manifest(out)
+        self.assertEqual(manifest["step"], 7)  # global_step7
+        ranks = shardscope.load(out, 2)
+        flat = {k: np.concatenate([r[k] for r in ranks]) for k in ("param", "master", "exp_avg", "exp_avg_sq")}
+        self.assertEqual([t["name"] for t in manifest["tensors"]], list(truth))
+        for t in manifest["tensors"]:
+            name, lo, hi = t["name"], t["offset"], t["offset"] + t["numel"]
+            master = truth[name].float().numpy().reshape(-1)
+            np.testing.assert_array_equal(flat["master"][lo:hi].view(np.uint32), master.view(np.uint32), name)
+            np.testing.assert_array_equal(flat["param"][lo:hi].view(np.uint16), pyutil.bf16_bits(master), name)
+            for k in ("exp_avg", "exp_avg_sq"):
+                # a tied alias has no moments of its own: a fresh optimizer's zeros
+                want = moments[name][k].numpy().reshape(-1) if name in moments else np.zeros(hi - lo, np.float32)
+                np.testing.assert_array_equal(flat[k][lo:hi].view(np.uint32), want.view(np.uint32), f"{name} {k}")
 
     def test_stats_of_the_assembled_model_match_float64(self):
-        root, truth = self.case(3, 4, False)  # stage 3's padding holds 1e30: it must not be read
+        root, (truth, moments) = self.case(3, 4, False)  # stage 3's padding holds 1e30: it must not be read
         status, stats = shardctl("stats", root)
         self.assertEqual(status, 0, stats)
-        assembled = {t["name"]: t for t in stats["tensors"] if t.get("assembled")}
-        self.assertEqual(set(assembled), set(truth))
-        for name, tensor in truth.items():
+        assembled = {(t["name"], t.get("state", "")): t for t in stats["tensors"] if t.get("assembled")}
+        expected = {(n, ""): t for n, t in truth.items()}
+        expected.update({(n, k): t for n, states in moments.items() for k, t in states.items()})
+        self.assertEqual(set(assembled), set(expected))
+        for (name, state), tensor in expected.items():
             ref = tensor.double().numpy().reshape(-1)
-            got = assembled[name]
+            got = assembled[(name, state)]
             self.assertEqual(got["numel"], ref.size, name)
             self.assertEqual(got["shape"], list(tensor.shape), name)
             self.assertEqual(got["min"], ref.min(), name)
@@ -106,12 +147,26 @@ class DeepSpeedZero(unittest.TestCase):
             self.assertAlmostEqual(got["mean"], ref.mean(), delta=1e-12 * max(1.0, abs(ref).max()), msg=name)
             self.assertAlmostEqual(got["l2"], float(np.sqrt((ref * ref).sum())), delta=1e-9, msg=name)
         # A parameter of 42 elements is split 11, 11, 11, 9 over the four ranks.
-        self.assertEqual([p["rank"] for p in assembled["up.weight"]["parts"]], [0, 1, 2, 3])
-        self.assertEqual([p["numel"] for p in assembled["up.weight"]["parts"]], [11, 11, 11, 9])
+        self.assertEqual([p["rank"] for p in assembled[("up.weight", "")]["parts"]], [0, 1, 2, 3])
+        self.assertEqual([p["numel"] for p in assembled[("up.weight", "")]["parts"]], [11, 11, 11, 9])
         # Only the selected assembled tensors, though their flat groups are not selected.
         status, some = shardctl("stats", root, "--tensor", "up.*")
         self.assertEqual(status, 0, some)
-        self.assertEqual([t["name"] for t in some["tensors"]], ["up.weight", "up.bias"])
+        self.assertEqual([(t["name"], t.get("state")) for t in some["tensors"]],
+                         [("up.weight", None), ("up.bias", None), ("up.weight", "exp_avg"), ("up.bias", "exp_avg"),
+                          ("up.weight", "exp_avg_sq"), ("up.bias", "exp_avg_sq")])
+
+    def test_a_negative_second_moment_is_found_by_parameter(self):
+        for stage, world in [(2, 3), (3, 4)]:
+            with self.subTest(stage=stage):
+                root, _ = self.case(stage, world, False, negative="down.bias")
+                status, stats = shardctl("stats", root)
+                self.assertEqual(status, 1, stats)
+                found = [p["message"] for p in stats["problems"] if p["kind"] == "negative_second_moment"]
+                # the parameter's, and the flat group's that holds it (torch's Adam state by name)
+                self.assertEqual(len(found), 2, stats["problems"])
+                self.assertTrue(any("'down.bias' (exp_avg_sq) has 1 negative values" in m for m in found), found)
+                self.assertTrue(any(".exp_avg_sq' has 1 negative values" in m for m in found), found)
 
     def test_partitions_that_do_not_hold_param_shapes_are_refused(self):
         for stage, world in [(2, 3), (3, 4)]:
@@ -129,6 +184,32 @@ class DeepSpeedZero(unittest.TestCase):
                 self.assertFalse(result["ok"])
                 self.assertFalse(os.path.exists(out))
                 self.assertEqual(os.listdir(self.tmp.name).count(os.path.basename(out)), 0)
+
+    def test_hostile_fields_are_one_sentence(self):
+        def huge_shape(name, content):
+            if "param_shapes" in content:
+                content["param_shapes"][0]["up.weight"] = torch.Size([1 << 40, 1 << 40])
+
+        def other_partition_count(name, content):
+            if "optim_states" in name:
+                content["optimizer_state_dict"]["partition_count"] = [5, 5]
+
+        def missing_group(name, content):
+            if name.startswith("zero_pp_rank_1_") and "optim_states" in name:
+                content["optimizer_state_dict"]["single_partition_of_fp32_groups"].pop()
+
+        for edit, kind, words in [(huge_shape, "invalid_archive", "overflows"),
+                                  (other_partition_count, "missing_shard", "split over 5 ranks, but 3"),
+                                  (missing_group, "missing_tensor", "single_partition_of_fp32_groups.1")]:
+            with self.subTest(edit=edit.__name__):
+                root, _ = self.case(2, 3, False, edit=edit)
+                status, stats = shardctl("stats", root)
+                self.assertEqual(status, 1, stats)
+                found = [p for p in stats["problems"] if "cannot be put together" in p["message"]]
+                self.assertEqual(len(found), 1, stats["problems"])
+                self.assertEqual(found[0]["kind"], kind)
+                self.assertIn(words, found[0]["message"])
+                self.assertIn(".pt", found[0]["message"])  # names the file
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ struct ConvertJob {
     std::vector<ElementType> out_types;
     uint64_t copy_total = 0; // bytes to write, for progress
     uint64_t copied = 0;
-    uint64_t step = 0; // the source's training step, where it records one (ShardScope)
+    uint64_t step = 0; // the source's training step, where it records one (ShardScope, DeepSpeed, Megatron)
     std::function<void(uint64_t copied)> progress;
 };
 
