@@ -99,15 +99,19 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
                         ": this DeepSpeed ZeRO checkpoint's model cannot be converted: " + layout.zero_unassembled);
     const bool assembled =
         std::any_of(layout.tensors.begin(), layout.tensors.end(), [](const TensorContent& t) { return t.assembled; });
+    // Its optimizer: the moments put together per parameter, or (another optimizer's state, moments
+    // that did not fit) the files' optimizer tensors as they are.
+    const bool assembled_moments = std::any_of(layout.tensors.begin(), layout.tensors.end(),
+                                               [](const TensorContent& t) { return t.assembled && !t.state.empty(); });
     std::set<std::string> names;
     for (std::size_t t = 0; t < layout.tensors.size(); ++t) {
         const TensorContent& tensor = layout.tensors[t];
-        if (assembled && !tensor.assembled)
-            continue;
         const bool model = tensor.assembled ? tensor.state.empty()
             : tensor.state.empty()          ? !is_optimizer_tensor(tensor)
                                             : tensor.state == "param";
         if (!model && states == ConvertStates::model)
+            continue;
+        if (assembled && !tensor.assembled && (model || assembled_moments))
             continue;
         const bool native_state = !model && !tensor.state.empty();
         const std::string name = native_state ? "optim." + tensor.state + "." + tensor.name : tensor.name;

@@ -200,17 +200,40 @@ std::optional<int64_t> zero_stage_value(const PickleDocument& doc, uint32_t id)
     return std::nullopt;
 }
 
+// What zero_fields copies out of a document: its values may be shared, so a small hostile pickle
+// can name one long list or string many times. Past these counts the fields are marked truncated
+// and not used.
+struct CopyBudget {
+    uint64_t items = uint64_t(1) << 22; // names and dimensions
+    uint64_t bytes = uint64_t(64) << 20; // of names
+
+    bool take(uint64_t n, uint64_t name_bytes)
+    {
+        if (n > items || name_bytes > bytes) {
+            items = bytes = 0; // and nothing more after
+            return false;
+        }
+        items -= n;
+        bytes -= name_bytes;
+        return true;
+    }
+};
+
 // name -> torch.Size entries of a dict, in order; entries that are not a str and a shape are left out
 // (the assembly then finds a parameter missing and says so).
-DeepSpeedZeroFields::Shapes shapes_of(const PickleDocument& doc, uint32_t id)
+DeepSpeedZeroFields::Shapes shapes_of(const PickleDocument& doc, uint32_t id, CopyBudget& budget, bool& truncated)
 {
     DeepSpeedZeroFields::Shapes out;
     const auto kv = dict_entries(doc, id);
-    for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
+    for (std::size_t i = 0; i + 1 < kv.size() && !truncated; i += 2) {
         const auto name = doc.as_string(kv[i]);
         const auto dims = doc.as_sequence(kv[i + 1]);
         if (!name || !dims)
             continue;
+        if (!budget.take(1 + dims->size(), name->size())) {
+            truncated = true;
+            break;
+        }
         std::vector<uint64_t> shape;
         for (const uint32_t d : *dims) {
             const auto n = doc.as_int(d);
@@ -227,24 +250,37 @@ DeepSpeedZeroFields::Shapes shapes_of(const PickleDocument& doc, uint32_t id)
 DeepSpeedZeroFields zero_fields(const PickleDocument& doc)
 {
     DeepSpeedZeroFields out;
+    CopyBudget budget;
     const uint32_t root = doc.root();
     if (const uint32_t groups = doc.dict_get(root, "param_shapes"); groups != kNoPickleValue) {
         out.model_file = true;
-        if (const auto list = doc.as_sequence(groups))
+        if (const auto list = doc.as_sequence(groups)) {
             for (const uint32_t g : *list)
-                out.param_shapes.push_back(shapes_of(doc, g));
-        else // a single dict (older saves)
-            out.param_shapes.push_back(shapes_of(doc, groups));
+                if (budget.take(1, 0))
+                    out.param_shapes.push_back(shapes_of(doc, g, budget, out.truncated));
+                else
+                    out.truncated = true;
+        } else { // a single dict (older saves)
+            out.param_shapes.push_back(shapes_of(doc, groups, budget, out.truncated));
+        }
     }
-    out.frozen_param_shapes = shapes_of(doc, doc.dict_get(root, "frozen_param_shapes"));
+    out.frozen_param_shapes = shapes_of(doc, doc.dict_get(root, "frozen_param_shapes"), budget, out.truncated);
     if (const auto names = doc.as_sequence(doc.dict_get(root, "buffer_names")))
         for (const uint32_t n : *names)
-            if (const auto text = doc.as_string(n))
-                out.buffer_names.emplace_back(*text);
+            if (const auto text = doc.as_string(n); text && !out.truncated)
+                if (!(out.truncated = !budget.take(1, text->size())))
+                    out.buffer_names.emplace_back(*text);
     const auto shared = dict_entries(doc, doc.dict_get(root, "shared_params"));
-    for (std::size_t i = 0; i + 1 < shared.size(); i += 2)
+    for (std::size_t i = 0; i + 1 < shared.size() && !out.truncated; i += 2)
         if (const auto alias = doc.as_string(shared[i]), source = doc.as_string(shared[i + 1]); alias && source)
-            out.shared_params.push_back({std::string(*alias), std::string(*source)});
+            if (!(out.truncated = !budget.take(2, alias->size() + source->size())))
+                out.shared_params.push_back({std::string(*alias), std::string(*source)});
+    if (out.truncated) { // nothing of it is used: keep no copy either
+        out.param_shapes.clear();
+        out.frozen_param_shapes.clear();
+        out.buffer_names.clear();
+        out.shared_params.clear();
+    }
     const uint32_t optimizer = doc.dict_get(root, "optimizer_state_dict");
     if (const auto stage = zero_stage_value(doc, doc.dict_get(optimizer, "zero_stage")); stage && *stage > 0)
         out.zero_stage = *stage;

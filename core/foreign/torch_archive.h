@@ -48,6 +48,7 @@ struct DeepSpeedZeroFields {
     int64_t zero_stage = 0; // 1 to 3; 0: no ZeRO optimizer state here
     int64_t partition_count = 0; // the data-parallel size the groups are split over (largest of a list)
     bool model_file = false; // param_shapes was there (possibly empty)
+    bool truncated = false; // the lists hold more names and dimensions than are read: not usable
 };
 
 struct TorchArchiveListing {

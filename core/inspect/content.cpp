@@ -567,6 +567,8 @@ bool is_second_moment(const TensorContent& tensor)
 
 TensorHealth tensor_health(const TensorContent& tensor)
 {
+    if (tensor.zero_partition)
+        return {};
     const ValueStats& s = tensor.stats;
     return {.nonfinite = s.nonfinite() > 0,
             .negative_second_moment = is_second_moment(tensor) && s.negatives > 0,

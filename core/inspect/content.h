@@ -72,9 +72,13 @@ struct TensorContent {
     int scale = -1;
     std::vector<float> scale_inv;
     // DeepSpeed ZeRO: a tensor of the model put together as zero_to_fp32 does (a parameter gathered
-    // from the ranks' flat fp32 partitions, a buffer, a frozen or shared parameter), named as the
-    // engine names it. When a layout has such tensors they are its model (convert writes them).
+    // from the ranks' flat fp32 partitions, a buffer, a frozen or shared parameter, or with `state`
+    // a parameter's Adam moment), named as the engine names it. When a layout has such tensors they
+    // are its model (convert writes them).
     bool assembled = false;
+    // A flat partition those are read from: its padding holds whatever DeepSpeed left in memory,
+    // so its health is the assembled tensors' (no finding of its own).
+    bool zero_partition = false;
 };
 
 struct ContentReport {

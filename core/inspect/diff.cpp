@@ -210,8 +210,10 @@ DiffReport plan_diff(const storage::Location& a, const storage::Location& b, con
     auto key = [&](const TensorContent& t, bool states) {
         return std::pair(t.name, report.states_as_param && !states ? std::string("param") : t.state);
     };
+    // Then only the model is compared: the native side's param state, the other side's tensors
+    // without a state (a ZeRO checkpoint's assembled moments have one).
     auto kept = [&](const TensorContent& t, bool states) {
-        return !report.states_as_param || !states || t.state == "param";
+        return !report.states_as_param || (states ? t.state == "param" : t.state.empty());
     };
     std::map<std::pair<std::string, std::string>, std::size_t> in_b;
     for (std::size_t i = 0; i < report.b.tensors.size(); ++i)

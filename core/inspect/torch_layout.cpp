@@ -225,7 +225,8 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
                 located_part.view_strides = ref.stride;
             }
             if (archive)
-                archive->tensors.try_emplace(ref.name, TorchArchive::Tensor{*type, ref.shape, located_part});
+                archive->tensors.try_emplace(
+                    ref.name, TorchArchive::Tensor{.type = *type, .shape = ref.shape, .part = located_part});
             if (!wanted)
                 continue;
             const std::string group = slice_group(tf.file);

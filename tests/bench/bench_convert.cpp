@@ -5,7 +5,11 @@
 // torch.save of the state dict, fsync'd; tests/bench/convert_torch_route.py). The three alternate
 // over --rounds rounds and the best time of each is printed, with the ratios. The conversion
 // verifies the source, writes with fsync and verifies its output; cp only copies.
-// usage: bench_convert [--mib N] [--dir DIR] [--rounds R]   (default 2048 MiB in /var/tmp, 3 rounds)
+// --source deepspeed: a DeepSpeed ZeRO stage 3 checkpoint of N MiB of float32 weights over 4 ranks
+// with its Adam moments instead (tests/bench/zero_torch_route.py), the torch route being what
+// zero_to_fp32 does with torch 1.13 (load every rank's file, gather each parameter, torch.save).
+// usage: bench_convert [--mib N] [--dir DIR] [--rounds R] [--source dcp|deepspeed]
+//        (default 2048 MiB of a DCP in /var/tmp, 3 rounds)
 
 #include "benchutil.h"
 #include "core/convert/convert.h"
@@ -57,24 +61,36 @@ int main(int argc, char** argv)
     }
     const auto [mib, base] = bench::parse_args(argc, argv, 2048);
     int rounds = 3;
-    for (int i = 1; i + 1 < argc; ++i)
+    bool deepspeed = false;
+    for (int i = 1; i + 1 < argc; ++i) {
         if (std::strcmp(argv[i], "--rounds") == 0)
             rounds = std::max(1, std::atoi(argv[i + 1]));
+        if (std::strcmp(argv[i], "--source") == 0)
+            deepspeed = std::strcmp(argv[i + 1], "deepspeed") == 0;
+    }
     const fs::path work = base / ("shardscope-bench-convert-" + std::to_string(::getpid()));
     const fs::path dcp = work / "dcp", hf = work / "hf", copy = work / "copy", torch_out = work / "torch";
-    const std::string script = SHARDSCOPE_SOURCE_DIR "/tests/bench/convert_torch_route.py";
+    const std::string script = deepspeed ? SHARDSCOPE_SOURCE_DIR "/tests/bench/zero_torch_route.py"
+                                         : SHARDSCOPE_SOURCE_DIR "/tests/bench/convert_torch_route.py";
     fs::create_directories(work);
-    if (std::system(("/usr/bin/python3 '" + script + "' make '" + dcp.string() + "' " + std::to_string(mib)).c_str()) !=
-        0) {
-        std::fprintf(stderr, "bench: PyTorch could not write the DCP (apt-get install python3-torch)\n");
+    if (std::system(("/usr/bin/python3 '" + script + "' make '" + dcp.string() + "' " + std::to_string(mib) +
+                     (deepspeed ? " 4" : ""))
+                        .c_str()) != 0) {
+        std::fprintf(stderr, "bench: PyTorch could not write the source (apt-get install python3-torch)\n");
         fs::remove_all(work);
         return 2;
     }
     bench::time_shell("sync");
-    std::printf("source: torch DCP written by PyTorch's FileSystemWriter, %llu float32 tensors of 4096x4096 "
-                "(%llu MiB) in one file\n",
+    uint64_t source_bytes = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(dcp))
+        if (entry.is_regular_file())
+            source_bytes += entry.file_size();
+    std::printf("source: %s, %llu float32 tensors of 4096x4096 (%llu MiB of weights), %llu MiB of files\n",
+                deepspeed ? "DeepSpeed ZeRO stage 3 over 4 ranks with Adam moments"
+                          : "torch DCP written by PyTorch's FileSystemWriter in one file",
                 static_cast<unsigned long long>(std::max<uint64_t>(1, mib / 64)),
-                static_cast<unsigned long long>(std::max<uint64_t>(1, mib / 64) * 64));
+                static_cast<unsigned long long>(std::max<uint64_t>(1, mib / 64) * 64),
+                static_cast<unsigned long long>(source_bytes >> 20));
 
     struct Best {
         double seconds = 1e300;
@@ -121,7 +137,9 @@ int main(int argc, char** argv)
     std::printf("best of %d rounds; peak RSS the largest of the rounds\n", rounds);
     line("convert --to hf (verify source, copy in pieces, fsync, verify output):", convert);
     line("cp -r + sync of the same folder:", cp);
-    line("torch route (load_state_dict, torch.save, fsync):", torch);
+    line(deepspeed ? "torch route (zero_to_fp32's gathering, torch.save, fsync):"
+                   : "torch route (load_state_dict, torch.save, fsync):",
+         torch);
     std::printf("ratio convert / cp: time %.2f, peak RSS %.2f; convert / torch: time %.2f, peak RSS %.3f; "
                 "convert's peak RSS / model size %.3f\n",
                 convert.seconds / cp.seconds, double(convert.kib) / double(std::max(cp.kib, 1L)),

@@ -26,6 +26,11 @@ def route(source, out):
     metadata = reader.read_metadata()
     state = {k: torch.empty(tuple(v.size), dtype=v.properties.dtype) for k, v in metadata.state_dict_metadata.items()}
     dcp.load_state_dict(state, reader, no_dist=True)
+    save(state, out)
+
+
+def save(state, out):
+    """OUT/pytorch_model.bin, fsync'd with its folder: what both torch routes end with."""
     os.makedirs(out)
     path = os.path.join(out, "pytorch_model.bin")
     with open(path, "wb") as f:
@@ -37,7 +42,8 @@ def route(source, out):
     os.close(folder)
 
 
-if sys.argv[1] == "make":
-    make(sys.argv[2], int(sys.argv[3]))
-else:
-    route(sys.argv[2], sys.argv[3])
+if __name__ == "__main__":
+    if sys.argv[1] == "make":
+        make(sys.argv[2], int(sys.argv[3]))
+    else:
+        route(sys.argv[2], sys.argv[3])
