@@ -4,6 +4,7 @@ together from the ranks' flat fp32 partitions is the state dict zero_to_fp32 giv
 in convert's Hugging Face output, in diff, and in stats against a float64 reference; each
 parameter's Adam moments likewise, and a negative second moment is found by parameter."""
 
+import collections
 import json
 import os
 import struct
@@ -210,7 +211,14 @@ class DeepSpeedZero(unittest.TestCase):
                 groups = content["optimizer_state_dict"]["fp32_flat_groups"]
                 groups[0] = groups[0].double()
 
+        def one_group_named_many_times(name, content):
+            # pickle stores the dict once and refers to it 5000 times: 10^7 entries if copied out
+            if "param_shapes" in content:
+                many = collections.OrderedDict((f"p{i}", torch.Size([1, 1])) for i in range(2000))
+                content["param_shapes"] = [many] * 5000
+
         for stage, edit, kind, words in [
+                (2, one_group_named_many_times, "invalid_archive", "more parameter names and dimensions"),
                 (2, huge_shape, "invalid_archive", "overflows"),
                 (3, huge_shape, "invalid_archive", "overflows"),
                 (2, other_partition_count, "missing_shard", "split over 5 ranks, but 3"),
