@@ -5,6 +5,7 @@
 
 #include <QBrush>
 #include <QColor>
+#include <QCoreApplication>
 #include <QPalette>
 #include <algorithm>
 
@@ -36,6 +37,33 @@ QString nonFiniteText(const ValueStats& s)
 QVariant badForeground(const ValueStats& s)
 {
     return s.nonfinite() > 0 ? QVariant(severityColor(Severity::bad, QPalette())) : QVariant();
+}
+
+// The State cell: a native state, and for DeepSpeed ZeRO what the row is (assembled tensors and
+// the flat partitions they are read from).
+QString stateText(const shardscope::TensorContent& t)
+{
+    const QString state = printableText(t.state);
+    if (t.assembled)
+        return state.isEmpty() ? QCoreApplication::translate("TensorStatsModel", "assembled")
+                               : QCoreApplication::translate("TensorStatsModel", "%1, assembled").arg(state);
+    if (t.zero_partition)
+        return QCoreApplication::translate("TensorStatsModel", "ZeRO partition");
+    return state;
+}
+
+QString zeroNote(const shardscope::TensorContent& t)
+{
+    if (t.assembled)
+        return QCoreApplication::translate("TensorStatsModel",
+                                           "Put together from the ranks' flat partitions as DeepSpeed's "
+                                           "zero_to_fp32 does: the padding is left out");
+    if (t.zero_partition)
+        return QCoreApplication::translate("TensorStatsModel",
+                                           "A DeepSpeed ZeRO flat partition: its padding holds whatever was in "
+                                           "memory, so its NaN / Inf are no finding; the assembled tensors read "
+                                           "from it carry the findings");
+    return {};
 }
 
 // The banner's tint (the status colour over the base colour): a marked row stands out in light and
@@ -199,7 +227,7 @@ QVariant TensorStatsModel::data(const QModelIndex& index, int role) const
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
         case Name: return printableText(t.name);
-        case State: return printableText(t.state);
+        case State: return stateText(t);
         case Dtype: {
             const QString dtype = QString::fromUtf8(to_string(t.type).data(), qsizetype(to_string(t.type).size()));
             // The figures of a block-quantized FP8 weight are of its dequantized values: say so where the dtype is.
@@ -225,7 +253,7 @@ QVariant TensorStatsModel::data(const QModelIndex& index, int role) const
         default: return data(index, Qt::DisplayRole);
         }
     } else if (role == Qt::ForegroundRole && index.column() == NonFinite) {
-        return badForeground(s);
+        return t.zero_partition ? QVariant() : badForeground(s);
     } else if (role == Qt::TextAlignmentRole && index.column() != Name && index.column() != State &&
                index.column() != Dtype && index.column() != Shape) {
         return int(Qt::AlignRight | Qt::AlignVCenter);
@@ -243,6 +271,8 @@ QVariant TensorStatsModel::data(const QModelIndex& index, int role) const
                     .arg(printableText(m_report->tensors[std::size_t(t.scale)].name));
             return note.isEmpty() ? by : note + QLatin1Char('\n') + by;
         }
+        if ((index.column() == State || index.column() == NonFinite) && !zeroNote(t).isEmpty())
+            return note.isEmpty() ? zeroNote(t) : note + QLatin1Char('\n') + zeroNote(t);
         if (index.column() != Name)
             return note.isEmpty() ? QVariant() : QVariant(note);
         // The view elides long names in the middle: the whole name is here.

@@ -124,6 +124,35 @@ private slots:
         QCOMPARE(cell(2, Qt::DisplayRole), QStringLiteral("F8_E4M3"));
         QVERIFY(cell(2, Qt::ToolTipRole).isEmpty());
     }
+
+    // DeepSpeed ZeRO: an assembled parameter and moment say so in the State column; the flat
+    // partition they are read from is no problem and its NaN count (padding) is not red.
+    void zeroRowsSayWhatTheyAre()
+    {
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        auto r = std::make_shared<shardscope::ContentReport>();
+        r->format = "deepspeed";
+        r->tensors.push_back(tensor("optimizer_state_dict.fp32_flat_groups.0", "", {1.0, 2.0, nan}));
+        r->tensors.back().zero_partition = true;
+        r->tensors.push_back(tensor("up.weight", "", {1.0, 2.0}));
+        r->tensors.back().assembled = true;
+        r->tensors.push_back(tensor("up.weight", "exp_avg", {0.1, 0.2}));
+        r->tensors.back().assembled = true;
+        TensorStatsModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setReport(r);
+        auto cell = [&](int row, int column, int role = Qt::DisplayRole) {
+            return model.index(row, column).data(role);
+        };
+        QCOMPARE(cell(0, TensorStatsModel::State).toString(), QStringLiteral("ZeRO partition"));
+        QCOMPARE(cell(1, TensorStatsModel::State).toString(), QStringLiteral("assembled"));
+        QCOMPARE(cell(2, TensorStatsModel::State).toString(), QStringLiteral("exp_avg, assembled"));
+        QCOMPARE(cell(0, TensorStatsModel::NonFinite).toString(), QStringLiteral("1 NaN"));
+        QVERIFY(!cell(0, TensorStatsModel::NonFinite, Qt::ForegroundRole).isValid());
+        QVERIFY(cell(0, TensorStatsModel::NonFinite, Qt::ToolTipRole).toString().contains(QStringLiteral("padding")));
+        QCOMPARE(model.hasProblem(0), false);
+        QCOMPARE(model.problemCount(), 0);
+    }
 };
 
 QTEST_MAIN(TestTensorStatsModel)
