@@ -5,6 +5,7 @@
 #include "core/checkpoint/internal/shardfile.h"
 #include "core/checkpoint/verify.h"
 #include "core/storage/s3.h"
+#include "core/storage/sequential_read.h"
 #include "core/util/fsutil.h"
 #include "core/util/hashing.h"
 #include "core/util/parallel.h"
@@ -222,16 +223,39 @@ void send_shard(const storage::S3Client& s3, const std::string& bucket, const st
     }
 }
 
-// The object read back in pieces: its SHA-256, as a reader elsewhere would see it.
-std::string read_back(const storage::S3Client& s3, const std::string& bucket, const std::string& key, uint64_t size)
+// One object of the bucket as storage::read_in_order reads it.
+class ObjectReader final : public storage::Reader {
+public:
+    ObjectReader(const storage::S3Client& s3, const std::string& bucket, const std::string& key)
+        : m_s3(s3), m_bucket(bucket), m_key(key)
+    {}
+    bool read(void* buffer, std::size_t size, uint64_t offset) const override
+    {
+        m_s3.read(m_bucket, m_key, offset, {static_cast<std::byte*>(buffer), size});
+        return true;
+    }
+
+private:
+    const storage::S3Client& m_s3;
+    const std::string& m_bucket;
+    const std::string& m_key;
+};
+
+// The object read back in pieces: its SHA-256, as a reader elsewhere would see it. The next pieces
+// are fetched while one is hashed, `depth` in all (the uploads read back at once share
+// storage::kRemoteReadsAtOnce).
+std::string read_back(const storage::S3Client& s3, const std::string& bucket, const std::string& key, uint64_t size,
+                      int depth)
 {
     Sha256 sha;
-    std::vector<std::byte> buffer(static_cast<std::size_t>(std::min<uint64_t>(size, kPart)));
-    for (uint64_t at = 0; at < size; at += kPart) {
-        const auto n = static_cast<std::size_t>(std::min<uint64_t>(kPart, size - at));
-        s3.read(bucket, key, at, std::span(buffer.data(), n));
-        sha.update(buffer.data(), n);
-    }
+    const ObjectReader reader(s3, bucket, key);
+    storage::read_in_order(
+        reader, size,
+        {.chunk = static_cast<std::size_t>(std::min<uint64_t>(std::max<uint64_t>(size, 1), kPart)), .depth = depth},
+        [&](const char* bytes, std::size_t n) {
+            sha.update(bytes, n);
+            return true;
+        });
     return sha.hex_digest();
 }
 
@@ -307,7 +331,9 @@ void MirrorTier::upload(const fs::path& src, const std::string& name, const Mani
         // that changed while it was sent, or a copy the store mangled, differs from the manifest.
         const auto info = m_s3->head(m_where.bucket, object);
         if (!info || info->size != record.bytes ||
-            read_back(*m_s3, m_where.bucket, object, record.bytes) != record.sha256)
+            read_back(*m_s3, m_where.bucket, object, record.bytes,
+                      storage::remote_read_depth(
+                          static_cast<int>(std::min<std::size_t>(m.shards.size(), kTransfers)))) != record.sha256)
             throw Error(ProblemKind::hash_mismatch,
                         display(name) + "/" + record.path + " (rank " + std::to_string(record.rank) +
                             "): the uploaded copy does not read back as the manifest's SHA-256; it is not kept",
