@@ -1,0 +1,147 @@
+// The real main window, offscreen, against this run's S3 server (the RADOS Gateway the suite starts,
+// tests/core/storage/s3_server.h): File › Open Location… with an s3:// URL verifies the rank objects
+// in place and reads their values, the same as the local copy's; an object changed in the bucket is
+// a hash mismatch on its rank; the location is remembered as typed, and no secret reaches the
+// settings file.
+
+#include "app/shardscope/mainwindow.h"
+#include "core/checkpoint/verify.h"
+#include "core/inspect/content.h"
+#include "core/storage/s3.h"
+#include "core/storage/s3_server.h"
+#include "widgets/panels/checkpointpanel.h"
+#include "widgets/panels/tensorspanel.h"
+#include "widgets/settings/settings.h"
+#include "widgets/views/failurebanner.h"
+#include "widgettestutil.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QInputDialog>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+
+class TestMainWindowS3 : public QObject {
+    Q_OBJECT
+
+    shardscope::storage::S3Config m_config;
+    std::string m_bucket;
+
+    // The checkpoint folder `dir` as objects under `prefix` of the test bucket, byte for byte.
+    void upload(const QString& dir, const std::string& prefix)
+    {
+        const shardscope::storage::S3Client s3(m_config);
+        for (const QString& name : QDir(dir).entryList(QDir::Files)) {
+            QFile f(QDir(dir).filePath(name));
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const QByteArray bytes = f.readAll();
+            s3.put(m_bucket, prefix + "/" + name.toStdString(),
+                   std::as_bytes(std::span(bytes.constData(), std::size_t(bytes.size()))));
+        }
+    }
+
+    // Opens `url` through File › Open Location… and waits for the bytes and the values.
+    static bool openLocation(MainWindow& window, const QString& url)
+    {
+        QSignalSpy verified(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
+        bool asked = false;
+        QTimer::singleShot(100, [&] {
+            if (auto* dialog = qobject_cast<QInputDialog*>(QApplication::activeModalWidget())) {
+                asked = true;
+                dialog->setTextValue(url);
+                dialog->accept();
+            }
+        });
+        QAction* action = window.findChild<QAction*>(QStringLiteral("openLocationAction"));
+        if (!action)
+            return false;
+        action->trigger();
+        return asked && (verified.count() || verified.wait(60000)) &&
+            QTest::qWaitFor([&] { return !window.tensorsPanel()->isReading() && window.tensorsPanel()->report(); },
+                            60000);
+    }
+
+private slots:
+    void initTestCase()
+    {
+        m_config = s3test::server_config();
+        if (m_config.endpoint.empty())
+            QSKIP("no S3 server: run through ctest, whose s3_server fixture starts one");
+        // The app finds its server and keys where every S3 tool does: the environment.
+        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint));
+        qputenv("AWS_ACCESS_KEY_ID", QByteArray::fromStdString(m_config.credentials.access_key_id));
+        qputenv("AWS_SECRET_ACCESS_KEY", QByteArray::fromStdString(m_config.credentials.secret_access_key));
+        qputenv("AWS_DEFAULT_REGION", QByteArray::fromStdString(m_config.region));
+        m_bucket = s3test::fresh_bucket("app");
+        shardscope::storage::S3Client(m_config).create_bucket(m_bucket);
+    }
+
+    void aBucketIsReadInPlaceAndAChangedObjectIsFound()
+    {
+        QTemporaryDir tmp;
+        const QString ini = tmp.filePath(QStringLiteral("settings.ini"));
+        shardwidgets::Settings settings(ini);
+        MainWindow window(&settings, false);
+        window.show();
+        const QString local = tmp.filePath(QStringLiteral("ckpt"));
+        widgettest::makeCheckpoint(local, 2, 20'000);
+        upload(local, "good");
+
+        const QString url = QStringLiteral("s3://%1/good").arg(QString::fromStdString(m_bucket));
+        QVERIFY(openLocation(window, url));
+        QCOMPARE(window.checkpointPanel()->currentPath(), url);
+        const auto& report = window.checkpointPanel()->report();
+        QVERIFY(report && report->ok());
+        QCOMPARE(report->shards.size(), std::size_t(2));
+        for (const shardscope::ShardCheck& s : report->shards)
+            QCOMPARE(int(s.status), int(shardscope::ShardStatus::ok));
+        QVERIFY2(window.checkpointPanel()->banner()->title().startsWith(QStringLiteral("Safe to resume")),
+                 qPrintable(window.checkpointPanel()->banner()->title()));
+        // The values are the local copy's.
+        const shardscope::ContentReport expected =
+            shardscope::inspect_content(std::filesystem::path(local.toStdString()));
+        const auto& remote = window.tensorsPanel()->report()->tensors;
+        QCOMPARE(remote.size(), expected.tensors.size());
+        for (std::size_t t = 0; t < remote.size(); ++t)
+            QVERIFY(remote[t].stats.sum_squares == expected.tensors[t].stats.sum_squares &&
+                    remote[t].stats.numel == expected.tensors[t].stats.numel);
+        QCOMPARE(settings.recentFolders().first(), url);
+
+        // One byte of rank 1 changed in the bucket: its rank is a hash mismatch, and the verdict
+        // is no longer safe.
+        QDir(local).mkpath(QStringLiteral("."));
+        QFile rank1(QDir(local).filePath(QStringLiteral("rank1.safetensors")));
+        QVERIFY(rank1.open(QIODevice::ReadWrite));
+        QByteArray bytes = rank1.readAll();
+        bytes[bytes.size() - 5] = char(bytes[bytes.size() - 5] ^ 0x40);
+        QVERIFY(rank1.seek(0) && rank1.write(bytes) == bytes.size());
+        rank1.close();
+        upload(local, "changed");
+        const QString changed = QStringLiteral("s3://%1/changed").arg(QString::fromStdString(m_bucket));
+        QVERIFY(openLocation(window, changed));
+        const auto& bad = window.checkpointPanel()->report();
+        QVERIFY(bad && !bad->ok());
+        QCOMPARE(int(bad->shards[1].status), int(shardscope::ShardStatus::hash_mismatch));
+        QCOMPARE(int(bad->shards[0].status), int(shardscope::ShardStatus::ok));
+        QVERIFY2(!window.checkpointPanel()->banner()->title().startsWith(QStringLiteral("Safe to resume")),
+                 qPrintable(window.checkpointPanel()->banner()->title()));
+        QCOMPARE(settings.recentFolders().first(), changed);
+
+        // Nothing was taken for a local path, and the keys stay out of the settings.
+        QVERIFY(!QFileInfo::exists(QStringLiteral("s3:")));
+        settings.sync();
+        QFile written(ini);
+        QVERIFY(written.open(QIODevice::ReadOnly));
+        const QByteArray text = written.readAll();
+        QVERIFY(text.contains(m_bucket.c_str())); // the recent locations are in it
+        QVERIFY(!text.contains(QByteArray::fromStdString(m_config.credentials.secret_access_key)));
+        QVERIFY(!text.contains(QByteArray::fromStdString(m_config.credentials.access_key_id)));
+    }
+};
+
+QTEST_MAIN(TestMainWindowS3)
+#include "tst_mainwindow_s3.moc"
