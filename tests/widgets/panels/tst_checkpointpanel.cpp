@@ -9,6 +9,7 @@
 #include "widgettestutil.h"
 
 #include "foreign_fixtures.h"
+#include "megatron_dist_fixture.h"
 
 #include "core/report/report.h"
 
@@ -212,6 +213,39 @@ private slots:
             const QString at = map->describeAt({geometry.xForOffset(12 * r + 5), y});
             QVERIFY2(at.startsWith(QStringLiteral("Rank %1").arg(r)), qPrintable(at));
         }
+    }
+
+    // A Megatron torch_dist root: a row per file integrity.json lists, each checked against its
+    // SHA-256; one changed byte is that file's row, and the verdict is not safe.
+    void torchDistFilesAreCheckedAgainstIntegrityJson()
+    {
+        QTemporaryDir tmp;
+        const std::filesystem::path iter = fixtures::write_torch_dist(tmp.path().toStdString());
+        CheckpointPanel panel;
+        panel.resize(1000, 700);
+        QSignalSpy finished(&panel, &CheckpointPanel::verificationFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        const ShardTableModel* shards = panel.shardModel();
+        auto rowOf = [&](const QString& file) {
+            for (int row = 0; row < shards->rowCount(); ++row)
+                if (shards->index(row, ShardTableModel::File).data().toString().endsWith(file))
+                    return row;
+            return -1;
+        };
+        QVERIFY(rowOf(QStringLiteral("__0_0.distcp")) >= 0 && rowOf(QStringLiteral("__1_0.distcp")) >= 0);
+        for (int row = 0; row < shards->rowCount(); ++row)
+            QCOMPARE(shards->status(row), ShardStatus::ok);
+        QVERIFY2(panel.banner()->title().contains(QStringLiteral("all 5 files intact")), // the values unread here
+                 qPrintable(panel.banner()->title()));
+
+        widgettest::flipByte(iter / "__1_0.distcp");
+        finished.clear();
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(shards->status(rowOf(QStringLiteral("__1_0.distcp"))), ShardStatus::hash_mismatch);
+        QCOMPARE(shards->status(rowOf(QStringLiteral("__0_0.distcp"))), ShardStatus::ok);
+        QVERIFY2(panel.banner()->title().startsWith(QStringLiteral("Corrupt")), qPrintable(panel.banner()->title()));
     }
 
     // Names and strings from a manifest reach the screen escaped: a terminal escape in a tensor

@@ -14,7 +14,9 @@
 #include "widgets/views/histogramgeometry.h"
 #include "widgets/views/histogramview.h"
 #include "widgets/style/statusstyle.h"
+#include "megatron_dist_fixture.h"
 #include "widgettestutil.h"
+#include "zstd_dcp_fixture.h"
 
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
@@ -208,6 +210,42 @@ private slots:
         QVERIFY(finished.wait(30000));
         QCOMPARE(finished.at(0).at(0).toBool(), true);
         QCOMPARE(banner(panel)->state(), FailureBanner::State::Good);
+    }
+
+    // Today's DCP layouts read in the app as the core reads them: items compressed through torch's
+    // ZStandard extension, and a Megatron torch_dist root (mcore_data, integrity.json).
+    void dcpLayoutsReadAsTheCoreReadsThem_data()
+    {
+        QTest::addColumn<QString>("layout");
+        QTest::newRow("zstd") << QStringLiteral("zstd");
+        QTest::newRow("torch_dist") << QStringLiteral("torch_dist");
+    }
+    void dcpLayoutsReadAsTheCoreReadsThem()
+    {
+        QFETCH(QString, layout);
+        QTemporaryDir tmp;
+        const std::filesystem::path dir = tmp.path().toStdString();
+        if (layout == QStringLiteral("zstd"))
+            fixtures::write_zstd_dcp(dir);
+        else
+            fixtures::write_torch_dist(dir);
+        TensorsPanel panel;
+        QSignalSpy finished(&panel, &TensorsPanel::scanFinished);
+        panel.open(tmp.path());
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(finished.at(0).at(0).toBool(), true);
+        QCOMPARE(banner(panel)->state(), FailureBanner::State::Good);
+        const shardscope::ContentReport expected = shardscope::inspect_content(dir);
+        QVERIFY(expected.ok());
+        const auto& shown = panel.report()->tensors;
+        QCOMPARE(shown.size(), std::size_t(2)); // model.weight [4, 6] from two ranks' chunks, model.bias
+        QCOMPARE(shown.size(), expected.tensors.size());
+        for (std::size_t t = 0; t < shown.size(); ++t) {
+            QCOMPARE(shown[t].name, expected.tensors[t].name);
+            QCOMPARE(shown[t].stats.numel, expected.tensors[t].stats.numel);
+            QVERIFY(shown[t].stats.sum_squares == expected.tensors[t].stats.sum_squares);
+        }
+        QCOMPARE(shown[0].parts.size(), std::size_t(2));
     }
 
     // A shard that fails verification (a flipped byte, a truncated file): the one verdict names it,
