@@ -427,6 +427,17 @@ void check_torch_file(storage::OpenedObject& file, const std::string& shown, Sha
     check.detail = count(directory.entries.size(), "entry", "entries") + ", " +
         count(listing.storages.size(), "storage", "storages") + " (" + human_bytes(storage_bytes) + "), " +
         count(listing.tensors_total, "tensor", "tensors");
+    // What DeepSpeed ZeRO saved beside the tensors: the stage, and the parameters the model file lists.
+    if (listing.zero.zero_stage > 0)
+        check.detail += "; ZeRO stage " + std::to_string(listing.zero.zero_stage) + " partition" +
+            (listing.zero.partition_count > 0 ? " of " + std::to_string(listing.zero.partition_count) : std::string());
+    if (listing.zero.model_file && !listing.zero.truncated) {
+        uint64_t parameters = 0;
+        for (const auto& group : listing.zero.param_shapes)
+            parameters += group.size();
+        check.detail += "; param_shapes: " + count(parameters, "parameter", "parameters") + " in " +
+            count(listing.zero.param_shapes.size(), "group", "groups");
+    }
     for (auto& t : listing.tensors) {
         t.file = check.path;
         tensors.push_back(std::move(t));

@@ -90,9 +90,22 @@ void describe_checks(const VerifyReport& verify, ResumeVerdict& verdict)
     verdict.checked.push_back(files + " checked as " + f);
 }
 
+// DeepSpeed ZeRO's flat partitions that hold NaN or Inf in their padding, which is no value of the
+// model (the tensors put together from them are checked): said where the values are said finite,
+// so that the table's NaN counts are no contradiction.
+std::string but_padding(const ContentReport& content)
+{
+    const auto padded = std::count_if(content.tensors.begin(), content.tensors.end(), [](const TensorContent& t) {
+        return t.zero_partition && t.stats.nonfinite() > 0;
+    });
+    return padded == 0 ? std::string()
+                       : " but the padding of " + std::to_string(padded) + " ZeRO partition" + (padded == 1 ? "" : "s");
+}
+
 std::string content_checks(const ContentReport& content)
 {
     return "every tensor's values (" + std::to_string(content.tensors.size()) + " tensors): no NaN or Inf" +
+        but_padding(content) +
         (content.format == "shardscope" ? ", no negative second moment, every parameter its master rounded" : "");
 }
 
@@ -125,7 +138,7 @@ void set_content_failure(const ContentReport& content, ResumeVerdict& verdict)
     if (verdict.state == ResumeState::diverged) {
         std::size_t nonfinite = 0;
         for (const TensorContent& t : content.tensors)
-            nonfinite += t.stats.nonfinite() > 0;
+            nonfinite += tensor_health(t).nonfinite;
         verdict.title = "Diverged: " + std::to_string(nonfinite) + " of " + std::to_string(content.tensors.size()) +
             " tensors hold NaN or Inf";
         verdict.meaning = "The run had diverged when this step was saved: do not resume from it; resume from an "
@@ -300,7 +313,8 @@ ResumeVerdict resume_verdict(const VerifyReport& verify, const ContentReport* co
                           "values (shardctl verify --content, or the app's Tensors tab) before resuming.";
         return verdict;
     }
-    verdict.title = "Safe to resume: " + files + ", all " + std::to_string(content->tensors.size()) + " tensors finite";
+    verdict.title = "Safe to resume: " + files + ", all " + std::to_string(content->tensors.size()) +
+        " tensors finite" + but_padding(*content);
     verdict.meaning = verdict.not_checked.empty()
         ? "The bytes are what was written and the values are what training produces: resume from this step."
         : "The files are intact as far as the format can tell and every value is finite: resume from this step. Not "

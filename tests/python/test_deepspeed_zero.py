@@ -134,9 +134,21 @@ class DeepSpeedZero(unittest.TestCase):
         root, (truth, moments) = self.case(3, 4, False)  # stage 3's padding holds NaN: no model value
         status, stats = shardctl("stats", root)
         self.assertEqual(status, 0, stats)
-        # the flat groups hold the padding's NaN; it is no finding about the model
+        # the flat groups hold the padding's NaN; it is no finding about the model, and the one
+        # verdict says safe, naming the padding
         flat = [t for t in stats["tensors"] if t["name"].startswith("optimizer_state_dict.fp32_flat_groups.")]
         self.assertTrue(flat and all(t["nan"] > 0 for t in flat), flat)
+        status, verified = shardctl("verify", root, "--content")
+        self.assertEqual(status, 0, verified)
+        self.assertEqual(verified["verdict"]["state"], "safe")
+        self.assertTrue(verified["verdict"]["title"].endswith("but the padding of 2 ZeRO partitions"),
+                        verified["verdict"]["title"])
+        # info says what each file is to the ZeRO layout
+        status, info = shardctl("info", root)
+        self.assertEqual(status, 0, info)
+        details = {f["path"]: f["detail"] for f in info["files"]}
+        self.assertIn("ZeRO stage 3 partition of 4", details["zero_pp_rank_1_mp_rank_00_optim_states.pt"])
+        self.assertIn("param_shapes: 9 parameters in 2 groups", details["zero_pp_rank_0_mp_rank_00_model_states.pt"])
         assembled = {(t["name"], t.get("state", "")): t for t in stats["tensors"] if t.get("assembled")}
         expected = {(n, ""): t for n, t in truth.items()}
         expected.update({(n, k): t for n, states in moments.items() for k, t in states.items()})
