@@ -237,8 +237,7 @@ public:
 
 private:
     const storage::S3Client& m_s3;
-    const std::string& m_bucket;
-    const std::string& m_key;
+    const std::string m_bucket, m_key;
 };
 
 // The object read back in pieces: its SHA-256, as a reader elsewhere would see it. The next pieces
