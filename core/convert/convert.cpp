@@ -113,6 +113,17 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
             continue;
         if (assembled && !tensor.assembled && (model || assembled_moments))
             continue;
+        // Slices of several rank files laid end to end are the model only where the format says
+        // so: a DeepSpeed optimizer partition (its flat group). Else which dimension was split, or
+        // whether they are replicas, is nowhere in the files.
+        if (tensor.concatenated && !std::all_of(tensor.parts.begin(), tensor.parts.end(), [](const TensorPart& p) {
+                return p.file.find("optim_states") != std::string::npos;
+            }))
+            throw Error(ProblemKind::invalid_argument,
+                        inspect::file_of(layout, tensor) + ": tensor '" + printable(tensor.name) + "' is held by " +
+                            std::to_string(tensor.parts.size()) +
+                            " rank files (tensor-parallel slices or replicas) whose split the files do not record: "
+                            "convert writes whole tensors only (stats and diff read the slices end to end)");
         const bool native_state = !model && !tensor.state.empty();
         const std::string name = native_state ? "optim." + tensor.state + "." + tensor.name : tensor.name;
         try {

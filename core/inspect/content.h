@@ -79,6 +79,10 @@ struct TensorContent {
     // A flat partition those are read from: its padding holds whatever DeepSpeed left in memory,
     // so its health is the assembled tensors' (no finding of its own).
     bool zero_partition = false;
+    // torch.save files that differ in a rank hold a tensor of this name each (tensor-parallel
+    // slices, replicas, ZeRO partitions): laid end to end as one flat tensor, which is what its
+    // statistics are of, but not a shape the model has (the files do not say how they split it).
+    bool concatenated = false;
 };
 
 struct ContentReport {

@@ -269,6 +269,7 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
                 total += p.numel;
             }
             t.shape = {total};
+            t.concatenated = true;
         }
 }
 

@@ -355,6 +355,25 @@ private slots:
         all.target = ConvertTarget::shardscope;
         QVERIFY_THROWS_EXCEPTION(Error, convert_checkpoint(dir / "deepspeed", dir / "ds-native", all));
         QVERIFY(!fs::exists(dir / "ds-native"));
+
+        // Two tensor-parallel ranks' slices of one tensor: stats reads them end to end, but which
+        // dimension they split is in no file, so convert refuses rather than write a flat tensor
+        // the model never had.
+        write_megatron_iteration(dir / "megatron-tp2" / "iter_0000020", {1, 2, 3, 4, 5});
+        fs::create_directories(dir / "megatron-tp2" / "iter_0000020" / "mp_rank_01");
+        fs::copy_file(dir / "megatron-tp2" / "iter_0000020" / "mp_rank_00" / "model_optim_rng.pt",
+                      dir / "megatron-tp2" / "iter_0000020" / "mp_rank_01" / "model_optim_rng.pt");
+        fixtures::write_file(dir / "megatron-tp2" / "latest_checkpointed_iteration.txt", "20");
+        QCOMPARE(inspect_content(dir / "megatron-tp2").tensors.at(0).shape, std::vector<uint64_t>{10});
+        try {
+            convert_checkpoint(dir / "megatron-tp2", dir / "tp2-hf", options_for(ConvertTarget::hf));
+            QFAIL("slices of two tensor-parallel ranks were converted");
+        } catch (const Error& e) {
+            QCOMPARE(int(e.kind()), int(ProblemKind::invalid_argument));
+            QVERIFY2(std::string(e.what()).find("held by 2 rank files") != std::string::npos, e.what());
+            QVERIFY2(std::string(e.what()).find("mp_rank_00/model_optim_rng.pt") != std::string::npos, e.what());
+        }
+        QVERIFY(!fs::exists(dir / "tp2-hf"));
     }
 
     void maxShardSizeSplitsFiles()
