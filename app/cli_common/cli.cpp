@@ -6,6 +6,7 @@
 #include "core/storage/location.h"
 #include "core/util/printable.h"
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -248,6 +249,29 @@ void print_json_text(std::string_view text)
 void print_line(const std::string& text)
 {
     std::cout << text << '\n';
+}
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free); // set from a signal handler
+
+extern "C" void on_interrupt(int)
+{
+    g_interrupted.store(true);
+}
+
+} // namespace
+
+const std::atomic<bool>* cancel_on_interrupt()
+{
+    struct sigaction action {};
+    action.sa_handler = on_interrupt;
+    action.sa_flags = SA_RESETHAND; // the next one is the default: the process ends
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+    return &g_interrupted;
 }
 
 } // namespace shardctl

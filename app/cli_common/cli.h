@@ -7,6 +7,7 @@
 
 #include <QCommandLineParser>
 #include <QStringList>
+#include <atomic>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -72,5 +73,10 @@ std::string local(const QString& text); // QString -> UTF-8 std::string
 // http(s):// URL, its TLS certificates checked unless the command was given --no-verify-tls
 // (remote_options), at the --endpoint given. Throws Error(invalid_argument) for a URL it cannot read.
 shardscope::storage::Location location_argument(const QString& text);
+
+// A flag that Ctrl-C (SIGINT) or SIGTERM sets, for a long operation's `cancel`: it stops, removes
+// what it had not committed, and the command ends with the cancel's error. A second signal ends
+// the process at once (the handler is installed once, for one signal each).
+const std::atomic<bool>* cancel_on_interrupt();
 
 } // namespace shardctl

@@ -100,8 +100,9 @@ int run_convert(const QStringList& arguments)
     const std::string out = local(parser.value(QStringLiteral("out")));
     if (out.empty())
         return fail(kUsage, "convert: --out is required");
-    const ConvertResult result =
-        convert_checkpoint(location_argument(parser.positionalArguments().at(0)), out, *options);
+    ConvertOptions run = *options;
+    run.cancel = cancel_on_interrupt(); // Ctrl-C leaves no output behind, not half a folder
+    const ConvertResult result = convert_checkpoint(location_argument(parser.positionalArguments().at(0)), out, run);
     if (parser.isSet(QStringLiteral("json"))) {
         print_json(convert_result_json(result));
         return kOk;

@@ -10,7 +10,9 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
+#include <csignal>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 using namespace testutil;
 namespace fs = std::filesystem;
@@ -254,6 +256,46 @@ private slots:
         QCOMPARE(run.exit_code, 2);
         QVERIFY(run.err.contains("--to must be hf, dcp or shardscope"));
         QVERIFY(!fs::exists(dir / "new"));
+    }
+
+    // Ctrl-C while converting: the conversion stops, its temporary folder is removed, and the
+    // output is either whole (it had finished) or not there at all; one JSON object either way.
+    // The signal lands at several instants of a 100 MB conversion; at least one must find it
+    // still running.
+    void interruptedLeavesNothing()
+    {
+        QTemporaryDir tmp;
+        const fs::path dir = tmp.path().toStdString();
+        Run made =
+            shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"), qs(dir / "src"), QStringLiteral("--numel"),
+                      QStringLiteral("8000000"), QStringLiteral("--world-size"), QStringLiteral("2")});
+        QCOMPARE(made.exit_code, 0);
+        int cancelled = 0;
+        for (const int ms : {30, 60, 100, 150, 250}) {
+            const fs::path out = dir / ("out" + std::to_string(ms));
+            QProcess process;
+            process.start(QStringLiteral(SHARDCTL_PATH),
+                          convert_args(dir / "src", "dcp", out) << QStringLiteral("--dtype") << QStringLiteral("f32"));
+            QVERIFY(process.waitForStarted());
+            QTest::qWait(ms);
+            // Only while it runs: a process already gone has no id (and kill(0) is our own group).
+            if (const qint64 pid = process.processId(); process.state() == QProcess::Running && pid > 0)
+                ::kill(pid_t(pid), SIGINT);
+            QVERIFY(process.state() == QProcess::NotRunning || process.waitForFinished(60000));
+            const auto json = nlohmann::json::parse(process.readAllStandardOutput().toStdString());
+            if (process.exitStatus() == QProcess::NormalExit && process.exitCode() == 0) {
+                QVERIFY(json.at("ok").get<bool>()); // it had finished: a whole, verified folder
+                QVERIFY(fs::exists(out / ".metadata"));
+            } else {
+                QCOMPARE(process.exitCode(), 2);
+                QCOMPARE(json.at("error").at("kind").get<std::string>(), std::string("cancelled"));
+                QVERIFY(!fs::exists(out));
+                ++cancelled;
+            }
+            for (const auto& entry : fs::directory_iterator(dir)) // no temporary folder left
+                QVERIFY2(entry.path().filename().string().find(".convert-") == std::string::npos, entry.path().c_str());
+        }
+        QVERIFY(cancelled > 0);
     }
 };
 
