@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <list>
 #include <mutex>
 #include <span>
 #include <sys/stat.h>
@@ -63,6 +64,53 @@ struct Folder::Remote {
     // kept (readers on several threads ask for the same files).
     mutable std::mutex asked_mutex;
     mutable std::map<std::string, std::optional<uint64_t>, std::less<>> asked;
+
+    // Reads smaller than a block (a zip entry's header and name, a small tensor, a pickle) are
+    // served from the aligned block of the object they fall in, fetched once and kept among the
+    // last kBlocks fetched, which every reader of the folder shares (the scan opens an object once
+    // per tensor, on several threads): a torch.save file or a DCP of thousands of small entries
+    // costs a GET per block, not several per entry. Reads of a block or more are one GET of exactly
+    // their bytes.
+    static constexpr std::size_t kBlock = 256 << 10;
+    static constexpr std::size_t kBlocks = 16; // 4 MiB
+    struct Block {
+        std::string key;
+        uint64_t start = 0;
+        std::vector<std::byte> bytes;
+    };
+    mutable std::mutex blocks_mutex;
+    mutable std::list<Block> blocks; // most recently used first
+
+    void read(const std::string& key, uint64_t object_size, std::byte* out, std::size_t size, uint64_t offset) const
+    {
+        if (size >= kBlock) {
+            client.read(bucket, key, offset, {out, size});
+            return;
+        }
+        std::lock_guard lock(blocks_mutex);
+        while (size > 0) {
+            const uint64_t start = offset / kBlock * kBlock;
+            auto it = std::find_if(blocks.begin(), blocks.end(),
+                                   [&](const Block& b) { return b.start == start && b.key == key; });
+            if (it == blocks.end()) {
+                Block b{.key = key, .start = start};
+                b.bytes.resize(static_cast<std::size_t>(std::min<uint64_t>(kBlock, object_size - start)));
+                client.read(bucket, key, start, b.bytes); // throws before anything is kept
+                blocks.push_front(std::move(b));
+                if (blocks.size() > kBlocks)
+                    blocks.pop_back();
+                it = blocks.begin();
+            } else if (it != blocks.begin()) {
+                blocks.splice(blocks.begin(), blocks, it);
+                it = blocks.begin();
+            }
+            const auto n = static_cast<std::size_t>(std::min<uint64_t>(size, start + it->bytes.size() - offset));
+            std::memcpy(out, it->bytes.data() + (offset - start), n);
+            out += n;
+            offset += n;
+            size -= n;
+        }
+    }
 
     std::optional<uint64_t> size_of(const std::string& relative) const
     {
@@ -120,7 +168,7 @@ public:
             errno = 0; // shorter than the read: as a file that shrank
             return false;
         }
-        m_remote->client.read(m_remote->bucket, m_key, offset, {static_cast<std::byte*>(buffer), size});
+        m_remote->read(m_key, m_size, static_cast<std::byte*>(buffer), size, offset);
         return true;
     }
 

@@ -6,6 +6,7 @@
 
 #include "big_foreign.h"
 #include "content_fixtures.h"
+#include "foreign_fixtures.h"
 #include "range_server.h"
 #include "testutil.h"
 
@@ -413,6 +414,60 @@ private slots:
         // 64 KiB tells the header's length; a 2.6 MB header needs one more).
         qInfo("info of a %zu-tensor index in a bucket: %d requests, %lld ms", kTensors, requests, ms);
         QVERIFY2(requests >= 1 + 1 + int(kFiles) && requests <= 2 + 2 * int(kFiles), QByteArray::number(requests));
+    }
+
+    // A torch.save file of 2000 small tensors (a DeepSpeed step's model file) and a DCP of as many
+    // items: every zip entry is a few small reads (local header, name, data), which over a bucket
+    // must not each be a GET. verify (every entry's CRC) and stats (every value) of each in a
+    // bounded number of requests: one listing, and a few per file and per 256 KiB read.
+    void manySmallTensorsInAFewRequests()
+    {
+        constexpr std::size_t kTensors = 2000;
+        std::vector<fixtures::TorchTensor> tensors;
+        for (std::size_t i = 0; i < kTensors; ++i)
+            tensors.push_back({"module.layers." + std::to_string(i) + ".weight", {4, 4}});
+        const fs::path ds = root() / "ds-many" / "global_step1";
+        fixtures::write_file(ds / "mp_rank_00_model_states.pt",
+                             fixtures::torch_archive("mp_rank_00_model_states", tensors));
+        fixtures::write_file(root() / "ds-many" / "latest", "global_step1");
+        upload(root() / "ds-many", "ds-many");
+        std::vector<fixtures::DcpTensorSpec> items;
+        for (std::size_t i = 0; i < kTensors; ++i)
+            items.push_back({"layers." + std::to_string(i) + ".weight", {4, 4}, {{{0, 0}, {4, 4}, "__0_0.distcp"}}});
+        std::string distcp;
+        for (auto& t : items) {
+            const std::string archive = fixtures::torch_tensor_archive({4, 4});
+            t.chunks[0].offset = distcp.size();
+            t.chunks[0].length = archive.size();
+            distcp += archive;
+        }
+        fixtures::write_file(root() / "dcp-many" / ".metadata", fixtures::dcp_metadata(items));
+        fixtures::write_file(root() / "dcp-many" / "__0_0.distcp", distcp);
+        upload(root() / "dcp-many", "dcp-many");
+
+        const s3test::FaultProxy proxy(s3test::server_config().endpoint);
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        for (const char* prefix : {"ds-many", "dcp-many"})
+            for (const char* command : {"verify", "stats"}) {
+                const fs::path local = root() / prefix;
+                uint64_t bytes = 0;
+                for (const auto& f : fs::recursive_directory_iterator(local))
+                    if (f.is_regular_file())
+                        bytes += f.file_size();
+                const int before = proxy.forwarded();
+                const testutil::Run run = testutil::shardctl(
+                    {QString::fromLatin1(command), QString::fromStdString("s3://" + m_bucket + "/" + prefix),
+                     QStringLiteral("--endpoint"), QString::fromStdString(proxy.endpoint()), QStringLiteral("--json")});
+                QVERIFY2(run.exit_code == 0, run.err.constData());
+                const int requests = proxy.forwarded() - before;
+                const int bound = 2 + 4 * 2 + 2 * int(bytes / (256 << 10) + 1) * 2;
+                qInfo("%s of %s (%zu tensors, %llu bytes) in a bucket: %d requests", command, prefix, kTensors,
+                      static_cast<unsigned long long>(bytes), requests);
+                QVERIFY2(requests <= bound,
+                         (std::string(command) + " " + prefix + ": " + std::to_string(requests) +
+                          " requests, more than " + std::to_string(bound))
+                             .c_str());
+            }
     }
 
     void folderUrlsWithDotsAndEscapes()
