@@ -344,6 +344,11 @@ void MirrorTier::upload(const fs::path& src, const std::string& name, const Mani
     });
     for (auto& f : sent)
         files.push_back(std::move(f));
+    // A multipart upload the server began but whose answer was lost (a reset connection, a
+    // timeout) was begun again by the retry: the first is left open, holding parts nowhere
+    // visible. Before the step is published none of its uploads may still be open.
+    for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, dir))
+        m_s3->abort_multipart(m_where.bucket, u.key, u.upload_id);
     m_s3->put(m_where.bucket, dir + "manifest.json", bytes_of(manifest_text));
     m_s3->put(m_where.bucket, dir + kUploadManifest, bytes_of(upload_record(src, m, files)));
 }

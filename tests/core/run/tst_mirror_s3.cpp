@@ -192,6 +192,29 @@ private slots:
         QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/outage/").empty());
     }
 
+    // The answer to the request that begins a multipart upload is lost (the connection reset
+    // after the server began it): the client's retry begins another. The first is aborted before
+    // the step is published, so no upload stays open behind a complete step.
+    void aLostAnswerLeavesNoUploadOpen()
+    {
+        const s3test::FaultProxy proxy(m_config.endpoint);
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        const auto back =
+            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
+        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
+        const fs::path root = fresh("lost");
+        ManagerOptions o = options(root, "runs/lost");
+        o.on_warning = [](const std::string&) {};
+        CheckpointManager manager(o);
+        QVERIFY(proxy.fault("mode=reset&count=1&method=POST&path=uploads"));
+        manager.save(state(1), 1);
+        manager.wait();
+        QVERIFY2(manager.upload_status()[0].state == UploadState::uploaded, manager.upload_status()[0].error.c_str());
+        QCOMPARE(proxy.injected(), 1); // the answer was lost once: the server began two uploads
+        QVERIFY(!keys("runs/lost/step-00000001/manifest.json").empty());
+        QVERIFY(storage::S3Client(m_config).list_multipart_uploads(m_bucket, "runs/lost/").empty());
+    }
+
     // Bytes changed on the way, which no status code shows: a part whose body is flipped on its
     // way up is refused by the server against the part's Content-MD5, an object whose bytes are
     // flipped on their way back fails the read-back's SHA-256. Either way the step is not published
