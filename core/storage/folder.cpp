@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <list>
@@ -31,8 +32,31 @@ constexpr std::string_view kEntryNames[] = {"manifest.json",
                                             "model.safetensors",
                                             ".metadata",
                                             "latest_checkpointed_iteration.txt",
-                                            "pytorch_model.bin.index.json",
-                                            "mp_rank_00_model_states.pt"};
+                                            "pytorch_model.bin.index.json"};
+constexpr std::string_view kTorchDistNames[] = {"metadata.json", "common.pt", "integrity.json"};
+
+// DeepSpeed's rank files, numbered: each series is asked for from rank 0 on until kProbedPastAMiss
+// names in a row are missing, so that a missing rank among present ones is a gap the verifier
+// names (a missing last rank cannot be told from the end, as without a manifest anywhere). %D is
+// the data-parallel rank, %M the model-parallel one (two digits).
+constexpr std::string_view kRankSeries[] = {"mp_rank_%M_model_states.pt", "zero_pp_rank_%D_mp_rank_00_optim_states.pt",
+                                            "bf16_zero_pp_rank_%D_mp_rank_00_optim_states.pt",
+                                            "zero_pp_rank_%D_mp_rank_00_model_states.pt"};
+constexpr int kMaxProbedRanks = 4096;
+constexpr int kProbedPastAMiss = 4;
+
+std::string rank_name(std::string_view series, int rank)
+{
+    std::string out(series);
+    char digits[16];
+    if (const std::size_t at = out.find("%D"); at != std::string::npos)
+        out.replace(at, 2, std::to_string(rank));
+    if (const std::size_t at = out.find("%M"); at != std::string::npos) {
+        std::snprintf(digits, sizeof digits, "%02d", rank);
+        out.replace(at, 2, digits);
+    }
+    return out;
+}
 
 OpenedObject from_local(fsutil::OpenedFile file)
 {
@@ -150,6 +174,25 @@ struct Folder::Remote {
         for (const std::string_view entry : kEntryNames)
             if (size_of(prefix + std::string(entry)))
                 out.emplace_back(entry);
+        if (std::find(out.begin(), out.end(), ".metadata") != out.end()) // Megatron's torch_dist beside it
+            for (const std::string_view entry : kTorchDistNames)
+                if (size_of(prefix + std::string(entry)))
+                    out.emplace_back(entry);
+        // A series is followed past rank 0 only where rank 0 is there.
+        for (const std::string_view series : kRankSeries) {
+            if (!size_of(prefix + rank_name(series, 0)))
+                continue;
+            out.push_back(rank_name(series, 0));
+            for (int rank = 1, misses = 0; rank < kMaxProbedRanks && misses <= kProbedPastAMiss; ++rank) {
+                std::string name = rank_name(series, rank);
+                if (!size_of(prefix + name)) {
+                    ++misses;
+                    continue;
+                }
+                misses = 0;
+                out.push_back(std::move(name));
+            }
+        }
         std::sort(out.begin(), out.end());
         return out;
     }

@@ -7,6 +7,7 @@
 #include "big_foreign.h"
 #include "content_fixtures.h"
 #include "foreign_fixtures.h"
+#include "megatron_dist_fixture.h"
 #include "range_server.h"
 #include "testutil.h"
 
@@ -468,6 +469,40 @@ private slots:
                           " requests, more than " + std::to_string(bound))
                              .c_str());
             }
+    }
+
+    // HTTP cannot list a folder: the files a format has beside its entry file are asked for by
+    // name. A Megatron torch_dist iteration's metadata.json, common.pt and integrity.json are
+    // checked as locally (a changed common.pt fails over HTTP too), and DeepSpeed's rank files are
+    // asked for rank by rank, so that one missing among them is named.
+    void httpFindsTheFilesAFormatImplies()
+    {
+        const fs::path iter = fixtures::write_torch_dist(root() / "tdist");
+        write_deepspeed_step(root() / "ds-gap" / "global_step3", {1, 2, 3, 4});
+        fs::copy_file(root() / "ds-gap" / "global_step3" / "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                      root() / "ds-gap" / "global_step3" / "zero_pp_rank_2_mp_rank_00_optim_states.pt");
+        testutil::RangeServer server(root());
+        QVERIFY(server.port() > 0);
+        const std::string base = "http://127.0.0.1:" + std::to_string(server.port()) + "/";
+
+        const VerifyReport local = verify_checkpoint(iter);
+        const VerifyReport remote = verify_checkpoint(parse_location(base + "tdist/iter_0000120"));
+        QVERIFY(local.ok());
+        QVERIFY2(remote.ok(), remote.problems.empty() ? "" : remote.problems[0].message.c_str());
+        QCOMPARE(remote.shards.size(), local.shards.size());
+        std::string common = fixtures::read_file(iter / "common.pt");
+        common[common.size() / 2] = char(common[common.size() / 2] ^ 1);
+        fixtures::write_file(iter / "common.pt", common);
+        const VerifyReport changed = verify_checkpoint(parse_location(base + "tdist/iter_0000120"));
+        QVERIFY(!changed.ok());
+        QVERIFY2(changed.problems[0].message.find("common.pt") != std::string::npos,
+                 changed.problems[0].message.c_str());
+
+        const VerifyReport gap = verify_checkpoint(parse_location(base + "ds-gap/global_step3"));
+        QVERIFY(!gap.ok());
+        QCOMPARE(int(gap.problems[0].kind), int(ProblemKind::missing_shard));
+        QVERIFY2(gap.problems[0].message.find("zero_pp_rank_1_mp_rank_00_optim_states.pt") != std::string::npos,
+                 gap.problems[0].message.c_str());
     }
 
     void folderUrlsWithDotsAndEscapes()
