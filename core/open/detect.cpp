@@ -72,6 +72,11 @@ void classify(DetectedFormat& result, const storage::Folder& listed)
         if (!has("manifest.json") && !deepspeed_steps.empty())
             return found(CheckpointFormat::deepspeed, std::move(deepspeed_steps),
                          "a `latest` file and global_step* directories");
+        // A web server shows no folders: there `latest` itself says whether it names one.
+        if (!has("manifest.json") && !listed.is_local())
+            if (const auto tag = read_root_tag(CheckpointFormat::deepspeed, listed);
+                tag && has_prefix(tag->name, "global_step"))
+                return found(CheckpointFormat::deepspeed, {tag->name}, "a `latest` file naming a global_step folder");
         return found(CheckpointFormat::shardscope, {"manifest.json"},
                      has("manifest.json") ? "manifest.json" : "a checkpoint root with a `latest` file");
     }
