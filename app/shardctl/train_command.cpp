@@ -91,8 +91,17 @@ int run_train(const QStringList& arguments)
     CheckpointManager manager(options);
     manager.lock_root(); // a second job on this root is refused now, not at its first save
 
-    const bool has_checkpoint =
-        read_latest(options.root).has_value() || (options.mirror && MirrorTier(*options.mirror).read_latest());
+    // A `latest` naming a step whose folder was lost still says a run is here: resuming finds the
+    // step in the mirror (or says it is gone).
+    bool has_checkpoint = false;
+    try {
+        has_checkpoint = read_latest(options.root).has_value();
+    } catch (const Error& e) {
+        if (e.kind() != ProblemKind::partial_write)
+            throw;
+        has_checkpoint = true;
+    }
+    has_checkpoint = has_checkpoint || (options.mirror && MirrorTier(*options.mirror).read_latest());
     if (has_checkpoint && !args->resume)
         return fail(kUsage,
                     options.root.string() +

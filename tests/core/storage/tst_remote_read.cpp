@@ -510,6 +510,64 @@ private slots:
         }
     }
 
+    // The command line's mirror on the bucket: `train --mirror s3://…` uploads every kept step,
+    // `status` says so, and a run whose local steps are gone resumes from the bucket. Behind a
+    // store that answers every PUT with 503 the run still ends well, warned, and no key appears in
+    // anything it prints.
+    void trainMirrorsToTheBucketFromTheCommandLine()
+    {
+        fs::path run = root() / "cli-run";
+        QString mirror = QString::fromStdString("s3://" + m_bucket + "/cli-run");
+        auto train = [&](int steps, const QStringList& extra) {
+            return testutil::shardctl(QStringList{QStringLiteral("train"), QStringLiteral("--root"), testutil::qs(run),
+                                                  QStringLiteral("--steps"), QString::number(steps),
+                                                  QStringLiteral("--save-every"), QStringLiteral("3"),
+                                                  QStringLiteral("--world-size"), QStringLiteral("2"),
+                                                  QStringLiteral("--numel"), QStringLiteral("60000"),
+                                                  QStringLiteral("--mirror"), mirror, QStringLiteral("--json")} +
+                                      extra);
+        };
+        testutil::Run first = train(6, {});
+        QVERIFY2(first.exit_code == 0, first.err.constData());
+        QVERIFY(!m_s3->list(m_bucket, "cli-run/step-00000006/manifest.json", 10).empty());
+        QVERIFY(!m_s3->list(m_bucket, "cli-run/latest", 10).empty());
+        const testutil::Run status = testutil::shardctl({QStringLiteral("status"), testutil::qs(run),
+                                                         QStringLiteral("--mirror"), mirror, QStringLiteral("--json")});
+        QVERIFY2(status.exit_code == 0, status.err.constData());
+        std::string uploads;
+        const nlohmann::json steps = status.json()["steps"]; // a copy: the parsed object is a temporary
+        for (const auto& step : steps)
+            uploads += step["name"].get<std::string>() + ": " + step.value("upload", std::string("?")) + "; ";
+        QVERIFY2(uploads.find("step-00000006: uploaded") != std::string::npos, uploads.c_str());
+
+        fs::remove_all(run / "step-00000006"); // the local copy lost: the bucket's is resumed from
+        fs::remove_all(run / "step-00000003");
+        const testutil::Run resumed = train(9, {QStringLiteral("--resume")});
+        QVERIFY2(resumed.exit_code == 0, resumed.err.constData());
+        QCOMPARE(resumed.json()["resumed_from"]["step"].get<int>(), 6);
+        QCOMPARE(resumed.json()["resumed_from"]["from_mirror"].get<bool>(), true);
+
+        const s3test::FaultProxy proxy(s3test::server_config().endpoint);
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        QVERIFY(proxy.fault("mode=503&count=-1&method=PUT"));
+        run = root() / "cli-run-503";
+        mirror = QString::fromStdString("s3://" + m_bucket + "/cli-run-503");
+        const testutil::Run refused =
+            train(3, {QStringLiteral("--endpoint"), QString::fromStdString(proxy.endpoint())});
+        // The mirror failing never stops training: every step trained and saved locally, exit 3
+        // saying the mirror does not hold what it should.
+        QVERIFY2(refused.exit_code == 3, refused.err.constData());
+        QCOMPARE(refused.json()["steps"].get<int>(), 3);
+        QCOMPARE(refused.json()["mirror"]["complete"].get<bool>(), false);
+        QVERIFY2(refused.err.contains("503"), refused.err.constData());
+        for (const char* key : {"AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"}) {
+            const QByteArray secret = qgetenv(key);
+            QVERIFY(!secret.isEmpty());
+            QVERIFY(!refused.out.contains(secret) && !refused.err.contains(secret));
+            QVERIFY(!first.out.contains(secret) && !first.err.contains(secret));
+        }
+    }
+
     void folderUrlsWithDotsAndEscapes()
     {
         // A folder whose name has a dot, and one whose name needs escaping in a URL.
