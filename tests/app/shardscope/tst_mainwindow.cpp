@@ -3,6 +3,7 @@
 // page's status message leaves with the page, and a step without a manifest is named as such.
 
 #include "core/inspect/content.h"
+#include "open_location.h"
 #include "range_server.h"
 #include "app/shardscope/mainwindow.h"
 #include "widgets/panels/checkpointpanel.h"
@@ -234,22 +235,7 @@ private slots:
         QVERIFY(server.port() > 0);
         const QString url = QStringLiteral("http://127.0.0.1:%1/served").arg(server.port());
 
-        QSignalSpy verified(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
-        bool asked = false; // a QVERIFY in the timer could not fail the test: checked below
-        QTimer::singleShot(100, [&] {
-            if (auto* dialog = qobject_cast<QInputDialog*>(QApplication::activeModalWidget())) {
-                asked = true;
-                dialog->setTextValue(url);
-                dialog->accept();
-            }
-        });
-        QAction* action = window.findChild<QAction*>(QStringLiteral("openLocationAction"));
-        QVERIFY(action);
-        action->trigger();
-        QVERIFY(asked);
-        QVERIFY(verified.count() || verified.wait(30000));
-        QVERIFY(QTest::qWaitFor([&] { return !window.tensorsPanel()->isReading() && window.tensorsPanel()->report(); },
-                                30000));
+        QVERIFY(windowtest::openLocation(window, url));
         QCOMPARE(window.checkpointPanel()->currentPath(), url);
         const auto* report = window.checkpointPanel()->report() ? &*window.checkpointPanel()->report() : nullptr;
         QVERIFY(report && report->ok());

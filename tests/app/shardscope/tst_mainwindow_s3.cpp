@@ -13,17 +13,13 @@
 #include "widgets/panels/tensorspanel.h"
 #include "widgets/settings/settings.h"
 #include "widgets/views/failurebanner.h"
+#include "open_location.h"
 #include "widgettestutil.h"
 
-#include <QAction>
-#include <QApplication>
 #include <QDir>
 #include <QFile>
-#include <QInputDialog>
-#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
-#include <QTimer>
 
 class TestMainWindowS3 : public QObject {
     Q_OBJECT
@@ -42,27 +38,6 @@ class TestMainWindowS3 : public QObject {
             s3.put(m_bucket, prefix + "/" + name.toStdString(),
                    std::as_bytes(std::span(bytes.constData(), std::size_t(bytes.size()))));
         }
-    }
-
-    // Opens `url` through File › Open Location… and waits for the bytes and the values.
-    static bool openLocation(MainWindow& window, const QString& url)
-    {
-        QSignalSpy verified(window.checkpointPanel(), &shardwidgets::CheckpointPanel::verificationFinished);
-        bool asked = false;
-        QTimer::singleShot(100, [&] {
-            if (auto* dialog = qobject_cast<QInputDialog*>(QApplication::activeModalWidget())) {
-                asked = true;
-                dialog->setTextValue(url);
-                dialog->accept();
-            }
-        });
-        QAction* action = window.findChild<QAction*>(QStringLiteral("openLocationAction"));
-        if (!action)
-            return false;
-        action->trigger();
-        return asked && (verified.count() || verified.wait(60000)) &&
-            QTest::qWaitFor([&] { return !window.tensorsPanel()->isReading() && window.tensorsPanel()->report(); },
-                            60000);
     }
 
 private slots:
@@ -92,7 +67,7 @@ private slots:
         upload(local, "good");
 
         const QString url = QStringLiteral("s3://%1/good").arg(QString::fromStdString(m_bucket));
-        QVERIFY(openLocation(window, url));
+        QVERIFY(windowtest::openLocation(window, url));
         QCOMPARE(window.checkpointPanel()->currentPath(), url);
         const auto& report = window.checkpointPanel()->report();
         QVERIFY(report && report->ok());
@@ -122,7 +97,7 @@ private slots:
         rank1.close();
         upload(local, "changed");
         const QString changed = QStringLiteral("s3://%1/changed").arg(QString::fromStdString(m_bucket));
-        QVERIFY(openLocation(window, changed));
+        QVERIFY(windowtest::openLocation(window, changed));
         const auto& bad = window.checkpointPanel()->report();
         QVERIFY(bad && !bad->ok());
         QCOMPARE(int(bad->shards[1].status), int(shardscope::ShardStatus::hash_mismatch));
