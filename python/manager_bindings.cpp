@@ -119,16 +119,7 @@ public:
         {
             py::gil_scoped_release unlocked;
             std::lock_guard lock(m_mutex);
-            const ManagerOptions& o = m_manager->options();
-            // A `latest` that cannot be read is no fresh start: the resume says what is wrong with it.
-            const auto has_latest = [&] {
-                try {
-                    return read_latest(o.root).has_value();
-                } catch (const Error&) {
-                    return true;
-                }
-            };
-            fresh = !has_latest() && !(o.mirror && MirrorTier(*o.mirror).read_latest());
+            fresh = !m_manager->holds_a_run();
             ResumeOptions options;
             options.allow_unhealthy = allow_unhealthy;
             options.load.allow_unread_state = allow_partial_state;

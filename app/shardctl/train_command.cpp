@@ -91,17 +91,7 @@ int run_train(const QStringList& arguments)
     CheckpointManager manager(options);
     manager.lock_root(); // a second job on this root is refused now, not at its first save
 
-    // A `latest` naming a step whose folder was lost still says a run is here: resuming finds the
-    // step in the mirror (or says it is gone).
-    bool has_checkpoint = false;
-    try {
-        has_checkpoint = read_latest(options.root).has_value();
-    } catch (const Error& e) {
-        if (e.kind() != ProblemKind::partial_write)
-            throw;
-        has_checkpoint = true;
-    }
-    has_checkpoint = has_checkpoint || (options.mirror && MirrorTier(*options.mirror).read_latest());
+    const bool has_checkpoint = manager.holds_a_run();
     if (has_checkpoint && !args->resume)
         return fail(kUsage,
                     options.root.string() +

@@ -394,6 +394,19 @@ void CheckpointManager::wait()
         std::rethrow_exception(std::exchange(m_error, nullptr));
 }
 
+bool CheckpointManager::holds_a_run() const
+{
+    try {
+        if (read_latest(m_options.root))
+            return true;
+    } catch (const Error& e) {
+        if (e.kind() == ProblemKind::remote_error)
+            throw;
+        return true;
+    }
+    return m_options.mirror && MirrorTier(*m_options.mirror).read_latest();
+}
+
 ResumePoint CheckpointManager::load_resume_point(const ResumeOptions& options)
 {
     wait();

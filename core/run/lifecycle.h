@@ -202,6 +202,10 @@ public:
     // The newest healthy step at or before `latest` (load_resume_point), after waiting for
     // pending work.
     ResumePoint load_resume_point(const ResumeOptions& options = {});
+    // Whether a run is here to resume: a `latest` in the root, even one that cannot be read or
+    // names a lost step (resuming says what is wrong, or finds the step in the mirror), or in the
+    // mirror. False is a fresh start.
+    bool holds_a_run() const;
 
     // Takes the root's writer lock now (save and save_async take it on their first call, so a
     // manager used only to resume never does). Throws Error(root_locked) naming the holder.
