@@ -1,9 +1,10 @@
 // --to shardscope: the model's tensors laid end to end in the flat parameter vector, rank r of M
 // holding [floor(P·r/M), floor(P·(r+1)/M)) as reshard lays it out, each rank file streamed
 // through the shard writer (hashed as written), and the manifest committed last (format.md, 5).
-// The four states: param in the 16-bit dtype; master, exp_avg and exp_avg_sq from a ShardScope
-// source's own states with model+optimizer, otherwise the master is the source's value in F32 and
-// the two moments are zero (a fresh optimizer).
+// The four states: param in the 16-bit dtype; master, exp_avg and exp_avg_sq from the source's
+// optimizer state with model+optimizer (a ShardScope source's own states, DeepSpeed's assembled
+// moments, or a DCP's `optimizer.state.*` tensors matched to their parameters by name), otherwise
+// the master is the source's value in F32 and the two moments are zero (a fresh optimizer).
 
 #include "core/checkpoint/internal/shardfile.h"
 #include "core/checkpoint/manifest.h"
@@ -12,8 +13,11 @@
 #include "core/util/printable.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <cmath>
 #include <map>
+#include <optional>
 
 namespace shardscope::convert {
 
@@ -52,23 +56,137 @@ ParamDtype param_dtype_for(const ConvertJob& job, const std::vector<std::size_t>
     return first == ElementType::F16 ? ParamDtype::F16 : ParamDtype::BF16;
 }
 
-std::vector<FlatTensor> lay_out_flat(const ConvertJob& job, ParamDtype dtype)
+// A framework's optimizer tensor as the state of one parameter: torch's optimizer state dict as
+// DCP saves it (`optimizer.state.<param>.exp_avg`, `optim.state.<param>.step`, the parameter named
+// as the model's tensor or without its `model.` prefix) and Megatron's distributed checkpoint
+// (`optimizer.state.exp_avg.<param>`, `optimizer.state.fp32_param.<param>`: its master weight).
+struct OptimizerName {
+    std::size_t model = 0; // index into job.tensors of the parameter
+    std::string state; // master, exp_avg, exp_avg_sq or step
+};
+
+std::optional<OptimizerName> parameter_of(const std::string& name, const std::map<std::string, std::size_t>& model)
 {
-    // A ShardScope source's other states, by tensor name, when they are carried.
-    std::map<std::pair<std::string, std::string>, const TensorContent*> states;
+    std::string rest;
+    for (const char* prefix : {"optimizer.state.", "optim.state."})
+        if (name.starts_with(prefix))
+            rest = name.substr(std::strlen(prefix));
+    if (rest.empty())
+        return std::nullopt;
+    const auto find = [&](const std::string& param) -> std::optional<std::size_t> {
+        for (const std::string& candidate : {param, "model." + param})
+            if (auto it = model.find(candidate); it != model.end())
+                return it->second;
+        return std::nullopt;
+    };
+    static const std::pair<const char*, const char*> kStates[] = {
+        {"exp_avg", "exp_avg"}, {"exp_avg_sq", "exp_avg_sq"}, {"step", "step"}, {"fp32_param", "master"}};
+    for (const auto& [stored, state] : kStates) {
+        const std::string s(stored);
+        if (rest.starts_with(s + "."))
+            if (auto p = find(rest.substr(s.size() + 1)))
+                return OptimizerName{*p, state};
+        if (rest.size() > s.size() + 1 && rest.ends_with("." + s))
+            if (auto p = find(rest.substr(0, rest.size() - s.size() - 1)))
+                return OptimizerName{*p, state};
+    }
+    return std::nullopt;
+}
+
+std::string printable_number(double v)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", v);
+    return text;
+}
+
+// The value of a one-element tensor (Adam's `step`), read without counting it as written.
+double read_scalar(ConvertJob& job, const TensorContent& tensor)
+{
+    const uint64_t copied = job.copied;
+    auto progress = std::move(job.progress);
+    job.progress = nullptr;
+    double value = 0;
+    copy_elements(job, tensor, ElementType::F64, 0, 1,
+                  [&](const std::byte* p, std::size_t) { std::memcpy(&value, p, sizeof value); });
+    job.copied = copied;
+    job.progress = std::move(progress);
+    return value;
+}
+
+std::vector<FlatTensor> lay_out_flat(ConvertJob& job, ParamDtype dtype)
+{
     std::vector<std::size_t> model;
+    std::map<std::string, std::size_t> model_by_name;
+    for (std::size_t i = 0; i < job.tensors.size(); ++i)
+        if (job.tensors[i].model) {
+            model.push_back(i);
+            model_by_name[job.tensors[i].source_name] = i;
+        }
+    // The other states, by the output index of their parameter, when they are carried.
+    std::map<std::pair<std::size_t, std::string>, const TensorContent*> states;
+    std::optional<double> step; // Adam's step count, one for every parameter
+    std::string step_tensor; // the tensor it was first read from
     for (std::size_t i = 0; i < job.tensors.size(); ++i) {
         const ConvertedTensor& t = job.tensors[i];
         if (t.model)
-            model.push_back(i);
-        else if (!t.source_state.empty())
-            states[{t.source_name, t.source_state}] = &job.source.tensors[job.picked[i]];
-        else // no rule says which parameter a framework's optimizer tensor belongs to
+            continue;
+        const TensorContent& source = job.source.tensors[job.picked[i]];
+        const auto where = [&] { return job.source.dir.string() + ": tensor '" + printable(t.name) + "'"; };
+        std::optional<OptimizerName> of;
+        if (!t.source_state.empty()) {
+            if (auto it = model_by_name.find(t.source_name); it != model_by_name.end())
+                of = OptimizerName{it->second, t.source_state};
+        } else {
+            of = parameter_of(t.source_name, model_by_name);
+        }
+        if (!of) // no rule says which parameter it belongs to
             throw Error(ProblemKind::invalid_argument,
-                        job.source.dir.string() + ": tensor '" + printable(t.name) +
-                            "' is optimizer state: --to shardscope carries the optimizer states of ShardScope "
-                            "sources only; give --states model");
+                        where() +
+                            " is optimizer state of no parameter of the model by its name: --to shardscope carries "
+                            "Adam's exp_avg, exp_avg_sq, step and a master weight only; give --states model");
+        const TensorContent& param = job.source.tensors[job.picked[of->model]];
+        if (of->state == "step") {
+            uint64_t numel = 1;
+            for (const uint64_t d : source.shape)
+                numel *= d;
+            if (numel != 1)
+                throw Error(ProblemKind::invalid_argument,
+                            where() + " is a step count of " + std::to_string(numel) + " elements, not one");
+            const double value = read_scalar(job, source);
+            if (!(value >= 0 && value < 9.0e15 && value == std::floor(value)))
+                throw Error(ProblemKind::invalid_argument,
+                            where() + ": its step count " + printable_number(value) + " is not a whole number");
+            if (step && *step != value)
+                throw Error(ProblemKind::invalid_argument,
+                            where() + ": its step count " + printable_number(value) + " differs from tensor '" +
+                                printable(step_tensor) + "''s (" + printable_number(*step) +
+                                "): a ShardScope checkpoint has one step");
+            step = value;
+            step_tensor = t.name;
+            continue;
+        }
+        if (source.shape != param.shape || !is_floating(source.type))
+            throw Error(ProblemKind::invalid_argument,
+                        where() + " (" + std::string(to_string(source.type)) + ", " +
+                            std::to_string(source.shape.size()) +
+                            " dimensions) is not a floating tensor of the shape of "
+                            "its parameter '" +
+                            printable(param.name) + "'");
+        if (!states.emplace(std::pair{of->model, of->state}, &source).second)
+            throw Error(ProblemKind::invalid_argument,
+                        where() + ": parameter '" + printable(param.name) + "' has its " + of->state + " twice");
     }
+    for (const std::size_t i : model) // Adam's moments come in pairs: one alone is not a state to resume
+        if (states.contains({i, "exp_avg"}) != states.contains({i, "exp_avg_sq"}))
+            throw Error(
+                ProblemKind::invalid_argument,
+                job.source.dir.string() + ": parameter '" + printable(job.tensors[i].source_name) + "' has " +
+                    (states.contains({i, "exp_avg"}) ? "exp_avg but no exp_avg_sq" : "exp_avg_sq but no exp_avg") +
+                    ": --to shardscope carries both Adam moments or neither; give --states model");
+    // The optimizer's step stands for the training step where the source records none (a DCP).
+    if (step && job.step == 0)
+        job.step = static_cast<uint64_t>(*step);
     std::vector<FlatTensor> flat;
     uint64_t offset = 0;
     const ElementType param_type = dtype == ParamDtype::BF16 ? ElementType::BF16 : ElementType::F16;
@@ -86,7 +204,7 @@ std::vector<FlatTensor> lay_out_flat(const ConvertJob& job, ParamDtype dtype)
         f.states[0] = {.tensor = &source, .type = param_type};
         f.states[1] = {.tensor = &source, .type = ElementType::F32};
         for (int s = 1; s < 4; ++s)
-            if (auto it = states.find({source.name, kStates[s]}); it != states.end())
+            if (auto it = states.find({i, kStates[s]}); it != states.end())
                 f.states[s] = {.tensor = it->second, .type = ElementType::F32};
         flat.push_back(f);
         offset += numel;

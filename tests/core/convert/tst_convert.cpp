@@ -5,6 +5,7 @@
 // write that fails half-way (a file size limit) leaving no output and no temporary folder.
 
 #include "core/checkpoint/dtype.h"
+#include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
 #include "core/convert/convert.h"
 #include "core/inspect/content.h"
@@ -686,7 +687,8 @@ private slots:
     // A torch DCP holding an optimizer's state as torch.distributed.checkpoint saves it
     // (optimizer.state.<param>.exp_avg, exp_avg_sq and a 0-d step; param_groups as a bytes item):
     // --states model writes the model alone; model+optimizer every tensor under its own name, diff
-    // identical to the source, to a Hugging Face folder and to a DCP; --to shardscope refuses it.
+    // identical to the source, to a Hugging Face folder and to a DCP; --to shardscope makes them
+    // the parameters' states.
     void dcpOptimizerStates()
     {
         QTemporaryDir tmp;
@@ -748,11 +750,54 @@ private slots:
                                                   {"optimizer.state.model.w.step", false}}));
             QVERIFY2(identical(dir / "dcp", out), out.c_str());
         }
+        // --to shardscope: the moments are the parameter's states, Adam's step the checkpoint's
+        // step (a DCP records none), the master the parameter in F32.
         ConvertOptions native = options_for(ConvertTarget::shardscope);
         native.states = ConvertStates::model_optimizer;
         native.dtype = ConvertDtype::bf16;
-        QVERIFY_THROWS_EXCEPTION(Error, convert_checkpoint(dir / "dcp", dir / "native", native));
-        QVERIFY(!fs::exists(dir / "native"));
+        native.world_size = 2;
+        const ConvertResult carried = convert_checkpoint(dir / "dcp", dir / "native", native);
+        QCOMPARE(carried.output_verify.manifest->step, uint64_t(7));
+        const LoadedCheckpoint loaded = load_sharded(dir / "native", 2);
+        std::vector<float> master, exp_avg, exp_avg_sq;
+        for (const RankState& r : loaded.ranks) {
+            master.insert(master.end(), r.master.begin(), r.master.end());
+            exp_avg.insert(exp_avg.end(), r.exp_avg.begin(), r.exp_avg.end());
+            exp_avg_sq.insert(exp_avg_sq.end(), r.exp_avg_sq.begin(), r.exp_avg_sq.end());
+        }
+        QCOMPARE(master, stored[0].second);
+        QCOMPARE(exp_avg, stored[1].second);
+        QCOMPARE(exp_avg_sq, stored[2].second);
+
+        // One moment without the other, or a state of a parameter the model does not have, is
+        // refused naming the tensor; nothing is written.
+        const auto refused = [&](const std::string& fqn, const std::string& says) {
+            const fs::path bad = dir / "bad";
+            fs::remove_all(bad);
+            fs::create_directories(bad);
+            std::vector<fixtures::DcpTensorSpec> kept;
+            for (const auto& t : tensors)
+                if (t.fqn != fqn)
+                    kept.push_back(t);
+            if (kept.size() == tensors.size()) // not a removal: rename the exp_avg
+                for (auto& t : kept)
+                    if (t.fqn == "optimizer.state.model.w.exp_avg")
+                        t.fqn = fqn;
+            fixtures::write_file(bad / ".metadata",
+                                 fixtures::dcp_metadata(kept, true, {"optimizer.param_groups"}, {groups_entry}));
+            fixtures::write_file(bad / "__0_0.distcp", file);
+            try {
+                convert_checkpoint(bad, dir / "bad-out", native);
+                QFAIL(("converted without " + fqn).c_str());
+            } catch (const Error& e) {
+                QCOMPARE(e.kind(), ProblemKind::invalid_argument);
+                QVERIFY2(std::string(e.what()).find(says) != std::string::npos, e.what());
+            }
+            QVERIFY(!fs::exists(dir / "bad-out"));
+        };
+        refused("optimizer.state.model.w.exp_avg_sq", "has exp_avg but no exp_avg_sq");
+        refused("optimizer.state.model.v.exp_avg",
+                "'optimizer.state.model.v.exp_avg' is optimizer state of no parameter");
     }
 
     void corruptSourceWritesNothing()
