@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (clang, ASan + UBSan) in build-fuzz and runs one of them.
 # Usage: scripts/fuzz.sh TARGET SECONDS [extra libFuzzer flags...]
 #   TARGET: fuzz_manifest, fuzz_safetensors_header, fuzz_profile, fuzz_index, fuzz_pickle, fuzz_zip,
-#           fuzz_inspect, fuzz_trace, fuzz_schedule_csv
+#           fuzz_inspect, fuzz_trace, fuzz_schedule_csv, fuzz_s3_answer
 # The seed corpus is tests/fuzz/corpus/TARGET (read only); new inputs go to build-fuzz/corpus/TARGET
 # and crashes to build-fuzz/artifacts/TARGET. A crash is fixed, then its input is committed to
 # tests/fuzz/regression/TARGET, which tst_fuzz_regression replays in every test run.

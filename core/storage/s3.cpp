@@ -1,6 +1,7 @@
 #include "core/storage/s3.h"
 
 #include "core/storage/internal/http.h"
+#include "core/storage/internal/s3_answers.h"
 #include "core/storage/internal/xml.h"
 #include "core/util/error.h"
 #include "core/util/hashing.h"
@@ -39,6 +40,8 @@ namespace {
 
 constexpr const char* kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 constexpr std::size_t kMaxListingPage = 16 << 20; // 1000 keys of 1 KiB each, with room to spare
+// Pages of open uploads followed: 10^6 uploads under one prefix is no checkpoint's.
+constexpr std::size_t kMaxUploadPages = 1000;
 constexpr std::size_t kSignedBodyLimit = 1 << 20;
 
 std::string amz_now()
@@ -136,19 +139,6 @@ bool retryable(long status)
         status == 504;
 }
 
-// What the server said, for a sentence: its S3 error code and message, or the HTTP status.
-std::string server_said(long status, const std::string& body)
-{
-    std::string out = "HTTP " + std::to_string(status);
-    if (xml_acceptable(body)) {
-        if (auto code = xml_text(body, "Code"))
-            out += " " + printable(*code, 64);
-        if (auto message = xml_text(body, "Message"); message && !message->empty())
-            out += " (" + printable(*message, 160) + ")";
-    }
-    return out;
-}
-
 uint64_t parse_u64(std::string_view text, bool& ok)
 {
     uint64_t value = 0;
@@ -182,6 +172,67 @@ std::string unquoted(std::string etag)
 }
 
 } // namespace
+
+std::string server_said(long status, const std::string& body)
+{
+    std::string out = "HTTP " + std::to_string(status);
+    if (xml_acceptable(body)) {
+        if (auto code = xml_text(body, "Code"))
+            out += " " + printable(*code, 64);
+        if (auto message = xml_text(body, "Message"); message && !message->empty())
+            out += " (" + printable(*message, 160) + ")";
+    }
+    return out;
+}
+
+ListingPage read_listing_page(std::string_view body, std::string_view prefix, const std::string& what)
+{
+    if (!xml_acceptable(body))
+        throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused");
+    ListingPage page;
+    for (const std::string_view entry : xml_elements(body, "Contents")) {
+        const auto key = xml_text(entry, "Key");
+        const auto size = xml_text(entry, "Size");
+        bool ok = false;
+        const uint64_t bytes = size ? parse_u64(*size, ok) : 0;
+        if (!key || !ok)
+            throw Error(ProblemKind::remote_error, what + ": a listed object has no valid key or size");
+        if (!key->starts_with(prefix) || escapes(std::string_view(*key).substr(prefix.size())))
+            throw Error(ProblemKind::remote_error,
+                        what + ": the listing names " + printable(*key) +
+                            ", which is not a plain name under the prefix");
+        page.objects.push_back({.key = *key, .size = bytes, .etag = unquoted(xml_text(entry, "ETag").value_or(""))});
+    }
+    page.truncated = xml_text(body, "IsTruncated").value_or("false") == "true";
+    if (page.truncated) {
+        page.next_token = xml_text(body, "NextContinuationToken").value_or("");
+        if (page.next_token.empty() || page.next_token.size() > 4096)
+            throw Error(ProblemKind::remote_error, what + ": a truncated listing without a usable continuation token");
+    }
+    return page;
+}
+
+UploadsPage read_uploads_page(std::string_view body, std::string_view prefix, const std::string& what)
+{
+    if (!xml_acceptable(body))
+        throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused");
+    UploadsPage page;
+    for (const std::string_view entry : xml_elements(body, "Upload")) {
+        auto key = xml_text(entry, "Key");
+        auto id = xml_text(entry, "UploadId");
+        // Only uploads beneath the prefix are ever aborted: another run's are not this one's.
+        if (key && id && !id->empty() && id->size() <= 1024 && key->starts_with(prefix))
+            page.uploads.push_back({.key = std::move(*key), .upload_id = std::move(*id)});
+    }
+    page.truncated = xml_text(body, "IsTruncated").value_or("false") == "true";
+    if (page.truncated) {
+        page.next_key_marker = xml_text(body, "NextKeyMarker").value_or("");
+        page.next_upload_id_marker = xml_text(body, "NextUploadIdMarker").value_or("");
+        if (page.next_key_marker.size() > 4096 || page.next_upload_id_marker.size() > 4096)
+            throw Error(ProblemKind::remote_error, what + ": a truncated listing with markers past 4 KiB");
+    }
+    return page;
+}
 
 std::string object_url(const std::string& bucket, const std::string& key)
 {
@@ -400,30 +451,16 @@ std::vector<ObjectInfo> S3Client::list(const std::string& bucket, const std::str
         const Answer a = send(call);
         if (a.status != 200)
             refused(what, a.status, a.text);
-        if (!xml_acceptable(a.text))
-            throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused");
-        for (const std::string_view entry : xml_elements(a.text, "Contents")) {
-            const auto key = xml_text(entry, "Key");
-            const auto size = xml_text(entry, "Size");
-            bool ok = false;
-            const uint64_t bytes = size ? parse_u64(*size, ok) : 0;
-            if (!key || !ok)
-                throw Error(ProblemKind::remote_error, what + ": a listed object has no valid key or size");
-            if (!key->starts_with(prefix) || escapes(key->substr(prefix.size())))
-                throw Error(ProblemKind::remote_error,
-                            what + ": the listing names " + printable(*key) +
-                                ", which is not a plain name under the prefix");
-            if (out.size() >= max_keys)
-                throw Error(ProblemKind::remote_error,
-                            what + ": more than " + std::to_string(max_keys) + " objects under the prefix");
-            out.push_back({.key = *key, .size = bytes, .etag = unquoted(xml_text(entry, "ETag").value_or(""))});
-        }
-        if (xml_text(a.text, "IsTruncated").value_or("false") != "true")
+        ListingPage listed = read_listing_page(a.text, prefix, what);
+        if (out.size() + listed.objects.size() > max_keys)
+            throw Error(ProblemKind::remote_error,
+                        what + ": more than " + std::to_string(max_keys) + " objects under the prefix");
+        std::move(listed.objects.begin(), listed.objects.end(), std::back_inserter(out));
+        if (!listed.truncated)
             break;
-        std::string next = xml_text(a.text, "NextContinuationToken").value_or("");
-        if (next.empty() || next == token)
+        if (listed.next_token == token)
             throw Error(ProblemKind::remote_error, what + ": a truncated listing without a new continuation token");
-        token = std::move(next);
+        token = std::move(listed.next_token);
     }
     std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
     return out;
@@ -501,22 +538,34 @@ std::vector<MultipartUpload> S3Client::list_multipart_uploads(const std::string&
                                                               const std::string& prefix) const
 {
     const std::string what = "LIST uploads " + object_name(bucket, prefix);
-    const Answer a = send({.method = "GET",
-                           .bucket = bucket,
-                           .query = {{"uploads", ""}, {"prefix", prefix}},
-                           .max_body = kMaxListingPage});
-    if (a.status != 200)
-        refused(what, a.status, a.text);
-    if (!xml_acceptable(a.text))
-        throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused");
     std::vector<MultipartUpload> out;
-    for (const std::string_view entry : xml_elements(a.text, "Upload")) {
-        auto key = xml_text(entry, "Key");
-        auto id = xml_text(entry, "UploadId");
-        if (key && id && key->starts_with(prefix))
-            out.push_back({.key = std::move(*key), .upload_id = std::move(*id)});
+    std::string key_marker, id_marker;
+    // A page holds up to 1000 uploads; the markers move on or the listing is not followed.
+    for (std::size_t page = 0;; ++page) {
+        if (page > kMaxUploadPages)
+            throw Error(ProblemKind::remote_error,
+                        what + ": the listing does not end (" + std::to_string(page) + " pages)");
+        Call call{.method = "GET",
+                  .bucket = bucket,
+                  .query = {{"uploads", ""}, {"prefix", prefix}},
+                  .max_body = kMaxListingPage};
+        if (!key_marker.empty()) {
+            call.query.emplace_back("key-marker", key_marker);
+            call.query.emplace_back("upload-id-marker", id_marker);
+        }
+        const Answer a = send(call);
+        if (a.status != 200)
+            refused(what, a.status, a.text);
+        UploadsPage listed = read_uploads_page(a.text, prefix, what);
+        std::move(listed.uploads.begin(), listed.uploads.end(), std::back_inserter(out));
+        if (!listed.truncated)
+            return out;
+        if (listed.next_key_marker.empty() ||
+            (listed.next_key_marker == key_marker && listed.next_upload_id_marker == id_marker))
+            throw Error(ProblemKind::remote_error, what + ": a truncated listing without new markers");
+        key_marker = std::move(listed.next_key_marker);
+        id_marker = std::move(listed.next_upload_id_marker);
     }
-    return out;
 }
 
 void S3Client::remove(const std::string& bucket, const std::string& key) const

@@ -31,6 +31,7 @@ private:
             {"fuzz_inspect", shardscope::fuzz::inspect_one},
             {"fuzz_trace", shardscope::fuzz::trace_one},
             {"fuzz_schedule_csv", shardscope::fuzz::schedule_csv_one},
+            {"fuzz_s3_answer", shardscope::fuzz::s3_answer_one},
         };
         return all;
     }

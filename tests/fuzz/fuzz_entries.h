@@ -16,6 +16,7 @@
 #include "core/checkpoint/safetensors.h"
 #include "core/foreign/dcp_hf.h"
 #include "core/foreign/safetensors_listing.h"
+#include "core/storage/internal/s3_answers.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -241,6 +242,38 @@ inline void schedule_csv_one(const uint8_t* data, std::size_t size)
     } catch (const Error& e) {
         require(e.kind() == ProblemKind::deadlock, "a well-formed schedule either runs or deadlocks");
     }
+}
+
+// A hostile S3 server's answer body, as a listing page, a page of open uploads and an error: what
+// is accepted lies beneath the prefix by plain names, a truncated page says where to go on, and
+// every sentence is one bounded line without terminal escapes.
+inline void s3_answer_one(const uint8_t* data, std::size_t size)
+{
+    const std::string body(as_text(data, size));
+    const std::string prefix = "run/";
+    const auto one_line = [](const std::string& text) {
+        require(text.size() <= kMaxMessageBytes && text.find_first_of("\n\r\x1b") == std::string::npos,
+                "a bounded one-line sentence without terminal escapes");
+    };
+    try {
+        const storage::ListingPage page = storage::read_listing_page(body, prefix, "LIST s3://fuzz/run/");
+        for (const storage::ObjectInfo& o : page.objects) {
+            require(o.key.starts_with(prefix), "a listed key lies beneath the prefix");
+            const std::string rest = "/" + o.key.substr(prefix.size()) + "/";
+            require(rest.find("/../") == std::string::npos && rest.find("/./") == std::string::npos,
+                    "a listed key has no . or .. component");
+        }
+        require(!page.truncated || !page.next_token.empty(), "a truncated listing says where it goes on");
+    } catch (const Error& e) {
+        one_line(e.what());
+    }
+    try {
+        for (const storage::MultipartUpload& u : storage::read_uploads_page(body, prefix, "LIST uploads").uploads)
+            require(u.key.starts_with(prefix) && !u.upload_id.empty(), "an upload beneath the prefix, with an id");
+    } catch (const Error& e) {
+        one_line(e.what());
+    }
+    one_line(storage::server_said(503, body));
 }
 
 } // namespace shardscope::fuzz

@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <random>
+#include <mutex>
 #include <thread>
 
 using namespace shardscope;
@@ -156,6 +157,47 @@ private slots:
         s3.abort_multipart(m_bucket, "mp/dropped", dropped);
         QVERIFY(s3.list_multipart_uploads(m_bucket, "mp/").empty());
         QVERIFY(!s3.head(m_bucket, "mp/dropped"));
+    }
+
+    void openUploadsPageThroughAThousand()
+    {
+        // ListMultipartUploads answers at most 1000 uploads a page: a run that left 1003 open (a
+        // crashed uploader's) has them all found, and all aborted.
+        const S3Client s3(m_config);
+        std::atomic<int> next{0};
+        std::vector<std::thread> threads;
+        std::mutex lock;
+        std::vector<MultipartUpload> made;
+        for (int t = 0; t < 8; ++t)
+            threads.emplace_back([&] {
+                for (int i = next++; i < 1003; i = next++) {
+                    const std::string key = "open/k" + std::to_string(100000 + i);
+                    const std::string id = s3.create_multipart(m_bucket, key);
+                    const std::lock_guard hold(lock);
+                    made.push_back({key, id});
+                }
+            });
+        for (auto& t : threads)
+            t.join();
+        const std::string other = s3.create_multipart(m_bucket, "openother");
+        auto listed = s3.list_multipart_uploads(m_bucket, "open/");
+        const auto by_key = [](const MultipartUpload& a, const MultipartUpload& b) { return a.key < b.key; };
+        std::sort(listed.begin(), listed.end(), by_key);
+        std::sort(made.begin(), made.end(), by_key);
+        QCOMPARE(listed.size(), made.size());
+        for (std::size_t i = 0; i < made.size(); ++i)
+            QVERIFY(listed[i].key == made[i].key && listed[i].upload_id == made[i].upload_id);
+        next = 0;
+        threads.clear();
+        for (int t = 0; t < 8; ++t)
+            threads.emplace_back([&] {
+                for (std::size_t i = next++; i < listed.size(); i = next++)
+                    s3.abort_multipart(m_bucket, listed[i].key, listed[i].upload_id);
+            });
+        for (auto& t : threads)
+            t.join();
+        QVERIFY(s3.list_multipart_uploads(m_bucket, "open/").empty());
+        s3.abort_multipart(m_bucket, "openother", other);
     }
 
     void refusedCredentialsAreSaidWithoutTheSecret()
