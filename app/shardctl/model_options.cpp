@@ -14,20 +14,30 @@ namespace shardctl {
 
 namespace pl = shardscope::pipeline;
 
-QList<QCommandLineOption> model_options(bool seq_len)
+QList<QCommandLineOption> model_options(bool seq_len, bool searched)
 {
+    // plan searches the degrees a flag fixes; it turns sequence parallelism on wherever t > 1, as
+    // Megatron's recipes do, so it has no --sp.
     QList<QCommandLineOption> options = {
         {QStringLiteral("model"),
          QStringLiteral("A Hugging Face config.json: the layers' costs computed from the model's shape."),
          QStringLiteral("CONFIG")},
-        {QStringLiteral("tp"), QStringLiteral("Tensor-parallel degree t of each layer with --model (default 1)."),
+        {QStringLiteral("tp"),
+         searched ? QStringLiteral("Fixes the tensor-parallel degree with --model (default: every power of two "
+                                   "dividing the GPUs and the heads, with sequence parallelism where t > 1).")
+                  : QStringLiteral("Tensor-parallel degree t of each layer with --model (default 1)."),
          QStringLiteral("T")},
-        {QStringLiteral("sp"), QStringLiteral("Sequence parallelism with --model (Korthikanti et al. 2022).")},
         {QStringLiteral("cp"),
-         QStringLiteral("Context-parallel degree with --model: each GPU holds 1/cp of every sequence (default 1)."),
+         searched ? QStringLiteral("Fixes the context-parallel degree with --model (default: every power of two "
+                                   "dividing the GPUs and the sequence length).")
+                  : QStringLiteral(
+                        "Context-parallel degree with --model: each GPU holds 1/cp of every sequence (default 1)."),
          QStringLiteral("C")},
         {QStringLiteral("ep"),
-         QStringLiteral("Expert-parallel degree with --model: each GPU holds 1/ep of the experts (default 1)."),
+         searched
+             ? QStringLiteral("Fixes the expert-parallel degree with --model (default: every power of two "
+                              "dividing the experts and the data-parallel GPUs).")
+             : QStringLiteral("Expert-parallel degree with --model: each GPU holds 1/ep of the experts (default 1)."),
          QStringLiteral("E")},
         {QStringLiteral("tflops"),
          QStringLiteral("TFLOP/s one GPU achieves with --model (default: the cluster's, else 156)."),
@@ -36,6 +46,9 @@ QList<QCommandLineOption> model_options(bool seq_len)
          QStringLiteral("a100-80gb, h100-sxm-80gb, h200-sxm-141gb or a cluster JSON file: GPU memory, links, rate."),
          QStringLiteral("NAME|FILE")},
     };
+    if (!searched)
+        options.append(
+            {QStringLiteral("sp"), QStringLiteral("Sequence parallelism with --model (Korthikanti et al. 2022).")});
     if (seq_len)
         options.append(
             {QStringLiteral("seq-len"), QStringLiteral("Tokens per sample with --model."), QStringLiteral("S")});
@@ -51,8 +64,10 @@ bool read_model_source(const QCommandLineParser& parser, int micro_batch, bool k
     }
     const bool model = parser.isSet(QStringLiteral("model"));
     if (!model) {
+        // optionNames(), not isSet(): plan defines no --sp, and isSet warns about an undefined one.
         for (const char* only : {"seq-len", "tp", "sp", "cp", "ep", "tflops"})
-            if (parser.isSet(QString::fromLatin1(only)) && (seq_len_for_model || std::string_view(only) != "seq-len")) {
+            if (parser.optionNames().contains(QString::fromLatin1(only)) &&
+                (seq_len_for_model || std::string_view(only) != "seq-len")) {
                 fail(kUsage, std::string("--") + only + " applies to --model CONFIG.json");
                 return false;
             }
@@ -74,7 +89,7 @@ bool read_model_source(const QCommandLineParser& parser, int micro_batch, bool k
             return false;
         out.parallel.tp = static_cast<int>(*tp);
     }
-    out.parallel.sequence_parallel = parser.isSet(QStringLiteral("sp"));
+    out.parallel.sequence_parallel = parser.optionNames().contains(QStringLiteral("sp"));
     for (const char* name : {"cp", "ep"}) {
         const QString option = QString::fromLatin1(name);
         if (!parser.isSet(option))

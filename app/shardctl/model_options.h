@@ -17,8 +17,9 @@
 namespace shardctl {
 
 // --model, --tp, --sp, --cp, --ep, --tflops, --cluster; with `seq_len` also --seq-len (profile
-// has its own).
-QList<QCommandLineOption> model_options(bool seq_len);
+// has its own). `searched` (plan): --tp, --cp and --ep fix what is otherwise searched, and there
+// is no --sp (on wherever t > 1).
+QList<QCommandLineOption> model_options(bool seq_len, bool searched = false);
 
 struct ModelSource {
     std::string model_path; // --model, "" without it

@@ -140,11 +140,13 @@ void print_model_text(const pl::ModelSearchResult& found, const pl::ModelSearchS
     print_line("  #  tp cp ep   pp    dp  v     M  b  schedule     zero recompute   step ms  TFLOP/s   MFU  peak mem");
     for (std::size_t i = 0; i < shown; ++i) {
         const pl::Candidate& c = result.candidates[i];
-        char line[320];
-        std::snprintf(line, sizeof line, "%3zu %3d %2d %2d %4d %5d %2d %5d %2d  %-11s  %4d %-9s %9.4g %8.4g %5.3f %9s",
+        char line[320], mfu[16] = "    -"; // not known: a measured rate without a peak
+        if (c.mfu > 0.0)
+            std::snprintf(mfu, sizeof mfu, "%5.3f", c.mfu);
+        std::snprintf(line, sizeof line, "%3zu %3d %2d %2d %4d %5d %2d %5d %2d  %-11s  %4d %-9s %9.4g %8.4g %5s %9s",
                       i + 1, c.tp, c.cp, c.ep, c.pp, c.dp, c.virtual_stages, c.microbatches, c.micro_batch_size,
                       std::string(pl::to_string(c.schedule)).c_str(), c.zero,
-                      std::string(pl::to_string(c.recompute)).c_str(), c.step_time, c.tflops_per_gpu, c.mfu,
+                      std::string(pl::to_string(c.recompute)).c_str(), c.step_time, c.tflops_per_gpu, mfu,
                       bytes_text(c.peak_memory_bytes).c_str());
         print_line(line);
     }
@@ -324,7 +326,8 @@ int run_plan(const QStringList& arguments)
     parser.addOptions({
         {QStringLiteral("profile"), QStringLiteral("Layer-cost profile, JSON or CSV (or --model)."),
          QStringLiteral("FILE")},
-        {QStringLiteral("gpus"), QStringLiteral("GPUs to use, pp x dp (required)."), QStringLiteral("G")},
+        {QStringLiteral("gpus"), QStringLiteral("GPUs to use: pp x dp, or tp x cp x pp x dp with --model (required)."),
+         QStringLiteral("G")},
         {QStringLiteral("global-batch"), QStringLiteral("Samples per step (required)."), QStringLiteral("N")},
         {QStringLiteral("micro-batch-size"),
          QStringLiteral("Samples per microbatch, as the profile was measured (required with --profile)."),
@@ -344,7 +347,7 @@ int run_plan(const QStringList& arguments)
         json_option(),
     });
     parser.addOptions(training_options());
-    parser.addOptions(model_options(true));
+    parser.addOptions(model_options(true, true));
     if (!parse(parser, arguments, 0, QStringLiteral("plan")))
         return kUsage;
     if (parser.isSet(QStringLiteral("profile")) == parser.isSet(QStringLiteral("model")))

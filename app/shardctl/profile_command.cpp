@@ -190,7 +190,9 @@ int run_profile(const QStringList& arguments)
             if (model.from_shape)
                 head += "; " + std::to_string(model.total_params) + " parameters in all, " +
                     std::to_string(model.active_params) + " active; tp " + std::to_string(model.parallel.tp) +
-                    (model.parallel.sequence_parallel ? " with sequence parallelism" : "");
+                    (model.parallel.sequence_parallel ? " with sequence parallelism" : "") + ", cp " +
+                    std::to_string(model.parallel.cp) + ", ep " + std::to_string(model.parallel.ep) +
+                    " (the layers' figures are one GPU's)";
         }
     } catch (const shardscope::Error& error) {
         return fail(error);

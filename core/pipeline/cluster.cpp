@@ -114,8 +114,9 @@ Cluster parse_cluster(std::string_view text, const std::string& origin)
         cluster_fail(origin, "has a 'gpus_per_node' that is not a whole number");
     if (document.contains("measured_tflops"))
         c.measured_tflops = number(document, "measured_tflops", 0, 1e9, true, std::nullopt, origin);
+    // A measured rate alone says nothing of the peak: MFU is then not known (0), not 100 %.
     c.peak_tflops = number(document, "peak_tflops", 0, 1e9, true,
-                           c.measured_tflops ? std::optional<double>(*c.measured_tflops) : std::nullopt, origin);
+                           c.measured_tflops ? std::optional<double>(0.0) : std::nullopt, origin);
     c.matmul_fraction = number(document, "matmul_fraction", 0, 1, true, 0.5, origin);
     c.hbm_gib = number(document, "hbm_gib", 1.0 / 1073741824.0, 1048576, false, std::nullopt, origin);
     c.intra_node_gbytes_per_s = number(document, "intra_node_gbytes_per_s", 0, 1e12, true, std::nullopt, origin);

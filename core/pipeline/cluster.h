@@ -20,7 +20,7 @@ struct Cluster {
     std::string description;
     std::vector<std::string> sources; // where the figures come from
     int gpus_per_node = 0;
-    double peak_tflops = 0; // peak dense 16-bit (BF16/FP16) TFLOP/s of one GPU
+    double peak_tflops = 0; // peak dense 16-bit (BF16/FP16) TFLOP/s of one GPU; 0: not given
     double matmul_fraction = 0.5; // the share of the peak a training step's matmuls reach
     std::optional<double> measured_tflops; // a measured rate per GPU, which replaces the two above
     double hbm_gib = 0; // memory per GPU, GiB

@@ -198,12 +198,16 @@ nlohmann::json model_profile_json(const ModelProfile& model)
     out["ok"] = true;
     out["device_tflops"] = model.workload.device_tflops;
     out["mfu"] = model.workload.mfu;
-    out["tokens"] = static_cast<std::int64_t>(model.workload.seq_len) * model.workload.micro_batch_size;
+    // A GPU's tokens: with context parallelism it holds 1/cp of each sequence.
+    out["tokens"] = static_cast<std::int64_t>(model.workload.seq_len) * model.workload.micro_batch_size /
+        (model.from_shape ? model.parallel.cp : 1);
     out["fwd_flops"] = model.fwd_flops;
     out["notes"] = model.notes;
     if (model.from_shape) {
         out["tensor_parallel"] = model.parallel.tp;
         out["sequence_parallel"] = model.parallel.sequence_parallel;
+        out["context_parallel"] = model.parallel.cp;
+        out["expert_parallel"] = model.parallel.ep;
         out["total_params"] = model.total_params;
         out["active_params"] = model.active_params;
     }

@@ -296,14 +296,26 @@ std::string why_slower(const Candidate& r, const Candidate& best)
     const double compute = r.compute_ms - best.compute_ms;
     const double idle = (r.makespan - r.compute_ms) - (best.makespan - best.compute_ms);
     const double reduce = r.exposed_allreduce_ms - best.exposed_allreduce_ms;
-    char why[160];
+    char why[320];
     if (compute >= idle && compute >= reduce) {
-        // Without a recomputation difference each GPU has the same work (layers / pp x M with
-        // M / pp fixed by the batch), so its busiest stage can only be busier by the cut.
-        const std::string cause = r.recompute != best.recompute
-            ? "recompute " + std::string(to_string(r.recompute)) + " vs " + std::string(to_string(best.recompute))
-            : std::string("a less even partition");
-        std::snprintf(why, sizeof why, "its busiest stage computes %.4g ms more (%s)", compute, cause.c_str());
+        // A stage's ops hold its tensor-, context- and expert-parallel collectives, and their
+        // cost follows the micro batch size and the recomputation. With all of those the same
+        // each GPU has the same work (layers / pp x M with M / pp fixed by the batch), so its
+        // busiest stage can only be busier by the cut.
+        std::string cause;
+        const auto differs = [&](const char* what, const std::string& a, const std::string& b) {
+            if (a != b)
+                cause += (cause.empty() ? "" : ", ") + std::string(what) + " " + a + " vs " + b;
+        };
+        differs("tp", std::to_string(r.tp), std::to_string(best.tp));
+        differs("cp", std::to_string(r.cp), std::to_string(best.cp));
+        differs("ep", std::to_string(r.ep), std::to_string(best.ep));
+        differs("micro batch size", std::to_string(r.micro_batch_size), std::to_string(best.micro_batch_size));
+        differs("recompute", std::string(to_string(r.recompute)), std::string(to_string(best.recompute)));
+        if (cause.empty() && r.pp > 1)
+            cause = "a less even partition";
+        std::snprintf(why, sizeof why, "its busiest stage computes %.4g ms more%s%s%s", compute,
+                      cause.empty() ? "" : " (", cause.c_str(), cause.empty() ? "" : ")");
     } else if (idle >= reduce) {
         std::snprintf(why, sizeof why, "bubble %.1f %% vs %.1f %% (%s, %d microbatches)", 100.0 * r.bubble_fraction,
                       100.0 * best.bubble_fraction, std::string(to_string(r.schedule)).c_str(), r.microbatches);

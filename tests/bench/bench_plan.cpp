@@ -1,4 +1,4 @@
-// Planner benchmark: prints measured figures (README "Performance"), not a pass/fail
+// Planner benchmark: prints measured figures (docs/benchmarks.md), not a pass/fail
 // test. Targets: an 80-layer profile on 1024 GPUs, and the model search (every t, cp, pp, dp,
 // v, schedule, ZeRO stage, recomputation, micro batch size) of a Llama-3.1-405B-shaped model on
 // 16,384 H100s, each in under 2 s. Exit status 1 when a search takes longer, so a regression is

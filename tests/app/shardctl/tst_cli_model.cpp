@@ -72,6 +72,21 @@ private slots:
         const double flops = (2.0 * s * (4 * h * h + 3 * h * 11008) + 4.0 * s * s * h) / t;
         QVERIFY(near(p["fwd_flops"][1].get<double>(), flops));
         QVERIFY(near(block["fwd_ms"].get<double>(), flops / (312e9 * 0.5))); // the default A100 at 0.5
+
+        // Context and expert parallelism are said too: a GPU's tokens are 1/cp of the sequence,
+        // its layers hold 1/ep of the experts.
+        const auto split =
+            shardctl(QStringList{QStringLiteral("profile"), QStringLiteral("--model"), model("mixtral-8x7b.json")} +
+                     words("--seq-len 4096 --micro-batch-size 2 --cp 2 --ep 4 --json"));
+        QVERIFY2(split.exit_code == 0, split.err.constData());
+        const json m = one_object(split);
+        QCOMPARE(m["context_parallel"].get<int>(), 2);
+        QCOMPARE(m["expert_parallel"].get<int>(), 4);
+        QCOMPARE(m["tokens"].get<int>(), 4096);
+        const auto text =
+            shardctl(QStringList{QStringLiteral("profile"), QStringLiteral("--model"), model("mixtral-8x7b.json")} +
+                     words("--seq-len 4096 --micro-batch-size 2 --cp 2 --ep 4"));
+        QVERIFY2(text.out.contains("tp 1, cp 2, ep 4 (the layers' figures are one GPU's)"), text.out.constData());
     }
 
     void aShapeProfileFeedsScheduleLikeAMeasuredOne()
@@ -100,7 +115,7 @@ private slots:
             QStringList{QStringLiteral("schedule"), QStringLiteral("--model"), model("mixtral-8x7b.json")} +
             words("--seq-len 4096 --stages 8 --microbatches 16 --schedule 1f1b --cluster h100-sxm-80gb --json");
         const json preset = one_object(shardctl(base));
-        QCOMPARE(preset["gpu_memory_bytes"].get<std::int64_t>(), 80ll << 30);
+        QCOMPARE(preset["gpu_memory_bytes"].get<std::int64_t>(), 81559ll << 20); // nvidia-smi's total
         // 8 stages of one GPU fill one 8-GPU node: the sends are on NVLink, 900 GB/s counted both
         // ways, 450 GB/s = 3600 Gbit/s a direction; 16 stages span two nodes: InfiniBand's 400.
         QCOMPARE(preset["link_gbps"].get<double>(), 3600.0);

@@ -326,7 +326,7 @@ private slots:
         const nlohmann::json j = nlohmann::json::parse(json.out.toStdString());
         const QList<QByteArray> lines = run.out.split('\n');
         QVERIFY2(lines.size() >= 10, run.out.constData());
-        QVERIFY2(lines[0].startsWith("plan: 64 GPUs of 80.0 GiB, llama2-7b, global batch 512 x 4096 tokens; " +
+        QVERIFY2(lines[0].startsWith("plan: 64 GPUs of 79.6 GiB, llama2-7b, global batch 512 x 4096 tokens; " +
                                      QByteArray::number(j["space"].get<qint64>()) + " configurations, "),
                  lines[0].constData());
         QVERIFY(lines[1].contains("TFLOP/s") && lines[1].contains("MFU") && lines[1].contains("zero"));
@@ -484,6 +484,11 @@ private slots:
             << (QStringList{QStringLiteral("plan"), QStringLiteral("--model"), llama}
                 << args("--gpus 1 --global-batch 8 --seq-len 128 --gpu-memory 80 --schedules dualpipe-v"))
             << QStringLiteral("none of the schedules tried (dualpipe-v) runs on any split of 1 GPU");
+        // plan turns sequence parallelism on wherever t > 1: a flag that would change nothing is
+        // refused rather than taken.
+        QTest::newRow("--sp to plan") << (QStringList{QStringLiteral("plan"), QStringLiteral("--model"), llama}
+                                          << args("--gpus 8 --global-batch 8 --seq-len 128 --gpu-memory 80 --sp"))
+                                      << QStringLiteral("sp");
         QTest::newRow("--cp without --model")
             << plan("--gpus 4 --global-batch 8 --micro-batch-size 1 --gpu-memory 80 --cp 2")
             << QStringLiteral("--cp applies to --model");

@@ -450,6 +450,49 @@ private slots:
         QVERIFY(tensor && expert);
     }
 
+    // Why a runner-up is slower names the choices that made its stages compute more: a single
+    // stage has no partition to blame, and a cp, tp, ep or micro batch size other than #1's is said.
+    void runnersUpNameWhatTheyChose()
+    {
+        const pl::ModelConfig model = small_model(8);
+        const pl::ModelSearchSpec spec{.gpus = 16,
+                                       .global_batch = 32,
+                                       .seq_len = 256,
+                                       .device_tflops = 50,
+                                       .peak_tflops = 100,
+                                       .gpu_memory_bytes = 64 << 20,
+                                       .links = {.cluster = small_cluster()},
+                                       .micro_batch_sizes = {1, 2},
+                                       .max_virtual_stages = 3,
+                                       .top = 1000,
+                                       .exhaustive = true};
+        const pl::ModelSearchResult found = pl::search_model_plans(model, spec);
+        const pl::Candidate& best = found.search.candidates.front();
+        std::size_t named = 0;
+        for (std::size_t i = 1; i < found.search.fitting; ++i) {
+            const pl::Candidate& c = found.search.candidates[i];
+            const std::string why = pl::why_slower(c, best);
+            if (why.find("busiest stage computes") == std::string::npos)
+                continue;
+            if (c.pp == 1)
+                QVERIFY2(why.find("partition") == std::string::npos, why.c_str());
+            const std::pair<const char*, bool> choices[] = {
+                {"tp ", c.tp != best.tp},
+                {"cp ", c.cp != best.cp},
+                {"ep ", c.ep != best.ep},
+                {"micro batch size ", c.micro_batch_size != best.micro_batch_size}};
+            bool any = false;
+            for (const auto& [what, differs] : choices) {
+                QCOMPARE(why.find(std::string("(") + what) != std::string::npos ||
+                             why.find(std::string(", ") + what) != std::string::npos,
+                         differs);
+                any |= differs;
+            }
+            named += any;
+        }
+        QVERIFY(named > 0);
+    }
+
     // Narayanan et al. 2021 eq. 3 without the recomputation's forward: 72 B s l h^2 (1 + s/(6h) +
     // V/(12 l h)) for a GPT block (4h GELU MLP, multi-head attention).
     void modelFlopsAreNarayanans()

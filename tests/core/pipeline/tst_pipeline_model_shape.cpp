@@ -218,7 +218,7 @@ private slots:
         QCOMPARE(h100.intra_node_gbytes_per_s, 900.0);
         QCOMPARE(h100.inter_node_gbits_per_s, 400.0);
         QCOMPARE(h100.achieved_tflops(), 494.5);
-        QCOMPARE(pl::cluster_preset("h200-sxm-141gb")->hbm_gib, 141.0);
+        QCOMPARE(pl::cluster_preset("h200-sxm-141gb")->hbm_gib * 1024, 143771.0); // MiB, as nvidia-smi says
         for (const std::string& name : pl::cluster_preset_names())
             QVERIFY2(!pl::cluster_preset(name)->sources.empty(), name.c_str());
         QVERIFY(!pl::cluster_preset("a100"));
@@ -231,6 +231,7 @@ private slots:
         const pl::Cluster c = pl::parse_cluster(good, "lab.json");
         QCOMPARE(c.name, std::string("lab"));
         QCOMPARE(c.achieved_tflops(), 200.0);
+        QCOMPARE(c.peak_tflops, 0.0); // a measured rate says nothing of the peak: no MFU
         const auto typo = error_of([] { pl::parse_cluster(R"({"gpus_per_node": 4, "hbm_gb": 24})", "lab.json"); });
         QVERIFY(typo && typo->find("unknown key 'hbm_gb'") != std::string::npos);
         const auto negative = error_of([] {
