@@ -36,8 +36,8 @@ pl::Profile profile_from_python(py::object profile, int pieces)
     return pl::load_profile(file);
 }
 
-// What `shardctl schedule` takes as --dp, --zero, --recompute, --gpu-memory, --link-gbps and
-// --overlap-allreduce, checked by the core as the CLI's are.
+// What `shardctl schedule` takes as --dp, --zero, --recompute, --gpu-memory, --link-gbps,
+// --overlap-allreduce, --fp32-grads, checked by the core as the CLI's are.
 struct Training {
     int dp = 1;
     int zero = 0;
@@ -45,6 +45,7 @@ struct Training {
     py::object gpu_memory_gib = py::none();
     double link_gbps = 0.0;
     bool overlap_allreduce = false;
+    bool fp32_grads = false;
 };
 
 pl::TrainingOptions training_options(const Training& t)
@@ -59,6 +60,7 @@ pl::TrainingOptions training_options(const Training& t)
     options.recompute = *mode;
     options.link_gbps = t.link_gbps;
     options.overlap_allreduce = t.overlap_allreduce;
+    options.fp32_grads = t.fp32_grads;
     if (!t.gpu_memory_gib.is_none()) {
         const double gib = t.gpu_memory_gib.cast<double>();
         // 2^33 GiB: far beyond any device, and its byte count still fits in 64 bits
@@ -123,30 +125,33 @@ void bind_pipeline(py::module_& m)
         "schedule",
         [](int stages, int microbatches, const std::string& schedule, py::object virtual_stages, py::object profile,
            const std::string& partition, double p2p_latency_ms, int dp, int zero, const std::string& recompute,
-           py::object gpu_memory_gib, double link_gbps, bool overlap_allreduce) {
+           py::object gpu_memory_gib, double link_gbps, bool overlap_allreduce, bool fp32_grads) {
             return run(true, stages, microbatches, schedule, virtual_stages, profile, partition, p2p_latency_ms,
-                       Training{dp, zero, recompute, gpu_memory_gib, link_gbps, overlap_allreduce});
+                       Training{dp, zero, recompute, gpu_memory_gib, link_gbps, overlap_allreduce, fp32_grads});
         },
         "stages"_a, "microbatches"_a, "schedule"_a = "1f1b", py::kw_only(), "virtual_stages"_a = py::none(),
         "profile"_a = py::none(), "partition"_a = "uniform", "p2p_latency_ms"_a = 0.0, "dp"_a = 1, "zero"_a = 0,
         "recompute"_a = "none", "gpu_memory_gib"_a = py::none(), "link_gbps"_a = 0.0, "overlap_allreduce"_a = false,
+        "fp32_grads"_a = false,
         "Simulates one pipeline-parallel step and returns the `shardctl schedule --json` dict (every op\n"
         "with its start and end, per-stage stats and memory, bubble measured and closed form, step time with\n"
-        "the data-parallel all-reduce). dp, zero, recompute, gpu_memory_gib, link_gbps and overlap_allreduce\n"
-        "are the CLI's --dp, --zero, --recompute, --gpu-memory, --link-gbps and --overlap-allreduce.\n"
+        "the data-parallel all-reduce). dp, zero, recompute, gpu_memory_gib, link_gbps, overlap_allreduce and\n"
+        "fp32_grads are the CLI's --dp, --zero, --recompute, --gpu-memory, --link-gbps, --overlap-allreduce\n"
+        "and --fp32-grads.\n"
         "profile: None (uniform layers), a JSON/CSV file path, or the profile dict; partition: uniform,\n"
         "params, compute or manual:B1,B2,...");
     m.def(
         "plan",
         [](int stages, int microbatches, const std::string& schedule, py::object virtual_stages, py::object profile,
            const std::string& partition, double p2p_latency_ms, int dp, int zero, const std::string& recompute,
-           py::object gpu_memory_gib, double link_gbps, bool overlap_allreduce) {
+           py::object gpu_memory_gib, double link_gbps, bool overlap_allreduce, bool fp32_grads) {
             return run(false, stages, microbatches, schedule, virtual_stages, profile, partition, p2p_latency_ms,
-                       Training{dp, zero, recompute, gpu_memory_gib, link_gbps, overlap_allreduce});
+                       Training{dp, zero, recompute, gpu_memory_gib, link_gbps, overlap_allreduce, fp32_grads});
         },
         "stages"_a, "microbatches"_a, "schedule"_a = "1f1b", py::kw_only(), "virtual_stages"_a = py::none(),
         "profile"_a = py::none(), "partition"_a = "uniform", "p2p_latency_ms"_a = 0.0, "dp"_a = 1, "zero"_a = 0,
         "recompute"_a = "none", "gpu_memory_gib"_a = py::none(), "link_gbps"_a = 0.0, "overlap_allreduce"_a = false,
+        "fp32_grads"_a = false,
         "The same dict without the op list (op_count instead): partition boundaries, bubble figures,\n"
         "per-stage stats and memory, step time; cheap enough to call in a search loop.");
 }

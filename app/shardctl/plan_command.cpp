@@ -68,6 +68,8 @@ std::string schedule_command(const pl::Candidate& c, const pl::SearchSpec& spec,
         text += " --p2p-latency " + number_text(spec.p2p_latency_ms);
     if (spec.overlap_allreduce)
         text += " --overlap-allreduce";
+    if (spec.fp32_grads)
+        text += " --fp32-grads";
     return text;
 }
 
@@ -122,6 +124,8 @@ std::string model_schedule_command(const pl::Candidate& c, const pl::ModelSearch
         text += " --p2p-latency " + number_text(*spec.links.latency_ms);
     if (spec.overlap_allreduce)
         text += " --overlap-allreduce";
+    if (spec.fp32_grads)
+        text += " --fp32-grads";
     return text;
 }
 
@@ -281,6 +285,7 @@ int run_model_plan(const QCommandLineParser& parser)
     spec.gpu_memory_bytes = *training.gpu_memory_bytes;
     spec.links = link_choice(parser, source, training, latency);
     spec.overlap_allreduce = training.overlap_allreduce;
+    spec.fp32_grads = training.fp32_grads;
     if (parser.isSet(QStringLiteral("zero")))
         spec.zero = {training.zero};
     if (parser.isSet(QStringLiteral("tp")))
@@ -393,6 +398,7 @@ int run_plan(const QStringList& arguments)
     if (parser.isSet(QStringLiteral("zero"))) // else every stage is tried
         spec.zero = {training.zero};
     spec.overlap_allreduce = training.overlap_allreduce;
+    spec.fp32_grads = training.fp32_grads;
     if (!read_list(parser, QStringLiteral("schedules"), pl::parse_schedule_kind, schedule_names(), spec.schedules) ||
         !read_list(parser, QStringLiteral("recompute"), pl::parse_recompute, "none, selective, full", spec.recompute))
         return kUsage;

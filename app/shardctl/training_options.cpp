@@ -29,6 +29,9 @@ QList<QCommandLineOption> training_options()
         {QStringLiteral("overlap-allreduce"),
          QStringLiteral("Stream each stage's gradient all-reduce beside its last microbatch's backward "
                         "(default: after the pipeline has flushed).")},
+        {QStringLiteral("fp32-grads"),
+         QStringLiteral("Gradients kept and reduced in fp32, as Megatron does with bf16 (default: 16-bit, as ZeRO "
+                        "counts them); with --zero 1 that is Megatron's distributed optimizer.")},
     };
 }
 
@@ -94,6 +97,7 @@ bool read_training_options(const QCommandLineParser& parser, shardscope::pipelin
         latency_ms = *ms;
     }
     options.overlap_allreduce = parser.isSet(QStringLiteral("overlap-allreduce"));
+    options.fp32_grads = parser.isSet(QStringLiteral("fp32-grads"));
     return true;
 }
 

@@ -13,7 +13,7 @@
 
 namespace shardctl {
 
-// --zero, --gpu-memory, --link-gbps, --p2p-latency, --overlap-allreduce (schedule adds --dp and
+// --zero, --gpu-memory, --link-gbps, --p2p-latency, --overlap-allreduce, --fp32-grads (schedule adds --dp and
 // a single --recompute; plan searches those).
 QList<QCommandLineOption> training_options();
 

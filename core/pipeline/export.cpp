@@ -147,6 +147,7 @@ nlohmann::json step_plan_json(const StepPlan& step, const std::string& profile_n
     out["recompute"] = std::string(to_string(options.recompute));
     out["link_gbps"] = options.link_gbps;
     out["overlap_allreduce"] = options.overlap_allreduce;
+    out["fp32_grads"] = options.fp32_grads;
     out["gpu_memory_bytes"] = options.gpu_memory_bytes ? nlohmann::json(*options.gpu_memory_bytes) : nlohmann::json();
     out["peak_memory_bytes"] = step.peak_memory_bytes;
     out["fits"] = step.fits;
@@ -234,6 +235,7 @@ nlohmann::json search_json(const SearchResult& result, const SearchSpec& spec, c
                           {"micro_batch_size", spec.micro_batch_size},
                           {"gpu_memory_bytes", spec.gpu_memory_bytes},
                           {"zero", searched_zero_stages(spec.zero)},
+                          {"fp32_grads", spec.fp32_grads},
                           {"link_gbps", spec.link_gbps},
                           {"profile", profile_name}};
     // Sorted: the first candidate that does not fit is the one closest to fitting.
@@ -253,7 +255,8 @@ nlohmann::json model_search_json(const ModelSearchResult& result, const ModelSea
                            .global_batch = spec.global_batch,
                            .gpu_memory_bytes = spec.gpu_memory_bytes,
                            .link_gbps = spec.links.gbps.value_or(0.0),
-                           .zero = spec.zero};
+                           .zero = spec.zero,
+                           .fp32_grads = spec.fp32_grads};
     nlohmann::json out = search_json(result.search, shown, profile_name, spec.top, command);
     out["micro_batch_size"] = spec.micro_batch_sizes.empty() ? std::vector<int>{1, 2, 4} : spec.micro_batch_sizes;
     out["link_gbps"] = spec.links.gbps ? nlohmann::json(*spec.links.gbps) : nlohmann::json(nullptr);

@@ -28,7 +28,7 @@ nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, cons
 
 // The `shardctl schedule --json` object with the training step: plan_json plus
 // stage_stats[].memory {weights, gradients, optimizer, activations, total, fits}, and top-level
-// dp, zero, recompute, link_gbps, overlap_allreduce, gpu_memory_bytes (null without a limit),
+// dp, zero, recompute, link_gbps, overlap_allreduce, fp32_grads, gpu_memory_bytes (null without a limit),
 // peak_memory_bytes, fits, allreduce_ms, exposed_allreduce_ms, step_time, allreduce[] {stage,
 // bytes, start, end} and, with ops and a bandwidth, sends[] {from_stage, to_stage, microbatch,
 // chunk, after, bytes, start, end}.

@@ -14,12 +14,13 @@ constexpr std::int64_t kHuge = std::numeric_limits<std::int64_t>::max();
 // A stage's StageMemory::total as stage_memory() in training.cpp adds it up: parameter state +
 // activations held + the largest recomputed working set. kHuge when a part is kHuge or the sum
 // overflows: a hostile profile's byte counts must not wrap around.
-std::int64_t stage_total(std::int64_t params, std::int64_t activations, std::int64_t working, int zero, int dp)
+std::int64_t stage_total(std::int64_t params, std::int64_t activations, std::int64_t working, int zero, int dp,
+                         bool fp32_grads)
 {
     std::int64_t total = 0;
     if (params == kHuge || activations == kHuge || params > kHuge / 32 ||
         __builtin_add_overflow(activations, working, &total) ||
-        __builtin_add_overflow(total, param_state_bytes(params, zero, dp), &total))
+        __builtin_add_overflow(total, param_state_bytes(params, zero, dp, fp32_grads), &total))
         return kHuge;
     return total;
 }
@@ -35,6 +36,7 @@ struct Ranges {
     std::vector<int> in_flight; // per stage
     int zero = 0;
     int dp = 1;
+    bool fp32_grads = false;
 
     double compute_of(int i, int j) const { return compute[j] - compute[i]; }
 
@@ -45,7 +47,7 @@ struct Ranges {
             __builtin_mul_overflow(std::int64_t(in_flight[static_cast<std::size_t>(stage)]), kept[j] - kept[i],
                                    &activations))
             return kHuge;
-        return stage_total(params[j] - params[i], activations, working, zero, dp);
+        return stage_total(params[j] - params[i], activations, working, zero, dp, fp32_grads);
     }
 };
 
@@ -65,6 +67,7 @@ std::optional<Ranges> ranges(const Profile& profile, const Schedule& schedule, c
         r.in_flight = in_flight_peaks(schedule);
     r.zero = options.zero;
     r.dp = options.dp;
+    r.fp32_grads = options.fp32_grads;
     r.compute.push_back(0.0);
     r.params.push_back(0);
     r.kept.push_back(0);
@@ -168,7 +171,8 @@ struct Chunked {
                         __builtin_add_overflow(bytes, term, &bytes);
                 peak = std::max(peak, bytes);
             }
-            out[static_cast<std::size_t>(s)] = huge ? kHuge : stage_total(params, peak, working, r.zero, r.dp);
+            out[static_cast<std::size_t>(s)] =
+                huge ? kHuge : stage_total(params, peak, working, r.zero, r.dp, r.fp32_grads);
         }
         return out;
     }

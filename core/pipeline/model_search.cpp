@@ -56,16 +56,17 @@ bool splits_heads(const ModelConfig& c, int t)
 }
 
 // The mean stage's model state in bytes: a lower bound on the peak (model_search.h).
-double state_bound(const Shape& s, int pp, int dp, int zero)
+double state_bound(const Shape& s, int pp, int dp, int zero, bool fp32_grads)
 {
-    const ParamBytes dense = bytes_per_param(zero, dp), expert = bytes_per_param(zero, std::max(1, dp / s.ep));
+    const ParamBytes dense = bytes_per_param(zero, dp, fp32_grads),
+                     expert = bytes_per_param(zero, std::max(1, dp / s.ep), fp32_grads);
     return (static_cast<double>(s.params - s.expert_params) * dense.total() +
             static_cast<double>(s.expert_params) * expert.total()) /
         pp;
 }
 
 // The mean stage's data-parallel block after the makespan (training.h's U, times the final part).
-double dp_bound(const Shape& s, int pp, int dp, int zero, int microbatches, double gbps)
+double dp_bound(const Shape& s, int pp, int dp, int zero, bool fp32_grads, int microbatches, double gbps)
 {
     const double dense = 2.0 * static_cast<double>(s.params - s.expert_params) / pp;
     const double experts = 2.0 * static_cast<double>(s.expert_params) / pp;
@@ -73,7 +74,7 @@ double dp_bound(const Shape& s, int pp, int dp, int zero, int microbatches, doub
         return ranks > 1 && gbps > 0.0 ? 2.0 * (ranks - 1) / ranks * bytes * 8.0 / (gbps * 1e6) : 0.0;
     };
     const double unit = 0.5 * (ring(dense, dp) + ring(experts, std::max(1, dp / s.ep)));
-    return zero_traffic(zero, microbatches).final * unit;
+    return zero_traffic(zero, microbatches, fp32_grads).final * unit;
 }
 
 // The training step of one configuration: its data-parallel and pipeline links from the mesh.
@@ -87,6 +88,7 @@ TrainingOptions step_options(const ModelSearchSpec& spec, const GroupLinks& mesh
                            .dp_link_gbps = mesh.dp.gbps,
                            .ep = ep,
                            .overlap_allreduce = spec.overlap_allreduce,
+                           .fp32_grads = spec.fp32_grads,
                            .gpu_memory_bytes = spec.gpu_memory_bytes};
 }
 
@@ -203,9 +205,11 @@ void Searcher::enumerate_configs(std::vector<Config>& configs, std::vector<Confi
                                      .microbatches = microbatches,
                                      .kind = kind};
                             c.time_bound = microbatches * s.work_ms[r] / pp +
-                                (m_spec.overlap_allreduce ? 0.0
-                                                          : dp_bound(s, pp, dp, zero, microbatches, mesh.dp.gbps));
-                            if (state_bound(s, pp, dp, zero) > static_cast<double>(m_spec.gpu_memory_bytes)) {
+                                (m_spec.overlap_allreduce
+                                     ? 0.0
+                                     : dp_bound(s, pp, dp, zero, m_spec.fp32_grads, microbatches, mesh.dp.gbps));
+                            if (state_bound(s, pp, dp, zero, m_spec.fp32_grads) >
+                                static_cast<double>(m_spec.gpu_memory_bytes)) {
                                 ++m_result.pruned_memory;
                                 too_big.push_back(c);
                             } else {
@@ -263,7 +267,7 @@ double Searcher::cut_bound(const Config& c, const Shape& s, const std::vector<in
         makespan = std::max(makespan, start[stage] + busy[stage] + tail[stage]);
     if (c.dp == 1)
         return makespan;
-    const ZeroTraffic traffic = zero_traffic(c.zero, c.microbatches);
+    const ZeroTraffic traffic = zero_traffic(c.zero, c.microbatches, m_spec.fp32_grads);
     const int expert_dp = std::max(1, c.dp / s.ep);
     double step = makespan;
     for (int stage = 0; stage < n; ++stage) {
@@ -408,8 +412,8 @@ ModelSearchResult Searcher::run()
     } else if (best.empty() && !too_big.empty()) {
         // Nothing fits: simulate those with the least model state, to name the closest.
         std::stable_sort(too_big.begin(), too_big.end(), [&](const Config& a, const Config& b) {
-            return state_bound(m_shapes[a.shape], a.pp, a.dp, a.zero) <
-                state_bound(m_shapes[b.shape], b.pp, b.dp, b.zero);
+            return state_bound(m_shapes[a.shape], a.pp, a.dp, a.zero, m_spec.fp32_grads) <
+                state_bound(m_shapes[b.shape], b.pp, b.dp, b.zero, m_spec.fp32_grads);
         });
         for (std::size_t i = 0; i < std::min<std::size_t>(too_big.size(), 16); ++i)
             evaluate(too_big[i]);

@@ -39,6 +39,7 @@ struct ModelSearchSpec {
     std::int64_t gpu_memory_bytes = 0;
     LinkChoice links;
     bool overlap_allreduce = false;
+    bool fp32_grads = false; // TrainingOptions::fp32_grads
     std::vector<int> micro_batch_sizes; // empty: 1, 2, 4
     std::vector<int> zero; // empty: 0, 1, 2, 3
     std::vector<ScheduleKind> schedules; // empty: every built-in kind (searched_schedules, search.h)

@@ -202,6 +202,7 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
                                                       .recompute = kept_modes[r],
                                                       .link_gbps = spec.link_gbps,
                                                       .overlap_allreduce = spec.overlap_allreduce,
+                                                      .fp32_grads = spec.fp32_grads,
                                                       .gpu_memory_bytes = spec.gpu_memory_bytes};
                         const StepPlan fastest = simulated ? with_zero(profile, *simulated, zero)
                                                            : make_step_plan(profile, schedule, cut, options);

@@ -39,6 +39,7 @@ struct SearchSpec {
     double p2p_latency_ms = 0.0;
     std::vector<int> zero; // ZeRO stages to try; empty: 0, 1, 2, 3 (searched_zero_stages)
     bool overlap_allreduce = false;
+    bool fp32_grads = false; // TrainingOptions::fp32_grads
     std::vector<ScheduleKind> schedules; // empty: every built-in kind (searched_schedules)
     std::vector<Recompute> recompute; // empty: none, selective, full
     int max_virtual_stages = 8; // interleaved tries v = 2 .. this (pp * v <= layers)

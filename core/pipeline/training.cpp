@@ -64,7 +64,9 @@ std::vector<StageMemory> stage_memory(const Profile& profile, const Plan& plan, 
         const std::int64_t experts = expert_params[stage.stage], dense = stage.params - experts;
         const int expert_dp = std::max(1, options.dp / options.ep);
         m.weights = held(dense, 2, options.zero >= 3, options.dp) + held(experts, 2, options.zero >= 3, expert_dp);
-        m.gradients = held(dense, 2, options.zero >= 2, options.dp) + held(experts, 2, options.zero >= 2, expert_dp);
+        const int grad = options.fp32_grads ? 4 : 2;
+        m.gradients =
+            held(dense, grad, options.zero >= 2, options.dp) + held(experts, grad, options.zero >= 2, expert_dp);
         m.optimizer = held(dense, 12, options.zero >= 1, options.dp) + held(experts, 12, options.zero >= 1, expert_dp);
         m.activations = plan.timeline.stage_stats[stage.stage].peak_activation_bytes + working[stage.stage];
         m.total = m.weights + m.gradients + m.optimizer + m.activations;
@@ -112,7 +114,7 @@ void finish_step(const Profile& profile, StepPlan& step)
     if (options.dp > 1) {
         const std::vector<double> ready = last_backward_end(timeline);
         const std::vector<double> streaming = last_backward_start(timeline);
-        const ZeroTraffic traffic = zero_traffic(options.zero, timeline.spec.microbatches);
+        const ZeroTraffic traffic = zero_traffic(options.zero, timeline.spec.microbatches, options.fp32_grads);
         const double gbps = options.dp_link_gbps.value_or(options.link_gbps);
         const int expert_dp = std::max(1, options.dp / options.ep);
         std::vector<std::int64_t> expert_params(step.plan.stages.size(), 0);
@@ -130,7 +132,10 @@ void finish_step(const Profile& profile, StepPlan& step)
             const double start = options.overlap_allreduce ? streaming[stage.stage] : timeline.makespan;
             // Overlapped, the reduction streams beside the last backward but cannot end before it.
             const double end = options.overlap_allreduce ? std::max(start + ms, ready[stage.stage]) : start + ms;
-            step.allreduce.push_back(AllReduce{.stage = stage.stage, .bytes = bytes, .start = start, .end = end});
+            step.allreduce.push_back(AllReduce{.stage = stage.stage,
+                                               .bytes = stage.params * (options.fp32_grads ? 4 : 2),
+                                               .start = start,
+                                               .end = end});
             step.allreduce_ms = std::max(step.allreduce_ms, ms);
             step.step_time = std::max(step.step_time, end);
         }
@@ -172,17 +177,18 @@ void check_options(const TrainingOptions& options)
         bad_option("the GPU memory limit must be more than 0 bytes");
 }
 
-ParamBytes bytes_per_param(int zero, int dp)
+ParamBytes bytes_per_param(int zero, int dp, bool fp32_grads)
 {
-    const double d = dp;
+    const double d = dp, grad = fp32_grads ? 4.0 : 2.0;
     return ParamBytes{.weights = zero >= 3 ? 2.0 / d : 2.0,
-                      .gradients = zero >= 2 ? 2.0 / d : 2.0,
+                      .gradients = zero >= 2 ? grad / d : grad,
                       .optimizer = zero >= 1 ? 12.0 / d : 12.0};
 }
 
-std::int64_t param_state_bytes(std::int64_t params, int zero, int dp)
+std::int64_t param_state_bytes(std::int64_t params, int zero, int dp, bool fp32_grads)
 {
-    return held(params, 2, zero >= 3, dp) + held(params, 2, zero >= 2, dp) + held(params, 12, zero >= 1, dp);
+    return held(params, 2, zero >= 3, dp) + held(params, fp32_grads ? 4 : 2, zero >= 2, dp) +
+        held(params, 12, zero >= 1, dp);
 }
 
 Profile with_recompute(const Profile& profile, Recompute mode)
@@ -207,14 +213,17 @@ Profile with_recompute(const Profile& profile, Recompute mode)
     return out;
 }
 
-ZeroTraffic zero_traffic(int zero, int microbatches)
+ZeroTraffic zero_traffic(int zero, int microbatches, bool fp32_grads)
 {
     const double m = std::max(1, microbatches);
-    if (zero >= 3)
-        return ZeroTraffic{.total = 3.0 * m, .final = 3.0};
-    if (zero == 2)
-        return ZeroTraffic{.total = m + 1.0, .final = 2.0};
-    return ZeroTraffic{};
+    const double g = fp32_grads ? 2.0 : 1.0; // units of one gradient reduce-scatter
+    if (zero >= 3) // per microbatch: gather for the forward and the backward, reduce-scatter
+        return ZeroTraffic{.total = m * (2.0 + g), .final = 2.0 + g};
+    if (zero == 2) // per microbatch a reduce-scatter; the weights gathered once
+        return ZeroTraffic{.total = m * g + 1.0, .final = g + 1.0};
+    if (zero == 1) // reduce-scatter the gradients, all-gather the weights
+        return ZeroTraffic{.total = g + 1.0, .final = g + 1.0};
+    return ZeroTraffic{.total = 2.0 * g, .final = 2.0 * g}; // all-reduce the gradients
 }
 
 double transfer_ms(std::int64_t bytes, double link_gbps)

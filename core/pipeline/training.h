@@ -62,22 +62,28 @@ struct TrainingOptions {
     std::optional<double> dp_link_gbps; // the data-parallel traffic's link, when not link_gbps
     int ep = 1; // expert-parallel degree, a divisor of dp (see above)
     bool overlap_allreduce = false;
+    // Gradients kept and reduced in fp32 (4 bytes) instead of the weights' 16 bits: Megatron's
+    // main_grad buffer, its default with bf16 (Megatron's distributed optimizer is then ZeRO 1).
+    bool fp32_grads = false;
     std::optional<std::int64_t> gpu_memory_bytes; // the limit `fits` is judged against
 };
 // Throws invalid_argument, in one sentence, for a value out of range.
 void check_options(const TrainingOptions& options);
 
-// Bytes per parameter one rank holds under ZeRO stage `zero` over `dp` ranks (exact fractions).
+// Bytes per parameter one rank holds under ZeRO stage `zero` over `dp` ranks (exact fractions):
+// 2 of weights, 2 of gradients (4 with fp32_grads) and 12 of optimizer state (fp32 master, Adam's
+// two moments), each sharded from its stage on. ZeRO's K = 12 (Rajbhandari et al. 2019); with
+// fp32 gradients, Megatron's "bf16 parameters, fp32 gradients" row: 18, and 6 + 12/d distributed.
 struct ParamBytes {
     double weights = 0.0;
     double gradients = 0.0;
     double optimizer = 0.0;
     double total() const { return weights + gradients + optimizer; }
 };
-ParamBytes bytes_per_param(int zero, int dp);
+ParamBytes bytes_per_param(int zero, int dp, bool fp32_grads = false);
 // What one rank holds for `params` parameters (weights + gradients + optimizer), in whole
 // bytes: a sharded buffer is padded to D equal shards of ceil(P / D) elements.
-std::int64_t param_state_bytes(std::int64_t params, int zero, int dp);
+std::int64_t param_state_bytes(std::int64_t params, int zero, int dp, bool fp32_grads = false);
 
 // The profile as the schedule runs it under `mode`: activation_bytes = what each layer keeps,
 // backward times grown by the recomputation. Partitioning by compute sees the real costs.
@@ -87,12 +93,14 @@ Profile with_recompute(const Profile& profile, Recompute mode);
 double layer_held_bytes(const Profile& profile, const Layer& layer, Recompute mode);
 
 // Units U (above) of data-parallel traffic a step moves under ZeRO stage `zero` with
-// `microbatches` microbatches, and how many of them follow the last backward.
+// `microbatches` microbatches, and how many of them follow the last backward. With fp32_grads a
+// gradient's reduction moves twice the bytes: 2 units where 16-bit gradients take 1 (the weights'
+// all-gathers stay 16-bit).
 struct ZeroTraffic {
     double total = 2.0;
     double final = 2.0;
 };
-ZeroTraffic zero_traffic(int zero, int microbatches);
+ZeroTraffic zero_traffic(int zero, int microbatches, bool fp32_grads = false);
 
 // ms to move `bytes` over a link of `link_gbps` (no latency); 0 when link_gbps is 0.
 double transfer_ms(std::int64_t bytes, double link_gbps);

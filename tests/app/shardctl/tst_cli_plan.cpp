@@ -196,6 +196,10 @@ private slots:
         QTest::newRow("mixtral, 32 A100, overlap")
             << QStringLiteral("mixtral-8x7b.json")
             << QStringLiteral("--gpus 32 --global-batch 64 --seq-len 2048 --overlap-allreduce --cluster a100-80gb");
+        // Megatron's bf16 default: fp32 gradients (with ZeRO 1, its distributed optimizer).
+        QTest::newRow("llama2-7b, fp32 gradients")
+            << QStringLiteral("llama2-7b.json")
+            << QStringLiteral("--gpus 64 --global-batch 512 --seq-len 4096 --fp32-grads --zero 1");
         QTest::newRow("gpt2, hand-set link") << QStringLiteral("gpt2-small.json")
                                              << QStringLiteral("--gpus 16 --global-batch 64 --seq-len 1024 "
                                                                "--link-gbps 100 --p2p-latency 0.01 --gpu-memory 8");
@@ -237,6 +241,8 @@ private slots:
             QCOMPARE(words.takeFirst(), QStringLiteral("shardctl"));
             for (const char* flag : {"--tp", "--cp", "--ep", "--zero", "--recompute", "--micro-batch-size", "--dp"})
                 QVERIFY2(words.contains(QString::fromLatin1(flag)), flag);
+            QCOMPARE(words.contains(QStringLiteral("--fp32-grads")), options.contains(QStringLiteral("--fp32-grads")));
+            QCOMPARE(j["fp32_grads"].get<bool>(), options.contains(QStringLiteral("--fp32-grads")));
             const Run again = shardctl(words << QStringLiteral("--json"));
             QVERIFY2(again.exit_code == 0, again.err.constData());
             const nlohmann::json s = nlohmann::json::parse(again.out.toStdString());

@@ -156,6 +156,38 @@ private slots:
     //   memory, stage 0 (keeps N - s = 2 microbatches): params 2 x 10^6 x (4 + 12/2) = 20 MB;
     //     activations 2 x 2 x 17825792 + 41943040 (one block's recomputed working set).
     //   all-reduce after the flush: 2 (D - 1)/D x 2 x 2 x 10^6 B x 8 / (100 x 10^6) = 0.32 ms.
+    // Megatron Core's distributed-optimizer documentation, its table of bytes per parameter:
+    // "bf16 parameters, fp32 gradients: 18 non-distributed, 6 + 12/d distributed" — here ZeRO 0
+    // and 1 with fp32 gradients, for d = 1 to 1024; stages 2 and 3 shard the 4 bytes.
+    void megatronDistributedOptimizerTable()
+    {
+        for (int d = 1; d <= 1024; d *= 2) {
+            QCOMPARE(bytes_per_param(0, d, true).total(), 18.0);
+            QCOMPARE(bytes_per_param(1, d, true).total(), 6.0 + 12.0 / d);
+            QCOMPARE(bytes_per_param(2, d, true).total(), 2.0 + 16.0 / d);
+            QCOMPARE(bytes_per_param(3, d, true).total(), 18.0 / d);
+            QCOMPARE(param_state_bytes(1024 * 1024, 1, d, true), std::int64_t((6 * d + 12) * (1024 * 1024 / d)));
+        }
+        // In a step: 4096 parameters a stage under the distributed optimizer over 8 ranks hold
+        // 2 + 4 bytes each of weights and gradients and 12 / 8 of optimizer state.
+        const StepPlan dist = step(layers(8, 1.0, 2.0, 1024, 0), ScheduleKind::one_f_one_b, 2, 4, 1,
+                                   TrainingOptions{.dp = 8, .zero = 1, .fp32_grads = true});
+        QCOMPARE(dist.memory[1].weights, std::int64_t(8192));
+        QCOMPARE(dist.memory[1].gradients, std::int64_t(16384));
+        QCOMPARE(dist.memory[1].optimizer, std::int64_t(6144));
+        // Their traffic: fp32 gradients reduce twice the bytes, the weights gather as 16 bits:
+        // 4 U for an all-reduce, 3 U for the distributed optimizer (reduce-scatter 2 + gather 1).
+        const double gbps = 100.0;
+        const Profile profile = layers(4, 1.0, 2.0, 1'000'000, 1);
+        const double unit = ring_allreduce_ms(2 * 1'000'000, 8, gbps) / 2.0;
+        for (const auto& [zero, units] : {std::pair{0, 4.0}, std::pair{1, 3.0}}) {
+            const StepPlan plan = step(profile, ScheduleKind::one_f_one_b, 4, 8, 1,
+                                       TrainingOptions{.dp = 8, .zero = zero, .link_gbps = gbps, .fp32_grads = true});
+            QVERIFY(exact(plan.allreduce_ms, units * unit));
+            QCOMPARE(plan.allreduce[0].bytes, std::int64_t(4'000'000));
+        }
+    }
+
     void wholeStepWithSelectiveRecomputation()
     {
         Profile profile = layers(4, 4.0, 8.0, 1'000'000, 59'768'832, 0);
