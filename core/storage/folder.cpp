@@ -5,6 +5,7 @@
 #include "core/util/printable.h"
 
 #include <algorithm>
+#include <functional>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +45,20 @@ constexpr std::string_view kRankSeries[] = {"mp_rank_%M_model_states.pt", "zero_
                                             "zero_pp_rank_%D_mp_rank_00_model_states.pt"};
 constexpr int kMaxProbedRanks = 4096;
 constexpr int kProbedPastAMiss = 4;
+
+// Megatron's per-rank layout (before torch_dist): a folder mp_rank_TT (tensor-parallel rank) or
+// mp_rank_TT_PPP (and pipeline stage) holding model_optim_rng.pt (and distrib_optim.pt).
+constexpr std::string_view kMegatronRankFiles[] = {"model_optim_rng.pt", "distrib_optim.pt"};
+
+std::string megatron_rank_folder(int tp, int pp) // pp < 0: no pipeline stages
+{
+    char name[32];
+    if (pp < 0)
+        std::snprintf(name, sizeof name, "mp_rank_%02d", tp);
+    else
+        std::snprintf(name, sizeof name, "mp_rank_%02d_%03d", tp, pp);
+    return name;
+}
 
 std::string rank_name(std::string_view series, int rank)
 {
@@ -167,6 +182,51 @@ struct Folder::Remote {
         return out;
     }
 
+    // True when an object beneath `prefix` ("a/b/") has already answered a HEAD: a folder, known
+    // without asking for its entry files again.
+    bool answered_beneath(const std::string& prefix) const
+    {
+        std::lock_guard lock(asked_mutex);
+        for (auto it = asked.lower_bound(prefix); it != asked.end() && it->first.starts_with(prefix); ++it)
+            if (it->second)
+                return true;
+        return false;
+    }
+
+    // A Megatron iteration's rank folders beneath `prefix`: where rank (0, 0) answers, the
+    // tensor-parallel ranks (stage 0's) and each one's stages are followed as DeepSpeed's series
+    // are, then every rank of that grid asked for, so that a missing one among them is a gap the
+    // verifier names.
+    void probe_megatron_ranks(const std::string& prefix, std::vector<std::string>& out) const
+    {
+        const auto present = [&](const std::string& folder) {
+            return size_of(prefix + folder + "/model_optim_rng.pt").has_value();
+        };
+        const auto count = [&](const std::function<std::string(int)>& name_of) {
+            int last = 0;
+            for (int i = 1, misses = 0; i < kMaxProbedRanks && misses <= kProbedPastAMiss; ++i)
+                if (present(name_of(i))) {
+                    last = i;
+                    misses = 0;
+                } else {
+                    ++misses;
+                }
+            return last + 1;
+        };
+        for (const int first_stage : {-1, 0}) {
+            if (!present(megatron_rank_folder(0, first_stage)))
+                continue;
+            const int tp = count([&](int t) { return megatron_rank_folder(t, first_stage); });
+            int pp = 1;
+            for (int t = 0; t < tp && first_stage == 0; ++t) // any rank's stages: one may lack stage 1
+                pp = std::max(pp, count([&](int s) { return megatron_rank_folder(t, s); }));
+            for (int t = 0; t < tp; ++t)
+                for (int s = 0; s < pp; ++s)
+                    if (std::string name = megatron_rank_folder(t, first_stage < 0 ? -1 : s); present(name))
+                        out.push_back(std::move(name));
+        }
+    }
+
     // The entry files of kEntryNames that answer a HEAD beneath `prefix`: what a folder URL holds.
     std::vector<std::string> probe(const std::string& prefix) const
     {
@@ -178,6 +238,10 @@ struct Folder::Remote {
             for (const std::string_view entry : kTorchDistNames)
                 if (size_of(prefix + std::string(entry)))
                     out.emplace_back(entry);
+        for (const std::string_view file : kMegatronRankFiles)
+            if (size_of(prefix + std::string(file)))
+                out.emplace_back(file);
+        probe_megatron_ranks(prefix, out);
         // A series is followed past rank 0 only where rank 0 is there.
         for (const std::string_view series : kRankSeries) {
             if (!size_of(prefix + rank_name(series, 0)))
@@ -401,7 +465,7 @@ bool Folder::is_folder(std::string_view name) const
         return false;
     const std::string beneath = m_prefix + std::string(name) + "/";
     if (!m_remote->listed) // HTTP cannot list: a folder is where a checkpoint's entry file answers
-        return !m_remote->probe(beneath).empty();
+        return m_remote->answered_beneath(beneath) || !m_remote->probe(beneath).empty();
     const auto it = m_remote->sizes.lower_bound(beneath);
     return it != m_remote->sizes.end() && it->first.starts_with(beneath);
 }

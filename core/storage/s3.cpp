@@ -9,6 +9,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -40,6 +41,11 @@ namespace {
 
 constexpr const char* kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 constexpr std::size_t kMaxListingPage = 16 << 20; // 1000 keys of 1 KiB each, with room to spare
+// A whole object where part of it was asked for: the server does not do range requests, which
+// reading in place needs (the object would have to be downloaded whole for every read).
+constexpr const char* kIgnoresRange =
+    "the server ignores the Range header (it answers 200 with the whole object, not 206 with the part "
+    "asked for), and a checkpoint is read in place only from a server that answers range requests";
 // Pages of open uploads followed: 10^6 uploads under one prefix is no checkpoint's.
 constexpr std::size_t kMaxUploadPages = 1000;
 constexpr std::size_t kSignedBodyLimit = 1 << 20;
@@ -339,6 +345,10 @@ S3Client::Answer S3Client::send(const Call& call) const
                                          authorization(signing, m_config.credentials, date, m_config.region));
         HttpResponse response = http_exchange(request);
         const bool got = response.status >= 200 && response.status < 300;
+        const bool ranged =
+            std::any_of(call.headers.begin(), call.headers.end(), [](const auto& h) { return h.first == "range"; });
+        if (ranged && response.status == 200 && response.body_overflow)
+            throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange);
         if (response.body_overflow)
             throw Error(ProblemKind::remote_error,
                         what + ": the server sent more than the " +
@@ -416,7 +426,9 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
         throw Error(ProblemKind::missing_file, object_name(bucket, key) + ": no such object");
     if (a.status == 416)
         throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
-    if (a.status != 206 && !(a.status == 200 && offset == 0))
+    if (a.status == 200 && offset != 0)
+        throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange);
+    if (a.status != 206 && a.status != 200)
         refused(what, a.status, a.text);
 }
 

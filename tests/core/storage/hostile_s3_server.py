@@ -53,6 +53,8 @@ class Hostile(http.server.BaseHTTPRequestHandler):
             return self.reply(302, b"", [("Location", "ftp://127.0.0.1/b/scheme-redirect")])
         if path == "/b/longer":  # a range of 10 bytes answered with 20
             return self.reply(206, b"x" * 20, [("Content-Range", "bytes 0-19/100")])
+        if path == "/b/norange":  # the Range header ignored: the whole 100-byte object, 200
+            return self.reply(200, b"r" * 100)
         if path == "/b/endless":  # chunked, never ending
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")

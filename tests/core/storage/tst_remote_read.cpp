@@ -473,8 +473,9 @@ private slots:
 
     // HTTP cannot list a folder: the files a format has beside its entry file are asked for by
     // name. A Megatron torch_dist iteration's metadata.json, common.pt and integrity.json are
-    // checked as locally (a changed common.pt fails over HTTP too), and DeepSpeed's rank files are
-    // asked for rank by rank, so that one missing among them is named.
+    // checked as locally (a changed common.pt fails over HTTP too), and DeepSpeed's rank files and
+    // a legacy Megatron iteration's rank folders are asked for rank by rank, so that one missing
+    // among them is named.
     void httpFindsTheFilesAFormatImplies()
     {
         const fs::path iter = fixtures::write_torch_dist(root() / "tdist");
@@ -497,6 +498,39 @@ private slots:
         QVERIFY(!changed.ok());
         QVERIFY2(changed.problems[0].message.find("common.pt") != std::string::npos,
                  changed.problems[0].message.c_str());
+
+        // A Megatron iteration of per-rank folders (tensor-parallel 2 x pipeline 2) and its root,
+        // read through the tracker file: the rank folders are asked for by Megatron's names, and
+        // a stage missing among present ranks is named; without stages, mp_rank_TT alone.
+        const fs::path mg = root() / "mg-http" / "iter_0000020";
+        write_megatron_iteration(mg, {1, 2, 3, 4});
+        for (const char* rank : {"mp_rank_00_000", "mp_rank_01_000", "mp_rank_01_001"}) {
+            fs::create_directories(mg / rank);
+            fs::copy_file(mg / "mp_rank_00" / "model_optim_rng.pt", mg / rank / "model_optim_rng.pt");
+        }
+        fs::rename(mg / "mp_rank_00", root() / "mg-http-tp-only");
+        fixtures::write_file(root() / "mg-http" / "latest_checkpointed_iteration.txt", "20");
+        for (const char* url : {"mg-http", "mg-http/iter_0000020"}) {
+            const VerifyReport stage = verify_checkpoint(parse_location(base + url));
+            QCOMPARE(stage.format, std::string("megatron"));
+            QCOMPARE(stage.shards.size(), std::size_t(4));
+            QVERIFY(!stage.ok());
+            QVERIFY2(stage.problems[0].message.find("mp_rank_00_001/model_optim_rng.pt") != std::string::npos,
+                     stage.problems[0].message.c_str());
+        }
+        fs::create_directories(mg / "mp_rank_00_001");
+        fs::copy_file(mg / "mp_rank_00_000" / "model_optim_rng.pt", mg / "mp_rank_00_001" / "model_optim_rng.pt");
+        const VerifyReport whole = verify_checkpoint(parse_location(base + "mg-http"));
+        QVERIFY2(whole.ok(), whole.problems.empty() ? "" : whole.problems[0].message.c_str());
+        QCOMPARE(whole.shards.size(), verify_checkpoint(root() / "mg-http").shards.size());
+        const fs::path tp_only = root() / "mg-tp" / "iter_0000010";
+        for (const char* rank : {"mp_rank_00", "mp_rank_01"}) {
+            fs::create_directories(tp_only / rank);
+            fs::copy_file(root() / "mg-http-tp-only" / "model_optim_rng.pt", tp_only / rank / "model_optim_rng.pt");
+        }
+        const VerifyReport tp = verify_checkpoint(parse_location(base + "mg-tp/iter_0000010"));
+        QVERIFY2(tp.ok(), tp.problems.empty() ? "" : tp.problems[0].message.c_str());
+        QCOMPARE(tp.shards.size(), std::size_t(2));
 
         // The step, and the root whose `latest` names it (no listing shows its global_step folder).
         fixtures::write_file(root() / "ds-gap" / "latest", "global_step3");

@@ -410,6 +410,12 @@ private slots:
                      redirect.contains(QStringLiteral("not followed")) && !redirect.contains(QStringLiteral("invalid")),
                  qPrintable(redirect));
         QVERIFY(said([&] { s3.read("b", "longer", 0, ten); }).contains(QStringLiteral("more than the 10 bytes")));
+        for (const uint64_t offset : {uint64_t(0), uint64_t(50)}) {
+            const QString norange = said([&] { s3.read("b", "norange", offset, ten); });
+            QVERIFY2(norange.contains(QStringLiteral("GET s3://b/norange")) &&
+                         norange.contains(QStringLiteral("the server ignores the Range header")),
+                     qPrintable(norange));
+        }
         QVERIFY(said([&] { (void)s3.get("b", "endless", 1 << 20); }).contains(QStringLiteral("more than the 1048576")));
         QVERIFY(said([&] { (void)s3.get("b", "shortlength", 1000); }).contains(QStringLiteral("no answer")));
         const QString bomb = said([&] { (void)s3.list("b", "bomb", 100); });
