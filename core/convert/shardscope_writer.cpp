@@ -18,6 +18,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace shardscope::convert {
 
@@ -114,7 +115,8 @@ double read_scalar(ConvertJob& job, const TensorContent& tensor)
     return value;
 }
 
-std::vector<FlatTensor> lay_out_flat(ConvertJob& job, ParamDtype dtype)
+// `steps`: the output tensors that were Adam's step counts, which become the manifest's step.
+std::vector<FlatTensor> lay_out_flat(ConvertJob& job, ParamDtype dtype, std::set<std::size_t>& steps)
 {
     std::vector<std::size_t> model;
     std::map<std::string, std::size_t> model_by_name;
@@ -164,6 +166,7 @@ std::vector<FlatTensor> lay_out_flat(ConvertJob& job, ParamDtype dtype)
                                 "): a ShardScope checkpoint has one step");
             step = value;
             step_tensor = t.name;
+            steps.insert(i);
             continue;
         }
         if (source.shape != param.shape || !is_floating(source.type))
@@ -221,7 +224,8 @@ std::vector<ConvertedFile> write_shardscope(ConvertJob& job)
         if (job.tensors[i].model)
             model.push_back(i);
     const ParamDtype dtype = param_dtype_for(job, model);
-    const std::vector<FlatTensor> flat = lay_out_flat(job, dtype);
+    std::set<std::size_t> steps;
+    const std::vector<FlatTensor> flat = lay_out_flat(job, dtype, steps);
     const uint64_t total = flat.empty() ? 0 : flat.back().info.offset + flat.back().info.numel;
     const int world = job.options.world_size;
     // What is written: 14 bytes a parameter, whatever the states' sources.
@@ -289,9 +293,11 @@ std::vector<ConvertedFile> write_shardscope(ConvertJob& job)
     for (const FlatTensor& f : flat)
         meta.tensors.push_back(f.info);
     commit(job.out_dir, std::move(records), meta, job.options.durable);
-    for (ConvertedTensor& t : job.tensors) {
-        t.file = world == 1 ? shard_file_name(0) : "rank*.safetensors";
-        t.dtype_out = t.model ? std::string(to_string(dtype)) : "F32";
+    for (std::size_t i = 0; i < job.tensors.size(); ++i) {
+        ConvertedTensor& t = job.tensors[i];
+        const bool step_count = steps.contains(i); // kept as the manifest's step, not as values
+        t.file = step_count ? "manifest.json" : world == 1 ? shard_file_name(0) : "rank*.safetensors";
+        t.dtype_out = step_count ? t.dtype_in : t.model ? std::string(to_string(dtype)) : "F32";
     }
     const uint64_t manifest = std::filesystem::file_size(job.out_dir / "manifest.json");
     files.push_back({.name = "manifest.json", .bytes = manifest});

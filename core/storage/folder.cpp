@@ -227,7 +227,8 @@ struct Folder::Remote {
         }
     }
 
-    // The entry files of kEntryNames that answer a HEAD beneath `prefix`: what a folder URL holds.
+    // The entry files of kEntryNames that answer a HEAD beneath `prefix` (with a .metadata,
+    // torch_dist's files beside it), else the rank files that do: what a folder URL holds.
     std::vector<std::string> probe(const std::string& prefix) const
     {
         std::vector<std::string> out;
@@ -238,6 +239,12 @@ struct Folder::Remote {
             for (const std::string_view entry : kTorchDistNames)
                 if (size_of(prefix + std::string(entry)))
                     out.emplace_back(entry);
+        // Rank files are what a folder without any entry file holds (a DeepSpeed step, a Megatron
+        // iteration or rank folder): not asked for beside an entry file, which says the format.
+        if (!out.empty()) {
+            std::sort(out.begin(), out.end());
+            return out;
+        }
         for (const std::string_view file : kMegatronRankFiles)
             if (size_of(prefix + std::string(file)))
                 out.emplace_back(file);

@@ -11,6 +11,7 @@
 
 #include "core/pipeline/model_config.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
@@ -153,6 +154,10 @@ QWidget* ModelPlanPanel::buildInputs()
     group(tr("GPUs"), {m_gpus}, tr("GPUs to split into t × cp × pp × dp"));
     group(tr("Seq len"), {m_seqLen}, tr("Tokens per sample"));
     group(tr("Global batch"), {m_globalBatch}, tr("Samples per step"));
+    m_fp32Grads = new QCheckBox(tr("fp32 gradients"), box);
+    group({}, {m_fp32Grads},
+          tr("Gradients kept and reduced in fp32, as Megatron does with bf16 (--fp32-grads): ZeRO 1 is then Megatron's "
+             "distributed optimizer, 6 + 12/d bytes a parameter"));
     m_searchButton = new QPushButton(tr("Search"), box);
     m_cancelButton = new QPushButton(tr("Cancel"), box);
     m_cancelButton->setEnabled(false);
@@ -211,7 +216,8 @@ pl::ModelSearchSpec ModelPlanPanel::searchSpec() const
                                .device_tflops = c.achieved_tflops(),
                                .peak_tflops = c.peak_tflops,
                                .gpu_memory_bytes = std::int64_t(std::llround(c.hbm_gib * 1073741824.0)),
-                               .links = pl::LinkChoice{.cluster = c}};
+                               .links = pl::LinkChoice{.cluster = c},
+                               .fp32_grads = m_fp32Grads->isChecked()};
 }
 
 ModelSearchInputs ModelPlanPanel::inputs() const
@@ -220,7 +226,8 @@ ModelSearchInputs ModelPlanPanel::inputs() const
                              .cluster = m_cluster->currentData().toString(),
                              .gpus = m_gpus->value(),
                              .seqLen = m_seqLen->value(),
-                             .globalBatch = m_globalBatch->value()};
+                             .globalBatch = m_globalBatch->value(),
+                             .fp32Grads = m_fp32Grads->isChecked()};
 }
 
 void ModelPlanPanel::setInputs(const ModelSearchInputs& inputs)
@@ -232,6 +239,7 @@ void ModelPlanPanel::setInputs(const ModelSearchInputs& inputs)
     m_gpus->setValue(inputs.gpus);
     m_seqLen->setValue(inputs.seqLen);
     m_globalBatch->setValue(inputs.globalBatch);
+    m_fp32Grads->setChecked(inputs.fp32Grads);
 }
 
 void ModelPlanPanel::search()

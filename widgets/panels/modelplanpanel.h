@@ -15,6 +15,7 @@
 #include <QWidget>
 #include <optional>
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QPushButton;
@@ -70,6 +71,7 @@ public:
     QSpinBox* gpusBox() const { return m_gpus; }
     QSpinBox* seqLenBox() const { return m_seqLen; }
     QSpinBox* globalBatchBox() const { return m_globalBatch; }
+    QCheckBox* fp32GradsBox() const { return m_fp32Grads; }
 
 signals:
     void searchFinished();
@@ -96,6 +98,7 @@ private:
     QSpinBox* m_gpus = nullptr;
     QSpinBox* m_seqLen = nullptr;
     QSpinBox* m_globalBatch = nullptr;
+    QCheckBox* m_fp32Grads = nullptr;
     // The search the table holds, and the config it was run on.
     shardscope::pipeline::ModelSearchSpec m_shown;
     std::optional<shardscope::pipeline::ModelConfig> m_shownConfig;

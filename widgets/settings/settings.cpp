@@ -43,6 +43,7 @@ const QString modelCluster = QStringLiteral("planner/modelSearch/cluster");
 const QString modelGpus = QStringLiteral("planner/modelSearch/gpus");
 const QString modelSeqLen = QStringLiteral("planner/modelSearch/seqLen");
 const QString modelGlobalBatch = QStringLiteral("planner/modelSearch/globalBatch");
+const QString modelFp32Grads = QStringLiteral("planner/modelSearch/fp32Grads");
 } // namespace key
 
 namespace pl = shardscope::pipeline;
@@ -266,7 +267,8 @@ std::optional<ModelSearchInputs> Settings::modelSearch() const
                                    .cluster = m_settings->value(key::modelCluster).toString(),
                                    .gpus = m_settings->value(key::modelGpus, 0).toInt(),
                                    .seqLen = m_settings->value(key::modelSeqLen, 0).toInt(),
-                                   .globalBatch = m_settings->value(key::modelGlobalBatch, 0).toInt()};
+                                   .globalBatch = m_settings->value(key::modelGlobalBatch, 0).toInt(),
+                                   .fp32Grads = m_settings->value(key::modelFp32Grads, false).toBool()};
     const bool valid = !inputs.configPath.isEmpty() && !inputs.cluster.isEmpty() && inputs.gpus >= 1 &&
         inputs.gpus <= r::kMaxGpus && inputs.seqLen >= 1 && inputs.seqLen <= r::kMaxSeqLen && inputs.globalBatch >= 1 &&
         inputs.globalBatch <= r::kMaxGlobalBatch;
@@ -280,6 +282,7 @@ void Settings::setModelSearch(const ModelSearchInputs& inputs)
     m_settings->setValue(key::modelGpus, inputs.gpus);
     m_settings->setValue(key::modelSeqLen, inputs.seqLen);
     m_settings->setValue(key::modelGlobalBatch, inputs.globalBatch);
+    m_settings->setValue(key::modelFp32Grads, inputs.fp32Grads);
 }
 
 void Settings::sync()

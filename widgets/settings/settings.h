@@ -32,13 +32,14 @@ inline constexpr int kMaxSeqLen = 1 << 24; // shardctl's --seq-len
 // The Model search tab's inputs (`shardctl plan --model CONFIG --cluster NAME --gpus --seq-len
 // --global-batch`): the config.json as chosen (a bundled ":/models/..." path or a file) and the
 // cluster preset's name, which the panel checks when it shows them (a file since deleted, a
-// preset since renamed keep its defaults), and the three sizes.
+// preset since renamed keep its defaults), the three sizes and --fp32-grads.
 struct ModelSearchInputs {
     QString configPath;
     QString cluster;
     int gpus = 64;
     int seqLen = 4096;
     int globalBatch = 512;
+    bool fp32Grads = false;
 };
 
 class Settings {

@@ -22,6 +22,7 @@
 #include "widgettestutil.h"
 
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QLabel>
@@ -306,6 +307,8 @@ private slots:
             widgettest::typeInto(plan->gpusBox(), QStringLiteral("3072"));
             widgettest::typeInto(plan->seqLenBox(), QStringLiteral("8192"));
             widgettest::typeInto(plan->globalBatchBox(), QStringLiteral("1536"));
+            QTest::mouseClick(plan->fp32GradsBox(), Qt::LeftButton);
+            QVERIFY(plan->fp32GradsBox()->isChecked());
             Settings settings(ini);
             settings.setModelSearch(plan->inputs());
             settings.sync();
@@ -323,12 +326,14 @@ private slots:
             QCOMPARE(plan->gpusBox()->value(), 3072);
             QCOMPARE(plan->seqLenBox()->value(), 8192);
             QCOMPARE(plan->globalBatchBox()->value(), 1536);
+            QVERIFY(plan->fp32GradsBox()->isChecked());
             // The search the restored tab runs is the preset's, at the restored sizes.
             const pl::ModelSearchSpec spec = plan->searchSpec();
             const pl::Cluster a100 = *pl::cluster_preset("a100-80gb");
             QCOMPARE(spec.gpus, 3072);
             QCOMPARE(spec.seq_len, 8192);
             QCOMPARE(spec.global_batch, 1536);
+            QVERIFY(spec.fp32_grads);
             QCOMPARE(spec.peak_tflops, a100.peak_tflops);
             QCOMPARE(spec.gpu_memory_bytes, std::int64_t(std::llround(a100.hbm_gib * 1073741824.0)));
         }

@@ -207,7 +207,8 @@ private slots:
                                      .cluster = QStringLiteral("h200-sxm-141gb"),
                                      .gpus = 16384,
                                      .seqLen = 8192,
-                                     .globalBatch = 2048});
+                                     .globalBatch = 2048,
+                                     .fp32Grads = true});
             settings.sync();
         }
         const auto m = Settings(file).modelSearch();
@@ -217,6 +218,7 @@ private slots:
         QCOMPARE(m->gpus, 16384);
         QCOMPARE(m->seqLen, 8192);
         QCOMPARE(m->globalBatch, 2048);
+        QVERIFY(m->fp32Grads);
         auto refused = [&](const QString& key, const QVariant& value) {
             QSettings raw(file, QSettings::IniFormat); // hand-edited
             const QVariant before = raw.value(key);
