@@ -1,6 +1,8 @@
 // DeepSpeed checkpoints: `latest` -> global_stepN/ with mp_rank_XX_model_states.pt,
 // [bf16_]zero_pp_rank_D_mp_rank_XX_optim_states.pt and, for pipeline parallelism,
-// layer_NN[-model_YY]-model_states.pt. Sizes come from the file names; every archive is CRC-checked.
+// layer_NN[-model_YY]-model_states.pt; or a universal checkpoint (ds_to_universal's zero/ of
+// per-parameter folders, beside the mp_rank files it copies). Sizes come from the file names;
+// every archive is CRC-checked.
 
 #include "core/foreign/deepspeed.h"
 
@@ -176,7 +178,47 @@ void describe_files(const DeepSpeedFiles& f, std::size_t absent, ForeignSummary&
                 " missing from the rank sequence");
 }
 
+// A universal checkpoint's files: every parameter folder's three state files (step.pt where
+// there is one) and optimizer_state.pt, as paths beneath `dir`. A parameter folder without one of
+// the three lists it all the same, to be reported missing.
+std::vector<std::string> universal_files(const storage::Folder& dir, ForeignSummary& summary)
+{
+    const storage::Folder zero = dir.subfolder("zero");
+    std::vector<std::string> out;
+    std::size_t parameters = 0, steps = 0;
+    for (const std::string& name : zero.names) {
+        if (!zero.is_folder(name)) {
+            if (name == "optimizer_state.pt")
+                out.push_back("zero/" + name);
+            continue;
+        }
+        ++parameters;
+        const storage::Folder parameter = zero.subfolder(name);
+        for (const char* file : {"fp32.pt", "exp_avg.pt", "exp_avg_sq.pt"})
+            out.push_back("zero/" + name + "/" + file);
+        if (parameter.has("step.pt")) {
+            out.push_back("zero/" + name + "/step.pt");
+            ++steps;
+        }
+    }
+    add_row(summary, "universal checkpoint",
+            std::to_string(parameters) + " parameters in zero/ (fp32, exp_avg, exp_avg_sq" + (steps ? ", step" : "") +
+                ")");
+    return out;
+}
+
 } // namespace
+
+bool is_deepspeed_universal(const storage::Folder& dir)
+{
+    if (!dir.has("zero") || !dir.is_folder("zero"))
+        return false;
+    try {
+        return dir.subfolder("zero").has("optimizer_state.pt");
+    } catch (const Error&) { // an unreadable zero/ is not this layout's
+        return false;
+    }
+}
 
 VerifyReport verify_deepspeed(const storage::Folder& dir, const VerifyOptions& options, bool check_data)
 {
@@ -204,6 +246,10 @@ VerifyReport verify_deepspeed(const storage::Folder& dir, const VerifyOptions& o
     std::stable_sort(report.shards.begin(), report.shards.end(),
                      [](const ShardCheck& a, const ShardCheck& b) { return a.path < b.path; });
     describe_files(found, absent.size(), *report.foreign);
+    if (is_deepspeed_universal(dir)) { // no ranks: each file is its parameter's
+        for (std::string& path : universal_files(dir, *report.foreign))
+            report.shards.push_back(ShardCheck{.rank = -1, .path = std::move(path)});
+    }
     if (report.shards.empty()) {
         report.problems.push_back({.kind = ProblemKind::missing_shard,
                                    .message = report.dir.string() + ": no DeepSpeed model or optimizer state files"});

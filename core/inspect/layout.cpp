@@ -254,9 +254,17 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
                                 " checkpoint" + (listed.problems.empty() ? "" : ": " + listed.problems[0].message),
                             path.string());
             if (detected.format == CheckpointFormat::deepspeed) {
+                // A universal checkpoint's parameters are its zero/ files; the engine's files
+                // beside them hold the 16-bit module copies.
+                std::vector<TorchFile> engine, universal;
+                for (const TorchFile& f : files_of)
+                    (f.file.starts_with("zero/") ? universal : engine).push_back(f);
                 std::vector<TorchArchive> archives;
-                plan_torch(folder, files_of, options, report, &archives);
-                assemble_zero(archives, options, report);
+                plan_torch(folder, engine, options, report, &archives);
+                if (universal.empty())
+                    assemble_zero(archives, options, report);
+                else
+                    plan_universal(folder, universal, archives, options, report);
             } else {
                 plan_torch(folder, files_of, options, report);
             }

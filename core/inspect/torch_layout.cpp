@@ -14,8 +14,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace shardscope::inspect {
 
@@ -404,6 +406,67 @@ void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, con
 
 // The .pt files a DeepSpeed or Megatron checkpoint consists of, with their ranks, as the
 // structure-only verifier lists them; the directory they are relative to goes into `dir`.
+void plan_universal(const storage::Folder& folder, const std::vector<TorchFile>& files,
+                    const std::vector<TorchArchive>& engine, const ContentOptions& options, ContentReport& report)
+{
+    std::map<std::string, std::size_t> parameters; // name -> its fp32 tensor in report.tensors
+    ContentOptions every = options; // the tensor inside is "param"; the parameter's name is selected
+    every.tensor_globs.clear();
+    for (const TorchFile& tf : files) {
+        const std::string_view path = tf.file; // zero/<name>/<file>
+        const std::size_t slash = path.rfind('/');
+        if (!path.starts_with("zero/") || slash <= 5)
+            continue; // zero/optimizer_state.pt: the optimizer's hyperparameters
+        const std::string name(path.substr(5, slash - 5));
+        const std::string_view file = path.substr(slash + 1);
+        const std::string state = file == "fp32.pt" ? "" : file == "exp_avg.pt" ? "exp_avg" : "exp_avg_sq";
+        if ((file != "fp32.pt" && file != "exp_avg.pt" && file != "exp_avg_sq.pt") || !selected(options, name))
+            continue; // step.pt: a count, not a tensor of the model
+        ContentReport one;
+        plan_torch(folder, {tf}, every, one);
+        std::move(one.problems.begin(), one.problems.end(), std::back_inserter(report.problems));
+        std::move(one.warnings.begin(), one.warnings.end(), std::back_inserter(report.warnings));
+        const auto param = std::find_if(one.tensors.begin(), one.tensors.end(),
+                                        [](const TensorContent& t) { return t.name == "param"; });
+        if (param == one.tensors.end()) {
+            if (one.problems.empty())
+                report.problems.push_back({.kind = ProblemKind::missing_tensor,
+                                           .message = (folder.path / tf.file).string() +
+                                               ": no tensor 'param' in it, where a universal checkpoint keeps the "
+                                               "parameter's values",
+                                           .path = tf.file});
+            continue;
+        }
+        param->name = name;
+        param->state = state;
+        param->assembled = true;
+        if (state.empty())
+            parameters[name] = report.tensors.size();
+        report.tensors.push_back(std::move(*param));
+    }
+    std::set<std::string> carried;
+    for (const TorchArchive& archive : engine) {
+        for (const auto& [key, tensor] : archive.tensors) {
+            if (!key.starts_with("module."))
+                continue;
+            const std::string name = key.substr(7);
+            const bool alias = std::any_of(archive.zero.shared_params.begin(), archive.zero.shared_params.end(),
+                                           [&](const auto& shared) { return shared.first == name; });
+            if (parameters.contains(name) || alias || !selected(options, name) || !carried.insert(name).second)
+                continue;
+            report.tensors.push_back(
+                {.name = name, .type = tensor.type, .shape = tensor.shape, .parts = {tensor.part}, .assembled = true});
+        }
+        for (const auto& [alias, source] : archive.zero.shared_params)
+            if (const auto it = parameters.find(source); it != parameters.end() && !parameters.contains(alias) &&
+                selected(options, alias) && carried.insert(alias).second) {
+                TensorContent copy = report.tensors[it->second]; // a copy: push_back may move the vector
+                copy.name = alias;
+                report.tensors.push_back(std::move(copy));
+            }
+    }
+}
+
 std::vector<TorchFile> torch_files_of(const VerifyReport& listed)
 {
     std::vector<TorchFile> files;

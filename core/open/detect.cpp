@@ -2,6 +2,7 @@
 
 #include "core/checkpoint/directory.h"
 #include "core/foreign/dcp_hf.h"
+#include "core/foreign/deepspeed.h"
 
 #include <algorithm>
 #include <charconv>
@@ -110,6 +111,11 @@ void classify(DetectedFormat& result, const storage::Folder& listed)
     // user deleted it): the global_step* directories say what it is.
     if (auto steps = directories("global_step"); !steps.empty())
         return found(CheckpointFormat::deepspeed, std::move(steps), "global_step* directories without a `latest` file");
+    // DeepSpeed's universal checkpoint: a zero/ folder of per-parameter folders, and the
+    // mp_rank files ds_to_universal copies beside it (which alone would read as a plain step).
+    if (is_deepspeed_universal(listed))
+        return found(CheckpointFormat::deepspeed, {"zero"},
+                     "zero/ with optimizer_state.pt and per-parameter folders (a DeepSpeed universal checkpoint)");
     // A Megatron iteration folder holds mp_rank_XX[_PPP]/ directories (DeepSpeed's are files).
     if (auto ranks = directories("mp_rank_"); !ranks.empty())
         return found(CheckpointFormat::megatron, std::move(ranks),

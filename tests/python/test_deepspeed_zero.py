@@ -108,6 +108,41 @@ class DeepSpeedZero(unittest.TestCase):
                 self.assertTrue(statuses and all(s == "only_in_a" for s in statuses.values()), statuses)
                 self.assertIn(("up.weight", "exp_avg_sq"), statuses)
 
+    def test_a_universal_checkpoint_is_the_same_model(self):
+        # ds_to_universal's zero/<parameter>/ files: the model is each fp32.pt's tensor, the
+        # buffers, frozen and tied parameters come from the engine's model file beside them;
+        # convert gives zero_to_fp32's state dict and the moments, diff finds the ZeRO step it
+        # came from identical, a missing moment file is named.
+        root = os.path.join(self.tmp.name, "universal")
+        truth, moments, folder = deepspeed_zero.write_universal(root, stage=2, world=2)
+        status, info = shardctl("info", folder)
+        self.assertEqual(status, 0, info)
+        self.assertEqual(info["format"], "deepspeed")
+        self.assertEqual(info["summary"]["universal checkpoint"],
+                         f"{len(moments)} parameters in zero/ (fp32, exp_avg, exp_avg_sq, step)")
+        out = folder + "-hf"
+        status, result = shardctl("convert", folder, "--to", "hf", "--out", out, "--states", "model+optimizer")
+        self.assertEqual(status, 0, result)
+        written = read_hf(out)
+        expected = set(truth) | {f"optim.{k}.{n}" for n in moments for k in ("exp_avg", "exp_avg_sq")}
+        self.assertEqual(set(written), expected)
+        for name, tensor in truth.items():
+            self.assert_written(written, name, tensor)
+        for name, states in moments.items():
+            for k, tensor in states.items():
+                self.assert_written(written, f"optim.{k}.{name}", tensor)
+        status, diff = shardctl("diff", os.path.join(root, "global_step7"), folder)
+        statuses = {(t["name"], t.get("state", "")): t["status"] for t in diff["tensors"]}
+        for name in truth:
+            self.assertEqual(statuses[(name, "")], "identical", name)
+        for name, states in moments.items():
+            for k in states:
+                self.assertEqual(statuses[(name, k)], "identical", (name, k))
+        os.remove(os.path.join(folder, "zero", "up.weight", "exp_avg_sq.pt"))
+        status, verified = shardctl("verify", folder)
+        self.assertEqual(status, 1, verified)
+        self.assertIn("zero/up.weight/exp_avg_sq.pt", verified["problems"][0]["message"])
+
     def test_convert_to_shardscope_carries_masters_and_moments(self):
         # ShardScope holds floating-point parameters only: the model without its int64 buffer
         root, (truth, moments) = self.case(2, 3, False, batchnorm=False)

@@ -52,6 +52,14 @@ void plan_dcp(const storage::Folder& folder, const ContentOptions& options, Cont
 void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, const DcpTilingSource& tiling,
                      const ContentOptions& options, ContentReport& report);
 std::vector<TorchFile> torch_files_of(const VerifyReport& listed);
+// DeepSpeed's universal checkpoint: `files` are its zero/<parameter>/<state>.pt files, each a
+// torch.save of {"param": tensor, ...}; every fp32.pt becomes the parameter, assembled, and every
+// exp_avg.pt / exp_avg_sq.pt its moment (TensorContent::state), as assemble_zero names them. The
+// rest of the model comes from the engine's model files (`engine`, plan_torch's archives): each
+// `module.<name>` without a zero/ folder (a buffer, a frozen parameter) as stored, and an alias of
+// a shared parameter (shared_params) as the parameter it shares.
+void plan_universal(const storage::Folder& folder, const std::vector<TorchFile>& files,
+                    const std::vector<TorchArchive>& engine, const ContentOptions& options, ContentReport& report);
 bool is_torch_file(const std::filesystem::path& path);
 
 // Detects the format at `path` and fills report.format and report.tensors (with their parts; no
