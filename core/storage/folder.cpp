@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <list>
 #include <mutex>
+#include <set>
 #include <span>
 #include <sys/stat.h>
 
@@ -96,9 +97,49 @@ struct Folder::Remote {
     S3Client client;
     std::string bucket; // "" for an HTTP(S) server
     std::string base; // the key prefix of the folder first opened: "" or "run/step-1/"
-    // S3: every object beneath `base` (keys relative to it) and its size, from one listing.
+    // S3: what the listings said, one folder level at a time (a "/"-delimited listing of a folder
+    // when it is first looked into): the objects (keys relative to `base`) and their sizes, the
+    // folders seen ("a/", "a/b/"), and the levels listed ("" for base itself). A run root in a
+    // bucket is not listed to its last object to read one step.
     bool listed = false;
-    std::map<std::string, uint64_t, std::less<>> sizes;
+    mutable std::mutex listing_mutex;
+    mutable std::map<std::string, uint64_t, std::less<>> sizes;
+    mutable std::set<std::string, std::less<>> folders;
+    mutable std::set<std::string, std::less<>> levels;
+
+    // Lists the level `prefix` ("" or "a/b/") once; the caller holds listing_mutex.
+    void list_level(const std::string& prefix) const
+    {
+        if (levels.contains(prefix))
+            return;
+        const S3Level level = client.list_level(bucket, base + prefix, kMaxListedObjects);
+        for (const ObjectInfo& object : level.objects)
+            sizes.emplace(object.key.substr(base.size()), object.size);
+        for (const std::string& folder : level.prefixes)
+            folders.insert(folder.substr(base.size()));
+        levels.insert(prefix);
+    }
+
+    void forget_listings()
+    {
+        sizes.clear();
+        folders.clear();
+        levels.clear();
+    }
+
+    static std::string parent_of(std::string_view relative)
+    {
+        const std::size_t slash = relative.rfind('/');
+        return slash == std::string_view::npos ? std::string() : std::string(relative.substr(0, slash + 1));
+    }
+
+    // S3: whether `prefix` ("a/b/") is a folder: its parent level lists it.
+    bool listed_folder(const std::string& prefix) const
+    {
+        std::lock_guard lock(listing_mutex);
+        list_level(parent_of(std::string_view(prefix).substr(0, prefix.size() - 1)));
+        return folders.contains(prefix);
+    }
     // HTTP(S) has no listing: objects are asked for one by one (HEAD), each once; the answers are
     // kept (readers on several threads ask for the same files).
     mutable std::mutex asked_mutex;
@@ -154,6 +195,8 @@ struct Folder::Remote {
     std::optional<uint64_t> size_of(const std::string& relative) const
     {
         if (listed) {
+            std::lock_guard lock(listing_mutex);
+            list_level(parent_of(relative));
             const auto it = sizes.find(relative);
             return it == sizes.end() ? std::nullopt : std::optional<uint64_t>(it->second);
         }
@@ -169,14 +212,19 @@ struct Folder::Remote {
         return size;
     }
 
-    // The entries directly beneath `prefix` ("" or "a/b/"), sorted, from the listing.
+    // The entries directly beneath `prefix` ("" or "a/b/"), sorted, from its level's listing.
     std::vector<std::string> names_beneath(const std::string& prefix) const
     {
+        std::lock_guard lock(listing_mutex);
+        list_level(prefix);
         std::vector<std::string> out;
-        for (auto it = sizes.lower_bound(prefix); it != sizes.end() && it->first.starts_with(prefix); ++it) {
-            const std::string rest = it->first.substr(prefix.size());
-            out.push_back(rest.substr(0, rest.find('/')));
-        }
+        for (auto it = sizes.lower_bound(prefix); it != sizes.end() && it->first.starts_with(prefix); ++it)
+            if (const std::string rest = it->first.substr(prefix.size());
+                !rest.empty() && rest.find('/') == std::string::npos) // "" is a folder marker object
+                out.push_back(rest);
+        for (auto it = folders.lower_bound(prefix); it != folders.end() && it->starts_with(prefix); ++it)
+            if (const std::string rest = it->substr(prefix.size()); rest.find('/') == rest.size() - 1)
+                out.push_back(rest.substr(0, rest.size() - 1));
         std::sort(out.begin(), out.end()); // "a.b" sorts before "a/x"
         out.erase(std::unique(out.begin(), out.end()), out.end());
         return out;
@@ -332,24 +380,19 @@ Folder Folder::open(const Location& location)
         folder.m_location.prefix = parent.empty() ? "" : parent.substr(0, parent.size() - 1);
         folder.m_location.text = to_string(folder.m_location);
     };
-    const auto list = [&](const std::string& prefix) {
-        remote->sizes.clear();
-        for (ObjectInfo& object : remote->client.list(remote->bucket, prefix, kMaxListedObjects))
-            remote->sizes.emplace(object.key.substr(prefix.size()), object.size);
-    };
     if (s3) {
         remote->listed = true;
         remote->base = location.prefix.empty() ? "" : location.prefix + "/";
-        list(remote->base);
+        folder.names = remote->names_beneath("");
         // Not a prefix: perhaps one object (s3://bucket/run/model.safetensors.index.json), read
         // with the rest of its folder, which the index or metadata names files in.
-        if (remote->sizes.empty() && !location.prefix.empty() && remote->client.head(remote->bucket, location.prefix)) {
+        if (folder.names.empty() && !location.prefix.empty() && remote->client.head(remote->bucket, location.prefix)) {
             as_parent();
-            list(remote->base);
+            remote->forget_listings();
+            folder.names = remote->names_beneath("");
         }
-        if (remote->sizes.empty())
+        if (folder.names.empty())
             throw Error(ProblemKind::cannot_open, text + ": no such object and no objects beneath it", text);
-        folder.names = remote->names_beneath("");
     } else {
         // HTTP cannot list: a URL whose last part answers a HEAD is a file; otherwise it names a
         // folder (even with a dot in its name, as "Llama-3.1-8B"), found by its entry files.
@@ -473,8 +516,7 @@ bool Folder::is_folder(std::string_view name) const
     const std::string beneath = m_prefix + std::string(name) + "/";
     if (!m_remote->listed) // HTTP cannot list: a folder is where a checkpoint's entry file answers
         return m_remote->answered_beneath(beneath) || !m_remote->probe(beneath).empty();
-    const auto it = m_remote->sizes.lower_bound(beneath);
-    return it != m_remote->sizes.end() && it->first.starts_with(beneath);
+    return m_remote->listed_folder(beneath);
 }
 
 Folder Folder::subfolder(std::string_view name) const

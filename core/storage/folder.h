@@ -2,8 +2,9 @@
 // A checkpoint folder wherever it lives: a local directory, an S3 prefix or an HTTP(S) URL. The
 // readers of every format ask a Folder for its names and for byte ranges of named objects, and
 // never learn which it is; so `info s3://…` reads a header with one ranged GET, as `info DIR`
-// reads it with one pread. A folder is listed once, when it is opened: a reader sees the names
-// detection saw, even if the folder changes meanwhile.
+// reads it with one pread. A folder is listed once, when it is opened (in a bucket, a sub-folder
+// when it is first looked into, one level at a time): a reader sees the names detection saw, even
+// if the folder changes meanwhile.
 //
 // Reads of a local file fail as pread does (false, errno set). Reads of a remote object throw
 // Error(remote_error) when the server cannot be read after the client's retries: an outage is
@@ -71,8 +72,9 @@ public:
     Folder& operator=(Folder&&) noexcept;
     ~Folder();
 
-    // Lists `location`. A local path: the directory. An S3 prefix: everything beneath it, in one
-    // listing; a key that is one object is read with the rest of its folder. An HTTP(S) URL, which
+    // Lists `location`. A local path: the directory. An S3 prefix: the objects and folders directly
+    // beneath it (a "/"-delimited listing; each folder beneath is listed when first opened); a key
+    // that is one object is read with the rest of its folder. An HTTP(S) URL, which
     // has no listing: a URL whose last part answers a HEAD is its folder holding that file (and
     // whatever the file names, asked for when opened); any other names a folder holding those of
     // the files checkpoint formats are recognised by that answer a HEAD. Throws

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -208,6 +209,15 @@ ListingPage read_listing_page(std::string_view body, std::string_view prefix, co
                         what + ": the listing names " + printable(*key) +
                             ", which is not a plain name under the prefix");
         page.objects.push_back({.key = *key, .size = bytes, .etag = unquoted(xml_text(entry, "ETag").value_or(""))});
+    }
+    for (const std::string_view entry : xml_elements(body, "CommonPrefixes")) {
+        const auto common = xml_text(entry, "Prefix");
+        if (!common || !common->starts_with(prefix) || common->size() <= prefix.size() + 1 || !common->ends_with('/') ||
+            escapes(std::string_view(*common).substr(prefix.size(), common->size() - prefix.size() - 1)))
+            throw Error(ProblemKind::remote_error,
+                        what + ": the listing names the folder " + printable(common.value_or("")) +
+                            ", which is not a plain name under the prefix");
+        page.prefixes.push_back(*common);
     }
     page.truncated = xml_text(body, "IsTruncated").value_or("false") == "true";
     if (page.truncated) {
@@ -444,7 +454,20 @@ std::optional<std::string> S3Client::get(const std::string& bucket, const std::s
 
 std::vector<ObjectInfo> S3Client::list(const std::string& bucket, const std::string& prefix, std::size_t max_keys) const
 {
-    std::vector<ObjectInfo> out;
+    std::vector<ObjectInfo> out = list_pages(bucket, prefix, "", max_keys).objects;
+    std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    return out;
+}
+
+S3Level S3Client::list_level(const std::string& bucket, const std::string& prefix, std::size_t max_keys) const
+{
+    return list_pages(bucket, prefix, "/", max_keys);
+}
+
+S3Level S3Client::list_pages(const std::string& bucket, const std::string& prefix, const std::string& delimiter,
+                             std::size_t max_keys) const
+{
+    S3Level out;
     std::string token;
     const std::string what = "LIST " + object_name(bucket, prefix);
     // A page holds up to 1000 keys: a server that keeps answering "truncated" with fewer, or
@@ -453,28 +476,30 @@ std::vector<ObjectInfo> S3Client::list(const std::string& bucket, const std::str
         if (page > max_keys / 100 + 10)
             throw Error(ProblemKind::remote_error,
                         what + ": the listing does not end (" + std::to_string(page) + " pages for " +
-                            std::to_string(out.size()) + " keys)");
+                            std::to_string(out.objects.size() + out.prefixes.size()) + " keys)");
         Call call{.method = "GET",
                   .bucket = bucket,
                   .query = {{"list-type", "2"}, {"prefix", prefix}},
                   .max_body = kMaxListingPage};
+        if (!delimiter.empty())
+            call.query.emplace_back("delimiter", delimiter);
         if (!token.empty())
             call.query.emplace_back("continuation-token", token);
         const Answer a = send(call);
         if (a.status != 200)
             refused(what, a.status, a.text);
         ListingPage listed = read_listing_page(a.text, prefix, what);
-        if (out.size() + listed.objects.size() > max_keys)
+        if (out.objects.size() + out.prefixes.size() + listed.objects.size() + listed.prefixes.size() > max_keys)
             throw Error(ProblemKind::remote_error,
                         what + ": more than " + std::to_string(max_keys) + " objects under the prefix");
-        std::move(listed.objects.begin(), listed.objects.end(), std::back_inserter(out));
+        std::move(listed.objects.begin(), listed.objects.end(), std::back_inserter(out.objects));
+        std::move(listed.prefixes.begin(), listed.prefixes.end(), std::back_inserter(out.prefixes));
         if (!listed.truncated)
             break;
         if (listed.next_token == token)
             throw Error(ProblemKind::remote_error, what + ": a truncated listing without a new continuation token");
         token = std::move(listed.next_token);
     }
-    std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
     return out;
 }
 

@@ -53,6 +53,13 @@ struct ObjectInfo {
     std::string etag;
 };
 
+// One folder level of a bucket (a listing with the "/" delimiter): the objects directly beneath
+// the prefix and the common prefixes of those deeper ("run/step-1/").
+struct S3Level {
+    std::vector<ObjectInfo> objects;
+    std::vector<std::string> prefixes;
+};
+
 struct MultipartUpload {
     std::string key;
     std::string upload_id;
@@ -72,6 +79,9 @@ public:
     // Every object under `prefix` (a "dir/" prefix lists what is beneath it), at most
     // `max_keys` of them (more is an error naming the prefix), sorted by key.
     std::vector<ObjectInfo> list(const std::string& bucket, const std::string& prefix, std::size_t max_keys) const;
+    // One level beneath `prefix` (which ends in "/" or is ""): at most `max_keys` objects and
+    // folders together, in the server's order.
+    S3Level list_level(const std::string& bucket, const std::string& prefix, std::size_t max_keys) const;
 
     // A single PUT with the body's MD5, which the server checks; up to 1 MiB its SHA-256 is signed
     // (and checked) too.
@@ -96,6 +106,8 @@ private:
     struct Call;
     struct Answer;
     Answer send(const Call& call) const;
+    S3Level list_pages(const std::string& bucket, const std::string& prefix, const std::string& delimiter,
+                       std::size_t max_keys) const;
     S3Config m_config;
     std::string m_scheme; // "http" or "https"
     std::string m_host; // host[:port] of the endpoint

@@ -263,6 +263,14 @@ inline void s3_answer_one(const uint8_t* data, std::size_t size)
             require(rest.find("/../") == std::string::npos && rest.find("/./") == std::string::npos,
                     "a listed key has no . or .. component");
         }
+        for (const std::string& folder : page.prefixes) {
+            require(folder.starts_with(prefix) && folder.ends_with('/') && folder.size() > prefix.size(),
+                    "a listed folder lies beneath the prefix and ends in /");
+            const std::string rest = "/" + folder.substr(prefix.size());
+            require(rest.find("//") == std::string::npos && rest.find("/../") == std::string::npos &&
+                        rest.find("/./") == std::string::npos,
+                    "a listed folder has no empty, . or .. component");
+        }
         require(!page.truncated || !page.next_token.empty(), "a truncated listing says where it goes on");
     } catch (const Error& e) {
         one_line(e.what());

@@ -14,11 +14,13 @@ namespace shardscope::storage {
 
 struct ListingPage {
     std::vector<ObjectInfo> objects; // in the server's order
+    std::vector<std::string> prefixes; // with a delimiter: the CommonPrefixes ("run/step-1/")
     bool truncated = false;
     std::string next_token; // not empty when truncated
 };
 
-// Every object must lie beneath `prefix` with a plain name (no "", "." or ".." component).
+// Every object and common prefix must lie beneath `prefix` with a plain name (no "", "." or ".."
+// component; a common prefix ends in "/").
 ListingPage read_listing_page(std::string_view body, std::string_view prefix, const std::string& what);
 
 struct UploadsPage {

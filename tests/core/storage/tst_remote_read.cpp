@@ -28,6 +28,7 @@
 #include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
+#include <thread>
 #include <atomic>
 #include <fstream>
 #include <limits>
@@ -651,6 +652,38 @@ private slots:
         const VerifyReport report = verify_checkpoint(location);
         QVERIFY2(report.ok(), report.problems.empty() ? "" : report.problems[0].message.c_str());
         QCOMPARE(report.shards.size(), std::size_t(2));
+    }
+
+    // A run root in a bucket is listed one folder level at a time: reading the step `latest`
+    // names costs its own listing, whatever the other steps hold (here 2,100 objects in an old
+    // step, which a listing of everything beneath the root would page through).
+    void aRootIsListedALevelAtATime()
+    {
+        const fs::path run = root() / "levelrun";
+        save_sharded(make_demo_state(5, 1001, 2, ParamDtype::BF16), run / "step-00000005", 5);
+        std::ofstream(run / "latest") << "step-00000005\n";
+        upload(run, "levelrun");
+        std::atomic<int> next{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 8; ++t)
+            threads.emplace_back([&] {
+                for (int i = next++; i < 2100; i = next++)
+                    m_s3->put(m_bucket, "levelrun/step-00000001/junk" + std::to_string(i), bytes_of("x"));
+            });
+        for (auto& t : threads)
+            t.join();
+        const s3test::FaultProxy proxy(s3test::server_config().endpoint);
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        const int before = proxy.forwarded();
+        const testutil::Run plan = testutil::shardctl(
+            {QStringLiteral("plan-reshard"), QString::fromStdString("s3://" + m_bucket + "/levelrun"),
+             QStringLiteral("--to"), QStringLiteral("3"), QStringLiteral("--endpoint"),
+             QString::fromStdString(proxy.endpoint()), QStringLiteral("--json")});
+        QVERIFY2(plan.exit_code == 0, plan.err.constData());
+        QCOMPARE(plan.json()["source_world_size"].get<int>(), 2);
+        // The root's level, `latest`, the step's level, its manifest.
+        const int requests = proxy.forwarded() - before;
+        QVERIFY2(requests <= 4, QByteArray::number(requests));
     }
 
     void statusAndPlanReshardOfABucketRoot()
