@@ -230,48 +230,64 @@ struct Folder::Remote {
         return out;
     }
 
-    // True when an object beneath `prefix` ("a/b/") has already answered a HEAD: a folder, known
-    // without asking for its entry files again.
-    bool answered_beneath(const std::string& prefix) const
+    // The names directly beneath `prefix` ("a/b/") of objects that have already answered a HEAD:
+    // a folder known without asking for its entry files again (a Megatron rank folder found by
+    // its model_optim_rng.pt).
+    std::vector<std::string> answered_beneath(const std::string& prefix) const
     {
+        std::vector<std::string> out;
         std::lock_guard lock(asked_mutex);
         for (auto it = asked.lower_bound(prefix); it != asked.end() && it->first.starts_with(prefix); ++it)
-            if (it->second)
-                return true;
-        return false;
+            if (const std::string rest = it->first.substr(prefix.size());
+                it->second && rest.find('/') == std::string::npos)
+                out.push_back(rest);
+        return out;
+    }
+
+    // A numbered series (DeepSpeed's rank files, Megatron's rank folders) followed from 0 while
+    // its names answer, past at most kProbedPastAMiss missing ones in a row, so that a gap among
+    // present ones is seen, and no further than kMaxProbedRanks: `found` is called for each index
+    // that answers. Returns one past the last of them (0: not even the first).
+    int follow_series(const std::function<bool(int)>& answers, const std::function<void(int)>& found) const
+    {
+        int end = 0;
+        for (int i = 0, misses = 0; i < kMaxProbedRanks && misses <= kProbedPastAMiss; ++i)
+            if (answers(i)) {
+                found(i);
+                end = i + 1;
+                misses = 0;
+            } else if (i == 0) {
+                break; // a series is followed only where its first name is there
+            } else {
+                ++misses;
+            }
+        return end;
     }
 
     // A Megatron iteration's rank folders beneath `prefix`: where rank (0, 0) answers, the
-    // tensor-parallel ranks (stage 0's) and each one's stages are followed as DeepSpeed's series
-    // are, then every rank of that grid asked for, so that a missing one among them is a gap the
-    // verifier names.
+    // tensor-parallel ranks (stage 0's) and the stages of the first and the last rank are
+    // followed, then every rank of that grid (at most kMaxProbedRanks) asked for, so that a
+    // missing one among them is a gap the verifier names.
     void probe_megatron_ranks(const std::string& prefix, std::vector<std::string>& out) const
     {
-        const auto present = [&](const std::string& folder) {
-            return size_of(prefix + folder + "/model_optim_rng.pt").has_value();
+        const auto present = [&](int tp, int pp) {
+            return size_of(prefix + megatron_rank_folder(tp, pp) + "/model_optim_rng.pt").has_value();
         };
-        const auto count = [&](const std::function<std::string(int)>& name_of) {
-            int last = 0;
-            for (int i = 1, misses = 0; i < kMaxProbedRanks && misses <= kProbedPastAMiss; ++i)
-                if (present(name_of(i))) {
-                    last = i;
-                    misses = 0;
-                } else {
-                    ++misses;
-                }
-            return last + 1;
-        };
+        const auto nothing = [](int) {};
         for (const int first_stage : {-1, 0}) {
-            if (!present(megatron_rank_folder(0, first_stage)))
+            const int tp = follow_series([&](int t) { return present(t, first_stage); }, nothing);
+            if (tp == 0)
                 continue;
-            const int tp = count([&](int t) { return megatron_rank_folder(t, first_stage); });
             int pp = 1;
-            for (int t = 0; t < tp && first_stage == 0; ++t) // any rank's stages: one may lack stage 1
-                pp = std::max(pp, count([&](int s) { return megatron_rank_folder(t, s); }));
+            if (first_stage == 0)
+                for (const int t : {0, tp - 1}) // either may lack a stage the other has
+                    pp = std::max(pp, follow_series([&](int s) { return present(t, s); }, nothing));
+            if (int64_t(tp) * pp > kMaxProbedRanks)
+                pp = std::max(1, kMaxProbedRanks / tp);
             for (int t = 0; t < tp; ++t)
                 for (int s = 0; s < pp; ++s)
-                    if (std::string name = megatron_rank_folder(t, first_stage < 0 ? -1 : s); present(name))
-                        out.push_back(std::move(name));
+                    if (present(t, first_stage < 0 ? -1 : s))
+                        out.push_back(megatron_rank_folder(t, first_stage < 0 ? -1 : s));
         }
     }
 
@@ -296,22 +312,14 @@ struct Folder::Remote {
         for (const std::string_view file : kMegatronRankFiles)
             if (size_of(prefix + std::string(file)))
                 out.emplace_back(file);
-        probe_megatron_ranks(prefix, out);
-        // A series is followed past rank 0 only where rank 0 is there.
-        for (const std::string_view series : kRankSeries) {
-            if (!size_of(prefix + rank_name(series, 0)))
-                continue;
-            out.push_back(rank_name(series, 0));
-            for (int rank = 1, misses = 0; rank < kMaxProbedRanks && misses <= kProbedPastAMiss; ++rank) {
-                std::string name = rank_name(series, rank);
-                if (!size_of(prefix + name)) {
-                    ++misses;
-                    continue;
-                }
-                misses = 0;
-                out.push_back(std::move(name));
-            }
+        if (!out.empty()) { // a Megatron rank folder: nothing more in it
+            std::sort(out.begin(), out.end());
+            return out;
         }
+        probe_megatron_ranks(prefix, out);
+        for (const std::string_view series : kRankSeries)
+            follow_series([&](int rank) { return size_of(prefix + rank_name(series, rank)).has_value(); },
+                          [&](int rank) { out.push_back(rank_name(series, rank)); });
         std::sort(out.begin(), out.end());
         return out;
     }
@@ -515,7 +523,7 @@ bool Folder::is_folder(std::string_view name) const
         return false;
     const std::string beneath = m_prefix + std::string(name) + "/";
     if (!m_remote->listed) // HTTP cannot list: a folder is where a checkpoint's entry file answers
-        return m_remote->answered_beneath(beneath) || !m_remote->probe(beneath).empty();
+        return !m_remote->answered_beneath(beneath).empty() || !m_remote->probe(beneath).empty();
     return m_remote->listed_folder(beneath);
 }
 
@@ -549,7 +557,14 @@ Folder Folder::subfolder(std::string_view name) const
     sub.m_prefix = m_prefix + std::string(name) + "/";
     sub.m_location = m_location.child(name);
     sub.path = display;
-    sub.names = m_remote->listed ? m_remote->names_beneath(sub.m_prefix) : m_remote->probe(sub.m_prefix);
+    if (m_remote->listed) {
+        sub.names = m_remote->names_beneath(sub.m_prefix);
+    } else { // what already answered beneath it (a rank folder's file), else its entry files
+        sub.names = m_remote->answered_beneath(sub.m_prefix);
+        if (sub.names.empty())
+            sub.names = m_remote->probe(sub.m_prefix);
+        std::sort(sub.names.begin(), sub.names.end());
+    }
     if (sub.names.empty()) {
         const bool object = m_remote->size_of(m_prefix + std::string(name)).has_value();
         throw Error(object ? ProblemKind::invalid_manifest : ProblemKind::cannot_open,
