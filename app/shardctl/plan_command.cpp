@@ -325,7 +325,8 @@ int run_plan(const QStringList& arguments)
 {
     QCommandLineParser parser;
     parser.setApplicationDescription(
-        QStringLiteral("Searches pipeline x data-parallel degree, virtual stages, microbatches, schedule, "
+        QStringLiteral("Searches pipeline x data-parallel degree (with --model also tensor, context and expert "
+                       "parallelism and the micro batch size), virtual stages, microbatches, schedule, ZeRO stage, "
                        "recomputation and the partition for the fastest training step that fits in GPU memory. "
                        "Every candidate is what 'shardctl schedule' prints for the same options."));
     parser.addOptions({

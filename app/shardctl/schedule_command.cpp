@@ -68,8 +68,9 @@ void print_text(const pl::StepPlan& step, const std::string& profile_name, const
     if (o.dp > 1)
         training += " (all-reduce " + format("%.4g", step.allreduce_ms) + " ms, " +
             format("%.4g", step.exposed_allreduce_ms) + " ms exposed)";
-    training += "; dp " + std::to_string(o.dp) + ", ZeRO " + std::to_string(o.zero) + ", recompute " +
-        std::string(pl::to_string(o.recompute)) + "; peak memory " + bytes_text(step.peak_memory_bytes);
+    training += "; dp " + std::to_string(o.dp) + ", ZeRO " + std::to_string(o.zero) +
+        (o.fp32_grads ? ", fp32 gradients" : "") + ", recompute " + std::string(pl::to_string(o.recompute)) +
+        "; peak memory " + bytes_text(step.peak_memory_bytes);
     if (o.gpu_memory_bytes)
         training += step.fits ? " (fits " + bytes_text(*o.gpu_memory_bytes) + ")"
                               : " (does NOT fit " + bytes_text(*o.gpu_memory_bytes) + ")";

@@ -9,6 +9,7 @@
 #include "core/foreign/internal/common.h"
 #include "core/foreign/internal/torch_files.h"
 #include "core/util/fsutil.h"
+#include "core/util/printable.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -179,31 +180,55 @@ void describe_files(const DeepSpeedFiles& f, std::size_t absent, ForeignSummary&
 }
 
 // A universal checkpoint's files: every parameter folder's three state files (step.pt where
-// there is one) and optimizer_state.pt, as paths beneath `dir`. A parameter folder without one of
-// the three lists it all the same, to be reported missing.
-std::vector<std::string> universal_files(const storage::Folder& dir, ForeignSummary& summary)
+// there is one) and optimizer_state.pt, as paths beneath `dir`. A parameter folder lacking one of
+// the three is one problem; a name that is not plain text is not read (it would reach the
+// terminal); past kMaxUniversalParameters folders the rest are not read either.
+constexpr std::size_t kMaxUniversalParameters = std::size_t(1) << 16; // DeepSeek-V3: about 45,000
+
+std::vector<std::string> universal_files(const storage::Folder& dir, VerifyReport& report)
 {
     const storage::Folder zero = dir.subfolder("zero");
     std::vector<std::string> out;
     std::size_t parameters = 0, steps = 0;
+    const std::string shown = (dir.path / "zero").string();
     for (const std::string& name : zero.names) {
         if (!zero.is_folder(name)) {
             if (name == "optimizer_state.pt")
                 out.push_back("zero/" + name);
             continue;
         }
-        ++parameters;
+        if (printable(name, 4096) != name) {
+            report.problems.push_back({.kind = ProblemKind::invalid_archive,
+                                       .message = shown + "/" + printable(name) +
+                                           ": a parameter folder whose name is not plain text; not read"});
+            continue;
+        }
+        if (++parameters > kMaxUniversalParameters) {
+            report.problems.push_back({.kind = ProblemKind::invalid_archive,
+                                       .message = shown + ": more than " + std::to_string(kMaxUniversalParameters) +
+                                           " parameter folders, more than ShardScope reads; the rest were not"});
+            break;
+        }
         const storage::Folder parameter = zero.subfolder(name);
+        std::string absent;
         for (const char* file : {"fp32.pt", "exp_avg.pt", "exp_avg_sq.pt"})
-            out.push_back("zero/" + name + "/" + file);
+            if (parameter.has(file))
+                out.push_back("zero/" + name + "/" + file);
+            else
+                absent += std::string(absent.empty() ? "" : ", ") + file;
+        if (!absent.empty())
+            report.problems.push_back({.kind = ProblemKind::missing_shard,
+                                       .message = shown + "/" + name + ": no " + absent +
+                                           " (a universal checkpoint keeps all three for each parameter)",
+                                       .path = "zero/" + name});
         if (parameter.has("step.pt")) {
             out.push_back("zero/" + name + "/step.pt");
             ++steps;
         }
     }
-    add_row(summary, "universal checkpoint",
-            std::to_string(parameters) + " parameters in zero/ (fp32, exp_avg, exp_avg_sq" + (steps ? ", step" : "") +
-                ")");
+    add_row(*report.foreign, "universal checkpoint",
+            std::to_string(std::min(parameters, kMaxUniversalParameters)) + " parameters in zero/ (fp32, exp_avg, " +
+                "exp_avg_sq" + (steps ? ", step" : "") + ")");
     return out;
 }
 
@@ -247,7 +272,7 @@ VerifyReport verify_deepspeed(const storage::Folder& dir, const VerifyOptions& o
                      [](const ShardCheck& a, const ShardCheck& b) { return a.path < b.path; });
     describe_files(found, absent.size(), *report.foreign);
     if (is_deepspeed_universal(dir)) { // no ranks: each file is its parameter's
-        for (std::string& path : universal_files(dir, *report.foreign))
+        for (std::string& path : universal_files(dir, report))
             report.shards.push_back(ShardCheck{.rank = -1, .path = std::move(path)});
     }
     if (report.shards.empty()) {

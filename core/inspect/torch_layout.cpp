@@ -404,8 +404,8 @@ void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, con
                                    .path = tiling.path});
 }
 
-// The .pt files a DeepSpeed or Megatron checkpoint consists of, with their ranks, as the
-// structure-only verifier lists them; the directory they are relative to goes into `dir`.
+// A universal checkpoint's parameter files, each planned on its own (every one holds a tensor
+// named "param"), then renamed for the folder it is in.
 void plan_universal(const storage::Folder& folder, const std::vector<TorchFile>& files,
                     const std::vector<TorchArchive>& engine, const ContentOptions& options, ContentReport& report)
 {
@@ -431,7 +431,7 @@ void plan_universal(const storage::Folder& folder, const std::vector<TorchFile>&
         if (param == one.tensors.end()) {
             if (one.problems.empty())
                 report.problems.push_back({.kind = ProblemKind::missing_tensor,
-                                           .message = (folder.path / tf.file).string() +
+                                           .message = (folder.path / printable(tf.file)).string() +
                                                ": no tensor 'param' in it, where a universal checkpoint keeps the "
                                                "parameter's values",
                                            .path = tf.file});
@@ -467,6 +467,8 @@ void plan_universal(const storage::Folder& folder, const std::vector<TorchFile>&
     }
 }
 
+// The .pt files a DeepSpeed or Megatron checkpoint consists of, with their ranks, as the
+// structure-only verifier lists them.
 std::vector<TorchFile> torch_files_of(const VerifyReport& listed)
 {
     std::vector<TorchFile> files;

@@ -158,14 +158,16 @@ std::optional<ChosenStep> choose_step(DetectedFormat& result, const storage::Fol
         ChosenStep chosen;
         if (tag) {
             chosen = {.name = tag->name, .display = tag->display};
-            result.origin.push_back({"tag", chosen.name + " (from `latest`)"});
+            result.origin.push_back(
+                {"tag", chosen.name + " (from `" + std::filesystem::path(tag->display).filename().string() + "`)"});
+            result.step = step_of(tag->step);
         } else if (chosen.name = highest_numbered(root.names, "global_step"); !chosen.name.empty()) {
             chosen.display = root.path.string();
             result.origin.push_back({"tag", chosen.name + " (no `latest`: the highest global_step folder)"});
+            result.step = step_of(number_after(chosen.name, "global_step"));
         } else {
             return std::nullopt;
         }
-        result.step = step_of(number_after(chosen.name, "global_step"));
         return chosen;
     }
     case CheckpointFormat::megatron: {
@@ -237,14 +239,21 @@ std::optional<RootTag> read_root_tag(CheckpointFormat format, const storage::Fol
     // A ShardScope directory with both manifest.json and `latest` is a step (format.md, 6.2).
     if (format == CheckpointFormat::shardscope && root.has("manifest.json"))
         return std::nullopt;
-    const std::string file = megatron ? "latest_checkpointed_iteration.txt" : "latest";
+    std::string file = megatron ? "latest_checkpointed_iteration.txt" : "latest";
+    // A DeepSpeed root whose only tag names its universal checkpoint (ds_to_universal writes
+    // latest_universal beside the training's `latest`, which is read when both are there).
+    if (format == CheckpointFormat::deepspeed && !root.has(file) && root.has("latest_universal"))
+        file = "latest_universal";
     if (!root.has(file))
         return std::nullopt;
     RootTag tag{.display = (root.path / file).string()};
     tag.text = read_tag_file(root, file, tag.display);
     tag.name = tag.text;
     if (!megatron) {
-        tag.step = number_after(tag.name, format == CheckpointFormat::deepspeed ? "global_step" : "step-");
+        std::string_view name = tag.name;
+        if (format == CheckpointFormat::deepspeed && name.ends_with("_universal"))
+            name.remove_suffix(std::string_view("_universal").size());
+        tag.step = number_after(name, format == CheckpointFormat::deepspeed ? "global_step" : "step-");
         return tag;
     }
     if (tag.text == "release")

@@ -211,8 +211,9 @@ SearchResult search_plans(const Profile& profile, const SearchSpec& spec, const 
                         result.candidates.push_back(describe(fastest, "compute", spec));
                         // Every cut holds no less under a stage that shards less, so where a more
                         // sharded stage was shown to have no cut that fits (an exhaustive look),
-                        // this one has none either. ZeRO 0 moves what ZeRO 1 does (2 U) and holds
-                        // more, so under the cut search's objective (the busiest piece's compute)
+                        // this one has none either. ZeRO 0 moves no less than ZeRO 1 (2 U each;
+                        // with fp32 gradients 4 U against 3) and holds more, so under the cut
+                        // search's objective (the busiest piece's compute)
                         // its fitted cut can only tie ZeRO 1's or lose: a heuristic for the
                         // simulated step, which is not compared.
                         const bool dominated = zero == 0 && dp > 1 &&

@@ -138,10 +138,26 @@ class DeepSpeedZero(unittest.TestCase):
         for name, states in moments.items():
             for k in states:
                 self.assertEqual(statuses[(name, k)], "identical", (name, k))
+        # The root, through latest_universal when no `latest` is there: the same model, its step.
+        os.remove(os.path.join(root, "latest"))
+        status, from_root = shardctl("convert", root, "--to", "hf", "--out", out + "-root")
+        self.assertEqual(status, 0, from_root)
+        self.assertEqual(from_root["source"]["path"], folder)
+        self.assertEqual(set(read_hf(out + "-root")), set(truth))
+        status, info = shardctl("info", root)
+        self.assertEqual((status, info.get("step")), (0, 7), info)
+        # A parameter folder without a moment, one without anything, and one whose name would
+        # reach the terminal: one sentence each, the name escaped.
         os.remove(os.path.join(folder, "zero", "up.weight", "exp_avg_sq.pt"))
+        os.makedirs(os.path.join(folder, "zero", "empty"))
+        os.makedirs(os.path.join(folder, "zero", "evil\x1b[31m"))
         status, verified = shardctl("verify", folder)
         self.assertEqual(status, 1, verified)
-        self.assertIn("zero/up.weight/exp_avg_sq.pt", verified["problems"][0]["message"])
+        messages = "\n".join(p["message"] for p in verified["problems"])
+        self.assertIn("zero/up.weight: no exp_avg_sq.pt", messages)
+        self.assertIn("zero/empty: no fp32.pt, exp_avg.pt, exp_avg_sq.pt", messages)
+        self.assertIn("evil\\x1b[31m: a parameter folder whose name is not plain text", messages)
+        self.assertNotIn("\x1b", json.dumps(verified, ensure_ascii=False))
 
     def test_convert_to_shardscope_carries_masters_and_moments(self):
         # ShardScope holds floating-point parameters only: the model without its int64 buffer

@@ -36,6 +36,10 @@ void PipelinePlanner::setProfile(pl::Profile profile)
 {
     forgetReset();
     m_model.reset(); // its collectives were this profile's
+    // What only a Model search candidate sets, and no control shows, is its own too.
+    m_options.ep = 1;
+    m_options.dp_link_gbps.reset();
+    m_options.fp32_grads = false;
     m_profile = std::move(profile);
     if (m_method == pl::PartitionMethod::manual)
         m_method = pl::PartitionMethod::compute;
@@ -263,6 +267,7 @@ bool PipelinePlanner::applyCandidate(const pl::Candidate& candidate, const pl::S
                                       .recompute = candidate.recompute,
                                       .link_gbps = search.link_gbps,
                                       .overlap_allreduce = search.overlap_allreduce,
+                                      .fp32_grads = search.fp32_grads,
                                       .gpu_memory_bytes = search.gpu_memory_bytes};
     try {
         // The candidate's cut as the search made it: "compute" on the recompute-adjusted costs,

@@ -313,14 +313,17 @@ void PlannerPanel::addTrainingControls(QWidget* row, FlowLayout* flow)
 void PlannerPanel::applyTrainingControls()
 {
     const double gib = m_gpuMemory->value();
-    m_planner->setTrainingOptions(pl::TrainingOptions{
-        .dp = m_dp->value(),
-        .zero = m_zero->currentData().toInt(),
-        .recompute = pl::Recompute(m_recompute->currentData().toInt()),
-        .link_gbps = m_link->value(),
-        .overlap_allreduce = m_overlap->isChecked(),
-        .gpu_memory_bytes =
-            gib > 0 ? std::optional<std::int64_t>(std::llround(gib * 1024.0 * 1024.0 * 1024.0)) : std::nullopt});
+    // What the controls do not show stays as it is: a Model search candidate's expert-parallel
+    // degree, data-parallel link and fp32 gradients.
+    pl::TrainingOptions options = m_planner->trainingOptions();
+    options.dp = m_dp->value();
+    options.zero = m_zero->currentData().toInt();
+    options.recompute = pl::Recompute(m_recompute->currentData().toInt());
+    options.link_gbps = m_link->value();
+    options.overlap_allreduce = m_overlap->isChecked();
+    options.gpu_memory_bytes =
+        gib > 0 ? std::optional<std::int64_t>(std::llround(gib * 1024.0 * 1024.0 * 1024.0)) : std::nullopt;
+    m_planner->setTrainingOptions(options);
 }
 
 void PlannerPanel::startSweep()

@@ -134,10 +134,14 @@ QString BubbleReadout::detailText() const
         QString line = tr("Purple bands: all-reduce over dp %1, %2").arg(o.dp).arg(ms(step->allreduce_ms));
         if (o.overlap_allreduce)
             line += tr(", %1 hidden").arg(ms(std::max(0.0, step->allreduce_ms - step->exposed_allreduce_ms)));
+        if (o.fp32_grads)
+            line += tr(" (fp32 gradients)");
         lines << line;
     } else {
         lines << tr("dp 1: no all-reduce, no purple bands");
     }
+    if (o.fp32_grads) // no control shows it: a Model search candidate's choice
+        lines << tr("Gradients in fp32: 4 bytes a parameter");
 
     const int stage = peakStage(*step);
     lines << tr("Peak memory: %1 per GPU (stage %2)").arg(bytes(step->peak_memory_bytes)).arg(stage);
