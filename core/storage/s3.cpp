@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <random>
+#include <set>
 #include <thread>
 
 namespace shardscope::storage {
@@ -47,8 +48,8 @@ constexpr std::size_t kMaxListingPage = 16 << 20; // 1000 keys of 1 KiB each, wi
 constexpr const char* kIgnoresRange =
     "the server ignores the Range header (it answers 200 with the whole object, not 206 with the part "
     "asked for), and a checkpoint is read in place only from a server that answers range requests";
-// Pages of open uploads followed: 10^6 uploads under one prefix is no checkpoint's.
-constexpr std::size_t kMaxUploadPages = 1000;
+// Open uploads followed under one prefix: 10^5 (100 pages) is far more than any checkpoint's.
+constexpr std::size_t kMaxOpenUploads = 100'000;
 constexpr std::size_t kSignedBodyLimit = 1 << 20;
 
 std::string amz_now()
@@ -236,8 +237,10 @@ UploadsPage read_uploads_page(std::string_view body, std::string_view prefix, co
     for (const std::string_view entry : xml_elements(body, "Upload")) {
         auto key = xml_text(entry, "Key");
         auto id = xml_text(entry, "UploadId");
-        // Only uploads beneath the prefix are ever aborted: another run's are not this one's.
-        if (key && id && !id->empty() && id->size() <= 1024 && key->starts_with(prefix))
+        // Only uploads beneath the prefix, named as a listing's keys must be, are ever aborted:
+        // another run's are not this one's.
+        if (key && id && !id->empty() && id->size() <= 1024 && key->starts_with(prefix) &&
+            !escapes(std::string_view(*key).substr(prefix.size())))
             page.uploads.push_back({.key = std::move(*key), .upload_id = std::move(*id)});
     }
     page.truncated = xml_text(body, "IsTruncated").value_or("false") == "true";
@@ -576,10 +579,12 @@ std::vector<MultipartUpload> S3Client::list_multipart_uploads(const std::string&
 {
     const std::string what = "LIST uploads " + object_name(bucket, prefix);
     std::vector<MultipartUpload> out;
+    std::set<std::pair<std::string, std::string>> seen;
     std::string key_marker, id_marker;
-    // A page holds up to 1000 uploads; the markers move on or the listing is not followed.
+    // A page holds up to 1000 uploads, in (key, upload id) order: the markers must move forward,
+    // and the pages and the count stay bounded, or a server could keep this going for ever.
     for (std::size_t page = 0;; ++page) {
-        if (page > kMaxUploadPages)
+        if (page >= kMaxOpenUploads / 1000 + 10)
             throw Error(ProblemKind::remote_error,
                         what + ": the listing does not end (" + std::to_string(page) + " pages)");
         Call call{.method = "GET",
@@ -594,12 +599,17 @@ std::vector<MultipartUpload> S3Client::list_multipart_uploads(const std::string&
         if (a.status != 200)
             refused(what, a.status, a.text);
         UploadsPage listed = read_uploads_page(a.text, prefix, what);
-        std::move(listed.uploads.begin(), listed.uploads.end(), std::back_inserter(out));
+        for (MultipartUpload& upload : listed.uploads)
+            if (seen.emplace(upload.key, upload.upload_id).second)
+                out.push_back(std::move(upload));
+        if (out.size() > kMaxOpenUploads)
+            throw Error(ProblemKind::remote_error,
+                        what + ": more than " + std::to_string(kMaxOpenUploads) + " open uploads under the prefix");
         if (!listed.truncated)
             return out;
         if (listed.next_key_marker.empty() ||
-            (listed.next_key_marker == key_marker && listed.next_upload_id_marker == id_marker))
-            throw Error(ProblemKind::remote_error, what + ": a truncated listing without new markers");
+            std::pair(listed.next_key_marker, listed.next_upload_id_marker) <= std::pair(key_marker, id_marker))
+            throw Error(ProblemKind::remote_error, what + ": a truncated listing whose markers do not move forward");
         key_marker = std::move(listed.next_key_marker);
         id_marker = std::move(listed.next_upload_id_marker);
     }

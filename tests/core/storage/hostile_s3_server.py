@@ -47,6 +47,12 @@ class Hostile(http.server.BaseHTTPRequestHandler):
                         b"</Key><Size>1</Size></Contents><Contents><Key>other/x</Key><Size>1</Size></Contents>"
                         b"</ListBucketResult>")
             return self.reply(200, body)
+        params = [p.split("=")[0] for p in query.split("&")]
+        if (path == "/b/" or path == "/b") and "uploads" in params:  # markers that never move on
+            body = (b"<ListMultipartUploadsResult><IsTruncated>true</IsTruncated><NextKeyMarker>back/a"
+                    b"</NextKeyMarker><NextUploadIdMarker>1</NextUploadIdMarker><Upload><Key>back/a</Key>"
+                    b"<UploadId>1</UploadId></Upload></ListMultipartUploadsResult>")
+            return self.reply(200, body)
         if path == "/b/redirect":
             return self.reply(301, b"", [("Location", "http://elsewhere.invalid/b/redirect")])
         if path == "/b/scheme-redirect":  # to another scheme on the same host

@@ -433,6 +433,9 @@ private slots:
         const QString loop = said([&] { (void)s3.list("b", "loop/", 100); });
         QVERIFY2(loop.contains(QStringLiteral("a truncated listing without a new continuation token")),
                  qPrintable(loop));
+        const QString uploads = said([&] { (void)s3.list_multipart_uploads("b", "back/"); });
+        QVERIFY2(uploads.contains(QStringLiteral("a truncated listing whose markers do not move forward")),
+                 qPrintable(uploads));
         const QString endless = said([&] { (void)s3.list("b", "endless/", 100); });
         QVERIFY2(endless.contains(QStringLiteral("the listing does not end")), qPrintable(endless));
         const QString missing = said([&] { s3.read("b", "none", 0, ten); });
