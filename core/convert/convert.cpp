@@ -363,10 +363,10 @@ ConvertResult convert_checkpoint(const storage::Location& source, const fs::path
         result.tensor_bytes = job.copy_total;
         // The training step the source records: a ShardScope manifest's, DeepSpeed's global_stepN,
         // Megatron's iteration.
-        job.step = verified.manifest ? verified.manifest->step
-            : verified.foreign && verified.foreign->step.value_or(-1) >= 0
-            ? static_cast<uint64_t>(*verified.foreign->step)
-            : 0;
+        if (verified.manifest)
+            job.step = verified.manifest->step;
+        else if (verified.foreign && verified.foreign->step.value_or(-1) >= 0)
+            job.step = static_cast<uint64_t>(*verified.foreign->step);
         result.files = options.target == ConvertTarget::hf ? convert::write_hf(job)
             : options.target == ConvertTarget::dcp         ? convert::write_dcp(job)
                                                            : convert::write_shardscope(job);

@@ -62,7 +62,7 @@ struct ConvertedTensor {
     // tensor itself is not written); "" for every other tensor.
     std::string dequantized_by;
     std::vector<uint64_t> shape;
-    std::string file; // the output file holding it
+    std::string file; // the output file holding it; "" for an Adam step count not written (--to shardscope)
 };
 
 struct ConvertedFile {

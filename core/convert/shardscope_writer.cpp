@@ -80,9 +80,9 @@ std::optional<OptimizerName> parameter_of(const std::string& name, const std::ma
                 return it->second;
         return std::nullopt;
     };
-    static const std::pair<const char*, const char*> kStates[] = {
+    static const std::pair<const char*, const char*> kStoredStates[] = {
         {"exp_avg", "exp_avg"}, {"exp_avg_sq", "exp_avg_sq"}, {"step", "step"}, {"fp32_param", "master"}};
-    for (const auto& [stored, state] : kStates) {
+    for (const auto& [stored, state] : kStoredStates) {
         const std::string s(stored);
         if (rest.starts_with(s + "."))
             if (auto p = find(rest.substr(s.size() + 1)))
@@ -104,19 +104,26 @@ std::string printable_number(double v)
 // The value of a one-element tensor (Adam's `step`), read without counting it as written.
 double read_scalar(ConvertJob& job, const TensorContent& tensor)
 {
-    const uint64_t copied = job.copied;
-    auto progress = std::move(job.progress);
+    struct Restore { // also when the read throws: the job reports progress again
+        ConvertJob& job;
+        uint64_t copied = job.copied;
+        std::function<void(uint64_t)> progress = std::move(job.progress);
+        ~Restore()
+        {
+            job.copied = copied;
+            job.progress = std::move(progress);
+        }
+    } restore{job};
     job.progress = nullptr;
     double value = 0;
     copy_elements(job, tensor, ElementType::F64, 0, 1,
                   [&](const std::byte* p, std::size_t) { std::memcpy(&value, p, sizeof value); });
-    job.copied = copied;
-    job.progress = std::move(progress);
     return value;
 }
 
-// `steps`: the output tensors that were Adam's step counts, which become the manifest's step.
-std::vector<FlatTensor> lay_out_flat(ConvertJob& job, ParamDtype dtype, std::set<std::size_t>& steps)
+// `steps`: the output tensors that are Adam's step counts; `steps_kept`: whether their value became
+// the manifest's step (not where the source records its own).
+std::vector<FlatTensor> lay_out_flat(ConvertJob& job, ParamDtype dtype, std::set<std::size_t>& steps, bool& steps_kept)
 {
     std::vector<std::size_t> model;
     std::map<std::string, std::size_t> model_by_name;
@@ -161,9 +168,9 @@ std::vector<FlatTensor> lay_out_flat(ConvertJob& job, ParamDtype dtype, std::set
                             where() + ": its step count " + printable_number(value) + " is not a whole number");
             if (step && *step != value)
                 throw Error(ProblemKind::invalid_argument,
-                            where() + ": its step count " + printable_number(value) + " differs from tensor '" +
-                                printable(step_tensor) + "''s (" + printable_number(*step) +
-                                "): a ShardScope checkpoint has one step");
+                            where() + ": its step count " + printable_number(value) +
+                                " differs from the step count of tensor '" + printable(step_tensor) + "' (" +
+                                printable_number(*step) + "): a ShardScope checkpoint has one step");
             step = value;
             step_tensor = t.name;
             steps.insert(i);
@@ -187,9 +194,12 @@ std::vector<FlatTensor> lay_out_flat(ConvertJob& job, ParamDtype dtype, std::set
                 job.source.dir.string() + ": parameter '" + printable(job.tensors[i].source_name) + "' has " +
                     (states.contains({i, "exp_avg"}) ? "exp_avg but no exp_avg_sq" : "exp_avg_sq but no exp_avg") +
                     ": --to shardscope carries both Adam moments or neither; give --states model");
-    // The optimizer's step stands for the training step where the source records none (a DCP).
-    if (step && job.step == 0)
+    // The optimizer's step stands for the training step where the source records none (a DCP);
+    // where it records one, that is the checkpoint's step and the step tensors are not written.
+    if (step && !job.step) {
         job.step = static_cast<uint64_t>(*step);
+        steps_kept = true;
+    }
     std::vector<FlatTensor> flat;
     uint64_t offset = 0;
     const ElementType param_type = dtype == ParamDtype::BF16 ? ElementType::BF16 : ElementType::F16;
@@ -225,7 +235,8 @@ std::vector<ConvertedFile> write_shardscope(ConvertJob& job)
             model.push_back(i);
     const ParamDtype dtype = param_dtype_for(job, model);
     std::set<std::size_t> steps;
-    const std::vector<FlatTensor> flat = lay_out_flat(job, dtype, steps);
+    bool steps_kept = false;
+    const std::vector<FlatTensor> flat = lay_out_flat(job, dtype, steps, steps_kept);
     const uint64_t total = flat.empty() ? 0 : flat.back().info.offset + flat.back().info.numel;
     const int world = job.options.world_size;
     // What is written: 14 bytes a parameter, whatever the states' sources.
@@ -289,14 +300,17 @@ std::vector<ConvertedFile> write_shardscope(ConvertJob& job)
         records.back().health = health;
         files.push_back({.name = records.back().path, .bytes = records.back().bytes});
     }
-    CheckpointMeta meta{.world_size = world, .step = job.step, .param_dtype = dtype, .param_numel_total = total};
+    CheckpointMeta meta{
+        .world_size = world, .step = job.step.value_or(0), .param_dtype = dtype, .param_numel_total = total};
     for (const FlatTensor& f : flat)
         meta.tensors.push_back(f.info);
     commit(job.out_dir, std::move(records), meta, job.options.durable);
     for (std::size_t i = 0; i < job.tensors.size(); ++i) {
         ConvertedTensor& t = job.tensors[i];
-        const bool step_count = steps.contains(i); // kept as the manifest's step, not as values
-        t.file = step_count ? "manifest.json" : world == 1 ? shard_file_name(0) : "rank*.safetensors";
+        const bool step_count = steps.contains(i); // not written as values: the manifest's step, or nothing
+        t.file = step_count ? (steps_kept ? "manifest.json" : "")
+            : world == 1    ? shard_file_name(0)
+                            : "rank*.safetensors";
         t.dtype_out = step_count ? t.dtype_in : t.model ? std::string(to_string(dtype)) : "F32";
     }
     const uint64_t manifest = std::filesystem::file_size(job.out_dir / "manifest.json");

@@ -51,6 +51,17 @@ class Pipeline(pyutil.TempDirTest):
         self.assertEqual(mine, cli)
         self.assertGreater(mine["peak_memory_bytes"], 0)
         self.assertGreater(mine["allreduce_ms"], 0)
+        # Megatron's fp32 gradients: the CLI's --fp32-grads, twice the gradient bytes.
+        fp32 = shardscope.schedule(4, 8, "1f1b", profile=profile, partition="compute", dp=8, zero=1,
+                                   recompute="full", gpu_memory_gib=80, link_gbps=200, fp32_grads=True)
+        status, cli = shardctl("schedule", "--stages", 4, "--microbatches", 8, "--schedule", "1f1b",
+                               "--profile", profile, "--partition", "compute", "--dp", 8, "--zero", 1,
+                               "--recompute", "full", "--gpu-memory", 80, "--link-gbps", 200, "--fp32-grads")
+        self.assertEqual(fp32, cli)
+        self.assertTrue(fp32["fp32_grads"])
+        for a, b in zip(mine["stage_stats"], fp32["stage_stats"]):
+            self.assertEqual(b["memory"]["gradients"], 2 * a["memory"]["gradients"])
+        self.assertAlmostEqual(fp32["allreduce_ms"], 1.5 * mine["allreduce_ms"], delta=1e-9 * mine["allreduce_ms"])
         with self.assertRaises(shardscope.Error) as caught:
             shardscope.schedule(4, 8, "1f1b", recompute="sometimes")
         self.assertEqual(caught.exception.kind, "invalid_argument")

@@ -89,6 +89,7 @@ class TorchDcpOptimizer(pyutil.TempDirTest):
         status, out = shardctl("convert", self.path("nostep"), "--to", "shardscope", "--out", self.path("ss0"),
                                "--states", "model+optimizer", "--dtype", "bf16", "--json")
         self.assertEqual(status, 0, out)
+        self.assertEqual(shardscope.manifest(self.path("ss0"))["step"], 0)
         self.assertFlatEqual(self.flat(self.path("ss0"), 1), self.expected(params, state))
 
         # Steps that disagree: refused naming the tensor, nothing written.

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ struct ConvertJob {
     std::vector<ElementType> out_types;
     uint64_t copy_total = 0; // bytes to write, for progress
     uint64_t copied = 0;
-    uint64_t step = 0; // the source's training step, where it records one (ShardScope, DeepSpeed, Megatron)
+    // The source's training step, where it records one (ShardScope, DeepSpeed, Megatron); a
+    // DCP records none (then --to shardscope takes Adam's step count, or 0).
+    std::optional<uint64_t> step;
     std::function<void(uint64_t copied)> progress;
 };
 

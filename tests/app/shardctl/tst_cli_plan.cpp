@@ -102,6 +102,11 @@ private slots:
             << QStringLiteral("--gpus 8 --global-batch 32 --micro-batch-size 1 --gpu-memory 30 "
                               "--link-gbps 100 --zero 2 --overlap-allreduce")
             << false;
+        QTest::newRow("shaped, fp32 gradients")
+            << QString()
+            << QStringLiteral("--gpus 8 --global-batch 32 --micro-batch-size 1 --gpu-memory 30 "
+                              "--link-gbps 100 --fp32-grads")
+            << false;
         // Every ZeRO stage and schedule searched: each candidate's own stage reproduces it.
         QTest::newRow("decoder-7b, every ZeRO stage")
             << profile("decoder-7b-32.json")
@@ -161,7 +166,8 @@ private slots:
                     !shared[i].startsWith(QStringLiteral("--global")) &&
                     !shared[i].startsWith(QStringLiteral("--micro")) && shared[i] != QStringLiteral("--zero")) {
                     schedule << shared[i];
-                    if (shared[i] != QStringLiteral("--overlap-allreduce"))
+                    if (shared[i] != QStringLiteral("--overlap-allreduce") &&
+                        shared[i] != QStringLiteral("--fp32-grads"))
                         schedule << shared[++i];
                 } else {
                     ++i;
@@ -180,6 +186,8 @@ private slots:
                      command.c_str());
             QVERIFY2(command.find(" --zero " + std::to_string(c["zero"].get<int>()) + " ") != std::string::npos,
                      command.c_str());
+            QCOMPARE(command.find(" --fp32-grads") != std::string::npos,
+                     options.contains(QStringLiteral("--fp32-grads")));
         }
         if (manual)
             QVERIFY(saw_manual); // the memory-fitted "manual:..." cuts reproduce too

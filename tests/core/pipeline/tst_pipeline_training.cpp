@@ -9,6 +9,7 @@
 #include "core/util/error.h"
 
 #include <QTest>
+#include <tuple>
 #include <algorithm>
 #include <cmath>
 
@@ -185,6 +186,15 @@ private slots:
                                        TrainingOptions{.dp = 8, .zero = zero, .link_gbps = gbps, .fp32_grads = true});
             QVERIFY(exact(plan.allreduce_ms, units * unit));
             QCOMPARE(plan.allreduce[0].bytes, std::int64_t(4'000'000));
+        }
+        // ZeRO 2 and 3 with M = 8 on a stage of 10^9 parameters, whose reductions do not hide in
+        // its 8 x 3 ms of compute: (2M + 1) U, 3 U of it after the backward; 4 M U, 4 U after.
+        const Profile big = layers(4, 1.0, 2.0, 1'000'000'000, 1);
+        const double big_unit = ring_allreduce_ms(2'000'000'000, 8, gbps) / 2.0, busy = 8 * 3.0;
+        for (const auto& [zero, total, last] : {std::tuple{2, 17.0, 3.0}, std::tuple{3, 32.0, 4.0}}) {
+            const StepPlan plan = step(big, ScheduleKind::one_f_one_b, 4, 8, 1,
+                                       TrainingOptions{.dp = 8, .zero = zero, .link_gbps = gbps, .fp32_grads = true});
+            QVERIFY(exact(plan.allreduce_ms, last * big_unit + std::max(0.0, (total - last) * big_unit - busy)));
         }
     }
 
