@@ -214,6 +214,7 @@ ListingPage read_listing_page(std::string_view body, std::string_view prefix, co
     for (const std::string_view entry : xml_elements(body, "CommonPrefixes")) {
         const auto common = xml_text(entry, "Prefix");
         if (!common || !common->starts_with(prefix) || common->size() <= prefix.size() + 1 || !common->ends_with('/') ||
+            common->ends_with("//") ||
             escapes(std::string_view(*common).substr(prefix.size(), common->size() - prefix.size() - 1)))
             throw Error(ProblemKind::remote_error,
                         what + ": the listing names the folder " + printable(common.value_or("")) +
