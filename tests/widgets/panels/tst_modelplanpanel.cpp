@@ -73,7 +73,7 @@ class TestModelPlanPanel : public QObject {
     }
 
     // Config, preset and sizes as a person enters them, then Search and wait.
-    static void searchMixtral(PlannerPanel& panel)
+    static void searchMixtral(PlannerPanel& panel, bool fp32_grads = false)
     {
         panel.openModelConfig(kMixtral);
         ModelPlanPanel* plan = panel.modelPlanPanel();
@@ -84,6 +84,8 @@ class TestModelPlanPanel : public QObject {
         widgettest::typeInto(plan->gpusBox(), QString::number(kGpus));
         widgettest::typeInto(plan->seqLenBox(), QString::number(kSeqLen));
         widgettest::typeInto(plan->globalBatchBox(), QString::number(kGlobalBatch));
+        if (plan->fp32GradsBox()->isChecked() != fp32_grads)
+            QTest::mouseClick(plan->fp32GradsBox(), Qt::LeftButton);
         QTest::mouseClick(plan->searchButton(), Qt::LeftButton);
         QVERIFY(plan->isSearching());
         QTRY_VERIFY_WITH_TIMEOUT(!plan->isSearching(), 120000);
@@ -160,6 +162,34 @@ private slots:
                      QStringLiteral("step time %1 = makespan %2")
                          .arg(BubbleReadout::ms(want.step_time), BubbleReadout::ms(want.makespan))),
                  qPrintable(plan->message()->text()));
+    }
+
+    // The first row of a search with fp32 gradients is shown with them, and keeps them (and its
+    // expert-parallel degree) when a control of the training step is changed: the controls set
+    // only what they show.
+    void aCandidatesHiddenChoicesSurviveTheControls()
+    {
+        PlannerPanel panel;
+        showPanel(panel);
+        searchMixtral(panel, true);
+        ModelPlanPanel* plan = panel.modelPlanPanel();
+        QVERIFY(plan->model()->rowCount() > 0);
+        const QRect rect = plan->table()->visualRect(plan->model()->index(0, PlanCandidateModel::Pp));
+        QTest::mouseClick(plan->table()->viewport(), Qt::LeftButton, {}, rect.center());
+        const pl::TrainingOptions shown = panel.planner()->trainingOptions();
+        QVERIFY(shown.fp32_grads);
+        QVERIFY(panel.planner()->stepPlan());
+        QVERIFY2(panel.readout()->detailText().contains(QStringLiteral("Gradients in fp32")),
+                 qPrintable(panel.readout()->detailText()));
+        widgettest::typeInto(panel.dpBox(), QString::number(shown.dp * 2));
+        const pl::TrainingOptions changed = panel.planner()->trainingOptions();
+        QCOMPARE(changed.dp, shown.dp * 2);
+        QVERIFY(changed.fp32_grads);
+        QCOMPARE(changed.ep, shown.ep);
+        // Another profile is not the candidate's: its hidden choices go with it.
+        panel.planner()->setProfile(pl::uniform_profile(8));
+        QVERIFY(!panel.planner()->trainingOptions().fp32_grads);
+        QCOMPARE(panel.planner()->trainingOptions().ep, 1);
     }
 
     // Mixtral's every block routes its tokens: with ep > 1 each block's forward spends the
