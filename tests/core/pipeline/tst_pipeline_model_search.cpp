@@ -47,6 +47,21 @@ pl::Cluster small_cluster()
                        .inter_node_latency_us = 5};
 }
 
+// The small MoE model's search on 16 GPUs of 64 MiB over small_cluster(): every degree, the best 3.
+pl::ModelSearchSpec small_moe_search()
+{
+    return pl::ModelSearchSpec{.gpus = 16,
+                               .global_batch = 32,
+                               .seq_len = 256,
+                               .device_tflops = 50,
+                               .peak_tflops = 100,
+                               .gpu_memory_bytes = 64 << 20,
+                               .links = {.cluster = small_cluster()},
+                               .micro_batch_sizes = {1, 2},
+                               .max_virtual_stages = 3,
+                               .top = 3};
+}
+
 bool exact(double a, double b)
 {
     return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b));
@@ -397,16 +412,7 @@ private slots:
     void candidateRunReproducesEveryCandidate()
     {
         const pl::ModelConfig model = small_model(8);
-        const pl::ModelSearchSpec spec{.gpus = 16,
-                                       .global_batch = 32,
-                                       .seq_len = 256,
-                                       .device_tflops = 50,
-                                       .peak_tflops = 100,
-                                       .gpu_memory_bytes = 64 << 20,
-                                       .links = {.cluster = small_cluster()},
-                                       .micro_batch_sizes = {1, 2},
-                                       .max_virtual_stages = 3,
-                                       .top = 3};
+        const pl::ModelSearchSpec spec = small_moe_search();
         const pl::ModelSearchResult found = pl::search_model_plans(model, spec);
         const double flops = pl::model_flops_per_sample(model, spec.seq_len);
         bool tensor = false, expert = false;
@@ -455,17 +461,9 @@ private slots:
     void runnersUpNameWhatTheyChose()
     {
         const pl::ModelConfig model = small_model(8);
-        const pl::ModelSearchSpec spec{.gpus = 16,
-                                       .global_batch = 32,
-                                       .seq_len = 256,
-                                       .device_tflops = 50,
-                                       .peak_tflops = 100,
-                                       .gpu_memory_bytes = 64 << 20,
-                                       .links = {.cluster = small_cluster()},
-                                       .micro_batch_sizes = {1, 2},
-                                       .max_virtual_stages = 3,
-                                       .top = 1000,
-                                       .exhaustive = true};
+        pl::ModelSearchSpec spec = small_moe_search();
+        spec.top = 1000;
+        spec.exhaustive = true;
         const pl::ModelSearchResult found = pl::search_model_plans(model, spec);
         const pl::Candidate& best = found.search.candidates.front();
         std::size_t named = 0;
