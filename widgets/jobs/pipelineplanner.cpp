@@ -39,7 +39,6 @@ void PipelinePlanner::setProfile(pl::Profile profile)
     // What only a Model search candidate sets, and no control shows, is its own too.
     m_options.ep = 1;
     m_options.dp_link_gbps.reset();
-    m_options.fp32_grads = false;
     m_profile = std::move(profile);
     if (m_method == pl::PartitionMethod::manual)
         m_method = pl::PartitionMethod::compute;

@@ -296,31 +296,36 @@ void PlannerPanel::addTrainingControls(QWidget* row, FlowLayout* flow)
     m_link->setSpecialValueText(tr("instant"));
     m_link->setKeyboardTracking(false);
     m_overlap = new QCheckBox(tr("Overlap all-reduce"), row);
+    m_fp32Grads = new QCheckBox(tr("fp32 gradients"), row);
     group(tr("&dp"), m_dp, tr("Data-parallel degree: replicas of the pipeline whose gradients are all-reduced"));
     group({}, m_zero, tr("ZeRO stage: optimizer state (1), gradients (2), weights (3) sharded over dp"));
     group({}, m_recompute, tr("Activation recomputation: keep less, recompute in the backward"));
     group(tr("GPU &memory"), m_gpuMemory, tr("Memory per GPU: stages needing more are shown red"));
     group(tr("&Link"), m_link, tr("Link bandwidth for sends between stages and the all-reduce"));
     group({}, m_overlap, tr("Stream each stage's all-reduce beside its last microbatch's backward"));
+    group({}, m_fp32Grads,
+          tr("Gradients kept and reduced in fp32, as Megatron does with bf16 (--fp32-grads): 4 bytes a parameter"));
     connect(m_dp, &QSpinBox::valueChanged, this, &PlannerPanel::applyTrainingControls);
     connect(m_zero, &QComboBox::activated, this, &PlannerPanel::applyTrainingControls);
     connect(m_recompute, &QComboBox::activated, this, &PlannerPanel::applyTrainingControls);
     connect(m_gpuMemory, &QDoubleSpinBox::valueChanged, this, &PlannerPanel::applyTrainingControls);
     connect(m_link, &QDoubleSpinBox::valueChanged, this, &PlannerPanel::applyTrainingControls);
     connect(m_overlap, &QCheckBox::toggled, this, &PlannerPanel::applyTrainingControls);
+    connect(m_fp32Grads, &QCheckBox::toggled, this, &PlannerPanel::applyTrainingControls);
 }
 
 void PlannerPanel::applyTrainingControls()
 {
     const double gib = m_gpuMemory->value();
     // What the controls do not show stays as it is: a Model search candidate's expert-parallel
-    // degree, data-parallel link and fp32 gradients.
+    // degree and data-parallel link.
     pl::TrainingOptions options = m_planner->trainingOptions();
     options.dp = m_dp->value();
     options.zero = m_zero->currentData().toInt();
     options.recompute = pl::Recompute(m_recompute->currentData().toInt());
     options.link_gbps = m_link->value();
     options.overlap_allreduce = m_overlap->isChecked();
+    options.fp32_grads = m_fp32Grads->isChecked();
     options.gpu_memory_bytes =
         gib > 0 ? std::optional<std::int64_t>(std::llround(gib * 1024.0 * 1024.0 * 1024.0)) : std::nullopt;
     m_planner->setTrainingOptions(options);
@@ -412,7 +417,8 @@ void PlannerPanel::syncControls()
     // A CSV schedule's op lists fix its stages and microbatches.
     m_stages->setEnabled(spec.kind != pl::ScheduleKind::custom);
     m_microbatches->setEnabled(spec.kind != pl::ScheduleKind::custom);
-    const QSignalBlocker t1(m_dp), t2(m_zero), t3(m_recompute), t4(m_gpuMemory), t5(m_link), t6(m_overlap);
+    const QSignalBlocker t1(m_dp), t2(m_zero), t3(m_recompute), t4(m_gpuMemory), t5(m_link), t6(m_overlap),
+        t7(m_fp32Grads);
     const auto& options = m_planner->trainingOptions();
     m_dp->setValue(options.dp);
     m_zero->setCurrentIndex(m_zero->findData(options.zero));
@@ -421,6 +427,7 @@ void PlannerPanel::syncControls()
                                                    : 0.0);
     m_link->setValue(options.link_gbps);
     m_overlap->setChecked(options.overlap_allreduce);
+    m_fp32Grads->setChecked(options.fp32_grads);
     int index = m_profile->findData(QString::fromStdString(m_planner->profile().source));
     if (index < 0) {
         // A profile made in the app (a model search's candidate, a checkpoint's, a trace's) has

@@ -58,6 +58,7 @@ public:
     QSpinBox* stagesBox() const { return m_stages; }
     QSpinBox* microbatchesBox() const { return m_microbatches; }
     QSpinBox* dpBox() const { return m_dp; }
+    QCheckBox* fp32GradsBox() const { return m_fp32Grads; }
     QDoubleSpinBox* linkBox() const { return m_link; }
     // Shown when a schedule or stage change re-balanced a dragged cut: what happened, and Undo
     // (also Ctrl+Z on the page) to put the previous schedule and cut back.
@@ -120,6 +121,7 @@ private:
     QDoubleSpinBox* m_gpuMemory = nullptr;
     QDoubleSpinBox* m_link = nullptr;
     QCheckBox* m_overlap = nullptr;
+    QCheckBox* m_fp32Grads = nullptr;
     bool m_profileChosen = false;
 };
 

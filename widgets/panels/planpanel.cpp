@@ -120,6 +120,7 @@ QWidget* PlanPanel::buildInputs()
     for (int z = 0; z <= 3; ++z)
         m_zero->addItem(tr("ZeRO %1").arg(z), z);
     m_overlap = new QCheckBox(tr("Overlap all-reduce"), box);
+    m_fp32Grads = new QCheckBox(tr("fp32 gradients"), box);
     group(tr("GPUs"), m_gpus, tr("GPUs to split into pipeline × data parallel"));
     group(tr("Memory"), m_memory, tr("Memory per GPU"));
     group(tr("Global batch"), m_globalBatch, tr("Samples per step"));
@@ -128,6 +129,7 @@ QWidget* PlanPanel::buildInputs()
     group({}, m_zero,
           tr("ZeRO stage: how the optimizer state, gradients and weights are sharded over dp; Any tries each"));
     group({}, m_overlap, tr("Stream each stage's gradient all-reduce beside its last microbatch's backward"));
+    group({}, m_fp32Grads, tr("Gradients kept and reduced in fp32, as Megatron does with bf16 (--fp32-grads)"));
     m_searchButton = new QPushButton(tr("&Search"), box);
     m_searchButton->setDefault(true);
     m_cancelButton = new QPushButton(tr("Cancel"), box);
@@ -154,7 +156,8 @@ pl::SearchSpec PlanPanel::searchSpec() const
                           .p2p_latency_ms = m_planner->spec().p2p_latency_ms,
                           .zero = m_zero->currentData().toInt() < 0 ? std::vector<int>{}
                                                                     : std::vector<int>{m_zero->currentData().toInt()},
-                          .overlap_allreduce = m_overlap->isChecked()};
+                          .overlap_allreduce = m_overlap->isChecked(),
+                          .fp32_grads = m_fp32Grads->isChecked()};
 }
 
 void PlanPanel::setSearchInputs(const pl::SearchSpec& spec)
@@ -166,6 +169,7 @@ void PlanPanel::setSearchInputs(const pl::SearchSpec& spec)
     m_link->setValue(spec.link_gbps);
     m_zero->setCurrentIndex(std::max(0, m_zero->findData(spec.zero.size() == 1 ? spec.zero.front() : -1)));
     m_overlap->setChecked(spec.overlap_allreduce);
+    m_fp32Grads->setChecked(spec.fp32_grads);
 }
 
 void PlanPanel::search()

@@ -84,6 +84,7 @@ private:
     QDoubleSpinBox* m_link = nullptr;
     QComboBox* m_zero = nullptr;
     QCheckBox* m_overlap = nullptr;
+    QCheckBox* m_fp32Grads = nullptr;
     shardscope::pipeline::SearchSpec m_shown; // the search the table holds
     quint64 m_generation = 0; // a result is delivered only to the search that asked for it
     bool m_searching = false;

@@ -28,6 +28,7 @@ const QString trainingZero = QStringLiteral("planner/training/zero");
 const QString trainingRecompute = QStringLiteral("planner/training/recompute");
 const QString trainingLinkGbps = QStringLiteral("planner/training/linkGbps");
 const QString trainingOverlap = QStringLiteral("planner/training/overlapAllReduce");
+const QString trainingFp32Grads = QStringLiteral("planner/training/fp32Grads");
 const QString trainingGpuMemory = QStringLiteral("planner/training/gpuMemoryBytes"); // 0: no limit
 const QString searchGpus = QStringLiteral("planner/search/gpus");
 const QString searchGlobalBatch = QStringLiteral("planner/search/globalBatch");
@@ -38,6 +39,7 @@ const QString searchLinkGbps = QStringLiteral("planner/search/linkGbps");
 // "planner/search/zero") does not pin the search to it now.
 const QString searchZero = QStringLiteral("planner/search/zeroStage");
 const QString searchOverlap = QStringLiteral("planner/search/overlapAllReduce");
+const QString searchFp32Grads = QStringLiteral("planner/search/fp32Grads");
 const QString modelConfig = QStringLiteral("planner/modelSearch/config");
 const QString modelCluster = QStringLiteral("planner/modelSearch/cluster");
 const QString modelGpus = QStringLiteral("planner/modelSearch/gpus");
@@ -206,6 +208,7 @@ std::optional<pl::TrainingOptions> Settings::plannerTraining() const
                                       .recompute = recompute.value_or(pl::Recompute::none),
                                       .link_gbps = m_settings->value(key::trainingLinkGbps, 0.0).toDouble(),
                                       .overlap_allreduce = m_settings->value(key::trainingOverlap, false).toBool(),
+                                      .fp32_grads = m_settings->value(key::trainingFp32Grads, false).toBool(),
                                       .gpu_memory_bytes =
                                           memory > 0 ? std::optional<std::int64_t>(memory) : std::nullopt};
     const bool valid = recompute && options.dp >= 1 && options.dp <= r::kMaxDp && options.zero >= 0 &&
@@ -221,6 +224,7 @@ void Settings::setPlannerTraining(const pl::TrainingOptions& options)
     m_settings->setValue(key::trainingRecompute, QString::fromUtf8(pl::to_string(options.recompute)));
     m_settings->setValue(key::trainingLinkGbps, options.link_gbps);
     m_settings->setValue(key::trainingOverlap, options.overlap_allreduce);
+    m_settings->setValue(key::trainingFp32Grads, options.fp32_grads);
     m_settings->setValue(key::trainingGpuMemory, qint64(options.gpu_memory_bytes.value_or(0)));
 }
 
@@ -236,7 +240,8 @@ std::optional<pl::SearchSpec> Settings::planSearch() const
                         .micro_batch_size = m_settings->value(key::searchMicroBatch, 1).toInt(),
                         .gpu_memory_bytes = m_settings->value(key::searchGpuMemory, 0).toLongLong(),
                         .link_gbps = m_settings->value(key::searchLinkGbps, 0.0).toDouble(),
-                        .overlap_allreduce = m_settings->value(key::searchOverlap, false).toBool()};
+                        .overlap_allreduce = m_settings->value(key::searchOverlap, false).toBool(),
+                        .fp32_grads = m_settings->value(key::searchFp32Grads, false).toBool()};
     const bool valid = spec.gpus >= 1 && spec.gpus <= r::kMaxGpus && spec.global_batch >= 1 &&
         spec.global_batch <= r::kMaxGlobalBatch && spec.micro_batch_size >= 1 &&
         spec.micro_batch_size <= r::kMaxMicroBatch &&
@@ -256,6 +261,7 @@ void Settings::setPlanSearch(const pl::SearchSpec& spec)
     m_settings->setValue(key::searchLinkGbps, spec.link_gbps);
     m_settings->setValue(key::searchZero, spec.zero.size() == 1 ? spec.zero.front() : -1); // -1: every stage
     m_settings->setValue(key::searchOverlap, spec.overlap_allreduce);
+    m_settings->setValue(key::searchFp32Grads, spec.fp32_grads);
 }
 
 std::optional<ModelSearchInputs> Settings::modelSearch() const

@@ -140,7 +140,7 @@ QString BubbleReadout::detailText() const
     } else {
         lines << tr("dp 1: no all-reduce, no purple bands");
     }
-    if (o.fp32_grads) // no control shows it: a Model search candidate's choice
+    if (o.fp32_grads) // the memory table's gradients column is twice the 16-bit one's
         lines << tr("Gradients in fp32: 4 bytes a parameter");
 
     const int stage = peakStage(*step);

@@ -164,9 +164,9 @@ private slots:
                  qPrintable(plan->message()->text()));
     }
 
-    // The first row of a search with fp32 gradients is shown with them, and keeps them (and its
-    // expert-parallel degree) when a control of the training step is changed: the controls set
-    // only what they show.
+    // The first row of a search with fp32 gradients is shown with them (the planner's own box
+    // says so), and keeps them and its expert-parallel degree when another control of the
+    // training step is changed: the controls set only what they show.
     void aCandidatesHiddenChoicesSurviveTheControls()
     {
         PlannerPanel panel;
@@ -181,15 +181,19 @@ private slots:
         QVERIFY(panel.planner()->stepPlan());
         QVERIFY2(panel.readout()->detailText().contains(QStringLiteral("Gradients in fp32")),
                  qPrintable(panel.readout()->detailText()));
+        QVERIFY(panel.fp32GradsBox()->isChecked());
         widgettest::typeInto(panel.dpBox(), QString::number(shown.dp * 2));
         const pl::TrainingOptions changed = panel.planner()->trainingOptions();
         QCOMPARE(changed.dp, shown.dp * 2);
         QVERIFY(changed.fp32_grads);
         QCOMPARE(changed.ep, shown.ep);
-        // Another profile is not the candidate's: its hidden choices go with it.
+        // Another profile is not the candidate's: its expert parallelism goes with it; the box,
+        // a choice of the person's, stays.
         panel.planner()->setProfile(pl::uniform_profile(8));
-        QVERIFY(!panel.planner()->trainingOptions().fp32_grads);
         QCOMPARE(panel.planner()->trainingOptions().ep, 1);
+        QVERIFY(panel.planner()->trainingOptions().fp32_grads);
+        QTest::mouseClick(panel.fp32GradsBox(), Qt::LeftButton);
+        QVERIFY(!panel.planner()->trainingOptions().fp32_grads);
     }
 
     // Mixtral's every block routes its tokens: with ep > 1 each block's forward spends the

@@ -96,6 +96,7 @@ private slots:
                                            .recompute = pl::Recompute::selective,
                                            .link_gbps = 200.5,
                                            .overlap_allreduce = true,
+                                           .fp32_grads = true,
                                            .gpu_memory_bytes = std::int64_t(80) << 30};
         const pl::SearchSpec search{.gpus = 512,
                                     .global_batch = 1024,
@@ -103,7 +104,8 @@ private slots:
                                     .gpu_memory_bytes = std::int64_t(40) << 30,
                                     .link_gbps = 400,
                                     .zero = {1},
-                                    .overlap_allreduce = true};
+                                    .overlap_allreduce = true,
+                                    .fp32_grads = true};
         {
             Settings settings(file);
             QVERIFY(!settings.plannerTraining());
@@ -121,6 +123,7 @@ private slots:
             QCOMPARE(t->recompute, pl::Recompute::selective);
             QCOMPARE(t->link_gbps, 200.5);
             QCOMPARE(t->overlap_allreduce, true);
+            QCOMPARE(t->fp32_grads, true);
             QCOMPARE(t->gpu_memory_bytes, std::optional<std::int64_t>(std::int64_t(80) << 30));
             const auto s = settings.planSearch();
             QVERIFY(s);
@@ -131,6 +134,7 @@ private slots:
             QCOMPARE(s->link_gbps, 400.0);
             QCOMPARE(s->zero, std::vector<int>{1});
             QCOMPARE(s->overlap_allreduce, true);
+            QCOMPARE(s->fp32_grads, true);
             // No limit is stored as such.
             pl::TrainingOptions unlimited = training;
             unlimited.gpu_memory_bytes.reset();
