@@ -240,7 +240,9 @@ bool is_deepspeed_universal(const storage::Folder& dir)
         return false;
     try {
         return dir.subfolder("zero").has("optimizer_state.pt");
-    } catch (const Error&) { // an unreadable zero/ is not this layout's
+    } catch (const Error& e) { // an unreadable zero/ is not this layout's; an outage is an outage
+        if (e.kind() == ProblemKind::remote_error)
+            throw;
         return false;
     }
 }
