@@ -71,12 +71,25 @@ void check_destination(const fs::path& source_dir, const fs::path& out)
     }
 }
 
+// The first key of a torch.save tensor's path, past the "<file pattern>: " that names the
+// pipeline stage or layer file when the same path recurs in several (stats' naming).
+std::string first_key(const TensorContent& tensor)
+{
+    std::string_view name = tensor.name;
+    if (const std::size_t colon = name.find(": "); colon != std::string_view::npos) {
+        const std::string_view file = name.substr(0, colon);
+        if (file.ends_with(".pt") || file.ends_with(".pth") || file.ends_with(".bin"))
+            name.remove_prefix(colon + 2);
+    }
+    return std::string(name.substr(0, name.find('.')));
+}
+
 // A foreign tensor that is optimizer state, by the names the training frameworks save it under:
 // DeepSpeed's *optim_states.pt files, and keys under optimizer / optimizer_state_dict / optim
 // (Megatron's model_optim_rng.pt, DeepSpeed's optimizer files, torchtitan's DCP).
 bool is_optimizer_tensor(const TensorContent& tensor)
 {
-    const std::string first = tensor.name.substr(0, tensor.name.find('.'));
+    const std::string first = first_key(tensor);
     if (first == "optimizer" || first == "optimizer_state_dict" || first == "optim")
         return true;
     return !tensor.parts.empty() && std::all_of(tensor.parts.begin(), tensor.parts.end(), [](const TensorPart& p) {
@@ -106,6 +119,8 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
     std::set<std::string> names;
     for (std::size_t t = 0; t < layout.tensors.size(); ++t) {
         const TensorContent& tensor = layout.tensors[t];
+        if (tensor.state.empty() && !tensor.assembled && first_key(tensor) == "rng_state")
+            continue; // Megatron's random-generator states: a rank's place in the run, neither model nor optimizer
         const bool model = tensor.assembled ? tensor.state.empty()
             : tensor.state.empty()          ? !is_optimizer_tensor(tensor)
                                             : tensor.state == "param";
@@ -114,16 +129,18 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
         if (assembled && !tensor.assembled && (model || assembled_moments))
             continue;
         // Slices of several rank files laid end to end are the model only where the format says
-        // so: a DeepSpeed optimizer partition (its flat group). Else which dimension was split, or
-        // whether they are replicas, is nowhere in the files.
+        // so: a DeepSpeed optimizer partition (its flat group). Megatron's tensor-parallel slices
+        // were joined where its layers' rules place them; for the rest which dimension was split,
+        // or whether they are replicas, is nowhere in the files.
         if (tensor.concatenated && !std::all_of(tensor.parts.begin(), tensor.parts.end(), [](const TensorPart& p) {
                 return p.file.find("optim_states") != std::string::npos;
             }))
             throw Error(ProblemKind::invalid_argument,
                         inspect::file_of(layout, tensor) + ": tensor '" + printable(tensor.name) + "' is held by " +
                             std::to_string(tensor.parts.size()) +
-                            " rank files (tensor-parallel slices or replicas) whose split the files do not record: "
-                            "convert writes whole tensors only (stats and diff read the slices end to end)");
+                            " rank files (tensor-parallel slices or replicas) that no rule of Megatron's layers "
+                            "joins (not a layer it splits, or slices that do not fit its split): convert writes "
+                            "whole tensors only (stats and diff read the slices end to end)");
         const bool native_state = !model && !tensor.state.empty();
         const std::string name = native_state ? "optim." + tensor.state + "." + tensor.name : tensor.name;
         try {

@@ -80,8 +80,9 @@ struct TensorContent {
     // so its health is the assembled tensors' (no finding of its own).
     bool zero_partition = false;
     // torch.save files that differ in a rank hold a tensor of this name each (tensor-parallel
-    // slices, replicas, ZeRO partitions): laid end to end as one flat tensor, which is what its
-    // statistics are of, but not a shape the model has (the files do not say how they split it).
+    // slices no rule of Megatron's layers joins, replicas, ZeRO partitions): laid end to end as one
+    // flat tensor, which is what its statistics are of, but not a shape the model has (the files
+    // do not say how they split it).
     bool concatenated = false;
 };
 

@@ -116,8 +116,9 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
 {
     const fs::path& dir = folder.path;
     std::map<std::pair<std::string, std::string>, std::size_t> by_key; // (slice group, name) -> tensor
-    std::map<std::string, std::vector<std::size_t>> by_name; // name -> its tensors
     std::vector<std::string> group_of; // per tensor planned here
+    std::vector<std::vector<std::vector<uint64_t>>> part_shapes; // per tensor planned here: its parts' shapes
+    std::map<std::pair<std::string, std::string>, std::vector<uint64_t>> stored_shapes; // (slice group, name)
     const std::size_t base = report.tensors.size();
     for (const TorchFile& tf : files) {
         const std::string shown =
@@ -229,13 +230,14 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             if (archive)
                 archive->tensors.try_emplace(
                     ref.name, TorchArchive::Tensor{.type = *type, .shape = ref.shape, .part = located_part});
+            const std::string group = slice_group(tf.file);
+            stored_shapes.try_emplace({group, ref.name}, ref.shape);
             if (!wanted)
                 continue;
-            const std::string group = slice_group(tf.file);
             auto [it, inserted] = by_key.try_emplace({group, ref.name}, report.tensors.size());
             if (inserted) {
-                by_name[ref.name].push_back(report.tensors.size());
                 group_of.push_back(group);
+                part_shapes.emplace_back();
                 report.tensors.push_back({.name = ref.name, .type = *type, .shape = ref.shape});
             }
             TensorContent& tensor = report.tensors[it->second];
@@ -252,14 +254,20 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
                 first += p.numel;
             located_part.first_element = first;
             tensor.parts.push_back(std::move(located_part));
+            part_shapes[it->second - base].push_back(ref.shape);
         }
     }
-    for (const auto& [name, indices] : by_name) // one name in several layers or stages: say whose
-        if (indices.size() > 1)
-            for (const std::size_t i : indices)
-                report.tensors[i].name = group_of[i - base] + ": " + name;
-    for (std::size_t i = base; i < report.tensors.size(); ++i) // slices of several files: flattened
+    // Slices of several files: Megatron's tensor-parallel slices joined into the tensor they are
+    // cut from, anything else laid end to end.
+    for (std::size_t i = base; i < report.tensors.size(); ++i)
         if (TensorContent& t = report.tensors[i]; t.parts.size() > 1) {
+            const std::string& group = group_of[i - base];
+            const StoredShape shape_of = [&](const std::string& name) -> std::optional<std::vector<uint64_t>> {
+                const auto found = stored_shapes.find({group, name});
+                return found == stored_shapes.end() ? std::nullopt : std::optional(found->second);
+            };
+            if (join_tensor_parallel(t, std::move(part_shapes[i - base]), shape_of))
+                continue;
             // In rank order, not file-name order ("zero_pp_rank_10" sorts before "_2"): the
             // flattened order is the ranks' concatenation, the same at any file naming.
             if (std::all_of(t.parts.begin(), t.parts.end(), [](const TensorPart& p) { return p.rank >= 0; }))
@@ -273,6 +281,17 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             t.shape = {total};
             t.concatenated = true;
         }
+    std::vector<std::string> names;
+    for (std::size_t i = base; i < report.tensors.size(); ++i)
+        names.push_back(report.tensors[i].name);
+    number_stage_layers(names, group_of);
+    std::map<std::string, std::vector<std::size_t>> by_name; // name -> its tensors
+    for (std::size_t i = base; i < report.tensors.size(); ++i)
+        by_name[report.tensors[i].name = names[i - base]].push_back(i);
+    for (const auto& [name, indices] : by_name) // one name in several layers or stages: say whose
+        if (indices.size() > 1)
+            for (const std::size_t i : indices)
+                report.tensors[i].name = group_of[i - base] + ": " + name;
 }
 
 // DCP: every chunk of every tensor is a part (rank from its file name), read inside the

@@ -63,21 +63,6 @@ struct Flat {
     }
 };
 
-// The model-parallel index of a DeepSpeed file name (mp_rank_XX), or -1.
-int model_parallel_rank(const std::string& file)
-{
-    const std::size_t at = file.find("mp_rank_");
-    if (at == std::string::npos)
-        return -1;
-    int rank = 0;
-    std::size_t p = at + 8;
-    if (p >= file.size() || file[p] < '0' || file[p] > '9')
-        return -1;
-    for (; p < file.size() && file[p] >= '0' && file[p] <= '9' && rank < (1 << 20); ++p)
-        rank = rank * 10 + (file[p] - '0');
-    return rank;
-}
-
 using GroupKey = std::function<std::string(std::size_t group)>;
 
 class ZeroAssembly {
@@ -110,7 +95,7 @@ private:
                 m_optim.push_back(&a);
             if (a.zero.model_file)
                 m_models.push_back(&a);
-            if (a.file.file.starts_with("layer_") || model_parallel_rank(a.file.file) > 0)
+            if (a.file.file.starts_with("layer_") || tensor_parallel_rank(a.file.file) > 0)
                 parallel = &a;
         }
         if (m_optim.empty() || m_models.empty())

@@ -7,6 +7,7 @@ CLI, so every dict the module returns can be compared with the command's --json 
 import json
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
@@ -112,3 +113,25 @@ class TempDirTest(unittest.TestCase):
 
 def main():
     unittest.main(verbosity=2)
+
+
+HF_DTYPES = {"F32": np.uint32, "BF16": np.uint16, "I64": np.int64}
+
+
+def read_hf(folder):
+    """name -> (dtype, shape, raw values as unsigned ints) of a Hugging Face folder, parsed by hand."""
+    with open(os.path.join(folder, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    out = {}
+    for file in sorted(set(index["weight_map"].values())):
+        with open(os.path.join(folder, file), "rb") as f:
+            data = f.read()
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + n])
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            lo, hi = entry["data_offsets"]
+            out[name] = (entry["dtype"], entry["shape"],
+                         np.frombuffer(data[8 + n + lo:8 + n + hi], dtype=HF_DTYPES[entry["dtype"]]))
+    return out

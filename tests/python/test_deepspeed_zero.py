@@ -7,7 +7,6 @@ parameter's Adam moments likewise, and a negative second moment is found by para
 import collections
 import json
 import os
-import struct
 import sys
 import tempfile
 import unittest
@@ -28,28 +27,6 @@ sys.path.insert(0, os.path.join(os.environ.get("SHARDSCOPE_SOURCE_DIR", "."), "t
 import deepspeed_zero  # noqa: E402
 
 CASES = [(1, 4, False), (2, 3, False), (3, 4, False), (1, 2, True)]  # stage, data-parallel ranks, BF16_Optimizer
-DTYPES = {"F32": np.uint32, "BF16": np.uint16, "I64": np.int64}
-
-
-def read_hf(folder):
-    """name -> (dtype, shape, raw values as unsigned ints) of a Hugging Face folder, parsed by hand."""
-    with open(os.path.join(folder, "model.safetensors.index.json")) as f:
-        index = json.load(f)
-    out = {}
-    for file in sorted(set(index["weight_map"].values())):
-        with open(os.path.join(folder, file), "rb") as f:
-            data = f.read()
-        (n,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8:8 + n])
-        for name, entry in header.items():
-            if name == "__metadata__":
-                continue
-            lo, hi = entry["data_offsets"]
-            out[name] = (entry["dtype"], entry["shape"],
-                         np.frombuffer(data[8 + n + lo:8 + n + hi], dtype=DTYPES[entry["dtype"]]))
-    return out
-
-
 def bits(t):
     """A torch tensor's values as (dtype name, raw unsigned ints), to compare bit for bit."""
     t = t.contiguous().reshape(-1)
@@ -83,7 +60,7 @@ class DeepSpeedZero(unittest.TestCase):
                 self.assertEqual(status, 0, result)
                 self.assertEqual(result["source"]["format"], "deepspeed")
                 self.assertEqual(result["tensors"], len(truth))
-                written = read_hf(out)
+                written = pyutil.read_hf(out)
                 self.assertEqual(set(written), set(truth))  # buffers, frozen, trained and tied parameters
                 for name, tensor in truth.items():
                     self.assert_written(written, name, tensor)
@@ -92,7 +69,7 @@ class DeepSpeedZero(unittest.TestCase):
                 status, result = shardctl("convert", root, "--to", "hf", "--out", out + "-optim",
                                           "--states", "model+optimizer")
                 self.assertEqual(status, 0, result)
-                written = read_hf(out + "-optim")
+                written = pyutil.read_hf(out + "-optim")
                 expected = set(truth) | {f"optim.{k}.{n}" for n in moments for k in ("exp_avg", "exp_avg_sq")}
                 self.assertEqual(set(written), expected)
                 for name, states in moments.items():
@@ -123,7 +100,7 @@ class DeepSpeedZero(unittest.TestCase):
         out = folder + "-hf"
         status, result = shardctl("convert", folder, "--to", "hf", "--out", out, "--states", "model+optimizer")
         self.assertEqual(status, 0, result)
-        written = read_hf(out)
+        written = pyutil.read_hf(out)
         expected = set(truth) | {f"optim.{k}.{n}" for n in moments for k in ("exp_avg", "exp_avg_sq")}
         self.assertEqual(set(written), expected)
         for name, tensor in truth.items():
@@ -143,7 +120,7 @@ class DeepSpeedZero(unittest.TestCase):
         status, from_root = shardctl("convert", root, "--to", "hf", "--out", out + "-root")
         self.assertEqual(status, 0, from_root)
         self.assertEqual(from_root["source"]["path"], folder)
-        self.assertEqual(set(read_hf(out + "-root")), set(truth))
+        self.assertEqual(set(pyutil.read_hf(out + "-root")), set(truth))
         status, info = shardctl("info", root)
         self.assertEqual((status, info.get("step")), (0, 7), info)
         # A parameter folder without a moment, one without anything, and one whose name would
@@ -335,7 +312,7 @@ class DeepSpeedZero(unittest.TestCase):
         out = root + "-hf"
         status, result = shardctl("convert", root, "--to", "hf", "--out", out, "--states", "model+optimizer")
         self.assertEqual(status, 0, result)
-        written = read_hf(out)
+        written = pyutil.read_hf(out)
         self.assertTrue(set(truth) < set(written))
         # the optimizer as the files hold it, since it could not be put together per parameter
         self.assertIn("optimizer_state_dict.base_optimizer_state.state.0.exp_avg", written)

@@ -8,8 +8,11 @@
 #include "core/inspect/content.h"
 
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardscope::inspect {
@@ -45,6 +48,23 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
 // parameter gathered from the ranks' flat fp32 partitions, aliases of shared parameters. A folder
 // that is no ZeRO checkpoint adds nothing; one that cannot be assembled says why in a warning.
 void assemble_zero(const std::vector<TorchArchive>& archives, const ContentOptions& options, ContentReport& report);
+// The tensor-parallel rank in a file name: Megatron's mp_rank_TT[_PPP] folders, DeepSpeed's
+// mp_rank_TT files and its pipeline layer files' -model_TT-; -1 when it has none.
+int tensor_parallel_rank(std::string_view file);
+// Megatron's tensor-parallel slices of `tensor` (a part per rank's file, `shapes` their stored
+// shapes in the same order) as the tensor the model has (tensor_parallel.cpp says by which rule):
+// boxes of the whole tensor, or one part for a tensor every rank holds whole. `stored_shape`
+// gives another tensor's stored shape in the same files (whether an MLP is gated). False, and
+// nothing changed, when no rule covers the tensor or its slices do not fit the rule.
+using StoredShape = std::function<std::optional<std::vector<uint64_t>>(const std::string& name)>;
+bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_t>> shapes,
+                          const StoredShape& stored_shape);
+// Megatron's pipeline stages (mp_rank_TT_SSS folders) number their transformer layers from 0 each:
+// `names` (one per tensor, `groups` the slice group, plan_torch's, that each came from) are given
+// the model's numbering, stage s's "model.….layers.i." becoming i plus the layers of the stages
+// before it. Unchanged when the groups are no Megatron stages, or a stage's layers do not number
+// 0 .. k-1 (a stage missing, a virtual pipeline's model0., model1. chunks).
+void number_stage_layers(std::vector<std::string>& names, const std::vector<std::string>& groups);
 void plan_dcp(const storage::Folder& folder, const ContentOptions& options, ContentReport& report);
 // The same for a layout already read (`tiling` says where, for messages about it): .metadata's,
 // or the one torch's Hugging Face storage shards describe. A tensor whose chunks do not tile it

@@ -1,0 +1,246 @@
+// Megatron's per-rank files read as one model (internal/layout.h): tensor-parallel slices put back
+// together, pipeline stages' layers numbered as the model numbers them.
+//
+// Which dimension a
+// parameter is split on is not in the files; it follows from the layer class that owns it, which
+// Megatron-LM names the same way in every checkpoint it writes (legacy ParallelTransformer and
+// Megatron Core alike), and which its own checkpoint tools merge by:
+//   column-parallel layers and the vocabulary-parallel embedding and output layer (and the last
+//   stage's copy of a tied embedding): split on rows (dimension 0), weight and bias;
+//   row-parallel layers: weight split on columns (dimension 1), bias whole on every rank;
+//   norms and position embeddings: whole on every rank.
+// A gated MLP (SwiGLU) keeps both halves of its first layer on each rank: rank r holds
+// [gate_r; up_r], and the whole tensor is [gate_0 ... gate_{t-1}; up_0 ... up_{t-1}].
+
+#include "core/inspect/internal/layout.h"
+
+#include "core/util/volume.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace shardscope::inspect {
+
+namespace {
+
+enum class Split { unknown, whole, rows, columns, first_layer };
+
+std::string_view last_component(std::string_view path)
+{
+    const std::size_t dot = path.rfind('.');
+    return dot == std::string_view::npos ? path : path.substr(dot + 1);
+}
+
+Split megatron_split(std::string_view name)
+{
+    const std::size_t dot = name.rfind('.');
+    if (dot == std::string_view::npos)
+        return Split::unknown;
+    const std::string_view param = name.substr(dot + 1), path = name.substr(0, dot);
+    const std::string_view module = last_component(path);
+    const std::string_view parent =
+        module.size() < path.size() ? last_component(path.substr(0, path.size() - module.size() - 1)) : "";
+    if (param.starts_with("layer_norm_")) // Transformer Engine's norm fused into linear_qkv / linear_fc1
+        return Split::whole;
+    if (param != "weight" && param != "bias")
+        return Split::unknown;
+    if (module.ends_with("norm") || module == "position_embeddings" || module == "router")
+        return Split::whole;
+    if (module == "word_embeddings" || module == "word_embeddings_for_head" || module == "output_layer" ||
+        module == "query_key_value" || module == "query" || module == "key_value" || module == "linear_qkv")
+        return Split::rows;
+    if (module == "dense_h_to_4h" || module == "linear_fc1")
+        return Split::first_layer;
+    const bool attention_output = module == "dense" &&
+        (parent == "self_attention" || parent == "attention" || parent == "inter_attention" ||
+         parent == "cross_attention");
+    if (attention_output || module == "dense_4h_to_h" || module == "linear_proj" || module == "linear_fc2")
+        return param == "weight" ? Split::columns : Split::whole;
+    return Split::unknown;
+}
+
+// The MLP's second layer beside a first layer's parameter: its weight's columns are the first
+// layer's rows on the same rank, or half of them when the first layer is gated.
+std::string second_layer_weight(const std::string& name)
+{
+    const std::size_t dot = name.rfind('.');
+    const std::string path = name.substr(0, dot);
+    const std::size_t module = path.rfind('.') + 1; // 0 when there is no dot
+    const std::string_view first = std::string_view(path).substr(module);
+    return path.substr(0, module) + (first == "dense_h_to_4h" ? "dense_4h_to_h" : "linear_fc2") + ".weight";
+}
+
+} // namespace
+
+int tensor_parallel_rank(std::string_view file)
+{
+    for (const std::string_view marker : {"mp_rank_", "-model_"}) {
+        const std::size_t at = file.find(marker);
+        if (at == std::string_view::npos)
+            continue;
+        int rank = 0;
+        std::size_t p = at + marker.size();
+        if (p >= file.size() || file[p] < '0' || file[p] > '9')
+            return -1;
+        for (; p < file.size() && file[p] >= '0' && file[p] <= '9' && rank < (1 << 20); ++p)
+            rank = rank * 10 + (file[p] - '0');
+        return rank;
+    }
+    return -1;
+}
+
+bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_t>> shapes,
+                          const StoredShape& stored_shape)
+{
+    const std::size_t count = tensor.parts.size();
+    if (count < 2 || shapes.size() != count)
+        return false;
+    const Split split = megatron_split(tensor.name);
+    if (split == Split::unknown)
+        return false;
+    // One slice per tensor-parallel rank 0 .. t-1, each a plain run of its own file (not a ZeRO
+    // partition, whose pieces are flat), all of one shape.
+    std::vector<std::size_t> order(count);
+    for (std::size_t i = 0; i < count; ++i)
+        order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return tensor_parallel_rank(tensor.parts[a].file) < tensor_parallel_rank(tensor.parts[b].file);
+    });
+    for (std::size_t r = 0; r < count; ++r) {
+        const TensorPart& p = tensor.parts[order[r]];
+        if (tensor_parallel_rank(p.file) != int(r) || p.file.find("zero_pp_rank_") != std::string::npos ||
+            !p.view_shape.empty() || p.zstd_length != 0 || shapes[order[r]] != shapes[order[0]])
+            return false;
+    }
+    const std::vector<uint64_t> slice = shapes[order[0]];
+    if (split == Split::whole) {
+        TensorPart kept = tensor.parts[order[0]];
+        kept.first_element = 0;
+        tensor.parts = {std::move(kept)};
+        tensor.shape = slice;
+        return true;
+    }
+    const std::size_t dim = split == Split::columns ? 1 : 0;
+    if (slice.size() <= dim || slice[dim] == 0)
+        return false;
+    bool gated = false;
+    if (split == Split::first_layer) {
+        const auto second = stored_shape(second_layer_weight(tensor.name));
+        if (!second || second->size() != 2)
+            return false; // whether it is gated cannot be told
+        if (slice[0] == 2 * (*second)[1])
+            gated = true;
+        else if (slice[0] != (*second)[1])
+            return false;
+    }
+    std::vector<uint64_t> whole = slice;
+    if (__builtin_mul_overflow(slice[dim], uint64_t(count), &whole[dim]))
+        return false;
+    uint64_t row_elements = 1; // elements of one index of dimension 0 in a slice
+    for (std::size_t d = 1; d < slice.size(); ++d)
+        row_elements *= slice[d]; // the slice's volume was checked when it was laid out
+    const uint64_t element = element_size(tensor.type);
+    std::vector<TensorPart> boxes;
+    uint64_t first = 0;
+    for (std::size_t r = 0; r < count; ++r) {
+        const TensorPart& p = tensor.parts[order[r]];
+        auto box = [&](uint64_t row_in_slice, uint64_t rows, uint64_t row_in_whole) {
+            TensorPart b = p;
+            b.byte_offset = p.byte_offset + row_in_slice * row_elements * element;
+            b.numel = rows * row_elements;
+            b.first_element = first;
+            b.box_offsets.assign(slice.size(), 0);
+            b.box_sizes = slice;
+            b.box_sizes[0] = rows;
+            b.box_offsets[0] = row_in_whole;
+            first += b.numel;
+            boxes.push_back(std::move(b));
+        };
+        if (gated) { // [gate_r; up_r] -> rows r*h of the gates and h*t + r*h of the ups
+            const uint64_t half = slice[0] / 2;
+            box(0, half, r * half);
+            box(half, half, uint64_t(count) * half + r * half);
+        } else if (dim == 0) {
+            box(0, slice[0], r * slice[0]);
+        } else {
+            box(0, slice[0], 0);
+            boxes.back().box_offsets[1] = r * slice[1];
+        }
+    }
+    tensor.parts = std::move(boxes);
+    tensor.shape = std::move(whole);
+    return true;
+}
+
+} // namespace shardscope::inspect
+
+namespace shardscope::inspect {
+
+namespace {
+
+// The stage of a slice group of Megatron's per-rank folders ("mp_rank_*_SSS/..."), or -1.
+int pipeline_stage(std::string_view group)
+{
+    constexpr std::string_view marker = "mp_rank_*_";
+    const std::size_t at = group.find(marker);
+    if (at == std::string_view::npos)
+        return -1;
+    int stage = 0;
+    std::size_t p = at + marker.size();
+    const std::size_t begin = p;
+    for (; p < group.size() && group[p] >= '0' && group[p] <= '9' && stage < (1 << 20); ++p)
+        stage = stage * 10 + (group[p] - '0');
+    return p > begin && p < group.size() && group[p] == '/' ? stage : -1;
+}
+
+// Where the index of "layers.<i>." is in a tensor of the model ("model.", not a virtual
+// pipeline's "model0."), as [begin, end) of its digits, with its value; nullopt for other names.
+struct LayerIndex {
+    std::size_t begin = 0, end = 0;
+    uint64_t value = 0;
+};
+std::optional<LayerIndex> layer_index(std::string_view name)
+{
+    if (!name.starts_with("model."))
+        return std::nullopt;
+    const std::size_t at = name.find(".layers.");
+    if (at == std::string_view::npos)
+        return std::nullopt;
+    LayerIndex out{.begin = at + 8, .end = at + 8};
+    while (out.end < name.size() && name[out.end] >= '0' && name[out.end] <= '9' && out.end - out.begin < 9)
+        out.value = out.value * 10 + uint64_t(name[out.end++] - '0');
+    if (out.end == out.begin || out.end >= name.size() || name[out.end] != '.')
+        return std::nullopt;
+    return out;
+}
+
+} // namespace
+
+void number_stage_layers(std::vector<std::string>& names, const std::vector<std::string>& groups)
+{
+    std::map<int, std::set<uint64_t>> layers; // stage -> its local layer indices
+    for (std::size_t i = 0; i < names.size(); ++i)
+        if (const int stage = pipeline_stage(groups[i]); stage >= 0)
+            if (const auto index = layer_index(names[i]))
+                layers[stage].insert(index->value);
+    if (layers.size() < 2)
+        return;
+    // Stages 0 .. p-1, each numbering its layers 0 .. k-1: else the offsets cannot be told.
+    std::map<int, uint64_t> offset;
+    uint64_t next = 0;
+    int expected = 0;
+    for (const auto& [stage, indices] : layers) {
+        if (stage != expected++ || *indices.rbegin() + 1 != indices.size())
+            return;
+        offset[stage] = next;
+        next += indices.size();
+    }
+    for (std::size_t i = 0; i < names.size(); ++i)
+        if (const int stage = pipeline_stage(groups[i]); stage >= 0)
+            if (const auto index = layer_index(names[i]))
+                names[i].replace(index->begin, index->end - index->begin,
+                                 std::to_string(index->value + offset.at(stage)));
+}
+
+} // namespace shardscope::inspect
