@@ -173,13 +173,47 @@ bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_
     return true;
 }
 
-} // namespace shardscope::inspect
-
-namespace shardscope::inspect {
-
 namespace {
 
-// The stage of a slice group of Megatron's per-rank folders ("mp_rank_*_SSS/..."), or -1.
+// A tensor of the model as a stage saves it: "model.<path>", or with a virtual pipeline
+// "model<c>.<path>" for its c-th model chunk; `layer` is where the index of "layers.<i>." is in
+// the name, [begin, end) of its digits, when the path has one.
+struct ModelTensor {
+    int chunk = -1; // -1: "model." without a chunk number
+    std::size_t path = 0; // where <path> begins
+    std::optional<std::pair<std::size_t, std::size_t>> layer;
+    uint64_t index = 0;
+};
+std::optional<ModelTensor> model_tensor(std::string_view name)
+{
+    if (!name.starts_with("model"))
+        return std::nullopt;
+    ModelTensor out;
+    std::size_t p = 5;
+    for (; p < name.size() && name[p] >= '0' && name[p] <= '9' && p < 10; ++p)
+        out.chunk = (out.chunk < 0 ? 0 : out.chunk * 10) + (name[p] - '0');
+    if (p >= name.size() || name[p] != '.')
+        return std::nullopt;
+    out.path = p + 1;
+    const std::size_t at = name.find(".layers.", p);
+    if (at == std::string_view::npos)
+        return out;
+    std::size_t end = at + 8;
+    while (end < name.size() && name[end] >= '0' && name[end] <= '9' && end - (at + 8) < 9)
+        out.index = out.index * 10 + uint64_t(name[end++] - '0');
+    if (end > at + 8 && end < name.size() && name[end] == '.')
+        out.layer = std::pair(at + 8, end);
+    return out;
+}
+
+// A path with an "embedding" module (the input embedding, which only the first stage holds).
+bool embedding_path(std::string_view path)
+{
+    return path.starts_with("embedding.") || path.find(".embedding.") != std::string_view::npos;
+}
+
+} // namespace
+
 int pipeline_stage(std::string_view group)
 {
     constexpr std::string_view marker = "mp_rank_*_";
@@ -194,53 +228,55 @@ int pipeline_stage(std::string_view group)
     return p > begin && p < group.size() && group[p] == '/' ? stage : -1;
 }
 
-// Where the index of "layers.<i>." is in a tensor of the model ("model.", not a virtual
-// pipeline's "model0."), as [begin, end) of its digits, with its value; nullopt for other names.
-struct LayerIndex {
-    std::size_t begin = 0, end = 0;
-    uint64_t value = 0;
-};
-std::optional<LayerIndex> layer_index(std::string_view name)
+LayerNumbering number_stage_layers(const std::vector<std::pair<std::string, std::string>>& tensors)
 {
-    if (!name.starts_with("model."))
-        return std::nullopt;
-    const std::size_t at = name.find(".layers.");
-    if (at == std::string_view::npos)
-        return std::nullopt;
-    LayerIndex out{.begin = at + 8, .end = at + 8};
-    while (out.end < name.size() && name[out.end] >= '0' && name[out.end] <= '9' && out.end - out.begin < 9)
-        out.value = out.value * 10 + uint64_t(name[out.end++] - '0');
-    if (out.end == out.begin || out.end >= name.size() || name[out.end] != '.')
-        return std::nullopt;
-    return out;
-}
-
-} // namespace
-
-void number_stage_layers(std::vector<std::string>& names, const std::vector<std::string>& groups)
-{
-    std::map<int, std::set<uint64_t>> layers; // stage -> its local layer indices
-    for (std::size_t i = 0; i < names.size(); ++i)
-        if (const int stage = pipeline_stage(groups[i]); stage >= 0)
-            if (const auto index = layer_index(names[i]))
-                layers[stage].insert(index->value);
-    if (layers.size() < 2)
-        return;
-    // Stages 0 .. p-1, each numbering its layers 0 .. k-1: else the offsets cannot be told.
-    std::map<int, uint64_t> offset;
+    const LayerNumbering as_saved = [](const std::string&, const std::string& name) { return name; };
+    // Per (model chunk, stage) its local layer indices: Megatron places chunk c of stage s after
+    // every chunk before c on all stages and chunk c of the stages before s.
+    std::map<std::pair<int, int>, std::set<uint64_t>> layers;
+    std::set<bool> chunked;
+    for (const auto& [group, name] : tensors) {
+        const int stage = pipeline_stage(group);
+        const auto tensor = model_tensor(name);
+        if (stage < 0 || !tensor)
+            continue;
+        chunked.insert(tensor->chunk >= 0);
+        const std::pair key(std::max(tensor->chunk, 0), stage);
+        // The input embedding on a later stage or chunk: the folders are not pipeline stages (an
+        // expert-parallel rank's mp_rank_TT_EEE holds the whole dense model too).
+        if (key != std::pair(0, 0) && embedding_path(std::string_view(name).substr(tensor->path)))
+            return as_saved;
+        auto& indices = layers[key];
+        if (tensor->layer)
+            indices.insert(tensor->index);
+    }
+    if (layers.size() < 2 || chunked.size() != 1)
+        return as_saved;
+    // Every chunk 0 .. v-1 on every stage 0 .. p-1, each numbering its layers 0 .. k-1: else the
+    // offsets cannot be told.
+    const int stages = layers.rbegin()->first.second + 1, chunks = layers.rbegin()->first.first + 1;
+    if (layers.size() != std::size_t(stages) * std::size_t(chunks))
+        return as_saved;
+    std::map<std::pair<int, int>, uint64_t> offset;
     uint64_t next = 0;
-    int expected = 0;
-    for (const auto& [stage, indices] : layers) {
-        if (stage != expected++ || *indices.rbegin() + 1 != indices.size())
-            return;
-        offset[stage] = next;
+    for (const auto& [key, indices] : layers) { // (chunk, stage) order
+        if (!indices.empty() && *indices.rbegin() + 1 != indices.size())
+            return as_saved;
+        offset[key] = next;
         next += indices.size();
     }
-    for (std::size_t i = 0; i < names.size(); ++i)
-        if (const int stage = pipeline_stage(groups[i]); stage >= 0)
-            if (const auto index = layer_index(names[i]))
-                names[i].replace(index->begin, index->end - index->begin,
-                                 std::to_string(index->value + offset.at(stage)));
+    return [offset](const std::string& group, const std::string& saved) {
+        const int stage = pipeline_stage(group);
+        const auto tensor = model_tensor(saved);
+        if (stage < 0 || !tensor)
+            return saved;
+        std::string name = saved;
+        if (tensor->layer)
+            name.replace(tensor->layer->first, tensor->layer->second - tensor->layer->first,
+                         std::to_string(tensor->index + offset.at({std::max(tensor->chunk, 0), stage})));
+        name.replace(0, tensor->path, "model."); // the chunks are one model
+        return name;
+    };
 }
 
 } // namespace shardscope::inspect

@@ -119,6 +119,18 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
     std::vector<std::string> group_of; // per tensor planned here
     std::vector<std::vector<std::vector<uint64_t>>> part_shapes; // per tensor planned here: its parts' shapes
     std::map<std::pair<std::string, std::string>, std::vector<uint64_t>> stored_shapes; // (slice group, name)
+    // Megatron's pipeline stages hold tensors under names the model does not have (their layers
+    // numbered from 0): which tensors the globs select is told by the model's names, once every
+    // file is listed. Until then each tensor is laid out, and what is wrong with one kept aside.
+    const bool stages = std::any_of(files.begin(), files.end(),
+                                    [](const TorchFile& tf) { return pipeline_stage(slice_group(tf.file)) >= 0; });
+    std::vector<std::pair<std::string, std::string>> every_tensor; // (slice group, name) of every ref
+    struct Finding {
+        std::pair<std::string, std::string> tensor; // (slice group, name)
+        Problem problem;
+        bool warning = false;
+    };
+    std::vector<Finding> findings;
     const std::size_t base = report.tensors.size();
     for (const TorchFile& tf : files) {
         const std::string shown =
@@ -156,17 +168,19 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
         for (const TorchTensorRef& ref : listing.refs) {
             // Tensors the globs leave out are still located for the archive: an assembled ZeRO
             // parameter the globs select is read from flat groups they do not.
-            const bool wanted = selected(options, ref.name);
+            const std::string group = slice_group(tf.file);
+            every_tensor.push_back({group, ref.name});
+            const bool wanted = stages || selected(options, ref.name);
             if (!wanted && !archive)
                 continue;
             // What is wrong with a tensor is said when it is wanted; else it is only not located.
             auto problem = [&](Problem p) {
                 if (wanted)
-                    report.problems.push_back(std::move(p));
+                    findings.push_back({.tensor = {group, ref.name}, .problem = std::move(p)});
             };
             auto warning = [&](Problem p) {
                 if (wanted)
-                    report.warnings.push_back(std::move(p));
+                    findings.push_back({.tensor = {group, ref.name}, .problem = std::move(p), .warning = true});
             };
             const std::string what = shown + ": tensor '" + printable(ref.name) + "'";
             const auto type = torch_element_type(ref.dtype);
@@ -230,7 +244,6 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             if (archive)
                 archive->tensors.try_emplace(
                     ref.name, TorchArchive::Tensor{.type = *type, .shape = ref.shape, .part = located_part});
-            const std::string group = slice_group(tf.file);
             stored_shapes.try_emplace({group, ref.name}, ref.shape);
             if (!wanted)
                 continue;
@@ -242,11 +255,11 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             }
             TensorContent& tensor = report.tensors[it->second];
             if (tensor.type != *type) {
-                report.problems.push_back({.kind = ProblemKind::invalid_archive,
-                                           .message = what + " is " + std::string(to_string(*type)) + " here but " +
-                                               std::string(to_string(tensor.type)) + " in another file",
-                                           .path = tf.file,
-                                           .rank = tf.rank});
+                problem({.kind = ProblemKind::invalid_archive,
+                         .message = what + " is " + std::string(to_string(*type)) + " here but " +
+                             std::string(to_string(tensor.type)) + " in another file",
+                         .path = tf.file,
+                         .rank = tf.rank});
                 continue;
             }
             uint64_t first = 0;
@@ -281,13 +294,26 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             t.shape = {total};
             t.concatenated = true;
         }
-    std::vector<std::string> names;
-    for (std::size_t i = base; i < report.tensors.size(); ++i)
-        names.push_back(report.tensors[i].name);
-    number_stage_layers(names, group_of);
+    // The model's names, the globs applied to them, and what is wrong with the tensors they select.
+    const LayerNumbering model_name = number_stage_layers(every_tensor);
+    for (Finding& f : findings)
+        if (selected(options, model_name(f.tensor.first, f.tensor.second)))
+            (f.warning ? report.warnings : report.problems).push_back(std::move(f.problem));
+    std::size_t kept = base;
+    for (std::size_t i = base; i < report.tensors.size(); ++i) {
+        std::string name = model_name(group_of[i - base], report.tensors[i].name);
+        if (!selected(options, name))
+            continue;
+        if (kept != i) {
+            report.tensors[kept] = std::move(report.tensors[i]);
+            group_of[kept - base] = std::move(group_of[i - base]);
+        }
+        report.tensors[kept++].name = std::move(name);
+    }
+    report.tensors.resize(kept);
     std::map<std::string, std::vector<std::size_t>> by_name; // name -> its tensors
     for (std::size_t i = base; i < report.tensors.size(); ++i)
-        by_name[report.tensors[i].name = names[i - base]].push_back(i);
+        by_name[report.tensors[i].name].push_back(i);
     for (const auto& [name, indices] : by_name) // one name in several layers or stages: say whose
         if (indices.size() > 1)
             for (const std::size_t i : indices)

@@ -6,6 +6,7 @@ against the same model saved at t = p = 1 is identical, and convert writes the w
 bit (Hugging Face output read by hand). Legacy and Megatron Core names, gated (SwiGLU) and plain MLPs."""
 
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -24,14 +25,16 @@ except ImportError:
 sys.path.insert(0, os.path.join(os.environ.get("SHARDSCOPE_SOURCE_DIR", "."), "tests", "fixtures"))
 import megatron_legacy  # noqa: E402
 
-CASES = [  # (tensor-parallel size, pipeline stages, Megatron Core names, gated MLP)
-    (2, 1, False, True),
-    (4, 1, False, False),
-    (4, 1, True, True),
-    (2, 2, False, True),
-    (1, 3, True, False),
+CASES = [  # (tensor-parallel size, pipeline stages, model chunks per stage, Megatron Core names, gated MLP)
+    (2, 1, 1, False, True),
+    (4, 1, 1, False, False),
+    (4, 1, 1, True, True),
+    (2, 2, 1, False, True),
+    (1, 3, 1, True, False),
+    (2, 2, 2, True, True),  # a virtual pipeline: model0 holds layers 0, 1-2 of the stages, model1 3, 4-5
 ]
-STAGE_LAYERS = {1: None, 2: [3, 1], 3: [1, 2, 1]}  # uneven stages: offsets are counted, not assumed
+# Uneven blocks, in Megatron's (chunk, stage) order: offsets are counted, not assumed.
+STAGE_LAYERS = {(1, 1): None, (2, 1): [3, 1], (3, 1): [1, 2, 1], (2, 2): [1, 2, 1, 2]}
 
 
 def bf16_bits(t):
@@ -43,16 +46,18 @@ class MegatronTensorParallel(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
 
-    def write(self, tp, pp, core, gated):
+    def write(self, tp, pp, vp, core, gated):
         root = os.path.join(self.tmp.name,
-                            f"tp{tp}-pp{pp}-{'core' if core else 'legacy'}-{'gated' if gated else 'plain'}")
-        model = megatron_legacy.write(root, tp, pp, core=core, gated=gated, layers=4, stage_layers=STAGE_LAYERS[pp])
+                            f"tp{tp}-pp{pp}-vp{vp}-{'core' if core else 'legacy'}-{'gated' if gated else 'plain'}")
+        layers = sum(STAGE_LAYERS[pp, vp] or [4])
+        model = megatron_legacy.write(root, tp, pp, core=core, gated=gated, layers=layers,
+                                      stage_layers=STAGE_LAYERS[pp, vp], chunks=vp)
         return root, {"model." + name: t for name, t in model.items()}
 
     def test_slices_read_as_the_whole_model(self):
-        for tp, pp, core, gated in CASES:
-            with self.subTest(tp=tp, pp=pp, core=core, gated=gated):
-                root, model = self.write(tp, pp, core, gated)
+        for tp, pp, vp, core, gated in CASES:
+            with self.subTest(tp=tp, pp=pp, vp=vp, core=core, gated=gated):
+                root, model = self.write(tp, pp, vp, core, gated)
                 code, stats = shardctl("stats", root)
                 self.assertEqual(code, 0, stats)
                 seen = {t["name"]: t for t in stats["tensors"] if t["name"].startswith("model.")}
@@ -75,19 +80,21 @@ class MegatronTensorParallel(unittest.TestCase):
                     self.assertTrue(any(t["name"].endswith(": rng_state.0.torch_rng_state") for t in stats["tensors"]))
 
     def test_diff_against_tensor_parallel_size_one_is_identical(self):
-        for tp, pp, core, gated in CASES:
-            with self.subTest(tp=tp, pp=pp, core=core, gated=gated):
-                one, _ = self.write(1, 1, core, gated)
-                many, model = self.write(tp, pp, core, gated)
+        for tp, pp, vp, core, gated in CASES:
+            with self.subTest(tp=tp, pp=pp, vp=vp, core=core, gated=gated):
+                one = os.path.join(self.tmp.name, f"whole-{tp}-{pp}-{vp}")
+                layers = sum(STAGE_LAYERS[pp, vp] or [4])
+                megatron_legacy.write(one, 1, core=core, gated=gated, layers=layers)
+                many, model = self.write(tp, pp, vp, core, gated)
                 code, diff = shardctl("diff", one, many, "--tensor", "model.*")
                 self.assertEqual(code, 0, diff)
                 self.assertEqual(diff["summary"]["identical"], len(model), diff["summary"])
                 self.assertEqual(diff["summary"]["tensors"], len(model))
 
     def test_convert_writes_the_whole_tensors(self):
-        for tp, pp, core, gated in CASES:
-            with self.subTest(tp=tp, pp=pp, core=core, gated=gated):
-                root, model = self.write(tp, pp, core, gated)
+        for tp, pp, vp, core, gated in CASES:
+            with self.subTest(tp=tp, pp=pp, vp=vp, core=core, gated=gated):
+                root, model = self.write(tp, pp, vp, core, gated)
                 out = root + "-hf"
                 code, result = shardctl("convert", root, "--to", "hf", "--out", out)
                 self.assertEqual(code, 0, result)
@@ -101,10 +108,35 @@ class MegatronTensorParallel(unittest.TestCase):
                 code, diff = shardctl("diff", root, out, "--tensor", "model.*")
                 self.assertEqual((code, diff["summary"]["identical"]), (0, len(model)), diff["summary"])
 
+    def test_globs_select_by_the_models_names(self):
+        # Layer 4 is model1's layer 0 on stage 0 of a virtual pipeline: --tensor names the model's.
+        root, model = self.write(2, 2, 2, True, True)
+        code, stats = shardctl("stats", root, "--tensor", "model.decoder.layers.4.*")
+        self.assertEqual(code, 0, stats)
+        wanted = sorted(n for n in model if n.startswith("model.decoder.layers.4."))
+        self.assertEqual(sorted(t["name"] for t in stats["tensors"]), wanted)
+        for t in stats["tensors"]:
+            self.assertEqual(t["max"], model[t["name"]].to(torch.float64).max().item(), t["name"])
+
+    def test_expert_parallel_folders_are_not_taken_for_stages(self):
+        # mp_rank_TT_EEE: every expert-parallel rank holds the dense model, embedding included.
+        # Numbered as stages its layers would be renamed 4..7: each keeps its file's name instead.
+        root, model = self.write(1, 1, 1, True, True)
+        step = os.path.join(root, "iter_0000020")
+        os.rename(os.path.join(step, "mp_rank_00"), os.path.join(step, "mp_rank_00_000"))
+        shutil.copytree(os.path.join(step, "mp_rank_00_000"), os.path.join(step, "mp_rank_00_001"))
+        code, stats = shardctl("stats", root)
+        self.assertEqual(code, 0, stats)
+        names = [t["name"] for t in stats["tensors"]]
+        self.assertEqual(len(names), 2 * (len(model) + 1))  # and each rank's rng state
+        for folder in ("mp_rank_*_000", "mp_rank_*_001"):
+            self.assertIn(folder + "/model_optim_rng.pt: model.decoder.layers.3.mlp.linear_fc2.weight", names)
+        self.assertFalse(any("layers.4." in n for n in names))
+
     def test_slices_that_do_not_fit_the_rule_are_not_joined(self):
         # Rank 1's output layer has one row more than rank 0's: not slices of one tensor as
         # Megatron cuts it, so stats reads them end to end and convert refuses, naming it.
-        root, model = self.write(2, 1, False, True)
+        root, model = self.write(2, 1, 1, False, True)
         path = os.path.join(root, "iter_0000020", "mp_rank_01", "model_optim_rng.pt")
         state = torch.load(path)
         head = state["model"]["language_model"]["output_layer"]

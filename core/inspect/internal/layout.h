@@ -59,12 +59,19 @@ int tensor_parallel_rank(std::string_view file);
 using StoredShape = std::function<std::optional<std::vector<uint64_t>>(const std::string& name)>;
 bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_t>> shapes,
                           const StoredShape& stored_shape);
-// Megatron's pipeline stages (mp_rank_TT_SSS folders) number their transformer layers from 0 each:
-// `names` (one per tensor, `groups` the slice group, plan_torch's, that each came from) are given
-// the model's numbering, stage s's "model.….layers.i." becoming i plus the layers of the stages
-// before it. Unchanged when the groups are no Megatron stages, or a stage's layers do not number
-// 0 .. k-1 (a stage missing, a virtual pipeline's model0., model1. chunks).
-void number_stage_layers(std::vector<std::string>& names, const std::vector<std::string>& groups);
+// The pipeline stage of plan_torch's slice group of Megatron's per-rank folders
+// ("mp_rank_*_SSS/..."), or -1.
+int pipeline_stage(std::string_view group);
+// Megatron's pipeline stages (mp_rank_TT_SSS folders) number their transformer layers from 0 each,
+// and with a virtual pipeline save each model chunk c as "model<c>.". Given (slice group, name) of
+// every tensor the files hold, the model's name of each: "model.….layers.i." of chunk c on stage s
+// becomes i plus the layers Megatron places before it (every chunk before c on all stages, then
+// chunk c of the stages before s; counted, not assumed even) and "model<c>." becomes "model.".
+// The names as saved when the groups are no Megatron stages, a stage or chunk is missing or does
+// not number its layers 0 .. k-1, or a folder other than the first stage's holds the input
+// embedding (expert-parallel ranks' mp_rank_TT_EEE folders).
+using LayerNumbering = std::function<std::string(const std::string& group, const std::string& name)>;
+LayerNumbering number_stage_layers(const std::vector<std::pair<std::string, std::string>>& tensors);
 void plan_dcp(const storage::Folder& folder, const ContentOptions& options, ContentReport& report);
 // The same for a layout already read (`tiling` says where, for messages about it): .metadata's,
 // or the one torch's Hugging Face storage shards describe. A tensor whose chunks do not tile it
