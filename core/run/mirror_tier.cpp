@@ -98,7 +98,7 @@ StepInfo MirrorTier::describe(const std::string& name, uint64_t step, StepTier a
         return describe_step(m_where.path, name, step, as);
     StepInfo info{.name = name, .step = step, .tier = as};
     try {
-        const auto objects = m_s3->list(m_where.bucket, key(name) + "/", kMaxMirrorObjects);
+        const auto objects = m_s3->list_level(m_where.bucket, key(name) + "/", kMaxMirrorObjects).objects;
         const auto has = [&](const char* file) {
             return std::any_of(objects.begin(), objects.end(),
                                [&](const storage::ObjectInfo& o) { return o.key == key(name) + "/" + file; });
@@ -138,14 +138,16 @@ std::vector<StepInfo> MirrorTier::scan(StepTier as) const
     if (is_local())
         return shardscope::scan(m_where.path, as);
     const std::string root = m_where.prefix.empty() ? "" : m_where.prefix + "/";
+    // The root's level only (its step folders as common prefixes): each step is listed on its
+    // own when it is described, so no object is listed twice and a root of many large steps
+    // costs a page, not one per thousand rank objects.
     std::map<uint64_t, std::string> names;
-    for (const auto& o : m_s3->list(m_where.bucket, root, kMaxMirrorObjects)) {
-        const std::string rest = o.key.substr(root.size());
-        const std::size_t slash = rest.find('/');
-        if (slash == std::string::npos)
+    for (const std::string& prefix : m_s3->list_level(m_where.bucket, root, kMaxMirrorObjects).prefixes) {
+        if (!prefix.starts_with(root) || !prefix.ends_with('/') || prefix.size() < root.size() + 2)
             continue;
-        if (const auto step = parse_step_dir_name(rest.substr(0, slash)))
-            names.emplace(*step, rest.substr(0, slash));
+        const std::string folder = prefix.substr(root.size(), prefix.size() - root.size() - 1);
+        if (const auto step = parse_step_dir_name(folder))
+            names.emplace(*step, folder);
     }
     std::vector<StepInfo> steps;
     for (const auto& [step, name] : names)
