@@ -1,5 +1,5 @@
 // Megatron-LM checkpoints: latest_checkpointed_iteration.txt -> iter_NNNNNNN/ with
-// mp_rank_XX[_PPP]/model_optim_rng.pt (and distrib_optim.pt), or a DCP folder (torch_dist:
+// mp_rank_TT[_PPP][_EEE]/model_optim_rng.pt (and distrib_optim.pt), or a DCP folder (torch_dist:
 // megatron_dist.cpp checks what it saves beside the DCP files).
 
 #include "core/foreign/megatron.h"
@@ -10,6 +10,7 @@
 #include "core/foreign/internal/torch_files.h"
 #include "core/util/fsutil.h"
 
+#include <array>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -21,31 +22,35 @@ using namespace foreign; // the helpers shared by the torch-archive formats (int
 
 namespace {
 
-// The per-rank layout: mp_rank_XX (tensor-parallel rank) or mp_rank_XX_PPP (and pipeline stage)
-// folders, each with model_optim_rng.pt and, with Megatron's distributed optimizer, distrib_optim.pt.
+// The per-rank layout: mp_rank_TT folders, and with pipeline stages or expert-parallel ranks
+// mp_rank_TT_PPP, mp_rank_TT_EEE or mp_rank_TT_PPP_EEE (Megatron adds each index when its size is
+// above 1: a second index alone is a stage or an expert rank, which the name does not tell), each
+// with model_optim_rng.pt and, with Megatron's distributed optimizer, distrib_optim.pt.
 struct RankFolders {
-    std::map<std::pair<int, int>, std::string> folder; // (tp, pp) -> its name
-    int tp = 0, pp = 0;
-    bool has_pp = false;
+    std::map<std::array<int, 3>, std::string> folder; // (tp, second, third) -> its name
+    std::array<int, 3> size{0, 0, 0};
+    int indices = 1; // how many indices the names carry
 
-    // Every file the ranks 0..tp-1 x 0..pp-1 should have, with its rank: a folder that is absent
+    // Every file the ranks of the full grid should have, with its rank: a folder that is absent
     // is named as Megatron would have named it, so that it is reported missing.
     std::vector<std::pair<int, std::string>> files(const storage::Folder& listed) const
     {
         std::vector<std::pair<int, std::string>> out;
-        for (int t = 0; t < tp; ++t)
-            for (int s = 0; s < pp; ++s) {
-                const auto found = folder.find({t, s});
-                std::string name = found != folder.end() ? found->second : "mp_rank_" + two_digits(t);
-                if (found == folder.end() && has_pp) {
-                    char buffer[16];
-                    std::snprintf(buffer, sizeof buffer, "_%03d", s);
-                    name += buffer;
+        for (int t = 0; t < size[0]; ++t)
+            for (int s = 0; s < size[1]; ++s)
+                for (int e = 0; e < size[2]; ++e) {
+                    const auto found = folder.find({t, s, e});
+                    std::string name = found != folder.end() ? found->second : "mp_rank_" + two_digits(t);
+                    for (int i = 1; found == folder.end() && i < indices; ++i) {
+                        char buffer[16];
+                        std::snprintf(buffer, sizeof buffer, "_%03d", i == 1 ? s : e);
+                        name += buffer;
+                    }
+                    const int rank = (t * size[1] + s) * size[2] + e;
+                    out.push_back({rank, name + "/model_optim_rng.pt"});
+                    if (found != folder.end() && listed.exists(name + "/distrib_optim.pt"))
+                        out.push_back({rank, name + "/distrib_optim.pt"});
                 }
-                out.push_back({t * pp + s, name + "/model_optim_rng.pt"});
-                if (found != folder.end() && listed.exists(name + "/distrib_optim.pt"))
-                    out.push_back({t * pp + s, name + "/distrib_optim.pt"});
-            }
         return out;
     }
 };
@@ -57,18 +62,23 @@ RankFolders collect_rank_folders(const std::vector<std::string>& names)
         std::size_t p = 0;
         if (!eat(n, p, "mp_rank_"))
             continue;
-        const int t = digits(n, p);
-        int s = 0;
-        if (p < n.size()) {
-            if (!eat(n, p, "_") || (s = digits(n, p)) < 0)
-                continue;
-            out.has_pp = true;
-        }
-        if (t < 0 || p != n.size())
+        std::array<int, 3> at{0, 0, 0};
+        int count = 0;
+        bool named = true;
+        do {
+            if (count > 0 && !eat(n, p, "_"))
+                named = false;
+            else if ((at[count] = digits(n, p)) < 0)
+                named = false;
+            else
+                ++count;
+        } while (named && count < 3 && p < n.size());
+        if (!named || p != n.size())
             continue;
-        out.folder[{t, s}] = n;
-        out.tp = std::max(out.tp, t + 1);
-        out.pp = std::max(out.pp, s + 1);
+        out.folder[at] = n;
+        out.indices = std::max(out.indices, count);
+        for (int i = 0; i < 3; ++i)
+            out.size[i] = std::max(out.size[i], at[i] + 1);
     }
     return out;
 }
@@ -136,16 +146,18 @@ VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions&
         check_common_pt(listed, report, options, check_data, config && config->common_backend == "torch");
         check_integrity_json(listed, report, options, check_data);
     } else {
-        rows.push_back({"layout", "per-rank mp_rank_XX[_PPP]/model_optim_rng.pt"});
+        rows.push_back({"layout", "per-rank mp_rank_TT[_PPP][_EEE]/model_optim_rng.pt"});
         report.dir = dir;
         report.foreign.emplace();
         const RankFolders ranks = collect_rank_folders(names);
         for (const auto& [rank, file] : ranks.files(listed))
             report.shards.push_back(ShardCheck{.rank = rank, .path = file});
-        const int tp = ranks.tp, pp = ranks.pp;
-        rows.push_back({"tensor-parallel size", std::to_string(tp)});
-        rows.push_back({"pipeline-parallel size", std::to_string(pp)});
-        report.foreign->world_size = int64_t(tp) * int64_t(pp);
+        rows.push_back({"tensor-parallel size", std::to_string(ranks.size[0])});
+        rows.push_back({ranks.indices == 2 ? "pipeline-parallel (or expert-parallel) size" : "pipeline-parallel size",
+                        std::to_string(ranks.size[1])});
+        if (ranks.indices == 3)
+            rows.push_back({"expert-parallel size", std::to_string(ranks.size[2])});
+        report.foreign->world_size = int64_t(ranks.size[0]) * ranks.size[1] * ranks.size[2];
         if (report.shards.empty())
             report.problems.push_back({.kind = ProblemKind::missing_shard,
                                        .message = dir.string() + ": no .metadata and no mp_rank_XX folders"});

@@ -116,7 +116,7 @@ void classify(DetectedFormat& result, const storage::Folder& listed)
     if (is_deepspeed_universal(listed))
         return found(CheckpointFormat::deepspeed, {"zero"},
                      "zero/ with optimizer_state.pt and per-parameter folders (a DeepSpeed universal checkpoint)");
-    // A Megatron iteration folder holds mp_rank_XX[_PPP]/ directories (DeepSpeed's are files).
+    // A Megatron iteration folder holds mp_rank_TT[_PPP][_EEE]/ directories (DeepSpeed's are files).
     if (auto ranks = directories("mp_rank_"); !ranks.empty())
         return found(CheckpointFormat::megatron, std::move(ranks),
                      "mp_rank_* directories (a Megatron iteration folder)");

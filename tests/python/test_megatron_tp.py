@@ -133,6 +133,27 @@ class MegatronTensorParallel(unittest.TestCase):
             self.assertIn(folder + "/model_optim_rng.pt: model.decoder.layers.3.mlp.linear_fc2.weight", names)
         self.assertFalse(any("layers.4." in n for n in names))
 
+    def test_expert_parallel_and_pipeline_folders_are_verified(self):
+        # mp_rank_TT_PPP_EEE: two stages, each saved by two expert-parallel ranks.
+        root, _ = self.write(1, 2, 1, True, True)
+        step = os.path.join(root, "iter_0000020")
+        for stage in range(2):
+            folder = os.path.join(step, f"mp_rank_00_{stage:03d}")
+            os.rename(folder, folder + "_000")
+            shutil.copytree(folder + "_000", folder + "_001")
+        code, verified = shardctl("verify", root)
+        self.assertEqual(code, 0, verified)
+        self.assertEqual([s["path"] for s in verified["shards"]],
+                         [f"mp_rank_00_{s:03d}_{e:03d}/model_optim_rng.pt" for s in range(2) for e in range(2)])
+        self.assertEqual((verified["summary"]["pipeline-parallel size"], verified["summary"]["expert-parallel size"]),
+                         ("2", "2"))
+        self.assertEqual(verified["world_size"], 4)
+        shutil.rmtree(os.path.join(step, "mp_rank_00_001_001"))
+        code, verified = shardctl("verify", root)
+        self.assertEqual(code, 1, verified)
+        self.assertEqual([(p["kind"], p["path"]) for p in verified["problems"]],
+                         [("missing_shard", "mp_rank_00_001_001/model_optim_rng.pt")])
+
     def test_slices_that_do_not_fit_the_rule_are_not_joined(self):
         # Rank 1's output layer has one row more than rank 0's: not slices of one tensor as
         # Megatron cuts it, so stats reads them end to end and convert refuses, naming it.
