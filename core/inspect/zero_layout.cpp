@@ -103,7 +103,9 @@ private:
         if (parallel) {
             unsupported(*parallel,
                         "it has model- or pipeline-parallel files (" + printable(parallel->file.file) +
-                            "), and zero_to_fp32's rules put together one model-parallel rank's model only");
+                            "), and zero_to_fp32's rules put together one model-parallel rank's model only "
+                            "(DeepSpeed's ds_to_universal.py merges them into a universal checkpoint, which "
+                            "ShardScope reads)");
             return false;
         }
         const auto by_rank = [](const TorchArchive* a, const TorchArchive* b) { return a->file.rank < b->file.rank; };

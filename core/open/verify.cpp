@@ -16,13 +16,42 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// torch's Hugging Face storage, consolidated (the index and model-*.safetensors) with the per-rank
+// shards it was consolidated from still in sharded/ (a torchtitan step saved with consolidation):
+// the index is what is verified, and the summary says that the shards were not, and how to.
+void note_unread_shards(const storage::Folder& dir, VerifyReport& report)
+{
+    if (!report.foreign || !dir.is_folder("sharded"))
+        return;
+    std::size_t shards = 0;
+    try {
+        const storage::Folder sharded = dir.subfolder("sharded");
+        shards = std::count_if(sharded.names.begin(), sharded.names.end(),
+                               [](const std::string& n) { return is_dcp_hf_shard_name(n); });
+    } catch (const Error& e) {
+        if (e.kind() == ProblemKind::remote_error)
+            throw;
+        return;
+    }
+    if (shards > 0)
+        report.foreign->rows.push_back({"sharded/",
+                                        std::to_string(shards) +
+                                            " per-rank shard files beside the consolidated ones, not "
+                                            "read here (verify " +
+                                            (dir.path / "sharded").string() + " checks them)"});
+}
+
 // What the format's own verifier reports, before the rows saying where its step came from.
 VerifyReport verify_foreign(const DetectedFormat& detected, const VerifyOptions& options, bool check_data)
 {
     const storage::Folder& dir = detected.dir;
     switch (detected.format) {
     case CheckpointFormat::safetensors: return verify_safetensors_files(dir, options);
-    case CheckpointFormat::safetensors_index: return verify_safetensors_index(dir, options);
+    case CheckpointFormat::safetensors_index: {
+        VerifyReport report = verify_safetensors_index(dir, options);
+        note_unread_shards(dir, report);
+        return report;
+    }
     case CheckpointFormat::torch_dcp: return verify_dcp(dir, options, check_data);
     case CheckpointFormat::torch_dcp_hf: return verify_dcp_hf(dir, options, check_data);
     case CheckpointFormat::deepspeed: return verify_deepspeed(dir, options, check_data);

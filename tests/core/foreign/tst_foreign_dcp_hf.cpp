@@ -136,6 +136,36 @@ private slots:
         QCOMPARE(steps.steps[1].step, uint64_t(80));
     }
 
+    // A step saved with consolidation (torchtitan's last step): the index and model file beside
+    // the sharded/ folder they were made from. The consolidated files are what verify checks;
+    // the summary says the shards were not, and how to check them.
+    void consolidatedBesideItsShards()
+    {
+        const fs::path step = root() / "step-120";
+        write_shards(step / "sharded", by_rows(4));
+        write_file(step / "model-00001-of-00001.safetensors",
+                   dcp_hf_shard({{.fqn = "b", .offsets = {0}, .sizes = {8}, .bytes = floats(8, 0)},
+                                 {.fqn = "w", .offsets = {0, 0}, .sizes = {8, 6}, .bytes = floats(48, 0)}}));
+        write_file(step / "model.safetensors.index.json",
+                   R"({"metadata": {"total_size": 224}, "weight_map": {"b": "model-00001-of-00001.safetensors", )"
+                   R"("w": "model-00001-of-00001.safetensors"}})");
+        const VerifyReport r = verify_checkpoint(step);
+        QVERIFY2(r.ok(), problems_text(r).c_str());
+        QCOMPARE(r.shards.size(), std::size_t(1));
+        QCOMPARE(r.shards[0].path, std::string("model-00001-of-00001.safetensors"));
+        const auto& rows = r.foreign->rows;
+        const auto row = std::find_if(rows.begin(), rows.end(), [](const auto& kv) { return kv.first == "sharded/"; });
+        QVERIFY(row != rows.end());
+        QCOMPARE(row->second,
+                 "4 per-rank shard files beside the consolidated ones, not read here (verify " +
+                     (step / "sharded").string() + " checks them)");
+        // Without the shards there is nothing to say.
+        fs::remove_all(step / "sharded");
+        const VerifyReport alone = verify_checkpoint(step);
+        QVERIFY(std::none_of(alone.foreign->rows.begin(), alone.foreign->rows.end(),
+                             [](const auto& kv) { return kv.first == "sharded/"; }));
+    }
+
     // A shard without DCP_SHARDING_INFO is the whole tensor at offset 0 (as torch reads it).
     void withoutShardingInfo()
     {
