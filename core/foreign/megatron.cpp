@@ -153,8 +153,8 @@ VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions&
         for (const auto& [rank, file] : ranks.files(listed))
             report.shards.push_back(ShardCheck{.rank = rank, .path = file});
         rows.push_back({"tensor-parallel size", std::to_string(ranks.size[0])});
-        rows.push_back({ranks.indices == 2 ? "pipeline-parallel (or expert-parallel) size" : "pipeline-parallel size",
-                        std::to_string(ranks.size[1])});
+        // Two indices are a stage or an expert rank; stages are by far the commoner (docs say so).
+        rows.push_back({"pipeline-parallel size", std::to_string(ranks.size[1])});
         if (ranks.indices == 3)
             rows.push_back({"expert-parallel size", std::to_string(ranks.size[2])});
         report.foreign->world_size = int64_t(ranks.size[0]) * ranks.size[1] * ranks.size[2];

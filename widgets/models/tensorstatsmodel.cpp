@@ -386,6 +386,12 @@ QVariant TensorPartsModel::data(const QModelIndex& index, int role) const
             return tr("Read from %1: these figures are not the saved values.").arg(failedFileText(*failed));
         if (index.column() == File) // the view elides it
             return printableText(part.file);
+        if (index.column() == Elements && !part.box_offsets.empty()) { // a DCP chunk, a tensor-parallel slice
+            QStringList ranges;
+            for (std::size_t d = 0; d < part.box_offsets.size() && d < part.box_sizes.size(); ++d)
+                ranges << QStringLiteral("%1:%2").arg(part.box_offsets[d]).arg(part.box_offsets[d] + part.box_sizes[d]);
+            return tr("Its place in the tensor: [%1]").arg(ranges.join(QStringLiteral(", ")));
+        }
     }
     return {};
 }

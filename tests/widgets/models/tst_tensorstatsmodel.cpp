@@ -153,6 +153,24 @@ private slots:
         QCOMPARE(model.hasProblem(0), false);
         QCOMPARE(model.problemCount(), 0);
     }
+
+    // A part that is a box of its tensor (a DCP chunk, a tensor-parallel slice) says where it lies.
+    void boxedPartsSayWhereTheyLie()
+    {
+        shardscope::TensorContent t{.name = "w", .type = shardscope::ElementType::BF16, .shape = {96, 32}};
+        t.parts.push_back({.rank = 0,
+                           .file = "mp_rank_00/model_optim_rng.pt",
+                           .numel = 768,
+                           .box_offsets = {48, 0},
+                           .box_sizes = {24, 32}});
+        t.parts.push_back({.rank = 1, .file = "plain.pt", .numel = 10});
+        t.part_stats.resize(2);
+        TensorPartsModel parts;
+        parts.setTensor(&t);
+        QCOMPARE(parts.index(0, TensorPartsModel::Elements).data(Qt::ToolTipRole).toString(),
+                 QStringLiteral("Its place in the tensor: [48:72, 0:32]"));
+        QVERIFY(parts.index(1, TensorPartsModel::Elements).data(Qt::ToolTipRole).isNull());
+    }
 };
 
 QTEST_MAIN(TestTensorStatsModel)
