@@ -119,8 +119,11 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
     std::set<std::string> names;
     for (std::size_t t = 0; t < layout.tensors.size(); ++t) {
         const TensorContent& tensor = layout.tensors[t];
-        if (tensor.state.empty() && !tensor.assembled && first_key(tensor) == "rng_state")
-            continue; // Megatron's random-generator states: a rank's place in the run, neither model nor optimizer
+        // Megatron's random-generator states (a rank's place in the run) and Transformer Engine's
+        // _extra_state (its FP8 scaling history, serialized bytes) are neither model nor optimizer.
+        if (tensor.state.empty() && !tensor.assembled &&
+            (first_key(tensor) == "rng_state" || tensor.name.ends_with("._extra_state")))
+            continue;
         const bool model = tensor.assembled ? tensor.state.empty()
             : tensor.state.empty()          ? !is_optimizer_tensor(tensor)
                                             : tensor.state == "param";
@@ -138,9 +141,10 @@ void pick_tensors(const ContentReport& layout, ConvertStates states, std::vector
             throw Error(ProblemKind::invalid_argument,
                         inspect::file_of(layout, tensor) + ": tensor '" + printable(tensor.name) + "' is held by " +
                             std::to_string(tensor.parts.size()) +
-                            " rank files (tensor-parallel slices or replicas) that no rule of Megatron's layers "
-                            "joins (not a layer it splits, or slices that do not fit its split): convert writes "
-                            "whole tensors only (stats and diff read the slices end to end)");
+                            (tensor.parts.size() == 1 ? " rank file" : " rank files") +
+                            " (tensor-parallel slices or replicas) that no rule of Megatron's layers joins (not a "
+                            "layer it splits, a rank without it, copies that differ, or slices that do not fit its "
+                            "split): convert writes whole tensors only (stats and diff read the slices end to end)");
         const bool native_state = !model && !tensor.state.empty();
         const std::string name = native_state ? "optim." + tensor.state + "." + tensor.name : tensor.name;
         try {

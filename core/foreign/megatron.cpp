@@ -150,15 +150,29 @@ VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions&
         report.dir = dir;
         report.foreign.emplace();
         const RankFolders ranks = collect_rank_folders(names);
-        for (const auto& [rank, file] : ranks.files(listed))
-            report.shards.push_back(ShardCheck{.rank = rank, .path = file});
+        // Rank numbers come from folder names, which anyone can write: the grid they imply is
+        // enumerated only up to a sane size, else reported as one problem.
+        uint64_t grid = uint64_t(ranks.size[0]);
+        const bool implausible = __builtin_mul_overflow(grid, uint64_t(ranks.size[1]), &grid) ||
+            __builtin_mul_overflow(grid, uint64_t(ranks.size[2]), &grid) || grid > uint64_t(kMaxWorldSize);
+        if (!implausible)
+            for (const auto& [rank, file] : ranks.files(listed))
+                report.shards.push_back(ShardCheck{.rank = rank, .path = file});
         rows.push_back({"tensor-parallel size", std::to_string(ranks.size[0])});
         // Two indices are a stage or an expert rank; stages are by far the commoner (docs say so).
         rows.push_back({"pipeline-parallel size", std::to_string(ranks.size[1])});
         if (ranks.indices == 3)
             rows.push_back({"expert-parallel size", std::to_string(ranks.size[2])});
-        report.foreign->world_size = int64_t(ranks.size[0]) * ranks.size[1] * ranks.size[2];
-        if (report.shards.empty())
+        if (!implausible)
+            report.foreign->world_size = int64_t(grid);
+        if (implausible)
+            report.problems.push_back({.kind = ProblemKind::missing_shard,
+                                       .message = dir.string() + ": the mp_rank folder names imply " +
+                                           std::to_string(ranks.size[0]) + " x " + std::to_string(ranks.size[1]) +
+                                           " x " + std::to_string(ranks.size[2]) + " ranks, more than the " +
+                                           std::to_string(kMaxWorldSize) +
+                                           " ShardScope checks: a folder name carries an implausible rank number"});
+        else if (report.shards.empty())
             report.problems.push_back({.kind = ProblemKind::missing_shard,
                                        .message = dir.string() + ": no .metadata and no mp_rank_XX folders"});
         else

@@ -41,6 +41,12 @@ Split megatron_split(std::string_view name)
     const std::string_view module = last_component(path);
     const std::string_view parent =
         module.size() < path.size() ? last_component(path.substr(0, path.size() - module.size() - 1)) : "";
+    // MoE experts may be split over tensor-parallel ranks or not, and the ranks may hold different
+    // experts under the same local names (expert-tensor and expert-parallel sizes, which are in no
+    // file name); Mamba's mixer splits its norm. Neither is joined by these rules.
+    if (name.find(".experts.") != std::string_view::npos || name.find("deepspeed_moe") != std::string_view::npos ||
+        name.find(".mixer.") != std::string_view::npos)
+        return Split::unknown;
     if (param.starts_with("layer_norm_")) // Transformer Engine's norm fused into linear_qkv / linear_fc1
         return Split::whole;
     if (param != "weight" && param != "bias")
@@ -90,12 +96,12 @@ int tensor_parallel_rank(std::string_view file)
     return -1;
 }
 
-bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_t>> shapes,
-                          const StoredShape& stored_shape)
+bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_t>> shapes, int ranks,
+                          const StoredShape& stored_shape, const SameValues& same_values)
 {
     const std::size_t count = tensor.parts.size();
-    if (count < 2 || shapes.size() != count)
-        return false;
+    if (count < 2 || shapes.size() != count || count != std::size_t(ranks))
+        return false; // a rank whose file lacks the tensor: not the slices of one
     const Split split = megatron_split(tensor.name);
     if (split == Split::unknown)
         return false;
@@ -115,6 +121,10 @@ bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_
     }
     const std::vector<uint64_t> slice = shapes[order[0]];
     if (split == Split::whole) {
+        // Copies that differ are no one tensor (diverged ranks, or a tensor split after all): read
+        // end to end, each rank's values counted.
+        if (!same_values(tensor.parts))
+            return false;
         TensorPart kept = tensor.parts[order[0]];
         kept.first_element = 0;
         tensor.parts = {std::move(kept)};
@@ -129,7 +139,7 @@ bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_
         const auto second = stored_shape(second_layer_weight(tensor.name));
         if (!second || second->size() != 2)
             return false; // whether it is gated cannot be told
-        if (slice[0] == 2 * (*second)[1])
+        if ((*second)[1] <= slice[0] / 2 && slice[0] == 2 * (*second)[1])
             gated = true;
         else if (slice[0] != (*second)[1])
             return false;
@@ -228,12 +238,18 @@ int pipeline_stage(std::string_view group)
     return p > begin && p < group.size() && group[p] == '/' ? stage : -1;
 }
 
-LayerNumbering number_stage_layers(const std::vector<std::pair<std::string, std::string>>& tensors)
+LayerNumbering number_stage_layers(const std::vector<std::pair<std::string, std::string>>& tensors,
+                                   const std::set<int>& stages)
 {
     const LayerNumbering as_saved = [](const std::string&, const std::string& name) { return name; };
-    // Per (model chunk, stage) its local layer indices: Megatron places chunk c of stage s after
-    // every chunk before c on all stages and chunk c of the stages before s.
-    std::map<std::pair<int, int>, std::set<uint64_t>> layers;
+    if (stages.size() < 2 || *stages.begin() != 0 || *stages.rbegin() + 1 != int(stages.size()))
+        return as_saved; // no stages, or one missing
+    // Per layer stack (the path before ".layers.": a decoder, an encoder, a vision tower, MTP
+    // layers) and (model chunk, stage), its local layer indices: Megatron places chunk c of stage
+    // s after every chunk before c on all stages and chunk c of the stages before s.
+    using Place = std::pair<int, int>; // (chunk, stage)
+    std::map<std::string, std::map<Place, std::set<uint64_t>>> layers;
+    std::set<Place> present;
     std::set<bool> chunked;
     for (const auto& [group, name] : tensors) {
         const int stage = pipeline_stage(group);
@@ -241,29 +257,32 @@ LayerNumbering number_stage_layers(const std::vector<std::pair<std::string, std:
         if (stage < 0 || !tensor)
             continue;
         chunked.insert(tensor->chunk >= 0);
-        const std::pair key(std::max(tensor->chunk, 0), stage);
+        const Place place(std::max(tensor->chunk, 0), stage);
+        present.insert(place);
         // The input embedding on a later stage or chunk: the folders are not pipeline stages (an
         // expert-parallel rank's mp_rank_TT_EEE holds the whole dense model too).
-        if (key != std::pair(0, 0) && embedding_path(std::string_view(name).substr(tensor->path)))
+        if (place != Place(0, 0) && embedding_path(std::string_view(name).substr(tensor->path)))
             return as_saved;
-        auto& indices = layers[key];
         if (tensor->layer)
-            indices.insert(tensor->index);
+            layers[name.substr(tensor->path, tensor->layer->first - tensor->path)][place].insert(tensor->index);
     }
-    if (layers.size() < 2 || chunked.size() != 1)
+    if (chunked.size() != 1)
         return as_saved;
-    // Every chunk 0 .. v-1 on every stage 0 .. p-1, each numbering its layers 0 .. k-1: else the
-    // offsets cannot be told.
-    const int stages = layers.rbegin()->first.second + 1, chunks = layers.rbegin()->first.first + 1;
-    if (layers.size() != std::size_t(stages) * std::size_t(chunks))
-        return as_saved;
-    std::map<std::pair<int, int>, uint64_t> offset;
-    uint64_t next = 0;
-    for (const auto& [key, indices] : layers) { // (chunk, stage) order
-        if (!indices.empty() && *indices.rbegin() + 1 != indices.size())
-            return as_saved;
-        offset[key] = next;
-        next += indices.size();
+    // Every chunk 0 .. v-1 of every stage holds part of the model: else the offsets cannot be told.
+    const int chunks = present.empty() ? 0 : present.rbegin()->first + 1;
+    for (int c = 0; c < chunks; ++c)
+        for (const int stage : stages)
+            if (!present.contains({c, stage}))
+                return as_saved;
+    std::map<std::pair<std::string, Place>, uint64_t> offset;
+    for (const auto& [stack, places] : layers) {
+        uint64_t next = 0;
+        for (const auto& [place, indices] : places) { // (chunk, stage) order
+            if (*indices.rbegin() + 1 != indices.size())
+                return as_saved; // not numbered 0 .. k-1
+            offset[{stack, place}] = next;
+            next += indices.size();
+        }
     }
     return [offset](const std::string& group, const std::string& saved) {
         const int stage = pipeline_stage(group);
@@ -271,9 +290,12 @@ LayerNumbering number_stage_layers(const std::vector<std::pair<std::string, std:
         if (stage < 0 || !tensor)
             return saved;
         std::string name = saved;
-        if (tensor->layer)
+        if (tensor->layer) {
+            const std::string stack = saved.substr(tensor->path, tensor->layer->first - tensor->path);
+            const uint64_t add = offset.at({stack, Place(std::max(tensor->chunk, 0), stage)});
             name.replace(tensor->layer->first, tensor->layer->second - tensor->layer->first,
-                         std::to_string(tensor->index + offset.at({std::max(tensor->chunk, 0), stage})));
+                         std::to_string(tensor->index + add));
+        }
         name.replace(0, tensor->path, "model."); // the chunks are one model
         return name;
     };

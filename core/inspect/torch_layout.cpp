@@ -106,6 +106,36 @@ std::string slice_group(std::string file)
     return file;
 }
 
+// Whether every copy holds the same bytes as the first (a tensor each tensor-parallel rank holds
+// whole). Copies over 4 MiB are taken as equal unread: these are norms and biases, a few KiB each,
+// and a position embedding at most.
+bool same_values(const storage::Folder& folder, const std::vector<TensorPart>& copies, uint64_t element)
+{
+    constexpr uint64_t kMaxCompared = 4u << 20, kPiece = 64u << 10;
+    uint64_t bytes = 0;
+    if (copies.empty() || __builtin_mul_overflow(copies[0].numel, element, &bytes) || bytes > kMaxCompared)
+        return true;
+    std::vector<storage::OpenedObject> opened;
+    for (const TensorPart& p : copies) {
+        if (p.numel != copies[0].numel)
+            return false;
+        opened.push_back(folder.open(p.file));
+        if (opened.back().status != fsutil::OpenStatus::ok)
+            return false; // unreadable: not shown to be one tensor
+    }
+    std::vector<std::byte> first(kPiece), other(kPiece);
+    for (uint64_t at = 0; at < bytes; at += kPiece) {
+        const std::size_t n = std::size_t(std::min(kPiece, bytes - at));
+        if (!opened[0].read(first.data(), n, copies[0].byte_offset + at))
+            return false;
+        for (std::size_t c = 1; c < copies.size(); ++c)
+            if (!opened[c].read(other.data(), n, copies[c].byte_offset + at) ||
+                std::memcmp(first.data(), other.data(), n) != 0)
+                return false;
+    }
+    return true;
+}
+
 } // namespace
 
 // Lays out the tensors of torch.save archives (each file's data.pkl through the restricted reader,
@@ -131,6 +161,9 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
         bool warning = false;
     };
     std::vector<Finding> findings;
+    std::map<std::string, std::set<int>> tensor_parallel_ranks; // slice group -> the ranks of its files
+    for (const TorchFile& tf : files)
+        tensor_parallel_ranks[slice_group(tf.file)].insert(tensor_parallel_rank(tf.file));
     const std::size_t base = report.tensors.size();
     for (const TorchFile& tf : files) {
         const std::string shown =
@@ -175,12 +208,16 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
                 continue;
             // What is wrong with a tensor is said when it is wanted; else it is only not located.
             auto problem = [&](Problem p) {
-                if (wanted)
+                if (stages)
                     findings.push_back({.tensor = {group, ref.name}, .problem = std::move(p)});
+                else if (wanted)
+                    report.problems.push_back(std::move(p));
             };
             auto warning = [&](Problem p) {
-                if (wanted)
+                if (stages)
                     findings.push_back({.tensor = {group, ref.name}, .problem = std::move(p), .warning = true});
+                else if (wanted)
+                    report.warnings.push_back(std::move(p));
             };
             const std::string what = shown + ": tensor '" + printable(ref.name) + "'";
             const auto type = torch_element_type(ref.dtype);
@@ -272,14 +309,20 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
     }
     // Slices of several files: Megatron's tensor-parallel slices joined into the tensor they are
     // cut from, anything else laid end to end.
-    for (std::size_t i = base; i < report.tensors.size(); ++i)
-        if (TensorContent& t = report.tensors[i]; t.parts.size() > 1) {
-            const std::string& group = group_of[i - base];
+    for (std::size_t i = base; i < report.tensors.size(); ++i) {
+        TensorContent& t = report.tensors[i];
+        const std::string& group = group_of[i - base];
+        const int ranks = int(tensor_parallel_ranks[group].size());
+        // One rank's slice where several ranks saved the group is not the tensor either.
+        if (t.parts.size() > 1 || ranks > 1) {
             const StoredShape shape_of = [&](const std::string& name) -> std::optional<std::vector<uint64_t>> {
                 const auto found = stored_shapes.find({group, name});
                 return found == stored_shapes.end() ? std::nullopt : std::optional(found->second);
             };
-            if (join_tensor_parallel(t, std::move(part_shapes[i - base]), shape_of))
+            if (join_tensor_parallel(t, std::move(part_shapes[i - base]), ranks, shape_of,
+                                     [&](const std::vector<TensorPart>& copies) {
+                                         return same_values(folder, copies, element_size(t.type));
+                                     }))
                 continue;
             // In rank order, not file-name order ("zero_pp_rank_10" sorts before "_2"): the
             // flattened order is the ranks' concatenation, the same at any file naming.
@@ -294,8 +337,13 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             t.shape = {total};
             t.concatenated = true;
         }
+    }
     // The model's names, the globs applied to them, and what is wrong with the tensors they select.
-    const LayerNumbering model_name = number_stage_layers(every_tensor);
+    std::set<int> stage_files;
+    for (const TorchFile& tf : files)
+        if (const int stage = pipeline_stage(slice_group(tf.file)); stage >= 0)
+            stage_files.insert(stage);
+    const LayerNumbering model_name = number_stage_layers(every_tensor, stage_files);
     for (Finding& f : findings)
         if (selected(options, model_name(f.tensor.first, f.tensor.second)))
             (f.warning ? report.warnings : report.problems).push_back(std::move(f.problem));

@@ -9,7 +9,11 @@
 //      (the rest), its chunks placed by DCP_SHARDING_INFO, FP8 weights paired with their scales;
 //   4: a DeepSpeed ZeRO step of one rank: 4 bytes little-endian L, then L bytes of
 //      mp_rank_00_model_states.pt, then zero_pp_rank_0_mp_rank_00_optim_states.pt (the model put
-//      together from param_shapes and the flat partitions).
+//      together from param_shapes and the flat partitions);
+//   5: a Megatron iteration of two ranks: 4 bytes little-endian L, then L bytes of the first
+//      rank's model_optim_rng.pt, then the second's; tensor-parallel ranks mp_rank_00 and
+//      mp_rank_01 (their slices joined by Megatron's layer rules) when the first byte is 5 modulo
+//      12, pipeline stages mp_rank_00_000 and mp_rank_00_001 (layers numbered across them) else.
 // verify_checkpoint, inspect_content and diff_checkpoints of the checkpoint against itself must end
 // in a report or a typed Error; and a checkpoint compared with itself differs nowhere it could be read.
 
@@ -18,6 +22,7 @@
 #include "core/open/verify.h"
 #include "fuzz_entries.h"
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <stdlib.h>
@@ -48,7 +53,7 @@ inline void inspect_one(const uint8_t* data, std::size_t size)
         return;
     const std::filesystem::path dir = inspect_scratch();
     std::filesystem::path target;
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
     case 0:
         target = dir / "model.safetensors";
         write_bytes(target, data + 1, size - 1);
@@ -68,12 +73,25 @@ inline void inspect_one(const uint8_t* data, std::size_t size)
         uint32_t length = 0;
         std::memcpy(&length, data + 1, 4);
         const std::size_t first = std::min<std::size_t>(length, size - 5);
-        const bool deepspeed = data[0] % 5 == 4;
-        target = dir / (deepspeed ? "global_step1" : "dcp");
-        std::filesystem::create_directory(target);
-        write_bytes(target / (deepspeed ? "mp_rank_00_model_states.pt" : ".metadata"), data + 5, first);
-        write_bytes(target / (deepspeed ? "zero_pp_rank_0_mp_rank_00_optim_states.pt" : "__0_0.distcp"),
-                    data + 5 + first, size - 5 - first);
+        std::array<std::filesystem::path, 2> files;
+        if (data[0] % 6 == 5) {
+            target = dir / "iter_0000001";
+            const bool stages = data[0] % 12 != 5;
+            for (int r = 0; r < 2; ++r) {
+                const std::string folder =
+                    stages ? "mp_rank_00_00" + std::to_string(r) : "mp_rank_0" + std::to_string(r);
+                std::filesystem::create_directories(target / folder);
+                files[r] = target / folder / "model_optim_rng.pt";
+            }
+        } else {
+            const bool deepspeed = data[0] % 6 == 4;
+            target = dir / (deepspeed ? "global_step1" : "dcp");
+            std::filesystem::create_directory(target);
+            files = {target / (deepspeed ? "mp_rank_00_model_states.pt" : ".metadata"),
+                     target / (deepspeed ? "zero_pp_rank_0_mp_rank_00_optim_states.pt" : "__0_0.distcp")};
+        }
+        write_bytes(files[0], data + 5, first);
+        write_bytes(files[1], data + 5 + first, size - 5 - first);
     }
     }
     // verify first (its FP8 partner check over the listed tensors included): a report, or a typed

@@ -60,8 +60,10 @@ class MegatronTensorParallel(unittest.TestCase):
                 root, model = self.write(tp, pp, vp, core, gated)
                 code, stats = shardctl("stats", root)
                 self.assertEqual(code, 0, stats)
-                seen = {t["name"]: t for t in stats["tensors"] if t["name"].startswith("model.")}
+                seen = {t["name"]: t for t in stats["tensors"]
+                        if t["name"].startswith("model.") and not t["name"].endswith("._extra_state")}
                 self.assertEqual(set(seen), set(model))
+                _, rule = megatron_legacy.whole_model(core, gated, layers=sum(STAGE_LAYERS[pp, vp] or [4]))
                 for name, tensor in model.items():
                     got = seen[name]
                     values = tensor.to(torch.float64).numpy().reshape(-1)
@@ -72,8 +74,9 @@ class MegatronTensorParallel(unittest.TestCase):
                     self.assertAlmostEqual(got["std"], values.std(), delta=1e-12 * max(1, values.std()))
                     # A tensor every rank holds whole is one part; a split one a part per rank
                     # (two for a gated first layer: its gate rows and its up rows).
-                    parts = len(got["parts"])
-                    self.assertIn(parts, (1, tp, 2 * tp), name)
+                    how = rule[name[len("model."):]]
+                    expected = 1 if how == "whole" or tp == 1 else 2 * tp if how == "gated" else tp
+                    self.assertEqual(len(got["parts"]), expected, name)
                 # Stage by stage the layers are numbered as the model numbers them; the ranks'
                 # random-generator states, on every stage, are said by file.
                 if pp > 1:
@@ -88,8 +91,11 @@ class MegatronTensorParallel(unittest.TestCase):
                 many, model = self.write(tp, pp, vp, core, gated)
                 code, diff = shardctl("diff", one, many, "--tensor", "model.*")
                 self.assertEqual(code, 0, diff)
-                self.assertEqual(diff["summary"]["identical"], len(model), diff["summary"])
-                self.assertEqual(diff["summary"]["tensors"], len(model))
+                status = {t["name"]: t["status"] for t in diff["tensors"]}
+                self.assertEqual({n: status.get(n) for n in model}, {n: "identical" for n in model})
+                # Besides the model only Transformer Engine's (empty) extra states, identical too.
+                self.assertTrue(all(n.endswith("._extra_state") for n in set(status) - set(model)), status)
+                self.assertEqual(diff["summary"]["identical"], diff["summary"]["tensors"], diff["summary"])
 
     def test_convert_writes_the_whole_tensors(self):
         for tp, pp, vp, core, gated in CASES:
@@ -99,14 +105,21 @@ class MegatronTensorParallel(unittest.TestCase):
                 code, result = shardctl("convert", root, "--to", "hf", "--out", out)
                 self.assertEqual(code, 0, result)
                 written = pyutil.read_hf(out)
-                # The model only: the ranks' random-generator states are not part of it.
+                # The model only: the ranks' random-generator states and Transformer Engine's
+                # extra states are not part of it.
                 self.assertEqual(set(written), set(model))
                 for name, tensor in model.items():
                     dtype, shape, values = written[name]
                     self.assertEqual((dtype, shape), ("BF16", list(tensor.shape)), name)
                     np.testing.assert_array_equal(values, bf16_bits(tensor), err_msg=name)
                 code, diff = shardctl("diff", root, out, "--tensor", "model.*")
-                self.assertEqual((code, diff["summary"]["identical"]), (0, len(model)), diff["summary"])
+                status = {t["name"]: t["status"] for t in diff["tensors"]}
+                self.assertEqual({n: status.get(n) for n in model}, {n: "identical" for n in model})
+                # Transformer Engine's extra states are not written: the source's own.
+                self.assertEqual({n: s for n, s in status.items() if n not in model},
+                                 {n: "only_in_a" for n in status if n not in model})
+                self.assertTrue(all(n.endswith("._extra_state") for n in set(status) - set(model)), status)
+                self.assertEqual(diff["summary"]["only_in_a"] > 0, core)
 
     def test_globs_select_by_the_models_names(self):
         # Layer 4 is model1's layer 0 on stage 0 of a virtual pipeline: --tensor names the model's.
@@ -114,6 +127,7 @@ class MegatronTensorParallel(unittest.TestCase):
         code, stats = shardctl("stats", root, "--tensor", "model.decoder.layers.4.*")
         self.assertEqual(code, 0, stats)
         wanted = sorted(n for n in model if n.startswith("model.decoder.layers.4."))
+        stats["tensors"] = [t for t in stats["tensors"] if not t["name"].endswith("._extra_state")]
         self.assertEqual(sorted(t["name"] for t in stats["tensors"]), wanted)
         for t in stats["tensors"]:
             self.assertEqual(t["max"], model[t["name"]].to(torch.float64).max().item(), t["name"])
@@ -128,7 +142,9 @@ class MegatronTensorParallel(unittest.TestCase):
         code, stats = shardctl("stats", root)
         self.assertEqual(code, 0, stats)
         names = [t["name"] for t in stats["tensors"]]
-        self.assertEqual(len(names), 2 * (len(model) + 1))  # and each rank's rng state
+        extra = sum(n.endswith("._extra_state") for n in names) // 2  # Transformer Engine's, per layer
+        self.assertEqual(extra, 4)
+        self.assertEqual(len(names), 2 * (len(model) + extra + 1))  # and each rank's rng state
         for folder in ("mp_rank_*_000", "mp_rank_*_001"):
             self.assertIn(folder + "/model_optim_rng.pt: model.decoder.layers.3.mlp.linear_fc2.weight", names)
         self.assertFalse(any("layers.4." in n for n in names))
@@ -153,6 +169,54 @@ class MegatronTensorParallel(unittest.TestCase):
         self.assertEqual(code, 1, verified)
         self.assertEqual([(p["kind"], p["path"]) for p in verified["problems"]],
                          [("missing_shard", "mp_rank_00_001_001/model_optim_rng.pt")])
+
+    def test_each_layer_stack_is_numbered_on_its_own(self):
+        # A vision tower's three layers on the first stage beside the decoder's: the decoder's layers
+        # on the second stage follow the decoder's on the first, whatever the tower holds.
+        root, model = self.write(1, 2, 1, True, False)
+        path = os.path.join(root, "iter_0000020", "mp_rank_00_000", "model_optim_rng.pt")
+        state = torch.load(path)
+        for i in range(3):
+            state["model"][f"vision_model.layers.{i}.norm.weight"] = torch.full((4,), float(i))
+        torch.save(state, path)
+        code, stats = shardctl("stats", root)
+        self.assertEqual(code, 0, stats)
+        names = {t["name"] for t in stats["tensors"]}
+        self.assertTrue(set(model) <= names, set(model) - names)
+        self.assertEqual({n for n in names if ".vision_model." in n or n.startswith("model.vision_model.")},
+                         {f"model.vision_model.layers.{i}.norm.weight" for i in range(3)})
+
+    def test_what_no_rule_joins_is_read_end_to_end_and_not_converted(self):
+        # Three ways slices are not one tensor: rank 1 lacks one (its file was saved without it),
+        # the copies of a norm differ (the ranks diverged), and MoE experts, which ranks may hold
+        # whole or split, or different experts under one local name.
+        root, model = self.write(2, 1, 1, False, True)
+        names = {"model.language_model.output_layer.weight", "model.language_model.encoder.layers.0.input_norm.weight",
+                 "model.language_model.encoder.layers.0.mlp.experts.local_experts.0.dense_h_to_4h.weight"}
+        for rank in range(2):
+            path = os.path.join(root, "iter_0000020", f"mp_rank_{rank:02d}", "model_optim_rng.pt")
+            state = torch.load(path)
+            lm = state["model"]["language_model"]
+            encoder = lm["encoder"]
+            encoder["layers.0.mlp.experts.local_experts.0.dense_h_to_4h.weight"] = \
+                encoder["layers.0.mlp.dense_h_to_4h.weight"].clone()
+            if rank == 1:
+                del lm["output_layer"]
+                encoder["layers.0.input_norm.weight"] = encoder["layers.0.input_norm.weight"] + 1
+            torch.save(state, path)
+        code, stats = shardctl("stats", root)
+        self.assertEqual(code, 0, stats)
+        seen = {t["name"]: t for t in stats["tensors"]}
+        for name in names:
+            flat = seen[name]
+            self.assertEqual(len(flat["shape"]), 1, name)  # laid end to end, each rank's values counted
+            self.assertEqual(flat["numel"], sum(p["numel"] for p in flat["parts"]), name)
+        self.assertEqual(len(seen["model.language_model.output_layer.weight"]["parts"]), 1)
+        self.assertEqual(seen["model.language_model.encoder.layers.0.input_norm.weight"]["numel"], 2 * 32)
+        code, result = shardctl("convert", root, "--to", "hf", "--out", root + "-hf")
+        self.assertEqual(code, 2, result)
+        self.assertIn("rank file", result["error"]["message"])
+        self.assertFalse(os.path.exists(root + "-hf"))
 
     def test_slices_that_do_not_fit_the_rule_are_not_joined(self):
         # Rank 1's output layer has one row more than rank 0's: not slices of one tensor as

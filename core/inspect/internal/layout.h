@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,26 +53,32 @@ void assemble_zero(const std::vector<TorchArchive>& archives, const ContentOptio
 // mp_rank_TT files and its pipeline layer files' -model_TT-; -1 when it has none.
 int tensor_parallel_rank(std::string_view file);
 // Megatron's tensor-parallel slices of `tensor` (a part per rank's file, `shapes` their stored
-// shapes in the same order) as the tensor the model has (tensor_parallel.cpp says by which rule):
-// boxes of the whole tensor, or one part for a tensor every rank holds whole. `stored_shape`
-// gives another tensor's stored shape in the same files (whether an MLP is gated). False, and
-// nothing changed, when no rule covers the tensor or its slices do not fit the rule.
+// shapes in the same order, `ranks` the tensor-parallel ranks whose files hold its group) as the
+// tensor the model has (megatron_parallel.cpp says by which rule): boxes of the whole tensor, or
+// one part for a tensor every rank holds whole, when `same_values` finds the copies equal.
+// `stored_shape` gives another tensor's stored shape in the same files (whether an MLP is gated).
+// False, and nothing changed, when no rule covers the tensor, a rank lacks it, or its slices do
+// not fit the rule.
 using StoredShape = std::function<std::optional<std::vector<uint64_t>>(const std::string& name)>;
-bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_t>> shapes,
-                          const StoredShape& stored_shape);
+using SameValues = std::function<bool(const std::vector<TensorPart>& copies)>;
+bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_t>> shapes, int ranks,
+                          const StoredShape& stored_shape, const SameValues& same_values);
 // The pipeline stage of plan_torch's slice group of Megatron's per-rank folders
 // ("mp_rank_*_SSS/..."), or -1.
 int pipeline_stage(std::string_view group);
 // Megatron's pipeline stages (mp_rank_TT_SSS folders) number their transformer layers from 0 each,
 // and with a virtual pipeline save each model chunk c as "model<c>.". Given (slice group, name) of
-// every tensor the files hold, the model's name of each: "model.….layers.i." of chunk c on stage s
-// becomes i plus the layers Megatron places before it (every chunk before c on all stages, then
-// chunk c of the stages before s; counted, not assumed even) and "model<c>." becomes "model.".
-// The names as saved when the groups are no Megatron stages, a stage or chunk is missing or does
-// not number its layers 0 .. k-1, or a folder other than the first stage's holds the input
-// embedding (expert-parallel ranks' mp_rank_TT_EEE folders).
+// every tensor the files hold and the stages of the files, the model's name of each:
+// "model.<stack>.layers.i." of chunk c on stage s becomes i plus the layers of that stack (the
+// path before ".layers.": a decoder, an encoder, a vision tower) Megatron places before it (every
+// chunk before c on all stages, then chunk c of the stages before s; counted, not assumed even)
+// and "model<c>." becomes "model.". The names as saved when the files are no Megatron stages, a
+// stage or chunk holds nothing (its file missing or unreadable), a stage does not number a stack's
+// layers 0 .. k-1, or a folder other than the first stage's holds the input embedding
+// (expert-parallel ranks' mp_rank_TT_EEE folders).
 using LayerNumbering = std::function<std::string(const std::string& group, const std::string& name)>;
-LayerNumbering number_stage_layers(const std::vector<std::pair<std::string, std::string>>& tensors);
+LayerNumbering number_stage_layers(const std::vector<std::pair<std::string, std::string>>& tensors,
+                                   const std::set<int>& stages);
 void plan_dcp(const storage::Folder& folder, const ContentOptions& options, ContentReport& report);
 // The same for a layout already read (`tiling` says where, for messages about it): .metadata's,
 // or the one torch's Hugging Face storage shards describe. A tensor whose chunks do not tile it
