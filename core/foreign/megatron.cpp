@@ -10,10 +10,12 @@
 #include "core/foreign/internal/torch_files.h"
 #include "core/util/fsutil.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace shardscope {
 
@@ -92,6 +94,104 @@ std::string dcp_layout_row(const std::optional<MegatronCheckpointConfig>& config
         return "distributed checkpoint (sharded_backend " + config->sharded_backend + ")";
     return has_metadata_json ? "distributed checkpoint (metadata.json unusable)"
                              : "distributed checkpoint (DCP, no metadata.json)";
+}
+
+// The parallel sizes in the saved args against the folders: a rank folder that was never written
+// has no name to be missed by, but the args of the others say it should be there. Rows say the
+// sizes Megatron ran with; folders the args leave no room for, and files whose args disagree, are
+// problems.
+void check_saved_sizes(const std::vector<MegatronArgs>& args, VerifyReport& report,
+                       std::vector<std::pair<std::string, std::string>>& rows)
+{
+    std::size_t first = 0;
+    while (first < args.size() && !args[first].sizes())
+        ++first;
+    if (first == args.size())
+        return; // no args: the names are all there is
+    const MegatronArgs& saved = args[first];
+    const ShardCheck said_by = report.shards[first];
+    const int64_t tp = saved.tensor_parallel.value_or(1), pp = saved.pipeline_parallel.value_or(1),
+                  ep = saved.expert_parallel.value_or(1);
+    const auto sizes_text = [](int64_t t, int64_t p, int64_t e) {
+        return "tensor-parallel size " + std::to_string(t) + ", pipeline-parallel size " + std::to_string(p) +
+            (e > 1 ? ", expert-parallel size " + std::to_string(e) : std::string());
+    };
+    const std::string said = sizes_text(tp, pp, ep);
+    std::size_t disagreeing = 0;
+    for (std::size_t i = 0; i < args.size(); ++i)
+        if (args[i].sizes() &&
+            (args[i].tensor_parallel.value_or(1) != tp || args[i].pipeline_parallel.value_or(1) != pp ||
+             args[i].expert_parallel.value_or(1) != ep) &&
+            disagreeing++ < 20)
+            report.problems.push_back(
+                {.kind = ProblemKind::world_size_mismatch,
+                 .message = "rank " + std::to_string(report.shards[i].rank) + ": " +
+                     (report.dir / report.shards[i].path).string() + ": its args say " +
+                     sizes_text(args[i].tensor_parallel.value_or(1), args[i].pipeline_parallel.value_or(1),
+                                args[i].expert_parallel.value_or(1)) +
+                     ", " + said_by.path + "'s " + said,
+                 .path = report.shards[i].path,
+                 .rank = report.shards[i].rank});
+    if (tp * pp * ep > kMaxWorldSize)
+        return;
+    // The folders Megatron names for these sizes: mp_rank_TT, then _PPP and _EEE where above 1.
+    std::set<std::string> expected;
+    for (int64_t t = 0; t < tp; ++t)
+        for (int64_t s = 0; s < pp; ++s)
+            for (int64_t e = 0; e < ep; ++e) {
+                std::string name = "mp_rank_" + two_digits(int(t));
+                char buffer[16];
+                if (pp > 1) {
+                    std::snprintf(buffer, sizeof buffer, "_%03d", int(s));
+                    name += buffer;
+                }
+                if (ep > 1) {
+                    std::snprintf(buffer, sizeof buffer, "_%03d", int(e));
+                    name += buffer;
+                }
+                const std::string path = name + "/model_optim_rng.pt";
+                expected.insert(name);
+                if (std::none_of(report.shards.begin(), report.shards.end(),
+                                 [&](const ShardCheck& c) { return c.path == path; })) {
+                    const int rank = int((t * pp + s) * ep + e);
+                    report.shards.push_back({.rank = rank,
+                                             .path = path,
+                                             .status = ShardStatus::missing,
+                                             .detail = "missing (the args say " + said + ")"});
+                    report.problems.push_back({.kind = ProblemKind::missing_shard,
+                                               .message = "rank " + std::to_string(rank) + ": " +
+                                                   (report.dir / path).string() + ": missing (the args of " +
+                                                   said_by.path + " say " + said + ")",
+                                               .path = path,
+                                               .rank = rank});
+                }
+            }
+    std::size_t beyond = 0;
+    for (const ShardCheck& c : report.shards) {
+        const std::string folder = c.path.substr(0, c.path.find('/'));
+        if (!expected.contains(folder) && c.status != ShardStatus::missing && beyond++ < 20)
+            report.problems.push_back(
+                {.kind = ProblemKind::world_size_mismatch,
+                 .message = "rank " + std::to_string(c.rank) + ": " + (report.dir / c.path).string() +
+                     ": no such rank for the sizes the args of " + said_by.path + " give (" + said + ")",
+                 .path = c.path,
+                 .rank = c.rank});
+    }
+    // The sizes Megatron ran with replace those read from the names (a second index alone could
+    // be a stage or an expert rank).
+    for (auto& [key, value] : rows) {
+        if (key == "tensor-parallel size")
+            value = std::to_string(tp);
+        else if (key == "pipeline-parallel size")
+            value = std::to_string(pp);
+    }
+    std::erase_if(rows, [](const auto& kv) { return kv.first == "expert-parallel size"; });
+    if (ep > 1)
+        rows.push_back({"expert-parallel size", std::to_string(ep)});
+    if (saved.virtual_pipeline)
+        rows.push_back({"virtual pipeline size", std::to_string(*saved.virtual_pipeline)});
+    rows.push_back({"sizes from", "the saved args (" + said_by.path + ")"});
+    report.foreign->world_size = tp * pp * ep;
 }
 
 } // namespace
@@ -175,8 +275,11 @@ VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions&
         else if (report.shards.empty())
             report.problems.push_back({.kind = ProblemKind::missing_shard,
                                        .message = dir.string() + ": no .metadata and no mp_rank_XX folders"});
-        else
-            check_archives(listed, report, inner, ProblemKind::missing_shard, check_data);
+        else {
+            std::vector<MegatronArgs> args;
+            check_archives(listed, report, inner, ProblemKind::missing_shard, check_data, &args);
+            check_saved_sizes(args, report, rows);
+        }
         rows.push_back({"tensors", std::to_string(report.foreign->tensors_total)});
     }
     report.problems.insert(report.problems.begin(), found.begin(), found.end());

@@ -247,6 +247,29 @@ DeepSpeedZeroFields::Shapes shapes_of(const PickleDocument& doc, uint32_t id, Co
     return out;
 }
 
+MegatronArgs megatron_args(const PickleDocument& doc)
+{
+    MegatronArgs out;
+    const uint32_t root = doc.root();
+    if (const uint32_t version = doc.dict_get(root, "checkpoint_version"); doc.is(version, PickleKind::floating))
+        out.checkpoint_version = doc.at(version).floating;
+    else if (const auto whole = doc.as_int(version))
+        out.checkpoint_version = double(*whole);
+    const uint32_t args = doc.dict_get(root, "args");
+    if (args == kNoPickleValue || doc.class_name(args) != "argparse.Namespace")
+        return out;
+    // A size below 1 (or absurdly large) is not one Megatron ran with: left unset.
+    const auto size = [&](std::string_view key) -> std::optional<int64_t> {
+        const auto n = doc.as_int(doc.attribute(args, key));
+        return n && *n >= 1 && *n <= (1 << 20) ? n : std::nullopt;
+    };
+    out.tensor_parallel = size("tensor_model_parallel_size");
+    out.pipeline_parallel = size("pipeline_model_parallel_size");
+    out.expert_parallel = size("expert_model_parallel_size");
+    out.virtual_pipeline = size("virtual_pipeline_model_parallel_size");
+    return out;
+}
+
 DeepSpeedZeroFields zero_fields(const PickleDocument& doc)
 {
     DeepSpeedZeroFields out;
@@ -354,6 +377,7 @@ TorchArchiveListing list_torch_archive(const ZipReadAt& read, uint64_t file_size
         }
         TensorWalker(doc, out).walk(doc.root(), {}, 0);
         out.zero = zero_fields(doc);
+        out.megatron = megatron_args(doc);
     } catch (const Error& e) {
         rethrow_remote(e);
         out.problems.push_back({.kind = e.kind(), .message = e.what()});
@@ -376,7 +400,7 @@ namespace foreign {
 // when `tensor_prefix` is set). Problems name the file and rank.
 void check_torch_file(storage::OpenedObject& file, const std::string& shown, ShardCheck& check,
                       std::vector<Problem>& problems, std::vector<ForeignTensor>& tensors, uint64_t& tensors_total,
-                      const VerifyOptions& options, bool check_data)
+                      const VerifyOptions& options, bool check_data, MegatronArgs& megatron)
 {
     auto add = [&](ProblemKind kind, const std::string& message) {
         problems.push_back({.kind = kind, .message = message, .path = check.path, .rank = check.rank});
@@ -415,6 +439,7 @@ void check_torch_file(storage::OpenedObject& file, const std::string& shown, Sha
     if (bad_entries > 20)
         add(ProblemKind::crc_mismatch, shown + ": " + std::to_string(bad_entries - 20) + " more bad entries");
     TorchArchiveListing listing = list_torch_archive(read, file.size, directory, shown);
+    megatron = listing.megatron;
     for (auto& p : listing.problems)
         add(p.kind, p.message);
     tensors_total += listing.tensors_total;
@@ -464,17 +489,20 @@ bool eat(std::string_view s, std::size_t& pos, std::string_view literal)
 
 // Runs the archive checks over report.shards and fills the summary's tensor list.
 void check_archives(const storage::Folder& folder, VerifyReport& report, const VerifyOptions& options,
-                    ProblemKind missing_kind, bool check_data)
+                    ProblemKind missing_kind, bool check_data, std::vector<MegatronArgs>* megatron)
 {
     std::vector<std::vector<ForeignTensor>> tensors(report.shards.size());
     std::vector<uint64_t> totals(report.shards.size(), 0);
+    std::vector<MegatronArgs> args(report.shards.size());
     foreign::check_files(
         folder, report, options,
         [&](std::size_t i, storage::OpenedObject& file, ShardCheck& check, std::vector<Problem>& problems) {
             check_torch_file(file, foreign::shown_file(report.dir, check), check, problems, tensors[i], totals[i],
-                             options, check_data);
+                             options, check_data, args[i]);
         },
         missing_kind);
+    if (megatron)
+        *megatron = std::move(args);
     for (std::size_t i = 0; i < tensors.size(); ++i) {
         report.foreign->tensors_total += totals[i];
         for (auto& t : tensors[i])

@@ -7,6 +7,7 @@
 #include "core/foreign/io/zip_reader.h"
 #include "core/util/error.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,16 @@ struct DeepSpeedZeroFields {
     bool truncated = false; // the lists hold more names and dimensions than are read: not usable
 };
 
+// What Megatron-LM saves beside a rank's tensors in model_optim_rng.pt: the parallel sizes of its
+// `args` (an argparse.Namespace, read as an inert object) and `checkpoint_version`. Unset where
+// the file has none (other formats, or a value that is not a whole number).
+struct MegatronArgs {
+    std::optional<int64_t> tensor_parallel, pipeline_parallel, expert_parallel, virtual_pipeline;
+    std::optional<double> checkpoint_version;
+
+    bool sizes() const { return tensor_parallel || pipeline_parallel; }
+};
+
 struct TorchArchiveListing {
     std::string prefix; // the archive's top folder, with its trailing slash
     std::vector<TorchStorage> storages; // sorted by key
@@ -58,6 +69,7 @@ struct TorchArchiveListing {
     std::vector<TorchTensorRef> refs; // the same tensors, with offset and strides
     uint64_t tensors_total = 0;
     DeepSpeedZeroFields zero;
+    MegatronArgs megatron;
     std::vector<Problem> problems; // data.pkl that cannot be read, storages that disagree
 };
 

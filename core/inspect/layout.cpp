@@ -260,13 +260,13 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
                 for (const TorchFile& f : files_of)
                     (f.file.starts_with("zero/") ? universal : engine).push_back(f);
                 std::vector<TorchArchive> archives;
-                plan_torch(folder, engine, options, report, &archives);
+                plan_torch(folder, engine, options, report, &archives, saved_torch_files(listed));
                 if (universal.empty())
                     assemble_zero(archives, options, report);
                 else
                     plan_universal(folder, universal, archives, options, report);
             } else {
-                plan_torch(folder, files_of, options, report);
+                plan_torch(folder, files_of, options, report, nullptr, saved_torch_files(listed));
             }
             break;
         }

@@ -142,8 +142,12 @@ bool same_values(const storage::Folder& folder, const std::vector<TensorPart>& c
 // never unpickled). Tensors of the same name in several files (DeepSpeed's ZeRO partitions,
 // tensor-parallel slices) become one tensor with a part per file.
 void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& files, const ContentOptions& options,
-                ContentReport& report, std::vector<TorchArchive>* archives)
+                ContentReport& report, std::vector<TorchArchive>* archives, const std::vector<std::string>& saved)
 {
+    std::vector<std::string> every_file = saved;
+    if (every_file.empty())
+        for (const TorchFile& tf : files)
+            every_file.push_back(tf.file);
     const fs::path& dir = folder.path;
     std::map<std::pair<std::string, std::string>, std::size_t> by_key; // (slice group, name) -> tensor
     std::vector<std::string> group_of; // per tensor planned here
@@ -152,8 +156,8 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
     // Megatron's pipeline stages hold tensors under names the model does not have (their layers
     // numbered from 0): which tensors the globs select is told by the model's names, once every
     // file is listed. Until then each tensor is laid out, and what is wrong with one kept aside.
-    const bool stages = std::any_of(files.begin(), files.end(),
-                                    [](const TorchFile& tf) { return pipeline_stage(slice_group(tf.file)) >= 0; });
+    const bool stages = std::any_of(every_file.begin(), every_file.end(),
+                                    [](const std::string& f) { return pipeline_stage(slice_group(f)) >= 0; });
     std::vector<std::pair<std::string, std::string>> every_tensor; // (slice group, name) of every ref
     struct Finding {
         std::pair<std::string, std::string> tensor; // (slice group, name)
@@ -162,8 +166,8 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
     };
     std::vector<Finding> findings;
     std::map<std::string, std::set<int>> tensor_parallel_ranks; // slice group -> the ranks of its files
-    for (const TorchFile& tf : files)
-        tensor_parallel_ranks[slice_group(tf.file)].insert(tensor_parallel_rank(tf.file));
+    for (const std::string& f : every_file)
+        tensor_parallel_ranks[slice_group(f)].insert(tensor_parallel_rank(f));
     const std::size_t base = report.tensors.size();
     for (const TorchFile& tf : files) {
         const std::string shown =
@@ -340,8 +344,8 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
     }
     // The model's names, the globs applied to them, and what is wrong with the tensors they select.
     std::set<int> stage_files;
-    for (const TorchFile& tf : files)
-        if (const int stage = pipeline_stage(slice_group(tf.file)); stage >= 0)
+    for (const std::string& f : every_file)
+        if (const int stage = pipeline_stage(slice_group(f)); stage >= 0)
             stage_files.insert(stage);
     const LayerNumbering model_name = number_stage_layers(every_tensor, stage_files);
     for (Finding& f : findings)
@@ -568,6 +572,15 @@ std::vector<TorchFile> torch_files_of(const VerifyReport& listed)
     for (const ShardCheck& s : listed.shards)
         if (s.path.ends_with(".pt") && s.status != ShardStatus::missing)
             files.push_back({s.path, s.rank});
+    return files;
+}
+
+std::vector<std::string> saved_torch_files(const VerifyReport& listed)
+{
+    std::vector<std::string> files;
+    for (const ShardCheck& s : listed.shards)
+        if (s.path.ends_with(".pt"))
+            files.push_back(s.path);
     return files;
 }
 

@@ -53,6 +53,8 @@ FailureSummary classify_failure(const VerifyReport& report)
                 return p.message;
         return {};
     };
+    // The verb agreeing with who(): ranks_of, in the conditions below, fills summary.ranks first.
+    auto agree = [&](const char* one, const char* many) { return summary.ranks.size() > 1 ? many : one; };
     auto who = [&](const std::string& noun) {
         if (summary.ranks.empty())
             return noun;
@@ -104,13 +106,13 @@ FailureSummary classify_failure(const VerifyReport& report)
                           "previous complete step.";
     } else if (ranks_of({ProblemKind::partial_write, ProblemKind::missing_shard, ProblemKind::size_mismatch})) {
         summary.mode = FailureMode::partial_write;
-        summary.title = "Partial write: " + who("shard") + " is missing or not the recorded size";
+        summary.title = "Partial write: " + who("shard") + agree(" is", " are") + " missing or not the recorded size";
         summary.meaning = "The save was interrupted or the files were copied incompletely. Do not "
                           "resume from this step: copy the shard again from its source, or resume "
                           "from the previous complete step.";
     } else if (ranks_of({ProblemKind::hash_mismatch, ProblemKind::invalid_shard})) {
         summary.mode = FailureMode::corruption;
-        summary.title = "Corruption: " + who("shard") + " does not match the recorded hash";
+        summary.title = "Corruption: " + who("shard") + agree(" does not", " do not") + " match the recorded hash";
         summary.meaning = "The file has the recorded size but different bytes (disk, memory or "
                           "transfer error). Resuming would silently train from damaged weights: "
                           "restore the shard from a replica or resume from the previous step.";

@@ -79,12 +79,17 @@ void describe_checks(const VerifyReport& verify, ResumeVerdict& verdict)
         return;
     }
     if (f == "deepspeed" || f == "megatron") {
-        verdict.checked.push_back("the rank files the file names imply, and the CRC-32 of every entry of every .pt "
-                                  "archive (" +
-                                  files + ")");
-        verdict.not_checked.push_back(f +
-                                      " writes no manifest: a rank missing from the naming sequence is found, "
-                                      "one never named is not");
+        // Megatron's rank files save its args: their parallel sizes name every rank, a lost one too.
+        const bool sized = verify.foreign &&
+            std::any_of(verify.foreign->rows.begin(), verify.foreign->rows.end(),
+                        [](const auto& row) { return row.first == "sizes from"; });
+        verdict.checked.push_back(std::string(sized ? "the rank files the saved args' parallel sizes name"
+                                                    : "the rank files the file names imply") +
+                                  ", and the CRC-32 of every entry of every .pt archive (" + files + ")");
+        if (!sized)
+            verdict.not_checked.push_back(f +
+                                          " writes no manifest: a rank missing from the naming sequence is found, "
+                                          "one never named is not");
         return;
     }
     verdict.checked.push_back(files + " checked as " + f);

@@ -132,6 +132,16 @@ class MegatronTensorParallel(unittest.TestCase):
         for t in stats["tensors"]:
             self.assertEqual(t["max"], model[t["name"]].to(torch.float64).max().item(), t["name"])
 
+    def set_args(self, root, **sizes):
+        """Every rank file's saved args given these sizes, as Megatron would have saved them."""
+        for folder, _, files in os.walk(root):
+            if "model_optim_rng.pt" in files:
+                path = os.path.join(folder, "model_optim_rng.pt")
+                state = torch.load(path)
+                for key, value in sizes.items():
+                    setattr(state["args"], key, value)
+                torch.save(state, path)
+
     def test_expert_parallel_folders_are_not_taken_for_stages(self):
         # mp_rank_TT_EEE: every expert-parallel rank holds the dense model, embedding included.
         # Numbered as stages its layers would be renamed 4..7: each keeps its file's name instead.
@@ -139,6 +149,11 @@ class MegatronTensorParallel(unittest.TestCase):
         step = os.path.join(root, "iter_0000020")
         os.rename(os.path.join(step, "mp_rank_00"), os.path.join(step, "mp_rank_00_000"))
         shutil.copytree(os.path.join(step, "mp_rank_00_000"), os.path.join(step, "mp_rank_00_001"))
+        self.set_args(root, expert_model_parallel_size=2)
+        code, verified = shardctl("verify", root)
+        self.assertEqual(code, 0, verified["problems"])
+        self.assertEqual((verified["summary"]["pipeline-parallel size"], verified["summary"]["expert-parallel size"]),
+                         ("1", "2"))
         code, stats = shardctl("stats", root)
         self.assertEqual(code, 0, stats)
         names = [t["name"] for t in stats["tensors"]]
@@ -157,6 +172,7 @@ class MegatronTensorParallel(unittest.TestCase):
             folder = os.path.join(step, f"mp_rank_00_{stage:03d}")
             os.rename(folder, folder + "_000")
             shutil.copytree(folder + "_000", folder + "_001")
+        self.set_args(root, expert_model_parallel_size=2)
         code, verified = shardctl("verify", root)
         self.assertEqual(code, 0, verified)
         self.assertEqual([s["path"] for s in verified["shards"]],
@@ -217,6 +233,44 @@ class MegatronTensorParallel(unittest.TestCase):
         self.assertEqual(code, 2, result)
         self.assertIn("rank file", result["error"]["message"])
         self.assertFalse(os.path.exists(root + "-hf"))
+
+    def test_a_lost_rank_leaves_its_peers_slices_unjoined(self):
+        # mp_rank_00 is gone: rank 1's half of the output layer is not the output layer.
+        root, model = self.write(2, 1, 1, False, True)
+        shutil.rmtree(os.path.join(root, "iter_0000020", "mp_rank_00"))
+        name = "model.language_model.output_layer.weight"
+        code, stats = shardctl("stats", root, "--tensor", name)
+        self.assertEqual(code, 0, stats)
+        self.assertEqual(stats["tensors"][0]["shape"], [model[name].numel() // 2])
+        code, verified = shardctl("verify", root)
+        self.assertEqual((code, verified["problems"][0]["kind"]), (1, "missing_shard"))
+
+    def test_the_saved_args_name_the_ranks_no_folder_names(self):
+        # The last tensor-parallel rank's folder is gone: no name is missing from the sequence the
+        # folders show, but the args of the others say two ranks saved.
+        root, model = self.write(2, 1, 1, False, True)
+        shutil.rmtree(os.path.join(root, "iter_0000020", "mp_rank_01"))
+        code, verified = shardctl("verify", root)
+        self.assertEqual(code, 1, verified["problems"])
+        self.assertEqual([(p["kind"], p["path"], p["rank"]) for p in verified["problems"]],
+                         [("missing_shard", "mp_rank_01/model_optim_rng.pt", 1)])
+        self.assertIn("tensor-parallel size 2", verified["problems"][0]["message"])
+        self.assertEqual(verified["world_size"], 2)
+        # Rank 0's half of a split tensor is not the tensor.
+        name = "model.language_model.output_layer.weight"
+        code, stats = shardctl("stats", root, "--tensor", name)
+        self.assertEqual(stats["tensors"][0]["shape"], [model[name].numel() // 2])
+        # Files whose args disagree with each other say so.
+        root, _ = self.write(2, 2, 1, True, True)
+        path = os.path.join(root, "iter_0000020", "mp_rank_01_001", "model_optim_rng.pt")
+        state = torch.load(path)
+        state["args"].tensor_model_parallel_size = 4
+        torch.save(state, path)
+        code, verified = shardctl("verify", root)
+        self.assertEqual(code, 1)
+        mismatch = [p for p in verified["problems"] if p["kind"] == "world_size_mismatch"]
+        self.assertEqual([p["path"] for p in mismatch], ["mp_rank_01_001/model_optim_rng.pt"])
+        self.assertIn("tensor-parallel size 4", mismatch[0]["message"])
 
     def test_slices_that_do_not_fit_the_rule_are_not_joined(self):
         # Rank 1's output layer has one row more than rank 0's: not slices of one tensor as

@@ -3,6 +3,7 @@
 // checking every archive of a report, and reading numbers out of their file names.
 
 #include "core/checkpoint/verify.h"
+#include "core/foreign/torch_archive.h"
 
 #include <string>
 #include <string_view>
@@ -11,9 +12,10 @@
 namespace shardscope::foreign {
 
 // Runs the archive checks (CRC-32 of every entry unless `check_data` is false, the tensor listing
-// from data.pkl) over report.shards and fills the summary's tensor list.
+// from data.pkl) over report.shards and fills the summary's tensor list; `megatron`, when given,
+// receives what each shard's file says of Megatron's args (by shard index; unset where unread).
 void check_archives(const storage::Folder& folder, VerifyReport& report, const VerifyOptions& options,
-                    ProblemKind missing_kind, bool check_data);
+                    ProblemKind missing_kind, bool check_data, std::vector<MegatronArgs>* megatron = nullptr);
 
 // Digits at `pos` of `s` (advancing it), or -1.
 int digits(std::string_view s, std::size_t& pos);

@@ -42,8 +42,12 @@ struct TorchArchive {
     std::map<std::string, Tensor> tensors; // by name in the archive
     DeepSpeedZeroFields zero;
 };
+// `saved`, when given, names every file the checkpoint should have (a missing one too): the
+// tensor-parallel ranks and pipeline stages are counted from it, so that one rank's slice of a
+// checkpoint that lost the others is not taken for the tensor.
 void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& files, const ContentOptions& options,
-                ContentReport& report, std::vector<TorchArchive>* archives = nullptr);
+                ContentReport& report, std::vector<TorchArchive>* archives = nullptr,
+                const std::vector<std::string>& saved = {});
 // DeepSpeed ZeRO: the model as zero_to_fp32 puts it together, appended to report.tensors (each
 // TensorContent::assembled): buffers and frozen parameters from the model file(s), every trained
 // parameter gathered from the ranks' flat fp32 partitions, aliases of shared parameters. A folder
@@ -86,6 +90,8 @@ void plan_dcp(const storage::Folder& folder, const ContentOptions& options, Cont
 void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, const DcpTilingSource& tiling,
                      const ContentOptions& options, ContentReport& report);
 std::vector<TorchFile> torch_files_of(const VerifyReport& listed);
+// Every .pt file that listing names, missing ones included.
+std::vector<std::string> saved_torch_files(const VerifyReport& listed);
 // DeepSpeed's universal checkpoint: `files` are its zero/<parameter>/<state>.pt files, each a
 // torch.save of {"param": tensor, ...}; every fp32.pt becomes the parameter, assembled, and every
 // exp_avg.pt / exp_avg_sq.pt its moment (TensorContent::state), as assemble_zero names them. The
