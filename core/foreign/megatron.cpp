@@ -97,45 +97,52 @@ std::string dcp_layout_row(const std::optional<MegatronCheckpointConfig>& config
 }
 
 // The parallel sizes in the saved args against the folders: a rank folder that was never written
-// has no name to be missed by, but the args of the others say it should be there. Rows say the
-// sizes Megatron ran with; folders the args leave no room for, and files whose args disagree, are
-// problems.
+// has no name to be missed by, but the args of the others say it should be there. The args of a
+// file that verified are taken, the first such. Rows say the sizes Megatron ran with; every
+// shard's rank is its place in that grid; folders the args leave no room for, and files whose
+// args disagree, are problems. Layouts the sizes do not name alone (a multimodal encoder's own
+// stages, experts at another tensor-parallel degree) are left to the names.
 void check_saved_sizes(const std::vector<MegatronArgs>& args, VerifyReport& report,
                        std::vector<std::pair<std::string, std::string>>& rows)
 {
-    std::size_t first = 0;
-    while (first < args.size() && !args[first].sizes())
-        ++first;
+    std::size_t first = args.size();
+    for (std::size_t i = 0; i < args.size() && first == args.size(); ++i)
+        if (args[i].sizes() && report.shards[i].status == ShardStatus::ok)
+            first = i;
+    for (std::size_t i = 0; i < args.size() && first == args.size(); ++i)
+        if (args[i].sizes())
+            first = i;
     if (first == args.size())
-        return; // no args: the names are all there is
+        return; // no usable args: the names are all there is
     const MegatronArgs& saved = args[first];
-    const ShardCheck said_by = report.shards[first];
+    const std::string said_by = report.shards[first].path;
     const int64_t tp = saved.tensor_parallel.value_or(1), pp = saved.pipeline_parallel.value_or(1),
                   ep = saved.expert_parallel.value_or(1);
+    if (saved.encoder_pipeline.value_or(0) > 0 || (ep > 1 && saved.expert_tensor_parallel.value_or(tp) != tp))
+        return;
     const auto sizes_text = [](int64_t t, int64_t p, int64_t e) {
         return "tensor-parallel size " + std::to_string(t) + ", pipeline-parallel size " + std::to_string(p) +
             (e > 1 ? ", expert-parallel size " + std::to_string(e) : std::string());
     };
     const std::string said = sizes_text(tp, pp, ep);
+    std::vector<Problem> found;
     std::size_t disagreeing = 0;
     for (std::size_t i = 0; i < args.size(); ++i)
         if (args[i].sizes() &&
             (args[i].tensor_parallel.value_or(1) != tp || args[i].pipeline_parallel.value_or(1) != pp ||
              args[i].expert_parallel.value_or(1) != ep) &&
             disagreeing++ < 20)
-            report.problems.push_back(
-                {.kind = ProblemKind::world_size_mismatch,
-                 .message = "rank " + std::to_string(report.shards[i].rank) + ": " +
-                     (report.dir / report.shards[i].path).string() + ": its args say " +
-                     sizes_text(args[i].tensor_parallel.value_or(1), args[i].pipeline_parallel.value_or(1),
-                                args[i].expert_parallel.value_or(1)) +
-                     ", " + said_by.path + "'s " + said,
-                 .path = report.shards[i].path,
-                 .rank = report.shards[i].rank});
+            found.push_back({.kind = ProblemKind::world_size_mismatch,
+                             .message = (report.dir / report.shards[i].path).string() + ": its args say " +
+                                 sizes_text(args[i].tensor_parallel.value_or(1), args[i].pipeline_parallel.value_or(1),
+                                            args[i].expert_parallel.value_or(1)) +
+                                 ", " + said_by + "'s " + said,
+                             .path = report.shards[i].path});
     if (tp * pp * ep > kMaxWorldSize)
         return;
-    // The folders Megatron names for these sizes: mp_rank_TT, then _PPP and _EEE where above 1.
-    std::set<std::string> expected;
+    // The folders Megatron names for these sizes (mp_rank_TT, then _PPP and _EEE where above 1),
+    // each with its rank in the grid.
+    std::map<std::string, int> expected;
     for (int64_t t = 0; t < tp; ++t)
         for (int64_t s = 0; s < pp; ++s)
             for (int64_t e = 0; e < ep; ++e) {
@@ -149,34 +156,75 @@ void check_saved_sizes(const std::vector<MegatronArgs>& args, VerifyReport& repo
                     std::snprintf(buffer, sizeof buffer, "_%03d", int(e));
                     name += buffer;
                 }
-                const std::string path = name + "/model_optim_rng.pt";
-                expected.insert(name);
-                if (std::none_of(report.shards.begin(), report.shards.end(),
-                                 [&](const ShardCheck& c) { return c.path == path; })) {
-                    const int rank = int((t * pp + s) * ep + e);
-                    report.shards.push_back({.rank = rank,
-                                             .path = path,
-                                             .status = ShardStatus::missing,
-                                             .detail = "missing (the args say " + said + ")"});
-                    report.problems.push_back({.kind = ProblemKind::missing_shard,
-                                               .message = "rank " + std::to_string(rank) + ": " +
-                                                   (report.dir / path).string() + ": missing (the args of " +
-                                                   said_by.path + " say " + said + ")",
-                                               .path = path,
-                                               .rank = rank});
-                }
+                expected.emplace(std::move(name), int((t * pp + s) * ep + e));
             }
+    // What the names implied and the args do not: an absent folder outside their grid is not
+    // missing, one there is a folder too many.
+    std::set<std::string> dropped;
+    std::vector<ShardCheck> shards;
     std::size_t beyond = 0;
-    for (const ShardCheck& c : report.shards) {
+    for (ShardCheck& c : report.shards) {
         const std::string folder = c.path.substr(0, c.path.find('/'));
-        if (!expected.contains(folder) && c.status != ShardStatus::missing && beyond++ < 20)
-            report.problems.push_back(
-                {.kind = ProblemKind::world_size_mismatch,
-                 .message = "rank " + std::to_string(c.rank) + ": " + (report.dir / c.path).string() +
-                     ": no such rank for the sizes the args of " + said_by.path + " give (" + said + ")",
-                 .path = c.path,
-                 .rank = c.rank});
+        const auto place = expected.find(folder);
+        if (place != expected.end()) {
+            c.rank = place->second;
+            shards.push_back(std::move(c));
+        } else if (c.status == ShardStatus::missing) {
+            dropped.insert(c.path);
+        } else {
+            if (beyond++ < 20)
+                found.push_back({.kind = ProblemKind::world_size_mismatch,
+                                 .message = (report.dir / c.path).string() +
+                                     ": no such rank for the sizes the args of " + said_by + " give (" + said + ")",
+                                 .path = c.path});
+            c.rank = -1;
+            shards.push_back(std::move(c));
+        }
     }
+    std::set<std::string> present;
+    for (const ShardCheck& c : shards)
+        present.insert(c.path);
+    std::size_t missing = 0;
+    for (const auto& [folder, rank] : expected) {
+        std::vector<std::string> files = {folder + "/model_optim_rng.pt"};
+        if (saved.distributed_optimizer) // the distributed optimizer's shards, beside each rank's model
+            files.push_back(folder + "/distrib_optim.pt");
+        for (const std::string& path : files) {
+            if (present.contains(path))
+                continue;
+            shards.push_back({.rank = rank,
+                              .path = path,
+                              .status = ShardStatus::missing,
+                              .detail = "missing (the args say " + said + ")"});
+            if (missing++ < 20)
+                found.push_back(
+                    {.kind = ProblemKind::missing_shard,
+                     .message = (report.dir / path).string() + ": missing (the args of " + said_by + " say " + said +
+                         (path.ends_with("distrib_optim.pt") ? ", with the distributed optimizer" : "") + ")",
+                     .path = path,
+                     .rank = rank});
+        }
+    }
+    if (missing > 20)
+        found.push_back({.kind = ProblemKind::missing_shard,
+                         .message = report.dir.string() + ": " + std::to_string(missing - 20) +
+                             " more rank files the args name are missing"});
+    std::stable_sort(shards.begin(), shards.end(),
+                     [](const ShardCheck& a, const ShardCheck& b) { return a.rank < b.rank; });
+    report.shards = std::move(shards);
+    // The problems the names gave stay, but for folders the args do not expect, and carry the
+    // ranks of the args' grid.
+    std::erase_if(report.problems, [&](const Problem& p) { return dropped.contains(p.path); });
+    for (Problem& p : report.problems)
+        if (const auto place = expected.find(p.path.substr(0, p.path.find('/'))); place != expected.end())
+            p.rank = place->second;
+    for (Problem& p : found) // said with the rank they are about, as every rank file's problem is
+        if (p.rank < 0)
+            if (const auto place = expected.find(p.path.substr(0, p.path.find('/'))); place != expected.end()) {
+                p.rank = place->second;
+                p.message = "rank " + std::to_string(p.rank) + ": " + p.message;
+            }
+    report.problems.insert(report.problems.end(), found.begin(), found.end());
     // The sizes Megatron ran with replace those read from the names (a second index alone could
     // be a stage or an expert rank).
     for (auto& [key, value] : rows) {
@@ -190,7 +238,7 @@ void check_saved_sizes(const std::vector<MegatronArgs>& args, VerifyReport& repo
         rows.push_back({"expert-parallel size", std::to_string(ep)});
     if (saved.virtual_pipeline)
         rows.push_back({"virtual pipeline size", std::to_string(*saved.virtual_pipeline)});
-    rows.push_back({"sizes from", "the saved args (" + said_by.path + ")"});
+    rows.push_back({"sizes from", "the saved args (" + said_by + ")"});
     report.foreign->world_size = tp * pp * ep;
 }
 

@@ -258,15 +258,29 @@ MegatronArgs megatron_args(const PickleDocument& doc)
     const uint32_t args = doc.dict_get(root, "args");
     if (args == kNoPickleValue || doc.class_name(args) != "argparse.Namespace")
         return out;
-    // A size below 1 (or absurdly large) is not one Megatron ran with: left unset.
-    const auto size = [&](std::string_view key) -> std::optional<int64_t> {
-        const auto n = doc.as_int(doc.attribute(args, key));
-        return n && *n >= 1 && *n <= (1 << 20) ? n : std::nullopt;
+    // Absent or None: unset. A size below `least` or absurdly large is not one Megatron ran with:
+    // the args are not used at all.
+    const auto size = [&](std::string_view key, int64_t least = 1) -> std::optional<int64_t> {
+        const uint32_t id = doc.attribute(args, key);
+        if (id == kNoPickleValue || doc.is(id, PickleKind::none))
+            return std::nullopt;
+        const auto n = doc.as_int(id);
+        if (n && *n >= least && *n <= (1 << 20))
+            return n;
+        out.invalid = true;
+        return std::nullopt;
+    };
+    const auto flag = [&](std::string_view key) {
+        const uint32_t id = doc.attribute(args, key);
+        return doc.is(id, PickleKind::boolean) && doc.at(id).boolean;
     };
     out.tensor_parallel = size("tensor_model_parallel_size");
     out.pipeline_parallel = size("pipeline_model_parallel_size");
     out.expert_parallel = size("expert_model_parallel_size");
     out.virtual_pipeline = size("virtual_pipeline_model_parallel_size");
+    out.encoder_pipeline = size("encoder_pipeline_model_parallel_size", 0);
+    out.expert_tensor_parallel = size("expert_tensor_parallel_size");
+    out.distributed_optimizer = flag("use_distributed_optimizer") && !flag("no_save_optim");
     return out;
 }
 

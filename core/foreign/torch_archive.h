@@ -57,9 +57,14 @@ struct DeepSpeedZeroFields {
 // the file has none (other formats, or a value that is not a whole number).
 struct MegatronArgs {
     std::optional<int64_t> tensor_parallel, pipeline_parallel, expert_parallel, virtual_pipeline;
+    // Layouts whose folders the three sizes alone do not name: a multimodal encoder's own stages,
+    // experts folded into tensor parallelism at another degree.
+    std::optional<int64_t> encoder_pipeline, expert_tensor_parallel;
+    bool distributed_optimizer = false; // use_distributed_optimizer, and the optimizer saved
+    bool invalid = false; // a size that is no positive whole number (below 2^20): none is used
     std::optional<double> checkpoint_version;
 
-    bool sizes() const { return tensor_parallel || pipeline_parallel; }
+    bool sizes() const { return !invalid && (tensor_parallel || pipeline_parallel); }
 };
 
 struct TorchArchiveListing {

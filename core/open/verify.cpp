@@ -21,7 +21,9 @@ namespace {
 // the index is what is verified, and the summary says that the shards were not, and how to.
 void note_unread_shards(const storage::Folder& dir, VerifyReport& report)
 {
-    if (!report.foreign || !dir.is_folder("sharded"))
+    // A web server has no listing: asking whether sharded/ is there would probe every entry file.
+    if (!report.foreign || (!dir.is_local() && dir.location().scheme != storage::Scheme::s3) ||
+        !dir.is_folder("sharded"))
         return;
     std::size_t shards = 0;
     try {

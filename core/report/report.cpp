@@ -71,10 +71,17 @@ FailureSummary classify_failure(const VerifyReport& report)
         summary.meaning = std::string(kWhatShardScopeOpens);
     } else if (ranks_of({ProblemKind::world_size_mismatch})) {
         summary.mode = FailureMode::world_size_change;
-        summary.title = "World size change: " + first_message({ProblemKind::world_size_mismatch});
-        summary.meaning = "The shards are laid out for the world size they were saved with. Reshard the "
-                          "checkpoint to the world size the job runs at (shardctl reshard PATH --to M, or Reshard… "
-                          "in the app) before resuming; loading it as is would give ranks the wrong slices.";
+        summary.title = (report.foreign ? "Parallel sizes disagree: " : "World size change: ") +
+            first_message({ProblemKind::world_size_mismatch});
+        // Only ShardScope's own checkpoints can be resharded here; a foreign step whose rank files
+        // disagree about the sizes they were saved at mixes files of two layouts.
+        summary.meaning = report.foreign
+            ? "The rank files were not all saved with the parallel sizes the others give: some come from "
+              "another run or layout. Do not resume from this step as it is; find the files the run wrote, "
+              "or resume from the previous complete step."
+            : "The shards are laid out for the world size they were saved with. Reshard the "
+              "checkpoint to the world size the job runs at (shardctl reshard PATH --to M, or Reshard… "
+              "in the app) before resuming; loading it as is would give ranks the wrong slices.";
     } else if (ranks_of({ProblemKind::shard_count_mismatch, ProblemKind::duplicate_rank})) {
         summary.mode = FailureMode::shard_count_mismatch;
         summary.title =

@@ -17,11 +17,12 @@ std::string_view to_string(ResumeState state)
 
 namespace {
 
-// What the bytes say, problem by problem.
-ResumeState state_of(const Problem& p)
+// What the bytes say, problem by problem. Only ShardScope's own checkpoints are resharded here: a
+// foreign step's rank files saved at other sizes than the rest are an inconsistent state.
+ResumeState state_of(const Problem& p, bool foreign)
 {
     switch (p.kind) {
-    case ProblemKind::world_size_mismatch: return ResumeState::needs_reshard;
+    case ProblemKind::world_size_mismatch: return foreign ? ResumeState::corrupt : ResumeState::needs_reshard;
     case ProblemKind::partial_write:
     case ProblemKind::missing_shard:
     case ProblemKind::size_mismatch:
@@ -122,8 +123,9 @@ void set_bytes_failure(const VerifyReport& verify, ResumeVerdict& verdict)
     deciding.dir = verify.dir;
     deciding.format = verify.format;
     deciding.manifest = verify.manifest;
+    deciding.foreign = verify.foreign;
     for (const Problem& p : verify.problems)
-        if (state_of(p) == verdict.state)
+        if (state_of(p, verify.foreign.has_value()) == verdict.state)
             deciding.problems.push_back(p);
     const FailureSummary failure = classify_failure(deciding);
     verdict.title = failure.title;
@@ -242,7 +244,8 @@ ResumeState judge_values(const VerifyReport& verify, const ContentReport* conten
             continue;
         }
         // NaN found before a cancel still counts: cancelling only keeps a step from being safe.
-        values = std::min(values, state_of(p) == ResumeState::diverged ? ResumeState::diverged : ResumeState::corrupt);
+        values = std::min(values,
+                          state_of(p, false) == ResumeState::diverged ? ResumeState::diverged : ResumeState::corrupt);
         verdict.reasons.push_back(p);
     }
     for (const Problem& w : content->warnings)
@@ -273,7 +276,7 @@ ResumeVerdict resume_verdict(const VerifyReport& verify, const ContentReport* co
 
     ResumeState bytes = ResumeState::safe;
     for (const Problem& p : verify.problems) {
-        bytes = std::min(bytes, state_of(p));
+        bytes = std::min(bytes, state_of(p, verify.foreign.has_value()));
         verdict.reasons.push_back(p);
     }
     // Files that do not hold what was written decide on their own: values read from them are not

@@ -272,6 +272,40 @@ class MegatronTensorParallel(unittest.TestCase):
         self.assertEqual([p["path"] for p in mismatch], ["mp_rank_01_001/model_optim_rng.pt"])
         self.assertIn("tensor-parallel size 4", mismatch[0]["message"])
 
+    def test_folders_the_args_leave_no_room_for(self):
+        # A stray mp_rank_03 beside the two ranks the args name: a folder too many, and mp_rank_02,
+        # which only the names implied, is not missing.
+        root, _ = self.write(2, 1, 1, False, True)
+        step = os.path.join(root, "iter_0000020")
+        shutil.copytree(os.path.join(step, "mp_rank_01"), os.path.join(step, "mp_rank_03"))
+        code, verified = shardctl("verify", root)
+        self.assertEqual(code, 1)
+        self.assertEqual([(p["kind"], p["path"]) for p in verified["problems"]],
+                         [("world_size_mismatch", "mp_rank_03/model_optim_rng.pt")])
+        self.assertEqual([(s["rank"], s["path"]) for s in verified["shards"]],
+                         [(-1, "mp_rank_03/model_optim_rng.pt"), (0, "mp_rank_00/model_optim_rng.pt"),
+                          (1, "mp_rank_01/model_optim_rng.pt")])
+        # Files of two layouts in one step: not a reshard away from resuming, an inconsistent step.
+        self.assertEqual(verified["verdict"]["state"], "corrupt")
+        self.assertTrue(verified["verdict"]["title"].startswith("Parallel sizes disagree: "))
+        self.assertNotIn("reshard", verified["verdict"]["meaning"])
+        shutil.rmtree(os.path.join(step, "mp_rank_03"))
+        # The distributed optimizer saves distrib_optim.pt beside each rank's model: one lost is found.
+        self.set_args(root, use_distributed_optimizer=True)
+        code, verified = shardctl("verify", root)
+        self.assertEqual([(p["kind"], p["path"], p["rank"]) for p in verified["problems"]],
+                         [("missing_shard", "mp_rank_00/distrib_optim.pt", 0),
+                          ("missing_shard", "mp_rank_01/distrib_optim.pt", 1)])
+        self.set_args(root, no_save_optim=True)  # saved without the optimizer: nothing to miss
+        code, verified = shardctl("verify", root)
+        self.assertEqual((code, verified["problems"]), (0, []))
+        # Args that are no sizes Megatron ran with are not used: the names are all there is.
+        self.set_args(root, tensor_model_parallel_size=0, use_distributed_optimizer=False)
+        shutil.rmtree(os.path.join(step, "mp_rank_01"))
+        code, verified = shardctl("verify", root)
+        self.assertEqual((code, verified["problems"]), (0, []))
+        self.assertNotIn("sizes from", verified["summary"])
+
     def test_slices_that_do_not_fit_the_rule_are_not_joined(self):
         # Rank 1's output layer has one row more than rank 0's: not slices of one tensor as
         # Megatron cuts it, so stats reads them end to end and convert refuses, naming it.
