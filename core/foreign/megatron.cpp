@@ -197,12 +197,13 @@ void check_saved_sizes(const std::vector<MegatronArgs>& args, VerifyReport& repo
                               .status = ShardStatus::missing,
                               .detail = "missing (the args say " + said + ")"});
             if (missing++ < 20)
-                found.push_back(
-                    {.kind = ProblemKind::missing_shard,
-                     .message = (report.dir / path).string() + ": missing (the args of " + said_by + " say " + said +
-                         (path.ends_with("distrib_optim.pt") ? ", with the distributed optimizer" : "") + ")",
-                     .path = path,
-                     .rank = rank});
+                found.push_back({.kind = ProblemKind::missing_shard,
+                                 .message = "rank " + std::to_string(rank) + ": " + (report.dir / path).string() +
+                                     ": missing (the args of " + said_by + " say " + said +
+                                     (path.ends_with("distrib_optim.pt") ? ", with the distributed optimizer" : "") +
+                                     ")",
+                                 .path = path,
+                                 .rank = rank});
         }
     }
     if (missing > 20)

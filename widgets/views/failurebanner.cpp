@@ -109,7 +109,8 @@ void FailureBanner::showVerdict(const shardscope::ResumeVerdict& verdict, bool r
         break;
     default:
         if (!verdict.failed_files.empty())
-            meaning += tr(" The values shown for %1 are not the saved ones: it failed verification.")
+            // A missing file's tensors lack its values, a damaged one's hold others: neither is saved.
+            meaning += tr(" The values shown are not all the saved ones: %1 failed verification.")
                            .arg(printableText(QString::fromStdString(verdict.failed_files.front())));
         apply(State::Bad, printableText(verdict.title), meaning);
         if (verdict.state == ResumeState::needs_reshard && verdict.expected_world_size > 0) {
