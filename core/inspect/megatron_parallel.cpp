@@ -32,7 +32,7 @@ std::string_view last_component(std::string_view path)
     return dot == std::string_view::npos ? path : path.substr(dot + 1);
 }
 
-Split megatron_split(std::string_view name)
+Split megatron_split(std::string_view name, bool old_qkv_order)
 {
     const std::size_t dot = name.rfind('.');
     if (dot == std::string_view::npos)
@@ -53,6 +53,10 @@ Split megatron_split(std::string_view name)
         return Split::unknown;
     if (module.ends_with("norm") || module == "position_embeddings" || module == "router")
         return Split::whole;
+    // Before checkpoint_version 2.0 Megatron stored a rank's QKV rows q, k, v of all its heads in
+    // turn (or interleaved otherwise), so the ranks' rows laid one after another are no whole QKV.
+    if (old_qkv_order && (module == "query_key_value" || module == "key_value"))
+        return Split::unknown;
     if (module == "word_embeddings" || module == "word_embeddings_for_head" || module == "output_layer" ||
         module == "query_key_value" || module == "query" || module == "key_value" || module == "linear_qkv")
         return Split::rows;
@@ -97,12 +101,12 @@ int tensor_parallel_rank(std::string_view file)
 }
 
 bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_t>> shapes, int ranks,
-                          const StoredShape& stored_shape, const SameValues& same_values)
+                          bool old_qkv_order, const StoredShape& stored_shape, const SameValues& same_values)
 {
     const std::size_t count = tensor.parts.size();
     if (count < 2 || shapes.size() != count || count != std::size_t(ranks))
         return false; // a rank whose file lacks the tensor: not the slices of one
-    const Split split = megatron_split(tensor.name);
+    const Split split = megatron_split(tensor.name, old_qkv_order);
     if (split == Split::unknown)
         return false;
     // One slice per tensor-parallel rank 0 .. t-1, each a plain run of its own file (not a ZeRO

@@ -166,6 +166,7 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
     };
     std::vector<Finding> findings;
     std::map<std::string, std::set<int>> tensor_parallel_ranks; // slice group -> the ranks of its files
+    std::set<std::string> old_qkv_order; // slice groups with a file older than checkpoint_version 2.0
     for (const std::string& f : every_file)
         tensor_parallel_ranks[slice_group(f)].insert(tensor_parallel_rank(f));
     const std::size_t base = report.tensors.size();
@@ -187,6 +188,8 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
         try {
             directory = read_zip_directory(read, file.size, shown);
             listing = list_torch_archive(read, file.size, directory, shown);
+            if (listing.megatron.checkpoint_version && *listing.megatron.checkpoint_version < 2.0)
+                old_qkv_order.insert(slice_group(tf.file));
         } catch (const Error& e) {
             rethrow_remote(e);
             report.problems.push_back({.kind = e.kind(), .message = e.what(), .path = tf.file, .rank = tf.rank});
@@ -323,8 +326,8 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
                 const auto found = stored_shapes.find({group, name});
                 return found == stored_shapes.end() ? std::nullopt : std::optional(found->second);
             };
-            if (join_tensor_parallel(t, std::move(part_shapes[i - base]), ranks, shape_of,
-                                     [&](const std::vector<TensorPart>& copies) {
+            if (join_tensor_parallel(t, std::move(part_shapes[i - base]), ranks, old_qkv_order.contains(group),
+                                     shape_of, [&](const std::vector<TensorPart>& copies) {
                                          return same_values(folder, copies, element_size(t.type));
                                      }))
                 continue;

@@ -306,6 +306,23 @@ class MegatronTensorParallel(unittest.TestCase):
         self.assertEqual((code, verified["problems"]), (0, []))
         self.assertNotIn("sizes from", verified["summary"])
 
+    def test_qkv_saved_before_checkpoint_version_2_is_not_joined(self):
+        # Older Megatron stored a rank's QKV rows in another order: its ranks' rows laid one after
+        # another are no whole QKV, so they stay end to end; the other layers are joined as ever.
+        root, model = self.write(2, 1, 1, False, True)
+        for rank in range(2):
+            path = os.path.join(root, "iter_0000020", f"mp_rank_{rank:02d}", "model_optim_rng.pt")
+            state = torch.load(path)
+            state["checkpoint_version"] = 1.0
+            torch.save(state, path)
+        code, stats = shardctl("stats", root)
+        self.assertEqual(code, 0, stats)
+        seen = {t["name"]: t["shape"] for t in stats["tensors"]}
+        qkv = "model.language_model.encoder.layers.0.self_attention.query_key_value.weight"
+        self.assertEqual(seen[qkv], [model[qkv].numel()])
+        dense = "model.language_model.encoder.layers.0.self_attention.dense.weight"
+        self.assertEqual(seen[dense], list(model[dense].shape))
+
     def test_slices_that_do_not_fit_the_rule_are_not_joined(self):
         # Rank 1's output layer has one row more than rank 0's: not slices of one tensor as
         # Megatron cuts it, so stats reads them end to end and convert refuses, naming it.

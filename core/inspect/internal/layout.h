@@ -60,13 +60,14 @@ int tensor_parallel_rank(std::string_view file);
 // shapes in the same order, `ranks` the tensor-parallel ranks whose files hold its group) as the
 // tensor the model has (megatron_parallel.cpp says by which rule): boxes of the whole tensor, or
 // one part for a tensor every rank holds whole, when `same_values` finds the copies equal.
-// `stored_shape` gives another tensor's stored shape in the same files (whether an MLP is gated).
+// `stored_shape` gives another tensor's stored shape in the same files (whether an MLP is gated);
+// `old_qkv_order`: the files were saved before Megatron's checkpoint_version 2.0 (QKV not joined).
 // False, and nothing changed, when no rule covers the tensor, a rank lacks it, or its slices do
 // not fit the rule.
 using StoredShape = std::function<std::optional<std::vector<uint64_t>>(const std::string& name)>;
 using SameValues = std::function<bool(const std::vector<TensorPart>& copies)>;
 bool join_tensor_parallel(TensorContent& tensor, std::vector<std::vector<uint64_t>> shapes, int ranks,
-                          const StoredShape& stored_shape, const SameValues& same_values);
+                          bool old_qkv_order, const StoredShape& stored_shape, const SameValues& same_values);
 // The pipeline stage of plan_torch's slice group of Megatron's per-rank folders
 // ("mp_rank_*_SSS/..."), or -1.
 int pipeline_stage(std::string_view group);
