@@ -50,7 +50,8 @@ Family family_of(ProblemKind kind)
     case ProblemKind::negative_second_moment:
     case ProblemKind::param_master_mismatch:
     case ProblemKind::all_zero_tensor:
-    case ProblemKind::invalid_fp8_scale: return content;
+    case ProblemKind::invalid_fp8_scale:
+    case ProblemKind::replicas_differ: return content;
     case ProblemKind::cannot_open:
     case ProblemKind::already_exists:
     case ProblemKind::io_error:

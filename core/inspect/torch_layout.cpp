@@ -107,33 +107,36 @@ std::string slice_group(std::string file)
 }
 
 // Whether every copy holds the same bytes as the first (a tensor each tensor-parallel rank holds
-// whole). Copies over 4 MiB are taken as equal unread: these are norms and biases, a few KiB each,
-// and a position embedding at most.
-bool same_values(const storage::Folder& folder, const std::vector<TensorPart>& copies, uint64_t element)
+// whole): 0 when they do (copies over 4 MiB are taken as equal unread: these are norms and biases,
+// a few KiB each, and a position embedding at most); else the index of the first copy that differs,
+// or copies.size() when one cannot be read (not shown to be one tensor, and no finding).
+std::size_t differing_copy(const storage::Folder& folder, const std::vector<TensorPart>& copies, uint64_t element)
 {
     constexpr uint64_t kMaxCompared = 4u << 20, kPiece = 64u << 10;
     uint64_t bytes = 0;
     if (copies.empty() || __builtin_mul_overflow(copies[0].numel, element, &bytes) || bytes > kMaxCompared)
-        return true;
+        return 0;
     std::vector<storage::OpenedObject> opened;
-    for (const TensorPart& p : copies) {
-        if (p.numel != copies[0].numel)
-            return false;
-        opened.push_back(folder.open(p.file));
+    for (std::size_t c = 0; c < copies.size(); ++c) {
+        if (copies[c].numel != copies[0].numel)
+            return c;
+        opened.push_back(folder.open(copies[c].file));
         if (opened.back().status != fsutil::OpenStatus::ok)
-            return false; // unreadable: not shown to be one tensor
+            return copies.size();
     }
     std::vector<std::byte> first(kPiece), other(kPiece);
     for (uint64_t at = 0; at < bytes; at += kPiece) {
         const std::size_t n = std::size_t(std::min(kPiece, bytes - at));
         if (!opened[0].read(first.data(), n, copies[0].byte_offset + at))
-            return false;
-        for (std::size_t c = 1; c < copies.size(); ++c)
-            if (!opened[c].read(other.data(), n, copies[c].byte_offset + at) ||
-                std::memcmp(first.data(), other.data(), n) != 0)
-                return false;
+            return copies.size();
+        for (std::size_t c = 1; c < copies.size(); ++c) {
+            if (!opened[c].read(other.data(), n, copies[c].byte_offset + at))
+                return copies.size();
+            if (std::memcmp(first.data(), other.data(), n) != 0)
+                return c;
+        }
     }
-    return true;
+    return 0;
 }
 
 } // namespace
@@ -326,10 +329,28 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
                 const auto found = stored_shapes.find({group, name});
                 return found == stored_shapes.end() ? std::nullopt : std::optional(found->second);
             };
+            // Copies that should be one tensor and are not: the ranks diverged.
+            const SameValues same = [&](const std::vector<TensorPart>& copies) {
+                const std::size_t c = differing_copy(folder, copies, element_size(t.type));
+                if (c == 0 || c >= copies.size())
+                    return c == 0;
+                const TensorPart& one = copies[0];
+                const TensorPart& other = copies[c];
+                Problem p{.kind = ProblemKind::replicas_differ,
+                          .message = (other.rank >= 0 ? "rank " + std::to_string(other.rank) + ": " : std::string()) +
+                              (dir / other.file).string() + ": tensor '" + printable(t.name) +
+                              "', which every tensor-parallel rank holds whole, differs from its copy in " +
+                              printable(one.file) + ": the ranks diverged (read end to end, each copy counted)",
+                          .path = other.file,
+                          .rank = other.rank};
+                if (stages)
+                    findings.push_back({.tensor = {group, t.name}, .problem = std::move(p)});
+                else
+                    report.problems.push_back(std::move(p));
+                return false;
+            };
             if (join_tensor_parallel(t, std::move(part_shapes[i - base]), ranks, old_qkv_order.contains(group),
-                                     shape_of, [&](const std::vector<TensorPart>& copies) {
-                                         return same_values(folder, copies, element_size(t.type));
-                                     }))
+                                     shape_of, same))
                 continue;
             // In rank order, not file-name order ("zero_pp_rank_10" sorts before "_2"): the
             // flattened order is the ranks' concatenation, the same at any file naming.

@@ -160,6 +160,13 @@ void set_content_failure(const ContentReport& content, ResumeVerdict& verdict)
                           "from an earlier one.";
         return;
     }
+    if (first.kind == ProblemKind::replicas_differ) {
+        verdict.title = "Ranks diverged: " + first.message;
+        verdict.meaning = "Tensor-parallel ranks hold different copies of a tensor each should hold the same: the "
+                          "run's ranks had drifted apart when this step was saved. Do not resume from it; resume "
+                          "from an earlier step whose copies agree.";
+        return;
+    }
     verdict.title = "Values unreadable: " + first.message;
     verdict.meaning = "Some tensor data could not be read, so this step cannot be loaded as saved: check the file "
                       "named, or resume from an earlier step.";

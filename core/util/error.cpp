@@ -32,6 +32,7 @@ std::string_view to_string(ProblemKind kind)
     case ProblemKind::param_master_mismatch: return "param_master_mismatch";
     case ProblemKind::all_zero_tensor: return "all_zero_tensor";
     case ProblemKind::invalid_fp8_scale: return "invalid_fp8_scale";
+    case ProblemKind::replicas_differ: return "replicas_differ";
     case ProblemKind::unread_state: return "unread_state";
     case ProblemKind::cannot_open: return "cannot_open";
     case ProblemKind::already_exists: return "already_exists";

@@ -39,6 +39,7 @@ enum class ProblemKind {
     param_master_mismatch, // a parameter is not its fp32 master weight rounded to the param dtype
     all_zero_tensor, // a warning: every element is zero (exit status unchanged)
     invalid_fp8_scale, // an FP8 weight's *_scale_inv partner is missing, of the wrong dtype or shape, or unreadable
+    replicas_differ, // the copies of a tensor every tensor-parallel rank holds whole (a norm) differ
     // loading and resuming
     unread_state, // the checkpoint holds state (a tensor, a training-state item) the loader would drop
     // operations

@@ -221,7 +221,14 @@ class MegatronTensorParallel(unittest.TestCase):
                 encoder["layers.0.input_norm.weight"] = encoder["layers.0.input_norm.weight"] + 1
             torch.save(state, path)
         code, stats = shardctl("stats", root)
-        self.assertEqual(code, 0, stats)
+        # The diverged norm is a finding of its own, naming the rank whose copy differs.
+        self.assertEqual(code, 1, stats["problems"])
+        self.assertEqual([(p["kind"], p["rank"], p["path"]) for p in stats["problems"]],
+                         [("replicas_differ", 1, "mp_rank_01/model_optim_rng.pt")])
+        self.assertIn("'model.language_model.encoder.layers.0.input_norm.weight'", stats["problems"][0]["message"])
+        code, verified = shardctl("verify", root, "--content")
+        self.assertEqual((verified["verdict"]["state"], verified["verdict"]["title"][:16]),
+                         ("corrupt", "Ranks diverged: "))
         seen = {t["name"]: t for t in stats["tensors"]}
         for name in names:
             flat = seen[name]
@@ -229,6 +236,15 @@ class MegatronTensorParallel(unittest.TestCase):
             self.assertEqual(flat["numel"], sum(p["numel"] for p in flat["parts"]), name)
         self.assertEqual(len(seen["model.language_model.output_layer.weight"]["parts"]), 1)
         self.assertEqual(seen["model.language_model.encoder.layers.0.input_norm.weight"]["numel"], 2 * 32)
+        # A source with a finding is not converted; without it, what no rule joins is refused.
+        code, result = shardctl("convert", root, "--to", "hf", "--out", root + "-hf")
+        self.assertEqual((code, result["error"]["kind"]), (1, "replicas_differ"), result)
+        norm = "layers.0.input_norm.weight"
+        rank0 = torch.load(os.path.join(root, "iter_0000020", "mp_rank_00", "model_optim_rng.pt"))
+        path = os.path.join(root, "iter_0000020", "mp_rank_01", "model_optim_rng.pt")
+        state = torch.load(path)
+        state["model"]["language_model"]["encoder"][norm] = rank0["model"]["language_model"]["encoder"][norm]
+        torch.save(state, path)
         code, result = shardctl("convert", root, "--to", "hf", "--out", root + "-hf")
         self.assertEqual(code, 2, result)
         self.assertIn("rank file", result["error"]["message"])

@@ -61,6 +61,9 @@ QString meaningOf(shardscope::ProblemKind kind)
     case shardscope::ProblemKind::param_master_mismatch:
         return QObject::tr("The parameters were not saved from the same step as their fp32 master weights: the "
                            "state is inconsistent; resume from an earlier step.");
+    case shardscope::ProblemKind::replicas_differ:
+        return QObject::tr("Tensor-parallel ranks hold different copies of a tensor each should hold the same: the "
+                           "ranks diverged; resume from an earlier step whose copies agree.");
     default: return QObject::tr("Some tensor data could not be read; check the file named above.");
     }
 }
