@@ -24,6 +24,19 @@ using namespace foreign; // the helpers shared by the torch-archive formats (int
 
 namespace {
 
+// Megatron's name for a rank's folder: mp_rank_TT, then _PPP and _EEE where the run has them.
+std::string rank_folder_name(int tensor, std::optional<int> stage, std::optional<int> expert)
+{
+    std::string name = "mp_rank_" + two_digits(tensor);
+    for (const std::optional<int>& index : {stage, expert})
+        if (index) {
+            char buffer[16];
+            std::snprintf(buffer, sizeof buffer, "_%03d", *index);
+            name += buffer;
+        }
+    return name;
+}
+
 // The per-rank layout: mp_rank_TT folders, and with pipeline stages or expert-parallel ranks
 // mp_rank_TT_PPP, mp_rank_TT_EEE or mp_rank_TT_PPP_EEE (Megatron adds each index when its size is
 // above 1: a second index alone is a stage or an expert rank, which the name does not tell), each
@@ -42,12 +55,10 @@ struct RankFolders {
             for (int s = 0; s < size[1]; ++s)
                 for (int e = 0; e < size[2]; ++e) {
                     const auto found = folder.find({t, s, e});
-                    std::string name = found != folder.end() ? found->second : "mp_rank_" + two_digits(t);
-                    for (int i = 1; found == folder.end() && i < indices; ++i) {
-                        char buffer[16];
-                        std::snprintf(buffer, sizeof buffer, "_%03d", i == 1 ? s : e);
-                        name += buffer;
-                    }
+                    const std::string name = found != folder.end()
+                        ? found->second
+                        : rank_folder_name(t, indices > 1 ? std::optional(s) : std::nullopt,
+                                           indices > 2 ? std::optional(e) : std::nullopt);
                     const int rank = (t * size[1] + s) * size[2] + e;
                     out.push_back({rank, name + "/model_optim_rng.pt"});
                     if (found != folder.end() && listed.exists(name + "/distrib_optim.pt"))
@@ -146,17 +157,9 @@ void check_saved_sizes(const std::vector<MegatronArgs>& args, VerifyReport& repo
     for (int64_t t = 0; t < tp; ++t)
         for (int64_t s = 0; s < pp; ++s)
             for (int64_t e = 0; e < ep; ++e) {
-                std::string name = "mp_rank_" + two_digits(int(t));
-                char buffer[16];
-                if (pp > 1) {
-                    std::snprintf(buffer, sizeof buffer, "_%03d", int(s));
-                    name += buffer;
-                }
-                if (ep > 1) {
-                    std::snprintf(buffer, sizeof buffer, "_%03d", int(e));
-                    name += buffer;
-                }
-                expected.emplace(std::move(name), int((t * pp + s) * ep + e));
+                expected.emplace(rank_folder_name(int(t), pp > 1 ? std::optional(int(s)) : std::nullopt,
+                                                  ep > 1 ? std::optional(int(e)) : std::nullopt),
+                                 int((t * pp + s) * ep + e));
             }
     // What the names implied and the args do not: an absent folder outside their grid is not
     // missing, one there is a folder too many.
