@@ -139,19 +139,26 @@ void print_model_text(const pl::ModelSearchResult& found, const pl::ModelSearchS
                " pruned by memory, " + std::to_string(found.pruned_time) + " by a step-time bound, " +
                std::to_string(result.candidates.size()) + " simulated, " + std::to_string(result.fitting) + " fit");
     const std::size_t shown = std::min(spec.top, result.fitting);
-    if (shown == 0)
+    if (shown == 0) {
+        if (!result.candidates.empty())
+            print_line("closest: " + model_schedule_command(result.candidates[0], spec, source));
         return;
-    print_line("  #  tp cp ep   pp    dp  v     M  b  schedule     zero recompute   step ms  TFLOP/s   MFU  peak mem");
+    }
+    // The cut: `compute` (the even one) or `fitted` (the fastest that fits where that one does not;
+    // its boundaries are in the command and the JSON).
+    print_line(
+        "  #  tp cp ep   pp    dp  v     M  b  schedule     zero recompute   step ms  TFLOP/s   MFU  peak mem  cut");
     for (std::size_t i = 0; i < shown; ++i) {
         const pl::Candidate& c = result.candidates[i];
         char line[320], mfu[16] = "    -"; // not known: a measured rate without a peak
         if (c.mfu > 0.0)
             std::snprintf(mfu, sizeof mfu, "%5.3f", c.mfu);
-        std::snprintf(line, sizeof line, "%3zu %3d %2d %2d %4d %5d %2d %5d %2d  %-11s  %4d %-9s %9.4g %8.4g %5s %9s",
-                      i + 1, c.tp, c.cp, c.ep, c.pp, c.dp, c.virtual_stages, c.microbatches, c.micro_batch_size,
+        std::snprintf(line, sizeof line,
+                      "%3zu %3d %2d %2d %4d %5d %2d %5d %2d  %-11s  %4d %-9s %9.4g %8.4g %5s %9s  %s", i + 1, c.tp,
+                      c.cp, c.ep, c.pp, c.dp, c.virtual_stages, c.microbatches, c.micro_batch_size,
                       std::string(pl::to_string(c.schedule)).c_str(), c.zero,
                       std::string(pl::to_string(c.recompute)).c_str(), c.step_time, c.tflops_per_gpu, mfu,
-                      bytes_text(c.peak_memory_bytes).c_str());
+                      bytes_text(c.peak_memory_bytes).c_str(), c.partition == "compute" ? "compute" : "fitted");
         print_line(line);
     }
     for (std::size_t i = 1; i < shown; ++i)
@@ -311,9 +318,11 @@ int run_model_plan(const QCommandLineParser& parser)
         const pl::Candidate& closest = found.search.candidates.front();
         return fail(kCheckFailed,
                     "no configuration fits in " + bytes_text(spec.gpu_memory_bytes) + " per GPU: the closest (tp " +
-                        std::to_string(closest.tp) + ", pp " + std::to_string(closest.pp) + ", dp " +
-                        std::to_string(closest.dp) + ", ZeRO " + std::to_string(closest.zero) + ", recompute " +
-                        std::string(pl::to_string(closest.recompute)) + ") needs " +
+                        std::to_string(closest.tp) + ", cp " + std::to_string(closest.cp) + ", ep " +
+                        std::to_string(closest.ep) + ", pp " + std::to_string(closest.pp) + ", dp " +
+                        std::to_string(closest.dp) + ", " + std::string(pl::to_string(closest.schedule)) + ", ZeRO " +
+                        std::to_string(closest.zero) + ", recompute " + std::string(pl::to_string(closest.recompute)) +
+                        (closest.partition == "compute" ? "" : ", its leanest cut") + ") needs " +
                         bytes_text(closest.peak_memory_bytes) + ", " +
                         bytes_text(closest.peak_memory_bytes - spec.gpu_memory_bytes) + " too much");
     } catch (const shardscope::Error& error) {

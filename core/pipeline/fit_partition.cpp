@@ -1,5 +1,6 @@
 #include "core/pipeline/fit_partition.h"
 
+#include "core/pipeline/partition.h"
 #include "core/util/error.h"
 
 #include <algorithm>
@@ -11,16 +12,18 @@ namespace {
 
 constexpr std::int64_t kHuge = std::numeric_limits<std::int64_t>::max();
 
-// A stage's StageMemory::total as stage_memory() in training.cpp adds it up: parameter state +
-// activations held + the largest recomputed working set. kHuge when a part is kHuge or the sum
-// overflows: a hostile profile's byte counts must not wrap around.
-std::int64_t stage_total(std::int64_t params, std::int64_t activations, std::int64_t working, int zero, int dp,
-                         bool fp32_grads)
+// A stage's StageMemory::total as stage_memory() in training.cpp adds it up: parameter state
+// (the experts' sharded over dp / ep ranks, the rest over dp) + activations held + the largest
+// recomputed working set. kHuge when a part is kHuge or the sum overflows: a hostile profile's
+// byte counts must not wrap around.
+std::int64_t stage_total(std::int64_t params, std::int64_t experts, std::int64_t activations, std::int64_t working,
+                         int zero, int dp, int ep, bool fp32_grads)
 {
     std::int64_t total = 0;
-    if (params == kHuge || activations == kHuge || params > kHuge / 32 ||
+    if (params == kHuge || activations == kHuge || params > kHuge / 32 || experts < 0 || experts > params ||
         __builtin_add_overflow(activations, working, &total) ||
-        __builtin_add_overflow(total, param_state_bytes(params, zero, dp, fp32_grads), &total))
+        __builtin_add_overflow(total, param_state_bytes(params - experts, zero, dp, fp32_grads), &total) ||
+        __builtin_add_overflow(total, param_state_bytes(experts, zero, std::max(1, dp / ep), fp32_grads), &total))
         return kHuge;
     return total;
 }
@@ -31,11 +34,13 @@ std::int64_t stage_total(std::int64_t params, std::int64_t activations, std::int
 struct Ranges {
     std::vector<double> compute; // prefix sums of fwd_ms + bwd_ms
     std::vector<std::int64_t> params; // prefix sums (saturating)
+    std::vector<std::int64_t> experts; // prefix sums of the expert parameters among them (saturating)
     std::vector<std::int64_t> kept; // prefix sums of the bytes each layer keeps (saturating)
     std::vector<std::int64_t> extra; // per layer: what recomputing it brings back
     std::vector<int> in_flight; // per stage
     int zero = 0;
     int dp = 1;
+    int ep = 1;
     bool fp32_grads = false;
 
     double compute_of(int i, int j) const { return compute[j] - compute[i]; }
@@ -43,11 +48,12 @@ struct Ranges {
     std::int64_t memory_of(int stage, int i, int j, std::int64_t working) const
     {
         std::int64_t activations = 0;
-        if (params[j] == kHuge || kept[j] == kHuge ||
+        if (params[j] == kHuge || kept[j] == kHuge || experts[j] == kHuge ||
             __builtin_mul_overflow(std::int64_t(in_flight[static_cast<std::size_t>(stage)]), kept[j] - kept[i],
                                    &activations))
             return kHuge;
-        return stage_total(params[j] - params[i], activations, working, zero, dp, fp32_grads);
+        return stage_total(params[j] - params[i], experts[j] - experts[i], activations, working, zero, dp, ep,
+                           fp32_grads);
     }
 };
 
@@ -57,26 +63,40 @@ std::int64_t saturating_add(std::int64_t a, std::int64_t b)
     return a == kHuge || __builtin_add_overflow(a, b, &sum) ? kHuge : sum;
 }
 
-std::optional<Ranges> ranges(const Profile& profile, const Schedule& schedule, const TrainingOptions& options)
+std::optional<Ranges> ranges(const Profile& profile, const Schedule& schedule, const TrainingOptions& options,
+                             const Holding& holding)
 {
     if (static_cast<int>(profile.layers.size()) < schedule.spec.stages * schedule.spec.virtual_stages)
         return std::nullopt;
-    const Profile adjusted = with_recompute(profile, options.recompute);
     Ranges r;
     if (schedule.spec.virtual_stages == 1)
-        r.in_flight = in_flight_peaks(schedule);
+        r.in_flight = holding.in_flight;
     r.zero = options.zero;
     r.dp = options.dp;
+    r.ep = std::max(1, options.ep);
     r.fp32_grads = options.fp32_grads;
     r.compute.push_back(0.0);
     r.params.push_back(0);
+    r.experts.push_back(0);
     r.kept.push_back(0);
-    for (std::size_t l = 0; l < adjusted.layers.size(); ++l) {
-        const Layer& layer = adjusted.layers[l];
-        r.compute.push_back(r.compute.back() + layer.fwd_ms + layer.bwd_ms);
+    // The figures with_recompute gives each layer, without copying the profile: the model search
+    // asks this of thousands of configurations.
+    const std::size_t layers = profile.layers.size();
+    for (auto* sums : {&r.params, &r.experts, &r.kept})
+        sums->reserve(layers + 1);
+    r.compute.reserve(layers + 1);
+    r.extra.reserve(layers);
+    for (const Layer& layer : profile.layers) {
+        const std::int64_t kept = options.recompute == Recompute::none
+            ? layer.activation_bytes
+            : static_cast<std::int64_t>(layer_held_bytes(profile, layer, options.recompute));
+        // Summed as with_recompute's fwd_ms and bwd_ms would be, to the last bit.
+        r.compute.push_back(r.compute.back() + layer.fwd_ms +
+                            (layer.bwd_ms + layer_recompute_ms(profile, layer, options.recompute)));
         r.params.push_back(saturating_add(r.params.back(), layer.params));
-        r.kept.push_back(saturating_add(r.kept.back(), layer.activation_bytes));
-        r.extra.push_back(std::max<std::int64_t>(0, profile.layers[l].activation_bytes - layer.activation_bytes));
+        r.experts.push_back(saturating_add(r.experts.back(), layer.expert_params));
+        r.kept.push_back(saturating_add(r.kept.back(), kept));
+        r.extra.push_back(std::max<std::int64_t>(0, layer.activation_bytes - kept));
     }
     return r;
 }
@@ -137,9 +157,19 @@ struct Chunked {
     int stages = 1;
     int chunks = 1;
     Placement placement = Placement::looped;
-    std::vector<std::vector<std::vector<int>>> patterns; // [stage] -> held count per chunk
+    const std::vector<std::vector<std::vector<int>>>& patterns; // Holding::patterns
 
     int pieces() const { return stages * chunks; }
+    // What one memory() costs, in the search budget's visits: every layer once, and every held
+    // count of every stage's undominated patterns (a V schedule of many microbatches has
+    // hundreds a stage, more than the layers).
+    std::int64_t visits() const
+    {
+        std::int64_t out = layers() + 1;
+        for (const auto& stage : patterns)
+            out += static_cast<std::int64_t>(stage.size()) * chunks;
+        return out;
+    }
     int layers() const { return static_cast<int>(r.extra.size()); }
     int begin_of(const std::vector<int>& cut, int p) const { return p == 0 ? 0 : cut[static_cast<std::size_t>(p - 1)]; }
     int end_of(const std::vector<int>& cut, int p) const
@@ -152,13 +182,14 @@ struct Chunked {
     {
         std::vector<std::int64_t> out(static_cast<std::size_t>(stages));
         for (int s = 0; s < stages; ++s) {
-            std::int64_t params = 0, working = 0, peak = 0;
+            std::int64_t params = 0, experts = 0, working = 0, peak = 0;
             std::vector<std::int64_t> kept(static_cast<std::size_t>(chunks));
             bool huge = false;
             for (int c = 0; c < chunks; ++c) {
                 const int p = piece_of(s, c, stages, placement), i = begin_of(cut, p), j = end_of(cut, p);
-                huge |= r.params[j] == kHuge || r.kept[j] == kHuge;
+                huge |= r.params[j] == kHuge || r.kept[j] == kHuge || r.experts[j] == kHuge;
                 params = saturating_add(params, r.params[j] - r.params[i]);
+                experts = saturating_add(experts, r.experts[j] - r.experts[i]);
                 kept[static_cast<std::size_t>(c)] = r.kept[j] - r.kept[i];
                 for (int l = i; l < j; ++l)
                     working = std::max(working, r.extra[static_cast<std::size_t>(l)]);
@@ -172,7 +203,7 @@ struct Chunked {
                 peak = std::max(peak, bytes);
             }
             out[static_cast<std::size_t>(s)] =
-                huge ? kHuge : stage_total(params, peak, working, r.zero, r.dp, r.fp32_grads);
+                huge ? kHuge : stage_total(params, experts, peak, working, r.zero, r.dp, r.ep, r.fp32_grads);
         }
         return out;
     }
@@ -246,13 +277,12 @@ void each_move(int layers, const std::vector<int>& cut, Visit&& visit)
 }
 
 // How long one configuration's local search may take: every move strictly improves, so it ends,
-// but a profile of thousands of layers could take minutes. Counted in layers visited by the cut
-// evaluations (one evaluation visits every layer once), shared by a configuration's descents:
-// about a second of work; a search cut short returns the best cut so far, still checked.
+// but a profile of thousands of layers could take minutes. Shared by a configuration's descents
+// (kSearchVisits, fit_partition.h).
 struct SearchBudget {
-    std::int64_t layer_visits = 400'000'000;
+    std::int64_t visits = kSearchVisits;
     const std::atomic<bool>* cancel = nullptr;
-    bool spent() const { return layer_visits <= 0; }
+    bool spent() const { return visits <= 0; }
     void check_cancel() const
     {
         if (cancel && cancel->load(std::memory_order_relaxed))
@@ -267,12 +297,13 @@ void steepest_descent(const Chunked& chunked, std::vector<int>& cut, SearchBudge
                       Allowed allowed, Done done)
 {
     auto value = objective(cut);
+    const std::int64_t visits = chunked.visits();
     while (!done(value) && !budget.spent()) {
         budget.check_cancel();
         std::optional<std::vector<int>> best;
         auto best_value = value;
         each_move(chunked.layers(), cut, [&](std::vector<int> next) {
-            budget.layer_visits -= chunked.layers() + 1;
+            budget.visits -= visits;
             auto candidate = objective(next);
             if (candidate < best_value && allowed(next)) {
                 best_value = std::move(candidate);
@@ -341,15 +372,32 @@ std::uint64_t cuts_up_to(int n, int k, std::uint64_t cap)
 // objective as the one-chunk DP; larger ones take the best local descents from the compute,
 // parameter and layer-count cuts (a descent that never fits ends at a least-memory minimum, so
 // the least-memory cut of a configuration that fits nowhere costs nothing more).
-MemoryCuts chunked_cuts(const Profile& profile, const Schedule& schedule, const TrainingOptions& options,
-                        const Ranges& r, std::int64_t limit, std::uint64_t max_enumerated,
-                        const std::atomic<bool>* cancel)
+Chunked chunked_of(const Schedule& schedule, const Ranges& r, const Holding& holding)
 {
-    const Chunked chunked{.r = r,
-                          .stages = schedule.spec.stages,
-                          .chunks = schedule.spec.virtual_stages,
-                          .placement = placement_of(schedule.spec),
-                          .patterns = held_patterns(schedule)};
+    return Chunked{.r = r,
+                   .stages = schedule.spec.stages,
+                   .chunks = schedule.spec.virtual_stages,
+                   .placement = placement_of(schedule.spec),
+                   .patterns = holding.patterns};
+}
+
+// `given`, or the schedule's holding worked out into `own`.
+const Holding& holding_for(const Schedule& schedule, const Holding* given, std::optional<Holding>& own)
+{
+    if (given) {
+        const std::size_t stages = static_cast<std::size_t>(schedule.spec.stages);
+        if ((schedule.spec.virtual_stages > 1 ? given->patterns.size() : given->in_flight.size()) != stages)
+            throw Error(ProblemKind::invalid_argument, "the held activations given are not this schedule's");
+        return *given;
+    }
+    own = holding_of(schedule);
+    return *own;
+}
+
+MemoryCuts chunked_cuts(const Profile& profile, const TrainingOptions& options, const Chunked& chunked,
+                        std::int64_t limit, std::uint64_t max_enumerated, const std::atomic<bool>* cancel,
+                        std::int64_t visits = kSearchVisits)
+{
     const int pieces = chunked.pieces();
     struct Best {
         std::vector<int> cut;
@@ -374,7 +422,7 @@ MemoryCuts chunked_cuts(const Profile& profile, const Schedule& schedule, const 
         each_cut(chunked.layers(), pieces, consider);
     } else {
         const Profile adjusted = with_recompute(profile, options.recompute);
-        SearchBudget budget{.cancel = cancel};
+        SearchBudget budget{.visits = visits, .cancel = cancel};
         for (PartitionMethod method : {PartitionMethod::compute, PartitionMethod::params, PartitionMethod::uniform})
             consider(descend(chunked, partition(adjusted, pieces, {.method = method}), limit, budget));
     }
@@ -386,17 +434,101 @@ MemoryCuts chunked_cuts(const Profile& profile, const Schedule& schedule, const 
     return out;
 }
 
+// Whether some one-chunk cut fits `limit`, in O(layers), where the stages hold ever fewer
+// microbatches (in_flight non-increasing: GPipe, 1F1B, ZB-H1). Filled from the last stage back,
+// each stage taking every layer that still fits (leaving one for each stage before it): a layer
+// that fits on some stage fits on every later one, which holds less, so if any cut fits this
+// one does (each stage begins no later than in any fitting cut). Other schedules: true, and the
+// DP decides.
+bool any_cut_fits(const Ranges& r, int stages, std::int64_t limit)
+{
+    if (!std::is_sorted(r.in_flight.rbegin(), r.in_flight.rend()))
+        return true;
+    int end = static_cast<int>(r.extra.size());
+    for (int s = stages - 1; s >= 0; --s) {
+        int begin = end;
+        std::int64_t working = 0;
+        while (begin > s) { // stages 0 .. s - 1 keep a layer each
+            const std::int64_t wider = std::max(working, r.extra[static_cast<std::size_t>(begin - 1)]);
+            if (r.memory_of(s, begin - 1, end, wider) > limit)
+                break;
+            working = wider;
+            --begin;
+        }
+        if (s == 0) {
+            if (begin != 0)
+                return false; // stage 0 must take every layer left
+        } else if (begin == end) {
+            return false; // not even one layer fits here
+        }
+        end = begin;
+    }
+    return true;
+}
+
+// No cut of `schedule` peaks below this many bytes. Stage s holds at least g_s microbatches'
+// activations of its layers (one chunk a stage: its in-flight count; several: the most, over its
+// op order, of its least-held chunk's count), so with P the peak and K_s, S_s its layers' kept
+// bytes and parameter state, K_s <= (P - S_s) / g_s; summed, K <= P Z - S / g_max with
+// Z = sum 1 / g_s, so P >= (K + S / g_max) / Z; and P >= S / N. Tells a configuration that no cut
+// fits without searching the cuts (the model search asks thousands of them).
+double peak_lower_bound(const Ranges& r, int n, const Chunked* chunked)
+{
+    std::vector<int> g = r.in_flight;
+    if (chunked) {
+        g.assign(static_cast<std::size_t>(n), 0);
+        for (int stage = 0; stage < n; ++stage)
+            for (const std::vector<int>& held : chunked->patterns[static_cast<std::size_t>(stage)])
+                g[static_cast<std::size_t>(stage)] =
+                    std::max(g[static_cast<std::size_t>(stage)], *std::min_element(held.begin(), held.end()));
+    }
+    const std::size_t layers = r.extra.size();
+    const double state =
+        static_cast<double>(stage_total(r.params[layers], r.experts[layers], 0, 0, r.zero, r.dp, r.ep, r.fp32_grads));
+    if (state >= static_cast<double>(kHuge))
+        return 0.0; // too many parameters to count here: no bound, the search decides
+    double bound = state / n;
+    if (std::all_of(g.begin(), g.end(), [](int held) { return held >= 1; })) {
+        double z = 0.0;
+        for (int held : g)
+            z += 1.0 / held;
+        bound =
+            std::max(bound, (static_cast<double>(r.kept[layers]) + state / *std::max_element(g.begin(), g.end())) / z);
+    }
+    return bound;
+}
+
 } // namespace
+
+Holding holding_of(const Schedule& schedule)
+{
+    Holding out;
+    if (schedule.spec.virtual_stages > 1)
+        out.patterns = held_patterns(schedule);
+    else
+        out.in_flight = in_flight_peaks(schedule);
+    return out;
+}
 
 std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, const Schedule& schedule,
                                                       const TrainingOptions& options, std::int64_t limit,
-                                                      std::uint64_t max_enumerated)
+                                                      std::uint64_t max_enumerated, std::int64_t visits,
+                                                      const Holding* given)
 {
-    const std::optional<Ranges> r = ranges(profile, schedule, options);
+    std::optional<Holding> own;
+    const Holding& holding = holding_for(schedule, given, own);
+    const std::optional<Ranges> r = ranges(profile, schedule, options, holding);
     if (!r)
         return std::nullopt;
-    if (schedule.spec.virtual_stages > 1)
-        return chunked_cuts(profile, schedule, options, *r, limit, max_enumerated, nullptr).fitting;
+    const double least = static_cast<double>(limit) * (1.0 + 1e-9); // the bound's rounding
+    if (schedule.spec.virtual_stages > 1) {
+        const Chunked chunked = chunked_of(schedule, *r, holding);
+        if (peak_lower_bound(*r, schedule.spec.stages, &chunked) > least)
+            return std::nullopt;
+        return chunked_cuts(profile, options, chunked, limit, max_enumerated, nullptr, visits).fitting;
+    }
+    if (peak_lower_bound(*r, schedule.spec.stages, nullptr) > least || !any_cut_fits(*r, schedule.spec.stages, limit))
+        return std::nullopt;
     const int stages = schedule.spec.stages;
     // 1. The smallest busiest-stage compute among the cuts that fit.
     std::optional<double> bound;
@@ -419,13 +551,16 @@ std::optional<std::vector<int>> memory_fit_boundaries(const Profile& profile, co
 }
 
 std::optional<std::vector<int>> least_memory_boundaries(const Profile& profile, const Schedule& schedule,
-                                                        const TrainingOptions& options, std::uint64_t max_enumerated)
+                                                        const TrainingOptions& options, std::uint64_t max_enumerated,
+                                                        std::int64_t visits)
 {
-    const std::optional<Ranges> r = ranges(profile, schedule, options);
+    const Holding holding = holding_of(schedule);
+    const std::optional<Ranges> r = ranges(profile, schedule, options, holding);
     if (!r)
         return std::nullopt;
     if (schedule.spec.virtual_stages > 1) // no cut fits -1 bytes: every descent minimises memory
-        return chunked_cuts(profile, schedule, options, *r, -1, max_enumerated, nullptr).least_memory;
+        return chunked_cuts(profile, options, chunked_of(schedule, *r, holding), -1, max_enumerated, nullptr, visits)
+            .least_memory;
     return min_max_cut<std::int64_t>(*r, schedule.spec.stages, [&](int s, int i, int j, std::int64_t working) {
         return std::optional(r->memory_of(s, i, j, working));
     });
@@ -434,15 +569,44 @@ std::optional<std::vector<int>> least_memory_boundaries(const Profile& profile, 
 MemoryCuts memory_cuts(const Profile& profile, const Schedule& schedule, const TrainingOptions& options,
                        std::int64_t limit, const std::atomic<bool>* cancel, std::uint64_t max_enumerated)
 {
-    const std::optional<Ranges> r = ranges(profile, schedule, options);
+    const Holding holding = holding_of(schedule);
+    const std::optional<Ranges> r = ranges(profile, schedule, options, holding);
     if (!r)
         return {};
     if (schedule.spec.virtual_stages > 1)
-        return chunked_cuts(profile, schedule, options, *r, limit, max_enumerated, cancel);
+        return chunked_cuts(profile, options, chunked_of(schedule, *r, holding), limit, max_enumerated, cancel);
     MemoryCuts out{.fitting = memory_fit_boundaries(profile, schedule, options, limit, max_enumerated)};
     if (!out.fitting)
         out.least_memory = least_memory_boundaries(profile, schedule, options, max_enumerated);
     return out;
+}
+
+std::optional<std::int64_t> cut_peak_memory(const Profile& profile, const Schedule& schedule,
+                                            const TrainingOptions& options, const std::vector<int>& cut,
+                                            const Holding* given)
+{
+    validate_boundaries(static_cast<int>(profile.layers.size()), schedule.spec.stages * schedule.spec.virtual_stages,
+                        cut);
+    std::optional<Holding> own;
+    const Holding& holding = holding_for(schedule, given, own);
+    const std::optional<Ranges> r = ranges(profile, schedule, options, holding);
+    if (!r)
+        return std::nullopt;
+    if (schedule.spec.virtual_stages > 1) {
+        const std::vector<std::int64_t> memory = chunked_of(schedule, *r, holding).memory(cut);
+        return *std::max_element(memory.begin(), memory.end());
+    }
+    std::int64_t peak = 0;
+    for (int s = 0, i = 0; s < schedule.spec.stages; ++s) {
+        const int j =
+            s + 1 < schedule.spec.stages ? cut[static_cast<std::size_t>(s)] : static_cast<int>(r->extra.size());
+        std::int64_t working = 0;
+        for (int l = i; l < j; ++l)
+            working = std::max(working, r->extra[static_cast<std::size_t>(l)]);
+        peak = std::max(peak, r->memory_of(s, i, j, working));
+        i = j;
+    }
+    return peak;
 }
 
 } // namespace shardscope::pipeline

@@ -2,6 +2,7 @@
 // model given by its shape (model_search.h), pruned by exact bounds.
 #include "core/pipeline/model_search.h"
 
+#include "core/pipeline/fit_partition.h"
 #include "core/pipeline/model_shape.h"
 
 #include "core/util/error.h"
@@ -16,6 +17,18 @@
 
 namespace shardscope::pipeline {
 namespace {
+
+// A configuration's search for a cut that fits, when the interleaved or V cuts are more than a
+// tenth of what `plan --profile` enumerates: a ten-thousandth of the local search it allows one
+// (fit_partition.h), since thousands of configurations may each ask (the 405B benchmark's took
+// 31 s at the full budget); a descent cut short keeps the best cut so far, still checked.
+constexpr std::int64_t kFitVisits = kSearchVisits / 10000;
+constexpr std::uint64_t kFitEnumeratedCuts = kEnumeratedCuts / 10;
+
+std::string manual_partition(const std::vector<int>& boundaries)
+{
+    return to_string(PartitionSpec{.method = PartitionMethod::manual, .manual_boundaries = boundaries});
+}
 
 [[noreturn]] void bad_search(const std::string& sentence)
 {
@@ -40,19 +53,16 @@ struct Config {
     double time_bound = 0.0;
 };
 
-std::vector<int> powers_of_two_dividing(int n, const std::vector<int>& fixed)
+// Every degree dividing n, not only powers of two: 3072 GPUs or 60 experts split three ways too.
+std::vector<int> divisors(int n, const std::vector<int>& fixed)
 {
     if (!fixed.empty())
         return fixed;
     std::vector<int> out;
-    for (int p = 1; p <= std::min(n, 4096) && n % p == 0; p *= 2) // shape_profile's limit
-        out.push_back(p);
+    for (int d = 1; d <= std::min(n, 4096); ++d) // shape_profile's limit
+        if (n % d == 0)
+            out.push_back(d);
     return out;
-}
-
-bool splits_heads(const ModelConfig& c, int t)
-{
-    return c.attention_heads % t == 0 && (c.kv_heads % t == 0 || t % c.kv_heads == 0);
 }
 
 // The mean stage's model state in bytes: a lower bound on the peak (model_search.h).
@@ -111,6 +121,8 @@ private:
     void enumerate_configs(std::vector<Config>& configs, std::vector<Config>& too_big);
     // Simulates `config` unless, with its cut known, a bound shows it cannot beat `limit`.
     void evaluate(const Config& config, double limit = std::numeric_limits<double>::infinity());
+    void set_step(Candidate& out, std::string partition, const StepPlan& step) const;
+    void recut_leanest(Candidate& c) const;
     double cut_bound(const Config& c, const Shape& s, const std::vector<int>& cut, const GroupLinks& mesh) const;
     GroupLinks links(const Shape& s, int pp, int dp) const
     {
@@ -126,7 +138,11 @@ private:
     std::vector<Shape> m_shapes;
     double m_flops_per_sample = 0.0;
     int m_layers = 0;
-    std::map<std::tuple<int, int, int, int, double>, Schedule> m_schedules;
+    struct Scheduled {
+        Schedule schedule;
+        std::optional<Holding> holding; // what its cuts' memory is computed from, once asked for
+    };
+    std::map<std::tuple<int, int, int, int, double>, Scheduled> m_schedules;
     std::map<std::tuple<std::size_t, std::size_t, int>, std::vector<int>> m_cuts;
     ModelSearchResult m_result;
 };
@@ -139,13 +155,13 @@ void Searcher::enumerate_shapes()
     for (int mbs : sizes) {
         if (mbs < 1 || m_spec.global_batch % mbs != 0)
             continue;
-        for (int t : powers_of_two_dividing(m_spec.gpus, m_spec.tp)) {
-            if (t < 1 || m_spec.gpus % t != 0 || !splits_heads(m_config, t))
+        for (int t : divisors(m_spec.gpus, m_spec.tp)) {
+            if (t < 1 || m_spec.gpus % t != 0 || !tensor_parallel_misfit(m_config, t).empty())
                 continue;
-            for (int cp : powers_of_two_dividing(m_spec.gpus / t, m_spec.cp)) {
+            for (int cp : divisors(m_spec.gpus / t, m_spec.cp)) {
                 if (cp < 1 || (m_spec.gpus / t) % cp != 0 || m_spec.seq_len % cp != 0)
                     continue;
-                for (int ep : powers_of_two_dividing(experts, m_spec.ep)) {
+                for (int ep : divisors(experts, m_spec.ep)) {
                     if (ep < 1 || experts % ep != 0 || (m_spec.gpus / t / cp) % ep != 0)
                         continue;
                     Shape s{.mbs = mbs, .tp = t, .cp = cp, .ep = ep};
@@ -296,36 +312,68 @@ void Searcher::evaluate(const Config& c, double limit)
     auto schedule = m_schedules.find(schedule_key);
     if (schedule == m_schedules.end()) {
         try {
-            schedule = m_schedules
-                           .emplace(schedule_key,
-                                    build_schedule(ScheduleSpec{.kind = c.kind,
-                                                                .stages = c.pp,
-                                                                .microbatches = c.microbatches,
-                                                                .virtual_stages = c.v,
-                                                                .p2p_latency_ms = mesh.pp.latency_ms}))
-                           .first;
+            Schedule built = build_schedule(ScheduleSpec{.kind = c.kind,
+                                                         .stages = c.pp,
+                                                         .microbatches = c.microbatches,
+                                                         .virtual_stages = c.v,
+                                                         .p2p_latency_ms = mesh.pp.latency_ms});
+            schedule = m_schedules.emplace(schedule_key, Scheduled{.schedule = std::move(built)}).first;
         } catch (const Error&) {
             ++m_result.search.skipped; // too large to simulate
             return;
         }
     }
     const auto cut_key = std::tuple(c.shape, c.mode, c.pp * c.v);
-    auto cut = m_cuts.find(cut_key);
-    if (cut == m_cuts.end())
-        cut = m_cuts
-                  .emplace(cut_key,
-                           partition(s.adjusted[c.mode], c.pp * c.v, PartitionSpec{.method = PartitionMethod::compute}))
-                  .first;
-    const double bound = std::isfinite(limit) || m_spec.exhaustive ? cut_bound(c, s, cut->second, mesh) : 0.0;
+    auto compute_cut = m_cuts.find(cut_key);
+    if (compute_cut == m_cuts.end())
+        compute_cut =
+            m_cuts
+                .emplace(cut_key,
+                         partition(s.adjusted[c.mode], c.pp * c.v, PartitionSpec{.method = PartitionMethod::compute}))
+                .first;
+    const TrainingOptions options = step_options(m_spec, mesh, c.dp, c.zero, m_modes[c.mode], s.ep);
+    Scheduled& scheduled = schedule->second;
+    const std::vector<int>* cut = &compute_cut->second;
+    // No cut's busiest piece computes less than the compute cut's (the exact min-max), and a
+    // stage is busy M times its pieces' forward and backward: a bound on every cut's step.
+    const ScheduleSpec placed{.kind = c.kind, .stages = c.pp, .virtual_stages = c.v};
+    double busiest = 0.0;
+    for (const PieceCost& piece : piece_costs(s.adjusted[c.mode], c.pp, *cut, placement_of(placed)))
+        busiest = std::max(busiest, piece.fwd_ms + piece.bwd_ms);
+    const double any_cut_bound = c.microbatches * busiest;
+    // The configuration runs on the fastest cut that fits (the smallest busiest piece, as
+    // `--partition compute` minimises): the compute cut when it does, else the one
+    // memory_fit_boundaries finds (fit_partition.h: 1F1B's first stage holds pp microbatches'
+    // activations and its last one, so a cut that gives the early stages fewer layers can fit
+    // where the even one does not). It is looked for only when it could enter the top; with as
+    // many pieces as layers the compute cut is the only one.
+    std::optional<std::vector<int>> fitted;
+    if (c.pp * c.v < m_layers) {
+        if (!scheduled.holding)
+            scheduled.holding = holding_of(scheduled.schedule);
+        const bool fits =
+            cut_peak_memory(s.model.profile, scheduled.schedule, options, *cut, &*scheduled.holding).value_or(0) <=
+            m_spec.gpu_memory_bytes;
+        if (!fits && std::isfinite(limit) && any_cut_bound * (1.0 - 1e-9) > limit) {
+            ++m_result.pruned_time;
+            return;
+        }
+        if (!fits)
+            fitted = memory_fit_boundaries(s.model.profile, scheduled.schedule, options, m_spec.gpu_memory_bytes,
+                                           kFitEnumeratedCuts, kFitVisits, &*scheduled.holding);
+        if (fitted)
+            cut = &*fitted;
+    }
+    const double bound = std::isfinite(limit) || m_spec.exhaustive ? cut_bound(c, s, *cut, mesh) : 0.0;
     if (std::isfinite(limit) && bound * (1.0 - 1e-9) > limit) {
         ++m_result.pruned_time;
         return;
     }
-    const TrainingOptions options = step_options(m_spec, mesh, c.dp, c.zero, m_modes[c.mode], s.ep);
-    const StepPlan step = make_step_plan(s.model.profile, schedule->second, cut->second, options);
-    if (bound * (1.0 - 1e-9) > step.step_time || c.time_bound * (1.0 - 1e-9) > step.step_time)
+    const StepPlan step = make_step_plan(s.model.profile, scheduled.schedule, *cut, options);
+    const double slack = 1.0 - 1e-9;
+    if (bound * slack > step.step_time || c.time_bound * slack > step.step_time ||
+        any_cut_bound * slack > step.step_time)
         ++m_result.bound_violations;
-    const Timeline& t = step.plan.timeline;
     Candidate out{.tp = s.tp,
                   .sp = s.tp > 1,
                   .cp = s.cp,
@@ -337,14 +385,22 @@ void Searcher::evaluate(const Config& c, double limit)
                   .virtual_stages = c.v,
                   .microbatches = c.microbatches,
                   .schedule = c.kind,
-                  .recompute = m_modes[c.mode],
-                  .partition = "compute",
-                  .step_time = step.step_time,
-                  .makespan = t.makespan,
-                  .bubble_fraction = t.bubble_fraction,
-                  .exposed_allreduce_ms = step.exposed_allreduce_ms,
-                  .peak_memory_bytes = step.peak_memory_bytes,
-                  .fits = step.fits};
+                  .recompute = m_modes[c.mode]};
+    set_step(out, fitted ? manual_partition(*fitted) : std::string("compute"), step);
+    m_result.search.candidates.push_back(std::move(out));
+}
+
+void Searcher::set_step(Candidate& out, std::string partition, const StepPlan& step) const
+{
+    const Timeline& t = step.plan.timeline;
+    out.partition = std::move(partition);
+    out.step_time = step.step_time;
+    out.makespan = t.makespan;
+    out.bubble_fraction = t.bubble_fraction;
+    out.exposed_allreduce_ms = step.exposed_allreduce_ms;
+    out.peak_memory_bytes = step.peak_memory_bytes;
+    out.fits = step.fits;
+    out.compute_ms = 0.0;
     for (const StageStats& stage : t.stage_stats)
         out.compute_ms = std::max(out.compute_ms, stage.busy);
     const Throughput rate =
@@ -352,7 +408,21 @@ void Searcher::evaluate(const Config& c, double limit)
     out.samples_per_second = rate.samples_per_second;
     out.tflops_per_gpu = rate.tflops_per_gpu;
     out.mfu = rate.mfu;
-    m_result.search.candidates.push_back(std::move(out));
+}
+
+// When nothing fits, "the closest" is judged on each configuration's leanest cut, not its even
+// one: 1F1B's first stage, holding pp microbatches, may need far more than a cut that gives it
+// fewer layers. Its step is simulated again on that cut.
+void Searcher::recut_leanest(Candidate& c) const
+{
+    const CandidateRun run = candidate_run(m_config, m_spec, c);
+    const Schedule schedule = build_schedule(run.schedule);
+    const auto lean = least_memory_boundaries(run.model.profile, schedule, run.options, kFitEnumeratedCuts, kFitVisits);
+    if (!lean || *lean == run.boundaries)
+        return;
+    const StepPlan step = make_step_plan(run.model.profile, schedule, *lean, run.options);
+    if (step.peak_memory_bytes < c.peak_memory_bytes)
+        set_step(c, manual_partition(*lean), step);
 }
 
 ModelSearchResult Searcher::run()
@@ -423,6 +493,12 @@ ModelSearchResult Searcher::run()
         bad_search("no configuration of " + std::to_string(m_spec.gpus) + " GPUs is small enough to simulate (" +
                    std::to_string(r.skipped) + " skipped)");
     std::sort(r.candidates.begin(), r.candidates.end(), ranks_before);
+    if (best.empty() && !m_spec.exhaustive) {
+        const std::size_t closest = std::min<std::size_t>(r.candidates.size(), 16);
+        for (std::size_t i = 0; i < closest; ++i)
+            recut_leanest(r.candidates[i]);
+        std::sort(r.candidates.begin(), r.candidates.end(), ranks_before);
+    }
     r.fitting = static_cast<std::size_t>(
         std::count_if(r.candidates.begin(), r.candidates.end(), [](const Candidate& c) { return c.fits; }));
     return std::move(m_result);

@@ -2,10 +2,13 @@
 // The planner's search from a model's shape (`shardctl plan --model`): every (t, cp, ep, pp, dp,
 // v, schedule, ZeRO stage, recomputation, micro batch size) with t * cp * pp * dp = GPUs, ep a
 // divisor of dp and of the experts, dp * micro batch size dividing the global batch, t splitting
-// the heads, cp the sequence and pp <= layers. Each configuration's profile is
-// parallel_profile (parallel_cost.h: the collectives on the links their groups span), cut by
-// compute (the `compute` partition) and run through make_step_plan with the data-parallel link
-// of its rank layout, exactly what `shardctl schedule --model ...` runs for the same flags.
+// the model (tensor_parallel_misfit), cp the sequence and pp <= layers; t, cp and ep are every
+// divisor that does, not only powers of two. Each
+// configuration's profile is parallel_profile (parallel_cost.h: the collectives on the links
+// their groups span), cut by compute (the `compute` partition) or, when that cut does not fit,
+// by the fastest cut that does (fit_partition.h; `manual:...`), and run through make_step_plan
+// with the data-parallel link of its rank layout, exactly what `shardctl schedule --model ...`
+// runs for the same flags.
 // Sequence parallelism is on whenever t > 1: here it costs the same time and holds less memory.
 //
 // Pruning, exact: a configuration whose model state alone (the stages' mean under its ZeRO
@@ -13,11 +16,14 @@
 // simulated in order of a lower bound on their step time — the busiest stage computes at least
 // the mean, M x (forward + backward of every layer) / pp, and without overlap the last stage's
 // data-parallel block follows the makespan, at least that of the mean stage — until the bound
-// exceeds the step time of the `top`-th fastest that fits. Before simulating, a second bound
+// exceeds the step time of the `top`-th fastest that fits. A configuration whose compute cut
+// does not fit is skipped when M x its busiest piece (no cut's is smaller) exceeds that step
+// time, before a fitting cut is looked for. Before simulating, a second bound
 // with the cut known (model_search.cpp's cut_bound: valid for every kind, split backward or not,
 // looped or V-shaped) skips those that cannot enter the top. So the `top` best are those an
 // exhaustive search finds (tested against one). When nothing fits, the configurations with the
-// least model state are simulated so the closest can be named.
+// least model state are simulated so the closest can be named, and the 16 closest by their even
+// cut are simulated again on their least-memory cut.
 
 #include "core/pipeline/model_config.h"
 #include "core/pipeline/parallel_cost.h"
@@ -44,7 +50,7 @@ struct ModelSearchSpec {
     std::vector<int> zero; // empty: 0, 1, 2, 3
     std::vector<ScheduleKind> schedules; // empty: every built-in kind (searched_schedules, search.h)
     std::vector<Recompute> recompute; // empty: none, selective, full
-    std::vector<int> tp, cp, ep; // empty: every degree that splits the model (powers of two)
+    std::vector<int> tp, cp, ep; // empty: every degree that splits the model and the GPUs
     int max_virtual_stages = 8;
     std::size_t top = 5; // how many of the best are guaranteed exact
     bool exhaustive = false; // simulate everything (no pruning): the tests' brute force
@@ -55,8 +61,9 @@ struct ModelSearchResult {
     std::size_t space = 0; // configurations enumerated
     std::size_t pruned_memory = 0; // not simulated: the model state alone exceeds the memory
     std::size_t pruned_time = 0; // not simulated: the step-time bound exceeds the top-th best
-    // Of those simulated, how many took less than a bound said they must (either bound; checked
-    // for all of them in an exhaustive search, else only where the cut bound was worked out).
+    // Of those simulated, how many took less than a bound said they must (the mean-stage bound,
+    // M x the least busiest piece, or the cut bound; checked for all of them in an exhaustive
+    // search, else the cut bound only where it was worked out).
     // Pruning is exact only while this is 0: the tests' check that every bound is one.
     std::size_t bound_violations = 0;
 };
@@ -79,7 +86,7 @@ Throughput throughput(double flops_per_sample, std::int64_t global_batch, std::i
 
 // What make_step_plan runs for one candidate of search_model_plans (the same spec), so that a
 // viewer can show it exactly: its profile (parallel_profile on its mesh's links) with each
-// layer's collectives, its schedule, its compute cut and its training options.
+// layer's collectives, its schedule, its cut and its training options.
 struct CandidateRun {
     ModelProfile model;
     std::vector<LayerComm> comm; // per layer: the collectives inside its fwd_ms and bwd_ms

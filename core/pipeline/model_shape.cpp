@@ -142,6 +142,25 @@ std::int64_t block_activation_bytes(const BlockActivation& parts, double sbh, co
     return whole(bytes);
 }
 
+std::string tensor_parallel_misfit(const ModelConfig& c, int t)
+{
+    const std::string degree = "a tensor-parallel degree of " + std::to_string(t);
+    if (t < 1)
+        return "cannot be split by " + degree;
+    if (c.attention_heads % t != 0 || (c.kv_heads % t != 0 && t % c.kv_heads != 0))
+        return "has " + std::to_string(c.attention_heads) + " attention and " + std::to_string(c.kv_heads) +
+            " key/value heads, which " + degree + " cannot split evenly";
+    const std::pair<const char*, int> widths[] = {
+        {"an MLP width (intermediate_size)", c.intermediate_size},
+        {"an expert width (moe_intermediate_size)", c.experts > 1 ? static_cast<int>(expert_width(c)) : 0},
+        {"a shared expert width (shared_expert_intermediate_size)", c.shared_expert_intermediate_size}};
+    for (const auto& [what, width] : widths)
+        if (width > 0 && width % t != 0)
+            return "has " + std::string(what) + " of " + std::to_string(width) + ", which " + degree +
+                " cannot split evenly";
+    return {};
+}
+
 ModelProfile shape_profile(const ModelConfig& c, const Workload& work, const Parallelism& parallel)
 {
     check_workload(work);
@@ -157,11 +176,8 @@ ModelProfile shape_profile(const ModelConfig& c, const Workload& work, const Par
                    "is profiled at a sequence of " + std::to_string(work.seq_len) +
                        " tokens, which a context-parallel degree of " + std::to_string(parallel.cp) +
                        " cannot split evenly");
-    if (c.attention_heads % t != 0 || (c.kv_heads % t != 0 && t % c.kv_heads != 0))
-        shape_fail(c,
-                   "has " + std::to_string(c.attention_heads) + " attention and " + std::to_string(c.kv_heads) +
-                       " key/value heads, which a tensor-parallel degree of " + std::to_string(t) +
-                       " cannot split evenly");
+    if (const std::string misfit = tensor_parallel_misfit(c, t); !misfit.empty())
+        shape_fail(c, misfit);
     const std::vector<ShapeLayer> layers = model_layers(c);
     ModelProfile result{.workload = work, .config = c, .from_shape = true, .parallel = parallel};
     Profile& profile = result.profile;

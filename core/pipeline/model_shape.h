@@ -53,7 +53,15 @@ BlockActivation block_activation(const ModelConfig& config, const Workload& work
 std::int64_t block_activation_bytes(const BlockActivation& parts, double sbh, const Parallelism& parallel,
                                     bool selective);
 
-// The profile of `config` at `work` on t GPUs per layer; checks t against the heads.
+// Why t GPUs cannot split `config`'s layers as Megatron's tensor parallelism does (its column-
+// and row-parallel linears divide their widths by t and refuse a remainder): the attention heads,
+// the key/value heads (t may also be a multiple of those: they are then replicated), the MLP's
+// width and each expert's and shared expert's width must divide by t. The vocabulary is padded
+// to a multiple of t, so it need not. Empty when t splits them all.
+std::string tensor_parallel_misfit(const ModelConfig& config, int t);
+
+// The profile of `config` at `work` on t GPUs per layer; checks t against the model
+// (tensor_parallel_misfit).
 ModelProfile shape_profile(const ModelConfig& config, const Workload& work, const Parallelism& parallel);
 
 } // namespace shardscope::pipeline

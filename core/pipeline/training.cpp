@@ -191,6 +191,16 @@ std::int64_t param_state_bytes(std::int64_t params, int zero, int dp, bool fp32_
         held(params, 12, zero >= 1, dp);
 }
 
+double layer_recompute_ms(const Profile& profile, const Layer& layer, Recompute mode)
+{
+    switch (mode) {
+    case Recompute::none: return 0.0;
+    case Recompute::selective: return layer_selective_recompute_ms(profile, layer);
+    case Recompute::full: return layer.fwd_ms;
+    }
+    return 0.0;
+}
+
 Profile with_recompute(const Profile& profile, Recompute mode)
 {
     if (mode == Recompute::none)
@@ -199,8 +209,7 @@ Profile with_recompute(const Profile& profile, Recompute mode)
     for (std::size_t i = 0; i < out.layers.size(); ++i) {
         const Layer& original = profile.layers[i];
         Layer& layer = out.layers[i];
-        const double extra =
-            mode == Recompute::full ? original.fwd_ms : layer_selective_recompute_ms(profile, original);
+        const double extra = layer_recompute_ms(profile, original, mode);
         layer.activation_bytes = static_cast<std::int64_t>(layer_held_bytes(profile, original, mode));
         // Recomputation precedes the input gradient, so it lengthens B; W is unchanged.
         layer.bwd_ms += extra;

@@ -91,6 +91,8 @@ Profile with_recompute(const Profile& profile, Recompute mode);
 // What a layer keeps per microbatch under `mode`: activation_bytes, layer_selective_bytes or
 // layer_input_bytes.
 double layer_held_bytes(const Profile& profile, const Layer& layer, Recompute mode);
+// How much `mode` lengthens a layer's backward: the forward it runs again (none: 0).
+double layer_recompute_ms(const Profile& profile, const Layer& layer, Recompute mode);
 
 // Units U (above) of data-parallel traffic a step moves under ZeRO stage `zero` with
 // `microbatches` microbatches, and how many of them follow the last backward. With fp32_grads a

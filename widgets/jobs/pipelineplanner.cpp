@@ -314,7 +314,8 @@ bool PipelinePlanner::applyModelCandidate(const pl::Candidate& candidate, pl::Ca
                          .toStdString();
     m_spec = run.schedule;
     m_boundaries = std::move(run.boundaries);
-    m_method = pl::PartitionMethod::compute;
+    // The search's cut: compute, or the fitting cut spelled out as manual boundaries.
+    m_method = pl::parse_partition_spec(candidate.partition).method;
     m_options = run.options;
     m_model = std::move(context);
     m_schedule.reset();

@@ -347,11 +347,13 @@ private slots:
         for (int i = 0; i < 4; ++i) {
             const QList<QByteArray> cells = lines[2 + i].simplified().split(' ');
             // #, tp, cp, ep, pp, dp, v, M, b, schedule, zero, recompute, step ms, TFLOP/s, MFU, peak
-            QCOMPARE(cells.size(), 17);
+            // (two cells), cut
+            QCOMPARE(cells.size(), 18);
             const nlohmann::json& c = j["candidates"][std::size_t(i)];
             QCOMPARE(cells[0].toInt(), i + 1);
             QCOMPARE(cells[9].toStdString(), c["schedule"].get<std::string>());
             QCOMPARE(cells[10].toInt(), c["zero"].get<int>());
+            QCOMPARE(cells[17].toStdString(), c["partition"].get<std::string>() == "compute" ? "compute" : "fitted");
             const double step = cells[12].toDouble(), tflops = cells[13].toDouble(), mfu = cells[14].toDouble();
             QVERIFY(std::fabs(step - c["step_time"].get<double>()) <= 5e-4 * step); // %.4g
             // The JSON's rate within the four digits shown, and MFU its share of H100's 989.
@@ -379,6 +381,100 @@ private slots:
         QVERIFY2(again.exit_code == 0, again.err.constData());
         QCOMPARE(nlohmann::json::parse(again.out.toStdString())["step_time"].get<double>(),
                  j["candidates"][0]["step_time"].get<double>());
+    }
+
+    // Llama 2 7B on 8 GPUs at t = 1, ZeRO 0 and no recomputation needs pp 8, whose even cut
+    // peaks at about 111 GiB on 1F1B's first stage (8 microbatches of 4 blocks held). At 64 GiB
+    // the search runs it on a cut that gives the first stages fewer blocks, and its command runs
+    // that very cut; at 40 GiB nothing fits and the closest is measured on its leanest cut.
+    void modelPlanFitsByAnUnevenCut()
+    {
+        const QString model = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/fixtures/models/llama2-7b.json");
+        auto arguments = [&](const char* memory) {
+            return QStringList{QStringLiteral("plan"),
+                               QStringLiteral("--model"),
+                               model,
+                               QStringLiteral("--gpus"),
+                               QStringLiteral("8"),
+                               QStringLiteral("--global-batch"),
+                               QStringLiteral("64"),
+                               QStringLiteral("--seq-len"),
+                               QStringLiteral("4096"),
+                               QStringLiteral("--cluster"),
+                               QStringLiteral("a100-80gb"),
+                               QStringLiteral("--gpu-memory"),
+                               QString::fromLatin1(memory),
+                               QStringLiteral("--micro-batch-sizes"),
+                               QStringLiteral("1"),
+                               QStringLiteral("--tp"),
+                               QStringLiteral("1"),
+                               QStringLiteral("--cp"),
+                               QStringLiteral("1"),
+                               QStringLiteral("--zero"),
+                               QStringLiteral("0"),
+                               QStringLiteral("--recompute"),
+                               QStringLiteral("none"),
+                               QStringLiteral("--schedules"),
+                               QStringLiteral("1f1b"),
+                               QStringLiteral("--json")};
+        };
+        // What the even cut needs, from `schedule` itself.
+        const Run even = shardctl({QStringLiteral("schedule"),
+                                   QStringLiteral("--model"),
+                                   model,
+                                   QStringLiteral("--seq-len"),
+                                   QStringLiteral("4096"),
+                                   QStringLiteral("--micro-batch-size"),
+                                   QStringLiteral("1"),
+                                   QStringLiteral("--stages"),
+                                   QStringLiteral("8"),
+                                   QStringLiteral("--microbatches"),
+                                   QStringLiteral("64"),
+                                   QStringLiteral("--schedule"),
+                                   QStringLiteral("1f1b"),
+                                   QStringLiteral("--partition"),
+                                   QStringLiteral("compute"),
+                                   QStringLiteral("--cluster"),
+                                   QStringLiteral("a100-80gb"),
+                                   QStringLiteral("--gpu-memory"),
+                                   QStringLiteral("64"),
+                                   QStringLiteral("--json")});
+        QCOMPARE(even.exit_code, 0);
+        const std::int64_t even_peak =
+            nlohmann::json::parse(even.out.toStdString())["peak_memory_bytes"].get<std::int64_t>();
+        QVERIFY(even_peak > (std::int64_t(100) << 30));
+
+        const Run fits = shardctl(arguments("64"));
+        QVERIFY2(fits.exit_code == 0, fits.err.constData());
+        const nlohmann::json best = nlohmann::json::parse(fits.out.toStdString())["candidates"][0];
+        QCOMPARE(best["pp"].get<int>(), 8);
+        const std::string cut = best["partition"].get<std::string>();
+        QVERIFY2(cut.rfind("manual:", 0) == 0, cut.c_str());
+        QVERIFY(best["peak_memory_bytes"].get<std::int64_t>() <= (std::int64_t(64) << 30));
+        QVERIFY(best["command"].get<std::string>().find("--partition " + cut) != std::string::npos);
+        QStringList words = QProcess::splitCommand(QString::fromStdString(best["command"].get<std::string>()));
+        words.removeFirst();
+        const Run again = shardctl(words << QStringLiteral("--json"));
+        QVERIFY2(again.exit_code == 0, again.err.constData());
+        const nlohmann::json step = nlohmann::json::parse(again.out.toStdString());
+        QCOMPARE(step["step_time"].get<double>(), best["step_time"].get<double>());
+        QCOMPARE(step["peak_memory_bytes"].get<std::int64_t>(), best["peak_memory_bytes"].get<std::int64_t>());
+
+        const Run none = shardctl(arguments("40"));
+        QCOMPARE(none.exit_code, 1);
+        const nlohmann::json closest = nlohmann::json::parse(none.out.toStdString())["closest"];
+        QVERIFY(closest["partition"].get<std::string>().rfind("manual:", 0) == 0);
+        QVERIFY(closest["peak_memory_bytes"].get<std::int64_t>() < even_peak * 2 / 3);
+        QVERIFY(closest["peak_memory_bytes"].get<std::int64_t>() > (std::int64_t(40) << 30));
+        // In text, the closest's command (its cut in it) and one sentence that says which cut.
+        QStringList text = arguments("40");
+        text.removeLast();
+        const Run said = shardctl(text);
+        QCOMPARE(said.exit_code, 1);
+        QVERIFY2(said.out.contains("closest: shardctl schedule --model ") &&
+                     said.out.contains(QByteArray("--partition ") + closest["partition"].get<std::string>().c_str()),
+                 said.out.constData());
+        QVERIFY2(said.err.contains("its leanest cut) needs ") && said.err.count('\n') == 1, said.err.constData());
     }
 
     void textListsTopKWithReasons()

@@ -3,6 +3,7 @@
 // collectives' links by rank order, and the memory effects of cp and ep.
 #include "testutil.h"
 
+#include "core/pipeline/fit_partition.h"
 #include "core/pipeline/model_search.h"
 #include "core/pipeline/model_shape.h"
 #include "core/pipeline/parallel_cost.h"
@@ -405,6 +406,144 @@ private slots:
         QVERIFY(tensor && context);
         QCOMPARE(simulated.size(), schedules.isEmpty() ? std::size_t(7) : std::size_t(1));
         QCOMPARE(brute.search.skipped, std::size_t(0)); // none tried with chunks its kind refuses
+    }
+
+    // A configuration whose even (compute) cut does not fit runs on the fastest cut that does:
+    // 1F1B's first stage holds pp microbatches' activations and its last one, so giving the first
+    // stages fewer layers fits in memory the compute cut overflows. The limit is set between the
+    // least-memory cut's peak and the compute cut's, for pp 4 of a 12-block model; the pruned
+    // search still agrees with the brute force, and the candidate's cut is memory_fit_boundaries'.
+    void aCutThatFitsIsFoundWhereTheComputeCutDoesNot()
+    {
+        pl::ModelConfig model = small_model(0);
+        model.layers = 12;
+        pl::ModelSearchSpec spec{.gpus = 4,
+                                 .global_batch = 16,
+                                 .seq_len = 256,
+                                 .device_tflops = 50,
+                                 .peak_tflops = 100,
+                                 .links = {.cluster = small_cluster()},
+                                 .micro_batch_sizes = {1},
+                                 .zero = {0},
+                                 .schedules = {pl::ScheduleKind::one_f_one_b},
+                                 .recompute = {pl::Recompute::none},
+                                 .tp = {1},
+                                 .cp = {1},
+                                 .top = 3};
+        // pp 4, dp 1: M = 16.
+        const pl::Candidate even{.tp = 1,
+                                 .cp = 1,
+                                 .ep = 1,
+                                 .pp = 4,
+                                 .dp = 1,
+                                 .zero = 0,
+                                 .micro_batch_size = 1,
+                                 .virtual_stages = 1,
+                                 .microbatches = 16,
+                                 .schedule = pl::ScheduleKind::one_f_one_b,
+                                 .recompute = pl::Recompute::none,
+                                 .partition = "compute"};
+        spec.gpu_memory_bytes = std::int64_t(1) << 40;
+        const pl::CandidateRun run = pl::candidate_run(model, spec, even);
+        const pl::Schedule schedule = pl::build_schedule(run.schedule);
+        const std::int64_t compute_peak =
+            pl::make_step_plan(run.model.profile, schedule, run.boundaries, run.options).peak_memory_bytes;
+        const auto lean = pl::least_memory_boundaries(run.model.profile, schedule, run.options);
+        QVERIFY(lean);
+        const std::int64_t lean_peak =
+            pl::make_step_plan(run.model.profile, schedule, *lean, run.options).peak_memory_bytes;
+        QVERIFY2(lean_peak < compute_peak, "the test needs a cut that holds less than the even one");
+        QCOMPARE(pl::cut_peak_memory(run.model.profile, schedule, run.options, run.boundaries), compute_peak);
+        QCOMPARE(pl::cut_peak_memory(run.model.profile, schedule, run.options, *lean), lean_peak);
+
+        spec.gpu_memory_bytes = (lean_peak + compute_peak) / 2;
+        const pl::ModelSearchResult pruned = pl::search_model_plans(model, spec);
+        spec.exhaustive = true;
+        const pl::ModelSearchResult brute = pl::search_model_plans(model, spec);
+        QCOMPARE(pruned.bound_violations, std::size_t(0));
+        QCOMPARE(brute.bound_violations, std::size_t(0));
+        const pl::Candidate* fitted = nullptr;
+        for (const pl::Candidate& c : brute.search.candidates)
+            if (c.pp == 4)
+                fitted = &c;
+        QVERIFY(fitted);
+        QVERIFY2(fitted->partition.rfind("manual:", 0) == 0, fitted->partition.c_str());
+        QVERIFY(fitted->fits);
+        QVERIFY(fitted->peak_memory_bytes <= spec.gpu_memory_bytes);
+        pl::TrainingOptions options = run.options;
+        options.gpu_memory_bytes = spec.gpu_memory_bytes;
+        const auto expected = pl::memory_fit_boundaries(run.model.profile, schedule, options, spec.gpu_memory_bytes);
+        QVERIFY(expected);
+        QCOMPARE(pl::parse_partition_spec(fitted->partition).manual_boundaries, *expected);
+        // What `schedule --partition manual:...` runs is that very step.
+        const pl::CandidateRun again = pl::candidate_run(model, spec, *fitted);
+        const pl::StepPlan step = pl::make_step_plan(again.model.profile, pl::build_schedule(again.schedule),
+                                                     again.boundaries, again.options);
+        QCOMPARE(step.step_time, fitted->step_time);
+        QCOMPARE(step.peak_memory_bytes, fitted->peak_memory_bytes);
+        QVERIFY(step.fits);
+        // The pruned search's best are the brute force's, this cut included where it ranks.
+        QVERIFY(pruned.search.fitting >= 1);
+        for (std::size_t i = 0; i < std::min<std::size_t>(3, brute.search.fitting); ++i) {
+            QCOMPARE(pruned.search.candidates[i].step_time, brute.search.candidates[i].step_time);
+            QCOMPARE(pruned.search.candidates[i].partition, brute.search.candidates[i].partition);
+        }
+    }
+
+    // Degrees are every divisor, not only powers of two: 12 GPUs, 12 heads in 6 key/value
+    // groups, an MLP 768 wide and 6 experts give t in {1, 2, 3, 6, 12} and ep in {1, 2, 3, 6}
+    // (where dp allows). An MLP width t does not divide rules t out, as Megatron refuses it.
+    void degreesAreEveryDivisor()
+    {
+        pl::ModelConfig model = small_model(6);
+        model.hidden_size = 384;
+        model.attention_heads = 12;
+        model.kv_heads = 6;
+        model.intermediate_size = 768;
+        pl::ModelSearchSpec spec = small_moe_search();
+        spec.gpus = 12;
+        spec.global_batch = 24;
+        spec.seq_len = 192; // cp may be 3 too
+        spec.gpu_memory_bytes = std::int64_t(1) << 40;
+        spec.micro_batch_sizes = {1};
+        spec.schedules = {pl::ScheduleKind::one_f_one_b};
+        spec.zero = {1};
+        spec.recompute = {pl::Recompute::none};
+        spec.exhaustive = true;
+        const pl::ModelSearchResult found = pl::search_model_plans(model, spec);
+        std::set<int> tp, cp, ep;
+        for (const pl::Candidate& c : found.search.candidates) {
+            tp.insert(c.tp);
+            cp.insert(c.cp);
+            ep.insert(c.ep);
+            QCOMPARE(c.tp * c.cp * c.pp * c.dp, 12);
+            QCOMPARE(c.dp % c.ep, 0);
+        }
+        QCOMPARE(tp, (std::set<int>{1, 2, 3, 6, 12}));
+        QCOMPARE(cp, (std::set<int>{1, 2, 3, 4, 6, 12}));
+        QCOMPARE(ep, (std::set<int>{1, 2, 3, 6}));
+        QVERIFY(pl::tensor_parallel_misfit(model, 4).find("key/value heads") != std::string::npos);
+        pl::ModelConfig narrow = model;
+        narrow.intermediate_size = 688; // 16 x 43
+        const std::string misfit = pl::tensor_parallel_misfit(narrow, 3);
+        QVERIFY2(misfit ==
+                     "has an MLP width (intermediate_size) of 688, which a tensor-parallel degree of 3 cannot "
+                     "split evenly",
+                 misfit.c_str());
+        std::set<int> narrow_tp;
+        for (const pl::Candidate& c : pl::search_model_plans(narrow, spec).search.candidates)
+            narrow_tp.insert(c.tp);
+        QCOMPARE(narrow_tp, (std::set<int>{1, 2}));
+        // A candidate of degree 3 is what `schedule --tp 3` (or `--ep 3`) runs.
+        for (const pl::Candidate& c : found.search.candidates)
+            if (c.tp == 3 || c.ep == 3) {
+                const pl::CandidateRun run = pl::candidate_run(model, spec, c);
+                const pl::StepPlan step = pl::make_step_plan(run.model.profile, pl::build_schedule(run.schedule),
+                                                             run.boundaries, run.options);
+                QCOMPARE(step.step_time, c.step_time);
+                return;
+            }
+        QFAIL("no candidate with t = 3 or ep = 3");
     }
 
     // What the GUI shows for a candidate: candidate_run's profile, schedule, cut and options give

@@ -2,6 +2,7 @@
 // memory-fitting cut fits and is the fastest that does, the ranking, and the bad-input errors.
 #include "problemcheck.h"
 
+#include "core/pipeline/fit_partition.h"
 #include "core/pipeline/search.h"
 #include "core/util/error.h"
 
@@ -149,6 +150,27 @@ Truth brute_force(const std::vector<Seen>& all, Pick& pick)
     return t;
 }
 
+// memory_fit_boundaries against brute force's truth at its limit: a cut iff one fits, and then
+// one that fits with the smallest busiest piece and, among those, the least peak. Returns whether
+// a cut was found (false also after a failed check, which QTest has recorded).
+bool fit_agrees(const Profile& profile, const Schedule& schedule, const TrainingOptions& options, const Truth& truth,
+                const std::string& where)
+{
+    const auto found = memory_fit_boundaries(profile, schedule, options, truth.limit);
+    [&] { QVERIFY2(found.has_value() == truth.best_bound.has_value(), where.c_str()); }();
+    if (!found || !truth.best_bound)
+        return false;
+    TrainingOptions limited = options;
+    limited.gpu_memory_bytes = truth.limit;
+    const StepPlan step = make_step_plan(profile, schedule, *found, limited);
+    [&] {
+        QVERIFY2(step.fits, where.c_str());
+        QVERIFY2(busiest(step) == *truth.best_bound, where.c_str());
+        QVERIFY2(step.peak_memory_bytes == truth.best_peak, where.c_str());
+    }();
+    return true;
+}
+
 } // namespace
 
 class TestPipelineSearch : public QObject {
@@ -247,26 +269,54 @@ private slots:
             const TrainingOptions options{
                 .dp = dp, .zero = pick(0, 3), .recompute = pick(0, 1) ? Recompute::none : Recompute::full};
             const std::vector<Seen> all = every_cut(profile, schedule, options);
-            const auto [least, limit, best_bound, best_peak] = brute_force(all, pick);
-            const auto found = memory_fit_boundaries(profile, schedule, options, limit);
-            const std::string where = "trial " + std::to_string(trial);
-            QVERIFY2(found.has_value() == best_bound.has_value(), where.c_str());
+            const Truth truth = brute_force(all, pick);
             const auto lean = least_memory_boundaries(profile, schedule, options);
             QVERIFY(lean.has_value());
-            QCOMPARE(make_step_plan(profile, schedule, *lean, options).peak_memory_bytes, least);
-            if (!found) {
-                ++unfittable;
-                continue;
-            }
-            ++fitted;
-            TrainingOptions limited = options;
-            limited.gpu_memory_bytes = limit;
-            const StepPlan step = make_step_plan(profile, schedule, *found, limited);
-            QVERIFY2(step.fits, where.c_str());
-            QVERIFY2(busiest(step) == *best_bound, where.c_str());
-            QVERIFY2(step.peak_memory_bytes == best_peak, where.c_str());
+            QCOMPARE(make_step_plan(profile, schedule, *lean, options).peak_memory_bytes, truth.least);
+            ++(fit_agrees(profile, schedule, options, truth, "trial " + std::to_string(trial)) ? fitted : unfittable);
         }
         QVERIFY(fitted > 100 && unfittable > 20); // both outcomes exercised
+    }
+
+    // Every kind of schedule, with expert parameters sharded over dp / ep: cut_peak_memory is
+    // make_step_plan's peak for every cut, and the fitting cut (enumerated or the DP, behind the
+    // lower bound and the one-pass feasibility test that may reject a limit early) exists iff
+    // brute force finds one and has the smallest busiest piece.
+    void memoryFitWithExpertsOnEveryKind()
+    {
+        std::mt19937 random(4242);
+        auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(random); };
+        const ScheduleKind kinds[] = {ScheduleKind::gpipe,     ScheduleKind::one_f_one_b, ScheduleKind::interleaved,
+                                      ScheduleKind::zb_h1,     ScheduleKind::zb_h2,       ScheduleKind::zb_v,
+                                      ScheduleKind::dualpipe_v};
+        int fitted = 0, unfittable = 0, cuts = 0;
+        for (int trial = 0; trial < 140; ++trial) {
+            const ScheduleKind kind = kinds[trial % 7];
+            const int v =
+                kind == ScheduleKind::interleaved || kind == ScheduleKind::zb_v || kind == ScheduleKind::dualpipe_v ? 2
+                                                                                                                    : 1;
+            const int stages = pick(2, 3);
+            Profile profile = random_profile(pick(stages * v, stages * v + 3), pick);
+            for (Layer& layer : profile.layers)
+                layer.expert_params = layer.params / pick(1, 4);
+            const int m = kind == ScheduleKind::dualpipe_v ? 2 * stages : stages * pick(1, 2);
+            const Schedule schedule =
+                build_schedule({.kind = kind, .stages = stages, .microbatches = m, .virtual_stages = v});
+            const int ep = 1 << pick(0, 1);
+            const TrainingOptions options{.dp = ep * (1 << pick(0, 1)),
+                                          .zero = pick(0, 3),
+                                          .recompute = pick(0, 1) ? Recompute::none : Recompute::full,
+                                          .ep = ep};
+            const std::vector<Seen> all = every_cut(profile, schedule, options);
+            for (const Seen& seen : all) {
+                QCOMPARE(cut_peak_memory(profile, schedule, options, seen.cut), seen.peak);
+                ++cuts;
+            }
+            const std::string where = "trial " + std::to_string(trial) + " (" + std::string(to_string(kind)) + ")";
+            ++(fit_agrees(profile, schedule, options, brute_force(all, pick), where) ? fitted : unfittable);
+        }
+        qInfo("%d cuts compared; %d trials fitted, %d did not", cuts, fitted, unfittable);
+        QVERIFY(fitted > 60 && unfittable > 10);
     }
 
     // Interleaved (v > 1): a stage's pieces are not adjacent, so the DP does not apply. Small

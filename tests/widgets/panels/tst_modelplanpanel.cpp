@@ -162,6 +162,25 @@ private slots:
                      QStringLiteral("step time %1 = makespan %2")
                          .arg(BubbleReadout::ms(want.step_time), BubbleReadout::ms(want.makespan))),
                  qPrintable(plan->message()->text()));
+        QCOMPARE(panel.planner()->partitionName(), QStringLiteral("compute"));
+
+        // A row the search ran on a fitted cut (its even cut does not fit) shows that cut, and the
+        // readout names it: the planner keeps it as manual boundaries.
+        int fitted = -1;
+        for (int row = 0; row < plan->model()->rowCount() && fitted < 0; ++row)
+            if (plan->model()->candidate(row)->partition.rfind("manual:", 0) == 0)
+                fitted = row;
+        QVERIFY2(fitted > 0, "the search shows no candidate on a fitted cut");
+        const pl::Candidate& other = expected.search.candidates[std::size_t(fitted)];
+        QCOMPARE(plan->model()->candidate(fitted)->partition, other.partition);
+        const QRect row = plan->table()->visualRect(plan->model()->index(fitted, PlanCandidateModel::Pp));
+        QTest::mouseClick(plan->table()->viewport(), Qt::LeftButton, {}, row.center());
+        QVERIFY(panel.planner()->stepPlan());
+        QCOMPARE(panel.planner()->stepPlan()->step_time, other.step_time);
+        QCOMPARE(panel.planner()->stepPlan()->peak_memory_bytes, other.peak_memory_bytes);
+        QCOMPARE(panel.planner()->partitionName(), QString::fromStdString(other.partition));
+        QVERIFY2(panel.readout()->detailText().contains(QString::fromStdString(other.partition)),
+                 qPrintable(panel.readout()->detailText()));
     }
 
     // The first row of a search with fp32 gradients is shown with them (the planner's own box
