@@ -355,12 +355,12 @@ private slots:
                                  .device_tflops = 50,
                                  .peak_tflops = 100,
                                  .gpu_memory_bytes = static_cast<std::int64_t>(memory_mib * 1048576),
-                                 .links = {.cluster = small_cluster()},
                                  .overlap_allreduce = overlap,
                                  .micro_batch_sizes = {1, 2},
                                  .schedules = kinds,
                                  .max_virtual_stages = 3,
                                  .top = 3};
+        spec.links.cluster = small_cluster(); // (in the initialiser, GCC 12 warns of a false uninitialised read)
         const pl::ModelSearchResult pruned = pl::search_model_plans(model, spec);
         spec.exhaustive = true;
         const pl::ModelSearchResult brute = pl::search_model_plans(model, spec);
@@ -422,7 +422,6 @@ private slots:
                                  .seq_len = 256,
                                  .device_tflops = 50,
                                  .peak_tflops = 100,
-                                 .links = {.cluster = small_cluster()},
                                  .micro_batch_sizes = {1},
                                  .zero = {0},
                                  .schedules = {pl::ScheduleKind::one_f_one_b},
@@ -430,6 +429,7 @@ private slots:
                                  .tp = {1},
                                  .cp = {1},
                                  .top = 3};
+        spec.links.cluster = small_cluster(); // as above
         // pp 4, dp 1: M = 16.
         const pl::Candidate even{.tp = 1,
                                  .cp = 1,
