@@ -372,6 +372,37 @@ std::uint64_t cuts_up_to(int n, int k, std::uint64_t cap)
 // objective as the one-chunk DP; larger ones take the best local descents from the compute,
 // parameter and layer-count cuts (a descent that never fits ends at a least-memory minimum, so
 // the least-memory cut of a configuration that fits nowhere costs nothing more).
+// A cut that surely fits, found exactly in O(P L^2) where the local search may wander: each piece
+// is charged as if its stage held, at once, the most microbatches of each chunk it ever holds
+// (h_p, the largest count of its chunk over the stage's patterns), its own parameter state and
+// working set. A stage's v pieces then add up to at least its true memory (the peak over patterns
+// of sum held_c x kept_c is at most sum h_c x kept_c; a state or working set split over pieces
+// is at most their sum), so pieces each within limit / v make every stage fit. Among those cuts
+// the DP takes the smallest busiest piece, what the search minimises. It can miss a fit whose
+// stages split the limit unevenly; the descents go on from the other seeds.
+std::optional<std::vector<int>> safe_cut(const Chunked& chunked, std::int64_t limit)
+{
+    const Ranges& r = chunked.r;
+    std::vector<int> held(static_cast<std::size_t>(chunked.pieces()), 0);
+    for (int s = 0; s < chunked.stages; ++s)
+        for (int c = 0; c < chunked.chunks; ++c) {
+            int& h = held[static_cast<std::size_t>(piece_of(s, c, chunked.stages, chunked.placement))];
+            for (const std::vector<int>& pattern : chunked.patterns[static_cast<std::size_t>(s)])
+                h = std::max(h, pattern[static_cast<std::size_t>(c)]);
+        }
+    const std::int64_t share = limit / chunked.chunks;
+    return min_max_cut<double>(r, chunked.pieces(), [&](int p, int i, int j, std::int64_t working) {
+        std::int64_t activations = 0;
+        if (r.params[j] == kHuge || r.kept[j] == kHuge || r.experts[j] == kHuge ||
+            __builtin_mul_overflow(std::int64_t(held[static_cast<std::size_t>(p)]), r.kept[j] - r.kept[i],
+                                   &activations))
+            return std::optional<double>();
+        const std::int64_t bytes = stage_total(r.params[j] - r.params[i], r.experts[j] - r.experts[i], activations,
+                                               working, r.zero, r.dp, r.ep, r.fp32_grads);
+        return bytes <= share ? std::optional(r.compute_of(i, j)) : std::nullopt;
+    });
+}
+
 Chunked chunked_of(const Schedule& schedule, const Ranges& r, const Holding& holding)
 {
     return Chunked{.r = r,
@@ -421,6 +452,9 @@ MemoryCuts chunked_cuts(const Profile& profile, const TrainingOptions& options, 
     if (enumerated) {
         each_cut(chunked.layers(), pieces, consider);
     } else {
+        if (limit >= 0)
+            if (const auto safe = safe_cut(chunked, limit))
+                consider(*safe);
         const Profile adjusted = with_recompute(profile, options.recompute);
         SearchBudget budget{.visits = visits, .cancel = cancel};
         for (PartitionMethod method : {PartitionMethod::compute, PartitionMethod::params, PartitionMethod::uniform})

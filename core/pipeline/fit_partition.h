@@ -13,11 +13,12 @@
 //
 // Several chunks per stage (interleaved): a stage's v pieces are not adjacent, so its memory is
 // not a function of one range. Up to `max_enumerated` cuts (C(L-1, N*v-1)) are all evaluated,
-// which is exact; beyond, the best of three steepest descents (from the compute, parameter and
-// layer-count cuts: first the memory down to the limit, then the compute down within it) is a
-// local search, never reported as fitting when it does not, but not proven to be the best cut,
-// and bounded (about a second of cut evaluations a configuration; the best cut so far when
-// that runs out).
+// which is exact; beyond, the best of a safe cut (an exact DP over the pieces, each charged as if
+// its stage held the most microbatches of every chunk at once and kept within limit / v, so that
+// it surely fits) and three steepest descents (from the compute, parameter and layer-count cuts:
+// first the memory down to the limit, then the compute down within it) is a local search, never
+// reported as fitting when it does not, but not proven to be the best cut, and bounded (about a
+// second of cut evaluations a configuration; the best cut so far when that runs out).
 //
 // Objective of the fitting cut: the smallest busiest-piece compute (fwd_ms + bwd_ms of the
 // recompute-adjusted profile, what --partition compute minimises); among those, the smallest peak
