@@ -143,7 +143,13 @@ private:
         std::optional<Holding> holding; // what its cuts' memory is computed from, once asked for
     };
     std::map<std::tuple<int, int, int, int, double>, Scheduled> m_schedules;
-    std::map<std::tuple<std::size_t, std::size_t, int>, std::vector<int>> m_cuts;
+    // Per (shape, recompute mode, pieces): the compute cut and its busiest piece's forward and
+    // backward, which no cut goes below (the cut is the exact min-max).
+    struct ComputeCut {
+        std::vector<int> boundaries;
+        double busiest_ms = 0.0;
+    };
+    std::map<std::tuple<std::size_t, std::size_t, int>, ComputeCut> m_cuts;
     ModelSearchResult m_result;
 };
 
@@ -325,22 +331,25 @@ void Searcher::evaluate(const Config& c, double limit)
     }
     const auto cut_key = std::tuple(c.shape, c.mode, c.pp * c.v);
     auto compute_cut = m_cuts.find(cut_key);
-    if (compute_cut == m_cuts.end())
-        compute_cut =
-            m_cuts
-                .emplace(cut_key,
-                         partition(s.adjusted[c.mode], c.pp * c.v, PartitionSpec{.method = PartitionMethod::compute}))
-                .first;
+    if (compute_cut == m_cuts.end()) {
+        ComputeCut made{
+            .boundaries = partition(s.adjusted[c.mode], c.pp * c.v, PartitionSpec{.method = PartitionMethod::compute})};
+        const std::vector<Layer>& layers = s.adjusted[c.mode].layers;
+        for (std::size_t piece = 0, first = 0; piece <= made.boundaries.size(); ++piece) {
+            const std::size_t end =
+                piece < made.boundaries.size() ? static_cast<std::size_t>(made.boundaries[piece]) : layers.size();
+            double ms = 0.0;
+            for (; first < end; ++first)
+                ms += layers[first].fwd_ms + layers[first].bwd_ms;
+            made.busiest_ms = std::max(made.busiest_ms, ms);
+        }
+        compute_cut = m_cuts.emplace(cut_key, std::move(made)).first;
+    }
     const TrainingOptions options = step_options(m_spec, mesh, c.dp, c.zero, m_modes[c.mode], s.ep);
     Scheduled& scheduled = schedule->second;
-    const std::vector<int>* cut = &compute_cut->second;
-    // No cut's busiest piece computes less than the compute cut's (the exact min-max), and a
-    // stage is busy M times its pieces' forward and backward: a bound on every cut's step.
-    const ScheduleSpec placed{.kind = c.kind, .stages = c.pp, .virtual_stages = c.v};
-    double busiest = 0.0;
-    for (const PieceCost& piece : piece_costs(s.adjusted[c.mode], c.pp, *cut, placement_of(placed)))
-        busiest = std::max(busiest, piece.fwd_ms + piece.bwd_ms);
-    const double any_cut_bound = c.microbatches * busiest;
+    const std::vector<int>* cut = &compute_cut->second.boundaries;
+    // A stage is busy M times its pieces' forward and backward: a bound on every cut's step.
+    const double any_cut_bound = c.microbatches * compute_cut->second.busiest_ms;
     // The configuration runs on the fastest cut that fits (the smallest busiest piece, as
     // `--partition compute` minimises): the compute cut when it does, else the one
     // memory_fit_boundaries finds (fit_partition.h: 1F1B's first stage holds pp microbatches'
