@@ -17,6 +17,10 @@ chunked framing, Expect: 100-continue, keep-alive. Faults are set through the pr
                                              the way, which only a checksum of the bytes catches
     POST /__fault__?mode=corrupt-request     the same to the next request body on its way to the
                                              server (which a Content-MD5 lets the server refuse)
+    POST /__fault__?mode=narrow&rate=4194304&count=-1
+                                             each response body relayed at most `rate` bytes a
+                                             second: a WAN link, where one connection carries a
+                                             fraction of what the store sends over many at once
     POST /__fault__?mode=none                no more faults
     GET  /__fault__                          the current fault and counters, as JSON
 
@@ -45,7 +49,7 @@ import threading
 import time
 import urllib.parse
 
-MODES = ("none", "503", "reset", "slow", "truncate", "corrupt", "corrupt-request")
+MODES = ("none", "503", "reset", "slow", "truncate", "corrupt", "corrupt-request", "narrow")
 REQUEST_MODES = ("503", "corrupt-request")  # decided when the request arrives
 MAX_HEAD = 64 * 1024
 
@@ -65,7 +69,11 @@ class Fault:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not '{mode}'")
         count = int(query.get("count", ["1"])[0])
         seconds = float(query.get("seconds", ["1"])[0])
+        rate = float(query.get("rate", ["1048576"])[0])
+        if rate <= 0:
+            raise ValueError("rate must be a positive number of bytes a second")
         with self.lock:
+            self.rate = rate
             self.mode = mode
             self.remaining = 0 if mode == "none" else count
             self.seconds = seconds
@@ -74,7 +82,7 @@ class Fault:
 
     def state(self):
         with self.lock:
-            return {"mode": self.mode, "remaining": self.remaining, "seconds": self.seconds,
+            return {"mode": self.mode, "remaining": self.remaining, "seconds": self.seconds, "rate": self.rate,
                     "method": self.method, "path": self.path,
                     "forwarded": self.forwarded, "injected": self.injected}
 
@@ -177,6 +185,17 @@ def flipped(chunks):
         if first and data:
             data = bytes([data[0] ^ 0x01]) + data[1:]
             first = False
+        yield data
+
+
+def paced(chunks, rate):
+    """The body relayed at no more than `rate` bytes a second."""
+    start, sent = time.monotonic(), 0
+    for data in chunks:
+        ahead = start + sent / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+        sent += len(data)
         yield data
 
 
@@ -329,6 +348,8 @@ class Connection:
         chunks = [] if bodiless else body_chunks(self.uin, h, until_close=True)
         if mode == "corrupt":
             chunks = flipped(chunks)
+        if mode == "narrow":
+            chunks = paced(chunks, self.fault.rate)
         if mode in ("reset", "truncate"):
             body = b"".join(chunks)
             self.close_upstream()

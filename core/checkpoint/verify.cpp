@@ -58,8 +58,9 @@ ShardCheck check_shard(const storage::Folder& folder, const Manifest& m, const S
     Xxh3 xxh;
     uint64_t done = 0;
     bool stopped = false;
-    // A remote object is read in larger ranges (each is a request, and its latency is paid once),
-    // `read_depth` of them at a time; a local file one chunk after another, the kernel reading ahead.
+    // A remote object is streamed, and widened to `read_depth` ranges at a time of a larger size
+    // (each is a request, its latency paid once) where the link is slow; a local file is read one
+    // chunk after another, the kernel reading ahead.
     const bool local = shard.file->fd() >= 0;
     if (local)
         ::posix_fadvise(shard.file->fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -148,13 +149,10 @@ VerifyReport verify_step(const storage::Folder& step, const VerifyOptions& optio
         return cancelled.load();
     };
 
-    // From a server, hashing threads beyond the cores do not help; the ranges in flight do. So a
-    // remote step is hashed on at most one thread a core, and with fewer shards at once than
-    // reads allowed in flight, each reads ahead on the connections the others would have used (a
-    // single big shard: all of them).
-    const int threads = step.is_local() || options.threads > 0
-        ? storage::default_threads(step, options.threads)
-        : std::min(storage::kRemoteReadsAtOnce, resolve_thread_count(0, m.shards.size()));
+    // From a server, each shard is streamed and hashed as it arrives, on a thread of its own (a
+    // thread mostly waits on its connection): kRemoteReadsAtOnce shards at once. A single shard
+    // may widen to all the connections where one is slower than the hashing (read_in_order).
+    const int threads = storage::default_threads(step, options.threads);
     const int read_depth = storage::remote_read_depth(resolve_thread_count(threads, m.shards.size()));
     parallel_for(m.shards.size(), threads, [&](std::size_t i) {
         const ShardRecord& record = m.shards[i];

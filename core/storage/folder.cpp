@@ -341,6 +341,14 @@ public:
         m_remote->read(m_key, m_size, static_cast<std::byte*>(buffer), size, offset);
         return true;
     }
+    std::optional<uint64_t> stream(uint64_t offset, uint64_t size,
+                                   const std::function<bool(const char*, std::size_t)>& consume) const override
+    {
+        if (offset > m_size || size > m_size - offset)
+            throw Error(ProblemKind::range_outside_file,
+                        m_remote->client.object_name(m_remote->bucket, m_key) + ": a read past the object's end");
+        return m_remote->client.stream(m_remote->bucket, m_key, offset, size, consume);
+    }
 
 private:
     std::shared_ptr<const Folder::Remote> m_remote;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,14 @@ public:
     // Exactly `size` bytes from `offset`: false (errno set for a local file, 0 for an object
     // shorter than the read) when they cannot all be read.
     virtual bool read(void* buffer, std::size_t size, uint64_t offset) const = 0;
+    // A remote object's bytes [offset, offset + size) handed to `consume` as they arrive over one
+    // connection (S3Client::stream): the bytes handed over, fewer when `consume` returned false.
+    // nullopt for a local file, which is read() a chunk at a time, the kernel reading ahead.
+    virtual std::optional<uint64_t> stream(uint64_t, uint64_t,
+                                           const std::function<bool(const char*, std::size_t)>&) const
+    {
+        return std::nullopt;
+    }
     // A local file's descriptor, for a mapping or read-ahead advice; -1 for a remote object.
     virtual int fd() const { return -1; }
 };

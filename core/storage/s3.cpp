@@ -30,6 +30,8 @@ struct S3Client::Call {
     std::span<const std::byte> body;
     std::span<std::byte> into;
     std::size_t max_body = 1 << 20;
+    std::function<bool(const char*, std::size_t)> sink; // HttpRequest::sink and sink_check
+    std::function<std::string(const HttpResponse&)> sink_check;
 };
 
 struct S3Client::Answer {
@@ -37,6 +39,11 @@ struct S3Client::Answer {
     std::map<std::string, std::string> headers;
     std::string text;
     std::size_t received = 0;
+    // A streamed read: the body bytes handed to the sink, whether it asked to stop, and why the
+    // connection was lost part-way (status 0; the caller resumes, not send(): those bytes are used).
+    uint64_t streamed = 0;
+    bool stopped = false;
+    std::string lost;
 };
 
 namespace {
@@ -51,6 +58,8 @@ constexpr const char* kIgnoresRange =
 // Open uploads followed under one prefix: 10^5 (100 pages) is far more than any checkpoint's.
 constexpr std::size_t kMaxOpenUploads = 100'000;
 constexpr std::size_t kSignedBodyLimit = 1 << 20;
+// A stream lost part-way after at least this much of it counts as a first loss again.
+constexpr uint64_t kResumeProgress = 1 << 20;
 
 std::string amz_now()
 {
@@ -170,6 +179,22 @@ bool escapes(std::string_view rest)
         start = end + 1;
     }
     return false;
+}
+
+// "bytes FIRST-LAST/TOTAL": FIRST, LAST and TOTAL (0 for "*"), or false.
+bool parse_content_range(std::string_view text, uint64_t& first, uint64_t& last, uint64_t& total)
+{
+    if (!text.starts_with("bytes "))
+        return false;
+    text.remove_prefix(6);
+    const std::size_t dash = text.find('-'), slash = text.find('/');
+    if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash)
+        return false;
+    bool ok_first = false, ok_last = false, ok_total = true;
+    first = parse_u64(text.substr(0, dash), ok_first);
+    last = parse_u64(text.substr(dash + 1, slash - dash - 1), ok_last);
+    total = text.substr(slash + 1) == "*" ? 0 : parse_u64(text.substr(slash + 1), ok_total);
+    return ok_first && ok_last && ok_total && first <= last && (total == 0 || last < total);
 }
 
 std::string unquoted(std::string etag)
@@ -350,7 +375,9 @@ S3Client::Answer S3Client::send(const Call& call) const
                             .connect_timeout_s = m_config.connect_timeout_s,
                             .stall_timeout_s = m_config.stall_timeout_s,
                             .into = call.into,
-                            .max_body = call.max_body};
+                            .max_body = call.max_body,
+                            .sink = call.sink,
+                            .sink_check = call.sink_check};
         std::erase_if(request.headers, [](const auto& h) { return h.first == "host"; }); // curl sets it from the URL
         if (m_config.anonymous)
             request.headers = call.headers;
@@ -358,6 +385,8 @@ S3Client::Answer S3Client::send(const Call& call) const
             request.headers.emplace_back("Authorization",
                                          authorization(signing, m_config.credentials, date, m_config.region));
         HttpResponse response = http_exchange(request);
+        if (!response.refused.empty())
+            throw Error(ProblemKind::remote_error, what + ": " + response.refused);
         const bool got = response.status >= 200 && response.status < 300;
         const bool ranged =
             std::any_of(call.headers.begin(), call.headers.end(), [](const auto& h) { return h.first == "range"; });
@@ -370,12 +399,15 @@ S3Client::Answer S3Client::send(const Call& call) const
                                                : call.into.empty() ? call.max_body
                                                                    : call.into.size()) +
                             (got ? " bytes expected" : " bytes an error message may have"));
-        if (got && !call.into.empty() && response.received != call.into.size() && call.method != "HEAD") {
+        if (response.stopped || (response.status == 0 && response.streamed > 0))
+            return Answer{.streamed = response.streamed, .stopped = response.stopped, .lost = response.transport_error};
+        const std::size_t expected = call.sink ? call.max_body : call.into.size();
+        if (got && (!call.into.empty() || call.sink) && response.received != expected && call.method != "HEAD") {
             // A body shorter than asked for with the transfer itself complete: the object is
             // shorter than the caller believes (a retry would get the same).
             throw Error(ProblemKind::remote_error,
                         what + ": the server sent " + std::to_string(response.received) + " bytes where " +
-                            std::to_string(call.into.size()) + " were asked for");
+                            std::to_string(expected) + " were asked for");
         }
         if (!retryable(response.status) || attempt >= m_config.retry.attempts) {
             if (response.status == 0)
@@ -389,7 +421,8 @@ S3Client::Answer S3Client::send(const Call& call) const
             return Answer{.status = response.status,
                           .headers = std::move(response.headers),
                           .text = std::move(response.text),
-                          .received = response.received};
+                          .received = response.received,
+                          .streamed = response.streamed};
         }
         std::this_thread::sleep_for(
             std::chrono::milliseconds(delay / 2 + static_cast<int>(jitter() % (delay / 2 + 1))));
@@ -444,6 +477,90 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
         throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange);
     if (a.status != 206 && a.status != 200)
         refused(what, a.status, a.text);
+}
+
+uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t size,
+                          const std::function<bool(const char*, std::size_t)>& consume) const
+{
+    const uint64_t end = offset + size;
+    uint64_t at = offset;
+    // The first answer's ETag and object size: a resumed read asks for the same object (If-Match)
+    // and must find the same size, so that a replaced object is said as such, not as bad bytes.
+    bool first = true;
+    std::string etag;
+    uint64_t total = 0;
+    int delay = m_config.retry.first_delay_ms;
+    for (int lost = 0; at < end;) {
+        const std::string range = "bytes=" + std::to_string(at) + "-" + std::to_string(end - 1);
+        const std::string what = "GET " + object_name(bucket, key) + " (" + range + ")";
+        std::vector<std::pair<std::string, std::string>> headers = {{"range", range}};
+        if (!etag.empty() && !etag.starts_with("W/")) // a weak ETag (a compressing proxy) matches nothing
+            headers.emplace_back("if-match", "\"" + etag + "\"");
+        // Only the bytes asked for are handed on: a 206 whose Content-Range is the range asked,
+        // or a 200 whose whole object is exactly that range.
+        const auto check = [&](const HttpResponse& head) -> std::string {
+            const auto header = [&](const char* name) {
+                const auto it = head.headers.find(name);
+                return it == head.headers.end() ? std::string() : it->second;
+            };
+            uint64_t first_byte = 0, last_byte = 0, size_now = 0;
+            if (head.status == 200) {
+                bool ok = false;
+                size_now = parse_u64(header("content-length"), ok);
+                if (at != 0 || !ok || size_now != end)
+                    return kIgnoresRange;
+            } else {
+                const std::string content_range = header("content-range");
+                if (head.status != 206 || !parse_content_range(content_range, first_byte, last_byte, size_now) ||
+                    first_byte != at || last_byte != end - 1)
+                    return "the server answered HTTP " + std::to_string(head.status) + " with the bytes \"" +
+                        printable(content_range, 80) + "\" to a request for " + range;
+            }
+            if (first) {
+                first = false;
+                etag = unquoted(header("etag"));
+                total = size_now;
+            } else if (size_now != total && size_now != 0 && total != 0) {
+                return "the object changed while it was read (" + std::to_string(total) + " bytes, now " +
+                    std::to_string(size_now) + ")";
+            }
+            return {};
+        };
+        const Answer a = send({.method = "GET",
+                               .bucket = bucket,
+                               .key = key,
+                               .headers = std::move(headers),
+                               .max_body = static_cast<std::size_t>(end - at),
+                               .sink = consume,
+                               .sink_check = check});
+        at += a.streamed;
+        if (a.stopped)
+            break;
+        if (!a.lost.empty()) { // part of the range came: the rest is asked for on a new connection
+            // Losses that each brought little count against the retries; one after a good part
+            // of the object starts the count again (a long object over a flaky link).
+            lost = a.streamed >= kResumeProgress ? 1 : lost + 1;
+            if (lost == 1)
+                delay = m_config.retry.first_delay_ms;
+            if (lost >= m_config.retry.attempts)
+                throw Error(ProblemKind::remote_error,
+                            what + ": the connection was lost part-way " + std::to_string(lost) +
+                                " times in a row, the last: " + printable(a.lost, 200));
+            std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+            delay = std::min(delay * 2, m_config.retry.max_delay_ms);
+            continue;
+        }
+        if (a.status == 404)
+            throw Error(ProblemKind::missing_file, object_name(bucket, key) + ": no such object");
+        if (a.status == 416)
+            throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
+        if (a.status == 412)
+            throw Error(ProblemKind::remote_error,
+                        what + ": the object changed while it was read (its ETag is not the one first read)");
+        if (a.status != 206 && a.status != 200)
+            refused(what, a.status, a.text);
+    }
+    return at - offset;
 }
 
 std::optional<std::string> S3Client::get(const std::string& bucket, const std::string& key, std::size_t max_bytes) const

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -74,6 +75,12 @@ public:
     std::optional<ObjectInfo> head(const std::string& bucket, const std::string& key) const;
     // Exactly out.size() bytes from `offset`; a shorter or longer answer is an error.
     void read(const std::string& bucket, const std::string& key, uint64_t offset, std::span<std::byte> out) const;
+    // Bytes [offset, offset + size) handed to `consume` in order as they arrive, in one request
+    // (nothing is buffered beyond the connection's own): a connection lost part-way is resumed
+    // from the byte reached, as often as the retry policy allows. Returns the bytes handed over:
+    // `size`, or fewer when `consume` returned false. Errors as read().
+    uint64_t stream(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t size,
+                    const std::function<bool(const char* bytes, std::size_t n)>& consume) const;
     // The whole object, refused past `max_bytes`; nullopt when there is no such object.
     std::optional<std::string> get(const std::string& bucket, const std::string& key, std::size_t max_bytes) const;
     // Every object under `prefix` (a "dir/" prefix lists what is beneath it), at most

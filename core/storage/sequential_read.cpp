@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -12,6 +13,11 @@
 namespace shardscope::storage {
 
 namespace {
+
+// A stream whose consumer was busy less than 1/kWidenBelowBusy of the time from its first chunk
+// to its kProbeChunks-th is widened.
+constexpr int kWidenBelowBusy = 3;
+constexpr uint64_t kProbeChunks = 8;
 
 SequentialReadEnd read_one_at_a_time(const Reader& reader, uint64_t size, std::size_t chunk,
                                      const std::function<bool(const char*, std::size_t)>& consume)
@@ -37,8 +43,9 @@ SequentialReadEnd read_one_at_a_time(const Reader& reader, uint64_t size, std::s
 // chunk the consumer expects there, and no more than `depth` chunks are ever held.
 class ReadAhead {
 public:
-    ReadAhead(const Reader& reader, uint64_t size, std::size_t chunk, int depth)
-        : m_reader(reader), m_size(size), m_chunk(chunk), m_slots(static_cast<std::size_t>(depth))
+    // Bytes [start, size).
+    ReadAhead(const Reader& reader, uint64_t start, uint64_t size, std::size_t chunk, int depth)
+        : m_reader(reader), m_start(start), m_size(size), m_chunk(chunk), m_slots(static_cast<std::size_t>(depth))
     {
         // Allocated here, on the caller's thread: freed into its malloc arena, they are reused by
         // the next object it reads, not left behind in the arena of a helper that is gone.
@@ -68,7 +75,7 @@ public:
 
     SequentialReadEnd run(const std::function<bool(const char*, std::size_t)>& consume)
     {
-        SequentialReadEnd end;
+        SequentialReadEnd end{.done = m_start};
         for (uint64_t c = 0; end.done < m_size; ++c) {
             Slot& slot = m_slots[c % m_slots.size()];
             {
@@ -109,7 +116,7 @@ private:
     {
         Slot& slot = m_slots[t];
         const uint64_t stride = m_chunk * m_slots.size();
-        for (uint64_t at = m_chunk * t; at < m_size; at += stride) {
+        for (uint64_t at = m_start + m_chunk * t; at < m_size; at += stride) {
             {
                 std::unique_lock lock(m_mutex);
                 m_changed.wait(lock, [&] { return m_stop || slot.state == Slot::empty; });
@@ -139,7 +146,7 @@ private:
     }
 
     const Reader& m_reader;
-    const uint64_t m_size;
+    const uint64_t m_start, m_size;
     const std::size_t m_chunk;
     std::vector<Slot> m_slots;
     std::vector<std::thread> m_helpers;
@@ -155,9 +162,42 @@ SequentialReadEnd read_in_order(const Reader& reader, uint64_t size, const Seque
 {
     const uint64_t chunks = (size + how.chunk - 1) / how.chunk;
     const int depth = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(std::max(how.depth, 1)), chunks));
-    if (depth <= 1)
+    if (depth <= 1) {
+        if (const auto streamed = reader.stream(0, size, consume))
+            return {.done = *streamed};
         return read_one_at_a_time(reader, size, how.chunk, consume);
-    ReadAhead ahead(reader, size, how.chunk, depth);
+    }
+    // One stream first, watched: while the consumer is busy for a good part of the time, more
+    // connections would only add requests and copies to the CPU it needs (a server on this host
+    // or the LAN). Where it mostly waits on the connection (a WAN link to S3, whose connections
+    // each carry a fraction of what the store can send) the rest is read ahead on `depth`.
+    // Watched from its first chunk (the request's latency and the connection's slow start) to the
+    // kProbeChunks-th.
+    uint64_t start = 0;
+    bool widen = false;
+    std::chrono::steady_clock::time_point begun;
+    std::chrono::steady_clock::duration busy{};
+    const uint64_t from = how.chunk, to = kProbeChunks * static_cast<uint64_t>(how.chunk);
+    const auto streamed = reader.stream(0, size, [&](const char* bytes, std::size_t n) {
+        const auto before = std::chrono::steady_clock::now();
+        const bool more = consume(bytes, n);
+        const auto after = std::chrono::steady_clock::now();
+        if (start < from && start + n >= from)
+            begun = after;
+        else if (start >= from)
+            busy += after - before;
+        const bool probed = start < to && start + n >= to;
+        start += n;
+        widen = more && probed && size - start > to && busy * kWidenBelowBusy < after - begun;
+        return more && !widen;
+    });
+    if (!streamed) {
+        ReadAhead ahead(reader, 0, size, how.chunk, depth);
+        return ahead.run(consume);
+    }
+    if (!widen)
+        return {.done = *streamed};
+    ReadAhead ahead(reader, start, size, how.chunk, depth);
     return ahead.run(consume);
 }
 

@@ -45,8 +45,8 @@ RankState read_rank_state(const storage::Folder& folder, const Manifest& manifes
 
 // Hashes the shard (SHA-256, or XXH3 with `fast` when the manifest records one) against the
 // manifest. Never throws for a bad shard: the status says what is wrong and `problem` is set.
-// Stopped by `step`, the status stays pending and no problem is set. A remote shard is read
-// `read_depth` ranges at a time (storage::read_in_order); a local one chunk after another.
+// Stopped by `step`, the status stays pending and no problem is set. A remote shard is streamed,
+// widened to `read_depth` ranges at a time on a slow link (storage::read_in_order).
 ShardCheck check_shard(const storage::Folder& folder, const Manifest& manifest, const ShardRecord& record, bool fast,
                        std::optional<Problem>& problem, const ReadStep& step = {}, int read_depth = 1);
 

@@ -15,6 +15,8 @@
 
 namespace shardscope::storage {
 
+struct HttpResponse;
+
 struct HttpRequest {
     std::string method = "GET";
     std::string url;
@@ -28,18 +30,29 @@ struct HttpRequest {
     // `text`, refused past 64 KiB.
     std::span<std::byte> into;
     std::size_t max_body = 1 << 20;
+    // Instead of being kept, a successful response's body is handed here as it arrives (at most
+    // `max_body` bytes): a large object read in one request, each piece used and forgotten. First
+    // `sink_check`, when set, looks at the response's status and headers: a non-empty answer says
+    // why the body is not taken, and the transfer stops (HttpResponse::refused). false from the
+    // sink stops it too (HttpResponse::stopped); what either throws, http_exchange rethrows.
+    std::function<bool(const char* bytes, std::size_t n)> sink;
+    std::function<std::string(const HttpResponse& head)> sink_check;
 };
 
 struct HttpResponse {
     long status = 0; // 0: no response (the transport failed, see `transport_error`)
     std::string transport_error; // curl's sentence when the exchange itself failed
     bool body_overflow = false; // the server sent more than the request allowed
+    bool stopped = false; // the request's sink wanted no more
+    std::string refused; // why the request's sink_check did not take the body
+    uint64_t streamed = 0; // body bytes handed to the request's sink
     std::map<std::string, std::string> headers; // lower-case names
     std::string text; // the body, unless it went `into` the caller's buffer
     std::size_t received = 0; // body bytes received
 };
 
-// Never throws for what the server does; throws std::bad_alloc and the like only.
+// Never throws for what the server does; throws std::bad_alloc and the like, and what the
+// request's sink or sink_check threw.
 HttpResponse http_exchange(const HttpRequest& request);
 
 } // namespace shardscope::storage

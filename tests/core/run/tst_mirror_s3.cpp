@@ -115,6 +115,11 @@ private slots:
             QVERIFY2(head->etag.ends_with("-2"), head->etag.c_str()); // two parts: a multipart upload
         }
         QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/a/").empty());
+        // How long the sending and the read-back took, for whoever asks why the mirror lags.
+        for (const char* phase : {"copy", "read_back"}) {
+            QVERIFY2(record["seconds"][phase].is_number(), phase);
+            QVERIFY(record["seconds"][phase].get<double>() >= 0 && record["seconds"][phase].get<double>() < 60);
+        }
         // status reads the same from the bucket.
         const RootStatus st = root_status(root, storage::parse_location("s3://" + m_bucket + "/runs/a"), 1, 2);
         QCOMPARE(st.mirror_latest, std::optional<std::string>(step_dir_name(4)));
@@ -213,6 +218,30 @@ private slots:
         QCOMPARE(proxy.injected(), 1); // the answer was lost once: the server began two uploads
         QVERIFY(!keys("runs/lost/step-00000001/manifest.json").empty());
         QVERIFY(storage::S3Client(m_config).list_multipart_uploads(m_bucket, "runs/lost/").empty());
+    }
+
+    // The read-back reads each rank object in one streamed GET, hashed as it arrives: two
+    // multipart objects of two parts each cost the gateway two GETs, not one a part.
+    void eachObjectIsReadBackInOneStream()
+    {
+        const s3test::FaultProxy proxy(m_config.endpoint);
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        const auto back =
+            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
+        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
+        const fs::path root = fresh("stream");
+        CheckpointManager manager(options(root, "runs/stream"));
+        // A zero-second hold: a counter of the GETs of rank objects, nothing more.
+        QVERIFY(proxy.fault("mode=slow&seconds=0&count=-1&method=GET&path=step-00000001/rank"));
+        manager.save(state(1), 1);
+        manager.wait();
+        QVERIFY2(manager.upload_status()[0].state == UploadState::uploaded, manager.upload_status()[0].error.c_str());
+        QCOMPARE(proxy.injected(), 2);
+        QVERIFY(proxy.fault("mode=none"));
+        for (const auto& k : keys("runs/stream/step-00000001/rank")) {
+            const auto head = storage::S3Client(m_config).head(m_bucket, k);
+            QVERIFY(head && head->size > (8u << 20)); // each a multipart upload of two parts
+        }
     }
 
     // Bytes changed on the way, which no status code shows: a part whose body is flipped on its

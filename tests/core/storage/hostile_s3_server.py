@@ -79,6 +79,18 @@ class Hostile(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             return
+        if path == "/b/shortrange":  # the range asked for, announced whole, cut after 10 bytes
+            first, _, last = self.headers.get("Range", "bytes=0-99")[6:].partition("-")
+            self.send_response(206)
+            self.send_header("Content-Length", str(int(last) - int(first) + 1))
+            self.send_header("Content-Range", f"bytes {first}-{last}/100")
+            self.end_headers()
+            self.wfile.write(b"s" * 10)
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if path == "/b/wrongrange":  # 206 with the first 10 bytes, whatever was asked
+            return self.reply(206, b"w" * 10, [("Content-Range", "bytes 0-9/100")])
         return self.reply(404, b"<Error><Code>NoSuchKey</Code><Message>\x1b[31mno\x1b[0m</Message></Error>")
 
     def do_HEAD(self):

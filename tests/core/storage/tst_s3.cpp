@@ -417,6 +417,35 @@ private slots:
                      qPrintable(norange));
         }
         QVERIFY(said([&] { (void)s3.get("b", "endless", 1 << 20); }).contains(QStringLiteral("more than the 1048576")));
+        // A streamed read hands on no byte it did not ask for, and says the same sentences.
+        uint64_t handed = 0;
+        const auto count = [&](const char*, std::size_t n) {
+            handed += n;
+            return true;
+        };
+        for (const char* object : {"longer", "wrongrange"}) // 0-19 or 0-9 of 100 where 50-59 was asked
+            QVERIFY(said([&] {
+                        (void)s3.stream("b", object, 50, 10, count);
+                    }).contains(QStringLiteral("to a request for bytes=50-59")));
+        for (const uint64_t offset : {uint64_t(0), uint64_t(50)})
+            QVERIFY(said([&] {
+                        (void)s3.stream("b", "norange", offset, 10, count);
+                    }).contains(QStringLiteral("the server ignores the Range header")));
+        QVERIFY(said([&] {
+                    (void)s3.stream("b", "endless", 0, 1 << 20, count);
+                }).contains(QStringLiteral("the server ignores the Range header")));
+        QCOMPARE(handed, uint64_t(0)); // none of those bodies is taken for the range
+        // Cut short every time: resumed from the byte reached, then given up, in one sentence.
+        const QString lost = said([&] { (void)s3.stream("b", "shortrange", 0, 100, count); });
+        QVERIFY2(lost.contains(QStringLiteral("GET s3://b/shortrange (bytes=10-99)")) &&
+                     lost.contains(QStringLiteral("the connection was lost part-way 2 times in a row")),
+                 qPrintable(lost));
+        QCOMPARE(handed, uint64_t(20));
+        // A whole object answered with 200 where the whole object was asked for is taken.
+        handed = 0;
+        QCOMPARE(s3.stream("b", "norange", 0, 100, count), uint64_t(100));
+        QCOMPARE(handed, uint64_t(100));
+        QVERIFY(said([&] { (void)s3.stream("b", "none", 0, 10, count); }).contains(QStringLiteral("no such object")));
         QVERIFY(said([&] { (void)s3.get("b", "shortlength", 1000); }).contains(QStringLiteral("no answer")));
         const QString bomb = said([&] { (void)s3.list("b", "bomb", 100); });
         QVERIFY2(bomb.contains(QStringLiteral("document type")), qPrintable(bomb));
