@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Parts of a multipart upload and pieces of a read-back: large enough that per-request costs
-// vanish, small enough that the parts in flight hold 32 MiB (64 MiB with eight).
+// vanish, small enough that the four parts in flight hold 32 MiB.
 constexpr std::size_t kPart = 8 << 20;
 constexpr int kTransfers = 4;
 constexpr std::size_t kMaxMirrorObjects = 1'000'000;
