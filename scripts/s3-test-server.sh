@@ -12,7 +12,10 @@
 #                                           endpoint and pid; `stop` stops it too
 #
 # Without DIR, start makes /tmp/shardscope-s3.XXXXXX and remembers it in /tmp/shardscope-s3.current
-# so that a later `env` or `stop` without DIR finds it. See docs/s3-testing.md.
+# so that a later `env` or `stop` without DIR finds it. The OSD holds up to 2 GiB
+# (SHARDSCOPE_S3_MEMSTORE_MIB to change it); a deleted object's data is freed by the gateway's
+# garbage collection hours later, so a benchmark that writes more in rounds needs more. See
+# docs/s3-testing.md.
 set -euo pipefail
 
 readonly CURRENT=/tmp/shardscope-s3.current
@@ -103,7 +106,7 @@ cmd_env() {
 }
 
 write_conf() {
-    local dir=$1 fsid=$2 mon_port=$3
+    local dir=$1 fsid=$2 mon_port=$3 memstore_mib=${SHARDSCOPE_S3_MEMSTORE_MIB:-2048}
     # Every path points into the state dir. `ms * mode = crc`: with auth off the messenger still
     # negotiates a mode, and without crc on both sides the gateway's monitor client never connects.
     # A tiny paxos propose interval makes each monitor command (pool create, osd new) take
@@ -153,7 +156,7 @@ paxos propose interval = 0.01
 [osd]
 osd data = $dir/osd/\$cluster-\$id
 osd objectstore = memstore
-memstore device bytes = 2147483648
+memstore device bytes = $((memstore_mib * 1048576))
 osd max object name len = 460
 osd max object namespace len = 64
 
@@ -184,6 +187,8 @@ cmd_start() {
     for tool in ceph-mon ceph-osd radosgw radosgw-admin ceph monmaptool uuidgen curl python3 openssl; do
         command -v "$tool" >/dev/null || die "$tool not found; install Debian's radosgw, ceph-mon, ceph-osd, ceph-common"
     done
+    [[ "${SHARDSCOPE_S3_MEMSTORE_MIB:-2048}" =~ ^[1-9][0-9]{2,5}$ ]] ||
+        die "SHARDSCOPE_S3_MEMSTORE_MIB='${SHARDSCOPE_S3_MEMSTORE_MIB}': the OSD's memory in MiB, 100 to 999999"
     if [ -z "$dir" ]; then
         dir=$(mktemp -d /tmp/shardscope-s3.XXXXXX)
         echo "$dir" >"$CURRENT"
@@ -243,6 +248,7 @@ export AWS_ACCESS_KEY_ID=$access
 export AWS_SECRET_ACCESS_KEY=$secret
 export AWS_DEFAULT_REGION=default
 export SHARDSCOPE_S3_STATE=$dir
+export SHARDSCOPE_S3_MEMSTORE_MIB=${SHARDSCOPE_S3_MEMSTORE_MIB:-2048}
 EOF
     cat "$dir/env.sh"
     echo "s3-test-server: radosgw ready on $endpoint in $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')")s; state in $dir" >&2

@@ -71,13 +71,19 @@ std::string amz_now()
     return text;
 }
 
-std::string base64_md5(std::span<const std::byte> body)
+// The Content-MD5 header's value: `md5` if given, else the body's worked out here.
+std::string base64_md5(std::span<const std::byte> body, const std::optional<Md5Digest>& md5)
 {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_Digest(body.data(), body.size(), digest, &length, EVP_md5(), nullptr);
+    Md5Digest digest{};
+    if (md5) {
+        digest = *md5;
+    } else {
+        unsigned int length = 0;
+        EVP_Digest(body.data(), body.size(), reinterpret_cast<unsigned char*>(digest.data()), &length, EVP_md5(),
+                   nullptr);
+    }
     unsigned char out[32] = {};
-    EVP_EncodeBlock(out, digest, static_cast<int>(length));
+    EVP_EncodeBlock(out, reinterpret_cast<const unsigned char*>(digest.data()), static_cast<int>(digest.size()));
     return reinterpret_cast<const char*>(out);
 }
 
@@ -434,6 +440,10 @@ namespace {
 
 [[noreturn]] void refused(const std::string& what, long status, const std::string& body)
 {
+    // A body whose MD5 is not its Content-MD5: the bytes sent are not those that were hashed.
+    if (status == 400 && xml_acceptable(body) && xml_text(body, "Code").value_or("") == "BadDigest")
+        throw Error(ProblemKind::hash_mismatch,
+                    what + ": HTTP 400 BadDigest: the server's MD5 of the bytes is not the one sent with them");
     std::string why = server_said(status, body);
     if (status >= 300 && status < 400)
         why += ": a redirect, which is not followed (check the endpoint and the bucket's region)";
@@ -624,10 +634,14 @@ S3Level S3Client::list_pages(const std::string& bucket, const std::string& prefi
     return out;
 }
 
-void S3Client::put(const std::string& bucket, const std::string& key, std::span<const std::byte> body) const
+void S3Client::put(const std::string& bucket, const std::string& key, std::span<const std::byte> body,
+                   const std::optional<Md5Digest>& md5) const
 {
-    const Answer a = send(
-        {.method = "PUT", .bucket = bucket, .key = key, .headers = {{"content-md5", base64_md5(body)}}, .body = body});
+    const Answer a = send({.method = "PUT",
+                           .bucket = bucket,
+                           .key = key,
+                           .headers = {{"content-md5", base64_md5(body, md5)}},
+                           .body = body});
     if (a.status != 200)
         refused("PUT " + object_name(bucket, key), a.status, a.text);
 }
@@ -645,13 +659,13 @@ std::string S3Client::create_multipart(const std::string& bucket, const std::str
 }
 
 std::string S3Client::upload_part(const std::string& bucket, const std::string& key, const std::string& upload_id,
-                                  int part, std::span<const std::byte> body) const
+                                  int part, std::span<const std::byte> body, const std::optional<Md5Digest>& md5) const
 {
     const Answer a = send({.method = "PUT",
                            .bucket = bucket,
                            .key = key,
                            .query = {{"partNumber", std::to_string(part)}, {"uploadId", upload_id}},
-                           .headers = {{"content-md5", base64_md5(body)}},
+                           .headers = {{"content-md5", base64_md5(body, md5)}},
                            .body = body});
     const std::string what = "PUT " + object_name(bucket, key) + " part " + std::to_string(part);
     if (a.status != 200)

@@ -8,6 +8,7 @@
 
 #include "core/storage/location.h"
 #include "core/storage/sigv4.h"
+#include "core/util/hashing.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -91,12 +92,14 @@ public:
     S3Level list_level(const std::string& bucket, const std::string& prefix, std::size_t max_keys) const;
 
     // A single PUT with the body's MD5, which the server checks; up to 1 MiB its SHA-256 is signed
-    // (and checked) too.
-    void put(const std::string& bucket, const std::string& key, std::span<const std::byte> body) const;
+    // (and checked) too. `md5`: the body's, where the caller worked it out already (Md5Lanes).
+    void put(const std::string& bucket, const std::string& key, std::span<const std::byte> body,
+             const std::optional<Md5Digest>& md5 = std::nullopt) const;
     std::string create_multipart(const std::string& bucket, const std::string& key) const;
-    // The part's ETag. Parts are numbered from 1; all but the last at least 5 MiB (S3's rule).
+    // The part's ETag. Parts are numbered from 1; all but the last at least 5 MiB (S3's rule). The
+    // part's MD5 goes with it as put's does.
     std::string upload_part(const std::string& bucket, const std::string& key, const std::string& upload_id, int part,
-                            std::span<const std::byte> body) const;
+                            std::span<const std::byte> body, const std::optional<Md5Digest>& md5 = std::nullopt) const;
     void complete_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id,
                             const std::vector<std::string>& part_etags) const;
     void abort_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id) const;

@@ -1,7 +1,9 @@
 #pragma once
 // Streaming digests: SHA-256 through OpenSSL's EVP (which uses the CPU's SHA extensions) for
-// integrity, and XXH3-64 as the fast checksum `verify --fast` relies on.
+// integrity, and XXH3-64 as the fast checksum `verify --fast` relies on. (MD5, which S3 uploads
+// carry, is md5_lanes.h's.)
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -9,6 +11,8 @@
 #include <string>
 
 namespace shardscope {
+
+using Md5Digest = std::array<std::byte, 16>; // the raw digest (md5_lanes.h works them out)
 
 class Sha256 {
 public:

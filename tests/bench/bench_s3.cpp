@@ -5,7 +5,8 @@
 // Default: the mirror tier's upload. MirrorTier::upload (multipart, MD5 of every part, then every
 // object read back and hashed) against four parallel `curl -T` uploads followed by four parallel
 // `curl | openssl dgst -sha256` reads of the same files (the same work: ours hashes what it reads
-// back); each phase apart too, ours from the upload record's `seconds`.
+// back); each phase apart too, ours from the upload record's `seconds`; best of three each,
+// alternating.
 //
 // --mode verify --ranks N [--shardctl PATH]: `shardctl verify s3://…` of a step of N rank files
 // (uploaded with curl -T) against `curl | openssl dgst -sha256` and `curl | sha256sum` of the
@@ -224,6 +225,18 @@ int main(int argc, char** argv)
     if (mode == "verify")
         return bench_verify(args, ranks, shardctl, endpoint, sign, s3);
     const std::string bucket = "bench-s3";
+    // Three rounds of ours and curl's copies, each step's objects kept by the gateway's memory
+    // store after their deletion until its garbage collection, hours later: a store too small
+    // for them fills, and the gateway then holds every request.
+    const char* store_mib = std::getenv("SHARDSCOPE_S3_MEMSTORE_MIB");
+    if (store_mib && std::strtoull(store_mib, nullptr, 10) < 6 * args.mib + 512) {
+        std::fprintf(stderr,
+                     "bench_s3: %llu MiB in three rounds need a server started with SHARDSCOPE_S3_MEMSTORE_MIB=%llu "
+                     "or more (it has %s)\n",
+                     static_cast<unsigned long long>(6 * args.mib), static_cast<unsigned long long>(6 * args.mib + 512),
+                     store_mib);
+        return 2;
+    }
     s3.create_bucket(bucket);
 
     // 4 ranks; BF16 params + F32 master and moments: 14 bytes an element.
@@ -236,40 +249,56 @@ int main(int argc, char** argv)
     const MirrorTier tier(storage::parse_location("s3://" + bucket + "/ours"));
     std::ifstream in(dir / "manifest.json", std::ios::binary);
     const std::string text((std::istreambuf_iterator<char>(in)), {});
-    // The peak resident size from here on is the upload's: the generated state is freed, and
-    // writing 5 to clear_refs resets VmHWM to what is resident now (Linux 4.0 and later).
-    std::ofstream("/proc/self/clear_refs") << "5";
-    const long before_kib = bench::peak_rss_kib();
-    auto start = std::chrono::steady_clock::now();
-    tier.upload(dir, "step-00000001", m, text, false);
-    const double ours = bench::seconds_since(start);
-    const long upload_kib = bench::peak_rss_kib();
-
-    const auto record = nlohmann::json::parse(s3.get(bucket, "ours/step-00000001/upload.json", 1 << 20).value());
-    const double copy_s = record["seconds"]["copy"].get<double>(),
-                 read_s = record["seconds"]["read_back"].get<double>();
-
     std::string put, get;
     for (const ShardRecord& r : m.shards) {
         const std::string url = std::string(endpoint) + "/" + bucket + "/curl/" + r.path;
         put += "curl " + sign + " -T " + (dir / r.path).string() + " " + url + " >/dev/null & ";
         get += "(curl " + sign + " " + url + " | openssl dgst -sha256 >/dev/null) & ";
     }
-    const double curl_put = bench::time_shell("bash -c \"" + put + " wait\"");
-    const double curl_get = bench::time_shell("bash -c \"" + get + " wait\"");
+    // Best of three rounds each, alternating, the objects removed after each round. The first
+    // round is a fresh gateway's, slower for whichever goes first: its first multipart uploads
+    // took 90 ms to begin, later ones 5. Each side's phases are those of its best round.
+    struct Round {
+        double whole = 1e9, send = 0, read = 0;
+    };
+    Round ours, curl;
+    long before_kib = 0, upload_kib = 0;
+    for (int round = 0; round < 3; ++round) {
+        // The peak resident size of the first round is the upload's: the generated state is
+        // freed, and writing 5 to clear_refs resets VmHWM to what is resident now (Linux 4.0 and
+        // later). Later rounds start with what the allocator kept of the first.
+        std::ofstream("/proc/self/clear_refs") << "5";
+        if (round == 0)
+            before_kib = bench::peak_rss_kib();
+        auto start = std::chrono::steady_clock::now();
+        tier.upload(dir, "step-00000001", m, text, false);
+        const double whole = bench::seconds_since(start);
+        if (round == 0)
+            upload_kib = bench::peak_rss_kib();
+        const auto record = nlohmann::json::parse(s3.get(bucket, "ours/step-00000001/upload.json", 1 << 20).value());
+        if (whole < ours.whole)
+            ours = {.whole = whole,
+                    .send = record["seconds"]["copy"].get<double>(),
+                    .read = record["seconds"]["read_back"].get<double>()};
+        const double put_s = bench::time_shell("bash -c \"" + put + " wait\"");
+        const double get_s = bench::time_shell("bash -c \"" + get + " wait\"");
+        if (put_s + get_s < curl.whole)
+            curl = {.whole = put_s + get_s, .send = put_s, .read = get_s};
+        for (const auto& o : s3.list(bucket, "", 100000))
+            s3.remove(bucket, o.key);
+    }
     const double mib = double(m.total_bytes()) / (1 << 20);
     std::printf("upload + read-back, ShardScope MirrorTier::upload: %.2f s (%.0f MiB/s; sent in %.2f s, read back in "
                 "%.2f s)\n",
-                ours, mib / ours, copy_s, read_s);
+                ours.whole, mib / ours.whole, ours.send, ours.read);
     std::printf(
         "upload + read-back, 4 x curl -T then 4 x curl | openssl dgst -sha256: %.2f s (%.2f + %.2f; %.0f MiB/s)\n",
-        curl_put + curl_get, curl_put, curl_get, mib / (curl_put + curl_get));
-    std::printf("ratio (curl time / ours): whole %.2f, the sending %.2f, the read-back %.2f  (>= 0.8 is the goal)\n",
-                (curl_put + curl_get) / ours, curl_put / copy_s, curl_get / read_s);
-    std::printf("peak RSS during the upload: %.1f MiB (%.1f MiB resident before it)\n", double(upload_kib) / 1024,
+        curl.whole, curl.send, curl.read, mib / curl.whole);
+    std::printf("ratio (curl time / ours, best round of three each): whole %.2f, the sending %.2f, the read-back %.2f "
+                " (>= 0.8 is the goal)\n",
+                curl.whole / ours.whole, curl.send / ours.send, curl.read / ours.read);
+    std::printf("peak RSS during the first upload: %.1f MiB (%.1f MiB resident before it)\n", double(upload_kib) / 1024,
                 double(before_kib) / 1024);
-    for (const auto& o : s3.list(bucket, "", 100000))
-        s3.remove(bucket, o.key);
     fs::remove_all(dir);
     return 0;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // Private to core: the vector types of the value kernels (inspect's stats.cpp and halves.cpp,
-// checkpoint's rounding.cpp).
+// checkpoint's rounding.cpp) and the run-time choice that util's md5_lanes.cpp makes too.
 // The build targets baseline x86-64; each kernel has two copies, chosen at run time: W = 8 lanes
 // for AVX2 + FMA, W = 4 for the SSE2 every x86-64 has. GCC vector types spell the lanes (they
 // lower to NEON elsewhere); vectors go through references, never across the copies' ABI.

@@ -15,7 +15,6 @@
 
 #include <QFile>
 #include <QProcess>
-#include <QScopeGuard>
 #include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QThread>
@@ -33,6 +32,21 @@ std::vector<RankState> state(uint64_t seed, uint64_t numel = 1'400'000)
 {
     return make_demo_state(seed, numel, 2, ParamDtype::BF16);
 }
+
+// The fault proxy in front of a gateway, and the managers' store (which they read from the
+// environment, as a training job would) pointed at it while it lives; then at `gateway` again.
+struct ProxiedStore {
+    explicit ProxiedStore(const std::string& upstream, const std::string& restored = {})
+        : proxy(upstream), gateway(restored.empty() ? upstream : restored)
+    {
+        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
+    }
+    ~ProxiedStore() { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(gateway)); }
+    ProxiedStore(const ProxiedStore&) = delete;
+    ProxiedStore& operator=(const ProxiedStore&) = delete;
+    const s3test::FaultProxy proxy;
+    const std::string gateway;
+};
 
 } // namespace
 
@@ -164,11 +178,9 @@ private slots:
 
     void anOutageNeverStopsTheRunAndLeavesNoUploadBehind()
     {
-        const s3test::FaultProxy proxy(m_config.endpoint);
+        const ProxiedStore store(m_config.endpoint);
+        const s3test::FaultProxy& proxy = store.proxy;
         QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
-        const auto back =
-            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
-        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
 
         const fs::path root = fresh("outage");
         std::vector<std::string> warnings;
@@ -202,11 +214,9 @@ private slots:
     // the step is published, so no upload stays open behind a complete step.
     void aLostAnswerLeavesNoUploadOpen()
     {
-        const s3test::FaultProxy proxy(m_config.endpoint);
+        const ProxiedStore store(m_config.endpoint);
+        const s3test::FaultProxy& proxy = store.proxy;
         QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
-        const auto back =
-            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
-        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
         const fs::path root = fresh("lost");
         ManagerOptions o = options(root, "runs/lost");
         o.on_warning = [](const std::string&) {};
@@ -220,15 +230,44 @@ private slots:
         QVERIFY(storage::S3Client(m_config).list_multipart_uploads(m_bucket, "runs/lost/").empty());
     }
 
+    // Every completion of a multipart upload refused (503 until the store recovers): the parts
+    // are all up, the completions run at once and each gives up after its retries; none is left
+    // open, the step is not published, and the retry, once the store answers, completes it.
+    void failedCompletionsLeaveNoUploadOpen()
+    {
+        const ProxiedStore store(m_config.endpoint);
+        const s3test::FaultProxy& proxy = store.proxy;
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        const storage::S3Client s3(m_config);
+        const fs::path root = fresh("complete");
+        ManagerOptions o = options(root, "runs/complete");
+        o.on_warning = [](const std::string&) {};
+        CheckpointManager manager(o);
+        QVERIFY(proxy.fault("mode=503&count=-1&method=POST&path=uploadId="));
+        manager.save(state(1), 1);
+        manager.wait();
+        const auto failed = manager.upload_status();
+        QCOMPARE(failed.size(), std::size_t(1));
+        QVERIFY(failed[0].state == UploadState::failed);
+        QVERIFY2(failed[0].error.find("503") != std::string::npos, failed[0].error.c_str());
+        QVERIFY(proxy.injected() >= 6); // one completion's every attempt at least
+        QVERIFY(keys("runs/complete/step-00000001/manifest.json").empty());
+        QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/complete/").empty());
+        QVERIFY(proxy.fault("mode=none"));
+        manager.retry_uploads();
+        manager.wait();
+        QVERIFY2(manager.upload_status()[0].state == UploadState::uploaded, manager.upload_status()[0].error.c_str());
+        QVERIFY(!keys("runs/complete/step-00000001/manifest.json").empty());
+        QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/complete/").empty());
+    }
+
     // The read-back reads each rank object in one streamed GET, hashed as it arrives: two
     // multipart objects of two parts each cost the gateway two GETs, not one a part.
     void eachObjectIsReadBackInOneStream()
     {
-        const s3test::FaultProxy proxy(m_config.endpoint);
+        const ProxiedStore store(m_config.endpoint);
+        const s3test::FaultProxy& proxy = store.proxy;
         QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
-        const auto back =
-            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
-        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
         const fs::path root = fresh("stream");
         CheckpointManager manager(options(root, "runs/stream"));
         // A zero-second hold: a counter of the GETs of rank objects, nothing more.
@@ -250,20 +289,18 @@ private slots:
     // on the bucket (no manifest), the run goes on, and the retry uploads it whole.
     void changedBytesAreCaughtByPartChecksumsAndTheReadBack()
     {
-        const s3test::FaultProxy proxy(m_config.endpoint);
+        const ProxiedStore store(m_config.endpoint);
+        const s3test::FaultProxy& proxy = store.proxy;
         QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
-        const auto back =
-            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
-        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
         const storage::S3Client s3(m_config);
         struct Case {
             const char* fault;
             const char* prefix;
             const char* error; // what the failed upload's error says
         };
-        for (const Case& c :
-             {Case{"mode=corrupt-request&count=1&method=PUT&path=partNumber=2", "runs/flipped-up", "HTTP 400"},
-              Case{"mode=corrupt&count=1&method=GET&path=rank1", "runs/flipped-down", "SHA-256"}}) {
+        for (const Case& c : {Case{"mode=corrupt-request&count=1&method=PUT&path=partNumber=2", "runs/flipped-up",
+                                   "): changed while it was uploaded, or changed on the way (PUT s3://"},
+                              Case{"mode=corrupt&count=1&method=GET&path=rank1", "runs/flipped-down", "SHA-256"}}) {
             const fs::path root = fresh("flipped");
             ManagerOptions o = options(root, c.prefix);
             o.on_warning = [](const std::string&) {};
@@ -275,6 +312,7 @@ private slots:
             QCOMPARE(failed.size(), std::size_t(1));
             QVERIFY2(failed[0].state == UploadState::failed, c.fault);
             QVERIFY2(failed[0].error.find(c.error) != std::string::npos, failed[0].error.c_str());
+            QVERIFY2(failed[0].error.find("(rank ") != std::string::npos, failed[0].error.c_str());
             const std::string step = std::string(c.prefix) + "/step-00000001/";
             QVERIFY(keys(step + "manifest.json").empty());
             QVERIFY(s3.list_multipart_uploads(m_bucket, std::string(c.prefix) + "/").empty());
@@ -295,12 +333,10 @@ private slots:
     {
         s3test::ExtraGateway gateway;
         QVERIFY2(!gateway.endpoint().empty(), "the extra gateway did not start");
-        const s3test::FaultProxy proxy(gateway.endpoint());
+        const ProxiedStore store(gateway.endpoint(), m_config.endpoint);
+        const s3test::FaultProxy& proxy = store.proxy;
         QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
         QVERIFY(proxy.fault("mode=slow&seconds=5&count=1&method=PUT&path=partNumber=2"));
-        const auto back =
-            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
-        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
 
         const fs::path root = fresh("killed");
         std::vector<std::string> warnings;
@@ -351,12 +387,10 @@ private slots:
             manager.save(state(1, 20'000), 1);
             manager.wait();
         }
-        const s3test::FaultProxy proxy(m_config.endpoint);
+        const ProxiedStore store(m_config.endpoint);
+        const s3test::FaultProxy& proxy = store.proxy;
         QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
-        const auto back =
-            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(m_config.endpoint)); });
         QVERIFY(proxy.fault("mode=503&count=-1&method=GET&path=manifest.json"));
-        qputenv("AWS_ENDPOINT_URL", QByteArray::fromStdString(proxy.endpoint()));
         {
             ManagerOptions o = options(root, "runs/flaky");
             o.mirror_keep_last = 1; // the next rotation would remove step 1 if it could read the bucket
