@@ -21,6 +21,9 @@ chunked framing, Expect: 100-continue, keep-alive. Faults are set through the pr
                                              each response body relayed at most `rate` bytes a
                                              second: a WAN link, where one connection carries a
                                              fraction of what the store sends over many at once
+    POST /__fault__?mode=412&count=-1        requests that carry If-Match get `412 Precondition Failed`
+                                             without reaching the server: a store whose conditional
+                                             reads misfire (it refuses its own ETag)
     POST /__fault__?mode=none                no more faults
     GET  /__fault__                          the current fault and counters, as JSON
 
@@ -49,8 +52,8 @@ import threading
 import time
 import urllib.parse
 
-MODES = ("none", "503", "reset", "slow", "truncate", "corrupt", "corrupt-request", "narrow")
-REQUEST_MODES = ("503", "corrupt-request")  # decided when the request arrives
+MODES = ("none", "503", "412", "reset", "slow", "truncate", "corrupt", "corrupt-request", "narrow")
+REQUEST_MODES = ("503", "412", "corrupt-request")  # decided when the request arrives
 MAX_HEAD = 64 * 1024
 
 
@@ -86,7 +89,7 @@ class Fault:
                     "method": self.method, "path": self.path,
                     "forwarded": self.forwarded, "injected": self.injected}
 
-    def take(self, phase, method, target, body_len=-1):
+    def take(self, phase, method, target, body_len=-1, conditional=False):
         """The mode for this request, using up one count if it applies. 503 and corrupt-request are
         decided when the request arrives; the others when the response is known."""
         with self.lock:
@@ -98,6 +101,8 @@ class Fault:
                 return "none"
             if self.path and self.path not in target:
                 return "none"
+            if self.mode == "412" and not conditional:
+                return "none"  # only a conditional request can fail its precondition
             if self.mode == "truncate" and body_len == 0:
                 return "none"  # nothing to cut short; keep the count for a response with a body
             if self.mode in ("corrupt", "corrupt-request") and body_len <= 0:
@@ -207,6 +212,13 @@ def slow_down(target):
     return body
 
 
+def precondition_failed(target):
+    key = urllib.parse.urlsplit(target).path
+    return ('<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code>'
+            "<Message>At least one of the pre-conditions you specified did not hold</Message>"
+            f"<Resource>{key}</Resource><RequestId>fault-proxy</RequestId></Error>").encode()
+
+
 class Connection:
     def __init__(self, client, upstream_addr, fault):
         self.client = client
@@ -295,14 +307,15 @@ class Connection:
             return keep_alive
 
         request_body_len = int(headers.get("content-length", "0") or 0) if "content-length" in headers else -1
-        request_mode = self.fault.take("request", method, target, request_body_len)
-        if request_mode == "503":
-            body = slow_down(target)
+        request_mode = self.fault.take("request", method, target, request_body_len, "if-match" in headers)
+        if request_mode in ("503", "412"):
+            body = slow_down(target) if request_mode == "503" else precondition_failed(target)
             close = expect_continue  # the client is still waiting to send its body; end it cleanly
             if not expect_continue:
                 for _ in body_chunks(self.cin, headers):
                     pass
-            self.send(("HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+            status = "503 Slow Down" if request_mode == "503" else "412 Precondition Failed"
+            self.send((f"HTTP/1.1 {status}\r\nContent-Type: application/xml\r\n"
                        f"Content-Length: {len(body)}\r\n"
                        f"Connection: {'close' if close else 'keep-alive'}\r\n\r\n").encode() + body)
             return keep_alive and not close

@@ -98,12 +98,18 @@ struct Folder::Remote {
     std::string bucket; // "" for an HTTP(S) server
     std::string base; // the key prefix of the folder first opened: "" or "run/step-1/"
     // S3: what the listings said, one folder level at a time (a "/"-delimited listing of a folder
-    // when it is first looked into): the objects (keys relative to `base`) and their sizes, the
-    // folders seen ("a/", "a/b/"), and the levels listed ("" for base itself). A run root in a
-    // bucket is not listed to its last object to read one step.
+    // when it is first looked into): the objects (keys relative to `base`) with their sizes and
+    // ETags, the folders seen ("a/", "a/b/"), and the levels listed ("" for base itself). A run
+    // root in a bucket is not listed to its last object to read one step.
     bool listed = false;
     mutable std::mutex listing_mutex;
-    mutable std::map<std::string, uint64_t, std::less<>> sizes;
+    // What a listing said of an object: every read of it asks for that ETag (If-Match), so that
+    // an object replaced while a checkpoint is read is said as such, not read as other bytes.
+    struct Known {
+        uint64_t size = 0;
+        std::string etag; // "" when the server gave none
+    };
+    mutable std::map<std::string, Known, std::less<>> objects;
     mutable std::set<std::string, std::less<>> folders;
     mutable std::set<std::string, std::less<>> levels;
 
@@ -114,7 +120,7 @@ struct Folder::Remote {
             return;
         const S3Level level = client.list_level(bucket, base + prefix, kMaxListedObjects);
         for (const ObjectInfo& object : level.objects)
-            sizes.emplace(object.key.substr(base.size()), object.size);
+            objects.emplace(object.key.substr(base.size()), Known{.size = object.size, .etag = object.etag});
         for (const std::string& folder : level.prefixes)
             folders.insert(folder.substr(base.size()));
         levels.insert(prefix);
@@ -122,7 +128,7 @@ struct Folder::Remote {
 
     void forget_listings()
     {
-        sizes.clear();
+        objects.clear();
         folders.clear();
         levels.clear();
     }
@@ -143,7 +149,7 @@ struct Folder::Remote {
     // HTTP(S) has no listing: objects are asked for one by one (HEAD), each once; the answers are
     // kept (readers on several threads ask for the same files).
     mutable std::mutex asked_mutex;
-    mutable std::map<std::string, std::optional<uint64_t>, std::less<>> asked;
+    mutable std::map<std::string, std::optional<Known>, std::less<>> asked;
 
     // Reads smaller than a block (a zip entry's header and name, a small tensor, a pickle) are
     // served from the aligned block of the object they fall in, fetched once and kept among the
@@ -161,10 +167,10 @@ struct Folder::Remote {
     mutable std::mutex blocks_mutex;
     mutable std::list<Block> blocks; // most recently used first
 
-    void read(const std::string& key, uint64_t object_size, std::byte* out, std::size_t size, uint64_t offset) const
+    void read(const std::string& key, const Known& object, std::byte* out, std::size_t size, uint64_t offset) const
     {
         if (size >= kBlock) {
-            client.read(bucket, key, offset, {out, size});
+            client.read(bucket, key, offset, {out, size}, object.etag);
             return;
         }
         std::lock_guard lock(blocks_mutex);
@@ -174,8 +180,8 @@ struct Folder::Remote {
                                    [&](const Block& b) { return b.start == start && b.key == key; });
             if (it == blocks.end()) {
                 Block b{.key = key, .start = start};
-                b.bytes.resize(static_cast<std::size_t>(std::min<uint64_t>(kBlock, object_size - start)));
-                client.read(bucket, key, start, b.bytes); // throws before anything is kept
+                b.bytes.resize(static_cast<std::size_t>(std::min<uint64_t>(kBlock, object.size - start)));
+                client.read(bucket, key, start, b.bytes, object.etag); // throws before anything is kept
                 blocks.push_front(std::move(b));
                 if (blocks.size() > kBlocks)
                     blocks.pop_back();
@@ -192,24 +198,31 @@ struct Folder::Remote {
         }
     }
 
-    std::optional<uint64_t> size_of(const std::string& relative) const
+    std::optional<Known> object_of(const std::string& relative) const
     {
         if (listed) {
             std::lock_guard lock(listing_mutex);
             list_level(parent_of(relative));
-            const auto it = sizes.find(relative);
-            return it == sizes.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+            const auto it = objects.find(relative);
+            return it == objects.end() ? std::nullopt : std::optional<Known>(it->second);
         }
         {
             std::lock_guard lock(asked_mutex);
             if (const auto it = asked.find(relative); it != asked.end())
                 return it->second;
         }
+        // A web server's HEAD gives no ETag to hold its reads to: behind a load balancer each node
+        // may give its own for the same bytes. Its streams still hold to their first answer's.
         const auto info = client.head(bucket, base + relative);
-        const std::optional<uint64_t> size = info ? std::optional<uint64_t>(info->size) : std::nullopt;
+        const std::optional<Known> known = info ? std::optional<Known>(Known{.size = info->size}) : std::nullopt;
         std::lock_guard lock(asked_mutex);
-        asked.emplace(relative, size);
-        return size;
+        asked.emplace(relative, known);
+        return known;
+    }
+    std::optional<uint64_t> size_of(const std::string& relative) const
+    {
+        const auto known = object_of(relative);
+        return known ? std::optional<uint64_t>(known->size) : std::nullopt;
     }
 
     // The entries directly beneath `prefix` ("" or "a/b/"), sorted, from its level's listing.
@@ -218,7 +231,7 @@ struct Folder::Remote {
         std::lock_guard lock(listing_mutex);
         list_level(prefix);
         std::vector<std::string> out;
-        for (auto it = sizes.lower_bound(prefix); it != sizes.end() && it->first.starts_with(prefix); ++it)
+        for (auto it = objects.lower_bound(prefix); it != objects.end() && it->first.starts_with(prefix); ++it)
             if (const std::string rest = it->first.substr(prefix.size());
                 !rest.empty() && rest.find('/') == std::string::npos) // "" is a folder marker object
                 out.push_back(rest);
@@ -329,31 +342,31 @@ namespace {
 
 class RemoteReader final : public Reader {
 public:
-    RemoteReader(std::shared_ptr<const Folder::Remote> remote, std::string key, uint64_t size)
-        : m_remote(std::move(remote)), m_key(std::move(key)), m_size(size)
+    RemoteReader(std::shared_ptr<const Folder::Remote> remote, std::string key, Folder::Remote::Known object)
+        : m_remote(std::move(remote)), m_key(std::move(key)), m_object(std::move(object))
     {}
     bool read(void* buffer, std::size_t size, uint64_t offset) const override
     {
-        if (offset > m_size || size > m_size - offset) {
+        if (offset > m_object.size || size > m_object.size - offset) {
             errno = 0; // shorter than the read: as a file that shrank
             return false;
         }
-        m_remote->read(m_key, m_size, static_cast<std::byte*>(buffer), size, offset);
+        m_remote->read(m_key, m_object, static_cast<std::byte*>(buffer), size, offset);
         return true;
     }
     std::optional<uint64_t> stream(uint64_t offset, uint64_t size,
                                    const std::function<bool(const char*, std::size_t)>& consume) const override
     {
-        if (offset > m_size || size > m_size - offset)
+        if (offset > m_object.size || size > m_object.size - offset)
             throw Error(ProblemKind::range_outside_file,
                         m_remote->client.object_name(m_remote->bucket, m_key) + ": a read past the object's end");
-        return m_remote->client.stream(m_remote->bucket, m_key, offset, size, consume);
+        return m_remote->client.stream(m_remote->bucket, m_key, offset, size, consume, m_object.etag);
     }
 
 private:
     std::shared_ptr<const Folder::Remote> m_remote;
     std::string m_key;
-    uint64_t m_size;
+    Folder::Remote::Known m_object;
 };
 
 } // namespace
@@ -453,8 +466,8 @@ OpenedObject Folder::open(std::string_view name) const
         return out;
     }
     const std::string relative = m_prefix + std::string(name);
-    const std::optional<uint64_t> size = m_remote->size_of(relative);
-    if (!size) {
+    const auto object = m_remote->object_of(relative);
+    if (!object) {
         out.status = fsutil::OpenStatus::missing;
         out.reason =
             m_remote->listed && is_folder(name) ? "it is a folder, not an object" : "the object does not exist";
@@ -463,8 +476,8 @@ OpenedObject Folder::open(std::string_view name) const
         return out;
     }
     out.status = fsutil::OpenStatus::ok;
-    out.size = *size;
-    out.reader = std::make_unique<RemoteReader>(m_remote, m_remote->base + relative, *size);
+    out.size = object->size;
+    out.reader = std::make_unique<RemoteReader>(m_remote, m_remote->base + relative, *object);
     return out;
 }
 
@@ -492,9 +505,11 @@ std::string Folder::read_small(std::string_view name, uint64_t max_bytes, const 
     if (!m_remote)
         return fsutil::read_small_file(m_local.fd.get(), name, max_bytes, display_path);
     const OpenedObject object = open_small(name, max_bytes, display_path);
+    // Read whole in one request, so not held to the listed ETag: a small object rewritten in
+    // place (a root's `latest`, which a running job moves on) reads as it now is.
     std::string contents(object.size, '\0');
-    if (!object.read(contents.data(), contents.size(), 0))
-        throw Error(ProblemKind::unreadable, display_path + ": the object is shorter than listed", display_path);
+    m_remote->read(m_remote->base + m_prefix + std::string(name), {.size = object.size},
+                   reinterpret_cast<std::byte*>(contents.data()), contents.size(), 0);
     return contents;
 }
 

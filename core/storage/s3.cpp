@@ -55,6 +55,9 @@ constexpr std::size_t kMaxListingPage = 16 << 20; // 1000 keys of 1 KiB each, wi
 constexpr const char* kIgnoresRange =
     "the server ignores the Range header (it answers 200 with the whole object, not 206 with the part "
     "asked for), and a checkpoint is read in place only from a server that answers range requests";
+// HTTP 412 to a read asked If-Match: the object was replaced since it was listed or first read.
+constexpr const char* kChanged =
+    "the object changed while it was read (its ETag is no longer the one it was listed or first read with)";
 // Open uploads followed under one prefix: 10^5 (100 pages) is far more than any checkpoint's.
 constexpr std::size_t kMaxOpenUploads = 100'000;
 constexpr std::size_t kSignedBodyLimit = 1 << 20;
@@ -208,6 +211,18 @@ std::string unquoted(std::string etag)
     if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"')
         etag = etag.substr(1, etag.size() - 2);
     return etag;
+}
+
+// Whether a read may ask for the object of this ETag (If-Match): not a weak one (a compressing
+// proxy's), which matches nothing, nor one that is not RFC 9110's entity-tag text in ASCII (a
+// hostile listing's, which would otherwise put its control characters into a request header).
+bool pinnable(const std::string& etag)
+{
+    return !etag.empty() && etag.size() <= 256 && !etag.starts_with("W/") &&
+        std::all_of(etag.begin(), etag.end(), [](char c) {
+            const auto u = static_cast<unsigned char>(c);
+            return u >= 0x21 && u < 0x7f && u != '"';
+        });
 }
 
 } // namespace
@@ -454,6 +469,27 @@ namespace {
 
 } // namespace
 
+void S3Client::pin_to(const std::string& etag, std::vector<std::pair<std::string, std::string>>& headers) const
+{
+    if (pinnable(etag) && !*m_conditions_misfire)
+        headers.emplace_back("if-match", "\"" + etag + "\"");
+}
+
+// A read asked If-Match `etag` was refused (412). Asked without a condition, the server names the
+// object it holds now: another ETag (or none there), and the object changed; the same one, and it
+// is the server's conditional reads that misfire (a store that refuses its own ETag), which this
+// client then stops asking for. A second refusal after that is the server's error.
+void S3Client::after_refused_precondition(const std::string& bucket, const std::string& key, const std::string& etag,
+                                          const std::string& what) const
+{
+    if (*m_conditions_misfire)
+        throw Error(ProblemKind::remote_error, what + ": HTTP 412 to a request without a precondition");
+    const auto now = head(bucket, key);
+    if (!now || now->etag != etag)
+        throw Error(ProblemKind::remote_error, what + ": " + kChanged);
+    *m_conditions_misfire = true;
+}
+
 std::optional<ObjectInfo> S3Client::head(const std::string& bucket, const std::string& key) const
 {
     const Answer a = send({.method = "HEAD", .bucket = bucket, .key = key});
@@ -472,40 +508,57 @@ std::optional<ObjectInfo> S3Client::head(const std::string& bucket, const std::s
     return info;
 }
 
-void S3Client::read(const std::string& bucket, const std::string& key, uint64_t offset, std::span<std::byte> out) const
+void S3Client::read(const std::string& bucket, const std::string& key, uint64_t offset, std::span<std::byte> out,
+                    const std::string& etag) const
 {
     if (out.empty())
         return;
     const std::string range = "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + out.size() - 1);
-    const Answer a = send({.method = "GET", .bucket = bucket, .key = key, .headers = {{"range", range}}, .into = out});
     const std::string what = "GET " + object_name(bucket, key) + " (" + range + ")";
+    const auto get = [&] {
+        std::vector<std::pair<std::string, std::string>> headers = {{"range", range}};
+        pin_to(etag, headers);
+        return send({.method = "GET", .bucket = bucket, .key = key, .headers = std::move(headers), .into = out});
+    };
+    Answer a = get();
+    if (a.status == 412) {
+        after_refused_precondition(bucket, key, etag, what);
+        a = get();
+    }
     if (a.status == 404)
         throw Error(ProblemKind::missing_file, object_name(bucket, key) + ": no such object");
     if (a.status == 416)
         throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
+    if (a.status == 412)
+        throw Error(ProblemKind::remote_error, what + ": HTTP 412 to a request without a precondition");
     if (a.status == 200 && offset != 0)
         throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange);
     if (a.status != 206 && a.status != 200)
         refused(what, a.status, a.text);
+    // Read without the condition (a server whose conditions misfire) or from one that ignores it:
+    // the answer's own ETag still says whether it is the listed object.
+    if (const auto answered = a.headers.find("etag"); answered != a.headers.end() && pinnable(etag) &&
+        pinnable(unquoted(answered->second)) && unquoted(answered->second) != etag)
+        throw Error(ProblemKind::remote_error, what + ": " + kChanged);
 }
 
 uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t size,
-                          const std::function<bool(const char*, std::size_t)>& consume) const
+                          const std::function<bool(const char*, std::size_t)>& consume,
+                          const std::string& listed_etag) const
 {
     const uint64_t end = offset + size;
     uint64_t at = offset;
     // The first answer's ETag and object size: a resumed read asks for the same object (If-Match)
     // and must find the same size, so that a replaced object is said as such, not as bad bytes.
     bool first = true;
-    std::string etag;
+    std::string etag = listed_etag;
     uint64_t total = 0;
     int delay = m_config.retry.first_delay_ms;
     for (int lost = 0; at < end;) {
         const std::string range = "bytes=" + std::to_string(at) + "-" + std::to_string(end - 1);
         const std::string what = "GET " + object_name(bucket, key) + " (" + range + ")";
         std::vector<std::pair<std::string, std::string>> headers = {{"range", range}};
-        if (!etag.empty() && !etag.starts_with("W/")) // a weak ETag (a compressing proxy) matches nothing
-            headers.emplace_back("if-match", "\"" + etag + "\"");
+        pin_to(etag, headers);
         // Only the bytes asked for are handed on: a 206 whose Content-Range is the range asked,
         // or a 200 whose whole object is exactly that range.
         const auto check = [&](const HttpResponse& head) -> std::string {
@@ -527,8 +580,14 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
                         printable(content_range, 80) + "\" to a request for " + range;
             }
             if (first) {
+                // The listed ETag is kept (a server that answers with another object's, having
+                // ignored the If-Match, answers for another object); without one, the answer's.
                 first = false;
-                etag = unquoted(header("etag"));
+                const std::string answered = unquoted(header("etag"));
+                if (!pinnable(etag))
+                    etag = answered;
+                else if (pinnable(answered) && answered != etag)
+                    return kChanged;
                 total = size_now;
             } else if (size_now != total && size_now != 0 && total != 0) {
                 return "the object changed while it was read (" + std::to_string(total) + " bytes, now " +
@@ -564,9 +623,10 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
             throw Error(ProblemKind::missing_file, object_name(bucket, key) + ": no such object");
         if (a.status == 416)
             throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
-        if (a.status == 412)
-            throw Error(ProblemKind::remote_error,
-                        what + ": the object changed while it was read (its ETag is not the one first read)");
+        if (a.status == 412) {
+            after_refused_precondition(bucket, key, etag, what); // throws unless asked again unpinned
+            continue;
+        }
         if (a.status != 206 && a.status != 200)
             refused(what, a.status, a.text);
     }

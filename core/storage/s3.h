@@ -10,9 +10,11 @@
 #include "core/storage/sigv4.h"
 #include "core/util/hashing.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -74,14 +76,19 @@ public:
 
     // nullopt when there is no such object.
     std::optional<ObjectInfo> head(const std::string& bucket, const std::string& key) const;
-    // Exactly out.size() bytes from `offset`; a shorter or longer answer is an error.
-    void read(const std::string& bucket, const std::string& key, uint64_t offset, std::span<std::byte> out) const;
+    // Exactly out.size() bytes from `offset`; a shorter or longer answer is an error. `etag`: the
+    // one the object was listed with, if known: asked for (If-Match), so that an object replaced
+    // since is said as such (remote_error), not read as other bytes.
+    void read(const std::string& bucket, const std::string& key, uint64_t offset, std::span<std::byte> out,
+              const std::string& etag = {}) const;
     // Bytes [offset, offset + size) handed to `consume` in order as they arrive, in one request
     // (nothing is buffered beyond the connection's own): a connection lost part-way is resumed
-    // from the byte reached, as often as the retry policy allows. Returns the bytes handed over:
-    // `size`, or fewer when `consume` returned false. Errors as read().
+    // from the byte reached, as often as the retry policy allows, If-Match the first answer's ETag
+    // (or `etag`, as read's, from the first request on). Returns the bytes handed over: `size`, or
+    // fewer when `consume` returned false. Errors as read().
     uint64_t stream(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t size,
-                    const std::function<bool(const char* bytes, std::size_t n)>& consume) const;
+                    const std::function<bool(const char* bytes, std::size_t n)>& consume,
+                    const std::string& etag = {}) const;
     // The whole object, refused past `max_bytes`; nullopt when there is no such object.
     std::optional<std::string> get(const std::string& bucket, const std::string& key, std::size_t max_bytes) const;
     // Every object under `prefix` (a "dir/" prefix lists what is beneath it), at most
@@ -116,11 +123,17 @@ private:
     struct Call;
     struct Answer;
     Answer send(const Call& call) const;
+    void pin_to(const std::string& etag, std::vector<std::pair<std::string, std::string>>& headers) const;
+    void after_refused_precondition(const std::string& bucket, const std::string& key, const std::string& etag,
+                                    const std::string& what) const;
     S3Level list_pages(const std::string& bucket, const std::string& prefix, const std::string& delimiter,
                        std::size_t max_keys) const;
     S3Config m_config;
     std::string m_scheme; // "http" or "https"
     std::string m_host; // host[:port] of the endpoint
+    // Set once the server refused an If-Match of the very ETag its HEAD gives (conditional reads
+    // that misfire): from then on this client's reads are not conditional. Shared by copies.
+    std::shared_ptr<std::atomic<bool>> m_conditions_misfire = std::make_shared<std::atomic<bool>>(false);
 };
 
 // The "s3://bucket/key" a message names an object by.

@@ -298,6 +298,71 @@ private slots:
         }
     }
 
+    // An object replaced after its folder was listed (same size, other bytes): every kind of read
+    // asks for the listed ETag (If-Match), so a small read (through the block cache), a ranged
+    // one (as a read widened to several connections makes) and the stream all say that it
+    // changed; none reads the new bytes as the listed object's.
+    void anObjectReplacedAfterTheListingIsSaidToHaveChanged()
+    {
+        m_s3->put(m_bucket, "replaced/object", bytes_of(std::string(3 << 20, 'a')));
+        const Folder folder = Folder::open(url("replaced"));
+        const OpenedObject object = folder.open("object");
+        QCOMPARE(object.size, uint64_t(3) << 20);
+        m_s3->put(m_bucket, "replaced/object", bytes_of(std::string(3 << 20, 'b')));
+        const auto changed = [](const std::function<void()>& read) {
+            try {
+                read();
+            } catch (const Error& e) {
+                return e.kind() == ProblemKind::remote_error &&
+                    std::string(e.what()).find("replaced/object") != std::string::npos &&
+                    std::string(e.what()).find("changed while it was read") != std::string::npos;
+            }
+            return false;
+        };
+        std::vector<char> buffer(1 << 20);
+        QVERIFY(changed([&] { (void)object.read(buffer.data(), 100, 5); })); // a block of the cache
+        QVERIFY(changed([&] { (void)object.read(buffer.data(), buffer.size(), 1 << 20); })); // one range
+        QVERIFY(changed([&] {
+            (void)read_in_order(*object.reader, object.size, {.chunk = 1u << 20, .depth = 1},
+                                [](const char*, std::size_t) { return true; });
+        }));
+        // Listed again, the object reads as it now is.
+        const OpenedObject again = Folder::open(url("replaced")).open("object");
+        QVERIFY(again.read(buffer.data(), 100, 5));
+        QCOMPARE(buffer[0], 'b');
+
+        // A store whose conditional reads misfire (412 to its own ETag, from the fault proxy): a
+        // HEAD shows the object is the listed one, the read is asked again without the condition,
+        // and the client asks no more; the answers' ETags still tell a replaced object.
+        const auto env = s3test::server_env();
+        s3test::FaultProxy proxy(env.at("SHARDSCOPE_S3_ENDPOINT"));
+        QVERIFY(!proxy.endpoint().empty());
+        qputenv("AWS_ENDPOINT_URL", proxy.endpoint().c_str());
+        const auto restore =
+            qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", env.at("SHARDSCOPE_S3_ENDPOINT").c_str()); });
+        QVERIFY(proxy.fault("mode=412&count=-1"));
+        const OpenedObject misfiring = Folder::open(url("replaced")).open("object");
+        QVERIFY(misfiring.read(buffer.data(), buffer.size(), 1 << 20));
+        QCOMPARE(buffer[0], 'b');
+        QCOMPARE(proxy.injected(), 1);
+        uint64_t bytes = 0;
+        QCOMPARE(read_in_order(*misfiring.reader, misfiring.size, {.chunk = 1u << 20, .depth = 1},
+                               [&](const char*, std::size_t n) {
+                                   bytes += n;
+                                   return true;
+                               })
+                     .done,
+                 misfiring.size);
+        QCOMPARE(bytes, misfiring.size);
+        QCOMPARE(proxy.injected(), 1);
+        m_s3->put(m_bucket, "replaced/object", bytes_of(std::string(3 << 20, 'c')));
+        QVERIFY(changed([&] { (void)misfiring.read(buffer.data(), buffer.size(), 1 << 20); }));
+        QVERIFY(changed([&] {
+            (void)read_in_order(*misfiring.reader, misfiring.size, {.chunk = 1u << 20, .depth = 1},
+                                [](const char*, std::size_t) { return true; });
+        }));
+    }
+
     void foreignFormatsReadByRanges()
     {
         // A safetensors index over two files, and a DCP folder.
