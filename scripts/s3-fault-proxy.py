@@ -90,8 +90,8 @@ class Fault:
                     "forwarded": self.forwarded, "injected": self.injected}
 
     def take(self, phase, method, target, body_len=-1, conditional=False):
-        """The mode for this request, using up one count if it applies. 503 and corrupt-request are
-        decided when the request arrives; the others when the response is known."""
+        """The mode for this request, using up one count if it applies. 503, 412 and corrupt-request
+        are decided when the request arrives; the others when the response is known."""
         with self.lock:
             if self.mode == "none" or self.remaining == 0:
                 return "none"

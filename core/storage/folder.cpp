@@ -166,6 +166,25 @@ struct Folder::Remote {
     };
     mutable std::mutex blocks_mutex;
     mutable std::list<Block> blocks; // most recently used first
+    // Small objects read whole (read_small: `latest`, manifests, indexes), each once a command
+    // (several checks read a step's manifest), as one GET of the object as it now is.
+    mutable std::map<std::string, std::string, std::less<>> wholes;
+
+    std::string read_whole(const std::string& key, uint64_t max_bytes, const std::string& display_path) const
+    {
+        {
+            std::lock_guard lock(blocks_mutex);
+            if (const auto it = wholes.find(key); it != wholes.end())
+                return it->second;
+        }
+        auto contents = client.get(bucket, key, max_bytes);
+        if (!contents)
+            throw Error(ProblemKind::cannot_open, display_path + ": the object no longer exists", display_path);
+        std::lock_guard lock(blocks_mutex);
+        if (contents->size() <= kBlock && wholes.size() < 64)
+            wholes.emplace(key, *contents);
+        return std::move(*contents);
+    }
 
     void read(const std::string& key, const Known& object, std::byte* out, std::size_t size, uint64_t offset) const
     {
@@ -504,13 +523,11 @@ std::string Folder::read_small(std::string_view name, uint64_t max_bytes, const 
 {
     if (!m_remote)
         return fsutil::read_small_file(m_local.fd.get(), name, max_bytes, display_path);
-    const OpenedObject object = open_small(name, max_bytes, display_path);
-    // Read whole in one request, so not held to the listed ETag: a small object rewritten in
-    // place (a root's `latest`, which a running job moves on) reads as it now is.
-    std::string contents(object.size, '\0');
-    m_remote->read(m_remote->base + m_prefix + std::string(name), {.size = object.size},
-                   reinterpret_cast<std::byte*>(contents.data()), contents.size(), 0);
-    return contents;
+    (void)open_small(name, max_bytes, display_path); // there, an object, within the limit when listed
+    // One GET of the whole object, not a range of the listed size nor a cached block: a small
+    // object rewritten in place (a root's `latest`, which a running job moves on) reads as it now
+    // is, whatever its length now (within max_bytes).
+    return m_remote->read_whole(m_remote->base + m_prefix + std::string(name), max_bytes, display_path);
 }
 
 bool Folder::exists(std::string_view name) const

@@ -469,24 +469,40 @@ namespace {
 
 } // namespace
 
-void S3Client::pin_to(const std::string& etag, std::vector<std::pair<std::string, std::string>>& headers) const
+// Whether If-Match `etag` went into the headers.
+bool S3Client::pin_to(const std::string& etag, std::vector<std::pair<std::string, std::string>>& headers) const
 {
-    if (pinnable(etag) && !*m_conditions_misfire)
-        headers.emplace_back("if-match", "\"" + etag + "\"");
+    if (!pinnable(etag) || *m_conditions_misfire)
+        return false;
+    headers.emplace_back("if-match", "\"" + etag + "\"");
+    return true;
 }
 
-// A read asked If-Match `etag` was refused (412). Asked without a condition, the server names the
-// object it holds now: another ETag (or none there), and the object changed; the same one, and it
-// is the server's conditional reads that misfire (a store that refuses its own ETag), which this
-// client then stops asking for. A second refusal after that is the server's error.
+// A read was refused with 412. Asked without a condition, the server names the object it holds
+// now: another ETag (or none there), and the object changed; the same one, and it is the server's
+// conditional reads that misfire (a store that refuses its own ETag), which this client then stops
+// asking for, the read to be asked again. A 412 to a request that carried no condition is the
+// server's error; one to a request sent before another thread found the conditions misfire is
+// asked again at once.
 void S3Client::after_refused_precondition(const std::string& bucket, const std::string& key, const std::string& etag,
-                                          const std::string& what) const
+                                          bool conditional, const std::string& what) const
 {
-    if (*m_conditions_misfire)
+    if (!conditional)
         throw Error(ProblemKind::remote_error, what + ": HTTP 412 to a request without a precondition");
-    const auto now = head(bucket, key);
-    if (!now || now->etag != etag)
-        throw Error(ProblemKind::remote_error, what + ": " + kChanged);
+    if (*m_conditions_misfire)
+        return;
+    std::optional<ObjectInfo> now;
+    try {
+        now = head(bucket, key);
+    } catch (const Error& e) {
+        throw Error(e.kind(), what + ": HTTP 412 to If-Match its ETag, and then: " + e.what());
+    }
+    if (!now)
+        throw Error(ProblemKind::remote_error, what + ": " + kChanged + " (it is no longer there)");
+    if (now->etag != etag)
+        throw Error(ProblemKind::remote_error,
+                    what + ": " + kChanged + " (listed as \"" + printable(etag, 80) + "\", now \"" +
+                        printable(now->etag, 80) + "\")");
     *m_conditions_misfire = true;
 }
 
@@ -515,14 +531,15 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
         return;
     const std::string range = "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + out.size() - 1);
     const std::string what = "GET " + object_name(bucket, key) + " (" + range + ")";
+    bool conditional = false;
     const auto get = [&] {
         std::vector<std::pair<std::string, std::string>> headers = {{"range", range}};
-        pin_to(etag, headers);
+        conditional = pin_to(etag, headers);
         return send({.method = "GET", .bucket = bucket, .key = key, .headers = std::move(headers), .into = out});
     };
     Answer a = get();
     if (a.status == 412) {
-        after_refused_precondition(bucket, key, etag, what);
+        after_refused_precondition(bucket, key, etag, conditional, what);
         a = get();
     }
     if (a.status == 404)
@@ -558,7 +575,7 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
         const std::string range = "bytes=" + std::to_string(at) + "-" + std::to_string(end - 1);
         const std::string what = "GET " + object_name(bucket, key) + " (" + range + ")";
         std::vector<std::pair<std::string, std::string>> headers = {{"range", range}};
-        pin_to(etag, headers);
+        const bool conditional = pin_to(etag, headers);
         // Only the bytes asked for are handed on: a 206 whose Content-Range is the range asked,
         // or a 200 whose whole object is exactly that range.
         const auto check = [&](const HttpResponse& head) -> std::string {
@@ -579,15 +596,15 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
                     return "the server answered HTTP " + std::to_string(head.status) + " with the bytes \"" +
                         printable(content_range, 80) + "\" to a request for " + range;
             }
+            // Every answer's ETag is the listed one (or, without one, the first answer's): a server
+            // that ignored the If-Match, or was not asked it, may answer for another object.
+            const std::string answered = unquoted(header("etag"));
+            if (pinnable(etag) && pinnable(answered) && answered != etag)
+                return kChanged;
             if (first) {
-                // The listed ETag is kept (a server that answers with another object's, having
-                // ignored the If-Match, answers for another object); without one, the answer's.
                 first = false;
-                const std::string answered = unquoted(header("etag"));
                 if (!pinnable(etag))
                     etag = answered;
-                else if (pinnable(answered) && answered != etag)
-                    return kChanged;
                 total = size_now;
             } else if (size_now != total && size_now != 0 && total != 0) {
                 return "the object changed while it was read (" + std::to_string(total) + " bytes, now " +
@@ -624,7 +641,7 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
         if (a.status == 416)
             throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
         if (a.status == 412) {
-            after_refused_precondition(bucket, key, etag, what); // throws unless asked again unpinned
+            after_refused_precondition(bucket, key, etag, conditional, what); // or asked again
             continue;
         }
         if (a.status != 206 && a.status != 200)

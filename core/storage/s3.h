@@ -123,9 +123,9 @@ private:
     struct Call;
     struct Answer;
     Answer send(const Call& call) const;
-    void pin_to(const std::string& etag, std::vector<std::pair<std::string, std::string>>& headers) const;
+    bool pin_to(const std::string& etag, std::vector<std::pair<std::string, std::string>>& headers) const;
     void after_refused_precondition(const std::string& bucket, const std::string& key, const std::string& etag,
-                                    const std::string& what) const;
+                                    bool conditional, const std::string& what) const;
     S3Level list_pages(const std::string& bucket, const std::string& prefix, const std::string& delimiter,
                        std::size_t max_keys) const;
     S3Config m_config;
