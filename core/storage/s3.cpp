@@ -28,6 +28,8 @@ struct S3Client::Call {
     std::vector<std::pair<std::string, std::string>> query;
     std::vector<std::pair<std::string, std::string>> headers;
     std::span<const std::byte> body;
+    BodyRead source; // instead of `body`: HttpRequest::source
+    uint64_t source_size = 0;
     std::span<std::byte> into;
     std::size_t max_body = 1 << 20;
     std::function<bool(const char*, std::size_t)> sink; // HttpRequest::sink and sink_check
@@ -369,9 +371,10 @@ S3Client::Answer S3Client::send(const Call& call) const
     // A small body's SHA-256 is signed (and checked by the server). A large one's is not: on a
     // loaded host the server hashing every byte again costs more than the transfer; its MD5
     // (Content-MD5) is checked instead, and the mirror reads every object back by SHA-256.
-    const std::string payload_hash = call.body.empty() ? kEmptySha256
-        : call.body.size() > kSignedBodyLimit          ? "UNSIGNED-PAYLOAD"
-                                                       : sha256_hex(std::as_bytes(call.body));
+    const std::string payload_hash = call.source ? "UNSIGNED-PAYLOAD"
+        : call.body.empty()                      ? kEmptySha256
+        : call.body.size() > kSignedBodyLimit    ? "UNSIGNED-PAYLOAD"
+                                                 : sha256_hex(std::as_bytes(call.body));
     const std::string what = call.method + " " + object_name(call.bucket, call.key);
 
     std::minstd_rand jitter(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
@@ -392,6 +395,8 @@ S3Client::Answer S3Client::send(const Call& call) const
                             .url = url,
                             .headers = signing.headers,
                             .body = call.body,
+                            .source = call.source,
+                            .source_size = call.source_size,
                             .verify_tls = m_config.verify_tls,
                             .connect_timeout_s = m_config.connect_timeout_s,
                             .stall_timeout_s = m_config.stall_timeout_s,
@@ -714,13 +719,29 @@ S3Level S3Client::list_pages(const std::string& bucket, const std::string& prefi
 void S3Client::put(const std::string& bucket, const std::string& key, std::span<const std::byte> body,
                    const std::optional<Md5Digest>& md5) const
 {
-    const Answer a = send({.method = "PUT",
-                           .bucket = bucket,
-                           .key = key,
-                           .headers = {{"content-md5", base64_md5(body, md5)}},
-                           .body = body});
+    put({.method = "PUT",
+         .bucket = bucket,
+         .key = key,
+         .headers = {{"content-md5", base64_md5(body, md5)}},
+         .body = body});
+}
+
+void S3Client::put(const std::string& bucket, const std::string& key, uint64_t size, const BodyRead& read,
+                   const Md5Digest& md5) const
+{
+    put({.method = "PUT",
+         .bucket = bucket,
+         .key = key,
+         .headers = {{"content-md5", base64_md5({}, md5)}},
+         .source = read,
+         .source_size = size});
+}
+
+void S3Client::put(Call call) const
+{
+    const Answer a = send(call);
     if (a.status != 200)
-        refused("PUT " + object_name(bucket, key), a.status, a.text);
+        refused("PUT " + object_name(call.bucket, call.key), a.status, a.text);
 }
 
 std::string S3Client::create_multipart(const std::string& bucket, const std::string& key) const
@@ -736,14 +757,15 @@ std::string S3Client::create_multipart(const std::string& bucket, const std::str
 }
 
 std::string S3Client::upload_part(const std::string& bucket, const std::string& key, const std::string& upload_id,
-                                  int part, std::span<const std::byte> body, const std::optional<Md5Digest>& md5) const
+                                  int part, uint64_t size, const BodyRead& read, const Md5Digest& md5) const
 {
     const Answer a = send({.method = "PUT",
                            .bucket = bucket,
                            .key = key,
                            .query = {{"partNumber", std::to_string(part)}, {"uploadId", upload_id}},
-                           .headers = {{"content-md5", base64_md5(body, md5)}},
-                           .body = body});
+                           .headers = {{"content-md5", base64_md5({}, md5)}},
+                           .source = read,
+                           .source_size = size});
     const std::string what = "PUT " + object_name(bucket, key) + " part " + std::to_string(part);
     if (a.status != 200)
         refused(what, a.status, a.text);

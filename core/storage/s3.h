@@ -102,11 +102,19 @@ public:
     // (and checked) too. `md5`: the body's, where the caller worked it out already (Md5Lanes).
     void put(const std::string& bucket, const std::string& key, std::span<const std::byte> body,
              const std::optional<Md5Digest>& md5 = std::nullopt) const;
+    // Writes bytes [at, at + into.size()) of a body that is not in memory into `into`, or throws;
+    // asked again from 0 when a send is retried.
+    using BodyRead = std::function<void(uint64_t at, std::span<std::byte> into)>;
+    // A PUT of `size` bytes that `read` gives as they go out (a rank file read into the
+    // connection's own buffer, never held whole), with their MD5 worked out beforehand, which the
+    // server checks; their SHA-256 is not signed (UNSIGNED-PAYLOAD).
+    void put(const std::string& bucket, const std::string& key, uint64_t size, const BodyRead& read,
+             const Md5Digest& md5) const;
     std::string create_multipart(const std::string& bucket, const std::string& key) const;
     // The part's ETag. Parts are numbered from 1; all but the last at least 5 MiB (S3's rule). The
-    // part's MD5 goes with it as put's does.
+    // part's bytes and MD5 go as put's do.
     std::string upload_part(const std::string& bucket, const std::string& key, const std::string& upload_id, int part,
-                            std::span<const std::byte> body, const std::optional<Md5Digest>& md5 = std::nullopt) const;
+                            uint64_t size, const BodyRead& read, const Md5Digest& md5) const;
     void complete_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id,
                             const std::vector<std::string>& part_etags) const;
     void abort_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id) const;
@@ -123,6 +131,7 @@ private:
     struct Call;
     struct Answer;
     Answer send(const Call& call) const;
+    void put(Call call) const;
     bool pin_to(const std::string& etag, std::vector<std::pair<std::string, std::string>>& headers) const;
     void after_refused_precondition(const std::string& bucket, const std::string& key, const std::string& etag,
                                     bool conditional, const std::string& what) const;

@@ -15,6 +15,7 @@ namespace {
 
 constexpr std::size_t kMaxErrorBody = 64 * 1024; // an S3 error document is a few hundred bytes
 constexpr long kReceiveBuffer = 512 * 1024; // a connection's; eight of them are 4 MiB
+constexpr long kSendBuffer = 64 * 1024; // curl's default
 
 struct CurlDeleter {
     void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
@@ -33,9 +34,9 @@ CURL* thread_handle()
 struct Exchange {
     const HttpRequest* request = nullptr;
     HttpResponse* response = nullptr;
-    std::size_t sent = 0;
+    uint64_t sent = 0;
     bool checked = false; // the sink_check has accepted this response
-    // What the sink threw: held until curl returns, never thrown through its C frames.
+    // What the sink or the source threw: held until curl returns, never thrown through its C frames.
     std::exception_ptr error;
 };
 
@@ -114,12 +115,26 @@ std::size_t on_header(char* data, std::size_t, std::size_t n, void* user)
     return n;
 }
 
+uint64_t body_size(const HttpRequest& request)
+{
+    return request.source ? request.source_size : request.body.size();
+}
+
 std::size_t on_send(char* buffer, std::size_t size, std::size_t n, void* user)
 {
     auto& x = *static_cast<Exchange*>(user);
-    const auto body = x.request->body;
-    const std::size_t count = std::min(size * n, body.size() - x.sent);
-    std::memcpy(buffer, body.data() + x.sent, count);
+    const HttpRequest& request = *x.request;
+    const std::size_t count = static_cast<std::size_t>(std::min<uint64_t>(size * n, body_size(request) - x.sent));
+    if (!request.source) {
+        std::memcpy(buffer, request.body.data() + x.sent, count);
+    } else if (count > 0) {
+        try {
+            request.source(x.sent, {reinterpret_cast<std::byte*>(buffer), count});
+        } catch (...) {
+            x.error = std::current_exception();
+            return CURL_READFUNC_ABORT;
+        }
+    }
     x.sent += count;
     return count;
 }
@@ -127,9 +142,9 @@ std::size_t on_send(char* buffer, std::size_t size, std::size_t n, void* user)
 int on_seek(void* user, curl_off_t offset, int origin)
 {
     auto& x = *static_cast<Exchange*>(user);
-    if (origin != SEEK_SET || offset < 0 || static_cast<std::size_t>(offset) > x.request->body.size())
+    if (origin != SEEK_SET || offset < 0 || static_cast<uint64_t>(offset) > body_size(*x.request))
         return CURL_SEEKFUNC_FAIL;
-    x.sent = static_cast<std::size_t>(offset);
+    x.sent = static_cast<uint64_t>(offset);
     return CURL_SEEKFUNC_OK;
 }
 
@@ -174,10 +189,12 @@ HttpResponse http_exchange(const HttpRequest& request)
         curl_easy_setopt(curl, CURLOPT_READDATA, &x);
         curl_easy_setopt(curl, CURLOPT_SEEKFUNCTION, on_seek); // a retried send after a 401/redirect
         curl_easy_setopt(curl, CURLOPT_SEEKDATA, &x);
+        curl_easy_setopt(curl, CURLOPT_UPLOAD_BUFFERSIZE, kSendBuffer);
+        const auto size = static_cast<curl_off_t>(body_size(request));
         if (request.method == "PUT")
-            curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+            curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, size);
         else
-            curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+            curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, size);
     } else if (request.method != "GET") {
         curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
     }

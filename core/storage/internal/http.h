@@ -22,6 +22,11 @@ struct HttpRequest {
     std::string url;
     std::vector<std::pair<std::string, std::string>> headers;
     std::span<const std::byte> body; // sent as is, with its Content-Length
+    // Instead of `body`, when set: `source_size` bytes that `source(at, into)` writes straight into
+    // curl's send buffer as they go out (a part read from its file, never held whole in memory),
+    // asked again from the start when a send is retried. What it throws, http_exchange rethrows.
+    std::function<void(uint64_t at, std::span<std::byte> into)> source;
+    uint64_t source_size = 0;
     bool verify_tls = true;
     int connect_timeout_s = 10;
     int stall_timeout_s = 30; // below 1 KiB/s for this long: the transfer is abandoned

@@ -6,6 +6,7 @@
 
 #include "core/storage/s3.h"
 #include "core/util/error.h"
+#include "core/util/md5_reference.h"
 
 #include <QElapsedTimer>
 #include <QFile>
@@ -141,10 +142,37 @@ private slots:
         const std::size_t first = 5 << 20, second = 700000;
         const auto body = pattern(first + second, 2);
         const std::string key = "mp/rank-0001.safetensors";
+        // Each part is read as it is sent, in the pieces curl asks for, from where the part begins.
+        const auto part = [&](std::size_t from, std::size_t size) {
+            return std::pair{
+                [&body, from, size](uint64_t at, std::span<std::byte> into) {
+                    QVERIFY(at + into.size() <= size);
+                    std::memcpy(into.data(), body.data() + from + at, into.size());
+                },
+                openssl_md5({body.begin() + std::ptrdiff_t(from), body.begin() + std::ptrdiff_t(from + size)})};
+        };
         const std::string id = s3.create_multipart(m_bucket, key);
         std::vector<std::string> etags;
-        etags.push_back(s3.upload_part(m_bucket, key, id, 1, std::span(body).subspan(0, first)));
-        etags.push_back(s3.upload_part(m_bucket, key, id, 2, std::span(body).subspan(first)));
+        const auto [read1, md5_1] = part(0, first);
+        const auto [read2, md5_2] = part(first, second);
+        etags.push_back(s3.upload_part(m_bucket, key, id, 1, first, read1, md5_1));
+        // A part whose bytes are not those its MD5 was worked out from is refused by the server.
+        try {
+            (void)s3.upload_part(m_bucket, key, id, 2, second, read2, md5_1);
+            QFAIL("a part that does not match its MD5 was accepted");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::hash_mismatch);
+        }
+        // What the reading throws comes out of the upload, not through curl.
+        try {
+            (void)s3.upload_part(
+                m_bucket, key, id, 2, second,
+                [](uint64_t, std::span<std::byte>) { throw Error(ProblemKind::unreadable, "gone"); }, md5_2);
+            QFAIL("a part that could not be read was sent");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::unreadable);
+        }
+        etags.push_back(s3.upload_part(m_bucket, key, id, 2, second, read2, md5_2));
         QCOMPARE(s3.list_multipart_uploads(m_bucket, "mp/").size(), std::size_t(1));
         s3.complete_multipart(m_bucket, key, id, etags);
         QCOMPARE(s3.head(m_bucket, key)->size, uint64_t(body.size()));
@@ -153,7 +181,8 @@ private slots:
         QVERIFY(std::equal(across.begin(), across.end(), body.begin() + (first - 2048)));
         // An upload that is given up is aborted: ListMultipartUploads is empty after it.
         const std::string dropped = s3.create_multipart(m_bucket, "mp/dropped");
-        (void)s3.upload_part(m_bucket, "mp/dropped", dropped, 1, std::span(body).subspan(0, 1000));
+        const auto [read3, md5_3] = part(0, 1000);
+        (void)s3.upload_part(m_bucket, "mp/dropped", dropped, 1, 1000, read3, md5_3);
         s3.abort_multipart(m_bucket, "mp/dropped", dropped);
         QVERIFY(s3.list_multipart_uploads(m_bucket, "mp/").empty());
         QVERIFY(!s3.head(m_bucket, "mp/dropped"));
