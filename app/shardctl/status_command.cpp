@@ -36,8 +36,9 @@ void print_text(const json& st)
 {
     print_line(printable(st["root"].get<std::string>(), 4096) + ": latest " +
                (st["latest"].is_null() ? std::string("(none)") : st["latest"].get<std::string>()));
+    const bool in_bucket = storage::is_url(st["root"].get<std::string>());
     if (st["lock"].is_null()) {
-        print_line("lock: none (no job writes this root)");
+        print_line(in_bucket ? "lock: none (a bucket holds no writer lock)" : "lock: none (no job writes this root)");
     } else {
         const json& l = st["lock"];
         LockHolder holder{.pid = l["pid"].get<int64_t>(),
@@ -55,13 +56,15 @@ void print_text(const json& st)
                             size_text(t["total_bytes"].get<uint64_t>())));
     if (const json& m = st["mirror"]; m.is_object() && m["error"].is_string())
         print_line("mirror not read: " + printable(m["error"].get<std::string>(), 4096));
+    // A root in a bucket is the run's own copy there (JSON: its `local` tier), not a local disk.
+    const std::string tier = in_bucket ? "  bucket: " : "  local: ";
     for (const auto& s : st["steps"]) {
         std::string line = "  " + s["name"].get<std::string>();
         const json& local = s["local"];
         if (local.is_null())
-            line += "  local: -";
+            line += tier + "-";
         else
-            line += std::string("  local: ") + (local["complete"].get<bool>() ? "complete" : "leftover") +
+            line += tier + (local["complete"].get<bool>() ? "complete" : "leftover") +
                 (local["latest"].get<bool>() ? " (latest)" : "") + ", " + size_text(local["bytes"].get<uint64_t>()) +
                 (local["complete"].get<bool>()
                      ? ", wall clock " + format_seconds(local["wall_clock_seconds"].get<double>()) + " s"

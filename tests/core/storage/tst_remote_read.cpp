@@ -894,6 +894,10 @@ private slots:
         const testutil::Run text = testutil::shardctl({QStringLiteral("status"), where});
         QCOMPARE(text.exit_code, 0);
         QVERIFY2(text.out.contains(": latest step-00000020"), text.out.constData());
+        // The steps are the bucket's copy, and a bucket has no writer lock to say anything of.
+        QVERIFY2(text.out.contains("step-00000020  bucket: complete (latest)") && !text.out.contains("local:") &&
+                     text.out.contains("lock: none (a bucket holds no writer lock)"),
+                 text.out.constData());
 
         // plan-reshard from the manifest `latest` names, and from a step's own prefix.
         for (const std::string& step : {std::string(), std::string("/step-00000030")}) {
