@@ -531,6 +531,7 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
         } catch (const Error& e) {
             mirror_error = e.what();
             mirror.reset();
+            latest = local_latest; // what the lost mirror named is no bound: none of its steps is read
         }
     }
     if (!latest)
@@ -624,7 +625,7 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
         throw *local_error;
     if (!first_unhealthy && local_latest) // `latest` names no complete step: its load says why
         load_sharded(root / *latest, options.expected_world_size, options.load);
-    else if (!first_unhealthy)
+    else if (!first_unhealthy && mirror)
         load_from_mirror(*latest);
     throw no_healthy_step(root, point.skipped, first_unhealthy);
 }

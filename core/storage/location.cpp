@@ -5,6 +5,7 @@
 #include "core/util/error.h"
 #include "core/util/printable.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace shardscope::storage {
@@ -23,6 +24,28 @@ std::string_view scheme_of(std::string_view text)
             return {};
     }
     return {};
+}
+
+// What a user meant as a URL but did not write as one: a scheme of object stores or the web
+// followed by ':' without "//" ("s3:/ckpt/run", "s3:ckpt", "file:run"), or a URL with blanks
+// before it. Taken as a path, it would be a folder named "s3:" in the working directory.
+bool mistyped_url(std::string_view text)
+{
+    std::size_t start = 0;
+    while (start < text.size() && std::isspace(static_cast<unsigned char>(text[start])))
+        ++start;
+    if (start > 0 && !scheme_of(text.substr(start)).empty())
+        return true;
+    const std::size_t colon = text.find(':', start);
+    if (colon == std::string_view::npos || colon - start > 8)
+        return false;
+    std::string scheme(text.substr(start, colon - start));
+    for (char& c : scheme)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    static constexpr std::string_view kKnown[] = {"s3",   "s3a",  "s3n",  "gs",    "gcs",  "http",  "https",
+                                                  "file", "az",   "abfs", "abfss", "wasb", "wasbs", "hdfs",
+                                                  "ftp",  "sftp", "oss",  "cos",   "r2"};
+    return std::find(std::begin(kKnown), std::end(kKnown), scheme) != std::end(kKnown);
 }
 
 // The text with any user:password@ part replaced, so that an error never echoes a secret.
@@ -108,12 +131,17 @@ std::string percent_decoded(std::string_view text, std::string_view path)
 
 bool is_url(std::string_view text)
 {
-    return !scheme_of(text).empty();
+    return !scheme_of(text).empty() || mistyped_url(text);
 }
 
 Location parse_location(std::string_view text)
 {
     const std::string_view scheme = scheme_of(text);
+    if (scheme.empty() && mistyped_url(text))
+        refuse(text,
+               "not a URL (s3://bucket/prefix, http(s)://host/path) and not taken for a local path "
+               "either; a local folder of that name is written ./" +
+                   printable(text));
     if (scheme.empty())
         return Location(std::filesystem::path(text));
     Location out;

@@ -38,12 +38,15 @@ struct Location {
     Location child(std::string_view name) const;
 };
 
-// True when `text` starts with a URL scheme ("s3://", "https://", "gs://", ...): such a text
-// is never a local path, whether or not ShardScope can open it.
+// True when `text` starts with a URL scheme ("s3://", "https://", "gs://", ...), or is what a
+// user meant as a URL of an object store or the web but mistyped ("s3:/ckpt/run", "s3:ckpt",
+// "file:run", " s3://ckpt/run"): such a text is never a local path, whether or not ShardScope
+// can open it. A local folder whose name starts like one is written "./s3:ckpt".
 bool is_url(std::string_view text);
 
-// Throws Error(invalid_argument) naming the text for an unknown scheme, an invalid bucket name,
-// or a key prefix with an empty, "." or ".." component or a control character.
+// Throws Error(invalid_argument) naming the text for an unknown scheme, a mistyped URL, an
+// invalid bucket name, or a key prefix with an empty, "." or ".." component or a control
+// character.
 Location parse_location(std::string_view text);
 
 // The text a user would type for `location` ("s3://bucket/prefix").

@@ -29,6 +29,10 @@ class Manager(TempDirTest):
             with self.assertRaises(shardscope.InvalidArgumentError) as caught:
                 shardscope.CheckpointManager(os.path.join(self.tmp, "root"), keep=2, mirror="gs://ckpt/run")
             self.assertIn('unknown URL scheme "gs"', str(caught.exception))
+            # A mistyped URL would be the folder "s3:" here.
+            with self.assertRaises(shardscope.InvalidArgumentError) as caught:
+                shardscope.CheckpointManager("root", keep=2, mirror="s3:/ckpt/run")
+            self.assertIn("s3:/ckpt/run: not a URL", str(caught.exception))
             with self.assertRaises(shardscope.InvalidArgumentError) as caught:
                 shardscope.load("s3://ckpt/run", None)
             self.assertIn("s3://ckpt/run: a local path is needed here", str(caught.exception))

@@ -188,6 +188,31 @@ private slots:
         }
     }
 
+    // The bucket's `latest` was read, then its listing failed: nothing of the bucket is used, and
+    // the empty local root has nothing to resume from; said with why the bucket was not read.
+    void aMirrorLostAfterItsLatestIsNoResumePoint()
+    {
+        const fs::path root = fresh("lost-listing");
+        {
+            CheckpointManager manager(options(root, "runs/lost-listing"));
+            manager.save(state(5, 20'000), 5);
+            manager.wait();
+        }
+        fs::remove_all(root);
+        fs::create_directories(root);
+        const ProxiedStore store(m_config.endpoint);
+        QVERIFY2(!store.proxy.endpoint().empty(), "the fault proxy did not start");
+        QVERIFY(store.proxy.fault("mode=503&count=-1&method=GET&path=list-type"));
+        try {
+            (void)load_resume_point(root, options(root, "runs/lost-listing").mirror, {.expected_world_size = 2});
+            QFAIL("a resume point came from a bucket that could not be listed");
+        } catch (const Error& e) {
+            QVERIFY2(e.kind() == ProblemKind::cannot_open &&
+                         std::string_view(e.what()).find("the mirror could not be read") != std::string_view::npos,
+                     e.what());
+        }
+    }
+
     void anOutageNeverStopsTheRunAndLeavesNoUploadBehind()
     {
         const ProxiedStore store(m_config.endpoint);

@@ -137,16 +137,23 @@ private slots:
         QCOMPARE(int(web.scheme), int(Scheme::https));
         QCOMPARE(web.authority, "models.example.org:8443");
         QCOMPARE(web.prefix, "org/model");
-        const Location local = parse_location("s3:/ckpt/run"); // one slash: a (strange) local path
+        // A mistyped URL is not a local path either; written ./ it is one.
+        const Location local = parse_location("./s3:/ckpt/run");
         QVERIFY(local.is_local());
-        QCOMPARE(local.path, std::filesystem::path("s3:/ckpt/run"));
+        QCOMPARE(local.path, std::filesystem::path("./s3:/ckpt/run"));
         QVERIFY(is_url("s3://x") && is_url("gs://bucket/x") && is_url("file:///tmp") && !is_url("/tmp/s3://x"));
-        QVERIFY(!is_url("C:/x") && !is_url("run:1") && !is_url(""));
+        QVERIFY(is_url("s3:/ckpt/run") && is_url("s3:ckpt") && is_url("S3:/ckpt") && is_url("file:run") &&
+                is_url(" s3://ckpt/run") && is_url("\ts3:/x"));
+        QVERIFY(!is_url("C:/x") && !is_url("run:1") && !is_url("") && !is_url("ckpt-12:30") && !is_url(" run"));
     }
 
     void badLocationsAreRefusedWithASentence()
     {
         QVERIFY(refusal("gs://bucket/run").contains(QStringLiteral("unknown URL scheme \"gs\"")));
+        for (const char* typo : {"s3:/ckpt/run", "s3:ckpt/run", "file:run", " s3://ckpt/run", "https:/host/x"})
+            QVERIFY2(refusal(typo).contains(QStringLiteral("not a URL")) &&
+                         refusal(typo).contains(QStringLiteral("written ./")),
+                     typo);
         QVERIFY(refusal("s3://Bad_Bucket/run").contains(QStringLiteral("not a valid S3 bucket name")));
         QVERIFY(refusal("s3://ab/run").contains(QStringLiteral("not a valid S3 bucket name")));
         QVERIFY(refusal("s3://bucket/run/../other").contains(QStringLiteral("\"..\" component")));
