@@ -297,8 +297,8 @@ struct Folder::Remote {
     }
 
     // A Megatron iteration's rank folders beneath `prefix`: where rank (0, 0) answers, the
-    // tensor-parallel ranks (stage 0's) and the stages of the first and the last rank are
-    // followed, then every rank of that grid (at most kMaxProbedRanks) asked for, so that a
+    // tensor-parallel ranks (stage 0's, then the last stage's) and the stages of the first and the
+    // last rank are followed, then every rank of that grid (at most kMaxProbedRanks) asked for, so that a
     // missing one among them is a gap the verifier names.
     void probe_megatron_ranks(const std::string& prefix, std::vector<std::string>& out) const
     {
@@ -307,13 +307,17 @@ struct Folder::Remote {
         };
         const auto nothing = [](int) {};
         for (const int first_stage : {-1, 0}) {
-            const int tp = follow_series([&](int t) { return present(t, first_stage); }, nothing);
+            int tp = follow_series([&](int t) { return present(t, first_stage); }, nothing);
             if (tp == 0)
                 continue;
             int pp = 1;
-            if (first_stage == 0)
+            if (first_stage == 0) {
                 for (const int t : {0, tp - 1}) // either may lack a stage the other has
                     pp = std::max(pp, follow_series([&](int s) { return present(t, s); }, nothing));
+                // The last stage may have a tensor-parallel rank the first one lacks.
+                const int last = pp - 1;
+                tp = std::max(tp, follow_series([&](int t) { return present(t, last); }, nothing));
+            }
             if (int64_t(tp) * pp > kMaxProbedRanks)
                 pp = std::max(1, kMaxProbedRanks / tp);
             for (int t = 0; t < tp; ++t)

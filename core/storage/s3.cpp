@@ -208,6 +208,13 @@ bool parse_content_range(std::string_view text, uint64_t& first, uint64_t& last,
     return ok_first && ok_last && ok_total && first <= last && (total == 0 || last < total);
 }
 
+// Why an answer's bytes are not those of the range asked.
+std::string wrong_range(long status, const std::string& content_range, const std::string& range)
+{
+    return "the server answered HTTP " + std::to_string(status) + " with the bytes \"" + printable(content_range, 80) +
+        "\" to a request for " + range;
+}
+
 std::string unquoted(std::string etag)
 {
     if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"')
@@ -557,6 +564,16 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
         throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange);
     if (a.status != 206 && a.status != 200)
         refused(what, a.status, a.text);
+    // The bytes are taken only for the range they say they are: a server (or a proxy) that
+    // answers with another part of the object would otherwise be read as the part asked for.
+    if (a.status == 206) {
+        const auto header = a.headers.find("content-range");
+        const std::string content_range = header == a.headers.end() ? std::string() : header->second;
+        uint64_t first_byte = 0, last_byte = 0, size = 0;
+        if (!parse_content_range(content_range, first_byte, last_byte, size) || first_byte != offset ||
+            last_byte != offset + out.size() - 1)
+            throw Error(ProblemKind::remote_error, what + ": " + wrong_range(a.status, content_range, range));
+    }
     // Read without the condition (a server whose conditions misfire) or from one that ignores it:
     // the answer's own ETag still says whether it is the listed object.
     if (const auto answered = a.headers.find("etag"); answered != a.headers.end() && pinnable(etag) &&
@@ -598,8 +615,7 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
                 const std::string content_range = header("content-range");
                 if (head.status != 206 || !parse_content_range(content_range, first_byte, last_byte, size_now) ||
                     first_byte != at || last_byte != end - 1)
-                    return "the server answered HTTP " + std::to_string(head.status) + " with the bytes \"" +
-                        printable(content_range, 80) + "\" to a request for " + range;
+                    return wrong_range(head.status, content_range, range);
             }
             // Every answer's ETag is the listed one (or, without one, the first answer's): a server
             // that ignored the If-Match, or was not asked it, may answer for another object.

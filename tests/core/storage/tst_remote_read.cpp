@@ -689,6 +689,17 @@ private slots:
         const VerifyReport whole = verify_checkpoint(parse_location(base + "mg-http"));
         QVERIFY2(whole.ok(), whole.problems.empty() ? "" : whole.problems[0].message.c_str());
         QCOMPARE(whole.shards.size(), verify_checkpoint(root() / "mg-http").shards.size());
+        // A tensor-parallel rank missing on the first stage only: the last stage's ranks are
+        // followed too, so that the one present beside the gap is not said to be missing.
+        fs::rename(mg / "mp_rank_01_000", root() / "mg-http-gap");
+        const VerifyReport gap_here = verify_checkpoint(root() / "mg-http");
+        const VerifyReport gap = verify_checkpoint(parse_location(base + "mg-http"));
+        QVERIFY(!gap.ok() && !gap_here.ok());
+        QCOMPARE(gap.problems.size(), gap_here.problems.size());
+        QVERIFY2(gap.problems[0].message.find("mp_rank_01_000/model_optim_rng.pt") != std::string::npos &&
+                     gap.problems[0].message.find("mp_rank_01_001") == std::string::npos,
+                 gap.problems[0].message.c_str());
+        fs::rename(root() / "mg-http-gap", mg / "mp_rank_01_000");
         const fs::path tp_only = root() / "mg-tp" / "iter_0000010";
         for (const char* rank : {"mp_rank_00", "mp_rank_01"}) {
             fs::create_directories(tp_only / rank);

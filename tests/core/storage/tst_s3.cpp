@@ -446,6 +446,11 @@ private slots:
                      qPrintable(norange));
         }
         QVERIFY(said([&] { (void)s3.get("b", "endless", 1 << 20); }).contains(QStringLiteral("more than the 1048576")));
+        // Ten bytes, as many as asked, but another ten: not taken for those asked.
+        const QString elsewhere = said([&] { s3.read("b", "wrongrange", 50, ten); });
+        QVERIFY2(elsewhere.contains(QStringLiteral("GET s3://b/wrongrange (bytes=50-59): the server answered HTTP 206 "
+                                                   "with the bytes \"bytes 0-9/100\" to a request for bytes=50-59")),
+                 qPrintable(elsewhere));
         // A streamed read hands on no byte it did not ask for, and says the same sentences.
         uint64_t handed = 0;
         const auto count = [&](const char*, std::size_t n) {
