@@ -22,6 +22,7 @@
 namespace shardscope::storage {
 
 struct S3Client::Call {
+    std::string what; // how errors name the request ("LIST s3://b/run/"); "" for METHOD and object
     std::string method;
     std::string bucket;
     std::string key;
@@ -382,7 +383,7 @@ S3Client::Answer S3Client::send(const Call& call) const
         : call.body.empty()                      ? kEmptySha256
         : call.body.size() > kSignedBodyLimit    ? "UNSIGNED-PAYLOAD"
                                                  : sha256_hex(std::as_bytes(call.body));
-    const std::string what = call.method + " " + object_name(call.bucket, call.key);
+    const std::string what = call.what.empty() ? call.method + " " + object_name(call.bucket, call.key) : call.what;
 
     std::minstd_rand jitter(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
     int delay = m_config.retry.first_delay_ms;
@@ -418,6 +419,12 @@ S3Client::Answer S3Client::send(const Call& call) const
             request.headers.emplace_back("Authorization",
                                          authorization(signing, m_config.credentials, date, m_config.region));
         HttpResponse response = http_exchange(request);
+        if (response.untrusted) // asking again would meet the same certificate
+            throw Error(ProblemKind::remote_error,
+                        what + ": the server's TLS certificate is not trusted (" +
+                            printable(response.transport_error, 200) +
+                            "); shardctl --no-verify-tls, or verify_tls=False in Python, reads from a server "
+                            "you trust without the check");
         if (!response.refused.empty())
             throw Error(ProblemKind::remote_error, what + ": " + response.refused);
         const bool got = response.status >= 200 && response.status < 300;
@@ -706,7 +713,8 @@ S3Level S3Client::list_pages(const std::string& bucket, const std::string& prefi
             throw Error(ProblemKind::remote_error,
                         what + ": the listing does not end (" + std::to_string(page) + " pages for " +
                             std::to_string(out.objects.size() + out.prefixes.size()) + " keys)");
-        Call call{.method = "GET",
+        Call call{.what = what,
+                  .method = "GET",
                   .bucket = bucket,
                   .query = {{"list-type", "2"}, {"prefix", prefix}},
                   .max_body = kMaxListingPage};
@@ -834,7 +842,8 @@ std::vector<MultipartUpload> S3Client::list_multipart_uploads(const std::string&
         if (page >= kMaxOpenUploads / 1000 + 10)
             throw Error(ProblemKind::remote_error,
                         what + ": the listing does not end (" + std::to_string(page) + " pages)");
-        Call call{.method = "GET",
+        Call call{.what = what,
+                  .method = "GET",
                   .bucket = bucket,
                   .query = {{"uploads", ""}, {"prefix", prefix}},
                   .max_body = kMaxListingPage};

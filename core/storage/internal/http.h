@@ -47,6 +47,7 @@ struct HttpRequest {
 struct HttpResponse {
     long status = 0; // 0: no response (the transport failed, see `transport_error`)
     std::string transport_error; // curl's sentence when the exchange itself failed
+    bool untrusted = false; // it failed on the server's TLS certificate (which asking again would meet)
     bool body_overflow = false; // the server sent more than the request allowed
     bool stopped = false; // the request's sink wanted no more
     std::string refused; // why the request's sink_check did not take the body

@@ -331,6 +331,15 @@ private slots:
                      qPrintable(what));
         }
         QVERIFY(timer.elapsed() < 5000);
+        // A listing is named by the prefix listed, not by the bucket's root it is sent to.
+        try {
+            (void)S3Client(down).list(m_bucket, "run/", 10);
+            QFAIL("an unreachable server listed");
+        } catch (const Error& e) {
+            const QString what = QString::fromStdString(e.what());
+            QVERIFY2(what.startsWith(QString::fromStdString("LIST s3://" + m_bucket + "/run/: no answer")),
+                     qPrintable(what));
+        }
     }
 
     void credentialsComeFromTheProfileFile()
