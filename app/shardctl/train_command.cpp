@@ -88,6 +88,21 @@ int run_train(const QStringList& arguments)
         std::fflush(stdout);
         std::cerr << ("shardctl: warning: " + printable(message, 4096) + "\n") << std::flush;
     };
+    // A run already there, without --resume, is refused before anything is created, naming the
+    // tier that holds it: a new root beside a mirror that holds a run would begin a second one there.
+    if (!args->resume) {
+        std::error_code ec;
+        if (fs::exists(options.root / "latest", ec))
+            return fail(
+                kUsage,
+                options.root.string() +
+                    " already holds checkpoints of a run; pass --resume to continue it or choose an empty --root");
+        if (options.mirror && MirrorTier(*options.mirror).read_latest())
+            return fail(kUsage,
+                        storage::to_string(*options.mirror) +
+                            " (--mirror) already holds checkpoints of a run; pass --resume to continue it from there "
+                            "or choose an empty --mirror");
+    }
     CheckpointManager manager(options);
     manager.lock_root(); // a second job on this root is refused now, not at its first save
 

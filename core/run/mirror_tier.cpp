@@ -215,8 +215,10 @@ void read_piece(const fsutil::OpenedFile& in, const fs::path& src, const ShardRe
                 uint64_t at, std::span<std::byte> into)
 {
     if (!fsutil::read_exact(in.fd.get(), into.data(), into.size(), piece.offset + at))
-        throw Error(ProblemKind::unreadable, (src / record.path).string() + ": read failed during upload", record.path,
-                    record.rank);
+        throw Error(ProblemKind::unreadable,
+                    (src / record.path).string() + " (rank " + std::to_string(record.rank) +
+                        "): read failed during upload",
+                    record.path, record.rank);
 }
 
 // The rank files of `src` sent under `dir`: each of up to a part as one PUT, a larger one as a

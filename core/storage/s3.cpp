@@ -378,7 +378,8 @@ S3Client::Answer S3Client::send(const Call& call) const
     const std::string url = m_scheme + "://" + host + path + (query.empty() ? "" : "?" + query);
     // A small body's SHA-256 is signed (and checked by the server). A large one's is not: on a
     // loaded host the server hashing every byte again costs more than the transfer; its MD5
-    // (Content-MD5) is checked instead, and the mirror reads every object back by SHA-256.
+    // (Content-MD5) is checked instead, and the mirror reads every object back by SHA-256. A body
+    // read as it is sent (`source`) cannot be hashed before it is signed: never signed.
     const std::string payload_hash = call.source ? "UNSIGNED-PAYLOAD"
         : call.body.empty()                      ? kEmptySha256
         : call.body.size() > kSignedBodyLimit    ? "UNSIGNED-PAYLOAD"

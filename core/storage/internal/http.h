@@ -58,7 +58,7 @@ struct HttpResponse {
 };
 
 // Never throws for what the server does; throws std::bad_alloc and the like, and what the
-// request's sink or sink_check threw.
+// request's sink, sink_check or source threw.
 HttpResponse http_exchange(const HttpRequest& request);
 
 } // namespace shardscope::storage

@@ -448,10 +448,13 @@ private slots:
 
     // Each part is read from its file as it is sent, never into a buffer of its own: a step of
     // ten parts, four in flight, goes up without the process's peak memory growing by even one
-    // part per transfer (32 MiB). Under AddressSanitizer freed memory is kept in quarantine, so
-    // only the upload itself is checked there.
+    // part per transfer (32 MiB). Measured in a process of its own (ctest tst_mirror_s3_memory):
+    // after the other slots the upload reuses the heap they left, and passes whatever it holds.
+    // Under AddressSanitizer freed memory is kept in quarantine, so only the upload is checked.
     void partsAreSentWithoutBeingHeldInMemory()
     {
+        if (qEnvironmentVariableIsEmpty("SHARDSCOPE_MEASURE_ALONE"))
+            QSKIP("measured in a process of its own: ctest -R tst_mirror_s3_memory");
         const fs::path dir = fresh("memory");
         Manifest m;
         {
@@ -463,7 +466,12 @@ private slots:
         std::ifstream in(dir / "manifest.json", std::ios::binary);
         const std::string text((std::istreambuf_iterator<char>(in)), {});
         const MirrorTier tier(storage::parse_location("s3://" + m_bucket + "/runs/memory"));
-        std::ofstream("/proc/self/clear_refs") << "5"; // the peak resident size, from now (Linux 4.0)
+        {
+            std::ofstream reset("/proc/self/clear_refs");
+            reset << "5" << std::flush; // the peak resident size, from now (Linux 4.0)
+            if (!reset)
+                QSKIP("this kernel does not reset the peak resident size (/proc/self/clear_refs)");
+        }
         const long before = peak_rss_kib();
         tier.upload(dir, step_dir_name(1), m, text, false);
         const long grown = peak_rss_kib() - before;

@@ -757,6 +757,15 @@ private slots:
         QVERIFY2(resumed.exit_code == 0, resumed.err.constData());
         QCOMPARE(resumed.json()["resumed_from"]["step"].get<int>(), 6);
         QCOMPARE(resumed.json()["resumed_from"]["from_mirror"].get<bool>(), true);
+        // A new root beside that mirror, without --resume, would begin a second run in it: refused
+        // naming the mirror, and the new root not created.
+        run = root() / "cli-run-beside";
+        const testutil::Run beside = train(3, {});
+        QCOMPARE(beside.exit_code, 2);
+        QVERIFY2(beside.json()["error"]["message"].get<std::string>().starts_with(
+                     "s3://" + m_bucket + "/cli-run (--mirror) already holds checkpoints of a run"),
+                 beside.err.constData());
+        QVERIFY(!fs::exists(run));
 
         const s3test::FaultProxy proxy(s3test::server_config().endpoint);
         QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");

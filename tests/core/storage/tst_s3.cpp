@@ -142,11 +142,14 @@ private slots:
         const std::size_t first = 5 << 20, second = 700000;
         const auto body = pattern(first + second, 2);
         const std::string key = "mp/rank-0001.safetensors";
-        // Each part is read as it is sent, in the pieces curl asks for, from where the part begins.
+        // Each part is read as it is sent, in the pieces curl asks for (its 64 KiB send buffer),
+        // from where the part begins: never whole.
+        std::size_t largest = 0;
         const auto part = [&](std::size_t from, std::size_t size) {
             return std::pair{
-                [&body, from, size](uint64_t at, std::span<std::byte> into) {
+                [&body, &largest, from, size](uint64_t at, std::span<std::byte> into) {
                     QVERIFY(at + into.size() <= size);
+                    largest = std::max(largest, into.size());
                     std::memcpy(into.data(), body.data() + from + at, into.size());
                 },
                 openssl_md5({body.begin() + std::ptrdiff_t(from), body.begin() + std::ptrdiff_t(from + size)})};
@@ -156,6 +159,7 @@ private slots:
         const auto [read1, md5_1] = part(0, first);
         const auto [read2, md5_2] = part(first, second);
         etags.push_back(s3.upload_part(m_bucket, key, id, 1, first, read1, md5_1));
+        QVERIFY(largest > 0 && largest <= (64u << 10));
         // A part whose bytes are not those its MD5 was worked out from is refused by the server.
         try {
             (void)s3.upload_part(m_bucket, key, id, 2, second, read2, md5_1);
