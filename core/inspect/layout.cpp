@@ -184,26 +184,43 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
     std::error_code ec;
     if (where.is_local() && !fs::exists(path, ec))
         throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
-    if (where.is_local() && !fs::is_directory(path, ec) && is_torch_file(path)) { // one torch.save file
-        report.format = "torch";
-        const storage::Folder& folder =
-            use(storage::Folder(fsutil::open_listed(path.parent_path().empty() ? fs::path(".") : path.parent_path())));
-        plan_torch(folder, {{path.filename().string(), -1}}, options, report);
-    } else if (where.is_local() &&
-               (fs::exists(path / "pytorch_model.bin.index.json", ec) || fs::exists(path / "pytorch_model.bin", ec))) {
-        report.format = "torch";
-        const storage::Folder& folder = use(storage::Folder(fsutil::open_listed(path)));
-        std::vector<TorchFile> files = {{"pytorch_model.bin", -1}};
-        if (folder.has("pytorch_model.bin.index.json")) {
-            report.format = "torch-index";
-            const std::string display = (path / "pytorch_model.bin.index.json").string();
-            const SafetensorsIndex index = parse_safetensors_index( // the same weight_map JSON
-                folder.read_small("pytorch_model.bin.index.json", kMaxIndexBytes, display), display);
-            files.clear();
-            for (const auto& f : index.files)
-                files.push_back({f, -1});
+    // torch.save checkpoints, which detection does not know: one .pt/.pth/.bin file, or a folder
+    // with pytorch_model.bin or its index; on a disk or a server alike.
+    std::optional<storage::Folder> torch_folder;
+    std::vector<TorchFile> torch_files;
+    const std::string last =
+        where.is_local() ? path.filename().string() : where.prefix.substr(where.prefix.rfind('/') + 1); // npos + 1: all
+    if (is_torch_file(fs::path(last)) && !(where.is_local() && fs::is_directory(path, ec))) {
+        storage::Folder folder = where.is_local()
+            ? storage::Folder(fsutil::open_listed(path.parent_path().empty() ? fs::path(".") : path.parent_path()))
+            : storage::Folder::open(where);
+        // A URL names one object when its folder is opened instead (Folder::open).
+        if ((where.is_local() || folder.path != path) && folder.is_file(last)) {
+            report.format = "torch";
+            torch_files = {{last, -1}};
+            torch_folder = std::move(folder);
         }
-        plan_torch(folder, files, options, report);
+    } else if (!where.is_local() || fs::exists(path / "pytorch_model.bin.index.json", ec) ||
+               fs::exists(path / "pytorch_model.bin", ec)) {
+        storage::Folder folder =
+            where.is_local() ? storage::Folder(fsutil::open_listed(path)) : storage::Folder::open(where);
+        if (folder.path == path && (folder.has("pytorch_model.bin.index.json") || folder.has("pytorch_model.bin"))) {
+            report.format = "torch";
+            torch_files = {{"pytorch_model.bin", -1}};
+            if (folder.has("pytorch_model.bin.index.json")) {
+                report.format = "torch-index";
+                const std::string display = (path / "pytorch_model.bin.index.json").string();
+                const SafetensorsIndex index = parse_safetensors_index( // the same weight_map JSON
+                    folder.read_small("pytorch_model.bin.index.json", kMaxIndexBytes, display), display);
+                torch_files.clear();
+                for (const auto& f : index.files)
+                    torch_files.push_back({f, -1});
+            }
+            torch_folder = std::move(folder);
+        }
+    }
+    if (torch_folder) {
+        plan_torch(use(std::move(*torch_folder)), torch_files, options, report);
     } else {
         DetectedFormat detected = detect_format(where);
         if (detected.problem)

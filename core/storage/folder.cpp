@@ -34,7 +34,8 @@ constexpr std::string_view kEntryNames[] = {"manifest.json",
                                             "model.safetensors",
                                             ".metadata",
                                             "latest_checkpointed_iteration.txt",
-                                            "pytorch_model.bin.index.json"};
+                                            "pytorch_model.bin.index.json",
+                                            "pytorch_model.bin"};
 constexpr std::string_view kTorchDistNames[] = {"metadata.json", "common.pt", "integrity.json"};
 
 // DeepSpeed's rank files, numbered: each series is asked for from rank 0 on until kProbedPastAMiss

@@ -441,6 +441,46 @@ private slots:
         QVERIFY(verify_checkpoint(url("hf/model-00002-of-00002.safetensors")).ok());
     }
 
+    // torch.save checkpoints, which detection does not know, read by stats and diff where they
+    // live as on a disk: one .pt file named by its URL, a folder with pytorch_model.bin, and one
+    // with pytorch_model.bin.index.json over two files; in a bucket and on a web server.
+    void torchSaveFilesAreReadWhereTheyLive()
+    {
+        std::vector<float> w(300), t(64);
+        for (std::size_t i = 0; i < w.size(); ++i)
+            w[i] = float(i) * 0.5f - 20.0f;
+        for (std::size_t i = 0; i < t.size(); ++i)
+            t[i] = float(i % 5) - 2.0f;
+        const fs::path pt = root() / "pt";
+        fixtures::write_file(pt / "one.pt", float_archive("one", "w", w));
+        fixtures::write_file(pt / "bin" / "pytorch_model.bin", float_archive("archive", "w", w));
+        fixtures::write_file(pt / "idx" / "pytorch_model-00001-of-00002.bin", float_archive("archive", "w", w));
+        fixtures::write_file(pt / "idx" / "pytorch_model-00002-of-00002.bin", float_archive("archive", "t", t));
+        fixtures::write_file(pt / "idx" / "pytorch_model.bin.index.json",
+                             R"({"metadata": {}, "weight_map": {"w": "pytorch_model-00001-of-00002.bin",
+                                 "t": "pytorch_model-00002-of-00002.bin"}})");
+        upload(pt, "pt");
+        testutil::RangeServer server(root());
+        QVERIFY(server.port() > 0);
+        const std::string base = "http://127.0.0.1:" + std::to_string(server.port()) + "/pt/";
+        for (const auto& [name, format, tensors] :
+             {std::tuple{"one.pt", "torch", 1}, std::tuple{"bin", "torch", 1}, std::tuple{"idx", "torch-index", 2}}) {
+            const ContentReport here = inspect_content(pt / name);
+            QCOMPARE(here.format, std::string(format));
+            QCOMPARE(here.tensors.size(), std::size_t(tensors));
+            for (const Location& there : {url(std::string("pt/") + name), parse_location(base + name)}) {
+                const ContentReport remote = inspect_content(there);
+                QCOMPARE(remote.format, here.format);
+                QCOMPARE(remote.tensors.size(), here.tensors.size());
+                for (std::size_t i = 0; i < here.tensors.size(); ++i)
+                    QVERIFY2(remote.tensors[i].name == here.tensors[i].name &&
+                                 same_stats(remote.tensors[i].stats, here.tensors[i].stats),
+                             (storage::to_string(there) + ": " + remote.tensors[i].name).c_str());
+                QVERIFY(diff_checkpoints(pt / name, there).identical());
+            }
+        }
+    }
+
     void objectUrlsAreReadWithTheirFolder()
     {
         // An index or DCP metadata object named by its URL: the files it names are beside it.
