@@ -271,6 +271,18 @@ std::optional<RootTag> read_root_tag(CheckpointFormat format, const storage::Fol
     return tag;
 }
 
+bool names_its_folder(const std::filesystem::path& file)
+{
+    static constexpr std::string_view kNames[] = {"manifest.json",
+                                                  "latest",
+                                                  "model.safetensors.index.json",
+                                                  ".metadata",
+                                                  "latest_checkpointed_iteration.txt",
+                                                  "pytorch_model.bin.index.json"};
+    const std::string name = file.filename().string();
+    return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+}
+
 DetectedFormat detect_format(const storage::Location& path)
 {
     DetectedFormat result;
@@ -282,6 +294,9 @@ DetectedFormat detect_format(const storage::Location& path)
             throw Error(ProblemKind::cannot_open, path.path.string() + ": no such file or directory",
                         path.path.string());
         if (!fs::is_directory(status)) {
+            if (names_its_folder(path.path))
+                return detect_format(
+                    storage::Location(path.path.has_parent_path() ? path.path.parent_path() : fs::path(".")));
             if (path.path.extension() != ".safetensors") {
                 result.reason = "not a directory and not a .safetensors file";
                 return result;

@@ -56,6 +56,11 @@ struct DetectedFormat {
 // listed, Error(remote_error) when its server fails.
 DetectedFormat detect_format(const storage::Location& path);
 
+// Whether a local file of this name is read as its folder (detect_format), as a URL naming it
+// is: the file a format is known by (manifest.json, latest, an index, .metadata, Megatron's
+// tracker file), which a user completing a path in a shell often ends with.
+bool names_its_folder(const std::filesystem::path& file);
+
 // False for ShardScope's own format, for an unrecognised folder (the native verifier says what is
 // missing), and for a folder of rank<N>.safetensors without a manifest: a ShardScope save that did
 // not finish, reported as a partial write rather than listed as safetensors files.

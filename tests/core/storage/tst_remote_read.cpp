@@ -143,6 +143,14 @@ private slots:
         const DiffReport diff = diff_checkpoints(run, url("run"));
         QVERIFY(diff.identical());
         QCOMPARE(diff.tensors.size(), a.tensors.size());
+
+        // The step's manifest.json named instead of its folder: the folder, on a disk as in a bucket.
+        const VerifyReport by_file = verify_checkpoint(run / "step-00000005" / "manifest.json");
+        const VerifyReport by_url = verify_checkpoint(url("run/step-00000005/manifest.json"));
+        QVERIFY(by_file.ok() && by_url.ok());
+        QCOMPARE(by_file.dir, run / "step-00000005");
+        QCOMPARE(by_url.dir.string(), "s3://" + m_bucket + "/run/step-00000005");
+        QCOMPARE(by_file.shards.size(), by_url.shards.size());
     }
 
     void corruptTruncatedAndMissingObjectsAreNamed()
