@@ -3,6 +3,7 @@
 #include <QCoreApplication>
 
 #include "core/checkpoint/verify_json.h"
+#include "core/open/detect.h"
 #include "core/storage/location.h"
 #include "core/util/printable.h"
 
@@ -78,6 +79,17 @@ shardscope::storage::Location location_argument(const QString& text)
     where.verify_tls = g_verify_tls;
     if (where.scheme == shardscope::storage::Scheme::s3)
         where.endpoint = g_endpoint;
+    return where;
+}
+
+shardscope::storage::Location checkpoint_argument(const QString& text)
+{
+    shardscope::storage::Location where = location_argument(text);
+    std::error_code ec;
+    if (where.is_local() && std::filesystem::is_regular_file(where.path, ec) &&
+        shardscope::names_its_folder(where.path))
+        return shardscope::storage::Location(where.path.has_parent_path() ? where.path.parent_path()
+                                                                          : std::filesystem::path("."));
     return where;
 }
 

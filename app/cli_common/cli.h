@@ -73,6 +73,10 @@ std::string local(const QString& text); // QString -> UTF-8 std::string
 // http(s):// URL, its TLS certificates checked unless the command was given --no-verify-tls
 // (remote_options), at the --endpoint given. Throws Error(invalid_argument) for a URL it cannot read.
 shardscope::storage::Location location_argument(const QString& text);
+// The same for the checkpoint a command reads (its PATH): a local file a format is known by
+// (manifest.json, latest, an index, .metadata; core/open/detect.h names_its_folder), named
+// instead of its folder, stands for that folder, as a URL naming it does.
+shardscope::storage::Location checkpoint_argument(const QString& text);
 
 // A flag that Ctrl-C (SIGINT) or SIGTERM sets, for a long operation's `cancel`: it stops, removes
 // what it had not committed, and the command ends with the cancel's error. A second signal ends

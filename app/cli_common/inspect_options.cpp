@@ -154,7 +154,7 @@ std::optional<StatsArgs> parse_stats_args(const QStringList& arguments, const QC
     if (!threads)
         return std::nullopt;
     StatsArgs args;
-    args.path = location_argument(parser.positionalArguments().at(0));
+    args.path = checkpoint_argument(parser.positionalArguments().at(0));
     args.options.threads = *threads;
     args.options.tensor_globs = globs_of(parser);
     args.options.raw_fp8 = parser.isSet(QStringLiteral("raw-fp8"));
@@ -190,8 +190,8 @@ std::optional<DiffArgs> parse_diff_args(const QStringList& arguments, const QCom
         !tolerance(parser, QStringLiteral("rtol"), args.options.rtol))
         return std::nullopt;
     const QStringList paths = parser.positionalArguments();
-    args.a = location_argument(paths.at(0));
-    args.b = location_argument(paths.at(1));
+    args.a = checkpoint_argument(paths.at(0));
+    args.b = checkpoint_argument(paths.at(1));
     args.options.threads = *threads;
     args.options.tensor_globs = globs_of(parser);
     args.options.raw_fp8 = parser.isSet(QStringLiteral("raw-fp8"));

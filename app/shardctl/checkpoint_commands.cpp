@@ -166,7 +166,7 @@ int run_info(const QStringList& arguments)
     parser.addOptions(remote_options());
     if (!parse(parser, arguments, 1, QStringLiteral("info")))
         return kUsage;
-    const storage::Location where = location_argument(parser.positionalArguments().at(0));
+    const storage::Location where = checkpoint_argument(parser.positionalArguments().at(0));
     const DetectedFormat detected = detect_format(where);
     const fs::path& path = detected.path;
     if (detected.problem) // a root whose `latest` is bad: that, not a missing manifest, is what is wrong
@@ -294,12 +294,11 @@ int run_verify(const QStringList& arguments)
     VerifyOptions options;
     if (!read_verify_options(parser, options))
         return kUsage;
-    const storage::Location where = location_argument(parser.positionalArguments().at(0));
+    const storage::Location where = checkpoint_argument(parser.positionalArguments().at(0));
     const fs::path path = where.is_local() ? where.path : fs::path(where.text);
     if (where.is_local()) {
         std::error_code ec;
-        if (fs::exists(path, ec) && !fs::is_directory(path, ec) && path.extension() != ".safetensors" &&
-            !names_its_folder(path))
+        if (fs::exists(path, ec) && !fs::is_directory(path, ec) && path.extension() != ".safetensors")
             return fail(kUsage,
                         path.string() +
                             ": verify takes a checkpoint directory (or a .safetensors file, or the file a format "

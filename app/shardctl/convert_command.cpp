@@ -102,7 +102,7 @@ int run_convert(const QStringList& arguments)
         return fail(kUsage, "convert: --out is required");
     ConvertOptions run = *options;
     run.cancel = cancel_on_interrupt(); // Ctrl-C leaves no output behind, not half a folder
-    const ConvertResult result = convert_checkpoint(location_argument(parser.positionalArguments().at(0)), out, run);
+    const ConvertResult result = convert_checkpoint(checkpoint_argument(parser.positionalArguments().at(0)), out, run);
     if (parser.isSet(QStringLiteral("json"))) {
         print_json(convert_result_json(result));
         return kOk;

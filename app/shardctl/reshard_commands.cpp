@@ -64,7 +64,7 @@ int run_plan_reshard(const QStringList& arguments)
     const auto to = target_option(parser);
     if (!to)
         return kUsage;
-    const ReshardPlan plan = plan_reshard(manifest_at(location_argument(parser.positionalArguments().at(0))), *to);
+    const ReshardPlan plan = plan_reshard(manifest_at(checkpoint_argument(parser.positionalArguments().at(0))), *to);
     if (parser.isSet(QStringLiteral("json")))
         print_json(reshard_plan_json(plan)); // also the GUI report's and reshard --json's `plan`
     else

@@ -236,7 +236,7 @@ int run_status(const QStringList& arguments)
     std::optional<storage::Location> mirror;
     if (parser.isSet(QStringLiteral("mirror")))
         mirror = location_argument(parser.value(QStringLiteral("mirror")));
-    const storage::Location where = location_argument(parser.positionalArguments().at(0));
+    const storage::Location where = checkpoint_argument(parser.positionalArguments().at(0));
     const bool content = parser.isSet(QStringLiteral("content"));
     const bool as_json = parser.isSet(QStringLiteral("json"));
     if (!where.is_local())

@@ -97,7 +97,9 @@ int run_train(const QStringList& arguments)
                 kUsage,
                 options.root.string() +
                     " already holds checkpoints of a run; pass --resume to continue it or choose an empty --root");
-        if (options.mirror && MirrorTier(*options.mirror).read_latest())
+        // A mirror folder not made yet holds nothing (the manager makes it).
+        if (options.mirror && (!options.mirror->is_local() || fs::is_directory(options.mirror->path, ec)) &&
+            MirrorTier(*options.mirror).read_latest())
             return fail(kUsage,
                         storage::to_string(*options.mirror) +
                             " (--mirror) already holds checkpoints of a run; pass --resume to continue it from there "

@@ -184,47 +184,41 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
     std::error_code ec;
     if (where.is_local() && !fs::exists(path, ec))
         throw Error(ProblemKind::cannot_open, path.string() + ": no such file or directory", path.string());
-    // torch.save checkpoints, which detection does not know: one .pt/.pth/.bin file, or a folder
-    // with pytorch_model.bin or its index; on a disk or a server alike.
-    std::optional<storage::Folder> torch_folder;
-    std::vector<TorchFile> torch_files;
-    const std::string last =
-        where.is_local() ? path.filename().string() : where.prefix.substr(where.prefix.rfind('/') + 1); // npos + 1: all
-    if (is_torch_file(fs::path(last)) && !(where.is_local() && fs::is_directory(path, ec))) {
-        storage::Folder folder = where.is_local()
-            ? storage::Folder(fsutil::open_listed(path.parent_path().empty() ? fs::path(".") : path.parent_path()))
-            : storage::Folder::open(where);
-        // A URL names one object when its folder is opened instead (Folder::open).
-        if ((where.is_local() || folder.path != path) && folder.is_file(last)) {
-            report.format = "torch";
-            torch_files = {{last, -1}};
-            torch_folder = std::move(folder);
-        }
-    } else if (!where.is_local() || fs::exists(path / "pytorch_model.bin.index.json", ec) ||
-               fs::exists(path / "pytorch_model.bin", ec)) {
-        storage::Folder folder =
-            where.is_local() ? storage::Folder(fsutil::open_listed(path)) : storage::Folder::open(where);
-        if (folder.path == path && (folder.has("pytorch_model.bin.index.json") || folder.has("pytorch_model.bin"))) {
-            report.format = "torch";
-            torch_files = {{"pytorch_model.bin", -1}};
-            if (folder.has("pytorch_model.bin.index.json")) {
-                report.format = "torch-index";
-                const std::string display = (path / "pytorch_model.bin.index.json").string();
-                const SafetensorsIndex index = parse_safetensors_index( // the same weight_map JSON
-                    folder.read_small("pytorch_model.bin.index.json", kMaxIndexBytes, display), display);
-                torch_files.clear();
-                for (const auto& f : index.files)
-                    torch_files.push_back({f, -1});
-            }
-            torch_folder = std::move(folder);
-        }
-    }
-    if (torch_folder) {
-        plan_torch(use(std::move(*torch_folder)), torch_files, options, report);
+    if (where.is_local() && !fs::is_directory(path, ec) && is_torch_file(path)) { // one torch.save file
+        report.format = "torch";
+        const storage::Folder& folder =
+            use(storage::Folder(fsutil::open_listed(path.parent_path().empty() ? fs::path(".") : path.parent_path())));
+        plan_torch(folder, {{path.filename().string(), -1}}, options, report);
     } else {
         DetectedFormat detected = detect_format(where);
         if (detected.problem)
             throw Error(*detected.problem);
+        // torch.save checkpoints, which detection does not know: a folder with pytorch_model.bin or
+        // its index, or one .pt/.pth/.bin object a URL names; on a disk or a server alike. A folder
+        // that also holds a format detection knows (safetensors beside the .bin) is read as that.
+        if (detected.format == CheckpointFormat::unknown && detected.dir.valid()) {
+            const storage::Folder& dir = detected.dir;
+            const std::string last = where.prefix.substr(where.prefix.rfind('/') + 1); // npos + 1: all of it
+            std::vector<TorchFile> files;
+            if (!where.is_local() && detected.path != path && is_torch_file(fs::path(last)) && dir.is_file(last)) {
+                report.format = "torch"; // the object the URL names (detection read its folder)
+                files = {{last, -1}};
+            } else if (dir.has("pytorch_model.bin.index.json")) {
+                report.format = "torch-index";
+                const std::string display = (dir.path / "pytorch_model.bin.index.json").string();
+                const SafetensorsIndex index = parse_safetensors_index( // the same weight_map JSON
+                    dir.read_small("pytorch_model.bin.index.json", kMaxIndexBytes, display), display);
+                for (const auto& f : index.files)
+                    files.push_back({f, -1});
+            } else if (dir.has("pytorch_model.bin")) {
+                report.format = "torch";
+                files = {{"pytorch_model.bin", -1}};
+            }
+            if (!files.empty()) {
+                plan_torch(use(std::move(detected.dir)), files, options, report);
+                return report.dir;
+            }
+        }
         report.format = std::string(to_string(detected.format));
         const std::vector<std::string>& files = detected.files;
         if (!detected.dir.valid())

@@ -315,7 +315,8 @@ struct Folder::Remote {
             if (first_stage == 0) {
                 for (const int t : {0, tp - 1}) // either may lack a stage the other has
                     pp = std::max(pp, follow_series([&](int s) { return present(t, s); }, nothing));
-                // The last stage may have a tensor-parallel rank the first one lacks.
+                // The last stage may have a tensor-parallel rank the first one lacks (found only
+                // where rank 0 has that stage: a series is followed where its first name is there).
                 const int last = pp - 1;
                 tp = std::max(tp, follow_series([&](int t) { return present(t, last); }, nothing));
             }

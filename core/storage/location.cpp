@@ -42,9 +42,8 @@ bool mistyped_url(std::string_view text)
     std::string scheme(text.substr(start, colon - start));
     for (char& c : scheme)
         c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    static constexpr std::string_view kKnown[] = {"s3",   "s3a",  "s3n",  "gs",    "gcs",  "http",  "https",
-                                                  "file", "az",   "abfs", "abfss", "wasb", "wasbs", "hdfs",
-                                                  "ftp",  "sftp", "oss",  "cos",   "r2"};
+    static constexpr std::string_view kKnown[] = {"s3",   "s3a", "s3n",  "gs",    "gcs",  "http",  "https",
+                                                  "file", "az",  "abfs", "abfss", "wasb", "wasbs", "hdfs"};
     return std::find(std::begin(kKnown), std::end(kKnown), scheme) != std::end(kKnown);
 }
 
@@ -137,6 +136,10 @@ bool is_url(std::string_view text)
 Location parse_location(std::string_view text)
 {
     const std::string_view scheme = scheme_of(text);
+    if (scheme.empty() && !text.empty() && std::isspace(static_cast<unsigned char>(text[0])) && mistyped_url(text))
+        refuse(text,
+               "begins with blanks before what looks like a URL; neither a URL nor a local path is taken "
+               "from it (write the URL without them, or ./ before a local folder's name)");
     if (scheme.empty() && mistyped_url(text))
         refuse(text,
                "not a URL (s3://bucket/prefix, http(s)://host/path) and not taken for a local path "

@@ -214,8 +214,8 @@ HttpResponse http_exchange(const HttpRequest& request)
     const bool we_stopped = response.body_overflow || response.stopped || !response.refused.empty();
     if (code != CURLE_OK && !(code == CURLE_WRITE_ERROR && we_stopped)) {
         response.transport_error = error[0] ? error : curl_easy_strerror(code);
-        response.untrusted = code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
-            code == CURLE_SSL_ISSUER_ERROR || code == CURLE_SSL_PINNEDPUBKEYNOTMATCH;
+        response.untrusted = code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_ISSUER_ERROR ||
+            code == CURLE_SSL_PINNEDPUBKEYNOTMATCH;
         response.status = 0; // a half-received answer is no answer
     }
     return response;

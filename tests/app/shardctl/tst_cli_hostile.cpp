@@ -273,7 +273,7 @@ private slots:
             // Mistyped URLs would be folders named "s3:" and "file:fm" here.
             {{"train", "--root", "run", "--mirror", "s3:/ckpt/run", "--steps", "2"}, "s3:/ckpt/run: not a URL"},
             {{"train", "--root", "run", "--mirror", "file:fm", "--steps", "2"}, "file:fm: not a URL"},
-            {{"status", "run", "--mirror", " s3://ckpt/run", "--json"}, "not a URL"},
+            {{"status", "run", "--mirror", " s3://ckpt/run", "--json"}, "begins with blanks"},
             {{"train", "--root", "s3:ckpt", "--steps", "2"}, "s3:ckpt: not a URL"},
             {{"demo-save", "--out", "s3://ckpt/demo", "--world-size", "2", "--numel", "100"},
              "s3://ckpt/demo: --out of 'shardctl demo-save' is a local path"},

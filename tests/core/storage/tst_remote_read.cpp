@@ -472,7 +472,8 @@ private slots:
         QVERIFY(server.port() > 0);
         const std::string base = "http://127.0.0.1:" + std::to_string(server.port()) + "/pt/";
         for (const auto& [name, format, tensors] :
-             {std::tuple{"one.pt", "torch", 1}, std::tuple{"bin", "torch", 1}, std::tuple{"idx", "torch-index", 2}}) {
+             {std::tuple{"one.pt", "torch", 1}, std::tuple{"bin", "torch", 1}, std::tuple{"idx", "torch-index", 2},
+              std::tuple{"idx/pytorch_model.bin.index.json", "torch-index", 2}}) {
             const ContentReport here = inspect_content(pt / name);
             QCOMPARE(here.format, std::string(format));
             QCOMPARE(here.tensors.size(), std::size_t(tensors));
@@ -970,8 +971,10 @@ private slots:
                      text.out.contains("lock: none (a bucket holds no writer lock)"),
                  text.out.constData());
 
-        // plan-reshard from the manifest `latest` names, and from a step's own prefix.
-        for (const std::string& step : {std::string(), std::string("/step-00000030")}) {
+        // plan-reshard from the manifest `latest` names, from a step's own prefix, and from its
+        // manifest.json named instead of the step.
+        for (const std::string& step :
+             {std::string(), std::string("/step-00000030"), std::string("/step-00000030/manifest.json")}) {
             const QStringList args = {QStringLiteral("--to"), QStringLiteral("5"), QStringLiteral("--json")};
             const testutil::Run local = testutil::shardctl(
                 QStringList{QStringLiteral("plan-reshard"), testutil::qs(run.string() + step)} + args);

@@ -150,10 +150,12 @@ private slots:
     void badLocationsAreRefusedWithASentence()
     {
         QVERIFY(refusal("gs://bucket/run").contains(QStringLiteral("unknown URL scheme \"gs\"")));
-        for (const char* typo : {"s3:/ckpt/run", "s3:ckpt/run", "file:run", " s3://ckpt/run", "https:/host/x"})
+        for (const char* typo : {"s3:/ckpt/run", "s3:ckpt/run", "file:run", "https:/host/x"})
             QVERIFY2(refusal(typo).contains(QStringLiteral("not a URL")) &&
                          refusal(typo).contains(QStringLiteral("written ./")),
                      typo);
+        QVERIFY(refusal(" s3://ckpt/run").contains(QStringLiteral("begins with blanks")));
+        QVERIFY(parse_location("./r2:run").is_local() && !is_url("r2:run"));
         QVERIFY(refusal("s3://Bad_Bucket/run").contains(QStringLiteral("not a valid S3 bucket name")));
         QVERIFY(refusal("s3://ab/run").contains(QStringLiteral("not a valid S3 bucket name")));
         QVERIFY(refusal("s3://bucket/run/../other").contains(QStringLiteral("\"..\" component")));
