@@ -170,8 +170,9 @@ std::filesystem::path to_path(py::handle value)
 
 storage::Location to_location(py::handle value, bool verify_tls)
 {
-    if (py::isinstance<py::str>(value)) {
-        const std::string text = value.cast<std::string>();
+    if (py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value)) {
+        const std::string text = py::isinstance<py::str>(value) ? value.cast<std::string>()
+                                                                : std::string(py::reinterpret_borrow<py::bytes>(value));
         if (storage::is_url(text)) {
             storage::Location where = storage::parse_location(text);
             where.verify_tls = verify_tls;

@@ -94,6 +94,22 @@ public:
         m_manager->wait();
     }
 
+    // What became of each step the mirror should hold: a failed upload is not raised (training goes
+    // on; format.md 6.7), so this is where a job learns that the bucket lacks a step, and why.
+    py::list upload_status()
+    {
+        std::vector<UploadStatus> statuses;
+        {
+            py::gil_scoped_release unlocked;
+            std::lock_guard lock(m_mutex);
+            statuses = m_manager->upload_status();
+        }
+        py::list out;
+        for (const UploadStatus& s : statuses)
+            out.append(to_python(to_json(s)));
+        return out;
+    }
+
     py::object latest()
     {
         std::optional<std::string> name;
@@ -221,7 +237,12 @@ void bind_manager(py::module_& m)
              "training_state"_a = py::none(), "tensors"_a = py::none(), "wall_clock_seconds"_a = 0.0,
              "Copies the state and returns while the write proceeds on a background thread; the arrays may\n"
              "be changed as soon as it returns. An error of the write is raised by the next call.")
-        .def("wait", &PyCheckpointManager::wait, "Waits for the pending write and mirror uploads; raises their error.")
+        .def("wait", &PyCheckpointManager::wait,
+             "Waits for the pending write and mirror uploads; raises the write's error. A failed upload is not\n"
+             "raised (training goes on): upload_status() says which steps the mirror lacks and why.")
+        .def("upload_status", &PyCheckpointManager::upload_status,
+             "One dict per step the mirror should hold: step, name, state ('pending', 'uploading', 'uploaded',\n"
+             "'failed'), attempts, and for a failed one error and retry_in_saves.")
         .def("latest", &PyCheckpointManager::latest, "The step directory name `latest` holds, or None.")
         .def("resume", &PyCheckpointManager::resume, "world_size"_a = py::none(), py::kw_only(),
              "allow_unhealthy"_a = false, "allow_partial_state"_a = false,

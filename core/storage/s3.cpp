@@ -424,8 +424,8 @@ S3Client::Answer S3Client::send(const Call& call) const
             throw Error(ProblemKind::remote_error,
                         what + ": the server's TLS certificate is not trusted (" +
                             printable(response.transport_error, 200) +
-                            "); shardctl --no-verify-tls, or verify_tls=False in Python, reads from a server "
-                            "you trust without the check");
+                            "); for a server you trust, --no-verify-tls (verify_tls=False in Python) reads "
+                            "it without the check");
         if (!response.refused.empty())
             throw Error(ProblemKind::remote_error, what + ": " + response.refused);
         const bool got = response.status >= 200 && response.status < 300;

@@ -70,12 +70,15 @@ class S3Mirror(TempDirTest):
             manager.save(1, split(small, 2))
             manager.save(2, split(flat, 1), training_state={"optimizer": {"step": 2}})
             manager.wait()
+            self.assertEqual([(s["name"], s["state"]) for s in manager.upload_status()],
+                             [("step-00000001", "uploaded"), ("step-00000002", "uploaded")])
         self.assertEqual(self.multipart_uploads("runs/python/"), [])
 
         # The bucket's copy is the local one: verified by hash where it lives, the same values.
         remote = shardscope.verify(url + "/step-00000002")
         self.assertTrue(remote["ok"], remote)
         self.assertEqual(len(remote["shards"]), 1)
+        self.assertTrue(shardscope.verify((url + "/step-00000002").encode())["ok"])  # bytes, as a path may be
         local_stats = shardscope.stats(os.path.join(root, "step-00000002"))
         remote_stats = shardscope.stats(url + "/step-00000002")
         self.assertEqual(json.dumps(local_stats["tensors"], sort_keys=True),
@@ -108,6 +111,23 @@ class S3Mirror(TempDirTest):
         self.assertIn("s3://%s/runs/none" % self.bucket, message)
         self.assertNotIn("not-the-secret", message)
         self.assertNotIn(kept, message)
+
+    def test_a_failed_upload_is_said_by_upload_status_not_raised(self):
+        # The mirror refuses the job's key: training goes on (wait() does not raise), and the job
+        # learns from upload_status() that the bucket lacks the step, and why.
+        kept = os.environ["AWS_SECRET_ACCESS_KEY"]
+        os.environ["AWS_SECRET_ACCESS_KEY"] = "not-the-secret-0123456789"
+        try:
+            with shardscope.CheckpointManager(self.path("refused"), 2, "s3://%s/runs/refused" % self.bucket) as manager:
+                manager.save(1, split(flat_state(4000, 6), 2))
+                manager.wait()
+                statuses = manager.upload_status()
+        finally:
+            os.environ["AWS_SECRET_ACCESS_KEY"] = kept
+        self.assertEqual([(s["name"], s["state"]) for s in statuses], [("step-00000001", "failed")])
+        self.assertIn("credentials", statuses[0]["error"])
+        self.assertNotIn("not-the-secret", repr(statuses))
+        self.assertEqual(statuses[0]["retry_in_saves"], 1)
 
 
 if __name__ == "__main__":
