@@ -7,6 +7,7 @@
 
 #include "core/checkpoint/dtype.h"
 #include "core/checkpoint/verify_json.h"
+#include "core/util/cancel.h"
 #include "core/util/fsutil.h"
 #include "core/util/mapped.h"
 #include "core/util/parallel.h"
@@ -448,6 +449,7 @@ void finish_content(ContentReport& report, std::vector<std::optional<Problem>> i
 
 ContentReport inspect_content(const storage::Location& path, const ContentOptions& options)
 {
+    const CancelScope scope(options.cancel); // a request that hangs stops when the scan is cancelled
     ContentReport report = plan_content(path, options);
     auto problems = scan_content(report, options);
     finish_content(report, std::move(problems));

@@ -7,6 +7,8 @@
 #include "core/foreign/megatron.h"
 #include "core/foreign/safetensors_index.h"
 
+#include "core/util/cancel.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -140,6 +142,7 @@ VerifyReport verify_detected(const DetectedFormat& detected, const VerifyOptions
 
 VerifyReport verify_checkpoint(const DetectedFormat& detected, const VerifyOptions& options, bool check_data)
 {
+    const CancelScope scope(options.cancel); // so does a read of a shard that hangs
     const auto start = std::chrono::steady_clock::now();
     VerifyReport report = verify_detected(detected, options, check_data);
     report.fast = options.fast;
@@ -164,6 +167,7 @@ storage::Location verified_location(const storage::Location& given, const Verify
 
 VerifyReport verify_checkpoint(const storage::Location& path, const VerifyOptions& options)
 {
+    const CancelScope scope(options.cancel); // a listing that hangs stops when the verify is cancelled
     return verify_checkpoint(detect_format(path), options);
 }
 

@@ -1,5 +1,7 @@
 #include "core/storage/s3.h"
 
+#include "core/util/cancel.h"
+
 #include "core/storage/internal/http.h"
 #include "core/storage/internal/s3_answers.h"
 #include "core/storage/internal/xml.h"
@@ -362,6 +364,19 @@ S3Client::S3Client(S3Config config) : m_config(std::move(config))
     std::tie(m_scheme, m_host) = split_endpoint(m_config.endpoint);
 }
 
+namespace {
+
+// A retry's backoff, cut short when the operation is cancelled (send then says so).
+void wait_unless_cancelled(std::chrono::milliseconds total)
+{
+    const auto until = std::chrono::steady_clock::now() + total;
+    while (!operation_cancelled() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds(50), until - std::chrono::steady_clock::now()));
+}
+
+} // namespace
+
 std::string S3Client::object_name(const std::string& bucket, const std::string& key) const
 {
     return bucket.empty() ? m_scheme + "://" + m_host + "/" + printable(key) : object_url(bucket, key);
@@ -389,6 +404,8 @@ S3Client::Answer S3Client::send(const Call& call) const
     std::minstd_rand jitter(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
     int delay = m_config.retry.first_delay_ms;
     for (int attempt = 1;; ++attempt) {
+        if (operation_cancelled()) // the request stopped, or the next not sent
+            throw Error(ProblemKind::cancelled, what + ": cancelled");
         SigningRequest signing{.method = call.method,
                                .path = path,
                                .query = call.query,
@@ -465,8 +482,7 @@ S3Client::Answer S3Client::send(const Call& call) const
                           .received = response.received,
                           .streamed = response.streamed};
         }
-        std::this_thread::sleep_for(
-            std::chrono::milliseconds(delay / 2 + static_cast<int>(jitter() % (delay / 2 + 1))));
+        wait_unless_cancelled(std::chrono::milliseconds(delay / 2 + static_cast<int>(jitter() % (delay / 2 + 1))));
         delay = std::min(delay * 2, m_config.retry.max_delay_ms);
     }
 }
@@ -661,7 +677,7 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
                 throw Error(ProblemKind::remote_error,
                             what + ": the connection was lost part-way " + std::to_string(lost) +
                                 " times in a row, the last: " + printable(a.lost, 200));
-            std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+            wait_unless_cancelled(std::chrono::milliseconds(delay));
             delay = std::min(delay * 2, m_config.retry.max_delay_ms);
             continue;
         }

@@ -1,5 +1,7 @@
 #include "core/storage/sequential_read.h"
 
+#include "core/util/cancel.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -53,7 +55,10 @@ public:
             slot.buffer = std::make_unique<char[]>(chunk);
         try {
             for (std::size_t t = 0; t < m_slots.size(); ++t)
-                m_helpers.emplace_back([this, t] { fill(t); });
+                m_helpers.emplace_back([this, t, cancel = t_operation_cancel] {
+                    const CancelScope scope(cancel); // the reader's operation's
+                    fill(t);
+                });
         } catch (...) { // no thread to be had: those started are stopped, not left running
             stop();
             throw;

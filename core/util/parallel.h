@@ -2,6 +2,8 @@
 // A minimal fork-join: enough for "one task per shard on a few threads". Shard work is coarse
 // (megabytes to gigabytes each), so a shared counter is all the scheduling it needs.
 
+#include "core/util/cancel.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -27,7 +29,9 @@ void parallel_for(std::size_t count, int threads, Fn&& fn)
     std::atomic<std::size_t> next{0};
     std::exception_ptr first_error;
     std::mutex error_mutex;
+    const std::atomic<bool>* const cancel = t_operation_cancel; // the workers work for the caller's operation
     auto worker = [&] {
+        const CancelScope scope(cancel);
         for (std::size_t i = next++; i < count; i = next++) {
             try {
                 fn(i);

@@ -7,6 +7,7 @@
 // job, so a worker never outlives the state it writes to.
 
 #include "core/checkpoint/state.h"
+#include "core/util/cancel.h"
 #include "core/util/error.h"
 #include "widgets/jobs/throughputmeter.h"
 
@@ -121,8 +122,11 @@ public:
             watcher->deleteLater();
             done(std::move(outcome));
         });
-        watcher->setFuture(QtConcurrent::run(&m_pool, [work = std::move(work)] {
+        watcher->setFuture(QtConcurrent::run(&m_pool, [work = std::move(work), progress = m_progress] {
             runBelowTheGuiThread();
+            // Cancel, a newer job or closing the app also stops a request to a server that does
+            // not answer, deep below the work (core/util/cancel.h).
+            const shardscope::CancelScope scope(&progress->cancel);
             return work();
         }));
         m_timer.start();

@@ -61,8 +61,8 @@ void ShardTableModel::setShardPercent(int index, int percent)
     if (index < 0 || index >= int(m_rows.size()))
         return;
     Row& row = m_rows[std::size_t(index)];
-    if (severity(row.check.status) == Severity::good || severity(row.check.status) == Severity::bad)
-        return; // a late progress report must not undo a result
+    if (severity(row.check.status) == Severity::good || severity(row.check.status) == Severity::bad || row.unchecked)
+        return; // a late progress report must not undo a result, nor a cancel
     if (row.check.status == ShardStatus::hashing && row.percent == percent)
         return;
     row.check.status = ShardStatus::hashing;
@@ -77,7 +77,21 @@ void ShardTableModel::setShardResult(int index, const shardscope::ShardCheck& ch
     Row& row = m_rows[std::size_t(index)];
     row.check = check;
     row.percent = 100;
+    row.unchecked = false;
     emit dataChanged(this->index(index, 0), this->index(index, ColumnCount - 1));
+}
+
+void ShardTableModel::markUnchecked()
+{
+    for (std::size_t i = 0; i < m_rows.size(); ++i) {
+        Row& row = m_rows[i];
+        if (row.check.status != ShardStatus::pending && row.check.status != ShardStatus::hashing)
+            continue;
+        row.check.status = ShardStatus::pending;
+        row.percent = 0;
+        row.unchecked = true;
+        emit dataChanged(index(int(i), Status), index(int(i), Status));
+    }
 }
 
 ShardStatus ShardTableModel::status(int row) const
@@ -121,6 +135,8 @@ QVariant ShardTableModel::display(const Row& row, int column) const
     case Status:
         if (row.check.status == ShardStatus::hashing)
             return tr("hashing %1%").arg(row.percent);
+        if (row.unchecked)
+            return tr("not checked (cancelled)");
         return statusText(row.check.status);
     case File: return printableText(row.record.path);
     case Bytes: // a truncated or grown shard: what is on disk, then what the manifest records

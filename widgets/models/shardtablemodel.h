@@ -32,6 +32,9 @@ public:
     // Live updates from a running verification, by manifest index; out-of-range is ignored.
     void setShardPercent(int index, int percent);
     void setShardResult(int index, const shardscope::ShardCheck& check);
+    // After a cancelled verification: the rows it did not finish (pending, or hashing part-way)
+    // say they were not checked, not that they still are.
+    void markUnchecked();
 
     shardscope::ShardStatus status(int row) const;
     int percent(int row) const;
@@ -48,6 +51,7 @@ private:
         shardscope::ShardRecord record;
         shardscope::ShardCheck check;
         int percent = 0;
+        bool unchecked = false; // left pending by a cancelled verification
     };
     QVariant display(const Row& row, int column) const;
     QVariant tooltip(const Row& row, int column) const;

@@ -391,6 +391,8 @@ void CheckpointPanel::onFinished()
         if (report.shards[i].status != m_shards->status(int(i)) &&
             report.shards[i].status != shardscope::ShardStatus::pending)
             m_shards->setShardResult(int(i), report.shards[i]);
+    if (report.cancelled)
+        m_shards->markUnchecked();
     m_banner->showReport(report);
     if (!report.cancelled) // the steps list says what this verification found, not just "complete"
         m_stepsPane->setVerdict(QString::fromStdString(report.dir.string()), report.ok());

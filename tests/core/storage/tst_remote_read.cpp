@@ -533,6 +533,44 @@ private slots:
         }
     }
 
+    // A server that holds every answer: cancelling the verify (the app's Cancel, or closing it)
+    // stops the listing that waits on it within a second or so, not after the stall timeout and
+    // the retries; and the stats scan the same.
+    void aCancelStopsARequestThatHangs()
+    {
+        const auto env = s3test::server_env();
+        s3test::FaultProxy proxy(env.at("SHARDSCOPE_S3_ENDPOINT"));
+        QVERIFY(!proxy.endpoint().empty());
+        QVERIFY(proxy.fault("mode=slow&seconds=60&count=-1"));
+        qputenv("AWS_ENDPOINT_URL", proxy.endpoint().c_str());
+        const auto restore = qScopeGuard([&] {
+            qputenv("AWS_ENDPOINT_URL", env.at("SHARDSCOPE_S3_ENDPOINT").c_str());
+            proxy.fault("mode=none");
+        });
+        for (const bool content : {false, true}) {
+            std::atomic<bool> cancel{false};
+            std::thread user([&] {
+                std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                cancel = true;
+            });
+            QElapsedTimer timer;
+            timer.start();
+            try {
+                if (content)
+                    (void)inspect_content(url("run"), ContentOptions{.cancel = &cancel});
+                else
+                    (void)verify_checkpoint(url("run"), VerifyOptions{.cancel = &cancel});
+                QFAIL("a request that is held answered");
+            } catch (const Error& e) {
+                QVERIFY2(e.kind() == ProblemKind::cancelled &&
+                             std::string(e.what()).find("cancelled") != std::string::npos,
+                         e.what());
+            }
+            user.join();
+            QVERIFY2(timer.elapsed() < 5000, std::to_string(timer.elapsed()).c_str());
+        }
+    }
+
     void nothingThereIsOneSentence()
     {
         try {

@@ -97,6 +97,26 @@ private slots:
         QVERIFY(!model.index(1, ShardTableModel::Status).data(Qt::DecorationRole).value<QIcon>().isNull());
     }
 
+    void aCancelLeavesUnfinishedRowsNotChecked()
+    {
+        ShardTableModel model;
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setManifest(manifest(3));
+        model.setShardResult(0, {0, "rank0.safetensors", 1000, 1000, ShardStatus::ok, "aa", ""});
+        model.setShardPercent(1, 59);
+        model.markUnchecked();
+        QCOMPARE(model.status(0), ShardStatus::ok);
+        for (const int row : {1, 2}) {
+            QCOMPARE(model.status(row), ShardStatus::pending);
+            QCOMPARE(model.index(row, ShardTableModel::Status).data().toString(),
+                     QStringLiteral("not checked (cancelled)"));
+        }
+        model.setShardPercent(1, 70); // a late progress report from the cancelled job
+        QCOMPARE(model.index(1, ShardTableModel::Status).data().toString(), QStringLiteral("not checked (cancelled)"));
+        model.setManifest(manifest(3)); // a new verification
+        QCOMPARE(model.index(1, ShardTableModel::Status).data().toString(), QStringLiteral("pending"));
+    }
+
     void digestAbbreviatedButCopyable()
     {
         ShardTableModel model;
