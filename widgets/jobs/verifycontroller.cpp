@@ -206,6 +206,15 @@ void VerifyController::poll()
 
 void VerifyController::onJobFinished(Outcome outcome)
 {
+    if (outcome.error && outcome.error->kind == shardscope::ProblemKind::cancelled) {
+        // Cancelled before the folder was even read (a server that does not answer): what the
+        // user asked for, not a failure to open it.
+        m_report = {};
+        m_report.dir = outcome.error->path;
+        m_report.cancelled = true;
+        emit finished();
+        return;
+    }
     if (outcome.error) {
         const auto& problem = *outcome.error;
         // The message is shown, the path is opened again or forgotten: only the message is escaped.
