@@ -241,8 +241,7 @@ bool is_deepspeed_universal(const storage::Folder& dir)
     try {
         return dir.subfolder("zero").has("optimizer_state.pt");
     } catch (const Error& e) { // an unreadable zero/ is not this layout's; an outage is an outage
-        if (e.kind() == ProblemKind::remote_error)
-            throw;
+        rethrow_remote(e);
         return false;
     }
 }

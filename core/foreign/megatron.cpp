@@ -264,8 +264,6 @@ VerifyReport verify_megatron(const storage::Folder& listed, const VerifyOptions&
                 rows.push_back({"metadata.json " + key, value});
         } catch (const Error& e) {
             rethrow_remote(e);
-            if (e.kind() == ProblemKind::remote_error)
-                throw;
             Problem p = e.problem();
             p.path = "metadata.json";
             found.push_back(std::move(p));

@@ -168,8 +168,6 @@ void check_integrity_json(const storage::Folder& listed, VerifyReport& report, c
             parse_megatron_integrity(listed.read_small("integrity.json", kMaxMegatronJsonBytes, display), display);
     } catch (const Error& e) {
         rethrow_remote(e);
-        if (e.kind() == ProblemKind::remote_error)
-            throw;
         Problem p = e.problem();
         p.path = "integrity.json";
         report.problems.push_back(std::move(p));

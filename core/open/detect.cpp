@@ -44,8 +44,7 @@ bool holds_hf_shards(const storage::Folder& parent, std::string_view name)
         return std::any_of(folder.names.begin(), folder.names.end(),
                            [](const std::string& n) { return is_dcp_hf_shard_name(n); });
     } catch (const Error& e) {
-        if (e.kind() == ProblemKind::remote_error)
-            throw;
+        rethrow_remote(e);
         return false;
     }
 }
@@ -335,7 +334,8 @@ DetectedFormat detect_format(const storage::Location& path)
             return result;
         }
     } catch (const Error& e) {
-        if (e.kind() == ProblemKind::cannot_open || e.kind() == ProblemKind::remote_error)
+        rethrow_remote(e);
+        if (e.kind() == ProblemKind::cannot_open)
             throw;
         result.problem = e.problem();
         result.origin.clear();

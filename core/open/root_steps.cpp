@@ -44,8 +44,7 @@ std::vector<Folder> numbered_folders(const storage::Folder& root)
             folder.dcp = step.is_file(".metadata");
             folder.dcp_hf = step.is_folder("sharded");
         } catch (const Error& e) {
-            if (e.kind() == ProblemKind::remote_error)
-                throw; // an outage is not a folder without a checkpoint
+            rethrow_remote(e); // an outage is not a folder without a checkpoint
         }
         out.push_back(std::move(folder));
     }

@@ -33,8 +33,7 @@ void note_unread_shards(const storage::Folder& dir, VerifyReport& report)
         shards = std::count_if(sharded.names.begin(), sharded.names.end(),
                                [](const std::string& n) { return is_dcp_hf_shard_name(n); });
     } catch (const Error& e) {
-        if (e.kind() == ProblemKind::remote_error)
-            throw;
+        rethrow_remote(e);
         return;
     }
     if (shards > 0)

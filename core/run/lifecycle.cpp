@@ -400,8 +400,7 @@ bool CheckpointManager::holds_a_run() const
         if (read_latest(m_options.root))
             return true;
     } catch (const Error& e) {
-        if (e.kind() == ProblemKind::remote_error)
-            throw;
+        rethrow_remote(e);
         return true;
     }
     return m_options.mirror && MirrorTier(*m_options.mirror).read_latest();

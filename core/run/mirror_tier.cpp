@@ -132,8 +132,7 @@ StepInfo MirrorTier::describe(const std::string& name, uint64_t step, StepTier a
     } catch (const Error& e) {
         // A store that did not answer proves nothing about the step: the caller must not take it
         // for incomplete (and delete it).
-        if (e.kind() == ProblemKind::remote_error)
-            throw;
+        rethrow_remote(e);
         info.complete = false;
         info.problem = e.what();
     }
@@ -163,8 +162,7 @@ std::vector<StepInfo> MirrorTier::scan(StepTier as) const
     try {
         latest = read_latest();
     } catch (const Error& e) {
-        if (e.kind() == ProblemKind::remote_error)
-            throw;
+        rethrow_remote(e);
         // a broken `latest` marks no step
     }
     for (auto& s : steps)

@@ -122,8 +122,7 @@ RootStatus root_status(const fs::path& root, const std::optional<storage::Locati
             try {
                 st.mirror_latest = tier.read_latest();
             } catch (const Error& e) {
-                if (e.kind() == ProblemKind::remote_error)
-                    throw;
+                rethrow_remote(e);
                 // a broken `latest` names no step; verify says why
             }
             if (tier.is_local())
@@ -160,8 +159,7 @@ RootStatus bucket_root_status(const storage::Location& root, int keep_last)
     try {
         st.latest = tier.read_latest();
     } catch (const Error& e) {
-        if (e.kind() == ProblemKind::remote_error)
-            throw;
+        rethrow_remote(e);
         // a broken `latest` names no step; verify says why
     }
     const auto none = [](const StepInfo&) { return false; };

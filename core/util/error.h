@@ -81,11 +81,12 @@ private:
 };
 
 // Called first in a handler of Error where a problem is kept as the checkpoint's: rethrows the
-// error when a server failed (remote_error), which says nothing about the checkpoint and stops
-// the command instead (exit 2), rather than become one of its findings.
+// error when a server failed (remote_error) or the user cancelled (a request stopped deep below,
+// core/util/cancel.h), which say nothing about the checkpoint and stop the command instead,
+// rather than become one of its findings.
 inline void rethrow_remote(const Error& e)
 {
-    if (e.kind() == ProblemKind::remote_error)
+    if (e.kind() == ProblemKind::remote_error || e.kind() == ProblemKind::cancelled)
         throw;
 }
 

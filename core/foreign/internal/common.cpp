@@ -111,8 +111,7 @@ void check_files(const storage::Folder& folder, VerifyReport& report, const Veri
         try {
             body(i, file, check, problems[i]);
         } catch (const Error& e) {
-            if (e.kind() == ProblemKind::remote_error)
-                throw; // the server failed, not the checkpoint: the command cannot answer
+            rethrow_remote(e); // the server failed, not the checkpoint: the command cannot answer
             check.status = ShardStatus::invalid;
             check.detail = e.what();
             problems[i].push_back({.kind = e.kind(), .message = e.what(), .path = check.path, .rank = check.rank});
