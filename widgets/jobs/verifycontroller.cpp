@@ -207,8 +207,8 @@ void VerifyController::poll()
 void VerifyController::onJobFinished(Outcome outcome)
 {
     if (outcome.error && outcome.error->kind == shardscope::ProblemKind::cancelled) {
-        // Cancelled before the folder was even read (a server that does not answer): what the
-        // user asked for, not a failure to open it.
+        // A request to a server stopped by the cancel (before the folder was read, or in the
+        // middle of a shard): what the user asked for, not a failure to open it.
         m_report = {};
         m_report.dir = outcome.error->path;
         m_report.cancelled = true;
