@@ -138,7 +138,7 @@ RootStatus root_status(const fs::path& root, const std::optional<storage::Locati
     st.rotation_local = std::move(local.remove);
     st.held_for_mirror = std::move(local.held);
     st.kept_healthy = std::move(local.kept_healthy);
-    if (mirror)
+    if (mirror && st.mirror_error.empty()) // a mirror not read says nothing of what it holds
         st.uploads = upload_states_on_disk(st.steps, st.lock, mirror_keep_last);
     if (mirror)
         st.rotation_mirror =
@@ -193,10 +193,11 @@ nlohmann::json to_json(const RootStatus& st)
                 newer += s.step > step;
             const bool wanted =
                 copies.first && copies.first->complete && newer < static_cast<std::size_t>(st.mirror_keep_last);
-            j["upload"] = copies.second && copies.second->complete ? "uploaded"
-                : copies.second                                    ? "partial"
-                : wanted                                           ? "missing"
-                                                                   : "not_needed";
+            j["upload"] = !st.mirror_error.empty()         ? "unknown"
+                : copies.second && copies.second->complete ? "uploaded"
+                : copies.second                            ? "partial"
+                : wanted                                   ? "missing"
+                                                           : "not_needed";
             if (const auto u = st.uploads.find(any.name); u != st.uploads.end())
                 j["upload_state"] = std::string(to_string(u->second));
         }

@@ -33,7 +33,7 @@ struct RootStatus {
     std::vector<std::string> rotation_local, rotation_mirror, held_for_mirror;
     // The local step kept beyond keep_last as the newest healthy one (RotationPlan::kept_healthy).
     std::optional<std::string> kept_healthy;
-    // With a mirror: upload_states_on_disk(steps, lock, mirror_keep_last).
+    // With a mirror that was read: upload_states_on_disk(steps, lock, mirror_keep_last).
     std::map<std::string, UploadState> uploads;
 };
 

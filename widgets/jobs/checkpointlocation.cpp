@@ -1,6 +1,7 @@
 #include "widgets/jobs/checkpointlocation.h"
 
 #include <QDir>
+#include <QFileInfo>
 
 namespace shardwidgets {
 
@@ -26,6 +27,26 @@ bool isUrl(const QString& text)
 QString cleanCheckpointText(const QString& text)
 {
     return isUrl(text) ? text : QDir::cleanPath(text);
+}
+
+QString childOf(const QString& base, const QString& name)
+{
+    if (!isUrl(base))
+        return QDir::cleanPath(QDir(base).filePath(name));
+    QString joined = base;
+    while (joined.endsWith(QLatin1Char('/')))
+        joined.chop(1);
+    return joined + QLatin1Char('/') + name;
+}
+
+QString comparableCheckpointText(const QString& text)
+{
+    if (!isUrl(text))
+        return QFileInfo(text).absoluteFilePath();
+    QString trimmed = text;
+    while (trimmed.endsWith(QLatin1Char('/')) && !trimmed.endsWith(QLatin1String("://")))
+        trimmed.chop(1);
+    return trimmed;
 }
 
 shardscope::storage::Location checkpointLocation(const QString& text)

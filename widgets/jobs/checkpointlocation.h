@@ -15,6 +15,14 @@ bool isUrl(const QString& text);
 // The text as the app keeps it: a URL unchanged, a path through QDir::cleanPath.
 QString cleanCheckpointText(const QString& text);
 
+// `name` (a step directory) beneath `base`, a folder or a URL: "s3://ckpt/run" + "step-1" is
+// "s3://ckpt/run/step-1", never QDir's "s3:/ckpt/run/step-1".
+QString childOf(const QString& base, const QString& name);
+
+// One spelling of a checkpoint for comparing two of them: a URL as typed without a trailing
+// '/', a path absolute and cleaned.
+QString comparableCheckpointText(const QString& text);
+
 // Throws shardscope::Error(invalid_argument) for a URL that cannot be read (an unknown scheme,
 // credentials in it), naming it without the credentials. An https:// server's certificate is
 // checked unless the app was started with --no-verify-tls.

@@ -2,6 +2,7 @@
 
 #include "core/open/verify.h"
 #include "core/run/lifecycle.h"
+#include "core/run/root_status.h"
 #include "widgets/jobs/checkpointlocation.h"
 #include "widgets/style/format.h"
 
@@ -62,13 +63,20 @@ VerifyController::Outcome runJob(const QString& text, const VerifyController::Op
                 // verify_checkpoint reports what is wrong with it, in the report's problems
             }
         }
-        // A root (`latest` led elsewhere, or no manifest of its own): its steps, listed by core.
+        // A root (`latest` led elsewhere, or no manifest of its own): its steps, listed by core,
+        // on a disk or in a bucket (a web server cannot be listed).
         std::vector<shardscope::StepInfo> steps;
-        if (where.is_local() && (dir != path || !manifest)) {
+        if (dir != path || !manifest) {
             try {
-                steps = shardscope::list_steps(path);
-            } catch (const shardscope::Error&) {
-                // no list: the page shows the one directory it opened
+                if (where.is_local())
+                    steps = shardscope::list_steps(path);
+                else if (where.scheme == shardscope::storage::Scheme::s3)
+                    steps = shardscope::bucket_root_status(where, shardscope::ManagerOptions{}.keep_last).steps;
+            } catch (const shardscope::Error& error) {
+                if (error.kind() == shardscope::ProblemKind::cancelled)
+                    throw;
+                // no list (a server's failure too): the page shows the one directory it opened,
+                // whose own reading says what is wrong with the server
             }
         }
         std::lock_guard lock(job->mutex);
@@ -174,7 +182,7 @@ void VerifyController::poll()
             m_stepInfos = m_job->steps;
             for (const auto& step : m_stepInfos)
                 if (step.complete && step.tier == shardscope::StepTier::local)
-                    m_steps.append(QDir::cleanPath(QDir(m_path).filePath(QString::fromStdString(step.name))));
+                    m_steps.append(childOf(m_path, QString::fromStdString(step.name)));
         }
         if (m_manifestSeen && m_job->firstTensors && !m_firstTensorsSeen) { // (even if the files are listed too)
             m_firstTensorsSeen = publishFirstTensors = true;

@@ -1,5 +1,7 @@
 #include "widgets/models/steplistmodel.h"
 
+#include "widgets/jobs/checkpointlocation.h"
+
 #include "widgets/style/format.h"
 #include "widgets/style/statusstyle.h"
 
@@ -20,8 +22,8 @@ void StepListModel::setSteps(std::vector<shardscope::StepInfo> steps, const QStr
     std::stable_sort(steps.begin(), steps.end(),
                      [](const auto& a, const auto& b) { return a.step != b.step ? a.step > b.step : a.tier < b.tier; });
     m_steps = std::move(steps);
-    m_root = QDir::cleanPath(root);
-    m_mirror = mirror.isEmpty() ? QString() : QDir::cleanPath(mirror);
+    m_root = cleanCheckpointText(root);
+    m_mirror = mirror.isEmpty() ? QString() : cleanCheckpointText(mirror);
     endResetModel();
 }
 
@@ -34,14 +36,16 @@ void StepListModel::clear()
     m_current.clear();
     m_lock.reset();
     m_uploads.clear();
+    m_mirrorRead = true;
     endResetModel();
 }
 
 void StepListModel::setRootState(std::optional<shardscope::LockHolder> lock,
-                                 std::map<std::string, shardscope::UploadState> uploads)
+                                 std::map<std::string, shardscope::UploadState> uploads, bool mirrorRead)
 {
     m_lock = std::move(lock);
     m_uploads = std::move(uploads);
+    m_mirrorRead = mirrorRead;
     if (!m_steps.empty())
         emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1));
 }
@@ -59,7 +63,7 @@ std::optional<shardscope::UploadState> StepListModel::uploadState(int row) const
 
 void StepListModel::setCurrentDirectory(const QString& directory)
 {
-    m_current = QDir::cleanPath(directory);
+    m_current = cleanCheckpointText(directory);
     if (!m_steps.empty())
         emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1), {Qt::FontRole});
 }
@@ -70,14 +74,14 @@ QString StepListModel::directory(int row) const
         return {};
     const auto& s = m_steps[std::size_t(row)];
     const QString base = s.tier == shardscope::StepTier::mirror ? m_mirror : m_root;
-    return QDir(base).filePath(QString::fromStdString(s.name));
+    return childOf(base, QString::fromStdString(s.name));
 }
 
 int StepListModel::rowForDirectory(const QString& directory) const
 {
-    const QString clean = QDir::cleanPath(directory);
+    const QString wanted = comparableCheckpointText(directory);
     for (int row = 0; row < rowCount(); ++row)
-        if (this->directory(row) == clean)
+        if (comparableCheckpointText(this->directory(row)) == wanted)
             return row;
     return -1;
 }
@@ -94,7 +98,7 @@ int StepListModel::columnCount(const QModelIndex& parent) const
 
 void StepListModel::setVerdict(const QString& directory, bool ok)
 {
-    m_verdicts[QFileInfo(directory).absoluteFilePath()] = ok; // however the path was spelled
+    m_verdicts[comparableCheckpointText(directory)] = ok; // however the path was spelled
     if (!m_steps.empty())
         emit dataChanged(index(0, Status), index(rowCount() - 1, Status));
 }
@@ -113,8 +117,8 @@ QString StepListModel::tooltip(const shardscope::StepInfo& s) const
         lines << tr("`latest` names this step: a resume starts here");
     if (s.tier == shardscope::StepTier::local && !m_mirror.isEmpty())
         lines << (s.uploaded ? tr("the mirror holds a verified copy") : tr("not (yet) uploaded to the mirror"));
-    if (s.tier == shardscope::StepTier::local && m_mirror.isEmpty())
-        lines << tr("upload state: choose the mirror folder (Mirror…) to see it");
+    if (s.tier == shardscope::StepTier::local && m_mirror.isEmpty() && !isUrl(m_root))
+        lines << tr("upload state: choose the mirror (Mirror…) to see it");
     return lines.join(QLatin1Char('\n'));
 }
 
@@ -152,7 +156,7 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
     // Complete means loadable: a manifest and no debris of an interrupted write beside it.
     const bool complete = s.complete && s.leftover_tmp_files.empty();
     const bool mirror = s.tier == shardscope::StepTier::mirror;
-    const auto verdict = m_verdicts.find(QFileInfo(directory(index.row())).absoluteFilePath());
+    const auto verdict = m_verdicts.find(comparableCheckpointText(directory(index.row())));
     const bool failed = verdict != m_verdicts.end() && !verdict->second;
     const bool verified = verdict != m_verdicts.end() && verdict->second;
     const std::optional<shardscope::UploadState> upload = uploadState(index.row());
@@ -172,11 +176,15 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
             return !complete ? tr("incomplete") : verified ? tr("verified") : tr("complete");
         case Latest: return s.is_latest ? tr("latest") : QString();
         case Tier:
+            if (isUrl(m_root))
+                return tr("bucket"); // a root in a bucket: its steps are its own, not a mirror's
             if (mirror)
                 return tr("mirror");
             return s.uploaded ? tr("local + mirror") : tr("local");
         case Upload:
             // "–": a mirror row, no mirror chosen, or older than the steps the mirror is to hold.
+            if (!mirror && !m_mirror.isEmpty() && !m_mirrorRead)
+                return tr("unknown");
             return upload ? uploadText(*upload) : QStringLiteral("–");
         }
         break;
@@ -188,8 +196,12 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
         break;
     case Qt::ToolTipRole:
         if (index.column() == Upload && !mirror) {
+            if (isUrl(m_root))
+                return tr("A root in a bucket is where steps are uploaded to, not from");
             if (m_mirror.isEmpty())
-                return tr("Choose the mirror folder (Mirror…) to see where each upload stands");
+                return tr("Choose the mirror (Mirror…) to see where each upload stands");
+            if (!m_mirrorRead)
+                return tr("Not known: the mirror could not be read (the line above the steps says why)");
             if (!upload)
                 return tr("Older than the steps the mirror is meant to hold: not uploaded again");
             switch (*upload) {
@@ -202,7 +214,7 @@ QVariant StepListModel::data(const QModelIndex& index, int role) const
         }
         return tooltip(s);
     case Qt::FontRole:
-        if (directory(index.row()) == m_current) {
+        if (comparableCheckpointText(directory(index.row())) == comparableCheckpointText(m_current)) {
             QFont bold;
             bold.setBold(true);
             return bold;

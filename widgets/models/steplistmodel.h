@@ -30,8 +30,9 @@ public:
     void clear();
     // Who holds the root's writer lock and, with a mirror, each local step's upload state as the
     // disk says it (upload_states_on_disk). Changes cells, not rows: the list stays as it is.
+    // `mirrorRead` false: the mirror could not be read, so no upload state is known.
     void setRootState(std::optional<shardscope::LockHolder> lock,
-                      std::map<std::string, shardscope::UploadState> uploads);
+                      std::map<std::string, shardscope::UploadState> uploads, bool mirrorRead = true);
     const std::optional<shardscope::LockHolder>& lockHolder() const { return m_lock; }
     std::optional<shardscope::UploadState> uploadState(int row) const;
     // The step directory that is open now: shown in bold.
@@ -62,6 +63,7 @@ private:
     std::map<QString, bool> m_verdicts; // step directory -> verified ok
     std::optional<shardscope::LockHolder> m_lock;
     std::map<std::string, shardscope::UploadState> m_uploads; // local step name -> state
+    bool m_mirrorRead = true;
 };
 
 } // namespace shardwidgets

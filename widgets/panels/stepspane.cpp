@@ -1,5 +1,7 @@
 #include "widgets/panels/stepspane.h"
 
+#include "core/util/cancel.h"
+#include "widgets/jobs/checkpointlocation.h"
 #include "widgets/models/steplistmodel.h"
 #include "widgets/style/format.h"
 #include "widgets/style/widgetstyle.h"
@@ -9,7 +11,10 @@
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QInputDialog>
 #include <QLabel>
+#include <QMenu>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QStyle>
 #include <QStyleOptionViewItem>
@@ -55,7 +60,7 @@ StepsPane::StepsPane(QWidget* parent)
     auto* buttons = new QHBoxLayout;
     m_open->setToolTip(tr("Open and verify the selected step (Enter or double-click)"));
     m_refresh->setToolTip(tr("List the root's steps again (a running job may have saved more)"));
-    m_mirror->setToolTip(tr("Also list the steps of the second tier (the mirror folder)"));
+    m_mirror->setToolTip(tr("Also list the steps of the second tier: the mirror folder or bucket"));
     m_open->setEnabled(false);
     buttons->addWidget(m_open);
     buttons->addStretch(1);
@@ -66,12 +71,16 @@ StepsPane::StepsPane(QWidget* parent)
     connect(m_view, &QAbstractItemView::activated, this, [this](const QModelIndex&) { openSelected(); });
     connect(m_open, &QPushButton::clicked, this, &StepsPane::openSelected);
     connect(m_refresh, &QPushButton::clicked, this, &StepsPane::refresh);
-    connect(m_mirror, &QPushButton::clicked, this, [this] {
-        const QString dir = QFileDialog::getExistingDirectory(this, tr("Mirror of this checkpoint root"),
-                                                              m_mirrorPath.isEmpty() ? m_model->root() : m_mirrorPath);
+    auto* mirrorMenu = new QMenu(m_mirror);
+    mirrorMenu->addAction(tr("Folder…"), this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(
+            this, tr("Mirror of this checkpoint root"),
+            m_mirrorPath.isEmpty() || isUrl(m_mirrorPath) ? m_model->root() : m_mirrorPath);
         if (!dir.isEmpty())
             setMirror(dir);
     });
+    mirrorMenu->addAction(tr("Location (s3://…)…"), this, &StepsPane::chooseMirrorLocation);
+    m_mirror->setMenu(mirrorMenu);
     connect(m_view->selectionModel(), &QItemSelectionModel::selectionChanged, this,
             [this] { m_open->setEnabled(m_view->selectionModel()->hasSelection()); });
     connect(m_model, &QAbstractItemModel::modelReset, this, [this] { m_open->setEnabled(false); });
@@ -95,14 +104,47 @@ void StepsPane::setAutoRefreshInterval(int milliseconds)
 
 StepsPane::~StepsPane()
 {
+    m_cancel->store(true); // a listing waiting on a server that does not answer stops now
     if (m_watcher)
         m_watcher->waitForFinished(); // the worker holds no pointer to us, but keep shutdown orderly
 }
 
+void StepsPane::chooseMirrorLocation()
+{
+    bool ok = false;
+    const QString text =
+        QInputDialog::getText(this, tr("Mirror of this checkpoint root"),
+                              tr("The bucket and prefix the run uploads its steps to:"), QLineEdit::Normal,
+                              isUrl(m_mirrorPath) ? m_mirrorPath : QStringLiteral("s3://"), &ok)
+            .trimmed();
+    if (!ok || text.isEmpty())
+        return;
+    QString problem;
+    if (!isUrl(text)) {
+        problem = tr("%1 is not a location (s3://bucket/prefix); a folder is chosen with Mirror › Folder…")
+                      .arg(printableText(text));
+    } else {
+        try {
+            if (checkpointLocation(text).scheme != shardscope::storage::Scheme::s3)
+                problem = tr("%1: a mirror is a bucket (s3://bucket/prefix); a web server cannot be listed")
+                              .arg(printableText(text));
+        } catch (const shardscope::Error& error) {
+            problem = printableText(error.what());
+        }
+    }
+    if (!problem.isEmpty()) {
+        QMessageBox::warning(this, tr("Mirror of this checkpoint root"), problem);
+        return;
+    }
+    setMirror(text);
+}
+
 void StepsPane::setSteps(std::vector<shardscope::StepInfo> steps, const QString& root)
 {
-    if (QDir::cleanPath(root) != m_model->root())
+    if (cleanCheckpointText(root) != m_model->root())
         m_mirrorPath.clear(); // another root: its mirror is not ours
+    m_mirror->setVisible(!isUrl(root)); // a root in a bucket is itself the second tier
+    m_readingProblem.clear();
     m_model->setSteps(std::move(steps), root, m_mirrorPath);
     m_model->setCurrentDirectory(m_currentDirectory);
     updateTitle();
@@ -116,7 +158,7 @@ void StepsPane::setVerdict(const QString& directory, bool ok)
 
 void StepsPane::setCurrentDirectory(const QString& directory)
 {
-    m_currentDirectory = QDir::cleanPath(directory);
+    m_currentDirectory = cleanCheckpointText(directory);
     m_model->setCurrentDirectory(m_currentDirectory);
     const int row = m_model->rowForDirectory(m_currentDirectory);
     if (row >= 0)
@@ -125,7 +167,7 @@ void StepsPane::setCurrentDirectory(const QString& directory)
 
 void StepsPane::setMirror(const QString& mirror)
 {
-    m_mirrorPath = QDir::cleanPath(mirror);
+    m_mirrorPath = cleanCheckpointText(mirror);
     refresh();
 }
 
@@ -162,10 +204,8 @@ void StepsPane::refresh()
         m_again = true; // this one may have started before the change asked for: once more after it
         return;
     }
-    const std::filesystem::path rootPath = root.toStdString();
-    std::optional<std::filesystem::path> mirrorPath;
-    if (!m_mirrorPath.isEmpty())
-        mirrorPath = m_mirrorPath.toStdString();
+    const QString mirror = m_mirrorPath;
+    const std::shared_ptr<std::atomic<bool>> cancel = m_cancel;
     m_refresh->setEnabled(false);
     m_watcher = new QFutureWatcher<Reading>(this);
     connect(m_watcher, &QFutureWatcherBase::finished, this, [this, root] {
@@ -181,18 +221,25 @@ void StepsPane::refresh()
         else
             emit listed();
     });
-    m_watcher->setFuture(QtConcurrent::run([rootPath, mirrorPath]() -> Reading {
+    m_watcher->setFuture(QtConcurrent::run([root, mirror, cancel]() -> Reading {
+        const shardscope::CancelScope scope(cancel.get());
         Reading reading;
         try {
             // The run's retention is not recorded in the root: the defaults of `train`.
             const shardscope::ManagerOptions defaults;
-            shardscope::RootStatus st =
-                shardscope::root_status(rootPath, mirrorPath, defaults.keep_last, defaults.mirror_keep_last);
+            const shardscope::storage::Location where = checkpointLocation(root);
+            shardscope::RootStatus st = where.is_local()
+                ? shardscope::root_status(where.path,
+                                          mirror.isEmpty() ? std::nullopt : std::optional(checkpointLocation(mirror)),
+                                          defaults.keep_last, defaults.mirror_keep_last)
+                : shardscope::bucket_root_status(where, defaults.keep_last);
             reading.steps = std::move(st.steps);
             reading.lock = std::move(st.lock);
             reading.uploads = std::move(st.uploads);
-        } catch (const std::exception&) {
-            // the root vanished or became unreadable: an empty list says so
+            reading.mirrorError = std::move(st.mirror_error);
+        } catch (const std::exception& error) {
+            // the root vanished, became unreadable or its server failed
+            reading.error = error.what();
         }
         return reading;
     }));
@@ -200,6 +247,15 @@ void StepsPane::refresh()
 
 void StepsPane::applyReading(Reading reading, const QString& root)
 {
+    if (!reading.error.empty()) {
+        // The rows of the last listing stay (a server that failed once has not lost the steps).
+        m_readingProblem = tr("Could not list the steps again: %1").arg(printableText(reading.error));
+        updateLockLine();
+        return;
+    }
+    m_readingProblem = reading.mirrorError.empty()
+        ? QString()
+        : tr("The mirror's steps are not listed: %1").arg(printableText(reading.mirrorError));
     std::vector<shardscope::StepInfo> sorted = reading.steps;
     std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { // as the model orders them
         return a.step != b.step ? a.step > b.step : a.tier < b.tier;
@@ -207,11 +263,11 @@ void StepsPane::applyReading(Reading reading, const QString& root)
     std::vector<shardscope::StepInfo> shown;
     for (int row = 0; row < m_model->rowCount(); ++row)
         shown.push_back(m_model->step(row));
-    if (!sameRows(sorted, shown) || QDir::cleanPath(m_mirrorPath) != m_model->mirror()) {
+    if (!sameRows(sorted, shown) || m_mirrorPath != m_model->mirror()) {
         m_model->setSteps(std::move(reading.steps), root, m_mirrorPath);
         m_model->setCurrentDirectory(m_currentDirectory);
     }
-    m_model->setRootState(std::move(reading.lock), std::move(reading.uploads));
+    m_model->setRootState(std::move(reading.lock), std::move(reading.uploads), reading.mirrorError.empty());
     updateTitle();
     updateLockLine();
 }
@@ -232,9 +288,14 @@ QString StepsPane::lockText() const
 
 void StepsPane::updateLockLine()
 {
-    const QString text = lockText();
+    QStringList lines;
+    for (const QString& line : {lockText(), m_readingProblem})
+        if (!line.isEmpty())
+            lines << line;
+    const QString text = lines.join(QLatin1Char('\n'));
     m_lockLine->setText(text);
     m_lockLine->setVisible(!text.isEmpty());
+    m_lockLine->setToolTip({});
     if (const auto& lock = m_model->lockHolder())
         m_lockLine->setToolTip(printableText(shardscope::describe(*lock)) +
                                tr("\nRead without taking the lock: only steps `latest` and their manifests "
@@ -246,6 +307,7 @@ void StepsPane::clear()
     m_model->clear();
     m_currentDirectory.clear();
     m_mirrorPath.clear();
+    m_readingProblem.clear();
     updateTitle();
     updateLockLine();
 }

@@ -2,14 +2,18 @@
 // tests/core/storage/s3_server.h): File › Open Location… with an s3:// URL verifies the rank objects
 // in place and reads their values, the same as the local copy's; an object changed in the bucket is
 // a hash mismatch on its rank; the location is remembered as typed, and no secret reaches the
-// settings file.
+// settings file. A run's root in a bucket lists its steps as a folder's does, each opened where it
+// lives, and a local root's mirror can be a bucket.
 
 #include "app/shardscope/mainwindow.h"
 #include "core/checkpoint/verify.h"
 #include "core/inspect/content.h"
 #include "core/storage/s3.h"
 #include "core/storage/s3_server.h"
+#include "widgets/models/steplistmodel.h"
+#include "widgets/models/summarymodel.h"
 #include "widgets/panels/checkpointpanel.h"
+#include "widgets/panels/stepspane.h"
 #include "widgets/panels/tensorspanel.h"
 #include "widgets/settings/settings.h"
 #include "widgets/views/failurebanner.h"
@@ -18,6 +22,8 @@
 
 #include <QDir>
 #include <QFile>
+#include <QSignalSpy>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -115,6 +121,82 @@ private slots:
         QVERIFY(text.contains(m_bucket.c_str())); // the recent locations are in it
         QVERIFY(!text.contains(QByteArray::fromStdString(m_config.credentials.secret_access_key)));
         QVERIFY(!text.contains(QByteArray::fromStdString(m_config.credentials.access_key_id)));
+    }
+
+    void aRootInABucketListsItsStepsAndOpensEachInPlace()
+    {
+        QTemporaryDir tmp;
+        const QString root = tmp.filePath(QStringLiteral("run"));
+        for (int step : {10, 20}) {
+            const QString name = QStringLiteral("step-%1").arg(step, 8, 10, QLatin1Char('0'));
+            widgettest::makeCheckpoint(QDir(root).filePath(name), 2, 5'000, uint64_t(step));
+            upload(QDir(root).filePath(name), "run/" + name.toStdString());
+        }
+        QFile latest(QDir(root).filePath(QStringLiteral("latest")));
+        QVERIFY(latest.open(QIODevice::WriteOnly));
+        latest.write("step-00000020\n");
+        latest.close();
+        upload(root, "run");
+
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.show();
+        const QString url = QStringLiteral("s3://%1/run").arg(QString::fromStdString(m_bucket));
+        QVERIFY(windowtest::openLocation(window, url));
+        auto* panel = window.checkpointPanel();
+        auto* pane = panel->stepsPane();
+        auto* steps = pane->model();
+        QVERIFY(pane->isVisible());
+        QCOMPARE(steps->rowCount(), 2);
+        // Newest first, each step a URL beneath the root (never QDir's "s3:/…"), in the bucket's tier.
+        QCOMPARE(steps->directory(0), url + QStringLiteral("/step-00000020"));
+        QCOMPARE(steps->directory(1), url + QStringLiteral("/step-00000010"));
+        QCOMPARE(steps->index(0, shardwidgets::StepListModel::Tier).data().toString(), QStringLiteral("bucket"));
+        QCOMPARE(steps->index(0, shardwidgets::StepListModel::Latest).data().toString(), QStringLiteral("latest"));
+        QVERIFY(steps->index(0, 0).data(Qt::FontRole).value<QFont>().bold()); // the step `latest` opened
+        QVERIFY(panel->report() && panel->report()->ok());
+        QCOMPARE(panel->controller()->directory(), url + QStringLiteral("/step-00000020"));
+
+        // The older step, opened from the list, is verified in place and the list stays.
+        QSignalSpy verified(panel, &shardwidgets::CheckpointPanel::verificationFinished);
+        pane->view()->selectRow(1);
+        emit pane->view()->activated(steps->index(1, 0));
+        QVERIFY(verified.wait(60000));
+        QCOMPARE(panel->currentPath(), url + QStringLiteral("/step-00000010"));
+        QVERIFY(panel->report() && panel->report()->ok());
+        QCOMPARE(panel->summaryModel()->value(QStringLiteral("Step")), QStringLiteral("10"));
+        QVERIFY(pane->isVisible());
+        QCOMPARE(steps->rowCount(), 2);
+        QVERIFY(steps->index(1, 0).data(Qt::FontRole).value<QFont>().bold());
+
+        // The same steps as the mirror of the local root: listed beside the local ones, each a URL.
+        QVERIFY(QTest::qWaitFor([&] { return !pane->isListing(); }, 30000));
+        window.openPath(root);
+        QVERIFY(QTest::qWaitFor([&] { return !panel->isVerifying() && panel->report(); }, 60000));
+        QVERIFY(QTest::qWaitFor([&] { return !pane->isListing(); }, 30000));
+        QSignalSpy listed(pane, &shardwidgets::StepsPane::listed);
+        pane->setMirror(url);
+        QVERIFY(listed.wait(30000));
+        QVERIFY2(pane->readingProblem().isEmpty(), qPrintable(pane->readingProblem()));
+        QCOMPARE(steps->rowCount(), 4);
+        int mirrorRows = 0;
+        for (int row = 0; row < steps->rowCount(); ++row) {
+            if (steps->step(row).tier != shardscope::StepTier::mirror)
+                continue;
+            ++mirrorRows;
+            QVERIFY2(steps->directory(row).startsWith(url + QStringLiteral("/step-")),
+                     qPrintable(steps->directory(row)));
+        }
+        QCOMPARE(mirrorRows, 2);
+
+        // A mirror whose bucket does not exist is said, and the local steps stay listed.
+        pane->setMirror(QStringLiteral("s3://%1-none/run").arg(QString::fromStdString(m_bucket)));
+        QVERIFY(listed.wait(30000));
+        QVERIFY2(pane->readingProblem().contains(QStringLiteral("-none")), qPrintable(pane->readingProblem()));
+        QCOMPARE(steps->rowCount(), 2);
+        for (int row = 0; row < 2; ++row) // not "failed": nothing is known of the uploads
+            QCOMPARE(steps->index(row, shardwidgets::StepListModel::Upload).data().toString(),
+                     QStringLiteral("unknown"));
     }
 };
 

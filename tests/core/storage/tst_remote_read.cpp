@@ -1008,6 +1008,19 @@ private slots:
         QVERIFY2(text.out.contains("step-00000020  bucket: complete (latest)") && !text.out.contains("local:") &&
                      text.out.contains("lock: none (a bucket holds no writer lock)"),
                  text.out.constData());
+        // A local root's mirror that cannot be read says nothing of the uploads: unknown, never
+        // missing or failed.
+        const testutil::Run unread = testutil::shardctl(
+            {QStringLiteral("status"), testutil::qs(run), QStringLiteral("--mirror"),
+             QString::fromStdString("s3://" + m_bucket + "-none/statusrun"), QStringLiteral("--json")});
+        QVERIFY2(unread.exit_code == 0, unread.err.constData());
+        const nlohmann::json unreadJson = unread.json();
+        QVERIFY(unreadJson["mirror"]["error"].get<std::string>().find(m_bucket + "-none") != std::string::npos);
+        QVERIFY(!unreadJson["steps"].empty());
+        for (const auto& s : unreadJson["steps"]) {
+            QCOMPARE(s["upload"].get<std::string>(), std::string("unknown"));
+            QVERIFY(!s.contains("upload_state"));
+        }
 
         // plan-reshard from the manifest `latest` names, from a step's own prefix, and from its
         // manifest.json named instead of the step.
