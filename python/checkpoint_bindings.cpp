@@ -4,6 +4,7 @@
 #include "python/arrays.h"
 #include "python/bindings.h"
 #include "python/convert.h"
+#include "python/interrupt.h"
 
 #include "core/checkpoint/directory.h"
 #include "core/checkpoint/load.h"
@@ -41,13 +42,13 @@ py::object verify(py::object path, bool fast, py::object expected_world_size, in
     options.threads = threads;
     options.expected_world_size = int_or(expected_world_size, -1, "expected_world_size");
     const storage::Location where = to_location(path, verify_tls);
-    json report;
-    {
-        py::gil_scoped_release unlocked; // hashing and reading run on the core's threads
+    const json report = interruptible([&](const std::atomic<bool>* interrupted) { // hashing runs on the core's threads
+        options.cancel = interrupted;
         const ResumeCheck checked = check_resume(where, options, content);
-        report = verify_report_json(checked.verify);
-        report["verdict"] = verdict_json(checked.verdict);
-    }
+        json out = verify_report_json(checked.verify);
+        out["verdict"] = verdict_json(checked.verdict);
+        return out;
+    });
     return to_python(report);
 }
 

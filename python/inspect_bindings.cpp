@@ -2,6 +2,7 @@
 
 #include "python/bindings.h"
 #include "python/convert.h"
+#include "python/interrupt.h"
 
 #include "core/inspect/content.h"
 #include "core/inspect/diff.h"
@@ -52,11 +53,10 @@ py::object stats(py::object path, py::object tensor, int threads, bool raw_fp8, 
     options.tensor_globs = globs_from_python(tensor);
     options.threads = threads;
     options.raw_fp8 = raw_fp8;
-    json out;
-    {
-        py::gil_scoped_release unlocked;
-        out = content_report_json(inspect_content(where, options));
-    }
+    const json out = interruptible([&](const std::atomic<bool>* interrupted) {
+        options.cancel = interrupted;
+        return content_report_json(inspect_content(where, options));
+    });
     return to_python(out);
 }
 
@@ -71,11 +71,10 @@ py::object diff(py::object a, py::object b, py::object atol, py::object rtol, py
     options.tensor_globs = globs_from_python(tensor);
     options.threads = threads;
     options.raw_fp8 = raw_fp8;
-    json out;
-    {
-        py::gil_scoped_release unlocked;
-        out = diff_report_json(diff_checkpoints(path_a, path_b, options));
-    }
+    const json out = interruptible([&](const std::atomic<bool>* interrupted) {
+        options.cancel = interrupted;
+        return diff_report_json(diff_checkpoints(path_a, path_b, options));
+    });
     return to_python(out);
 }
 

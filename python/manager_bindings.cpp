@@ -4,6 +4,7 @@
 #include "python/arrays.h"
 #include "python/bindings.h"
 #include "python/convert.h"
+#include "python/interrupt.h"
 
 #include "core/run/mirror_tier.h"
 #include "core/checkpoint/reshard.h"
@@ -130,26 +131,25 @@ public:
                         "world_size must be at least 1 (or None for the saved one), not " + std::to_string(wanted));
         ResumePoint point;
         LoadedCheckpoint& loaded = point.checkpoint;
-        bool fresh = false;
         int saved_world = 0;
-        {
-            py::gil_scoped_release unlocked;
+        const bool fresh = interruptible([&](const std::atomic<bool>*) { // a resume may read the bucket's copy
             std::lock_guard lock(m_mutex);
-            fresh = !m_manager->holds_a_run();
+            if (!m_manager->holds_a_run())
+                return true;
             ResumeOptions options;
             options.allow_unhealthy = allow_unhealthy;
             options.load.allow_unread_state = allow_partial_state;
-            if (!fresh)
-                point = m_manager->load_resume_point(options);
+            point = m_manager->load_resume_point(options);
             saved_world = loaded.manifest.world_size;
             // A job restarting on another number of ranks: the even split, as shardctl train does.
-            if (!fresh && wanted > 0 && wanted != saved_world) {
+            if (wanted > 0 && wanted != saved_world) {
                 std::sort(loaded.ranks.begin(), loaded.ranks.end(), [](const RankState& a, const RankState& b) {
                     return a.param_shard_offset < b.param_shard_offset;
                 });
                 loaded.ranks = reshard_in_memory(loaded.ranks, wanted);
             }
-        }
+            return false;
+        });
         if (fresh)
             return py::none();
         py::dict out = py::reinterpret_borrow<py::dict>(manifest_to_python(loaded.manifest));

@@ -3,9 +3,13 @@ change found where it was planted, and the same objects as `shardctl stats/diff 
 
 import json
 import os
+import signal
+import socket
 import struct
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -139,6 +143,45 @@ class Stats(TempDirTest):
             server.terminate()
             server.wait()
             server.stdout.close()
+
+
+class Interrupt(TempDirTest):
+    def test_ctrl_c_stops_a_call_waiting_on_a_server_that_does_not_answer(self):
+        # A server that takes the connection and never answers: each request would wait out its
+        # stall timeout, retried. Ctrl+C (SIGINT, from another thread here) raises KeyboardInterrupt
+        # at once, from verify, stats and diff alike, and the next call runs as before.
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        held = []
+
+        def hold():
+            while True:
+                try:
+                    held.append(server.accept()[0])
+                except OSError:
+                    return
+
+        threading.Thread(target=hold, daemon=True).start()
+        url = "http://127.0.0.1:%d/ckpt" % server.getsockname()[1]
+        try:
+            for call in (lambda: shardscope.verify(url), lambda: shardscope.stats(url),
+                         lambda: shardscope.diff(url, url)):
+                timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+                timer.start()
+                started = time.monotonic()
+                with self.assertRaises(KeyboardInterrupt):
+                    call()
+                timer.join()
+                self.assertLess(time.monotonic() - started, 10)
+            # Python's own handler is back: the module left SIGINT as it found it.
+            self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)
+            shardscope.save_sharded(self.path("after"), 1, split(flat_state(100, 1), 1))
+            self.assertTrue(shardscope.verify(self.path("after"))["ok"])
+        finally:
+            server.close()
+            for connection in held:
+                connection.close()
 
 
 class Diff(TempDirTest):
