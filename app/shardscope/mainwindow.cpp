@@ -345,15 +345,10 @@ void MainWindow::chooseLocation()
             .trimmed();
     if (!ok || text.isEmpty())
         return;
-    try {
-        if (!shardwidgets::isUrl(text))
-            throw shardscope::Error(shardscope::ProblemKind::invalid_argument,
-                                    text.toStdString() +
-                                        ": not a URL (s3://, http://, https://); open a local "
-                                        "folder with Open Folder…");
-        (void)shardwidgets::checkpointLocation(text); // an unknown scheme, credentials in it: said now
-    } catch (const shardscope::Error& e) {
-        showError(tr("Cannot open this location"), QString::fromStdString(e.what()).toHtmlEscaped());
+    // An unknown scheme, credentials in it, a folder: said now, before anything is read.
+    if (const QString problem = shardwidgets::urlProblem(text); !problem.isEmpty()) {
+        showError(tr("Cannot open this location"),
+                  (problem + tr("; a local folder is opened with Open Folder…")).toHtmlEscaped());
         return;
     }
     openPath(text);

@@ -1,5 +1,8 @@
 #include "widgets/jobs/checkpointlocation.h"
 
+#include "core/util/error.h"
+#include "widgets/style/format.h"
+
 #include <QDir>
 #include <QFileInfo>
 
@@ -57,6 +60,20 @@ shardscope::storage::Location checkpointLocation(const QString& text)
         return where;
     }
     return shardscope::storage::Location(std::filesystem::path(QDir::cleanPath(text).toStdString()));
+}
+
+QString urlProblem(const QString& text)
+{
+    // A mistyped URL's own sentence advises "./" before a local folder's name, which a field
+    // for URLs does not take.
+    if (!isUrl(text) || !text.contains(QLatin1String("://")))
+        return QObject::tr("%1: not a URL (s3://bucket/prefix, http(s)://host/path)").arg(printableText(text));
+    try {
+        (void)checkpointLocation(text);
+    } catch (const shardscope::Error& e) {
+        return printableText(QString::fromStdString(e.what()));
+    }
+    return {};
 }
 
 std::optional<QString> localOnly(const QString& text, const QString& what)

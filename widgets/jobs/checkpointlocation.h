@@ -28,6 +28,12 @@ QString comparableCheckpointText(const QString& text);
 // checked unless the app was started with --no-verify-tls.
 shardscope::storage::Location checkpointLocation(const QString& text);
 
+// For a field that takes a URL only (File › Open Location…, a mirror location): empty when the
+// app can read `text`, else the sentence that says why not, naming it: a folder or a mistyped
+// URL ("s3:/ckpt/run") is "not a URL", an unknown scheme or a bad bucket name as
+// checkpointLocation says it.
+QString urlProblem(const QString& text);
+
 // Whether TLS certificates are checked: on, unless the app's command line turned it off for this
 // run (--no-verify-tls, as shardctl's). Never read from or written to the settings, so a run
 // without the flag always checks.

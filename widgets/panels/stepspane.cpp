@@ -119,19 +119,12 @@ void StepsPane::chooseMirrorLocation()
             .trimmed();
     if (!ok || text.isEmpty())
         return;
-    QString problem;
-    if (!isUrl(text)) {
-        problem = tr("%1 is not a location (s3://bucket/prefix); a folder is chosen with Mirror › Folder…")
-                      .arg(printableText(text));
-    } else {
-        try {
-            if (checkpointLocation(text).scheme != shardscope::storage::Scheme::s3)
-                problem = tr("%1: a mirror is a bucket (s3://bucket/prefix); a web server cannot be listed")
-                              .arg(printableText(text));
-        } catch (const shardscope::Error& error) {
-            problem = printableText(error.what());
-        }
-    }
+    QString problem = urlProblem(text);
+    if (!problem.isEmpty())
+        problem += tr("; a folder is chosen with Mirror › Folder…");
+    else if (checkpointLocation(text).scheme != shardscope::storage::Scheme::s3)
+        problem =
+            tr("%1: a mirror is a bucket (s3://bucket/prefix); a web server cannot be listed").arg(printableText(text));
     if (!problem.isEmpty()) {
         QMessageBox::warning(this, tr("Mirror of this checkpoint root"), problem);
         return;

@@ -121,6 +121,17 @@ private slots:
         QVERIFY(text.contains(m_bucket.c_str())); // the recent locations are in it
         QVERIFY(!text.contains(QByteArray::fromStdString(m_config.credentials.secret_access_key)));
         QVERIFY(!text.contains(QByteArray::fromStdString(m_config.credentials.access_key_id)));
+
+        // A prefix that holds nothing (a typo) cannot be opened, as a folder that does not exist,
+        // and is not kept among the recent locations.
+        const QString typo = QStringLiteral("s3://%1/goood").arg(QString::fromStdString(m_bucket));
+        QSignalSpy failed(window.checkpointPanel(), &shardwidgets::CheckpointPanel::openFailed);
+        window.openPath(typo);
+        QVERIFY(failed.wait(60000));
+        QVERIFY2(failed.first().at(0).toString().contains(QStringLiteral("no such object")),
+                 qPrintable(failed.first().at(0).toString()));
+        QVERIFY(!settings.recentFolders().contains(typo));
+        QCOMPARE(settings.recentFolders().first(), changed);
     }
 
     void aRootInABucketListsItsStepsAndOpensEachInPlace()
