@@ -136,7 +136,9 @@ void StepsPane::setSteps(std::vector<shardscope::StepInfo> steps, const QString&
 {
     if (cleanCheckpointText(root) != m_model->root())
         m_mirrorPath.clear(); // another root: its mirror is not ours
-    m_mirror->setVisible(!isUrl(root)); // a root in a bucket is itself the second tier
+    // A root in a bucket is itself where steps are uploaded to: no mirror, no upload states.
+    m_mirror->setVisible(!isUrl(root));
+    m_view->setColumnHidden(StepListModel::Upload, isUrl(root));
     m_readingProblem.clear();
     m_model->setSteps(std::move(steps), root, m_mirrorPath);
     m_model->setCurrentDirectory(m_currentDirectory);
