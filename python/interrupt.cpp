@@ -15,23 +15,27 @@ extern "C" void on_sigint(int)
     g_sigint.store(true, std::memory_order_relaxed);
 }
 
-bool on_main_thread()
+// Whether Ctrl+C means KeyboardInterrupt here: Python's own handler, on the main thread (where
+// Python runs its handlers). A script's own handler (a "finish the step, then save" one, asyncio's)
+// may not raise at all: its SIGINT is left to it.
+bool python_raises_keyboard_interrupt()
 {
     const py::module_ threading = py::module_::import("threading");
-    return threading.attr("current_thread")().is(threading.attr("main_thread")());
+    if (!threading.attr("current_thread")().is(threading.attr("main_thread")()))
+        return false;
+    const py::module_ signal = py::module_::import("signal");
+    return signal.attr("getsignal")(SIGINT).is(signal.attr("default_int_handler"));
 }
 
 } // namespace
 
 SigintCancel::SigintCancel()
 {
-    if (!on_main_thread())
-        return;
-    struct sigaction current {};
-    if (sigaction(SIGINT, nullptr, &current) != 0 || current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL)
+    if (!python_raises_keyboard_interrupt())
         return;
     struct sigaction ours {};
     ours.sa_handler = on_sigint;
+    ours.sa_flags = SA_ONSTACK; // as Python installs its own
     sigemptyset(&ours.sa_mask);
     g_sigint.store(false);
     m_installed = sigaction(SIGINT, &ours, &m_previous) == 0;
@@ -55,7 +59,7 @@ void SigintCancel::hand_over()
     restore();
     if (!interrupted)
         return;
-    PyErr_SetInterruptEx(SIGINT); // as if it arrived now, for whatever handler the script has
+    PyErr_SetInterrupt(); // as if it arrived now: Python's handler raises KeyboardInterrupt
     if (PyErr_CheckSignals() != 0)
         throw py::error_already_set();
 }

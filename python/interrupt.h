@@ -2,9 +2,10 @@
 // Ctrl+C during a call that waits on a server. Python runs its SIGINT handler only between
 // bytecodes, so a call that holds the thread in C++ (a request to a server that does not answer,
 // retried with backoff) would keep a user's Ctrl+C waiting for minutes. While such a call runs on
-// the main thread, SIGINT sets the operation's cancel flag instead (core/util/cancel.h), which
-// stops the requests and the hashing below; once the call is back, the interrupt is handed to
-// Python as if it had just arrived, so KeyboardInterrupt (or the script's own handler) follows.
+// the main thread with Python's own SIGINT handler in place, SIGINT sets the operation's cancel
+// flag instead (core/util/cancel.h), which stops the requests and the hashing below; once the
+// call is back, the interrupt is handed to Python as if it had just arrived, so KeyboardInterrupt
+// follows. A script with a handler of its own keeps SIGINT to itself.
 
 #include "core/util/cancel.h"
 
@@ -20,8 +21,9 @@ namespace shardscope::python {
 
 class SigintCancel {
 public:
-    // Takes SIGINT for the call when Python handles it on this, the main, thread; leaves it alone
-    // when the script ignores it or keeps the default (which ends the process), or from a thread.
+    // Takes SIGINT for the call when Python's default handler (KeyboardInterrupt) has it and this
+    // is the main thread; leaves it alone otherwise (ignored, the default action, a script's own
+    // handler, a call from another thread).
     SigintCancel();
     ~SigintCancel() { restore(); }
     SigintCancel(const SigintCancel&) = delete;

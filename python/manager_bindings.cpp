@@ -132,13 +132,14 @@ public:
         ResumePoint point;
         LoadedCheckpoint& loaded = point.checkpoint;
         int saved_world = 0;
-        const bool fresh = interruptible([&](const std::atomic<bool>*) { // a resume may read the bucket's copy
+        const bool fresh = interruptible([&](const std::atomic<bool>* interrupted) { // it may read the bucket's copy
             std::lock_guard lock(m_mutex);
             if (!m_manager->holds_a_run())
                 return true;
             ResumeOptions options;
             options.allow_unhealthy = allow_unhealthy;
             options.load.allow_unread_state = allow_partial_state;
+            options.load.cancel = interrupted;
             point = m_manager->load_resume_point(options);
             saved_world = loaded.manifest.world_size;
             // A job restarting on another number of ranks: the even split, as shardctl train does.

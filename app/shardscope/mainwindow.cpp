@@ -346,9 +346,9 @@ void MainWindow::chooseLocation()
     if (!ok || text.isEmpty())
         return;
     // An unknown scheme, credentials in it, a folder: said now, before anything is read.
-    if (const QString problem = shardwidgets::urlProblem(text); !problem.isEmpty()) {
-        showError(tr("Cannot open this location"),
-                  (problem + tr("; a local folder is opened with Open Folder…")).toHtmlEscaped());
+    if (const QString problem = shardwidgets::urlProblem(text, tr("a local folder is opened with Open Folder…"));
+        !problem.isEmpty()) {
+        showError(tr("Cannot open this location"), problem.toHtmlEscaped());
         return;
     }
     openPath(text);

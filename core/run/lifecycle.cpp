@@ -528,6 +528,8 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
                 latest = mirror->read_latest();
             mirror_steps = mirror->scan();
         } catch (const Error& e) {
+            if (e.kind() == ProblemKind::cancelled)
+                throw; // the caller stopped the resume: not a lost mirror to resume without
             mirror_error = e.what();
             mirror.reset();
             latest = local_latest; // what the lost mirror named is no bound: none of its steps is read
@@ -570,7 +572,7 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
             point.skipped.push_back(*local_latest + ": " + why);
             first_unhealthy = health;
         } catch (const Error& e) {
-            if (!mirror)
+            if (!mirror || e.kind() == ProblemKind::cancelled) // a cancel is not a copy that failed
                 throw;
             local_error = e;
             point.skipped.push_back(*local_latest + ": the local copy did not verify: " + e.what());
@@ -591,7 +593,7 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
             try {
                 loaded = load_sharded(root / copies.local->name, options.expected_world_size, options.load);
             } catch (const Error& e) {
-                if (!mirror)
+                if (!mirror || e.kind() == ProblemKind::cancelled) // a cancel is not a copy that failed
                     throw;
                 local_error = e;
                 failed_here = true;

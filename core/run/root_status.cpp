@@ -128,6 +128,8 @@ RootStatus root_status(const fs::path& root, const std::optional<storage::Locati
             if (tier.is_local())
                 st.space.push_back(tier_space(StepTier::mirror, mirror->path));
         } catch (const Error& e) {
+            if (e.kind() == ProblemKind::cancelled)
+                throw; // the reader stopped: not a mirror that cannot be read
             st.mirror_error = e.what();
         }
     }

@@ -36,20 +36,23 @@ QString childOf(const QString& base, const QString& name)
 {
     if (!isUrl(base))
         return QDir::cleanPath(QDir(base).filePath(name));
-    QString joined = base;
-    while (joined.endsWith(QLatin1Char('/')))
-        joined.chop(1);
-    return joined + QLatin1Char('/') + name;
+    try {
+        return QString::fromStdString(
+            to_string(shardscope::storage::parse_location(base.toStdString()).child(name.toStdString())));
+    } catch (const shardscope::Error&) {
+        return {}; // not a URL the app reads: nothing beneath it to open
+    }
 }
 
 QString comparableCheckpointText(const QString& text)
 {
     if (!isUrl(text))
         return QFileInfo(text).absoluteFilePath();
-    QString trimmed = text;
-    while (trimmed.endsWith(QLatin1Char('/')) && !trimmed.endsWith(QLatin1String("://")))
-        trimmed.chop(1);
-    return trimmed;
+    try {
+        return QString::fromStdString(to_string(shardscope::storage::parse_location(text.toStdString())));
+    } catch (const shardscope::Error&) {
+        return text;
+    }
 }
 
 shardscope::storage::Location checkpointLocation(const QString& text)
@@ -62,12 +65,13 @@ shardscope::storage::Location checkpointLocation(const QString& text)
     return shardscope::storage::Location(std::filesystem::path(QDir::cleanPath(text).toStdString()));
 }
 
-QString urlProblem(const QString& text)
+QString urlProblem(const QString& text, const QString& folderAdvice)
 {
     // A mistyped URL's own sentence advises "./" before a local folder's name, which a field
     // for URLs does not take.
     if (!isUrl(text) || !text.contains(QLatin1String("://")))
-        return QObject::tr("%1: not a URL (s3://bucket/prefix, http(s)://host/path)").arg(printableText(text));
+        return QObject::tr("%1: not a URL (s3://bucket/prefix, http(s)://host/path)").arg(printableText(text)) +
+            (folderAdvice.isEmpty() ? QString() : QStringLiteral("; ") + folderAdvice);
     try {
         (void)checkpointLocation(text);
     } catch (const shardscope::Error& e) {

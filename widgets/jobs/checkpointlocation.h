@@ -16,11 +16,11 @@ bool isUrl(const QString& text);
 QString cleanCheckpointText(const QString& text);
 
 // `name` (a step directory) beneath `base`, a folder or a URL: "s3://ckpt/run" + "step-1" is
-// "s3://ckpt/run/step-1", never QDir's "s3:/ckpt/run/step-1".
+// "s3://ckpt/run/step-1" (core's Location::child), never QDir's "s3:/ckpt/run/step-1".
 QString childOf(const QString& base, const QString& name);
 
-// One spelling of a checkpoint for comparing two of them: a URL as typed without a trailing
-// '/', a path absolute and cleaned.
+// One spelling of a checkpoint for comparing two of them: a URL as core spells it (no trailing
+// '/'), a path absolute and cleaned.
 QString comparableCheckpointText(const QString& text);
 
 // Throws shardscope::Error(invalid_argument) for a URL that cannot be read (an unknown scheme,
@@ -30,9 +30,9 @@ shardscope::storage::Location checkpointLocation(const QString& text);
 
 // For a field that takes a URL only (File › Open Location…, a mirror location): empty when the
 // app can read `text`, else the sentence that says why not, naming it: a folder or a mistyped
-// URL ("s3:/ckpt/run") is "not a URL", an unknown scheme or a bad bucket name as
-// checkpointLocation says it.
-QString urlProblem(const QString& text);
+// URL ("s3:/ckpt/run") is "not a URL", followed by `folderAdvice` (where a folder is chosen
+// instead); an unknown scheme or a bad bucket name as checkpointLocation says it.
+QString urlProblem(const QString& text, const QString& folderAdvice = {});
 
 // Whether TLS certificates are checked: on, unless the app's command line turned it off for this
 // run (--no-verify-tls, as shardctl's). Never read from or written to the settings, so a run

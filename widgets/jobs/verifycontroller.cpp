@@ -2,7 +2,6 @@
 
 #include "core/open/verify.h"
 #include "core/run/lifecycle.h"
-#include "core/run/root_status.h"
 #include "widgets/jobs/checkpointlocation.h"
 #include "widgets/style/format.h"
 
@@ -24,6 +23,7 @@ struct VerifyJobState : JobProgress {
     std::string directory;
     std::string format;
     std::vector<shardscope::StepInfo> steps;
+    bool isRoot = false;
     std::optional<shardscope::Manifest> manifest;
     std::optional<shardscope::ForeignSummary> firstTensors;
     std::optional<shardscope::VerifyReport> listed;
@@ -63,26 +63,29 @@ VerifyController::Outcome runJob(const QString& text, const VerifyController::Op
                 // verify_checkpoint reports what is wrong with it, in the report's problems
             }
         }
-        // A root (`latest` led elsewhere, or no manifest of its own): its steps, listed by core,
-        // on a disk or in a bucket (a web server cannot be listed).
+        // A root (`latest` led elsewhere, or no manifest of its own): its steps, listed by core.
+        // A root in a bucket is listed by the steps pane alone (a web server cannot be listed).
         std::vector<shardscope::StepInfo> steps;
+        bool isRoot = false;
         if (dir != path || !manifest) {
-            try {
-                if (where.is_local())
+            if (where.is_local()) {
+                try {
                     steps = shardscope::list_steps(path);
-                else if (where.scheme == shardscope::storage::Scheme::s3)
-                    steps = shardscope::bucket_root_status(where, shardscope::ManagerOptions{}.keep_last).steps;
-            } catch (const shardscope::Error& error) {
-                if (error.kind() == shardscope::ProblemKind::cancelled)
-                    throw;
-                // no list (a server's failure too): the page shows the one directory it opened,
-                // whose own reading says what is wrong with the server
+                } catch (const shardscope::Error&) {
+                    // no list: the page shows the one directory it opened
+                }
+                isRoot = !steps.empty();
+            } else {
+                // (as core spells the URL: "s3://b/run/step-1/" is the step itself, not a root)
+                isRoot = where.scheme == shardscope::storage::Scheme::s3 &&
+                    dir != fs::path(shardscope::storage::to_string(where));
             }
         }
         std::lock_guard lock(job->mutex);
         job->directory = dir.string();
         job->format = format;
         job->steps = std::move(steps);
+        job->isRoot = isRoot;
         job->manifest = std::move(manifest);
         job->manifestPublished = true;
         if (job->wake)
@@ -145,6 +148,7 @@ void VerifyController::start(const QString& path, const Options& options)
     m_format.clear();
     m_steps.clear();
     m_stepInfos.clear();
+    m_isRoot = false;
     m_manifest.reset();
     m_listed = {};
     m_firstTensors = {};
@@ -180,6 +184,7 @@ void VerifyController::poll()
             m_format = QString::fromStdString(m_job->format);
             m_manifest = m_job->manifest;
             m_stepInfos = m_job->steps;
+            m_isRoot = m_job->isRoot;
             for (const auto& step : m_stepInfos)
                 if (step.complete && step.tier == shardscope::StepTier::local)
                     m_steps.append(childOf(m_path, QString::fromStdString(step.name)));

@@ -43,8 +43,13 @@ public:
     QString directory() const { return m_directory; }
     QString format() const { return m_format; }
     QStringList siblingSteps() const { return m_steps; } // complete step dirs of a root, oldest first
-    // Every step directory of a root as core's list_steps() saw it; empty for a plain checkpoint.
+    // Every step directory of a local root as core's list_steps() saw it; empty for a plain
+    // checkpoint and for a root in a bucket, which the steps pane lists on its own (a request or
+    // two a step: the manifest is not held back for them).
     const std::vector<shardscope::StepInfo>& steps() const { return m_stepInfos; }
+    // Whether what was opened is a root of steps (its `latest` led to the step shown), on a disk
+    // or in a bucket.
+    bool isRoot() const { return m_isRoot; }
     const std::optional<shardscope::Manifest>& manifest() const { return m_manifest; }
     // Valid after filesListed() of the current job: the files being checked (pending) and, for a
     // foreign format, the summary read from its metadata.
@@ -82,6 +87,7 @@ private:
     QString m_format;
     QStringList m_steps;
     std::vector<shardscope::StepInfo> m_stepInfos;
+    bool m_isRoot = false;
     std::optional<shardscope::Manifest> m_manifest;
     shardscope::VerifyReport m_listed;
     shardscope::ForeignSummary m_firstTensors;

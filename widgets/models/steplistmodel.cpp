@@ -116,7 +116,9 @@ QString StepListModel::tooltip(const shardscope::StepInfo& s) const
     if (s.is_latest)
         lines << tr("`latest` names this step: a resume starts here");
     if (s.tier == shardscope::StepTier::local && !m_mirror.isEmpty())
-        lines << (s.uploaded ? tr("the mirror holds a verified copy") : tr("not (yet) uploaded to the mirror"));
+        lines << (!m_mirrorRead    ? tr("whether the mirror holds a copy is not known: it could not be read")
+                      : s.uploaded ? tr("the mirror holds a verified copy")
+                                   : tr("not (yet) uploaded to the mirror"));
     if (s.tier == shardscope::StepTier::local && m_mirror.isEmpty() && !isUrl(m_root))
         lines << tr("upload state: choose the mirror (Mirror…) to see it");
     return lines.join(QLatin1Char('\n'));

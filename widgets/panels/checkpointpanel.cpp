@@ -286,7 +286,7 @@ void CheckpointPanel::onManifestReady()
     const auto& manifest = m_controller->manifest();
     m_pathLabel->setText(printableText(dir));
     m_banner->showVerifying(dir);
-    if (!m_controller->steps().empty()) {
+    if (m_controller->isRoot()) {
         m_rootPath = m_controller->path();
         m_stepsPane->setSteps(m_controller->steps(), m_rootPath);
         m_stepsPane->show();

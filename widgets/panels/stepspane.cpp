@@ -84,10 +84,12 @@ StepsPane::StepsPane(QWidget* parent)
     connect(m_view->selectionModel(), &QItemSelectionModel::selectionChanged, this,
             [this] { m_open->setEnabled(m_view->selectionModel()->hasSelection()); });
     connect(m_model, &QAbstractItemModel::modelReset, this, [this] { m_open->setEnabled(false); });
-    // A job writing the root saves and uploads on: look again now and then, off the GUI thread.
+    // A job writing the root saves and uploads on: look again now and then, off the GUI thread. A
+    // bucket is listed less often: each listing is a request or two a step, to a store that bills them.
     m_autoRefresh->setInterval(5000);
     connect(m_autoRefresh, &QTimer::timeout, this, [this] {
-        if (isVisible() && !m_watcher)
+        const bool remote = isUrl(m_model->root()) || isUrl(m_mirrorPath);
+        if (isVisible() && !m_watcher && (!remote || ++m_remoteTicks % kRemoteTicks == 0))
             refresh();
     });
     m_autoRefresh->start();
@@ -104,7 +106,7 @@ void StepsPane::setAutoRefreshInterval(int milliseconds)
 
 StepsPane::~StepsPane()
 {
-    m_cancel->store(true); // a listing waiting on a server that does not answer stops now
+    m_listingCancel->store(true); // a listing waiting on a server that does not answer stops now
     if (m_watcher)
         m_watcher->waitForFinished(); // the worker holds no pointer to us, but keep shutdown orderly
 }
@@ -119,10 +121,8 @@ void StepsPane::chooseMirrorLocation()
             .trimmed();
     if (!ok || text.isEmpty())
         return;
-    QString problem = urlProblem(text);
-    if (!problem.isEmpty())
-        problem += tr("; a folder is chosen with Mirror › Folder…");
-    else if (checkpointLocation(text).scheme != shardscope::storage::Scheme::s3)
+    QString problem = urlProblem(text, tr("a folder is chosen with Mirror › Folder…"));
+    if (problem.isEmpty() && checkpointLocation(text).scheme != shardscope::storage::Scheme::s3)
         problem =
             tr("%1: a mirror is a bucket (s3://bucket/prefix); a web server cannot be listed").arg(printableText(text));
     if (!problem.isEmpty()) {
@@ -134,16 +134,18 @@ void StepsPane::chooseMirrorLocation()
 
 void StepsPane::setSteps(std::vector<shardscope::StepInfo> steps, const QString& root)
 {
-    if (cleanCheckpointText(root) != m_model->root())
+    if (cleanCheckpointText(root) != m_model->root()) {
         m_mirrorPath.clear(); // another root: its mirror is not ours
+        m_listingCancel->store(true); // nor is the listing of the last one, which may wait on a server
+    }
     // A root in a bucket is itself where steps are uploaded to: no mirror, no upload states.
     m_mirror->setVisible(!isUrl(root));
     m_view->setColumnHidden(StepListModel::Upload, isUrl(root));
     m_readingProblem.clear();
     m_model->setSteps(std::move(steps), root, m_mirrorPath);
     m_model->setCurrentDirectory(m_currentDirectory);
-    updateTitle();
     refresh(); // the lock holder and upload states are read in the background, now
+    updateTitle();
 }
 
 void StepsPane::setVerdict(const QString& directory, bool ok)
@@ -162,7 +164,10 @@ void StepsPane::setCurrentDirectory(const QString& directory)
 
 void StepsPane::setMirror(const QString& mirror)
 {
-    m_mirrorPath = cleanCheckpointText(mirror);
+    const QString clean = cleanCheckpointText(mirror);
+    if (clean != m_mirrorPath)
+        m_listingCancel->store(true); // the last mirror's listing is of no use now
+    m_mirrorPath = clean;
     refresh();
 }
 
@@ -200,21 +205,25 @@ void StepsPane::refresh()
         return;
     }
     const QString mirror = m_mirrorPath;
-    const std::shared_ptr<std::atomic<bool>> cancel = m_cancel;
+    m_listingCancel = std::make_shared<std::atomic<bool>>(false);
+    const std::shared_ptr<std::atomic<bool>> cancel = m_listingCancel;
     m_refresh->setEnabled(false);
     m_watcher = new QFutureWatcher<Reading>(this);
-    connect(m_watcher, &QFutureWatcherBase::finished, this, [this, root] {
+    connect(m_watcher, &QFutureWatcherBase::finished, this, [this, root, mirror] {
         Reading reading = m_watcher->result();
         m_watcher->deleteLater();
         m_watcher = nullptr;
         m_refresh->setEnabled(true);
-        if (root != m_model->root())
-            return; // another root was opened meanwhile; its own listing follows
-        applyReading(std::move(reading), root);
+        // A reading of another root or mirror than the one shown now is dropped; the listing
+        // that was asked for when they changed follows.
+        const bool current = root == m_model->root() && mirror == m_mirrorPath;
+        if (current)
+            applyReading(std::move(reading), root);
         if (std::exchange(m_again, false))
             refresh();
-        else
+        else if (current)
             emit listed();
+        updateTitle();
     });
     m_watcher->setFuture(QtConcurrent::run([root, mirror, cancel]() -> Reading {
         const shardscope::CancelScope scope(cancel.get());
@@ -351,7 +360,10 @@ void StepsPane::updateTitle()
     int complete = 0;
     for (int row = 0; row < m_model->rowCount(); ++row)
         complete += m_model->index(row, 0).data(StepListModel::CompleteRole).toBool() ? 1 : 0;
-    m_title->setText(tr("Steps: %1 of %2 complete").arg(complete).arg(m_model->rowCount()));
+    if (m_model->rowCount() == 0 && m_watcher) // a root in a bucket is listed by this pane alone
+        m_title->setText(tr("Steps: listing…"));
+    else
+        m_title->setText(tr("Steps: %1 of %2 complete").arg(complete).arg(m_model->rowCount()));
     m_title->setToolTip(m_mirrorPath.isEmpty() ? m_model->root()
                                                : tr("%1\nmirror: %2").arg(m_model->root(), m_mirrorPath));
 }

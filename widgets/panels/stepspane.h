@@ -83,8 +83,11 @@ private:
     QTimer* m_autoRefresh;
     QFutureWatcher<Reading>* m_watcher = nullptr;
     bool m_again = false; // asked to list again while a listing ran (another mirror, say)
-    // Set when the pane goes: a listing waiting on a server stops (core/util/cancel.h).
-    std::shared_ptr<std::atomic<bool>> m_cancel = std::make_shared<std::atomic<bool>>(false);
+    // The running listing's cancel flag (core/util/cancel.h), set when the root or the mirror
+    // changes and when the pane goes: a listing waiting on a server stops.
+    std::shared_ptr<std::atomic<bool>> m_listingCancel = std::make_shared<std::atomic<bool>>(false);
+    static constexpr int kRemoteTicks = 6; // a bucket is listed every sixth tick (30 s)
+    int m_remoteTicks = 0;
     QString m_readingProblem;
     QString m_currentDirectory;
     QString m_mirrorPath;

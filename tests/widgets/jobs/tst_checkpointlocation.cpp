@@ -46,6 +46,11 @@ private slots:
                      qPrintable(problem));
             QVERIFY2(!problem.contains(QStringLiteral("./")), qPrintable(problem));
         }
+        // The advice where a folder is chosen follows "not a URL" only.
+        QVERIFY(urlProblem(QStringLiteral("/tmp/run"), QStringLiteral("use Open Folder…"))
+                    .endsWith(QStringLiteral("; use Open Folder…")));
+        QVERIFY(!urlProblem(QStringLiteral("s3://Bad_Bucket/run"), QStringLiteral("use Open Folder…"))
+                     .contains(QStringLiteral("Open Folder")));
         const QString bucket = urlProblem(QStringLiteral("s3://Bad_Bucket/run"));
         QVERIFY2(bucket.contains(QStringLiteral("Bad_Bucket")) && bucket.contains(QStringLiteral("bucket name")),
                  qPrintable(bucket));
