@@ -83,11 +83,14 @@ OpenedObject from_local(fsutil::OpenedFile file)
     return out;
 }
 
-// The last component of a URL's path, when it names a file (it has an extension).
+// The last component of a URL's path, when it may name a file: it has an extension, or it is an
+// entry file without one (`latest`). A HEAD then says whether it is one.
 bool names_file(std::string_view path)
 {
     const std::size_t slash = path.rfind('/');
     const std::string_view last = slash == std::string_view::npos ? path : path.substr(slash + 1);
+    if (std::find(std::begin(kEntryNames), std::end(kEntryNames), last) != std::end(kEntryNames))
+        return true;
     return last.find('.') != std::string_view::npos && last != "." && last != "..";
 }
 
@@ -280,8 +283,11 @@ struct Folder::Remote {
     // A numbered series (DeepSpeed's rank files, Megatron's rank folders) followed from 0 while
     // its names answer, past at most kProbedPastAMiss missing ones in a row, so that a gap among
     // present ones is seen, and no further than kMaxProbedRanks: `found` is called for each index
-    // that answers. Returns one past the last of them (0: not even the first).
-    int follow_series(const std::function<bool(int)>& answers, const std::function<void(int)>& found) const
+    // that answers. Returns one past the last of them (0: none). Without `past_a_missing_first`
+    // the series is followed only where its first name is there (a HEAD, not five, for a series
+    // the folder does not have); with it, a missing rank 0 is a gap like any other.
+    int follow_series(const std::function<bool(int)>& answers, const std::function<void(int)>& found,
+                      bool past_a_missing_first = false) const
     {
         int end = 0;
         for (int i = 0, misses = 0; i < kMaxProbedRanks && misses <= kProbedPastAMiss; ++i)
@@ -289,8 +295,8 @@ struct Folder::Remote {
                 found(i);
                 end = i + 1;
                 misses = 0;
-            } else if (i == 0) {
-                break; // a series is followed only where its first name is there
+            } else if (i == 0 && !past_a_missing_first) {
+                break;
             } else {
                 ++misses;
             }
@@ -308,7 +314,8 @@ struct Folder::Remote {
         };
         const auto nothing = [](int) {};
         for (const int first_stage : {-1, 0}) {
-            int tp = follow_series([&](int t) { return present(t, first_stage); }, nothing);
+            // Past a missing rank 0 too: its loss is then named, not taken for an empty folder.
+            int tp = follow_series([&](int t) { return present(t, first_stage); }, nothing, true);
             if (tp == 0)
                 continue;
             int pp = 1;
@@ -355,9 +362,13 @@ struct Folder::Remote {
             return out;
         }
         probe_megatron_ranks(prefix, out);
+        // In a DeepSpeed step (its model states are there) an optimizer series is followed past
+        // a missing rank 0, so that its loss is named rather than the series taken as absent.
+        bool deepspeed = false;
         for (const std::string_view series : kRankSeries)
-            follow_series([&](int rank) { return size_of(prefix + rank_name(series, rank)).has_value(); },
-                          [&](int rank) { out.push_back(rank_name(series, rank)); });
+            deepspeed = follow_series([&](int rank) { return size_of(prefix + rank_name(series, rank)).has_value(); },
+                                      [&](int rank) { out.push_back(rank_name(series, rank)); }, deepspeed) > 0 ||
+                deepspeed;
         std::sort(out.begin(), out.end());
         return out;
     }

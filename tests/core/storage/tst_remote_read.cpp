@@ -787,6 +787,13 @@ private slots:
                      gap.problems[0].message.find("mp_rank_01_001") == std::string::npos,
                  gap.problems[0].message.c_str());
         fs::rename(root() / "mg-http-gap", mg / "mp_rank_01_000");
+        // Rank (0, 0) missing: named as locally, not taken for an iteration with no rank folders.
+        fs::rename(mg / "mp_rank_00_000", root() / "mg-http-first");
+        const VerifyReport first = verify_checkpoint(parse_location(base + "mg-http"));
+        QVERIFY(!first.ok());
+        QVERIFY2(first.problems[0].message.find("mp_rank_00_000/model_optim_rng.pt: missing") != std::string::npos,
+                 first.problems[0].message.c_str());
+        fs::rename(root() / "mg-http-first", mg / "mp_rank_00_000");
         const fs::path tp_only = root() / "mg-tp" / "iter_0000010";
         for (const char* rank : {"mp_rank_00", "mp_rank_01"}) {
             fs::create_directories(tp_only / rank);
@@ -796,9 +803,10 @@ private slots:
         QVERIFY2(tp.ok(), tp.problems.empty() ? "" : tp.problems[0].message.c_str());
         QCOMPARE(tp.shards.size(), std::size_t(2));
 
-        // The step, and the root whose `latest` names it (no listing shows its global_step folder).
+        // The step, the root whose `latest` names it (no listing shows its global_step folder),
+        // and that `latest` named as a file.
         fixtures::write_file(root() / "ds-gap" / "latest", "global_step3");
-        for (const char* url : {"ds-gap/global_step3", "ds-gap"}) {
+        for (const char* url : {"ds-gap/global_step3", "ds-gap", "ds-gap/latest"}) {
             const VerifyReport gap = verify_checkpoint(parse_location(base + url));
             QCOMPARE(gap.format, std::string("deepspeed"));
             QVERIFY(!gap.ok());
@@ -806,6 +814,20 @@ private slots:
             QVERIFY2(gap.problems[0].message.find("zero_pp_rank_1_mp_rank_00_optim_states.pt") != std::string::npos,
                      gap.problems[0].message.c_str());
         }
+        // ZeRO rank 0's optimizer file missing, rank 1's there: named missing, never a step whose
+        // optimizer state is simply absent (which verified as safe).
+        const fs::path ds_first = root() / "ds-first" / "global_step3";
+        write_deepspeed_step(ds_first, {1, 2, 3, 4});
+        fs::rename(ds_first / "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                   ds_first / "zero_pp_rank_1_mp_rank_00_optim_states.pt");
+        const VerifyReport ds_here = verify_checkpoint(ds_first);
+        const VerifyReport ds_there = verify_checkpoint(parse_location(base + "ds-first/global_step3"));
+        QVERIFY(!ds_here.ok() && !ds_there.ok());
+        QCOMPARE(ds_there.shards.size(), ds_here.shards.size());
+        QCOMPARE(int(ds_there.problems[0].kind), int(ProblemKind::missing_shard));
+        QVERIFY2(ds_there.problems[0].message.find("zero_pp_rank_0_mp_rank_00_optim_states.pt: missing") !=
+                     std::string::npos,
+                 ds_there.problems[0].message.c_str());
     }
 
     // The command line's mirror on the bucket: `train --mirror s3://…` uploads every kept step,
