@@ -137,6 +137,12 @@ std::vector<std::pair<std::string, int>> absent_files(const DeepSpeedFiles& f)
         for (int m = 0; m < f.mp; ++m)
             if (!f.model.count(m))
                 out.push_back({"mp_rank_" + two_digits(m) + "_model_states.pt", m});
+    // ZeRO optimizer files with no module file beside them (neither mp_rank_XX_model_states.pt,
+    // nor ZeRO-3's per-rank ones, nor pipeline layer files): DeepSpeed cannot load the step, which
+    // would otherwise verify as whole. Named as stages 1 and 2 write it.
+    if (!f.optim.empty() && f.model.empty() && f.zero_model.empty() && f.layers.empty())
+        for (int m = 0; m < std::max(f.mp, 1); ++m)
+            out.push_back({"mp_rank_" + two_digits(m) + "_model_states.pt", m});
     for (const auto& [index, ranks] : f.layers)
         for (int m = 0; m < f.layer_ranks(); ++m)
             if (!ranks.count(m))

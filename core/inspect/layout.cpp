@@ -258,6 +258,13 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
             const VerifyReport listed = detected.format == CheckpointFormat::deepspeed
                 ? verify_deepspeed(folder, VerifyOptions{}, false)
                 : verify_megatron(folder, VerifyOptions{}, false);
+            // A rank file the layout implies but that is not there is said as verify says it: the
+            // tensors read from the ranks present lack its slices (a tensor-parallel half would
+            // pass for the whole). ZeRO's optimizer files are the ZeRO assembly's to judge.
+            for (const Problem& problem : listed.problems)
+                if (problem.kind == ProblemKind::missing_shard &&
+                    problem.path.find("_optim_states.pt") == std::string::npos)
+                    report.problems.push_back(problem);
             const std::vector<TorchFile> files_of = torch_files_of(listed);
             if (files_of.empty())
                 throw Error(ProblemKind::invalid_argument,

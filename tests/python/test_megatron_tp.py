@@ -251,12 +251,15 @@ class MegatronTensorParallel(unittest.TestCase):
         self.assertFalse(os.path.exists(root + "-hf"))
 
     def test_a_lost_rank_leaves_its_peers_slices_unjoined(self):
-        # mp_rank_00 is gone: rank 1's half of the output layer is not the output layer.
+        # mp_rank_00 is gone: rank 1's half of the output layer is not the output layer, and stats
+        # says the rank file is missing, as verify does.
         root, model = self.write(2, 1, 1, False, True)
         shutil.rmtree(os.path.join(root, "iter_0000020", "mp_rank_00"))
         name = "model.language_model.output_layer.weight"
         code, stats = shardctl("stats", root, "--tensor", name)
-        self.assertEqual(code, 0, stats)
+        self.assertEqual(code, 1, stats)
+        self.assertEqual([(p["kind"], p["path"]) for p in stats["problems"]],
+                         [("missing_shard", "mp_rank_00/model_optim_rng.pt")])
         self.assertEqual(stats["tensors"][0]["shape"], [model[name].numel() // 2])
         code, verified = shardctl("verify", root)
         self.assertEqual((code, verified["problems"][0]["kind"]), (1, "missing_shard"))
@@ -272,10 +275,12 @@ class MegatronTensorParallel(unittest.TestCase):
                          [("missing_shard", "mp_rank_01/model_optim_rng.pt", 1)])
         self.assertIn("tensor-parallel size 2", verified["problems"][0]["message"])
         self.assertEqual(verified["world_size"], 2)
-        # Rank 0's half of a split tensor is not the tensor.
+        # Rank 0's half of a split tensor is not the tensor, and stats says which rank is missing.
         name = "model.language_model.output_layer.weight"
         code, stats = shardctl("stats", root, "--tensor", name)
         self.assertEqual(stats["tensors"][0]["shape"], [model[name].numel() // 2])
+        self.assertEqual((code, [(p["kind"], p["path"]) for p in stats["problems"]]),
+                         (1, [("missing_shard", "mp_rank_01/model_optim_rng.pt")]), stats["problems"])
         # Files whose args disagree with each other say so.
         root, _ = self.write(2, 2, 1, True, True)
         path = os.path.join(root, "iter_0000020", "mp_rank_01_001", "model_optim_rng.pt")

@@ -7,6 +7,7 @@
 #include "core/checkpoint/save.h"
 #include "core/checkpoint/rounding.h"
 #include "core/inspect/content.h"
+#include "core/open/verify.h"
 #include "core/inspect/internal/halves.h"
 #include "core/run/demo.h"
 #include "core/util/volume.h"
@@ -661,6 +662,44 @@ private slots:
         QCOMPARE(two->stats.mean, -6.0);
         QCOMPARE(find(layers, "module.w")->parts.size(), std::size_t(2)); // mp_rank_00 and mp_rank_01
         QCOMPARE(find(layers, "module.w")->shape, std::vector<uint64_t>{6});
+    }
+
+    // A rank file the layout implies but that is not there is a problem of stats, as of verify:
+    // a Megatron tensor-parallel rank missing from one stage would otherwise give half tensors
+    // that pass for whole ones, and ZeRO optimizer files without the module file they go with
+    // are no loadable DeepSpeed step.
+    void aMissingRankFileIsAProblemOfStats()
+    {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        const fs::path iter = root / "mg" / "iter_0000020";
+        write_megatron_iteration(root / "one", {1, 2, 3, 4});
+        for (const char* rank : {"mp_rank_00_000", "mp_rank_00_001", "mp_rank_01_001"}) {
+            fs::create_directories(iter / rank);
+            fs::copy_file(root / "one" / "mp_rank_00" / "model_optim_rng.pt", iter / rank / "model_optim_rng.pt");
+        }
+        const ContentReport megatron = inspect_content(iter);
+        QCOMPARE(megatron.format, std::string("megatron"));
+        QVERIFY(has(megatron.problems, ProblemKind::missing_shard));
+        QVERIFY(!megatron.ok());
+        const auto named = [](const std::vector<Problem>& problems, const std::string& file) {
+            return std::any_of(problems.begin(), problems.end(), [&](const Problem& p) {
+                return p.kind == ProblemKind::missing_shard && p.message.find(file) != std::string::npos;
+            });
+        };
+        QVERIFY(named(megatron.problems, "mp_rank_01_000/model_optim_rng.pt"));
+        fs::create_directories(iter / "mp_rank_01_000");
+        fs::copy_file(iter / "mp_rank_00_000" / "model_optim_rng.pt", iter / "mp_rank_01_000" / "model_optim_rng.pt");
+        QVERIFY(!has(inspect_content(iter).problems, ProblemKind::missing_shard));
+
+        const fs::path ds = root / "ds";
+        write_deepspeed_step(ds, {1, 2, 3, 4});
+        QVERIFY(verify_checkpoint(ds).ok());
+        fs::remove(ds / "mp_rank_00_model_states.pt");
+        const VerifyReport verified = verify_checkpoint(ds);
+        QVERIFY(!verified.ok());
+        QVERIFY(named(verified.problems, "mp_rank_00_model_states.pt"));
+        QVERIFY(named(inspect_content(ds).problems, "mp_rank_00_model_states.pt"));
     }
 
     // DCP: a raw chunk on rank 0 and a torch.save-archived chunk on rank 1 (as FileSystemWriter
