@@ -221,6 +221,16 @@ struct Folder::Remote {
         }
     }
 
+    // The bytes of `key` from `offset` to the end of the block held that starts there, if one is.
+    std::optional<std::vector<std::byte>> held_block(const std::string& key, uint64_t offset) const
+    {
+        std::lock_guard lock(blocks_mutex);
+        for (const Block& b : blocks)
+            if (b.key == key && b.start == offset)
+                return b.bytes;
+        return std::nullopt;
+    }
+
     std::optional<Known> object_of(const std::string& relative) const
     {
         if (listed) {
@@ -396,7 +406,20 @@ public:
         if (offset > m_object.size || size > m_object.size - offset)
             throw Error(ProblemKind::range_outside_file,
                         m_remote->client.object_name(m_remote->bucket, m_key) + ": a read past the object's end");
-        return m_remote->client.stream(m_remote->bucket, m_key, offset, size, consume, m_object.etag);
+        // A block already fetched where the stream begins (a shard's header was read from its
+        // first block) is handed over from memory and the stream asks for what follows: one
+        // request a shard, not two that overlap.
+        uint64_t handed = 0;
+        if (const auto held = m_remote->held_block(m_key, offset); held && !held->empty()) {
+            const auto n = static_cast<std::size_t>(std::min<uint64_t>(size, held->size()));
+            if (!consume(reinterpret_cast<const char*>(held->data()), n))
+                return n;
+            handed = n;
+        }
+        if (handed == size)
+            return handed;
+        return handed +
+            m_remote->client.stream(m_remote->bucket, m_key, offset + handed, size - handed, consume, m_object.etag);
     }
 
 private:

@@ -981,6 +981,16 @@ private slots:
         // The root's level, `latest`, the step's level, its manifest.
         const int requests = proxy.forwarded() - before;
         QVERIFY2(requests <= 4, QByteArray::number(requests));
+        // verify adds one GET a shard: each shard's header came in its first block, which the
+        // hashing stream takes from memory (these shards fit in it), not from a second request.
+        const int before_verify = proxy.forwarded();
+        const testutil::Run verified = testutil::shardctl(
+            {QStringLiteral("verify"), QString::fromStdString("s3://" + m_bucket + "/levelrun"),
+             QStringLiteral("--endpoint"), QString::fromStdString(proxy.endpoint()), QStringLiteral("--json")});
+        QVERIFY2(verified.exit_code == 0, verified.err.constData());
+        QCOMPARE(verified.json()["shards"].size(), std::size_t(2));
+        const int verify_requests = proxy.forwarded() - before_verify;
+        QVERIFY2(verify_requests <= 4 + 2, QByteArray::number(verify_requests));
     }
 
     void statusAndPlanReshardOfABucketRoot()
