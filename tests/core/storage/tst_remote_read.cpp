@@ -1040,6 +1040,18 @@ private slots:
         QVERIFY2(text.out.contains("step-00000020  bucket: complete (latest)") && !text.out.contains("local:") &&
                      text.out.contains("lock: none (a bucket holds no writer lock)"),
                  text.out.constData());
+        // A `latest` naming a step that is not there names none, in a bucket as on a disk.
+        const fs::path gone = root() / "latestgone";
+        save_sharded(make_demo_state(5, 1001, 2, ParamDtype::BF16), gone / "step-00000005", 5);
+        std::ofstream(gone / "latest") << "step-00000009\n";
+        upload(gone, "latestgone");
+        for (const QString& where_gone :
+             {testutil::qs(gone), QString::fromStdString("s3://" + m_bucket + "/latestgone")}) {
+            const testutil::Run gone_status =
+                testutil::shardctl({QStringLiteral("status"), where_gone, QStringLiteral("--json")});
+            QVERIFY2(gone_status.exit_code == 0, gone_status.err.constData());
+            QVERIFY2(gone_status.json()["latest"].is_null(), gone_status.out.constData());
+        }
         // A local root's mirror that cannot be read says nothing of the uploads: unknown, never
         // missing or failed.
         const testutil::Run unread = testutil::shardctl(
