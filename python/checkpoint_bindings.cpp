@@ -10,6 +10,7 @@
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/reshard.h"
 #include "core/checkpoint/save.h"
+#include "core/open/detect.h"
 #include "core/open/verify.h"
 #include "core/checkpoint/verify_json.h"
 #include "core/report/report.h"
@@ -197,14 +198,11 @@ py::object digests(py::object ranks)
         json{{"param", d.param}, {"master", d.master}, {"exp_avg", d.exp_avg}, {"exp_avg_sq", d.exp_avg_sq}});
 }
 
-py::object plan(py::object path, int to)
+py::object plan(py::object path, int to, bool verify_tls)
 {
-    const fs::path dir = to_path(path);
-    json out;
-    {
-        py::gil_scoped_release unlocked;
-        out = reshard_plan_json(plan_reshard(read_manifest(resolve_checkpoint_dir(dir)), to));
-    }
+    const storage::Location where = to_location(path, verify_tls);
+    const json out = interruptible(
+        [&](const std::atomic<bool>*) { return reshard_plan_json(plan_reshard(read_manifest_at(where), to)); });
     return to_python(out);
 }
 
@@ -266,7 +264,9 @@ void bind_checkpoint(py::module_& m)
     m.def("digests", &digests, "ranks"_a,
           "SHA-256 of the four flat vectors reassembled in offset order, as `shardctl load --json` prints\n"
           "them: the same global state gives the same digests at any world size.");
-    m.def("plan_reshard", &plan, "path"_a, "to"_a, "The `shardctl plan-reshard --json` dict.");
+    m.def("plan_reshard", &plan, "path"_a, "to"_a, py::kw_only(), "verify_tls"_a = true,
+          "The `shardctl plan-reshard --json` dict, of a step or root on a disk, in a bucket (s3://) or\n"
+          "on a web server (https://): only `latest` and the manifest are read.");
     m.def("reshard", &reshard_to, "path"_a, "to"_a, "out"_a, py::kw_only(), "threads"_a = 0, "durable"_a = true,
           "Verifies the source, writes it resharded to `to` ranks into `out` and commits; returns the\n"
           "`shardctl reshard --json` dict.");

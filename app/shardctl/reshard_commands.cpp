@@ -36,19 +36,6 @@ void print_plan(const ReshardPlan& plan)
                std::to_string(plan.bytes_moving));
 }
 
-// The manifest of the step `where` names (a root: the one its `latest` names). In a bucket or on a
-// web server: the prefix listed once (or the entry files asked for), `latest` and manifest.json
-// read, nothing else.
-Manifest manifest_at(const storage::Location& where)
-{
-    if (where.is_local())
-        return read_manifest(resolve_checkpoint_dir(where.path));
-    const DetectedFormat detected = detect_format(where);
-    if (detected.problem) // a root whose `latest` is bad: that, not a missing manifest, is what is wrong
-        throw Error(*detected.problem);
-    return read_manifest(detected.dir);
-}
-
 } // namespace
 
 int run_plan_reshard(const QStringList& arguments)
@@ -64,7 +51,8 @@ int run_plan_reshard(const QStringList& arguments)
     const auto to = target_option(parser);
     if (!to)
         return kUsage;
-    const ReshardPlan plan = plan_reshard(manifest_at(checkpoint_argument(parser.positionalArguments().at(0))), *to);
+    const ReshardPlan plan =
+        plan_reshard(read_manifest_at(checkpoint_argument(parser.positionalArguments().at(0))), *to);
     if (parser.isSet(QStringLiteral("json")))
         print_json(reshard_plan_json(plan)); // also the GUI report's and reshard --json's `plan`
     else

@@ -270,6 +270,16 @@ std::optional<RootTag> read_root_tag(CheckpointFormat format, const storage::Fol
     return tag;
 }
 
+Manifest read_manifest_at(const storage::Location& where)
+{
+    if (where.is_local())
+        return read_manifest(resolve_checkpoint_dir(where.path));
+    const DetectedFormat detected = detect_format(where);
+    if (detected.problem) // a root whose `latest` is bad: that, not a missing manifest, is what is wrong
+        throw Error(*detected.problem);
+    return read_manifest(detected.dir);
+}
+
 bool names_its_folder(const std::filesystem::path& file)
 {
     static constexpr std::string_view kNames[] = {"manifest.json",

@@ -3,6 +3,7 @@
 // choosing the step directory a command reads: the one place that lists the folder and follows a
 // root's `latest` (ShardScope, DeepSpeed) or tracker file (Megatron).
 
+#include "core/checkpoint/manifest.h"
 #include "core/util/enum_names.h"
 #include "core/util/error.h"
 #include "core/storage/folder.h"
@@ -60,6 +61,12 @@ DetectedFormat detect_format(const storage::Location& path);
 // is: the file a format is known by (manifest.json, latest, an index, .metadata, Megatron's
 // tracker file), which a user completing a path in a shell often ends with.
 bool names_its_folder(const std::filesystem::path& file);
+
+// The manifest of the ShardScope step `where` names (a root: the one its `latest` names), on a
+// disk, in a bucket or on a web server: the folder listed once (or its entry files asked for),
+// `latest` and manifest.json read, nothing else. Throws Error as read_manifest does, and the
+// root's problem (a `latest` naming no step) where there is one. What plan-reshard reads.
+Manifest read_manifest_at(const storage::Location& where);
 
 // False for ShardScope's own format, for an unrecognised folder (the native verifier says what is
 // missing), and for a folder of rank<N>.safetensors without a manifest: a ShardScope save that did

@@ -84,6 +84,9 @@ class S3Mirror(TempDirTest):
         self.assertEqual(json.dumps(local_stats["tensors"], sort_keys=True),
                          json.dumps(remote_stats["tensors"], sort_keys=True))
         self.assertEqual(len(remote_stats["tensors"]), 4)
+        # plan_reshard reads the root in the bucket as on the disk: `latest`, then the manifest.
+        self.assertEqual(shardscope.plan_reshard(url, 3), shardscope.plan_reshard(root, 3))
+        self.assertEqual(shardscope.plan_reshard(url + "/step-00000001", 5)["source_world_size"], 2)
 
         # The local tier is lost: resume loads the bucket's copy, bit for bit.
         shutil.rmtree(os.path.join(root, "step-00000002"))
