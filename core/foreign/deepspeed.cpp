@@ -238,6 +238,54 @@ std::vector<std::string> universal_files(const storage::Folder& dir, VerifyRepor
     return out;
 }
 
+// The ranks past the last file present: the file names cannot tell a step saved on two ranks
+// whose rank 1 was lost from one saved on one, but every ZeRO optimizer file records how many
+// ranks its state is split over (partition_count). Those the files say and the names lack are
+// missing, and that is the step's data-parallel size.
+void name_ranks_past_the_last(const DeepSpeedFiles& found, const std::vector<int64_t>& partitions, VerifyReport& report)
+{
+    int64_t said = 0;
+    std::string said_by;
+    for (std::size_t i = 0; i < partitions.size() && i < report.shards.size(); ++i)
+        if (partitions[i] > said) {
+            said = partitions[i];
+            said_by = report.shards[i].path;
+        }
+    if (found.optim.empty() || said <= found.dp || said > kMaxWorldSize)
+        return;
+    const std::string optim_prefix = found.bf16 ? "bf16_zero_pp_rank_" : "zero_pp_rank_";
+    std::size_t missing = 0;
+    const auto add = [&](const std::string& name, int rank) {
+        report.shards.push_back(
+            {.rank = rank,
+             .path = name,
+             .status = ShardStatus::missing,
+             .detail = "missing (" + said_by + " says the state is split over " + std::to_string(said) + " ranks)"});
+        if (missing++ < 20)
+            report.problems.push_back({.kind = ProblemKind::missing_shard,
+                                       .message = "rank " + std::to_string(rank) + ": " + (report.dir / name).string() +
+                                           ": missing (" + said_by + " says the optimizer state is split over " +
+                                           std::to_string(said) + " ranks)",
+                                       .path = name,
+                                       .rank = rank});
+    };
+    for (int d = found.dp; d < int(said); ++d)
+        for (int m = 0; m < std::max(found.mp, 1); ++m) {
+            add(optim_prefix + std::to_string(d) + "_mp_rank_" + two_digits(m) + "_optim_states.pt", d);
+            if (!found.zero_model.empty())
+                add("zero_pp_rank_" + std::to_string(d) + "_mp_rank_" + two_digits(m) + "_model_states.pt", d);
+        }
+    if (missing > 20)
+        report.problems.push_back({.kind = ProblemKind::missing_shard,
+                                   .message = report.dir.string() + ": " + std::to_string(missing - 20) +
+                                       " more rank files the optimizer state's split names are missing"});
+    report.foreign->world_size = said;
+    for (auto& [key, value] : report.foreign->rows)
+        if (key == "data-parallel size")
+            value = std::to_string(said) + " (as the optimizer state is split; " + std::to_string(found.dp) +
+                " ranks' files here)";
+}
+
 } // namespace
 
 bool is_deepspeed_universal(const storage::Folder& dir)
@@ -287,7 +335,9 @@ VerifyReport verify_deepspeed(const storage::Folder& dir, const VerifyOptions& o
                                    .message = report.dir.string() + ": no DeepSpeed model or optimizer state files"});
         return report;
     }
-    check_archives(dir, report, options, ProblemKind::missing_shard, check_data);
+    std::vector<int64_t> partitions;
+    check_archives(dir, report, options, ProblemKind::missing_shard, check_data, nullptr, &partitions);
+    name_ranks_past_the_last(found, partitions, report);
     add_row(*report.foreign, "tensors", std::to_string(report.foreign->tensors_total));
     return report;
 }

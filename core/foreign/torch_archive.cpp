@@ -414,7 +414,7 @@ namespace foreign {
 // when `tensor_prefix` is set). Problems name the file and rank.
 void check_torch_file(storage::OpenedObject& file, const std::string& shown, ShardCheck& check,
                       std::vector<Problem>& problems, std::vector<ForeignTensor>& tensors, uint64_t& tensors_total,
-                      const VerifyOptions& options, bool check_data, MegatronArgs& megatron)
+                      const VerifyOptions& options, bool check_data, MegatronArgs& megatron, int64_t& zero_partitions)
 {
     auto add = [&](ProblemKind kind, const std::string& message) {
         problems.push_back({.kind = kind, .message = message, .path = check.path, .rank = check.rank});
@@ -454,6 +454,8 @@ void check_torch_file(storage::OpenedObject& file, const std::string& shown, Sha
         add(ProblemKind::crc_mismatch, shown + ": " + std::to_string(bad_entries - 20) + " more bad entries");
     TorchArchiveListing listing = list_torch_archive(read, file.size, directory, shown);
     megatron = listing.megatron;
+    if (listing.zero.zero_stage > 0 && !listing.zero.truncated)
+        zero_partitions = listing.zero.partition_count;
     for (auto& p : listing.problems)
         add(p.kind, p.message);
     tensors_total += listing.tensors_total;
@@ -503,20 +505,24 @@ bool eat(std::string_view s, std::size_t& pos, std::string_view literal)
 
 // Runs the archive checks over report.shards and fills the summary's tensor list.
 void check_archives(const storage::Folder& folder, VerifyReport& report, const VerifyOptions& options,
-                    ProblemKind missing_kind, bool check_data, std::vector<MegatronArgs>* megatron)
+                    ProblemKind missing_kind, bool check_data, std::vector<MegatronArgs>* megatron,
+                    std::vector<int64_t>* zero_partitions)
 {
     std::vector<std::vector<ForeignTensor>> tensors(report.shards.size());
     std::vector<uint64_t> totals(report.shards.size(), 0);
     std::vector<MegatronArgs> args(report.shards.size());
+    std::vector<int64_t> partitions(report.shards.size(), 0);
     foreign::check_files(
         folder, report, options,
         [&](std::size_t i, storage::OpenedObject& file, ShardCheck& check, std::vector<Problem>& problems) {
             check_torch_file(file, foreign::shown_file(report.dir, check), check, problems, tensors[i], totals[i],
-                             options, check_data, args[i]);
+                             options, check_data, args[i], partitions[i]);
         },
         missing_kind);
     if (megatron)
         *megatron = std::move(args);
+    if (zero_partitions)
+        *zero_partitions = std::move(partitions);
     for (std::size_t i = 0; i < tensors.size(); ++i) {
         report.foreign->tensors_total += totals[i];
         for (auto& t : tensors[i])

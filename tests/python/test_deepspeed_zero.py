@@ -285,6 +285,29 @@ class DeepSpeedZero(unittest.TestCase):
         self.assertIn("rank 2", found[0]["message"])
         self.assertIn("model", found[0]["message"])
 
+    def test_the_last_rank_lost_is_named_by_the_optimizer_states_split(self):
+        # No name is missing from the sequence the files show, but every optimizer file says how
+        # many ranks its state is split over: verify names the lost last rank's files (ZeRO-3's
+        # model file too) and the step's data-parallel size is that split, not the files counted.
+        for stage, world in ((2, 3), (3, 4)):
+            with self.subTest(stage=stage):
+                root, _ = self.case(stage, world, False)
+                step = os.path.join(root, "global_step7")
+                last = world - 1
+                lost = ["zero_pp_rank_%d_mp_rank_00_optim_states.pt" % last]
+                if stage == 3:
+                    lost.append("zero_pp_rank_%d_mp_rank_00_model_states.pt" % last)
+                for name in lost:
+                    os.remove(os.path.join(step, name))
+                status, verified = shardctl("verify", root)
+                self.assertEqual(status, 1, verified)
+                missing = [p for p in verified["problems"] if p["kind"] == "missing_shard"]
+                self.assertEqual(sorted(p["path"] for p in missing), sorted(lost), verified["problems"])
+                self.assertEqual({p["rank"] for p in missing}, {last})
+                self.assertIn("split over %d ranks" % world, missing[0]["message"])
+                status, info = shardctl("info", root)
+                self.assertEqual(info["world_size"], world, info)
+
     def test_elastic_moments(self):
         root, (truth, moments) = self.case(2, 3, False, elastic=True)
         status, stats = shardctl("stats", root)
