@@ -244,15 +244,35 @@ std::vector<std::string> universal_files(const storage::Folder& dir, VerifyRepor
 // missing, and that is the step's data-parallel size.
 void name_ranks_past_the_last(const DeepSpeedFiles& found, const std::vector<int64_t>& partitions, VerifyReport& report)
 {
+    // The files that verified and say a split; files that disagree name no count (each says its
+    // own; the ZeRO assembly in stats names the disagreement).
     int64_t said = 0;
     std::string said_by;
-    for (std::size_t i = 0; i < partitions.size() && i < report.shards.size(); ++i)
-        if (partitions[i] > said) {
-            said = partitions[i];
+    for (std::size_t i = 0; i < partitions.size() && i < report.shards.size(); ++i) {
+        if (partitions[i] <= 0 ||
+            (report.shards[i].status != ShardStatus::ok && report.shards[i].status != ShardStatus::pending))
+            continue;
+        if (said > 0 && partitions[i] != said)
+            return;
+        said = partitions[i];
+        if (said_by.empty())
             said_by = report.shards[i].path;
-        }
-    if (found.optim.empty() || said <= found.dp || said > kMaxWorldSize)
+    }
+    if (found.optim.empty() || said <= found.dp)
         return;
+    // The names past the last rank, enumerated only up to a sane count (a rank number or a split
+    // from a hostile file could imply millions).
+    const uint64_t files =
+        uint64_t(said - found.dp) * uint64_t(std::max(found.mp, 1)) * (found.zero_model.empty() ? 1u : 2u);
+    if (said > kMaxWorldSize || files + report.shards.size() > uint64_t(kMaxWorldSize)) {
+        report.problems.push_back({.kind = ProblemKind::missing_shard,
+                                   .message = (report.dir / said_by).string() +
+                                       " says the optimizer state is split over " + std::to_string(said) +
+                                       " ranks, but the files here are of " + std::to_string(found.dp) +
+                                       "; more than ShardScope checks are missing",
+                                   .path = said_by});
+        return;
+    }
     const std::string optim_prefix = found.bf16 ? "bf16_zero_pp_rank_" : "zero_pp_rank_";
     std::size_t missing = 0;
     const auto add = [&](const std::string& name, int rank) {

@@ -261,9 +261,11 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
             // A rank file the layout implies but that is not there is said as verify says it: the
             // tensors read from the ranks present lack its slices (a tensor-parallel half would
             // pass for the whole). ZeRO's optimizer files are the ZeRO assembly's to judge.
+            // (Megatron's distrib_optim.pt holds optimizer state alone: a checkpoint stripped of it
+            // for inference has every weight.)
             for (const Problem& problem : listed.problems)
-                if (problem.kind == ProblemKind::missing_shard &&
-                    problem.path.find("_optim_states.pt") == std::string::npos)
+                if (problem.kind == ProblemKind::missing_shard && !problem.path.empty() &&
+                    !problem.path.ends_with("_optim_states.pt") && !problem.path.ends_with("distrib_optim.pt"))
                     report.problems.push_back(problem);
             const std::vector<TorchFile> files_of = torch_files_of(listed);
             if (files_of.empty())

@@ -164,10 +164,9 @@ RootStatus bucket_root_status(const storage::Location& root, int keep_last)
         rethrow_remote(e);
         // a broken `latest` names no step; verify says why
     }
-    // As on a disk (read_latest): a `latest` naming no complete step names none; verify says why.
-    if (st.latest && std::none_of(st.steps.begin(), st.steps.end(), [&](const StepInfo& s) {
-            return s.name == *st.latest && s.complete;
-        }))
+    // As on a disk (read_latest): a `latest` naming no step that is there names none; verify says why.
+    if (st.latest &&
+        std::none_of(st.steps.begin(), st.steps.end(), [&](const StepInfo& s) { return s.name == *st.latest; }))
         st.latest.reset();
     const auto none = [](const StepInfo&) { return false; };
     RotationPlan plan = plan_rotation(complete_of(st.steps, StepTier::local), keep_last, std::nullopt, none, none);

@@ -42,9 +42,11 @@ constexpr std::string_view kTorchDistNames[] = {"metadata.json", "common.pt", "i
 // names in a row are missing, so that a missing rank among present ones is a gap the verifier
 // names (a missing last rank cannot be told from the end, as without a manifest anywhere). %D is
 // the data-parallel rank, %M the model-parallel one (two digits).
-constexpr std::string_view kRankSeries[] = {"mp_rank_%M_model_states.pt", "zero_pp_rank_%D_mp_rank_00_optim_states.pt",
-                                            "bf16_zero_pp_rank_%D_mp_rank_00_optim_states.pt",
-                                            "zero_pp_rank_%D_mp_rank_00_model_states.pt"};
+// The model files come first: where one answers (ZeRO-3's per-rank ones included), the step is
+// DeepSpeed's and the optimizer series are followed past a missing rank 0.
+constexpr std::string_view kRankSeries[] = {"mp_rank_%M_model_states.pt", "zero_pp_rank_%D_mp_rank_00_model_states.pt",
+                                            "zero_pp_rank_%D_mp_rank_00_optim_states.pt",
+                                            "bf16_zero_pp_rank_%D_mp_rank_00_optim_states.pt"};
 constexpr int kMaxProbedRanks = 4096;
 constexpr int kProbedPastAMiss = 4;
 
@@ -83,15 +85,26 @@ OpenedObject from_local(fsutil::OpenedFile file)
     return out;
 }
 
-// The last component of a URL's path, when it may name a file: it has an extension, or it is an
+std::string_view last_component(std::string_view path)
+{
+    const std::size_t slash = path.rfind('/');
+    return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+// Whether the last component of a URL's path has an extension, as a file's name does.
+bool has_extension(std::string_view path)
+{
+    const std::string_view last = last_component(path);
+    return last.find('.') != std::string_view::npos && last != "." && last != "..";
+}
+
+// Whether the last component of a URL's path may name a file: it has an extension, or it is an
 // entry file without one (`latest`). A HEAD then says whether it is one.
 bool names_file(std::string_view path)
 {
-    const std::size_t slash = path.rfind('/');
-    const std::string_view last = slash == std::string_view::npos ? path : path.substr(slash + 1);
-    if (std::find(std::begin(kEntryNames), std::end(kEntryNames), last) != std::end(kEntryNames))
-        return true;
-    return last.find('.') != std::string_view::npos && last != "." && last != "..";
+    const std::string_view last = last_component(path);
+    return has_extension(path) ||
+        std::find(std::begin(kEntryNames), std::end(kEntryNames), last) != std::end(kEntryNames);
 }
 
 } // namespace
@@ -290,6 +303,13 @@ struct Folder::Remote {
         return out;
     }
 
+    bool answered_as_file(const std::string& relative) const
+    {
+        std::lock_guard lock(asked_mutex);
+        const auto it = asked.find(relative);
+        return it != asked.end() && it->second.has_value();
+    }
+
     // A numbered series (DeepSpeed's rank files, Megatron's rank folders) followed from 0 while
     // its names answer, past at most kProbedPastAMiss missing ones in a row, so that a gap among
     // present ones is seen, and no further than kMaxProbedRanks: `found` is called for each index
@@ -323,20 +343,23 @@ struct Folder::Remote {
             return size_of(prefix + megatron_rank_folder(tp, pp) + "/model_optim_rng.pt").has_value();
         };
         const auto nothing = [](int) {};
+        // Every series past a missing rank 0 too (mp_rank_00_000 lost, tensor-parallel size 1
+        // or more): its loss is then named, not taken for an empty folder.
         for (const int first_stage : {-1, 0}) {
-            // Past a missing rank 0 too: its loss is then named, not taken for an empty folder.
             int tp = follow_series([&](int t) { return present(t, first_stage); }, nothing, true);
-            if (tp == 0)
-                continue;
             int pp = 1;
             if (first_stage == 0) {
-                for (const int t : {0, tp - 1}) // either may lack a stage the other has
-                    pp = std::max(pp, follow_series([&](int s) { return present(t, s); }, nothing));
-                // The last stage may have a tensor-parallel rank the first one lacks (found only
-                // where rank 0 has that stage: a series is followed where its first name is there).
+                for (const int t : {0, std::max(tp, 1) - 1}) // either may lack a stage the other has
+                    pp = std::max(pp, follow_series([&](int s) { return present(t, s); }, nothing, true));
+                if (tp == 0 && pp > 1)
+                    tp = 1; // rank 0 has later stages: stage 0 is what was lost
+                // The last stage may have a tensor-parallel rank the first one lacks.
                 const int last = pp - 1;
-                tp = std::max(tp, follow_series([&](int t) { return present(t, last); }, nothing));
+                if (tp > 0)
+                    tp = std::max(tp, follow_series([&](int t) { return present(t, last); }, nothing, true));
             }
+            if (tp == 0)
+                continue;
             if (int64_t(tp) * pp > kMaxProbedRanks)
                 pp = std::max(1, kMaxProbedRanks / tp);
             for (int t = 0; t < tp; ++t)
@@ -409,8 +432,11 @@ public:
         // A block already fetched where the stream begins (a shard's header was read from its
         // first block) is handed over from memory and the stream asks for what follows: one
         // request a shard, not two that overlap.
+        // Only where the block's GET was held to the listing's ETag, as the stream is: a web
+        // server's (no ETag to hold them to) could mix two versions of the object.
         uint64_t handed = 0;
-        if (const auto held = m_remote->held_block(m_key, offset); held && !held->empty()) {
+        if (const auto held = m_object.etag.empty() ? std::nullopt : m_remote->held_block(m_key, offset);
+            held && !held->empty()) {
             const auto n = static_cast<std::size_t>(std::min<uint64_t>(size, held->size()));
             if (!consume(reinterpret_cast<const char*>(held->data()), n))
                 return n;
@@ -486,7 +512,16 @@ Folder Folder::open(const Location& location)
         // folder (even with a dot in its name, as "Llama-3.1-8B"), found by its entry files.
         if (names_file(location.prefix)) {
             remote->base = "";
-            if (remote->size_of(location.prefix)) {
+            std::optional<uint64_t> file;
+            try {
+                file = remote->size_of(location.prefix);
+            } catch (const Error& e) {
+                // A folder named `latest` may answer its HEAD with a redirect to "latest/": it is
+                // then probed as the folder it is.
+                if (has_extension(location.prefix) || e.kind() != ProblemKind::remote_error)
+                    throw;
+            }
+            if (file) {
                 as_parent();
                 auto answer = remote->asked.extract(location.prefix); // its HEAD, now beneath the new base
                 answer.key() = location.prefix.substr(parent.size());
@@ -602,8 +637,11 @@ bool Folder::is_folder(std::string_view name) const
     if (fsutil::unsafe_name_reason(name))
         return false;
     const std::string beneath = m_prefix + std::string(name) + "/";
-    if (!m_remote->listed) // HTTP cannot list: a folder is where a checkpoint's entry file answers
+    if (!m_remote->listed) { // HTTP cannot list: a folder is where a checkpoint's entry file answers
+        if (m_remote->answered_as_file(m_prefix + std::string(name)))
+            return false; // a name that answered a HEAD as a file (a rank file) is no folder
         return !m_remote->answered_beneath(beneath).empty() || !m_remote->probe(beneath).empty();
+    }
     return m_remote->listed_folder(beneath);
 }
 

@@ -34,7 +34,9 @@ public:
     // shorter than the read) when they cannot all be read.
     virtual bool read(void* buffer, std::size_t size, uint64_t offset) const = 0;
     // A remote object's bytes [offset, offset + size) handed to `consume` as they arrive over one
-    // connection (S3Client::stream): the bytes handed over, fewer when `consume` returned false.
+    // connection (S3Client::stream), the first from memory where a block read already holds them
+    // (in a bucket, where both reads are held to the listing's ETag): the bytes handed over, fewer
+    // when `consume` returned false.
     // nullopt for a local file, which is read() a chunk at a time, the kernel reading ahead.
     virtual std::optional<uint64_t> stream(uint64_t, uint64_t,
                                            const std::function<bool(const char*, std::size_t)>&) const

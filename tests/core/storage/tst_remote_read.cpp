@@ -794,6 +794,17 @@ private slots:
         QVERIFY2(first.problems[0].message.find("mp_rank_00_000/model_optim_rng.pt: missing") != std::string::npos,
                  first.problems[0].message.c_str());
         fs::rename(root() / "mg-http-first", mg / "mp_rank_00_000");
+        // Tensor-parallel size 1, two stages, stage 0 lost: named too.
+        const fs::path staged = root() / "mg-stages" / "iter_0000010";
+        fs::create_directories(staged / "mp_rank_00_001");
+        fs::copy_file(mg / "mp_rank_00_000" / "model_optim_rng.pt", staged / "mp_rank_00_001" / "model_optim_rng.pt");
+        const VerifyReport stage_here = verify_checkpoint(staged);
+        const VerifyReport stage_there = verify_checkpoint(parse_location(base + "mg-stages/iter_0000010"));
+        QVERIFY(!stage_here.ok() && !stage_there.ok());
+        QCOMPARE(stage_there.shards.size(), stage_here.shards.size());
+        QVERIFY2(stage_there.problems[0].message.find("mp_rank_00_000/model_optim_rng.pt: missing") !=
+                     std::string::npos,
+                 stage_there.problems[0].message.c_str());
         const fs::path tp_only = root() / "mg-tp" / "iter_0000010";
         for (const char* rank : {"mp_rank_00", "mp_rank_01"}) {
             fs::create_directories(tp_only / rank);
