@@ -146,6 +146,7 @@ void StepsPane::setSteps(std::vector<shardscope::StepInfo> steps, const QString&
     m_model->setCurrentDirectory(m_currentDirectory);
     refresh(); // the lock holder and upload states are read in the background, now
     updateTitle();
+    updateLockLine(); // the last root's problem is not this one's
 }
 
 void StepsPane::setVerdict(const QString& directory, bool ok)
