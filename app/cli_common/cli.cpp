@@ -86,11 +86,12 @@ shardscope::storage::Location checkpoint_argument(const QString& text)
 {
     shardscope::storage::Location where = location_argument(text);
     std::error_code ec;
-    if (where.is_local() && std::filesystem::is_regular_file(where.path, ec) &&
-        shardscope::names_its_folder(where.path))
-        return shardscope::storage::Location(where.path.has_parent_path() ? where.path.parent_path()
-                                                                          : std::filesystem::path("."));
-    return where;
+    if (!where.is_local() || !std::filesystem::is_regular_file(where.path, ec))
+        return where;
+    std::filesystem::path folder = where.path;
+    for (int levels = shardscope::levels_to_its_checkpoint(where.path); levels > 0; --levels)
+        folder = folder.has_parent_path() ? folder.parent_path() : std::filesystem::path(".");
+    return folder == where.path ? where : shardscope::storage::Location(folder);
 }
 
 int fail(int code, const std::string& sentence)

@@ -74,8 +74,9 @@ std::string local(const QString& text); // QString -> UTF-8 std::string
 // (remote_options), at the --endpoint given. Throws Error(invalid_argument) for a URL it cannot read.
 shardscope::storage::Location location_argument(const QString& text);
 // The same for the checkpoint a command reads (its PATH): a local file a format is known by
-// (manifest.json, latest, an index, .metadata; core/open/detect.h names_its_folder), named
-// instead of its folder, stands for that folder, as a URL naming it does.
+// (manifest.json, latest, an index, .metadata) or a DeepSpeed or Megatron rank file
+// (core/open/detect.h levels_to_its_checkpoint), named instead of its checkpoint's folder,
+// stands for that folder, as a URL naming it does.
 shardscope::storage::Location checkpoint_argument(const QString& text);
 
 // A flag that Ctrl-C (SIGINT) or SIGTERM sets, for a long operation's `cancel`: it stops, removes

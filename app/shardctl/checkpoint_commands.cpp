@@ -301,8 +301,9 @@ int run_verify(const QStringList& arguments)
         if (fs::exists(path, ec) && !fs::is_directory(path, ec) && path.extension() != ".safetensors")
             return fail(kUsage,
                         path.string() +
-                            ": verify takes a checkpoint directory (or a .safetensors file, or the file a format "
-                            "is known by: manifest.json, an index, .metadata), not a file");
+                            ": verify takes a checkpoint directory (or a .safetensors file, the file a format "
+                            "is known by: manifest.json, an index, .metadata, or a DeepSpeed or Megatron rank "
+                            "file), not a file");
     }
     const VerifyReport report = verify_checkpoint(where, options);
     const bool with_content = parser.isSet(QStringLiteral("content"));

@@ -280,7 +280,35 @@ Manifest read_manifest_at(const storage::Location& where)
     return read_manifest(detected.dir);
 }
 
-bool names_its_folder(const std::filesystem::path& file)
+namespace {
+
+// 1 for a DeepSpeed rank file, 2 for a Megatron one (its folder is the rank's), else 0: files
+// whose checkpoint is the folder of every rank, not the file alone.
+int rank_file_levels(const fs::path& file)
+{
+    const std::string name = file.filename().string();
+    if (name.ends_with("_model_states.pt") || name.ends_with("_optim_states.pt"))
+        return 1;
+    if ((name == "model_optim_rng.pt" || name == "distrib_optim.pt") &&
+        file.parent_path().filename().string().starts_with("mp_rank_"))
+        return 2;
+    return 0;
+}
+
+// The location `levels` folders above `location` (a URL's prefix shortened).
+storage::Location above(storage::Location location, int levels)
+{
+    for (; levels > 0; --levels) {
+        const std::size_t slash = location.prefix.rfind('/');
+        location.prefix = slash == std::string::npos ? std::string() : location.prefix.substr(0, slash);
+    }
+    location.text = storage::to_string(location);
+    return location;
+}
+
+} // namespace
+
+int levels_to_its_checkpoint(const std::filesystem::path& file)
 {
     static constexpr std::string_view kNames[] = {"manifest.json",
                                                   "latest",
@@ -289,7 +317,9 @@ bool names_its_folder(const std::filesystem::path& file)
                                                   "latest_checkpointed_iteration.txt",
                                                   "pytorch_model.bin.index.json"};
     const std::string name = file.filename().string();
-    return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+    if (std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames))
+        return 1;
+    return rank_file_levels(file);
 }
 
 DetectedFormat detect_format(const storage::Location& path)
@@ -303,9 +333,12 @@ DetectedFormat detect_format(const storage::Location& path)
             throw Error(ProblemKind::cannot_open, path.path.string() + ": no such file or directory",
                         path.path.string());
         if (!fs::is_directory(status)) {
-            if (names_its_folder(path.path))
-                return detect_format(
-                    storage::Location(path.path.has_parent_path() ? path.path.parent_path() : fs::path(".")));
+            if (int levels = levels_to_its_checkpoint(path.path)) {
+                fs::path folder = path.path;
+                for (; levels > 0; --levels)
+                    folder = folder.has_parent_path() ? folder.parent_path() : fs::path(".");
+                return detect_format(storage::Location(folder));
+            }
             if (path.path.extension() != ".safetensors") {
                 result.reason = "not a directory and not a .safetensors file";
                 return result;
@@ -323,9 +356,13 @@ DetectedFormat detect_format(const storage::Location& path)
     storage::Folder root = storage::Folder::open(path);
     if (!path.is_local() && root.path != result.path) {
         // A URL naming one object: a single .safetensors file, or the file a format is known by
-        // (an index, .metadata), read as its folder.
-        const std::string name = path.prefix.substr(path.prefix.rfind('/') + 1);
-        if (name.ends_with(".safetensors")) {
+        // (an index, .metadata), read as its folder. A DeepSpeed or Megatron rank file names
+        // the step of every rank, as on a disk; its folder (a rank's, for Megatron) is not it,
+        // and a web server's was found by that one name only.
+        if (const int levels = rank_file_levels(fs::path(path.prefix))) {
+            root = storage::Folder::open(above(path, levels));
+        } else if (const std::string name = path.prefix.substr(path.prefix.rfind('/') + 1);
+                   name.ends_with(".safetensors")) {
             result.format = CheckpointFormat::safetensors;
             result.files = {name};
             result.reason = "a .safetensors file";

@@ -57,10 +57,13 @@ struct DetectedFormat {
 // listed, Error(remote_error) when its server fails.
 DetectedFormat detect_format(const storage::Location& path);
 
-// Whether a local file of this name is read as its folder (detect_format), as a URL naming it
-// is: the file a format is known by (manifest.json, latest, an index, .metadata, Megatron's
-// tracker file), which a user completing a path in a shell often ends with.
-bool names_its_folder(const std::filesystem::path& file);
+// How many folders up from `file` the checkpoint it belongs to is, where a path or URL names the
+// file instead of that folder (a user completing a path in a shell often ends with one), for
+// detect_format to read that checkpoint: 1 for the file a format is known by (manifest.json,
+// latest, an index, .metadata, Megatron's tracker file) and for a DeepSpeed rank file
+// (..._model_states.pt, ..._optim_states.pt), 2 for a Megatron rank file
+// (mp_rank_00[_000]/model_optim_rng.pt or distrib_optim.pt); 0 for any other file.
+int levels_to_its_checkpoint(const std::filesystem::path& file);
 
 // The manifest of the ShardScope step `where` names (a root: the one its `latest` names), on a
 // disk, in a bucket or on a web server: the folder listed once (or its entry files asked for),

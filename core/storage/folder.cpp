@@ -206,7 +206,7 @@ struct Folder::Remote {
     void read(const std::string& key, const Known& object, std::byte* out, std::size_t size, uint64_t offset) const
     {
         if (size >= kBlock) {
-            client.read(bucket, key, offset, {out, size}, object.etag);
+            client.read(bucket, key, offset, {out, size}, object.etag, object.size);
             return;
         }
         std::lock_guard lock(blocks_mutex);
@@ -217,7 +217,7 @@ struct Folder::Remote {
             if (it == blocks.end()) {
                 Block b{.key = key, .start = start};
                 b.bytes.resize(static_cast<std::size_t>(std::min<uint64_t>(kBlock, object.size - start)));
-                client.read(bucket, key, start, b.bytes, object.etag); // throws before anything is kept
+                client.read(bucket, key, start, b.bytes, object.etag, object.size); // throws before anything is kept
                 blocks.push_front(std::move(b));
                 if (blocks.size() > kBlocks)
                     blocks.pop_back();
@@ -445,7 +445,8 @@ public:
         if (handed == size)
             return handed;
         return handed +
-            m_remote->client.stream(m_remote->bucket, m_key, offset + handed, size - handed, consume, m_object.etag);
+            m_remote->client.stream(m_remote->bucket, m_key, offset + handed, size - handed, consume, m_object.etag,
+                                    m_object.size);
     }
 
 private:

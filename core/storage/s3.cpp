@@ -218,6 +218,13 @@ std::string wrong_range(long status, const std::string& content_range, const std
         "\" to a request for " + range;
 }
 
+// Why an object is not the one listed, by its size.
+std::string resized(uint64_t listed, uint64_t now)
+{
+    return "the object changed since it was listed (listed with " + std::to_string(listed) + " bytes, now " +
+        std::to_string(now) + ")";
+}
+
 std::string unquoted(std::string etag)
 {
     if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"')
@@ -561,7 +568,7 @@ std::optional<ObjectInfo> S3Client::head(const std::string& bucket, const std::s
 }
 
 void S3Client::read(const std::string& bucket, const std::string& key, uint64_t offset, std::span<std::byte> out,
-                    const std::string& etag) const
+                    const std::string& etag, std::optional<uint64_t> listed_size) const
 {
     if (out.empty())
         return;
@@ -597,6 +604,8 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
         if (!parse_content_range(content_range, first_byte, last_byte, size) || first_byte != offset ||
             last_byte != offset + out.size() - 1)
             throw Error(ProblemKind::remote_error, what + ": " + wrong_range(a.status, content_range, range));
+        if (listed_size && size != 0 && size != *listed_size)
+            throw Error(ProblemKind::remote_error, what + ": " + resized(*listed_size, size));
     }
     // Read without the condition (a server whose conditions misfire) or from one that ignores it:
     // the answer's own ETag still says whether it is the listed object.
@@ -606,8 +615,8 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
 }
 
 uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t size,
-                          const std::function<bool(const char*, std::size_t)>& consume,
-                          const std::string& listed_etag) const
+                          const std::function<bool(const char*, std::size_t)>& consume, const std::string& listed_etag,
+                          std::optional<uint64_t> listed_size) const
 {
     const uint64_t end = offset + size;
     uint64_t at = offset;
@@ -648,6 +657,8 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
                 return kChanged;
             if (first) {
                 first = false;
+                if (listed_size && size_now != 0 && size_now != *listed_size && (head.status == 206 || at == 0))
+                    return resized(*listed_size, size_now);
                 if (!pinnable(etag))
                     etag = answered;
                 total = size_now;

@@ -78,17 +78,19 @@ public:
     std::optional<ObjectInfo> head(const std::string& bucket, const std::string& key) const;
     // Exactly out.size() bytes from `offset`; a shorter or longer answer is an error. `etag`: the
     // one the object was listed with, if known: asked for (If-Match), so that an object replaced
-    // since is said as such (remote_error), not read as other bytes.
+    // since is said as such (remote_error), not read as other bytes. `listed_size`, if known: an
+    // answer whose Content-Range gives the object another size is refused the same way (a store
+    // without ETags, or one that ignores If-Match).
     void read(const std::string& bucket, const std::string& key, uint64_t offset, std::span<std::byte> out,
-              const std::string& etag = {}) const;
+              const std::string& etag = {}, std::optional<uint64_t> listed_size = std::nullopt) const;
     // Bytes [offset, offset + size) handed to `consume` in order as they arrive, in one request
     // (nothing is buffered beyond the connection's own): a connection lost part-way is resumed
     // from the byte reached, as often as the retry policy allows, If-Match the first answer's ETag
     // (or `etag`, as read's, from the first request on). Returns the bytes handed over: `size`, or
-    // fewer when `consume` returned false. Errors as read().
+    // fewer when `consume` returned false. Errors as read(), `listed_size` too.
     uint64_t stream(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t size,
-                    const std::function<bool(const char* bytes, std::size_t n)>& consume,
-                    const std::string& etag = {}) const;
+                    const std::function<bool(const char* bytes, std::size_t n)>& consume, const std::string& etag = {},
+                    std::optional<uint64_t> listed_size = std::nullopt) const;
     // The whole object, refused past `max_bytes`; nullopt when there is no such object.
     std::optional<std::string> get(const std::string& bucket, const std::string& key, std::size_t max_bytes) const;
     // Every object under `prefix` (a "dir/" prefix lists what is beneath it), at most

@@ -502,6 +502,42 @@ private slots:
         QVERIFY2(dcp.ok(), dcp.problems.empty() ? "" : dcp.problems[0].message.c_str());
     }
 
+    void aRankFileStandsForItsStep()
+    {
+        // A DeepSpeed or Megatron rank file named instead of its step reads the step of every
+        // rank, on a disk, in a bucket and on a web server alike: never the one file alone.
+        const fs::path ds = root() / "rankfile" / "global_step3";
+        write_deepspeed_step(ds, {1, 2, 3, 4});
+        fs::copy_file(ds / "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                      ds / "zero_pp_rank_1_mp_rank_00_optim_states.pt");
+        const fs::path mg = root() / "rankfile" / "iter_0000020";
+        for (const char* rank : {"mp_rank_00_000", "mp_rank_00_001", "mp_rank_01_000", "mp_rank_01_001"})
+            write_megatron_iteration(mg / rank, {1, 2, 3, 4});
+        for (const char* rank : {"mp_rank_00_000", "mp_rank_00_001", "mp_rank_01_000", "mp_rank_01_001"})
+            fs::rename(mg / rank / "mp_rank_00" / "model_optim_rng.pt", mg / rank / "model_optim_rng.pt");
+        upload(root() / "rankfile", "rankfile");
+        testutil::RangeServer server(root());
+        QVERIFY(server.port() > 0);
+        const std::string http = "http://127.0.0.1:" + std::to_string(server.port()) + "/rankfile/";
+        for (const auto& [step, file, shards] : {std::tuple<std::string, std::string, std::size_t>{
+                                                     "global_step3", "zero_pp_rank_1_mp_rank_00_optim_states.pt", 3},
+                                                 {"iter_0000020", "mp_rank_01_001/model_optim_rng.pt", 4}}) {
+            const VerifyReport whole = verify_checkpoint(root() / "rankfile" / step);
+            QVERIFY(whole.ok());
+            QCOMPARE(whole.shards.size(), shards);
+            for (const Location& there :
+                 {Location(root() / "rankfile" / step / file), url("rankfile/" + step + "/" + file),
+                  parse_location(http + step + "/" + file)}) {
+                const VerifyReport read = verify_checkpoint(there);
+                QVERIFY2(read.ok(),
+                         (storage::to_string(there) + ": " + (read.problems.empty() ? "" : read.problems[0].message))
+                             .c_str());
+                QCOMPARE(read.format, whole.format);
+                QCOMPARE(read.shards.size(), shards);
+            }
+        }
+    }
+
     void anOutageIsNotAFinding()
     {
         // Every read of one rank's object answers 503 SlowDown: after the client's retries the

@@ -488,6 +488,22 @@ private slots:
                      lost.contains(QStringLiteral("the connection was lost part-way 2 times in a row")),
                  qPrintable(lost));
         QCOMPARE(handed, uint64_t(20));
+        // An object whose answer gives it another size than it was listed with is not read as it:
+        // a store without ETags (or ignoring If-Match) replaced it since the listing.
+        handed = 0;
+        for (const auto& read :
+             std::vector<std::function<void()>>{[&] { s3.read("b", "shortrange", 0, ten, {}, 200); },
+                                                [&] { (void)s3.stream("b", "shortrange", 0, 10, count, {}, 200); }}) {
+            const QString resized = said(read);
+            QVERIFY2(resized.startsWith(QStringLiteral("GET s3://b/shortrange")) &&
+                         resized.endsWith(QStringLiteral(
+                             ": the object changed since it was listed (listed with 200 bytes, now 100)")),
+                     qPrintable(resized));
+        }
+        QCOMPARE(handed, uint64_t(0));
+        s3.read("b", "shortrange", 0, ten, {}, 100); // as listed: taken
+        QCOMPARE(s3.stream("b", "shortrange", 0, 10, count, {}, 100), uint64_t(10));
+        QCOMPARE(handed, uint64_t(10));
         // A whole object answered with 200 where the whole object was asked for is taken.
         handed = 0;
         QCOMPARE(s3.stream("b", "norange", 0, 100, count), uint64_t(100));
@@ -521,6 +537,8 @@ private slots:
 
     void cleanupTestCase()
     {
+        if (m_bucket.empty()) // no server: initTestCase said so
+            return;
         const S3Client s3(m_config);
         for (const auto& o : s3.list(m_bucket, "", 10000))
             s3.remove(m_bucket, o.key);
