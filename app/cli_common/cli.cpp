@@ -261,7 +261,18 @@ void print_json_text(std::string_view text)
 
 void print_line(const std::string& text)
 {
-    std::cout << text << '\n';
+    // Names in the text come from files and servers: a control byte in one (a terminal escape)
+    // is shown as \xNN, as in errors, not obeyed by the terminal. The text's own line breaks stay.
+    std::string shown;
+    for (std::size_t start = 0;;) {
+        const std::size_t end = text.find('\n', start);
+        shown += shardscope::printable(std::string_view(text).substr(start, end - start), text.size());
+        if (end == std::string::npos)
+            break;
+        shown += '\n';
+        start = end + 1;
+    }
+    std::cout << shown << '\n';
 }
 
 namespace {

@@ -66,6 +66,7 @@ void print_json_text(std::string_view text);
 // The same for a document written in parts straight to stdout (10^5 tensors: no copy of the
 // whole text in memory): the returned stream is stdout; end the object with a newline.
 std::ostream& json_output();
+// A line of the text output on stdout, control bytes shown as \xNN (printable).
 void print_line(const std::string& text);
 std::string local(const QString& text); // QString -> UTF-8 std::string
 // A checkpoint argument of a command that reads anywhere (info, verify, stats, diff, convert's

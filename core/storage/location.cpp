@@ -128,6 +128,43 @@ std::string percent_decoded(std::string_view text, std::string_view path)
 
 } // namespace
 
+bool valid_authority(std::string_view authority)
+{
+    std::string_view host = authority, port;
+    if (authority.starts_with('[')) { // an IPv6 literal: [hex:hex...], perhaps a port after it
+        const std::size_t close = authority.find(']');
+        if (close == std::string_view::npos || close < 3)
+            return false;
+        host = authority.substr(1, close - 1);
+        if (host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos)
+            return false;
+        const std::string_view after = authority.substr(close + 1);
+        if (!after.empty() && !after.starts_with(':'))
+            return false;
+        port = after.empty() ? after : after.substr(1);
+        if (!after.empty() && port.empty())
+            return false;
+    } else {
+        const std::size_t colon = authority.find(':');
+        host = authority.substr(0, colon);
+        if (colon != std::string_view::npos) {
+            port = authority.substr(colon + 1);
+            if (port.empty())
+                return false;
+        }
+        if (host.empty() || host.size() > 253 ||
+            host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_~") !=
+                std::string_view::npos)
+            return false;
+    }
+    if (port.empty())
+        return true;
+    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos)
+        return false;
+    const int number = std::stoi(std::string(port));
+    return number >= 1 && number <= 65535;
+}
+
 bool is_url(std::string_view text)
 {
     return !scheme_of(text).empty() || mistyped_url(text);
@@ -164,6 +201,8 @@ Location parse_location(std::string_view text)
     if (scheme == "https" || scheme == "http") {
         if (host.empty() || host.find_first_of("@ \t") != std::string_view::npos)
             refuse(text, "the URL has no host, or has credentials in it (pass them in the environment)");
+        if (!valid_authority(host))
+            refuse(text, "the URL's host is not a host name or address with an optional :port");
         if (path.find_first_of("?#") != std::string_view::npos)
             refuse(text, "a query or fragment is not part of a checkpoint's location");
         out.scheme = scheme == "https" ? Scheme::https : Scheme::http;

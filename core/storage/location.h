@@ -49,6 +49,10 @@ bool is_url(std::string_view text);
 // character.
 Location parse_location(std::string_view text);
 
+// Whether `authority` is host[:port] as a URL gives it: a host name or IPv4 address of letters,
+// digits, '.', '-', '_' and '~', or an IPv6 address in brackets, and a port of 1..65535.
+bool valid_authority(std::string_view authority);
+
 // The text a user would type for `location` ("s3://bucket/prefix").
 std::string to_string(const Location& location);
 

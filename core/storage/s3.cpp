@@ -3,6 +3,7 @@
 #include "core/util/cancel.h"
 
 #include "core/storage/internal/http.h"
+#include "core/storage/location.h"
 #include "core/storage/internal/s3_answers.h"
 #include "core/storage/internal/xml.h"
 #include "core/util/error.h"
@@ -154,7 +155,7 @@ std::pair<std::string, std::string> split_endpoint(const std::string& endpoint)
     while (!rest.empty() && rest.back() == '/')
         rest.pop_back();
     // Never echoed: an endpoint with user:password@ in it would put a secret on the terminal.
-    if (rest.empty() || rest.find_first_of("/@?# ") != std::string::npos)
+    if (rest.empty() || rest.find_first_of("/@?# ") != std::string::npos || !valid_authority(rest))
         throw Error(ProblemKind::invalid_argument,
                     "the S3 endpoint must be scheme://host[:port], without a path or credentials");
     // curl leaves a default port out of the Host header it sends; the signed host must match.
@@ -262,6 +263,10 @@ ListingPage read_listing_page(std::string_view body, std::string_view prefix, co
 {
     if (!xml_acceptable(body))
         throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused");
+    // An answer that is no listing at all (a proxy's page, garbage) is the server's fault, not
+    // a prefix with nothing beneath it.
+    if (xml_elements(body, "ListBucketResult").empty())
+        throw Error(ProblemKind::remote_error, what + ": the answer is not a listing (no ListBucketResult)");
     ListingPage page;
     for (const std::string_view entry : xml_elements(body, "Contents")) {
         const auto key = xml_text(entry, "Key");
@@ -299,6 +304,8 @@ UploadsPage read_uploads_page(std::string_view body, std::string_view prefix, co
 {
     if (!xml_acceptable(body))
         throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused");
+    if (xml_elements(body, "ListMultipartUploadsResult").empty())
+        throw Error(ProblemKind::remote_error, what + ": the answer is not a listing (no ListMultipartUploadsResult)");
     UploadsPage page;
     for (const std::string_view entry : xml_elements(body, "Upload")) {
         auto key = xml_text(entry, "Key");
@@ -591,7 +598,7 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
         throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
     if (a.status == 412)
         throw Error(ProblemKind::remote_error, what + ": HTTP 412 to a request without a precondition");
-    if (a.status == 200 && offset != 0)
+    if (a.status == 200 && (offset != 0 || (listed_size && out.size() != *listed_size)))
         throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange);
     if (a.status != 206 && a.status != 200)
         refused(what, a.status, a.text);
@@ -642,7 +649,7 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
             if (head.status == 200) {
                 bool ok = false;
                 size_now = parse_u64(header("content-length"), ok);
-                if (at != 0 || !ok || size_now != end)
+                if (at != 0 || !ok || size_now != end || (listed_size && size_now != *listed_size))
                     return kIgnoresRange;
             } else {
                 const std::string content_range = header("content-range");
@@ -657,7 +664,7 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
                 return kChanged;
             if (first) {
                 first = false;
-                if (listed_size && size_now != 0 && size_now != *listed_size && (head.status == 206 || at == 0))
+                if (listed_size && size_now != 0 && size_now != *listed_size)
                     return resized(*listed_size, size_now);
                 if (!pinnable(etag))
                     etag = answered;

@@ -55,8 +55,8 @@ public:
             slot.buffer = std::make_unique<char[]>(chunk);
         try {
             for (std::size_t t = 0; t < m_slots.size(); ++t)
-                m_helpers.emplace_back([this, t, cancel = t_operation_cancel] {
-                    const CancelScope scope(cancel); // the reader's operation's
+                m_helpers.emplace_back([this, t, flags = t_operation_cancel] {
+                    const CancelScope scope(flags); // the reader's operation's
                     fill(t);
                 });
         } catch (...) { // no thread to be had: those started are stopped, not left running

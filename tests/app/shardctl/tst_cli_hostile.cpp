@@ -242,6 +242,24 @@ private slots:
             }
             QVERIFY(run.err.contains("\\xcd"));
         }
+
+        // A file whose name holds a terminal escape, a bell and a byte that is not UTF-8: the
+        // text on stdout shows them, as stderr does, and the terminal is given none of them.
+        const fs::path named = fs::path(tmp.path().toStdString()) / "named";
+        fs::create_directories(named);
+        const std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+        std::string file(8, '\0');
+        file[0] = static_cast<char>(header.size());
+        file += header + std::string(4, '\0');
+        std::ofstream(named / "\x1b[31mred\x1b[0m\x07\xcd.safetensors", std::ios::binary) << file;
+        for (const char* command : {"info", "verify", "stats"}) {
+            const testutil::Run run = testutil::shardctl({QString::fromLatin1(command), testutil::qs(named)});
+            QVERIFY2(run.exit_code == 0, run.err.constData());
+            if (std::string_view(command) == "verify") // the one that lists the files
+                QVERIFY2(run.out.contains("\\x1b[31mred\\x1b[0m\\x07\\xcd.safetensors"), run.out.constData());
+            for (const char c : run.out)
+                QVERIFY2(static_cast<unsigned char>(c) >= 0x20 || c == '\n', run.out.constData());
+        }
     }
 
     void aUrlIsNeverTakenForALocalPath()

@@ -39,6 +39,8 @@ class Hostile(http.server.BaseHTTPRequestHandler):
                         b"</NextContinuationToken><Contents><Key>endless/k" + following + b"</Key><Size>1</Size>"
                         b"</Contents></ListBucketResult>")
                 return self.reply(200, body)
+            if "prefix=garbage" in query:  # no listing at all: binary bytes where XML belongs
+                return self.reply(200, b"\x00\xff<Contents><Size>-1</Size>\x00")
             if "prefix=bomb" in query:
                 body = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]>'
                         b"<ListBucketResult><Contents><Key>&lol2;</Key><Size>1</Size></Contents></ListBucketResult>")
@@ -89,11 +91,16 @@ class Hostile(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             return
+        if path == "/b/slice200":  # the range asked for, but as 200: as though it were the whole object
+            first, _, last = self.headers.get("Range", "bytes=0-99")[6:].partition("-")
+            return self.reply(200, b"c" * (int(last) - int(first) + 1))
         if path == "/b/wrongrange":  # 206 with the first 10 bytes, whatever was asked
             return self.reply(206, b"w" * 10, [("Content-Range", "bytes 0-9/100")])
         return self.reply(404, b"<Error><Code>NoSuchKey</Code><Message>\x1b[31mno\x1b[0m</Message></Error>")
 
     def do_HEAD(self):
+        if self.path.startswith("/ranks/") and "/mp_rank_" in self.path:  # every rank folder there is
+            return self.reply(200, b"", [("Content-Length", "10")])
         if self.path.split("?")[0] == "/b/nolength":  # 200 without the Content-Length a HEAD must give
             self.send_response(200)
             self.send_header("ETag", '"x"')

@@ -540,15 +540,18 @@ private slots:
 
     void anOutageIsNotAFinding()
     {
-        // Every read of one rank's object answers 503 SlowDown: after the client's retries the
-        // command stops, exit 2, naming the object; it does not call the checkpoint broken.
+        // Every read of a rank's object answers 503 SlowDown: after the client's retries the
+        // command stops, exit 2, naming the object; it does not call the checkpoint broken. It
+        // stops at the first object given up: the others being read are cancelled and no more
+        // are begun (the retries paid once, not once for each of the 24 ranks).
         const auto env = s3test::server_env();
         s3test::FaultProxy proxy(env.at("SHARDSCOPE_S3_ENDPOINT"));
         QVERIFY(!proxy.endpoint().empty());
         const fs::path step = root() / "outage";
-        save_sharded(make_demo_state(10, 4000, 2, ParamDtype::BF16), step, 2);
+        constexpr int kRanks = 3 * storage::kRemoteReadsAtOnce;
+        save_sharded(make_demo_state(10, 4000, kRanks, ParamDtype::BF16), step, kRanks);
         upload(step, "outage");
-        QVERIFY(proxy.fault("mode=503&count=-1&method=GET&path=outage/rank1"));
+        QVERIFY(proxy.fault("mode=503&count=-1&method=GET&path=outage/rank"));
         qputenv("AWS_ENDPOINT_URL", proxy.endpoint().c_str());
         const auto restore =
             qScopeGuard([&] { qputenv("AWS_ENDPOINT_URL", env.at("SHARDSCOPE_S3_ENDPOINT").c_str()); });
@@ -557,8 +560,13 @@ private slots:
             QFAIL("a server that keeps failing must stop verify");
         } catch (const Error& e) {
             QCOMPARE(e.kind(), ProblemKind::remote_error);
-            QVERIFY2(std::string(e.what()).find("outage/rank1.safetensors") != std::string::npos, e.what());
+            QVERIFY2(std::string(e.what()).find("/outage/rank") != std::string::npos &&
+                         std::string(e.what()).find(".safetensors") != std::string::npos,
+                     e.what());
         }
+        const int attempts = storage::S3Config{}.retry.attempts;
+        QVERIFY2(proxy.injected() <= storage::kRemoteReadsAtOnce * attempts,
+                 qPrintable(QStringLiteral("%1 GETs failed").arg(proxy.injected())));
         const QString where = QString::fromStdString("s3://" + m_bucket + "/outage");
         for (const char* command : {"verify", "stats"}) {
             const testutil::Run run =

@@ -4,6 +4,8 @@
 
 #include "s3_server.h"
 
+#include "core/storage/folder.h"
+#include "core/storage/location.h"
 #include "core/storage/s3.h"
 #include "core/util/error.h"
 #include "core/util/md5_reference.h"
@@ -501,6 +503,15 @@ private slots:
                      qPrintable(resized));
         }
         QCOMPARE(handed, uint64_t(0));
+        // The bytes of the range asked, answered 200 as if they were the whole object, which was
+        // listed larger: the server ignored the Range header.
+        for (const auto& read :
+             std::vector<std::function<void()>>{[&] { s3.read("b", "slice200", 0, ten, {}, 100); },
+                                                [&] { (void)s3.stream("b", "slice200", 0, 10, count, {}, 100); }}) {
+            const QString ignored = said(read);
+            QVERIFY2(ignored.contains(QStringLiteral("the server ignores the Range header")), qPrintable(ignored));
+        }
+        QCOMPARE(handed, uint64_t(0));
         s3.read("b", "shortrange", 0, ten, {}, 100); // as listed: taken
         QCOMPARE(s3.stream("b", "shortrange", 0, 10, count, {}, 100), uint64_t(10));
         QCOMPARE(handed, uint64_t(10));
@@ -510,6 +521,9 @@ private slots:
         QCOMPARE(handed, uint64_t(100));
         QVERIFY(said([&] { (void)s3.stream("b", "none", 0, 10, count); }).contains(QStringLiteral("no such object")));
         QVERIFY(said([&] { (void)s3.get("b", "shortlength", 1000); }).contains(QStringLiteral("no answer")));
+        const QString garbage = said([&] { (void)s3.list("b", "garbage/", 100); });
+        QVERIFY2(garbage.contains(QStringLiteral("LIST s3://b/garbage/: the answer is not a listing")),
+                 qPrintable(garbage));
         const QString bomb = said([&] { (void)s3.list("b", "bomb", 100); });
         QVERIFY2(bomb.contains(QStringLiteral("document type")), qPrintable(bomb));
         const QString escape = said([&] { (void)s3.list("b", "run/", 100); });
@@ -530,6 +544,14 @@ private slots:
                  qPrintable(uploads));
         const QString endless = said([&] { (void)s3.list("b", "endless/", 100); });
         QVERIFY2(endless.contains(QStringLiteral("the listing does not end")), qPrintable(endless));
+        // A web server that answers for every Megatron rank folder: the probe gives up after a
+        // bounded number of requests, in one sentence, rather than asking for every rank of a
+        // grid thousands wide.
+        QElapsedTimer probing;
+        probing.start();
+        const QString ranks = said([&] { (void)storage::Folder::open(parse_location(hostile.endpoint + "/ranks/x")); });
+        QVERIFY2(ranks.endsWith(QStringLiteral("asked for); not read as a checkpoint folder")), qPrintable(ranks));
+        qInfo("the probe of a folder answering for every rank gave up after %lld ms", probing.elapsed());
         const QString missing = said([&] { s3.read("b", "none", 0, ten); });
         QVERIFY2(missing.contains(QStringLiteral("s3://b/none: no such object")), qPrintable(missing));
         QVERIFY(!missing.contains(QChar(0x1b)));

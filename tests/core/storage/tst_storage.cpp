@@ -162,6 +162,19 @@ private slots:
         QVERIFY(refusal("s3://bucket/a//b").contains(QStringLiteral("empty")));
         QVERIFY(refusal("s3://bucket/a\x1b[2Jb").contains(QStringLiteral("\\x1b")));
         QVERIFY(refusal("https://host/x?token=1").contains(QStringLiteral("query")));
+        for (const char* host : {"https://[::1", "http://[::1]x/m", "http://host:/m", "http://host:99999/m",
+                                 "http://host:8080:1/m", "http://ho%20st/m", "http://[]/m", "https://[fe80::g]/m"})
+            QVERIFY2(refusal(host).contains(QStringLiteral("the URL's host is not a host name or address")),
+                     qPrintable(refusal(host)));
+        for (const char* host : {"http://[::1]:8080/m", "https://[2001:db8::1]/m", "http://127.0.0.1:9000/m",
+                                 "https://models.example.org/m", "http://my_host.local:1/m"})
+            QCOMPARE(int(parse_location(host).scheme) != int(Scheme::local), true);
+        try {
+            (void)S3Client(S3Config{.endpoint = "http://[::1", .retry = {.attempts = 0}});
+            QFAIL("an endpoint that is no host was accepted");
+        } catch (const Error& e) {
+            QCOMPARE(int(e.kind()), int(ProblemKind::invalid_argument));
+        }
         const QString secret = refusal("https://user:hunter2@host/x");
         QVERIFY(secret.contains(QStringLiteral("credentials")));
         QVERIFY2(!secret.contains(QStringLiteral("hunter2")), qPrintable(secret));
