@@ -142,6 +142,7 @@ void CheckpointManager::sweep_mirror(const std::string& uploading)
             leftovers.push_back(s.name);
     for (const auto& name : leftovers)
         m_mirror->remove_step(name, m_options.durable);
+    m_mirror->abort_uploads_except(uploading);
 }
 
 bool CheckpointManager::on_mirror(const StepInfo& step) const
@@ -151,6 +152,14 @@ bool CheckpointManager::on_mirror(const StepInfo& step) const
     } catch (const Error&) {
         return false; // not known to be there: whatever depends on it keeps its local copy
     }
+}
+
+bool CheckpointManager::known_on_mirror(const StepInfo& step)
+{
+    if (m_mirror->is_local())
+        return on_mirror(step); // a directory answers at once
+    std::lock_guard lock(m_mutex);
+    return m_mirrored.contains(step.name);
 }
 
 void CheckpointManager::rotate(StepTier which)
@@ -165,12 +174,12 @@ void CheckpointManager::rotate(StepTier which)
             complete.push_back(std::move(s));
     if (complete.size() <= static_cast<std::size_t>(keep))
         return;
-    // Which local steps the mirror holds, asked before the lock is taken: a slow store must
-    // not hold up a save waiting for the lock.
+    // Which local steps the mirror holds, as the uploads found (a bucket is never asked on a
+    // save's thread), before the lock is taken.
     std::set<std::string> mirrored;
     if (local && m_mirror)
         for (const StepInfo& s : complete)
-            if (on_mirror(s))
+            if (known_on_mirror(s))
                 mirrored.insert(s.name);
     std::vector<std::string> held; // local steps kept beyond keep_last for the mirror
     std::vector<std::string> remote_removals;
@@ -195,6 +204,10 @@ void CheckpointManager::rotate(StepTier which)
         kept_healthy = std::move(plan.kept_healthy);
     }
     for (const auto& name : remote_removals) {
+        {
+            std::lock_guard lock(m_mutex);
+            m_mirrored.erase(name); // no longer to be counted on, whether or not the removal ends
+        }
         try {
             m_mirror->remove_step(name, m_options.durable);
         } catch (const Error&) {

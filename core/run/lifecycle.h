@@ -28,6 +28,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 namespace shardscope {
@@ -240,6 +241,10 @@ private:
     void sweep_mirror(const std::string& uploading);
     // Whether the mirror holds a verified copy; false when the store does not answer.
     bool on_mirror(const StepInfo& step) const;
+    // The same as far as it is known without asking a bucket: what saves and rotation go by, so
+    // that a save never waits for a store. A step is known to be there once an upload of it
+    // ended (or found an earlier run's copy); one not known keeps its local copy.
+    bool known_on_mirror(const StepInfo& step);
     // Before a save: frees room for `need` bytes by removing the oldest steps that may go, or
     // refuses (io_error, naming the sizes) before anything is written (format.md, 6.3).
     void make_room(uint64_t need, const std::string& name);
@@ -263,6 +268,7 @@ private:
     std::vector<std::string> m_uploading; // local steps whose upload has not finished
     std::optional<std::string> m_writing; // step directory being written
     std::map<std::string, UploadRecord> m_upload_records; // by step directory name
+    std::set<std::string> m_mirrored; // steps an upload put (or found) on an S3 mirror, whole
     uint64_t m_saves = 0; // steps this manager committed
     std::size_t m_held_warned = 0; // local steps held for the mirror at the last warning
     std::string m_kept_healthy_warned[2]; // per tier (local, mirror): the step last said to be kept

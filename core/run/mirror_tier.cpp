@@ -183,6 +183,30 @@ void MirrorTier::remove_step(const std::string& name, bool durable) const
         m_s3->remove(m_where.bucket, o.key);
 }
 
+void MirrorTier::abort_uploads_except(const std::string& except) const
+{
+    if (is_local())
+        return;
+    const std::string root = m_where.prefix.empty() ? "" : m_where.prefix + "/";
+    const std::string kept = key(except) + "/";
+    for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, root))
+        if (!u.key.starts_with(kept))
+            m_s3->abort_multipart(m_where.bucket, u.key, u.upload_id);
+}
+
+bool MirrorTier::holds(const std::string& name, const std::string& manifest_text) const
+{
+    if (!describe(name, parse_step_dir_name(name).value_or(0)).complete)
+        return false;
+    if (is_local()) {
+        const fs::path dir = m_where.path / name;
+        const fsutil::UniqueFd fd = fsutil::open_directory(dir);
+        return fsutil::read_small_file(fd.get(), "manifest.json", kMaxManifestBytes,
+                                       (dir / "manifest.json").string()) == manifest_text;
+    }
+    return m_s3->get(m_where.bucket, key(name) + "/manifest.json", kMaxManifestBytes) == manifest_text;
+}
+
 namespace {
 
 // A rank file of the step being sent, opened beneath the step's folder and checked against the

@@ -50,6 +50,15 @@ public:
     // under the step are aborted too, and a store that fails throws (remote_error): an upload
     // must not go on over a step whose old record may still be there.
     void remove_step(const std::string& name, bool durable) const;
+    // On S3: aborts every unfinished multipart upload under the root but those of step `except`
+    // (the one being sent). An upload cut short by a killed process leaves parts that no object
+    // listing shows, under a step that may have no object at all: found only this way. Only the
+    // run holding the root's lock calls it, so no other upload under the root is live.
+    void abort_uploads_except(const std::string& except) const;
+    // Whether step `name` is on the tier complete (its upload verified and recorded) with exactly
+    // this manifest: an earlier run's upload of the same step, which need not be sent again.
+    // Throws Error(remote_error) when the store does not answer.
+    bool holds(const std::string& name, const std::string& manifest_text) const;
     // Copies the committed local step `src` (whose manifest is `manifest`) as step `name`, reads
     // every copy back against the manifest's SHA-256, then writes the manifest and upload.json.
     // Throws on any failure, with nothing on the tier that claims to be complete.

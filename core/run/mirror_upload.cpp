@@ -52,6 +52,14 @@ void CheckpointManager::upload(const std::string& name)
             // the store's leftovers wait for the next upload; this one may still go through
         }
     }
+    fsutil::UniqueFd src_fd = fsutil::open_directory(src);
+    const std::string manifest =
+        fsutil::read_small_file(src_fd.get(), "manifest.json", kMaxManifestBytes, (src / "manifest.json").string());
+    // Sent before, by this run or an earlier one (a step not yet known here to be there, after a
+    // restart): kept, not deleted and sent again. A store that does not answer fails the attempt
+    // here, before anything of the copy is touched.
+    if (m_mirror->holds(name, manifest))
+        return;
     // An earlier, interrupted upload of it. On S3 a failure here fails the upload: its old
     // manifest and record must be gone before any rank object is replaced.
     m_mirror->remove_step(name, m_options.durable);
@@ -66,9 +74,6 @@ void CheckpointManager::upload(const std::string& name)
                             std::to_string(need / 1024) + " KiB but only " + std::to_string(*space.free_bytes / 1024) +
                             " KiB are free on the mirror",
                         m_mirror->display());
-    fsutil::UniqueFd src_fd = fsutil::open_directory(src);
-    const std::string manifest =
-        fsutil::read_small_file(src_fd.get(), "manifest.json", kMaxManifestBytes, (src / "manifest.json").string());
     m_mirror->upload(src, name, m, manifest, m_options.durable);
     std::optional<std::string> current;
     try {
@@ -119,6 +124,7 @@ void CheckpointManager::run_upload(const std::string& name)
         if (error.empty()) {
             r.failures = 0;
             r.error.clear();
+            m_mirrored.insert(name);
         } else {
             ++r.failures;
             r.error = error;
@@ -209,8 +215,8 @@ std::vector<std::string> CheckpointManager::due_uploads(const std::string& commi
             if (!all && it != m_upload_records.end() && it->second.failures > 0 && m_saves < it->second.retry_at_save)
                 continue; // backing off
         }
-        if (!on_mirror(s))
-            due.push_back(s.name);
+        if (!known_on_mirror(s))
+            due.push_back(s.name); // upload() first asks whether an earlier run sent it
     }
     return due;
 }

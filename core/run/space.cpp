@@ -50,7 +50,7 @@ void CheckpointManager::make_room(uint64_t need, const std::string& name)
     std::optional<std::string> newest_unmirrored;
     if (m_options.mirror)
         for (auto it = complete.rbegin(); it != complete.rend() && !newest_unmirrored; ++it)
-            if (!on_mirror(*it))
+            if (!known_on_mirror(*it))
                 newest_unmirrored = it->name;
     const StepInfo* healthy = newest_maybe_healthy(complete); // what a resume would go back to
     const std::string newest_healthy = healthy ? healthy->name : std::string();

@@ -446,6 +446,94 @@ private slots:
         QVERIFY(!keys("runs/flaky/step-00000001/rank0.safetensors").empty());
     }
 
+    // A store that answers every request seconds late: the saves go on at their own pace. What
+    // the bucket holds is known from the uploads, never asked for on a save's thread (where each
+    // step's LIST and manifest GET would hold the save for the store's delay, retries and all).
+    void aSlowStoreNeverHoldsUpASave()
+    {
+        const ProxiedStore store(m_config.endpoint);
+        const s3test::FaultProxy& proxy = store.proxy;
+        QVERIFY2(!proxy.endpoint().empty(), "the fault proxy did not start");
+        const fs::path root = fresh("slow");
+        ManagerOptions o = options(root, "runs/slow");
+        o.mirror_keep_last = 3;
+        o.on_warning = [](const std::string&) {};
+        CheckpointManager manager(o);
+        for (uint64_t step = 1; step <= 2; ++step) {
+            manager.save(state(step, 20'000), step);
+            manager.wait();
+        }
+        QVERIFY(proxy.fault("mode=slow&seconds=3&count=-1"));
+        for (uint64_t step = 3; step <= 4; ++step) {
+            QElapsedTimer saving;
+            saving.start();
+            manager.save(state(step, 20'000), step);
+            QVERIFY2(saving.elapsed() < 2500,
+                     qPrintable(
+                         QStringLiteral("save %1 took %2 ms with the store 3 s late").arg(step).arg(saving.elapsed())));
+        }
+        QVERIFY(proxy.fault("mode=none"));
+        manager.wait();
+        manager.retry_uploads();
+        manager.wait();
+        for (const UploadStatus& u : manager.upload_status())
+            QVERIFY2(u.state == UploadState::uploaded, u.name.c_str());
+        QVERIFY(storage::S3Client(m_config).list_multipart_uploads(m_bucket, "runs/slow/").empty());
+    }
+
+    // An earlier run's complete copy, whose manifest the store fails to give for a while: the
+    // next run's upload of it fails and is retried later; the copy is not taken for missing and
+    // deleted to be sent again.
+    void anEarlierRunsCopyIsNotDeletedOnAFailedRequest()
+    {
+        const fs::path root = fresh("earlier");
+        ManagerOptions o = options(root, "runs/earlier");
+        o.keep_last = 3;
+        o.mirror_keep_last = 3;
+        o.on_warning = [](const std::string&) {};
+        {
+            CheckpointManager manager(o);
+            for (uint64_t step = 1; step <= 2; ++step)
+                manager.save(state(step, 20'000), step);
+            manager.wait();
+        }
+        const ProxiedStore store(m_config.endpoint);
+        QVERIFY2(!store.proxy.endpoint().empty(), "the fault proxy did not start");
+        QVERIFY(store.proxy.fault("mode=503&count=-1&method=GET&path=step-00000001/manifest.json"));
+        {
+            CheckpointManager manager(o);
+            manager.save(state(3, 20'000), 3);
+            manager.wait();
+            bool step1_failed = false;
+            for (const UploadStatus& u : manager.upload_status()) {
+                if (u.name == step_dir_name(1))
+                    step1_failed = u.state == UploadState::failed;
+                else
+                    QVERIFY2(u.state == UploadState::uploaded, u.name.c_str());
+            }
+            QVERIFY(step1_failed);
+        }
+        for (const char* file : {"upload.json", "manifest.json", "rank0.safetensors", "rank1.safetensors"})
+            QVERIFY2(!keys(std::string("runs/earlier/step-00000001/") + file).empty(), file);
+    }
+
+    // A run killed while a step's parts went up leaves a multipart upload under a step that no
+    // object listing shows (none of its objects was completed): the next run's upload aborts it.
+    void anUploadLeftByAKilledRunIsAborted()
+    {
+        const storage::S3Client s3(m_config);
+        const std::string orphan =
+            s3.create_multipart(m_bucket, "runs/killed/" + step_dir_name(1) + "/rank0.safetensors");
+        QVERIFY(!orphan.empty());
+        QCOMPARE(s3.list_multipart_uploads(m_bucket, "runs/killed/").size(), std::size_t(1));
+        const fs::path root = fresh("killed");
+        CheckpointManager manager(options(root, "runs/killed"));
+        manager.save(state(2, 20'000), 2);
+        manager.wait();
+        QCOMPARE(int(manager.upload_status().back().state), int(UploadState::uploaded));
+        QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/killed/").empty());
+    }
+
     // Each part is read from its file as it is sent, never into a buffer of its own: a step of
     // ten parts, four in flight, goes up without the process's peak memory growing by even one
     // part per transfer (32 MiB). Measured in a process of its own (ctest tst_mirror_s3_memory):
