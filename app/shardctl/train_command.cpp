@@ -13,6 +13,7 @@
 #include "core/util/printable.h"
 
 #include <QElapsedTimer>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 
@@ -88,6 +89,22 @@ int run_train(const QStringList& arguments)
         std::fflush(stdout);
         std::cerr << ("shardctl: warning: " + printable(message, 4096) + "\n") << std::flush;
     };
+    // Whether a run is there to resume (or not to be overwritten), where that depends on the
+    // mirror's `latest`: a store that cannot be read says nothing either way, and training does
+    // not start over what it cannot see.
+    const auto mirror_holds_a_run = [&](const std::function<bool()>& ask) {
+        try {
+            return ask();
+        } catch (const Error& e) {
+            if (e.kind() != ProblemKind::remote_error)
+                throw;
+            throw Error(ProblemKind::remote_error,
+                        "cannot tell whether " + storage::to_string(*options.mirror) +
+                            " (--mirror) holds a run to resume, and the root has no `latest`: " + e.what() +
+                            "; training does not start over a mirror it cannot read (start it again once the "
+                            "store answers)");
+        }
+    };
     // A run already there, without --resume, is refused before anything is created, naming the
     // tier that holds it: a new root beside a mirror that holds a run would begin a second one there.
     if (!args->resume) {
@@ -99,7 +116,7 @@ int run_train(const QStringList& arguments)
                     " already holds checkpoints of a run; pass --resume to continue it or choose an empty --root");
         // A mirror folder not made yet holds nothing (the manager makes it).
         if (options.mirror && (!options.mirror->is_local() || fs::is_directory(options.mirror->path, ec)) &&
-            MirrorTier(*options.mirror).read_latest())
+            mirror_holds_a_run([&] { return MirrorTier(*options.mirror).read_latest().has_value(); }))
             return fail(kUsage,
                         storage::to_string(*options.mirror) +
                             " (--mirror) already holds checkpoints of a run; pass --resume to continue it from there "
@@ -108,7 +125,7 @@ int run_train(const QStringList& arguments)
     CheckpointManager manager(options);
     manager.lock_root(); // a second job on this root is refused now, not at its first save
 
-    const bool has_checkpoint = manager.holds_a_run();
+    const bool has_checkpoint = mirror_holds_a_run([&] { return manager.holds_a_run(); });
     if (has_checkpoint && !args->resume)
         return fail(kUsage,
                     options.root.string() +
@@ -134,7 +151,7 @@ int run_train(const QStringList& arguments)
         if (!as_json)
             std::cerr << "shardctl: resuming at step " << trainer->steps_done() << " from "
                       << resumed["path"].get<std::string>()
-                      << (used_mirror ? " (the mirror's copy: the local one did not verify)" : "")
+                      << (used_mirror ? " (the mirror's copy: " + printable(point.mirror_reason, 400) + ")" : "")
                       << (saved_world != config.world_size ? " (resharded " + std::to_string(saved_world) + " -> " +
                                   std::to_string(config.world_size) + " ranks)"
                                                            : std::string())

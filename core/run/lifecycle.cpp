@@ -616,6 +616,8 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
             loaded = load_from_mirror(copies.mirror->name);
             loaded->dir = mirror->display(copies.mirror->name); // where it came from, not the scratch copy
             point.used_mirror = true;
+            point.mirror_reason = local_error ? std::string("the local one did not verify: ") + local_error->what()
+                                              : std::string("there is no local one");
         }
         if (!loaded) {
             if (failed_here) // said, so that a resume from an older mirror step names the one it lost
@@ -630,6 +632,7 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
             if (!first_unhealthy)
                 first_unhealthy = health;
             point.used_mirror = false;
+            point.mirror_reason.clear();
             continue;
         }
         point.checkpoint = std::move(*loaded);

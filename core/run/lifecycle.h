@@ -132,6 +132,7 @@ struct ResumeOptions {
 struct ResumePoint {
     LoadedCheckpoint checkpoint;
     bool used_mirror = false; // the mirror's copy: the local one was lost or did not verify
+    std::string mirror_reason; // with used_mirror: which of the two, and why it did not verify
     // One sentence per newer step passed over because it is not healthy ("step-00000012: rank 0:
     // 4 non-finite exp_avg_sq values"), newest first.
     std::vector<std::string> skipped;

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <QElapsedTimer>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 #include <map>
@@ -216,6 +217,37 @@ private slots:
         const auto mismatch = shardctl(other_seed);
         QCOMPARE(mismatch.exit_code, 2);
         QVERIFY(mismatch.err.contains("seed"));
+    }
+
+    // A fresh root whose bucket mirror does not answer: whether the bucket holds a run to resume
+    // (or one a fresh run would overwrite) cannot be told, and no training starts, with or without
+    // --resume; the sentence says so, naming the mirror and the request.
+    void aMirrorThatCannotBeReadStartsNoRun()
+    {
+        const QByteArray id = qgetenv("AWS_ACCESS_KEY_ID"), secret = qgetenv("AWS_SECRET_ACCESS_KEY");
+        qputenv("AWS_ACCESS_KEY_ID", "AKIDUNREACHABLE");
+        qputenv("AWS_SECRET_ACCESS_KEY", "unreachable-secret");
+        const auto restore = qScopeGuard([&] {
+            qputenv("AWS_ACCESS_KEY_ID", id);
+            qputenv("AWS_SECRET_ACCESS_KEY", secret);
+        });
+        for (const bool resume : {false, true}) {
+            const fs::path dir = root(resume ? "unreadable-resume" : "unreadable");
+            QStringList args = train_args(dir, 3, 2,
+                                          {QStringLiteral("--mirror"), QStringLiteral("s3://ckpt-down/run"),
+                                           QStringLiteral("--endpoint"), QStringLiteral("http://127.0.0.1:1")});
+            if (resume)
+                args << QStringLiteral("--resume");
+            const auto run = shardctl(args);
+            QCOMPARE(run.exit_code, 2);
+            QCOMPARE(run.json()["error"]["kind"].get<std::string>(), std::string("remote_error"));
+            const std::string said = run.json()["error"]["message"].get<std::string>();
+            QVERIFY2(said.starts_with("cannot tell whether s3://ckpt-down/run (--mirror) holds a run to resume") &&
+                         said.find("GET s3://ckpt-down/run/latest") != std::string::npos,
+                     said.c_str());
+            QVERIFY(!fs::exists(dir / "latest"));
+            QVERIFY(!run.err.contains("unreachable-secret") && !run.out.contains("unreachable-secret"));
+        }
     }
 
     void secondJobOnTheSameRootIsRefused()
