@@ -88,8 +88,11 @@ shardscope::storage::Location checkpoint_argument(const QString& text)
     std::error_code ec;
     if (!where.is_local() || !std::filesystem::is_regular_file(where.path, ec))
         return where;
-    std::filesystem::path folder = where.path;
-    for (int levels = shardscope::levels_to_its_checkpoint(where.path); levels > 0; --levels)
+    const std::filesystem::path absolute = std::filesystem::absolute(where.path, ec);
+    const int up = shardscope::levels_to_its_checkpoint(absolute);
+    // A rank file named from inside its rank folder: its step is above the working directory.
+    std::filesystem::path folder = up > 1 ? absolute : where.path;
+    for (int levels = up; levels > 0; --levels)
         folder = folder.has_parent_path() ? folder.parent_path() : std::filesystem::path(".");
     return folder == where.path ? where : shardscope::storage::Location(folder);
 }

@@ -287,7 +287,9 @@ namespace {
 int rank_file_levels(const fs::path& file)
 {
     const std::string name = file.filename().string();
-    if (name.ends_with("_model_states.pt") || name.ends_with("_optim_states.pt"))
+    // mp_rank_00_model_states.pt, zero_pp_rank_1_mp_rank_00_optim_states.pt, and the pipeline
+    // engine's layer_01-model_00-model_states.pt
+    if (name.ends_with("_model_states.pt") || name.ends_with("-model_states.pt") || name.ends_with("_optim_states.pt"))
         return 1;
     if ((name == "model_optim_rng.pt" || name == "distrib_optim.pt") &&
         file.parent_path().filename().string().starts_with("mp_rank_"))
@@ -333,8 +335,9 @@ DetectedFormat detect_format(const storage::Location& path)
             throw Error(ProblemKind::cannot_open, path.path.string() + ": no such file or directory",
                         path.path.string());
         if (!fs::is_directory(status)) {
-            if (int levels = levels_to_its_checkpoint(path.path)) {
-                fs::path folder = path.path;
+            // Absolute, so that a rank file named from inside its rank folder has a parent to go to.
+            if (int levels = levels_to_its_checkpoint(fs::absolute(path.path, ec))) {
+                fs::path folder = levels > 1 ? fs::absolute(path.path, ec) : path.path;
                 for (; levels > 0; --levels)
                     folder = folder.has_parent_path() ? folder.parent_path() : fs::path(".");
                 return detect_format(storage::Location(folder));

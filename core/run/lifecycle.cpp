@@ -616,8 +616,11 @@ ResumePoint load_resume_point(const fs::path& root, const std::optional<storage:
             loaded = load_from_mirror(copies.mirror->name);
             loaded->dir = mirror->display(copies.mirror->name); // where it came from, not the scratch copy
             point.used_mirror = true;
-            point.mirror_reason = local_error ? std::string("the local one did not verify: ") + local_error->what()
-                                              : std::string("there is no local one");
+            point.mirror_reason = failed_here ? std::string("the local one did not verify: ") + local_error->what()
+                : copies.local ? std::string("a newer local step did not verify, so only the mirror's copies are "
+                                             "trusted: ") +
+                    local_error->what()
+                               : std::string("there is no local one");
         }
         if (!loaded) {
             if (failed_here) // said, so that a resume from an older mirror step names the one it lost

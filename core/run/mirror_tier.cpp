@@ -188,10 +188,14 @@ void MirrorTier::abort_uploads_except(const std::string& except) const
     if (is_local())
         return;
     const std::string root = m_where.prefix.empty() ? "" : m_where.prefix + "/";
-    const std::string kept = key(except) + "/";
-    for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, root))
-        if (!u.key.starts_with(kept))
+    for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, root)) {
+        // Only a step's (root/step-NNNNNNNN/...): a root at the bucket's top shares it with what
+        // other programs upload.
+        const std::string_view rest = std::string_view(u.key).substr(root.size());
+        const std::string step(rest.substr(0, rest.find('/')));
+        if (step != except && step.size() < rest.size() && parse_step_dir_name(step))
             m_s3->abort_multipart(m_where.bucket, u.key, u.upload_id);
+    }
 }
 
 bool MirrorTier::holds(const std::string& name, const std::string& manifest_text) const

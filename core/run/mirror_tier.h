@@ -50,10 +50,10 @@ public:
     // under the step are aborted too, and a store that fails throws (remote_error): an upload
     // must not go on over a step whose old record may still be there.
     void remove_step(const std::string& name, bool durable) const;
-    // On S3: aborts every unfinished multipart upload under the root but those of step `except`
-    // (the one being sent). An upload cut short by a killed process leaves parts that no object
-    // listing shows, under a step that may have no object at all: found only this way. Only the
-    // run holding the root's lock calls it, so no other upload under the root is live.
+    // On S3: aborts every unfinished multipart upload of a step under the root
+    // (root/step-NNNNNNNN/...) but those of step `except` (the one being sent). An upload cut short by a killed process leaves parts that no object
+    // listing shows, under a step that may have no object at all: found only this way. A mirror
+    // is written by one run at a time (as the sweep of its incomplete steps assumes).
     void abort_uploads_except(const std::string& except) const;
     // Whether step `name` is on the tier complete (its upload verified and recorded) with exactly
     // this manifest: an earlier run's upload of the same step, which need not be sent again.

@@ -55,26 +55,31 @@ void CheckpointManager::upload(const std::string& name)
     fsutil::UniqueFd src_fd = fsutil::open_directory(src);
     const std::string manifest =
         fsutil::read_small_file(src_fd.get(), "manifest.json", kMaxManifestBytes, (src / "manifest.json").string());
-    // Sent before, by this run or an earlier one (a step not yet known here to be there, after a
-    // restart): kept, not deleted and sent again. A store that does not answer fails the attempt
-    // here, before anything of the copy is touched.
-    if (m_mirror->holds(name, manifest))
-        return;
-    // An earlier, interrupted upload of it. On S3 a failure here fails the upload: its old
-    // manifest and record must be gone before any rank object is replaced.
-    m_mirror->remove_step(name, m_options.durable);
     const Manifest m = read_manifest(src);
-    // A copy that cannot fit is not started: a half-written one would only fill the mirror more.
-    const uint64_t need = m.total_bytes() + 64 * 1024;
-    if (m_mirror->is_local())
-        if (const TierSpace space = tier_space(StepTier::mirror, m_mirror->location().path);
-            space.free_bytes && *space.free_bytes < need)
-            throw Error(ProblemKind::io_error,
-                        m_mirror->display(name) + ": not uploaded: the step needs about " +
-                            std::to_string(need / 1024) + " KiB but only " + std::to_string(*space.free_bytes / 1024) +
-                            " KiB are free on the mirror",
-                        m_mirror->display());
-    m_mirror->upload(src, name, m, manifest, m_options.durable);
+    // Sent before, by this run or an earlier one (a step not yet known here to be there, after a
+    // restart): kept, not deleted and sent again, and `latest` moved on to it if a run was killed
+    // before it did. A store that does not answer fails the attempt here, before anything of the
+    // copy is touched.
+    if (!m_mirror->holds(name, manifest)) {
+        {
+            std::lock_guard lock(m_mutex);
+            m_mirrored.erase(name); // another copy of the name (a step saved again) is replaced
+        }
+        // An earlier, interrupted upload of it. On S3 a failure here fails the upload: its old
+        // manifest and record must be gone before any rank object is replaced.
+        m_mirror->remove_step(name, m_options.durable);
+        // A copy that cannot fit is not started: a half-written one would only fill the mirror more.
+        const uint64_t need = m.total_bytes() + 64 * 1024;
+        if (m_mirror->is_local())
+            if (const TierSpace space = tier_space(StepTier::mirror, m_mirror->location().path);
+                space.free_bytes && *space.free_bytes < need)
+                throw Error(ProblemKind::io_error,
+                            m_mirror->display(name) + ": not uploaded: the step needs about " +
+                                std::to_string(need / 1024) + " KiB but only " +
+                                std::to_string(*space.free_bytes / 1024) + " KiB are free on the mirror",
+                            m_mirror->display());
+        m_mirror->upload(src, name, m, manifest, m_options.durable);
+    }
     std::optional<std::string> current;
     try {
         current = m_mirror->read_latest();

@@ -52,6 +52,10 @@ constexpr int kProbedPastAMiss = 4;
 // HEADs one folder's probe may take: a full grid of kMaxProbedRanks Megatron ranks and the series
 // that find it fit.
 constexpr int kMaxProbeHeads = 2 * kMaxProbedRanks;
+// While a folder is probed (probe()), how many more HEADs it may take: a server that answers for
+// every name would otherwise have each rank series followed to kMaxProbedRanks, and every rank of
+// a Megatron grid asked for, a hundred thousand requests before a single sentence.
+thread_local int* t_probe_heads_left = nullptr;
 
 // Megatron's per-rank layout (before torch_dist): a folder mp_rank_TT (tensor-parallel rank) or
 // mp_rank_TT_PPP (and pipeline stage) holding model_optim_rng.pt (and distrib_optim.pt).
@@ -170,10 +174,6 @@ struct Folder::Remote {
     // kept (readers on several threads ask for the same files).
     mutable std::mutex asked_mutex;
     mutable std::map<std::string, std::optional<Known>, std::less<>> asked;
-    // While a folder is probed (probe()), how many more HEADs it may take: a server that answers
-    // for every name would otherwise have each rank series followed to kMaxProbedRanks, and every
-    // rank of a Megatron grid asked for, a hundred thousand requests before a single sentence.
-    mutable int probe_heads_left = -1; // -1: not probing
 
     // Reads smaller than a block (a zip entry's header and name, a small tensor, a pickle) are
     // served from the aligned block of the object they fall in, fetched once and kept among the
@@ -264,16 +264,11 @@ struct Folder::Remote {
             if (const auto it = asked.find(relative); it != asked.end())
                 return it->second;
         }
-        {
-            std::lock_guard lock(asked_mutex);
-            if (probe_heads_left == 0)
-                throw Error(ProblemKind::remote_error,
-                            client.object_name(bucket, base) + ": the server answers for more of the names a " +
-                                "checkpoint's files could have than any checkpoint has (" +
-                                std::to_string(kMaxProbeHeads) + " asked for); not read as a checkpoint folder");
-            if (probe_heads_left > 0)
-                --probe_heads_left;
-        }
+        if (t_probe_heads_left && (*t_probe_heads_left)-- <= 0)
+            throw Error(ProblemKind::remote_error,
+                        client.object_name(bucket, base) + ": the server answers for more of the names a " +
+                            "checkpoint's files could have than any checkpoint has (" + std::to_string(kMaxProbeHeads) +
+                            " asked for); not read as a checkpoint folder");
         // A web server's HEAD gives no ETag to hold its reads to: behind a load balancer each node
         // may give its own for the same bytes. Its streams still hold to their first answer's.
         const auto info = client.head(bucket, base + relative);
@@ -390,16 +385,15 @@ struct Folder::Remote {
     // torch_dist's files beside it), else the rank files that do: what a folder URL holds.
     std::vector<std::string> probe(const std::string& prefix) const
     {
+        // This probe's HEADs, on this thread: not a read on another thread, nor another probe.
+        int heads_left = kMaxProbeHeads;
         struct Budget {
-            const Remote& remote;
-            explicit Budget(const Remote& r) : remote(r) { set(kMaxProbeHeads); }
-            ~Budget() { set(-1); }
-            void set(int heads) const
-            {
-                std::lock_guard lock(remote.asked_mutex);
-                remote.probe_heads_left = heads;
-            }
-        } const budget(*this);
+            int* previous;
+            explicit Budget(int* heads) : previous(std::exchange(t_probe_heads_left, heads)) {}
+            ~Budget() { t_probe_heads_left = previous; }
+            Budget(const Budget&) = delete;
+            Budget& operator=(const Budget&) = delete;
+        } const budget(&heads_left);
         std::vector<std::string> out;
         for (const std::string_view entry : kEntryNames)
             if (size_of(prefix + std::string(entry)))

@@ -517,6 +517,36 @@ private slots:
             QVERIFY2(!keys(std::string("runs/earlier/step-00000001/") + file).empty(), file);
     }
 
+    // A run killed after a step's upload was recorded but before the bucket's `latest` named it:
+    // the next run finds the copy whole, does not send it again, and moves `latest` on to it
+    // (here while the newer step's upload fails, so nothing else moves it).
+    void aCopyFoundWholeMovesTheBucketsLatestOn()
+    {
+        const fs::path root = fresh("behind");
+        ManagerOptions o = options(root, "runs/behind");
+        o.keep_last = 3;
+        o.mirror_keep_last = 3;
+        o.on_warning = [](const std::string&) {};
+        {
+            CheckpointManager manager(o);
+            for (uint64_t step = 1; step <= 2; ++step)
+                manager.save(state(step, 20'000), step);
+            manager.wait();
+        }
+        const storage::S3Client s3(m_config);
+        const std::string behind = step_dir_name(1) + "\n";
+        s3.put(m_bucket, "runs/behind/latest", std::as_bytes(std::span(behind)));
+        const ProxiedStore store(m_config.endpoint);
+        QVERIFY2(!store.proxy.endpoint().empty(), "the fault proxy did not start");
+        QVERIFY(store.proxy.fault("mode=503&count=-1&method=PUT&path=step-00000003"));
+        {
+            CheckpointManager manager(o);
+            manager.save(state(3, 20'000), 3);
+            manager.wait();
+        }
+        QCOMPARE(s3.get(m_bucket, "runs/behind/latest", 100).value_or(""), step_dir_name(2) + "\n");
+    }
+
     // A run killed while a step's parts went up leaves a multipart upload under a step that no
     // object listing shows (none of its objects was completed): the next run's upload aborts it.
     void anUploadLeftByAKilledRunIsAborted()
@@ -525,13 +555,18 @@ private slots:
         const std::string orphan =
             s3.create_multipart(m_bucket, "runs/killed/" + step_dir_name(1) + "/rank0.safetensors");
         QVERIFY(!orphan.empty());
-        QCOMPARE(s3.list_multipart_uploads(m_bucket, "runs/killed/").size(), std::size_t(1));
+        // Not a step's: another program's upload beside the steps, which is left alone.
+        const std::string other = s3.create_multipart(m_bucket, "runs/killed/notes/step-00000001.bin");
+        QCOMPARE(s3.list_multipart_uploads(m_bucket, "runs/killed/").size(), std::size_t(2));
         const fs::path root = fresh("killed");
         CheckpointManager manager(options(root, "runs/killed"));
         manager.save(state(2, 20'000), 2);
         manager.wait();
         QCOMPARE(int(manager.upload_status().back().state), int(UploadState::uploaded));
-        QVERIFY(s3.list_multipart_uploads(m_bucket, "runs/killed/").empty());
+        const auto open = s3.list_multipart_uploads(m_bucket, "runs/killed/");
+        QCOMPARE(open.size(), std::size_t(1));
+        QCOMPARE(open[0].key, std::string("runs/killed/notes/step-00000001.bin"));
+        s3.abort_multipart(m_bucket, open[0].key, other);
     }
 
     // Each part is read from its file as it is sent, never into a buffer of its own: a step of

@@ -28,6 +28,7 @@
 #include <QProcess>
 #include <QScopeGuard>
 #include <QTemporaryDir>
+#include <QDir>
 #include <QTest>
 #include <thread>
 #include <algorithm>
@@ -536,6 +537,16 @@ private slots:
                 QCOMPARE(read.shards.size(), shards);
             }
         }
+        // Named from inside its rank folder, the rank file's step is above the working directory.
+        const QString before = QDir::currentPath();
+        QVERIFY(QDir::setCurrent(QString::fromStdString((mg / "mp_rank_01_001").string())));
+        const VerifyReport inside = verify_checkpoint(Location(fs::path("model_optim_rng.pt")));
+        QVERIFY(QDir::setCurrent(before));
+        QVERIFY(inside.ok());
+        QCOMPARE(inside.shards.size(), std::size_t(4));
+        QCOMPARE(levels_to_its_checkpoint("g/layer_01-model_00-model_states.pt"), 1); // the pipeline engine's
+        QCOMPARE(levels_to_its_checkpoint("g/model_optim_rng.pt"), 0); // not in a rank folder
+        QCOMPARE(levels_to_its_checkpoint("g/rank0.safetensors"), 0);
     }
 
     void anOutageIsNotAFinding()
