@@ -83,6 +83,20 @@ class TestMirrorS3 : public QObject {
         o.durable = false;
         return o;
     }
+    // A run that saved steps 1 and 2 and sent both to the bucket, then ended: the options for the
+    // next run on that root (three steps kept on each tier, warnings not printed).
+    ManagerOptions two_steps_sent(const fs::path& root, const std::string& prefix)
+    {
+        ManagerOptions o = options(root, prefix);
+        o.keep_last = 3;
+        o.mirror_keep_last = 3;
+        o.on_warning = [](const std::string&) {};
+        CheckpointManager manager(o);
+        for (uint64_t step = 1; step <= 2; ++step)
+            manager.save(state(step, 20'000), step);
+        manager.wait();
+        return o;
+    }
     std::vector<std::string> keys(const std::string& prefix)
     {
         std::vector<std::string> out;
@@ -486,17 +500,7 @@ private slots:
     // deleted to be sent again.
     void anEarlierRunsCopyIsNotDeletedOnAFailedRequest()
     {
-        const fs::path root = fresh("earlier");
-        ManagerOptions o = options(root, "runs/earlier");
-        o.keep_last = 3;
-        o.mirror_keep_last = 3;
-        o.on_warning = [](const std::string&) {};
-        {
-            CheckpointManager manager(o);
-            for (uint64_t step = 1; step <= 2; ++step)
-                manager.save(state(step, 20'000), step);
-            manager.wait();
-        }
+        const ManagerOptions o = two_steps_sent(fresh("earlier"), "runs/earlier");
         const ProxiedStore store(m_config.endpoint);
         QVERIFY2(!store.proxy.endpoint().empty(), "the fault proxy did not start");
         QVERIFY(store.proxy.fault("mode=503&count=-1&method=GET&path=step-00000001/manifest.json"));
@@ -522,17 +526,7 @@ private slots:
     // (here while the newer step's upload fails, so nothing else moves it).
     void aCopyFoundWholeMovesTheBucketsLatestOn()
     {
-        const fs::path root = fresh("behind");
-        ManagerOptions o = options(root, "runs/behind");
-        o.keep_last = 3;
-        o.mirror_keep_last = 3;
-        o.on_warning = [](const std::string&) {};
-        {
-            CheckpointManager manager(o);
-            for (uint64_t step = 1; step <= 2; ++step)
-                manager.save(state(step, 20'000), step);
-            manager.wait();
-        }
+        const ManagerOptions o = two_steps_sent(fresh("behind"), "runs/behind");
         const storage::S3Client s3(m_config);
         const std::string behind = step_dir_name(1) + "\n";
         s3.put(m_bucket, "runs/behind/latest", std::as_bytes(std::span(behind)));
