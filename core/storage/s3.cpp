@@ -459,9 +459,18 @@ S3Client::Answer S3Client::send(const Call& call) const
                             "it without the check");
         if (!response.refused.empty())
             throw Error(ProblemKind::remote_error, what + ": " + response.refused);
+        if (!response.malformed.empty())
+            throw Error(ProblemKind::remote_error,
+                        what + ": the answer from " + m_scheme + "://" + host + " is not valid HTTP (" +
+                            printable(response.malformed, 200) + ")");
         const bool got = response.status >= 200 && response.status < 300;
         const bool ranged =
             std::any_of(call.headers.begin(), call.headers.end(), [](const auto& h) { return h.first == "range"; });
+        if (!ranged && response.status == 206)
+            throw Error(ProblemKind::remote_error,
+                        what + ": the server answered HTTP 206 (part of an object, \"" +
+                            printable(response.headers["content-range"], 80) +
+                            "\") to a request that asked for no range");
         if (ranged && response.status == 200 && response.body_overflow)
             throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange);
         if (response.body_overflow)

@@ -113,7 +113,16 @@ std::size_t on_header(char* data, std::size_t, std::size_t n, void* user)
         value.remove_prefix(1);
     while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' '))
         value.remove_suffix(1);
-    x.response->headers[std::move(name)] = std::string(value.substr(0, 4096));
+    value = value.substr(0, 4096);
+    // Two lengths for one body: which one frames it is anyone's guess (curl takes the last and
+    // would wait for bytes that never come), so the answer is refused as it is.
+    if (const auto seen = x.response->headers.find(name); seen != x.response->headers.end() &&
+        (name == "content-length" || name == "content-range") && seen->second != value) {
+        x.response->malformed =
+            "two different " + std::string(name == "content-length" ? "Content-Length" : "Content-Range") + " headers";
+        return 0; // stops the transfer
+    }
+    x.response->headers[std::move(name)] = std::string(value);
     return n;
 }
 
@@ -223,6 +232,12 @@ HttpResponse http_exchange(const HttpRequest& request)
     if (x.error)
         std::rethrow_exception(x.error);
     const bool we_stopped = response.body_overflow || response.stopped || !response.refused.empty();
+    if (code == CURLE_WEIRD_SERVER_REPLY && response.malformed.empty())
+        response.malformed = error[0] ? error : curl_easy_strerror(code); // "Invalid Content-Length: value"
+    if (!response.malformed.empty()) {
+        response.status = 0;
+        return response;
+    }
     if (code != CURLE_OK && !(code == CURLE_WRITE_ERROR && we_stopped)) {
         response.transport_error = error[0] ? error : curl_easy_strerror(code);
         response.untrusted = code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_ISSUER_ERROR ||

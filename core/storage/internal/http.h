@@ -48,6 +48,9 @@ struct HttpResponse {
     long status = 0; // 0: no response (the transport failed, see `transport_error`)
     std::string transport_error; // curl's sentence when the exchange itself failed
     bool untrusted = false; // it failed on the server's TLS certificate (which asking again would meet)
+    // Why the answer is not valid HTTP (an invalid or a second, different Content-Length, say):
+    // the server's fault, which asking again would meet; the transfer stopped there.
+    std::string malformed;
     bool body_overflow = false; // the server sent more than the request allowed
     bool stopped = false; // the request's sink wanted no more
     std::string refused; // why the request's sink_check did not take the body

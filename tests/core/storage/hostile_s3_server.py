@@ -94,6 +94,19 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         if path == "/b/slice200":  # the range asked for, but as 200: as though it were the whole object
             first, _, last = self.headers.get("Range", "bytes=0-99")[6:].partition("-")
             return self.reply(200, b"c" * (int(last) - int(first) + 1))
+        if path == "/b/twolengths":  # which frames the body? 10 bytes come, the 100 never do
+            self.send_response(200)
+            self.send_header("Content-Length", "10")
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b"t" * 10)
+            self.wfile.flush()
+            threading.Event().wait(30)
+            return
+        if path == "/b/minuslength":
+            return self.reply(200, b"", [("Content-Length", "-1")])
+        if path == "/b/partial":  # part of the object where none was asked for
+            return self.reply(206, b"p" * 10, [("Content-Range", "bytes 0-9/100")])
         if path == "/b/wrongrange":  # 206 with the first 10 bytes, whatever was asked
             return self.reply(206, b"w" * 10, [("Content-Range", "bytes 0-9/100")])
         return self.reply(404, b"<Error><Code>NoSuchKey</Code><Message>\x1b[31mno\x1b[0m</Message></Error>")
@@ -101,6 +114,8 @@ class Hostile(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self):
         if self.path.startswith("/ranks/") and "/mp_rank_" in self.path:  # every rank folder there is
             return self.reply(200, b"", [("Content-Length", "10")])
+        if self.path.split("?")[0] == "/b/minuslength":
+            return self.reply(200, b"", [("Content-Length", "-1")])
         if self.path.split("?")[0] == "/b/nolength":  # 200 without the Content-Length a HEAD must give
             self.send_response(200)
             self.send_header("ETag", '"x"')

@@ -536,6 +536,34 @@ private slots:
         const QString no_length = said([&] { (void)s3.head("b", "nolength"); });
         QVERIFY2(no_length.contains(QStringLiteral("HEAD s3://b/nolength: the answer has no valid Content-Length")),
                  qPrintable(no_length));
+        // Answers that are not valid HTTP are the server's fault: said at once, not retried and
+        // called "no answer", nor waited on for bytes a second Content-Length promised.
+        QElapsedTimer malformed;
+        malformed.start();
+        handed = 0;
+        for (const auto& [call, why] : std::vector<std::pair<std::function<void()>, QString>>{
+                 {[&] { (void)s3.head("b", "minuslength"); }, QStringLiteral("HEAD s3://b/minuslength: the answer")},
+                 {[&] { (void)s3.get("b", "minuslength", 1000); },
+                  QStringLiteral("GET s3://b/minuslength: the answer")},
+                 {[&] { (void)s3.get("b", "twolengths", 1000); },
+                  QStringLiteral("GET s3://b/twolengths: the answer from http://127.0.0.1:")},
+                 {[&] { (void)s3.stream("b", "twolengths", 0, 100, count); },
+                  QStringLiteral("GET s3://b/twolengths: the answer")}}) {
+            const QString said_now = said(call);
+            QVERIFY2(said_now.startsWith(why) && said_now.contains(QStringLiteral(" is not valid HTTP (")) &&
+                         !said_now.contains(QStringLiteral("attempts")),
+                     qPrintable(said_now));
+        }
+        QVERIFY(said([&] {
+                    (void)s3.get("b", "twolengths", 1000);
+                }).endsWith(QStringLiteral("(two different Content-Length headers)")));
+        QVERIFY2(malformed.elapsed() < 1500, qPrintable(QString::number(malformed.elapsed()))); // no stall waited out
+        QCOMPARE(handed, uint64_t(0)); // none of the two-length body was taken
+        const QString partial = said([&] { (void)s3.get("b", "partial", 1000); });
+        QVERIFY2(partial ==
+                     QStringLiteral("GET s3://b/partial: the server answered HTTP 206 (part of an object, "
+                                    "\"bytes 0-9/100\") to a request that asked for no range"),
+                 qPrintable(partial));
         const QString loop = said([&] { (void)s3.list("b", "loop/", 100); });
         QVERIFY2(loop.contains(QStringLiteral("a truncated listing without a new continuation token")),
                  qPrintable(loop));
