@@ -381,6 +381,50 @@ struct Folder::Remote {
         }
     }
 
+    // DeepSpeed's pipeline engine's layer files beneath `prefix`: layer_LL-model_states.pt, or
+    // with tensor slices layer_LL-model_MM-model_states.pt. The layer indices skip where a layer
+    // holds no state (no file is saved for it), which the series' misses allow for. A layer is
+    // asked for by every slice of the first and the last layer's, so that a slice missing for one
+    // layer is named as locally.
+    void probe_deepspeed_layers(const std::string& prefix, std::vector<std::string>& out) const
+    {
+        const auto layer_file = [](int layer, int slice) { // slice < 0: no tensor slices
+            char name[64];
+            if (slice < 0)
+                std::snprintf(name, sizeof name, "layer_%02d-model_states.pt", layer);
+            else
+                std::snprintf(name, sizeof name, "layer_%02d-model_%02d-model_states.pt", layer, slice);
+            return std::string(name);
+        };
+        const auto present = [&](int layer, int slice) {
+            return size_of(prefix + layer_file(layer, slice)).has_value();
+        };
+        if (follow_series([&](int l) { return present(l, -1); }, [&](int l) { out.push_back(layer_file(l, -1)); },
+                          true) > 0)
+            return;
+        std::vector<int> layers;
+        follow_series([&](int l) { return present(l, 0); }, [&](int l) { layers.push_back(l); }, true);
+        if (layers.empty())
+            return;
+        int slices = 1;
+        for (const int l : {layers.front(), layers.back()})
+            slices = std::max(slices, follow_series([&](int m) { return present(l, m); }, [](int) {}, true));
+        // Layers whose slice 0 is the one lost are found by their other slices.
+        layers.clear();
+        follow_series(
+            [&](int l) {
+                for (int m = 0; m < slices; ++m)
+                    if (present(l, m))
+                        return true;
+                return false;
+            },
+            [&](int l) { layers.push_back(l); }, true);
+        for (const int l : layers)
+            for (int m = 0; m < slices; ++m)
+                if (present(l, m))
+                    out.push_back(layer_file(l, m));
+    }
+
     // The entry files of kEntryNames that answer a HEAD beneath `prefix` (with a .metadata,
     // torch_dist's files beside it), else the rank files that do: what a folder URL holds.
     std::vector<std::string> probe(const std::string& prefix) const
@@ -418,11 +462,16 @@ struct Folder::Remote {
         probe_megatron_ranks(prefix, out);
         // In a DeepSpeed step (its model states are there) an optimizer series is followed past
         // a missing rank 0, so that its loss is named rather than the series taken as absent.
-        bool deepspeed = false;
-        for (const std::string_view series : kRankSeries)
-            deepspeed = follow_series([&](int rank) { return size_of(prefix + rank_name(series, rank)).has_value(); },
-                                      [&](int rank) { out.push_back(rank_name(series, rank)); }, deepspeed) > 0 ||
-                deepspeed;
+        bool deepspeed = false, module_files = false;
+        for (const std::string_view series : kRankSeries) {
+            const bool found =
+                follow_series([&](int rank) { return size_of(prefix + rank_name(series, rank)).has_value(); },
+                              [&](int rank) { out.push_back(rank_name(series, rank)); }, deepspeed) > 0;
+            module_files = module_files || (found && series == kRankSeries[0]);
+            deepspeed = deepspeed || found;
+        }
+        if (module_files) // the pipeline engine writes its mp_rank files beside its layer files
+            probe_deepspeed_layers(prefix, out);
         std::sort(out.begin(), out.end());
         return out;
     }

@@ -894,6 +894,42 @@ private slots:
         QVERIFY2(ds_there.problems[0].message.find("zero_pp_rank_0_mp_rank_00_optim_states.pt: missing") !=
                      std::string::npos,
                  ds_there.problems[0].message.c_str());
+
+        // The pipeline engine's steps: a layer file per layer (and tensor slice), indices skipping
+        // the layers without state. Read over HTTP as locally: the same files, the same findings.
+        const auto pipeline_step = [&](const fs::path& step, int slices, const std::vector<std::string>& layers) {
+            for (int m = 0; m < std::max(slices, 1); ++m) {
+                const std::string name = "mp_rank_0" + std::to_string(m) + "_model_states";
+                fixtures::write_file(step / (name + ".pt"), fixtures::torch_archive(name, {{"module.step", {1}}}));
+            }
+            for (const std::string& layer : layers)
+                fixtures::write_file(step / (layer + "-model_states.pt"),
+                                     fixtures::torch_archive(layer, {{"weight", {2, 2}}}));
+        };
+        // Two slices; layer 2 has no state, and layers 5-6 none either, past which layer 7 does;
+        // layer 3 lost its slice 0, layer 1 its slice 1.
+        pipeline_step(root() / "ds-pipe" / "global_step4", 2,
+                      {"layer_00-model_00", "layer_00-model_01", "layer_01-model_00", "layer_03-model_01",
+                       "layer_04-model_00", "layer_04-model_01", "layer_07-model_00", "layer_07-model_01"});
+        // No tensor slices: the names carry none, layer 0 has no state.
+        pipeline_step(root() / "ds-pipe-plain" / "global_step1", 0, {"layer_01", "layer_02", "layer_04"});
+        for (const char* step : {"ds-pipe/global_step4", "ds-pipe-plain/global_step1"}) {
+            const VerifyReport here = verify_checkpoint(root() / step);
+            const VerifyReport there = verify_checkpoint(parse_location(base + step));
+            QCOMPARE(there.format, std::string("deepspeed"));
+            QCOMPARE(there.shards.size(), here.shards.size());
+            QCOMPARE(there.problems.size(), here.problems.size());
+            for (std::size_t i = 0; i < here.problems.size(); ++i) {
+                std::string expected = here.problems[i].message;
+                const std::string local = (root() / step).string();
+                expected.replace(expected.find(local), local.size(), base + step);
+                QCOMPARE(there.problems[i].message, expected);
+            }
+        }
+        const VerifyReport gaps = verify_checkpoint(parse_location(base + "ds-pipe/global_step4"));
+        QCOMPARE(gaps.shards.size(), std::size_t(2 + 5 * 2)); // two missing among them
+        QCOMPARE(gaps.problems.size(), std::size_t(2));
+        QVERIFY(verify_checkpoint(parse_location(base + "ds-pipe-plain/global_step1")).ok());
     }
 
     // The command line's mirror on the bucket: `train --mirror s3://…` uploads every kept step,
