@@ -158,6 +158,26 @@ std::vector<StepInfo> MirrorTier::scan(StepTier as) const
     std::vector<StepInfo> steps;
     for (const auto& [step, name] : names)
         steps.push_back(describe(name, step, as));
+    // A step whose rank files are still being sent in parts has no object yet: it is the
+    // incomplete copy it is (its upload in progress, or cut short), not absent.
+    std::set<std::string> open;
+    try {
+        open = steps_with_open_uploads();
+    } catch (const Error& e) {
+        // Credentials that may list and read objects but not uploads (a reader's) still read the
+        // steps: only an upload in progress goes unshown.
+        if (e.kind() == ProblemKind::cancelled)
+            throw;
+    }
+    for (const std::string& name : open) {
+        const uint64_t step = parse_step_dir_name(name).value_or(0);
+        if (!names.contains(step))
+            steps.push_back({.name = name,
+                             .step = step,
+                             .tier = as,
+                             .problem = "the upload has not finished (its rank files are being sent in parts)"});
+    }
+    std::sort(steps.begin(), steps.end(), [](const StepInfo& a, const StepInfo& b) { return a.step < b.step; });
     std::optional<std::string> latest;
     try {
         latest = read_latest();
@@ -183,19 +203,39 @@ void MirrorTier::remove_step(const std::string& name, bool durable) const
         m_s3->remove(m_where.bucket, o.key);
 }
 
+namespace {
+
+// The step folder an upload's key is in (root/step-NNNNNNNN/...), or "": a root at the bucket's
+// top shares it with what other programs upload.
+std::string step_of_upload(const std::string& root, const std::string& key)
+{
+    const std::string_view rest = std::string_view(key).substr(root.size());
+    const std::string step(rest.substr(0, rest.find('/')));
+    return step.size() < rest.size() && parse_step_dir_name(step) ? step : std::string();
+}
+
+} // namespace
+
 void MirrorTier::abort_uploads_except(const std::string& except) const
 {
     if (is_local())
         return;
     const std::string root = m_where.prefix.empty() ? "" : m_where.prefix + "/";
-    for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, root)) {
-        // Only a step's (root/step-NNNNNNNN/...): a root at the bucket's top shares it with what
-        // other programs upload.
-        const std::string_view rest = std::string_view(u.key).substr(root.size());
-        const std::string step(rest.substr(0, rest.find('/')));
-        if (step != except && step.size() < rest.size() && parse_step_dir_name(step))
+    for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, root))
+        if (const std::string step = step_of_upload(root, u.key); !step.empty() && step != except)
             m_s3->abort_multipart(m_where.bucket, u.key, u.upload_id);
-    }
+}
+
+std::set<std::string> MirrorTier::steps_with_open_uploads() const
+{
+    std::set<std::string> steps;
+    if (is_local())
+        return steps;
+    const std::string root = m_where.prefix.empty() ? "" : m_where.prefix + "/";
+    for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, root))
+        if (std::string step = step_of_upload(root, u.key); !step.empty())
+            steps.insert(std::move(step));
+    return steps;
 }
 
 bool MirrorTier::holds(const std::string& name, const std::string& manifest_text) const

@@ -11,6 +11,8 @@
 #include "core/storage/location.h"
 
 #include <memory>
+#include <set>
+#include <string>
 
 namespace shardscope {
 
@@ -40,7 +42,8 @@ public:
     // does not answer throws Error(remote_error): no step is ever taken for incomplete (and so
     // deleted) because a request failed. `as`: mirror, where a step is complete once its upload
     // record is there; local, for a root read where it lives (`status s3://bucket/run`), where its
-    // manifest makes it complete, as on a local disk.
+    // manifest makes it complete, as on a local disk. A step with only unfinished multipart
+    // uploads under it is there too, incomplete.
     std::vector<StepInfo> scan(StepTier as = StepTier::mirror) const;
     StepInfo describe(const std::string& name, uint64_t step, StepTier as = StepTier::mirror) const;
     std::optional<std::string> read_latest() const;
@@ -55,6 +58,9 @@ public:
     // listing shows, under a step that may have no object at all: found only this way. A mirror
     // is written by one run at a time (as the sweep of its incomplete steps assumes).
     void abort_uploads_except(const std::string& except) const;
+    // On S3: the steps under the root with an unfinished multipart upload, which no object
+    // listing shows (a rank file being sent in parts); none on a local mirror.
+    std::set<std::string> steps_with_open_uploads() const;
     // Whether step `name` is on the tier complete (its upload verified and recorded) with exactly
     // this manifest: an earlier run's upload of the same step, which need not be sent again.
     // Throws Error(remote_error) when the store does not answer.

@@ -10,6 +10,7 @@
 #include "core/run/demo.h"
 #include "core/run/lifecycle.h"
 #include "core/run/mirror_tier.h"
+#include "core/run/root_lock.h"
 #include "core/run/root_status.h"
 #include "core/storage/s3.h"
 #include "testutil.h"
@@ -552,6 +553,27 @@ private slots:
         // Not a step's: another program's upload beside the steps, which is left alone.
         const std::string other = s3.create_multipart(m_bucket, "runs/killed/notes/step-00000001.bin");
         QCOMPARE(s3.list_multipart_uploads(m_bucket, "runs/killed/").size(), std::size_t(2));
+        // Until then the step is the incomplete copy it is, and where a run holds the root whose
+        // step it is, that step's upload is under way (a part sent, none of its objects whole).
+        {
+            const fs::path local = fresh("killed-local");
+            ManagerOptions local_only = options(local, "runs/killed");
+            local_only.mirror.reset();
+            CheckpointManager(local_only).save(state(1, 20'000), 1);
+            const auto steps = list_steps(local, storage::parse_location("s3://" + m_bucket + "/runs/killed"));
+            const auto copy =
+                std::find_if(steps.begin(), steps.end(), [](const StepInfo& s) { return s.tier == StepTier::mirror; });
+            QVERIFY(copy != steps.end());
+            QCOMPARE(copy->name, step_dir_name(1));
+            QVERIFY(!copy->complete);
+            QVERIFY2(copy->problem.find("being sent in parts") != std::string::npos, copy->problem.c_str());
+            QCOMPARE(
+                std::count_if(steps.begin(), steps.end(), [](const StepInfo& s) { return s.tier == StepTier::mirror; }),
+                1L); // the other program's upload is no step
+            const RootLock lock = RootLock::acquire(local, {});
+            QCOMPARE(int(upload_states_on_disk(steps, read_lock_holder(local), 2).at(step_dir_name(1))),
+                     int(UploadState::uploading));
+        }
         const fs::path root = fresh("killed");
         CheckpointManager manager(options(root, "runs/killed"));
         manager.save(state(2, 20'000), 2);
