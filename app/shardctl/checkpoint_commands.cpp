@@ -38,12 +38,12 @@ std::string file_label(const ShardCheck& s)
 
 // After "no checkpoint found": what would have opened, and the checkpoint next to PATH when there
 // is one (the GUI offers the same).
-void explain_no_checkpoint(const fs::path& path)
+void explain_no_checkpoint(const storage::Location& where)
 {
     std::cerr << "shardctl: " << kWhatShardScopeOpens << "\n";
-    if (const auto nearby = nearby_checkpoint(path))
+    if (const auto nearby = nearby_checkpoint(where))
         std::cerr << "shardctl: did you mean " << printable(describe_nearby(*nearby)) << "? shardctl verify "
-                  << printable(nearby->path.string()) << "\n";
+                  << printable(storage::to_string(nearby->location)) << "\n";
 }
 
 } // namespace
@@ -356,7 +356,7 @@ int run_verify(const QStringList& arguments)
         if (verdict.reasons.empty())
             fail(kCheckFailed, report.dir.string() + ": " + verdict.title);
         if (verdict.no_checkpoint)
-            explain_no_checkpoint(path);
+            explain_no_checkpoint(where);
         return kCheckFailed;
     }
     if (report.ok())
@@ -364,7 +364,7 @@ int run_verify(const QStringList& arguments)
     for (const auto& p : report.problems)
         fail(kCheckFailed, p.message);
     if (no_checkpoint_found(report))
-        explain_no_checkpoint(path);
+        explain_no_checkpoint(where);
     if (report.cancelled)
         std::cerr << "shardctl: verification was cancelled\n";
     return kCheckFailed;

@@ -297,17 +297,6 @@ int rank_file_levels(const fs::path& file)
     return 0;
 }
 
-// The location `levels` folders above `location` (a URL's prefix shortened).
-storage::Location above(storage::Location location, int levels)
-{
-    for (; levels > 0; --levels) {
-        const std::size_t slash = location.prefix.rfind('/');
-        location.prefix = slash == std::string::npos ? std::string() : location.prefix.substr(0, slash);
-    }
-    location.text = storage::to_string(location);
-    return location;
-}
-
 } // namespace
 
 int levels_to_its_checkpoint(const std::filesystem::path& file)
@@ -363,7 +352,7 @@ DetectedFormat detect_format(const storage::Location& path)
         // the step of every rank, as on a disk; its folder (a rank's, for Megatron) is not it,
         // and a web server's was found by that one name only.
         if (const int levels = rank_file_levels(fs::path(path.prefix))) {
-            root = storage::Folder::open(above(path, levels));
+            root = storage::Folder::open(path.above(levels));
         } else if (const std::string name = path.prefix.substr(path.prefix.rfind('/') + 1);
                    name.ends_with(".safetensors")) {
             result.format = CheckpointFormat::safetensors;

@@ -14,7 +14,7 @@ bool no_checkpoint_found(const VerifyReport& report)
 namespace {
 
 // The format `path` holds, or unknown when it holds none or cannot be read.
-DetectedFormat detect_quietly(const fs::path& path)
+DetectedFormat detect_quietly(const storage::Location& path)
 {
     try {
         return detect_format(path);
@@ -25,37 +25,38 @@ DetectedFormat detect_quietly(const fs::path& path)
 
 } // namespace
 
-std::optional<NearbyCheckpoint> nearby_checkpoint(const fs::path& folder)
+std::optional<NearbyCheckpoint> nearby_checkpoint(const storage::Location& folder)
 {
-    const fs::path here = folder.lexically_normal();
-    fs::path up = here.has_filename() ? here.parent_path() : here.parent_path().parent_path(); // "a/b/" too
-    if (!up.empty() && up != here) {
+    const storage::Location here = folder.is_local() ? storage::Location(folder.path.lexically_normal()) : folder;
+    const storage::Location up = here.above();
+    const bool has_parent = here.is_local() ? !up.path.empty() && up.path != here.path : here.prefix != up.prefix;
+    if (has_parent) {
         const DetectedFormat parent = detect_quietly(up);
         // A root whose `latest` names this very folder would lead straight back here.
         std::error_code ec;
-        const bool leads_back =
-            parent.dir.valid() && parent.dir.is_local() && fs::equivalent(parent.dir.path, here, ec);
+        const bool leads_back = parent.dir.valid() &&
+            (parent.dir.is_local() ? here.is_local() && fs::equivalent(parent.dir.path, here.path, ec)
+                                   : !here.is_local() && parent.dir.location().prefix == here.prefix);
         if (parent.format != CheckpointFormat::unknown && !leads_back)
-            return NearbyCheckpoint{.path = up, .format = parent.format, .parent = true};
+            return NearbyCheckpoint{.location = up, .format = parent.format, .parent = true};
     }
-    std::vector<std::string> names;
+    if (here.scheme == storage::Scheme::http || here.scheme == storage::Scheme::https)
+        return std::nullopt; // a web server has no listing to look through
+    std::vector<std::string> folders;
     try {
-        const fsutil::ListedDirectory listed = fsutil::open_listed(here);
-        names = listed.names; // sorted
+        const storage::Folder listed = storage::Folder::open(here);
+        for (const std::string& name : listed.names) // sorted
+            if (listed.is_folder(name))
+                folders.push_back(name);
     } catch (const std::exception&) {
         return std::nullopt;
     }
-    std::size_t looked = 0;
-    for (const std::string& name : names) {
-        std::error_code ec;
-        const fs::path child = here / name;
-        if (!fs::is_directory(fs::symlink_status(child, ec)))
-            continue;
-        if (++looked > kMaxNearbyFolders)
-            break;
+    const std::size_t most = here.is_local() ? kMaxNearbyFolders : kMaxNearbyRemoteFolders;
+    for (std::size_t i = 0; i < folders.size() && i < most; ++i) {
+        const storage::Location child = here.child(folders[i]);
         const DetectedFormat inside = detect_quietly(child);
         if (inside.format != CheckpointFormat::unknown)
-            return NearbyCheckpoint{.path = child, .format = inside.format, .parent = false};
+            return NearbyCheckpoint{.location = child, .format = inside.format, .parent = false};
     }
     return std::nullopt;
 }
@@ -63,7 +64,7 @@ std::optional<NearbyCheckpoint> nearby_checkpoint(const fs::path& folder)
 std::string describe_nearby(const NearbyCheckpoint& nearby)
 {
     const std::string what = " (a " + std::string(to_string(nearby.format)) + " checkpoint)";
-    return (nearby.parent ? "its parent folder " : "the folder ") + nearby.path.string() +
+    return (nearby.parent ? "its parent folder " : "the folder ") + storage::to_string(nearby.location) +
         (nearby.parent ? "" : " inside it") + what;
 }
 

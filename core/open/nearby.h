@@ -27,19 +27,23 @@ inline constexpr std::string_view kWhatShardScopeOpens =
 bool no_checkpoint_found(const VerifyReport& report);
 
 struct NearbyCheckpoint {
-    std::filesystem::path path;
+    storage::Location location;
     CheckpointFormat format = CheckpointFormat::unknown;
     bool parent = false; // the folder above; else a folder inside
 };
 
-// Sub-folders looked at, at most: a home directory of 10^4 folders is not worth a pause.
+// Sub-folders looked at, at most: a home directory of 10^4 folders is not worth a pause, nor a
+// bucket's prefixes a request each.
 inline constexpr std::size_t kMaxNearbyFolders = 256;
+inline constexpr std::size_t kMaxNearbyRemoteFolders = 16;
 
 // The checkpoint next to `folder`: its parent when that detects as one (and does not just lead
 // back to `folder` through its `latest`), else the first of its direct sub-folders, by name, that
 // does. Follows no symlinked sub-folder; folders that cannot be read are skipped. Nullopt when
-// none is a checkpoint. Lists up to kMaxNearbyFolders + 1 folders: run it off the GUI thread.
-std::optional<NearbyCheckpoint> nearby_checkpoint(const std::filesystem::path& folder);
+// none is a checkpoint. In a bucket the same, one prefix up or down; a web server, which cannot
+// list, is asked for its parent only. Lists up to kMaxNearbyFolders + 1 folders (remote:
+// kMaxNearbyRemoteFolders + 1): run it off the GUI thread.
+std::optional<NearbyCheckpoint> nearby_checkpoint(const storage::Location& folder);
 
 // "its parent folder /runs/a (a ShardScope checkpoint)" or "the folder /runs/a/ckpt inside it
 // (a torch-dcp checkpoint)", for a sentence that suggests opening it.

@@ -228,6 +228,21 @@ Location Location::child(std::string_view name) const
     return out;
 }
 
+Location Location::above(int levels) const
+{
+    Location out = *this;
+    for (; levels > 0; --levels) {
+        if (scheme == Scheme::local) {
+            out.path = out.path.has_filename() ? out.path.parent_path() : out.path.parent_path().parent_path();
+            continue;
+        }
+        const std::size_t slash = out.prefix.rfind('/');
+        out.prefix = slash == std::string::npos ? std::string() : out.prefix.substr(0, slash);
+    }
+    out.text = scheme == Scheme::local ? out.path.string() : to_string(out);
+    return out;
+}
+
 std::string to_string(const Location& location)
 {
     switch (location.scheme) {

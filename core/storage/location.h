@@ -36,6 +36,9 @@ struct Location {
     bool is_local() const { return scheme == Scheme::local; }
     // The location of `name` beneath this one ("run" + "step-1" -> "run/step-1").
     Location child(std::string_view name) const;
+    // The folder `levels` above this one: a local path's parent, a URL's prefix shortened (never
+    // above a bucket or a server's root).
+    Location above(int levels = 1) const;
 };
 
 // True when `text` starts with a URL scheme ("s3://", "https://", "gs://", ...), or is what a

@@ -455,13 +455,14 @@ void CheckpointPanel::findNearbyCheckpoint()
         // Another folder was opened (or this one verified again) meanwhile: its own search follows.
         if (!nearby || path != m_path || m_controller->isRunning())
             return;
-        m_suggestedPath = QString::fromStdString(nearby->path.string());
+        m_suggestedPath = QString::fromStdString(shardscope::storage::to_string(nearby->location));
         m_suggestedText =
             tr("A checkpoint is next to it: %1.").arg(printableText(QString::fromStdString(describe_nearby(*nearby))));
         m_banner->suggestCheckpoint(m_suggestedPath, m_suggestedText);
     });
     // Detection lists the parent and up to kMaxNearbyFolders sub-folders: never on the GUI thread.
-    watcher->setFuture(QtConcurrent::run([dir = path.toStdString()] { return shardscope::nearby_checkpoint(dir); }));
+    watcher->setFuture(QtConcurrent::run(
+        [dir = path.toStdString()] { return shardscope::nearby_checkpoint(std::filesystem::path(dir)); }));
 }
 
 void CheckpointPanel::showProblems(const shardscope::VerifyReport& report)

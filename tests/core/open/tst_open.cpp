@@ -175,7 +175,7 @@ private slots:
         QVERIFY(no_checkpoint_found(verify_checkpoint(run)));
         auto nearby = nearby_checkpoint(run);
         QVERIFY(nearby);
-        QCOMPARE(nearby->path, run / "step-00000001");
+        QCOMPARE(nearby->location.path, run / "step-00000001");
         QCOMPARE(nearby->format, CheckpointFormat::shardscope);
         QVERIFY(!nearby->parent);
         QVERIFY(describe_nearby(*nearby).find("inside it") != std::string::npos);
@@ -185,13 +185,13 @@ private slots:
         fs::create_directories(extra);
         nearby = nearby_checkpoint(extra);
         QVERIFY(nearby);
-        QCOMPARE(nearby->path, run / "step-00000001");
+        QCOMPARE(nearby->location.path, run / "step-00000001");
         QVERIFY(nearby->parent);
         QVERIFY(describe_nearby(*nearby).starts_with("its parent folder "));
         // "extra/" names the same folder.
-        nearby = nearby_checkpoint(extra.string() + "/");
+        nearby = nearby_checkpoint(fs::path(extra.string() + "/"));
         QVERIFY(nearby && nearby->parent);
-        QCOMPARE(nearby->path, run / "step-00000001");
+        QCOMPARE(nearby->location.path, run / "step-00000001");
 
         // A root whose `latest` names this very (empty) folder only leads back here: not offered.
         const fs::path back = root() / "leads-back";

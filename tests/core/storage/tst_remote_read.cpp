@@ -16,6 +16,7 @@
 #include "core/inspect/content.h"
 #include "core/inspect/diff.h"
 #include "core/open/detect.h"
+#include "core/open/nearby.h"
 #include "core/open/verify.h"
 #include "core/run/demo.h"
 #include "core/storage/folder.h"
@@ -635,6 +636,44 @@ private slots:
             QCOMPARE(e.kind(), ProblemKind::cannot_open);
             QVERIFY(std::string(e.what()).find("s3://" + m_bucket + "/no-such-prefix") != std::string::npos);
         }
+    }
+
+    // A prefix that holds no checkpoint, next to one: the one a user most likely meant is offered,
+    // a prefix down (the run's folder named instead of its step) or up (a folder in a step), as
+    // for a local folder; a web server, which cannot list, only up. Never a local folder of the
+    // URL's text ("s3:/bucket/…" in the working directory).
+    void aCheckpointNextToThePrefixIsOffered()
+    {
+        const fs::path near = root() / "near";
+        save_sharded(make_demo_state(3, 1000, 2, ParamDtype::BF16), near / "run" / "step-00000004", 4);
+        fixtures::write_file(near / "run" / "notes" / "a.txt", "notes");
+        fixtures::write_file(near / "run" / "step-00000004" / "extra" / "b.txt", "extra");
+        upload(near, "near");
+        const auto offered = [](const Location& where) {
+            const auto nearby = nearby_checkpoint(where);
+            return nearby ? storage::to_string(nearby->location) + (nearby->parent ? " up" : " down") : std::string();
+        };
+        const std::string bucket = "s3://" + m_bucket + "/near/run";
+        QCOMPARE(offered(url("near/run")), bucket + "/step-00000004 down");
+        QCOMPARE(offered(url("near/run/step-00000004/extra")), bucket + "/step-00000004 up");
+        QCOMPARE(offered(url("near/run/notes")), std::string());
+        testutil::RangeServer server(root());
+        QVERIFY(server.port() > 0);
+        const std::string web = "http://127.0.0.1:" + std::to_string(server.port()) + "/near/run/step-00000004";
+        QCOMPARE(offered(parse_location(web + "/extra")), web + " up");
+
+        // The command line says it, after the sentence that nothing is there.
+        // A local checkpoint where the URL's text would lead as a path, sorted first: not offered.
+        save_sharded(make_demo_state(3, 1000, 2, ParamDtype::BF16),
+                     fs::path("s3:") / m_bucket / "near" / "run" / "step-00000001", 1);
+        const auto local_decoy = qScopeGuard([] { fs::remove_all("s3:"); });
+        const testutil::Run run = testutil::shardctl({QStringLiteral("verify"), QString::fromStdString(bucket)});
+        QCOMPARE(run.exit_code, 1);
+        QVERIFY2(run.err.contains(QByteArray::fromStdString("did you mean the folder " + bucket +
+                                                            "/step-00000004 inside it (a shardscope checkpoint)? "
+                                                            "shardctl verify " +
+                                                            bucket + "/step-00000004\n")),
+                 run.err.constData());
     }
 
     void httpServersAnsweringRangesAreRead()
