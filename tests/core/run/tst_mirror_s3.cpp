@@ -548,19 +548,19 @@ private slots:
     {
         const storage::S3Client s3(m_config);
         const std::string orphan =
-            s3.create_multipart(m_bucket, "runs/killed/" + step_dir_name(1) + "/rank0.safetensors");
+            s3.create_multipart(m_bucket, "runs/orphaned/" + step_dir_name(1) + "/rank0.safetensors");
         QVERIFY(!orphan.empty());
         // Not a step's: another program's upload beside the steps, which is left alone.
-        const std::string other = s3.create_multipart(m_bucket, "runs/killed/notes/step-00000001.bin");
-        QCOMPARE(s3.list_multipart_uploads(m_bucket, "runs/killed/").size(), std::size_t(2));
+        const std::string other = s3.create_multipart(m_bucket, "runs/orphaned/notes/step-00000001.bin");
+        QCOMPARE(s3.list_multipart_uploads(m_bucket, "runs/orphaned/").size(), std::size_t(2));
         // Until then the step is the incomplete copy it is, and where a run holds the root whose
         // step it is, that step's upload is under way (a part sent, none of its objects whole).
         {
             const fs::path local = fresh("killed-local");
-            ManagerOptions local_only = options(local, "runs/killed");
+            ManagerOptions local_only = options(local, "runs/orphaned");
             local_only.mirror.reset();
             CheckpointManager(local_only).save(state(1, 20'000), 1);
-            const auto steps = list_steps(local, storage::parse_location("s3://" + m_bucket + "/runs/killed"));
+            const auto steps = list_steps(local, storage::parse_location("s3://" + m_bucket + "/runs/orphaned"));
             const auto copy =
                 std::find_if(steps.begin(), steps.end(), [](const StepInfo& s) { return s.tier == StepTier::mirror; });
             QVERIFY(copy != steps.end());
@@ -575,13 +575,13 @@ private slots:
                      int(UploadState::uploading));
         }
         const fs::path root = fresh("killed");
-        CheckpointManager manager(options(root, "runs/killed"));
+        CheckpointManager manager(options(root, "runs/orphaned"));
         manager.save(state(2, 20'000), 2);
         manager.wait();
         QCOMPARE(int(manager.upload_status().back().state), int(UploadState::uploaded));
-        const auto open = s3.list_multipart_uploads(m_bucket, "runs/killed/");
+        const auto open = s3.list_multipart_uploads(m_bucket, "runs/orphaned/");
         QCOMPARE(open.size(), std::size_t(1));
-        QCOMPARE(open[0].key, std::string("runs/killed/notes/step-00000001.bin"));
+        QCOMPARE(open[0].key, std::string("runs/orphaned/notes/step-00000001.bin"));
         s3.abort_multipart(m_bucket, open[0].key, other);
     }
 
