@@ -13,6 +13,7 @@
 #include "widgets/panels/tensorlistpane.h"
 
 #include "core/open/nearby.h"
+#include "core/util/cancel.h"
 
 #include <QAction>
 #include <QApplication>
@@ -442,12 +443,25 @@ void CheckpointPanel::showVerdict(const shardscope::ResumeVerdict& verdict, bool
         m_banner->suggestCheckpoint(m_suggestedPath, m_suggestedText);
 }
 
+CheckpointPanel::~CheckpointPanel()
+{
+    if (m_nearbyCancel)
+        *m_nearbyCancel = true;
+}
+
 void CheckpointPanel::findNearbyCheckpoint()
 {
     using Nearby = std::optional<shardscope::NearbyCheckpoint>;
     const QString path = m_path;
-    if (isUrl(path))
-        return; // a bucket's neighbours are not looked through
+    shardscope::storage::Location where;
+    try {
+        where = checkpointLocation(path);
+    } catch (const shardscope::Error&) {
+        return; // no location to look around (its own error is shown)
+    }
+    if (m_nearbyCancel)
+        *m_nearbyCancel = true;
+    m_nearbyCancel = std::make_shared<std::atomic<bool>>(false);
     auto* watcher = new QFutureWatcher<Nearby>(this);
     connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, path] {
         const Nearby nearby = watcher->result();
@@ -460,9 +474,12 @@ void CheckpointPanel::findNearbyCheckpoint()
             tr("A checkpoint is next to it: %1.").arg(printableText(QString::fromStdString(describe_nearby(*nearby))));
         m_banner->suggestCheckpoint(m_suggestedPath, m_suggestedText);
     });
-    // Detection lists the parent and up to kMaxNearbyFolders sub-folders: never on the GUI thread.
-    watcher->setFuture(QtConcurrent::run(
-        [dir = path.toStdString()] { return shardscope::nearby_checkpoint(std::filesystem::path(dir)); }));
+    // Detection lists the parent and up to kMaxNearbyFolders sub-folders (in a bucket, requests to
+    // a server): never on the GUI thread.
+    watcher->setFuture(QtConcurrent::run([where, cancel = m_nearbyCancel] {
+        const shardscope::CancelScope scope(cancel.get());
+        return shardscope::nearby_checkpoint(where);
+    }));
 }
 
 void CheckpointPanel::showProblems(const shardscope::VerifyReport& report)

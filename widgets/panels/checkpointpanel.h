@@ -8,6 +8,8 @@
 #include "widgets/jobs/verifycontroller.h"
 
 #include <QWidget>
+#include <atomic>
+#include <memory>
 #include <optional>
 
 class QComboBox;
@@ -34,6 +36,7 @@ class CheckpointPanel : public QWidget {
     Q_OBJECT
 public:
     explicit CheckpointPanel(QWidget* parent = nullptr);
+    ~CheckpointPanel() override;
 
     void open(const QString& path);
     void reverify();
@@ -130,6 +133,9 @@ private:
     // thread), offered under every verdict shown for that folder.
     QString m_suggestedPath;
     QString m_suggestedText;
+    // Set when that search is no longer wanted (another folder opened, the panel closed): a
+    // bucket that does not answer stops holding its thread.
+    std::shared_ptr<std::atomic<bool>> m_nearbyCancel;
 };
 
 } // namespace shardwidgets
