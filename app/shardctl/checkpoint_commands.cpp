@@ -41,9 +41,16 @@ std::string file_label(const ShardCheck& s)
 void explain_no_checkpoint(const storage::Location& where)
 {
     std::cerr << "shardctl: " << kWhatShardScopeOpens << "\n";
-    if (const auto nearby = nearby_checkpoint(where))
-        std::cerr << "shardctl: did you mean " << printable(describe_nearby(*nearby)) << "? shardctl verify "
-                  << printable(storage::to_string(nearby->location)) << "\n";
+    const auto nearby = nearby_checkpoint(where);
+    if (!nearby)
+        return;
+    // The command that reads it, with the options that reached this one's server.
+    std::string command = "shardctl verify " + storage::to_string(nearby->location);
+    if (!where.endpoint.empty())
+        command += " --endpoint " + where.endpoint;
+    if (!where.is_local() && !where.verify_tls)
+        command += " --no-verify-tls";
+    std::cerr << "shardctl: did you mean " << printable(describe_nearby(*nearby)) << "? " << printable(command) << "\n";
 }
 
 } // namespace

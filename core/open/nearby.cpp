@@ -1,6 +1,6 @@
 #include "core/open/nearby.h"
 
-#include <algorithm>
+#include "core/util/error.h"
 
 namespace shardscope {
 
@@ -13,21 +13,24 @@ bool no_checkpoint_found(const VerifyReport& report)
 
 namespace {
 
-// The format `path` holds, or unknown when it holds none or cannot be read.
+// The format `path` holds, or unknown when it holds none or cannot be read. A server that does
+// not answer (or a cancel) ends the whole search: asking it of each neighbour would pay its
+// retries every time.
 DetectedFormat detect_quietly(const storage::Location& path)
 {
     try {
         return detect_format(path);
-    } catch (const std::exception&) { // Error(cannot_open), or a filesystem_error from a racing rename
+    } catch (const Error& e) {
+        if (e.kind() == ProblemKind::remote_error || e.kind() == ProblemKind::cancelled)
+            throw;
+        return DetectedFormat{};
+    } catch (const std::exception&) { // a filesystem_error from a racing rename
         return DetectedFormat{};
     }
 }
 
-} // namespace
-
-std::optional<NearbyCheckpoint> nearby_checkpoint(const storage::Location& folder)
+std::optional<NearbyCheckpoint> nearby_of(const storage::Location& here)
 {
-    const storage::Location here = folder.is_local() ? storage::Location(folder.path.lexically_normal()) : folder;
     const storage::Location up = here.above();
     const bool has_parent = here.is_local() ? !up.path.empty() && up.path != here.path : here.prefix != up.prefix;
     if (has_parent) {
@@ -48,6 +51,10 @@ std::optional<NearbyCheckpoint> nearby_checkpoint(const storage::Location& folde
         for (const std::string& name : listed.names) // sorted
             if (listed.is_folder(name))
                 folders.push_back(name);
+    } catch (const Error& e) {
+        if (e.kind() == ProblemKind::remote_error || e.kind() == ProblemKind::cancelled)
+            throw;
+        return std::nullopt;
     } catch (const std::exception&) {
         return std::nullopt;
     }
@@ -59,6 +66,17 @@ std::optional<NearbyCheckpoint> nearby_checkpoint(const storage::Location& folde
             return NearbyCheckpoint{.location = child, .format = inside.format, .parent = false};
     }
     return std::nullopt;
+}
+
+} // namespace
+
+std::optional<NearbyCheckpoint> nearby_checkpoint(const storage::Location& folder)
+{
+    try {
+        return nearby_of(folder.is_local() ? storage::Location(folder.path.lexically_normal()) : folder);
+    } catch (const Error&) { // the server failed or the search was cancelled: a hint, not a finding
+        return std::nullopt;
+    }
 }
 
 std::string describe_nearby(const NearbyCheckpoint& nearby)

@@ -144,6 +144,9 @@ std::vector<StepInfo> MirrorTier::scan(StepTier as) const
     if (is_local())
         return shardscope::scan(m_where.path, as);
     const std::string root = m_where.prefix.empty() ? "" : m_where.prefix + "/";
+    // Open uploads first: a step whose last upload completes between the two listings is then in
+    // the objects' listing.
+    const std::set<std::string> open = steps_with_open_uploads();
     // The root's level only (its step folders as common prefixes): each step is listed on its
     // own when it is described, so no object is listed twice and a root of many large steps
     // costs a page, not one per thousand rank objects.
@@ -160,22 +163,15 @@ std::vector<StepInfo> MirrorTier::scan(StepTier as) const
         steps.push_back(describe(name, step, as));
     // A step whose rank files are still being sent in parts has no object yet: it is the
     // incomplete copy it is (its upload in progress, or cut short), not absent.
-    std::set<std::string> open;
-    try {
-        open = steps_with_open_uploads();
-    } catch (const Error& e) {
-        // Credentials that may list and read objects but not uploads (a reader's) still read the
-        // steps: only an upload in progress goes unshown.
-        if (e.kind() == ProblemKind::cancelled)
-            throw;
-    }
     for (const std::string& name : open) {
         const uint64_t step = parse_step_dir_name(name).value_or(0);
         if (!names.contains(step))
             steps.push_back({.name = name,
                              .step = step,
                              .tier = as,
-                             .problem = "the upload has not finished (its rank files are being sent in parts)"});
+                             .problem = as == StepTier::local
+                                 ? "no manifest.json: the save did not finish (its rank files are being sent in parts)"
+                                 : "the upload has not finished (its rank files are being sent in parts)"});
     }
     std::sort(steps.begin(), steps.end(), [](const StepInfo& a, const StepInfo& b) { return a.step < b.step; });
     std::optional<std::string> latest;
@@ -232,7 +228,10 @@ std::set<std::string> MirrorTier::steps_with_open_uploads() const
     if (is_local())
         return steps;
     const std::string root = m_where.prefix.empty() ? "" : m_where.prefix + "/";
-    for (const auto& u : m_s3->list_multipart_uploads(m_where.bucket, root))
+    // Credentials that may list and read objects but not uploads (a reader's) still read the
+    // steps: only an upload in progress goes unshown.
+    for (const auto& u : m_s3->list_multipart_uploads_if_allowed(m_where.bucket, root)
+                             .value_or(std::vector<storage::MultipartUpload>{}))
         if (std::string step = step_of_upload(root, u.key); !step.empty())
             steps.insert(std::move(step));
     return steps;

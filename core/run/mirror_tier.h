@@ -59,7 +59,8 @@ public:
     // is written by one run at a time (as the sweep of its incomplete steps assumes).
     void abort_uploads_except(const std::string& except) const;
     // On S3: the steps under the root with an unfinished multipart upload, which no object
-    // listing shows (a rank file being sent in parts); none on a local mirror.
+    // listing shows (a rank file being sent in parts); none on a local mirror, nor where the
+    // store refuses to list uploads (403, 501). A store that does not answer throws.
     std::set<std::string> steps_with_open_uploads() const;
     // Whether step `name` is on the tier complete (its upload verified and recorded) with exactly
     // this manifest: an earlier run's upload of the same step, which need not be sent again.

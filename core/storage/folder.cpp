@@ -385,8 +385,8 @@ struct Folder::Remote {
     // with tensor slices layer_LL-model_MM-model_states.pt. The layer indices skip where a layer
     // holds no state (no file is saved for it), which the series' misses allow for. A layer is
     // asked for by every slice of the first and the last layer's, so that a slice missing for one
-    // layer is named as locally.
-    void probe_deepspeed_layers(const std::string& prefix, std::vector<std::string>& out) const
+    // layer is named as locally. Whether any layer file answered.
+    bool probe_deepspeed_layers(const std::string& prefix, std::vector<std::string>& out) const
     {
         const auto layer_file = [](int layer, int slice) { // slice < 0: no tensor slices
             char name[64];
@@ -401,11 +401,11 @@ struct Folder::Remote {
         };
         if (follow_series([&](int l) { return present(l, -1); }, [&](int l) { out.push_back(layer_file(l, -1)); },
                           true) > 0)
-            return;
+            return true;
         std::vector<int> layers;
         follow_series([&](int l) { return present(l, 0); }, [&](int l) { layers.push_back(l); }, true);
         if (layers.empty())
-            return;
+            return false;
         int slices = 1;
         for (const int l : {layers.front(), layers.back()})
             slices = std::max(slices, follow_series([&](int m) { return present(l, m); }, [](int) {}, true));
@@ -423,6 +423,7 @@ struct Folder::Remote {
             for (int m = 0; m < slices; ++m)
                 if (present(l, m))
                     out.push_back(layer_file(l, m));
+        return true;
     }
 
     // The entry files of kEntryNames that answer a HEAD beneath `prefix` (with a .metadata,
@@ -462,16 +463,17 @@ struct Folder::Remote {
         probe_megatron_ranks(prefix, out);
         // In a DeepSpeed step (its model states are there) an optimizer series is followed past
         // a missing rank 0, so that its loss is named rather than the series taken as absent.
-        bool deepspeed = false, module_files = false;
-        for (const std::string_view series : kRankSeries) {
-            const bool found =
-                follow_series([&](int rank) { return size_of(prefix + rank_name(series, rank)).has_value(); },
-                              [&](int rank) { out.push_back(rank_name(series, rank)); }, deepspeed) > 0;
-            module_files = module_files || (found && series == kRankSeries[0]);
-            deepspeed = deepspeed || found;
-        }
-        if (module_files) // the pipeline engine writes its mp_rank files beside its layer files
-            probe_deepspeed_layers(prefix, out);
+        bool deepspeed = false;
+        for (const std::string_view series : kRankSeries)
+            deepspeed = follow_series([&](int rank) { return size_of(prefix + rank_name(series, rank)).has_value(); },
+                                      [&](int rank) { out.push_back(rank_name(series, rank)); }, deepspeed) > 0 ||
+                deepspeed;
+        // The pipeline engine's layer files, beside its mp_rank files: where they answer and no
+        // mp_rank file did, that series is followed past a missing rank 0 too, so that its loss is
+        // named (a pipeline step holds no optimizer files that would have shown the step's).
+        if (probe_deepspeed_layers(prefix, out) && !deepspeed)
+            follow_series([&](int rank) { return size_of(prefix + rank_name(kRankSeries[0], rank)).has_value(); },
+                          [&](int rank) { out.push_back(rank_name(kRankSeries[0], rank)); }, true);
         std::sort(out.begin(), out.end());
         return out;
     }

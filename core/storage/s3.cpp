@@ -466,11 +466,14 @@ S3Client::Answer S3Client::send(const Call& call) const
         const bool got = response.status >= 200 && response.status < 300;
         const bool ranged =
             std::any_of(call.headers.begin(), call.headers.end(), [](const auto& h) { return h.first == "range"; });
-        if (!ranged && response.status == 206)
+        if (!ranged && response.status == 206) {
+            const auto range = response.headers.find("content-range");
             throw Error(ProblemKind::remote_error,
-                        what + ": the server answered HTTP 206 (part of an object, \"" +
-                            printable(response.headers["content-range"], 80) +
-                            "\") to a request that asked for no range");
+                        what + ": the server answered HTTP 206 (part of an object, " +
+                            (range == response.headers.end() ? std::string("no Content-Range")
+                                                             : "\"" + printable(range->second, 80) + "\"") +
+                            ") to a request that asked for no range");
+        }
         if (ranged && response.status == 200 && response.body_overflow)
             throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange);
         if (response.body_overflow)
@@ -876,6 +879,18 @@ void S3Client::abort_multipart(const std::string& bucket, const std::string& key
 std::vector<MultipartUpload> S3Client::list_multipart_uploads(const std::string& bucket,
                                                               const std::string& prefix) const
 {
+    return *list_uploads(bucket, prefix, false);
+}
+
+std::optional<std::vector<MultipartUpload>> S3Client::list_multipart_uploads_if_allowed(const std::string& bucket,
+                                                                                        const std::string& prefix) const
+{
+    return list_uploads(bucket, prefix, true);
+}
+
+std::optional<std::vector<MultipartUpload>> S3Client::list_uploads(const std::string& bucket, const std::string& prefix,
+                                                                   bool refusal_is_none) const
+{
     const std::string what = "LIST uploads " + object_name(bucket, prefix);
     std::vector<MultipartUpload> out;
     std::set<std::pair<std::string, std::string>> seen;
@@ -896,6 +911,8 @@ std::vector<MultipartUpload> S3Client::list_multipart_uploads(const std::string&
             call.query.emplace_back("upload-id-marker", id_marker);
         }
         const Answer a = send(call);
+        if (refusal_is_none && page == 0 && (a.status == 403 || a.status == 501))
+            return std::nullopt;
         if (a.status != 200)
             refused(what, a.status, a.text);
         UploadsPage listed = read_uploads_page(a.text, prefix, what);

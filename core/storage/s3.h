@@ -121,6 +121,10 @@ public:
                             const std::vector<std::string>& part_etags) const;
     void abort_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id) const;
     std::vector<MultipartUpload> list_multipart_uploads(const std::string& bucket, const std::string& prefix) const;
+    // The same, but nullopt when the server refuses the listing itself (403: credentials that may
+    // read objects but not list uploads; 501: a store without the call); any other failure throws.
+    std::optional<std::vector<MultipartUpload>> list_multipart_uploads_if_allowed(const std::string& bucket,
+                                                                                  const std::string& prefix) const;
     // Deleting a missing object is not an error (S3's own rule).
     void remove(const std::string& bucket, const std::string& key) const;
     // Creating a bucket this account already owns is not an error.
@@ -139,6 +143,8 @@ private:
                                     bool conditional, const std::string& what) const;
     S3Level list_pages(const std::string& bucket, const std::string& prefix, const std::string& delimiter,
                        std::size_t max_keys) const;
+    std::optional<std::vector<MultipartUpload>> list_uploads(const std::string& bucket, const std::string& prefix,
+                                                             bool refusal_is_none) const;
     S3Config m_config;
     std::string m_scheme; // "http" or "https"
     std::string m_host; // host[:port] of the endpoint

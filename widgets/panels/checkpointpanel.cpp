@@ -226,6 +226,7 @@ void CheckpointPanel::open(const QString& path)
     m_path = cleanCheckpointText(path);
     m_rootPath.clear();
     m_suggestedPath.clear();
+    stopNearbySearch();
     m_suggestedText.clear();
     m_tensorList->clear(); // it points into the report and the controller's listing
     m_report.reset();
@@ -265,6 +266,7 @@ void CheckpointPanel::reverify()
     const QString root = m_rootPath;
     const QString path = m_path;
     m_suggestedPath.clear();
+    stopNearbySearch();
     m_suggestedText.clear();
     m_tensorList->clear();
     m_report.reset();
@@ -445,8 +447,14 @@ void CheckpointPanel::showVerdict(const shardscope::ResumeVerdict& verdict, bool
 
 CheckpointPanel::~CheckpointPanel()
 {
+    stopNearbySearch();
+}
+
+void CheckpointPanel::stopNearbySearch()
+{
     if (m_nearbyCancel)
         *m_nearbyCancel = true;
+    m_nearbyCancel.reset();
 }
 
 void CheckpointPanel::findNearbyCheckpoint()
@@ -459,8 +467,7 @@ void CheckpointPanel::findNearbyCheckpoint()
     } catch (const shardscope::Error&) {
         return; // no location to look around (its own error is shown)
     }
-    if (m_nearbyCancel)
-        *m_nearbyCancel = true;
+    stopNearbySearch();
     m_nearbyCancel = std::make_shared<std::atomic<bool>>(false);
     auto* watcher = new QFutureWatcher<Nearby>(this);
     connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, path] {

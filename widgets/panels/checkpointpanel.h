@@ -101,6 +101,7 @@ private:
     void copySelection() const;
     void showProblems(const shardscope::VerifyReport& report);
     void findNearbyCheckpoint();
+    void stopNearbySearch(); // the running one, if any, is no longer wanted
 
     VerifyController* m_controller;
     VerifyController::Options m_options;

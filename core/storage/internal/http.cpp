@@ -104,7 +104,7 @@ std::size_t on_header(char* data, std::size_t, std::size_t n, void* user)
         return n;
     }
     const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos || x.response->headers.size() > 200)
+    if (colon == std::string_view::npos)
         return n;
     std::string name(line.substr(0, colon));
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
@@ -115,13 +115,17 @@ std::size_t on_header(char* data, std::size_t, std::size_t n, void* user)
         value.remove_suffix(1);
     value = value.substr(0, 4096);
     // Two lengths for one body: which one frames it is anyone's guess (curl takes the last and
-    // would wait for bytes that never come), so the answer is refused as it is.
-    if (const auto seen = x.response->headers.find(name); seen != x.response->headers.end() &&
-        (name == "content-length" || name == "content-range") && seen->second != value) {
+    // would wait for bytes that never come), so the answer is refused as it is; also past the
+    // cap below, which a server could otherwise fill first.
+    const bool framing = name == "content-length" || name == "content-range";
+    if (const auto seen = x.response->headers.find(name);
+        framing && seen != x.response->headers.end() && seen->second != value) {
         x.response->malformed =
             "two different " + std::string(name == "content-length" ? "Content-Length" : "Content-Range") + " headers";
         return 0; // stops the transfer
     }
+    if (x.response->headers.size() > 200 && !framing)
+        return n;
     x.response->headers[std::move(name)] = std::string(value);
     return n;
 }
@@ -232,8 +236,12 @@ HttpResponse http_exchange(const HttpRequest& request)
     if (x.error)
         std::rethrow_exception(x.error);
     const bool we_stopped = response.body_overflow || response.stopped || !response.refused.empty();
-    if (code == CURLE_WEIRD_SERVER_REPLY && response.malformed.empty())
-        response.malformed = error[0] ? error : curl_easy_strerror(code); // "Invalid Content-Length: value"
+    if (code == CURLE_WEIRD_SERVER_REPLY && response.malformed.empty()) {
+        // curl's sentence for a negative or non-numeric length is "Invalid Content-Length: value".
+        const std::string said = error[0] ? error : curl_easy_strerror(code);
+        response.malformed =
+            said.find("Content-Length") != std::string::npos ? "an invalid Content-Length header" : said;
+    }
     if (!response.malformed.empty()) {
         response.status = 0;
         return response;

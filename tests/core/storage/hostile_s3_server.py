@@ -50,6 +50,10 @@ class Hostile(http.server.BaseHTTPRequestHandler):
                         b"</ListBucketResult>")
             return self.reply(200, body)
         params = [p.split("=")[0] for p in query.split("&")]
+        if (path == "/b/" or path == "/b") and "uploads" in params and "prefix=refused" in query:
+            return self.reply(403, b"<Error><Code>AccessDenied</Code><Message>no</Message></Error>")
+        if (path == "/b/" or path == "/b") and "uploads" in params and "prefix=broken" in query:
+            return self.reply(500, b"<Error><Code>InternalError</Code></Error>")
         if (path == "/b/" or path == "/b") and "uploads" in params:  # markers that never move on
             body = (b"<ListMultipartUploadsResult><IsTruncated>true</IsTruncated><NextKeyMarker>back/a"
                     b"</NextKeyMarker><NextUploadIdMarker>1</NextUploadIdMarker><Upload><Key>back/a</Key>"

@@ -664,9 +664,9 @@ private slots:
 
         // The command line says it, after the sentence that nothing is there.
         // A local checkpoint where the URL's text would lead as a path, sorted first: not offered.
+        const auto local_decoy = qScopeGuard([] { fs::remove_all("s3:"); });
         save_sharded(make_demo_state(3, 1000, 2, ParamDtype::BF16),
                      fs::path("s3:") / m_bucket / "near" / "run" / "step-00000001", 1);
-        const auto local_decoy = qScopeGuard([] { fs::remove_all("s3:"); });
         const testutil::Run run = testutil::shardctl({QStringLiteral("verify"), QString::fromStdString(bucket)});
         QCOMPARE(run.exit_code, 1);
         QVERIFY2(run.err.contains(QByteArray::fromStdString("did you mean the folder " + bucket +
@@ -674,6 +674,14 @@ private slots:
                                                             "shardctl verify " +
                                                             bucket + "/step-00000004\n")),
                  run.err.constData());
+        // Named with the endpoint it was read from: the command it suggests reads the same server.
+        const std::string endpoint = qgetenv("AWS_ENDPOINT_URL").toStdString();
+        const testutil::Run named =
+            testutil::shardctl({QStringLiteral("verify"), QString::fromStdString(bucket), QStringLiteral("--endpoint"),
+                                QString::fromStdString(endpoint)});
+        QVERIFY2(named.err.contains(QByteArray::fromStdString("? shardctl verify " + bucket +
+                                                              "/step-00000004 --endpoint " + endpoint + "\n")),
+                 named.err.constData());
     }
 
     void httpServersAnsweringRangesAreRead()
@@ -952,7 +960,10 @@ private slots:
                        "layer_04-model_00", "layer_04-model_01", "layer_07-model_00", "layer_07-model_01"});
         // No tensor slices: the names carry none, layer 0 has no state.
         pipeline_step(root() / "ds-pipe-plain" / "global_step1", 0, {"layer_01", "layer_02", "layer_04"});
-        for (const char* step : {"ds-pipe/global_step4", "ds-pipe-plain/global_step1"}) {
+        // The first stage's mp_rank file lost: the layers still show the step, and its loss is named.
+        pipeline_step(root() / "ds-pipe-lost" / "global_step2", 2, {"layer_00-model_00", "layer_00-model_01"});
+        fs::remove(root() / "ds-pipe-lost" / "global_step2" / "mp_rank_00_model_states.pt");
+        for (const char* step : {"ds-pipe/global_step4", "ds-pipe-plain/global_step1", "ds-pipe-lost/global_step2"}) {
             const VerifyReport here = verify_checkpoint(root() / step);
             const VerifyReport there = verify_checkpoint(parse_location(base + step));
             QCOMPARE(there.format, std::string("deepspeed"));
@@ -969,6 +980,10 @@ private slots:
         QCOMPARE(gaps.shards.size(), std::size_t(2 + 5 * 2)); // two missing among them
         QCOMPARE(gaps.problems.size(), std::size_t(2));
         QVERIFY(verify_checkpoint(parse_location(base + "ds-pipe-plain/global_step1")).ok());
+        const VerifyReport lost = verify_checkpoint(parse_location(base + "ds-pipe-lost/global_step2"));
+        QVERIFY2(!lost.problems.empty() &&
+                     lost.problems[0].message.find("mp_rank_00_model_states.pt") != std::string::npos,
+                 lost.problems.empty() ? "no problem" : lost.problems[0].message.c_str());
     }
 
     // The command line's mirror on the bucket: `train --mirror s3://…` uploads every kept step,

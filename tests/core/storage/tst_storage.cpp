@@ -137,6 +137,15 @@ private slots:
         QCOMPARE(int(web.scheme), int(Scheme::https));
         QCOMPARE(web.authority, "models.example.org:8443");
         QCOMPARE(web.prefix, "org/model");
+        // Up: a prefix shortened, never above the bucket's or the server's root.
+        QCOMPARE(to_string(s3.above()), "s3://ckpt-bucket/runs");
+        QCOMPARE(to_string(s3.above(2)), "s3://ckpt-bucket");
+        QCOMPARE(to_string(s3.above(3)), "s3://ckpt-bucket");
+        QCOMPARE(s3.above().bucket, "ckpt-bucket");
+        QCOMPARE(to_string(web.above(2)), "https://models.example.org:8443");
+        QCOMPARE(Location(std::filesystem::path("/runs/llama/")).above().path, std::filesystem::path("/runs"));
+        QCOMPARE(Location(std::filesystem::path("/runs/llama")).above(2).path, std::filesystem::path("/"));
+        QCOMPARE(Location(std::filesystem::path("/")).above().path, std::filesystem::path("/"));
         // A mistyped URL is not a local path either; written ./ it is one.
         const Location local = parse_location("./s3:/ckpt/run");
         QVERIFY(local.is_local());
