@@ -8,6 +8,11 @@
 // back); each phase apart too, ours from the upload record's `seconds`; best of three each,
 // alternating.
 //
+// --cores split (the default): the gateway's processes on CPU 0, this process and every peer it
+// starts on the other CPUs, as a server elsewhere would be; --cores shared: all on every CPU,
+// where on two cores each CPU second a client spends on checking what it moves (the SHA-256 of
+// verify, the MD5 of each part) is taken from the gateway, and so from the transfer.
+//
 // --mode verify --ranks N [--shardctl PATH]: `shardctl verify s3://…` of a step of N rank files
 // (uploaded with curl -T) against `curl | openssl dgst -sha256` and `curl | sha256sum` of the
 // same objects, as many at once as verify reads objects (storage::kRemoteReadsAtOnce, at most
@@ -30,8 +35,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
+#include <sched.h>
 #include <string>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -41,6 +48,71 @@ using namespace shardscope;
 namespace fs = std::filesystem;
 
 namespace {
+
+// Every thread of the test gateway's processes (the pid files of scripts/s3-test-server.sh) set
+// to `cpus`; false when one cannot be.
+bool pin_gateway(const cpu_set_t& cpus)
+{
+    const char* state = std::getenv("SHARDSCOPE_S3_STATE");
+    if (!state)
+        return false;
+    int pinned = 0;
+    for (const char* name : {"client.rgw", "osd.0", "mon.a"}) {
+        std::ifstream pid_file(fs::path(state) / "run" / (std::string(name) + ".pid"));
+        long pid = 0;
+        if (!(pid_file >> pid) || pid <= 0)
+            return false;
+        DIR* tasks = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+        if (!tasks)
+            return false;
+        while (const dirent* task = ::readdir(tasks))
+            if (task->d_name[0] != '.' && ::sched_setaffinity(std::atoi(task->d_name), sizeof cpus, &cpus) == 0)
+                ++pinned;
+        ::closedir(tasks);
+    }
+    return pinned > 0;
+}
+
+// The gateway on CPU 0 and this process (with what it starts later) on the others, for the
+// object's life; the gateway back on every CPU after.
+class SplitCores {
+public:
+    explicit SplitCores(bool split)
+    {
+        const long count = ::sysconf(_SC_NPROCESSORS_ONLN);
+        CPU_ZERO(&m_all);
+        for (long c = 0; c < count; ++c)
+            CPU_SET(c, &m_all);
+        cpu_set_t gateway, clients;
+        CPU_ZERO(&gateway);
+        CPU_SET(0, &gateway);
+        clients = m_all;
+        CPU_CLR(0, &clients);
+        if (split && count >= 2 && pin_gateway(gateway) && ::sched_setaffinity(0, sizeof clients, &clients) == 0) {
+            m_split = true;
+            const std::string others = count > 2 ? "CPUs 1-" + std::to_string(count - 1) : "CPU 1";
+            std::printf("cores: the gateway (radosgw, its OSD and monitor) on CPU 0; ShardScope and curl on %s, as a "
+                        "server elsewhere would be (--cores shared: all on every CPU)\n",
+                        others.c_str());
+        } else {
+            if (split)
+                (void)pin_gateway(m_all); // what was pinned before a process could not be
+            std::printf("cores: the gateway, ShardScope and curl share %ld CPUs%s\n", count,
+                        split ? " (the gateway's processes could not be pinned)" : "");
+        }
+    }
+    ~SplitCores()
+    {
+        if (m_split)
+            (void)pin_gateway(m_all);
+    }
+    SplitCores(const SplitCores&) = delete;
+    SplitCores& operator=(const SplitCores&) = delete;
+
+private:
+    cpu_set_t m_all;
+    bool m_split = false;
+};
 
 // A command in a child (no shell): wall seconds and its peak RSS in KiB (ru_maxrss of wait4).
 // The child starts as a copy of this process, whose resident size at the fork is therefore a
@@ -201,6 +273,7 @@ int main(int argc, char** argv)
     const bench::Args args = bench::parse_args(argc, argv, 512);
     std::string mode = "upload";
     int ranks = 4;
+    bool split = true;
     std::string shardctl = (fs::path(argv[0]).parent_path() / "shardctl").string(); // or another build's
     for (int i = 1; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--mode") == 0)
@@ -209,12 +282,20 @@ int main(int argc, char** argv)
             ranks = std::atoi(argv[i + 1]);
         else if (std::strcmp(argv[i], "--shardctl") == 0)
             shardctl = argv[i + 1];
+        else if (std::strcmp(argv[i], "--cores") == 0) {
+            split = std::strcmp(argv[i + 1], "split") == 0;
+            if (!split && std::strcmp(argv[i + 1], "shared") != 0) {
+                std::fprintf(stderr, "bench_s3: --cores takes split or shared, not %s\n", argv[i + 1]);
+                return 2;
+            }
+        }
     }
     const char* endpoint = std::getenv("SHARDSCOPE_S3_ENDPOINT");
     if (!endpoint || !std::getenv("AWS_ACCESS_KEY_ID")) {
         std::fprintf(stderr, "bench_s3: start the server first: eval \"$(scripts/s3-test-server.sh start)\"\n");
         return 2;
     }
+    const SplitCores cores(split);
     setenv("AWS_ENDPOINT_URL", endpoint, 1);
     const std::string region = std::getenv("AWS_DEFAULT_REGION") ? std::getenv("AWS_DEFAULT_REGION") : "default";
     setenv("AWS_REGION", region.c_str(), 1);
