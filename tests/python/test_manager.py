@@ -70,6 +70,18 @@ class Manager(TempDirTest):
         self.assertEqual(three["saved_world_size"], 4)
         self.assertBitsEqual(np.concatenate([r["master"] for r in three["ranks"]]), flats[40]["master"])
 
+    def test_a_second_writer_of_the_root_is_a_storage_error(self):
+        root = self.path("run")
+        first = shardscope.CheckpointManager(root, keep=2)
+        first.save(10, split(flat_state(301, 10), 2), training_state=dict(STATE, step=10))
+        second = shardscope.CheckpointManager(root, keep=2)
+        with self.assertRaises(shardscope.StorageError) as caught:
+            second.save(20, split(flat_state(301, 20), 2), training_state=dict(STATE, step=20))
+        self.assertEqual((caught.exception.kind, caught.exception.exit_code), ("root_locked", 2))
+        self.assertIn(str(os.getpid()), caught.exception.message)  # names the holder
+        self.assertEqual(first.latest(), "step-00000010")  # the refused save wrote nothing
+        self.assertEqual(second.resume()["step"], 10)  # reading the root needs no lock
+
     def test_a_diverged_run_resumes_from_its_last_healthy_step(self):
         root = self.path("run")
         manager = shardscope.CheckpointManager(root, keep=2)
