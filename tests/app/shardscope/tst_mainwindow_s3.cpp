@@ -2,8 +2,9 @@
 // tests/core/storage/s3_server.h): File › Open Location… with an s3:// URL verifies the rank objects
 // in place and reads their values, the same as the local copy's; an object changed in the bucket is
 // a hash mismatch on its rank; the location is remembered as typed, and no secret reaches the
-// settings file. A run's root in a bucket lists its steps as a folder's does, each opened where it
-// lives, and a local root's mirror can be a bucket.
+// settings file. A prefix without a checkpoint offers the step inside it. A run's root in a bucket
+// lists its steps as a folder's does, each opened where it lives, and a local root's mirror can be
+// a bucket.
 
 #include "app/shardscope/mainwindow.h"
 #include "core/checkpoint/verify.h"
@@ -22,6 +23,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -132,6 +134,42 @@ private slots:
                  qPrintable(failed.first().at(0).toString()));
         QVERIFY(!settings.recentFolders().contains(typo));
         QCOMPARE(settings.recentFolders().first(), changed);
+    }
+
+    // A prefix with no checkpoint, as a folder without one: the banner says so, the step inside it
+    // is found off the GUI thread and offered, and its button opens it where it lives.
+    void aPrefixWithoutACheckpointOffersTheStepInsideIt()
+    {
+        QTemporaryDir tmp;
+        const QString local = tmp.filePath(QStringLiteral("step-000007"));
+        widgettest::makeCheckpoint(local, 2, 1000, 7);
+        upload(local, "near/run/step-000007");
+        const std::string notes = "hi\n";
+        shardscope::storage::S3Client(m_config).put(m_bucket, "near/run/notes.txt",
+                                                    std::as_bytes(std::span(notes.data(), notes.size())));
+
+        shardwidgets::Settings settings(tmp.filePath(QStringLiteral("settings.ini")));
+        MainWindow window(&settings, false);
+        window.show();
+        auto* panel = window.checkpointPanel();
+        const QString run = QStringLiteral("s3://%1/near/run").arg(QString::fromStdString(m_bucket));
+        const QString step = run + QStringLiteral("/step-000007");
+        QSignalSpy finished(panel, &shardwidgets::CheckpointPanel::verificationFinished);
+        window.openPath(run);
+        QVERIFY(finished.wait(60000));
+        shardwidgets::FailureBanner* banner = panel->banner();
+        QCOMPARE(banner->state(), shardwidgets::FailureBanner::State::NoCheckpoint);
+        QTRY_COMPARE_WITH_TIMEOUT(banner->suggestedPath(), step, 30000);
+        QVERIFY2(banner->text().contains(step), qPrintable(banner->text()));
+        auto* open = banner->findChild<QPushButton*>(QStringLiteral("bannerOpenSuggested"));
+        QVERIFY(open && open->isVisibleTo(panel));
+        finished.clear();
+        QTest::mouseClick(open, Qt::LeftButton);
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(panel->currentPath(), step);
+        QVERIFY(panel->report() && panel->report()->ok());
+        QVERIFY(banner->suggestedPath().isEmpty());
+        QVERIFY(!QFileInfo::exists(QStringLiteral("s3:"))); // nothing was looked up as a local path
     }
 
     void aRootInABucketListsItsStepsAndOpensEachInPlace()
