@@ -26,7 +26,8 @@ constexpr std::array<FamilyClass, family_count> kClasses = {{
     {"ForeignFormatError", "A checkpoint ShardScope did not write is malformed: missing_file, crc_mismatch, ..."},
     {"ContentError", "A tensor content check: nonfinite_values, negative_second_moment, ..."},
     {"StorageError",
-     "The file system or a server refused: cannot_open, already_exists, io_error, remote_error, root_locked."},
+     "The file system or a server refused, or another job writes the root: cannot_open, already_exists, "
+     "io_error, remote_error, root_locked."},
     {"InvalidArgumentError", "An argument the operation cannot use (also a ValueError)."},
     {"CancelledError", "The operation was cancelled."},
     {"PipelineError",

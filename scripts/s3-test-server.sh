@@ -14,8 +14,9 @@
 # Without DIR, start makes /tmp/shardscope-s3.XXXXXX and remembers it in /tmp/shardscope-s3.current
 # so that a later `env` or `stop` without DIR finds it. The OSD holds up to 2 GiB
 # (SHARDSCOPE_S3_MEMSTORE_MIB to change it); a deleted object's data is freed by the gateway's
-# garbage collection hours later, so a benchmark that writes more in rounds needs more. See
-# docs/s3-testing.md.
+# garbage collection hours later, so a benchmark that writes more in rounds needs more.
+# SHARDSCOPE_S3_CPUS (a taskset list, "0" or "0-3") runs the daemons on those CPUs only, for a
+# benchmark whose clients run on the others (bench_s3 says where each runs). See docs/s3-testing.md.
 set -euo pipefail
 
 readonly CURRENT=/tmp/shardscope-s3.current
@@ -189,6 +190,13 @@ cmd_start() {
     done
     [[ "${SHARDSCOPE_S3_MEMSTORE_MIB:-2048}" =~ ^[1-9][0-9]{2,5}$ ]] ||
         die "SHARDSCOPE_S3_MEMSTORE_MIB='${SHARDSCOPE_S3_MEMSTORE_MIB}': the OSD's memory in MiB, 100 to 999999"
+    local on=() # the daemons' CPUs: every one unless SHARDSCOPE_S3_CPUS says
+    if [ -n "${SHARDSCOPE_S3_CPUS:-}" ]; then
+        [[ "$SHARDSCOPE_S3_CPUS" =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] ||
+            die "SHARDSCOPE_S3_CPUS='${SHARDSCOPE_S3_CPUS}': a list of CPUs as taskset takes it, such as 0 or 0-3"
+        taskset -c "$SHARDSCOPE_S3_CPUS" true 2>/dev/null || die "SHARDSCOPE_S3_CPUS='${SHARDSCOPE_S3_CPUS}': not CPUs of this machine"
+        on=(taskset -c "$SHARDSCOPE_S3_CPUS")
+    fi
     if [ -z "$dir" ]; then
         dir=$(mktemp -d /tmp/shardscope-s3.XXXXXX)
         echo "$dir" >"$CURRENT"
@@ -208,17 +216,17 @@ cmd_start() {
 
     monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$mon_port]" "$dir/monmap" >"$dir/log/setup.out" 2>&1
     ceph-mon "${c[@]}" -i a --mkfs --monmap "$dir/monmap" >>"$dir/log/setup.out" 2>&1
-    ceph-mon "${c[@]}" -i a >>"$dir/log/setup.out" 2>&1
+    "${on[@]}" ceph-mon "${c[@]}" -i a >>"$dir/log/setup.out" 2>&1
 
     osd_uuid=$(uuidgen)
     osd_id=$(timeout 30 ceph "${c[@]}" --connect-timeout 20 osd new "$osd_uuid" 2>>"$dir/log/setup.out")
     [ "$osd_id" = 0 ] || fail_start "$dir" "the monitor gave OSD id '$osd_id', expected 0"
     mkdir -p "$dir/osd/ceph-0"
     ceph-osd "${c[@]}" -i 0 --mkfs --osd-uuid "$osd_uuid" >>"$dir/log/setup.out" 2>&1
-    ceph-osd "${c[@]}" -i 0 >>"$dir/log/setup.out" 2>&1
+    "${on[@]}" ceph-osd "${c[@]}" -i 0 >>"$dir/log/setup.out" 2>&1
 
     rgw_port=$(free_port)
-    radosgw "${c[@]}" -n client.rgw --rgw-frontends "beast endpoint=127.0.0.1:$rgw_port" >>"$dir/log/setup.out" 2>&1
+    "${on[@]}" radosgw "${c[@]}" -n client.rgw --rgw-frontends "beast endpoint=127.0.0.1:$rgw_port" >>"$dir/log/setup.out" 2>&1
     endpoint=http://127.0.0.1:$rgw_port
 
     # The gateway answers once it has created its pools and default zone, which needs the OSD up.

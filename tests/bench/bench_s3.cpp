@@ -8,10 +8,11 @@
 // back); each phase apart too, ours from the upload record's `seconds`; best of three each,
 // alternating.
 //
-// --cores split (the default): the gateway's processes on CPU 0, this process and every peer it
-// starts on the other CPUs, as a server elsewhere would be; --cores shared: all on every CPU,
-// where on two cores each CPU second a client spends on checking what it moves (the SHA-256 of
-// verify, the MD5 of each part) is taken from the gateway, and so from the transfer.
+// Where each side runs is said first: the test gateway (radosgw, its OSD and monitor, from the
+// pid files of scripts/s3-test-server.sh) and this process with what it starts. On two shared
+// cores every CPU second a client spends on checking what it moves (verify's SHA-256, each
+// part's MD5) is taken from the gateway; SHARDSCOPE_S3_CPUS=0 for the server and `taskset -c 1`
+// for the benchmark keep them apart. The gateway's CPU seconds are given for each side.
 //
 // --mode verify --ranks N [--shardctl PATH]: `shardctl verify s3://…` of a step of N rank files
 // (uploaded with curl -T) against `curl | openssl dgst -sha256` and `curl | sha256sum` of the
@@ -35,10 +36,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <sched.h>
+#include <sstream>
 #include <string>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -49,70 +50,70 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Every thread of the test gateway's processes (the pid files of scripts/s3-test-server.sh) set
-// to `cpus`; false when one cannot be.
-bool pin_gateway(const cpu_set_t& cpus)
+// The pid of one of the test gateway's daemons ("client.rgw", "osd.0", "mon.a"), 0 if unknown.
+long gateway_pid(const char* name)
 {
     const char* state = std::getenv("SHARDSCOPE_S3_STATE");
-    if (!state)
-        return false;
-    int pinned = 0;
-    for (const char* name : {"client.rgw", "osd.0", "mon.a"}) {
-        std::ifstream pid_file(fs::path(state) / "run" / (std::string(name) + ".pid"));
-        long pid = 0;
-        if (!(pid_file >> pid) || pid <= 0)
-            return false;
-        DIR* tasks = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
-        if (!tasks)
-            return false;
-        while (const dirent* task = ::readdir(tasks))
-            if (task->d_name[0] != '.' && ::sched_setaffinity(std::atoi(task->d_name), sizeof cpus, &cpus) == 0)
-                ++pinned;
-        ::closedir(tasks);
+    long pid = 0;
+    if (state) {
+        std::ifstream in(fs::path(state) / "run" / (std::string(name) + ".pid"));
+        in >> pid;
     }
-    return pinned > 0;
+    return pid;
 }
 
-// The gateway on CPU 0 and this process (with what it starts later) on the others, for the
-// object's life; the gateway back on every CPU after.
-class SplitCores {
-public:
-    explicit SplitCores(bool split)
-    {
-        const long count = ::sysconf(_SC_NPROCESSORS_ONLN);
-        CPU_ZERO(&m_all);
-        for (long c = 0; c < count; ++c)
-            CPU_SET(c, &m_all);
-        cpu_set_t gateway, clients;
-        CPU_ZERO(&gateway);
-        CPU_SET(0, &gateway);
-        clients = m_all;
-        CPU_CLR(0, &clients);
-        if (split && count >= 2 && pin_gateway(gateway) && ::sched_setaffinity(0, sizeof clients, &clients) == 0) {
-            m_split = true;
-            const std::string others = count > 2 ? "CPUs 1-" + std::to_string(count - 1) : "CPU 1";
-            std::printf("cores: the gateway (radosgw, its OSD and monitor) on CPU 0; ShardScope and curl on %s, as a "
-                        "server elsewhere would be (--cores shared: all on every CPU)\n",
-                        others.c_str());
-        } else {
-            if (split)
-                (void)pin_gateway(m_all); // what was pinned before a process could not be
-            std::printf("cores: the gateway, ShardScope and curl share %ld CPUs%s\n", count,
-                        split ? " (the gateway's processes could not be pinned)" : "");
-        }
-    }
-    ~SplitCores()
-    {
-        if (m_split)
-            (void)pin_gateway(m_all);
-    }
-    SplitCores(const SplitCores&) = delete;
-    SplitCores& operator=(const SplitCores&) = delete;
+constexpr const char* kGatewayDaemons[] = {"client.rgw", "osd.0", "mon.a"};
 
-private:
-    cpu_set_t m_all;
-    bool m_split = false;
-};
+// The CPU seconds the gateway's daemons have used so far (user + system, /proc/PID/stat); -1
+// when they cannot be read.
+double gateway_cpu_seconds()
+{
+    double total = 0;
+    for (const char* name : kGatewayDaemons) {
+        std::ifstream in("/proc/" + std::to_string(gateway_pid(name)) + "/stat");
+        std::string text((std::istreambuf_iterator<char>(in)), {});
+        const auto end_of_name = text.rfind(')'); // the command name may hold spaces
+        if (end_of_name == std::string::npos)
+            return -1;
+        std::istringstream fields(text.substr(end_of_name + 2));
+        std::string field;
+        unsigned long long user = 0, system = 0;
+        for (int i = 3; i <= 15 && fields >> field; ++i) { // fields 14 and 15: utime, stime
+            if (i == 14)
+                user = std::stoull(field);
+            if (i == 15)
+                system = std::stoull(field);
+        }
+        total += double(user + system) / double(::sysconf(_SC_CLK_TCK));
+    }
+    return total;
+}
+
+std::string cpu_list(const cpu_set_t& set)
+{
+    std::string list;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set))
+            list += (list.empty() ? "" : ",") + std::to_string(c);
+    return list;
+}
+
+// Where the gateway runs and where this benchmark (with what it starts) runs, as a line.
+void say_cores()
+{
+    cpu_set_t ours, gateway;
+    CPU_ZERO(&gateway);
+    if (::sched_getaffinity(0, sizeof ours, &ours) != 0 ||
+        ::sched_getaffinity(pid_t(gateway_pid("client.rgw")), sizeof gateway, &gateway) != 0) {
+        std::printf("cores: unknown (the gateway's pid files are not at $SHARDSCOPE_S3_STATE/run)\n");
+        return;
+    }
+    cpu_set_t both;
+    CPU_AND(&both, &ours, &gateway);
+    std::printf("cores: the gateway on CPU %s, this benchmark and what it starts on CPU %s%s\n",
+                cpu_list(gateway).c_str(), cpu_list(ours).c_str(),
+                CPU_COUNT(&both) ? " (shared: the checks' CPU is the gateway's)" : " (apart)");
+}
 
 // A command in a child (no shell): wall seconds and its peak RSS in KiB (ru_maxrss of wait4).
 // The child starts as a copy of this process, whose resident size at the fork is therefore a
@@ -224,7 +225,7 @@ int bench_verify(const bench::Args& args, int ranks, const std::string& shardctl
 
     struct Peer {
         std::string hasher, label;
-        double seconds = 1e9, cpu = 0;
+        double seconds = 1e9, cpu = 0, gateway_cpu = 0;
     };
     // coreutils' sha256sum (Debian 12) does not use the CPU's SHA instructions and is slower than
     // one connection; OpenSSL's digest, like verify's, does: the peer a reader has to match.
@@ -232,29 +233,36 @@ int bench_verify(const bench::Args& args, int ranks, const std::string& shardctl
                                {.hasher = "sha256sum", .label = "curl | sha256sum"},
                                {.hasher = "raw", .label = "curl -o /dev/null (no digest)"}};
     const std::string url = "s3://" + bucket + "/step";
-    double ours = 1e9, ours_cpu = 0;
+    double ours = 1e9, ours_cpu = 0, ours_gateway_cpu = 0;
     long kib = 0, peak_kib = 0;
     const long parent_kib = rss_kib();
     for (int round = 0; round < 3; ++round) {
         // CPU seconds of every process of each, from the waited-for children's totals.
         for (Peer& peer : peers) {
-            const double cpu = children_cpu_seconds();
+            const double cpu = children_cpu_seconds(), gateway = gateway_cpu_seconds();
             peer.seconds =
                 std::min(peer.seconds, bench::time_shell("bash '" + get_script.string() + "' '" + peer.hasher + "'"));
             peer.cpu += children_cpu_seconds() - cpu;
+            peer.gateway_cpu += gateway_cpu_seconds() - gateway;
             if (peer.hasher != "raw" && !same_digests())
                 return 1;
         }
-        const double cpu = children_cpu_seconds();
+        const double cpu = children_cpu_seconds(), gateway = gateway_cpu_seconds();
         ours = std::min(ours, run_child({shardctl, "verify", url}, kib));
         ours_cpu += children_cpu_seconds() - cpu;
+        ours_gateway_cpu += gateway_cpu_seconds() - gateway;
         peak_kib = std::max(peak_kib, kib);
     }
-    std::printf("shardctl verify: %.2f s (%.0f MiB/s; %.2f CPU s a run), peak RSS %.1f MiB (forked at %.1f MiB)\n",
-                ours, mib / ours, ours_cpu / 3, double(peak_kib) / 1024, double(parent_kib) / 1024);
+    std::printf("shardctl verify: %.2f s (%.0f MiB/s; %.2f CPU s a run, the gateway's %.2f), peak RSS %.1f MiB (forked "
+                "at %.1f MiB)\n",
+                ours, mib / ours, ours_cpu / 3, ours_gateway_cpu / 3, double(peak_kib) / 1024,
+                double(parent_kib) / 1024);
     for (const Peer& peer : peers)
-        std::printf("%d x %s at once: %.2f s (%.0f MiB/s; %.2f CPU s a run); ratio (its time / ours) %.2f\n", parallel,
-                    peer.label.c_str(), peer.seconds, mib / peer.seconds, peer.cpu / 3, peer.seconds / ours);
+        std::printf(
+            "%d x %s at once: %.2f s (%.0f MiB/s; %.2f CPU s a run, the gateway's %.2f); ratio (its time / ours) "
+            "%.2f\n",
+            parallel, peer.label.c_str(), peer.seconds, mib / peer.seconds, peer.cpu / 3, peer.gateway_cpu / 3,
+            peer.seconds / ours);
     std::printf("goal: ratio >= 0.8 against the bare GETs (curl -o /dev/null, the last line), which hash nothing\n");
     for (const auto& o : s3.list(bucket, "", 100000))
         s3.remove(bucket, o.key);
@@ -273,7 +281,6 @@ int main(int argc, char** argv)
     const bench::Args args = bench::parse_args(argc, argv, 512);
     std::string mode = "upload";
     int ranks = 4;
-    bool split = true;
     std::string shardctl = (fs::path(argv[0]).parent_path() / "shardctl").string(); // or another build's
     for (int i = 1; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--mode") == 0)
@@ -282,20 +289,13 @@ int main(int argc, char** argv)
             ranks = std::atoi(argv[i + 1]);
         else if (std::strcmp(argv[i], "--shardctl") == 0)
             shardctl = argv[i + 1];
-        else if (std::strcmp(argv[i], "--cores") == 0) {
-            split = std::strcmp(argv[i + 1], "split") == 0;
-            if (!split && std::strcmp(argv[i + 1], "shared") != 0) {
-                std::fprintf(stderr, "bench_s3: --cores takes split or shared, not %s\n", argv[i + 1]);
-                return 2;
-            }
-        }
     }
     const char* endpoint = std::getenv("SHARDSCOPE_S3_ENDPOINT");
     if (!endpoint || !std::getenv("AWS_ACCESS_KEY_ID")) {
         std::fprintf(stderr, "bench_s3: start the server first: eval \"$(scripts/s3-test-server.sh start)\"\n");
         return 2;
     }
-    const SplitCores cores(split);
+    say_cores();
     setenv("AWS_ENDPOINT_URL", endpoint, 1);
     const std::string region = std::getenv("AWS_DEFAULT_REGION") ? std::getenv("AWS_DEFAULT_REGION") : "default";
     setenv("AWS_REGION", region.c_str(), 1);
@@ -343,6 +343,7 @@ int main(int argc, char** argv)
         double whole = 1e9, send = 0, read = 0;
     };
     Round ours, curl;
+    double ours_gateway_cpu = 0, put_gateway_cpu = 0, get_gateway_cpu = 0; // the three rounds'
     long before_kib = 0, upload_kib = 0;
     for (int round = 0; round < 3; ++round) {
         // The peak resident size of the first round is the upload's: the generated state is
@@ -351,9 +352,11 @@ int main(int argc, char** argv)
         std::ofstream("/proc/self/clear_refs") << "5";
         if (round == 0)
             before_kib = bench::peak_rss_kib();
+        double gateway = gateway_cpu_seconds();
         auto start = std::chrono::steady_clock::now();
         tier.upload(dir, "step-00000001", m, text, false);
         const double whole = bench::seconds_since(start);
+        ours_gateway_cpu += gateway_cpu_seconds() - gateway;
         if (round == 0)
             upload_kib = bench::peak_rss_kib();
         const auto record = nlohmann::json::parse(s3.get(bucket, "ours/step-00000001/upload.json", 1 << 20).value());
@@ -361,8 +364,12 @@ int main(int argc, char** argv)
             ours = {.whole = whole,
                     .send = record["seconds"]["copy"].get<double>(),
                     .read = record["seconds"]["read_back"].get<double>()};
+        gateway = gateway_cpu_seconds();
         const double put_s = bench::time_shell("bash -c \"" + put + " wait\"");
+        put_gateway_cpu += gateway_cpu_seconds() - gateway;
+        gateway = gateway_cpu_seconds();
         const double get_s = bench::time_shell("bash -c \"" + get + " wait\"");
+        get_gateway_cpu += gateway_cpu_seconds() - gateway;
         if (put_s + get_s < curl.whole)
             curl = {.whole = put_s + get_s, .send = put_s, .read = get_s};
         for (const auto& o : s3.list(bucket, "", 100000))
@@ -378,6 +385,9 @@ int main(int argc, char** argv)
     std::printf("ratio (curl time / ours, best round of three each): whole %.2f, the sending %.2f, the read-back %.2f "
                 " (>= 0.8 is the goal)\n",
                 curl.whole / ours.whole, curl.send / ours.send, curl.read / ours.read);
+    std::printf("the gateway's CPU s a round (average of three): ours %.2f (upload and read-back), curl's %.2f + %.2f "
+                "(the PUTs, the GETs)\n",
+                ours_gateway_cpu / 3, put_gateway_cpu / 3, get_gateway_cpu / 3);
     std::printf("peak RSS during the first upload: %.1f MiB (%.1f MiB resident before it)\n", double(upload_kib) / 1024,
                 double(before_kib) / 1024);
     fs::remove_all(dir);

@@ -137,7 +137,7 @@ private slots:
     }
 
     // A prefix with no checkpoint, as a folder without one: the banner says so, the step inside it
-    // is found off the GUI thread and offered, and its button opens it where it lives.
+    // is offered, and its button opens it where it lives.
     void aPrefixWithoutACheckpointOffersTheStepInsideIt()
     {
         QTemporaryDir tmp;
@@ -169,7 +169,7 @@ private slots:
         QCOMPARE(panel->currentPath(), step);
         QVERIFY(panel->report() && panel->report()->ok());
         QVERIFY(banner->suggestedPath().isEmpty());
-        QVERIFY(!QFileInfo::exists(QStringLiteral("s3:"))); // nothing was looked up as a local path
+        QVERIFY(!QFileInfo::exists(QStringLiteral("s3:"))); // no local folder was made of the URL
     }
 
     void aRootInABucketListsItsStepsAndOpensEachInPlace()
