@@ -15,8 +15,9 @@
 # so that a later `env` or `stop` without DIR finds it. The OSD holds up to 2 GiB
 # (SHARDSCOPE_S3_MEMSTORE_MIB to change it); a deleted object's data is freed by the gateway's
 # garbage collection hours later, so a benchmark that writes more in rounds needs more.
-# SHARDSCOPE_S3_CPUS (a taskset list, "0" or "0-3") runs the daemons on those CPUs only, for a
-# benchmark whose clients run on the others (bench_s3 says where each runs). See docs/s3-testing.md.
+# SHARDSCOPE_S3_CPUS (comma-separated CPUs or ranges, "0" or "0-3") runs the monitor, the OSD and
+# the first gateway on those CPUs only, for a benchmark whose clients run on the others (bench_s3
+# says where each runs). See docs/s3-testing.md.
 set -euo pipefail
 
 readonly CURRENT=/tmp/shardscope-s3.current
@@ -192,8 +193,9 @@ cmd_start() {
         die "SHARDSCOPE_S3_MEMSTORE_MIB='${SHARDSCOPE_S3_MEMSTORE_MIB}': the OSD's memory in MiB, 100 to 999999"
     local on=() # the daemons' CPUs: every one unless SHARDSCOPE_S3_CPUS says
     if [ -n "${SHARDSCOPE_S3_CPUS:-}" ]; then
+        command -v taskset >/dev/null || die "taskset not found (util-linux); SHARDSCOPE_S3_CPUS needs it"
         [[ "$SHARDSCOPE_S3_CPUS" =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] ||
-            die "SHARDSCOPE_S3_CPUS='${SHARDSCOPE_S3_CPUS}': a list of CPUs as taskset takes it, such as 0 or 0-3"
+            die "SHARDSCOPE_S3_CPUS='${SHARDSCOPE_S3_CPUS}': comma-separated CPUs or ranges, such as 0 or 0-3"
         taskset -c "$SHARDSCOPE_S3_CPUS" true 2>/dev/null || die "SHARDSCOPE_S3_CPUS='${SHARDSCOPE_S3_CPUS}': not CPUs of this machine"
         on=(taskset -c "$SHARDSCOPE_S3_CPUS")
     fi

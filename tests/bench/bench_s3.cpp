@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -64,17 +65,18 @@ long gateway_pid(const char* name)
 
 constexpr const char* kGatewayDaemons[] = {"client.rgw", "osd.0", "mon.a"};
 
-// The CPU seconds the gateway's daemons have used so far (user + system, /proc/PID/stat); -1
-// when they cannot be read.
+// The CPU seconds the gateway's daemons have used so far (user + system, /proc/PID/stat); NaN
+// when they cannot be read, which a difference of two keeps.
 double gateway_cpu_seconds()
 {
     double total = 0;
     for (const char* name : kGatewayDaemons) {
-        std::ifstream in("/proc/" + std::to_string(gateway_pid(name)) + "/stat");
+        const long pid = gateway_pid(name);
+        std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
         std::string text((std::istreambuf_iterator<char>(in)), {});
         const auto end_of_name = text.rfind(')'); // the command name may hold spaces
-        if (end_of_name == std::string::npos)
-            return -1;
+        if (pid <= 0 || end_of_name == std::string::npos)
+            return std::nan("");
         std::istringstream fields(text.substr(end_of_name + 2));
         std::string field;
         unsigned long long user = 0, system = 0;
@@ -87,6 +89,13 @@ double gateway_cpu_seconds()
         total += double(user + system) / double(::sysconf(_SC_CLK_TCK));
     }
     return total;
+}
+
+std::string cpu_seconds_text(double seconds)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%.2f", seconds);
+    return std::isnan(seconds) ? "unknown" : text;
 }
 
 std::string cpu_list(const cpu_set_t& set)
@@ -102,9 +111,9 @@ std::string cpu_list(const cpu_set_t& set)
 void say_cores()
 {
     cpu_set_t ours, gateway;
-    CPU_ZERO(&gateway);
-    if (::sched_getaffinity(0, sizeof ours, &ours) != 0 ||
-        ::sched_getaffinity(pid_t(gateway_pid("client.rgw")), sizeof gateway, &gateway) != 0) {
+    const long pid = gateway_pid("client.rgw");
+    if (pid <= 0 || ::sched_getaffinity(0, sizeof ours, &ours) != 0 ||
+        ::sched_getaffinity(pid_t(pid), sizeof gateway, &gateway) != 0) {
         std::printf("cores: unknown (the gateway's pid files are not at $SHARDSCOPE_S3_STATE/run)\n");
         return;
     }
@@ -253,16 +262,15 @@ int bench_verify(const bench::Args& args, int ranks, const std::string& shardctl
         ours_gateway_cpu += gateway_cpu_seconds() - gateway;
         peak_kib = std::max(peak_kib, kib);
     }
-    std::printf("shardctl verify: %.2f s (%.0f MiB/s; %.2f CPU s a run, the gateway's %.2f), peak RSS %.1f MiB (forked "
+    std::printf("shardctl verify: %.2f s (%.0f MiB/s; %.2f CPU s a run, the gateway's %s), peak RSS %.1f MiB (forked "
                 "at %.1f MiB)\n",
-                ours, mib / ours, ours_cpu / 3, ours_gateway_cpu / 3, double(peak_kib) / 1024,
+                ours, mib / ours, ours_cpu / 3, cpu_seconds_text(ours_gateway_cpu / 3).c_str(), double(peak_kib) / 1024,
                 double(parent_kib) / 1024);
     for (const Peer& peer : peers)
-        std::printf(
-            "%d x %s at once: %.2f s (%.0f MiB/s; %.2f CPU s a run, the gateway's %.2f); ratio (its time / ours) "
-            "%.2f\n",
-            parallel, peer.label.c_str(), peer.seconds, mib / peer.seconds, peer.cpu / 3, peer.gateway_cpu / 3,
-            peer.seconds / ours);
+        std::printf("%d x %s at once: %.2f s (%.0f MiB/s; %.2f CPU s a run, the gateway's %s); ratio (its time / ours) "
+                    "%.2f\n",
+                    parallel, peer.label.c_str(), peer.seconds, mib / peer.seconds, peer.cpu / 3,
+                    cpu_seconds_text(peer.gateway_cpu / 3).c_str(), peer.seconds / ours);
     std::printf("goal: ratio >= 0.8 against the bare GETs (curl -o /dev/null, the last line), which hash nothing\n");
     for (const auto& o : s3.list(bucket, "", 100000))
         s3.remove(bucket, o.key);
@@ -385,9 +393,10 @@ int main(int argc, char** argv)
     std::printf("ratio (curl time / ours, best round of three each): whole %.2f, the sending %.2f, the read-back %.2f "
                 " (>= 0.8 is the goal)\n",
                 curl.whole / ours.whole, curl.send / ours.send, curl.read / ours.read);
-    std::printf("the gateway's CPU s a round (average of three): ours %.2f (upload and read-back), curl's %.2f + %.2f "
+    std::printf("the gateway's CPU s a round (average of three): ours %s (upload and read-back), curl's %s + %s "
                 "(the PUTs, the GETs)\n",
-                ours_gateway_cpu / 3, put_gateway_cpu / 3, get_gateway_cpu / 3);
+                cpu_seconds_text(ours_gateway_cpu / 3).c_str(), cpu_seconds_text(put_gateway_cpu / 3).c_str(),
+                cpu_seconds_text(get_gateway_cpu / 3).c_str());
     std::printf("peak RSS during the first upload: %.1f MiB (%.1f MiB resident before it)\n", double(upload_kib) / 1024,
                 double(before_kib) / 1024);
     fs::remove_all(dir);
