@@ -102,7 +102,8 @@ int run_train(const QStringList& arguments)
                         "cannot tell whether " + storage::to_string(*options.mirror) +
                             " (--mirror) holds a run to resume, and the root has no `latest`: " + e.what() +
                             "; training does not start over a mirror it cannot read (start it again once the "
-                            "store answers)");
+                            "store answers)",
+                        e.problem().path);
         }
     };
     // A run already there, without --resume, is refused before anything is created, naming the

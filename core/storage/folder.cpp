@@ -268,7 +268,8 @@ struct Folder::Remote {
             throw Error(ProblemKind::remote_error,
                         client.object_name(bucket, base) + ": the server answers for more of the names a " +
                             "checkpoint's files could have than any checkpoint has (" + std::to_string(kMaxProbeHeads) +
-                            " asked for); not read as a checkpoint folder");
+                            " asked for); not read as a checkpoint folder",
+                        client.object_name(bucket, base));
         // A web server's HEAD gives no ETag to hold its reads to: behind a load balancer each node
         // may give its own for the same bytes. Its streams still hold to their first answer's.
         const auto info = client.head(bucket, base + relative);

@@ -26,6 +26,7 @@ namespace shardscope::storage {
 
 struct S3Client::Call {
     std::string what; // how errors name the request ("LIST s3://b/run/"); "" for METHOD and object
+    std::string object; // the object or prefix its errors' path names ("s3://b/run/"); "" for the object
     std::string method;
     std::string bucket;
     std::string key;
@@ -259,14 +260,16 @@ std::string server_said(long status, const std::string& body)
     return out;
 }
 
-ListingPage read_listing_page(std::string_view body, std::string_view prefix, const std::string& what)
+ListingPage read_listing_page(std::string_view body, std::string_view prefix, const std::string& what,
+                              const std::string& object)
 {
     if (!xml_acceptable(body))
-        throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused");
+        throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused",
+                    object);
     // An answer that is no listing at all (a proxy's page, garbage) is the server's fault, not
     // a prefix with nothing beneath it.
     if (xml_elements(body, "ListBucketResult").empty())
-        throw Error(ProblemKind::remote_error, what + ": the answer is not a listing (no ListBucketResult)");
+        throw Error(ProblemKind::remote_error, what + ": the answer is not a listing (no ListBucketResult)", object);
     ListingPage page;
     for (const std::string_view entry : xml_elements(body, "Contents")) {
         const auto key = xml_text(entry, "Key");
@@ -274,11 +277,12 @@ ListingPage read_listing_page(std::string_view body, std::string_view prefix, co
         bool ok = false;
         const uint64_t bytes = size ? parse_u64(*size, ok) : 0;
         if (!key || !ok)
-            throw Error(ProblemKind::remote_error, what + ": a listed object has no valid key or size");
+            throw Error(ProblemKind::remote_error, what + ": a listed object has no valid key or size", object);
         if (!key->starts_with(prefix) || escapes(std::string_view(*key).substr(prefix.size())))
             throw Error(ProblemKind::remote_error,
                         what + ": the listing names " + printable(*key) +
-                            ", which is not a plain name under the prefix");
+                            ", which is not a plain name under the prefix",
+                        object);
         page.objects.push_back({.key = *key, .size = bytes, .etag = unquoted(xml_text(entry, "ETag").value_or(""))});
     }
     for (const std::string_view entry : xml_elements(body, "CommonPrefixes")) {
@@ -288,24 +292,29 @@ ListingPage read_listing_page(std::string_view body, std::string_view prefix, co
             escapes(std::string_view(*common).substr(prefix.size(), common->size() - prefix.size() - 1)))
             throw Error(ProblemKind::remote_error,
                         what + ": the listing names the folder " + printable(common.value_or("")) +
-                            ", which is not a plain name under the prefix");
+                            ", which is not a plain name under the prefix",
+                        object);
         page.prefixes.push_back(*common);
     }
     page.truncated = xml_text(body, "IsTruncated").value_or("false") == "true";
     if (page.truncated) {
         page.next_token = xml_text(body, "NextContinuationToken").value_or("");
         if (page.next_token.empty() || page.next_token.size() > 4096)
-            throw Error(ProblemKind::remote_error, what + ": a truncated listing without a usable continuation token");
+            throw Error(ProblemKind::remote_error, what + ": a truncated listing without a usable continuation token",
+                        object);
     }
     return page;
 }
 
-UploadsPage read_uploads_page(std::string_view body, std::string_view prefix, const std::string& what)
+UploadsPage read_uploads_page(std::string_view body, std::string_view prefix, const std::string& what,
+                              const std::string& object)
 {
     if (!xml_acceptable(body))
-        throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused");
+        throw Error(ProblemKind::remote_error, what + ": the listing declares a document type, which is refused",
+                    object);
     if (xml_elements(body, "ListMultipartUploadsResult").empty())
-        throw Error(ProblemKind::remote_error, what + ": the answer is not a listing (no ListMultipartUploadsResult)");
+        throw Error(ProblemKind::remote_error, what + ": the answer is not a listing (no ListMultipartUploadsResult)",
+                    object);
     UploadsPage page;
     for (const std::string_view entry : xml_elements(body, "Upload")) {
         auto key = xml_text(entry, "Key");
@@ -321,7 +330,7 @@ UploadsPage read_uploads_page(std::string_view body, std::string_view prefix, co
         page.next_key_marker = xml_text(body, "NextKeyMarker").value_or("");
         page.next_upload_id_marker = xml_text(body, "NextUploadIdMarker").value_or("");
         if (page.next_key_marker.size() > 4096 || page.next_upload_id_marker.size() > 4096)
-            throw Error(ProblemKind::remote_error, what + ": a truncated listing with markers past 4 KiB");
+            throw Error(ProblemKind::remote_error, what + ": a truncated listing with markers past 4 KiB", object);
     }
     return page;
 }
@@ -413,7 +422,8 @@ S3Client::Answer S3Client::send(const Call& call) const
         : call.body.empty()                      ? kEmptySha256
         : call.body.size() > kSignedBodyLimit    ? "UNSIGNED-PAYLOAD"
                                                  : sha256_hex(std::as_bytes(call.body));
-    const std::string what = call.what.empty() ? call.method + " " + object_name(call.bucket, call.key) : call.what;
+    const std::string object = call.object.empty() ? object_name(call.bucket, call.key) : call.object;
+    const std::string what = call.what.empty() ? call.method + " " + object : call.what;
 
     std::minstd_rand jitter(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
     int delay = m_config.retry.first_delay_ms;
@@ -456,13 +466,15 @@ S3Client::Answer S3Client::send(const Call& call) const
                         what + ": the server's TLS certificate is not trusted (" +
                             printable(response.transport_error, 200) +
                             "); for a server you trust, --no-verify-tls (verify_tls=False in Python) reads "
-                            "it without the check");
+                            "it without the check",
+                        object);
         if (!response.refused.empty())
-            throw Error(ProblemKind::remote_error, what + ": " + response.refused);
+            throw Error(ProblemKind::remote_error, what + ": " + response.refused, object);
         if (!response.malformed.empty())
             throw Error(ProblemKind::remote_error,
                         what + ": the answer from " + m_scheme + "://" + host + " is not valid HTTP (" +
-                            printable(response.malformed, 200) + ")");
+                            printable(response.malformed, 200) + ")",
+                        object);
         const bool got = response.status >= 200 && response.status < 300;
         const bool ranged =
             std::any_of(call.headers.begin(), call.headers.end(), [](const auto& h) { return h.first == "range"; });
@@ -472,17 +484,19 @@ S3Client::Answer S3Client::send(const Call& call) const
                         what + ": the server answered HTTP 206 (part of an object, " +
                             (range == response.headers.end() ? std::string("no Content-Range")
                                                              : "\"" + printable(range->second, 80) + "\"") +
-                            ") to a request that asked for no range");
+                            ") to a request that asked for no range",
+                        object);
         }
         if (ranged && response.status == 200 && response.body_overflow)
-            throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange);
+            throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange, object);
         if (response.body_overflow)
             throw Error(ProblemKind::remote_error,
                         what + ": the server sent more than the " +
                             std::to_string(!got                    ? 65536
                                                : call.into.empty() ? call.max_body
                                                                    : call.into.size()) +
-                            (got ? " bytes expected" : " bytes an error message may have"));
+                            (got ? " bytes expected" : " bytes an error message may have"),
+                        object);
         if (response.stopped || (response.status == 0 && response.streamed > 0))
             return Answer{.streamed = response.streamed, .stopped = response.stopped, .lost = response.transport_error};
         const std::size_t expected = call.sink ? call.max_body : call.into.size();
@@ -491,17 +505,20 @@ S3Client::Answer S3Client::send(const Call& call) const
             // shorter than the caller believes (a retry would get the same).
             throw Error(ProblemKind::remote_error,
                         what + ": the server sent " + std::to_string(response.received) + " bytes where " +
-                            std::to_string(expected) + " were asked for");
+                            std::to_string(expected) + " were asked for",
+                        object);
         }
         if (!retryable(response.status) || attempt >= m_config.retry.attempts) {
             if (response.status == 0)
                 throw Error(ProblemKind::remote_error,
                             what + ": no answer from " + m_scheme + "://" + host + " after " + std::to_string(attempt) +
-                                " attempts: " + printable(response.transport_error, 200));
+                                " attempts: " + printable(response.transport_error, 200),
+                            object);
             if (retryable(response.status))
                 throw Error(ProblemKind::remote_error,
                             what + ": the server still answers " + server_said(response.status, response.text) +
-                                " after " + std::to_string(attempt) + " attempts");
+                                " after " + std::to_string(attempt) + " attempts",
+                            object);
             return Answer{.status = response.status,
                           .headers = std::move(response.headers),
                           .text = std::move(response.text),
@@ -515,18 +532,18 @@ S3Client::Answer S3Client::send(const Call& call) const
 
 namespace {
 
-[[noreturn]] void refused(const std::string& what, long status, const std::string& body)
+[[noreturn]] void refused(const std::string& what, const std::string& object, long status, const std::string& body)
 {
     // A body whose MD5 is not its Content-MD5: the bytes sent are not those that were hashed.
     if (status == 400 && xml_acceptable(body) && xml_text(body, "Code").value_or("") == "BadDigest")
         throw Error(ProblemKind::hash_mismatch,
-                    what + ": HTTP 400 BadDigest: the server's MD5 of the bytes is not the one sent with them");
+                    what + ": HTTP 400 BadDigest: the server's MD5 of the bytes is not the one sent with them", object);
     std::string why = server_said(status, body);
     if (status >= 300 && status < 400)
         why += ": a redirect, which is not followed (check the endpoint and the bucket's region)";
     else if (status == 403)
         why += ": the credentials were refused or lack the permission";
-    throw Error(ProblemKind::remote_error, what + ": " + why);
+    throw Error(ProblemKind::remote_error, what + ": " + why, object);
 }
 
 } // namespace
@@ -549,38 +566,40 @@ bool S3Client::pin_to(const std::string& etag, std::vector<std::pair<std::string
 void S3Client::after_refused_precondition(const std::string& bucket, const std::string& key, const std::string& etag,
                                           bool conditional, const std::string& what) const
 {
+    const std::string object = object_name(bucket, key);
     if (!conditional)
-        throw Error(ProblemKind::remote_error, what + ": HTTP 412 to a request without a precondition");
+        throw Error(ProblemKind::remote_error, what + ": HTTP 412 to a request without a precondition", object);
     if (*m_conditions_misfire)
         return;
     std::optional<ObjectInfo> now;
     try {
         now = head(bucket, key);
     } catch (const Error& e) {
-        throw Error(e.kind(), what + ": HTTP 412 to If-Match its ETag, and then: " + e.what());
+        throw Error(e.kind(), what + ": HTTP 412 to If-Match its ETag, and then: " + e.what(), object);
     }
     if (!now)
-        throw Error(ProblemKind::remote_error, what + ": " + kChanged + " (it is no longer there)");
+        throw Error(ProblemKind::remote_error, what + ": " + kChanged + " (it is no longer there)", object);
     if (now->etag != etag)
         throw Error(ProblemKind::remote_error,
                     what + ": " + kChanged + " (listed as \"" + printable(etag, 80) + "\", now \"" +
-                        printable(now->etag, 80) + "\")");
+                        printable(now->etag, 80) + "\")",
+                    object);
     *m_conditions_misfire = true;
 }
 
 std::optional<ObjectInfo> S3Client::head(const std::string& bucket, const std::string& key) const
 {
     const Answer a = send({.method = "HEAD", .bucket = bucket, .key = key});
+    const std::string object = object_name(bucket, key);
     if (a.status == 404)
         return std::nullopt;
     if (a.status != 200)
-        refused("HEAD " + object_name(bucket, key), a.status, a.text);
+        refused("HEAD " + object, object, a.status, a.text);
     bool ok = false;
     const auto length = a.headers.find("content-length");
     ObjectInfo info{.key = key, .size = length == a.headers.end() ? 0 : parse_u64(length->second, ok)};
     if (!ok)
-        throw Error(ProblemKind::remote_error,
-                    "HEAD " + object_name(bucket, key) + ": the answer has no valid Content-Length");
+        throw Error(ProblemKind::remote_error, "HEAD " + object + ": the answer has no valid Content-Length", object);
     if (const auto etag = a.headers.find("etag"); etag != a.headers.end())
         info.etag = unquoted(etag->second);
     return info;
@@ -592,7 +611,8 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
     if (out.empty())
         return;
     const std::string range = "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + out.size() - 1);
-    const std::string what = "GET " + object_name(bucket, key) + " (" + range + ")";
+    const std::string object = object_name(bucket, key);
+    const std::string what = "GET " + object + " (" + range + ")";
     bool conditional = false;
     const auto get = [&] {
         std::vector<std::pair<std::string, std::string>> headers = {{"range", range}};
@@ -605,15 +625,15 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
         a = get();
     }
     if (a.status == 404)
-        throw Error(ProblemKind::missing_file, object_name(bucket, key) + ": no such object");
+        throw Error(ProblemKind::missing_file, object + ": no such object");
     if (a.status == 416)
         throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
     if (a.status == 412)
-        throw Error(ProblemKind::remote_error, what + ": HTTP 412 to a request without a precondition");
+        throw Error(ProblemKind::remote_error, what + ": HTTP 412 to a request without a precondition", object);
     if (a.status == 200 && (offset != 0 || (listed_size && out.size() != *listed_size)))
-        throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange);
+        throw Error(ProblemKind::remote_error, what + ": " + kIgnoresRange, object);
     if (a.status != 206 && a.status != 200)
-        refused(what, a.status, a.text);
+        refused(what, object, a.status, a.text);
     // The bytes are taken only for the range they say they are: a server (or a proxy) that
     // answers with another part of the object would otherwise be read as the part asked for.
     if (a.status == 206) {
@@ -622,15 +642,15 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
         uint64_t first_byte = 0, last_byte = 0, size = 0;
         if (!parse_content_range(content_range, first_byte, last_byte, size) || first_byte != offset ||
             last_byte != offset + out.size() - 1)
-            throw Error(ProblemKind::remote_error, what + ": " + wrong_range(a.status, content_range, range));
+            throw Error(ProblemKind::remote_error, what + ": " + wrong_range(a.status, content_range, range), object);
         if (listed_size && size != 0 && size != *listed_size)
-            throw Error(ProblemKind::remote_error, what + ": " + resized(*listed_size, size));
+            throw Error(ProblemKind::remote_error, what + ": " + resized(*listed_size, size), object);
     }
     // Read without the condition (a server whose conditions misfire) or from one that ignores it:
     // the answer's own ETag still says whether it is the listed object.
     if (const auto answered = a.headers.find("etag"); answered != a.headers.end() && pinnable(etag) &&
         pinnable(unquoted(answered->second)) && unquoted(answered->second) != etag)
-        throw Error(ProblemKind::remote_error, what + ": " + kChanged);
+        throw Error(ProblemKind::remote_error, what + ": " + kChanged, object);
 }
 
 uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t size,
@@ -647,7 +667,8 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
     int delay = m_config.retry.first_delay_ms;
     for (int lost = 0; at < end;) {
         const std::string range = "bytes=" + std::to_string(at) + "-" + std::to_string(end - 1);
-        const std::string what = "GET " + object_name(bucket, key) + " (" + range + ")";
+        const std::string object = object_name(bucket, key);
+        const std::string what = "GET " + object + " (" + range + ")";
         std::vector<std::pair<std::string, std::string>> headers = {{"range", range}};
         const bool conditional = pin_to(etag, headers);
         // Only the bytes asked for are handed on: a 206 whose Content-Range is the range asked,
@@ -706,13 +727,14 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
             if (lost >= m_config.retry.attempts)
                 throw Error(ProblemKind::remote_error,
                             what + ": the connection was lost part-way " + std::to_string(lost) +
-                                " times in a row, the last: " + printable(a.lost, 200));
+                                " times in a row, the last: " + printable(a.lost, 200),
+                            object);
             wait_unless_cancelled(std::chrono::milliseconds(delay));
             delay = std::min(delay * 2, m_config.retry.max_delay_ms);
             continue;
         }
         if (a.status == 404)
-            throw Error(ProblemKind::missing_file, object_name(bucket, key) + ": no such object");
+            throw Error(ProblemKind::missing_file, object + ": no such object");
         if (a.status == 416)
             throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
         if (a.status == 412) {
@@ -720,7 +742,7 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
             continue;
         }
         if (a.status != 206 && a.status != 200)
-            refused(what, a.status, a.text);
+            refused(what, object, a.status, a.text);
     }
     return at - offset;
 }
@@ -731,7 +753,7 @@ std::optional<std::string> S3Client::get(const std::string& bucket, const std::s
     if (a.status == 404)
         return std::nullopt;
     if (a.status != 200)
-        refused("GET " + object_name(bucket, key), a.status, a.text);
+        refused("GET " + object_name(bucket, key), object_name(bucket, key), a.status, a.text);
     return a.text;
 }
 
@@ -752,15 +774,18 @@ S3Level S3Client::list_pages(const std::string& bucket, const std::string& prefi
 {
     S3Level out;
     std::string token;
-    const std::string what = "LIST " + object_name(bucket, prefix);
+    const std::string object = object_name(bucket, prefix);
+    const std::string what = "LIST " + object;
     // A page holds up to 1000 keys: a server that keeps answering "truncated" with fewer, or
     // with the same token again, is not followed for ever.
     for (std::size_t page = 0;; ++page) {
         if (page > max_keys / 100 + 10)
             throw Error(ProblemKind::remote_error,
                         what + ": the listing does not end (" + std::to_string(page) + " pages for " +
-                            std::to_string(out.objects.size() + out.prefixes.size()) + " keys)");
+                            std::to_string(out.objects.size() + out.prefixes.size()) + " keys)",
+                        object);
         Call call{.what = what,
+                  .object = object,
                   .method = "GET",
                   .bucket = bucket,
                   .query = {{"list-type", "2"}, {"prefix", prefix}},
@@ -771,17 +796,18 @@ S3Level S3Client::list_pages(const std::string& bucket, const std::string& prefi
             call.query.emplace_back("continuation-token", token);
         const Answer a = send(call);
         if (a.status != 200)
-            refused(what, a.status, a.text);
-        ListingPage listed = read_listing_page(a.text, prefix, what);
+            refused(what, object, a.status, a.text);
+        ListingPage listed = read_listing_page(a.text, prefix, what, object);
         if (out.objects.size() + out.prefixes.size() + listed.objects.size() + listed.prefixes.size() > max_keys)
             throw Error(ProblemKind::remote_error,
-                        what + ": more than " + std::to_string(max_keys) + " objects under the prefix");
+                        what + ": more than " + std::to_string(max_keys) + " objects under the prefix", object);
         std::move(listed.objects.begin(), listed.objects.end(), std::back_inserter(out.objects));
         std::move(listed.prefixes.begin(), listed.prefixes.end(), std::back_inserter(out.prefixes));
         if (!listed.truncated)
             break;
         if (listed.next_token == token)
-            throw Error(ProblemKind::remote_error, what + ": a truncated listing without a new continuation token");
+            throw Error(ProblemKind::remote_error, what + ": a truncated listing without a new continuation token",
+                        object);
         token = std::move(listed.next_token);
     }
     return out;
@@ -812,18 +838,19 @@ void S3Client::put(Call call) const
 {
     const Answer a = send(call);
     if (a.status != 200)
-        refused("PUT " + object_name(call.bucket, call.key), a.status, a.text);
+        refused("PUT " + object_name(call.bucket, call.key), object_name(call.bucket, call.key), a.status, a.text);
 }
 
 std::string S3Client::create_multipart(const std::string& bucket, const std::string& key) const
 {
     const Answer a = send({.method = "POST", .bucket = bucket, .key = key, .query = {{"uploads", ""}}});
-    const std::string what = "POST " + object_name(bucket, key) + "?uploads";
+    const std::string object = object_name(bucket, key);
+    const std::string what = "POST " + object + "?uploads";
     if (a.status != 200)
-        refused(what, a.status, a.text);
+        refused(what, object, a.status, a.text);
     auto id = xml_acceptable(a.text) ? xml_text(a.text, "UploadId") : std::nullopt;
     if (!id || id->empty() || id->size() > 1024)
-        throw Error(ProblemKind::remote_error, what + ": the answer has no upload id");
+        throw Error(ProblemKind::remote_error, what + ": the answer has no upload id", object);
     return *id;
 }
 
@@ -837,12 +864,13 @@ std::string S3Client::upload_part(const std::string& bucket, const std::string& 
                            .headers = {{"content-md5", base64_md5({}, md5)}},
                            .source = read,
                            .source_size = size});
-    const std::string what = "PUT " + object_name(bucket, key) + " part " + std::to_string(part);
+    const std::string object = object_name(bucket, key);
+    const std::string what = "PUT " + object + " part " + std::to_string(part);
     if (a.status != 200)
-        refused(what, a.status, a.text);
+        refused(what, object, a.status, a.text);
     const auto etag = a.headers.find("etag");
     if (etag == a.headers.end() || unquoted(etag->second).empty())
-        throw Error(ProblemKind::remote_error, what + ": the answer has no ETag");
+        throw Error(ProblemKind::remote_error, what + ": the answer has no ETag", object);
     return etag->second;
 }
 
@@ -858,7 +886,8 @@ void S3Client::complete_multipart(const std::string& bucket, const std::string& 
                            .key = key,
                            .query = {{"uploadId", upload_id}},
                            .body = std::as_bytes(std::span(xml.data(), xml.size()))});
-    const std::string what = "POST " + object_name(bucket, key) + "?uploadId";
+    const std::string object = object_name(bucket, key);
+    const std::string what = "POST " + object + "?uploadId";
     // A completion whose answer was lost is retried and then finds no such upload: the object
     // it made (an ETag "...-N" for N parts) says the first attempt succeeded.
     if (a.status == 404 && xml_text(a.text, "Code").value_or("") == "NoSuchUpload")
@@ -866,14 +895,14 @@ void S3Client::complete_multipart(const std::string& bucket, const std::string& 
             return;
     // S3 may answer 200 and still report an error in the body of a long-running completion.
     if (a.status != 200 || (xml_acceptable(a.text) && !xml_elements(a.text, "Error").empty()))
-        refused(what, a.status == 200 ? 500 : a.status, a.text);
+        refused(what, object, a.status == 200 ? 500 : a.status, a.text);
 }
 
 void S3Client::abort_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id) const
 {
     const Answer a = send({.method = "DELETE", .bucket = bucket, .key = key, .query = {{"uploadId", upload_id}}});
     if (a.status != 204 && a.status != 200 && a.status != 404)
-        refused("DELETE " + object_name(bucket, key) + "?uploadId", a.status, a.text);
+        refused("DELETE " + object_name(bucket, key) + "?uploadId", object_name(bucket, key), a.status, a.text);
 }
 
 std::vector<MultipartUpload> S3Client::list_multipart_uploads(const std::string& bucket,
@@ -891,7 +920,8 @@ std::optional<std::vector<MultipartUpload>> S3Client::list_multipart_uploads_if_
 std::optional<std::vector<MultipartUpload>> S3Client::list_uploads(const std::string& bucket, const std::string& prefix,
                                                                    bool refusal_is_none) const
 {
-    const std::string what = "LIST uploads " + object_name(bucket, prefix);
+    const std::string object = object_name(bucket, prefix);
+    const std::string what = "LIST uploads " + object;
     std::vector<MultipartUpload> out;
     std::set<std::pair<std::string, std::string>> seen;
     std::string key_marker, id_marker;
@@ -900,8 +930,9 @@ std::optional<std::vector<MultipartUpload>> S3Client::list_uploads(const std::st
     for (std::size_t page = 0;; ++page) {
         if (page >= kMaxOpenUploads / 1000 + 10)
             throw Error(ProblemKind::remote_error,
-                        what + ": the listing does not end (" + std::to_string(page) + " pages)");
+                        what + ": the listing does not end (" + std::to_string(page) + " pages)", object);
         Call call{.what = what,
+                  .object = object,
                   .method = "GET",
                   .bucket = bucket,
                   .query = {{"uploads", ""}, {"prefix", prefix}},
@@ -914,19 +945,21 @@ std::optional<std::vector<MultipartUpload>> S3Client::list_uploads(const std::st
         if (refusal_is_none && page == 0 && (a.status == 403 || a.status == 501))
             return std::nullopt;
         if (a.status != 200)
-            refused(what, a.status, a.text);
-        UploadsPage listed = read_uploads_page(a.text, prefix, what);
+            refused(what, object, a.status, a.text);
+        UploadsPage listed = read_uploads_page(a.text, prefix, what, object);
         for (MultipartUpload& upload : listed.uploads)
             if (seen.emplace(upload.key, upload.upload_id).second)
                 out.push_back(std::move(upload));
         if (out.size() > kMaxOpenUploads)
             throw Error(ProblemKind::remote_error,
-                        what + ": more than " + std::to_string(kMaxOpenUploads) + " open uploads under the prefix");
+                        what + ": more than " + std::to_string(kMaxOpenUploads) + " open uploads under the prefix",
+                        object);
         if (!listed.truncated)
             return out;
         if (listed.next_key_marker.empty() ||
             std::pair(listed.next_key_marker, listed.next_upload_id_marker) <= std::pair(key_marker, id_marker))
-            throw Error(ProblemKind::remote_error, what + ": a truncated listing whose markers do not move forward");
+            throw Error(ProblemKind::remote_error, what + ": a truncated listing whose markers do not move forward",
+                        object);
         key_marker = std::move(listed.next_key_marker);
         id_marker = std::move(listed.next_upload_id_marker);
     }
@@ -936,7 +969,7 @@ void S3Client::remove(const std::string& bucket, const std::string& key) const
 {
     const Answer a = send({.method = "DELETE", .bucket = bucket, .key = key});
     if (a.status != 204 && a.status != 200 && a.status != 404)
-        refused("DELETE " + object_name(bucket, key), a.status, a.text);
+        refused("DELETE " + object_name(bucket, key), object_name(bucket, key), a.status, a.text);
 }
 
 void S3Client::create_bucket(const std::string& bucket) const
@@ -946,7 +979,7 @@ void S3Client::create_bucket(const std::string& bucket) const
         return;
     if (a.status == 409 && xml_text(a.text, "Code").value_or("") == "BucketAlreadyOwnedByYou")
         return;
-    refused("PUT s3://" + bucket, a.status, a.text);
+    refused("PUT s3://" + bucket, "s3://" + bucket, a.status, a.text);
 }
 
 } // namespace shardscope::storage

@@ -256,7 +256,8 @@ inline void s3_answer_one(const uint8_t* data, std::size_t size)
                 "a bounded one-line sentence without terminal escapes");
     };
     try {
-        const storage::ListingPage page = storage::read_listing_page(body, prefix, "LIST s3://fuzz/run/");
+        const storage::ListingPage page =
+            storage::read_listing_page(body, prefix, "LIST s3://fuzz/run/", "s3://fuzz/run/");
         for (const storage::ObjectInfo& o : page.objects) {
             require(o.key.starts_with(prefix), "a listed key lies beneath the prefix");
             const std::string rest = "/" + o.key.substr(prefix.size()) + "/";
@@ -276,7 +277,8 @@ inline void s3_answer_one(const uint8_t* data, std::size_t size)
         one_line(e.what());
     }
     try {
-        for (const storage::MultipartUpload& u : storage::read_uploads_page(body, prefix, "LIST uploads").uploads)
+        for (const storage::MultipartUpload& u :
+             storage::read_uploads_page(body, prefix, "LIST uploads", "s3://fuzz/run/").uploads)
             require(u.key.starts_with(prefix) && !u.upload_id.empty(), "an upload beneath the prefix, with an id");
     } catch (const Error& e) {
         one_line(e.what());

@@ -133,6 +133,8 @@ class Stats(TempDirTest):
                 shardscope.verify(url)
             self.assertEqual(caught.exception.kind, "remote_error")
             self.assertIn("certificate", str(caught.exception))
+            # .path is the URL the refused request was for, beneath the one asked.
+            self.assertTrue(caught.exception.path.startswith(url + "/"), caught.exception.path)
             report = shardscope.verify(url, verify_tls=False)
             self.assertTrue(report["ok"], report["problems"])
             self.assertEqual(len(report["shards"]), 3)

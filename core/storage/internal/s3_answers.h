@@ -20,8 +20,10 @@ struct ListingPage {
 };
 
 // Every object and common prefix must lie beneath `prefix` with a plain name (no "", "." or ".."
-// component; a common prefix ends in "/").
-ListingPage read_listing_page(std::string_view body, std::string_view prefix, const std::string& what);
+// component; a common prefix ends in "/"). A page that is not is an Error(remote_error) whose message
+// begins with `what` (the request) and whose path is `object` (the prefix listed).
+ListingPage read_listing_page(std::string_view body, std::string_view prefix, const std::string& what,
+                              const std::string& object);
 
 struct UploadsPage {
     std::vector<MultipartUpload> uploads; // those beneath `prefix`
@@ -29,7 +31,8 @@ struct UploadsPage {
     std::string next_key_marker, next_upload_id_marker;
 };
 
-UploadsPage read_uploads_page(std::string_view body, std::string_view prefix, const std::string& what);
+UploadsPage read_uploads_page(std::string_view body, std::string_view prefix, const std::string& what,
+                              const std::string& object);
 
 // "HTTP 503 SlowDown (Please reduce your request rate.)": the status and the error's code and
 // message, printable and bounded.

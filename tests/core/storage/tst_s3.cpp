@@ -248,6 +248,8 @@ private slots:
             QVERIFY2(what.contains(QStringLiteral("HTTP 403")), qPrintable(what));
             QVERIFY(!what.contains(QStringLiteral("not-the-secret")));
             QVERIFY(!what.contains(QString::fromStdString(m_config.credentials.secret_access_key)));
+            // The object it was about is the error's path, for a caller that acts on it.
+            QCOMPARE(e.problem().path, "s3://" + m_bucket + "/anything");
         }
     }
 
@@ -345,6 +347,7 @@ private slots:
             const QString what = QString::fromStdString(e.what());
             QVERIFY2(what.startsWith(QString::fromStdString("LIST s3://" + m_bucket + "/run/: no answer")),
                      qPrintable(what));
+            QCOMPARE(e.problem().path, "s3://" + m_bucket + "/run/");
         }
     }
 
