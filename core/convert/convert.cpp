@@ -342,6 +342,12 @@ ConvertResult convert_checkpoint(const storage::Location& source, const fs::path
     ContentReport layout = plan_content(step, layout_options);
     if (!layout.problems.empty())
         throw Error(layout.problems.front());
+    // An output without a tensor the source holds is not that checkpoint.
+    if (!layout.left_out.empty()) {
+        Problem p = layout.left_out.front();
+        p.message += "; convert would leave it out of the output";
+        throw Error(p);
+    }
     result.source = storage::to_string(step);
     result.source_format = layout.format;
 

@@ -73,9 +73,10 @@ std::optional<storage::OpenedObject> open_part(const storage::Folder& folder, co
         return std::nullopt;
     }
     uint64_t end = 0;
+    const std::optional<uint64_t> span = inspect::stored_span(part);
     const bool outside = part.zstd_length
         ? __builtin_add_overflow(part.zstd_offset, part.zstd_length, &end) || end > file.size
-        : __builtin_mul_overflow(part.numel, element_size(tensor.type), &end) ||
+        : !span || __builtin_mul_overflow(*span, element_size(tensor.type), &end) ||
             __builtin_add_overflow(end, part.byte_offset, &end) || end > file.size;
     if (outside) {
         problem = Problem{.kind = ProblemKind::range_outside_file,
@@ -124,7 +125,8 @@ struct MasterPass {
 class PartSource {
 public:
     PartSource(const storage::Reader& file, const TensorPart& part, std::size_t element_size)
-        : file_(file), part_(part), size_(element_size)
+        : file_(file), part_(part), size_(element_size),
+          gathered_(!part.view_shape.empty() && !inspect::permutes_dense_storage(part.view_shape, part.view_strides))
     {}
 
     // A compressed part is decompressed whole first; why it cannot be, or nullopt.
@@ -153,6 +155,17 @@ public:
         window_numel_ = std::min<uint64_t>(file_.fd() >= 0 ? kWindowElements : kRemoteWindowElements, part_.numel - at);
         const uint64_t offset = part_.byte_offset + at * size_;
         const std::size_t bytes = static_cast<std::size_t>(window_numel_ * size_);
+        if (gathered_) { // a slice with a step, an expanded tensor: its elements, not its storage's run
+            buffer_.resize(bytes);
+            mapped_ = false;
+            if (!inspect::gather_view(part_, size_, at, window_numel_, buffer_.data(),
+                                      [&](uint64_t stored, uint64_t elements, std::byte* into) {
+                                          return file_.read(into, elements * size_, part_.byte_offset + stored * size_);
+                                      }))
+                return nullptr;
+            has_window_ = true;
+            return buffer_.data();
+        }
         mapped_ = file_.fd() >= 0 && window_bytes_.map(file_.fd(), offset, bytes);
         if (!mapped_) {
             buffer_.resize(bytes);
@@ -171,6 +184,9 @@ private:
     const storage::Reader& file_;
     const TensorPart& part_;
     std::size_t size_;
+    // A view whose elements are not a permutation of a run of its storage is gathered element by
+    // element; a transpose is read as the run it permutes (statistics do not depend on the order).
+    bool gathered_;
     fsutil::MappedWindow window_bytes_;
     bool has_window_ = false, mapped_ = false;
     uint64_t window_ = 0, window_numel_ = 0;

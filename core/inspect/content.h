@@ -22,7 +22,7 @@
 namespace shardscope {
 
 // The elements of a tensor that one file holds: a run of the flattened tensor (most formats),
-// a DCP chunk's box, or a permuted torch.save view (see below).
+// a DCP chunk's box, or a strided torch.save view (see below).
 struct TensorPart {
     int rank = -1; // the rank whose file holds it, -1 when the format has no ranks
     std::string file; // relative to the checkpoint directory
@@ -32,9 +32,9 @@ struct TensorPart {
     // Most parts are a run of the flattened tensor stored in order. Two kinds are not:
     // a DCP chunk is a box of the tensor (offsets and sizes per dimension), stored row-major;
     std::vector<uint64_t> box_offsets, box_sizes;
-    // a torch.save view that is a permutation of its storage (a transpose) is stored with these
-    // element strides: element (i0, i1, ...) of view_shape is at byte_offset + element size *
-    // sum(ik * stride k).
+    // a torch.save view stored out of row-major order (a transpose, a slice with a step, an
+    // expanded tensor) is stored with these element strides: element (i0, i1, ...) of view_shape
+    // is at byte_offset + element size * sum(ik * stride k).
     std::vector<uint64_t> view_shape;
     std::vector<int64_t> view_strides;
     // A DCP item written through torch's ZStandard extension: the file holds zstd frames at
@@ -94,6 +94,9 @@ struct ContentReport {
     std::vector<TensorContent> tensors;
     std::vector<Problem> problems; // health checks that failed and data that could not be read
     std::vector<Problem> warnings; // all_zero_tensor: worth a look, not a failure
+    // Of the warnings, the tensors the files hold whose values are not read (a dtype statistics do
+    // not cover): not in `tensors`, so convert would leave them out and diff cannot compare them.
+    std::vector<Problem> left_out;
     bool cancelled = false;
     double seconds = 0;
     // A DeepSpeed ZeRO checkpoint whose model could not be put together (TensorContent::assembled):

@@ -195,10 +195,13 @@ DiffReport plan_diff(const storage::Location& a, const storage::Location& b, con
     content.raw_fp8 = options.raw_fp8;
     report.a = plan_content(a, content);
     report.b = plan_content(b, content);
+    // A tensor a side holds but whose values are not read is not compared: the two are not
+    // known to be identical.
     for (ContentReport* side : {&report.a, &report.b})
-        for (const Problem& p : side->problems)
-            if (report.problems.size() < 100)
-                report.problems.push_back(p);
+        for (const auto* found : {&side->problems, &side->left_out})
+            for (const Problem& p : *found)
+                if (report.problems.size() < 100)
+                    report.problems.push_back(p);
     // A native checkpoint beside one without optimizer states: the model is its "param" state.
     // (A DeepSpeed ZeRO checkpoint's assembled moments have states too, but its model has none.)
     auto has_states = [](const ContentReport& r) {

@@ -143,10 +143,11 @@ void plan_safetensors(const storage::Folder& folder, const std::vector<std::stri
                 continue;
             const auto type = element_type_from_safetensors(t.dtype);
             if (!type) { // complex or another type statistics do not cover
-                report.warnings.push_back({.kind = ProblemKind::unreadable,
-                                           .message = (dir / file).string() + ": tensor '" + printable(t.name) +
-                                               "' has dtype '" + printable(t.dtype) + "', which stats does not read",
-                                           .path = file});
+                leave_out(report,
+                          {.kind = ProblemKind::unreadable,
+                           .message = (dir / file).string() + ": tensor '" + printable(t.name) + "' has dtype '" +
+                               printable(t.dtype) + "', whose values ShardScope does not read",
+                           .path = file});
                 continue;
             }
             TensorContent content{.name = t.name, .type = *type, .shape = t.shape};

@@ -44,17 +44,9 @@ std::string invalid_part(const TensorPart& p, const std::vector<uint64_t>& shape
         uint64_t cells = 0;
         if (p.view_shape.size() != p.view_strides.size() || !checked_volume(p.view_shape, cells) || cells != p.numel)
             return "its strides do not match its shape";
-        // The layout accepted only permutations of a dense storage: the last element it reaches
-        // is numel - 1 places after the first, so no index computed from these strides wraps.
-        uint64_t last = 0;
-        for (std::size_t d = 0; d < p.view_shape.size(); ++d) {
-            uint64_t step = 0;
-            if (p.view_strides[d] < 0 || p.view_shape[d] == 0 ||
-                __builtin_mul_overflow(p.view_shape[d] - 1, static_cast<uint64_t>(p.view_strides[d]), &step) ||
-                __builtin_add_overflow(last, step, &last))
-                return "its strides reach outside its storage";
-        }
-        if (p.numel > 0 && last != p.numel - 1)
+        // No index computed from these strides wraps; where the last one lands, the layout has
+        // checked against the view's storage, and the reads check against the file.
+        if (!stored_span(p))
             return "its strides reach outside its storage";
     }
     return "";
@@ -281,10 +273,61 @@ std::optional<Problem> TensorReader::locate_in_boxes(uint64_t first, uint64_t co
     return std::nullopt;
 }
 
-// A permuted torch view: the storage positions of the asked elements, sorted and read in runs
-// (a transpose's row is a column of its storage: runs of a few elements each, never the storage).
 std::optional<Problem> TensorReader::read_view(const TensorPart& part, uint64_t first, uint64_t count, std::byte* out)
 {
+    std::optional<Problem> failed;
+    gather_view(part, m_size, first, count, out, [&](uint64_t stored, uint64_t elements, std::byte* into) {
+        failed = pread_part(part, stored, elements, into);
+        return !failed;
+    });
+    return failed;
+}
+
+std::optional<uint64_t> stored_span(const TensorPart& part)
+{
+    if (part.view_shape.empty())
+        return part.numel;
+    if (part.view_strides.size() != part.view_shape.size())
+        return std::nullopt;
+    if (part.numel == 0)
+        return 0;
+    uint64_t last = 0;
+    for (std::size_t d = 0; d < part.view_shape.size(); ++d) {
+        uint64_t step = 0;
+        if (part.view_strides[d] < 0 || part.view_shape[d] == 0 ||
+            __builtin_mul_overflow(part.view_shape[d] - 1, static_cast<uint64_t>(part.view_strides[d]), &step) ||
+            __builtin_add_overflow(last, step, &last))
+            return std::nullopt;
+    }
+    return last + 1;
+}
+
+bool permutes_dense_storage(const std::vector<uint64_t>& shape, const std::vector<int64_t>& strides)
+{
+    if (strides.size() != shape.size())
+        return false;
+    std::vector<std::pair<int64_t, uint64_t>> dims; // (stride, size) of the dimensions that matter
+    for (std::size_t d = 0; d < shape.size(); ++d)
+        if (shape[d] > 1)
+            dims.push_back({strides[d], shape[d]});
+    std::sort(dims.begin(), dims.end());
+    int64_t expected = 1;
+    for (const auto& [stride, size] : dims) {
+        if (stride != expected)
+            return false;
+        if (__builtin_mul_overflow(expected, static_cast<int64_t>(size), &expected))
+            return false;
+    }
+    return true;
+}
+
+// A transpose's row is a column of its storage: runs of a few elements each, never the storage.
+// A slice with a step leaves gaps and an expanded tensor repeats places: one read covers places a
+// few bytes apart, up to kRunBytes, since bytes read past are cheaper than a read each.
+bool gather_view(const TensorPart& part, std::size_t element_size, uint64_t first, uint64_t count, std::byte* out,
+                 const std::function<bool(uint64_t stored, uint64_t elements, std::byte* out)>& read)
+{
+    constexpr uint64_t kGapBytes = 256, kRunBytes = 1 << 20;
     const std::size_t dims = part.view_shape.size();
     std::vector<uint64_t> index(dims);
     uint64_t rest = first;
@@ -307,17 +350,21 @@ std::optional<Problem> TensorReader::read_view(const TensorPart& part, uint64_t 
     std::sort(wanted.begin(), wanted.end());
     std::vector<std::byte> run_bytes;
     for (std::size_t i = 0; i < wanted.size();) {
+        const uint64_t from = wanted[i].first;
         std::size_t j = i + 1;
-        while (j < wanted.size() && wanted[j].first == wanted[j - 1].first + 1)
+        while (j < wanted.size() && (wanted[j].first - wanted[j - 1].first) * element_size <= kGapBytes &&
+               (wanted[j].first - from + 1) * element_size <= kRunBytes)
             ++j;
-        run_bytes.resize((j - i) * m_size);
-        if (auto failed = pread_part(part, wanted[i].first, j - i, run_bytes.data()))
-            return failed;
+        const uint64_t elements = wanted[j - 1].first - from + 1;
+        run_bytes.resize(elements * element_size);
+        if (!read(from, elements, run_bytes.data()))
+            return false;
         for (std::size_t k = i; k < j; ++k)
-            std::memcpy(out + wanted[k].second * m_size, run_bytes.data() + (k - i) * m_size, m_size);
+            std::memcpy(out + wanted[k].second * element_size,
+                        run_bytes.data() + (wanted[k].first - from) * element_size, element_size);
         i = j;
     }
-    return std::nullopt;
+    return true;
 }
 
 } // namespace shardscope::inspect

@@ -3,6 +3,7 @@
 // restricted pickle reader only.
 
 #include "core/inspect/internal/layout.h"
+#include "core/inspect/internal/tensor_reader.h"
 
 #include "core/foreign/dcp.h"
 #include "core/foreign/dcp_transform.h"
@@ -48,28 +49,6 @@ std::optional<ElementType> torch_element_type(const std::string& dtype)
     return it == types.end() ? std::nullopt : std::optional(it->second);
 }
 
-// True when the view covers exactly `numel` consecutive storage elements in some order (a
-// contiguous tensor, or a permutation of one such as a transpose): statistics do not depend on
-// the order, so it is read as one run.
-bool dense_view(const std::vector<uint64_t>& shape, const std::vector<int64_t>& stride)
-{
-    if (stride.size() != shape.size())
-        return false;
-    std::vector<std::pair<int64_t, uint64_t>> dims; // (stride, size) of dimensions that matter
-    for (std::size_t d = 0; d < shape.size(); ++d)
-        if (shape[d] > 1)
-            dims.push_back({stride[d], shape[d]});
-    std::sort(dims.begin(), dims.end());
-    int64_t expected = 1;
-    for (const auto& [st, size] : dims) {
-        if (st != expected)
-            return false;
-        if (__builtin_mul_overflow(expected, static_cast<int64_t>(size), &expected))
-            return false;
-    }
-    return true;
-}
-
 // True when the view is stored row-major with no gaps: read in storage order, it is in the
 // tensor's own element order.
 bool contiguous(const std::vector<uint64_t>& shape, const std::vector<int64_t>& stride)
@@ -80,7 +59,7 @@ bool contiguous(const std::vector<uint64_t>& shape, const std::vector<int64_t>& 
     for (std::size_t d = shape.size(); d-- > 0;) {
         if (shape[d] > 1 && stride[d] != expected)
             return false;
-        expected *= static_cast<int64_t>(shape[d]); // dense_view has checked that this cannot overflow
+        expected *= static_cast<int64_t>(shape[d]); // the product is numel, which was checked
     }
     return true;
 }
@@ -165,7 +144,7 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
     struct Finding {
         std::pair<std::string, std::string> tensor; // (slice group, name)
         Problem problem;
-        bool warning = false;
+        bool left_out = false;
     };
     std::vector<Finding> findings;
     std::map<std::string, std::set<int>> tensor_parallel_ranks; // slice group -> the ranks of its files
@@ -223,19 +202,20 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
                 else if (wanted)
                     report.problems.push_back(std::move(p));
             };
-            auto warning = [&](Problem p) {
+            auto left_out = [&](Problem p) {
                 if (stages)
-                    findings.push_back({.tensor = {group, ref.name}, .problem = std::move(p), .warning = true});
+                    findings.push_back({.tensor = {group, ref.name}, .problem = std::move(p), .left_out = true});
                 else if (wanted)
-                    report.warnings.push_back(std::move(p));
+                    leave_out(report, std::move(p));
             };
             const std::string what = shown + ": tensor '" + printable(ref.name) + "'";
             const auto type = torch_element_type(ref.dtype);
             if (!type) {
-                warning({.kind = ProblemKind::unreadable,
-                         .message = what + " has dtype '" + printable(ref.dtype) + "', which stats does not read",
-                         .path = tf.file,
-                         .rank = tf.rank});
+                left_out({.kind = ProblemKind::unreadable,
+                          .message =
+                              what + " has dtype '" + printable(ref.dtype) + "', whose values ShardScope does not read",
+                          .path = tf.file,
+                          .rank = tf.rank});
                 continue;
             }
             uint64_t numel = 0;
@@ -262,19 +242,23 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
                          .rank = tf.rank});
                 continue;
             }
-            if (numel > 0 && !dense_view(ref.shape, ref.stride)) {
-                warning({.kind = ProblemKind::unreadable,
-                         .message = what + " is a strided view with gaps or repeats; stats does not read it",
+            // The storage elements it spans: numel for a transpose, more for a slice with a step
+            // (x[:, ::2]), fewer for an expanded tensor (stride 0).
+            const std::optional<uint64_t> span =
+                stored_span({.numel = numel, .view_shape = ref.shape, .view_strides = ref.stride});
+            if (!span) {
+                problem({.kind = ProblemKind::invalid_archive,
+                         .message = what + ": its strides are negative, not one per dimension or too large",
                          .path = tf.file,
                          .rank = tf.rank});
                 continue;
             }
             const uint64_t size = element_size(*type);
             uint64_t end = 0;
-            if (__builtin_add_overflow(ref.storage_offset, numel, &end) || __builtin_mul_overflow(end, size, &end) ||
+            if (__builtin_add_overflow(ref.storage_offset, *span, &end) || __builtin_mul_overflow(end, size, &end) ||
                 end > stored.uncompressed_size) {
                 problem({.kind = ProblemKind::range_outside_file,
-                         .message = what + ": its offset and shape reach past the end of its " +
+                         .message = what + ": its offset, shape and strides reach past the end of its " +
                              std::to_string(stored.uncompressed_size) + "-byte storage",
                          .path = tf.file,
                          .rank = tf.rank});
@@ -284,7 +268,9 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
                                     .file = tf.file,
                                     .byte_offset = located.data_offset + ref.storage_offset * size,
                                     .numel = numel};
-            if (numel > 0 && !contiguous(ref.shape, ref.stride)) { // a transpose: diff reads it in the view's order
+            // A transpose, a slice with a step or an expanded tensor: read element by element in
+            // the view's own order, as torch would give them.
+            if (numel > 0 && !contiguous(ref.shape, ref.stride)) {
                 located_part.view_shape = ref.shape;
                 located_part.view_strides = ref.stride;
             }
@@ -374,7 +360,7 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
     const LayerNumbering model_name = number_stage_layers(every_tensor, stage_files);
     for (Finding& f : findings)
         if (selected(options, model_name(f.tensor.first, f.tensor.second)))
-            (f.warning ? report.warnings : report.problems).push_back(std::move(f.problem));
+            f.left_out ? leave_out(report, std::move(f.problem)) : report.problems.push_back(std::move(f.problem));
     std::size_t kept = base;
     for (std::size_t i = base; i < report.tensors.size(); ++i) {
         std::string name = model_name(group_of[i - base], report.tensors[i].name);
@@ -418,10 +404,11 @@ void plan_dcp_layout(const storage::Folder& folder, const DcpMetadata& meta, con
             continue;
         const auto type = torch_element_type(t.dtype);
         if (!type) {
-            report.warnings.push_back({.kind = ProblemKind::unreadable,
-                                       .message = meta_path + ": tensor '" + printable(t.fqn) + "' has dtype '" +
-                                           printable(t.dtype) + "', which stats does not read",
-                                       .path = tiling.path});
+            leave_out(report,
+                      {.kind = ProblemKind::unreadable,
+                       .message = meta_path + ": tensor '" + printable(t.fqn) + "' has dtype '" + printable(t.dtype) +
+                           "', whose values ShardScope does not read",
+                       .path = tiling.path});
             continue;
         }
         TensorContent content{.name = t.fqn, .type = *type, .shape = t.size};

@@ -27,6 +27,14 @@ struct TorchFile {
 // True when no --tensor glob is given or `name` matches one of them.
 bool selected(const ContentOptions& options, const std::string& name);
 
+// A tensor the files hold whose values are not read (a dtype statistics do not cover): one of the
+// report's warnings, and what convert would leave out and diff cannot compare.
+inline void leave_out(ContentReport& report, Problem p)
+{
+    report.left_out.push_back(p);
+    report.warnings.push_back(std::move(p));
+}
+
 // The torch-based layouts (torch_layout.cpp): torch.save archives, with tensors of the same name
 // in files that differ only in a data- or tensor-parallel rank merged as parts; DCP chunks; the
 // .pt files of a DeepSpeed or Megatron listing (its directory into `dir`).

@@ -1,6 +1,6 @@
 #pragma once
 // Internal to core/inspect: a tensor's elements in its own row-major order, whatever the layout
-// of its parts (runs of the flattened tensor, DCP boxes, transposed torch views), read piece by
+// of its parts (runs of the flattened tensor, DCP boxes, strided torch views), read piece by
 // piece so that no tensor is ever whole in memory. diff compares two checkpoints through it: the
 // same element index means the same element on both sides, however each was sharded.
 
@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -20,6 +21,21 @@ namespace shardscope::inspect {
 // at byte_offset. Throws Error naming `shown` when it cannot be read or does not.
 std::vector<std::byte> inflate_dcp_part(const storage::Reader& file, const TensorPart& part, std::size_t element_size,
                                         const std::string& shown);
+
+// The elements of its file a part spans from its first: numel, or for a strided view (view_shape)
+// 1 + sum (size - 1) * stride; nullopt where the strides do not fit the shape or that overflows.
+std::optional<uint64_t> stored_span(const TensorPart& part);
+
+// Whether a view's strides put every element in its own place of `numel` consecutive ones (a
+// contiguous tensor, or a permutation of one such as a transpose): what does not depend on the
+// elements' order (statistics) reads such a view as one run.
+bool permutes_dense_storage(const std::vector<uint64_t>& shape, const std::vector<int64_t>& strides);
+
+// Elements [first, first + count) of a strided view (TensorPart::view_shape), in the view's own
+// row-major order: their places in storage, sorted and read in runs through `read(stored,
+// elements, out)` (elements consecutively from the part's stored-th); false as soon as it does.
+bool gather_view(const TensorPart& part, std::size_t element_size, uint64_t first, uint64_t count, std::byte* out,
+                 const std::function<bool(uint64_t stored, uint64_t elements, std::byte* out)>& read);
 
 class TensorReader {
 public:

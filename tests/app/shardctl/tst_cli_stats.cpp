@@ -147,6 +147,23 @@ private slots:
         }
         QCOMPARE(out.at("problems").at(0).at("kind").get<std::string>(), std::string("nonfinite_values"));
 
+        // A tensor of a dtype ShardScope does not read: stats names it among its warnings, diff
+        // cannot call the files identical, and convert refuses rather than leave it out.
+        const Run complex = shardctl({QStringLiteral("stats"), qs(dir / "complex.pt"), QStringLiteral("--json")});
+        QCOMPARE(complex.exit_code, 0);
+        QCOMPARE(complex.json().at("tensors").size(), std::size_t(1));
+        QVERIFY(complex.json().at("warnings").dump().find("'freqs' has dtype 'complex64'") != std::string::npos);
+        const Run against_itself = shardctl({QStringLiteral("diff"), qs(dir / "complex.pt"), qs(dir / "complex.pt")});
+        QCOMPARE(against_itself.exit_code, 1);
+        QVERIFY2(against_itself.err.contains("'freqs' has dtype 'complex64'"), against_itself.err.constData());
+        const Run converted = shardctl({QStringLiteral("convert"), qs(dir / "meg"), QStringLiteral("--to"),
+                                        QStringLiteral("hf"), QStringLiteral("--out"), qs(dir / "complex_hf")});
+        QCOMPARE(converted.exit_code, 1);
+        QVERIFY2(converted.err.contains("'model.freqs' has dtype 'complex64'") &&
+                     converted.err.contains("convert would leave it out"),
+                 converted.err.constData());
+        QVERIFY(!fs::exists(dir / "complex_hf"));
+
         const Run index = shardctl({QStringLiteral("stats"), qs(dir), QStringLiteral("--json")});
         QCOMPARE(index.exit_code, 0);
         QCOMPARE(index.json().at("format").get<std::string>(), std::string("torch-index"));
@@ -232,8 +249,9 @@ private slots:
         }
     }
 
-    // diff on real torch.save files: a transposed view equals the contiguous values in a
-    // safetensors file (written from torch's own bytes); one element changed by torch is found
+    // diff on real torch.save files: a transposed view, a slice with steps and an expanded row
+    // equal the contiguous values in a safetensors file (written from torch's own bytes), and
+    // convert writes them so; one element changed by torch is found
     // at its flat index, exit 1; the same at world sizes 2 and 5 natively is identical, exit 0.
     void diffRealTorchAndWorldSizes()
     {
@@ -252,8 +270,15 @@ private slots:
         Run run = shardctl(
             {QStringLiteral("diff"), qs(dir / "a.pt"), qs(dir / "model.safetensors"), QStringLiteral("--json")});
         QCOMPARE(run.exit_code, 0);
-        QCOMPARE(run.json().at("summary").at("identical").get<int>(), 3);
+        QCOMPARE(run.json().at("summary").at("identical").get<int>(), 5);
         QCOMPARE(run.json().at("a").at("path").get<std::string>(), (dir / "a.pt").string());
+        QCOMPARE(shardctl({QStringLiteral("convert"), qs(dir / "meg"), QStringLiteral("--to"), QStringLiteral("hf"),
+                           QStringLiteral("--out"), qs(dir / "a_hf")})
+                     .exit_code,
+                 0);
+        run = shardctl({QStringLiteral("diff"), qs(dir / "meg"), qs(dir / "a_hf")});
+        QCOMPARE(run.exit_code, 0);
+        QVERIFY2(run.out.contains("5 tensors: 5 identical, bitwise"), run.out.constData());
 
         run = shardctl({QStringLiteral("diff"), qs(dir / "a.pt"), qs(dir / "b.pt"), QStringLiteral("--json")});
         QCOMPARE(run.exit_code, 1);
@@ -269,7 +294,7 @@ private slots:
         run = shardctl({QStringLiteral("diff"), qs(dir / "a.pt"), qs(dir / "b.pt"), QStringLiteral("--atol"),
                         QStringLiteral("1.5")});
         QCOMPARE(run.exit_code, 0);
-        QVERIFY(run.out.contains("3 identical"));
+        QVERIFY(run.out.contains("5 identical"));
 
         for (const char* world : {"2", "5"})
             QCOMPARE(shardctl({QStringLiteral("demo-save"), QStringLiteral("--out"),

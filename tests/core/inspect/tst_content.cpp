@@ -511,7 +511,8 @@ private slots:
         QVERIFY(one.ok());
     }
 
-    // torch.save archives read through the restricted pickle reader: a transposed (strided) view,
+    // torch.save archives read through the restricted pickle reader: a transposed view, views with
+    // gaps (a slice with a step) and repeats (expand),
     // a view at an offset into a shared storage, a bf16 storage, a NaN; the same names in two
     // rank files become one tensor with two parts.
     void torchArchivesWithViews()
@@ -536,9 +537,13 @@ private slots:
             fixtures::pickle_tensor_view(p, "1", "BFloat16Storage", 3, 0, {3}, {1});
             p.str("gappy"); // every other element: a view with gaps
             fixtures::pickle_tensor_view(p, "0", "FloatStorage", 12, 0, {6}, {2});
+            p.str("repeated"); // elements 4 and 5 three times over (expand: stride 0)
+            fixtures::pickle_tensor_view(p, "0", "FloatStorage", 12, 4, {3, 2}, {0, 1});
             if (variant == 1) {
                 p.str("outside"); // reaches past its storage
                 fixtures::pickle_tensor_view(p, "0", "FloatStorage", 12, 10, {4}, {1});
+                p.str("outside_gappy"); // its last element (2 + 5 * 2) is past the storage's 12
+                fixtures::pickle_tensor_view(p, "0", "FloatStorage", 12, 2, {6}, {2});
             }
             p.op('u').stop();
             fixtures::ZipWriter zip;
@@ -569,19 +574,29 @@ private slots:
         const TensorContent* h = find(r, "h");
         QCOMPARE(h->type, ElementType::BF16);
         QCOMPARE(h->stats.mean, 1.0);
-        QVERIFY(!find(r, "gappy")); // not read, and said so
-        QVERIFY(has(r.warnings, ProblemKind::unreadable));
+        const TensorContent* gappy = find(r, "gappy"); // -3, -1, 1, 3, 5, 7
+        QCOMPARE(gappy->stats.numel, uint64_t(6));
+        QCOMPARE(gappy->stats.min, -3.0);
+        QCOMPARE(gappy->stats.max, 7.0);
+        QCOMPARE(gappy->stats.mean, 2.0);
+        const TensorContent* repeated = find(r, "repeated"); // 1, 2 three times
+        QCOMPARE(repeated->stats.numel, uint64_t(6));
+        QCOMPARE(repeated->stats.mean, 1.5);
+        QCOMPARE(repeated->stats.std_dev(), 0.5);
+        QVERIFY2(r.warnings.empty(), said.c_str());
         QVERIFY(has(r.problems, ProblemKind::nonfinite_values));
 
         // A view that reaches past its storage is a problem naming the file and the tensor.
         fixtures::write_file(dir / "bad.pt", archive("bad", 1));
         const ContentReport bad = inspect_content(dir / "bad.pt");
-        bool named = false;
-        for (const auto& p : bad.problems)
-            named = named ||
-                (p.kind == ProblemKind::range_outside_file && p.message.find("'outside'") != std::string::npos &&
-                 p.path == "bad.pt");
-        QVERIFY(named);
+        for (const char* name : {"'outside'", "'outside_gappy'"}) {
+            bool named = false;
+            for (const auto& p : bad.problems)
+                named = named ||
+                    (p.kind == ProblemKind::range_outside_file && p.message.find(name) != std::string::npos &&
+                     p.path == "bad.pt");
+            QVERIFY2(named, name);
+        }
 
         // A stored storage entry that claims more bytes than it holds is refused, never read past.
         {
