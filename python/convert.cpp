@@ -157,6 +157,8 @@ std::filesystem::path to_path(py::handle value)
                         std::string(py::str(value.get_type().attr("__name__"))));
     }
     const std::string text(py::reinterpret_borrow<py::bytes>(encoded));
+    if (text.empty()) // "" would be resolved against whatever the function makes of it
+        throw Error(ProblemKind::invalid_argument, "an empty path names no file or folder");
     // A URL taken as a path would be a relative folder named "s3:", created and written.
     if (storage::is_url(text)) {
         (void)storage::parse_location(text); // an unknown scheme, a bad bucket: its own sentence

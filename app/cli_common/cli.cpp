@@ -163,6 +163,15 @@ bool parse_options(QCommandLineParser& parser, const QStringList& arguments, con
         std::cout << local(parser.helpText());
         std::exit(0);
     }
+    // An empty value names no file and no number: taken as a path it would be resolved against
+    // whatever the command makes of "" (the working directory, a folder named by the rest).
+    for (const QString& name : parser.optionNames())
+        for (const QString& value : parser.values(name))
+            if (value.isEmpty()) {
+                fail(kUsage,
+                     "--" + local(name) + " is given an empty value (see shardctl " + local(usage_name) + " --help)");
+                return false;
+            }
     for (const QString& name : parser.optionNames())
         if (!kUrlOptions.contains(name))
             for (const QString& value : parser.values(name))
@@ -175,6 +184,10 @@ bool check_positional(const QCommandLineParser& parser, int positional, const QS
 {
     const bool locations = !g_local_paths_only && kLocationCommands.contains(usage_name);
     for (const QString& value : parser.positionalArguments()) {
+        if (value.isEmpty()) {
+            fail(kUsage, "the path argument is empty (see shardctl " + local(usage_name) + " --help)");
+            return false;
+        }
         if (!locations) {
             if (refuse_url(value, QStringLiteral("the path argument"), usage_name))
                 return false;

@@ -61,6 +61,25 @@ CheckpointManager::CheckpointManager(ManagerOptions options) : m_options(std::mo
 {
     if (m_options.keep_last < 1 || m_options.mirror_keep_last < 1)
         throw Error(ProblemKind::invalid_argument, "keep_last must be at least 1");
+    if (m_options.mirror && m_options.mirror->is_local()) {
+        // The mirror's retention and sweeps delete what they do not hold: pointed at the root (or
+        // a folder inside it, or one holding it) they would delete the root's own steps.
+        const auto resolved = [](const fs::path& p) { // through symbolic links, without a trailing "/"
+            std::error_code ec;
+            fs::path out = fs::weakly_canonical(fs::absolute(p, ec), ec);
+            return out.has_filename() ? out : out.parent_path();
+        };
+        const fs::path root = resolved(m_options.root), mirror = resolved(m_options.mirror->path);
+        const auto within = [](const fs::path& inner, const fs::path& outer) {
+            const auto [end, rest] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+            return end == outer.end();
+        };
+        if (m_options.mirror->path.empty() || within(mirror, root) || within(root, mirror))
+            throw Error(ProblemKind::invalid_argument,
+                        m_options.mirror->path.string() + ": the mirror must be a folder apart from the root " +
+                            m_options.root.string() + ", neither it, inside it, nor holding it",
+                        m_options.mirror->path.string());
+    }
     if (m_options.mirror) // before anything is created: a mirror without credentials is refused first
         m_mirror = std::make_unique<MirrorTier>(*m_options.mirror);
     fsutil::make_directories(m_options.root, m_options.durable);
@@ -258,6 +277,24 @@ void CheckpointManager::commit_step(const std::vector<RankStateView>& states, ui
 {
     const std::string name = step_dir_name(step);
     make_room(expected_step_bytes(states, meta), name);
+    struct stat st {};
+    if (::lstat((m_options.root / name).c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+        // A link under the step's name, which no save makes: written through, it would put the
+        // step outside the root while `latest` names it here. It is moved aside, as it is; what
+        // it points to is not touched.
+        const std::string aside = name + ".link-" + std::to_string(std::time(nullptr));
+        fsutil::UniqueFd root_fd = fsutil::open_directory(m_options.root);
+        if (!fsutil::rename_at(root_fd.get(), name, aside))
+            throw Error(ProblemKind::io_error,
+                        (m_options.root / name).string() +
+                            " is a symbolic link where the step is to be saved, and cannot be moved aside: " +
+                            std::strerror(errno),
+                        (m_options.root / name).string());
+        if (m_options.durable)
+            fsutil::fsync_or_throw(root_fd.get(), m_options.root.string());
+        warn((m_options.root / name).string() + " was a symbolic link; moved aside to " + aside +
+             " and the step saved in a directory of its own");
+    }
     std::error_code ec;
     if (fs::exists(m_options.root / name / "manifest.json", ec) && read_latest(m_options.root) != name) {
         // A committed step that was never published: a run killed between its manifest and the

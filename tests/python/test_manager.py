@@ -180,6 +180,17 @@ class Manager(TempDirTest):
         with self.assertRaises(shardscope.InvalidArgumentError):
             manager.resume(world_size=-2)
 
+    def test_a_mirror_overlapping_the_root_or_an_empty_path_is_refused(self):
+        # The mirror's retention deletes what it does not hold: pointed at the root, it would
+        # delete the root's steps. Nothing is created before the refusal.
+        root = self.path("run")
+        for mirror in (root, os.path.join(root, "mirror"), self.path(""), ""):
+            with self.assertRaises(shardscope.InvalidArgumentError):
+                shardscope.CheckpointManager(root, mirror=mirror)
+        with self.assertRaises(shardscope.InvalidArgumentError):
+            shardscope.CheckpointManager("")
+        self.assertFalse(os.path.exists(root))
+
     def test_dropped_manager_warns_of_an_unreported_background_error(self):
         root = self.path("run")
         manager = shardscope.CheckpointManager(root)

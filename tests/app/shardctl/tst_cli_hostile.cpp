@@ -307,6 +307,11 @@ private slots:
             {{"info", "gs://bucket/x"}, "unknown URL scheme \"gs\""},
             {{"info", "s3://Not_A_Bucket/x"}, "not a valid S3 bucket name"},
             {{"stats", "https://user:hunter2@host/x"}, "credentials in it"},
+            // An empty value names nothing: never resolved to the working directory or a folder.
+            {{"train", "--root", "run", "--mirror", "", "--steps", "2", "--json"},
+             "--mirror is given an empty value (see shardctl train --help)"},
+            {{"demo-save", "--out", "", "--json"}, "--out is given an empty value"},
+            {{"info", "", "--json"}, "the path argument is empty"},
         };
         for (const Case& c : cases) {
             QStringList args;

@@ -221,6 +221,58 @@ private slots:
         QVERIFY(!fs::exists(root / step_dir_name(2)));
     }
 
+    // A link planted under a step's name is moved aside, not written through: the step lands in
+    // the root, and what the link points to stays as it was.
+    void aLinkUnderAStepsNameIsMovedAsideNotWrittenThrough()
+    {
+        const fs::path root = fresh("linked"), elsewhere = fresh("elsewhere");
+        fs::create_directories(root);
+        fs::create_directories(elsewhere);
+        fs::create_symlink(elsewhere, root / step_dir_name(5));
+        std::vector<std::string> warnings;
+        ManagerOptions o = options(root, 3);
+        o.on_warning = [&](const std::string& m) { warnings.push_back(m); };
+        CheckpointManager manager(o);
+        manager.save(state(5), 5);
+        QVERIFY(fs::is_empty(elsewhere));
+        QVERIFY(!fs::is_symlink(root / step_dir_name(5)));
+        QVERIFY(verify_checkpoint(root).ok());
+        QCOMPARE(read_latest(root), std::optional<std::string>(step_dir_name(5)));
+        QCOMPARE(warnings.size(), std::size_t(1));
+        QVERIFY2(warnings[0].find("was a symbolic link; moved aside") != std::string::npos, warnings[0].c_str());
+        int aside = 0;
+        for (const auto& entry : fs::directory_iterator(root))
+            aside += entry.is_symlink() && fs::equivalent(entry.path(), elsewhere);
+        QCOMPARE(aside, 1);
+    }
+
+    // The mirror's retention deletes what it does not hold: the root itself, a folder inside it or
+    // one holding it is refused as a mirror before anything is created or deleted.
+    void aMirrorOverlappingTheRootIsRefused()
+    {
+        const fs::path root = fresh("overlap");
+        {
+            CheckpointManager manager(options(root, 3));
+            manager.save(state(1), 1);
+        }
+        const fs::path link = fresh("overlap-link");
+        fs::create_symlink(root, link);
+        for (const fs::path& mirror : {root, root / "", root / "mirror", root.parent_path(), link}) {
+            try {
+                CheckpointManager manager(options(root, 3, mirror));
+                QFAIL(("accepted the mirror " + mirror.string()).c_str());
+            } catch (const Error& e) {
+                QCOMPARE(int(e.kind()), int(ProblemKind::invalid_argument));
+                QVERIFY2(std::string(e.what()).find("the mirror must be a folder apart from the root") !=
+                             std::string::npos,
+                         e.what());
+            }
+        }
+        QVERIFY(!fs::exists(root / "mirror"));
+        QVERIFY(verify_checkpoint(root).ok());
+        CheckpointManager beside(options(root, 3, fresh("overlap-mirror"))); // a sibling is a mirror
+    }
+
     void mirrorTierUploadsVerifiesAndFallsBack()
     {
         const fs::path root = fresh("local"), mirror = fresh("mirror");
