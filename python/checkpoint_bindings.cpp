@@ -35,19 +35,32 @@ std::vector<RankStateView> views(const std::vector<HeldRank>& held)
     return out;
 }
 
+// None (any world size) as -1, else 1..kMaxWorldSize as shardctl's --expect-world-size takes it.
+int expected_world_size_or_any(py::handle value)
+{
+    const int wanted = int_or(value, -1, "expected_world_size");
+    if (!value.is_none() && (wanted < 1 || wanted > kMaxWorldSize))
+        throw Error(ProblemKind::invalid_argument,
+                    "expected_world_size must be 1.." + std::to_string(kMaxWorldSize) + " or None (any), not " +
+                        std::to_string(wanted));
+    return wanted;
+}
+
 py::object verify(py::object path, bool fast, py::object expected_world_size, int threads, bool content,
                   bool verify_tls)
 {
     VerifyOptions options;
     options.fast = fast;
     options.threads = threads;
-    options.expected_world_size = int_or(expected_world_size, -1, "expected_world_size");
+    options.expected_world_size = expected_world_size_or_any(expected_world_size);
     const storage::Location where = to_location(path, verify_tls);
     const json report = interruptible([&](const std::atomic<bool>* interrupted) { // hashing runs on the core's threads
         options.cancel = interrupted;
         const ResumeCheck checked = check_resume(where, options, content);
         json out = verify_report_json(checked.verify);
         out["verdict"] = verdict_json(checked.verdict);
+        if (content) // as shardctl verify --content: the verdict decides
+            out["ok"] = checked.verdict.safe();
         return out;
     });
     return to_python(report);
@@ -57,7 +70,7 @@ py::list load(py::object path, py::object expected_world_size, int threads, bool
               bool allow_partial_state)
 {
     ResumeOptions options;
-    options.expected_world_size = int_or(expected_world_size, -1, "expected_world_size");
+    options.expected_world_size = expected_world_size_or_any(expected_world_size);
     options.load.threads = threads;
     options.allow_unhealthy = allow_unhealthy;
     options.load.allow_unread_state = allow_partial_state;

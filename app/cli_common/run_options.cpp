@@ -182,14 +182,14 @@ void read_resume_options(const QCommandLineParser& parser, ResumeOptions& option
     options.load.allow_unread_state = parser.isSet(QStringLiteral("allow-partial-state"));
 }
 
-json report_resume_choice(const std::vector<std::string>& skipped, const std::vector<std::string>& unread, bool quiet)
+json report_resume_choice(const std::vector<std::string>& skipped, const std::vector<std::string>& unread)
 {
-    if (!quiet) {
-        for (const auto& s : skipped)
-            std::cerr << "shardctl: passed over " << printable(s, 4096) << '\n';
-        for (const auto& u : unread)
-            std::cerr << "shardctl: not restored: " << printable(u, 4096) << '\n';
-    }
+    // With --json too: stdout holds the one object, and what a resume passed over or dropped is
+    // said where a person watching the job looks.
+    for (const auto& s : skipped)
+        std::cerr << "shardctl: passed over " << printable(s, 4096) << '\n';
+    for (const auto& u : unread)
+        std::cerr << "shardctl: not restored: " << printable(u, 4096) << '\n';
     return {{"skipped_unhealthy", skipped}, {"unread_state", unread}};
 }
 

@@ -60,8 +60,7 @@ void read_resume_options(const QCommandLineParser& parser, shardscope::ResumeOpt
 // The steps a resume passed over and the state it left unread, on stderr ("shardctl: passed over
 // step-00000030: rank 0: 1 non-finite exp_avg_sq values"), and the JSON fields `skipped_unhealthy`
 // and `unread_state` for the command's object.
-nlohmann::json report_resume_choice(const std::vector<std::string>& skipped, const std::vector<std::string>& unread,
-                                    bool quiet);
+nlohmann::json report_resume_choice(const std::vector<std::string>& skipped, const std::vector<std::string>& unread);
 
 // ---- train: --root, --steps, --save-every, --keep, --numel, --seed, --dtype, --batch,
 // --lr-decay-steps, --resume, --no-fsync -------------------------------------------------------

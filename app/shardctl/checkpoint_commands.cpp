@@ -33,7 +33,7 @@ namespace {
 
 std::string file_label(const ShardCheck& s)
 {
-    return s.rank >= 0 ? "rank " + std::to_string(s.rank) + "  " + s.path : s.path;
+    return s.rank >= 0 ? "rank " + std::to_string(s.rank) + "  " + printable(s.path, 4096) : printable(s.path, 4096);
 }
 
 // After "no checkpoint found": what would have opened, and the checkpoint next to PATH when there
@@ -244,9 +244,10 @@ int run_info(const QStringList& arguments)
             for (std::size_t i = 0; i < report.foreign->tensors.size() && i < kShown; ++i) {
                 const ForeignTensorView t = report.foreign->tensors[i];
                 const std::string shape = join_dims(t.shape);
-                print_line("  tensor " + std::string(t.name) + "  " + std::string(t.dtype) + " " + shape + "  " +
+                // A name's own line break is shown as \x0a: print_line keeps the text's breaks.
+                print_line("  tensor " + printable(t.name, 4096) + "  " + std::string(t.dtype) + " " + shape + "  " +
                            human_bytes(t.bytes) +
-                           (t.file.empty() ? "" : "  " + std::string(t.file) + " @" + std::to_string(t.offset)) +
+                           (t.file.empty() ? "" : "  " + printable(t.file, 4096) + " @" + std::to_string(t.offset)) +
                            (t.detail.empty() ? "" : "  " + std::string(t.detail)));
                 constexpr std::size_t kShownChunks = 16;
                 if (t.chunks.size() > 1) // one chunk is the line above
@@ -255,7 +256,7 @@ int run_info(const QStringList& arguments)
                         print_line("    chunk at " + join_dims(chunk.offsets) + " size " + join_dims(chunk.sizes) +
                                    "  " +
                                    (chunk.file.empty() ? std::string("no storage")
-                                                       : std::string(chunk.file) + " bytes [" +
+                                                       : printable(chunk.file, 4096) + " bytes [" +
                                             std::to_string(chunk.offset) + ", +" + std::to_string(chunk.length) + ")"));
                     }
                 if (t.chunks.size() > kShownChunks)
@@ -328,6 +329,8 @@ int run_verify(const QStringList& arguments)
     if (parser.isSet(QStringLiteral("json"))) {
         json out = verify_report_json(report);
         out["verdict"] = verdict_json(verdict);
+        if (with_content) // the verdict decides, as it decides the exit status: intact files full of NaN are not ok
+            out["ok"] = verdict.safe();
         print_json(out);
     } else {
         if (report.manifest)
@@ -400,7 +403,7 @@ int run_load(const QStringList& arguments)
     const ResumePoint point = load_step_or_root(args->path, options);
     const LoadedCheckpoint& loaded = point.checkpoint;
     print_load_result(as_json, loaded.dir, loaded.manifest, flat_state_digests(loaded.ranks), {},
-                      report_resume_choice(point.skipped, loaded.unread, as_json));
+                      report_resume_choice(point.skipped, loaded.unread));
     return kOk;
 }
 

@@ -148,7 +148,7 @@ int run_train(const QStringList& arguments)
         std::vector<std::string> unread;
         trainer.emplace(
             Trainer::resume(config, std::move(loaded), resume_with.load.allow_unread_state ? &unread : nullptr));
-        resume_choice = report_resume_choice(point.skipped, unread, as_json);
+        resume_choice = report_resume_choice(point.skipped, unread);
         if (!as_json)
             std::cerr << "shardctl: resuming at step " << trainer->steps_done() << " from "
                       << resumed["path"].get<std::string>()

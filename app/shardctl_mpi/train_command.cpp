@@ -185,7 +185,7 @@ int run_train(MpiJob& job, const QStringList& arguments)
     const bool as_json = parser.isSet(QStringLiteral("json"));
     json extra = {{"processes", job.size()}};
     if (!resumed.is_null())
-        extra.update(report_resume_choice(skipped, unread, as_json));
+        extra.update(report_resume_choice(skipped, unread));
     print_train_result(as_json, *trainer, d, config.world_size, read_latest(root), resumed, saves, stall_ms,
                        " on " + std::to_string(job.size()) + " processes", extra);
     return kOk;

@@ -74,11 +74,32 @@ bool checked_mul(uint64_t a, uint64_t b, uint64_t& out)
 
 } // namespace
 
+std::string safetensors_range_fault(const std::string& name, uint64_t begin, uint64_t end, uint64_t bytes)
+{
+    if (end < begin)
+        return "tensor '" + name + "' has data_offsets that end (" + std::to_string(end) + ") before they begin (" +
+            std::to_string(begin) + ")";
+    if (end - begin != bytes)
+        return "tensor '" + name + "' covers " + std::to_string(end - begin) + " bytes but its shape and dtype need " +
+            std::to_string(bytes);
+    return "";
+}
+
+std::string safetensors_text_fault(std::string_view json)
+{
+    const std::size_t nul = json.find('\0');
+    return nul == std::string_view::npos
+        ? ""
+        : "the header holds a NUL byte at byte " + std::to_string(nul) + ", which JSON does not allow";
+}
+
 SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_size, const std::string& display_path,
                                            int rank)
 {
     SafetensorsHeader result;
     result.header_length = json.size();
+    if (std::string fault = safetensors_text_fault(json); !fault.empty())
+        bad(display_path, rank, fault);
 
     // A linear SAX pass first: limits (before a DOM is built) and duplicate names, which
     // nlohmann's DOM would silently collapse to the last one.
@@ -141,10 +162,8 @@ SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_
             bad(display_path, rank, "tensor '" + name + "' has invalid data_offsets");
         tensor.begin = offsets[0].get<uint64_t>();
         tensor.end = offsets[1].get<uint64_t>();
-        if (tensor.end < tensor.begin || tensor.end - tensor.begin != bytes)
-            bad(display_path, rank,
-                "tensor '" + name + "' covers " + std::to_string(tensor.end - tensor.begin) +
-                    " bytes but its shape and dtype need " + std::to_string(bytes));
+        if (std::string fault = safetensors_range_fault(name, tensor.begin, tensor.end, bytes); !fault.empty())
+            bad(display_path, rank, fault);
         result.tensors.push_back(std::move(tensor));
     }
 

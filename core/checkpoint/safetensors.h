@@ -46,6 +46,14 @@ std::optional<uint64_t> safetensors_dtype_size(std::string_view dtype);
 std::string make_safetensors_header(const std::vector<SafetensorsTensor>& tensors,
                                     const std::map<std::string, std::string>& metadata);
 
+// What is wrong with a tensor's byte range [begin, end) for `bytes` of shape and dtype; "" when
+// nothing is. The one sentence both header readers (this and core/foreign's listing) give.
+std::string safetensors_range_fault(const std::string& name, uint64_t begin, uint64_t end, uint64_t bytes);
+
+// "" for a header text JSON may parse; else why not: a NUL byte, where the JSON parser would
+// stop and take the rest for padding, while the reference reader refuses the file.
+std::string safetensors_text_fault(std::string_view json);
+
 // Validates a header against a file of `file_size` bytes: JSON object, known dtypes,
 // shape x dtype size == byte range, ranges contiguous from 0 with no gap or overlap, the last one
 // ending at the end of the file, no duplicate names, string-to-string __metadata__.

@@ -231,9 +231,8 @@ private:
             return fault_at("tensor '" + name + "' has invalid data_offsets");
         t.begin = o[0].value;
         t.end = o[1].value;
-        if (t.end < t.begin || t.end - t.begin != bytes)
-            return fault_at("tensor '" + name + "' covers " + std::to_string(t.end - t.begin) +
-                            " bytes but its shape and dtype need " + std::to_string(bytes));
+        if (std::string fault = safetensors_range_fault(name, t.begin, t.end, bytes); !fault.empty())
+            return fault_at(fault);
         for (const Element& dim : m_shape.elements)
             m_out.dims.push_back(dim.value);
         m_out.tensors.push_back(t);
@@ -268,6 +267,8 @@ SafetensorsListing list_safetensors_header(std::string_view json, uint64_t file_
     const Where where{display_path, rank};
     SafetensorsListing out;
     out.header_length = json.size();
+    if (std::string fault = safetensors_text_fault(json); !fault.empty())
+        bad(where, fault);
     HeaderSax sax(where, out);
     nlohmann::json::sax_parse(json.begin(), json.end(), &sax);
 

@@ -118,6 +118,25 @@ class RoundTrip(TempDirTest):
         self.assertFalse(report["ok"])
         self.assertEqual([p["kind"] for p in report["problems"]], ["world_size_mismatch"])
         self.assertEqual(len(shardscope.load(self.path("ckpt"), None)), 4)  # None: any world size
+        # A world size no checkpoint can have is the caller's mistake, not the checkpoint's.
+        for wrong in (0, -1, 131073):
+            with self.assertRaises(shardscope.InvalidArgumentError):
+                shardscope.load(self.path("ckpt"), wrong)
+            with self.assertRaises(shardscope.InvalidArgumentError):
+                shardscope.verify(self.path("ckpt"), expected_world_size=wrong)
+
+    def test_verify_with_content_is_ok_only_when_safe(self):
+        # Intact files whose values hold a NaN: every byte verifies, the verdict is not safe, and
+        # `ok` says what the verdict (and shardctl's exit status) says.
+        flat = flat_state(10007, 5)
+        flat["exp_avg"][9] = np.float32(np.nan)
+        shardscope.save_sharded(self.path("nan"), 7, split(flat, 2))
+        self.assertTrue(shardscope.verify(self.path("nan"))["ok"])
+        report = shardscope.verify(self.path("nan"), content=True)
+        self.assertEqual(report["verdict"]["state"], "diverged")
+        self.assertFalse(report["ok"])
+        status, cli = shardctl("verify", self.path("nan"), "--content")
+        self.assertEqual((status, cli["ok"]), (1, False))
 
     def test_damage_is_reported_with_rank_and_file(self):
         self.save()

@@ -93,6 +93,7 @@ private slots:
             shardctl({QStringLiteral("verify"), qs(good), QStringLiteral("--content"), QStringLiteral("--json")});
         QCOMPARE(run.exit_code, 0);
         QCOMPARE(run.json()["verdict"]["state"].get<std::string>(), std::string("safe"));
+        QCOMPARE(run.json()["ok"].get<bool>(), true);
 
         auto states = shardscope::make_demo_state(3, 5'001, 2, shardscope::ParamDtype::BF16);
         states[1].master[40] = std::numeric_limits<float>::quiet_NaN();
@@ -106,6 +107,7 @@ private slots:
 
         run = shardctl({QStringLiteral("verify"), qs(nan), QStringLiteral("--content"), QStringLiteral("--json")});
         QCOMPARE(run.exit_code, 1);
+        QCOMPARE(run.json()["ok"].get<bool>(), false); // as the exit status: the verdict decides
         const auto verdict = run.json()["verdict"];
         QCOMPARE(verdict["state"].get<std::string>(), std::string("diverged"));
         QCOMPARE(verdict["reasons"][0]["kind"].get<std::string>(), std::string("nonfinite_values"));

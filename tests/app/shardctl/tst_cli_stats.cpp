@@ -220,6 +220,15 @@ private slots:
         QCOMPARE(run.json().at("problems").at(0).at("kind").get<std::string>(), std::string("nonfinite_values"));
         run = shardctl({QStringLiteral("stats"), qs(file)});
         QVERIFY(!run.out.contains('\x1b') && !run.err.contains('\x1b'));
+
+        // A line break in a name is shown, not obeyed: one line per tensor in info's listing.
+        std::string broken = "{\"two\\nlines\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+        broken.append((8 - broken.size() % 8) % 8, ' ');
+        const uint64_t broken_length = broken.size();
+        write_text(file, std::string(reinterpret_cast<const char*>(&broken_length), 8) + broken + std::string(4, '\0'));
+        run = shardctl({QStringLiteral("info"), qs(file)});
+        QCOMPARE(run.exit_code, 0);
+        QVERIFY2(run.out.contains("  tensor two\\x0alines  F32 [1]"), run.out.constData());
     }
 
     void jsonInEveryOutcome()

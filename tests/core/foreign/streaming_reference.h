@@ -193,6 +193,9 @@ inline std::vector<HeaderCase> header_cases()
         {"offsets count", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}})", 4},
         {"offsets negative", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", 4},
         {"offsets reversed", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", 4},
+        // JSON parsers stop at a NUL and would take what follows for padding
+        {"NUL then text", std::string(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})") + '\0' + " {{{", 1},
+        {"NUL alone", std::string("{}") + '\0', 0},
         {"covers", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4},
         {"faults in name order", R"({"z":{"dtype":1},"m":{"dtype":"F32","shape":[1],"data_offsets":[0,8]},"q":3})", 8},
         {"gap",

@@ -116,6 +116,10 @@ private slots:
         QTest::newRow("duplicate name") << QByteArray::fromStdString(safetensors(
             R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
             2));
+        QTest::newRow("NUL in the header") << QByteArray::fromStdString(
+            safetensors(std::string(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})") + '\0' + "xx", 1));
+        QTest::newRow("reversed offsets")
+            << QByteArray::fromStdString(safetensors(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", 4));
         QTest::newRow("non-string metadata") << QByteArray::fromStdString(
             safetensors(R"({"__metadata__":{"k":1},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1));
     }
@@ -129,6 +133,13 @@ private slots:
         QCOMPARE(r.shards.at(0).status, ShardStatus::invalid);
         QVERIFY2(has_problem(r, ProblemKind::invalid_shard), problems_text(r).c_str());
         QVERIFY(r.problems[0].message.find("x.safetensors") != std::string::npos);
+        const std::string tag = QTest::currentDataTag();
+        if (tag == "NUL in the header")
+            QVERIFY2(r.problems[0].message.find("holds a NUL byte at byte 53") != std::string::npos,
+                     r.problems[0].message.c_str());
+        if (tag == "reversed offsets")
+            QVERIFY2(r.problems[0].message.find("data_offsets that end (0) before they begin (4)") != std::string::npos,
+                     r.problems[0].message.c_str());
     }
 
     void indexFolderVerifies()
