@@ -147,6 +147,7 @@ pl::ModelProfile model_mesh_profile(const ModelSource& source, const pl::LinkCho
     options.link_gbps = links.pp.gbps;
     options.dp_link_gbps = links.dp.gbps;
     options.ep = mesh.ep;
+    options.cp = mesh.cp;
     latency_ms = links.pp.latency_ms;
     return pl::parallel_profile(model_source_config(source), source.work, source.parallel, links);
 }

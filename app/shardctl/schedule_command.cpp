@@ -65,12 +65,13 @@ void print_text(const pl::StepPlan& step, const std::string& profile_name, const
                    format("%.4g", t.megatron_bubble) + ")");
     const pl::TrainingOptions& o = step.options;
     std::string training = "step time " + format("%.4g", step.step_time) + " ms";
-    if (o.dp > 1)
+    if (pl::gradient_replicas(o) > 1)
         training += " (all-reduce " + format("%.4g", step.allreduce_ms) + " ms, " +
             format("%.4g", step.exposed_allreduce_ms) + " ms exposed)";
-    training += "; dp " + std::to_string(o.dp) + ", ZeRO " + std::to_string(o.zero) +
-        (o.fp32_grads ? ", fp32 gradients" : "") + ", recompute " + std::string(pl::to_string(o.recompute)) +
-        "; peak memory " + bytes_text(step.peak_memory_bytes);
+    training += "; dp " + std::to_string(o.dp) +
+        (o.cp > 1 ? " (gradients and ZeRO over dp x cp = " + std::to_string(pl::gradient_replicas(o)) + ")" : "") +
+        ", ZeRO " + std::to_string(o.zero) + (o.fp32_grads ? ", fp32 gradients" : "") + ", recompute " +
+        std::string(pl::to_string(o.recompute)) + "; peak memory " + bytes_text(step.peak_memory_bytes);
     if (o.gpu_memory_bytes)
         training += step.fits ? " (fits " + bytes_text(*o.gpu_memory_bytes) + ")"
                               : " (does NOT fit " + bytes_text(*o.gpu_memory_bytes) + ")";

@@ -72,7 +72,7 @@ std::optional<Ranges> ranges(const Profile& profile, const Schedule& schedule, c
     if (schedule.spec.virtual_stages == 1)
         r.in_flight = holding.in_flight;
     r.zero = options.zero;
-    r.dp = options.dp;
+    r.dp = gradient_replicas(options); // ZeRO shards over dp x cp
     r.ep = std::max(1, options.ep);
     r.fp32_grads = options.fp32_grads;
     r.compute.push_back(0.0);

@@ -88,10 +88,11 @@ double dp_bound(const Shape& s, int pp, int dp, int zero, bool fp32_grads, int m
 }
 
 // The training step of one configuration: its data-parallel and pipeline links from the mesh.
-TrainingOptions step_options(const ModelSearchSpec& spec, const GroupLinks& mesh, int dp, int zero, Recompute mode,
-                             int ep)
+TrainingOptions step_options(const ModelSearchSpec& spec, const GroupLinks& mesh, int dp, int cp, int zero,
+                             Recompute mode, int ep)
 {
     return TrainingOptions{.dp = dp,
+                           .cp = cp,
                            .zero = zero,
                            .recompute = mode,
                            .link_gbps = mesh.pp.gbps,
@@ -214,7 +215,7 @@ void Searcher::enumerate_configs(std::vector<Config>& configs, std::vector<Confi
                     searched_virtual_stages(kind, pp, microbatches, m_layers, m_spec.max_virtual_stages);
                 for (int v : chunks)
                     for (int zero : stages) {
-                        if (zero_repeats(zero, dp, stages))
+                        if (zero_repeats(zero, dp * s.cp, stages))
                             continue; // nothing to shard: the same as the first stage tried
                         for (std::size_t r = 0; r < m_modes.size(); ++r) {
                             ++m_result.space;
@@ -229,8 +230,8 @@ void Searcher::enumerate_configs(std::vector<Config>& configs, std::vector<Confi
                             c.time_bound = microbatches * s.work_ms[r] / pp +
                                 (m_spec.overlap_allreduce
                                      ? 0.0
-                                     : dp_bound(s, pp, dp, zero, m_spec.fp32_grads, microbatches, mesh.dp.gbps));
-                            if (state_bound(s, pp, dp, zero, m_spec.fp32_grads) >
+                                     : dp_bound(s, pp, dp * s.cp, zero, m_spec.fp32_grads, microbatches, mesh.dp.gbps));
+                            if (state_bound(s, pp, dp * s.cp, zero, m_spec.fp32_grads) >
                                 static_cast<double>(m_spec.gpu_memory_bytes)) {
                                 ++m_result.pruned_memory;
                                 too_big.push_back(c);
@@ -287,10 +288,11 @@ double Searcher::cut_bound(const Config& c, const Shape& s, const std::vector<in
     double makespan = 0.0;
     for (int stage = 0; stage < n; ++stage)
         makespan = std::max(makespan, start[stage] + busy[stage] + tail[stage]);
-    if (c.dp == 1)
+    const int replicas = c.dp * s.cp; // gradients are reduced over dp x cp (training.h)
+    if (replicas == 1)
         return makespan;
     const ZeroTraffic traffic = zero_traffic(c.zero, c.microbatches, m_spec.fp32_grads);
-    const int expert_dp = std::max(1, c.dp / s.ep);
+    const int expert_dp = std::max(1, replicas / s.ep);
     double step = makespan;
     for (int stage = 0; stage < n; ++stage) {
         std::int64_t params = 0;
@@ -298,7 +300,7 @@ double Searcher::cut_bound(const Config& c, const Shape& s, const std::vector<in
             if (piece.stage == stage)
                 params += piece.params;
         const double unit = 0.5 *
-            (ring_allreduce_ms(2 * (params - experts[stage]), c.dp, mesh.dp.gbps) +
+            (ring_allreduce_ms(2 * (params - experts[stage]), replicas, mesh.dp.gbps) +
              ring_allreduce_ms(2 * experts[stage], expert_dp, mesh.dp.gbps));
         const double ms = traffic.final * unit + std::max(0.0, (traffic.total - traffic.final) * unit - busy[stage]);
         // Overlapped, the block starts with the last microbatch's backward, after every forward
@@ -345,7 +347,7 @@ void Searcher::evaluate(const Config& c, double limit)
         }
         compute_cut = m_cuts.emplace(cut_key, std::move(made)).first;
     }
-    const TrainingOptions options = step_options(m_spec, mesh, c.dp, c.zero, m_modes[c.mode], s.ep);
+    const TrainingOptions options = step_options(m_spec, mesh, c.dp, s.cp, c.zero, m_modes[c.mode], s.ep);
     Scheduled& scheduled = schedule->second;
     const std::vector<int>* cut = &compute_cut->second.boundaries;
     // A stage is busy M times its pieces' forward and backward: a bound on every cut's step.
@@ -491,8 +493,8 @@ ModelSearchResult Searcher::run()
     } else if (best.empty() && !too_big.empty()) {
         // Nothing fits: simulate those with the least model state, to name the closest.
         std::stable_sort(too_big.begin(), too_big.end(), [&](const Config& a, const Config& b) {
-            return state_bound(m_shapes[a.shape], a.pp, a.dp, a.zero, m_spec.fp32_grads) <
-                state_bound(m_shapes[b.shape], b.pp, b.dp, b.zero, m_spec.fp32_grads);
+            return state_bound(m_shapes[a.shape], a.pp, a.dp * m_shapes[a.shape].cp, a.zero, m_spec.fp32_grads) <
+                state_bound(m_shapes[b.shape], b.pp, b.dp * m_shapes[b.shape].cp, b.zero, m_spec.fp32_grads);
         });
         for (std::size_t i = 0; i < std::min<std::size_t>(too_big.size(), 16); ++i)
             evaluate(too_big[i]);
@@ -544,7 +546,7 @@ CandidateRun candidate_run(const ModelConfig& config, const ModelSearchSpec& spe
                                 .p2p_latency_ms = links.pp.latency_ms};
     run.boundaries = partition(with_recompute(run.model.profile, c.recompute), c.pp * c.virtual_stages,
                                parse_partition_spec(c.partition));
-    run.options = step_options(spec, links, c.dp, c.zero, c.recompute, c.ep);
+    run.options = step_options(spec, links, c.dp, c.cp, c.zero, c.recompute, c.ep);
     return run;
 }
 

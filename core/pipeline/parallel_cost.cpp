@@ -37,7 +37,8 @@ GroupLinks group_links(const Cluster& c, const Mesh& m)
     return GroupLinks{.tp = spanned(c, 1, m.tp),
                       .cp = spanned(c, m.tp, m.cp),
                       .ep = spanned(c, m.tp * m.cp, m.ep),
-                      .dp = spanned(c, m.tp * m.cp, m.dp),
+                      // gradients are reduced over dp x cp (training.h): tp apart
+                      .dp = spanned(c, m.tp, m.cp * m.dp),
                       .pp = spanned(c, m.tp * m.cp * m.dp, m.pp)};
 }
 

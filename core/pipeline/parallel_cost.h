@@ -5,7 +5,8 @@
 // Ranks are laid out in Megatron-LM's order: t fastest, then cp, then dp, then pp, so a group of
 // n ranks whose neighbours are k ranks apart spans k * n consecutive ranks and stays inside one
 // node when k * n <= GPUs per node (NVLink), else it crosses nodes (the inter-node link).
-// tp: k = 1, n = t; cp: k = t, n = cp; dp: k = t * cp, n = d; ep: the first ep of the dp ranks
+// tp: k = 1, n = t; cp: k = t, n = cp; dp (the gradients' reduction, over the d x cp ranks that
+// hold the same weights): k = t, n = cp * d; ep: the first ep of the dp ranks
 // (k = t * cp, n = ep, Megatron's expert groups); pp: its sends cross nodes unless the whole
 // pipeline (t * cp * d * p ranks) fits in one.
 //

@@ -322,7 +322,13 @@ std::string why_slower(const Candidate& r, const Candidate& best)
         std::snprintf(why, sizeof why, "bubble %.1f %% vs %.1f %% (%s, %d microbatches)", 100.0 * r.bubble_fraction,
                       100.0 * best.bubble_fraction, std::string(to_string(r.schedule)).c_str(), r.microbatches);
     } else {
-        std::snprintf(why, sizeof why, "%.4g ms more exposed gradient all-reduce (dp %d vs %d)", reduce, r.dp, best.dp);
+        // Gradients are reduced over dp x cp, the experts' over dp x cp / ep (training.h).
+        const auto group = [](const Candidate& c) {
+            return "dp " + std::to_string(c.dp) + (c.cp > 1 ? " x cp " + std::to_string(c.cp) : "") +
+                (c.ep > 1 ? ", ep " + std::to_string(c.ep) : "");
+        };
+        std::snprintf(why, sizeof why, "%.4g ms more exposed gradient all-reduce (%s vs %s)", reduce, group(r).c_str(),
+                      group(best).c_str());
     }
     // Name what it gains too when that offsets much of the loss, or the figures look absurd
     // ("+29 ms: 390 ms more all-reduce").

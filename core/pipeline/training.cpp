@@ -62,12 +62,12 @@ std::vector<StageMemory> stage_memory(const Profile& profile, const Plan& plan, 
                             " parameters, too many to count bytes");
         StageMemory& m = memory[stage.stage];
         const std::int64_t experts = expert_params[stage.stage], dense = stage.params - experts;
-        const int expert_dp = std::max(1, options.dp / options.ep);
-        m.weights = held(dense, 2, options.zero >= 3, options.dp) + held(experts, 2, options.zero >= 3, expert_dp);
+        const int replicas = gradient_replicas(options), expert_dp = std::max(1, replicas / options.ep);
+        m.weights = held(dense, 2, options.zero >= 3, replicas) + held(experts, 2, options.zero >= 3, expert_dp);
         const int grad = options.fp32_grads ? 4 : 2;
         m.gradients =
-            held(dense, grad, options.zero >= 2, options.dp) + held(experts, grad, options.zero >= 2, expert_dp);
-        m.optimizer = held(dense, 12, options.zero >= 1, options.dp) + held(experts, 12, options.zero >= 1, expert_dp);
+            held(dense, grad, options.zero >= 2, replicas) + held(experts, grad, options.zero >= 2, expert_dp);
+        m.optimizer = held(dense, 12, options.zero >= 1, replicas) + held(experts, 12, options.zero >= 1, expert_dp);
         m.activations = plan.timeline.stage_stats[stage.stage].peak_activation_bytes + working[stage.stage];
         m.total = m.weights + m.gradients + m.optimizer + m.activations;
         m.fits = !options.gpu_memory_bytes || m.total <= *options.gpu_memory_bytes;
@@ -111,12 +111,12 @@ void finish_step(const Profile& profile, StepPlan& step)
     step.step_time = timeline.makespan;
     step.allreduce.clear();
     step.allreduce_ms = 0.0;
-    if (options.dp > 1) {
+    if (const int replicas = gradient_replicas(options); replicas > 1) {
         const std::vector<double> ready = last_backward_end(timeline);
         const std::vector<double> streaming = last_backward_start(timeline);
         const ZeroTraffic traffic = zero_traffic(options.zero, timeline.spec.microbatches, options.fp32_grads);
         const double gbps = options.dp_link_gbps.value_or(options.link_gbps);
-        const int expert_dp = std::max(1, options.dp / options.ep);
+        const int expert_dp = std::max(1, replicas / options.ep);
         std::vector<std::int64_t> expert_params(step.plan.stages.size(), 0);
         for (const PieceCost& piece : step.plan.pieces)
             for (int l = piece.first_layer; l <= piece.last_layer; ++l)
@@ -125,7 +125,7 @@ void finish_step(const Profile& profile, StepPlan& step)
             const std::int64_t bytes = 2 * stage.params, experts = 2 * expert_params[stage.stage];
             // One unit U: half a ring all-reduce of the dense and of the expert gradients.
             const double unit = 0.5 *
-                (ring_allreduce_ms(bytes - experts, options.dp, gbps) + ring_allreduce_ms(experts, expert_dp, gbps));
+                (ring_allreduce_ms(bytes - experts, replicas, gbps) + ring_allreduce_ms(experts, expert_dp, gbps));
             const double early =
                 std::max(0.0, (traffic.total - traffic.final) * unit - timeline.stage_stats[stage.stage].busy);
             const double ms = traffic.final * unit + early;
@@ -160,10 +160,18 @@ std::optional<Recompute> parse_recompute(std::string_view text)
     return enum_from_name<Recompute>(text, kRecomputeNames);
 }
 
+int gradient_replicas(const TrainingOptions& options)
+{
+    return options.dp * options.cp; // check_options bounds it
+}
+
 void check_options(const TrainingOptions& options)
 {
     if (options.dp < 1)
         bad_option("the data-parallel degree must be at least 1, not " + std::to_string(options.dp));
+    if (options.cp < 1 || std::int64_t(options.dp) * options.cp > (1 << 24))
+        bad_option("the context-parallel degree must be at least 1 and dp x cp at most 2^24, not cp " +
+                   std::to_string(options.cp) + " with dp " + std::to_string(options.dp));
     if (options.zero < 0 || options.zero > 3)
         bad_option("the ZeRO stage must be 0, 1, 2 or 3, not " + std::to_string(options.zero));
     if (options.ep < 1 || options.dp % options.ep != 0)

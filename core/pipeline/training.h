@@ -38,6 +38,9 @@
 // (= makespan without DP). Expert weights
 // (Layer::expert_params, expert parallelism over ep of the D ranks) are replicated over D / ep
 // ranks only: their ZeRO shards and their gradient traffic are over D / ep.
+// Context parallelism (cp = C): each of C ranks holds the same weights and computes partial weight
+// gradients from its slice of the sequence, so the gradients are reduced, and ZeRO shards, over the
+// D x C ranks (Megatron's data-parallel group with context parallelism); D above is then D x C.
 // make_step_plan throws invalid_argument when a time is not finite.
 
 #include "core/pipeline/simulator.h"
@@ -56,6 +59,7 @@ std::optional<Recompute> parse_recompute(std::string_view text);
 
 struct TrainingOptions {
     int dp = 1; // data-parallel degree D >= 1
+    int cp = 1; // context-parallel degree C >= 1: gradients and ZeRO shards span D x C (above)
     int zero = 0; // ZeRO stage 0..3
     Recompute recompute = Recompute::none;
     double link_gbps = 0.0; // 0: links infinitely fast (sends cost the latency, all-reduce free)
@@ -69,6 +73,8 @@ struct TrainingOptions {
 };
 // Throws invalid_argument, in one sentence, for a value out of range.
 void check_options(const TrainingOptions& options);
+// The ranks that hold a weight and reduce its gradient: D x C.
+int gradient_replicas(const TrainingOptions& options);
 
 // Bytes per parameter one rank holds under ZeRO stage `zero` over `dp` ranks (exact fractions):
 // 2 of weights, 2 of gradients (4 with fp32_grads) and 12 of optimizer state (fp32 master, Adam's

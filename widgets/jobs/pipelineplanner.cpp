@@ -38,6 +38,7 @@ void PipelinePlanner::setProfile(pl::Profile profile)
     m_model.reset(); // its collectives were this profile's
     // What only a Model search candidate sets, and no control shows, is its own too.
     m_options.ep = 1;
+    m_options.cp = 1;
     m_options.dp_link_gbps.reset();
     m_profile = std::move(profile);
     if (m_method == pl::PartitionMethod::manual)

@@ -632,7 +632,7 @@ private slots:
         slower.step_time = 110;
         slower.exposed_allreduce_ms = 20;
         QCOMPARE(why_slower(slower, best),
-                 std::string("+10 ms (+10 %): 10 ms more exposed gradient all-reduce (dp 8 vs 2)"));
+                 std::string("+10 ms (+10 %): 10 ms more exposed gradient all-reduce (dp 8 vs dp 2)"));
         slower = best;
         slower.recompute = Recompute::full;
         slower.step_time = slower.makespan = 130;

@@ -140,6 +140,21 @@ private slots:
         QCOMPARE(z2.memory[1].weights, std::int64_t(8192));
         QCOMPARE(z2.memory[1].gradients, std::int64_t(1024));
         QCOMPARE(z2.memory[1].optimizer, std::int64_t(6144));
+        // Context parallelism: cp ranks hold the same weights and reduce their partial gradients,
+        // so ZeRO shards and the gradient ring span dp x cp (Megatron's data-parallel group with
+        // context parallelism): dp 2 x cp 4 holds and moves what dp 8 does.
+        const StepPlan dp8 = step(layers(8, 1.0, 2.0, 1024, 0), ScheduleKind::one_f_one_b, 2, 4, 1,
+                                  TrainingOptions{.dp = 8, .zero = 1, .link_gbps = 100});
+        const StepPlan dp2cp4 = step(layers(8, 1.0, 2.0, 1024, 0), ScheduleKind::one_f_one_b, 2, 4, 1,
+                                     TrainingOptions{.dp = 2, .cp = 4, .zero = 1, .link_gbps = 100});
+        QCOMPARE(dp2cp4.memory[1].optimizer, std::int64_t(4096 * 12 / 8));
+        QCOMPARE(dp2cp4.memory[1].total, dp8.memory[1].total);
+        QVERIFY(dp8.allreduce_ms > 0);
+        QCOMPARE(dp2cp4.allreduce_ms, dp8.allreduce_ms);
+        // dp 1 x cp 8 too: with dp 1 alone nothing would be reduced at all.
+        const StepPlan cp8 = step(layers(8, 1.0, 2.0, 1024, 0), ScheduleKind::one_f_one_b, 2, 4, 1,
+                                  TrainingOptions{.dp = 1, .cp = 8, .zero = 1, .link_gbps = 100});
+        QCOMPARE(cp8.allreduce_ms, dp8.allreduce_ms);
         // A buffer that does not divide is padded to D equal shards.
         const StepPlan odd =
             step(layers(1, 1, 2, 10, 0), ScheduleKind::gpipe, 1, 1, 1, TrainingOptions{.dp = 4, .zero = 3});

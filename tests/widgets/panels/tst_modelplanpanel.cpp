@@ -39,7 +39,7 @@ namespace pl = shardscope::pipeline;
 namespace {
 
 const QString kMixtral = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/models/mixtral-8x7b.json");
-constexpr int kGpus = 16, kSeqLen = 2048, kGlobalBatch = 64;
+constexpr int kGpus = 16, kSeqLen = 4096, kGlobalBatch = 64;
 
 // The search `shardctl plan --model CONFIG --cluster h100-sxm-80gb --gpus 16 --seq-len 2048
 // --global-batch 64` runs, built here from the preset's own fields.
