@@ -261,7 +261,13 @@ inline void pickle_tensor(PickleWriter& p, const std::string& key, const std::ve
     for (auto d : shape)
         p.integer(static_cast<int64_t>(d));
     p.op('t');
-    p.mark().op('t'); // stride (not checked)
+    p.mark(); // row-major strides, as torch.save writes a contiguous tensor's
+    std::vector<int64_t> strides(shape.size(), 1);
+    for (std::size_t d = shape.size(); d-- > 1;)
+        strides[d - 1] = strides[d] * static_cast<int64_t>(shape[d]);
+    for (const int64_t stride : strides)
+        p.integer(stride);
+    p.op('t');
     p.boolean(false);
     p.global("collections", "OrderedDict").op(')').op('R');
     p.op('t').op('R');
@@ -306,9 +312,11 @@ inline std::string torch_zip(const std::string& prefix, const std::string& pickl
     zip.add(prefix + "/data.pkl", pickle);
     zip.add(prefix + "/byteorder", "little");
     for (std::size_t i = 0; i < numels.size(); ++i) {
+        // Each float32's top byte kept below 0x40: positive and finite, whatever the storage, so
+        // a reader that reads every value finds no NaN the fixture did not mean.
         std::string data;
         for (uint64_t k = 0; k < numels[i] * 4; ++k)
-            data += static_cast<char>((k * 7 + i) & 0xff);
+            data += static_cast<char>((k * 7 + i) & (k % 4 == 3 ? 0x3f : 0xff));
         zip.add(prefix + "/data/" + std::to_string(i), data);
     }
     zip.add(prefix + "/version", "3\n");
@@ -316,12 +324,13 @@ inline std::string torch_zip(const std::string& prefix, const std::string& pickl
 }
 
 // Element `e` of torch_zip's storage "0" as the float32 it holds, decoded from the pattern above
-// (byte k of the storage is (k * 7) & 0xff): the values a reader of the archive must find.
+// (byte k of the storage is (k * 7) & 0xff, its top byte & 0x3f): the values a reader of the
+// archive must find.
 inline float torch_zip_element(uint64_t e)
 {
     unsigned char b[4];
     for (uint64_t k = 0; k < 4; ++k)
-        b[k] = static_cast<unsigned char>(((e * 4 + k) * 7) & 0xff);
+        b[k] = static_cast<unsigned char>(((e * 4 + k) * 7) & (k == 3 ? 0x3f : 0xff));
     float f;
     std::memcpy(&f, b, 4);
     return f;

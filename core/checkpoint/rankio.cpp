@@ -71,6 +71,7 @@ RankState read_reshard_target(const fs::path& source_dir, const Manifest& source
         if (open_rank != run.source_rank) {
             shard = open_or_throw(folder, source, *record);
             open_rank = run.source_rank;
+            refuse_dropped_state(source_dir, *record, shard->header);
         }
         for (const SafetensorsTensor& t : shard->header.tensors) {
             char* into = tensor_destination(state, t.name);

@@ -3,6 +3,8 @@
 
 #include "core/util/parallel.h"
 #include "core/checkpoint/internal/shardfile.h"
+#include "core/checkpoint/state.h"
+#include "core/util/printable.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -142,6 +144,21 @@ void check_reshard_destination(const fs::path& source, const fs::path& destinati
     }
 }
 
+void refuse_dropped_state(const fs::path& dir, const ShardRecord& record, const SafetensorsHeader& header)
+{
+    // A tensor some other writer added is not one of the four a reshard writes: refused, as a load
+    // refuses it, rather than dropped from the new checkpoint unsaid.
+    for (const SafetensorsTensor& t : header.tensors)
+        if (!state_vector_from_string(t.name))
+            throw Error(ProblemKind::unread_state,
+                        (dir / record.path).string() + " (rank " + std::to_string(record.rank) + ") holds '" +
+                            printable(t.name, 200) +
+                            "' besides param, master, exp_avg and exp_avg_sq; a reshard writes only those four, so "
+                            "it would drop this state (load it with --allow-partial-state and save it again to go "
+                            "on without it)",
+                        record.path, record.rank);
+}
+
 CheckpointMeta resharded_meta(const Manifest& m, int target_world_size)
 {
     CheckpointMeta meta;
@@ -179,9 +196,7 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
     result.plan = plan_reshard(m, target_world_size);
     const ReshardPlan& plan = result.plan;
 
-    fsutil::make_directories(destination, options.durable);
     const storage::Folder source_folder(fsutil::open_listed(src_dir));
-    fsutil::UniqueFd dst_fd = fsutil::open_directory(destination);
 
     // Each source shard's data offset of each tensor, from its (already validated) header.
     struct SourceFile {
@@ -194,11 +209,14 @@ ReshardResult reshard(const fs::path& source, int target_world_size, const fs::p
         ShardOpenResult opened = open_shard(source_folder, m, record);
         if (!opened.shard)
             throw Error(opened.problem);
+        refuse_dropped_state(src_dir, record, opened.shard->header);
         SourceFile& f = files[static_cast<std::size_t>(record.rank)];
         for (int t = 0; t < 4; ++t)
             f.tensor_start[t] = opened.shard->header.data_start() + opened.shard->header.find(kTensors[t])->begin;
         f.file = std::move(opened.shard->file);
     }
+    fsutil::make_directories(destination, options.durable);
+    fsutil::UniqueFd dst_fd = fsutil::open_directory(destination);
     const uint64_t element_size[4] = {2, 4, 4, 4};
 
     std::atomic<uint64_t> copied{0};

@@ -8,6 +8,7 @@
 // nothing: an empty shard is legal (a valid safetensors file with 0-element tensors), because a
 // job with more ranks than parameters still needs every rank to find its file.
 
+#include "core/checkpoint/safetensors.h"
 #include "core/checkpoint/save.h"
 
 namespace shardscope {
@@ -51,6 +52,10 @@ struct ReshardOptions {
     ProgressFn progress; // bytes: source verification first, then the copy
     const std::atomic<bool>* cancel = nullptr;
 };
+
+// Error(unread_state) naming the file, the rank and the tensor when the shard holds a tensor
+// besides the four states a reshard writes (it would be dropped).
+void refuse_dropped_state(const std::filesystem::path& dir, const ShardRecord& record, const SafetensorsHeader& header);
 
 struct ReshardResult {
     ReshardPlan plan;

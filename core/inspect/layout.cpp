@@ -125,22 +125,59 @@ void plan_native(const storage::Folder& folder, const ContentOptions& options, C
     }
 }
 
+// A tensor is read from the file the index maps it to; without an index, from the only file that
+// holds it. What breaks that is a problem, as verify says it: a tensor two files hold (which one
+// is the checkpoint's cannot be told), one the index maps to a file that lacks it, one a file
+// holds that the index maps elsewhere or not at all.
 void plan_safetensors(const storage::Folder& folder, const std::vector<std::string>& files,
-                      const ContentOptions& options, ContentReport& report)
+                      const SafetensorsIndex* index, const ContentOptions& options, ContentReport& report)
 {
     const fs::path& dir = folder.path;
-    for (const auto& file : files) {
+    const auto problem = [&](Problem p) {
+        if (report.problems.size() < 100)
+            report.problems.push_back(std::move(p));
+    };
+    std::map<std::string, std::string, std::less<>> held_by; // tensor -> the file read for it
+    std::vector<bool> found(index ? index->weight_map.size() : 0);
+    std::vector<bool> readable(files.size(), true);
+    for (std::size_t f = 0; f < files.size(); ++f) {
+        const std::string& file = files[f];
         SafetensorsHeader header;
         try {
             header = read_header(folder, file, -1);
         } catch (const Error& e) {
             rethrow_remote(e);
-            report.problems.push_back(e.problem());
+            Problem p = e.problem();
+            if (p.kind == ProblemKind::missing_shard) // a foreign file, as verify names it
+                p.kind = ProblemKind::missing_file;
+            problem(std::move(p));
+            readable[f] = false;
             continue;
         }
         for (const auto& t : header.tensors) {
+            if (index) {
+                const auto entry = index->weight_map.find(t.name);
+                if (!entry || index->files[index->weight_map.file(*entry)] != file) {
+                    if (selected(options, t.name))
+                        problem({.kind = ProblemKind::unmapped_tensor,
+                                 .message = (dir / file).string() + ": holds tensor '" + printable(t.name) + "', " +
+                                     (entry ? "which the index maps to " +
+                                              printable(index->files[index->weight_map.file(*entry)])
+                                            : std::string("which the index does not map")),
+                                 .path = file});
+                    continue;
+                }
+                found[*entry] = true;
+            }
             if (!selected(options, t.name))
                 continue;
+            if (const auto [seen, first] = held_by.try_emplace(t.name, file); !first) {
+                problem({.kind = ProblemKind::layout_overlap,
+                         .message = (dir / file).string() + ": holds tensor '" + printable(t.name) + "', which " +
+                             printable(seen->second) + " holds too; which one is the checkpoint's cannot be told",
+                         .path = file});
+                continue;
+            }
             const auto type = element_type_from_safetensors(t.dtype);
             if (!type) { // complex or another type statistics do not cover
                 leave_out(report,
@@ -155,6 +192,21 @@ void plan_safetensors(const storage::Folder& folder, const std::vector<std::stri
                 {.file = file, .byte_offset = header.data_start() + t.begin, .numel = t.bytes() / element_size(*type)});
             report.tensors.push_back(std::move(content));
         }
+    }
+    if (!index)
+        return;
+    std::map<std::string, std::size_t, std::less<>> file_number;
+    for (std::size_t f = 0; f < files.size(); ++f)
+        file_number.emplace(files[f], f);
+    for (std::size_t e = 0; e < found.size(); ++e) {
+        const std::string& file = index->files[index->weight_map.file(e)];
+        const std::string name(index->weight_map.name(e));
+        const auto f = file_number.find(file);
+        if (!found[e] && f != file_number.end() && readable[f->second] && selected(options, name))
+            problem({.kind = ProblemKind::missing_tensor,
+                     .message =
+                         (dir / file).string() + ": lacks tensor '" + printable(name) + "', which the index maps to it",
+                     .path = file});
     }
 }
 
@@ -229,13 +281,13 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
         const fs::path& dir = folder.path;
         switch (detected.format) {
         case CheckpointFormat::shardscope: plan_native(folder, options, report); break;
-        case CheckpointFormat::safetensors: plan_safetensors(folder, files, options, report); break;
+        case CheckpointFormat::safetensors: plan_safetensors(folder, files, nullptr, options, report); break;
         case CheckpointFormat::safetensors_index: {
             const std::string index_name = "model.safetensors.index.json"; // what detect_format found
             const std::string display = (dir / index_name).string();
             const SafetensorsIndex index =
                 parse_safetensors_index(folder.read_small(index_name, kMaxIndexBytes, display), display);
-            plan_safetensors(folder, index.files, options, report);
+            plan_safetensors(folder, index.files, &index, options, report);
             break;
         }
         case CheckpointFormat::torch_dcp: plan_dcp(folder, options, report); break;

@@ -207,8 +207,11 @@ ModelProfile shape_profile(const ModelConfig& c, const Workload& work, const Par
             layer.output_bytes = whole(2.0 * sbh * split);
             break;
         case LayerRole::block: {
-            flops = 2.0 * tokens * static_cast<double>(l.matmul_weights) +
-                4.0 * b * s * s * c.attention_heads * head_dim(c);
+            // QK^T and scores x V: what selective recomputation runs again (Korthikanti et al.
+            // 2022, section 5); its own share whatever the MLP's width, the KV heads or experts.
+            const double attention_core = 4.0 * b * s * s * c.attention_heads * head_dim(c);
+            flops = 2.0 * tokens * static_cast<double>(l.matmul_weights) + attention_core;
+            layer.selective_recompute_ms = attention_core / (t * cp) * ms_per_flop;
             const BlockActivation parts = block_activation(c, work, l.moe);
             layer.activation_bytes = whole(block_activation_bytes(parts, sbh, parallel, false) / cp);
             layer.selective_activation_bytes = whole(block_activation_bytes(parts, sbh, parallel, true) / cp);

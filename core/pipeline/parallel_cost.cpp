@@ -131,6 +131,8 @@ std::vector<LayerComm> piece_comm(const std::vector<LayerComm>& layers, const st
             sum.tp_bwd += sum.tp_fwd;
             sum.cp_bwd += sum.cp_fwd;
             sum.ep_bwd += sum.ep_fwd;
+        } else if (mode == Recompute::selective) { // the attention core's K/V ring, again
+            sum.cp_bwd += sum.cp_fwd;
         }
     }
     return out;
@@ -174,6 +176,10 @@ void add_parallel_comm(ModelProfile& model, const GroupLinks& links)
         layer.fwd_ms += comm[i].fwd();
         layer.bwd_ms += comm[i].bwd();
         layer.bwd_input_ms += comm[i].bwd();
+        // Recomputing the attention core needs the other ranks' keys and values again; the tp
+        // and ep collectives lie outside it.
+        if (layer.selective_recompute_ms)
+            *layer.selective_recompute_ms += comm[i].cp_fwd;
     }
     std::erase_if(model.notes, [](const std::string& note) { return note.rfind("tensor parallel t", 0) == 0; });
     if (t > 1 || cp > 1 || ep > 1)

@@ -45,6 +45,8 @@ std::optional<double>* raw_field(RawLayer& raw, std::string_view key)
         return &raw.input_bytes;
     if (key == "output_bytes")
         return &raw.output_bytes;
+    if (key == "selective_recompute_ms")
+        return &raw.selective_recompute_ms;
     return nullptr;
 }
 
@@ -150,6 +152,7 @@ Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& or
     check(raw.selective_activation_bytes, "selective_activation_bytes");
     check(raw.input_bytes, "input_bytes");
     check(raw.output_bytes, "output_bytes");
+    check(raw.selective_recompute_ms, "selective_recompute_ms");
 
     Layer layer;
     layer.name = *raw.name;
@@ -217,6 +220,7 @@ Layer finish_layer(const RawLayer& raw, std::size_t index, const std::string& or
     }
     if (!std::isfinite(layer.fwd_ms) || !std::isfinite(layer.bwd_ms))
         fail(origin, where + ": its costs overflow");
+    layer.selective_recompute_ms = raw.selective_recompute_ms;
     return layer;
 }
 
@@ -333,6 +337,8 @@ std::int64_t layer_input_bytes(const Profile& profile, const Layer& layer)
 
 double layer_selective_recompute_ms(const Profile& profile, const Layer& layer)
 {
+    if (layer.selective_recompute_ms)
+        return *layer.selective_recompute_ms;
     if (!profile.shape)
         return 0.0;
     const double s = profile.shape->seq_len, h = profile.shape->hidden_size;

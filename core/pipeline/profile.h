@@ -48,6 +48,10 @@ struct Layer {
     std::optional<std::int64_t> selective_activation_bytes; // held under selective recompute
     std::optional<std::int64_t> input_bytes; // held under full recompute: the layer's input
     std::optional<std::int64_t> output_bytes; // sent to the next stage when a piece ends here
+    // What selective recomputation adds to the backward: the attention core's forward (QK^T, the
+    // softmax and scores x V) and the collectives it needs again (context parallelism's K/V ring);
+    // nullopt = fwd_ms * s / (6h + s) from the shape, see layer_selective_recompute_ms.
+    std::optional<double> selective_recompute_ms;
     // Of `params`: routed-expert weights, replicated over dp / ep ranks instead of dp (expert
     // parallelism, model_shape.h); 0 in files, which have no field for it.
     std::int64_t expert_params = 0;
@@ -80,8 +84,10 @@ std::int64_t layer_selective_bytes(const Profile& profile, const Layer& layer);
 std::int64_t layer_output_bytes(const Profile& profile, const Layer& layer);
 // input_bytes, default the layer's output_bytes (a block's input and output have one shape)
 std::int64_t layer_input_bytes(const Profile& profile, const Layer& layer);
-// What selective recomputation adds to the backward: the attention core is 4*b*s^2*h of a
-// block's 24*b*s*h^2 + 4*b*s^2*h forward FLOPs, so fwd_ms * s / (6h + s); 0 without a shape.
+// What selective recomputation adds to the backward: the layer's selective_recompute_ms when
+// given (a model's shape gives the attention core's own time), else as a GPT block's share: the
+// attention core is 4*b*s^2*h of its 24*b*s*h^2 + 4*b*s^2*h forward FLOPs, so fwd_ms * s / (6h + s);
+// 0 without a shape.
 double layer_selective_recompute_ms(const Profile& profile, const Layer& layer);
 
 // Loads a profile from a file; ".csv" (case-insensitive) is read as CSV, anything else as JSON.

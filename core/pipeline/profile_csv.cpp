@@ -136,7 +136,7 @@ Profile parse_profile_csv(std::string_view text, const std::string& origin)
                          "bad CSV header: unknown column '" + column +
                              "' (expected name,params,fwd_ms,bwd_ms,activation_bytes; "
                              "optional: fwd_flops, bwd_input_ms, bwd_weight_ms, "
-                             "selective_activation_bytes, input_bytes, output_bytes)");
+                             "selective_activation_bytes, input_bytes, output_bytes, selective_recompute_ms)");
                 if (std::count(header.begin(), header.end(), column) > 1)
                     fail(origin, "bad CSV header: column '" + column + "' appears twice");
             }

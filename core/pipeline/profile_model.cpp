@@ -141,6 +141,8 @@ ModelProfile model_profile(const std::vector<LayerParams>& layers, const std::op
         case LayerRole::block:
             layer.selective_activation_bytes =
                 c ? layer.activation_bytes - to_bytes(attention_bytes(*c, work)) : layer.activation_bytes;
+            if (c) // the attention core layer_fwd_flops counts, which selective recomputation runs again
+                layer.selective_recompute_ms = 4.0 * sb * static_cast<double>(work.seq_len) * h * ms_per_flop;
             layer.input_bytes = std::min(layer.activation_bytes, to_bytes(2.0 * sb * h));
             layer.output_bytes = to_bytes(2.0 * sb * h);
             break;
@@ -179,6 +181,8 @@ nlohmann::json profile_json(const Profile& profile)
             layer["input_bytes"] = *l.input_bytes;
         if (l.output_bytes)
             layer["output_bytes"] = *l.output_bytes;
+        if (l.selective_recompute_ms)
+            layer["selective_recompute_ms"] = *l.selective_recompute_ms;
         layers.push_back(std::move(layer));
     }
     nlohmann::json out = {{"name", profile.name}, {"layers", std::move(layers)}};

@@ -25,13 +25,14 @@ struct RawLayer {
     std::optional<double> selective_activation_bytes;
     std::optional<double> input_bytes;
     std::optional<double> output_bytes;
+    std::optional<double> selective_recompute_ms;
 };
 
-inline constexpr std::array<std::string_view, 11> kKnownFields = {
+inline constexpr std::array<std::string_view, 12> kKnownFields = {
     "name",          "params",           "fwd_ms",
     "fwd_flops",     "bwd_ms",           "bwd_input_ms",
     "bwd_weight_ms", "activation_bytes", "selective_activation_bytes",
-    "input_bytes",   "output_bytes"};
+    "input_bytes",   "output_bytes",     "selective_recompute_ms"};
 
 // The numeric layer fields in kKnownFields order (all but "name"), for table-driven readers.
 std::optional<double>* raw_field(RawLayer& raw, std::string_view key);

@@ -509,6 +509,30 @@ private slots:
         QCOMPARE(one.format, std::string("safetensors"));
         QCOMPARE(one.tensors.size(), std::size_t(1));
         QVERIFY(one.ok());
+
+        // The index is the truth: a tensor it maps to a file that lacks it, or a file's tensor it
+        // maps elsewhere, is a problem (as verify says), never read from the wrong file.
+        const fs::path moved = dir / "moved";
+        fs::create_directories(moved);
+        for (const char* f : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"})
+            fs::copy_file(dir / f, moved / f);
+        std::ofstream(moved / "model.safetensors.index.json")
+            << R"({"weight_map": {"w": "model-00002-of-00002.safetensors", "zeros": "model-00001-of-00002.safetensors",
+                 "ids": "model-00002-of-00002.safetensors"}})";
+        const ContentReport wrong = inspect_content(moved);
+        QVERIFY(!find(wrong, "w"));
+        QVERIFY(find(wrong, "ids") && find(wrong, "zeros"));
+        QVERIFY(has(wrong.problems, ProblemKind::missing_tensor));
+        QVERIFY(has(wrong.problems, ProblemKind::unmapped_tensor));
+
+        // Without an index, two files holding one name: which is the checkpoint's cannot be told.
+        const fs::path twice = dir / "twice";
+        fs::create_directories(twice);
+        write_safetensors(twice / "a.safetensors", {{{.name = "x", .dtype = "I64", .shape = {4}}, bytes_of(ids)}});
+        write_safetensors(twice / "b.safetensors", {{{.name = "x", .dtype = "I64", .shape = {4}}, bytes_of(ids)}});
+        const ContentReport both = inspect_content(twice);
+        QCOMPARE(both.tensors.size(), std::size_t(1));
+        QVERIFY(has(both.problems, ProblemKind::layout_overlap));
     }
 
     // torch.save archives read through the restricted pickle reader: a transposed view, views with
@@ -628,8 +652,8 @@ private slots:
                  "w2": "pytorch_model-00002-of-00002.bin"}})";
         const ContentReport index = inspect_content(hf);
         QCOMPARE(index.format, std::string("torch-index"));
-        QVERIFY(find(index, "t") && find(index, "w2") == nullptr); // w2 has no strides recorded: a gap-free
-            // check cannot prove it dense
+        QVERIFY(find(index, "t") && find(index, "w2"));
+        QCOMPARE(find(index, "w2")->stats.numel, uint64_t(4));
     }
 
     // DeepSpeed: the same optimizer tensor in every ZeRO rank's file is one tensor with a part per

@@ -5,6 +5,7 @@
 
 #include "core/pipeline/cluster.h"
 #include "core/pipeline/model_shape.h"
+#include "core/pipeline/parallel_cost.h"
 #include "core/pipeline/profile.h"
 
 #include <QTest>
@@ -115,6 +116,33 @@ private slots:
             QVERIFY2(std::abs(sum - paper) <= 1e-12 * paper, std::to_string(sum - paper).c_str());
             QCOMPARE(m.fwd_flops.front(), 0.0); // the embedding is a lookup
         }
+    }
+
+    // Selective recomputation runs a block's attention core again: its 4·b·s²·a·d FLOPs over t·cp
+    // GPUs at the device's rate, plus the context-parallel K/V ring; not the block's matmuls nor
+    // the tensor-parallel all-reduces, whatever the MLP's width or the KV heads (SwiGLU, GQA).
+    void selectiveRecomputationCostsTheAttentionCore()
+    {
+        const pl::ModelConfig c = fixture("llama2-7b.json"); // SwiGLU, a = 32, d = 128
+        const pl::Workload w{.seq_len = 4096, .micro_batch_size = 2, .device_tflops = 400, .mfu = 1.0};
+        const double core = 4.0 * 2 * 4096.0 * 4096.0 * 32 * 128; // FLOPs, one block
+        for (const int t : {1, 4}) {
+            const pl::ModelProfile m = pl::shape_profile(c, w, {.tp = t});
+            const pl::Layer& block = m.profile.layers[1];
+            const double want = core / t / (400 * 1e9);
+            QVERIFY2(std::abs(pl::layer_selective_recompute_ms(m.profile, block) - want) <= 1e-12 * want,
+                     std::to_string(pl::layer_selective_recompute_ms(m.profile, block)).c_str());
+            // Below the GPT share s/(6h + s) of this block's forward: its SwiGLU MLP is wider.
+            QVERIFY(want < block.fwd_ms * 4096.0 / (6.0 * 4096 + 4096));
+        }
+        // With cp 2 on a 100 Gbit/s link: half the queries, and the K/V ring again (cp_fwd).
+        const pl::Parallelism par{.cp = 2};
+        const pl::GroupLinks links = pl::uniform_links(pl::Link{.gbps = 100, .latency_ms = 0.01});
+        const pl::ModelProfile ring = pl::parallel_profile(c, w, par, links);
+        const std::vector<pl::LayerComm> comm = pl::layer_comm(pl::shape_profile(c, w, par), links);
+        QVERIFY(comm[1].cp_fwd > 0);
+        const double want = core / 2 / (400 * 1e9) + comm[1].cp_fwd;
+        QVERIFY(std::abs(*ring.profile.layers[1].selective_recompute_ms - want) <= 1e-12 * want);
     }
 
     void korthikantisTableTwoAtTableThreesModels_data()

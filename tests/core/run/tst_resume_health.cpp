@@ -2,6 +2,7 @@
 // retention when it is the last healthy one, chosen by resume over newer diverged steps — and a
 // load or resume that would drop state refuses, or names what it dropped.
 
+#include "core/checkpoint/rankio.h"
 #include "core/checkpoint/reshard.h"
 #include "core/checkpoint/save.h"
 #include "core/run/demo.h"
@@ -312,6 +313,22 @@ private slots:
         const LoadedCheckpoint loaded = load_sharded(dir, 2, {.allow_unread_state = true});
         QCOMPARE(loaded.ranks, saved);
         QCOMPARE(loaded.unread, std::vector<std::string>{"rank 1: tensor 'ema'"});
+
+        // A reshard writes the four states only: it refuses too, before it creates anything, and
+        // so does the per-rank read shardctl-mpi's reshard makes.
+        const fs::path out = fresh("extra-resharded");
+        try {
+            reshard(dir, 3, out, {.durable = false});
+            QFAIL("a reshard dropped a tensor silently");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::unread_state);
+            QCOMPARE(e.problem().rank, 1);
+            QVERIFY2(std::string(e.what()).find("holds 'ema' besides param") != std::string::npos, e.what());
+        }
+        QVERIFY(!fs::exists(out));
+        const Manifest m = read_manifest(dir);
+        const ReshardPlan plan = plan_reshard(m, 1);
+        QVERIFY_THROWS_EXCEPTION(Error, read_reshard_target(dir, m, plan.targets[0]));
     }
 
     void resumeRefusesToDropTrainingState()
