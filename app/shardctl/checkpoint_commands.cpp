@@ -306,12 +306,13 @@ int run_verify(const QStringList& arguments)
     const fs::path path = where.is_local() ? where.path : fs::path(where.text);
     if (where.is_local()) {
         std::error_code ec;
-        if (fs::exists(path, ec) && !fs::is_directory(path, ec) && path.extension() != ".safetensors")
+        if (fs::exists(path, ec) && !fs::is_directory(path, ec) && path.extension() != ".safetensors" &&
+            !is_torch_file(path))
             return fail(kUsage,
                         path.string() +
-                            ": verify takes a checkpoint directory (or a .safetensors file, the file a format "
-                            "is known by: manifest.json, an index, .metadata, or a DeepSpeed or Megatron rank "
-                            "file), not a file");
+                            ": verify takes a checkpoint directory (or a .safetensors or torch.save file, the file "
+                            "a format is known by: manifest.json, an index, .metadata, or a DeepSpeed or Megatron "
+                            "rank file), not a file");
     }
     const VerifyReport report = verify_checkpoint(where, options);
     const bool with_content = parser.isSet(QStringLiteral("content"));

@@ -246,32 +246,6 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
         DetectedFormat detected = detect_format(where);
         if (detected.problem)
             throw Error(*detected.problem);
-        // torch.save checkpoints, which detection does not know: a folder with pytorch_model.bin or
-        // its index, or one .pt/.pth/.bin object a URL names; on a disk or a server alike. A folder
-        // that also holds a format detection knows (safetensors beside the .bin) is read as that.
-        if (detected.format == CheckpointFormat::unknown && detected.dir.valid()) {
-            const storage::Folder& dir = detected.dir;
-            const std::string last = where.prefix.substr(where.prefix.rfind('/') + 1); // npos + 1: all of it
-            std::vector<TorchFile> files;
-            if (!where.is_local() && detected.path != path && is_torch_file(fs::path(last)) && dir.is_file(last)) {
-                report.format = "torch"; // the object the URL names (detection read its folder)
-                files = {{last, -1}};
-            } else if (dir.has("pytorch_model.bin.index.json")) {
-                report.format = "torch-index";
-                const std::string display = (dir.path / "pytorch_model.bin.index.json").string();
-                const SafetensorsIndex index = parse_safetensors_index( // the same weight_map JSON
-                    dir.read_small("pytorch_model.bin.index.json", kMaxIndexBytes, display), display);
-                for (const auto& f : index.files)
-                    files.push_back({f, -1});
-            } else if (dir.has("pytorch_model.bin")) {
-                report.format = "torch";
-                files = {{"pytorch_model.bin", -1}};
-            }
-            if (!files.empty()) {
-                plan_torch(use(std::move(detected.dir)), files, options, report);
-                return report.dir;
-            }
-        }
         report.format = std::string(to_string(detected.format));
         const std::vector<std::string>& files = detected.files;
         if (!detected.dir.valid())
@@ -288,6 +262,24 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
             const SafetensorsIndex index =
                 parse_safetensors_index(folder.read_small(index_name, kMaxIndexBytes, display), display);
             plan_safetensors(folder, index.files, &index, options, report);
+            break;
+        }
+        case CheckpointFormat::torch: { // one archive, or pytorch_model.bin
+            std::vector<TorchFile> archives;
+            for (const std::string& f : files)
+                archives.push_back({f, -1});
+            plan_torch(folder, archives, options, report);
+            break;
+        }
+        case CheckpointFormat::torch_index: {
+            const std::string index_name = "pytorch_model.bin.index.json"; // the same weight_map JSON
+            const std::string display = (dir / index_name).string();
+            const SafetensorsIndex index =
+                parse_safetensors_index(folder.read_small(index_name, kMaxIndexBytes, display), display);
+            std::vector<TorchFile> archives;
+            for (const std::string& f : index.files)
+                archives.push_back({f, -1});
+            plan_torch(folder, archives, options, report);
             break;
         }
         case CheckpointFormat::torch_dcp: plan_dcp(folder, options, report); break;

@@ -595,10 +595,4 @@ std::vector<std::string> saved_torch_files(const VerifyReport& listed)
     return files;
 }
 
-bool is_torch_file(const fs::path& path)
-{
-    const auto ext = path.extension();
-    return ext == ".pt" || ext == ".pth" || ext == ".bin";
-}
-
 } // namespace shardscope::inspect

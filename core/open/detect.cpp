@@ -136,6 +136,12 @@ void classify(DetectedFormat& result, const storage::Folder& listed)
     if (!directories(kDcpHfShardedDir).empty() && holds_hf_shards(listed, kDcpHfShardedDir))
         return found(CheckpointFormat::torch_dcp_hf, {std::string(kDcpHfShardedDir)},
                      "a sharded/ folder of shard-<S>-model-<I>-of-<N>.safetensors files");
+    // A Hugging Face folder saved with torch.save (save_pretrained before safetensors), read only
+    // where no format above claims the folder (safetensors beside the .bin are read as those).
+    if (has("pytorch_model.bin.index.json"))
+        return found(CheckpointFormat::torch_index, {"pytorch_model.bin.index.json"}, "pytorch_model.bin.index.json");
+    if (has("pytorch_model.bin"))
+        return found(CheckpointFormat::torch, {"pytorch_model.bin"}, "pytorch_model.bin");
     result.reason = "no manifest.json, index, .metadata or known checkpoint files";
 }
 
@@ -299,6 +305,12 @@ int rank_file_levels(const fs::path& file)
 
 } // namespace
 
+bool is_torch_file(const std::filesystem::path& file)
+{
+    const auto ext = file.extension();
+    return ext == ".pt" || ext == ".pth" || ext == ".bin";
+}
+
 int levels_to_its_checkpoint(const std::filesystem::path& file)
 {
     static constexpr std::string_view kNames[] = {"manifest.json",
@@ -331,13 +343,14 @@ DetectedFormat detect_format(const storage::Location& path)
                     folder = folder.has_parent_path() ? folder.parent_path() : fs::path(".");
                 return detect_format(storage::Location(folder));
             }
-            if (path.path.extension() != ".safetensors") {
-                result.reason = "not a directory and not a .safetensors file";
+            const bool torch = is_torch_file(path.path);
+            if (path.path.extension() != ".safetensors" && !torch) {
+                result.reason = "not a directory, a .safetensors file or a torch.save file (.pt, .pth, .bin)";
                 return result;
             }
-            result.format = CheckpointFormat::safetensors;
+            result.format = torch ? CheckpointFormat::torch : CheckpointFormat::safetensors;
             result.files = {path.path.filename().string()};
-            result.reason = "a .safetensors file";
+            result.reason = torch ? "a torch.save file" : "a .safetensors file";
             const fs::path folder = path.path.has_parent_path() ? path.path.parent_path() : fs::path(".");
             result.dir = storage::Folder(
                 fsutil::ListedDirectory{.path = folder, .fd = fsutil::open_directory(folder), .names = result.files});
@@ -354,10 +367,11 @@ DetectedFormat detect_format(const storage::Location& path)
         if (const int levels = rank_file_levels(fs::path(path.prefix))) {
             root = storage::Folder::open(path.above(levels));
         } else if (const std::string name = path.prefix.substr(path.prefix.rfind('/') + 1);
-                   name.ends_with(".safetensors")) {
-            result.format = CheckpointFormat::safetensors;
+                   name.ends_with(".safetensors") || (is_torch_file(name) && root.is_file(name))) {
+            const bool torch = !name.ends_with(".safetensors");
+            result.format = torch ? CheckpointFormat::torch : CheckpointFormat::safetensors;
             result.files = {name};
-            result.reason = "a .safetensors file";
+            result.reason = torch ? "a torch.save file" : "a .safetensors file";
             result.dir = std::move(root);
             result.dir.names = result.files; // that file, not its folder's others
             return result;

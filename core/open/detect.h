@@ -27,10 +27,13 @@ enum class CheckpointFormat {
     torch_dcp_hf,
     deepspeed,
     megatron,
+    torch, // one torch.save file (.pt, .pth, .bin), or a folder with pytorch_model.bin
+    torch_index, // a folder with pytorch_model.bin.index.json
     unknown
 };
 inline constexpr std::string_view kCheckpointFormatNames[] = {
-    "shardscope", "safetensors", "safetensors-index", "torch-dcp", "torch-dcp-hf", "deepspeed", "megatron", "unknown"};
+    "shardscope", "safetensors", "safetensors-index", "torch-dcp", "torch-dcp-hf", "deepspeed",
+    "megatron",   "torch",       "torch-index",       "unknown"};
 static_assert(std::size(kCheckpointFormatNames) == std::size_t(CheckpointFormat::unknown) + 1);
 std::string_view to_string(CheckpointFormat format);
 
@@ -56,6 +59,10 @@ struct DetectedFormat {
 // (storage::Folder::open). Throws Error(cannot_open) when `path` does not exist or cannot be
 // listed, Error(remote_error) when its server fails.
 DetectedFormat detect_format(const storage::Location& path);
+
+// Whether a file's name says torch.save (.pt, .pth, .bin): read as a checkpoint of its own when it
+// belongs to no other format's folder.
+bool is_torch_file(const std::filesystem::path& file);
 
 // How many folders up from `file` the checkpoint it belongs to is, where a path or URL names the
 // file instead of that folder (a user completing a path in a shell often ends with one), for

@@ -6,6 +6,7 @@
 #include "core/foreign/fp8_scales.h"
 #include "core/foreign/megatron.h"
 #include "core/foreign/safetensors_index.h"
+#include "core/foreign/torch_save.h"
 
 #include "core/util/cancel.h"
 
@@ -59,6 +60,9 @@ VerifyReport verify_foreign(const DetectedFormat& detected, const VerifyOptions&
     case CheckpointFormat::torch_dcp_hf: return verify_dcp_hf(dir, options, check_data);
     case CheckpointFormat::deepspeed: return verify_deepspeed(dir, options, check_data);
     case CheckpointFormat::megatron: return verify_megatron(dir, options, check_data);
+    case CheckpointFormat::torch: return verify_torch_save(dir, detected.files, "", options, check_data);
+    case CheckpointFormat::torch_index:
+        return verify_torch_save(dir, {}, "pytorch_model.bin.index.json", options, check_data);
     default: break;
     }
     throw Error(ProblemKind::invalid_argument, detected.path.string() + ": not a foreign checkpoint format",
@@ -152,8 +156,9 @@ VerifyReport verify_checkpoint(const DetectedFormat& detected, const VerifyOptio
 storage::Location verified_location(const storage::Location& given, const VerifyReport& verified)
 {
     std::error_code ec;
-    const bool one_file =
-        given.is_local() ? !fs::is_directory(given.path, ec) : std::string_view(given.prefix).ends_with(".safetensors");
+    const bool one_file = given.is_local() ? !fs::is_directory(given.path, ec)
+                                           : std::string_view(given.prefix).ends_with(".safetensors") ||
+            (verified.format == "torch" && is_torch_file(fs::path(given.prefix)));
     if (one_file)
         return given;
     if (given.is_local())

@@ -109,7 +109,6 @@ std::vector<std::string> saved_torch_files(const VerifyReport& listed);
 // a shared parameter (shared_params) as the parameter it shares.
 void plan_universal(const storage::Folder& folder, const std::vector<TorchFile>& files,
                     const std::vector<TorchArchive>& engine, const ContentOptions& options, ContentReport& report);
-bool is_torch_file(const std::filesystem::path& path);
 
 // Detects the format at `path` and fills report.format and report.tensors (with their parts; no
 // values read yet; a native param tensor's master and flat_offset). Returns the directory the

@@ -168,6 +168,33 @@ private slots:
         QCOMPARE(index.exit_code, 0);
         QCOMPARE(index.json().at("format").get<std::string>(), std::string("torch-index"));
         QCOMPARE(index.json().at("tensors").size(), std::size_t(2));
+
+        // One dispatcher for every command: verify (every archive entry's CRC) and info open what
+        // stats opens, and convert writes safetensors that diff calls identical, bit for bit.
+        for (const fs::path& source : {dir / "model.pt", dir}) {
+            const Run verified = shardctl({QStringLiteral("verify"), qs(source), QStringLiteral("--json")});
+            QCOMPARE(verified.exit_code, 0);
+            QCOMPARE(verified.json().at("format").get<std::string>(),
+                     std::string(source == dir ? "torch-index" : "torch"));
+            QCOMPARE(shardctl({QStringLiteral("info"), qs(source)}).exit_code, 0);
+        }
+        const fs::path hf = dir / "converted";
+        QCOMPARE(shardctl({QStringLiteral("convert"), qs(dir / "model.pt"), QStringLiteral("--to"),
+                           QStringLiteral("hf"), QStringLiteral("--out"), qs(hf)})
+                     .exit_code,
+                 0);
+        const Run same = shardctl({QStringLiteral("diff"), qs(dir / "model.pt"), qs(hf)});
+        QCOMPARE(same.exit_code, 0);
+        QVERIFY2(same.out.contains("9 tensors: 9 identical, bitwise"), same.out.constData());
+        fs::remove_all(hf);
+        // The index maps "b" to the file holding "a", which lacks it: said by name.
+        std::ofstream(dir / "pytorch_model.bin.index.json")
+            << R"({"metadata": {}, "weight_map": {"a": "pytorch_model-00001-of-00002.bin",
+                 "b": "pytorch_model-00001-of-00002.bin"}})";
+        const Run wrong = shardctl({QStringLiteral("verify"), qs(dir)});
+        QCOMPARE(wrong.exit_code, 1);
+        QVERIFY2(wrong.err.contains("pytorch_model-00001-of-00002.bin: lacks tensor 'b', which the index maps to it"),
+                 wrong.err.constData());
     }
 
     // report --content: a checkpoint that verifies (its hashes match) but holds a NaN fails the
