@@ -154,6 +154,21 @@ VerifyReport verify_safetensors_files(const storage::Folder& dir, const VerifyOp
     return report;
 }
 
+std::optional<SafetensorsIndex> read_index_for(const storage::Folder& dir, const std::string& index_name,
+                                               VerifyReport& report)
+{
+    const std::string shown = (dir.path / index_name).string();
+    try {
+        return parse_safetensors_index(dir.read_small(index_name, kMaxIndexBytes, shown), shown);
+    } catch (const Error& e) {
+        rethrow_remote(e);
+        Problem p = e.problem();
+        p.path = index_name;
+        report.problems.push_back(std::move(p));
+        return std::nullopt;
+    }
+}
+
 VerifyReport verify_safetensors_index(const storage::Folder& listed, const VerifyOptions& options,
                                       const std::string& index_name)
 {
@@ -162,16 +177,10 @@ VerifyReport verify_safetensors_index(const storage::Folder& listed, const Verif
     ForeignSummary& summary = *report.foreign;
     add_row(summary, "index", index_name);
     const std::string index_path = (dir / index_name).string();
-    SafetensorsIndex index;
-    try {
-        index = parse_safetensors_index(listed.read_small(index_name, kMaxIndexBytes, index_path), index_path);
-    } catch (const Error& e) {
-        rethrow_remote(e);
-        Problem p = e.problem();
-        p.path = index_name;
-        report.problems.push_back(std::move(p));
+    std::optional<SafetensorsIndex> read = read_index_for(listed, index_name, report);
+    if (!read)
         return report;
-    }
+    SafetensorsIndex& index = *read;
     add_row(summary, "files", std::to_string(index.files.size()));
     add_row(summary, "mapped tensors", std::to_string(index.weight_map.size()));
     if (index.total_size)

@@ -70,6 +70,11 @@ inline SafetensorsIndex parse_safetensors_index(const uint8_t* data, std::size_t
     return parse_safetensors_index(std::string_view(reinterpret_cast<const char*>(data), size), display_path);
 }
 
+// The index `index_name` of `dir` parsed, or nullopt with its problem (naming the index) added to
+// `report`: what every verifier of an indexed folder starts with.
+std::optional<SafetensorsIndex> read_index_for(const storage::Folder& dir, const std::string& index_name,
+                                               VerifyReport& report);
+
 // Verifies a folder (listed) holding `index_name` (default model.safetensors.index.json): every file of
 // the weight_map exists and is valid safetensors, every mapped tensor is in its file, no file
 // holds unmapped tensors, metadata.total_size equals the sum of tensor bytes.

@@ -69,16 +69,8 @@ VerifyReport verify_torch_save(const storage::Folder& dir, const std::vector<std
     std::vector<std::string> archives = files;
     if (indexed) {
         foreign::add_row(*report.foreign, "index", index_name);
-        const std::string shown = (dir.path / index_name).string();
-        try {
-            index = parse_safetensors_index(dir.read_small(index_name, kMaxIndexBytes, shown), shown);
-        } catch (const Error& e) {
-            rethrow_remote(e);
-            Problem p = e.problem();
-            p.path = index_name;
-            report.problems.push_back(std::move(p));
+        if (!(index = read_index_for(dir, index_name, report)))
             return report;
-        }
         archives = index->files;
         foreign::add_row(*report.foreign, "mapped tensors", std::to_string(index->weight_map.size()));
     }
