@@ -1,11 +1,31 @@
 #include "core/pipeline/export.h"
 
+#include "core/util/error.h"
+
 #include <algorithm>
 
 namespace shardscope::pipeline {
 
-nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& pieces)
+namespace {
+
+// A million ops is a schedule of thousands of microbatches on hundreds of stages; past that the
+// JSON would take gigabytes to build (and nlohmann needs memory even to free a large one).
+void check_listable(const Timeline& timeline, const char* what)
 {
+    if (timeline.ops.size() > kMaxJsonOps)
+        throw Error(ProblemKind::invalid_argument,
+                    "the timeline has " + std::to_string(timeline.ops.size()) + " ops, more than the " +
+                        std::to_string(kMaxJsonOps) + " " + what +
+                        " lists (about 1 KB each while it is built); the text summary (without --json) has every "
+                        "figure, or simulate fewer microbatches");
+}
+
+} // namespace
+
+nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& pieces, bool with_ops)
+{
+    if (with_ops)
+        check_listable(timeline, "a JSON timeline");
     const ScheduleSpec& spec = timeline.spec;
     nlohmann::json stats = nlohmann::json::array();
     for (const StageStats& stage : timeline.stage_stats) {
@@ -24,30 +44,35 @@ nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& p
                          {"peak_activation_bytes", stage.peak_activation_bytes}});
     }
     nlohmann::json ops = nlohmann::json::array();
-    for (const TimedOp& op : timeline.ops)
+    for (std::size_t i = 0; with_ops && i < timeline.ops.size(); ++i) {
+        const TimedOp& op = timeline.ops[i];
         ops.push_back({{"stage", op.stage},
                        {"microbatch", op.microbatch},
                        {"kind", std::string(1, to_char(op.kind))},
                        {"chunk", op.chunk},
                        {"start", op.start},
                        {"end", op.end}});
-    return {{"schedule", std::string(to_string(spec.kind))},
-            {"stages", spec.stages},
-            {"microbatches", spec.microbatches},
-            {"virtual_stages", spec.virtual_stages},
-            {"p2p_latency_ms", spec.p2p_latency_ms},
-            {"time_unit", "ms"},
-            {"makespan", timeline.makespan},
-            {"bubble_fraction", timeline.bubble_fraction},
-            {"closed_form_bubble", timeline.closed_form_bubble},
-            {"megatron_bubble", timeline.megatron_bubble},
-            {"span_bubble_fraction", timeline.span_bubble_fraction},
-            {"stage_stats", std::move(stats)},
-            {"ops", std::move(ops)}};
+    }
+    nlohmann::json out = {{"schedule", std::string(to_string(spec.kind))},
+                          {"stages", spec.stages},
+                          {"microbatches", spec.microbatches},
+                          {"virtual_stages", spec.virtual_stages},
+                          {"p2p_latency_ms", spec.p2p_latency_ms},
+                          {"time_unit", "ms"},
+                          {"makespan", timeline.makespan},
+                          {"bubble_fraction", timeline.bubble_fraction},
+                          {"closed_form_bubble", timeline.closed_form_bubble},
+                          {"megatron_bubble", timeline.megatron_bubble},
+                          {"span_bubble_fraction", timeline.span_bubble_fraction},
+                          {"stage_stats", std::move(stats)}};
+    if (with_ops)
+        out["ops"] = std::move(ops);
+    return out;
 }
 
 nlohmann::json to_trace_json(const Timeline& timeline, const std::string& title)
 {
+    check_listable(timeline, "a trace");
     nlohmann::json events = nlohmann::json::array();
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", title}}}});
     for (int s = 0; s < timeline.spec.stages; ++s) {
@@ -120,11 +145,9 @@ nlohmann::json to_trace_json(const StepPlan& step, const std::string& title)
 
 nlohmann::json plan_json(const Plan& plan, const std::string& profile_name, const std::string& partition, bool with_ops)
 {
-    nlohmann::json out = to_json(plan.timeline, plan.pieces);
-    if (!with_ops) {
-        out.erase("ops");
+    nlohmann::json out = to_json(plan.timeline, plan.pieces, with_ops);
+    if (!with_ops)
         out["op_count"] = plan.timeline.ops.size();
-    }
     out["profile"] = profile_name;
     out["partition"] = partition;
     out["boundaries"] = plan.boundaries;

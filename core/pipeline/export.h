@@ -16,8 +16,11 @@ namespace shardscope::pipeline {
 // closed_form_bubble, megatron_bubble, stage_stats[] (stage, layers [first, last],
 // chunk_layers [[first, last] per chunk], busy, idle, bubble_fraction, peak_activations,
 // peak_activation_bytes), ops[] (stage, microbatch, kind "F"/"B"/"W", chunk, start, end).
-// Times are in ms. `pieces` supplies chunk_layers; pass the Plan's pieces.
-nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& pieces);
+// Times are in ms. `pieces` supplies chunk_layers; pass the Plan's pieces. Without ops, `ops` is
+// left out (plan_json says how many). A timeline of more than kMaxJsonOps ops is not listed:
+// Error(invalid_argument) says so (a JSON object holds about 1 KB an op while it is built).
+inline constexpr std::size_t kMaxJsonOps = std::size_t(1) << 22;
+nlohmann::json to_json(const Timeline& timeline, const std::vector<PieceCost>& pieces, bool with_ops = true);
 
 // The `shardctl schedule --json` object: to_json(plan.timeline, plan.pieces) plus `profile`,
 // `partition` (as the user spelled the method, e.g. "manual:3,6,9") and `boundaries`. Without ops
@@ -73,7 +76,8 @@ nlohmann::json model_search_json(const ModelSearchResult& result, const ModelSea
 nlohmann::json to_trace_json(const Timeline& timeline, const std::string& title);
 // The same with the training step's communication, when it has any: with a bandwidth every send
 // (cat "send", on track N + s "stage s sends"), with D > 1 each stage's all-reduce (cat
-// "allreduce", on that track too), so the links show beside the compute.
+// "allreduce", on that track too), so the links show beside the compute. Both refuse more than
+// kMaxJsonOps ops, as to_json.
 nlohmann::json to_trace_json(const StepPlan& step, const std::string& title);
 
 } // namespace shardscope::pipeline

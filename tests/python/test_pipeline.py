@@ -97,7 +97,7 @@ class Pipeline(pyutil.TempDirTest):
         shardscope.plan(16, 64)  # warm up
         with pyutil.Ticker() as ticker:
             start = time.perf_counter()
-            shardscope.plan(16, 4000)  # a few hundred ms of partition + simulation
+            shardscope.plan(16, 200000)  # a few hundred ms of partition + simulation
             end = time.perf_counter()
         self.assertGreater(ticker.ticks_between(start + 0.002, end - 0.002), 3, "plan() held the GIL")
 

@@ -3,6 +3,7 @@
 #include <QFile>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QDir>
 #include <QTest>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -289,6 +290,11 @@ private slots:
                                           << QStringLiteral("exactly 2 model chunks");
         QTest::newRow("dualpipe-v too few") << args("--stages 4 --microbatches 4 --schedule dualpipe-v") << 1
                                             << QStringLiteral("at least 2N = 8 microbatches");
+        // Simulated, but too many ops to list as JSON (about 1 KB each while it is built).
+        QTest::newRow("trace of 4.24 million ops")
+            << (args("--stages 4 --microbatches 530000 --schedule 1f1b --trace") +
+                QStringList{QDir::temp().filePath(QStringLiteral("shardscope-never-written.json"))})
+            << 2 << QStringLiteral("the timeline has 4240000 ops, more than the 4194304 a trace lists");
         QTest::newRow("more stages than layers")
             << (QStringList{QStringLiteral("--stages"), QStringLiteral("13"), QStringLiteral("--microbatches"),
                             QStringLiteral("4"), QStringLiteral("--schedule"), QStringLiteral("gpipe"),
