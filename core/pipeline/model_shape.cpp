@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 namespace shardscope::pipeline {
@@ -70,12 +71,19 @@ Counts block_counts(const ModelConfig& c, bool moe)
     return n;
 }
 
-std::int64_t whole(double value)
+} // namespace
+
+std::int64_t whole_bytes(double value)
 {
+    if (!(value < 0x1p62)) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.3g", value);
+        throw Error(ProblemKind::invalid_argument,
+                    std::string("a layer of this shape and workload needs ") + text +
+                        " bytes, more than 2^62: a sequence length or micro batch size beyond any GPU");
+    }
     return static_cast<std::int64_t>(std::llround(value));
 }
-
-} // namespace
 
 std::vector<ShapeLayer> model_layers(const ModelConfig& c)
 {
@@ -90,11 +98,11 @@ std::vector<ShapeLayer> model_layers(const ModelConfig& c)
             shape_fail(c, "describes more than 2^53 parameters, which is no model that can be trained");
         layers.push_back(ShapeLayer{.name = std::move(name),
                                     .role = role,
-                                    .params = whole(n.params),
-                                    .active_params = whole(n.active),
-                                    .sharded_params = whole(n.sharded),
-                                    .matmul_weights = whole(n.matmul),
-                                    .expert_params = whole(n.experts),
+                                    .params = whole_bytes(n.params),
+                                    .active_params = whole_bytes(n.active),
+                                    .sharded_params = whole_bytes(n.sharded),
+                                    .matmul_weights = whole_bytes(n.matmul),
+                                    .expert_params = whole_bytes(n.experts),
                                     .moe = moe});
     };
     const double positions = c.gpt2_style ? static_cast<double>(c.max_positions) * h : 0.0;
@@ -139,7 +147,7 @@ std::int64_t block_activation_bytes(const BlockActivation& parts, double sbh, co
     const double t = parallel.tp;
     const double replicated = parallel.sequence_parallel ? parts.replicated_per_sbh / t : parts.replicated_per_sbh;
     const double bytes = sbh * (replicated + parts.sharded_per_sbh / t) + (selective ? 0.0 : parts.attention_bytes / t);
-    return whole(bytes);
+    return whole_bytes(bytes);
 }
 
 std::string tensor_parallel_misfit(const ModelConfig& c, int t)
@@ -201,10 +209,10 @@ ModelProfile shape_profile(const ModelConfig& c, const Workload& work, const Par
                     .expert_params = experts};
         switch (l.role) {
         case LayerRole::embedding:
-            layer.activation_bytes = whole(sbh * split); // its dropout mask
+            layer.activation_bytes = whole_bytes(sbh * split); // its dropout mask
             layer.selective_activation_bytes = layer.activation_bytes;
-            layer.input_bytes = std::min(layer.activation_bytes, whole(8.0 * tokens / cp)); // int64 token ids
-            layer.output_bytes = whole(2.0 * sbh * split);
+            layer.input_bytes = std::min(layer.activation_bytes, whole_bytes(8.0 * tokens / cp)); // int64 token ids
+            layer.output_bytes = whole_bytes(2.0 * sbh * split);
             break;
         case LayerRole::block: {
             // QK^T and scores x V: what selective recomputation runs again (Korthikanti et al.
@@ -213,9 +221,9 @@ ModelProfile shape_profile(const ModelConfig& c, const Workload& work, const Par
             flops = 2.0 * tokens * static_cast<double>(l.matmul_weights) + attention_core;
             layer.selective_recompute_ms = attention_core / (t * cp) * ms_per_flop;
             const BlockActivation parts = block_activation(c, work, l.moe);
-            layer.activation_bytes = whole(block_activation_bytes(parts, sbh, parallel, false) / cp);
-            layer.selective_activation_bytes = whole(block_activation_bytes(parts, sbh, parallel, true) / cp);
-            layer.input_bytes = whole(2.0 * sbh * split); // all full recomputation keeps
+            layer.activation_bytes = whole_bytes(block_activation_bytes(parts, sbh, parallel, false) / cp);
+            layer.selective_activation_bytes = whole_bytes(block_activation_bytes(parts, sbh, parallel, true) / cp);
+            layer.input_bytes = whole_bytes(2.0 * sbh * split); // all full recomputation keeps
             layer.output_bytes = layer.input_bytes;
             break;
         }
@@ -223,9 +231,9 @@ ModelProfile shape_profile(const ModelConfig& c, const Workload& work, const Par
             flops = 2.0 * tokens * static_cast<double>(l.matmul_weights);
             // The norm's and the projection's 16-bit inputs, and the fp32 logits, split by vocabulary.
             layer.activation_bytes =
-                whole(4.0 * sbh * split + 4.0 * tokens * static_cast<double>(c.vocab_size) / t / cp);
+                whole_bytes(4.0 * sbh * split + 4.0 * tokens * static_cast<double>(c.vocab_size) / t / cp);
             layer.selective_activation_bytes = layer.activation_bytes;
-            layer.input_bytes = std::min(layer.activation_bytes, whole(2.0 * sbh * split));
+            layer.input_bytes = std::min(layer.activation_bytes, whole_bytes(2.0 * sbh * split));
             break;
         }
         flops /= t * cp;

@@ -60,6 +60,10 @@ std::int64_t block_activation_bytes(const BlockActivation& parts, double sbh, co
 // to a multiple of t, so it need not. Empty when t splits them all.
 std::string tensor_parallel_misfit(const ModelConfig& config, int t);
 
+// A byte count worked out in double, rounded; Error(invalid_argument) past 2^62 (a sequence or
+// micro batch no GPU holds), where the cast would wrap to a negative number.
+std::int64_t whole_bytes(double value);
+
 // The profile of `config` at `work` on t GPUs per layer; checks t against the model
 // (tensor_parallel_misfit).
 ModelProfile shape_profile(const ModelConfig& config, const Workload& work, const Parallelism& parallel);

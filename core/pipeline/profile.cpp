@@ -292,6 +292,15 @@ void validate_profile(const Profile& profile)
         if (layer.output_bytes && *layer.output_bytes < 0)
             fail(origin, where + " has a negative 'output_bytes'");
     }
+    // A stage's sums of these must stay countable in 64 bits (the memory of 16 bytes a parameter).
+    constexpr std::int64_t kMaxTotal = std::int64_t(1) << 57;
+    std::int64_t params = 0, activations = 0;
+    for (const Layer& layer : profile.layers)
+        if (__builtin_add_overflow(params, layer.params, &params) || params > kMaxTotal ||
+            __builtin_add_overflow(activations, layer.activation_bytes, &activations) || activations > kMaxTotal)
+            fail(origin,
+                 "its layers' 'params' or 'activation_bytes' add up to more than 2^57, too many to count "
+                 "bytes of");
     if (profile.shape &&
         (profile.shape->seq_len < 1 || profile.shape->hidden_size < 1 || profile.shape->attention_heads < 1))
         fail(origin, "the model shape (seq_len, hidden_size, attention_heads) must be > 0");
@@ -406,6 +415,7 @@ Profile parse_profile_json(std::string_view text, const std::string& origin)
                 *field = json_number(item, key, origin, where + ": ");
         profile.layers.push_back(detail::finish_layer(raw, i, origin, {}, top.device_tflops));
     }
+    validate_profile(profile); // what holds of the layers together (their sums stay countable)
     return profile;
 }
 

@@ -179,6 +179,7 @@ Profile parse_profile_csv(std::string_view text, const std::string& origin)
     for (std::size_t i = 0; i < raws.size(); ++i)
         profile.layers.push_back(
             detail::finish_layer(raws[i], i, origin, "line " + std::to_string(raw_lines[i]) + ", ", top.device_tflops));
+    validate_profile(profile); // what holds of the layers together (their sums stay countable)
     return profile;
 }
 

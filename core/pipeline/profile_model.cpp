@@ -46,11 +46,6 @@ double attention_bytes(const ModelConfig& c, const Workload& w)
     return 5.0 * c.attention_heads * static_cast<double>(w.seq_len) * w.seq_len * w.micro_batch_size;
 }
 
-std::int64_t to_bytes(double value)
-{
-    return static_cast<std::int64_t>(std::llround(value));
-}
-
 } // namespace
 
 std::int64_t layer_activation_bytes(LayerRole role, const ModelConfig* config, const InferredShape& shape,
@@ -59,15 +54,15 @@ std::int64_t layer_activation_bytes(LayerRole role, const ModelConfig* config, c
     const double h = config ? config->hidden_size : static_cast<double>(shape.hidden_size);
     const double sbh = static_cast<double>(work.seq_len) * work.micro_batch_size * h;
     switch (role) {
-    case LayerRole::embedding: return to_bytes(sbh);
+    case LayerRole::embedding: return whole_bytes(sbh);
     case LayerRole::head: {
         const double v = config ? static_cast<double>(config->vocab_size) : static_cast<double>(shape.vocab_size);
-        return to_bytes(4.0 * sbh + 4.0 * static_cast<double>(work.seq_len) * work.micro_batch_size * v);
+        return whole_bytes(4.0 * sbh + 4.0 * static_cast<double>(work.seq_len) * work.micro_batch_size * v);
     }
     case LayerRole::block: break;
     }
     if (!config)
-        return to_bytes(34.0 * sbh);
+        return whole_bytes(34.0 * sbh);
     // Korthikanti's count with K and V shrunk by the KV heads and the MLP by its width and gating.
     const BlockActivation parts = block_activation(*config, work, config->experts > 1);
     return block_activation_bytes(parts, sbh, Parallelism{}, false);
@@ -131,20 +126,20 @@ ModelProfile model_profile(const std::vector<LayerParams>& layers, const std::op
         switch (l.role) {
         case LayerRole::embedding:
             layer.selective_activation_bytes = layer.activation_bytes;
-            layer.input_bytes = std::min(layer.activation_bytes, to_bytes(8.0 * sb));
-            layer.output_bytes = to_bytes(2.0 * sb * h);
+            layer.input_bytes = std::min(layer.activation_bytes, whole_bytes(8.0 * sb));
+            layer.output_bytes = whole_bytes(2.0 * sb * h);
             break;
         case LayerRole::head:
             layer.selective_activation_bytes = layer.activation_bytes;
-            layer.input_bytes = std::min(layer.activation_bytes, to_bytes(2.0 * sb * h));
+            layer.input_bytes = std::min(layer.activation_bytes, whole_bytes(2.0 * sb * h));
             break;
         case LayerRole::block:
             layer.selective_activation_bytes =
-                c ? layer.activation_bytes - to_bytes(attention_bytes(*c, work)) : layer.activation_bytes;
+                c ? layer.activation_bytes - whole_bytes(attention_bytes(*c, work)) : layer.activation_bytes;
             if (c) // the attention core layer_fwd_flops counts, which selective recomputation runs again
                 layer.selective_recompute_ms = 4.0 * sb * static_cast<double>(work.seq_len) * h * ms_per_flop;
-            layer.input_bytes = std::min(layer.activation_bytes, to_bytes(2.0 * sb * h));
-            layer.output_bytes = to_bytes(2.0 * sb * h);
+            layer.input_bytes = std::min(layer.activation_bytes, whole_bytes(2.0 * sb * h));
+            layer.output_bytes = whole_bytes(2.0 * sb * h);
             break;
         }
         result.fwd_flops.push_back(flops);

@@ -86,6 +86,21 @@ void simulate_into(const Schedule& schedule, const std::vector<PieceCost>& piece
     const bool split = schedule.split_backward;
     const Placement placement = placement_of(spec);
     const auto piece_stage = [&](int p) { return stage_of_piece(p, n, placement); };
+    // A piece holds at most M microbatches' activations at once: what a stage can hold must be
+    // countable in 64 bits, or its peak would wrap to a small number that "fits".
+    {
+        std::vector<std::int64_t> per_stage(static_cast<std::size_t>(n), 0);
+        for (int p = 0; p < piece_count; ++p) {
+            std::int64_t& sum = per_stage[static_cast<std::size_t>(piece_stage(p))];
+            std::int64_t held = 0;
+            if (pieces[p].activation_bytes < 0 || __builtin_mul_overflow(pieces[p].activation_bytes, m, &held) ||
+                __builtin_add_overflow(sum, held, &sum))
+                throw Error(ProblemKind::invalid_profile,
+                            "stage " + std::to_string(piece_stage(p)) + " would hold " + std::to_string(m) +
+                                " microbatches of its pieces' activation bytes, more than 2^63 bytes: too many to "
+                                "count");
+        }
+    }
     // Piece p's output (or gradient) reaching p + 1 (or p): looped placements always cross stages
     // when N > 1, the V's turn at piece N - 1 -> N stays on the last stage. Only a crossing pays
     // the p2p latency and the boundary's send time.

@@ -7,6 +7,7 @@
 #include "core/pipeline/model_shape.h"
 #include "core/pipeline/parallel_cost.h"
 #include "core/pipeline/profile.h"
+#include "core/pipeline/simulator.h"
 
 #include <QTest>
 #include <cmath>
@@ -143,6 +144,30 @@ private slots:
         QVERIFY(comm[1].cp_fwd > 0);
         const double want = core / 2 / (400 * 1e9) + comm[1].cp_fwd;
         QVERIFY(std::abs(*ring.profile.layers[1].selective_recompute_ms - want) <= 1e-12 * want);
+    }
+
+    // A workload whose bytes pass 2^62 is refused in one sentence, not wrapped to a negative count.
+    void bytesBeyondAnyGpuAreRefused()
+    {
+        const pl::ModelConfig c = fixture("llama2-7b.json");
+        try {
+            (void)pl::shape_profile(c, {.seq_len = 1 << 24, .micro_batch_size = 1024}, {});
+            QFAIL("16M tokens x 1024 samples of activations were accepted");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_argument);
+            QVERIFY2(std::string(e.what()).find("more than 2^62") != std::string::npos, e.what());
+        }
+        // Within each layer, but M microbatches of a stage's past 2^63 when the schedule holds them.
+        pl::Profile big = pl::uniform_profile(2);
+        for (pl::Layer& l : big.layers)
+            l.activation_bytes = std::int64_t(1) << 56;
+        try {
+            (void)pl::make_plan(big, {.kind = pl::ScheduleKind::gpipe, .stages = 1, .microbatches = 256}, {});
+            QFAIL("256 microbatches of 2^57 bytes were counted");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_profile);
+            QVERIFY2(std::string(e.what()).find("more than 2^63 bytes") != std::string::npos, e.what());
+        }
     }
 
     void korthikantisTableTwoAtTableThreesModels_data()
