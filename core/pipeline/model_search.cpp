@@ -41,6 +41,7 @@ struct Shape {
     ModelProfile model;
     std::vector<Profile> adjusted; // per recompute mode
     std::vector<double> work_ms; // per mode: every layer's forward + backward, one microbatch
+    std::vector<double> kept_bytes; // per mode: every layer's kept activations, one microbatch
     std::int64_t params = 0; // per GPU, summed over layers
     std::int64_t expert_params = 0;
 };
@@ -181,11 +182,14 @@ void Searcher::enumerate_shapes()
                     }
                     for (Recompute mode : m_modes) {
                         Profile adjusted = with_recompute(s.model.profile, mode);
-                        double work_ms = 0.0;
-                        for (const Layer& layer : adjusted.layers)
+                        double work_ms = 0.0, kept = 0.0;
+                        for (const Layer& layer : adjusted.layers) {
                             work_ms += layer.fwd_ms + layer.bwd_ms;
+                            kept += static_cast<double>(layer.activation_bytes);
+                        }
                         s.adjusted.push_back(std::move(adjusted));
                         s.work_ms.push_back(work_ms);
+                        s.kept_bytes.push_back(kept);
                     }
                     m_shapes.push_back(std::move(s));
                 }
@@ -491,12 +495,17 @@ ModelSearchResult Searcher::run()
         for (const Config& c : too_big)
             evaluate(c);
     } else if (best.empty() && !too_big.empty()) {
-        // Nothing fits: simulate those with the least model state, to name the closest.
-        std::stable_sort(too_big.begin(), too_big.end(), [&](const Config& a, const Config& b) {
-            return state_bound(m_shapes[a.shape], a.pp, a.dp * m_shapes[a.shape].cp, a.zero, m_spec.fp32_grads) <
-                state_bound(m_shapes[b.shape], b.pp, b.dp * m_shapes[b.shape].cp, b.zero, m_spec.fp32_grads);
-        });
-        for (std::size_t i = 0; i < std::min<std::size_t>(too_big.size(), 16); ++i)
+        // Nothing fits: simulate those that could need the least memory, to name the closest. A
+        // stage's peak is at least the mean stage's model state and one microbatch of its layers'
+        // activations (each holds one between a forward and its backward): a bound that sees
+        // what tensor, sequence and context parallelism save in activations, not only the state.
+        const auto least_memory = [&](const Config& c) {
+            const Shape& s = m_shapes[c.shape];
+            return state_bound(s, c.pp, c.dp * s.cp, c.zero, m_spec.fp32_grads) + s.kept_bytes[c.mode] / c.pp;
+        };
+        std::stable_sort(too_big.begin(), too_big.end(),
+                         [&](const Config& a, const Config& b) { return least_memory(a) < least_memory(b); });
+        for (std::size_t i = 0; i < std::min<std::size_t>(too_big.size(), 64); ++i)
             evaluate(too_big[i]);
     }
     SearchResult& r = m_result.search;

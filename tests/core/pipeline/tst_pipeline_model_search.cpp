@@ -320,6 +320,32 @@ private slots:
         }
     }
 
+    // Nothing fits: the closest named needs no more memory than the least any configuration
+    // needs when every one is simulated (its bound sees activations, not only the model state).
+    void theClosestIsTheLeastMemory()
+    {
+        pl::ModelSearchSpec spec{.gpus = 16,
+                                 .global_batch = 32,
+                                 .seq_len = 256,
+                                 .device_tflops = 50,
+                                 .peak_tflops = 100,
+                                 .gpu_memory_bytes = 1024,
+                                 .micro_batch_sizes = {1, 2},
+                                 .max_virtual_stages = 3,
+                                 .top = 3};
+        spec.links.cluster = small_cluster();
+        const pl::ModelSearchResult pruned = pl::search_model_plans(small_model(0), spec);
+        QCOMPARE(pruned.search.fitting, std::size_t(0));
+        spec.exhaustive = true;
+        const pl::ModelSearchResult brute = pl::search_model_plans(small_model(0), spec);
+        std::int64_t least = std::numeric_limits<std::int64_t>::max();
+        for (const pl::Candidate& c : brute.search.candidates)
+            least = std::min(least, c.peak_memory_bytes);
+        QVERIFY2(pruned.search.candidates.front().peak_memory_bytes <= least,
+                 (std::to_string(pruned.search.candidates.front().peak_memory_bytes) + " > " + std::to_string(least))
+                     .c_str());
+    }
+
     // Every configuration simulated (exhaustive) and the pruned search agree on the best
     // `top`, exactly, for a dense and an MoE model, for every schedule kind (each alone too, so
     // that a bound too high for one kind cannot hide behind another kind's winners); and the
