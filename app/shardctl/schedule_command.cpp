@@ -241,6 +241,18 @@ int run_schedule(const QStringList& arguments)
         }
         const pl::ScheduleSpec& spec = schedule.spec;
         pl::check_spec(spec);
+        // A timeline too long to list is said before anything is written (--export-csv included).
+        std::size_t op_count = 0;
+        for (const auto& ops : schedule.stage_ops)
+            op_count += ops.size();
+        if ((parser.isSet(QStringLiteral("json")) || parser.isSet(QStringLiteral("trace"))) &&
+            op_count > pl::kMaxJsonOps)
+            return fail(shardscope::Error(
+                shardscope::ProblemKind::invalid_argument,
+                "the timeline has " + std::to_string(op_count) + " ops, more than the " +
+                    std::to_string(pl::kMaxJsonOps) +
+                    " --json and --trace list (about 1 KB each while it is "
+                    "built); the text summary (without them) has every figure, or simulate fewer microbatches"));
         const pl::PartitionSpec partition_spec = pl::parse_partition_spec(
             parser.isSet(QStringLiteral("partition")) ? local(parser.value(QStringLiteral("partition")))
                                                       : std::string("uniform"));

@@ -278,6 +278,7 @@ int run_reshard(MpiJob& job, const QStringList& arguments)
     // process 0, before any process creates anything).
     job.agree_or_throw(job.coordinator() ? attempt([&] {
         check_reshard_destination(dir, out);
+        refuse_dropped_state(dir, m); // a source shard holding state the target would lack
         fsutil::make_directories(out);
     })
                                          : std::nullopt);

@@ -159,6 +159,17 @@ void refuse_dropped_state(const fs::path& dir, const ShardRecord& record, const 
                         record.path, record.rank);
 }
 
+void refuse_dropped_state(const fs::path& dir, const Manifest& m)
+{
+    const storage::Folder folder(fsutil::open_listed(dir));
+    for (const auto& record : m.shards) {
+        ShardOpenResult opened = open_shard(folder, m, record);
+        if (!opened.shard)
+            throw Error(opened.problem);
+        refuse_dropped_state(dir, record, opened.shard->header);
+    }
+}
+
 CheckpointMeta resharded_meta(const Manifest& m, int target_world_size)
 {
     CheckpointMeta meta;

@@ -56,6 +56,9 @@ struct ReshardOptions {
 // Error(unread_state) naming the file, the rank and the tensor when the shard holds a tensor
 // besides the four states a reshard writes (it would be dropped).
 void refuse_dropped_state(const std::filesystem::path& dir, const ShardRecord& record, const SafetensorsHeader& header);
+// The same for every shard of the checkpoint in `dir` (their headers read): what a caller that
+// writes the target elsewhere (shardctl-mpi) checks before it creates anything.
+void refuse_dropped_state(const std::filesystem::path& dir, const Manifest& m);
 
 struct ReshardResult {
     ReshardPlan plan;

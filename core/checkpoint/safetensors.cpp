@@ -90,7 +90,7 @@ std::string safetensors_text_fault(std::string_view json)
     const std::size_t nul = json.find('\0');
     return nul == std::string_view::npos
         ? ""
-        : "the header holds a NUL byte at byte " + std::to_string(nul) + ", which JSON does not allow";
+        : "its JSON holds a NUL byte at byte " + std::to_string(nul) + ", which JSON does not allow";
 }
 
 SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_size, const std::string& display_path,

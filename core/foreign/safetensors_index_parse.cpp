@@ -6,6 +6,7 @@
 // so that its values render as before.
 
 #include "core/foreign/safetensors_index.h"
+#include "core/checkpoint/safetensors.h"
 
 #include "core/foreign/internal/json_dom_builder.h"
 #include "core/util/error.h"
@@ -229,6 +230,9 @@ SafetensorsIndex parse_safetensors_index(std::string_view json, const std::strin
         bad_index(path,
                   "it is " + std::to_string(json.size()) + " bytes, more than the " + std::to_string(kMaxIndexBytes) +
                       "-byte limit");
+    // nlohmann's parser stops at a NUL and takes what follows for padding; the reference does not.
+    if (std::string fault = safetensors_text_fault(json); !fault.empty())
+        bad_index(path, fault);
     IndexSax sax(path);
     nlohmann::json::sax_parse(json.begin(), json.end(), &sax);
     if (!sax.duplicate.empty())

@@ -22,6 +22,12 @@
 
 namespace shardscope::inspect {
 
+namespace {
+// How many times over an expanded torch.save view may repeat its storage: a bias broadcast over a
+// batch or a sequence is read, a 1 KB file that claims 2^50 elements is not.
+constexpr uint64_t kMaxViewRepeats = 1 << 16;
+} // namespace
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -251,6 +257,17 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
                          .message = what + ": its strides are negative, not one per dimension or too large",
                          .path = tf.file,
                          .rank = tf.rank});
+                continue;
+            }
+            // An expanded view repeats its stored elements: a few bytes of file could otherwise
+            // stand for petabytes to read, compare or write out.
+            if (numel > 0 && numel / std::max<uint64_t>(*span, 1) > kMaxViewRepeats) {
+                left_out({.kind = ProblemKind::unreadable,
+                          .message = what + " repeats its " + std::to_string(*span) + " stored elements " +
+                              std::to_string(numel / *span) + " times over (more than " +
+                              std::to_string(kMaxViewRepeats) + "), which ShardScope does not read",
+                          .path = tf.file,
+                          .rank = tf.rank});
                 continue;
             }
             const uint64_t size = element_size(*type);

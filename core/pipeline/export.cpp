@@ -8,8 +8,8 @@ namespace shardscope::pipeline {
 
 namespace {
 
-// A million ops is a schedule of thousands of microbatches on hundreds of stages; past that the
-// JSON would take gigabytes to build (and nlohmann needs memory even to free a large one).
+// 2^22 ops is a schedule of thousands of microbatches on hundreds of stages; past that the JSON
+// would take gigabytes to build (and nlohmann needs memory even to free a large one).
 void check_listable(const Timeline& timeline, const char* what)
 {
     if (timeline.ops.size() > kMaxJsonOps)

@@ -79,8 +79,9 @@ std::int64_t whole_bytes(double value)
         char text[32];
         std::snprintf(text, sizeof text, "%.3g", value);
         throw Error(ProblemKind::invalid_argument,
-                    std::string("a layer of this shape and workload needs ") + text +
-                        " bytes, more than 2^62: a sequence length or micro batch size beyond any GPU");
+                    std::string("a layer of this shape and workload comes to ") + text +
+                        " bytes or parameters, more than 2^62: a model, sequence length or micro batch size "
+                        "beyond any GPU");
     }
     return static_cast<std::int64_t>(std::llround(value));
 }

@@ -68,8 +68,13 @@ std::vector<StageMemory> stage_memory(const Profile& profile, const Plan& plan, 
         m.gradients =
             held(dense, grad, options.zero >= 2, replicas) + held(experts, grad, options.zero >= 2, expert_dp);
         m.optimizer = held(dense, 12, options.zero >= 1, replicas) + held(experts, 12, options.zero >= 1, expert_dp);
-        m.activations = plan.timeline.stage_stats[stage.stage].peak_activation_bytes + working[stage.stage];
-        m.total = m.weights + m.gradients + m.optimizer + m.activations;
+        // Each part is countable (the profile's and the simulator's bounds); their sum is checked.
+        if (__builtin_add_overflow(plan.timeline.stage_stats[stage.stage].peak_activation_bytes, working[stage.stage],
+                                   &m.activations) ||
+            __builtin_add_overflow(m.weights + m.gradients + m.optimizer, m.activations, &m.total))
+            throw Error(ProblemKind::invalid_profile,
+                        "stage " + std::to_string(stage.stage) +
+                            " would hold more than 2^63 bytes of model state and activations: too many to count");
         m.fits = !options.gpu_memory_bytes || m.total <= *options.gpu_memory_bytes;
     }
     return memory;

@@ -63,7 +63,7 @@ std::string_view to_string(ProblemKind kind);
 struct Problem {
     ProblemKind kind = ProblemKind::invalid_manifest;
     std::string message; // one sentence naming the file and the rank
-    std::string path; // the file, relative to the checkpoint, where there is one
+    std::string path; // the file, relative to the checkpoint, where there is one; a server's failure: the URL
     int rank = -1; // -1 where no rank applies
 };
 

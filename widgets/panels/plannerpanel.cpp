@@ -317,8 +317,8 @@ void PlannerPanel::addTrainingControls(QWidget* row, FlowLayout* flow)
 void PlannerPanel::applyTrainingControls()
 {
     const double gib = m_gpuMemory->value();
-    // What the controls do not show stays as it is: a Model search candidate's expert-parallel
-    // degree and data-parallel link.
+    // What the controls do not show stays as it is: a Model search candidate's expert- and
+    // context-parallel degrees and data-parallel link.
     pl::TrainingOptions options = m_planner->trainingOptions();
     options.dp = m_dp->value();
     options.zero = m_zero->currentData().toInt();

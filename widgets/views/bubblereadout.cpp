@@ -130,8 +130,10 @@ QString BubbleReadout::detailText() const
         }
     }
     // What the purple bands on the timeline are, and why it runs past the last op.
-    if (o.dp > 1) {
-        QString line = tr("Purple bands: all-reduce over dp %1, %2").arg(o.dp).arg(ms(step->allreduce_ms));
+    if (pl::gradient_replicas(o) > 1) { // dp x cp ranks reduce a weight's gradients
+        QString line = o.cp > 1
+            ? tr("Purple bands: all-reduce over dp %1 x cp %2, %3").arg(o.dp).arg(o.cp).arg(ms(step->allreduce_ms))
+            : tr("Purple bands: all-reduce over dp %1, %2").arg(o.dp).arg(ms(step->allreduce_ms));
         if (o.overlap_allreduce)
             line += tr(", %1 hidden").arg(ms(std::max(0.0, step->allreduce_ms - step->exposed_allreduce_ms)));
         if (o.fp32_grads)

@@ -294,7 +294,7 @@ private slots:
         QTest::newRow("trace of 4.24 million ops")
             << (args("--stages 4 --microbatches 530000 --schedule 1f1b --trace") +
                 QStringList{QDir::temp().filePath(QStringLiteral("shardscope-never-written.json"))})
-            << 2 << QStringLiteral("the timeline has 4240000 ops, more than the 4194304 a trace lists");
+            << 2 << QStringLiteral("the timeline has 4240000 ops, more than the 4194304 --json and --trace list");
         QTest::newRow("more stages than layers")
             << (QStringList{QStringLiteral("--stages"), QStringLiteral("13"), QStringLiteral("--microbatches"),
                             QStringLiteral("4"), QStringLiteral("--schedule"), QStringLiteral("gpipe"),

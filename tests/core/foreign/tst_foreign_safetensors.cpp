@@ -203,6 +203,9 @@ private slots:
         QTest::newRow("absolute path") << QStringLiteral(R"({"weight_map":{"a":"/etc/passwd"}})");
         QTest::newRow("duplicate tensor") << QStringLiteral(R"({"weight_map":{"a":"x","a":"y"}})");
         QTest::newRow("negative total") << QStringLiteral(R"({"metadata":{"total_size":-1},"weight_map":{}})");
+        // A JSON parser stops at a NUL and would take what follows for padding.
+        QTest::newRow("NUL then text") << (QStringLiteral(R"({"weight_map":{"a":"x.safetensors"}})") + QChar(0) +
+                                           QStringLiteral("{{{"));
     }
     void indexParserRejectsBadInput()
     {

@@ -8,6 +8,7 @@
 #include "core/pipeline/parallel_cost.h"
 #include "core/pipeline/profile.h"
 #include "core/pipeline/simulator.h"
+#include "core/pipeline/training.h"
 
 #include <QTest>
 #include <cmath>
@@ -167,6 +168,20 @@ private slots:
         } catch (const Error& e) {
             QCOMPARE(e.kind(), ProblemKind::invalid_profile);
             QVERIFY2(std::string(e.what()).find("more than 2^63 bytes") != std::string::npos, e.what());
+        }
+        // Activations that count, beside model state that counts, past 2^63 together.
+        pl::Profile heavy = pl::uniform_profile(1);
+        heavy.layers[0].params = std::int64_t(1) << 56;
+        heavy.layers[0].activation_bytes = std::int64_t(1) << 57;
+        try {
+            (void)pl::make_step_plan(heavy, {.kind = pl::ScheduleKind::gpipe, .stages = 1, .microbatches = 63},
+                                     pl::parse_partition_spec("uniform"), pl::TrainingOptions{});
+            QFAIL("2^60 bytes of state and 63 x 2^57 of activations were counted");
+        } catch (const Error& e) {
+            QCOMPARE(e.kind(), ProblemKind::invalid_profile);
+            QVERIFY2(std::string(e.what()).find("more than 2^63 bytes of model state and activations") !=
+                         std::string::npos,
+                     e.what());
         }
     }
 

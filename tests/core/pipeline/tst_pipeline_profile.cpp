@@ -285,10 +285,10 @@ private slots:
         QTest::newRow("header only") << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\n")
                                      << QStringLiteral("has no layers");
         // Each layer below 2^63, together past what a stage's bytes can be counted in.
-        QTest::newRow("sums past 2^57")
-            << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\na,4611686018427387904,1,2,3\n"
-                              "b,4611686018427387904,1,2,3\n")
-            << QStringLiteral("add up to more than 2^57");
+        QTest::newRow("sums past 2^57") << QStringLiteral(
+                                               "name,params,fwd_ms,bwd_ms,activation_bytes\na,72058693549555712,1,2,3\n"
+                                               "b,72058693549555712,1,2,3\n")
+                                        << QStringLiteral("add up to more than 2^57");
         QTest::newRow("unterminated quote")
             << QStringLiteral("name,params,fwd_ms,bwd_ms,activation_bytes\n\"a,1,1,2,3\n")
             << QStringLiteral("line 2 has an unterminated quote");

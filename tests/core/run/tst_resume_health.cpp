@@ -315,7 +315,7 @@ private slots:
         QCOMPARE(loaded.unread, std::vector<std::string>{"rank 1: tensor 'ema'"});
 
         // A reshard writes the four states only: it refuses too, before it creates anything, and
-        // so does the per-rank read shardctl-mpi's reshard makes.
+        // so do shardctl-mpi's check before it creates its output and its per-rank read.
         const fs::path out = fresh("extra-resharded");
         try {
             reshard(dir, 3, out, {.durable = false});
@@ -328,6 +328,7 @@ private slots:
         QVERIFY(!fs::exists(out));
         const Manifest m = read_manifest(dir);
         const ReshardPlan plan = plan_reshard(m, 1);
+        QVERIFY_THROWS_EXCEPTION(Error, refuse_dropped_state(dir, m));
         QVERIFY_THROWS_EXCEPTION(Error, read_reshard_target(dir, m, plan.targets[0]));
     }
 

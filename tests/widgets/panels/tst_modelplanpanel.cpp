@@ -41,7 +41,7 @@ namespace {
 const QString kMixtral = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/models/mixtral-8x7b.json");
 constexpr int kGpus = 16, kSeqLen = 4096, kGlobalBatch = 64;
 
-// The search `shardctl plan --model CONFIG --cluster h100-sxm-80gb --gpus 16 --seq-len 2048
+// The search `shardctl plan --model CONFIG --cluster h100-sxm-80gb --gpus 16 --seq-len 4096
 // --global-batch 64` runs, built here from the preset's own fields.
 pl::ModelSearchSpec expectedSpec(const pl::Cluster& c)
 {
