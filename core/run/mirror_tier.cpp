@@ -7,6 +7,7 @@
 #include "core/checkpoint/verify.h"
 #include "core/storage/s3.h"
 #include "core/storage/sequential_read.h"
+#include "core/util/cancel.h"
 #include "core/util/fsutil.h"
 #include "core/util/hashing.h"
 #include "core/util/parallel.h"
@@ -360,6 +361,10 @@ void send_shards(const storage::S3Client& s3, const std::string& bucket, const s
                 } else {
                     {
                         std::lock_guard lock(o.begin);
+                        // Not cut short when another part fails: a begin cancelled once sent can
+                        // open an upload on the server that no id here names, and nothing would
+                        // abort it. Only the caller's own cancel stops it.
+                        const CancelScope callers_only(t_operation_cancel ? t_operation_cancel->outer : nullptr);
                         if (o.upload_id.empty())
                             o.upload_id = s3.create_multipart(bucket, key);
                     }
@@ -404,6 +409,14 @@ void send_shards(const storage::S3Client& s3, const std::string& bucket, const s
                     // the next upload of this step aborts what is left under it
                 }
             }
+        // A begin whose answer was lost (a reset connection) was begun again by the retry: the
+        // first is open under the step too, and no id here names it.
+        try {
+            for (const auto& u : s3.list_multipart_uploads(bucket, dir))
+                s3.abort_multipart(bucket, u.key, u.upload_id);
+        } catch (const Error&) {
+            // as above: the next upload of this step aborts it
+        }
         throw;
     }
 }
