@@ -586,7 +586,8 @@ fs::path MirrorTier::fetch(const std::string& name, const fs::path& scratch) con
     const std::string dir = key(name) + "/";
     const auto text = m_s3->get(m_where.bucket, dir + "manifest.json", kMaxManifestBytes);
     if (!text)
-        throw Error(ProblemKind::missing_file, display(name) + "/manifest.json: no such object");
+        throw Error(ProblemKind::missing_file, display(name) + "/manifest.json: no such object",
+                    storage::object_url(m_where.bucket, dir + "manifest.json"));
     const Manifest m = parse_manifest(*text, display(name) + "/manifest.json");
     fsutil::write_file_atomic(out_dir.get(), "manifest.json", *text, scratch.string(), false);
     parallel_for(m.shards.size(), kTransfers, [&](std::size_t i) {

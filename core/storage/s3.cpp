@@ -625,9 +625,9 @@ void S3Client::read(const std::string& bucket, const std::string& key, uint64_t 
         a = get();
     }
     if (a.status == 404)
-        throw Error(ProblemKind::missing_file, object + ": no such object");
+        throw Error(ProblemKind::missing_file, object + ": no such object", object);
     if (a.status == 416)
-        throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
+        throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end", object);
     if (a.status == 412)
         throw Error(ProblemKind::remote_error, what + ": HTTP 412 to a request without a precondition", object);
     if (a.status == 200 && (offset != 0 || (listed_size && out.size() != *listed_size)))
@@ -734,9 +734,9 @@ uint64_t S3Client::stream(const std::string& bucket, const std::string& key, uin
             continue;
         }
         if (a.status == 404)
-            throw Error(ProblemKind::missing_file, object + ": no such object");
+            throw Error(ProblemKind::missing_file, object + ": no such object", object);
         if (a.status == 416)
-            throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end");
+            throw Error(ProblemKind::range_outside_file, what + ": the range runs past the object's end", object);
         if (a.status == 412) {
             after_refused_precondition(bucket, key, etag, conditional, what); // or asked again
             continue;

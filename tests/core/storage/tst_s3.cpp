@@ -80,6 +80,15 @@ private slots:
             QFAIL("a range past the end was read");
         } catch (const Error& e) {
             QCOMPARE(int(e.kind()), int(ProblemKind::range_outside_file));
+            QCOMPARE(e.problem().path, "s3://" + m_bucket + "/run/step 1/rank-0000.safetensors");
+        }
+        try { // a range of no object: the error names the object a JSON reader looks for
+            std::vector<std::byte> none(10);
+            s3.read(m_bucket, "run/none", 0, none);
+            QFAIL("a range of a missing object was read");
+        } catch (const Error& e) {
+            QCOMPARE(int(e.kind()), int(ProblemKind::missing_file));
+            QCOMPARE(e.problem().path, "s3://" + m_bucket + "/run/none");
         }
         try {
             (void)s3.get(m_bucket, "run/step 1/rank-0000.safetensors", 1000);
