@@ -12,7 +12,6 @@
 #include "core/checkpoint/save.h"
 #include "core/open/detect.h"
 #include "core/open/verify.h"
-#include "core/checkpoint/verify_json.h"
 #include "core/report/report.h"
 #include "core/report/verdict.h"
 #include "core/run/lifecycle.h"
@@ -56,12 +55,7 @@ py::object verify(py::object path, bool fast, py::object expected_world_size, in
     const storage::Location where = to_location(path, verify_tls);
     const json report = interruptible([&](const std::atomic<bool>* interrupted) { // hashing runs on the core's threads
         options.cancel = interrupted;
-        const ResumeCheck checked = check_resume(where, options, content);
-        json out = verify_report_json(checked.verify);
-        out["verdict"] = verdict_json(checked.verdict);
-        if (content) // as shardctl verify --content: the verdict decides
-            out["ok"] = checked.verdict.safe();
-        return out;
+        return resume_check_json(check_resume(where, options, content));
     });
     return to_python(report);
 }

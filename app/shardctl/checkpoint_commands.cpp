@@ -8,11 +8,11 @@
 #include "core/checkpoint/load.h"
 #include "core/checkpoint/save.h"
 #include "core/checkpoint/verify.h"
-#include "core/checkpoint/verify_json.h"
 #include "core/run/demo.h"
 #include "core/run/lifecycle.h"
 #include "core/open/nearby.h"
 #include "core/open/verify.h"
+#include "core/checkpoint/verify_json.h"
 #include "core/report/verdict.h"
 #include "core/open/detect.h"
 #include "core/foreign/summary_json.h"
@@ -314,25 +314,16 @@ int run_verify(const QStringList& arguments)
                             "a format is known by: manifest.json, an index, .metadata, or a DeepSpeed or Megatron "
                             "rank file), not a file");
     }
-    const VerifyReport report = verify_checkpoint(where, options);
     const bool with_content = parser.isSet(QStringLiteral("content"));
-    std::optional<ContentReport> content;
-    if (with_content && !report.cancelled) {
-        ContentOptions values;
-        values.threads = options.threads;
-        content = read_values(where, report, values);
-    }
-    const ResumeVerdict verdict = resume_verdict(report, content ? &*content : nullptr, options.expected_world_size);
+    const ResumeCheck checked = check_resume(where, options, with_content);
+    const VerifyReport& report = checked.verify;
+    const ResumeVerdict& verdict = checked.verdict;
 
     uint64_t hashed = 0;
     for (const auto& s : report.shards)
         hashed += s.actual_bytes;
     if (parser.isSet(QStringLiteral("json"))) {
-        json out = verify_report_json(report);
-        out["verdict"] = verdict_json(verdict);
-        if (with_content) // the verdict decides, as it decides the exit status: intact files full of NaN are not ok
-            out["ok"] = verdict.safe();
-        print_json(out);
+        print_json(resume_check_json(checked));
     } else {
         if (report.manifest)
             print_line(report.dir.string() + ": world_size " + std::to_string(report.manifest->world_size) + ", step " +

@@ -202,6 +202,15 @@ ResumeCheck check_resume(const storage::Location& path, const VerifyOptions& opt
     return out;
 }
 
+nlohmann::json resume_check_json(const ResumeCheck& checked)
+{
+    nlohmann::json out = verify_report_json(checked.verify);
+    out["verdict"] = verdict_json(checked.verdict);
+    if (checked.content)
+        out["ok"] = checked.verdict.safe();
+    return out;
+}
+
 std::vector<std::string> failed_files(const VerifyReport& verify)
 {
     std::vector<std::string> out;

@@ -71,6 +71,11 @@ struct ResumeCheck {
 };
 ResumeCheck check_resume(const storage::Location& path, const VerifyOptions& options, bool read_values_too);
 
+// verify --json's object (docs/json.md), for shardctl and the Python module alike: the files'
+// report and the verdict. With the values read, `ok` is the verdict's, as the exit status is:
+// intact files full of NaN are not ok.
+nlohmann::json resume_check_json(const ResumeCheck& checked);
+
 // The files that failed verification (their relative paths): statistics read from them are not
 // the saved values and are shown as such.
 std::vector<std::string> failed_files(const VerifyReport& verify);
