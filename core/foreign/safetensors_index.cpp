@@ -154,6 +154,44 @@ VerifyReport verify_safetensors_files(const storage::Folder& dir, const VerifyOp
     return report;
 }
 
+IndexCheck::IndexCheck(const SafetensorsIndex& index, fs::path dir, std::function<void(Problem)> say)
+    : m_index(index), m_dir(std::move(dir)), m_say(std::move(say)), m_held(index.weight_map.size(), 0)
+{}
+
+bool IndexCheck::holds(std::string_view file, std::string_view name, bool wanted)
+{
+    const auto entry = m_index.weight_map.find(name);
+    if (entry && m_index.files[m_index.weight_map.file(*entry)] == file) {
+        m_held[*entry] = 1;
+        return true;
+    }
+    if (wanted)
+        m_say({.kind = ProblemKind::unmapped_tensor,
+               .message = (m_dir / file).string() + ": holds tensor '" + printable(name) + "', " +
+                   (entry ? "which the index maps to " + printable(m_index.files[m_index.weight_map.file(*entry)])
+                          : std::string("which the index does not map")),
+               .path = std::string(file)});
+    return false;
+}
+
+void IndexCheck::say_lacking(const std::function<bool(std::size_t file)>& read,
+                             const std::function<bool(std::string_view name)>& wanted)
+{
+    const IndexWeightMap& map = m_index.weight_map;
+    std::vector<std::size_t> lacking;
+    for (std::size_t e = 0; e < map.size(); ++e)
+        if (!m_held[e] && read(map.file(e)) && (!wanted || wanted(map.name(e))))
+            lacking.push_back(e);
+    std::sort(lacking.begin(), lacking.end(), [&](std::size_t a, std::size_t b) { return map.name(a) < map.name(b); });
+    for (const std::size_t e : lacking) {
+        const std::string& file = m_index.files[map.file(e)];
+        m_say({.kind = ProblemKind::missing_tensor,
+               .message = (m_dir / file).string() + ": lacks tensor '" + printable(map.name(e)) +
+                   "', which the index maps to it",
+               .path = file});
+    }
+}
+
 std::optional<SafetensorsIndex> read_index_for(const storage::Folder& dir, const std::string& index_name,
                                                VerifyReport& report)
 {
@@ -216,49 +254,21 @@ VerifyReport verify_safetensors_index(const storage::Folder& listed, const Verif
         else
             ++suppressed;
     };
-    std::vector<char> held(index.weight_map.size(), 0);
-    for (std::size_t i = 0; i < headers.size(); ++i) {
-        if (!headers[i]) {
-            complete = false;
-            continue;
-        }
-        const std::string& file = report.shards[i].path;
-        const std::string shown = (dir / file).string();
-        for (const auto& t : headers[i]->tensors) {
-            const std::string_view name = headers[i]->name(t);
-            const auto entry = index.weight_map.find(name);
-            if (!entry)
-                report_problem(
-                    i,
-                    {.kind = ProblemKind::unmapped_tensor,
-                     .message = shown + ": holds tensor '" + std::string(name) + "', which the index does not map",
-                     .path = file});
-            else if (index.weight_map.file(*entry) != i) // shards[] are index.files, in order
-                report_problem(i,
-                               {.kind = ProblemKind::unmapped_tensor,
-                                .message = shown + ": holds tensor '" + std::string(name) +
-                                    "', which the index maps to " + index.files[index.weight_map.file(*entry)],
-                                .path = file});
-            else {
-                mapped_bytes += t.bytes();
-                held[*entry] = 1; // the file the index names holds it
+    { // the check's marks go before the list is built, as the map does
+        IndexCheck check(index, dir, [&](Problem p) {
+            const std::size_t file = file_index.at(p.path);
+            report_problem(file, std::move(p));
+        });
+        for (std::size_t i = 0; i < headers.size(); ++i) {
+            if (!headers[i]) {
+                complete = false;
+                continue;
             }
+            for (const auto& t : headers[i]->tensors)
+                if (check.holds(index.files[i], headers[i]->name(t))) // shards[] are index.files, in order
+                    mapped_bytes += t.bytes();
         }
-    }
-    std::vector<std::size_t> lacking; // reported in name order, as before the index was compact
-    for (std::size_t e = 0; e < index.weight_map.size(); ++e)
-        if (headers[index.weight_map.file(e)] && !held[e])
-            lacking.push_back(e);
-    std::sort(lacking.begin(), lacking.end(),
-              [&](std::size_t a, std::size_t b) { return index.weight_map.name(a) < index.weight_map.name(b); });
-    for (const std::size_t e : lacking) {
-        const std::size_t i = index.weight_map.file(e);
-        const std::string& file = index.files[i];
-        report_problem(i,
-                       {.kind = ProblemKind::missing_tensor,
-                        .message = (dir / file).string() + ": lacks tensor '" + std::string(index.weight_map.name(e)) +
-                            "', which the index maps to it",
-                        .path = file});
+        check.say_lacking([&](std::size_t file) { return headers[file].has_value(); });
     }
     if (suppressed)
         report.problems.push_back(
@@ -271,8 +281,6 @@ VerifyReport verify_safetensors_index(const storage::Folder& listed, const Verif
                                        std::to_string(*index.total_size) + " but the mapped tensors hold " +
                                        std::to_string(mapped_bytes) + " bytes",
                                    .path = index_name});
-    std::vector<char>().swap(held);
-    std::vector<std::size_t>().swap(lacking);
     index.weight_map = {};
     uint64_t all_bytes = 0;
     summarise_files(report, headers, all_bytes);

@@ -7,6 +7,8 @@
 #include "core/util/fsutil.h"
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -69,6 +71,29 @@ inline SafetensorsIndex parse_safetensors_index(const uint8_t* data, std::size_t
 {
     return parse_safetensors_index(std::string_view(reinterpret_cast<const char*>(data), size), display_path);
 }
+
+// An index against the tensors its files hold, as verify, stats and diff all say it: a tensor a
+// file holds that the index maps to another file or not at all (unmapped_tensor), and one the
+// index maps to a file that was read and lacks it (missing_tensor). Each problem names the file
+// (`dir` / file) and goes to `say`, which keeps as many as its caller lists.
+class IndexCheck {
+public:
+    IndexCheck(const SafetensorsIndex& index, std::filesystem::path dir, std::function<void(Problem)> say);
+    // `file` (a name in index.files) holds tensor `name`: true when the index maps it there; else
+    // false, and the problem said when the tensor is `wanted`.
+    bool holds(std::string_view file, std::string_view name, bool wanted = true);
+    // Once every file was read: each tensor the index maps to a file `read` says was read and that
+    // holds() did not find there, in name order, of those `wanted` (every one when null).
+    void say_lacking(const std::function<bool(std::size_t file)>& read,
+                     const std::function<bool(std::string_view name)>& wanted = nullptr);
+    const SafetensorsIndex& index() const { return m_index; }
+
+private:
+    const SafetensorsIndex& m_index;
+    const std::filesystem::path m_dir;
+    const std::function<void(Problem)> m_say;
+    std::vector<char> m_held; // per weight_map entry: found in its file
+};
 
 // The index `index_name` of `dir` parsed, or nullopt with its problem (naming the index) added to
 // `report`: what every verifier of an indexed folder starts with.

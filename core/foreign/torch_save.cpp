@@ -21,36 +21,18 @@ void check_weight_map(const SafetensorsIndex& index, VerifyReport& report)
     const ForeignSummary& summary = *report.foreign;
     if (summary.tensors.size() < summary.tensors_total)
         return;
-    std::set<std::pair<std::string, std::string>> held; // (file, tensor)
-    for (const ForeignTensorView t : summary.tensors)
-        held.emplace(std::string(t.file), std::string(t.name));
     std::set<std::string> unread; // files that could not be checked: what they hold is unknown
     for (const ShardCheck& s : report.shards)
         if (s.status != ShardStatus::ok)
             unread.insert(s.path);
     std::size_t said = 0;
-    const auto add = [&](ProblemKind kind, std::string_view file, const std::string& message) {
+    IndexCheck check(index, report.dir, [&](Problem p) {
         if (said++ < 20)
-            report.problems.push_back({.kind = kind, .message = message, .path = std::string(file)});
-    };
-    for (const ForeignTensorView t : summary.tensors) {
-        const auto entry = index.weight_map.find(t.name);
-        if (!entry)
-            add(ProblemKind::unmapped_tensor, t.file,
-                (report.dir / std::string(t.file)).string() + ": holds tensor '" + printable(t.name) +
-                    "', which the index does not map");
-        else if (index.files[index.weight_map.file(*entry)] != t.file)
-            add(ProblemKind::unmapped_tensor, t.file,
-                (report.dir / std::string(t.file)).string() + ": holds tensor '" + printable(t.name) +
-                    "', which the index maps to " + printable(index.files[index.weight_map.file(*entry)]));
-    }
-    for (std::size_t e = 0; e < index.weight_map.size(); ++e) {
-        const std::string& file = index.files[index.weight_map.file(e)];
-        const std::string name(index.weight_map.name(e));
-        if (!unread.contains(file) && !held.contains({file, name}))
-            add(ProblemKind::missing_tensor, file,
-                (report.dir / file).string() + ": lacks tensor '" + printable(name) + "', which the index maps to it");
-    }
+            report.problems.push_back(std::move(p));
+    });
+    for (const ForeignTensorView t : summary.tensors)
+        check.holds(t.file, t.name);
+    check.say_lacking([&](std::size_t file) { return !unread.contains(index.files[file]); });
     if (said > 20)
         report.problems.push_back({.kind = ProblemKind::missing_tensor,
                                    .message = (report.dir / "pytorch_model.bin.index.json").string() + ": " +

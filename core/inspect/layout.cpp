@@ -138,7 +138,9 @@ void plan_safetensors(const storage::Folder& folder, const std::vector<std::stri
             report.problems.push_back(std::move(p));
     };
     std::map<std::string, std::string, std::less<>> held_by; // tensor -> the file read for it
-    std::vector<bool> found(index ? index->weight_map.size() : 0);
+    std::optional<IndexCheck> check;
+    if (index)
+        check.emplace(*index, dir, problem);
     std::vector<bool> readable(files.size(), true);
     for (std::size_t f = 0; f < files.size(); ++f) {
         const std::string& file = files[f];
@@ -155,20 +157,8 @@ void plan_safetensors(const storage::Folder& folder, const std::vector<std::stri
             continue;
         }
         for (const auto& t : header.tensors) {
-            if (index) {
-                const auto entry = index->weight_map.find(t.name);
-                if (!entry || index->files[index->weight_map.file(*entry)] != file) {
-                    if (selected(options, t.name))
-                        problem({.kind = ProblemKind::unmapped_tensor,
-                                 .message = (dir / file).string() + ": holds tensor '" + printable(t.name) + "', " +
-                                     (entry ? "which the index maps to " +
-                                              printable(index->files[index->weight_map.file(*entry)])
-                                            : std::string("which the index does not map")),
-                                 .path = file});
-                    continue;
-                }
-                found[*entry] = true;
-            }
+            if (check && !check->holds(file, t.name, selected(options, t.name)))
+                continue;
             if (!selected(options, t.name))
                 continue;
             if (const auto [seen, first] = held_by.try_emplace(t.name, file); !first) {
@@ -193,21 +183,9 @@ void plan_safetensors(const storage::Folder& folder, const std::vector<std::stri
             report.tensors.push_back(std::move(content));
         }
     }
-    if (!index)
-        return;
-    std::map<std::string, std::size_t, std::less<>> file_number;
-    for (std::size_t f = 0; f < files.size(); ++f)
-        file_number.emplace(files[f], f);
-    for (std::size_t e = 0; e < found.size(); ++e) {
-        const std::string& file = index->files[index->weight_map.file(e)];
-        const std::string name(index->weight_map.name(e));
-        const auto f = file_number.find(file);
-        if (!found[e] && f != file_number.end() && readable[f->second] && selected(options, name))
-            problem({.kind = ProblemKind::missing_tensor,
-                     .message =
-                         (dir / file).string() + ": lacks tensor '" + printable(name) + "', which the index maps to it",
-                     .path = file});
-    }
+    if (check) // files are index->files, in order
+        check->say_lacking([&](std::size_t f) { return readable[f]; },
+                           [&](std::string_view name) { return selected(options, std::string(name)); });
 }
 
 } // namespace
@@ -279,7 +257,11 @@ fs::path lay_out_tensors(const storage::Location& where, const ContentOptions& o
             std::vector<TorchFile> archives;
             for (const std::string& f : index.files)
                 archives.push_back({f, -1});
-            plan_torch(folder, archives, options, report);
+            IndexCheck check(index, dir, [&](Problem p) {
+                if (report.problems.size() < 100)
+                    report.problems.push_back(std::move(p));
+            });
+            plan_torch(folder, archives, options, report, nullptr, {}, &check);
             break;
         }
         case CheckpointFormat::torch_dcp: plan_dcp(folder, options, report); break;

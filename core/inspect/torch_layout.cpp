@@ -7,6 +7,7 @@
 
 #include "core/foreign/dcp.h"
 #include "core/foreign/dcp_transform.h"
+#include "core/foreign/safetensors_index.h"
 #include "core/foreign/io/zip_reader.h"
 #include "core/foreign/torch_archive.h"
 #include "core/util/fsutil.h"
@@ -130,7 +131,8 @@ std::size_t differing_copy(const storage::Folder& folder, const std::vector<Tens
 // never unpickled). Tensors of the same name in several files (DeepSpeed's ZeRO partitions,
 // tensor-parallel slices) become one tensor with a part per file.
 void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& files, const ContentOptions& options,
-                ContentReport& report, std::vector<TorchArchive>* archives, const std::vector<std::string>& saved)
+                ContentReport& report, std::vector<TorchArchive>* archives, const std::vector<std::string>& saved,
+                IndexCheck* index)
 {
     std::vector<std::string> every_file = saved;
     if (every_file.empty())
@@ -158,6 +160,7 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
     for (const std::string& f : every_file)
         tensor_parallel_ranks[slice_group(f)].insert(tensor_parallel_rank(f));
     const std::size_t base = report.tensors.size();
+    std::set<std::string> listed; // the files whose tensors were listed
     for (const TorchFile& tf : files) {
         const std::string shown =
             (tf.rank >= 0 ? "rank " + std::to_string(tf.rank) + ": " : std::string()) + (dir / tf.file).string();
@@ -193,7 +196,12 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             archives->push_back({.file = tf, .zero = std::move(listing.zero)});
             archive = &archives->back();
         }
+        listed.insert(tf.file);
         for (const TorchTensorRef& ref : listing.refs) {
+            // A tensor a file holds that the index maps elsewhere is not the checkpoint's (a
+            // stale file's); it would be joined to the mapped one as a slice of it.
+            if (index && !index->holds(tf.file, ref.name, selected(options, ref.name)))
+                continue;
             // Tensors the globs leave out are still located for the archive: an assembled ZeRO
             // parameter the globs select is read from flat groups they do not.
             const std::string group = slice_group(tf.file);
@@ -320,6 +328,9 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             part_shapes[it->second - base].push_back(ref.shape);
         }
     }
+    if (index)
+        index->say_lacking([&](std::size_t f) { return listed.contains(index->index().files[f]); },
+                           [&](std::string_view name) { return selected(options, std::string(name)); });
     // Slices of several files: Megatron's tensor-parallel slices joined into the tensor they are
     // cut from, anything else laid end to end.
     for (std::size_t i = base; i < report.tensors.size(); ++i) {

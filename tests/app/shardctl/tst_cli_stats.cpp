@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <limits>
 
 using namespace testutil;
@@ -195,6 +196,25 @@ private slots:
         QCOMPARE(wrong.exit_code, 1);
         QVERIFY2(wrong.err.contains("pytorch_model-00001-of-00002.bin: lacks tensor 'b', which the index maps to it"),
                  wrong.err.constData());
+        // stats reads each tensor from the file the index maps it to, as verify holds them: with
+        // "a" and "b" mapped each to the other's file, neither file holds what it should, and
+        // what they hold is not the checkpoint's by this index.
+        std::ofstream(dir / "pytorch_model.bin.index.json", std::ios::trunc)
+            << R"({"metadata": {}, "weight_map": {"a": "pytorch_model-00002-of-00002.bin",
+                 "b": "pytorch_model-00001-of-00002.bin"}})";
+        const Run swapped = shardctl({QStringLiteral("stats"), qs(dir), QStringLiteral("--json")});
+        QCOMPARE(swapped.exit_code, 1);
+        const nlohmann::json stats = swapped.json();
+        QCOMPARE(stats.at("tensors").size(), std::size_t(0));
+        std::multiset<std::string> said;
+        for (const auto& p : stats.at("problems"))
+            said.insert(p.at("kind").get<std::string>() + " " + p.at("path").get<std::string>());
+        QVERIFY2(said ==
+                     (std::multiset<std::string>{"missing_tensor pytorch_model-00001-of-00002.bin",
+                                                 "missing_tensor pytorch_model-00002-of-00002.bin",
+                                                 "unmapped_tensor pytorch_model-00001-of-00002.bin",
+                                                 "unmapped_tensor pytorch_model-00002-of-00002.bin"}),
+                 swapped.err.constData());
     }
 
     // report --content: a checkpoint that verifies (its hashes match) but holds a NaN fails the
