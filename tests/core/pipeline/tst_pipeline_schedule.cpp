@@ -174,6 +174,10 @@ private slots:
             {{ScheduleKind::gpipe, 2, 0, 1, 0.0}, "at least 1 microbatch"},
             {{ScheduleKind::gpipe, 2, 2, 1, -1.0}, "latency"},
             {{ScheduleKind::gpipe, 4096, 1 << 22, 1, 0.0}, "too large"},
+            // 8 stages x 2^20 microbatches: 2^24 passes, 0.8 GB of ops for a single 1F1B timeline
+            {{ScheduleKind::one_f_one_b, 8, 1 << 21, 1, 0.0}, "8 stages x 2097152 microbatches x 1 model chunks"},
+            // three ints whose product overflows 64 bits
+            {{ScheduleKind::interleaved, 1 << 30, 1 << 30, 1 << 30, 0.0}, "too large to simulate"},
             {{ScheduleKind::zb_v, 4, 8, 1, 0.0}, "exactly 2 model chunks per stage in a V, not 1"},
             {{ScheduleKind::dualpipe_v, 4, 6, 2, 0.0}, "at least 2N = 8 microbatches"},
             {{ScheduleKind::zb_h2, 4, 8, 2, 0.0}, "need the interleaved schedule"},
