@@ -79,6 +79,7 @@ inline SafetensorsIndex parse_safetensors_index(const uint8_t* data, std::size_t
 class IndexCheck {
 public:
     IndexCheck(const SafetensorsIndex& index, std::filesystem::path dir, std::function<void(Problem)> say);
+    IndexCheck(SafetensorsIndex&&, std::filesystem::path, std::function<void(Problem)>) = delete; // kept by reference
     // `file` (a name in index.files) holds tensor `name`: true when the index maps it there; else
     // false, and the problem said when the tensor is `wanted`.
     bool holds(std::string_view file, std::string_view name, bool wanted = true);

@@ -76,7 +76,9 @@ void plan_native(const storage::Folder& folder, const ContentOptions& options, C
             headers.push_back(read_header(folder, shard.path, shard.rank));
         } catch (const Error& e) {
             rethrow_remote(e);
-            report.problems.push_back(e.problem());
+            Problem p = e.problem();
+            p.path = shard.path; // relative, as every problem's (a missing object's error names its URL)
+            report.problems.push_back(std::move(p));
             headers.emplace_back();
             continue;
         }
@@ -150,6 +152,7 @@ void plan_safetensors(const storage::Folder& folder, const std::vector<std::stri
         } catch (const Error& e) {
             rethrow_remote(e);
             Problem p = e.problem();
+            p.path = file; // relative, as every problem's (a missing object's error names its URL)
             if (p.kind == ProblemKind::missing_shard) // a foreign file, as verify names it
                 p.kind = ProblemKind::missing_file;
             problem(std::move(p));

@@ -132,7 +132,7 @@ std::size_t differing_copy(const storage::Folder& folder, const std::vector<Tens
 // tensor-parallel slices) become one tensor with a part per file.
 void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& files, const ContentOptions& options,
                 ContentReport& report, std::vector<TorchArchive>* archives, const std::vector<std::string>& saved,
-                IndexCheck* index)
+                IndexCheck* check)
 {
     std::vector<std::string> every_file = saved;
     if (every_file.empty())
@@ -196,11 +196,12 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             archives->push_back({.file = tf, .zero = std::move(listing.zero)});
             archive = &archives->back();
         }
-        listed.insert(tf.file);
+        if (listing.problems.empty()) // else what the file holds is not known whole: none said lacking
+            listed.insert(tf.file);
         for (const TorchTensorRef& ref : listing.refs) {
             // A tensor a file holds that the index maps elsewhere is not the checkpoint's (a
             // stale file's); it would be joined to the mapped one as a slice of it.
-            if (index && !index->holds(tf.file, ref.name, selected(options, ref.name)))
+            if (check && !check->holds(tf.file, ref.name, selected(options, ref.name)))
                 continue;
             // Tensors the globs leave out are still located for the archive: an assembled ZeRO
             // parameter the globs select is read from flat groups they do not.
@@ -328,8 +329,8 @@ void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& fil
             part_shapes[it->second - base].push_back(ref.shape);
         }
     }
-    if (index)
-        index->say_lacking([&](std::size_t f) { return listed.contains(index->index().files[f]); },
+    if (check)
+        check->say_lacking([&](std::size_t f) { return listed.contains(check->index().files[f]); },
                            [&](std::string_view name) { return selected(options, std::string(name)); });
     // Slices of several files: Megatron's tensor-parallel slices joined into the tensor they are
     // cut from, anything else laid end to end.

@@ -71,7 +71,7 @@ struct ResumeCheck {
 };
 ResumeCheck check_resume(const storage::Location& path, const VerifyOptions& options, bool read_values_too);
 
-// verify --json's object (docs/json.md), for shardctl and the Python module alike: the files'
+// verify --json's object (docs/shardctl.md, 3), for shardctl and the Python module alike: the files'
 // report and the verdict. With the values read, `ok` is the verdict's, as the exit status is:
 // intact files full of NaN are not ok.
 nlohmann::json resume_check_json(const ResumeCheck& checked);

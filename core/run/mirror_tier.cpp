@@ -341,6 +341,7 @@ void send_shards(const storage::S3Client& s3, const std::string& bucket, const s
                 read_piece(*in, src, *record, *piece, at, into);
             };
         });
+        const CancelFlags* const callers = t_operation_cancel; // without parallel_for's own
         parallel_for(pieces.size(), kTransfers, [&](std::size_t j) {
             if (failed)
                 return; // the upload is lost already: its other parts need not go up
@@ -364,7 +365,7 @@ void send_shards(const storage::S3Client& s3, const std::string& bucket, const s
                         // Not cut short when another part fails: a begin cancelled once sent can
                         // open an upload on the server that no id here names, and nothing would
                         // abort it. Only the caller's own cancel stops it.
-                        const CancelScope callers_only(t_operation_cancel ? t_operation_cancel->outer : nullptr);
+                        const CancelScope callers_only(callers);
                         if (o.upload_id.empty())
                             o.upload_id = s3.create_multipart(bucket, key);
                     }
@@ -409,14 +410,6 @@ void send_shards(const storage::S3Client& s3, const std::string& bucket, const s
                     // the next upload of this step aborts what is left under it
                 }
             }
-        // A begin whose answer was lost (a reset connection) was begun again by the retry: the
-        // first is open under the step too, and no id here names it.
-        try {
-            for (const auto& u : s3.list_multipart_uploads(bucket, dir))
-                s3.abort_multipart(bucket, u.key, u.upload_id);
-        } catch (const Error&) {
-            // as above: the next upload of this step aborts it
-        }
         throw;
     }
 }

@@ -501,7 +501,8 @@ public:
     {
         if (offset > m_object.size || size > m_object.size - offset)
             throw Error(ProblemKind::range_outside_file,
-                        m_remote->client.object_name(m_remote->bucket, m_key) + ": a read past the object's end");
+                        m_remote->client.object_name(m_remote->bucket, m_key) + ": a read past the object's end",
+                        m_remote->client.object_name(m_remote->bucket, m_key));
         // A block already fetched where the stream begins (a shard's header was read from its
         // first block) is handed over from memory and the stream asks for what follows: one
         // request a shard, not two that overlap.

@@ -57,10 +57,10 @@ struct TorchArchive {
 // `saved`, when given, names every file the checkpoint should have (a missing one too): the
 // tensor-parallel ranks and pipeline stages are counted from it, so that one rank's slice of a
 // checkpoint that lost the others is not taken for the tensor.
-// `index`, when given (pytorch_model.bin.index.json), decides which file a tensor is read from.
+// `check`, when given (of pytorch_model.bin.index.json), decides which file a tensor is read from.
 void plan_torch(const storage::Folder& folder, const std::vector<TorchFile>& files, const ContentOptions& options,
                 ContentReport& report, std::vector<TorchArchive>* archives = nullptr,
-                const std::vector<std::string>& saved = {}, IndexCheck* index = nullptr);
+                const std::vector<std::string>& saved = {}, IndexCheck* check = nullptr);
 // DeepSpeed ZeRO: the model as zero_to_fp32 puts it together, appended to report.tensors (each
 // TensorContent::assembled): buffers and frozen parameters from the model file(s), every trained
 // parameter gathered from the ranks' flat fp32 partitions, aliases of shared parameters. A folder

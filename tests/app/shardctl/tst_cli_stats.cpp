@@ -169,6 +169,30 @@ private slots:
         QCOMPARE(index.exit_code, 0);
         QCOMPARE(index.json().at("format").get<std::string>(), std::string("torch-index"));
         QCOMPARE(index.json().at("tensors").size(), std::size_t(2));
+        // A file that also holds an older copy of "a": the index decides which is the model's.
+        // stats reads "a" from the file it names (100 elements, not two copies end to end) and
+        // names the other copy; diff finds the model identical to the folder without it, and
+        // convert refuses, as verify fails.
+        const Run stale = shardctl({QStringLiteral("stats"), qs(dir / "stale"), QStringLiteral("--json")});
+        QCOMPARE(stale.exit_code, 1);
+        const nlohmann::json stale_stats = stale.json();
+        QCOMPARE(stale_stats.at("tensors").size(), std::size_t(2));
+        for (const auto& t : stale_stats.at("tensors"))
+            QCOMPARE(t.at("numel").get<uint64_t>(), t.at("name") == "a" ? uint64_t(100) : uint64_t(5));
+        QCOMPARE(stale_stats.at("problems").size(), std::size_t(1));
+        QCOMPARE(stale_stats.at("problems").at(0).at("kind").get<std::string>(), std::string("unmapped_tensor"));
+        QCOMPARE(stale_stats.at("problems").at(0).at("path").get<std::string>(),
+                 std::string("pytorch_model-00002-of-00002.bin"));
+        const Run against = shardctl({QStringLiteral("diff"), qs(dir), qs(dir / "stale")});
+        QVERIFY2(against.out.contains("2 tensors: 2 identical, bitwise"), against.out.constData());
+        QCOMPARE(against.exit_code, 1); // the stale copy is a problem of the second side
+        QCOMPARE(shardctl({QStringLiteral("verify"), qs(dir / "stale")}).exit_code, 1);
+        const Run refused = shardctl({QStringLiteral("convert"), qs(dir / "stale"), QStringLiteral("--to"),
+                                      QStringLiteral("hf"), QStringLiteral("--out"), qs(dir / "stale_hf")});
+        QCOMPARE(refused.exit_code, 1);
+        QVERIFY2(refused.err.contains("holds tensor 'a', which the index maps to pytorch_model-00001-of-00002.bin"),
+                 refused.err.constData());
+        QVERIFY(!fs::exists(dir / "stale_hf"));
 
         // One dispatcher for every command: verify (every archive entry's CRC) and info open what
         // stats opens, and convert writes safetensors that diff calls identical, bit for bit.
