@@ -26,7 +26,7 @@ constexpr uint32_t kNotAString = 0xfffffffeu; // a weight_map value that is not 
 
 [[noreturn]] void bad_index(const std::string& path, const std::string& what)
 {
-    throw Error(ProblemKind::invalid_manifest, path + ": invalid safetensors index: " + what, path);
+    throw Error(ProblemKind::invalid_manifest, path + ": invalid index: " + what, path);
 }
 
 class IndexSax final : public nlohmann::json_sax<nlohmann::json> {

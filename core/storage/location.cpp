@@ -187,10 +187,14 @@ Location parse_location(std::string_view text)
     Location out;
     out.text = std::string(text);
     const std::string_view rest = text.substr(scheme.size() + 3);
+    // A scheme is case-insensitive (RFC 3986, 3.1): S3:// and HTTPS:// are the same URLs.
+    std::string lower(scheme);
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     const std::size_t slash = rest.find('/');
     const std::string_view host = rest.substr(0, slash);
     const std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
-    if (scheme == "s3") {
+    if (lower == "s3") {
         if (!valid_bucket(host))
             refuse(text, "not a valid S3 bucket name (3 to 63 lower-case letters, digits, '.' and '-')");
         out.scheme = Scheme::s3;
@@ -198,14 +202,14 @@ Location parse_location(std::string_view text)
         out.prefix = checked_prefix(text, path);
         return out;
     }
-    if (scheme == "https" || scheme == "http") {
+    if (lower == "https" || lower == "http") {
         if (host.empty() || host.find_first_of("@ \t") != std::string_view::npos)
             refuse(text, "the URL has no host, or has credentials in it (pass them in the environment)");
         if (!valid_authority(host))
             refuse(text, "the URL's host is not a host name or address with an optional :port");
         if (path.find_first_of("?#") != std::string_view::npos)
             refuse(text, "a query or fragment is not part of a checkpoint's location");
-        out.scheme = scheme == "https" ? Scheme::https : Scheme::http;
+        out.scheme = lower == "https" ? Scheme::https : Scheme::http;
         out.authority = std::string(host);
         out.prefix = checked_prefix(text, percent_decoded(text, path));
         return out;

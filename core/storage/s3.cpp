@@ -70,6 +70,7 @@ constexpr std::size_t kMaxOpenUploads = 100'000;
 constexpr std::size_t kSignedBodyLimit = 1 << 20;
 // A stream lost part-way after at least this much of it counts as a first loss again.
 constexpr uint64_t kResumeProgress = 1 << 20;
+constexpr int kSilentAttempts = 2; // a server that said nothing to this many attempts in a row is not asked again
 
 std::string amz_now()
 {
@@ -427,6 +428,7 @@ S3Client::Answer S3Client::send(const Call& call) const
 
     std::minstd_rand jitter(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
     int delay = m_config.retry.first_delay_ms;
+    int silent = 0; // attempts in a row to which the server said nothing at all
     for (int attempt = 1;; ++attempt) {
         if (operation_cancelled()) // the request stopped, or the next not sent
             throw Error(ProblemKind::cancelled, what + ": cancelled");
@@ -508,11 +510,19 @@ S3Client::Answer S3Client::send(const Call& call) const
                             std::to_string(expected) + " were asked for",
                         object);
         }
-        if (!retryable(response.status) || attempt >= m_config.retry.attempts) {
+        // A server that said nothing twice in a row (hung, or behind a firewall that drops the
+        // packets) is not waited on for every attempt: each costs the whole stall timeout, and
+        // six of them held a command for three minutes.
+        silent = response.silent ? silent + 1 : 0;
+        if (!retryable(response.status) || attempt >= m_config.retry.attempts || silent >= kSilentAttempts) {
             if (response.status == 0)
                 throw Error(ProblemKind::remote_error,
                             what + ": no answer from " + m_scheme + "://" + host + " after " + std::to_string(attempt) +
-                                " attempts: " + printable(response.transport_error, 200),
+                                " attempts" +
+                                (silent >= kSilentAttempts
+                                     ? " (nothing at all to the last " + std::to_string(silent) + ")"
+                                     : std::string()) +
+                                ": " + printable(response.transport_error, 200),
                             object);
             if (retryable(response.status))
                 throw Error(ProblemKind::remote_error,

@@ -250,6 +250,7 @@ HttpResponse http_exchange(const HttpRequest& request)
         response.transport_error = error[0] ? error : curl_easy_strerror(code);
         response.untrusted = code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_ISSUER_ERROR ||
             code == CURLE_SSL_PINNEDPUBKEYNOTMATCH;
+        response.silent = code == CURLE_OPERATION_TIMEDOUT && response.status == 0; // not even a status line
         response.status = 0; // a half-received answer is no answer
     }
     return response;

@@ -48,6 +48,8 @@ struct HttpResponse {
     long status = 0; // 0: no response (the transport failed, see `transport_error`)
     std::string transport_error; // curl's sentence when the exchange itself failed
     bool untrusted = false; // it failed on the server's TLS certificate (which asking again would meet)
+    // The server said nothing in the time allowed: no connection, or not a byte of an answer.
+    bool silent = false;
     // Why the answer is not valid HTTP (an invalid or a second, different Content-Length, say):
     // the server's fault, which asking again would meet; the transfer stopped there.
     std::string malformed;

@@ -29,8 +29,7 @@ struct Index {
 
 [[noreturn]] inline void bad_index(const std::string& path, const std::string& what)
 {
-    throw shardscope::Error(shardscope::ProblemKind::invalid_manifest, path + ": invalid safetensors index: " + what,
-                            path);
+    throw shardscope::Error(shardscope::ProblemKind::invalid_manifest, path + ": invalid index: " + what, path);
 }
 
 // parse_safetensors_index as it was before it streamed (one DOM, a parser callback for duplicates).

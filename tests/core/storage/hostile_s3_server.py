@@ -6,6 +6,7 @@ import argparse
 import http.server
 import sys
 import threading
+import time
 
 
 class Hostile(http.server.BaseHTTPRequestHandler):
@@ -59,6 +60,9 @@ class Hostile(http.server.BaseHTTPRequestHandler):
                     b"</NextKeyMarker><NextUploadIdMarker>1</NextUploadIdMarker><Upload><Key>back/a</Key>"
                     b"<UploadId>1</UploadId></Upload></ListMultipartUploadsResult>")
             return self.reply(200, body)
+        if path == "/b/silent":  # takes the request and never answers (a hung server)
+            time.sleep(20)
+            return
         if path == "/b/redirect":
             return self.reply(301, b"", [("Location", "http://elsewhere.invalid/b/redirect")])
         if path == "/b/scheme-redirect":  # to another scheme on the same host

@@ -461,6 +461,18 @@ private slots:
             return QStringLiteral("accepted");
         };
         std::vector<std::byte> ten(10);
+        { // a server that takes the request and says nothing is asked twice, not six times
+            S3Config patient = hostile;
+            patient.retry = {.attempts = 6, .first_delay_ms = 10, .max_delay_ms = 20};
+            patient.stall_timeout_s = 1;
+            QElapsedTimer waited;
+            waited.start();
+            const QString silent = said([&] { (void)S3Client(patient).get("b", "silent", 1000); });
+            QVERIFY2(silent.contains(QStringLiteral("no answer from")) &&
+                         silent.contains(QStringLiteral("after 2 attempts (nothing at all to the last 2)")),
+                     qPrintable(silent));
+            QVERIFY2(waited.elapsed() < 4500, qPrintable(QString::number(waited.elapsed())));
+        }
         const QString redirect = said([&] { (void)s3.get("b", "redirect", 1000); });
         QVERIFY2(redirect.contains(QStringLiteral("GET s3://b/redirect: HTTP 301")) &&
                      redirect.contains(QStringLiteral("not followed")) && !redirect.contains(QStringLiteral("invalid")),

@@ -137,6 +137,12 @@ private slots:
         QCOMPARE(int(web.scheme), int(Scheme::https));
         QCOMPARE(web.authority, "models.example.org:8443");
         QCOMPARE(web.prefix, "org/model");
+        // A scheme is case-insensitive; the bucket, host and key keep their case rules.
+        const Location upper = parse_location("S3://ckpt-bucket/Runs");
+        QCOMPARE(int(upper.scheme), int(Scheme::s3));
+        QCOMPARE(to_string(upper), "s3://ckpt-bucket/Runs");
+        QCOMPARE(int(parse_location("HTTPS://models.example.org/Org").scheme), int(Scheme::https));
+        QCOMPARE(int(parse_location("Http://models.example.org/Org").scheme), int(Scheme::http));
         // Up: a prefix shortened, never above the bucket's or the server's root.
         QCOMPARE(to_string(s3.above()), "s3://ckpt-bucket/runs");
         QCOMPARE(to_string(s3.above(2)), "s3://ckpt-bucket");
