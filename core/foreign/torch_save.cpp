@@ -5,9 +5,7 @@
 #include "core/foreign/internal/common.h"
 #include "core/foreign/internal/torch_files.h"
 #include "core/foreign/safetensors_index.h"
-#include "core/util/printable.h"
 
-#include <map>
 #include <set>
 
 namespace shardscope {
